@@ -1,0 +1,33 @@
+# The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: test test-fast bench demo loadtest experiment proto serve clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test,spark,loadtest]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not spark and not slow"
+
+bench: $(STAMP)
+	$(PY) -m bench.run
+
+proto: $(STAMP)
+	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto --grpc_python_out=proto proto/windowstore/v1/*.proto
+
+serve: $(STAMP)
+	$(VENV)/bin/windowstore serve
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,18 @@
+"""The data half of windowstore's pure core: streams, sub-windows, synopses, aggregates, queries.
+
+Nothing here reads a wall clock, opens a socket or starts a thread: time is passed in.
+"""
+from .errors import InvalidInput, QuerySyntaxError, StoreError
+from .schema import Schema
+from .subwindow import SubWindow
+from .window import AppendResult, Window, WindowSpec
+from .stream import Stream
+from .query import Aggregate, KeyColumn, Predicate, Query, Range
+from .parser import parse_query
+from .planner import Answer, Plan, plan_query, run_plan
+
+__all__ = [
+    "Aggregate", "AppendResult", "Answer", "InvalidInput", "KeyColumn", "Plan", "Predicate",
+    "Query", "QuerySyntaxError", "Range", "Schema", "StoreError", "Stream", "SubWindow", "Window",
+    "WindowSpec", "parse_query", "plan_query", "run_plan",
+]

@@ -1,0 +1,42 @@
+"""Stream-wide string dictionary: strings are stored as int32 codes that are stable across
+sub-windows, so per-key synopses of different sub-windows merge by code without re-hashing."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+class StringDictionary:
+    def __init__(self) -> None:
+        self._code: dict[str, int] = {}
+        self.values: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        """Codes for a pyarrow string array (no nulls); new strings get new codes."""
+        encoded = pc.dictionary_encode(array)
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+        local = encoded.dictionary.to_pylist()
+        mapping = np.fromiter((self._intern(s) for s in local), dtype=np.int32, count=len(local))
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        return mapping[indices] if len(indices) else np.empty(0, dtype=np.int32)
+
+    def _intern(self, s: str) -> int:
+        code = self._code.get(s)
+        if code is None:
+            code = len(self.values)
+            self._code[s] = code
+            self.values.append(s)
+        return code
+
+    def lookup(self, s: str) -> int:
+        """The code of `s`, or -1 when the stream has never seen it (matches nothing)."""
+        return self._code.get(s, -1)
+
+    def decode(self, codes: np.ndarray) -> list[str]:
+        values = self.values
+        return [values[c] for c in codes.tolist()]

@@ -1,0 +1,155 @@
+"""Stream schemas and batch validation: a batch becomes NumPy columns or raises InvalidInput,
+never half-applied."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .dictionary import StringDictionary
+from .errors import InvalidInput
+
+TYPES = ("int64", "float64", "string")
+NUMERIC = ("int64", "float64")
+_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Column name -> type; `time_column` is the int64 event time in ms."""
+
+    columns: tuple[tuple[str, str], ...]
+    time_column: str = "ts"
+
+    @classmethod
+    def of(cls, columns: Mapping[str, str], time_column: str = "ts") -> "Schema":
+        if not isinstance(columns, Mapping) or not columns:
+            raise InvalidInput("schema must map at least one column name to a type")
+        items = []
+        for name, typ in columns.items():
+            if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or name[0].isdigit():
+                raise InvalidInput(f"column name {name!r} must be an identifier", column=str(name))
+            typ = str(typ).lower()
+            if typ not in TYPES:
+                raise InvalidInput(f"column {name!r} has unknown type {typ!r} (expected one of {', '.join(TYPES)})", column=name)
+            items.append((name, typ))
+        names = [n for n, _ in items]
+        if time_column not in names:
+            raise InvalidInput(f"schema has no event-time column {time_column!r}", column=time_column)
+        if dict(items)[time_column] != "int64":
+            raise InvalidInput(f"event-time column {time_column!r} must be int64 (ms)", column=time_column)
+        return cls(tuple(items), time_column)
+
+    @property
+    def types(self) -> dict[str, str]:
+        return dict(self.columns)
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.columns]
+
+    def numeric_columns(self) -> list[str]:
+        return [n for n, t in self.columns if t in NUMERIC and n != self.time_column]
+
+    def type_of(self, column: str) -> str:
+        typ = self.types.get(column)
+        if typ is None:
+            raise InvalidInput(f"unknown column {column!r}", column=column)
+        return typ
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.columns)
+
+    def validate(self, batch: Any, strings: StringDictionary) -> tuple[dict[str, np.ndarray], int]:
+        """Columns of `batch` as NumPy arrays (strings as dictionary codes) and the row count.
+
+        Accepts a mapping of column -> sequence/NumPy array, or a pyarrow Table/RecordBatch.
+        Strings are interned only after every column passed validation, so a refused batch
+        leaves the dictionary untouched.
+        """
+        if isinstance(batch, (pa.Table, pa.RecordBatch)):
+            source = {name: batch.column(name) for name in batch.schema.names}
+        elif isinstance(batch, Mapping):
+            source = dict(batch)
+        else:
+            raise InvalidInput(f"a batch must be a mapping of columns or a pyarrow table, not {type(batch).__name__}")
+        types = self.types
+        unknown = [c for c in source if c not in types]
+        if unknown:
+            raise InvalidInput(f"unknown column {unknown[0]!r}", column=str(unknown[0]))
+        missing = [c for c in types if c not in source]
+        if missing:
+            raise InvalidInput(f"missing column {missing[0]!r}", column=missing[0])
+        checked: dict[str, Any] = {}
+        length = None
+        for name, typ in self.columns:
+            col = _check_column(name, typ, source[name])
+            n = len(col)
+            if length is None:
+                length = n
+            elif n != length:
+                raise InvalidInput(f"column {name!r} has {n} rows, expected {length} like the columns before it", column=name)
+            checked[name] = col
+        out = {}
+        for name, typ in self.columns:
+            col = checked[name]
+            out[name] = strings.encode(col) if typ == "string" else col
+        return out, int(length or 0)
+
+
+def _check_column(name: str, typ: str, values: Any) -> Any:
+    """A NumPy array for numeric columns, a null-free pyarrow string array for strings."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if values.null_count:
+            raise InvalidInput(f"column {name!r} has null values", column=name)
+        if typ == "string":
+            if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+                raise InvalidInput(f"column {name!r} must be string, got {values.type}", column=name)
+            return values
+        values = values.to_numpy() if isinstance(values, pa.ChunkedArray) else values.to_numpy(zero_copy_only=False)
+    if typ == "string":
+        if isinstance(values, np.ndarray) and values.dtype.kind not in "OUT":
+            raise InvalidInput(f"column {name!r} must be string, got {values.dtype}", column=name)
+        try:
+            arr = pa.array(values if not isinstance(values, np.ndarray) else values.tolist(), type=pa.string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            raise InvalidInput(f"column {name!r} must hold strings", column=name) from None
+        if arr.null_count:
+            raise InvalidInput(f"column {name!r} has null values", column=name)
+        return arr
+    arr = values if isinstance(values, np.ndarray) else _as_array(name, values)
+    if arr.ndim != 1:
+        raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
+    kind = arr.dtype.kind
+    if typ == "int64":
+        if kind in "iu":
+            return arr.astype(np.int64, copy=False)
+        raise InvalidInput(f"column {name!r} must be int64, got {_describe(arr)}", column=name)
+    if kind in "iuf":
+        out = arr.astype(np.float64, copy=False)
+        if np.isnan(out).any():
+            raise InvalidInput(f"column {name!r} has null (NaN) values", column=name)
+        return out
+    raise InvalidInput(f"column {name!r} must be float64, got {_describe(arr)}", column=name)
+
+
+def _as_array(name: str, values: Any) -> np.ndarray:
+    try:
+        values = list(values)
+    except TypeError:
+        raise InvalidInput(f"column {name!r} must be a sequence", column=name) from None
+    if any(v is None for v in values):
+        raise InvalidInput(f"column {name!r} has null values", column=name)
+    if any(isinstance(v, bool) for v in values):
+        raise InvalidInput(f"column {name!r} holds booleans", column=name)
+    try:
+        return np.asarray(values) if values else np.empty(0, dtype=np.int64)
+    except (ValueError, OverflowError):
+        raise InvalidInput(f"column {name!r} holds values of mixed or unsupported types", column=name) from None
+
+
+def _describe(arr: np.ndarray) -> str:
+    return {"O": "objects", "U": "strings", "S": "bytes", "b": "booleans", "f": "floats"}.get(arr.dtype.kind, str(arr.dtype))

@@ -1,0 +1,26 @@
+"""A sealed sub-window: immutable columns plus synopses. A slide swaps one of these into the
+circular array; a query that must see an older state keeps its reference, nothing is copied."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .synopsis import Synopsis
+
+
+@dataclass(frozen=True, eq=False)
+class SubWindow:
+    slide: int          # the slide (write transaction) that produced it: its version
+    position: int       # slide mod n: its slot in the circular array
+    start_ms: int       # nominal bounds, in the window's clock domain, [start, end)
+    end_ms: int
+    min_ts: int | None  # observed event-time bounds of its rows
+    max_ts: int | None
+    rows: int
+    columns: dict[str, np.ndarray]
+    synopsis: Synopsis
+    sealed_at_ms: int   # clock time of the slide's commit
+
+    def __repr__(self) -> str:
+        return f"SubWindow(slide={self.slide}, position={self.position}, rows={self.rows})"

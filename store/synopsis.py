@@ -1,0 +1,151 @@
+"""Per-sub-window synopses, built once when a sub-window is sealed (thesis 2.3.4, 6.2).
+
+- Basic interval: COUNT, SUM, MIN, MAX of every numeric column.
+- Per-key: for each declared group-by column, the keys present and their COUNT and SUM of every
+  numeric column (exact), plus a bounded top-k list by COUNT (Algorithm 6's per-sub-window summary).
+- Running: prefix COUNT and integer SUMs since the stream began, before and after this sub-window,
+  so any window length is answered from its two end sub-windows (see window.RunningSynopsis).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Integer sums go through float64 bincount only while they stay exact (< 2**53).
+_EXACT_FLOAT_INT = 2**53
+
+
+@dataclass(frozen=True)
+class ColumnSummary:
+    count: int
+    sum: int | float
+    min: int | float | None
+    max: int | float | None
+
+
+@dataclass(frozen=True)
+class KeySummary:
+    """Keys of one group-by column in one sub-window, sorted, with aligned aggregates."""
+
+    keys: np.ndarray
+    counts: np.ndarray
+    sums: dict[str, np.ndarray]
+    topk: "TopKList"
+
+
+@dataclass(frozen=True)
+class TopKList:
+    """The k most frequent keys of a sub-window and the k-th count (delta_i of 6.2.1).
+
+    `delta` is an upper bound on the count of any key absent from the list; it is 0 when the list
+    holds every key of the sub-window.
+    """
+
+    keys: np.ndarray
+    counts: np.ndarray
+    delta: int
+
+
+@dataclass(frozen=True)
+class Synopsis:
+    rows: int
+    columns: dict[str, ColumnSummary]
+    by_key: dict[str, KeySummary]
+    # running synopsis: prefix aggregates since the stream began, before/after this sub-window
+    prefix_before: dict[str, int] = field(default_factory=dict)
+    prefix_after: dict[str, int] = field(default_factory=dict)
+
+
+def summarize_column(values: np.ndarray) -> ColumnSummary:
+    n = len(values)
+    if n == 0:
+        return ColumnSummary(0, 0 if values.dtype.kind in "iu" else 0.0, None, None)
+    s = values.sum()
+    return ColumnSummary(n, s.item(), values.min().item(), values.max().item())
+
+
+def group_keys(keys: np.ndarray, dense: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique keys, index of each row's key in them).
+
+    Dictionary codes are small dense ints: counting sort by bincount beats np.unique's sort.
+    """
+    if dense and len(keys) and int(keys.max()) <= 4 * len(keys) + 1024:
+        present = np.bincount(keys)
+        uniq = np.flatnonzero(present)
+        remap = np.empty(len(present), dtype=np.int64)
+        remap[uniq] = np.arange(len(uniq))
+        return uniq.astype(keys.dtype, copy=False), remap[keys]
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
+def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Per-group sums; integer columns stay exact integers."""
+    if values.dtype.kind == "f":
+        return np.bincount(inverse, weights=values, minlength=groups)
+    if len(values) == 0:
+        return np.zeros(groups, dtype=np.int64)
+    bound = int(np.abs(values).max()) * len(values)
+    if bound < _EXACT_FLOAT_INT:
+        return np.bincount(inverse, weights=values, minlength=groups).astype(np.int64)
+    out = np.zeros(groups, dtype=np.int64)
+    np.add.at(out, inverse, values)
+    return out
+
+
+def top_k(keys: np.ndarray, counts: np.ndarray, k: int) -> TopKList:
+    if len(keys) <= k:
+        order = np.argsort(-counts, kind="stable")
+        return TopKList(keys[order], counts[order], 0)
+    part = np.argpartition(-counts, k - 1)[:k]
+    order = part[np.argsort(-counts[part], kind="stable")]
+    return TopKList(keys[order], counts[order], int(counts[order[-1]]))
+
+
+def build_synopsis(columns: dict[str, np.ndarray], rows: int, numeric: list[str],
+                   group_by: tuple[str, ...], topk: int, string_columns: set[str]) -> Synopsis:
+    col_summaries = {c: summarize_column(columns[c]) for c in numeric}
+    by_key: dict[str, KeySummary] = {}
+    for g in group_by:
+        uniq, inverse = group_keys(columns[g], dense=g in string_columns)
+        counts = np.bincount(inverse, minlength=len(uniq)).astype(np.int64) if rows else np.zeros(0, np.int64)
+        sums = {c: grouped_sum(inverse, columns[c], len(uniq)) for c in numeric}
+        for arr in (uniq, counts, *sums.values()):
+            arr.flags.writeable = False
+        by_key[g] = KeySummary(uniq, counts, sums, top_k(uniq, counts, topk))
+    return Synopsis(rows, col_summaries, by_key)
+
+
+@dataclass
+class TopKEstimate:
+    """Algorithm 6 over per-sub-window top-k lists: bounds per reported key.
+
+    `lower` is the count seen on the lists (a true lower bound); `upper` adds the delta of every
+    list the key is missing from. `guaranteed` is true when the k reported keys are provably the
+    true top k (each lower bound >= every other key's upper bound).
+    """
+
+    keys: list
+    lower: list[int]
+    upper: list[int]
+    delta: int
+    guaranteed: bool
+
+
+def merge_topk_lists(lists: list[TopKList], k: int) -> TopKEstimate:
+    delta = sum(t.delta for t in lists)
+    if not lists:
+        return TopKEstimate([], [], [], 0, True)
+    keys = np.concatenate([t.keys for t in lists])
+    counts = np.concatenate([t.counts for t in lists])
+    missing_delta = np.concatenate([np.full(len(t.keys), t.delta, dtype=np.int64) for t in lists])
+    uniq, inverse = np.unique(keys, return_inverse=True)
+    lower = np.bincount(inverse, weights=counts, minlength=len(uniq)).astype(np.int64)
+    seen_delta = np.bincount(inverse, weights=missing_delta, minlength=len(uniq)).astype(np.int64)
+    upper = lower + (delta - seen_delta)
+    order = np.lexsort((uniq, -lower))
+    top, rest = order[:k], order[k:]
+    others_upper = max([delta] + ([int(upper[rest].max())] if len(rest) else []))
+    guaranteed = bool(len(top) == 0 or (int(lower[top].min()) >= others_upper and (len(top) == k or delta == 0)))
+    return TopKEstimate(uniq[top].tolist(), lower[top].tolist(), upper[top].tolist(), delta, guaranteed)

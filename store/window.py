@@ -1,0 +1,315 @@
+"""The sliding window: a circular array of n sealed sub-windows, the open buffer, sealing, and
+the window-level synopses (running and interval) maintained at each slide.
+
+Sub-window j (the j-th slide, its version) lives at position j mod n. Clocks:
+- processing: sub-window j covers clock time [(b + j) t, (b + j + 1) t), b = creation slot;
+  every appended row goes to the open sub-window; slides are due on schedule even with no input.
+- event: sub-window j covers event time [(b + j) t, (b + j + 1) t), b = slot of the first row;
+  slides are due when the watermark (max event time - allowed lateness) passes their end; rows for
+  a sub-window already sealed are late: counted and reported, not stored.
+- manual: a slide happens only when asked.
+- count-based (subwindow_rows=N): a slide is due whenever N rows are buffered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import InvalidInput
+from .schema import Schema
+from .subwindow import SubWindow
+from .synopsis import Synopsis, build_synopsis
+
+CLOCKS = ("processing", "event", "manual")
+COUNT_KEY = "__count__"
+MAX_SUBWINDOWS = 100_000
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    subwindows: int
+    subwindow_ms: int | None = None
+    subwindow_rows: int | None = None
+    clock: str = "processing"
+    allowed_lateness_ms: int = 0
+    group_by: tuple[str, ...] = ()
+    topk: int = 16
+
+    def validate(self, schema: Schema) -> None:
+        if not isinstance(self.subwindows, int) or not 1 <= self.subwindows <= MAX_SUBWINDOWS:
+            raise InvalidInput(f"subwindows must be between 1 and {MAX_SUBWINDOWS}, got {self.subwindows!r}")
+        if (self.subwindow_ms is None) == (self.subwindow_rows is None):
+            raise InvalidInput("give exactly one of subwindow_ms (time-based) or subwindow_rows (count-based)")
+        if self.subwindow_ms is not None and not (isinstance(self.subwindow_ms, int) and self.subwindow_ms >= 1):
+            raise InvalidInput(f"subwindow_ms must be a positive integer, got {self.subwindow_ms!r}")
+        if self.subwindow_rows is not None and not (isinstance(self.subwindow_rows, int) and self.subwindow_rows >= 1):
+            raise InvalidInput(f"subwindow_rows must be a positive integer, got {self.subwindow_rows!r}")
+        if self.clock not in CLOCKS:
+            raise InvalidInput(f"clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
+        if self.subwindow_rows is not None and self.clock != "manual" and self.clock != "processing":
+            raise InvalidInput("count-based windows slide every subwindow_rows rows; use the default clock")
+        if self.allowed_lateness_ms < 0:
+            raise InvalidInput("allowed_lateness_ms must be >= 0")
+        if self.allowed_lateness_ms and self.clock != "event":
+            raise InvalidInput("allowed_lateness_ms applies only to clock='event'")
+        if not 1 <= self.topk <= 10_000:
+            raise InvalidInput("topk must be between 1 and 10000")
+        types = schema.types
+        for g in self.group_by:
+            if g not in types:
+                raise InvalidInput(f"group_by names unknown column {g!r}", column=g)
+            if types[g] == "float64":
+                raise InvalidInput(f"group_by column {g!r} must be string or int64", column=g)
+        if len(set(self.group_by)) != len(self.group_by):
+            raise InvalidInput("group_by names a column twice")
+
+    @property
+    def count_based(self) -> bool:
+        return self.subwindow_rows is not None
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    accepted: int
+    late: int
+
+
+@dataclass
+class _Buffer:
+    chunks: list[dict[str, np.ndarray]] = field(default_factory=list)
+    rows: int = 0
+
+    def add(self, columns: dict[str, np.ndarray], rows: int) -> None:
+        if rows:
+            self.chunks.append(columns)
+            self.rows += rows
+
+    def take(self, names: list[str], rows: int | None = None) -> tuple[dict[str, np.ndarray], int]:
+        """Remove and return the first `rows` rows (all when None), concatenated."""
+        if not self.chunks:
+            return {}, 0
+        merged = {c: (self.chunks[0][c] if len(self.chunks) == 1 else np.concatenate([ch[c] for ch in self.chunks])) for c in names}
+        total = self.rows
+        if rows is None or rows >= total:
+            self.chunks, self.rows = [], 0
+            return merged, total
+        head = {c: a[:rows] for c, a in merged.items()}
+        self.chunks = [{c: a[rows:] for c, a in merged.items()}]
+        self.rows = total - rows
+        return head, rows
+
+
+class IntervalSynopsis:
+    """MIN/MAX per numeric column over dyadic blocks of slides (thesis 2.3.4): about 2n blocks,
+    any window answered from O(log n) of them."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.blocks: dict[tuple[int, int], dict[str, tuple]] = {}
+
+    def add(self, slide: int, synopsis: Synopsis) -> None:
+        self.blocks[(0, slide)] = {c: (s.min, s.max) for c, s in synopsis.columns.items()}
+        level, index = 0, slide
+        while index % 2 == 1:
+            left, right = self.blocks.get((level, index - 1)), self.blocks[(level, index)]
+            level, index = level + 1, index // 2
+            if left is None:
+                break
+            self.blocks[(level, index)] = {c: _combine(left[c], right[c]) for c in right}
+        oldest = slide - self.n + 1
+        for key in [k for k in self.blocks if (k[1] + 1) << k[0] <= oldest]:
+            del self.blocks[key]
+
+    def probe(self, column: str, lo: int, hi: int) -> tuple:
+        """(min, max) of `column` over slides lo..hi inclusive."""
+        acc: tuple = (None, None)
+        pos = lo
+        while pos <= hi:
+            level = 0
+            while pos % (2 << level) == 0 and pos + (2 << level) - 1 <= hi and (level + 1, pos >> (level + 1)) in self.blocks:
+                level += 1
+            acc = _combine(acc, self.blocks[(level, pos >> level)][column])
+            pos += 1 << level
+        return acc
+
+
+def _combine(a: tuple, b: tuple) -> tuple:
+    lo = b[0] if a[0] is None else a[0] if b[0] is None else min(a[0], b[0])
+    hi = b[1] if a[1] is None else a[1] if b[1] is None else max(a[1], b[1])
+    return lo, hi
+
+
+class Window:
+    def __init__(self, schema: Schema, spec: WindowSpec, created_ms: int):
+        spec.validate(schema)
+        self.schema = schema
+        self.spec = spec
+        self.n = spec.subwindows
+        self.subs: list[SubWindow | None] = [None] * self.n
+        self.latest = -1  # newest slide applied; -1 before the first
+        self.created_ms = created_ms
+        self.last_seal_ms = created_ms
+        self._names = schema.names
+        self._numeric = schema.numeric_columns() + [schema.time_column]
+        self._int_columns = [c for c in self._numeric if schema.types[c] == "int64"]
+        self._strings = {c for c, t in schema.columns if t == "string"}
+        self._prefix = {COUNT_KEY: 0, **{c: 0 for c in self._int_columns}}
+        self.interval = IntervalSynopsis(self.n)
+        t = spec.subwindow_ms
+        self._base_slot: int | None = created_ms // t if (t and spec.clock == "processing") else None
+        self._buffer = _Buffer()
+        self._slots: dict[int, _Buffer] = {}   # event time: open sub-windows by slot
+        self.max_event_ms: int | None = None
+        self.late_rows = 0
+
+    # -- reading -----------------------------------------------------------------------------
+    def youngest(self, n_q: int) -> list[SubWindow]:
+        """The n_q youngest sealed sub-windows, youngest first (fewer while the window fills)."""
+        out = []
+        for v in range(self.latest, max(self.latest - n_q, -1), -1):
+            out.append(self.subs[v % self.n])
+        return out
+
+    def version_at(self, position: int) -> int | None:
+        sub = self.subs[position]
+        return None if sub is None else sub.slide
+
+    def ttu(self, position: int) -> int:
+        """Slides still to be applied until `position` is overwritten (n for the youngest)."""
+        return (position - (self.latest + 1)) % self.n + 1
+
+    @property
+    def buffered_rows(self) -> int:
+        return self._buffer.rows + sum(b.rows for b in self._slots.values())
+
+    def bounds(self, n_q: int) -> tuple[int | None, int | None]:
+        subs = self.youngest(n_q)
+        if not subs:
+            return None, None
+        return subs[-1].start_ms, subs[0].end_ms
+
+    # -- writing -----------------------------------------------------------------------------
+    def append(self, columns: dict[str, np.ndarray], rows: int) -> AppendResult:
+        """Buffer validated columns (see Schema.validate). Never seals: see due() and slide()."""
+        if rows == 0:
+            return AppendResult(0, 0)
+        ts = columns[self.schema.time_column]
+        if self.spec.clock == "event":
+            return self._append_event(columns, rows, ts)
+        self._note_event_time(ts)
+        self._buffer.add(columns, rows)
+        return AppendResult(rows, 0)
+
+    def _append_event(self, columns, rows, ts) -> AppendResult:
+        t = self.spec.subwindow_ms
+        slots = ts // t
+        if self._base_slot is None:
+            self._base_slot = int(slots.min())
+        next_slot = self._base_slot + self.latest + 1
+        horizon = max(next_slot, self._watermark_slot()) + 10 * self.n
+        if int(slots.max()) > horizon:
+            raise InvalidInput(
+                f"event time {int(ts.max())} is more than {10 * self.n} sub-windows ahead of the watermark",
+                column=self.schema.time_column)
+        keep = slots >= next_slot
+        late = rows - int(keep.sum())
+        if late:
+            columns = {c: a[keep] for c, a in columns.items()}
+            slots = slots[keep]
+            self.late_rows += late
+        if len(slots):
+            self._note_event_time(columns[self.schema.time_column])
+            for slot in np.unique(slots).tolist():
+                sel = slots == slot
+                part = {c: a[sel] for c, a in columns.items()} if not sel.all() else columns
+                self._slots.setdefault(slot, _Buffer()).add(part, int(sel.sum()))
+        return AppendResult(rows - late, late)
+
+    def _note_event_time(self, ts: np.ndarray) -> None:
+        if len(ts):
+            m = int(ts.max())
+            self.max_event_ms = m if self.max_event_ms is None else max(self.max_event_ms, m)
+
+    def _watermark_slot(self) -> int:
+        if self.max_event_ms is None:
+            return -(2**62)
+        return (self.max_event_ms - self.spec.allowed_lateness_ms) // self.spec.subwindow_ms
+
+    def due(self, now_ms: int) -> int:
+        """How many slides are due at clock time now_ms (0 for manual windows)."""
+        spec = self.spec
+        if spec.count_based:
+            return self._buffer.rows // spec.subwindow_rows
+        if spec.clock == "processing":
+            return max(0, now_ms // spec.subwindow_ms - self._base_slot - (self.latest + 1))
+        if spec.clock == "event":
+            if self._base_slot is None:
+                return 0
+            # slot s is complete once the watermark reaches its end: watermark_slot > s
+            return max(0, self._watermark_slot() - (self._base_slot + self.latest + 1))
+        return 0
+
+    def next_due_ms(self) -> int | None:
+        """Clock time of the next scheduled slide (processing time only)."""
+        if self.spec.clock == "processing" and not self.spec.count_based:
+            return (self._base_slot + self.latest + 2) * self.spec.subwindow_ms
+        return None
+
+    def slide(self, now_ms: int) -> SubWindow:
+        """Write transaction T_j: seal the next sub-window and swap it into position j mod n."""
+        spec = self.spec
+        j = self.latest + 1
+        if spec.count_based:
+            cols, rows = self._buffer.take(self._names, spec.subwindow_rows)
+            start = end = None
+        elif spec.clock == "event":
+            slot = self._base_slot + j if self._base_slot is not None else now_ms // spec.subwindow_ms
+            if self._base_slot is None:
+                self._base_slot = slot
+            buf = self._slots.pop(slot, None)
+            cols, rows = buf.take(self._names) if buf else ({}, 0)
+            start, end = slot * spec.subwindow_ms, (slot + 1) * spec.subwindow_ms
+        elif spec.clock == "processing":
+            cols, rows = self._buffer.take(self._names)
+            slot = self._base_slot + j
+            start, end = slot * spec.subwindow_ms, (slot + 1) * spec.subwindow_ms
+        else:
+            cols, rows = self._buffer.take(self._names)
+            start, end = self.last_seal_ms, max(now_ms, self.last_seal_ms)
+        if not rows:
+            cols = {c: np.empty(0, dtype=np.int32 if c in self._strings else
+                                (np.int64 if self.schema.types[c] == "int64" else np.float64)) for c in self._names}
+        for a in cols.values():
+            a.flags.writeable = False
+        syn = build_synopsis(cols, rows, self._numeric, self.spec.group_by, self.spec.topk, self._strings)
+        ts = cols[self.schema.time_column]
+        min_ts = int(ts.min()) if rows else None
+        max_ts = int(ts.max()) if rows else None
+        if start is None:  # count-based: bounds are the observed event times
+            start = min_ts if min_ts is not None else (self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0)
+            end = max_ts + 1 if max_ts is not None else start
+        before = dict(self._prefix)
+        self._prefix[COUNT_KEY] += rows
+        for c in self._int_columns:
+            self._prefix[c] += syn.columns[c].sum
+        syn = Synopsis(syn.rows, syn.columns, syn.by_key, before, dict(self._prefix))
+        sub = SubWindow(j, j % self.n, start, end, min_ts, max_ts, rows, cols, syn, now_ms)
+        self.subs[j % self.n] = sub
+        self.latest = j
+        self.last_seal_ms = now_ms
+        self.interval.add(j, syn)
+        return sub
+
+    # -- window-level synopsis probes (one atomic read of the current state) ---------------------
+    def running_total(self, key: str, n_q: int) -> int:
+        """COUNT (key=COUNT_KEY) or an integer SUM over the n_q youngest, from two sub-windows."""
+        if self.latest < 0:
+            return 0
+        lo = max(0, self.latest - n_q + 1)
+        return self.subs[self.latest % self.n].synopsis.prefix_after[key] - self.subs[lo % self.n].synopsis.prefix_before[key]
+
+    def interval_minmax(self, column: str, n_q: int) -> tuple:
+        if self.latest < 0:
+            return (None, None)
+        return self.interval.probe(column, max(0, self.latest - n_q + 1), self.latest)

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .query import Aggregate
-from .synopsis import grouped_sum
+from .synopsis import group_keys, grouped_sum
 
 
 class Partial:
@@ -118,10 +118,10 @@ def finish_scalar(agg: Aggregate, parts: list[Any]) -> Any:
     if f == "count":
         return int(sum(parts))
     if f in ("sum", "avg"):
-        total, count = 0, 0
-        for s, c in parts:
-            total += s
-            count += c
+        if not parts:
+            return None
+        sums, counts = zip(*parts)
+        total, count = sum(sums), sum(counts)
         if count == 0:
             return None
         return total if f == "sum" else total / count
@@ -148,14 +148,16 @@ def scalar_over(agg: Aggregate, values: np.ndarray) -> Any:
     return finish_scalar(agg, [scalar_part(agg, values, len(values))])
 
 
-def finish_groups(aggs: list[Aggregate], contributions: Iterable[tuple[np.ndarray, tuple]]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Combine per-key contributions: (sorted keys, one result array per aggregate)."""
+def finish_groups(aggs: list[Aggregate], contributions: Iterable[tuple[np.ndarray, tuple]],
+                  dense: bool = False) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Combine per-key contributions: (sorted keys, one result array per aggregate).
+
+    `dense`: keys are dictionary codes, grouped by counting instead of sorting."""
     contributions = list(contributions)
     if not contributions:
         return np.empty(0, dtype=np.int64), [np.empty(0) for _ in aggs]
     all_keys = np.concatenate([c[0] for c in contributions])
-    uniq, inverse = np.unique(all_keys, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    uniq, inverse = group_keys(all_keys, dense=dense)
     g = len(uniq)
     results = []
     for i, agg in enumerate(aggs):

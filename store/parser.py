@@ -100,8 +100,11 @@ class _Parser:
     # -- grammar -----------------------------------------------------------------------------
     def query(self, nested: bool = False) -> Query:
         self.expect("select")
+        first = self.tok
+        item_toks = [self.tok]
         items = [self.select_item()]
         while self.accept(","):
+            item_toks.append(self.tok)
             items.append(self.select_item())
         self.expect("from")
         inner = None
@@ -139,7 +142,7 @@ class _Parser:
         if inner is not None:
             return self.outer_query(inner, items, where, group_by, order, limit, order_tok)
         q = Query(stream, tuple(items), where, group_by, order, limit, rng, slide, (), approximate)
-        self.check_items(q, order_tok)
+        self.check_items(q, item_toks, first)
         return q
 
     def outer_query(self, inner, items, where, group_by, order, limit, tok) -> Query:
@@ -155,14 +158,14 @@ class _Parser:
                 self.fail(f"{it.column!r} is not a column of the sub-query", tok)
         return replace(inner, outer=tuple(items))
 
-    def check_items(self, q: Query, tok: _Tok) -> None:
-        for it in q.items:
+    def check_items(self, q: Query, item_toks: list[_Tok], first: _Tok) -> None:
+        for it, tok in zip(q.items, item_toks):
             if isinstance(it, KeyColumn) and it.column != q.group_by:
                 self.fail(f"column {it.column!r} must be aggregated or be the GROUP BY column", tok)
         if not any(isinstance(it, Aggregate) for it in q.items):
-            self.fail("select at least one aggregate", tok)
+            self.fail("select at least one aggregate", first)
         if q.approximate and not q.group_by:
-            self.fail("APPROXIMATE applies to TOP k over GROUP BY", tok)
+            self.fail("APPROXIMATE applies to TOP k over GROUP BY", first)
 
     def select_item(self):
         tok = self.tok

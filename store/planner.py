@@ -19,7 +19,7 @@ from .errors import InvalidInput
 from .query import Aggregate, KeyColumn, Predicate, Query
 from .stream import Stream
 from .subwindow import SubWindow
-from .synopsis import merge_topk_lists
+from .synopsis import group_keys, merge_topk_lists
 from .window import COUNT_KEY
 
 _SYNOPSIS_SCALAR = {"count", "sum", "avg", "min", "max"}
@@ -46,11 +46,25 @@ class Plan:
     supports_remove: bool = True
     _string_cols: set[str] = field(default_factory=set)
 
-    # -- reading: one sub-window at a time -----------------------------------------------------
-    def read(self, sub: SubWindow) -> Any:
+    def __post_init__(self) -> None:
+        # Resolved once: a read is on the hot path of every query (one per sub-window).
         if self.access == "window":
-            return self._read_rows(sub)
-        return self._read_synopsis(sub)
+            self.read = self._read_rows
+        elif self.query.approximate:
+            g = self.query.group_by
+            self.read = lambda sub: sub.synopsis.by_key[g].topk
+        elif self.query.group_by is None:
+            getters = [_scalar_getter(a) for a in self.aggs]
+            if len(getters) == 1:
+                self.read = getters[0]  # a single aggregate's contribution is not wrapped
+            else:
+                self.read = lambda sub: tuple(get(sub) for get in getters)
+        else:
+            self.read = self._read_key_synopsis
+
+    # -- reading: one sub-window at a time -----------------------------------------------------
+    def read(self, sub: SubWindow) -> Any:  # replaced per instance in __post_init__
+        raise AssertionError("unreachable")
 
     def _read_rows(self, sub: SubWindow) -> Any:
         cols = sub.columns
@@ -61,30 +75,11 @@ class Plan:
         if g is None:
             return tuple(scalar_part(a, sel(a.column) if a.column else None, rows) for a in self.aggs)
         keys = sel(g)
-        uniq, inverse = np.unique(keys, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = group_keys(keys, dense=g in self._string_cols)
         return (uniq, tuple(group_part(a, inverse, len(uniq), sel(a.column) if a.column else None, keys) for a in self.aggs))
 
-    def _read_synopsis(self, sub: SubWindow) -> Any:
-        syn = sub.synopsis
-        g = self.query.group_by
-        if self.query.approximate:
-            return syn.by_key[g].topk
-        if g is None:
-            parts = []
-            for a in self.aggs:
-                if a.func == "count_distinct":
-                    parts.append(syn.by_key[a.column].keys)
-                    continue
-                cs = syn.columns[a.column] if a.column else None
-                if a.func == "count":
-                    parts.append(syn.rows)
-                elif a.func in ("sum", "avg"):
-                    parts.append((cs.sum, cs.count))
-                else:
-                    parts.append(cs.min if a.func == "min" else cs.max)
-            return tuple(parts)
-        ks = syn.by_key[g]
+    def _read_key_synopsis(self, sub: SubWindow) -> Any:
+        ks = sub.synopsis.by_key[self.query.group_by]
         parts = []
         for a in self.aggs:
             if a.func == "count":
@@ -129,13 +124,33 @@ class Plan:
             rows = [(self._decode_key(k), lo) for k, lo in zip(est.keys, est.lower)]
             return Answer(self.labels, rows, self.access, exact=False, guaranteed=est.guaranteed)
         if q.group_by is None:
+            if self.access == "synopsis" and len(self.aggs) == 1:
+                return Answer(self.labels, [(finish_scalar(self.aggs[0], contributions),)], self.access)
             row = tuple(finish_scalar(a, [c[i] for c in contributions]) for i, a in enumerate(self.aggs))
             return Answer(self.labels, [row], self.access)
-        keys, results = finish_groups(self.aggs, contributions)
+        keys, results = finish_groups(self.aggs, contributions, dense=q.group_by in self._string_cols)
+        keys, results = self._top_candidates(keys, results)
         rows = self._group_rows(keys, results)
         if q.outer:
             return Answer(self.labels, [self._outer_row(rows)], self.access)
         return Answer(self.labels, rows, self.access)
+
+    def _top_candidates(self, keys: np.ndarray, results: list[np.ndarray]):
+        """With ORDER BY an aggregate and LIMIT k, only keys whose value ties or beats the k-th
+        best can make the answer: keep those before decoding and sorting."""
+        q = self.query
+        if not q.order_by or q.limit is None or len(keys) <= 4 * q.limit or q.outer:
+            return keys, results
+        item = q.items[q.order_by[0].item]
+        if not isinstance(item, Aggregate):
+            return keys, results
+        col = results[self.aggs.index(item)]
+        k = q.limit - 1
+        if q.order_by[0].descending:
+            keep = col >= -np.partition(-col, k)[k]
+        else:
+            keep = col <= np.partition(col, k)[k]
+        return keys[keep], [r[keep] for r in results]
 
     def _group_rows(self, keys: np.ndarray, results: list[np.ndarray]) -> list[tuple]:
         q = self.query
@@ -194,6 +209,23 @@ class Plan:
         return Answer(self.labels, [tuple(row)], "probe")
 
 
+def _scalar_getter(a: Aggregate):
+    """Reads one aggregate's contribution off a sub-window's basic interval synopsis."""
+    f, c = a.func, a.column
+    if f == "count_distinct":
+        return lambda sub: sub.synopsis.by_key[c].keys
+    if f == "count":
+        return lambda sub: sub.rows
+    if f in ("sum", "avg"):
+        def get(sub):
+            cs = sub.synopsis.columns[c]
+            return (cs.sum, cs.count)
+        return get
+    if f == "min":
+        return lambda sub: sub.synopsis.columns[c].min
+    return lambda sub: sub.synopsis.columns[c].max
+
+
 def _compare(a, op: str, b):
     if op == "=":
         return a == b
@@ -246,8 +278,11 @@ def _subwindows(r, spec, what: str) -> int:
     return n
 
 
-def plan_query(query: Query, stream: Stream) -> Plan:
-    """Validate `query` against `stream` and choose the cheapest exact access path."""
+def plan_query(query: Query, stream: Stream, access: str | None = None) -> Plan:
+    """Validate `query` against `stream` and choose the cheapest exact access path.
+
+    `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
+    the query): tests compare paths, operators diagnose."""
     schema = stream.schema
     types = schema.types
     strings = {c for c, t in schema.columns if t == "string"}
@@ -270,7 +305,13 @@ def plan_query(query: Query, stream: Stream) -> Plan:
                     raise InvalidInput(f"column {p.column!r} is {typ}; cannot compare it with {v!r}", column=p.column)
     n_q = window_length(query, stream)
     slide_length(query, stream)
-    access = _choose_access(query, aggs, stream)
+    best = _choose_access(query, aggs, stream)
+    if access is None or access == best:
+        access = best
+    elif access == "synopsis" and best == "probe" and all(a.func in _SYNOPSIS_SCALAR for a in aggs):
+        pass
+    elif access != "window" or query.approximate:
+        raise InvalidInput(f"access path {access!r} cannot answer this query (best: {best!r})")
     labels = query.labels
     return Plan(query, stream, n_q, access, aggs, labels, True, strings)
 

@@ -166,10 +166,8 @@ class Window:
     # -- reading -----------------------------------------------------------------------------
     def youngest(self, n_q: int) -> list[SubWindow]:
         """The n_q youngest sealed sub-windows, youngest first (fewer while the window fills)."""
-        out = []
-        for v in range(self.latest, max(self.latest - n_q, -1), -1):
-            out.append(self.subs[v % self.n])
-        return out
+        subs, n = self.subs, self.n
+        return [subs[v % n] for v in range(self.latest, max(self.latest - n_q, -1), -1)]
 
     def version_at(self, position: int) -> int | None:
         sub = self.subs[position]

@@ -1,0 +1,235 @@
+"""Edge cases of the store core."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, strategies as st
+
+from windowstore.store import InvalidInput, QuerySyntaxError, Stream, WindowSpec, parse_query, plan_query, run_plan
+from windowstore.store.window import IntervalSynopsis, COUNT_KEY
+from windowstore.store.synopsis import Synopsis, ColumnSummary
+
+SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
+
+
+def q(stream, text, access=None):
+    return run_plan(plan_query(parse_query(text), stream, access)).rows
+
+
+def rows(ts, src=None, b=None):
+    n = len(ts)
+    return {"ts": ts, "src": src or ["a"] * n, "bytes": b or [1] * n}
+
+
+# -- schemas and batches ---------------------------------------------------------------------------
+@pytest.mark.parametrize("schema, msg", [
+    ({}, "at least one column"),
+    ({"ts": "int64", "x": "decimal"}, "unknown type"),
+    ({"x": "int64"}, "no event-time column 'ts'"),
+    ({"ts": "float64"}, "must be int64"),
+    ({"ts": "int64", "bad name": "int64"}, "identifier"),
+])
+def test_bad_schemas_name_the_problem(schema, msg):
+    with pytest.raises(InvalidInput, match=msg):
+        Stream("s", schema, WindowSpec(subwindows=2, subwindow_ms=10), 0)
+
+
+@pytest.mark.parametrize("batch, column, msg", [
+    ({"ts": [1], "src": ["a"]}, "bytes", "missing column"),
+    ({"ts": [1], "src": ["a"], "bytes": [1], "extra": [1]}, "extra", "unknown column"),
+    ({"ts": [1, 2], "src": ["a"], "bytes": [1, 2]}, "src", "rows"),
+    ({"ts": [1], "src": ["a"], "bytes": [1.5]}, "bytes", "must be int64"),
+    ({"ts": [1], "src": [None], "bytes": [1]}, "src", "null"),
+    ({"ts": [1], "src": [3], "bytes": [1]}, "src", "strings"),
+    ({"ts": [None], "src": ["a"], "bytes": [1]}, "ts", "null"),
+    ({"ts": [True], "src": ["a"], "bytes": [1]}, "ts", "boolean"),
+])
+def test_bad_batches_are_refused_whole_and_name_the_column(batch, column, msg):
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=10), 0)
+    s.append(rows([1], ["keep"], [5]))
+    with pytest.raises(InvalidInput, match=msg) as err:
+        s.append(batch)
+    assert err.value.column == column
+    assert s.window.buffered_rows == 1
+    assert s.strings.values == ["keep"]  # nothing half-applied, not even the dictionary
+
+
+def test_arrow_and_numpy_batches_are_accepted():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=10), 0)
+    s.append(pa.table({"ts": pa.array([1, 2], pa.int64()), "src": ["x", "y"], "bytes": pa.array([3, 4], pa.int32())}))
+    s.append({"ts": np.array([3]), "src": np.array(["x"]), "bytes": np.array([5], dtype=np.uint8)})
+    with pytest.raises(InvalidInput, match="null"):
+        s.append(pa.table({"ts": [1], "src": pa.array([None], pa.string()), "bytes": [1]}))
+    s.window.slide(10)
+    assert q(s, "SELECT src, SUM(bytes) FROM s GROUP BY src") == [("x", 8), ("y", 4)]
+
+
+# -- windows ---------------------------------------------------------------------------------------
+def test_processing_time_boundaries_and_empty_subwindows():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=100), created_ms=1000)
+    assert s.window.due(1099) == 0
+    assert s.window.due(1100) == 1      # a row at exactly the boundary belongs to the next one
+    s.append(rows([1050]))
+    s.window.slide(1100)
+    assert s.window.due(1350) == 2      # two more due, even with no input: they are empty
+    s.window.slide(1200)
+    s.window.slide(1300)
+    assert [w.rows for w in s.window.youngest(3)] == [0, 0, 1]
+    assert s.window.youngest(3)[-1].start_ms == 1000 and s.window.youngest(3)[0].end_ms == 1300
+    assert q(s, "SELECT COUNT(*), SUM(bytes), MIN(bytes), AVG(bytes) FROM s [RANGE 200 ms]") == [(0, None, None, None)]
+    assert q(s, "SELECT COUNT(*), SUM(bytes), MIN(bytes) FROM s") == [(1, 1, 1)]
+    s.window.slide(1400)  # the first sub-window is overwritten: position 0 again
+    assert s.window.youngest(3)[0].position == 0 and q(s, "SELECT COUNT(*) FROM s") == [(0,)]
+
+
+def test_window_not_yet_full_reads_what_exists():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=5, subwindow_ms=10), 0)
+    assert q(s, "SELECT COUNT(*), MAX(bytes) FROM s") == [(0, None)]
+    assert q(s, "SELECT src, COUNT(*) FROM s GROUP BY src") == []
+    s.append(rows([1, 2], b=[4, 6]))
+    s.window.slide(10)
+    assert q(s, "SELECT COUNT(*), SUM(bytes), MEDIAN(bytes) FROM s") == [(2, 10, 4)]
+    assert s.window.bounds(5) == (0, 10)
+
+
+def test_ttu_order_matches_the_thesis():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=5, subwindow_ms=10), 0)
+    for t in range(5):
+        s.window.slide((t + 1) * 10)
+    # after T0..T4 sub-window 0 is next to be overwritten (TTU 1) and 4 is youngest (TTU 5)
+    assert [s.window.ttu(p) for p in range(5)] == [1, 2, 3, 4, 5]
+    s.window.slide(60)
+    assert [s.window.ttu(p) for p in range(5)] == [5, 1, 2, 3, 4]
+
+
+def test_count_based_window_splits_batches_into_subwindows():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_rows=3), 0)
+    s.append(rows(list(range(7)), b=list(range(7))))
+    assert s.window.due(0) == 2
+    s.window.slide(0)
+    s.window.slide(0)
+    assert s.window.due(0) == 0 and s.window.buffered_rows == 1
+    assert [(w.rows, w.min_ts, w.max_ts) for w in s.window.youngest(2)] == [(3, 3, 5), (3, 0, 2)]
+    assert q(s, "SELECT SUM(bytes) FROM s [RANGE 3 ROWS]") == [(12,)]
+    with pytest.raises(InvalidInput, match="multiple"):
+        q(s, "SELECT SUM(bytes) FROM s [RANGE 4 ROWS]")
+    with pytest.raises(InvalidInput, match="count-based"):
+        q(s, "SELECT SUM(bytes) FROM s [RANGE 1 s]")
+
+
+def test_event_time_watermark_and_late_rows():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=100, clock="event", allowed_lateness_ms=50), 0)
+    assert s.append(rows([1000, 1099, 1100])).accepted == 3
+    assert s.window.due(0) == 0           # watermark 1050: sub-window [1000,1100) not complete
+    s.append(rows([1160]))
+    assert s.window.due(0) == 1           # watermark 1110
+    sub = s.window.slide(0)
+    assert (sub.start_ms, sub.end_ms, sub.rows) == (1000, 1100, 2)
+    res = s.append(rows([1099, 1000, 1150]))  # two rows for the sealed sub-window
+    assert (res.accepted, res.late) == (1, 2) and s.window.late_rows == 2
+    s.append(rows([1460]))                # watermark 1410: [1100,1200), [1200,1300), [1300,1400) due
+    assert s.window.due(0) == 3
+    for _ in range(3):
+        s.window.slide(0)
+    assert [w.rows for w in s.window.youngest(3)] == [0, 0, 3]
+    with pytest.raises(InvalidInput, match="ahead of the watermark"):
+        s.append(rows([10**9]))
+
+
+def test_bad_window_specs():
+    for spec, msg in [
+        (WindowSpec(subwindows=0, subwindow_ms=10), "subwindows"),
+        (WindowSpec(subwindows=2), "exactly one"),
+        (WindowSpec(subwindows=2, subwindow_ms=10, clock="wall"), "clock"),
+        (WindowSpec(subwindows=2, subwindow_ms=10, group_by=("nope",)), "unknown column"),
+        (WindowSpec(subwindows=2, subwindow_ms=10, allowed_lateness_ms=5), "only to clock='event'"),
+    ]:
+        with pytest.raises(InvalidInput, match=msg):
+            Stream("s", SCHEMA, spec, 0)
+
+
+def test_manual_window_slides_only_when_asked():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1, clock="manual"), 0)
+    s.append(rows([5]))
+    assert s.window.due(10**9) == 0
+    sub = s.window.slide(42)
+    assert (sub.start_ms, sub.end_ms, sub.rows) == (0, 42, 1)
+
+
+# -- window-level synopses -------------------------------------------------------------------------
+@given(st.lists(st.one_of(st.none(), st.integers(-100, 100)), min_size=1, max_size=80), st.integers(1, 33))
+def test_interval_synopsis_equals_brute_force(values, n):
+    syn = IntervalSynopsis(n)
+    for j, v in enumerate(values):
+        cs = ColumnSummary(0 if v is None else 1, v or 0, v, v)
+        syn.add(j, Synopsis(0, {"x": cs}, {}))
+        for n_q in range(1, n + 1):
+            lo = max(0, j - n_q + 1)
+            live = [x for x in values[lo:j + 1] if x is not None]
+            assert syn.probe("x", lo, j) == ((min(live), max(live)) if live else (None, None))
+    assert len(syn.blocks) <= 2 * n + 2 * (n.bit_length() + 1)
+
+
+def test_running_synopsis_handles_every_window_length():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10), 0)
+    sizes = [3, 0, 5, 2, 7, 1]
+    for j, k in enumerate(sizes):
+        s.append(rows([j * 10] * k, b=[j] * k))
+        s.window.slide((j + 1) * 10)
+        for n_q in range(1, 5):
+            live = sizes[max(0, j - n_q + 1): j + 1]
+            assert s.window.running_total(COUNT_KEY, n_q) == sum(live)
+
+
+# -- the query language ----------------------------------------------------------------------------
+@pytest.mark.parametrize("text, pos, token", [
+    ("SELECT COUNT(*) FORM s", 16, "FORM"),
+    ("SELECT FROM s", 7, "FROM"),
+    ("SELECT COUNT(*) FROM s WHERE x = ", 33, "end of query"),
+    ("SELECT COUNT(*) FROM s [RANGE 10 parsecs]", 33, "parsecs"),
+    ("SELECT QUANTILE(x, 1.5) FROM s", 19, "1.5"),
+    ("SELECT COUNT(*) FROM s WHERE x # 1", 31, "#"),
+    ("SELECT x, COUNT(*) FROM s GROUP BY y", 7, "x"),
+    ("SELECT COUNT(*) FROM s ORDER BY 3", 32, "3"),
+    ("SELECT COUNT(*) FROM s LIMIT 3 extra", 31, "extra"),
+])
+def test_syntax_errors_name_position_and_token(text, pos, token):
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_query(text)
+    assert (err.value.position, err.value.token) == (pos, token), str(err.value)
+    assert f"position {pos}" in str(err.value)
+
+
+def test_the_design_examples_parse():
+    a = parse_query("select src, sum(bytes) from packets [RANGE 60 s SLIDE 10 s] where proto = 'tcp' and bytes > 100 "
+                    "group by src order by 2 desc limit 10")
+    assert (a.range.value, a.slide.value, a.limit, a.order_by[0].descending) == (60_000, 10_000, 10, True)
+    b = parse_query("SELECT COUNT(*), AVG(bytes), MAX(bytes), COUNT(DISTINCT dst) FROM packets [RANGE 5 SUBWINDOWS]")
+    assert [x.func for x in b.items] == ["count", "avg", "max", "count_distinct"]
+    c = parse_query("SELECT QUANTILE(total, 0.9) FROM (SELECT src, SUM(bytes) AS total FROM packets [RANGE 1 min] GROUP BY src)")
+    assert c.outer[0].q == 0.9 and c.group_by == "src" and c.range.value == 60_000
+    d = parse_query("SELECT COUNT(*) FROM p WHERE (a = 'it''s' OR b IN (1, 2)) AND c NOT IN ('x')")
+    assert len(d.where) == 2 and d.where[0][0].value == "it's"
+
+
+def test_semantic_errors_are_invalid_input():
+    s = Stream("s", {"ts": "int64", "src": "string", "bytes": "int64", "f": "float64"}, WindowSpec(subwindows=4, subwindow_ms=1000), 0)
+    for text, msg in [
+        ("SELECT SUM(nope) FROM s", "unknown column 'nope'"),
+        ("SELECT SUM(src) FROM s", "numeric"),
+        ("SELECT COUNT(*) FROM s WHERE bytes = 'x'", "cannot compare"),
+        ("SELECT COUNT(*) FROM s [RANGE 5 s]", "window holds 4"),
+        ("SELECT COUNT(*) FROM s [RANGE 1500 ms]", "not a multiple"),
+        ("SELECT f, COUNT(*) FROM s GROUP BY f", "string or int64"),
+    ]:
+        with pytest.raises(InvalidInput, match=msg):
+            plan_query(parse_query(text), s)
+
+
+def test_quantile_is_exact_and_discrete():
+    s = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=1, subwindow_ms=10), 0)
+    s.append({"ts": [0] * 10, "v": list(range(1, 11))})
+    s.window.slide(10)
+    got = q(s, "SELECT QUANTILE(v, 0), QUANTILE(v, 0.7), QUANTILE(v, 0.71), MEDIAN(v), QUANTILE(v, 1) FROM s")
+    assert got == [(1, 7, 8, 5, 10)]

@@ -1,0 +1,1 @@
+"""Clients of windowstore: the Python SDK (sync and asyncio) and the Spark integration."""

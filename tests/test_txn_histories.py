@@ -1,0 +1,93 @@
+"""The thesis's histories H_a..H_f, the checker's verdicts on them, and the schedulers
+producing H_e (TTU) and refusing H_f (LWS) on the same arrivals."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from thesis_histories import N, THESIS, ops, to_events
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+from windowstore.txn import History, Scheduler, check
+
+
+@pytest.mark.parametrize("name, level", [
+    ("H_a", "torn"), ("H_b", "ws"), ("H_c", "ws"), ("H_d", "lws"), ("H_e", "lws"), ("H_f", "ws"),
+])
+def test_checker_classifies_thesis_histories(name, level):
+    report = check(to_events(THESIS[name]))
+    assert report.errors == []
+    assert [v.level for v in report.verdicts] == [level]
+    assert report.violations("lws") == ([] if level == "lws" else report.verdicts)
+    assert (report.violations("ws") == []) == (level != "torn")
+
+
+def test_checker_reports_inconsistent_histories():
+    events = to_events(THESIS["H_d"])
+    bad = [dict(e) for e in events]
+    for e in bad:
+        if e["op"] == "r" and e["subwindow"] == 1:
+            e["version"] = 1  # the sub-window held version 6 by then; version 1 was at 1 too: allowed
+    assert check(bad).errors == []
+    bad[-2]["subwindow"] = 3   # version 4 was never written to sub-window 3
+    assert any("did not write" in err for err in check(bad).errors)
+
+
+def scenario(policy: str, history: History):
+    """Arrivals of H_e/H_f: Q1 after T4, T5 after Q1's first read, T6 after its fourth."""
+    now = [0]
+    stream = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=N, subwindow_ms=1, clock="manual"), 0)
+    sched = Scheduler(policy, clock=lambda: now[0], history=history, max_restarts=3)
+    sched.add_stream(stream)
+    for j in range(N):
+        stream.append({"ts": [j], "v": [j]})
+        sched.request_slide("s")
+        assert sched.step() == "slide"
+    txn = sched.submit(plan_query(parse_query("SELECT SUM(v) FROM s"), stream, access="window"))
+    assert txn.id == "Q1"
+    sched.step()
+    sched.request_slide("s")
+    stream.append({"ts": [5], "v": [100]})
+    sched.step()            # T5 before the next read
+    sched.step(); sched.step(); sched.step()
+    sched.request_slide("s")
+    stream.append({"ts": [6], "v": [1000]})
+    sched.run_until_idle()
+    return txn, sched
+
+
+def test_ttu_produces_h_e():
+    h = History()
+    txn, sched = scenario("ttu", h)
+    assert ops(list(h.events)) == THESIS["H_e"].split()
+    assert txn.result.answer.rows == [(2 + 3 + 4 + 100 + 1000,)] and txn.result.restarts == 0
+    assert check(h.events).count("lws") == 1
+
+
+def test_lws_aborts_where_h_f_would_violate_lws():
+    h = History()
+    txn, sched = scenario("lws", h)
+    assert sched.by_class["onetime"].aborts >= 1
+    assert txn.result.answer.rows == [(2 + 3 + 4 + 100 + 1000,)]   # restarted and committed on the latest window
+    report = check(h.events)
+    assert report.violations("lws") == [] and report.aborts >= 1
+
+
+def test_ws_reads_its_snapshot_and_is_stale():
+    h = History()
+    txn, sched = scenario("ws", h)
+    assert txn.result.answer.rows == [(0 + 1 + 2 + 3 + 4,)] and txn.result.slide == 4
+    assert [v.level for v in check(h.events).verdicts] == ["ws"]
+
+
+def test_check_history_cli(tmp_path):
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    good.write_text("\n".join(json.dumps(e) for e in to_events(THESIS["H_d"])))
+    bad.write_text("\n".join(json.dumps(e) for e in to_events(THESIS["H_c"])))
+    cli = [sys.executable, "-m", "windowstore.server.cli", "check-history"]
+    assert subprocess.run(cli + [str(good), "--expect", "lws"], capture_output=True).returncode == 0
+    r = subprocess.run(cli + [str(bad), "--expect", "lws"], capture_output=True, text=True)
+    assert r.returncode == 1 and "Q1" in r.stdout
+    assert subprocess.run(cli + [str(bad), "--expect", "ws"], capture_output=True).returncode == 0

@@ -1,0 +1,124 @@
+"""Random arrivals of slides and queries (window lengths, priorities, classes, streams) under
+every policy: histories are LWS (WS for ws), answers equal the store's answer over the window
+state they claim, ttu never aborts more than lws, ttu-rescan never aborts."""
+from __future__ import annotations
+
+from hypothesis import given, strategies as st, target
+
+from reference import same
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+from windowstore.store.aggregates import Partial
+from windowstore.txn import POLICIES, History, Scheduler, check
+
+TEMPLATES = [
+    "SELECT SUM(v), COUNT(*) FROM {s} [RANGE {k} SUBWINDOWS]",                 # probe
+    "SELECT SUM(f), MAX(f) FROM {s} [RANGE {k} SUBWINDOWS]",                    # synopsis scan
+    "SELECT key, SUM(v) FROM {s} [RANGE {k} SUBWINDOWS] GROUP BY key ORDER BY 2 DESC LIMIT 2",
+    "SELECT MEDIAN(v), COUNT(DISTINCT key) FROM {s} [RANGE {k} SUBWINDOWS] WHERE v > 3",  # window scan
+]
+N_SUB = [4, 8]
+
+
+_random_actions = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 1), st.integers(1, 5)),
+    st.tuples(st.just("slide"), st.integers(0, 1), st.integers(1, 3)),  # bursts: the overload case
+    st.tuples(st.just("query"), st.integers(0, 1), st.integers(1, 8), st.integers(0, 2), st.integers(0, len(TEMPLATES) - 1)),
+    st.tuples(st.just("periodic"), st.integers(0, 1), st.integers(1, 8), st.integers(1, 3), st.integers(0, len(TEMPLATES) - 1)),
+    st.tuples(st.just("step"), st.integers(1, 6)),
+), min_size=1, max_size=80)
+# Most scripts start from full windows: slides expire sub-windows only once a window is full.
+_FILL = [("append", 0, 3), ("append", 1, 3), ("slide", 0, 3), ("slide", 0, 1), ("slide", 1, 3), ("slide", 1, 3),
+         ("slide", 1, 2), ("step", 12)]
+actions = st.builds(lambda fill, rest: (_FILL if fill else []) + rest, st.integers(0, 3).map(bool), _random_actions)
+
+
+def run(policy: str, script, max_restarts: int = 1000):
+    now = [0]
+    history = History()
+    sched = Scheduler(policy, clock=lambda: now[0], history=history, max_restarts=max_restarts)
+    streams = []
+    for i, n in enumerate(N_SUB):
+        s = Stream(f"s{i}", {"ts": "int64", "key": "string", "v": "int64", "f": "float64"},
+                   WindowSpec(subwindows=n, subwindow_ms=1, clock="manual", group_by=("key",)), 0)
+        sched.add_stream(s)
+        streams.append(s)
+    seen: dict[tuple[str, int], object] = {}
+    results = []
+    counter = [0]
+
+    def remember():
+        for s in streams:
+            for v in range(max(0, s.window.latest - s.window.n + 1), s.window.latest + 1):
+                seen.setdefault((s.name, v), s.window.subs[v % s.window.n])
+
+    def step():
+        now[0] += 1
+        sched.step()
+        remember()
+
+    for act in script:
+        kind = act[0]
+        if kind == "append":
+            s = streams[act[1]]
+            c = counter[0]
+            counter[0] += act[2]
+            s.append({"ts": [now[0]] * act[2], "key": [f"k{(c + i) % 3}" for i in range(act[2])],
+                      "v": [(c + i) % 7 for i in range(act[2])], "f": [((c + i) % 5) * 0.25 for i in range(act[2])]})
+        elif kind == "slide":
+            for _ in range(act[2]):
+                sched.request_slide(streams[act[1]].name)
+        elif kind in ("query", "periodic"):
+            s = streams[act[1]]
+            k = min(act[2], s.window.n)
+            plan = plan_query(parse_query(TEMPLATES[act[4]].format(s=s.name, k=k)), s)
+            if kind == "query":
+                sched.submit(plan, priority=act[3], on_done=lambda t: results.append((t.plan, t.result)) if t.result else None)
+            else:
+                sched.register(plan, every=act[3], on_answer=lambda r, p=plan: results.append((p, r)))
+        else:
+            for _ in range(act[1]):
+                step()
+    while sched.step() is not None:
+        now[0] += 1
+        remember()
+    return sched, history, results, seen
+
+
+def claimed_rows(plan, versions, stream_name, seen):
+    """The store's answer over exactly the sub-window versions a query claims, by window scan."""
+    wplan = plan_query(plan.query, plan.stream, access="window")
+    partial = Partial()
+    for v in versions:
+        partial.add(v, wplan.read(seen[(stream_name, v)]))
+    return wplan.finish(partial).rows
+
+
+@given(actions)
+def test_histories_are_isolated_and_answers_match_the_state_they_claim(script):
+    for policy in POLICIES:
+        sched, history, results, seen = run(policy, script)
+        report = check(history.events)
+        assert report.errors == [], (policy, report.errors)
+        expect = "ws" if policy == "ws" else "lws"
+        assert report.violations(expect) == [], (policy, report.violations(expect))
+        verdicts = {v.txn: v for v in report.verdicts}
+        assert len(verdicts) == len(results)
+        for plan, r in results:
+            v = verdicts[r.txn]
+            assert r.slide == (max(v.versions) if v.versions else -1)
+            assert v.versions == list(range(max(0, v.reflects - plan.n_q + 1), v.reflects + 1))
+            assert same(r.answer.rows, claimed_rows(plan, v.versions, v.stream, seen)), (policy, plan.query, r)
+
+
+@given(actions)
+def test_ttu_aborts_no_more_than_lws_and_rescan_never_aborts(script):
+    aborts = {}
+    for policy in ("lws", "ttu", "ttu-rescan"):
+        sched, history, results, seen = run(policy, script)
+        aborts[policy] = sched.totals()["aborts"]
+        if policy == "ttu-rescan":
+            target(float(sched.totals()["removals"]), label="rescan removals")
+    target(float(aborts["lws"]), label="lws aborts")
+    target(float(aborts["ttu"]), label="ttu aborts")
+    assert aborts["ttu"] <= aborts["lws"], aborts
+    assert aborts["ttu-rescan"] == 0

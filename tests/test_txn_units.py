@@ -1,0 +1,179 @@
+"""Deterministic scheduler cases: every abort path, restart limits, cancellation, SERIAL's lock,
+priorities, and periodic EDF scheduling with lateness."""
+from __future__ import annotations
+
+import pytest
+
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+from windowstore.txn import History, QueryWithdrawn, RestartLimitExceeded, Scheduler, check
+
+
+def setup(policy, n=4, fill=True, max_restarts=16):
+    now = [0]
+    h = History()
+    s = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=n, subwindow_ms=1, clock="manual"), 0)
+    sched = Scheduler(policy, clock=lambda: now[0], history=h, max_restarts=max_restarts)
+    sched.add_stream(s)
+    if fill:
+        for j in range(n):
+            slide(sched, s, j)
+    return sched, s, h, now
+
+
+def slide(sched, s, value):
+    s.append({"ts": [value], "v": [value]})
+    sched.request_slide("s")
+    assert sched.step() == "slide"
+
+
+def scan(s, text="SELECT SUM(v) FROM s"):
+    return plan_query(parse_query(text), s, access="window")
+
+
+def burst_mid_query(policy, **kw):
+    """A query reads all but one sub-window, then two slides arrive at once."""
+    sched, s, h, now = setup(policy, **kw)
+    txn = sched.submit(scan(s))
+    for _ in range(3):
+        sched.step()
+    for value in (100, 1000):
+        s.append({"ts": [value], "v": [value]})
+        sched.request_slide("s")
+    sched.run_until_idle()
+    return sched, txn, h
+
+
+def test_ttu_aborts_when_two_slides_overtake_a_query():
+    sched, txn, h = burst_mid_query("ttu")
+    assert sched.totals()["aborts"] == 1 and txn.result.restarts == 1
+    assert txn.result.answer.rows == [(2 + 3 + 100 + 1000,)]
+    assert check(h.events).violations("lws") == []
+
+
+def test_ttu_rescan_removes_instead_of_aborting():
+    sched, txn, h = burst_mid_query("ttu-rescan")
+    t = sched.totals()
+    assert t["aborts"] == 0 and t["removals"] == 1 and txn.result.restarts == 0
+    assert [e["version"] for e in h.events if e["op"] == "u"] == [1]  # read 3, 2, 1; slides 4, 5 expire 1
+    assert txn.result.answer.rows == [(2 + 3 + 100 + 1000,)]
+    assert check(h.events).violations("lws") == []
+
+
+def test_ttu_rescan_falls_back_to_abort_without_removable_partials():
+    sched, s, h, now = setup("ttu-rescan")
+    plan = scan(s)
+    plan.supports_remove = False
+    txn = sched.submit(plan)
+    for _ in range(3):
+        sched.step()
+    sched.request_slide("s")
+    sched.request_slide("s")
+    sched.run_until_idle()
+    assert sched.totals()["aborts"] == 1 and sched.totals()["removals"] == 0 and txn.result is not None
+
+
+def test_restart_limit_fails_the_query_with_a_clear_error():
+    sched, s, h, now = setup("lws", max_restarts=2)
+    txn = sched.submit(scan(s))
+    while not txn.done:
+        sched.step()                     # read the oldest ...
+        if not txn.done:
+            slide(sched, s, 7)           # ... and expire it, every time
+    assert isinstance(txn.error, RestartLimitExceeded) and "3 times" in str(txn.error)
+    assert sched.by_class["onetime"].failed == 1 and sched.by_class["onetime"].restarts == 2
+
+
+def test_cancel_withdraws_a_running_query():
+    sched, s, h, now = setup("ttu")
+    txn = sched.submit(scan(s))
+    sched.step()
+    assert sched.cancel(txn) and isinstance(txn.error, QueryWithdrawn)
+    assert sched.step() is None and not sched.cancel(txn)
+    assert [e["op"] for e in h.events][-2:] == ["r", "a"]
+
+
+def test_serial_holds_slides_until_the_running_query_commits():
+    sched, s, h, now = setup("serial")
+    txn = sched.submit(scan(s))
+    sched.step()
+    sched.request_slide("s")
+    assert sched.step() == "read"        # the due slide waits
+    sched.step(); sched.step()
+    assert txn.done and txn.result.answer.rows == [(0 + 1 + 2 + 3,)]
+    assert sched.step() == "slide"
+
+
+def test_onetime_queries_preempt_periodic_ones_between_operations():
+    sched, s, h, now = setup("ttu")
+    answers = []
+    sched.register(scan(s), every=1, on_answer=answers.append)
+    sched.step()                          # the periodic query has begun
+    one = sched.submit(scan(s, "SELECT COUNT(*) FROM s [RANGE 2 SUBWINDOWS]"))
+    sched.step(); sched.step()
+    assert one.done and not answers       # ran to commit ahead of the periodic query
+    sched.run_until_idle()
+    assert len(answers) == 1 and answers[0].answer.rows == [(6,)]
+
+
+def test_higher_user_priority_runs_first():
+    sched, s, h, now = setup("ttu")
+    low = sched.submit(scan(s), priority=0)
+    high = sched.submit(scan(s), priority=5)
+    for _ in range(4):
+        sched.step()
+    assert high.done and not low.done
+
+
+def test_periodic_tasks_run_every_m_slides_earliest_deadline_first():
+    sched, s, h, now = setup("ttu")
+    seen = []
+    every3 = sched.register(scan(s), every=3, on_answer=lambda r: seen.append(("every3", r.slide)))
+    every1 = sched.register(scan(s), every=1, on_answer=lambda r: seen.append(("every1", r.slide)))
+    sched.run_until_idle()
+    assert sorted(seen) == [("every1", 3), ("every3", 3)]   # both run once at registration
+    seen.clear()
+    slide(sched, s, 4)
+    sched.run_until_idle()
+    assert seen == [("every1", 4)]        # every3 is not due after one slide
+    seen.clear()
+    for v in (5, 6, 7):
+        slide(sched, s, v)
+    # time-until-deadline: every1 is 3 slides behind its last state (1 - 3 = -2), every3 is 4 behind (3 - 4 = -1)
+    sched.run_until_idle()
+    assert seen == [("every1", 7), ("every3", 7)]
+    assert every1.late == 1 and every1.executions == 3
+    seen.clear()
+    for v in (8, 9, 10):
+        slide(sched, s, v)
+    sched.unregister(every1.id)
+    sched.run_until_idle()
+    assert seen == [("every3", 10)] and every3.late == 1   # late once (at 7), on time at 10
+
+
+def test_ws_never_aborts_and_reports_what_it_read():
+    sched, txn, h = burst_mid_query("ws")
+    assert sched.totals()["aborts"] == 0 and txn.result.slide == 3
+    assert txn.result.answer.rows == [(0 + 1 + 2 + 3,)]
+    assert txn.result.staleness_ms is not None
+
+
+def test_probe_plans_are_one_atomic_operation():
+    sched, s, h, now = setup("lws")
+    txn = sched.submit(plan_query(parse_query("SELECT COUNT(*), SUM(v), MAX(v) FROM s [RANGE 3 SUBWINDOWS]"), s))
+    assert txn.plan.access == "probe"
+    assert sched.step() == "probe" and txn.done
+    assert txn.result.answer.rows == [(3, 6, 3)]
+    assert [v.level for v in check(h.events).verdicts] == ["lws"]
+
+
+def test_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="unknown policy"):
+        Scheduler("optimistic", clock=lambda: 0)
+
+
+def test_dropping_a_stream_withdraws_its_queries():
+    sched, s, h, now = setup("ttu")
+    txn = sched.submit(scan(s))
+    task = sched.register(scan(s), every=1)
+    sched.drop_stream("s")
+    assert isinstance(txn.error, QueryWithdrawn) and not sched.tasks and not task.active

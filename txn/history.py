@@ -1,0 +1,68 @@
+"""History recording: one JSON object per operation, exactly the format of DESIGN.md.
+
+    {"seq", "stream", "op": "b"|"r"|"u"|"w"|"c"|"a", "txn", "subwindow", "version",
+     "window_len", "t"}
+
+b begins a query attempt (a restart begins again under the same txn), r reads sub-window
+`subwindow` written by slide `version`, u removes the contribution of a version read earlier,
+w is slide `version` writing sub-window `version mod n`, c commits, a aborts. Keys that do not
+apply are null.
+"""
+from __future__ import annotations
+
+import collections
+import json
+from typing import IO, Iterable, Iterator
+
+OPS = ("b", "r", "u", "w", "c", "a")
+KEYS = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
+
+
+class History:
+    """Records events in memory (the newest `keep` of them) and, when given, to a JSONL file."""
+
+    def __init__(self, path: str | None = None, keep: int | None = 100_000):
+        self.seq = 0
+        self.events: collections.deque[dict] = collections.deque(maxlen=keep)
+        self._file: IO[str] | None = open(path, "w", encoding="utf-8") if path else None
+
+    def record(self, stream: str, op: str, txn: str, t: float, subwindow: int | None = None,
+               version: int | None = None, window_len: int | None = None) -> None:
+        ev = {"seq": self.seq, "stream": stream, "op": op, "txn": txn, "subwindow": subwindow,
+              "version": version, "window_len": window_len, "t": t}
+        self.seq += 1
+        self.events.append(ev)
+        if self._file is not None:
+            self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
+
+    def flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def since(self, seq: int, stream: str | None = None, limit: int = 10_000) -> list[dict]:
+        out = []
+        for ev in self.events:
+            if ev["seq"] >= seq and (stream is None or ev["stream"] == stream):
+                out.append(ev)
+                if len(out) >= limit:
+                    break
+        return out
+
+
+def read_jsonl(lines: Iterable[str]) -> Iterator[dict]:
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"line {n}: not JSON ({e.msg})") from None
+        if not isinstance(ev, dict) or ev.get("op") not in OPS:
+            raise ValueError(f"line {n}: not a history event (needs op in {OPS})")
+        yield ev

@@ -1,0 +1,416 @@
+"""The transaction scheduler: a deterministic state machine over the store's streams.
+
+Write-only transactions are slides: T_j seals the open buffer into sub-window j mod n and commits
+at once. Read-only transactions are queries over the n_Q youngest sub-windows, one sub-window per
+operation. `step()` runs exactly one atomic operation (one slide, or one read, with the begin and
+commit that bracket it) and records it in the history; the caller owns the loop and the clock.
+
+Policies (thesis chapter 7):
+- serial: a query that has begun runs to commit; slides of its stream wait; no pre-emption.
+- ws: a query reads the window as of its begin (it keeps the sub-window objects); never aborts.
+- lws: Algorithm 7. Reads oldest-first; a slide that expires a sub-window it already read
+  (the (j + n - n_Q) mod n rule, which is the overwritten one when n_Q = n) aborts it.
+- ttu: Algorithm 8. Reads the unread sub-window with the highest time-to-update (the youngest)
+  first, so the sub-window due to expire next is read last; aborts only when unavoidable.
+- ttu-rescan: as ttu, but on such a conflict removes the expired version's contribution and
+  goes on (the new sub-window is still unread), instead of aborting.
+
+Every slide due is applied before the next read (except under serial, on purpose). One-time
+queries pre-empt periodic ones between operations; within a class, higher user priority first;
+periodic executions are earliest-deadline-first (Algorithm 9).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Callable
+
+from windowstore.store import Answer, Plan, Stream, StoreError
+from windowstore.store.aggregates import Partial
+
+from .history import History
+
+POLICIES = ("serial", "ws", "lws", "ttu", "ttu-rescan")
+ONETIME, PERIODIC = "onetime", "periodic"
+
+
+class RestartLimitExceeded(StoreError):
+    """A query was aborted by concurrent slides more times than allowed."""
+
+
+class QueryWithdrawn(StoreError):
+    """A query was cancelled by its client or its stream was dropped."""
+
+
+@dataclass
+class Result:
+    """An answer and the metadata DESIGN.md promises with every answer."""
+
+    answer: Answer
+    slide: int                  # newest slide reflected (-1: the window was still empty)
+    window_start_ms: int | None
+    window_end_ms: int | None
+    staleness_ms: float | None  # reported - commit time of the newest slide reflected
+    response_ms: float          # submit -> answer
+    restarts: int
+    policy: str
+    txn: str
+    answered_ms: float
+    execution: int = 0          # periodic: the how-manieth answer
+    late_slides: int = 0        # periodic: slides beyond its SLIDE when answered
+    inter_exec_ms: float | None = None
+
+
+@dataclass(eq=False)
+class Task:
+    """A periodic query: re-executes once `every` slides have happened since the state it last
+    reflected (thesis 8.4.1), earliest deadline first among those due."""
+
+    id: str
+    plan: Plan
+    every: int
+    priority: int = 0
+    on_answer: Callable[[Result], None] | None = None
+    on_error: Callable[["Task", Exception], None] | None = None
+    last_reflected: int | None = None
+    last_answer_ms: float | None = None
+    executions: int = 0
+    late: int = 0
+    running: "QueryTxn | None" = None
+    active: bool = True
+
+    def slides_behind(self, latest: int) -> int:
+        return latest - (self.last_reflected if self.last_reflected is not None else latest - self.every)
+
+    def is_due(self, latest: int) -> bool:
+        return self.active and self.running is None and (self.last_reflected is None or latest - self.last_reflected >= self.every)
+
+
+@dataclass(eq=False)
+class QueryTxn:
+    id: str
+    plan: Plan
+    kind: str
+    priority: int
+    seq: int
+    submitted_ms: float
+    on_done: Callable[["QueryTxn"], None] | None = None
+    task: Task | None = None
+    restarts: int = 0
+    begun: bool = False
+    partial: Partial = field(default_factory=Partial)
+    read: dict = field(default_factory=dict)       # version -> SubWindow read in this attempt
+    snapshot: list = field(default_factory=list)   # ws: the sub-windows as of begin
+    result: Result | None = None
+    error: Exception | None = None
+    done: bool = False
+
+    @property
+    def stream(self) -> str:
+        return self.plan.stream.name
+
+
+@dataclass
+class Counters:
+    committed: int = 0
+    aborts: int = 0
+    restarts: int = 0
+    failed: int = 0
+    removals: int = 0
+    slides: int = 0
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Scheduler:
+    def __init__(self, policy: str, clock: Callable[[], float], history: History | None = None,
+                 max_restarts: int = 16):
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}")
+        self.policy = policy
+        self.clock = clock
+        self.history = history
+        self.max_restarts = max_restarts
+        self.streams: dict[str, Stream] = {}
+        self.active: list[QueryTxn] = []
+        self.tasks: dict[str, Task] = {}
+        self.manual_requests: dict[str, int] = {}
+        self.by_class = {ONETIME: Counters(), PERIODIC: Counters()}
+        self.by_stream: dict[str, Counters] = {}
+        self._ids = itertools.count(1)
+        self._seq = itertools.count()
+        self._current: QueryTxn | None = None
+        self._reselect = True
+        self._tasks_changed = False
+
+    # -- streams and input ---------------------------------------------------------------------
+    def add_stream(self, stream: Stream) -> None:
+        self.streams[stream.name] = stream
+        self.by_stream[stream.name] = Counters()
+
+    def drop_stream(self, name: str) -> None:
+        stream = self.streams.pop(name)
+        for txn in [t for t in self.active if t.stream == name]:
+            self._withdraw(txn, QueryWithdrawn(f"stream {name!r} was dropped"))
+        for task in [t for t in self.tasks.values() if t.plan.stream is stream]:
+            self.unregister(task.id)
+        self.manual_requests.pop(name, None)
+
+    def request_slide(self, name: str) -> None:
+        """A client asks to seal the open sub-window of a manual-clock stream now."""
+        self.manual_requests[name] = self.manual_requests.get(name, 0) + 1
+
+    def slides_due(self, name: str) -> int:
+        stream = self.streams[name]
+        return stream.window.due(int(self.clock())) + self.manual_requests.get(name, 0)
+
+    # -- queries -------------------------------------------------------------------------------
+    def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
+               on_done: Callable[[QueryTxn], None] | None = None, task: Task | None = None) -> QueryTxn:
+        txn = QueryTxn(f"Q{next(self._ids)}", plan, kind, priority, next(self._seq), self.clock(), on_done, task)
+        self.active.append(txn)
+        self._reselect = True
+        return txn
+
+    def cancel(self, txn: QueryTxn) -> bool:
+        """Withdraw a query (client deadline or cancellation). False if it had already finished."""
+        if txn.done:
+            return False
+        self._withdraw(txn, QueryWithdrawn("cancelled by the client"))
+        return True
+
+    def register(self, plan: Plan, every: int, priority: int = 0,
+                 on_answer: Callable[[Result], None] | None = None,
+                 on_error: Callable[[Task, Exception], None] | None = None) -> Task:
+        task = Task(f"P{next(self._ids)}", plan, every, priority, on_answer, on_error)
+        self.tasks[task.id] = task
+        self._tasks_changed = True
+        return task
+
+    def unregister(self, task_id: str) -> Task:
+        task = self.tasks.pop(task_id)
+        task.active = False
+        if task.running is not None and not task.running.done:
+            self._withdraw(task.running, QueryWithdrawn("periodic query unregistered"))
+        return task
+
+    # -- the state machine ---------------------------------------------------------------------
+    def step(self) -> str | None:
+        """Run one atomic operation. Returns what it did: 'slide', 'read', 'probe', or None if idle."""
+        name = self._due_slide()
+        if name is not None:
+            self._slide(name)
+            return "slide"
+        self._spawn_due_tasks()
+        txn = self._choose()
+        if txn is None:
+            return None
+        return self._advance(txn)
+
+    def run_until_idle(self, max_ops: int = 10_000_000) -> int:
+        n = 0
+        while n < max_ops and self.step() is not None:
+            n += 1
+        return n
+
+    def _due_slide(self) -> str | None:
+        now = int(self.clock())
+        for name, stream in self.streams.items():
+            if stream.window.due(now) + self.manual_requests.get(name, 0) <= 0:
+                continue
+            if self.policy == "serial" and self._current is not None and self._current.begun and self._current.stream == name:
+                continue  # serial: the running query locks its window
+            return name
+        return None
+
+    def _slide(self, name: str) -> None:
+        stream = self.streams[name]
+        if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
+            self.manual_requests[name] -= 1
+        now = self.clock()
+        sub = stream.window.slide(int(now))
+        j = sub.slide
+        txn_id = f"T{j}"
+        self._record(name, "w", txn_id, subwindow=sub.position, version=j)
+        self._record(name, "c", txn_id)
+        self.by_stream[name].slides += 1
+        self._reselect = True  # EDF deadlines moved
+        self._tasks_changed = True
+        if self.policy in ("ws", "serial"):
+            return
+        for txn in [t for t in self.active if t.begun and t.stream == name]:
+            # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
+            stale = [v for v in txn.read if v <= j - txn.plan.n_q]
+            if not stale:
+                continue
+            if self.policy == "ttu-rescan" and txn.plan.supports_remove:
+                for v in stale:
+                    old = txn.read.pop(v)
+                    txn.partial.remove(v)
+                    self._record(name, "u", txn.id, subwindow=old.position, version=v)
+                    self._count(txn, "removals")
+            else:
+                self._abort(txn)
+
+    def _spawn_due_tasks(self) -> None:
+        if not self._tasks_changed:
+            return
+        self._tasks_changed = False
+        for task in self.tasks.values():
+            if task.is_due(task.plan.stream.window.latest):
+                task.running = self.submit(task.plan, PERIODIC, task.priority, task=task)
+
+    def _choose(self) -> QueryTxn | None:
+        if not self.active:
+            self._current = None
+            return None
+        cur = self._current
+        if self.policy == "serial" and cur is not None and cur.begun and not cur.done:
+            return cur  # no pre-emption
+        if self._reselect or cur is None or cur.done:
+            self._current = min(self.active, key=self._rank)
+            self._reselect = False
+        return self._current
+
+    def _rank(self, txn: QueryTxn) -> tuple:
+        if txn.kind == ONETIME:
+            return (0, -txn.priority, 0, txn.seq)
+        # Algorithm 9: the lowest time-until-deadline first
+        task = txn.task
+        deadline = task.every - task.slides_behind(task.plan.stream.window.latest) if task else 0
+        return (1, deadline, -txn.priority, txn.seq)
+
+    def _advance(self, txn: QueryTxn) -> str:
+        plan = txn.plan
+        window = plan.stream.window
+        if not txn.begun:
+            txn.begun = True
+            txn.read = {}
+            txn.partial = Partial()
+            self._record(txn.stream, "b", txn.id, window_len=plan.n_q)
+            if self.policy == "ws":
+                txn.snapshot = window.youngest(plan.n_q)
+            if plan.access == "probe":
+                # one atomic read of the window-level synopses: it reflects exactly these versions
+                for sub in window.youngest(plan.n_q):
+                    txn.read[sub.slide] = sub
+                    self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
+                self._commit(txn, plan.probe())
+                return "probe"
+        sub = self._next_read(txn)
+        if sub is not None:
+            txn.partial.add(sub.slide, plan.read(sub))
+            txn.read[sub.slide] = sub
+            self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
+        if self._next_read(txn) is None:
+            self._commit(txn, plan.finish(txn.partial))
+        return "read"
+
+    def _next_read(self, txn: QueryTxn):
+        """The sub-window this policy reads next, or None when the attempt has read everything."""
+        if self.policy == "ws":
+            for sub in txn.snapshot:
+                if sub.slide not in txn.read:
+                    return sub
+            return None
+        window = txn.plan.stream.window
+        latest = window.latest
+        lo = max(0, latest - txn.plan.n_q + 1)
+        versions = range(lo, latest + 1) if self.policy == "lws" else range(latest, lo - 1, -1)
+        for v in versions:
+            if v not in txn.read:
+                return window.subs[v % window.n]
+        return None
+
+    def _commit(self, txn: QueryTxn, answer: Answer) -> None:
+        now = self.clock()
+        self._record(txn.stream, "c", txn.id)
+        subs = list(txn.read.values())
+        newest = max(subs, key=lambda s: s.slide) if subs else None
+        task = txn.task
+        result = Result(
+            answer=answer,
+            slide=newest.slide if newest else -1,
+            window_start_ms=min(s.start_ms for s in subs) if subs else None,
+            window_end_ms=max(s.end_ms for s in subs) if subs else None,
+            staleness_ms=(now - newest.sealed_at_ms) if newest else None,
+            response_ms=now - txn.submitted_ms,
+            restarts=txn.restarts,
+            policy=self.policy,
+            txn=txn.id,
+            answered_ms=now,
+        )
+        self._count(txn, "committed")
+        if task is not None:
+            latest = txn.plan.stream.window.latest
+            if task.last_reflected is not None:
+                result.late_slides = max(0, latest - task.last_reflected - task.every)
+                task.late += result.late_slides > 0
+            result.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
+            task.last_reflected = result.slide
+            task.last_answer_ms = now
+            task.executions += 1
+            result.execution = task.executions
+            task.running = None
+        txn.result = result
+        self._finish(txn)
+        if task is not None and task.on_answer is not None and task.active:
+            task.on_answer(result)
+
+    def _abort(self, txn: QueryTxn) -> None:
+        self._record(txn.stream, "a", txn.id)
+        self._count(txn, "aborts")
+        txn.begun = False
+        txn.read = {}
+        txn.partial = Partial()
+        txn.snapshot = []
+        txn.restarts += 1
+        if txn.restarts > self.max_restarts:
+            self._count(txn, "failed")
+            txn.error = RestartLimitExceeded(
+                f"query aborted {txn.restarts} times by concurrent slides (limit {self.max_restarts}); "
+                f"try a shorter RANGE or the ttu policy")
+            self._finish(txn)
+            if txn.task is not None:
+                txn.task.running = None
+                if txn.task.on_error is not None:
+                    txn.task.on_error(txn.task, txn.error)
+        else:
+            self._count(txn, "restarts")
+        self._reselect = True
+
+    def _withdraw(self, txn: QueryTxn, error: Exception) -> None:
+        if txn.begun:
+            self._record(txn.stream, "a", txn.id)
+        txn.error = error
+        if txn.task is not None:
+            txn.task.running = None
+        self._finish(txn)
+
+    def _finish(self, txn: QueryTxn) -> None:
+        txn.done = True
+        self._tasks_changed |= txn.task is not None
+        self.active.remove(txn)
+        if self._current is txn:
+            self._current = None
+        self._reselect = True
+        if txn.on_done is not None:
+            txn.on_done(txn)
+
+    def _count(self, txn: QueryTxn, what: str) -> None:
+        for c in (self.by_class[txn.kind], self.by_stream.get(txn.stream)):
+            if c is not None:
+                setattr(c, what, getattr(c, what) + 1)
+
+    def _record(self, stream: str, op: str, txn: str, subwindow=None, version=None, window_len=None) -> None:
+        if self.history is not None:
+            self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len)
+
+    def totals(self) -> dict:
+        out = Counters()
+        for c in self.by_class.values():
+            for k, v in c.as_dict().items():
+                setattr(out, k, getattr(out, k) + v)
+        out.slides = sum(c.slides for c in self.by_stream.values())
+        return out.as_dict()

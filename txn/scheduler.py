@@ -21,6 +21,7 @@ periodic executions are earliest-deadline-first (Algorithm 9).
 """
 from __future__ import annotations
 
+import collections
 import itertools
 from dataclasses import dataclass, field
 from typing import Callable
@@ -64,7 +65,8 @@ class Result:
 @dataclass(eq=False)
 class Task:
     """A periodic query: re-executes once `every` slides have happened since the state it last
-    reflected (thesis 8.4.1), earliest deadline first among those due."""
+    reflected (thesis 8.4.1), earliest deadline first among those due. every = 0 re-executes
+    continually, round-robin (the workload of the thesis's experiments, 7.5)."""
 
     id: str
     plan: Plan
@@ -143,11 +145,14 @@ class Scheduler:
         self._current: QueryTxn | None = None
         self._reselect = True
         self._tasks_changed = False
+        self.slide_delays: dict[str, collections.deque] = {}
+        self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
 
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
         self.by_stream[stream.name] = Counters()
+        self.slide_delays[stream.name] = collections.deque(maxlen=10_000)
 
     def drop_stream(self, name: str) -> None:
         stream = self.streams.pop(name)
@@ -156,6 +161,8 @@ class Scheduler:
         for task in [t for t in self.tasks.values() if t.plan.stream is stream]:
             self.unregister(task.id)
         self.manual_requests.pop(name, None)
+        self.slide_delays.pop(name, None)
+        self.by_stream.pop(name, None)
 
     def request_slide(self, name: str) -> None:
         """A client asks to seal the open sub-window of a manual-clock stream now."""
@@ -229,8 +236,12 @@ class Scheduler:
         if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
             self.manual_requests[name] -= 1
         now = self.clock()
+        due_at = stream.window.next_due_ms()
         sub = stream.window.slide(int(now))
         j = sub.slide
+        self.last_rows = sub.rows
+        if due_at is not None:
+            self.slide_delays[name].append(max(0.0, now - due_at))
         txn_id = f"T{j}"
         self._record(name, "w", txn_id, subwindow=sub.position, version=j)
         self._record(name, "c", txn_id)
@@ -275,11 +286,13 @@ class Scheduler:
 
     def _rank(self, txn: QueryTxn) -> tuple:
         if txn.kind == ONETIME:
-            return (0, -txn.priority, 0, txn.seq)
-        # Algorithm 9: the lowest time-until-deadline first
+            return (0, -txn.priority, 0, 0, txn.seq)
+        # Algorithm 9: the lowest time-until-deadline first. A periodic execution that has begun
+        # is not pre-empted by another periodic one (only one-time queries pre-empt it): Algorithm
+        # 9 runs tasks in isolation, and a half-read query left waiting only collects conflicts.
         task = txn.task
         deadline = task.every - task.slides_behind(task.plan.stream.window.latest) if task else 0
-        return (1, deadline, -txn.priority, txn.seq)
+        return (1, not txn.begun, deadline, -txn.priority, txn.seq)
 
     def _advance(self, txn: QueryTxn) -> str:
         plan = txn.plan
@@ -293,12 +306,14 @@ class Scheduler:
                 txn.snapshot = window.youngest(plan.n_q)
             if plan.access == "probe":
                 # one atomic read of the window-level synopses: it reflects exactly these versions
+                self.last_rows = 0
                 for sub in window.youngest(plan.n_q):
                     txn.read[sub.slide] = sub
                     self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
                 self._commit(txn, plan.probe())
                 return "probe"
         sub = self._next_read(txn)
+        self.last_rows = sub.rows if sub is not None else 0
         if sub is not None:
             txn.partial.add(sub.slide, plan.read(sub))
             txn.read[sub.slide] = sub

@@ -1,0 +1,571 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ColumnType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COLUMN_TYPE_UNSPECIFIED: _ClassVar[ColumnType]
+    COLUMN_TYPE_INT64: _ClassVar[ColumnType]
+    COLUMN_TYPE_FLOAT64: _ClassVar[ColumnType]
+    COLUMN_TYPE_STRING: _ClassVar[ColumnType]
+
+class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    CLOCK_UNSPECIFIED: _ClassVar[Clock]
+    CLOCK_PROCESSING: _ClassVar[Clock]
+    CLOCK_EVENT: _ClassVar[Clock]
+    CLOCK_MANUAL: _ClassVar[Clock]
+
+class AccessPath(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACCESS_PATH_UNSPECIFIED: _ClassVar[AccessPath]
+    ACCESS_PATH_PROBE: _ClassVar[AccessPath]
+    ACCESS_PATH_SYNOPSIS: _ClassVar[AccessPath]
+    ACCESS_PATH_WINDOW: _ClassVar[AccessPath]
+
+class AggregateFunction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AGGREGATE_FUNCTION_UNSPECIFIED: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_COUNT: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_SUM: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_AVG: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_MIN: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_MAX: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_COUNT_DISTINCT: _ClassVar[AggregateFunction]
+    AGGREGATE_FUNCTION_QUANTILE: _ClassVar[AggregateFunction]
+
+class LengthUnit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LENGTH_UNIT_UNSPECIFIED: _ClassVar[LengthUnit]
+    LENGTH_UNIT_MS: _ClassVar[LengthUnit]
+    LENGTH_UNIT_SUBWINDOWS: _ClassVar[LengthUnit]
+    LENGTH_UNIT_ROWS: _ClassVar[LengthUnit]
+COLUMN_TYPE_UNSPECIFIED: ColumnType
+COLUMN_TYPE_INT64: ColumnType
+COLUMN_TYPE_FLOAT64: ColumnType
+COLUMN_TYPE_STRING: ColumnType
+CLOCK_UNSPECIFIED: Clock
+CLOCK_PROCESSING: Clock
+CLOCK_EVENT: Clock
+CLOCK_MANUAL: Clock
+ACCESS_PATH_UNSPECIFIED: AccessPath
+ACCESS_PATH_PROBE: AccessPath
+ACCESS_PATH_SYNOPSIS: AccessPath
+ACCESS_PATH_WINDOW: AccessPath
+AGGREGATE_FUNCTION_UNSPECIFIED: AggregateFunction
+AGGREGATE_FUNCTION_COUNT: AggregateFunction
+AGGREGATE_FUNCTION_SUM: AggregateFunction
+AGGREGATE_FUNCTION_AVG: AggregateFunction
+AGGREGATE_FUNCTION_MIN: AggregateFunction
+AGGREGATE_FUNCTION_MAX: AggregateFunction
+AGGREGATE_FUNCTION_COUNT_DISTINCT: AggregateFunction
+AGGREGATE_FUNCTION_QUANTILE: AggregateFunction
+LENGTH_UNIT_UNSPECIFIED: LengthUnit
+LENGTH_UNIT_MS: LengthUnit
+LENGTH_UNIT_SUBWINDOWS: LengthUnit
+LENGTH_UNIT_ROWS: LengthUnit
+
+class Column(_message.Message):
+    __slots__ = ("name", "type")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: ColumnType
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ...) -> None: ...
+
+class StreamSpec(_message.Message):
+    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    TIME_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    SUBWINDOWS_FIELD_NUMBER: _ClassVar[int]
+    SUBWINDOW_MS_FIELD_NUMBER: _ClassVar[int]
+    SUBWINDOW_ROWS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
+    TOPK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    columns: _containers.RepeatedCompositeFieldContainer[Column]
+    time_column: str
+    subwindows: int
+    subwindow_ms: int
+    subwindow_rows: int
+    clock: Clock
+    allowed_lateness_ms: int
+    group_by: _containers.RepeatedScalarFieldContainer[str]
+    topk: int
+    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ...) -> None: ...
+
+class StreamInfo(_message.Message):
+    __slots__ = ("spec", "latest_slide", "buffered_rows", "window_rows", "created_ms", "window_start_ms", "window_end_ms", "next_slide_ms")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    BUFFERED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_ROWS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_MS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SLIDE_MS_FIELD_NUMBER: _ClassVar[int]
+    spec: StreamSpec
+    latest_slide: int
+    buffered_rows: int
+    window_rows: int
+    created_ms: int
+    window_start_ms: int
+    window_end_ms: int
+    next_slide_ms: int
+    def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ..., latest_slide: _Optional[int] = ..., buffered_rows: _Optional[int] = ..., window_rows: _Optional[int] = ..., created_ms: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., next_slide_ms: _Optional[int] = ...) -> None: ...
+
+class CreateStreamRequest(_message.Message):
+    __slots__ = ("spec",)
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    spec: StreamSpec
+    def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ...) -> None: ...
+
+class CreateStreamResponse(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: StreamInfo
+    def __init__(self, stream: _Optional[_Union[StreamInfo, _Mapping]] = ...) -> None: ...
+
+class DropStreamRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DropStreamResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListStreamsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListStreamsResponse(_message.Message):
+    __slots__ = ("streams",)
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    streams: _containers.RepeatedCompositeFieldContainer[StreamInfo]
+    def __init__(self, streams: _Optional[_Iterable[_Union[StreamInfo, _Mapping]]] = ...) -> None: ...
+
+class DescribeStreamRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class DescribeStreamResponse(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: StreamInfo
+    def __init__(self, stream: _Optional[_Union[StreamInfo, _Mapping]] = ...) -> None: ...
+
+class Int64Values(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, values: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class Float64Values(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, values: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class StringValues(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ColumnValues(_message.Message):
+    __slots__ = ("name", "int64_values", "float64_values", "string_values")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    INT64_VALUES_FIELD_NUMBER: _ClassVar[int]
+    FLOAT64_VALUES_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    int64_values: Int64Values
+    float64_values: Float64Values
+    string_values: StringValues
+    def __init__(self, name: _Optional[str] = ..., int64_values: _Optional[_Union[Int64Values, _Mapping]] = ..., float64_values: _Optional[_Union[Float64Values, _Mapping]] = ..., string_values: _Optional[_Union[StringValues, _Mapping]] = ...) -> None: ...
+
+class ColumnarBatch(_message.Message):
+    __slots__ = ("columns",)
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedCompositeFieldContainer[ColumnValues]
+    def __init__(self, columns: _Optional[_Iterable[_Union[ColumnValues, _Mapping]]] = ...) -> None: ...
+
+class AppendRequest(_message.Message):
+    __slots__ = ("stream", "arrow_ipc", "columnar", "writer_id", "batch_id")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
+    COLUMNAR_FIELD_NUMBER: _ClassVar[int]
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    arrow_ipc: bytes
+    columnar: ColumnarBatch
+    writer_id: str
+    batch_id: int
+    def __init__(self, stream: _Optional[str] = ..., arrow_ipc: _Optional[bytes] = ..., columnar: _Optional[_Union[ColumnarBatch, _Mapping]] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ...) -> None: ...
+
+class AppendResponse(_message.Message):
+    __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide")
+    ACCEPTED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    LATE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    accepted_rows: int
+    late_rows: int
+    duplicate: bool
+    latest_slide: int
+    def __init__(self, accepted_rows: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate: _Optional[bool] = ..., latest_slide: _Optional[int] = ...) -> None: ...
+
+class SlideRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class SlideResponse(_message.Message):
+    __slots__ = ("slide", "rows")
+    SLIDE_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    slide: int
+    rows: int
+    def __init__(self, slide: _Optional[int] = ..., rows: _Optional[int] = ...) -> None: ...
+
+class Value(_message.Message):
+    __slots__ = ("int64_value", "float64_value", "string_value")
+    INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT64_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    int64_value: int
+    float64_value: float
+    string_value: str
+    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ...) -> None: ...
+
+class Row(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[Value]
+    def __init__(self, values: _Optional[_Iterable[_Union[Value, _Mapping]]] = ...) -> None: ...
+
+class WindowLength(_message.Message):
+    __slots__ = ("value", "unit")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    UNIT_FIELD_NUMBER: _ClassVar[int]
+    value: int
+    unit: LengthUnit
+    def __init__(self, value: _Optional[int] = ..., unit: _Optional[_Union[LengthUnit, str]] = ...) -> None: ...
+
+class Aggregate(_message.Message):
+    __slots__ = ("func", "column", "q", "alias")
+    FUNC_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    Q_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    func: AggregateFunction
+    column: str
+    q: float
+    alias: str
+    def __init__(self, func: _Optional[_Union[AggregateFunction, str]] = ..., column: _Optional[str] = ..., q: _Optional[float] = ..., alias: _Optional[str] = ...) -> None: ...
+
+class SelectItem(_message.Message):
+    __slots__ = ("key_column", "aggregate", "alias")
+    KEY_COLUMN_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    key_column: str
+    aggregate: Aggregate
+    alias: str
+    def __init__(self, key_column: _Optional[str] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., alias: _Optional[str] = ...) -> None: ...
+
+class Predicate(_message.Message):
+    __slots__ = ("column", "op", "values")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    op: str
+    values: _containers.RepeatedCompositeFieldContainer[Value]
+    def __init__(self, column: _Optional[str] = ..., op: _Optional[str] = ..., values: _Optional[_Iterable[_Union[Value, _Mapping]]] = ...) -> None: ...
+
+class Conjunction(_message.Message):
+    __slots__ = ("predicates",)
+    PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    predicates: _containers.RepeatedCompositeFieldContainer[Predicate]
+    def __init__(self, predicates: _Optional[_Iterable[_Union[Predicate, _Mapping]]] = ...) -> None: ...
+
+class OrderBy(_message.Message):
+    __slots__ = ("item", "descending")
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    DESCENDING_FIELD_NUMBER: _ClassVar[int]
+    item: int
+    descending: bool
+    def __init__(self, item: _Optional[int] = ..., descending: _Optional[bool] = ...) -> None: ...
+
+class StructuredQuery(_message.Message):
+    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    WHERE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    SLIDE_FIELD_NUMBER: _ClassVar[int]
+    OUTER_FIELD_NUMBER: _ClassVar[int]
+    APPROXIMATE_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    items: _containers.RepeatedCompositeFieldContainer[SelectItem]
+    where: _containers.RepeatedCompositeFieldContainer[Conjunction]
+    group_by: str
+    order_by: _containers.RepeatedCompositeFieldContainer[OrderBy]
+    limit: int
+    range: WindowLength
+    slide: WindowLength
+    outer: _containers.RepeatedCompositeFieldContainer[Aggregate]
+    approximate: bool
+    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ...) -> None: ...
+
+class QueryRequest(_message.Message):
+    __slots__ = ("text", "structured", "priority")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    structured: StructuredQuery
+    priority: int
+    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class Answer(_message.Message):
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream")
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    SLIDE_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_MS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_MS_FIELD_NUMBER: _ClassVar[int]
+    STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_MS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    ACCESS_FIELD_NUMBER: _ClassVar[int]
+    EXACT_FIELD_NUMBER: _ClassVar[int]
+    GUARANTEED_FIELD_NUMBER: _ClassVar[int]
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    LATE_SLIDES_FIELD_NUMBER: _ClassVar[int]
+    INTER_EXEC_MS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_MS_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedScalarFieldContainer[str]
+    rows: _containers.RepeatedCompositeFieldContainer[Row]
+    slide: int
+    window_start_ms: int
+    window_end_ms: int
+    staleness_ms: float
+    response_ms: float
+    restarts: int
+    policy: str
+    access: AccessPath
+    exact: bool
+    guaranteed: bool
+    query_id: str
+    execution: int
+    late_slides: int
+    inter_exec_ms: float
+    answered_ms: float
+    stream: str
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ...) -> None: ...
+
+class QueryResponse(_message.Message):
+    __slots__ = ("answer",)
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    answer: Answer
+    def __init__(self, answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
+
+class RegisterQueryRequest(_message.Message):
+    __slots__ = ("text", "structured", "priority")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    structured: StructuredQuery
+    priority: int
+    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
+
+class RegisterQueryResponse(_message.Message):
+    __slots__ = ("query_id", "every_slides")
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    EVERY_SLIDES_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    every_slides: int
+    def __init__(self, query_id: _Optional[str] = ..., every_slides: _Optional[int] = ...) -> None: ...
+
+class UnregisterQueryRequest(_message.Message):
+    __slots__ = ("query_id",)
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    def __init__(self, query_id: _Optional[str] = ...) -> None: ...
+
+class UnregisterQueryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListQueriesRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class PeriodicQueryInfo(_message.Message):
+    __slots__ = ("query_id", "stream", "text", "every_slides", "executions", "late", "last_slide", "subscribers")
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    EVERY_SLIDES_FIELD_NUMBER: _ClassVar[int]
+    EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    stream: str
+    text: str
+    every_slides: int
+    executions: int
+    late: int
+    last_slide: int
+    subscribers: int
+    def __init__(self, query_id: _Optional[str] = ..., stream: _Optional[str] = ..., text: _Optional[str] = ..., every_slides: _Optional[int] = ..., executions: _Optional[int] = ..., late: _Optional[int] = ..., last_slide: _Optional[int] = ..., subscribers: _Optional[int] = ...) -> None: ...
+
+class ListQueriesResponse(_message.Message):
+    __slots__ = ("queries",)
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    queries: _containers.RepeatedCompositeFieldContainer[PeriodicQueryInfo]
+    def __init__(self, queries: _Optional[_Iterable[_Union[PeriodicQueryInfo, _Mapping]]] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("query_id",)
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    def __init__(self, query_id: _Optional[str] = ...) -> None: ...
+
+class Percentiles(_message.Message):
+    __slots__ = ("count", "p50", "p90", "p99", "max")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    P50_FIELD_NUMBER: _ClassVar[int]
+    P90_FIELD_NUMBER: _ClassVar[int]
+    P99_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    max: float
+    def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
+
+class StreamStats(_message.Message):
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SLIDES_FIELD_NUMBER: _ClassVar[int]
+    QUERIES_FIELD_NUMBER: _ClassVar[int]
+    ABORTS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    LATE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_MS_FIELD_NUMBER: _ClassVar[int]
+    SLIDE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    slides: int
+    queries: int
+    aborts: int
+    restarts: int
+    failed: int
+    late_rows: int
+    duplicate_batches: int
+    accepted_rows: int
+    staleness_ms: Percentiles
+    response_ms: Percentiles
+    slide_delay_ms: Percentiles
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ...) -> None: ...
+
+class ClassStats(_message.Message):
+    __slots__ = ("committed", "aborts", "restarts", "failed", "removals")
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    ABORTS_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_FIELD_NUMBER: _ClassVar[int]
+    REMOVALS_FIELD_NUMBER: _ClassVar[int]
+    committed: int
+    aborts: int
+    restarts: int
+    failed: int
+    removals: int
+    def __init__(self, committed: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., removals: _Optional[int] = ...) -> None: ...
+
+class GetStatsRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class GetStatsResponse(_message.Message):
+    __slots__ = ("policy", "streams", "onetime", "periodic")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    ONETIME_FIELD_NUMBER: _ClassVar[int]
+    PERIODIC_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
+    onetime: ClassStats
+    periodic: ClassStats
+    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ...) -> None: ...
+
+class HistoryEvent(_message.Message):
+    __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    TXN_FIELD_NUMBER: _ClassVar[int]
+    SUBWINDOW_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_LEN_FIELD_NUMBER: _ClassVar[int]
+    T_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    stream: str
+    op: str
+    txn: str
+    subwindow: int
+    version: int
+    window_len: int
+    t: float
+    def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., op: _Optional[str] = ..., txn: _Optional[str] = ..., subwindow: _Optional[int] = ..., version: _Optional[int] = ..., window_len: _Optional[int] = ..., t: _Optional[float] = ...) -> None: ...
+
+class StreamHistoryRequest(_message.Message):
+    __slots__ = ("stream", "since_seq", "limit")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    since_seq: int
+    limit: int
+    def __init__(self, stream: _Optional[str] = ..., since_seq: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class StreamHistoryResponse(_message.Message):
+    __slots__ = ("events", "next_seq")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[HistoryEvent]
+    next_seq: int
+    def __init__(self, events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., next_seq: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,89 @@
+"""Assembles the gRPC server: the service, health checking, reflection, limits, shutdown."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from windowstore.v1 import windowstore_pb2 as pb
+from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
+
+from .config import ServerConfig
+from .driver import Driver
+from .service import WindowStoreService
+
+log = logging.getLogger("windowstore.server")
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WindowStoreService"].full_name
+
+
+class WindowStoreServer:
+    """A running server; `port` is the bound port (useful with port=0)."""
+
+    def __init__(self, config: ServerConfig):
+        self.config = config
+        self.driver = Driver(config)
+        limit = config.max_message_mb * 1024 * 1024
+        self.grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="windowstore-rpc"),
+            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
+                     ("grpc.so_reuseport", 0)])
+        pb_grpc.add_WindowStoreServiceServicer_to_server(WindowStoreService(self.driver), self.grpc)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
+        self.port = self.grpc.add_insecure_port(f"{config.host}:{config.port}")
+        if self.port == 0:
+            raise OSError(f"cannot listen on {config.host}:{config.port}")
+        self._stopped = threading.Event()
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.host}:{self.port}"
+
+    def start(self) -> "WindowStoreServer":
+        self.driver.start()
+        self.grpc.start()
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info("windowstore listening on %s (policy %s)", self.address, self.config.policy)
+        return self
+
+    def stop(self, grace_s: float | None = None) -> None:
+        """Graceful: refuse new RPCs, let in-flight ones finish, tell subscribers, stop."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        grace = self.config.grace_s if grace_s is None else grace_s
+        self.health.enter_graceful_shutdown()
+        done = self.grpc.stop(grace)
+        self.driver.stop(grace)
+        done.wait(grace + 1)
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def serve(config: ServerConfig) -> int:
+    server = WindowStoreServer(config).start()
+    print(f"windowstore serving on {server.address} (policy {config.policy})", flush=True)
+
+    def on_signal(signum, frame):
+        log.info("signal %s: shutting down", signum)
+        threading.Thread(target=server.stop, name="windowstore-shutdown").start()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server.wait()
+    server.driver._thread.join(config.grace_s + 6)
+    print("windowstore stopped", flush=True)
+    return 0

@@ -1,0 +1,24 @@
+"""Server settings. Every limit here answers RESOURCE_EXHAUSTED when crossed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 50051
+    policy: str = "ttu"
+    max_message_mb: int = 64           # gRPC receive limit per message
+    max_rows_per_batch: int = 1_000_000
+    max_concurrent_queries: int = 256  # one-time queries in flight
+    max_periodic_queries: int = 1_000
+    max_subscribers: int = 256
+    max_streams: int = 1_000
+    max_restarts: int = 16
+    history_path: str | None = None    # also write the history as JSON lines
+    history_keep: int = 200_000        # events kept in memory for StreamHistory
+    workers: int = 32                  # gRPC handler threads
+    subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
+    idempotency_keep: int = 100_000    # acknowledgements remembered per writer
+    grace_s: float = 5.0               # shutdown: time for in-flight work

@@ -1,0 +1,228 @@
+"""WindowStoreService: maps RPCs onto the driver. Handlers parse and convert (pure work, in the
+handler thread), hand the driver closures, and map errors to gRPC status codes."""
+from __future__ import annotations
+
+import functools
+import logging
+import queue
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+
+import grpc
+
+from windowstore.store import InvalidInput, QuerySyntaxError, StoreError, parse_query
+from windowstore.txn import QueryWithdrawn, RestartLimitExceeded, Result
+from windowstore.v1 import windowstore_pb2 as pb
+from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
+
+from . import convert
+from .driver import (CLOSED, AlreadyExists, Driver, FailedPrecondition, NotFound, ResourceExhausted,
+                     ShuttingDown)
+
+log = logging.getLogger("windowstore.service")
+
+_CODES = [
+    (QuerySyntaxError, grpc.StatusCode.INVALID_ARGUMENT),
+    (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (RestartLimitExceeded, grpc.StatusCode.ABORTED),
+    (QueryWithdrawn, grpc.StatusCode.CANCELLED),
+    (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
+]
+
+
+def _status(e: Exception) -> grpc.StatusCode:
+    for cls, code in _CODES:
+        if isinstance(e, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def rpc(method):
+    """Every handler: known errors become their status code; anything else INTERNAL, logged."""
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except Exception as e:  # noqa: BLE001
+            code = _status(e)
+            if code == grpc.StatusCode.INTERNAL:
+                log.exception("%s failed", method.__name__)
+            context.abort(code, str(e) or type(e).__name__)
+    return wrapper
+
+
+def _info(driver: Driver, name: str) -> pb.StreamInfo:
+    s = driver.stream(name)
+    w = s.window
+    info = pb.StreamInfo(spec=convert.spec_to_pb(s.name, s.schema, s.spec), latest_slide=w.latest,
+                         buffered_rows=w.buffered_rows, window_rows=sum(x.rows for x in w.youngest(w.n)),
+                         created_ms=s.created_ms)
+    lo, hi = w.bounds(w.n)
+    if lo is not None:
+        info.window_start_ms, info.window_end_ms = lo, hi
+    nxt = w.next_due_ms()
+    if nxt is not None:
+        info.next_slide_ms = nxt
+    return info
+
+
+class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
+    def __init__(self, driver: Driver):
+        self.driver = driver
+        self.config = driver.config
+
+    def _run(self, fn, context):
+        return self.driver.call(fn).result(context.time_remaining())
+
+    # -- streams -------------------------------------------------------------------------------
+    @rpc
+    def CreateStream(self, request, context):
+        name, columns, time_column, spec = convert.spec_from_pb(request.spec)
+        d = self.driver
+        return pb.CreateStreamResponse(stream=self._run(lambda: (d.create_stream(name, columns, time_column, spec),
+                                                                 _info(d, name))[1], context))
+
+    @rpc
+    def DropStream(self, request, context):
+        self._run(lambda: self.driver.drop_stream(request.name), context)
+        return pb.DropStreamResponse()
+
+    @rpc
+    def ListStreams(self, request, context):
+        d = self.driver
+        return pb.ListStreamsResponse(streams=self._run(lambda: [_info(d, n) for n in sorted(d.sched.streams)], context))
+
+    @rpc
+    def DescribeStream(self, request, context):
+        return pb.DescribeStreamResponse(stream=self._run(lambda: _info(self.driver, request.name), context))
+
+    @rpc
+    def Append(self, request, context):
+        batch = convert.batch_from_pb(request)
+        rows = batch.num_rows if hasattr(batch, "num_rows") else max((len(v) for v in batch.values()), default=0)
+        if rows > self.config.max_rows_per_batch:
+            raise ResourceExhausted(f"batch of {rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+        batch_id = request.batch_id if request.HasField("batch_id") else None
+        if batch_id is not None and not request.writer_id:
+            raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
+        ack = self._run(lambda: self.driver.append(request.stream, batch, request.writer_id, batch_id), context)
+        return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
+                                 latest_slide=ack.latest_slide)
+
+    @rpc
+    def Slide(self, request, context):
+        slide, rows = self._run(lambda: self.driver.slide(request.stream), context)
+        return pb.SlideResponse(slide=slide, rows=rows)
+
+    # -- queries -------------------------------------------------------------------------------
+    @staticmethod
+    def _query(request):
+        kind = request.WhichOneof("query")
+        if kind == "text":
+            return parse_query(request.text), request.text
+        if kind == "structured":
+            return convert.query_from_pb(request.structured), str(request.structured)
+        raise InvalidInput("a query needs text or a structured form")
+
+    @rpc
+    def Query(self, request, context):
+        query, _ = self._query(request)
+        done: Future = Future()
+        txn = self._run(lambda: self.driver.submit(query, request.priority, done), context)
+
+        def withdraw():  # client cancelled or its deadline passed: take the query off the scheduler
+            if not done.done():
+                self.driver.call(lambda: self.driver.cancel(txn))
+        context.add_callback(withdraw)
+        try:
+            result: Result = done.result(context.time_remaining())
+        except FutureTimeout:
+            withdraw()
+            raise QueryWithdrawn("deadline exceeded") from None
+        return pb.QueryResponse(answer=convert.answer_to_pb(result, query.stream, txn.id))
+
+    @rpc
+    def RegisterQuery(self, request, context):
+        query, text = self._query(request)
+        p = self._run(lambda: self.driver.register(query, text, request.priority), context)
+        return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
+
+    @rpc
+    def UnregisterQuery(self, request, context):
+        self._run(lambda: self.driver.unregister(request.query_id), context)
+        return pb.UnregisterQueryResponse()
+
+    @rpc
+    def ListQueries(self, request, context):
+        def listing():
+            out = []
+            for qid, p in self.driver.periodic.items():
+                name = p.task.plan.stream.name
+                if request.stream and name != request.stream:
+                    continue
+                out.append(pb.PeriodicQueryInfo(
+                    query_id=qid, stream=name, text=p.text, every_slides=p.task.every, executions=p.task.executions,
+                    late=p.task.late, last_slide=p.task.last_reflected if p.task.last_reflected is not None else -1,
+                    subscribers=len(p.subscribers)))
+            return out
+        return pb.ListQueriesResponse(queries=self._run(listing, context))
+
+    def Subscribe(self, request, context):
+        try:
+            q, stream_name = self._run(lambda: self.driver.subscribe(request.query_id), context)
+        except Exception as e:  # noqa: BLE001
+            context.abort(_status(e), str(e))
+        try:
+            while context.is_active():
+                try:
+                    item = q.get(timeout=0.25)
+                except queue.Empty:
+                    continue
+                if isinstance(item, Result):
+                    yield convert.answer_to_pb(item, stream_name, request.query_id)
+                    continue
+                marker, message = item
+                if marker is CLOSED:
+                    if "shutting down" in message:
+                        context.abort(grpc.StatusCode.UNAVAILABLE, message)
+                    return  # unregistered or dropped: the stream ends
+                context.abort(_status(marker), message)
+        finally:
+            self.driver.call(lambda: self.driver.unsubscribe(request.query_id, q))
+
+    # -- introspection -------------------------------------------------------------------------
+    @rpc
+    def GetStats(self, request, context):
+        s = self._run(lambda: self.driver.stats(request.stream or None), context)
+        return pb.GetStatsResponse(
+            policy=s["policy"],
+            streams=[pb.StreamStats(
+                stream=x["stream"], slides=x["slides"], queries=x["queries"], aborts=x["aborts"],
+                restarts=x["restarts"], failed=x["failed"], late_rows=x["late_rows"],
+                duplicate_batches=x["duplicate_batches"], accepted_rows=x["accepted_rows"],
+                staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),
+                slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"])) for x in s["streams"]],
+            onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
+            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}))
+
+    @rpc
+    def StreamHistory(self, request, context):
+        limit = request.limit or 10_000
+
+        def read():
+            if request.stream:
+                self.driver.stream(request.stream)
+            return self.driver.history.since(request.since_seq, request.stream or None, limit), self.driver.history.seq
+        events, seq = self._run(read, context)
+        out = []
+        for e in events:
+            ev = pb.HistoryEvent(seq=e["seq"], stream=e["stream"], op=e["op"], txn=e["txn"], t=e["t"])
+            for k in ("subwindow", "version", "window_len"):
+                if e[k] is not None:
+                    setattr(ev, k, e[k])
+            out.append(ev)
+        next_seq = (events[-1]["seq"] + 1) if events else max(request.since_seq, 0)
+        return pb.StreamHistoryResponse(events=out, next_seq=next_seq if events else min(next_seq, seq))

@@ -10,6 +10,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from windowstore.store.dictionary import warm_up
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
@@ -46,6 +47,7 @@ class WindowStoreServer:
         return f"{self.config.host}:{self.port}"
 
     def start(self) -> "WindowStoreServer":
+        warm_up()
         self.driver.start()
         self.grpc.start()
         for name in ("", SERVICE_NAME):

@@ -7,6 +7,105 @@ import json
 import sys
 
 
+def _serve(args) -> int:
+    import logging
+
+    from .app import serve
+    from .config import ServerConfig
+
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = ServerConfig(host=args.host, port=args.port, policy=args.policy, max_message_mb=args.max_message_mb,
+                       max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
+                       max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
+                       max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
+                       history_keep=args.history_keep, workers=args.workers, grace_s=args.grace_s)
+    return serve(cfg)
+
+
+def _client(args):
+    from windowstore.clients import Client
+
+    return Client(args.target, timeout=args.timeout)
+
+
+def _print_answer(a, staleness_first: bool = False) -> None:
+    meta = (f"slide {a.slide}  window [{a.window_start_ms}, {a.window_end_ms})  staleness "
+            f"{'-' if a.staleness_ms is None else f'{a.staleness_ms:.1f} ms'}  response {a.response_ms:.2f} ms  "
+            f"restarts {a.restarts}  {a.access}/{a.policy}" + ("" if a.exact else f"  approximate, guaranteed={a.guaranteed}"))
+    widths = [max(len(str(c)), *(len(_fmt(r[i])) for r in a.rows)) for i, c in enumerate(a.columns)] if a.rows else \
+        [len(c) for c in a.columns]
+    if staleness_first:
+        print(f"-- answer {a.execution} of {a.query_id}: {meta}")
+    print("  ".join(str(c).ljust(w) for c, w in zip(a.columns, widths)))
+    for r in a.rows:
+        print("  ".join(_fmt(x).ljust(w) for x, w in zip(r, widths)))
+    if not staleness_first:
+        print(f"-- {meta}")
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "null"
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
+
+
+def _with_errors(fn):
+    def run(args) -> int:
+        from windowstore.clients import WindowStoreError
+
+        try:
+            return fn(args)
+        except WindowStoreError as e:
+            print(f"error ({e.code.name}): {e.message}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+    return run
+
+
+@_with_errors
+def _query(args) -> int:
+    with _client(args) as ws:
+        a = ws.query(args.query, priority=args.priority)
+        if args.json:
+            print(json.dumps({"columns": a.columns, "rows": a.rows, **{k: getattr(a, k) for k in (
+                "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access")}}))
+        else:
+            _print_answer(a)
+    return 0
+
+
+@_with_errors
+def _register(args) -> int:
+    with _client(args) as ws:
+        q = ws.register(args.query, priority=args.priority)
+        print(f"{q.id} (every {q.every_slides} slides)")
+    return 0
+
+
+@_with_errors
+def _subscribe(args) -> int:
+    with _client(args) as ws:
+        n = 0
+        for a in ws.subscribe(args.query_id):
+            _print_answer(a, staleness_first=True)
+            sys.stdout.flush()
+            n += 1
+            if args.count and n >= args.count:
+                break
+    return 0
+
+
+@_with_errors
+def _stats(args) -> int:
+    with _client(args) as ws:
+        print(json.dumps(ws.stats(args.stream or ""), indent=1))
+    return 0
+
+
 def _check_history(args) -> int:
     from windowstore.txn import check, read_jsonl
 
@@ -49,6 +148,54 @@ def _simulate(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="windowstore", description="A transactional sliding-window store.")
     sub = ap.add_subparsers(dest="command", required=True)
+
+    from windowstore.txn import POLICIES
+    sv = sub.add_parser("serve", help="run the gRPC server", description="Run the windowstore gRPC server. "
+                        "SIGTERM or SIGINT shut it down gracefully: in-flight queries finish, subscribers are told.")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
+    sv.add_argument("--port", type=int, default=50051, help="port (default 50051; 0 picks a free one)")
+    sv.add_argument("--policy", choices=POLICIES, default="ttu",
+                    help="concurrency control: serial, ws, lws, ttu (default; latest-window serializable, fewest aborts) "
+                         "or ttu-rescan")
+    sv.add_argument("--max-message-mb", type=int, default=64, help="largest request in MiB (default 64)")
+    sv.add_argument("--max-rows-per-batch", type=int, default=1_000_000, help="rows per Append (default 1000000)")
+    sv.add_argument("--max-concurrent-queries", type=int, default=256, help="one-time queries in flight (default 256)")
+    sv.add_argument("--max-periodic-queries", type=int, default=1000, help="registered periodic queries (default 1000)")
+    sv.add_argument("--max-subscribers", type=int, default=256, help="Subscribe streams open at once (default 256)")
+    sv.add_argument("--max-streams", type=int, default=1000, help="streams (default 1000)")
+    sv.add_argument("--max-restarts", type=int, default=16,
+                    help="restarts of an aborted query before it fails with ABORTED (default 16)")
+    sv.add_argument("--history", metavar="FILE", help="also write the scheduler history to FILE (JSON lines)")
+    sv.add_argument("--history-keep", type=int, default=200_000, help="history events kept in memory (default 200000)")
+    sv.add_argument("--workers", type=int, default=32, help="gRPC handler threads (default 32)")
+    sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
+    sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sv.set_defaults(func=_serve)
+
+    def client_args(p):
+        p.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
+        p.add_argument("--timeout", type=float, default=60.0, help="seconds per call (default 60)")
+
+    q = sub.add_parser("query", help="run a one-time query and print its answer")
+    q.add_argument("query", help="query text, e.g. \"SELECT COUNT(*) FROM packets\"")
+    q.add_argument("--priority", type=int, default=0)
+    q.add_argument("--json", action="store_true", help="print the answer as JSON")
+    client_args(q)
+    q.set_defaults(func=_query)
+    rg = sub.add_parser("register", help="register a periodic query (needs SLIDE) and print its id")
+    rg.add_argument("query", help="e.g. \"SELECT src, SUM(bytes) FROM packets [RANGE 1 min SLIDE 10 s] GROUP BY src\"")
+    rg.add_argument("--priority", type=int, default=0)
+    client_args(rg)
+    rg.set_defaults(func=_register)
+    sb = sub.add_parser("subscribe", help="print a periodic query's answers as they arrive, with staleness")
+    sb.add_argument("query_id")
+    sb.add_argument("--count", type=int, default=0, help="stop after this many answers (default: never)")
+    client_args(sb)
+    sb.set_defaults(func=_subscribe)
+    stt = sub.add_parser("stats", help="print per-stream statistics")
+    stt.add_argument("stream", nargs="?", help="one stream (default: all)")
+    client_args(stt)
+    stt.set_defaults(func=_stats)
     ch = sub.add_parser("check-history", help="classify every committed query of a history as LWS, WS only or torn")
     ch.add_argument("file", help="a history: JSON lines as recorded with --history")
     ch.add_argument("--expect", choices=["lws", "ws"], help="exit 1 if any committed query is below this level")

@@ -50,6 +50,10 @@ class ShuttingDown(StoreError):
     pass
 
 
+class DeadlineExceeded(StoreError):
+    pass
+
+
 def wall_ms() -> float:
     return time.time() * 1000.0
 

@@ -15,8 +15,8 @@ from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from . import convert
-from .driver import (CLOSED, AlreadyExists, Driver, FailedPrecondition, NotFound, ResourceExhausted,
-                     ShuttingDown)
+from .driver import (CLOSED, AlreadyExists, DeadlineExceeded, Driver, FailedPrecondition, NotFound,
+                     ResourceExhausted, ShuttingDown)
 
 log = logging.getLogger("windowstore.service")
 
@@ -30,6 +30,7 @@ _CODES = [
     (RestartLimitExceeded, grpc.StatusCode.ABORTED),
     (QueryWithdrawn, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
+    (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
 ]
 
 
@@ -54,6 +55,12 @@ def rpc(method):
     return wrapper
 
 
+def _remaining(context) -> float | None:
+    """Seconds left before the client's deadline; None when it set none (gRPC reports a huge value)."""
+    left = context.time_remaining()
+    return None if left is None or left > 10**6 else max(0.0, left)
+
+
 def _info(driver: Driver, name: str) -> pb.StreamInfo:
     s = driver.stream(name)
     w = s.window
@@ -75,7 +82,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         self.config = driver.config
 
     def _run(self, fn, context):
-        return self.driver.call(fn).result(context.time_remaining())
+        return self.driver.call(fn).result(_remaining(context))
 
     # -- streams -------------------------------------------------------------------------------
     @rpc
@@ -138,10 +145,10 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
                 self.driver.call(lambda: self.driver.cancel(txn))
         context.add_callback(withdraw)
         try:
-            result: Result = done.result(context.time_remaining())
+            result: Result = done.result(_remaining(context))
         except FutureTimeout:
             withdraw()
-            raise QueryWithdrawn("deadline exceeded") from None
+            raise DeadlineExceeded("deadline exceeded; the query was withdrawn") from None
         return pb.QueryResponse(answer=convert.answer_to_pb(result, query.stream, txn.id))
 
     @rpc

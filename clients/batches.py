@@ -1,0 +1,54 @@
+"""Client-side batch conversion: dicts of lists or NumPy arrays, pandas or pyarrow -> Arrow IPC."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from windowstore.v1 import windowstore_pb2 as pb
+
+from .errors import InvalidArgument
+
+
+def to_arrow(batch: Any) -> pa.Table:
+    if isinstance(batch, pa.Table):
+        return batch
+    if isinstance(batch, pa.RecordBatch):
+        return pa.Table.from_batches([batch])
+    if type(batch).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(batch, preserve_index=False)
+    if isinstance(batch, Mapping):
+        cols = {}
+        for name, values in batch.items():
+            if isinstance(values, np.ndarray) and values.dtype.kind in "OU":
+                values = values.tolist()
+            cols[name] = values
+        try:
+            return pa.table(cols)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            raise InvalidArgument(f"cannot turn the batch into columns: {e}") from None
+    raise InvalidArgument(f"a batch is a dict of columns, a pandas DataFrame or a pyarrow Table, not {type(batch).__name__}")
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def to_columnar(batch: Mapping[str, Any], types: Mapping[str, str]) -> pb.ColumnarBatch:
+    """The plain protobuf form, for callers that want to avoid Arrow (slower)."""
+    out = pb.ColumnarBatch()
+    for name, values in batch.items():
+        values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        col = out.columns.add(name=name)
+        kind = types.get(name)
+        if kind == "string":
+            col.string_values.values.extend(values)
+        elif kind == "float64":
+            col.float64_values.values.extend(values)
+        else:
+            col.int64_values.values.extend(values)
+    return out

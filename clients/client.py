@@ -1,0 +1,288 @@
+"""The Python SDK: `Client` (blocking) and `AsyncClient` (asyncio), one request builder for both.
+
+    from windowstore.clients import Client
+    with Client("127.0.0.1:50051") as ws:
+        ws.create_stream("packets", schema={"ts": "int64", "src": "string", "bytes": "int64"},
+                         subwindows=60, subwindow_ms=1000, group_by=["src"])
+        ws.append("packets", {"ts": [...], "src": [...], "bytes": [...]}, writer_id="w1", batch_id=7)
+        a = ws.query("SELECT src, SUM(bytes) FROM packets GROUP BY src ORDER BY 2 DESC LIMIT 10")
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Iterable, Iterator
+
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from windowstore.v1 import windowstore_pb2 as pb
+from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
+
+from .answer import Answer
+from .batches import to_arrow, to_columnar, to_ipc
+from .errors import InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+_TYPES = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING}
+_CLOCKS = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
+_OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
+            ("grpc.max_send_message_length", 256 * 1024 * 1024)]
+
+
+@dataclass
+class AppendResult:
+    accepted: int
+    late: int
+    duplicate: bool
+    latest_slide: int
+
+
+@dataclass
+class PeriodicQuery:
+    id: str
+    every_slides: int
+
+
+def _dict(msg) -> dict:
+    return MessageToDict(msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+# -- requests (shared by both clients) ---------------------------------------------------------------
+def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None,
+                   subwindow_rows: int | None, clock: str, group_by: Iterable[str], allowed_lateness_ms: int,
+                   time_column: str, topk: int) -> pb.CreateStreamRequest:
+    bad = [t for t in schema.values() if t not in _TYPES]
+    if bad:
+        raise InvalidArgument(f"column types are int64, float64 or string; got unknown type {bad[0]!r}")
+    if clock not in _CLOCKS:
+        raise InvalidArgument(f"clock is one of {', '.join(_CLOCKS)}; got {clock!r}")
+    return pb.CreateStreamRequest(spec=pb.StreamSpec(
+        name=name, columns=[pb.Column(name=k, type=_TYPES[v]) for k, v in schema.items()], time_column=time_column,
+        subwindows=subwindows, subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0,
+        clock=_CLOCKS[clock], allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk))
+
+
+def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
+                   columnar_types: dict[str, str] | None) -> pb.AppendRequest:
+    req = pb.AppendRequest(stream=stream, writer_id=writer_id)
+    if batch_id is not None:
+        req.batch_id = batch_id
+    if columnar_types is not None:
+        req.columnar.CopyFrom(to_columnar(columns, columnar_types))
+    else:
+        req.arrow_ipc = to_ipc(to_arrow(columns))
+    return req
+
+
+def query_request(query: str | pb.StructuredQuery, priority: int) -> pb.QueryRequest:
+    if isinstance(query, pb.StructuredQuery):
+        return pb.QueryRequest(structured=query, priority=priority)
+    return pb.QueryRequest(text=query, priority=priority)
+
+
+def register_request(query: str | pb.StructuredQuery, priority: int) -> pb.RegisterQueryRequest:
+    if isinstance(query, pb.StructuredQuery):
+        return pb.RegisterQueryRequest(structured=query, priority=priority)
+    return pb.RegisterQueryRequest(text=query, priority=priority)
+
+
+def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
+    out = []
+    for e in resp.events:
+        out.append({"seq": e.seq, "stream": e.stream, "op": e.op, "txn": e.txn,
+                    "subwindow": e.subwindow if e.HasField("subwindow") else None,
+                    "version": e.version if e.HasField("version") else None,
+                    "window_len": e.window_len if e.HasField("window_len") else None, "t": e.t})
+    return out
+
+
+class Client:
+    """Blocking client. Idempotent calls (reads, and appends with a batch_id) retry on UNAVAILABLE."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3,
+                 channel: grpc.Channel | None = None):
+        self.target = target
+        self.timeout = timeout
+        self.retries = retries
+        self._channel = channel or grpc.insecure_channel(target, options=_OPTIONS)
+        self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+        fn = getattr(self._stub, method)
+        attempt = 0
+        while True:
+            try:
+                return fn(request, timeout=timeout if timeout is not None else self.timeout)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                if isinstance(err, Unavailable) and idempotent and attempt < self.retries:
+                    time.sleep(0.1 * 2 ** attempt)
+                    attempt += 1
+                    continue
+                raise err from None
+
+    # streams
+    def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
+                      subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
+                      allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16) -> dict:
+        req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
+                             allowed_lateness_ms, time_column, topk)
+        return _dict(self._call("CreateStream", req, False).stream)
+
+    def drop_stream(self, name: str) -> None:
+        self._call("DropStream", pb.DropStreamRequest(name=name), False)
+
+    def list_streams(self) -> list[dict]:
+        return [_dict(s) for s in self._call("ListStreams", pb.ListStreamsRequest(), True).streams]
+
+    def describe_stream(self, name: str) -> dict:
+        return _dict(self._call("DescribeStream", pb.DescribeStreamRequest(name=name), True).stream)
+
+    def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
+               columnar_types: dict[str, str] | None = None) -> AppendResult:
+        """Send a batch (dict of lists/NumPy arrays, pandas or pyarrow). With writer_id and batch_id
+        a replay is acknowledged as a duplicate and changes nothing. `columnar_types` sends the
+        plain protobuf form instead of Arrow."""
+        req = append_request(stream, columns, writer_id, batch_id, columnar_types)
+        r = self._call("Append", req, idempotent=batch_id is not None and bool(writer_id))
+        return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+    def slide(self, stream: str) -> int:
+        return self._call("Slide", pb.SlideRequest(stream=stream), False).slide
+
+    # queries
+    def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
+        return Answer.from_pb(self._call("Query", query_request(query, priority), True, timeout).answer)
+
+    def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
+        r = self._call("RegisterQuery", register_request(query, priority), False)
+        return PeriodicQuery(r.query_id, r.every_slides)
+
+    def unregister(self, query_id: str) -> None:
+        self._call("UnregisterQuery", pb.UnregisterQueryRequest(query_id=query_id), False)
+
+    def list_queries(self, stream: str = "") -> list[dict]:
+        return [_dict(q) for q in self._call("ListQueries", pb.ListQueriesRequest(stream=stream), True).queries]
+
+    def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
+        """Answers of a periodic query as they are produced; ends when it is unregistered."""
+        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout)
+        try:
+            for a in call:
+                yield Answer.from_pb(a)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED and call.cancelled():
+                return
+            raise from_rpc_error(e) from None
+        finally:
+            call.cancel()
+
+    def stats(self, stream: str = "") -> dict:
+        return _dict(self._call("GetStats", pb.GetStatsRequest(stream=stream), True))
+
+    def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
+        req = pb.StreamHistoryRequest(stream=stream, since_seq=since_seq, limit=limit)
+        return history_events(self._call("StreamHistory", req, True))
+
+
+class AsyncClient:
+    """asyncio client over grpc.aio; the same methods as Client, awaited."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3):
+        self.target = target
+        self.timeout = timeout
+        self.retries = retries
+        self._channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
+        self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+        fn = getattr(self._stub, method)
+        attempt = 0
+        while True:
+            try:
+                return await fn(request, timeout=timeout if timeout is not None else self.timeout)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                if isinstance(err, Unavailable) and idempotent and attempt < self.retries:
+                    await asyncio.sleep(0.1 * 2 ** attempt)
+                    attempt += 1
+                    continue
+                raise err from None
+
+    async def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
+                            subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
+                            allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16) -> dict:
+        req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
+                             allowed_lateness_ms, time_column, topk)
+        return _dict((await self._call("CreateStream", req, False)).stream)
+
+    async def drop_stream(self, name: str) -> None:
+        await self._call("DropStream", pb.DropStreamRequest(name=name), False)
+
+    async def list_streams(self) -> list[dict]:
+        return [_dict(s) for s in (await self._call("ListStreams", pb.ListStreamsRequest(), True)).streams]
+
+    async def describe_stream(self, name: str) -> dict:
+        return _dict((await self._call("DescribeStream", pb.DescribeStreamRequest(name=name), True)).stream)
+
+    async def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
+                     columnar_types: dict[str, str] | None = None) -> AppendResult:
+        req = append_request(stream, columns, writer_id, batch_id, columnar_types)
+        r = await self._call("Append", req, idempotent=batch_id is not None and bool(writer_id))
+        return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+    async def slide(self, stream: str) -> int:
+        return (await self._call("Slide", pb.SlideRequest(stream=stream), False)).slide
+
+    async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
+        return Answer.from_pb((await self._call("Query", query_request(query, priority), True, timeout)).answer)
+
+    async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
+        r = await self._call("RegisterQuery", register_request(query, priority), False)
+        return PeriodicQuery(r.query_id, r.every_slides)
+
+    async def unregister(self, query_id: str) -> None:
+        await self._call("UnregisterQuery", pb.UnregisterQueryRequest(query_id=query_id), False)
+
+    async def list_queries(self, stream: str = "") -> list[dict]:
+        return [_dict(q) for q in (await self._call("ListQueries", pb.ListQueriesRequest(stream=stream), True)).queries]
+
+    async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
+        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout)
+        try:
+            async for a in call:
+                yield Answer.from_pb(a)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+        finally:
+            call.cancel()
+
+    async def stats(self, stream: str = "") -> dict:
+        return _dict(await self._call("GetStats", pb.GetStatsRequest(stream=stream), True))
+
+    async def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
+        req = pb.StreamHistoryRequest(stream=stream, since_seq=since_seq, limit=limit)
+        return history_events(await self._call("StreamHistory", req, True))
+
+
+__all__ = ["AppendResult", "AsyncClient", "Client", "PeriodicQuery", "WindowStoreError"]

@@ -1,0 +1,62 @@
+"""gRPC errors as typed exceptions that keep the status code and the server's message."""
+from __future__ import annotations
+
+import grpc
+
+
+class WindowStoreError(Exception):
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, message: str, code: grpc.StatusCode | None = None):
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+        self.message = message
+
+
+class InvalidArgument(WindowStoreError, ValueError):
+    """Raised by the server, and by the SDK itself for input it can check before sending."""
+    code = grpc.StatusCode.INVALID_ARGUMENT
+
+
+class NotFound(WindowStoreError):
+    code = grpc.StatusCode.NOT_FOUND
+
+
+class AlreadyExists(WindowStoreError):
+    code = grpc.StatusCode.ALREADY_EXISTS
+
+
+class ResourceExhausted(WindowStoreError):
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+class FailedPrecondition(WindowStoreError):
+    code = grpc.StatusCode.FAILED_PRECONDITION
+
+
+class Aborted(WindowStoreError):
+    code = grpc.StatusCode.ABORTED
+
+
+class Unavailable(WindowStoreError):
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class DeadlineExceeded(WindowStoreError):
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+class Cancelled(WindowStoreError):
+    code = grpc.StatusCode.CANCELLED
+
+
+_BY_CODE = {cls.code: cls for cls in (InvalidArgument, NotFound, AlreadyExists, ResourceExhausted,
+                                      FailedPrecondition, Aborted, Unavailable, DeadlineExceeded, Cancelled)}
+
+
+def from_rpc_error(e: grpc.RpcError) -> WindowStoreError:
+    code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
+    details = e.details() if hasattr(e, "details") else str(e)
+    cls = _BY_CODE.get(code, WindowStoreError)
+    return cls(details or code.name, code)

@@ -1,0 +1,48 @@
+"""Starts a real `windowstore serve` process on a free loopback port for tests and benchmarks."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+
+class ServerProcess:
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "windowstore.server.cli", "serve", "--port", "0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        line = self.proc.stdout.readline()
+        m = re.search(r"serving on (\S+)", line)
+        if not m:
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+        self.target = m.group(1)
+
+    def stop(self, sig=signal.SIGTERM, timeout: float = 20.0) -> tuple[int, str, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+        return self.proc.returncode, out, err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")

@@ -1,0 +1,336 @@
+"""Integration: a real server process on loopback, used only through the SDK."""
+from __future__ import annotations
+
+import asyncio
+import filecmp
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from reference import answer, same
+from serverproc import ServerProcess, wait_for
+from windowstore.clients import (AlreadyExists, AsyncClient, Client, DeadlineExceeded, FailedPrecondition,
+                                 InvalidArgument, NotFound, ResourceExhausted, Unavailable)
+from windowstore.store import parse_query
+from windowstore.txn import check
+
+SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64", "lat": "float64"}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerProcess("--max-rows-per-batch", "50000", "--max-subscribers", "4", "--max-message-mb", "4") as s:
+        yield s
+
+
+@pytest.fixture
+def ws(server):
+    with Client(server.target, timeout=30) as c:
+        yield c
+
+
+_names = iter(range(10**6))
+
+
+def fresh(ws, **kw) -> str:
+    name = f"s{next(_names)}"
+    args = dict(schema=SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual", group_by=["src"])
+    args.update(kw)
+    ws.create_stream(name, **args)
+    return name
+
+
+def rows_of(batch) -> list[dict]:
+    return [dict(zip(batch, vals)) for vals in zip(*batch.values())]
+
+
+def test_round_trips_equal_a_brute_force_reference(ws):
+    name = fresh(ws)
+    rng = np.random.default_rng(3)
+    subwindows = []
+    for j in range(6):
+        n = int(rng.integers(0, 40))
+        batch = {"ts": (j * 1000 + rng.integers(0, 1000, n)).tolist(), "src": [f"h{x}" for x in rng.integers(0, 5, n)],
+                 "bytes": rng.integers(1, 1500, n).tolist(), "lat": rng.random(n).round(3).tolist()}
+        # every accepted batch form: dict of lists, NumPy, pandas, pyarrow, plain protobuf
+        form = j % 5
+        if form == 1:
+            sent = {k: np.asarray(v) for k, v in batch.items()}
+        elif form == 2:
+            sent = pd.DataFrame(batch)
+        elif form == 3:
+            sent = pa.table(batch)
+        else:
+            sent = batch
+        if form == 4:
+            r = ws.append(name, batch, columnar_types=SCHEMA)
+        else:
+            r = ws.append(name, sent)
+        assert (r.accepted, r.late, r.duplicate) == (n, 0, False)
+        assert ws.slide(name) == j
+        subwindows.append(rows_of(batch))
+    for text in [
+        "SELECT COUNT(*), SUM(bytes), MIN(lat), MAX(bytes), AVG(bytes) FROM {s}",
+        "SELECT src, SUM(bytes), COUNT(*) FROM {s} [RANGE 2 s] GROUP BY src ORDER BY 2 DESC LIMIT 3",
+        "SELECT src, MEDIAN(lat), COUNT(DISTINCT bytes) FROM {s} WHERE bytes > 500 OR src IN ('h1', 'h2') GROUP BY src",
+        "SELECT QUANTILE(total, 0.9), MAX(total) FROM (SELECT src, SUM(bytes) AS total FROM {s} [RANGE 3 s] GROUP BY src)",
+        "SELECT COUNT(*) FROM {s} [RANGE 1 SUBWINDOWS] WHERE lat < 0.5 AND src != 'h0'",
+    ]:
+        q = parse_query(text.format(s=name))
+        k = q.range.value // 1000 if q.range and q.range.unit == "ms" else (q.range.value if q.range else 4)
+        expected = answer(q, [r for sub in subwindows[-k:] for r in sub])
+        a = ws.query(text.format(s=name))
+        assert same(a.rows, expected), (text, a.rows, expected)
+        assert a.slide == 5 and a.policy == "ttu" and a.restarts == 0 and a.staleness_ms >= 0
+        assert a.window_end_ms >= a.window_start_ms
+    a = ws.query(f"SELECT src, SUM(bytes) FROM {name} GROUP BY src")
+    assert a.to_pandas().shape == (len(a.rows), 2) and a.to_arrow().num_rows == len(a.rows)
+    info = ws.describe_stream(name)
+    assert info["latest_slide"] == "5" or info["latest_slide"] == 5
+
+
+def test_replayed_batches_are_ignored(ws):
+    name = fresh(ws)
+    batch = {"ts": [1, 2], "src": ["a", "b"], "bytes": [10, 20], "lat": [0.1, 0.2]}
+    first = ws.append(name, batch, writer_id="w1", batch_id=7)
+    again = ws.append(name, batch, writer_id="w1", batch_id=7)
+    other = ws.append(name, batch, writer_id="w2", batch_id=7)
+    assert (first.duplicate, again.duplicate, other.duplicate) == (False, True, False)
+    assert again.accepted == first.accepted == 2
+    ws.slide(name)
+    assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(4, 60)]
+    st = ws.stats(name)["streams"][0]
+    assert int(st["duplicate_batches"]) == 1 and int(st["accepted_rows"]) == 4
+
+
+def test_every_bad_input_gets_its_status_and_the_server_keeps_serving(ws):
+    name = fresh(ws)
+    cases = [
+        (InvalidArgument, "unknown type", lambda: ws.create_stream("x1", {"ts": "int64", "a": "int128"}, 4, 1000)),
+        (InvalidArgument, "exactly one", lambda: ws.create_stream("x2", SCHEMA, 4)),
+        (AlreadyExists, "already exists", lambda: ws.create_stream(name, SCHEMA, 4, 1000)),
+        (NotFound, "does not exist", lambda: ws.append("nope", {"ts": [1]})),
+        (InvalidArgument, "missing column 'src'", lambda: ws.append(name, {"ts": [1], "bytes": [1], "lat": [1.0]})),
+        (InvalidArgument, "'bytes' must be int64", lambda: ws.append(name, {"ts": [1], "src": ["a"], "bytes": [1.5], "lat": [1.0]})),
+        (InvalidArgument, "has null values", lambda: ws.append(name, {"ts": [1], "src": [None], "bytes": [1], "lat": [1.0]})),
+        (ResourceExhausted, "exceeds the limit", lambda: ws.append(name, {"ts": np.zeros(60_000, np.int64), "src": ["a"] * 60_000,
+                                                                           "bytes": np.zeros(60_000, np.int64), "lat": np.zeros(60_000)})),
+        (ResourceExhausted, "", lambda: ws.append(name, {"ts": np.zeros(10, np.int64), "src": ["x" * 500_000] * 10,
+                                                         "bytes": np.zeros(10, np.int64), "lat": np.zeros(10)})),
+        (InvalidArgument, "position 16", lambda: ws.query(f"SELECT COUNT(*) FORM {name}")),
+        (InvalidArgument, "window holds 4", lambda: ws.query(f"SELECT COUNT(*) FROM {name} [RANGE 5 s]")),
+        (InvalidArgument, "unknown column 'nope'", lambda: ws.query(f"SELECT SUM(nope) FROM {name}")),
+        (NotFound, "does not exist", lambda: ws.query("SELECT COUNT(*) FROM missing")),
+        (InvalidArgument, "periodic", lambda: ws.query(f"SELECT COUNT(*) FROM {name} [RANGE 2 s SLIDE 1 s]")),
+        (InvalidArgument, "needs SLIDE", lambda: ws.register(f"SELECT COUNT(*) FROM {name}")),
+        (NotFound, "does not exist", lambda: ws.unregister("P999999")),
+        (NotFound, "does not exist", lambda: next(ws.subscribe("P999999"))),
+        (NotFound, "does not exist", lambda: ws.drop_stream("nope")),
+    ]
+    for cls, text, call in cases:
+        with pytest.raises(cls) as err:
+            call()
+        assert text in err.value.message, (cls, text, err.value.message)
+    proc = fresh(ws, clock="processing")
+    with pytest.raises(FailedPrecondition, match="clock='manual'"):
+        ws.slide(proc)
+    # nothing above changed the window
+    ws.append(name, {"ts": [1], "src": ["a"], "bytes": [5], "lat": [1.0]})
+    ws.slide(name)
+    assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(1, 5)]
+
+
+def test_garbage_arrow_bytes_are_refused(server):
+    from windowstore.v1 import windowstore_pb2 as pb, windowstore_pb2_grpc as pb_grpc
+    with grpc.insecure_channel(server.target) as ch:
+        stub = pb_grpc.WindowStoreServiceStub(ch)
+        with Client(server.target) as ws:
+            name = fresh(ws)
+        for req in (pb.AppendRequest(stream=name, arrow_ipc=b"\x00garbage"), pb.AppendRequest(stream=name),
+                    pb.AppendRequest(stream=name, arrow_ipc=b"", writer_id="", batch_id=3)):
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Append(req)
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_deadline_withdraws_the_query(ws, server):
+    name = fresh(ws, subwindows=50)
+    big = {"ts": np.arange(40_000), "src": [f"k{i % 977}" for i in range(40_000)],
+           "bytes": np.arange(40_000), "lat": np.random.default_rng(0).random(40_000)}
+    for _ in range(50):
+        ws.append(name, big)
+        ws.slide(name)
+    with pytest.raises(DeadlineExceeded):
+        ws.query(f"SELECT src, MEDIAN(lat), COUNT(DISTINCT lat) FROM {name} WHERE bytes > 3 GROUP BY src", timeout=0.01)
+    assert ws.query(f"SELECT COUNT(*) FROM {name}").rows == [(2_000_000,)]
+
+
+def test_processing_time_slides_stay_on_time_under_50_concurrent_queries(ws):
+    name = fresh(ws, subwindows=20, subwindow_ms=50, clock="processing")
+    stop = time.monotonic() + 3.0
+    errors = []
+
+    def writer():
+        i = 0
+        while time.monotonic() < stop:
+            n = 2000
+            ws.append(name, {"ts": np.full(n, int(time.time() * 1000)), "src": [f"h{(i + k) % 50}" for k in range(n)],
+                             "bytes": np.arange(n), "lat": np.ones(n)})
+            i += 1
+            time.sleep(0.01)
+
+    def reader(k):
+        try:
+            with Client(ws.target) as c:
+                while time.monotonic() < stop:
+                    c.query(f"SELECT src, SUM(bytes), MEDIAN(bytes) FROM {name} [RANGE {1 + k % 20} SUBWINDOWS] "
+                            "WHERE bytes > 10 GROUP BY src ORDER BY 2 DESC LIMIT 5")
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    before = ws.stats(name)["streams"][0]
+    t0 = time.time()
+    threads = [threading.Thread(target=reader, args=(k,)) for k in range(50)] + [threading.Thread(target=writer)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.time() - t0
+    st = ws.stats(name)["streams"][0]
+    assert not errors, errors[:3]
+    slides = int(st["slides"]) - int(before["slides"])
+    assert slides >= int(elapsed / 0.05) - 2          # none missed
+    assert int(st["queries"]) > 200
+    delay = st["slide_delay_ms"]
+    # a due slide waits at most for the read operation in progress (reads here take ~1-3 ms)
+    assert delay["p99"] < 25 and delay["max"] < 100, delay
+
+
+def test_periodic_answers_arrive_every_slide(ws):
+    name = fresh(ws, subwindows=10, subwindow_ms=100, clock="processing")
+    q = ws.register(f"SELECT src, SUM(bytes) FROM {name} [RANGE 500 ms SLIDE 200 ms] GROUP BY src")
+    assert q.every_slides == 2
+    got = []
+    for a in ws.subscribe(q.id):
+        ws.append(name, {"ts": [1], "src": ["a"], "bytes": [1], "lat": [0.0]})
+        got.append(a)
+        if len(got) == 6:
+            break
+    slides = [a.slide for a in got]
+    assert all(b - a == 2 for a, b in zip(slides[1:], slides[2:])), slides   # every SLIDE, none skipped
+    gaps = [b.answered_ms - a.answered_ms for a, b in zip(got[1:], got[2:])]
+    assert all(150 < g < 260 for g in gaps), gaps
+    assert all(a.staleness_ms < 50 for a in got[1:]), [a.staleness_ms for a in got]
+    listed = {x["query_id"]: x for x in ws.list_queries(name)}
+    assert int(listed[q.id]["executions"]) >= 6
+    ws.unregister(q.id)
+    assert ws.list_queries(name) == []
+
+
+def test_subscriber_limit_and_unregister_ends_the_stream(ws):
+    name = fresh(ws, subwindows=4, subwindow_ms=50, clock="processing")
+    q = ws.register(f"SELECT COUNT(*) FROM {name} [SLIDE 50 ms]")
+    streams = [ws.subscribe(q.id) for _ in range(4)]
+    firsts = [next(s) for s in streams]          # four subscribers, the limit
+    assert all(a.query_id == q.id for a in firsts)
+    with pytest.raises(ResourceExhausted):
+        next(ws.subscribe(q.id))
+    ws.unregister(q.id)
+    for s in streams:
+        assert list(s) is not None             # each stream ends cleanly after its queued answers
+
+
+def test_ttu_history_is_lws_while_queries_and_slides_interleave(ws):
+    name = fresh(ws, subwindows=30, subwindow_ms=20, clock="processing")
+    start_seq = ws.history()[-1]["seq"] + 1 if ws.history() else 0
+    stop = time.monotonic() + 2.0
+
+    def load():
+        with Client(ws.target) as c:
+            while time.monotonic() < stop:
+                c.append(name, {"ts": np.zeros(3000, np.int64), "src": [f"h{i % 97}" for i in range(3000)],
+                                "bytes": np.arange(3000), "lat": np.zeros(3000)})
+                c.query(f"SELECT src, SUM(bytes), MEDIAN(bytes) FROM {name} WHERE bytes > 5 GROUP BY src")
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    events = [e for e in ws.history(limit=1_000_000) if e["stream"] == name]
+    report = check(events)
+    assert report.errors == [] and report.violations("lws") == []
+    assert len(report.verdicts) > 50
+    # queries really did interleave with slides: some attempt saw a slide between begin and commit
+    open_, interleaved = set(), 0
+    for e in events:
+        if e["op"] == "b":
+            open_.add(e["txn"])
+        elif e["op"] in ("c", "a") and e["txn"] in open_:
+            open_.discard(e["txn"])
+        elif e["op"] == "w":
+            interleaved += len(open_)
+    assert interleaved > 0
+
+
+def test_async_client_round_trip(server):
+    async def main():
+        async with AsyncClient(server.target) as ws:
+            name = f"a{next(_names)}"
+            await ws.create_stream(name, SCHEMA, subwindows=2, subwindow_ms=10, clock="manual", group_by=["src"])
+            r = await ws.append(name, {"ts": [1, 2], "src": ["a", "a"], "bytes": [3, 4], "lat": [0.5, 1.5]},
+                                writer_id="w", batch_id=1)
+            assert r.accepted == 2
+            assert await ws.slide(name) == 0
+            a = await ws.query(f"SELECT src, SUM(bytes), AVG(lat) FROM {name} GROUP BY src")
+            assert a.rows == [("a", 7, 1.0)] and a.access == "synopsis"
+            assert (await ws.stats(name))["streams"][0]["stream"] == name
+            with pytest.raises(NotFound):
+                await ws.query("SELECT COUNT(*) FROM nope")
+    asyncio.run(main())
+
+
+def test_health_and_reflection_are_served(server):
+    with grpc.insecure_channel(server.target) as ch:
+        resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service="windowstore.v1.WindowStoreService"))
+        assert resp.status == health_pb2.HealthCheckResponse.SERVING
+        from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+        stub = reflection_pb2_grpc.ServerReflectionStub(ch)
+        replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+        names = {s.name for r in replies for s in r.list_services_response.service}
+        assert "windowstore.v1.WindowStoreService" in names
+
+
+def test_sigterm_shuts_down_gracefully_and_tells_subscribers():
+    srv = ServerProcess()
+    with Client(srv.target) as ws:
+        ws.create_stream("g", SCHEMA, subwindows=4, subwindow_ms=50, clock="processing")
+        q = ws.register("SELECT COUNT(*) FROM g [SLIDE 50 ms]")
+        sub = ws.subscribe(q.id)
+        next(sub)
+        code, out, err = srv.stop()
+        with pytest.raises(Unavailable):
+            for _ in range(100):
+                next(sub)
+    assert code == 0 and "stopped" in out
+    assert "Traceback" not in err, err
+
+
+def test_generated_modules_are_not_stale():
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{ROOT / 'proto'}", f"--python_out={tmp}",
+                        f"--pyi_out={tmp}", f"--grpc_python_out={tmp}", str(ROOT / "proto/windowstore/v1/windowstore.proto")],
+                       check=True)
+        for f in ("windowstore_pb2.py", "windowstore_pb2.pyi", "windowstore_pb2_grpc.py"):
+            assert filecmp.cmp(Path(tmp) / "windowstore/v1" / f, ROOT / "proto/windowstore/v1" / f, shallow=False), \
+                f"{f} is stale: run `make proto`"

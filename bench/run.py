@@ -9,7 +9,7 @@ import platform
 import sys
 from pathlib import Path
 
-SECTIONS = ["store"]
+SECTIONS = ["store", "server"]
 
 
 def main(argv=None) -> int:

@@ -22,3 +22,4 @@ class ServerConfig:
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
     grace_s: float = 5.0               # shutdown: time for in-flight work
+    switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process

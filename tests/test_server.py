@@ -18,7 +18,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from reference import answer, same
-from serverproc import ServerProcess, wait_for
+from windowstore.server.process import ServerProcess
 from windowstore.clients import (AlreadyExists, AsyncClient, Client, DeadlineExceeded, FailedPrecondition,
                                  InvalidArgument, NotFound, ResourceExhausted, Unavailable)
 from windowstore.store import parse_query

@@ -1,4 +1,5 @@
-"""Starts a real `windowstore serve` process on a free loopback port for tests and benchmarks."""
+"""Runs a real `windowstore serve` process on a free loopback port: tests, benchmarks, the load test
+and the demo use it."""
 from __future__ import annotations
 
 import os
@@ -6,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 
 class ServerProcess:
@@ -36,13 +36,3 @@ class ServerProcess:
 
     def __exit__(self, *exc):
         self.stop()
-
-
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")

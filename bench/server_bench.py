@@ -1,0 +1,166 @@
+"""Server benchmarks over gRPC on loopback: ingest, one-time query latency (idle and under
+ingest), small-query throughput with 32 concurrent clients, slide delay under 100 queries."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from windowstore.clients import AsyncClient, Client
+from windowstore.server.process import ServerProcess
+
+from .common import SCHEMA, fmt_rate, fmt_time, packets
+
+
+def _pcts(samples: list[float]) -> tuple[float, float]:
+    a = np.array(samples)
+    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
+
+
+def ingest(target: str, rows: int, seconds: float = 4.0, senders: int = 2) -> float:
+    table = pa.table(packets(rows))
+    with Client(target) as ws:
+        ws.create_stream(f"ingest{rows}", SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"])
+    sent = [0] * senders
+    stop = time.monotonic() + seconds
+
+    def run(i):
+        with Client(target) as c:
+            while time.monotonic() < stop:
+                c.append(f"ingest{rows}", table)
+                sent[i] += rows
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(sent) / (time.perf_counter() - t0)
+
+
+def latency(target: str, stream: str, text: str, n: int = 2000) -> list[float]:
+    out = []
+    with Client(target) as ws:
+        for _ in range(50):
+            ws.query(text)
+        for _ in range(n):
+            t0 = time.perf_counter()
+            ws.query(text)
+            out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+async def _throughput(target: str, text: str, clients: int, seconds: float) -> float:
+    done = 0
+    stop = time.monotonic() + seconds
+
+    async def worker():
+        nonlocal done
+        async with AsyncClient(target) as ws:
+            while time.monotonic() < stop:
+                await ws.query(text)
+                done += 1
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return done / (time.perf_counter() - t0)
+
+
+def _baseline(target: str) -> tuple[float, float, float]:
+    """Bare Python gRPC on this machine: the server's health check (no application work)."""
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    with grpc.insecure_channel(target) as ch:
+        stub = health_pb2_grpc.HealthStub(ch)
+        for _ in range(100):
+            stub.Check(health_pb2.HealthCheckRequest())
+        xs = []
+        for _ in range(2000):
+            t0 = time.perf_counter()
+            stub.Check(health_pb2.HealthCheckRequest())
+            xs.append((time.perf_counter() - t0) * 1000)
+
+    async def tp():
+        done = 0
+        stop = time.monotonic() + 4.0
+
+        async def worker():
+            nonlocal done
+            async with grpc.aio.insecure_channel(target) as ch:
+                st = health_pb2_grpc.HealthStub(ch)
+                while time.monotonic() < stop:
+                    await st.Check(health_pb2.HealthCheckRequest())
+                    done += 1
+        t0 = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(32)))
+        return done / (time.perf_counter() - t0)
+    p50, p99 = _pcts(xs)
+    return p50, p99, asyncio.run(tp())
+
+
+def run() -> list[dict]:
+    out = []
+    with ServerProcess() as srv:
+        p50, p99, qps = _baseline(srv.target)
+        out.append({"name": "baseline: bare gRPC health check (no windowstore work): p50 / p99, 32-client throughput",
+                    "value": [p50, p99, qps], "shown": f"{p50:.2f} ms / {p99:.2f} ms, {qps:,.0f} calls/s", "target": ""})
+    with ServerProcess() as srv:
+        for rows in (10_000, 100_000):
+            rate = ingest(srv.target, rows)
+            out.append({"name": f"ingest over gRPC, Arrow batches of {rows:,} rows (2 senders)", "value": rate,
+                        "shown": fmt_rate(rate), "target": ">= 5 M rows/s"})
+    with ServerProcess() as srv:
+        with Client(srv.target) as ws:
+            ws.create_stream("q", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", group_by=["src"])
+            batch = pa.table(packets(1000))
+            for _ in range(100):
+                ws.append("q", batch)
+                ws.slide("q")
+        text = "SELECT SUM(bytes) FROM q [RANGE 100 SUBWINDOWS]"
+        p50, p99 = _pcts(latency(srv.target, "q", text))
+        out.append({"name": "one-time SUM over 100 sub-windows, idle: p50 / p99", "value": [p50, p99],
+                    "shown": f"{p50:.2f} ms / {p99:.2f} ms", "target": "p50 <= 1 ms, p99 <= 5 ms"})
+        stop = threading.Event()
+
+        def feed():
+            with Client(srv.target) as c:
+                small = pa.table(packets(10_000))
+                while not stop.is_set():
+                    c.append("q", small)
+        feeder = threading.Thread(target=feed)
+        feeder.start()
+        p50, p99 = _pcts(latency(srv.target, "q", text))
+        stop.set()
+        feeder.join()
+        out.append({"name": "one-time SUM over 100 sub-windows, under concurrent ingest (10k-row batches): p50 / p99",
+                    "value": [p50, p99], "shown": f"{p50:.2f} ms / {p99:.2f} ms", "target": "p50 <= 1 ms, p99 <= 5 ms"})
+        qps = asyncio.run(_throughput(srv.target, "SELECT COUNT(*), MAX(bytes) FROM q [RANGE 10 SUBWINDOWS]", 32, 5.0))
+        out.append({"name": "small-query throughput, 32 concurrent clients (asyncio, one process)", "value": qps,
+                    "shown": f"{qps:,.0f} queries/s", "target": ">= 3,000/s"})
+    with ServerProcess() as srv:
+        with Client(srv.target) as ws:
+            ws.create_stream("d", SCHEMA, subwindows=20, subwindow_ms=100, group_by=["src"])
+            stop = threading.Event()
+
+            def feed():
+                with Client(srv.target) as c:
+                    small = pa.table(packets(5_000))
+                    while not stop.is_set():
+                        c.append("d", small)
+                        time.sleep(0.02)
+            feeder = threading.Thread(target=feed)
+            feeder.start()
+            text = "SELECT src, SUM(bytes), MEDIAN(bytes) FROM d WHERE bytes > 100 GROUP BY src ORDER BY 2 DESC LIMIT 10"
+            before = ws.stats("d")["streams"][0]["slides"]
+            qps = asyncio.run(_throughput(srv.target, text, 100, 6.0))
+            stop.set()
+            feeder.join()
+            st = ws.stats("d")["streams"][0]
+            d = st["slide_delay_ms"]
+        out.append({"name": f"slide delay while 100 queries run (100 ms sub-windows, window scans, {qps:,.0f} q/s): p50 / p99 / max",
+                    "value": [d["p50"], d["p99"], d["max"]],
+                    "shown": f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} ms", "target": ""})
+    return out

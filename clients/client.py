@@ -158,8 +158,13 @@ class Client:
         r = self._call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
-    def slide(self, stream: str) -> int:
-        return self._call("Slide", pb.SlideRequest(stream=stream), False).slide
+    def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
+        """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed
+        call does not slide again and returns the slide it made the first time."""
+        req = pb.SlideRequest(stream=stream, writer_id=writer_id)
+        if batch_id is not None:
+            req.batch_id = batch_id
+        return self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
 
     # queries
     def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
@@ -251,8 +256,11 @@ class AsyncClient:
         r = await self._call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
-    async def slide(self, stream: str) -> int:
-        return (await self._call("Slide", pb.SlideRequest(stream=stream), False)).slide
+    async def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
+        req = pb.SlideRequest(stream=stream, writer_id=writer_id)
+        if batch_id is not None:
+            req.batch_id = batch_id
+        return (await self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id))).slide
 
     async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
         return Answer.from_pb((await self._call("Query", query_request(query, priority), True, timeout)).answer)

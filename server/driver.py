@@ -76,6 +76,7 @@ class StreamBook:
     accepted_rows: int = 0
     duplicate_batches: int = 0
     acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> ack
+    slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> slide
     staleness: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))
     response: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))
 
@@ -231,8 +232,13 @@ class Driver:
                 acks.popitem(last=False)
         return ack
 
-    def slide(self, name: str) -> tuple[int, int]:
+    def slide(self, name: str, writer_id: str = "", batch_id: int | None = None) -> tuple[int, int, bool]:
         stream = self.stream(name)
+        seen = None
+        if writer_id and batch_id is not None:
+            seen = self.books[name].slide_acks.setdefault(writer_id, collections.OrderedDict())
+            if batch_id in seen:
+                return (*seen[batch_id], True)
         if stream.spec.clock != "manual" or stream.spec.count_based:
             raise FailedPrecondition(f"stream {name!r} slides on its {stream.spec.clock if not stream.spec.count_based else 'row count'} "
                                      "clock; Slide applies to clock='manual' streams")
@@ -241,7 +247,11 @@ class Driver:
         while self.sched.manual_requests.get(name, 0) > 0:
             self.sched.step()  # due slides run first (under serial, after the running query)
         sub = stream.window.subs[(before + 1) % stream.window.n]
-        return sub.slide, sub.rows
+        if seen is not None:
+            seen[batch_id] = (sub.slide, sub.rows)
+            if len(seen) > self.config.idempotency_keep:
+                seen.popitem(last=False)
+        return sub.slide, sub.rows, False
 
     # -- queries -------------------------------------------------------------------------------
     def plan(self, query):

@@ -121,8 +121,11 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def Slide(self, request, context):
-        slide, rows = self._run(lambda: self.driver.slide(request.stream), context)
-        return pb.SlideResponse(slide=slide, rows=rows)
+        batch_id = request.batch_id if request.HasField("batch_id") else None
+        if batch_id is not None and not request.writer_id:
+            raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
+        slide, rows, duplicate = self._run(lambda: self.driver.slide(request.stream, request.writer_id, batch_id), context)
+        return pb.SlideResponse(slide=slide, rows=rows, duplicate=duplicate)
 
     # -- queries -------------------------------------------------------------------------------
     @staticmethod

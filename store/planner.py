@@ -242,6 +242,23 @@ def _compare(a, op: str, b):
     raise AssertionError(op)
 
 
+def answer_types(query: Query, types: Mapping[str, str]) -> list[str]:
+    """The type ('int64', 'float64', 'string') of each answer column, from the query and schema."""
+    def agg_type(a: Aggregate, column_type) -> str:
+        if a.func in ("count", "count_distinct"):
+            return "int64"
+        if a.func == "avg":
+            return "float64"
+        return column_type(a.column)
+
+    inner = {}
+    for it in query.items:
+        inner[it.label] = types[it.column] if isinstance(it, KeyColumn) else agg_type(it, lambda c: types[c])
+    if query.outer:
+        return [agg_type(a, lambda c: inner[c]) for a in query.outer]
+    return [inner[it.label] for it in query.items]
+
+
 def window_length(query: Query, stream: Stream) -> int:
     """n_Q: how many of the youngest sub-windows the query reads."""
     spec = stream.spec

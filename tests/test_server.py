@@ -108,7 +108,9 @@ def test_replayed_batches_are_ignored(ws):
     other = ws.append(name, batch, writer_id="w2", batch_id=7)
     assert (first.duplicate, again.duplicate, other.duplicate) == (False, True, False)
     assert again.accepted == first.accepted == 2
-    ws.slide(name)
+    assert ws.slide(name, writer_id="w1", batch_id=7) == 0
+    assert ws.slide(name, writer_id="w1", batch_id=7) == 0      # a replayed slide does not slide again
+    assert ws.describe_stream(name)["latest_slide"] in ("0", 0)
     assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(4, 60)]
     st = ws.stats(name)["streams"][0]
     assert int(st["duplicate_batches"]) == 1 and int(st["accepted_rows"]) == 4

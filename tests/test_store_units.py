@@ -233,3 +233,12 @@ def test_quantile_is_exact_and_discrete():
     s.window.slide(10)
     got = q(s, "SELECT QUANTILE(v, 0), QUANTILE(v, 0.7), QUANTILE(v, 0.71), MEDIAN(v), QUANTILE(v, 1) FROM s")
     assert got == [(1, 7, 8, 5, 10)]
+
+
+def test_answer_types_follow_the_schema():
+    from windowstore.store.planner import answer_types
+    types = {"ts": "int64", "src": "string", "bytes": "int64", "lat": "float64"}
+    q = parse_query("SELECT src, SUM(bytes), AVG(bytes), MAX(lat), COUNT(DISTINCT src), MEDIAN(bytes) FROM s GROUP BY src")
+    assert answer_types(q, types) == ["string", "int64", "float64", "float64", "int64", "int64"]
+    q = parse_query("SELECT QUANTILE(t, 0.5), COUNT(*), AVG(t) FROM (SELECT src, SUM(lat) AS t FROM s GROUP BY src)")
+    assert answer_types(q, types) == ["float64", "int64", "float64"]

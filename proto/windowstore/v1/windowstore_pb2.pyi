@@ -229,18 +229,24 @@ class AppendResponse(_message.Message):
     def __init__(self, accepted_rows: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate: _Optional[bool] = ..., latest_slide: _Optional[int] = ...) -> None: ...
 
 class SlideRequest(_message.Message):
-    __slots__ = ("stream",)
+    __slots__ = ("stream", "writer_id", "batch_id")
     STREAM_FIELD_NUMBER: _ClassVar[int]
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     stream: str
-    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+    writer_id: str
+    batch_id: int
+    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ...) -> None: ...
 
 class SlideResponse(_message.Message):
-    __slots__ = ("slide", "rows")
+    __slots__ = ("slide", "rows", "duplicate")
     SLIDE_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     slide: int
     rows: int
-    def __init__(self, slide: _Optional[int] = ..., rows: _Optional[int] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, slide: _Optional[int] = ..., rows: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class Value(_message.Message):
     __slots__ = ("int64_value", "float64_value", "string_value")

@@ -31,3 +31,9 @@ serve: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+demo: $(STAMP)
+	$(VENV)/bin/windowstore demo
+
+experiment-sim: $(STAMP)
+	$(PY) -m bench.experiment_sim

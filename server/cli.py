@@ -106,6 +106,12 @@ def _stats(args) -> int:
     return 0
 
 
+def _demo(args) -> int:
+    from .demo import run
+
+    return run(duration_s=args.duration_s, rate=args.rows_per_second)
+
+
 def _check_history(args) -> int:
     from windowstore.txn import check, read_jsonl
 
@@ -225,6 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"virtual cost of sealing one row in a slide, us (default {DEFAULT_SEAL_ROW_US})")
     sim.add_argument("--calibrate", action="store_true", help="measure this machine's costs and print them")
     sim.set_defaults(func=_simulate)
+
+    dm = sub.add_parser("demo", help="server + Spark feeder + periodic and one-time queries, live, for about a minute")
+    dm.add_argument("--duration-s", type=float, default=60.0, help="how long to show answers (default 60)")
+    dm.add_argument("--rows-per-second", type=int, default=20_000, help="packets per second fed by Spark (default 20000)")
+    dm.set_defaults(func=_demo)
     return ap
 
 

@@ -1,0 +1,1 @@
+"""Runnable Spark jobs: `python -m windowstore.clients.jobs.<feeder|periodic|onetime> --help`."""

@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: test test-fast bench demo loadtest experiment proto serve clean
+.PHONY: install test test-fast bench demo loadtest experiment experiment-sim proto serve clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -34,6 +34,12 @@ clean:
 
 demo: $(STAMP)
 	$(VENV)/bin/windowstore demo
+
+loadtest: $(STAMP)
+	$(PY) loadtest/run.py --duration-s $${DURATION:-30} --out docs/loadtest
+
+experiment: $(STAMP)
+	$(PY) loadtest/experiment.py --out docs/experiment
 
 experiment-sim: $(STAMP)
 	$(PY) -m bench.experiment_sim

@@ -1,0 +1,24 @@
+"""The load-test smoke run that CI executes: locust against a real server under ttu, bounded in
+time, thresholds enforced, and the server's history checked for latest-window serializability."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.slow
+def test_smoke_load_run_passes_its_thresholds_and_is_lws(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "loadtest" / "run.py"), "--policy", "ttu", "--duration-s", "15",
+                           "--users", "16", "--out", str(tmp_path)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads((tmp_path / "results.json").read_text())
+    assert result["queries"] > 100 and result["error_ratio"] == 0.0
+    h = result["history"]
+    assert h["committed"] > 100 and h["lws"] == h["committed"] and h["errors"] == 0
+    assert (tmp_path / "report.md").exists() and (tmp_path / "staleness.png").stat().st_size > 0

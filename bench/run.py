@@ -9,7 +9,7 @@ import platform
 import sys
 from pathlib import Path
 
-SECTIONS = ["store", "server"]
+SECTIONS = ["store", "server", "spark"]
 
 
 def main(argv=None) -> int:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator
 
 import grpc
-from google.protobuf.json_format import MessageToDict
 
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
@@ -46,7 +45,27 @@ class PeriodicQuery:
 
 
 def _dict(msg) -> dict:
-    return MessageToDict(msg, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    """A message as plain Python: ints stay ints (protobuf's JSON mapping would make int64 strings),
+    enums become their names, unset optional fields None."""
+    out = {}
+    for field in msg.DESCRIPTOR.fields:
+        value = getattr(msg, field.name)
+        repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+        if repeated:
+            out[field.name] = [_value(field, v) for v in value]
+        elif field.has_presence and not msg.HasField(field.name):
+            out[field.name] = None
+        else:
+            out[field.name] = _value(field, value)
+    return out
+
+
+def _value(field, value):
+    if field.message_type is not None:
+        return _dict(value)
+    if field.enum_type is not None:
+        return field.enum_type.values_by_number[value].name
+    return value
 
 
 # -- requests (shared by both clients) ---------------------------------------------------------------

@@ -168,8 +168,8 @@ class Driver:
         return max(0.0, min(1.0, (min(due) - now) / 1000.0))
 
     def _fail_current(self) -> None:
-        txn = self.sched._current
-        if txn is not None and not txn.done:
+        txn = self.sched.running
+        if txn is not None:
             self.sched.cancel(txn)
             txn.error = StoreError("internal error while executing this query")
 
@@ -275,7 +275,13 @@ class Driver:
                 done.set_result(txn.result)
             else:
                 done.set_exception(txn.error)
-        return self.sched.submit(plan, priority=priority, on_done=finished)
+        txn = self.sched.submit(plan, priority=priority, on_done=finished)
+        if plan.access == "probe":
+            # One atomic operation: run it in this turn, so the handler gets its answer without a
+            # second hand-off. step() still applies any due slide and any higher-priority work first.
+            while not txn.done:
+                self.sched.step()
+        return txn
 
     def cancel(self, txn) -> None:
         self.sched.cancel(txn)

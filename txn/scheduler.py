@@ -215,6 +215,12 @@ class Scheduler:
             return None
         return self._advance(txn)
 
+    @property
+    def running(self) -> QueryTxn | None:
+        """The query the scheduler is executing, if any."""
+        cur = self._current
+        return cur if cur is not None and not cur.done else None
+
     def run_until_idle(self, max_ops: int = 10_000_000) -> int:
         n = 0
         while n < max_ops and self.step() is not None:

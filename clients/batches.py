@@ -32,6 +32,13 @@ def to_arrow(batch: Any) -> pa.Table:
 
 
 def to_ipc(table: pa.Table) -> bytes:
+    """Arrow IPC stream bytes; string columns go dictionary-encoded (smaller on the wire, and the
+    server then maps only the distinct values)."""
+    import pyarrow.compute as pc
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            table = table.set_column(i, field.name, pc.dictionary_encode(table.column(i)))
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

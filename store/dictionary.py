@@ -22,10 +22,18 @@ class StringDictionary:
         return len(self.values)
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """Codes for a pyarrow string array (no nulls); new strings get new codes."""
-        encoded = pc.dictionary_encode(array)
+        """Codes for a pyarrow string array (no nulls); new strings get new codes.
+
+        A dictionary-encoded array (as the SDK sends) only has its small dictionary mapped."""
+        if isinstance(array, pa.ChunkedArray):
+            if array.num_chunks == 1:
+                array = array.chunk(0)
+            elif pa.types.is_dictionary(array.type):
+                parts = [self.encode(chunk) for chunk in array.chunks]
+                return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+        encoded = array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
         if isinstance(encoded, pa.ChunkedArray):
-            encoded = encoded.combine_chunks() if encoded.num_chunks != 1 else encoded.chunk(0)
+            encoded = encoded.combine_chunks()
         local = encoded.dictionary.to_pylist()
         mapping = np.fromiter((self._intern(s) for s in local), dtype=np.int32, count=len(local))
         indices = encoded.indices.to_numpy(zero_copy_only=False)

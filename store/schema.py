@@ -106,7 +106,8 @@ def _check_column(name: str, typ: str, values: Any) -> Any:
         if values.null_count:
             raise InvalidInput(f"column {name!r} has null values", column=name)
         if typ == "string":
-            if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+            t = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
+            if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
                 raise InvalidInput(f"column {name!r} must be string, got {values.type}", column=name)
             return values
         values = values.to_numpy() if isinstance(values, pa.ChunkedArray) else values.to_numpy(zero_copy_only=False)

@@ -242,3 +242,14 @@ def test_answer_types_follow_the_schema():
     assert answer_types(q, types) == ["string", "int64", "float64", "float64", "int64", "int64"]
     q = parse_query("SELECT QUANTILE(t, 0.5), COUNT(*), AVG(t) FROM (SELECT src, SUM(lat) AS t FROM s GROUP BY src)")
     assert answer_types(q, types) == ["float64", "int64", "float64"]
+
+
+def test_dictionary_encoded_string_columns_are_accepted():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=10, group_by=("src",)), 0)
+    chunked = pa.chunked_array([pa.array(["x", "y", "x"]).dictionary_encode(), pa.array(["z", "x"]).dictionary_encode()])
+    s.append(pa.table({"ts": [1, 2, 3, 4, 5], "src": chunked, "bytes": [1, 2, 3, 4, 5]}))
+    s.append(pa.table({"ts": [6], "src": pa.array(["y"]).dictionary_encode(), "bytes": [6]}))
+    with pytest.raises(InvalidInput, match="must be string"):
+        s.append(pa.table({"ts": [1], "src": pa.array([1]).dictionary_encode(), "bytes": [1]}))
+    s.window.slide(10)
+    assert q(s, "SELECT src, SUM(bytes), COUNT(*) FROM s GROUP BY src") == [("x", 9, 3), ("y", 8, 2), ("z", 4, 1)]

@@ -128,7 +128,7 @@ def test_every_bad_input_gets_its_status_and_the_server_keeps_serving(ws):
         (InvalidArgument, "has null values", lambda: ws.append(name, {"ts": [1], "src": [None], "bytes": [1], "lat": [1.0]})),
         (ResourceExhausted, "exceeds the limit", lambda: ws.append(name, {"ts": np.zeros(60_000, np.int64), "src": ["a"] * 60_000,
                                                                            "bytes": np.zeros(60_000, np.int64), "lat": np.zeros(60_000)})),
-        (ResourceExhausted, "", lambda: ws.append(name, {"ts": np.zeros(10, np.int64), "src": ["x" * 500_000] * 10,
+        (ResourceExhausted, "", lambda: ws.append(name, {"ts": np.zeros(10, np.int64), "src": [f"{i}" + "x" * 500_000 for i in range(10)],
                                                          "bytes": np.zeros(10, np.int64), "lat": np.zeros(10)})),
         (InvalidArgument, "position 16", lambda: ws.query(f"SELECT COUNT(*) FORM {name}")),
         (InvalidArgument, "window holds 4", lambda: ws.query(f"SELECT COUNT(*) FROM {name} [RANGE 5 s]")),

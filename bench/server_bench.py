@@ -20,25 +20,33 @@ def _pcts(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
-def ingest(target: str, rows: int, seconds: float = 4.0, senders: int = 2) -> float:
+def _sender(target: str, stream: str, rows: int, seconds: float, out) -> None:
     table = pa.table(packets(rows))
+    sent = 0
+    with Client(target) as c:
+        c.append(stream, table)  # connect and warm up before the clock starts
+        stop = time.monotonic() + seconds
+        while time.monotonic() < stop:
+            c.append(stream, table)
+            sent += rows
+    out.put(sent)
+
+
+def ingest(target: str, rows: int, seconds: float = 5.0, senders: int = 3) -> float:
+    """Rows/s appended by `senders` writer processes (as Spark executors would be)."""
+    import multiprocessing as mp
+
     with Client(target) as ws:
         ws.create_stream(f"ingest{rows}", SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"])
-    sent = [0] * senders
-    stop = time.monotonic() + seconds
-
-    def run(i):
-        with Client(target) as c:
-            while time.monotonic() < stop:
-                c.append(f"ingest{rows}", table)
-                sent[i] += rows
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(senders)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(sent) / (time.perf_counter() - t0)
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_sender, args=(target, f"ingest{rows}", rows, seconds, out)) for _ in range(senders)]
+    for p in procs:
+        p.start()
+    total = sum(out.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return total / seconds
 
 
 class Feeder:
@@ -130,7 +138,7 @@ def run() -> list[dict]:
     with ServerProcess() as srv:
         for rows in (10_000, 100_000):
             rate = ingest(srv.target, rows)
-            out.append({"name": f"ingest over gRPC, Arrow batches of {rows:,} rows (2 senders)", "value": rate,
+            out.append({"name": f"ingest over gRPC, Arrow batches of {rows:,} rows (3 writer processes)", "value": rate,
                         "shown": fmt_rate(rate), "target": ">= 5 M rows/s"})
     with ServerProcess() as srv:
         with Client(srv.target) as ws:

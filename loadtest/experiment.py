@@ -158,24 +158,30 @@ def main(argv=None) -> int:
     ap.add_argument("--rows-per-s", type=float, default=20_000)
     ap.add_argument("--onetime-rate", type=float, default=5.0, help="one-time queries per second (default 5)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--replot", action="store_true", help="redraw the report from OUT/results.json, run nothing")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    started = time.time()
-    for t_ms in args.t_ms or [50, 250]:
-        periodic = 40 if t_ms <= 50 else 100
-        for n in args.n or [10, 20, 50, 100]:
-            for p in args.policy or POLICIES:
-                r = run_cell(p, t_ms, n, periodic, args, out)
-                results.append(r)
-                print(json.dumps(r), flush=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    if args.replot:
+        saved = json.loads((out / "results.json").read_text())
+        results, elapsed = saved["cells"], saved["seconds"]
+    else:
+        results = []
+        started = time.time()
+        for t_ms in args.t_ms or [50, 250]:
+            periodic = 40 if t_ms <= 50 else 100
+            for n in args.n or [10, 20, 50, 100]:
+                for p in args.policy or POLICIES:
+                    r = run_cell(p, t_ms, n, periodic, args, out)
+                    results.append(r)
+                    print(json.dumps(r), flush=True)
+        elapsed = time.time() - started
+        (out / "results.json").write_text(json.dumps({"seconds": round(elapsed), "cells": results}, indent=1))
     sim_path = ROOT / "docs" / "simulation.json"
     sim = json.loads(sim_path.read_text())["thesis_regime"] if sim_path.exists() else []
     files = plots(results, sim, out)
     bad = [r for r in results if r["policy"] == "ttu" and (r["history"]["torn"] or r["history"]["ws_only"] or r["history"]["errors"])]
-    lines = [f"# Section 7.5 on the real server ({time.strftime('%Y-%m-%d')}, {time.time() - started:.0f} s in all)", "",
+    lines = [f"# Section 7.5 on the real server ({time.strftime('%Y-%m-%d')}, {elapsed:.0f} s in all)", "",
              "`make experiment` (loadtest/experiment.py). Time scaled down 20x: t = 50 ms and 250 ms stand for the "
              f"thesis's 1 s and 5 s. {args.rows_per_s:g} packets/s, one-time queries at {args.onetime_rate:g}/s, "
              f"{args.cell_s:g} s measured per cell after the window filled. One run per cell.", "",

@@ -1,8 +1,8 @@
 """The experiment of thesis section 7.5 on the real server (`make experiment`).
 
-Time is scaled down 20x so the whole run stays under 10 minutes: sub-windows of t = 50 ms and
-250 ms stand for the thesis's 1 s and 5 s (at 20,000 packets/s they hold about 1,000 and 5,000
-rows, as the thesis's 1 packet/ms did); n in {10, 20, 50, 100}; 40 periodic queries at the
+Time is scaled down 25x so the whole run stays under 10 minutes: sub-windows of t = 40 ms and
+200 ms stand for the thesis's 1 s and 5 s (at 20,000 packets/s they hold about 800 and 4,000
+rows; the thesis's 1 packet/ms gave 1,000 and 5,000); n in {10, 20, 50, 100}; 40 periodic queries at the
 short t and 100 at the long one (top-10 sources/destinations by bytes and percentiles of per-address
 bandwidth over random window lengths 1..n, re-executed every slide, window scans as in the thesis);
 one-time aggregates over a few addresses at random (Poisson) times; every policy on the same
@@ -121,17 +121,18 @@ def plots(results: list[dict], sim: list[dict], out: Path) -> list[str]:
     import matplotlib.pyplot as plt
 
     files = []
+    short = min(r["t_ms"] for r in results)
     metrics = [("abort_pct", "abort_pct", "aborted attempts (%)", "Aborts: real server vs simulator"),
                ("staleness_ms_p50", "staleness_ms_mean", "staleness (ms)", "Staleness: real server (p50) vs simulator (mean)"),
                ("onetime_response_ms_mean", "onetime_response_ms_mean", "one-time response (ms)",
                 "One-time response time: real server vs simulator")]
     for key, sim_key, ylabel, title in metrics:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-        for ax, (data, k, label) in zip(axes, ((results, key, "real server, t = 50 ms (thesis 1 s)"),
+        for ax, (data, k, label) in zip(axes, ((results, key, f"real server, t = {short} ms (thesis 1 s)"),
                                                (sim, sim_key, "simulator, t = 1 s, with one-time queries"))):
             for p in POLICIES:
                 pts = sorted((r["n"], r[k]) for r in data if r["policy"] == p and r[k] is not None
-                             and r.get("t_ms") in (50, 1000) and r.get("onetime_rate", 1.0) == 1.0)
+                             and r.get("t_ms") in (short, 1000) and r.get("onetime_rate", 1.0) == 1.0)
                 if pts:
                     ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=p)
             ax.set_title(label, fontsize=10)
@@ -151,10 +152,10 @@ def plots(results: list[dict], sim: list[dict], out: Path) -> list[str]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "experiment"))
-    ap.add_argument("--t-ms", type=int, action="append", help="sub-window lengths (default 50 and 250)")
+    ap.add_argument("--t-ms", type=int, action="append", help="sub-window lengths (default 40 and 200)")
     ap.add_argument("--n", type=int, action="append", help="sub-windows (default 10, 20, 50, 100)")
     ap.add_argument("--policy", action="append", choices=POLICIES)
-    ap.add_argument("--cell-s", type=float, default=5.0, help="measured seconds per cell (default 5)")
+    ap.add_argument("--cell-s", type=float, default=4.0, help="measured seconds per cell (default 4)")
     ap.add_argument("--rows-per-s", type=float, default=20_000)
     ap.add_argument("--onetime-rate", type=float, default=5.0, help="one-time queries per second (default 5)")
     ap.add_argument("--seed", type=int, default=0)
@@ -168,8 +169,8 @@ def main(argv=None) -> int:
     else:
         results = []
         started = time.time()
-        for t_ms in args.t_ms or [50, 250]:
-            periodic = 40 if t_ms <= 50 else 100
+        for t_ms in args.t_ms or [40, 200]:
+            periodic = 40 if t_ms <= 40 else 100
             for n in args.n or [10, 20, 50, 100]:
                 for p in args.policy or POLICIES:
                     r = run_cell(p, t_ms, n, periodic, args, out)
@@ -182,7 +183,7 @@ def main(argv=None) -> int:
     files = plots(results, sim, out)
     bad = [r for r in results if r["policy"] == "ttu" and (r["history"]["torn"] or r["history"]["ws_only"] or r["history"]["errors"])]
     lines = [f"# Section 7.5 on the real server ({time.strftime('%Y-%m-%d')}, {elapsed:.0f} s in all)", "",
-             "`make experiment` (loadtest/experiment.py). Time scaled down 20x: t = 50 ms and 250 ms stand for the "
+             "`make experiment` (loadtest/experiment.py). Time scaled down 25x: t = 40 ms and 200 ms stand for the "
              f"thesis's 1 s and 5 s. {args.rows_per_s:g} packets/s, one-time queries at {args.onetime_rate:g}/s, "
              f"{args.cell_s:g} s measured per cell after the window filled. One run per cell.", "",
              "| t | n | periodic | policy | abort % | committed q/s | staleness p50 / p99 (ms) | one-time response mean (ms) | slide delay p99 (ms) | history |",

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 
 import pytest
 
@@ -104,9 +106,11 @@ def test_store_answers_equal_spark_over_the_same_rows(spark, ws, server, tmp_pat
     src, ckpt = tmp_path / "in", tmp_path / "ckpt"
     src.mkdir()
     files = []
+    t0 = time.time() - 100
     for b in range(5):
         f = src / f"part{b}.json"
         f.write_text("\n".join(json.dumps(r) for r in rows(b, 40 + 10 * b)))
+        os.utime(f, (t0 + b, t0 + b))  # the file source takes files in modification-time order
         files.append(str(f))
     _run_file_stream(spark, src, ckpt, server.target, "det")
     # the window holds the last 3 micro-batches; RANGE 2 the last 2

@@ -32,6 +32,10 @@ ONETIME = [
 ]
 
 
+def _ms(x) -> str:
+    return "     -" if x is None else f"{x:6.1f}"
+
+
 def _fmt(a) -> str:
     rows = ", ".join("(" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in r) + ")" for r in a.rows[:5])
     return rows or "(empty)"
@@ -78,11 +82,11 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
             for title, _ in PERIODIC:
                 a = latest.get(title)
                 if a is not None:
-                    print(f"  {title:<48} slide {a.slide:>4}  staleness {a.staleness_ms:6.1f} ms   {_fmt(a)}", flush=True)
+                    print(f"  {title:<48} slide {a.slide:>4}  staleness {_ms(a.staleness_ms)} ms   {_fmt(a)}", flush=True)
             text = ONETIME[shown % len(ONETIME)]
             a = ws.query(text)
             print(f"  one-time: {text}\n    -> {_fmt(a)}   response {a.response_ms:.2f} ms, staleness "
-                  f"{a.staleness_ms:.1f} ms, {a.access} scan", flush=True)
+                  f"{_ms(a.staleness_ms).strip()} ms, {a.access} scan", flush=True)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
     finally:

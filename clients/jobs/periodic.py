@@ -57,8 +57,8 @@ def main(argv=None) -> int:
                 batch.append(answers.get())
             if args.sink == "console":
                 for text, a in batch:
-                    print(f"[{a.query_id} #{a.execution} slide {a.slide} staleness {a.staleness_ms:.1f} ms] {a.rows[:5]}",
-                          flush=True)
+                    stale = "-" if a.staleness_ms is None else f"{a.staleness_ms:.1f} ms"
+                    print(f"[{a.query_id} #{a.execution} slide {a.slide} staleness {stale}] {a.rows[:5]}", flush=True)
             elif batch:
                 rows = [{"query_id": a.query_id, "query": text, "execution": a.execution, "slide": a.slide,
                          "staleness_ms": a.staleness_ms, "answered_ms": a.answered_ms, "row": i,

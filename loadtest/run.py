@@ -58,6 +58,8 @@ def run_policy(policy: str, args, out: Path) -> dict:
         code, _, err = srv.stop()
     with open(history) as f:
         report = check(read_jsonl(f))
+    if not args.keep_history:
+        history.unlink()  # the verdict goes into results.json; histories are tens of MB
     stats = read_stats(out / f"{policy}_stats.csv")
     agg = stats.get(" Aggregated", {})
     grpc_rows = [r for k, r in stats.items() if k.startswith("grpc ")]
@@ -182,6 +184,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-staleness-p95-ms", type=float, default=2000.0)
     ap.add_argument("--out", default=str(ROOT / "out" / "loadtest"))
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--keep-history", action="store_true", help="keep OUT/<policy>-history.jsonl")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

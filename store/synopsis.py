@@ -4,7 +4,7 @@
 - Per-key: for each declared group-by column, the keys present and their COUNT and SUM of every
   numeric column (exact), plus a bounded top-k list by COUNT (Algorithm 6's per-sub-window summary).
 - Running: prefix COUNT and integer SUMs since the stream began, before and after this sub-window,
-  so any window length is answered from its two end sub-windows (see window.RunningSynopsis).
+  so any window length is answered from its two end sub-windows (see Window.running_total).
 """
 from __future__ import annotations
 

@@ -234,5 +234,6 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
                 if e[k] is not None:
                     setattr(ev, k, e[k])
             out.append(ev)
-        next_seq = (events[-1]["seq"] + 1) if events else max(request.since_seq, 0)
-        return pb.StreamHistoryResponse(events=out, next_seq=next_seq if events else min(next_seq, seq))
+        # where to continue: after the last event returned, or (nothing new) where the caller is
+        next_seq = events[-1]["seq"] + 1 if events else min(request.since_seq, seq)
+        return pb.StreamHistoryResponse(events=out, next_seq=next_seq)

@@ -336,3 +336,18 @@ def test_generated_modules_are_not_stale():
         for f in ("windowstore_pb2.py", "windowstore_pb2.pyi", "windowstore_pb2_grpc.py"):
             assert filecmp.cmp(Path(tmp) / "windowstore/v1" / f, ROOT / "proto/windowstore/v1" / f, shallow=False), \
                 f"{f} is stale: run `make proto`"
+
+
+def test_history_pages_continue_where_they_stopped(ws):
+    name = fresh(ws)
+    for _ in range(3):
+        ws.append(name, {"ts": [1], "src": ["a"], "bytes": [1], "lat": [0.0]})
+        ws.slide(name)
+    ws.query(f"SELECT COUNT(*) FROM {name}")
+    from windowstore.v1 import windowstore_pb2 as pb
+    first = ws._stub.StreamHistory(pb.StreamHistoryRequest(stream=name, limit=4))
+    rest = ws._stub.StreamHistory(pb.StreamHistoryRequest(stream=name, since_seq=first.next_seq))
+    events = list(first.events) + list(rest.events)
+    assert [e.op for e in events] == ["w", "c"] * 3 + ["b", "r", "r", "r", "c"]   # a probe reads all three
+    again = ws._stub.StreamHistory(pb.StreamHistoryRequest(stream=name, since_seq=rest.next_seq))
+    assert list(again.events) == [] and again.next_seq == rest.next_seq

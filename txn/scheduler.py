@@ -169,8 +169,8 @@ class Scheduler:
         self.manual_requests[name] = self.manual_requests.get(name, 0) + 1
 
     def slides_due(self, name: str) -> int:
-        stream = self.streams[name]
-        return stream.window.due(int(self.clock())) + self.manual_requests.get(name, 0)
+        """Slides of `name` waiting to be applied: due on its clock, plus those asked for."""
+        return self.streams[name].window.due(int(self.clock())) + self.manual_requests.get(name, 0)
 
     # -- queries -------------------------------------------------------------------------------
     def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
@@ -228,9 +228,8 @@ class Scheduler:
         return n
 
     def _due_slide(self) -> str | None:
-        now = int(self.clock())
-        for name, stream in self.streams.items():
-            if stream.window.due(now) + self.manual_requests.get(name, 0) <= 0:
+        for name in self.streams:
+            if self.slides_due(name) <= 0:
                 continue
             if self.policy == "serial" and self._current is not None and self._current.begun and self._current.stream == name:
                 continue  # serial: the running query locks its window

@@ -12,7 +12,7 @@ import pyarrow as pa
 from windowstore.clients import AsyncClient, Client
 from windowstore.server.process import ServerProcess
 
-from .common import SCHEMA, fmt_rate, fmt_time, packets
+from .common import SCHEMA, fmt_rate, packets
 
 
 def _pcts(samples: list[float]) -> tuple[float, float]:

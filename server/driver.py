@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from windowstore.store import InvalidInput, Stream, StoreError, parse_query, plan_query
+from windowstore.store import InvalidInput, Stream, StoreError, plan_query
 from windowstore.store.planner import slide_length
 from windowstore.txn import History, Result, Scheduler, Task
 

@@ -9,7 +9,7 @@ from concurrent.futures import Future, TimeoutError as FutureTimeout
 
 import grpc
 
-from windowstore.store import InvalidInput, QuerySyntaxError, StoreError, parse_query
+from windowstore.store import InvalidInput, QuerySyntaxError, parse_query
 from windowstore.txn import QueryWithdrawn, RestartLimitExceeded, Result
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc

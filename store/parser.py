@@ -138,7 +138,7 @@ class _Parser:
             self.accept(";")
             if self.tok.kind != "eof":
                 self.fail("unexpected token")
-        order = tuple(self.resolve_order(items, spec, order_tok) for spec in order_specs)
+        order = tuple(self.resolve_order(items, spec) for spec in order_specs)
         if inner is not None:
             return self.outer_query(inner, items, where, group_by, order, limit, order_tok)
         q = Query(stream, tuple(items), where, group_by, order, limit, rng, slide, (), approximate)
@@ -238,7 +238,7 @@ class _Parser:
             self.accept("asc")
         return ref, desc, tok
 
-    def resolve_order(self, items, spec, _tok) -> OrderBy:
+    def resolve_order(self, items, spec) -> OrderBy:
         ref, desc, tok = spec
         if isinstance(ref, int):
             if not 1 <= ref <= len(items):

@@ -255,7 +255,6 @@ def test_subscriber_limit_and_unregister_ends_the_stream(ws):
 
 def test_ttu_history_is_lws_while_queries_and_slides_interleave(ws):
     name = fresh(ws, subwindows=30, subwindow_ms=20, clock="processing")
-    start_seq = ws.history()[-1]["seq"] + 1 if ws.history() else 0
     stop = time.monotonic() + 2.0
 
     def load():

@@ -1,7 +1,6 @@
 """Property tests: window scan == synopsis scan == probe == brute force over the logical window."""
 from __future__ import annotations
 
-import numpy as np
 from hypothesis import given, strategies as st
 
 from reference import answer, same

@@ -16,7 +16,6 @@ Same seed, same output.
 """
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import os
@@ -28,7 +27,7 @@ import numpy as np
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 
 from .history import History
-from .scheduler import PERIODIC, POLICIES, Scheduler
+from .scheduler import Scheduler
 
 # Calibrated on this store's window scan of the workload's group-by query and its seal
 # (python -m windowstore.txn.simulator --calibrate): per-row and per-read costs in microseconds.
@@ -221,7 +220,7 @@ def calibrate(repeat: int = 5) -> dict:
         for _ in range(repeat):
             plan.read(sub)
         out[rows] = ((time.perf_counter() - t0) / repeat * 1e6, seal * 1e6)
-    (r1, s1), (r2, s2) = out[1000], out[20000]
+    (r1, _), (r2, s2) = out[1000], out[20000]
     row = (r2 - r1) / 19000
     return {"row_cost_us": round(row, 4), "read_fixed_us": round(r1 - row * 1000, 1), "seal_row_us": round(s2 / 20000, 4)}
 

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
             while not answers.empty():
                 batch.append(answers.get())
             if args.sink == "console":
-                for text, a in batch:
+                for _, a in batch:
                     stale = "-" if a.staleness_ms is None else f"{a.staleness_ms:.1f} ms"
                     print(f"[{a.query_id} #{a.execution} slide {a.slide} staleness {stale}] {a.rows[:5]}", flush=True)
             elif batch:

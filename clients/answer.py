@@ -1,16 +1,28 @@
 """Answers as the SDK returns them."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 
 from windowstore.v1 import windowstore_pb2 as pb
 
 _ACCESS = {pb.ACCESS_PATH_PROBE: "probe", pb.ACCESS_PATH_SYNOPSIS: "synopsis", pb.ACCESS_PATH_WINDOW: "window"}
+_TYPES = {pb.COLUMN_TYPE_INT64: "int64", pb.COLUMN_TYPE_FLOAT64: "float64", pb.COLUMN_TYPE_STRING: "string",
+          pb.COLUMN_TYPE_INT128: "int128"}
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _value(v: pb.Value):
+    """A cell as Python: None, int (exact, also beyond 64 bits), float or str."""
     kind = v.WhichOneof("kind")
-    return None if kind is None else getattr(v, kind)
+    if kind is None:
+        return None
+    if kind == "int128_value":
+        return v.int128_value.high * 2**64 + v.int128_value.low
+    if kind == "decimal_value":
+        d = Decimal(v.decimal_value)
+        return int(d) if d == d.to_integral_value() else d
+    return getattr(v, kind)
 
 
 @dataclass
@@ -33,6 +45,7 @@ class Answer:
     inter_exec_ms: float | None
     answered_ms: float
     stream: str
+    types: list[str] = field(default_factory=list)  # int64, int128, float64 or string per column
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
@@ -45,15 +58,28 @@ class Answer:
             exact=a.exact, guaranteed=a.guaranteed if a.HasField("guaranteed") else None, query_id=a.query_id,
             execution=a.execution, late_slides=a.late_slides,
             inter_exec_ms=a.inter_exec_ms if a.HasField("inter_exec_ms") else None,
-            answered_ms=a.answered_ms, stream=a.stream)
+            answered_ms=a.answered_ms, stream=a.stream, types=[_TYPES.get(t, "?") for t in a.column_types])
 
     def to_arrow(self):
+        """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as
+        decimal128(38, 0), as DuckDB exports its HUGEINT."""
         import pyarrow as pa
 
+        arrow = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "int128": pa.decimal128(38, 0)}
         cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
-        return pa.table({name: list(values) for name, values in zip(self.columns, cols)})
+        types = self.types if len(self.types) == len(self.columns) else [None] * len(self.columns)
+        return pa.table({name: pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values],
+                                        type=arrow.get(t))
+                         for name, values, t in zip(self.columns, cols, types)})
 
     def to_pandas(self):
+        """A DataFrame; an int128 column is int64 when every value fits, else Python ints (exact)."""
         import pandas as pd
 
-        return pd.DataFrame(self.rows, columns=self.columns)
+        df = pd.DataFrame(self.rows, columns=self.columns)
+        for name, t in zip(self.columns, self.types):
+            if t == "int128":
+                values = df[name].tolist()
+                exact = all(v is None or _INT64[0] <= v <= _INT64[1] for v in values) and None not in values
+                df[name] = pd.Series(values, dtype="int64" if exact else "object")
+        return df

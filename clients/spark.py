@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Iterator
 
 import pyarrow as pa
@@ -24,15 +25,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamArrowWriter, InputPartition,
                                     WriterCommitMessage)
 
-from windowstore.store import parse_query
-from windowstore.store.planner import answer_types
+from windowstore.store import Schema, WindowSpec, bind, parse_query
 
 from .client import Client
 
 ACK_SCHEMA = "partition INT, accepted LONG, late LONG, duplicate BOOLEAN"
 META_COLUMNS = [("_slide", "LONG"), ("_window_start_ms", "LONG"), ("_window_end_ms", "LONG"),
                 ("_staleness_ms", "DOUBLE"), ("_response_ms", "DOUBLE"), ("_restarts", "INT"), ("_policy", "STRING")]
-_SPARK_TYPES = {"int64": "LONG", "float64": "DOUBLE", "string": "STRING"}
+# int128: exact integer sums (SUM over int64 never wraps), as DuckDB exports its HUGEINT to Arrow.
+_SPARK_TYPES = {"int64": "LONG", "float64": "DOUBLE", "string": "STRING", "int128": "DECIMAL(38,0)"}
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a micro-batch
 
 
@@ -149,10 +150,11 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 
 
 class _QueryReader(DataSourceReader):
-    def __init__(self, options: dict, columns: list[str]):
+    def __init__(self, options: dict, columns: list[str], decimal_columns: list[int]):
         self.target = options.get("target", "127.0.0.1:50051")
         self.query = options["query"]
         self.columns = columns
+        self.decimal_columns = decimal_columns
 
     def partitions(self):
         return [InputPartition(0)]
@@ -162,6 +164,10 @@ class _QueryReader(DataSourceReader):
             a = ws.query(self.query)
         meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
         for row in a.rows:
+            if self.decimal_columns:
+                row = list(row)
+                for i in self.decimal_columns:
+                    row[i] = None if row[i] is None else Decimal(row[i])
             yield tuple(row) + meta
 
 
@@ -177,20 +183,34 @@ class WindowStoreDataSource(DataSource):
             return "value STRING"  # writes take the DataFrame's own schema
         query = parse_query(text)
         with Client(self.options.get("target", "127.0.0.1:50051")) as ws:
-            info = ws.describe_stream(query.stream)
-        types = {c["name"]: c["type"].replace("COLUMN_TYPE_", "").lower() for c in info["spec"]["columns"]}
-        cols = [f"`{label}` {_SPARK_TYPES[t]}" for label, t in zip(query.labels, answer_types(query, types))]
+            spec = ws.describe_stream(query.stream)["spec"]
+        bound = bind(query, *_schema_and_window(spec))
+        cols = [f"`{label}` {_SPARK_TYPES[t]}" for label, t in zip(bound.columns, bound.types)]
         return ", ".join(cols + [f"{n} {t}" for n, t in META_COLUMNS])
 
     def reader(self, schema):
+        from pyspark.sql.types import DecimalType
+
         if "query" not in self.options:
             raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
-        return _QueryReader(dict(self.options), [f.name for f in schema.fields])
+        return _QueryReader(dict(self.options), [f.name for f in schema.fields],
+                            [i for i, f in enumerate(schema.fields) if isinstance(f.dataType, DecimalType)])
 
     def streamWriter(self, schema, overwrite: bool):
         if "stream" not in self.options:
             raise ValueError("the windowstore sink needs option('stream', NAME)")
         return _StreamWriter(dict(self.options))
+
+
+def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
+    """A stream's schema and window from DescribeStream, to bind a query on the Spark driver."""
+    columns = {c["name"]: c["type"].replace("COLUMN_TYPE_", "").lower() for c in spec["columns"]}
+    window = WindowSpec(subwindows=spec["subwindows"], subwindow_ms=spec["subwindow_ms"] or None,
+                        subwindow_rows=spec["subwindow_rows"] or None,
+                        clock=spec["clock"].replace("CLOCK_", "").lower().replace("unspecified", "processing"),
+                        allowed_lateness_ms=spec["allowed_lateness_ms"], group_by=tuple(spec["group_by"]),
+                        topk=spec["topk"] or 16)
+    return Schema.of(columns, spec["time_column"] or "ts"), window
 
 
 def register(spark: SparkSession) -> None:

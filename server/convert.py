@@ -1,19 +1,24 @@
 """Conversions between the proto API and the core's types (pure functions)."""
 from __future__ import annotations
 
-import math
+import re
+from dataclasses import replace
+from decimal import Decimal
 
 import pyarrow as pa
 
-from windowstore.store import InvalidInput
+from windowstore.store import InvalidInput, Loc, QueryError
+from windowstore.store.exact import INT64_MAX, INT64_MIN
+from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
-from windowstore.store.query import Aggregate, KeyColumn, OrderBy, Predicate, Query, Range
+from windowstore.store.query import OPS, Aggregate, KeyColumn, OrderBy, Predicate, Query, Range
 from windowstore.store.window import WindowSpec
 from windowstore.txn import Result
 from windowstore.v1 import windowstore_pb2 as pb
 
 TYPE_TO_PB = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING}
-PB_TO_TYPE = {v: k for k, v in TYPE_TO_PB.items()}
+PB_TO_TYPE = {v: k for k, v in TYPE_TO_PB.items()}  # column types of a schema
+ANSWER_TYPE_TO_PB = {**TYPE_TO_PB, "int128": pb.COLUMN_TYPE_INT128}
 CLOCK_TO_PB = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
 PB_TO_CLOCK = {v: k for k, v in CLOCK_TO_PB.items()} | {pb.CLOCK_UNSPECIFIED: "processing"}
 ACCESS_TO_PB = {"probe": pb.ACCESS_PATH_PROBE, "synopsis": pb.ACCESS_PATH_SYNOPSIS, "window": pb.ACCESS_PATH_WINDOW}
@@ -81,15 +86,27 @@ def batch_from_pb(req: pb.AppendRequest):
     raise InvalidInput("append needs a batch: arrow_ipc or columnar")
 
 
-# -- queries ---------------------------------------------------------------------------------------
-def value_from_pb(v: pb.Value):
+# -- queries (syntax only: the binder checks names, types and lengths) -----------------------------------
+_NUMBER = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_INT128_MIN, _INT128_MAX = -(2**127), 2**127 - 1
+
+
+def value_from_pb(v: pb.Value, where: str = "value"):
     kind = v.WhichOneof("kind")
     if kind is None:
-        raise InvalidInput("a comparison value is null")
+        raise QueryError("a comparison value is null", Loc(field=where))
+    if kind == "int128_value":
+        return v.int128_value.high * 2**64 + v.int128_value.low
+    if kind == "decimal_value":
+        text = v.decimal_value
+        if len(text) > MAX_NUMBER_LENGTH or not _NUMBER.fullmatch(text):
+            raise QueryError(f"decimal_value {text[:40]!r} is not a decimal number", Loc(field=where))
+        return Decimal(text) if any(ch in text for ch in ".eE") else int(text)
     return getattr(v, kind)
 
 
 def value_to_pb(x) -> pb.Value:
+    """An answer value or a query literal; integers beyond int64 travel exactly."""
     if x is None:
         return pb.Value()
     if isinstance(x, str):
@@ -97,78 +114,122 @@ def value_to_pb(x) -> pb.Value:
     if isinstance(x, float):
         return pb.Value(float64_value=x)
     if isinstance(x, int):
-        return pb.Value(int64_value=x)
+        if INT64_MIN <= x <= INT64_MAX:
+            return pb.Value(int64_value=x)
+        if _INT128_MIN <= x <= _INT128_MAX:
+            return pb.Value(int128_value=pb.Int128(high=x >> 64, low=x & (2**64 - 1)))
+        return pb.Value(decimal_value=str(x))
+    if isinstance(x, Decimal):
+        return pb.Value(decimal_value=str(x))
     return pb.Value(float64_value=float(x))
 
 
-def _length(w: pb.WindowLength) -> Range | None:
+def _length(w: pb.WindowLength, where: str) -> Range | None:
     if w.value == 0 and w.unit == pb.LENGTH_UNIT_UNSPECIFIED:
         return None
     if w.unit not in PB_TO_UNIT or w.value == 0:
-        raise InvalidInput("a window length needs a positive value and a unit")
-    return Range(int(w.value), PB_TO_UNIT[w.unit])
+        raise QueryError("a window length needs a positive value and a unit", Loc(field=where))
+    return Range(int(w.value), PB_TO_UNIT[w.unit], loc=Loc(field=where))
 
 
-def _aggregate(a: pb.Aggregate) -> Aggregate:
+def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
     if a.func not in PB_TO_FUNC:
-        raise InvalidInput("an aggregate needs a function")
+        raise QueryError("an aggregate needs a function", Loc(field=f"{where}.func"))
     func = PB_TO_FUNC[a.func]
-    if func != "count" and not a.column:
-        raise InvalidInput(f"{func.upper()} needs a column")
-    if func == "quantile" and not (0.0 <= a.q <= 1.0 and math.isfinite(a.q)):
-        raise InvalidInput("quantile fraction must be between 0 and 1")
-    return Aggregate(func, a.column or None, a.q if func == "quantile" else None, a.alias or None)
+    return Aggregate(func, a.column or None, a.q if func == "quantile" else None, a.alias or None,
+                     loc=Loc(field=f"{where}.column" if a.column else where))
+
+
+def _aggregate_to_pb(a: Aggregate) -> pb.Aggregate:
+    return pb.Aggregate(func=FUNC_TO_PB[a.func], column=a.column or "", q=a.q or 0.0, alias=a.alias or "")
 
 
 def query_from_pb(q: pb.StructuredQuery) -> Query:
+    """The structured query as query.Query, each part located by its field path."""
     if not q.stream:
-        raise InvalidInput("a query needs a stream")
+        raise QueryError("a query needs a stream", Loc(field="stream"))
     items = []
-    for it in q.items:
+    for i, it in enumerate(q.items):
         kind = it.WhichOneof("item")
+        where = f"items[{i}]"
         if kind == "key_column":
-            items.append(KeyColumn(it.key_column, it.alias or None))
+            items.append(KeyColumn(it.key_column, it.alias or None, loc=Loc(field=f"{where}.key_column")))
         elif kind == "aggregate":
-            items.append(_aggregate(it.aggregate))
+            agg = _aggregate(it.aggregate, f"{where}.aggregate")
+            items.append(replace(agg, alias=it.alias or agg.alias))
         else:
-            raise InvalidInput("a select item needs a key column or an aggregate")
-    if not any(isinstance(i, Aggregate) for i in items):
-        raise InvalidInput("select at least one aggregate")
-    for i in items:
-        if isinstance(i, KeyColumn) and i.column != q.group_by:
-            raise InvalidInput(f"column {i.column!r} must be aggregated or be the GROUP BY column", column=i.column)
-    where = []
-    for conj in q.where:
+            raise QueryError("a select item needs a key column or an aggregate", Loc(field=where))
+    conjunctions = []
+    for ci, conj in enumerate(q.where):
         preds = []
-        for p in conj.predicates:
-            op = p.op.lower()
-            if op not in ("=", "!=", "<", "<=", ">", ">=", "in", "not in"):
-                raise InvalidInput(f"unknown comparison {p.op!r}")
-            values = [value_from_pb(v) for v in p.values]
+        for pi, p in enumerate(conj.predicates):
+            where = f"where[{ci}].predicates[{pi}]"
+            op = "!=" if p.op.strip().lower() == "<>" else " ".join(p.op.lower().split())
+            if op not in OPS:
+                raise QueryError(f"unknown comparison {p.op[:20]!r} (one of {', '.join(OPS)})", Loc(field=f"{where}.op"))
+            values = [value_from_pb(v, f"{where}.values[{vi}]") for vi, v in enumerate(p.values)]
+            loc = Loc(field=f"{where}.column")
             if op in ("in", "not in"):
                 if not values:
-                    raise InvalidInput(f"{op.upper()} needs at least one value")
-                preds.append(Predicate(p.column, op, tuple(values)))
+                    raise QueryError(f"{op.upper()} needs at least one value", Loc(field=f"{where}.values"))
+                preds.append(Predicate(p.column, op, tuple(values), loc=loc))
             else:
                 if len(values) != 1:
-                    raise InvalidInput(f"{op} needs exactly one value")
-                preds.append(Predicate(p.column, op, values[0]))
+                    raise QueryError(f"{op} needs exactly one value", Loc(field=f"{where}.values"))
+                preds.append(Predicate(p.column, op, values[0], loc=loc))
         if preds:
-            where.append(tuple(preds))
+            conjunctions.append(tuple(preds))
     order = []
+    for i, o in enumerate(q.order_by):
+        loc = Loc(field=f"order_by[{i}]")
+        if o.name:
+            order.append(OrderBy(descending=o.descending, name=o.name, loc=loc))
+        elif o.HasField("aggregate"):
+            order.append(OrderBy(descending=o.descending, expr=_aggregate(o.aggregate, f"order_by[{i}].aggregate"),
+                                 loc=loc))
+        else:
+            order.append(OrderBy(int(o.item), o.descending, loc=loc))
+    return Query(q.stream, tuple(items), tuple(conjunctions), q.group_by or None, tuple(order),
+                 int(q.limit) if q.HasField("limit") else None, _length(q.range, "range"), _length(q.slide, "slide"),
+                 tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)), q.approximate,
+                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"))
+
+
+def query_to_pb(q: Query) -> pb.StructuredQuery:
+    """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
+    out = pb.StructuredQuery(stream=q.stream, group_by=q.group_by or "", approximate=q.approximate,
+                             outer=[_aggregate_to_pb(a) for a in q.outer])
+    for it in q.items:
+        if isinstance(it, KeyColumn):
+            out.items.append(pb.SelectItem(key_column=it.column, alias=it.alias or ""))
+        else:
+            out.items.append(pb.SelectItem(aggregate=_aggregate_to_pb(it)))
+    for conj in q.where:
+        out.where.append(pb.Conjunction(predicates=[
+            pb.Predicate(column=p.column, op=p.op, values=[value_to_pb(v) for v in
+                                                           (p.value if p.op in ("in", "not in") else (p.value,))])
+            for p in conj]))
     for o in q.order_by:
-        if o.item >= len(items):
-            raise InvalidInput(f"ORDER BY item {o.item} is not a select item")
-        order.append(OrderBy(int(o.item), o.descending))
-    return Query(q.stream, tuple(items), tuple(where), q.group_by or None, tuple(order),
-                 int(q.limit) if q.HasField("limit") else None, _length(q.range), _length(q.slide),
-                 tuple(_aggregate(a) for a in q.outer), q.approximate)
+        if o.name is not None:
+            out.order_by.append(pb.OrderBy(name=o.name, descending=o.descending))
+        elif o.expr is not None:
+            out.order_by.append(pb.OrderBy(aggregate=_aggregate_to_pb(o.expr), descending=o.descending))
+        else:
+            out.order_by.append(pb.OrderBy(item=o.item, descending=o.descending))
+    if q.limit is not None:
+        out.limit = q.limit
+    for name in ("range", "slide"):
+        r = getattr(q, name)
+        if r is not None:
+            getattr(out, name).CopyFrom(pb.WindowLength(value=r.value, unit=UNIT_TO_PB[r.unit]))
+    return out
 
 
 def answer_to_pb(result: Result, stream: str, query_id: str) -> pb.Answer:
     a: CoreAnswer = result.answer
     out = pb.Answer(
         columns=a.columns, rows=[pb.Row(values=[value_to_pb(x) for x in row]) for row in a.rows],
+        column_types=[ANSWER_TYPE_TO_PB[t] for t in a.types or ()],
         slide=result.slide, response_ms=result.response_ms, restarts=result.restarts, policy=result.policy,
         access=ACCESS_TO_PB[a.access], exact=a.exact, query_id=query_id, execution=result.execution,
         late_slides=result.late_slides, answered_ms=result.answered_ms, stream=stream)

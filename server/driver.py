@@ -22,8 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from windowstore.store import InvalidInput, Stream, StoreError, plan_query
-from windowstore.store.planner import slide_length
-from windowstore.txn import History, Result, Scheduler, Task
+from windowstore.txn import History, QueryFailed, Result, Scheduler, Task
 
 from .config import ServerConfig
 
@@ -146,10 +145,12 @@ class Driver:
                 break
             try:
                 op = sched.step()
-            except Exception:  # a bug must not take the server down: fail the query, keep serving
+            except Exception as e:  # a bug must not take the server down: fail the query, keep serving
                 log.exception("scheduler step failed")
-                self._fail_current()
+                self._fail_current(e)
                 continue
+            if op == "error":
+                log.error("%s", sched.last_error, exc_info=sched.last_error.__cause__)
             if op is not None:
                 continue
             with self._cv:
@@ -167,11 +168,10 @@ class Driver:
             return 1.0
         return max(0.0, min(1.0, (min(due) - now) / 1000.0))
 
-    def _fail_current(self) -> None:
+    def _fail_current(self, error: Exception) -> None:
         txn = self.sched.running
         if txn is not None:
-            self.sched.cancel(txn)
-            txn.error = StoreError("internal error while executing this query")
+            self.sched.fail(txn, QueryFailed(f"internal error while executing the query: {type(error).__name__}: {error}"))
 
     def stop(self, grace_s: float) -> None:
         """Finish in-flight queries (up to grace_s), tell subscribers, stop the thread."""
@@ -290,7 +290,7 @@ class Driver:
         if len(self.periodic) >= self.config.max_periodic_queries:
             raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
         plan = self.plan(query)
-        every = slide_length(query, plan.stream)
+        every = plan.bound.every
         if every is None:
             raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")
         holder: dict = {}
@@ -334,6 +334,8 @@ class Driver:
     def _publish_error(self, p: Periodic, error: Exception) -> None:
         for q in p.subscribers:
             _offer(q, (error, str(error)))
+        if not p.task.active:  # failed for good (an internal error): it is gone
+            self.periodic.pop(p.task.id, None)
 
     def _note_answer(self, name: str, result: Result) -> None:
         book = self.books.get(name)
@@ -356,7 +358,8 @@ class Driver:
             c = self.sched.by_stream[n]
             book = self.books[n]
             out.append({"stream": n, "slides": c.slides, "queries": c.committed, "aborts": c.aborts,
-                        "restarts": c.restarts, "failed": c.failed, "late_rows": stream.window.late_rows,
+                        "restarts": c.restarts, "failed": c.failed, "errors": c.errors,
+                        "late_rows": stream.window.late_rows,
                         "duplicate_batches": book.duplicate_batches, "accepted_rows": book.accepted_rows,
                         "staleness_ms": percentiles(book.staleness), "response_ms": percentiles(book.response),
                         "slide_delay_ms": percentiles(self.sched.slide_delays[n])})

@@ -9,8 +9,8 @@ from concurrent.futures import Future, TimeoutError as FutureTimeout
 
 import grpc
 
-from windowstore.store import InvalidInput, QuerySyntaxError, parse_query
-from windowstore.txn import QueryWithdrawn, RestartLimitExceeded, Result
+from windowstore.store import InvalidInput, QuerySyntaxError, parse_query, to_text
+from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, Result
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
@@ -28,6 +28,7 @@ _CODES = [
     (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (RestartLimitExceeded, grpc.StatusCode.ABORTED),
+    (QueryFailed, grpc.StatusCode.INTERNAL),
     (QueryWithdrawn, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
@@ -134,7 +135,8 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         if kind == "text":
             return parse_query(request.text), request.text
         if kind == "structured":
-            return convert.query_from_pb(request.structured), str(request.structured)
+            query = convert.query_from_pb(request.structured)
+            return query, to_text(query)
         raise InvalidInput("a query needs text or a structured form")
 
     @rpc
@@ -211,7 +213,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             policy=s["policy"],
             streams=[pb.StreamStats(
                 stream=x["stream"], slides=x["slides"], queries=x["queries"], aborts=x["aborts"],
-                restarts=x["restarts"], failed=x["failed"], late_rows=x["late_rows"],
+                restarts=x["restarts"], failed=x["failed"], errors=x["errors"], late_rows=x["late_rows"],
                 duplicate_batches=x["duplicate_batches"], accepted_rows=x["accepted_rows"],
                 staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),
                 slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"])) for x in s["streams"]],

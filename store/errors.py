@@ -1,4 +1,7 @@
 """One error type for bad input, so every layer above can map it to INVALID_ARGUMENT."""
+from __future__ import annotations
+
+from dataclasses import dataclass
 
 
 class StoreError(Exception):
@@ -16,10 +19,38 @@ class InvalidInput(StoreError, ValueError):
         self.column = column
 
 
-class QuerySyntaxError(InvalidInput):
+@dataclass(frozen=True)
+class Loc:
+    """Where a part of a query came from: a character position and token of the text form, or a
+    field path of the structured form (`items[1].aggregate.column`). Errors name it."""
+
+    position: int | None = None
+    token: str | None = None
+    field: str | None = None
+
+    def describe(self) -> str:
+        if self.position is not None:
+            return f"at position {self.position} (near {self.token or 'end of query'!r})"
+        if self.field:
+            return f"(field {self.field})"
+        return ""
+
+
+class QueryError(InvalidInput):
+    """A query the store refuses, with where in the query the problem is (`loc`)."""
+
+    def __init__(self, message: str, loc: Loc | None = None, column: str | None = None):
+        where = loc.describe() if loc is not None else ""
+        super().__init__(f"{message} {where}" if where else message, column=column)
+        self.reason = message
+        self.loc = loc
+        self.position = loc.position if loc is not None else None
+        self.token = loc.token if loc is not None else None
+        self.field = loc.field if loc is not None else None
+
+
+class QuerySyntaxError(QueryError):
     """Query text that does not parse; `position` is a 0-based character offset."""
 
     def __init__(self, message: str, position: int, token: str):
-        super().__init__(f"{message} at position {position} (near {token!r})")
-        self.position = position
-        self.token = token
+        super().__init__(message, Loc(position, token))

@@ -1,18 +1,36 @@
-"""The structured form of a query; the text form (parser.py) compiles to it."""
+"""The structured form of a query, before binding: what the text parser and the protobuf
+conversion produce (syntax only), and what the binder (binder.py) checks against a stream.
+
+Every node may carry a `loc` (position and token in the text, or a field path in the structured
+form) so that the binder's errors say where the problem is. Locations never take part in equality:
+the same query written as text or sent as protobuf compares equal.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Union
+
+from .errors import Loc
 
 AGG_FUNCS = ("count", "sum", "avg", "min", "max", "count_distinct", "quantile")
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
+
+# A literal: int (any size), Decimal (an exact decimal literal such as 0.5 or 1e3), float (a
+# double from the structured form) or str; IN / NOT IN take a tuple of them.
+Literal = Union[int, Decimal, float, str]
+
+
+def _loc():
+    return field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
 class Predicate:
     column: str
     op: str
-    value: object  # a scalar, or a tuple for IN / NOT IN
+    value: object  # a Literal, or a tuple of them for IN / NOT IN
+    loc: Loc | None = _loc()
 
 
 @dataclass(frozen=True)
@@ -21,11 +39,16 @@ class Aggregate:
     column: str | None = None  # None only for COUNT(*)
     q: float | None = None     # QUANTILE's fraction
     alias: str | None = None
+    loc: Loc | None = _loc()
 
     @property
     def label(self) -> str:
         if self.alias:
             return self.alias
+        return self.default_label
+
+    @property
+    def default_label(self) -> str:
         if self.func == "count" and self.column is None:
             return "count(*)"
         if self.func == "count_distinct":
@@ -34,11 +57,15 @@ class Aggregate:
             return f"quantile({self.column}, {self.q:g})"
         return f"{self.func}({self.column})"
 
+    def same_expression(self, other: "Aggregate") -> bool:
+        return (self.func, self.column, self.q) == (other.func, other.column, other.q)
+
 
 @dataclass(frozen=True)
 class KeyColumn:
     column: str
     alias: str | None = None
+    loc: Loc | None = _loc()
 
     @property
     def label(self) -> str:
@@ -54,12 +81,19 @@ class Range:
 
     value: int
     unit: str
+    loc: Loc | None = _loc()
 
 
 @dataclass(frozen=True)
 class OrderBy:
-    item: int          # 0-based index into the select list
+    """One ORDER BY key: a select item by 0-based index, by output name, or by an aggregate
+    expression; the binder resolves names and expressions to an index."""
+
+    item: int | None = None
     descending: bool = False
+    name: str | None = None
+    expr: Aggregate | None = None
+    loc: Loc | None = _loc()
 
 
 @dataclass(frozen=True)
@@ -74,6 +108,9 @@ class Query:
     slide: Range | None = None   # periodic queries only
     outer: tuple[Aggregate, ...] = field(default=())  # aggregates over the per-group rows
     approximate: bool = False    # TOP k from per-sub-window top-k lists (thesis 6.2)
+    loc: Loc | None = _loc()
+    stream_loc: Loc | None = _loc()
+    group_by_loc: Loc | None = _loc()
 
     @property
     def labels(self) -> list[str]:

@@ -1,8 +1,9 @@
 """Per-sub-window synopses, built once when a sub-window is sealed (thesis 2.3.4, 6.2).
 
-- Basic interval: COUNT, SUM, MIN, MAX of every numeric column.
+- Basic interval: COUNT, SUM, MIN, MAX of every numeric column (integer sums exact: exact.py).
 - Per-key: for each declared group-by column, the keys present and their COUNT and SUM of every
-  numeric column (exact), plus a bounded top-k list by COUNT (Algorithm 6's per-sub-window summary).
+  numeric column (exact; int64 arrays, or Python ints where a sum exceeds int64), plus a bounded
+  top-k list by COUNT (Algorithm 6's per-sub-window summary).
 - Running: prefix COUNT and integer SUMs since the stream began, before and after this sub-window,
   so any window length is answered from its two end sub-windows (see Window.running_total).
 """
@@ -12,8 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Integer sums go through float64 bincount only while they stay exact (< 2**53).
-_EXACT_FLOAT_INT = 2**53
+from .exact import exact_sum, grouped_sum
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ def summarize_column(values: np.ndarray) -> ColumnSummary:
     n = len(values)
     if n == 0:
         return ColumnSummary(0, 0 if values.dtype.kind in "iu" else 0.0, None, None)
-    s = values.sum()
-    return ColumnSummary(n, s.item(), values.min().item(), values.max().item())
+    lo, hi = values.min().item(), values.max().item()
+    return ColumnSummary(n, exact_sum(values, lo, hi), lo, hi)
 
 
 def group_keys(keys: np.ndarray, dense: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -78,20 +78,6 @@ def group_keys(keys: np.ndarray, dense: bool = False) -> tuple[np.ndarray, np.nd
         return uniq.astype(keys.dtype, copy=False), remap[keys]
     uniq, inverse = np.unique(keys, return_inverse=True)
     return uniq, inverse.reshape(-1)
-
-
-def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
-    """Per-group sums; integer columns stay exact integers."""
-    if values.dtype.kind == "f":
-        return np.bincount(inverse, weights=values, minlength=groups)
-    if len(values) == 0:
-        return np.zeros(groups, dtype=np.int64)
-    bound = int(np.abs(values).max()) * len(values)
-    if bound < _EXACT_FLOAT_INT:
-        return np.bincount(inverse, weights=values, minlength=groups).astype(np.int64)
-    out = np.zeros(groups, dtype=np.int64)
-    np.add.at(out, inverse, values)
-    return out
 
 
 def top_k(keys: np.ndarray, counts: np.ndarray, k: int) -> TopKList:

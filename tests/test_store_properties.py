@@ -61,7 +61,8 @@ def queries(draw, n):
         limit = draw(st.integers(1, 4))
     n_q = draw(st.integers(1, n))
     outer = ()
-    if group and draw(st.integers(0, 4)) == 0:
+    labels = [it.label for it in items]
+    if group and draw(st.integers(0, 4)) == 0 and len(set(labels)) == len(labels):  # outer names must be unique
         col = items[draw(st.integers(1, len(items) - 1))].label
         outer = (Aggregate("quantile", col, draw(st.sampled_from([0.0, 0.5, 0.9, 1.0]))), Aggregate("count"), Aggregate("max", col))
         order, limit = (), None

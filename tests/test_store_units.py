@@ -6,7 +6,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, strategies as st
 
-from windowstore.store import InvalidInput, QuerySyntaxError, Stream, WindowSpec, parse_query, plan_query, run_plan
+from windowstore.store import (InvalidInput, QueryError, QuerySyntaxError, Schema, Stream, WindowSpec, bind, parse_query,
+                               plan_query, run_plan)
 from windowstore.store.window import IntervalSynopsis, COUNT_KEY
 from windowstore.store.synopsis import Synopsis, ColumnSummary
 
@@ -188,15 +189,42 @@ def test_running_synopsis_handles_every_window_length():
     ("SELECT FROM s", 7, "FROM"),
     ("SELECT COUNT(*) FROM s WHERE x = ", 33, "end of query"),
     ("SELECT COUNT(*) FROM s [RANGE 10 parsecs]", 33, "parsecs"),
-    ("SELECT QUANTILE(x, 1.5) FROM s", 19, "1.5"),
     ("SELECT COUNT(*) FROM s WHERE x # 1", 31, "#"),
-    ("SELECT x, COUNT(*) FROM s GROUP BY y", 7, "x"),
-    ("SELECT COUNT(*) FROM s ORDER BY 3", 32, "3"),
     ("SELECT COUNT(*) FROM s LIMIT 3 extra", 31, "extra"),
+    ("SELECT COUNT(*) FROM s WHERE " + "(" * 40 + "x = 1" + ")" * 40, 61, "("),
+    ("SELECT COUNT(*) FROM s WHERE x = " + "9" * 401, 33, "9" * 401),
+    ("SELECT SUM(t) FROM (SELECT k, SUM(x) AS t FROM s GROUP BY k) WHERE t > 1", 61, "WHERE"),
 ])
 def test_syntax_errors_name_position_and_token(text, pos, token):
     with pytest.raises(QuerySyntaxError) as err:
         parse_query(text)
+    assert (err.value.position, err.value.token) == (pos, token), str(err.value)
+    assert f"position {pos}" in str(err.value)
+
+
+@pytest.mark.parametrize("text, pos, token, msg", [
+    ("SELECT QUANTILE(x, 1.5) FROM s", 7, "QUANTILE", "between 0 and 1"),
+    ("SELECT x, COUNT(*) FROM s GROUP BY k", 7, "x", "must be aggregated"),
+    ("SELECT COUNT(*) FROM s ORDER BY 3", 32, "3", "not a select item"),
+    ("SELECT COUNT(*) FROM s WHERE nope = 1", 29, "nope", "unknown column 'nope'"),
+    ("SELECT SUM(k) FROM s", 7, "SUM", "numeric"),
+    ("SELECT COUNT(*) FROM s WHERE x = 'a'", 29, "x", "cannot compare"),
+    ("SELECT COUNT(*) FROM s WHERE k IN ('a', 2)", 29, "k", "cannot compare"),
+    ("SELECT COUNT(*) FROM s [RANGE 1500 ms]", 30, "1500", "not a multiple"),
+    ("SELECT COUNT(*) FROM s [RANGE 5 SUBWINDOWS]", 30, "5", "window holds 4"),
+    ("SELECT f, COUNT(*) FROM s GROUP BY f", 35, "f", "string or int64"),
+    ("SELECT k, COUNT(*) FROM s GROUP BY k ORDER BY x", 46, "x", "GROUP BY column or a select item"),
+    ("SELECT k, COUNT(*) FROM s GROUP BY k ORDER BY zz", 46, "zz", "names no select item"),
+    ("SELECT SUM(x) AS a, MAX(x) AS a FROM s ORDER BY a", 48, "a", "ambiguous"),
+    ("SELECT MEDIAN(k) FROM (SELECT k, SUM(x) AS t FROM s GROUP BY k)", 7, "MEDIAN", "numeric"),
+    ("SELECT MAX(zz) FROM (SELECT k, SUM(x) AS t FROM s GROUP BY k)", 7, "MAX", "not a column of the sub-query"),
+    ("SELECT MAX(t) FROM (SELECT SUM(x) AS t FROM s)", 7, "MAX", "must use GROUP BY"),
+    ("SELECT k FROM s GROUP BY k", 0, "SELECT", "at least one aggregate"),
+])
+def test_semantic_errors_name_position_and_token(text, pos, token, msg):
+    s = Stream("s", {"ts": "int64", "k": "string", "x": "int64", "f": "float64"}, WindowSpec(subwindows=4, subwindow_ms=1000), 0)
+    with pytest.raises(QueryError, match=msg) as err:
+        plan_query(parse_query(text), s)
     assert (err.value.position, err.value.token) == (pos, token), str(err.value)
     assert f"position {pos}" in str(err.value)
 
@@ -236,12 +264,15 @@ def test_quantile_is_exact_and_discrete():
 
 
 def test_answer_types_follow_the_schema():
-    from windowstore.store.planner import answer_types
-    types = {"ts": "int64", "src": "string", "bytes": "int64", "lat": "float64"}
-    q = parse_query("SELECT src, SUM(bytes), AVG(bytes), MAX(lat), COUNT(DISTINCT src), MEDIAN(bytes) FROM s GROUP BY src")
-    assert answer_types(q, types) == ["string", "int64", "float64", "float64", "int64", "int64"]
-    q = parse_query("SELECT QUANTILE(t, 0.5), COUNT(*), AVG(t) FROM (SELECT src, SUM(lat) AS t FROM s GROUP BY src)")
-    assert answer_types(q, types) == ["float64", "int64", "float64"]
+    schema = Schema.of({"ts": "int64", "src": "string", "bytes": "int64", "lat": "float64"})
+    spec = WindowSpec(subwindows=4, subwindow_ms=1000)
+    q = parse_query("SELECT src, SUM(bytes), AVG(bytes), MAX(lat), COUNT(DISTINCT src), MEDIAN(bytes), MIN(src) "
+                    "FROM s GROUP BY src")
+    assert bind(q, schema, spec).types == ["string", "int128", "float64", "float64", "int64", "int64", "string"]
+    q = parse_query("SELECT QUANTILE(t, 0.5), COUNT(*), AVG(t), MIN(src) FROM (SELECT src, SUM(lat) AS t FROM s GROUP BY src)")
+    assert bind(q, schema, spec).types == ["float64", "int64", "float64", "string"]
+    q = parse_query("SELECT SUM(t), MAX(t) FROM (SELECT src, SUM(bytes) AS t FROM s GROUP BY src)")
+    assert bind(q, schema, spec).types == ["int128", "int128"]
 
 
 def test_dictionary_encoded_string_columns_are_accepted():

@@ -3,9 +3,9 @@ queries as read-only transactions, the SERIAL / WS / LWS / TTU / TTU-rescan sche
 histories and the isolation checker (thesis chapter 7), periodic EDF scheduling (8.4)."""
 from .checker import Report, Verdict, check, classify
 from .history import History, read_jsonl
-from .scheduler import (ONETIME, PERIODIC, POLICIES, QueryTxn, QueryWithdrawn, RestartLimitExceeded,
-                        Result, Scheduler, Task)
+from .scheduler import (ONETIME, PERIODIC, POLICIES, QueryFailed, QueryTxn, QueryWithdrawn,
+                        RestartLimitExceeded, Result, Scheduler, Task)
 
-__all__ = ["History", "ONETIME", "PERIODIC", "POLICIES", "QueryTxn", "QueryWithdrawn", "Report",
+__all__ = ["History", "ONETIME", "PERIODIC", "POLICIES", "QueryFailed", "QueryTxn", "QueryWithdrawn", "Report",
            "RestartLimitExceeded", "Result", "Scheduler", "Task", "Verdict", "check", "classify",
            "read_jsonl"]

@@ -43,6 +43,11 @@ class QueryWithdrawn(StoreError):
     """A query was cancelled by its client or its stream was dropped."""
 
 
+class QueryFailed(StoreError):
+    """A query's execution raised an unexpected error: the query fails with its message (the
+    client sees INTERNAL), it is counted, and the scheduler goes on with the others."""
+
+
 @dataclass
 class Result:
     """An answer and the metadata DESIGN.md promises with every answer."""
@@ -119,6 +124,7 @@ class Counters:
     restarts: int = 0
     failed: int = 0
     removals: int = 0
+    errors: int = 0
     slides: int = 0
 
     def as_dict(self) -> dict:
@@ -147,6 +153,7 @@ class Scheduler:
         self._tasks_changed = False
         self.slide_delays: dict[str, collections.deque] = {}
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
+        self.last_error: QueryFailed | None = None  # the last query failure, for the operator's log
 
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
@@ -213,7 +220,15 @@ class Scheduler:
         txn = self._choose()
         if txn is None:
             return None
-        return self._advance(txn)
+        try:
+            return self._advance(txn)
+        except Exception as e:  # noqa: BLE001 - a query's own failure must not stop the others
+            if txn.done:
+                raise
+            self.last_error = QueryFailed(f"internal error while executing the query: {type(e).__name__}: {e}")
+            self.last_error.__cause__ = e
+            self.fail(txn, self.last_error)
+            return "error"
 
     @property
     def running(self) -> QueryTxn | None:
@@ -399,6 +414,25 @@ class Scheduler:
         else:
             self._count(txn, "restarts")
         self._reselect = True
+
+    def fail(self, txn: QueryTxn, error: Exception) -> None:
+        """End a query with an internal error. A periodic query that fails so is unregistered (it
+        would fail again on every execution) and its on_error told."""
+        if txn.done:
+            return
+        if txn.begun:
+            self._record(txn.stream, "a", txn.id)
+        self._count(txn, "errors")
+        txn.error = error
+        task = txn.task
+        if task is not None:
+            task.running = None
+            if self.tasks.pop(task.id, None) is not None:
+                task.active = False
+                self._tasks_changed = True
+        self._finish(txn)
+        if task is not None and task.on_error is not None:
+            task.on_error(task, error)
 
     def _withdraw(self, txn: QueryTxn, error: Exception) -> None:
         if txn.begun:

@@ -13,6 +13,7 @@ class ColumnType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COLUMN_TYPE_INT64: _ClassVar[ColumnType]
     COLUMN_TYPE_FLOAT64: _ClassVar[ColumnType]
     COLUMN_TYPE_STRING: _ClassVar[ColumnType]
+    COLUMN_TYPE_INT128: _ClassVar[ColumnType]
 
 class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -49,6 +50,7 @@ COLUMN_TYPE_UNSPECIFIED: ColumnType
 COLUMN_TYPE_INT64: ColumnType
 COLUMN_TYPE_FLOAT64: ColumnType
 COLUMN_TYPE_STRING: ColumnType
+COLUMN_TYPE_INT128: ColumnType
 CLOCK_UNSPECIFIED: Clock
 CLOCK_PROCESSING: Clock
 CLOCK_EVENT: Clock
@@ -248,15 +250,27 @@ class SlideResponse(_message.Message):
     duplicate: bool
     def __init__(self, slide: _Optional[int] = ..., rows: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
+class Int128(_message.Message):
+    __slots__ = ("high", "low")
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    high: int
+    low: int
+    def __init__(self, high: _Optional[int] = ..., low: _Optional[int] = ...) -> None: ...
+
 class Value(_message.Message):
-    __slots__ = ("int64_value", "float64_value", "string_value")
+    __slots__ = ("int64_value", "float64_value", "string_value", "int128_value", "decimal_value")
     INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     FLOAT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT128_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DECIMAL_VALUE_FIELD_NUMBER: _ClassVar[int]
     int64_value: int
     float64_value: float
     string_value: str
-    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ...) -> None: ...
+    int128_value: Int128
+    decimal_value: str
+    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., int128_value: _Optional[_Union[Int128, _Mapping]] = ..., decimal_value: _Optional[str] = ...) -> None: ...
 
 class Row(_message.Message):
     __slots__ = ("values",)
@@ -311,12 +325,16 @@ class Conjunction(_message.Message):
     def __init__(self, predicates: _Optional[_Iterable[_Union[Predicate, _Mapping]]] = ...) -> None: ...
 
 class OrderBy(_message.Message):
-    __slots__ = ("item", "descending")
+    __slots__ = ("item", "descending", "name", "aggregate")
     ITEM_FIELD_NUMBER: _ClassVar[int]
     DESCENDING_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     item: int
     descending: bool
-    def __init__(self, item: _Optional[int] = ..., descending: _Optional[bool] = ...) -> None: ...
+    name: str
+    aggregate: Aggregate
+    def __init__(self, item: _Optional[int] = ..., descending: _Optional[bool] = ..., name: _Optional[str] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ...) -> None: ...
 
 class StructuredQuery(_message.Message):
     __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate")
@@ -353,7 +371,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -372,6 +390,7 @@ class Answer(_message.Message):
     INTER_EXEC_MS_FIELD_NUMBER: _ClassVar[int]
     ANSWERED_MS_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_TYPES_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     slide: int
@@ -390,7 +409,8 @@ class Answer(_message.Message):
     inter_exec_ms: float
     answered_ms: float
     stream: str
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ...) -> None: ...
+    column_types: _containers.RepeatedScalarFieldContainer[ColumnType]
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("answer",)
@@ -479,7 +499,7 @@ class Percentiles(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms")
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SLIDES_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -492,6 +512,7 @@ class StreamStats(_message.Message):
     STALENESS_MS_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_MS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     slides: int
     queries: int
@@ -504,21 +525,24 @@ class StreamStats(_message.Message):
     staleness_ms: Percentiles
     response_ms: Percentiles
     slide_delay_ms: Percentiles
-    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ...) -> None: ...
+    errors: int
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class ClassStats(_message.Message):
-    __slots__ = ("committed", "aborts", "restarts", "failed", "removals")
+    __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors")
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     ABORTS_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REMOVALS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
     committed: int
     aborts: int
     restarts: int
     failed: int
     removals: int
-    def __init__(self, committed: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., removals: _Optional[int] = ...) -> None: ...
+    errors: int
+    def __init__(self, committed: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., removals: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class GetStatsRequest(_message.Message):
     __slots__ = ("stream",)

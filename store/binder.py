@@ -1,0 +1,356 @@
+"""The binder: every semantic rule of a query, in one place, for the text and the structured form.
+
+The parser (text) and the protobuf conversion (structured) only do syntax; both produce a
+query.Query whose parts carry their location. `bind` checks it against a stream's schema and
+window and returns a BoundQuery the planner executes:
+
+- names: select items, WHERE, GROUP BY and the sub-query's columns must exist; a plain column in the
+  select list must be the GROUP BY column;
+- types: each aggregate function (functions.py) says which column types it takes and what it
+  returns; GROUP BY takes int64 or string columns; literals compare exactly (see Comparison);
+- ORDER BY: an ordinal, an output name (aliases and labels first, as SQL resolves them), the GROUP BY
+  column, or an aggregate expression (computed even when it is not selected);
+- RANGE and SLIDE: in the window's unit, a multiple of a sub-window, at most the window;
+- the sub-query: its outer aggregates take the inner query's output columns and their types;
+- APPROXIMATE top k: only where per-sub-window top-k lists answer it (thesis 6.2).
+
+Every error is a QueryError naming the position and token (text) or the field (structured form).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+
+from .errors import Loc, QueryError
+from .exact import INT64_MAX, INT64_MIN
+from .functions import FUNCTIONS, AggregateFunction
+from .query import OPS, Aggregate, KeyColumn, Query, Range
+from .schema import Schema
+from .window import WindowSpec
+
+
+@dataclass(frozen=True, eq=False)
+class BoundAggregate:
+    fn: AggregateFunction
+    column: str | None
+    input_type: str | None
+    q: float | None
+    label: str
+    type: str            # result type: int64, int128, float64 or string
+
+
+@dataclass(frozen=True)
+class OutputItem:
+    label: str
+    type: str
+    agg: int | None      # index into BoundQuery.aggs; None: the GROUP BY key
+
+
+@dataclass
+class BoundQuery:
+    query: Query
+    n_q: int                              # sub-windows read
+    every: int | None                     # SLIDE in sub-windows (periodic queries)
+    group_by: str | None
+    group_type: str | None
+    items: list[OutputItem]
+    aggs: list[BoundAggregate]            # the select list's aggregates, then hidden ORDER BY ones
+    where: tuple[tuple["Comparison", ...], ...]
+    order: list[tuple[int | None, bool]]  # (agg index, or None for the key; descending)
+    limit: int | None
+    outer: list[tuple[BoundAggregate, int | None]] = field(default_factory=list)  # (agg, item index)
+    approximate: bool = False
+
+    @property
+    def columns(self) -> list[str]:
+        return [a.label for a, _ in self.outer] if self.outer else [it.label for it in self.items]
+
+    @property
+    def types(self) -> list[str]:
+        return [a.type for a, _ in self.outer] if self.outer else [it.type for it in self.items]
+
+
+def bind(query: Query, schema: Schema, spec: WindowSpec) -> BoundQuery:
+    return _Binder(query, schema, spec).bind()
+
+
+# -- comparisons -------------------------------------------------------------------------------------
+_CMP = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+        ">=": operator.ge}
+_HUGE = Fraction(10**400)  # beyond every int64 and float64: stands for any larger magnitude
+
+
+class Comparison:
+    """`column op literal`, normalised at bind time so that evaluating it is one NumPy operation
+    with the column's own dtype and exact:
+
+    - int64 column: the literal is taken as the exact rational it writes (an int, a decimal, or a
+      double's exact value) and the comparison is rewritten over integers (x < 2.5 is x <= 2;
+      x = 2.5 is false; a bound beyond int64 makes it always true or false), as in PostgreSQL and
+      DuckDB, never through float64;
+    - float64 column: the literal is rounded to the nearest float64 first, as SQL engines do;
+    - string column: by Unicode code point; equality and IN compare dictionary codes, an order
+      comparison is evaluated once per distinct string of the stream and cached.
+    """
+
+    __slots__ = ("column", "kind", "op", "value", "_table")
+
+    def __init__(self, column: str, kind: str, op: str, value):
+        self.column, self.kind, self.op, self.value = column, kind, op, value
+        self._table: np.ndarray | None = None
+
+    def mask(self, col: np.ndarray, strings) -> np.ndarray:
+        op, value = self.op, self.value
+        if op == "true":
+            return np.ones(len(col), dtype=bool)
+        if op == "false":
+            return np.zeros(len(col), dtype=bool)
+        if self.kind == "string":
+            if op in ("=", "!="):
+                hit = col == strings.lookup(value)
+                return hit if op == "=" else ~hit
+            if op in ("in", "not in"):
+                hit = np.isin(col, [strings.lookup(v) for v in value])
+                return hit if op == "in" else ~hit
+            table = self._string_table(strings)
+            return table[col] if len(col) else np.zeros(0, dtype=bool)
+        if op in ("in", "not in"):
+            hit = np.isin(col, value)
+            return hit if op == "in" else ~hit
+        return _CMP[op](col, value)
+
+    def _string_table(self, strings) -> np.ndarray:
+        """The comparison's result for every code of the stream's dictionary, extended as it grows."""
+        table, n = self._table, len(strings)
+        if table is None or len(table) < n:
+            done = 0 if table is None else len(table)
+            fn, value = _CMP[self.op], self.value
+            more = np.fromiter((fn(s, value) for s in strings.values[done:n]), dtype=bool, count=n - done)
+            self._table = table = more if table is None else np.concatenate([table, more])
+        return table
+
+
+def _exact(v) -> Fraction:
+    """A numeric literal as an exact rational; magnitudes beyond 1e400 (or below 1e-400) are
+    clamped, which changes no comparison with an int64 or a float64."""
+    if isinstance(v, int):
+        return Fraction(v)
+    if isinstance(v, float):
+        return (_HUGE if v > 0 else -_HUGE) if math.isinf(v) else Fraction(v)
+    if v.is_zero():
+        return Fraction(0)
+    sign = -1 if v.is_signed() else 1
+    if v.adjusted() > 400:
+        return sign * _HUGE
+    if v.adjusted() < -400:
+        return Fraction(sign, 10**400)
+    return Fraction(v)
+
+
+def _int_comparison(column: str, op: str, v: Fraction) -> Comparison:
+    """`x op v` over int64 x, rewritten over integers."""
+    if op in ("=", "!="):
+        hit = v.denominator == 1 and INT64_MIN <= v <= INT64_MAX
+        if not hit:
+            return Comparison(column, "int64", "false" if op == "=" else "true", None)
+        return Comparison(column, "int64", op, int(v))
+    if op in ("<", ">="):      # x < v  <=>  x < ceil(v);  x >= v  <=>  x >= ceil(v)
+        bound = math.ceil(v)
+    else:                      # x <= v <=> x <= floor(v); x > v   <=>  x > floor(v)
+        bound = math.floor(v)
+    if bound > INT64_MAX or bound < INT64_MIN:
+        above = bound > INT64_MAX
+        always = above if op in ("<", "<=") else not above
+        return Comparison(column, "int64", "true" if always else "false", None)
+    return Comparison(column, "int64", op, bound)
+
+
+def _float_value(v) -> float:
+    if isinstance(v, int):
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    return float(v)
+
+
+# -- the binder ----------------------------------------------------------------------------------------
+class _Binder:
+    def __init__(self, query: Query, schema: Schema, spec: WindowSpec):
+        self.q, self.schema, self.spec = query, schema, spec
+        self.types = schema.types
+
+    def fail(self, message: str, loc: Loc | None, column: str | None = None):
+        raise QueryError(message, loc or self.q.loc, column)
+
+    def column_type(self, column: str | None, loc: Loc | None) -> str:
+        typ = self.types.get(column)
+        if typ is None:
+            self.fail(f"unknown column {column!r} (the stream has {', '.join(self.schema.names)})", loc, column)
+        return typ
+
+    def bind(self) -> BoundQuery:
+        q = self.q
+        group_type = None
+        if q.group_by is not None:
+            group_type = self.column_type(q.group_by, q.group_by_loc)
+            if group_type == "float64":
+                self.fail(f"GROUP BY column {q.group_by!r} must be string or int64, not float64", q.group_by_loc,
+                          q.group_by)
+        items, aggs = [], []
+        for it in q.items:
+            if isinstance(it, KeyColumn):
+                typ = self.column_type(it.column, it.loc)
+                if it.column != q.group_by:
+                    self.fail(f"column {it.column!r} must be aggregated or be the GROUP BY column", it.loc, it.column)
+                items.append(OutputItem(it.label, typ, None))
+            else:
+                aggs.append(self.aggregate(it, lambda c, loc: self.column_type(c, loc)))
+                items.append(OutputItem(it.label, aggs[-1].type, len(aggs) - 1))
+        if not aggs:
+            self.fail("select at least one aggregate", q.loc)
+        where = tuple(tuple(self.predicate(p) for p in conj) for conj in q.where)
+        order = [self.order_item(o, items, aggs) for o in q.order_by]
+        n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
+        every = self.length(q.slide, "SLIDE") if q.slide is not None else None
+        bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit)
+        if q.outer:
+            bound.outer = self.outer(items)
+        if q.approximate:
+            self.check_approximate(bound)
+            bound.approximate = True
+        return bound
+
+    def aggregate(self, a: Aggregate, column_type) -> BoundAggregate:
+        fn = FUNCTIONS.get(a.func)
+        if fn is None:
+            self.fail(f"unknown aggregate function {a.func!r}", a.loc)
+        text = "COUNT(DISTINCT)" if a.func == "count_distinct" else a.func.upper()
+        if a.column is None:
+            if a.func != "count":
+                self.fail(f"{text} needs a column", a.loc)
+            typ = None
+        else:
+            typ = column_type(a.column, a.loc)
+            if typ not in fn.inputs:
+                kinds = "a numeric" if "string" not in fn.inputs else "an"
+                self.fail(f"{text} needs {kinds} column; {a.column!r} is {typ}", a.loc, a.column)
+        q = None
+        if a.func == "quantile":
+            q = a.q
+            if q is None or not (math.isfinite(q) and 0.0 <= q <= 1.0):
+                self.fail(f"quantile fraction must be between 0 and 1, got {q!r}", a.loc)
+        return BoundAggregate(fn, a.column, typ, q, a.label, fn.result_type(typ))
+
+    def predicate(self, p) -> Comparison:
+        typ = self.column_type(p.column, p.loc)
+        if p.op not in OPS:
+            self.fail(f"unknown comparison {p.op!r}", p.loc)
+        listed = p.op in ("in", "not in")
+        values = p.value if listed else (p.value,)
+        if listed and (not isinstance(values, tuple) or not values):
+            self.fail(f"{p.op.upper()} needs a list of values", p.loc)
+        for v in values:
+            numeric = isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+            if (typ == "string" and not isinstance(v, str)) or (typ != "string" and not numeric):
+                self.fail(f"column {p.column!r} is {typ}; cannot compare it with {v!r}", p.loc, p.column)
+            if isinstance(v, float) and math.isnan(v) or isinstance(v, Decimal) and not v.is_finite():
+                self.fail(f"{v!r} is not a comparable value", p.loc, p.column)
+        if typ == "string":
+            return Comparison(p.column, typ, p.op, tuple(values) if listed else p.value)
+        if typ == "float64":
+            if listed:
+                return Comparison(p.column, typ, p.op, np.array([_float_value(v) for v in values], dtype=np.float64))
+            return Comparison(p.column, typ, p.op, _float_value(p.value))
+        if listed:
+            exact = (_exact(v) for v in values)
+            members = sorted({int(v) for v in exact if v.denominator == 1 and INT64_MIN <= v <= INT64_MAX})
+            if not members:
+                return Comparison(p.column, typ, "false" if p.op == "in" else "true", None)
+            return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
+        return _int_comparison(p.column, p.op, _exact(p.value))
+
+    def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate]) -> tuple[int | None, bool]:
+        q = self.q
+        if o.expr is not None:
+            target = o.expr
+            for it in q.items:
+                if isinstance(it, Aggregate) and it.same_expression(target):
+                    return items[q.items.index(it)].agg, o.descending
+            aggs.append(self.aggregate(target, lambda c, loc: self.column_type(c, loc)))  # hidden: sort only
+            return len(aggs) - 1, o.descending
+        if o.name is not None:
+            hits = [i for i, it in enumerate(items) if it.label == o.name]
+            if len(hits) > 1:
+                self.fail(f"ORDER BY {o.name!r} is ambiguous: {len(hits)} select items are named so", o.loc)
+            if hits:
+                return items[hits[0]].agg, o.descending
+            if o.name == q.group_by:
+                return None, o.descending
+            if o.name in self.types:
+                self.fail(f"ORDER BY {o.name!r}: the column must be the GROUP BY column or a select item", o.loc,
+                          o.name)
+            self.fail(f"ORDER BY {o.name!r} names no select item or column", o.loc)
+        if o.item is None or not 0 <= o.item < len(items):
+            n = "?" if o.item is None else o.item + 1
+            self.fail(f"ORDER BY {n} is not a select item (1..{len(items)})", o.loc)
+        return items[o.item].agg, o.descending
+
+    def length(self, r: Range, what: str) -> int:
+        spec = self.spec
+        if r.unit == "subwindows":
+            n = r.value
+        elif r.unit == "ms":
+            if spec.subwindow_ms is None:
+                self.fail(f"{what} in time units needs a time-based window; this one is count-based "
+                          "(use ROWS or SUBWINDOWS)", r.loc)
+            if r.value % spec.subwindow_ms:
+                self.fail(f"{what} {r.value} ms is not a multiple of the sub-window length {spec.subwindow_ms} ms",
+                          r.loc)
+            n = r.value // spec.subwindow_ms
+        elif r.unit == "rows":
+            if spec.subwindow_rows is None:
+                self.fail(f"{what} in ROWS needs a count-based window; this one is time-based", r.loc)
+            if r.value % spec.subwindow_rows:
+                self.fail(f"{what} {r.value} rows is not a multiple of the sub-window size {spec.subwindow_rows} rows",
+                          r.loc)
+            n = r.value // spec.subwindow_rows
+        else:
+            self.fail(f"unknown {what} unit {r.unit!r}", r.loc)
+        if n < 1:
+            self.fail(f"{what} must be positive", r.loc)
+        if n > spec.subwindows:
+            self.fail(f"{what} covers {n} sub-windows but the window holds {spec.subwindows}", r.loc)
+        return n
+
+    def outer(self, items: list[OutputItem]) -> list[tuple[BoundAggregate, int | None]]:
+        q = self.q
+        if q.group_by is None:
+            self.fail("a sub-query in FROM must use GROUP BY", q.outer[0].loc)
+        labels = [it.label for it in items]
+
+        def inner_type(column: str, loc: Loc | None) -> str:
+            if labels.count(column) > 1:
+                self.fail(f"{column!r} names {labels.count(column)} columns of the sub-query", loc, column)
+            if column not in labels:
+                self.fail(f"{column!r} is not a column of the sub-query ({', '.join(labels)})", loc, column)
+            return items[labels.index(column)].type
+
+        out = []
+        for a in q.outer:
+            b = self.aggregate(a, inner_type)
+            out.append((b, labels.index(a.column) if a.column is not None else None))
+        return out
+
+    def check_approximate(self, b: BoundQuery) -> None:
+        q = self.q
+        ok = (q.group_by in self.spec.group_by and len(b.aggs) == 1 and b.aggs[0].fn.name == "count"
+              and b.order and b.order[0] == (0, True) and q.limit is not None and not q.where and not q.outer)
+        if not ok:
+            self.fail("APPROXIMATE needs GROUP BY a declared group-by column, one COUNT, ORDER BY it DESC, LIMIT, "
+                      "no WHERE and no sub-query", q.loc)

@@ -1,0 +1,94 @@
+"""Exact integer arithmetic over int64 columns.
+
+A SUM over int64 never wraps: like DuckDB's HUGEINT, the exact value is kept even when it does not
+fit in 64 bits. NumPy's int64 sums wrap silently, so every integer sum here first bounds its result
+(the largest magnitude times the number of terms, in Python ints, so INT64_MIN's magnitude is not
+negative) and takes the cheapest path that is still exact:
+
+- bound < 2**53: float64 accumulation (np.bincount) is exact and fastest;
+- bound < 2**63: int64 accumulation cannot wrap;
+- otherwise: each value is split into a signed high and an unsigned low 32-bit half, both halves
+  are summed in int64 (exact for fewer than 2**31 terms) and recombined as Python ints.
+
+Per-key results are int64 arrays when every value fits, object arrays of Python ints otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+_FLOAT_EXACT = 2**53
+_LOW_MASK = 0xFFFFFFFF
+
+
+def fits_int64(x: int) -> bool:
+    return INT64_MIN <= x <= INT64_MAX
+
+
+def max_abs(lo: int, hi: int) -> int:
+    """The largest magnitude of values in [lo, hi], as a Python int (|INT64_MIN| included)."""
+    return max(-int(lo), int(hi))
+
+
+def exact_sum(values: np.ndarray, lo: int | None = None, hi: int | None = None) -> int | float:
+    """The sum of a 1-d array: exact Python int for integers, float64 for floats.
+
+    `lo`/`hi` (the array's min and max) may be passed when the caller already has them."""
+    kind = values.dtype.kind
+    if kind == "f":
+        return float(values.sum())
+    if kind == "O":
+        return sum(values.tolist())
+    n = len(values)
+    if n == 0:
+        return 0
+    if lo is None:
+        lo, hi = int(values.min()), int(values.max())
+    if max_abs(lo, hi) * n <= INT64_MAX:
+        return int(values.sum())
+    high = values >> 32                    # arithmetic shift: floor(x / 2**32), in [-2**31, 2**31)
+    low = values & _LOW_MASK               # x - high * 2**32, in [0, 2**32)
+    return int(high.sum()) * (1 << 32) + int(low.sum())
+
+
+def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Per-group sums; `inverse` maps each value to its group in 0..groups-1. Floats stay float64;
+    integer sums are exact (int64 array when every sum fits, object array of Python ints if not)."""
+    kind = values.dtype.kind
+    if kind == "f":
+        return np.bincount(inverse, weights=values, minlength=groups)
+    if kind == "O":
+        out = np.zeros(groups, dtype=object)
+        np.add.at(out, inverse, values)
+        return narrow(out)
+    if len(values) == 0:
+        return np.zeros(groups, dtype=np.int64)
+    bound = max_abs(values.min(), values.max()) * len(values)
+    if bound < _FLOAT_EXACT:
+        return np.bincount(inverse, weights=values, minlength=groups).astype(np.int64)
+    if bound <= INT64_MAX:
+        out = np.zeros(groups, dtype=np.int64)
+        np.add.at(out, inverse, values)
+        return out
+    high = grouped_sum(inverse, values >> 32, groups)
+    low = grouped_sum(inverse, values & _LOW_MASK, groups)
+    return narrow(high.astype(object) * (1 << 32) + low.astype(object))
+
+
+def narrow(values: np.ndarray) -> np.ndarray:
+    """An object array of Python ints as int64 when every value fits (the common case)."""
+    if values.dtype.kind != "O":
+        return values
+    if len(values) == 0 or all(INT64_MIN <= v <= INT64_MAX for v in values.tolist()):
+        return values.astype(np.int64)
+    return values
+
+
+def ratio(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """sums / counts as float64, correctly rounded even where a sum is beyond 2**53."""
+    if sums.dtype.kind == "f":
+        return sums / counts
+    if sums.dtype.kind == "i" and (len(sums) == 0 or max_abs(sums.min(), sums.max()) <= _FLOAT_EXACT):
+        return sums.astype(np.float64) / counts
+    return np.array([int(s) / int(c) for s, c in zip(sums.tolist(), counts.tolist())], dtype=np.float64)

@@ -42,3 +42,6 @@ experiment: $(STAMP)
 
 experiment-sim: $(STAMP)
 	$(PY) -m bench.experiment_sim
+
+fuzz: $(STAMP)
+	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}

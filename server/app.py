@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -47,14 +48,27 @@ class WindowStoreServer:
     def address(self) -> str:
         return f"{self.config.host}:{self.port}"
 
-    def start(self) -> "WindowStoreServer":
+    def start(self, wait_recovery: bool = True) -> "WindowStoreServer":
+        """Serve; health says NOT_SERVING until the driver has recovered the data directory."""
         warm_up()
-        self.driver.start()
-        self.grpc.start()
         for name in ("", SERVICE_NAME):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.grpc.start()
+        self.driver.start()
+        threading.Thread(target=self._serving_after_recovery, name="windowstore-recovery", daemon=True).start()
+        if wait_recovery:
+            self.driver.recovered.wait()
         log.info("windowstore listening on %s (policy %s)", self.address, self.config.policy)
         return self
+
+    def _serving_after_recovery(self) -> None:
+        self.driver.recovered.wait()
+        if getattr(self.driver, "recovery_error", None) is not None:
+            log.critical("not serving: %s", self.driver.recovery_error)
+            self._stopped.set()
+            return
+        for name in ("", SERVICE_NAME):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
 
     def stop(self, grace_s: float | None = None) -> None:
         """Graceful: refuse new RPCs, let in-flight ones finish, tell subscribers, stop."""
@@ -82,7 +96,13 @@ def serve(config: ServerConfig) -> int:
     # GIL switch interval then shows up as a 5 ms p99. Hand-offs are short: switch sooner.
     sys.setswitchinterval(config.switch_interval_ms / 1000.0)
     server = WindowStoreServer(config).start()
-    print(f"windowstore serving on {server.address} (policy {config.policy})", flush=True)
+    error = getattr(server.driver, "recovery_error", None)
+    if error is not None:
+        print(f"windowstore: cannot start: {error}", file=sys.stderr, flush=True)
+        server.stop(0)
+        return 2
+    where = "in memory" if config.in_memory else f"data in {os.path.abspath(config.data_dir)}, fsync {config.fsync}"
+    print(f"windowstore serving on {server.address} (policy {config.policy}; {where})", flush=True)
 
     def on_signal(signum, frame):
         log.info("signal %s: shutting down", signum)

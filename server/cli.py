@@ -3,6 +3,7 @@ simulate | demo."""
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 
@@ -19,7 +20,9 @@ def _serve(args) -> int:
                        max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
                        max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
-                       history_keep=args.history_keep, workers=args.workers, grace_s=args.grace_s)
+                       history_keep=args.history_keep, workers=args.workers, grace_s=args.grace_s,
+                       data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
+                       snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
     return serve(cfg)
 
 
@@ -175,6 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--history-keep", type=int, default=200_000, help="history events kept in memory (default 200000)")
     sv.add_argument("--workers", type=int, default=32, help="gRPC handler threads (default 32)")
     sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
+    sv.add_argument("--data-dir", default=os.environ.get("WINDOWSTORE_DATA_DIR", "windowstore-data"),
+                    help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")
+    sv.add_argument("--in-memory", action="store_true",
+                    help="keep nothing on disk: every stream is lost on restart (tests, benchmarks)")
+    sv.add_argument("--fsync", choices=("always", "interval", "off"), default="always",
+                    help="always (default): a write is acknowledged once it is on disk; interval: fsync about once "
+                         "a second (up to ~1 s of acknowledged writes at risk on a machine crash); off: the OS decides")
+    sv.add_argument("--snapshot-every-mb", type=float, default=256.0,
+                    help="take a snapshot after this much log (default 256 MiB)")
+    sv.add_argument("--snapshot-every-s", type=float, default=300.0,
+                    help="... or after this many seconds with anything logged (default 300)")
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)
 

@@ -23,3 +23,8 @@ class ServerConfig:
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
     grace_s: float = 5.0               # shutdown: time for in-flight work
     switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process
+    data_dir: str = "windowstore-data"  # the write-ahead log and snapshots
+    in_memory: bool = False            # no data directory: nothing survives a restart
+    fsync: str = "always"              # always | interval (at most ~1 s at risk) | off
+    snapshot_every_bytes: int = 256 << 20  # snapshot after this much log
+    snapshot_every_s: float = 300.0    # ... or this long with anything logged

@@ -64,13 +64,17 @@ def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
 
 
 # -- batches ---------------------------------------------------------------------------------------
-def batch_from_pb(req: pb.AppendRequest):
-    """A pyarrow Table or a dict of lists; raises InvalidInput on malformed input."""
+_ARROW_TYPES = {"int64_values": pa.int64(), "float64_values": pa.float64(), "string_values": pa.string()}
+
+
+def batch_from_pb(req: pb.AppendRequest) -> tuple[pa.Table, bytes | None]:
+    """The batch as a pyarrow Table, and the Arrow IPC bytes it came in (kept for the log);
+    raises InvalidInput on malformed input."""
     kind = req.WhichOneof("batch")
     if kind == "arrow_ipc":
         try:
             with pa.ipc.open_stream(pa.BufferReader(req.arrow_ipc)) as reader:
-                return reader.read_all()
+                return reader.read_all(), req.arrow_ipc
         except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
             raise InvalidInput(f"arrow_ipc is not a readable Arrow IPC stream: {e}") from None
     if kind == "columnar":
@@ -81,8 +85,11 @@ def batch_from_pb(req: pb.AppendRequest):
                 raise InvalidInput(f"column {col.name!r} has no values", column=col.name)
             if col.name in out:
                 raise InvalidInput(f"column {col.name!r} appears twice", column=col.name)
-            out[col.name] = list(getattr(col, which).values)
-        return out
+            out[col.name] = pa.array(getattr(col, which).values, type=_ARROW_TYPES[which])
+        lengths = {len(v) for v in out.values()}
+        if len(lengths) > 1:
+            raise InvalidInput(f"columns have different lengths ({', '.join(str(n) for n in sorted(lengths))})")
+        return pa.table(out) if out else pa.table({}), None
     raise InvalidInput("append needs a batch: arrow_ipc or columnar")
 
 
@@ -136,12 +143,13 @@ def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
     if a.func not in PB_TO_FUNC:
         raise QueryError("an aggregate needs a function", Loc(field=f"{where}.func"))
     func = PB_TO_FUNC[a.func]
-    return Aggregate(func, a.column or None, a.q if func == "quantile" else None, a.alias or None,
+    # q travels as a double; its shortest decimal is the fraction meant (0.1 means 0.1)
+    return Aggregate(func, a.column or None, Decimal(repr(a.q)) if func == "quantile" else None, a.alias or None,
                      loc=Loc(field=f"{where}.column" if a.column else where))
 
 
 def _aggregate_to_pb(a: Aggregate) -> pb.Aggregate:
-    return pb.Aggregate(func=FUNC_TO_PB[a.func], column=a.column or "", q=a.q or 0.0, alias=a.alias or "")
+    return pb.Aggregate(func=FUNC_TO_PB[a.func], column=a.column or "", q=float(a.q or 0), alias=a.alias or "")
 
 
 def query_from_pb(q: pb.StructuredQuery) -> Query:

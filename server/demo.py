@@ -8,8 +8,10 @@ Then it shuts everything down and prints what the server measured.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -45,7 +47,8 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
     from .process import ServerProcess
 
     print("== windowstore demo: server + Spark feeder + periodic and one-time queries", flush=True)
-    srv = ServerProcess("--policy", "ttu")
+    data_dir = tempfile.mkdtemp(prefix="windowstore-demo-")
+    srv = ServerProcess("--policy", "ttu", data_dir=data_dir)
     print(f"server on {srv.target} (policy ttu)", flush=True)
     ws = Client(srv.target)
     ws.create_stream("packets", PACKET_SCHEMA, subwindows=30, subwindow_ms=1000, group_by=["src", "dst", "protocol"])
@@ -101,6 +104,7 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
             feeder.kill()
         ws.close()
         code, out, err = srv.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
     s = stats["streams"][0]
     print("\n== what the server measured", flush=True)
     print(f"  rows accepted {s['accepted_rows']}, slides {s['slides']}, queries answered {s['queries']}, "

@@ -1,12 +1,14 @@
-"""The driver: the one thread that owns the pure core.
+"""The driver: the one thread that runs the engine.
 
-RPC handlers hand it closures (`call`) and wait on futures; between closures it runs the
-scheduler one operation at a time, so a due slide is applied before the next read. When idle it
-sleeps until the next processing-time slide is due or work arrives.
+RPC handlers hand it commands (`command`: writes) and closures (`call`: reads) and wait on
+futures. Each turn it applies everything that arrived, writes the commands the engine emitted to
+the write-ahead log with one sync for all of them (group commit), and only then acknowledges the
+writes; between turns it runs the scheduler one operation at a time, so a due slide is applied
+before the next read. When idle it sleeps until the next processing-time slide is due or work
+arrives.
 
-Everything that changes state (streams, accepted batches, slides, periodic query definitions)
-goes through the methods below, run on this thread: the single write path where a write-ahead
-log and snapshots will hook in.
+The engine (windowstore.txn.engine) is where state changes; this module only moves commands in
+and results out, and keeps what is not state: subscribers and response-time statistics.
 """
 from __future__ import annotations
 
@@ -16,33 +18,24 @@ import queue
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
 
-from windowstore.store import InvalidInput, Stream, StoreError, plan_query
-from windowstore.txn import History, QueryFailed, Result, Scheduler, Task
+from windowstore.store import InvalidInput, StoreError, plan_query
+from windowstore.txn import History, QueryFailed, Result
+from windowstore.txn.commands import Command
+from windowstore.txn.engine import (AlreadyExists, AppendAck, Engine, EngineConfig, FailedPrecondition, NotFound,
+                                    ResourceExhausted, SlideAck)
 
 from .config import ServerConfig
+from .durability import Durability
 
 log = logging.getLogger("windowstore.driver")
 
-
-class NotFound(StoreError):
-    pass
-
-
-class AlreadyExists(StoreError):
-    pass
-
-
-class ResourceExhausted(StoreError):
-    pass
-
-
-class FailedPrecondition(StoreError):
-    pass
+__all__ = ["AlreadyExists", "AppendAck", "CLOSED", "DeadlineExceeded", "Driver", "FailedPrecondition", "NotFound",
+           "ResourceExhausted", "ShuttingDown", "SlideAck", "Unavailable"]
 
 
 class ShuttingDown(StoreError):
@@ -53,6 +46,10 @@ class DeadlineExceeded(StoreError):
     pass
 
 
+class Unavailable(StoreError):
+    """Writes are refused: the log cannot be written (disk full, I/O error)."""
+
+
 def wall_ms() -> float:
     return time.time() * 1000.0
 
@@ -61,31 +58,17 @@ CLOSED = object()  # sentinel pushed to subscribers when their query ends
 
 
 @dataclass
-class Periodic:
-    task: Task
-    text: str
-    subscribers: list[queue.Queue] = field(default_factory=list)
+class Subscribers:
+    queues: list[queue.Queue] = field(default_factory=list)
     dropped: int = 0
 
 
 @dataclass
-class StreamBook:
-    """Per-stream bookkeeping the scheduler does not keep."""
+class Metrics:
+    """Per-stream response statistics (not state: they start afresh with the process)."""
 
-    accepted_rows: int = 0
-    duplicate_batches: int = 0
-    acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> ack
-    slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> slide
     staleness: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))
     response: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))
-
-
-@dataclass
-class AppendAck:
-    accepted: int
-    late: int
-    duplicate: bool
-    latest_slide: int
 
 
 def percentiles(values) -> dict:
@@ -101,10 +84,23 @@ class Driver:
         self.config = config
         self.clock = clock
         self.history = History(config.history_path, keep=config.history_keep)
-        self.sched = Scheduler(config.policy, clock, self.history, max_restarts=config.max_restarts)
-        self.books: dict[str, StreamBook] = {}
-        self.periodic: dict[str, Periodic] = {}
+        self.engine = Engine(EngineConfig(policy=config.policy, max_restarts=config.max_restarts,
+                                          max_streams=config.max_streams,
+                                          max_periodic_queries=config.max_periodic_queries,
+                                          idempotency_keep=config.idempotency_keep), self.history)
+        self.engine.on_answer = self._publish
+        self.engine.on_error = self._publish_error
+        self.sched = self.engine.sched
+        self.durability = None if config.in_memory else Durability(config.data_dir, config.fsync,
+                                                                   config.snapshot_every_bytes,
+                                                                   config.snapshot_every_s)
+        self.subscribers: dict[str, Subscribers] = {}
+        self.metrics: dict[str, Metrics] = collections.defaultdict(Metrics)
         self.inflight = 0
+        self.recovered = threading.Event()
+        self.recovery_error: Exception | None = None
+        self.catch_up: dict[str, int] = {}
+        self.write_failure: str | None = None
         self._inbox: collections.deque = collections.deque()
         self._cv = threading.Condition()
         self._stopping = False
@@ -116,13 +112,20 @@ class Driver:
         self._thread.start()
 
     def call(self, fn: Callable[[], Any]) -> Future:
-        """Run fn on the driver thread; its result or exception arrives on the future."""
+        """Run fn on the driver thread (reads); its result or exception arrives on the future."""
+        return self._enqueue(False, fn)
+
+    def command(self, cmd: Command) -> Future:
+        """Apply a write; the future resolves once the command is durable (per the fsync policy)."""
+        return self._enqueue(True, cmd)
+
+    def _enqueue(self, is_command: bool, work) -> Future:
         fut: Future = Future()
         with self._cv:
             if self._closed:
                 fut.set_exception(ShuttingDown("the server is shutting down"))
                 return fut
-            self._inbox.append((fn, fut))
+            self._inbox.append((is_command, work, fut))
             self._cv.notify()
         return fut
 
@@ -130,35 +133,101 @@ class Driver:
         return self.call(fn).result(timeout)
 
     def _run(self) -> None:
-        sched = self.sched
+        try:
+            self._recover()
+        except Exception as e:  # noqa: BLE001 - start-up fails loudly, nothing is served
+            log.critical("recovery failed: %s", e)
+            self.recovery_error = e
+            self._close_inbox(ShuttingDown(f"recovery failed: {e}"))
+            self.recovered.set()
+            return
+        self.recovered.set()
+        engine = self.engine
         while True:
             with self._cv:
                 work = list(self._inbox)
                 self._inbox.clear()
-            for fn, fut in work:
-                if fut.set_running_or_notify_cancel():
-                    try:
-                        fut.set_result(fn())
-                    except BaseException as e:  # noqa: BLE001 - the caller gets it
-                        fut.set_exception(e)
-            if self._stopping and not sched.active:
+            acks = []
+            for is_command, item, fut in work:
+                if not fut.set_running_or_notify_cancel():
+                    continue
+                try:
+                    if is_command:
+                        item = self._stamp(item)
+                        acks.append((fut, engine.apply(item)))
+                    else:
+                        fut.set_result(item())
+                except BaseException as e:  # noqa: BLE001 - the caller gets it
+                    fut.set_exception(e)
+            self._persist()
+            for fut, result in acks:
+                if self.write_failure:
+                    fut.set_exception(Unavailable(f"the write was not made durable: {self.write_failure}"))
+                else:
+                    fut.set_result(result)
+            if self._stopping and not self.sched.active:
                 break
+            engine.tick(self.clock())
             try:
-                op = sched.step()
+                op = engine.step()
             except Exception as e:  # a bug must not take the server down: fail the query, keep serving
                 log.exception("scheduler step failed")
                 self._fail_current(e)
                 continue
             if op == "error":
-                log.error("%s", sched.last_error, exc_info=sched.last_error.__cause__)
+                log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
             if op is not None:
                 continue
+            self._persist()
             with self._cv:
                 if self._inbox or self._stopping:
                     continue
                 self._cv.wait(self._idle_timeout())
+        self._persist()
+        if self.durability is not None:
+            self.durability.close(self.engine if not self.write_failure else None)
         self._close_subscribers("the server is shutting down")
         self.history.close()
+
+    def _stamp(self, cmd: Command) -> Command:
+        """Commands carry the time they are applied at (time enters the engine as data)."""
+        if self.write_failure:
+            raise Unavailable(f"writes are refused: {self.write_failure}")
+        return replace(cmd, now_ms=max(self.clock(), self.engine.now_ms))
+
+    def _persist(self) -> None:
+        """Log what the engine applied since the last call, then sync once (group commit)."""
+        cmds = self.engine.drain()
+        if self.durability is None or self.write_failure:
+            return
+        try:
+            self.durability.log(cmds, self.engine)
+        except OSError as e:
+            self.write_failure = str(e)
+            log.error("the log cannot be written (%s): writes are refused from now on, queries go on", e)
+
+    def _recover(self) -> None:
+        if self.durability is None:
+            return
+        t0 = time.monotonic()
+        stats = self.durability.recover(self.engine)
+        self.engine.drain()  # recovered commands are on disk already
+        now = int(self.clock())
+        # processing time went on while the server was down: those slides are due now (the first
+        # seals what was buffered, the rest are empty) and step() applies them as usual
+        self.catch_up = {n: s.window.due(now) for n, s in self.sched.streams.items()
+                         if s.spec.clock == "processing" and not s.spec.count_based}
+        self.recovery_stats = {**stats, "seconds": time.monotonic() - t0}
+        log.info("recovered %s", self.recovery_stats)
+
+    def _close_inbox(self, error: Exception) -> None:
+        with self._cv:
+            self._closed = True
+            work = list(self._inbox)
+            self._inbox.clear()
+        for _, _, fut in work:
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(error)
 
     def _idle_timeout(self) -> float:
         now = self.clock()
@@ -185,78 +254,13 @@ class Driver:
                 for txn in list(self.sched.active):
                     self.sched.cancel(txn)
             with self._cv:
-                self._inbox.append((withdraw, Future()))
+                self._inbox.append((False, withdraw, Future()))
                 self._cv.notify()
             self._thread.join(5)
 
-    # -- streams (driver thread only) ---------------------------------------------------------
-    def stream(self, name: str) -> Stream:
-        s = self.sched.streams.get(name)
-        if s is None:
-            raise NotFound(f"stream {name!r} does not exist")
-        return s
-
-    def create_stream(self, name: str, columns: dict, time_column: str, spec) -> Stream:
-        if name in self.sched.streams:
-            raise AlreadyExists(f"stream {name!r} already exists")
-        if len(self.sched.streams) >= self.config.max_streams:
-            raise ResourceExhausted(f"at most {self.config.max_streams} streams")
-        stream = Stream(name, columns, spec, created_ms=int(self.clock()), time_column=time_column)
-        self.sched.add_stream(stream)
-        self.books[name] = StreamBook()
-        return stream
-
-    def drop_stream(self, name: str) -> None:
-        self.stream(name)
-        for qid in [q for q, p in self.periodic.items() if p.task.plan.stream.name == name]:
-            self.unregister(qid, reason=f"stream {name!r} was dropped")
-        self.sched.drop_stream(name)
-        del self.books[name]
-
-    def append(self, name: str, batch, writer_id: str, batch_id: int | None) -> AppendAck:
-        stream = self.stream(name)
-        book = self.books[name]
-        acks = None
-        if writer_id and batch_id is not None:
-            acks = book.acks.setdefault(writer_id, collections.OrderedDict())
-            seen = acks.get(batch_id)
-            if seen is not None:
-                book.duplicate_batches += 1
-                return AppendAck(seen.accepted, seen.late, True, seen.latest_slide)
-        result = stream.append(batch)  # raises InvalidInput with nothing applied
-        book.accepted_rows += result.accepted
-        ack = AppendAck(result.accepted, result.late, False, stream.window.latest)
-        if acks is not None:
-            acks[batch_id] = ack
-            if len(acks) > self.config.idempotency_keep:
-                acks.popitem(last=False)
-        return ack
-
-    def slide(self, name: str, writer_id: str = "", batch_id: int | None = None) -> tuple[int, int, bool]:
-        stream = self.stream(name)
-        seen = None
-        if writer_id and batch_id is not None:
-            seen = self.books[name].slide_acks.setdefault(writer_id, collections.OrderedDict())
-            if batch_id in seen:
-                return (*seen[batch_id], True)
-        if stream.spec.clock != "manual" or stream.spec.count_based:
-            raise FailedPrecondition(f"stream {name!r} slides on its {stream.spec.clock if not stream.spec.count_based else 'row count'} "
-                                     "clock; Slide applies to clock='manual' streams")
-        before = stream.window.latest
-        self.sched.request_slide(name)
-        while self.sched.manual_requests.get(name, 0) > 0:
-            self.sched.step()  # due slides run first (under serial, after the running query)
-        sub = stream.window.subs[(before + 1) % stream.window.n]
-        if seen is not None:
-            seen[batch_id] = (sub.slide, sub.rows)
-            if len(seen) > self.config.idempotency_keep:
-                seen.popitem(last=False)
-        return sub.slide, sub.rows, False
-
-    # -- queries -------------------------------------------------------------------------------
-    def plan(self, query):
-        stream = self.stream(query.stream)
-        return plan_query(query, stream)
+    # -- reads (driver thread only) ------------------------------------------------------------
+    def stream(self, name: str):
+        return self.engine.stream(name)
 
     def submit(self, query, priority: int, done: Future):
         """Plan and submit a one-time query; `done` gets the Result or the error."""
@@ -264,7 +268,7 @@ class Driver:
             raise InvalidInput("a query with SLIDE is periodic: register it instead")
         if self.inflight >= self.config.max_concurrent_queries:
             raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
-        plan = self.plan(query)
+        plan = plan_query(query, self.stream(query.stream))
         self.inflight += 1
         name = plan.stream.name
 
@@ -280,74 +284,59 @@ class Driver:
             # One atomic operation: run it in this turn, so the handler gets its answer without a
             # second hand-off. step() still applies any due slide and any higher-priority work first.
             while not txn.done:
-                self.sched.step()
+                self.engine.step()
         return txn
 
     def cancel(self, txn) -> None:
         self.sched.cancel(txn)
 
-    def register(self, query, text: str, priority: int) -> Periodic:
-        if len(self.periodic) >= self.config.max_periodic_queries:
-            raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
-        plan = self.plan(query)
-        every = plan.bound.every
-        if every is None:
-            raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")
-        holder: dict = {}
-        task = self.sched.register(plan, every, priority, on_answer=lambda r: self._publish(holder["p"], r),
-                                   on_error=lambda t, e: self._publish_error(holder["p"], e))
-        p = Periodic(task, text)
-        holder["p"] = p
-        self.periodic[task.id] = p
-        return p
+    def close_periodic(self, query_ids, reason: str) -> None:
+        """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
+        for qid in query_ids:
+            for q in self.subscribers.pop(qid, Subscribers()).queues:
+                _offer(q, (CLOSED, reason))
 
-    def unregister(self, query_id: str, reason: str = "the periodic query was unregistered") -> None:
-        p = self.periodic.pop(query_id, None)
+    def subscribe(self, query_id: str):
+        p = self.engine.periodic.get(query_id)
         if p is None:
             raise NotFound(f"periodic query {query_id!r} does not exist")
-        self.sched.unregister(query_id)
-        for q in p.subscribers:
-            _offer(q, (CLOSED, reason))
-
-    def subscribe(self, query_id: str) -> queue.Queue:
-        p = self.periodic.get(query_id)
-        if p is None:
-            raise NotFound(f"periodic query {query_id!r} does not exist")
-        total = sum(len(x.subscribers) for x in self.periodic.values())
+        total = sum(len(x.queues) for x in self.subscribers.values())
         if total >= self.config.max_subscribers:
             raise ResourceExhausted(f"at most {self.config.max_subscribers} subscribers")
         q: queue.Queue = queue.Queue(maxsize=self.config.subscriber_buffer)
-        p.subscribers.append(q)
+        self.subscribers.setdefault(query_id, Subscribers()).queues.append(q)
         return q, p.task.plan.stream.name
 
     def unsubscribe(self, query_id: str, q: queue.Queue) -> None:
-        p = self.periodic.get(query_id)
-        if p is not None and q in p.subscribers:
-            p.subscribers.remove(q)
+        subs = self.subscribers.get(query_id)
+        if subs is not None and q in subs.queues:
+            subs.queues.remove(q)
 
-    def _publish(self, p: Periodic, result: Result) -> None:
-        self._note_answer(p.task.plan.stream.name, result)
-        for q in p.subscribers:
-            if not _offer(q, result):
-                p.dropped += 1
+    def _publish(self, query_id: str, result: Result) -> None:
+        p = self.engine.periodic.get(query_id)
+        if p is not None:
+            self._note_answer(p.task.plan.stream.name, result)
+        subs = self.subscribers.get(query_id)
+        if subs is not None:
+            for q in subs.queues:
+                if not _offer(q, result):
+                    subs.dropped += 1
 
-    def _publish_error(self, p: Periodic, error: Exception) -> None:
-        for q in p.subscribers:
+    def _publish_error(self, query_id: str, error: Exception) -> None:
+        subs = self.subscribers.get(query_id)
+        for q in subs.queues if subs else ():
             _offer(q, (error, str(error)))
-        if not p.task.active:  # failed for good (an internal error): it is gone
-            self.periodic.pop(p.task.id, None)
+        if query_id not in self.engine.periodic:  # failed for good: it is gone
+            self.subscribers.pop(query_id, None)
 
     def _note_answer(self, name: str, result: Result) -> None:
-        book = self.books.get(name)
-        if book is not None:
-            if result.staleness_ms is not None:
-                book.staleness.append(result.staleness_ms)
-            book.response.append(result.response_ms)
+        m = self.metrics[name]
+        if result.staleness_ms is not None:
+            m.staleness.append(result.staleness_ms)
+        m.response.append(result.response_ms)
 
     def _close_subscribers(self, reason: str) -> None:
-        for p in self.periodic.values():
-            for q in p.subscribers:
-                _offer(q, (CLOSED, reason))
+        self.close_periodic(list(self.subscribers), reason)
 
     # -- introspection -------------------------------------------------------------------------
     def stats(self, name: str | None) -> dict:
@@ -356,12 +345,14 @@ class Driver:
         for n in names:
             stream = self.stream(n)
             c = self.sched.by_stream[n]
-            book = self.books[n]
+            book = self.engine.books[n]
+            m = self.metrics[n]
             out.append({"stream": n, "slides": c.slides, "queries": c.committed, "aborts": c.aborts,
                         "restarts": c.restarts, "failed": c.failed, "errors": c.errors,
+                        "catch_up_slides": self.catch_up.get(n, 0),
                         "late_rows": stream.window.late_rows,
                         "duplicate_batches": book.duplicate_batches, "accepted_rows": book.accepted_rows,
-                        "staleness_ms": percentiles(book.staleness), "response_ms": percentiles(book.response),
+                        "staleness_ms": percentiles(m.staleness), "response_ms": percentiles(m.response),
                         "slide_delay_ms": percentiles(self.sched.slide_delays[n])})
         return {"policy": self.sched.policy, "streams": out,
                 "onetime": self.sched.by_class["onetime"].as_dict(), "periodic": self.sched.by_class["periodic"].as_dict()}

@@ -10,9 +10,17 @@ import sys
 
 
 class ServerProcess:
-    def __init__(self, *args: str):
+    """`windowstore serve` on a free port. Without `data_dir` (and no --data-dir in args) it runs
+    --in-memory; with one, it is durable there and can be killed and started again on it."""
+
+    def __init__(self, *args: str, data_dir: str | None = None, port: int = 0):
+        if data_dir is not None:
+            args = ("--data-dir", data_dir, *args)
+        elif "--data-dir" not in args:
+            args = ("--in-memory", *args)
+        self.args = args
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "windowstore.server.cli", "serve", "--port", "0", *args],
+            [sys.executable, "-m", "windowstore.server.cli", "serve", "--port", str(port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         line = self.proc.stdout.readline()
         m = re.search(r"serving on (\S+)", line)

@@ -14,9 +14,11 @@ from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, R
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
+from windowstore.txn.commands import Append, CreateStream, DropStream, Register, Slide, Unregister
+
 from . import convert
 from .driver import (CLOSED, AlreadyExists, DeadlineExceeded, Driver, FailedPrecondition, NotFound,
-                     ResourceExhausted, ShuttingDown)
+                     ResourceExhausted, ShuttingDown, Unavailable)
 
 log = logging.getLogger("windowstore.service")
 
@@ -31,6 +33,7 @@ _CODES = [
     (QueryFailed, grpc.StatusCode.INTERNAL),
     (QueryWithdrawn, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
+    (Unavailable, grpc.StatusCode.UNAVAILABLE),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
 ]
 
@@ -85,17 +88,23 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
     def _run(self, fn, context):
         return self.driver.call(fn).result(_remaining(context))
 
+    def _write(self, cmd, context):
+        """Apply a command; returns once it is durable (or raises)."""
+        return self.driver.command(cmd).result(_remaining(context))
+
     # -- streams -------------------------------------------------------------------------------
     @rpc
     def CreateStream(self, request, context):
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
-        d = self.driver
-        return pb.CreateStreamResponse(stream=self._run(lambda: (d.create_stream(name, columns, time_column, spec),
-                                                                 _info(d, name))[1], context))
+        self._write(CreateStream(name, tuple(columns.items()), time_column, spec.subwindows, spec.subwindow_ms,
+                                 spec.subwindow_rows, spec.clock, spec.allowed_lateness_ms, spec.group_by, spec.topk, 0.0),
+                    context)
+        return pb.CreateStreamResponse(stream=self._run(lambda: _info(self.driver, name), context))
 
     @rpc
     def DropStream(self, request, context):
-        self._run(lambda: self.driver.drop_stream(request.name), context)
+        gone = self._write(DropStream(request.name, 0.0), context)
+        self._run(lambda: self.driver.close_periodic(gone, f"stream {request.name!r} was dropped"), context)
         return pb.DropStreamResponse()
 
     @rpc
@@ -109,14 +118,13 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def Append(self, request, context):
-        batch = convert.batch_from_pb(request)
-        rows = batch.num_rows if hasattr(batch, "num_rows") else max((len(v) for v in batch.values()), default=0)
-        if rows > self.config.max_rows_per_batch:
-            raise ResourceExhausted(f"batch of {rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+        batch, ipc = convert.batch_from_pb(request)
+        if batch.num_rows > self.config.max_rows_per_batch:
+            raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
-        ack = self._run(lambda: self.driver.append(request.stream, batch, request.writer_id, batch_id), context)
+        ack = self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc), context)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                  latest_slide=ack.latest_slide)
 
@@ -125,8 +133,8 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
-        slide, rows, duplicate = self._run(lambda: self.driver.slide(request.stream, request.writer_id, batch_id), context)
-        return pb.SlideResponse(slide=slide, rows=rows, duplicate=duplicate)
+        ack = self._write(Slide(request.stream, 0.0, request.writer_id, batch_id), context)
+        return pb.SlideResponse(slide=ack.slide, rows=ack.rows, duplicate=ack.duplicate)
 
     # -- queries -------------------------------------------------------------------------------
     @staticmethod
@@ -158,27 +166,29 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def RegisterQuery(self, request, context):
-        query, text = self._query(request)
-        p = self._run(lambda: self.driver.register(query, text, request.priority), context)
+        _, text = self._query(request)
+        p = self._write(Register("", text, request.priority, 0.0), context)
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
 
     @rpc
     def UnregisterQuery(self, request, context):
-        self._run(lambda: self.driver.unregister(request.query_id), context)
+        self._write(Unregister(request.query_id, 0.0), context)
+        self._run(lambda: self.driver.close_periodic([request.query_id], "the periodic query was unregistered"), context)
         return pb.UnregisterQueryResponse()
 
     @rpc
     def ListQueries(self, request, context):
         def listing():
             out = []
-            for qid, p in self.driver.periodic.items():
+            for qid, p in self.driver.engine.periodic.items():
                 name = p.task.plan.stream.name
                 if request.stream and name != request.stream:
                     continue
+                subs = self.driver.subscribers.get(qid)
                 out.append(pb.PeriodicQueryInfo(
                     query_id=qid, stream=name, text=p.text, every_slides=p.task.every, executions=p.task.executions,
                     late=p.task.late, last_slide=p.task.last_reflected if p.task.last_reflected is not None else -1,
-                    subscribers=len(p.subscribers)))
+                    subscribers=len(subs.queues) if subs else 0))
             return out
         return pb.ListQueriesResponse(queries=self._run(listing, context))
 
@@ -213,7 +223,8 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             policy=s["policy"],
             streams=[pb.StreamStats(
                 stream=x["stream"], slides=x["slides"], queries=x["queries"], aborts=x["aborts"],
-                restarts=x["restarts"], failed=x["failed"], errors=x["errors"], late_rows=x["late_rows"],
+                restarts=x["restarts"], failed=x["failed"], errors=x["errors"], catch_up_slides=x["catch_up_slides"],
+                late_rows=x["late_rows"],
                 duplicate_batches=x["duplicate_batches"], accepted_rows=x["accepted_rows"],
                 staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),
                 slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"])) for x in s["streams"]],

@@ -39,7 +39,7 @@ class BoundAggregate:
     fn: AggregateFunction
     column: str | None
     input_type: str | None
-    q: float | None
+    q: Decimal | None     # QUANTILE's fraction, exactly
     label: str
     type: str            # result type: int64, int128, float64 or string
 
@@ -242,9 +242,9 @@ class _Binder:
                 self.fail(f"{text} needs {kinds} column; {a.column!r} is {typ}", a.loc, a.column)
         q = None
         if a.func == "quantile":
-            q = a.q
-            if q is None or not (math.isfinite(q) and 0.0 <= q <= 1.0):
-                self.fail(f"quantile fraction must be between 0 and 1, got {q!r}", a.loc)
+            q = a.q if a.q is None or isinstance(a.q, Decimal) else Decimal(repr(float(a.q)))
+            if q is None or not q.is_finite() or not 0 <= q <= 1:
+                self.fail(f"quantile fraction must be between 0 and 1, got {a.q}", a.loc)
         return BoundAggregate(fn, a.column, typ, q, a.label, fn.result_type(typ))
 
     def predicate(self, p) -> Comparison:

@@ -47,6 +47,11 @@ class StringDictionary:
             self.values.append(s)
         return code
 
+    def load(self, values: list[str]) -> None:
+        """Restore the codes a snapshot captured: values[c] is the string of code c."""
+        self.values = list(values)
+        self._code = {s: c for c, s in enumerate(self.values)}
+
     def lookup(self, s: str) -> int:
         """The code of `s`, or -1 when the stream has never seen it (matches nothing)."""
         return self._code.get(s, -1)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -321,9 +322,11 @@ FUNCTIONS: dict[str, AggregateFunction] = {f.name: f for f in (
     Count(), Sum(), Avg(), Min(), Max(), CountDistinct(), Quantile())}
 
 
-def quantile_index(q: float, n: int) -> int:
-    """0-based rank of the exact discrete quantile: the smallest v with ceil(q*n) values <= v."""
-    return max(1, math.ceil(Fraction(repr(float(q))) * n)) - 1
+def quantile_index(q: Decimal | float, n: int) -> int:
+    """0-based rank of the exact discrete quantile: the smallest v with ceil(q*n) values <= v,
+    q taken as the exact decimal written (a float as its shortest decimal)."""
+    exact = Fraction(q) if isinstance(q, Decimal) else Fraction(repr(float(q)))
+    return max(1, math.ceil(exact * n)) - 1
 
 
 # -- helpers -------------------------------------------------------------------------------------------

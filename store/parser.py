@@ -197,14 +197,14 @@ class _Parser:
             return Aggregate("count", self.ident("a column or *"), loc=loc)
         col = self.ident("a column")
         if word == "median":
-            return Aggregate("quantile", col, 0.5, loc=loc)
+            return Aggregate("quantile", col, Decimal("0.5"), loc=loc)
         if word == "quantile":
             self.expect(",")
             qtok = self.tok
             if qtok.kind != "number" or len(qtok.text) > MAX_NUMBER_LENGTH:
                 self.fail("expected a quantile fraction between 0 and 1")
             self.i += 1
-            return Aggregate("quantile", col, float(qtok.text), loc=loc)
+            return Aggregate("quantile", col, Decimal(qtok.text), loc=loc)
         return Aggregate(word, col, loc=loc)
 
     def window_spec(self) -> tuple[Range | None, Range | None]:
@@ -361,7 +361,7 @@ def _agg_text(a: Aggregate) -> str:
     if a.func == "count_distinct":
         return f"COUNT(DISTINCT {quote_name(a.column)})"
     if a.func == "quantile":
-        return f"QUANTILE({quote_name(a.column)}, {a.q!r})"
+        return f"QUANTILE({quote_name(a.column)}, {a.q if isinstance(a.q, Decimal) else repr(a.q)})"
     return f"{a.func.upper()}({quote_name(a.column)})"
 
 

@@ -37,7 +37,7 @@ class Predicate:
 class Aggregate:
     func: str
     column: str | None = None  # None only for COUNT(*)
-    q: float | None = None     # QUANTILE's fraction
+    q: Decimal | float | None = None  # QUANTILE's fraction: the decimal written (a float: its shortest decimal)
     alias: str | None = None
     loc: Loc | None = _loc()
 

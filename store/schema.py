@@ -64,11 +64,15 @@ class Schema:
         return dict(self.columns)
 
     def validate(self, batch: Any, strings: StringDictionary) -> tuple[dict[str, np.ndarray], int]:
-        """Columns of `batch` as NumPy arrays (strings as dictionary codes) and the row count.
+        """Columns of `batch` as NumPy arrays (strings as dictionary codes) and the row count."""
+        checked, rows = self.check(batch)
+        return self.encode(checked, strings), rows
+
+    def check(self, batch: Any) -> tuple[dict[str, Any], int]:
+        """The batch's columns checked against the schema, changing nothing: numeric columns as
+        NumPy arrays, strings still as pyarrow arrays (see encode).
 
         Accepts a mapping of column -> sequence/NumPy array, or a pyarrow Table/RecordBatch.
-        Strings are interned only after every column passed validation, so a refused batch
-        leaves the dictionary untouched.
         """
         if isinstance(batch, (pa.Table, pa.RecordBatch)):
             source = {name: batch.column(name) for name in batch.schema.names}
@@ -93,11 +97,12 @@ class Schema:
             elif n != length:
                 raise InvalidInput(f"column {name!r} has {n} rows, expected {length} like the columns before it", column=name)
             checked[name] = col
-        out = {}
-        for name, typ in self.columns:
-            col = checked[name]
-            out[name] = strings.encode(col) if typ == "string" else col
-        return out, int(length or 0)
+        return checked, int(length or 0)
+
+    def encode(self, checked: dict[str, Any], strings: StringDictionary) -> dict[str, np.ndarray]:
+        """Checked columns with strings interned as dictionary codes: the only step that changes
+        the dictionary, taken once nothing else can refuse the batch."""
+        return {name: strings.encode(checked[name]) if typ == "string" else checked[name] for name, typ in self.columns}
 
 
 def _check_column(name: str, typ: str, values: Any) -> Any:

@@ -25,6 +25,9 @@ class Stream:
         self.created_ms = created_ms
 
     def append(self, batch: Any) -> AppendResult:
-        """Validate and buffer a batch; raises InvalidInput with nothing applied."""
-        columns, rows = self.schema.validate(batch, self.strings)
-        return self.window.append(columns, rows)
+        """Validate and buffer a batch; raises InvalidInput with nothing applied (not even a
+        string interned)."""
+        checked, rows = self.schema.check(batch)
+        if rows:
+            self.window.check_append(checked[self.schema.time_column])
+        return self.window.append(self.schema.encode(checked, self.strings), rows)

@@ -199,17 +199,25 @@ class Window:
         self._buffer.add(columns, rows)
         return AppendResult(rows, 0)
 
+    def check_append(self, ts: np.ndarray) -> None:
+        """Raise InvalidInput if append() would refuse rows with these event times; changes nothing."""
+        if self.spec.clock != "event" or not len(ts):
+            return
+        t = self.spec.subwindow_ms
+        base = self._base_slot if self._base_slot is not None else int(ts.min()) // t
+        horizon = max(base + self.latest + 1, self._watermark_slot()) + 10 * self.n
+        if int(ts.max()) // t > horizon:
+            raise InvalidInput(
+                f"event time {int(ts.max())} is more than {10 * self.n} sub-windows ahead of the watermark",
+                column=self.schema.time_column)
+
     def _append_event(self, columns, rows, ts) -> AppendResult:
+        self.check_append(ts)
         t = self.spec.subwindow_ms
         slots = ts // t
         if self._base_slot is None:
             self._base_slot = int(slots.min())
         next_slot = self._base_slot + self.latest + 1
-        horizon = max(next_slot, self._watermark_slot()) + 10 * self.n
-        if int(slots.max()) > horizon:
-            raise InvalidInput(
-                f"event time {int(ts.max())} is more than {10 * self.n} sub-windows ahead of the watermark",
-                column=self.schema.time_column)
         keep = slots >= next_slot
         late = rows - int(keep.sum())
         if late:
@@ -276,28 +284,61 @@ class Window:
             cols, rows = self._buffer.take(self._names)
             start, end = self.last_seal_ms, max(now_ms, self.last_seal_ms)
         if not rows:
-            cols = {c: np.empty(0, dtype=np.int32 if c in self._strings else
-                                (np.int64 if self.schema.types[c] == "int64" else np.float64)) for c in self._names}
-        for a in cols.values():
-            a.flags.writeable = False
-        syn = build_synopsis(cols, rows, self._numeric, self.spec.group_by, self.spec.topk, self._strings)
+            cols = self.empty_columns()
         ts = cols[self.schema.time_column]
         min_ts = int(ts.min()) if rows else None
         max_ts = int(ts.max()) if rows else None
         if start is None:  # count-based: bounds are the observed event times
             start = min_ts if min_ts is not None else (self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0)
             end = max_ts + 1 if max_ts is not None else start
-        before = dict(self._prefix)
-        self._prefix[COUNT_KEY] += rows
-        for c in self._int_columns:
-            self._prefix[c] += syn.columns[c].sum
-        syn = Synopsis(syn.rows, syn.columns, syn.by_key, before, dict(self._prefix))
-        sub = SubWindow(j, j % self.n, start, end, min_ts, max_ts, rows, cols, syn, now_ms)
-        self.subs[j % self.n] = sub
-        self.latest = j
+        sub = self.seal(j, start, end, cols, rows, now_ms, dict(self._prefix))
+        self._prefix = dict(sub.synopsis.prefix_after)
+        self._place(sub)
         self.last_seal_ms = now_ms
-        self.interval.add(j, syn)
         return sub
+
+    def empty_columns(self) -> dict[str, np.ndarray]:
+        return {c: np.empty(0, dtype=np.int32 if c in self._strings else
+                            (np.int64 if self.schema.types[c] == "int64" else np.float64)) for c in self._names}
+
+    def seal(self, j: int, start: int, end: int, cols: dict[str, np.ndarray], rows: int, now_ms: int,
+             prefix_before: dict[str, int]) -> SubWindow:
+        """The immutable sub-window of slide j: columns frozen, synopses built (a snapshot restores
+        sub-windows through here too, so they come back exactly as sealed)."""
+        for a in cols.values():
+            a.flags.writeable = False
+        syn = build_synopsis(cols, rows, self._numeric, self.spec.group_by, self.spec.topk, self._strings)
+        after = dict(prefix_before)
+        after[COUNT_KEY] += rows
+        for c in self._int_columns:
+            after[c] += syn.columns[c].sum
+        syn = Synopsis(syn.rows, syn.columns, syn.by_key, prefix_before, after)
+        ts = cols[self.schema.time_column]
+        return SubWindow(j, j % self.n, start, end, int(ts.min()) if rows else None, int(ts.max()) if rows else None,
+                         rows, cols, syn, now_ms)
+
+    def _place(self, sub: SubWindow) -> None:
+        self.subs[sub.position] = sub
+        self.latest = sub.slide
+        self.interval.add(sub.slide, sub.synopsis)
+
+    def restore(self, subs: list[SubWindow], latest: int, prefix: dict[str, int], last_seal_ms: int,
+                base_slot: int | None, max_event_ms: int | None, late_rows: int,
+                buffer: list[dict[str, np.ndarray]], slots: dict[int, list[dict[str, np.ndarray]]]) -> None:
+        """Put back the state a snapshot captured (sub-windows sealed through `seal`)."""
+        for sub in sorted(subs, key=lambda s: s.slide):
+            self._place(sub)
+        self.latest = latest
+        self._prefix = dict(prefix)
+        self.last_seal_ms = last_seal_ms
+        self._base_slot = base_slot
+        self.max_event_ms = max_event_ms
+        self.late_rows = late_rows
+        for chunk in buffer:
+            self._buffer.add(chunk, len(next(iter(chunk.values()))))
+        for slot, chunks in slots.items():
+            for chunk in chunks:
+                self._slots.setdefault(slot, _Buffer()).add(chunk, len(next(iter(chunk.values()))))
 
     # -- window-level synopsis probes (one atomic read of the current state) ---------------------
     def running_total(self, key: str, n_q: int) -> int:

@@ -33,7 +33,7 @@ def _agg(a: Aggregate, rows: list[dict]):
     if a.func == "count_distinct":
         return len(set(vals))
     if a.func == "quantile":
-        k = max(1, math.ceil(Fraction(repr(a.q)) * len(vals)))
+        k = max(1, math.ceil(Fraction(str(a.q)) * len(vals)))
         return sorted(vals)[k - 1]
     raise AssertionError(a.func)
 

@@ -121,7 +121,7 @@ def aggregates(draw, columns=names):
     alias = draw(st.one_of(st.none(), st.sampled_from(["a", "total", "n2"])))
     if func == "count*":
         return Aggregate("count", alias=alias)
-    q = draw(st.sampled_from([0.0, 0.5, 0.9, 1.0, 1e-05, 0.333])) if func == "quantile" else None
+    q = draw(st.sampled_from([Decimal(x) for x in ("0", "0.5", "0.90", "1", "1E-5", "0.333")])) if func == "quantile" else None
     return Aggregate(func, draw(columns), q, alias)
 
 

@@ -1,6 +1,8 @@
 """Edge cases of the store core."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -236,7 +238,7 @@ def test_the_design_examples_parse():
     b = parse_query("SELECT COUNT(*), AVG(bytes), MAX(bytes), COUNT(DISTINCT dst) FROM packets [RANGE 5 SUBWINDOWS]")
     assert [x.func for x in b.items] == ["count", "avg", "max", "count_distinct"]
     c = parse_query("SELECT QUANTILE(total, 0.9) FROM (SELECT src, SUM(bytes) AS total FROM packets [RANGE 1 min] GROUP BY src)")
-    assert c.outer[0].q == 0.9 and c.group_by == "src" and c.range.value == 60_000
+    assert c.outer[0].q == Decimal("0.9") and c.group_by == "src" and c.range.value == 60_000
     d = parse_query("SELECT COUNT(*) FROM p WHERE (a = 'it''s' OR b IN (1, 2)) AND c NOT IN ('x')")
     assert len(d.where) == 2 and d.where[0][0].value == "it's"
 

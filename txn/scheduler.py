@@ -26,7 +26,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
-from windowstore.store import Answer, Plan, Stream, StoreError
+from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
 from windowstore.store.aggregates import Partial
 
 from .history import History
@@ -154,6 +154,9 @@ class Scheduler:
         self.slide_delays: dict[str, collections.deque] = {}
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
         self.last_error: QueryFailed | None = None  # the last query failure, for the operator's log
+        # Called after every slide step() applies, with the cause ('due' on its clock, or 'manual'):
+        # the engine turns it into a logged command.
+        self.on_slide: Callable[[str, SubWindow, str], None] | None = None
 
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
@@ -196,8 +199,10 @@ class Scheduler:
 
     def register(self, plan: Plan, every: int, priority: int = 0,
                  on_answer: Callable[[Result], None] | None = None,
-                 on_error: Callable[[Task, Exception], None] | None = None) -> Task:
-        task = Task(f"P{next(self._ids)}", plan, every, priority, on_answer, on_error)
+                 on_error: Callable[[Task, Exception], None] | None = None, task_id: str | None = None) -> Task:
+        task = Task(task_id or f"P{next(self._ids)}", plan, every, priority, on_answer, on_error)
+        if task.id in self.tasks:
+            raise ValueError(f"periodic query {task.id!r} already exists")
         self.tasks[task.id] = task
         self._tasks_changed = True
         return task
@@ -253,8 +258,18 @@ class Scheduler:
 
     def _slide(self, name: str) -> None:
         stream = self.streams[name]
+        cause = "due"
         if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
             self.manual_requests[name] -= 1
+            cause = "manual"
+        sub = self.apply_slide(name)
+        if self.on_slide is not None:
+            self.on_slide(name, sub, cause)
+
+    def apply_slide(self, name: str) -> SubWindow:
+        """Write transaction T_j on `name`, now: seal and swap in the next sub-window, record it,
+        and resolve its conflicts with running queries (abort, or remove under ttu-rescan)."""
+        stream = self.streams[name]
         now = self.clock()
         due_at = stream.window.next_due_ms()
         sub = stream.window.slide(int(now))
@@ -269,7 +284,7 @@ class Scheduler:
         self._reselect = True  # EDF deadlines moved
         self._tasks_changed = True
         if self.policy in ("ws", "serial"):
-            return
+            return sub
         for txn in [t for t in self.active if t.begun and t.stream == name]:
             # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
             stale = [v for v in txn.read if v <= j - txn.plan.n_q]
@@ -283,6 +298,7 @@ class Scheduler:
                     self._count(txn, "removals")
             else:
                 self._abort(txn)
+        return sub
 
     def _spawn_due_tasks(self) -> None:
         if not self._tasks_changed:

@@ -1,0 +1,121 @@
+"""Durability: the write-ahead log and snapshots under one data directory, and recovery.
+
+    DIR/wal/<lsn>.wal          the log segments (wal.py)
+    DIR/snapshots/<lsn>/       the newest complete snapshot (snapshot.py): the state through <lsn>
+
+Every command the engine applied is appended to the log and flushed once per driver turn (group
+commit); under `--fsync always` writes are acknowledged only after that sync. Snapshots are taken
+by log size and by time: the driver thread captures the state (references to immutable sub-windows,
+copies of the small rest) and a background thread writes it; once it is complete, the log
+segments and the snapshot it supersedes are deleted, so disk use follows the live windows, not
+the history. Recovery restores the newest snapshot, then replays the log records after it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+
+from windowstore.txn import commands
+from windowstore.txn.engine import Engine
+
+from . import snapshot
+from .wal import WriteAheadLog
+
+log = logging.getLogger("windowstore.durability")
+
+
+class Durability:
+    def __init__(self, data_dir: str, fsync: str = "always", snapshot_every_bytes: int = 256 << 20,
+                 snapshot_every_s: float = 300.0):
+        self.dir = os.path.abspath(data_dir)
+        os.makedirs(self.dir, exist_ok=True)
+        self.wal = WriteAheadLog(os.path.join(self.dir, "wal"), fsync)
+        self.snapshots = snapshot.SnapshotWriter(os.path.join(self.dir, "snapshots"))
+        self.snapshot_every_bytes = snapshot_every_bytes
+        self.snapshot_every_s = snapshot_every_s
+        self._thread: threading.Thread | None = None
+        self._bytes_at_snapshot = 0
+        self._time_at_snapshot = time.monotonic()
+        self.snapshots_taken = 0
+        self.last_capture_ms = 0.0      # driver pause to capture the state for the last snapshot
+        self.max_capture_ms = 0.0
+        self.snapshot_error: str | None = None
+
+    # -- recovery --------------------------------------------------------------------------------
+    def recover(self, engine: Engine) -> dict:
+        """Bring the (empty) engine to the last durable state; returns what was done."""
+        path = snapshot.latest(self.snapshots.dir)
+        lsn = 0
+        if path is not None:
+            image, lsn, subwindow = snapshot.read(path)
+            engine.restore(image, subwindow)
+        self.snapshots.prune(lsn)
+        replayed = 0
+        for _, payload in self.wal.recover(lsn):
+            engine.replay(commands.decode(payload))
+            replayed += 1
+        engine.drain()
+        rows = sum(sub.rows for s in engine.sched.streams.values() for sub in s.window.youngest(s.window.n))
+        return {"snapshot_lsn": lsn, "replayed": replayed, "next_lsn": self.wal.next_lsn,
+                "streams": len(engine.sched.streams), "rows": rows}
+
+    # -- logging ---------------------------------------------------------------------------------
+    def log(self, cmds: list, engine: Engine) -> None:
+        """Append the commands and flush them (synced as the fsync policy says); maybe start a
+        snapshot. Raises OSError (WalFailed) when the log cannot be written."""
+        for cmd in cmds:
+            self.wal.append(commands.encode(cmd))
+        self.wal.flush()
+        written = self.wal.bytes_written - self._bytes_at_snapshot
+        if written and (written >= self.snapshot_every_bytes
+                        or time.monotonic() - self._time_at_snapshot >= self.snapshot_every_s):
+            self.snapshot(engine, wait=False)
+
+    def snapshot(self, engine: Engine, wait: bool) -> bool:
+        """Capture the state now and write it (in the background unless `wait`). False when a
+        snapshot is still being written."""
+        if self._thread is not None and self._thread.is_alive():
+            if not wait:
+                return False
+            self._thread.join()
+        t0 = time.perf_counter()
+        lsn = self.wal.next_lsn - 1
+        image = engine.capture()
+        self.wal.start_new_segment()
+        self.last_capture_ms = (time.perf_counter() - t0) * 1000
+        self.max_capture_ms = max(self.max_capture_ms, self.last_capture_ms)
+        self._bytes_at_snapshot = self.wal.bytes_written
+        self._time_at_snapshot = time.monotonic()
+        self._thread = threading.Thread(target=self._write, args=(image, lsn), name="windowstore-snapshot",
+                                        daemon=True)
+        self._thread.start()
+        if wait:
+            self._thread.join()
+        return True
+
+    def _write(self, image: dict, lsn: int) -> None:
+        try:
+            self.snapshots.write(image, lsn)
+            self.wal.delete_through(lsn)
+            self.snapshots.prune(lsn)
+            self.snapshots_taken += 1
+            self.snapshot_error = None
+        except OSError as e:  # the log still holds everything: try again at the next one
+            self.snapshot_error = str(e)
+            log.error("snapshot at lsn %d failed (the log keeps everything): %s", lsn, e)
+
+    def close(self, engine: Engine | None) -> None:
+        """A clean shutdown: a final snapshot (quick restart) unless writes had failed."""
+        try:
+            if engine is not None and not self.wal.failed:
+                self.wal.flush()
+                self.wal.sync()
+                self.snapshot(engine, wait=True)
+                self.wal.roll()  # an empty new segment: the covered ones are deleted whole
+                self.wal.delete_through(self.wal.next_lsn - 1)
+            elif self._thread is not None:
+                self._thread.join()
+        finally:
+            self.wal.close()

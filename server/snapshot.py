@@ -1,0 +1,170 @@
+"""Snapshots: the engine's captured state (Engine.capture) on disk, written atomically.
+
+    snapshots/<lsn>/state.json        streams, window counters, idempotency tables, periodic
+                                      queries, and a crc32 of every file below
+    snapshots/<lsn>/s<i>/sw-<slide>.arrow   a sealed sub-window (Arrow IPC; its metadata in the schema)
+    snapshots/<lsn>/s<i>/strings.arrow      the string dictionary (code = row number)
+    snapshots/<lsn>/s<i>/buffer.arrow       the open buffer, one record batch per appended chunk
+    snapshots/<lsn>/s<i>/slot-<n>.arrow     event time: an open sub-window's rows
+
+A snapshot is written into `<lsn>.tmp/`, every file fsynced, then renamed to `<lsn>/` and the
+directory fsynced: a crash leaves either the old snapshot or the new one, never half of one.
+Sealed sub-windows are immutable, so a sub-window already in the previous snapshot is hard-linked,
+not written again. `<lsn>` is the last log record the snapshot reflects.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zlib
+
+import numpy as np
+import pyarrow as pa
+
+from windowstore.store.window import Window
+
+from .wal import fsync_dir
+
+
+class SnapshotCorrupt(Exception):
+    pass
+
+
+def _ipc_bytes(batches: list[pa.RecordBatch], schema: pa.Schema) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as w:
+        for b in batches:
+            w.write_batch(b)
+    return sink.getvalue().to_pybytes()
+
+
+def _batch(columns: dict[str, np.ndarray]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({c: pa.array(a) for c, a in columns.items()})
+
+
+class SnapshotWriter:
+    """Writes snapshots; remembers where each sub-window went so the next one links it."""
+
+    def __init__(self, directory: str):
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+        self._files: dict[int, tuple[object, str, int]] = {}  # id(sub) -> (sub, path, crc) in the newest snapshot
+
+    def write(self, image: dict, lsn: int) -> str:
+        final = os.path.join(self.dir, f"{lsn:020d}")
+        tmp = final + ".tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        crcs: dict[str, int] = {}
+        files: dict[int, tuple[object, str, int]] = {}
+
+        def put(rel: str, data: bytes) -> None:
+            path = os.path.join(tmp, rel)
+            with open(path, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            crcs[rel] = zlib.crc32(data)
+
+        state = {"format": 1, "lsn": lsn, "now_ms": image["now_ms"], "next_query": image["next_query"],
+                 "periodic": image["periodic"], "streams": []}
+        for i, st in enumerate(image["streams"]):
+            d = f"s{i}"
+            os.makedirs(os.path.join(tmp, d))
+            values, n = st["strings"]
+            put(f"{d}/strings.arrow", _ipc_bytes([pa.RecordBatch.from_pydict({"s": pa.array(values[:n], pa.string())})],
+                                                 pa.schema([("s", pa.string())])))
+            subs = []
+            for sub in st["subs"]:
+                rel = f"{d}/sw-{sub.slide}.arrow"
+                meta = {"slide": sub.slide, "start_ms": sub.start_ms, "end_ms": sub.end_ms, "rows": sub.rows,
+                        "sealed_at_ms": sub.sealed_at_ms, "prefix_before": sub.synopsis.prefix_before,
+                        "prefix_after": sub.synopsis.prefix_after, "file": rel}
+                old = self._files.get(id(sub))
+                if old is not None and old[0] is sub and os.path.exists(old[1]):
+                    os.link(old[1], os.path.join(tmp, rel))  # immutable: the previous snapshot's file will do
+                    crcs[rel] = old[2]
+                else:
+                    b = _batch(sub.columns)
+                    put(rel, _ipc_bytes([b], b.schema))
+                files[id(sub)] = (sub, os.path.join(final, rel), crcs[rel])
+                subs.append(meta)
+            chunks = [_batch(c) for c in st["buffer"]]
+            if chunks:
+                put(f"{d}/buffer.arrow", _ipc_bytes(chunks, chunks[0].schema))
+            slots = {}
+            for slot, cs in st["slots"].items():
+                batches = [_batch(c) for c in cs]
+                if batches:
+                    put(f"{d}/slot-{slot}.arrow", _ipc_bytes(batches, batches[0].schema))
+                    slots[str(slot)] = f"{d}/slot-{slot}.arrow"
+            state["streams"].append({
+                "name": st["name"], "columns": st["columns"], "time_column": st["time_column"], "spec": st["spec"],
+                "created_ms": st["created_ms"], "strings": f"{d}/strings.arrow", "window": st["window"], "subs": subs,
+                "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": st["book"]})
+        state["crc32"] = crcs
+        put("state.json", json.dumps(state, separators=(",", ":")).encode())
+        for d in (os.path.join(tmp, f"s{i}") for i in range(len(image["streams"]))):
+            fsync_dir(d)
+        fsync_dir(tmp)
+        os.rename(tmp, final)
+        fsync_dir(self.dir)
+        self._files = files
+        return final
+
+    def prune(self, keep_lsn: int) -> None:
+        """Delete snapshots older than the one at keep_lsn, and leftovers of interrupted writes."""
+        for name in os.listdir(self.dir):
+            path = os.path.join(self.dir, name)
+            if name.endswith(".tmp") or (name.isdigit() and int(name) < keep_lsn):
+                shutil.rmtree(path, ignore_errors=True)
+
+
+def latest(directory: str) -> str | None:
+    """The newest complete snapshot directory, or None."""
+    if not os.path.isdir(directory):
+        return None
+    done = sorted(n for n in os.listdir(directory) if n.isdigit())
+    return os.path.join(directory, done[-1]) if done else None
+
+
+def read(path: str) -> tuple[dict, int, callable]:
+    """(image for Engine.restore, lsn, the sub-window loader Engine.restore takes)."""
+    def load(rel: str) -> bytes:
+        full = os.path.join(path, rel)
+        try:
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise SnapshotCorrupt(f"{full}: {e}") from None
+        if rel != "state.json" and zlib.crc32(data) != state["crc32"].get(rel):
+            raise SnapshotCorrupt(f"{full}: checksum mismatch")
+        return data
+
+    def batches(rel: str) -> list[dict[str, np.ndarray]]:
+        with pa.ipc.open_stream(pa.BufferReader(load(rel))) as r:
+            return [{name: col.to_numpy(zero_copy_only=False) for name, col in zip(b.schema.names, b.columns)}
+                    for b in r]
+
+    state = {}
+    try:
+        state = json.loads(load("state.json"))
+    except ValueError as e:
+        raise SnapshotCorrupt(f"{path}/state.json: {e}") from None
+    for st in state["streams"]:
+        with pa.ipc.open_stream(pa.BufferReader(load(st["strings"]))) as r:
+            table = r.read_all()
+        st["strings"] = table.column("s").to_pylist() if table.num_rows else []
+        st["buffer"] = batches(st["buffer"]) if st["buffer"] else []
+        st["slots"] = {int(k): batches(v) for k, v in st["slots"].items()}
+
+    def subwindow(window: Window, meta: dict):
+        cols = batches(meta["file"])[0]
+        cols = {c: np.ascontiguousarray(cols[c]) for c in window.schema.names}
+        sub = window.seal(meta["slide"], meta["start_ms"], meta["end_ms"], cols, meta["rows"], meta["sealed_at_ms"],
+                          meta["prefix_before"])
+        if sub.synopsis.prefix_after != meta["prefix_after"]:
+            raise SnapshotCorrupt(f"{path}/{meta['file']}: contents do not match the running synopsis")
+        return sub
+    return state, state["lsn"], subwindow

@@ -1,0 +1,278 @@
+"""The write-ahead log: commands framed in segment files, appended and synced in groups.
+
+Layout: `DIR/<first lsn, 20 digits>.wal`, each starting with an 8-byte magic, then records:
+
+    u32 length | u32 crc32(lsn + payload) | u64 lsn | payload (an encoded command)
+
+LSNs are consecutive from 1. `append` buffers records into the open segment with one write;
+`sync` makes them durable (fsync): the driver calls it once per turn for every command the turn
+applied (group commit), and acknowledges writes only after it returned (`--fsync always`).
+
+Recovery (`read`) checks every record. A damaged record with nothing valid after it in the last
+segment is a torn tail (a crash in the middle of a write, never acknowledged): it is truncated with
+a warning. Damage anywhere else stops start-up with an error naming the file and offset: nothing
+acknowledged is dropped silently.
+
+Any error while writing or syncing raises WalFailed; the caller must then stop acknowledging
+writes (retrying an fsync after a failure is not safe: PostgreSQL's fsyncgate).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Iterator
+
+log = logging.getLogger("windowstore.wal")
+
+MAGIC = b"WSWAL01\n"
+_REC = struct.Struct("<IIQ")
+FSYNC_POLICIES = ("always", "interval", "off")
+MAX_RECORD = 1 << 31
+
+
+class WalFailed(OSError):
+    """Writing or syncing the log failed; nothing after the last successful sync is durable."""
+
+
+class WalCorrupt(Exception):
+    """A damaged record that is not a torn tail: start-up stops."""
+
+
+def _crc(lsn: int, payload) -> int:
+    return zlib.crc32(payload, zlib.crc32(struct.pack("<Q", lsn)))
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Segment:
+    first_lsn: int
+    path: str
+
+
+def segments(directory: str) -> list[Segment]:
+    out = []
+    for name in os.listdir(directory):
+        if name.endswith(".wal") and name[:-4].isdigit():
+            out.append(Segment(int(name[:-4]), os.path.join(directory, name)))
+    return sorted(out, key=lambda s: s.first_lsn)
+
+
+def read(directory: str) -> Iterator[tuple[int, memoryview]]:
+    """Every record, in order; truncates a torn tail, raises WalCorrupt on damage elsewhere and
+    on a gap in the LSNs."""
+    segs = segments(directory)
+    expected = None
+    for i, seg in enumerate(segs):
+        last = i == len(segs) - 1
+        with open(seg.path, "rb") as f:
+            data = f.read()
+        if data[:len(MAGIC)] != MAGIC:
+            if last and len(data) < len(MAGIC) and MAGIC.startswith(data):
+                log.warning("%s: incomplete new segment (%d bytes): removed", seg.path, len(data))
+                os.remove(seg.path)
+                return
+            raise WalCorrupt(f"{seg.path}: offset 0: not a windowstore log segment")
+        view = memoryview(data)
+        off = len(MAGIC)
+        if expected is not None and seg.first_lsn != expected:
+            raise WalCorrupt(f"{seg.path}: offset 0: starts at lsn {seg.first_lsn}, expected {expected}")
+        expected = seg.first_lsn
+        while off < len(data):
+            problem = _check_record(view, off, expected)
+            if problem is None:
+                n, _, lsn = _REC.unpack_from(view, off)
+                yield lsn, view[off + _REC.size: off + _REC.size + n]
+                off += _REC.size + n
+                expected += 1
+                continue
+            if last and not _valid_record_after(data, off, expected):
+                log.warning("%s: torn tail at offset %d (%s): truncated %d bytes", seg.path, off, problem,
+                            len(data) - off)
+                with open(seg.path, "r+b") as f:
+                    f.truncate(off)
+                    f.flush()
+                    os.fsync(f.fileno())
+                return
+            raise WalCorrupt(f"{seg.path}: offset {off}: damaged record (lsn {expected}: {problem})")
+
+
+def _check_record(view: memoryview, off: int, expected: int) -> str | None:
+    if off + _REC.size > len(view):
+        return "incomplete header"
+    n, crc, lsn = _REC.unpack_from(view, off)
+    if lsn != expected:
+        return f"lsn {lsn}"
+    if off + _REC.size + n > len(view):
+        return "incomplete record"
+    if _crc(lsn, view[off + _REC.size: off + _REC.size + n]) != crc:
+        return "checksum mismatch"
+    return None
+
+
+def _valid_record_after(data: bytes, off: int, lsn: int) -> bool:
+    """Is there a valid record with a later LSN after a damaged one? Then the damage is not a
+    torn tail. LSNs are consecutive, so the next record carries lsn + 1."""
+    needle = struct.pack("<Q", lsn + 1)
+    pos = data.find(needle, off + 1)
+    view = memoryview(data)
+    while pos != -1:
+        start = pos - 8
+        if start > off and _check_record(view, start, lsn + 1) is None:
+            return True
+        pos = data.find(needle, pos + 1)
+    return False
+
+
+class WriteAheadLog:
+    def __init__(self, directory: str, fsync: str = "always", segment_bytes: int = 64 << 20,
+                 interval_s: float = 1.0):
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync policy is one of {', '.join(FSYNC_POLICIES)}")
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.policy = fsync
+        self.segment_bytes = segment_bytes
+        self.interval_s = interval_s
+        self.next_lsn = 1
+        self.synced_lsn = 0
+        self._fd: int | None = None
+        self._size = 0
+        self._pending: list[bytes] = []
+        self._last_sync = time.monotonic()
+        self.failed: str | None = None
+        self.bytes_written = 0
+        self._new_segment = False   # the next flush starts a segment (after a snapshot)
+
+    def recover(self, after_lsn: int = 0) -> Iterator[tuple[int, memoryview]]:
+        """Records after `after_lsn` (what the snapshot covers), then positions the log after the
+        last record on disk."""
+        last = after_lsn
+        segs = segments(self.directory)
+        if segs and segs[0].first_lsn > after_lsn + 1:
+            raise WalCorrupt(f"{segs[0].path}: offset 0: the log starts at lsn {segs[0].first_lsn} but the "
+                             f"snapshot covers only through lsn {after_lsn}")
+        for lsn, payload in read(self.directory):
+            last = max(last, lsn)
+            if lsn > after_lsn:
+                yield lsn, payload
+        self.next_lsn = last + 1
+        self.synced_lsn = last
+
+    # -- writing -----------------------------------------------------------------------------------
+    def append(self, payload: bytes) -> int:
+        """Frame one record (written by the next flush); returns its lsn."""
+        if len(payload) >= MAX_RECORD:
+            raise ValueError(f"a log record of {len(payload)} bytes is too large")
+        lsn = self.next_lsn
+        self.next_lsn += 1
+        self._pending.append(_REC.pack(len(payload), _crc(lsn, payload), lsn) + payload)
+        return lsn
+
+    def flush(self) -> None:
+        """Write the pending records (one write), then fsync as the policy says."""
+        self._check()
+        if self._pending:
+            data = b"".join(self._pending)
+            first = self.next_lsn - len(self._pending)
+            self._pending = []
+            try:
+                if self._fd is None or self._size >= self.segment_bytes or self._new_segment:
+                    self._rotate(first)
+                    self._new_segment = False
+                _write_all(self._fd, data)
+            except OSError as e:
+                self._fail(f"writing the log failed: {e}")
+            self._size += len(data)
+            self.bytes_written += len(data)
+        if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
+            self.sync()
+
+    def sync(self) -> None:
+        self._check()
+        if self._fd is not None and self.synced_lsn < self.next_lsn - 1:
+            try:
+                os.fdatasync(self._fd)
+            except OSError as e:
+                self._fail(f"fsync of the log failed: {e}")
+        self.synced_lsn = self.next_lsn - 1
+        self._last_sync = time.monotonic()
+
+    @property
+    def durable(self) -> bool:
+        """Is every record appended so far on disk?"""
+        return self.synced_lsn >= self.next_lsn - 1
+
+    def roll(self) -> None:
+        """Start the next segment now (a clean shutdown after its final snapshot)."""
+        self.flush()
+        try:
+            self._rotate(self.next_lsn)
+        except OSError as e:
+            self._fail(f"starting a log segment failed: {e}")
+        self._new_segment = False
+
+    def start_new_segment(self) -> None:
+        """Records from the next flush on go to a new segment, so the ones a snapshot covers can
+        be deleted whole (no extra sync now: the next flush does it)."""
+        self._new_segment = True
+
+    def _rotate(self, first_lsn: int) -> None:
+        if self._fd is not None:
+            os.fdatasync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+        path = os.path.join(self.directory, f"{first_lsn:020d}.wal")
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        _write_all(self._fd, MAGIC)
+        os.fdatasync(self._fd)
+        fsync_dir(self.directory)
+        self._size = len(MAGIC)
+
+    def delete_through(self, lsn: int) -> int:
+        """Delete segments whose every record is <= lsn (a snapshot covers them); returns how many."""
+        segs = segments(self.directory)
+        gone = 0
+        for seg, nxt in zip(segs, segs[1:]):
+            if nxt.first_lsn <= lsn + 1:
+                os.remove(seg.path)
+                gone += 1
+        if gone:
+            fsync_dir(self.directory)
+        return gone
+
+    def close(self) -> None:
+        if self._fd is not None:
+            try:
+                if not self.failed:
+                    self.flush()
+                    self.sync()
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def _check(self) -> None:
+        if self.failed:
+            raise WalFailed(self.failed)
+
+    def _fail(self, reason: str) -> None:
+        self.failed = reason
+        log.error("%s: the store stops acknowledging writes", reason)
+        raise WalFailed(reason)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]

@@ -1,0 +1,219 @@
+"""Durability against a real server process: kill -9 and restart on the same data directory,
+torn and damaged logs, snapshots, a full disk, processing-time catch-up."""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+import grpc
+
+from windowstore.clients import Client, Unavailable
+from windowstore.server.process import ServerProcess
+
+SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
+QUERIES = ["SELECT k, COUNT(*), SUM(v), MIN(k) FROM s GROUP BY k", "SELECT COUNT(*), SUM(v), MAX(v) FROM s",
+           "SELECT MEDIAN(v) FROM s [RANGE 2 SUBWINDOWS]"]
+
+
+def answers(ws):
+    return [ws.query(q).rows for q in QUERIES]
+
+
+def fill(ws, batches=6):
+    ws.create_stream("s", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual", group_by=["k"])
+    for b in range(batches):
+        ws.append("s", {"ts": [b * 10 + i for i in range(5)], "k": ["a", "b", "é", "a", "c"][: 5],
+                        "v": [2**62, -1, b, 7, 2**62]}, writer_id="w", batch_id=b)
+        if b % 2:
+            ws.slide("s", writer_id="slider", batch_id=b)
+
+
+def kill(srv):
+    srv.proc.kill()
+    srv.proc.wait()
+
+
+def test_acknowledged_writes_survive_kill_9(tmp_path):
+    srv = ServerProcess(data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        fill(ws)
+        pid = ws.register("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+        before = answers(ws)
+        latest = ws.describe_stream("s")["latest_slide"]
+        buffered = ws.describe_stream("s")["buffered_rows"]
+    kill(srv)
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            assert answers(ws) == before
+            info = ws.describe_stream("s")
+            assert (info["latest_slide"], info["buffered_rows"]) == (latest, buffered)
+            # the idempotency tables came back: replays are still recognised
+            assert ws.append("s", {"ts": [1], "k": ["z"], "v": [1]}, writer_id="w", batch_id=3).duplicate
+            assert ws.slide("s", writer_id="slider", batch_id=5) == 2  # the slide it made the first time
+            assert ws.describe_stream("s")["latest_slide"] == latest
+            # slide numbers continue; the periodic query kept its id and answers its subscribers
+            assert ws.slide("s") == latest + 1
+            assert [q["query_id"] for q in ws.list_queries()] == [pid.id]
+            answers_of = ws.subscribe(pid.id)
+            slider = threading.Timer(0.5, lambda: ws.slide("s"))  # once the subscription is open
+            slider.start()
+            first = next(iter(answers_of))
+            slider.join()
+            assert first.query_id == pid.id and first.slide == latest + 2
+    finally:
+        srv.stop()
+
+
+def test_snapshots_bound_the_log_and_recovery_uses_them(tmp_path):
+    # a tiny snapshot threshold: many snapshots, old segments deleted, same answers after kill -9
+    srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        fill(ws, batches=40)
+        before = answers(ws)
+    time.sleep(0.5)  # let the last background snapshot finish (not required for correctness)
+    kill(srv)
+    snaps = os.listdir(tmp_path / "snapshots")
+    assert len([s for s in snaps if s.isdigit()]) >= 1
+    segments = os.listdir(tmp_path / "wal")
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            assert answers(ws) == before
+    finally:
+        srv.stop()
+    assert len(segments) <= 3, segments  # the log does not keep the history
+    # a clean shutdown leaves a snapshot and an (almost) empty log
+    assert sum(os.path.getsize(tmp_path / "wal" / f) for f in os.listdir(tmp_path / "wal")) < 4096
+
+
+def _last_segment(path: Path) -> Path:
+    return sorted((path / "wal").iterdir())[-1]
+
+
+def test_a_torn_tail_is_truncated_with_a_warning(tmp_path):
+    srv = ServerProcess(data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        fill(ws)
+        before = answers(ws)
+    kill(srv)
+    seg = _last_segment(tmp_path)
+    with open(seg, "ab") as f:
+        f.write(b"\x40\x00\x00\x00garbage-of-a-half-written-record")
+    srv = ServerProcess("-v", data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        assert answers(ws) == before
+    _, _, err = srv.stop()
+    assert "torn tail" in err and seg.name in err
+
+
+def test_a_damaged_record_in_the_middle_stops_start_up(tmp_path):
+    srv = ServerProcess(data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        fill(ws)
+    kill(srv)
+    seg = _last_segment(tmp_path)
+    data = bytearray(seg.read_bytes())
+    middle = len(data) // 2
+    data[middle] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError) as err:
+        ServerProcess(data_dir=str(tmp_path))
+    assert seg.name in str(err.value) and "offset" in str(err.value) and "damaged record" in str(err.value)
+
+
+def test_a_crash_while_writing_a_snapshot_loses_nothing(tmp_path):
+    srv = ServerProcess(data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        fill(ws)
+        before = answers(ws)
+    kill(srv)
+    # what a crash in the middle of writing a snapshot leaves: a partial temporary directory
+    tmp = tmp_path / "snapshots" / f"{10**6:020d}.tmp"
+    tmp.mkdir(parents=True)
+    (tmp / "state.json").write_bytes(b'{"format": 1, "ls')
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            assert answers(ws) == before
+        assert not tmp.exists()
+    finally:
+        srv.stop()
+
+
+def _limit_file_size(limit: int):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_refuses_writes_and_keeps_answering(tmp_path):
+    # RLIMIT_FSIZE makes writes past 64 KiB fail with EFBIG, as a full disk fails them
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "windowstore.server.cli", "serve", "--port", "0", "--data-dir",
+                             str(tmp_path), "--snapshot-every-mb", "1000"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_limit_file_size(64 * 1024))
+    target = proc.stdout.readline().split("serving on ")[1].split()[0]
+    try:
+        with Client(target, timeout=30, retries=0) as ws:
+            ws.create_stream("s", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+            acked = 0
+            with pytest.raises(Unavailable, match="log"):
+                for b in range(1000):
+                    ws.append("s", {"ts": list(range(200)), "k": ["x" * 20] * 200, "v": list(range(200))},
+                              writer_id="w", batch_id=b)
+                    acked += 200
+            with pytest.raises(Unavailable, match="refused"):
+                ws.slide("s")
+            assert ws.query("SELECT COUNT(*) FROM s").rows == [(0,)]  # queries still answered
+            assert acked > 0
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # every acknowledged row is on disk: a restart without the limit has them all
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            assert ws.describe_stream("s")["buffered_rows"] >= acked
+    finally:
+        srv.stop()
+
+
+def test_processing_clock_catches_up_after_downtime(tmp_path):
+    srv = ServerProcess(data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        ws.create_stream("p", SCHEMA, subwindows=50, subwindow_ms=100)
+        ws.append("p", {"ts": [1, 2, 3], "k": ["a", "b", "c"], "v": [1, 2, 3]})
+        latest = ws.describe_stream("p")["latest_slide"]
+    kill(srv)
+    down = time.time()
+    time.sleep(1.0)
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            info = ws.describe_stream("p")
+            slides = (time.time() - down) * 10
+            assert info["latest_slide"] >= latest + int(slides * 0.8)  # slides that fell due while down
+            assert ws.query("SELECT COUNT(*) FROM p").rows == [(3,)]     # the buffered rows were sealed, kept
+            stats = ws.stats("p")["streams"][0]
+            assert stats["catch_up_slides"] >= int(slides * 0.8)
+    finally:
+        srv.stop()
+
+
+def test_health_is_serving_after_recovery(tmp_path):
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with grpc.insecure_channel(srv.target) as ch:
+            resp = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+            assert resp.status == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        srv.stop()

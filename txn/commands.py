@@ -1,0 +1,123 @@
+"""Commands: every state change of the store as a plain, serializable value.
+
+The engine (engine.py) applies them; the write-ahead log stores them; recovery applies them again
+to an empty (or snapshot-restored) engine and gets the same state, bit for bit. Time enters as
+data: every command carries the clock reading `now_ms` it was applied at.
+
+Slides are commands too: whatever made a slide happen (the processing clock, a watermark, a row
+count, a client's Slide request), the engine records the slide it applied, with its time, in the
+order it happened relative to the appends around it. Replaying a Slide applies it directly.
+
+Encoding: one version byte, one kind byte, a 4-byte header length, a JSON header, and for Append
+the batch as an Arrow IPC stream.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass, field, fields
+
+import pyarrow as pa
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class CreateStream:
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    time_column: str
+    subwindows: int
+    subwindow_ms: int | None
+    subwindow_rows: int | None
+    clock: str
+    allowed_lateness_ms: int
+    group_by: tuple[str, ...]
+    topk: int
+    now_ms: float
+
+
+@dataclass(frozen=True)
+class DropStream:
+    name: str
+    now_ms: float
+
+
+@dataclass(frozen=True, eq=False)
+class Append:
+    """An accepted batch. `ipc` keeps the Arrow IPC bytes it came in (so logging does not
+    re-encode); `batch` is the table read from them."""
+
+    stream: str
+    batch: pa.Table
+    writer_id: str
+    batch_id: int | None
+    now_ms: float
+    ipc: bytes | None = field(default=None, repr=False)
+
+    def payload(self) -> bytes:
+        if self.ipc is not None:
+            return self.ipc
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self.batch.schema) as w:
+            w.write_table(self.batch)
+        return sink.getvalue().to_pybytes()
+
+
+@dataclass(frozen=True)
+class Slide:
+    """Slide `stream` at `now_ms`. From a client (manual clock) with an optional idempotency key;
+    in the log, every slide the engine applied, whatever its cause."""
+
+    stream: str
+    now_ms: float
+    writer_id: str = ""
+    batch_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Register:
+    query_id: str
+    text: str
+    priority: int
+    now_ms: float
+
+
+@dataclass(frozen=True)
+class Unregister:
+    query_id: str
+    now_ms: float
+
+
+Command = CreateStream | DropStream | Append | Slide | Register | Unregister
+_KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister]
+_KIND_OF = {cls: i for i, cls in enumerate(_KINDS)}
+_HEAD = struct.Struct("<BBI")
+
+
+def encode(cmd: Command) -> bytes:
+    kind = _KIND_OF[type(cmd)]
+    if isinstance(cmd, Append):
+        header = {"stream": cmd.stream, "writer_id": cmd.writer_id, "batch_id": cmd.batch_id, "now_ms": cmd.now_ms}
+        body = cmd.payload()
+    else:
+        header, body = asdict(cmd), b""
+    head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    return _HEAD.pack(FORMAT, kind, len(head)) + head + body
+
+
+def decode(data: bytes | memoryview) -> Command:
+    version, kind, n = _HEAD.unpack_from(data, 0)
+    if version != FORMAT or kind >= len(_KINDS):
+        raise ValueError(f"unknown command format {version}/{kind}")
+    header = json.loads(bytes(data[_HEAD.size:_HEAD.size + n]))
+    cls = _KINDS[kind]
+    if cls is Append:
+        ipc = bytes(data[_HEAD.size + n:])
+        with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
+            table = reader.read_all()
+        return Append(header["stream"], table, header["writer_id"], header["batch_id"], header["now_ms"], ipc)
+    for f in fields(cls):
+        if isinstance(header.get(f.name), list):  # JSON has no tuples
+            header[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in header[f.name])
+    return cls(**header)

@@ -1,0 +1,397 @@
+"""The engine: the one place where the store's state changes.
+
+It owns the scheduler (streams, windows, queries), the idempotency tables and per-stream counters,
+and the periodic query definitions with their ids. State changes only by applying commands
+(commands.py); every command applied is also emitted (`drain()`), in the order applied, for the
+write-ahead log. Replaying the emitted commands into an empty engine (`replay`) rebuilds the same
+state bit for bit (`digest()`), which is what recovery does and what the tests check.
+
+No threads, sockets, files or wall clock: time is the `now_ms` each command carries, and `tick`
+for the scheduler's reads. The server's driver thread moves commands in and results out.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, parse_query, plan_query
+from windowstore.store.window import COUNT_KEY
+
+from .commands import Append, Command, CreateStream, DropStream, Register, Slide, Unregister
+from .history import History
+from .scheduler import Result, Scheduler, Task
+
+
+class NotFound(StoreError):
+    pass
+
+
+class AlreadyExists(StoreError):
+    pass
+
+
+class ResourceExhausted(StoreError):
+    pass
+
+
+class FailedPrecondition(StoreError):
+    pass
+
+
+@dataclass
+class EngineConfig:
+    policy: str = "ttu"
+    max_restarts: int = 16
+    max_streams: int = 1_000
+    max_periodic_queries: int = 1_000
+    idempotency_keep: int = 100_000   # acknowledgements remembered per writer
+
+
+@dataclass(frozen=True)
+class AppendAck:
+    accepted: int
+    late: int
+    duplicate: bool
+    latest_slide: int
+
+
+@dataclass(frozen=True)
+class SlideAck:
+    slide: int
+    rows: int
+    duplicate: bool
+
+
+@dataclass
+class StreamBook:
+    """Per-stream state the scheduler does not keep."""
+
+    accepted_rows: int = 0
+    duplicate_batches: int = 0     # a metric: replays are not logged
+    acks: dict[str, collections.OrderedDict] = field(default_factory=dict)        # writer -> batch -> AppendAck
+    slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> SlideAck
+
+
+@dataclass
+class PeriodicDef:
+    query_id: str
+    text: str
+    priority: int
+    task: Task
+
+
+_QUERY_ID = re.compile(r"^P(\d+)$")
+
+
+class Engine:
+    def __init__(self, config: EngineConfig | None = None, history: History | None = None):
+        self.config = config or EngineConfig()
+        self.now_ms = 0.0
+        self.sched = Scheduler(self.config.policy, lambda: self.now_ms, history, self.config.max_restarts)
+        self.sched.on_slide = self._slid
+        self.books: dict[str, StreamBook] = {}
+        self.periodic: dict[str, PeriodicDef] = {}
+        self.next_query = 1
+        self._out: list[Command] = []
+        self._slide_key: tuple[str, int | None] = ("", None)
+        # Listeners for the shell (subscribers): answers and failures of periodic queries.
+        self.on_answer: Callable[[str, Result], None] | None = None
+        self.on_error: Callable[[str, Exception], None] | None = None
+
+    # -- time ------------------------------------------------------------------------------------
+    def tick(self, now_ms: float) -> None:
+        """Advance the engine's clock (never backwards). Slides that fall due are applied by
+        step(), each one emitted as a Slide command."""
+        if now_ms > self.now_ms:
+            self.now_ms = now_ms
+
+    def step(self) -> str | None:
+        """One scheduler operation: a due slide, or one read of the query it picks."""
+        return self.sched.step()
+
+    def drain(self) -> list[Command]:
+        """The commands applied since the last drain, in order (for the write-ahead log)."""
+        out, self._out = self._out, []
+        return out
+
+    # -- commands --------------------------------------------------------------------------------
+    def apply(self, cmd: Command):
+        """Apply a client's command; raises with nothing applied when it is refused."""
+        self.tick(cmd.now_ms)
+        if isinstance(cmd, Append):
+            return self._append(cmd)
+        if isinstance(cmd, Slide):
+            return self._manual_slide(cmd)
+        if isinstance(cmd, CreateStream):
+            return self._create(cmd)
+        if isinstance(cmd, DropStream):
+            return self._drop(cmd)
+        if isinstance(cmd, Register):
+            return self._register(cmd)
+        if isinstance(cmd, Unregister):
+            return self._unregister(cmd)
+        raise TypeError(f"not a command: {cmd!r}")
+
+    def replay(self, cmd: Command) -> None:
+        """Apply a command from the log. A Slide is applied as recorded, whatever its cause."""
+        if isinstance(cmd, Slide):
+            self.tick(cmd.now_ms)
+            stream = self.stream(cmd.stream)
+            sub = self.sched.apply_slide(stream.name)
+            self._note_slide_key(cmd.stream, cmd.writer_id, cmd.batch_id, sub)
+            self._out.append(cmd)
+        else:
+            self.apply(cmd)
+
+    def stream(self, name: str) -> Stream:
+        s = self.sched.streams.get(name)
+        if s is None:
+            raise NotFound(f"stream {name!r} does not exist")
+        return s
+
+    def _emit(self, cmd: Command) -> None:
+        self._out.append(cmd)
+
+    def _create(self, cmd: CreateStream) -> Stream:
+        if cmd.name in self.sched.streams:
+            raise AlreadyExists(f"stream {cmd.name!r} already exists")
+        if len(self.sched.streams) >= self.config.max_streams:
+            raise ResourceExhausted(f"at most {self.config.max_streams} streams")
+        spec = WindowSpec(subwindows=cmd.subwindows, subwindow_ms=cmd.subwindow_ms, subwindow_rows=cmd.subwindow_rows,
+                          clock=cmd.clock, allowed_lateness_ms=cmd.allowed_lateness_ms, group_by=tuple(cmd.group_by),
+                          topk=cmd.topk)
+        stream = Stream(cmd.name, Schema.of(dict(cmd.columns), cmd.time_column), spec, created_ms=int(cmd.now_ms))
+        self.sched.add_stream(stream)
+        self.books[cmd.name] = StreamBook()
+        self._emit(cmd)
+        return stream
+
+    def _drop(self, cmd: DropStream) -> list[str]:
+        """Drops the stream and its periodic queries; returns their ids."""
+        self.stream(cmd.name)
+        gone = [qid for qid, p in self.periodic.items() if p.task.plan.stream.name == cmd.name]
+        for qid in gone:
+            del self.periodic[qid]
+        self.sched.drop_stream(cmd.name)
+        del self.books[cmd.name]
+        self._emit(cmd)
+        return gone
+
+    def _append(self, cmd: Append) -> AppendAck:
+        stream = self.stream(cmd.stream)
+        book = self.books[cmd.stream]
+        keyed = bool(cmd.writer_id) and cmd.batch_id is not None
+        if keyed:
+            seen = book.acks.get(cmd.writer_id, {}).get(cmd.batch_id)
+            if seen is not None:
+                book.duplicate_batches += 1
+                return AppendAck(seen.accepted, seen.late, True, seen.latest_slide)
+        result = stream.append(cmd.batch)  # raises InvalidInput with nothing applied
+        book.accepted_rows += result.accepted
+        ack = AppendAck(result.accepted, result.late, False, stream.window.latest)
+        if keyed:
+            acks = book.acks.setdefault(cmd.writer_id, collections.OrderedDict())
+            acks[cmd.batch_id] = ack
+            if len(acks) > self.config.idempotency_keep:
+                acks.popitem(last=False)
+        self._emit(cmd)
+        return ack
+
+    def _manual_slide(self, cmd: Slide) -> SlideAck:
+        stream = self.stream(cmd.stream)
+        book = self.books[cmd.stream]
+        if cmd.writer_id and cmd.batch_id is not None:
+            seen = book.slide_acks.get(cmd.writer_id, {}).get(cmd.batch_id)
+            if seen is not None:
+                return SlideAck(seen.slide, seen.rows, True)
+        if stream.spec.clock != "manual" or stream.spec.count_based:
+            raise FailedPrecondition(
+                f"stream {cmd.stream!r} slides on its {'row count' if stream.spec.count_based else stream.spec.clock} "
+                "clock; Slide applies to clock='manual' streams")
+        before = stream.window.latest
+        self._slide_key = (cmd.writer_id, cmd.batch_id)
+        try:
+            self.sched.request_slide(cmd.stream)
+            while self.sched.manual_requests.get(cmd.stream, 0) > 0:
+                self.sched.step()  # due slides run first (under serial, after the running query)
+        finally:
+            self._slide_key = ("", None)
+        sub = stream.window.subs[(before + 1) % stream.window.n]
+        return SlideAck(sub.slide, sub.rows, False)
+
+    def _slid(self, name: str, sub, cause: str) -> None:
+        """The scheduler applied a slide: record it as a command."""
+        writer_id, batch_id = self._slide_key if cause == "manual" else ("", None)
+        self._note_slide_key(name, writer_id, batch_id, sub)
+        self._emit(Slide(name, self.now_ms, writer_id, batch_id))
+
+    def _note_slide_key(self, name: str, writer_id: str, batch_id: int | None, sub) -> None:
+        if writer_id and batch_id is not None:
+            seen = self.books[name].slide_acks.setdefault(writer_id, collections.OrderedDict())
+            seen[batch_id] = SlideAck(sub.slide, sub.rows, False)
+            if len(seen) > self.config.idempotency_keep:
+                seen.popitem(last=False)
+
+    def _register(self, cmd: Register) -> PeriodicDef:
+        if len(self.periodic) >= self.config.max_periodic_queries:
+            raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
+        query = parse_query(cmd.text)
+        plan = plan_query(query, self.stream(query.stream))
+        every = plan.bound.every
+        if every is None:
+            raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")
+        query_id = cmd.query_id or f"P{self.next_query}"
+        if query_id in self.periodic:
+            raise AlreadyExists(f"periodic query {query_id!r} already exists")
+        m = _QUERY_ID.match(query_id)
+        if m:
+            self.next_query = max(self.next_query, int(m.group(1)) + 1)
+        task = self.sched.register(plan, every, cmd.priority, task_id=query_id,
+                                   on_answer=lambda r: self.on_answer and self.on_answer(query_id, r),
+                                   on_error=self._task_failed)
+        p = PeriodicDef(query_id, cmd.text, cmd.priority, task)
+        self.periodic[query_id] = p
+        self._emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms))
+        return p
+
+    def _unregister(self, cmd: Unregister) -> PeriodicDef:
+        p = self.periodic.pop(cmd.query_id, None)
+        if p is None:
+            raise NotFound(f"periodic query {cmd.query_id!r} does not exist")
+        self.sched.unregister(cmd.query_id)
+        self._emit(cmd)
+        return p
+
+    def _task_failed(self, task: Task, error: Exception) -> None:
+        if not task.active and self.periodic.pop(task.id, None) is not None:
+            # failed for good (an internal error): its definition goes, durably
+            self._emit(Unregister(task.id, self.now_ms))
+        if self.on_error is not None:
+            self.on_error(task.id, error)
+
+    # -- snapshots ---------------------------------------------------------------------------------
+    def capture(self) -> dict:
+        """The durable state as plain data, cheap to take on the driver thread: sealed sub-windows
+        and buffered chunks are immutable and referenced, not copied; the string dictionary only
+        grows, so its list and current length are enough. A writer thread can persist it while the
+        engine goes on."""
+        streams = []
+        for name, s in self.sched.streams.items():
+            w = s.window
+            book = self.books[name]
+            streams.append({
+                "name": name, "columns": [list(c) for c in s.schema.columns], "time_column": s.schema.time_column,
+                "spec": {**s.spec.__dict__, "group_by": list(s.spec.group_by)}, "created_ms": s.created_ms,
+                "strings": (s.strings.values, len(s.strings)),
+                "window": {"latest": w.latest, "last_seal_ms": w.last_seal_ms, "base_slot": w._base_slot,
+                           "max_event_ms": w.max_event_ms, "late_rows": w.late_rows, "prefix": dict(w._prefix)},
+                "subs": [sub for sub in w.subs if sub is not None],
+                "buffer": list(w._buffer.chunks),
+                "slots": {slot: list(b.chunks) for slot, b in w._slots.items()},
+                "book": {"accepted_rows": book.accepted_rows,
+                         "acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()] for k, v in book.acks.items()},
+                         "slide_acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()]
+                                        for k, v in book.slide_acks.items()}},
+            })
+        return {"now_ms": self.now_ms, "next_query": self.next_query, "streams": streams,
+                "periodic": [[p.query_id, p.text, p.priority] for p in self.periodic.values()]}
+
+    def restore(self, image: dict, subwindow: Callable) -> None:
+        """Rebuild the state `capture` took (read back from disk) into this empty engine.
+        `subwindow(window, meta)` returns a sealed sub-window of the restored stream."""
+        assert not self.sched.streams and not self.periodic, "restore into an empty engine"
+        self.now_ms = image["now_ms"]
+        for st in image["streams"]:
+            spec = WindowSpec(**{**st["spec"], "group_by": tuple(st["spec"]["group_by"])})
+            stream = Stream(st["name"], Schema.of(dict(map(tuple, st["columns"])), st["time_column"]), spec,
+                            created_ms=st["created_ms"])
+            stream.strings.load(st["strings"])
+            w, ws = stream.window, st["window"]
+            w.restore([subwindow(w, meta) for meta in st["subs"]], ws["latest"], ws["prefix"], ws["last_seal_ms"],
+                      ws["base_slot"], ws["max_event_ms"], ws["late_rows"], st["buffer"],
+                      {int(k): v for k, v in st["slots"].items()})
+            self.sched.add_stream(stream)
+            book = StreamBook(accepted_rows=st["book"]["accepted_rows"])
+            for writer, entries in st["book"]["acks"].items():
+                book.acks[writer] = collections.OrderedDict((b, AppendAck(*a)) for b, a in entries)
+            for writer, entries in st["book"]["slide_acks"].items():
+                book.slide_acks[writer] = collections.OrderedDict((b, SlideAck(*a)) for b, a in entries)
+            self.books[st["name"]] = book
+        for query_id, text, priority in image["periodic"]:
+            self._register(Register(query_id, text, priority, self.now_ms))
+        self.next_query = image["next_query"]
+        self._out.clear()
+
+    # -- invariants and identity -----------------------------------------------------------------
+    def _check(self) -> None:
+        """Invariants of the engine, its scheduler and every window (property tests call this
+        after every step)."""
+        sched = self.sched
+        assert set(self.books) == set(sched.streams), "a book per stream"
+        assert set(self.periodic) == set(sched.tasks), "a definition per periodic task"
+        for qid, p in self.periodic.items():
+            assert p.task is sched.tasks[qid] and p.task.plan.stream is sched.streams[p.task.plan.stream.name]
+            m = _QUERY_ID.match(qid)
+            assert m is None or int(m.group(1)) < self.next_query
+        for txn in sched.active:
+            assert not txn.done and txn.stream in sched.streams
+        assert sched.running is None or sched.running in sched.active
+        for stream in sched.streams.values():
+            _check_window(stream)
+
+    def digest(self) -> str:
+        """A hash of the durable state: equal digests, equal stores."""
+        h = hashlib.sha256()
+
+        def put(*parts) -> None:
+            for part in parts:
+                h.update(part if isinstance(part, bytes) else repr(part).encode())
+
+        put(self.next_query, sorted((p.query_id, p.text, p.priority) for p in self.periodic.values()))
+        for name in sorted(self.sched.streams):
+            s = self.sched.streams[name]
+            w = s.window
+            put(name, s.schema, s.spec, s.created_ms, s.strings.values, w.latest, w.last_seal_ms, w._base_slot,
+                w.max_event_ms, w.late_rows, sorted(w._prefix.items()))
+            for chunk in w._buffer.chunks:
+                put(*(chunk[c].tobytes() for c in sorted(chunk)))
+            for slot in sorted(w._slots):
+                for chunk in w._slots[slot].chunks:
+                    put(slot, *(chunk[c].tobytes() for c in sorted(chunk)))
+            for sub in w.subs:
+                if sub is not None:
+                    put(sub.slide, sub.position, sub.start_ms, sub.end_ms, sub.rows, sub.sealed_at_ms,
+                        sorted(sub.synopsis.prefix_after.items()), *(sub.columns[c].tobytes() for c in sorted(sub.columns)))
+            book = self.books[name]
+            put(book.accepted_rows, [(k, list(v.items())) for k, v in sorted(book.acks.items())],
+                [(k, list(v.items())) for k, v in sorted(book.slide_acks.items())])
+        return h.hexdigest()
+
+
+def _check_window(stream: Stream) -> None:
+    w = stream.window
+    assert w.latest >= -1
+    for pos, sub in enumerate(w.subs):
+        if sub is None:
+            assert w.latest < w.n and pos > w.latest, "an empty position only before the window fills"
+            continue
+        assert sub.position == pos and sub.slide % w.n == pos
+        assert w.latest - w.n < sub.slide <= w.latest, "every live sub-window is one of the n youngest"
+        for col in sub.columns.values():
+            assert len(col) == sub.rows and not col.flags.writeable
+    live = w.youngest(w.n)
+    for newer, older in zip(live, live[1:]):
+        assert newer.synopsis.prefix_before == older.synopsis.prefix_after, "running synopsis is continuous"
+    if live:
+        assert live[0].synopsis.prefix_after == w._prefix
+        assert w._prefix[COUNT_KEY] >= sum(s.rows for s in live)
+    for buf in [w._buffer, *w._slots.values()]:
+        assert buf.rows == sum(len(next(iter(chunk.values()))) for chunk in buf.chunks)
+    if w._base_slot is not None and stream.spec.clock == "event":
+        assert all(slot > w._base_slot + w.latest for slot in w._slots), "open event-time slots are unsealed"
+    codes = [sub.columns[c] for sub in live for c, t in stream.schema.columns if t == "string"]
+    if codes and any(len(c) for c in codes):
+        assert int(max(int(c.max()) for c in codes if len(c))) < len(stream.strings)

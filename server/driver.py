@@ -354,8 +354,20 @@ class Driver:
                         "duplicate_batches": book.duplicate_batches, "accepted_rows": book.accepted_rows,
                         "staleness_ms": percentiles(m.staleness), "response_ms": percentiles(m.response),
                         "slide_delay_ms": percentiles(self.sched.slide_delays[n])})
-        return {"policy": self.sched.policy, "streams": out,
+        return {"policy": self.sched.policy, "streams": out, "durability": self.durability_stats(),
                 "onetime": self.sched.by_class["onetime"].as_dict(), "periodic": self.sched.by_class["periodic"].as_dict()}
+
+    def durability_stats(self) -> dict:
+        dur = self.durability
+        if dur is None:
+            return {"enabled": False}
+        rec = getattr(self, "recovery_stats", {})
+        return {"enabled": True, "fsync": dur.wal.policy, "last_lsn": dur.wal.next_lsn - 1,
+                "log_bytes": dur.wal.bytes_written, "snapshots": dur.snapshots_taken,
+                "last_snapshot_pause_ms": dur.last_capture_ms, "max_snapshot_pause_ms": dur.max_capture_ms,
+                "write_failure": self.write_failure or "", "snapshot_error": dur.snapshot_error or "",
+                "recovery_s": rec.get("seconds", 0.0), "recovered_records": rec.get("replayed", 0),
+                "snapshot_lsn": rec.get("snapshot_lsn", 0)}
 
 
 def _offer(q: queue.Queue, item) -> bool:

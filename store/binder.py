@@ -98,11 +98,12 @@ class Comparison:
       comparison is evaluated once per distinct string of the stream and cached.
     """
 
-    __slots__ = ("column", "kind", "op", "value", "_table")
+    __slots__ = ("column", "kind", "op", "value", "_table", "_generation")
 
     def __init__(self, column: str, kind: str, op: str, value):
         self.column, self.kind, self.op, self.value = column, kind, op, value
         self._table: np.ndarray | None = None
+        self._generation = -1
 
     def mask(self, col: np.ndarray, strings) -> np.ndarray:
         op, value = self.op, self.value
@@ -126,6 +127,8 @@ class Comparison:
 
     def _string_table(self, strings) -> np.ndarray:
         """The comparison's result for every code of the stream's dictionary, extended as it grows."""
+        if self._generation != strings.generation:  # codes were renumbered: start over
+            self._table, self._generation = None, strings.generation
         table, n = self._table, len(strings)
         if table is None or len(table) < n:
             done = 0 if table is None else len(table)

@@ -1,5 +1,10 @@
 """Stream-wide string dictionary: strings are stored as int32 codes that are stable across
-sub-windows, so per-key synopses of different sub-windows merge by code without re-hashing."""
+sub-windows, so per-key synopses of different sub-windows merge by code without re-hashing.
+
+Codes of strings no live sub-window or buffer holds any more are reclaimed by compaction
+(Window.compact_strings): the live codes keep their relative order and are renumbered 0..k-1, so
+sorted per-key synopses stay sorted. Compaction replaces `values` with a new list (a snapshot
+being written keeps the old one) and bumps `generation` (caches indexed by code start over)."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,6 +22,7 @@ class StringDictionary:
     def __init__(self) -> None:
         self._code: dict[str, int] = {}
         self.values: list[str] = []
+        self.generation = 0
 
     def __len__(self) -> int:
         return len(self.values)
@@ -46,6 +52,14 @@ class StringDictionary:
             self._code[s] = code
             self.values.append(s)
         return code
+
+    def compact(self, live: np.ndarray) -> np.ndarray:
+        """Keep only the codes in `live` (sorted, unique); returns old code -> new code (-1: gone)."""
+        remap = np.full(len(self.values), -1, dtype=np.int32)
+        remap[live] = np.arange(len(live), dtype=np.int32)
+        self.load([self.values[c] for c in live.tolist()])
+        self.generation += 1
+        return remap
 
     def load(self, values: list[str]) -> None:
         """Restore the codes a snapshot captured: values[c] is the string of code c."""

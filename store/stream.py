@@ -9,6 +9,7 @@ from .errors import InvalidInput
 from .schema import Schema
 from .window import AppendResult, Window, WindowSpec
 
+COMPACT_MIN = 4096  # dictionaries this small are never compacted
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
 
 
@@ -23,6 +24,23 @@ class Stream:
         self.strings = StringDictionary()
         self.window = Window(self.schema, spec, created_ms)
         self.created_ms = created_ms
+        self._live_strings = 0
+
+    def strings_need_compaction(self) -> bool:
+        """Has the dictionary grown well past what the window can still hold? (cheap test first)"""
+        n = len(self.strings)
+        if n <= max(COMPACT_MIN, 2 * self._live_strings):
+            return False
+        self._live_strings = len(self.window.live_codes())
+        return n > COMPACT_MIN + 2 * self._live_strings
+
+    def compact_strings(self) -> int:
+        """Reclaim codes no live sub-window or buffer holds; returns how many were freed."""
+        live = self.window.live_codes()
+        before = len(self.strings)
+        self.window.remap_strings(self.strings.compact(live))
+        self._live_strings = len(live)
+        return before - len(live)
 
     def append(self, batch: Any) -> AppendResult:
         """Validate and buffer a batch; raises InvalidInput with nothing applied (not even a

@@ -12,7 +12,7 @@ Sub-window j (the j-th slide, its version) lives at position j mod n. Clocks:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -339,6 +339,37 @@ class Window:
         for slot, chunks in slots.items():
             for chunk in chunks:
                 self._slots.setdefault(slot, _Buffer()).add(chunk, len(next(iter(chunk.values()))))
+
+    # -- string dictionary compaction ------------------------------------------------------------
+    def live_codes(self) -> np.ndarray:
+        """The string codes held by live sub-windows and buffers (sorted, unique)."""
+        parts = [sub.columns[c] for sub in self.subs if sub is not None for c in self._strings]
+        for buf in [self._buffer, *self._slots.values()]:
+            parts += [chunk[c] for chunk in buf.chunks for c in self._strings]
+        parts = [p for p in parts if len(p)]
+        return np.unique(np.concatenate(parts)).astype(np.int32) if parts else np.empty(0, dtype=np.int32)
+
+    def remap_strings(self, remap: np.ndarray) -> None:
+        """Renumber string codes (StringDictionary.compact's map, order-preserving on live codes):
+        every live sub-window is replaced by a copy with renumbered string columns and per-key
+        synopses (a write of the whole window: no query may be reading it)."""
+        def codes(a: np.ndarray) -> np.ndarray:
+            out = remap[a] if len(a) else a
+            out.flags.writeable = False
+            return out
+
+        for i, sub in enumerate(self.subs):
+            if sub is None:
+                continue
+            cols = {c: codes(a) if c in self._strings else a for c, a in sub.columns.items()}
+            by_key = {}
+            for g, ks in sub.synopsis.by_key.items():
+                if g in self._strings:
+                    ks = replace(ks, keys=codes(ks.keys), topk=replace(ks.topk, keys=remap[ks.topk.keys]))
+                by_key[g] = ks
+            self.subs[i] = replace(sub, columns=cols, synopsis=replace(sub.synopsis, by_key=by_key))
+        for buf in [self._buffer, *self._slots.values()]:
+            buf.chunks = [{c: remap[a] if c in self._strings else a for c, a in chunk.items()} for chunk in buf.chunks]
 
     # -- window-level synopsis probes (one atomic read of the current state) ---------------------
     def running_total(self, key: str, n_q: int) -> int:

@@ -154,3 +154,16 @@ def test_forcing_an_access_path_that_cannot_answer_is_refused():
         assert "cannot answer" in str(e)
     else:
         raise AssertionError("synopsis scan accepted a filtered query")
+
+
+@given(scenarios(), st.data())
+def test_compacting_the_string_dictionary_changes_no_answer(scenario, data):
+    stream, logical = build(*scenario)
+    qs = [data.draw(queries(stream.spec.subwindows)) for _ in range(4)]
+    paths = [(q, access) for q in qs for access in (None, "window")]
+    before = [run_plan(plan_query(q, stream, access=a)).rows for q, a in paths]
+    freed = stream.compact_strings()
+    assert len(stream.strings) == len(stream.window.live_codes())
+    assert freed >= 0
+    after = [run_plan(plan_query(q, stream, access=a)).rows for q, a in paths]
+    assert after == before

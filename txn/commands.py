@@ -76,6 +76,14 @@ class Slide:
 
 
 @dataclass(frozen=True)
+class CompactStrings:
+    """Reclaim the string codes no live sub-window of `stream` holds (renumbering the rest)."""
+
+    stream: str
+    now_ms: float
+
+
+@dataclass(frozen=True)
 class Register:
     query_id: str
     text: str
@@ -89,8 +97,8 @@ class Unregister:
     now_ms: float
 
 
-Command = CreateStream | DropStream | Append | Slide | Register | Unregister
-_KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister]
+Command = CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings
+_KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister, CompactStrings]
 _KIND_OF = {cls: i for i, cls in enumerate(_KINDS)}
 _HEAD = struct.Struct("<BBI")
 

@@ -20,7 +20,7 @@ from typing import Callable
 from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, parse_query, plan_query
 from windowstore.store.window import COUNT_KEY
 
-from .commands import Append, Command, CreateStream, DropStream, Register, Slide, Unregister
+from .commands import Append, Command, CompactStrings, CreateStream, DropStream, Register, Slide, Unregister
 from .history import History
 from .scheduler import Result, Scheduler, Task
 
@@ -137,7 +137,11 @@ class Engine:
 
     def replay(self, cmd: Command) -> None:
         """Apply a command from the log. A Slide is applied as recorded, whatever its cause."""
-        if isinstance(cmd, Slide):
+        if isinstance(cmd, CompactStrings):
+            self.tick(cmd.now_ms)
+            self.stream(cmd.stream).compact_strings()
+            self._out.append(cmd)
+        elif isinstance(cmd, Slide):
             self.tick(cmd.now_ms)
             stream = self.stream(cmd.stream)
             sub = self.sched.apply_slide(stream.name)
@@ -223,10 +227,16 @@ class Engine:
         return SlideAck(sub.slide, sub.rows, False)
 
     def _slid(self, name: str, sub, cause: str) -> None:
-        """The scheduler applied a slide: record it as a command."""
+        """The scheduler applied a slide: record it as a command. Then, if the string dictionary
+        holds far more codes than the window does and no query is reading the stream, reclaim
+        them (a write of the whole window, so only between queries; recorded too)."""
         writer_id, batch_id = self._slide_key if cause == "manual" else ("", None)
         self._note_slide_key(name, writer_id, batch_id, sub)
         self._emit(Slide(name, self.now_ms, writer_id, batch_id))
+        stream = self.sched.streams[name]
+        if stream.strings_need_compaction() and not any(t.begun and t.stream == name for t in self.sched.active):
+            stream.compact_strings()
+            self._emit(CompactStrings(name, self.now_ms))
 
     def _note_slide_key(self, name: str, writer_id: str, batch_id: int | None, sub) -> None:
         if writer_id and batch_id is not None:

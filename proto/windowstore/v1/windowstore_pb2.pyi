@@ -552,17 +552,47 @@ class GetStatsRequest(_message.Message):
     stream: str
     def __init__(self, stream: _Optional[str] = ...) -> None: ...
 
+class DurabilityStats(_message.Message):
+    __slots__ = ("enabled", "fsync", "last_lsn", "log_bytes", "snapshots", "last_snapshot_pause_ms", "max_snapshot_pause_ms", "write_failure", "snapshot_error", "recovery_s", "recovered_records", "snapshot_lsn")
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    FSYNC_FIELD_NUMBER: _ClassVar[int]
+    LAST_LSN_FIELD_NUMBER: _ClassVar[int]
+    LOG_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SNAPSHOT_PAUSE_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SNAPSHOT_PAUSE_MS_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FAILURE_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_S_FIELD_NUMBER: _ClassVar[int]
+    RECOVERED_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_LSN_FIELD_NUMBER: _ClassVar[int]
+    enabled: bool
+    fsync: str
+    last_lsn: int
+    log_bytes: int
+    snapshots: int
+    last_snapshot_pause_ms: float
+    max_snapshot_pause_ms: float
+    write_failure: str
+    snapshot_error: str
+    recovery_s: float
+    recovered_records: int
+    snapshot_lsn: int
+    def __init__(self, enabled: _Optional[bool] = ..., fsync: _Optional[str] = ..., last_lsn: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., last_snapshot_pause_ms: _Optional[float] = ..., max_snapshot_pause_ms: _Optional[float] = ..., write_failure: _Optional[str] = ..., snapshot_error: _Optional[str] = ..., recovery_s: _Optional[float] = ..., recovered_records: _Optional[int] = ..., snapshot_lsn: _Optional[int] = ...) -> None: ...
+
 class GetStatsResponse(_message.Message):
-    __slots__ = ("policy", "streams", "onetime", "periodic")
+    __slots__ = ("policy", "streams", "onetime", "periodic", "durability")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     ONETIME_FIELD_NUMBER: _ClassVar[int]
     PERIODIC_FIELD_NUMBER: _ClassVar[int]
+    DURABILITY_FIELD_NUMBER: _ClassVar[int]
     policy: str
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     onetime: ClassStats
     periodic: ClassStats
-    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ...) -> None: ...
+    durability: DurabilityStats
+    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
     __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")

@@ -45,7 +45,10 @@ class Stream:
     def append(self, batch: Any) -> AppendResult:
         """Validate and buffer a batch; raises InvalidInput with nothing applied (not even a
         string interned)."""
-        checked, rows = self.schema.check(batch)
+        return self.append_checked(*self.schema.check(batch))
+
+    def append_checked(self, checked: dict, rows: int) -> AppendResult:
+        """Buffer columns that passed Schema.check; raises InvalidInput with nothing applied."""
         if rows:
             self.window.check_append(checked[self.schema.time_column])
         return self.window.append(self.schema.encode(checked, self.strings), rows)

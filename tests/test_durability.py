@@ -57,7 +57,8 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
             info = ws.describe_stream("s")
             assert (info["latest_slide"], info["buffered_rows"]) == (latest, buffered)
             # the idempotency tables came back: replays are still recognised
-            assert ws.append("s", {"ts": [1], "k": ["z"], "v": [1]}, writer_id="w", batch_id=3).duplicate
+            replay = {"ts": [30 + i for i in range(5)], "k": ["a", "b", "é", "a", "c"], "v": [2**62, -1, 3, 7, 2**62]}
+            assert ws.append("s", replay, writer_id="w", batch_id=3).duplicate
             assert ws.slide("s", writer_id="slider", batch_id=5) == 2  # the slide it made the first time
             assert ws.describe_stream("s")["latest_slide"] == latest
             # slide numbers continue; the periodic query kept its id and answers its subscribers

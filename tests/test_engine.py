@@ -115,7 +115,7 @@ def test_replay_answers_queries_like_the_original():
         e.sched.run_until_idle()
         assert txn.result.answer.rows == [("a", 2**63), ("b", -10)]
     # the idempotency tables came back: a replayed batch or slide is still recognised
-    assert again.apply(Append("p", batch([(9, "c", 1, 1.0)]), "w", 2, 10)).duplicate
+    assert again.apply(Append("p", batch([(3, "b", -10, 2.0)]), "w", 2, 10)).duplicate
     assert again.apply(Slide("p", 11, "w", 9)).duplicate
     assert again.digest() == live.digest()
 
@@ -178,3 +178,17 @@ def test_replay_with_frequent_string_compaction(script):
         assert replayed.digest() == live.digest()
     finally:
         stream_module.COMPACT_MIN = saved
+
+
+def test_an_idempotency_key_names_one_batch():
+    e = Engine()
+    e.apply(create("s", 0, clock="manual", subwindow_ms=10))
+    rows = [(1, "a", 1, 0.5), (2, "b", 2, -0.0), (3, "a", 3, 1.0)]
+    assert not e.apply(Append("s", batch(rows), "w", 7, 1)).duplicate
+    # the same rows in another order (a Spark task retry, another partitioning) are a replay
+    assert e.apply(Append("s", batch(list(reversed(rows))), "w", 7, 2)).duplicate
+    # other rows under the same key are refused, never acknowledged
+    for other in ([rows[0], rows[1]], rows + [(4, "c", 4, 0.0)], [(1, "a", 1, 0.5), (2, "b", 2, 0.1), (3, "a", 3, 1.0)]):
+        with pytest.raises(FailedPrecondition, match="already appended with other rows"):
+            e.apply(Append("s", batch(other), "w", 7, 3))
+    assert e.books["s"].accepted_rows == 3

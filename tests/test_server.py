@@ -114,6 +114,10 @@ def test_replayed_batches_are_ignored(ws):
     assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(4, 60)]
     st = ws.stats(name)["streams"][0]
     assert int(st["duplicate_batches"]) == 1 and int(st["accepted_rows"]) == 4
+    # a key names one batch: other rows under it are refused, never acknowledged
+    with pytest.raises(FailedPrecondition, match="other rows"):
+        ws.append(name, {**batch, "bytes": [10, 21]}, writer_id="w1", batch_id=7)
+    assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(4, 60)]
 
 
 def test_every_bad_input_gets_its_status_and_the_server_keeps_serving(ws):

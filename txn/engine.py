@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, parse_query, plan_query
+from windowstore.store.digest import batch_digest
 from windowstore.store.window import COUNT_KEY
 
 from .commands import Append, Command, CompactStrings, CreateStream, DropStream, Register, Slide, Unregister
@@ -56,6 +57,7 @@ class AppendAck:
     late: int
     duplicate: bool
     latest_slide: int
+    digest: int = 0      # the batch's content (store/digest.py): a replay must carry the same rows
 
 
 @dataclass(frozen=True)
@@ -188,14 +190,21 @@ class Engine:
         stream = self.stream(cmd.stream)
         book = self.books[cmd.stream]
         keyed = bool(cmd.writer_id) and cmd.batch_id is not None
+        checked, rows = stream.schema.check(cmd.batch)  # raises InvalidInput with nothing applied
+        digest = 0
         if keyed:
+            digest = batch_digest(checked, stream.schema.columns, rows)
             seen = book.acks.get(cmd.writer_id, {}).get(cmd.batch_id)
             if seen is not None:
+                if seen.digest != digest:
+                    raise FailedPrecondition(
+                        f"batch {cmd.batch_id} of writer {cmd.writer_id!r} was already appended with other rows "
+                        f"({seen.accepted + seen.late} then, {rows} now): an idempotency key names one batch")
                 book.duplicate_batches += 1
-                return AppendAck(seen.accepted, seen.late, True, seen.latest_slide)
-        result = stream.append(cmd.batch)  # raises InvalidInput with nothing applied
+                return AppendAck(seen.accepted, seen.late, True, seen.latest_slide, digest)
+        result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
         book.accepted_rows += result.accepted
-        ack = AppendAck(result.accepted, result.late, False, stream.window.latest)
+        ack = AppendAck(result.accepted, result.late, False, stream.window.latest, digest)
         if keyed:
             acks = book.acks.setdefault(cmd.writer_id, collections.OrderedDict())
             acks[cmd.batch_id] = ack

@@ -212,11 +212,14 @@ class Driver:
         t0 = time.monotonic()
         stats = self.durability.recover(self.engine)
         self.engine.drain()  # recovered commands are on disk already
-        now = int(self.clock())
-        # processing time went on while the server was down: those slides are due now (the first
-        # seals what was buffered, the rest are empty) and step() applies them as usual
-        self.catch_up = {n: s.window.due(now) for n, s in self.sched.streams.items()
+        now = self.clock()
+        # processing time went on while the server was down: the slides that fell due are applied
+        # now, before serving (the first seals what was buffered, the rest are empty), and logged
+        self.catch_up = {n: s.window.due(int(now)) for n, s in self.sched.streams.items()
                          if s.spec.clock == "processing" and not s.spec.count_based}
+        self.engine.tick(now)
+        while self.engine.sched.step() == "slide":
+            pass
         self.recovery_stats = {**stats, "seconds": time.monotonic() - t0}
         log.info("recovered %s", self.recovery_stats)
 

@@ -6,6 +6,7 @@
     snapshots/<lsn>/s<i>/strings.arrow      the string dictionary (code = row number)
     snapshots/<lsn>/s<i>/buffer.arrow       the open buffer, one record batch per appended chunk
     snapshots/<lsn>/s<i>/slot-<n>.arrow     event time: an open sub-window's rows
+    snapshots/<lsn>/s<i>/staged-<n>.arrow   rows one task attempt staged for an uncommitted batch
 
 A snapshot is written into `<lsn>.tmp/`, every file fsynced, then renamed to `<lsn>/` and the
 directory fsynced: a crash leaves either the old snapshot or the new one, never half of one.
@@ -99,10 +100,18 @@ class SnapshotWriter:
                 if batches:
                     put(f"{d}/slot-{slot}.arrow", _ipc_bytes(batches, batches[0].schema))
                     slots[str(slot)] = f"{d}/slot-{slot}.arrow"
+            staged = []
+            for n, (writer, batch_id, attempt, tables) in enumerate(st["staged"]):
+                rels = []
+                for m, t in enumerate(tables):  # one file per staged table: their Arrow types may differ
+                    rels.append(f"{d}/staged-{n}-{m}.arrow")
+                    put(rels[-1], _ipc_bytes(t.to_batches(), t.schema))
+                staged.append([writer, batch_id, attempt, rels])
             state["streams"].append({
                 "name": st["name"], "columns": st["columns"], "time_column": st["time_column"], "spec": st["spec"],
                 "created_ms": st["created_ms"], "strings": f"{d}/strings.arrow", "window": st["window"], "subs": subs,
-                "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": st["book"]})
+                "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": st["book"],
+                "staged": staged, "high_water": st["high_water"]})
         state["crc32"] = crcs
         put("state.json", json.dumps(state, separators=(",", ":")).encode())
         for d in (os.path.join(tmp, f"s{i}") for i in range(len(image["streams"]))):
@@ -158,6 +167,14 @@ def read(path: str) -> tuple[dict, int, callable]:
         st["strings"] = table.column("s").to_pylist() if table.num_rows else []
         st["buffer"] = batches(st["buffer"]) if st["buffer"] else []
         st["slots"] = {int(k): batches(v) for k, v in st["slots"].items()}
+        staged = []
+        for writer, batch_id, attempt, rels in st["staged"]:
+            tables = []
+            for rel in rels:
+                with pa.ipc.open_stream(pa.BufferReader(load(rel))) as r:
+                    tables.append(r.read_all())
+            staged.append([writer, batch_id, attempt, tables])
+        st["staged"] = staged
 
     def subwindow(window: Window, meta: dict):
         cols = batches(meta["file"])[0]

@@ -75,6 +75,45 @@ class Slide:
     batch_id: int | None = None
 
 
+@dataclass(frozen=True, eq=False)
+class StageRows:
+    """Rows of one task attempt of batch (writer_id, batch_id), held invisible until the batch is
+    committed (exactly-once micro-batches: Spark stages per attempt, commits the successful ones)."""
+
+    stream: str
+    writer_id: str
+    batch_id: int
+    attempt: str
+    batch: pa.Table
+    now_ms: float
+    ipc: bytes | None = field(default=None, repr=False)
+
+    payload = Append.payload
+
+
+@dataclass(frozen=True)
+class CommitBatch:
+    """Publish batch (writer_id, batch_id): the rows staged by exactly these attempts (each with
+    the row count its task reported), as one append; optionally slide (manual clock) right after."""
+
+    stream: str
+    writer_id: str
+    batch_id: int
+    attempts: tuple[tuple[str, int], ...]
+    slide: bool
+    now_ms: float
+
+
+@dataclass(frozen=True)
+class AbortBatch:
+    """Discard everything staged for batch (writer_id, batch_id)."""
+
+    stream: str
+    writer_id: str
+    batch_id: int
+    now_ms: float
+
+
 @dataclass(frozen=True)
 class CompactStrings:
     """Reclaim the string codes no live sub-window of `stream` holds (renumbering the rest)."""
@@ -97,16 +136,20 @@ class Unregister:
     now_ms: float
 
 
-Command = CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings
-_KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister, CompactStrings]
+Command = (CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings | StageRows | CommitBatch
+           | AbortBatch)
+_KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister, CompactStrings, StageRows, CommitBatch,
+          AbortBatch]
+_WITH_ROWS = {Append: ("stream", "writer_id", "batch_id", "now_ms"),
+              StageRows: ("stream", "writer_id", "batch_id", "attempt", "now_ms")}
 _KIND_OF = {cls: i for i, cls in enumerate(_KINDS)}
 _HEAD = struct.Struct("<BBI")
 
 
 def encode(cmd: Command) -> bytes:
     kind = _KIND_OF[type(cmd)]
-    if isinstance(cmd, Append):
-        header = {"stream": cmd.stream, "writer_id": cmd.writer_id, "batch_id": cmd.batch_id, "now_ms": cmd.now_ms}
+    if type(cmd) in _WITH_ROWS:
+        header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
         body = cmd.payload()
     else:
         header, body = asdict(cmd), b""
@@ -120,11 +163,11 @@ def decode(data: bytes | memoryview) -> Command:
         raise ValueError(f"unknown command format {version}/{kind}")
     header = json.loads(bytes(data[_HEAD.size:_HEAD.size + n]))
     cls = _KINDS[kind]
-    if cls is Append:
+    if cls in _WITH_ROWS:
         ipc = bytes(data[_HEAD.size + n:])
         with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
             table = reader.read_all()
-        return Append(header["stream"], table, header["writer_id"], header["batch_id"], header["now_ms"], ipc)
+        return cls(batch=table, ipc=ipc, **header)
     for f in fields(cls):
         if isinstance(header.get(f.name), list):  # JSON has no tuples
             header[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in header[f.name])

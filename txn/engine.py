@@ -21,7 +21,8 @@ from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSp
 from windowstore.store.digest import batch_digest
 from windowstore.store.window import COUNT_KEY
 
-from .commands import Append, Command, CompactStrings, CreateStream, DropStream, Register, Slide, Unregister
+from .commands import (AbortBatch, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream, Register,
+                       Slide, StageRows, Unregister)
 from .history import History
 from .scheduler import Result, Scheduler, Task
 
@@ -49,6 +50,7 @@ class EngineConfig:
     max_streams: int = 1_000
     max_periodic_queries: int = 1_000
     idempotency_keep: int = 100_000   # acknowledgements remembered per writer
+    max_staged_bytes: int = 1 << 30   # rows staged by uncommitted batches, all streams
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,20 @@ class SlideAck:
     duplicate: bool
 
 
+@dataclass(frozen=True)
+class StageAck:
+    rows: int            # staged by this attempt so far
+    committed: bool      # the batch is in already: its commit will only compare the rows
+
+
+@dataclass(frozen=True)
+class CommitAck:
+    accepted: int
+    late: int
+    duplicate: bool      # the batch was committed before: nothing changed
+    latest_slide: int
+
+
 @dataclass
 class StreamBook:
     """Per-stream state the scheduler does not keep."""
@@ -75,6 +91,10 @@ class StreamBook:
     duplicate_batches: int = 0     # a metric: replays are not logged
     acks: dict[str, collections.OrderedDict] = field(default_factory=dict)        # writer -> batch -> AppendAck
     slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> SlideAck
+    # staged, uncommitted batches: (writer, batch) -> attempt -> tables; and per writer the newest
+    # committed batch id (Spark's batch ids only grow: anything at or below it is a replay)
+    staged: dict[tuple[str, int], dict[str, list]] = field(default_factory=dict)
+    high_water: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,6 +119,8 @@ class Engine:
         self.next_query = 1
         self._out: list[Command] = []
         self._slide_key: tuple[str, int | None] = ("", None)
+        self._replaying = False
+        self.staged_bytes = 0
         # Listeners for the shell (subscribers): answers and failures of periodic queries.
         self.on_answer: Callable[[str, Result], None] | None = None
         self.on_error: Callable[[str, Exception], None] | None = None
@@ -135,6 +157,12 @@ class Engine:
             return self._register(cmd)
         if isinstance(cmd, Unregister):
             return self._unregister(cmd)
+        if isinstance(cmd, StageRows):
+            return self._stage(cmd)
+        if isinstance(cmd, CommitBatch):
+            return self._commit_batch(cmd)
+        if isinstance(cmd, AbortBatch):
+            return self._abort_batch(cmd)
         raise TypeError(f"not a command: {cmd!r}")
 
     def replay(self, cmd: Command) -> None:
@@ -150,7 +178,11 @@ class Engine:
             self._note_slide_key(cmd.stream, cmd.writer_id, cmd.batch_id, sub)
             self._out.append(cmd)
         else:
-            self.apply(cmd)
+            self._replaying = True
+            try:
+                self.apply(cmd)
+            finally:
+                self._replaying = False
 
     def stream(self, name: str) -> Stream:
         s = self.sched.streams.get(name)
@@ -178,6 +210,8 @@ class Engine:
     def _drop(self, cmd: DropStream) -> list[str]:
         """Drops the stream and its periodic queries; returns their ids."""
         self.stream(cmd.name)
+        for key in list(self.books[cmd.name].staged):
+            self._discard(self.books[cmd.name], key)
         gone = [qid for qid, p in self.periodic.items() if p.task.plan.stream.name == cmd.name]
         for qid in gone:
             del self.periodic[qid]
@@ -212,6 +246,96 @@ class Engine:
                 acks.popitem(last=False)
         self._emit(cmd)
         return ack
+
+    # -- staged batches: exactly-once micro-batches -----------------------------------------------
+    def _committed(self, book: StreamBook, writer_id: str, batch_id: int) -> AppendAck | bool:
+        """The ack of an earlier commit of this batch, True if it is older than what is remembered
+        but at or below the writer's high-water mark, or False."""
+        seen = book.acks.get(writer_id, {}).get(batch_id)
+        if seen is not None:
+            return seen
+        return batch_id <= book.high_water.get(writer_id, -1)
+
+    def _stage(self, cmd: StageRows) -> StageAck:
+        stream = self.stream(cmd.stream)
+        book = self.books[cmd.stream]
+        if not cmd.writer_id or not cmd.attempt:
+            raise InvalidInput("staged rows need a writer_id, a batch_id and an attempt")
+        # Rows of a batch that is committed already are staged all the same: its commit then
+        # compares them with what was committed (a replay must carry the same rows).
+        _, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
+        size = cmd.batch.nbytes
+        if self.staged_bytes + size > self.config.max_staged_bytes:
+            raise ResourceExhausted(f"{self.staged_bytes} bytes are staged by uncommitted batches "
+                                    f"(limit {self.config.max_staged_bytes}): commit or abort them")
+        tables = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, [])
+        tables.append(cmd.batch)
+        self.staged_bytes += size
+        self._emit(cmd)
+        return StageAck(sum(t.num_rows for t in tables), self._committed(book, cmd.writer_id, cmd.batch_id) is not False)
+
+    def _commit_batch(self, cmd: CommitBatch) -> CommitAck:
+        stream = self.stream(cmd.stream)
+        book = self.books[cmd.stream]
+        key = (cmd.writer_id, cmd.batch_id)
+        if not cmd.writer_id:
+            raise InvalidInput("a batch commit needs a writer_id and a batch_id")
+        staged = book.staged.get(key, {})
+        attempts = sorted(dict(cmd.attempts).items())
+        complete = all(sum(t.num_rows for t in staged.get(a, ())) == rows for a, rows in attempts)
+        seen = self._committed(book, cmd.writer_id, cmd.batch_id)
+        if seen is not False:
+            # a replay (Spark re-runs a batch after a restart): compare what it staged, if it did
+            if isinstance(seen, AppendAck) and attempts and staged and complete:
+                checked, rows = _checked_union(stream, [t for a, _ in attempts for t in staged.get(a, ())])
+                if batch_digest(checked, stream.schema.columns, rows) != seen.digest:
+                    raise FailedPrecondition(
+                        f"batch {cmd.batch_id} of {cmd.writer_id!r} was already committed with other rows "
+                        f"({seen.accepted + seen.late} then, {rows} now): a replay must carry the same rows")
+            self._discard(book, key)
+            self._emit(cmd)
+            book.duplicate_batches += 1
+            ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.latest)
+            return CommitAck(ack.accepted, ack.late, True, stream.window.latest)
+        if not complete:
+            got = {a: sum(t.num_rows for t in staged.get(a, ())) for a, _ in attempts}
+            raise FailedPrecondition(f"batch {cmd.batch_id}: the attempts' tasks reported {dict(attempts)} rows but "
+                                     f"{got} are staged: it cannot be committed (abort and retry it)")
+        checked, rows = _checked_union(stream, [t for a, _ in attempts for t in staged.get(a, ())])
+        if cmd.slide and (stream.spec.clock != "manual" or stream.spec.count_based):
+            raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
+        result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+        book.accepted_rows += result.accepted
+        ack = AppendAck(result.accepted, result.late, False, stream.window.latest,
+                        batch_digest(checked, stream.schema.columns, rows))
+        acks = book.acks.setdefault(cmd.writer_id, collections.OrderedDict())
+        acks[cmd.batch_id] = ack
+        if len(acks) > self.config.idempotency_keep:
+            acks.popitem(last=False)
+        book.high_water[cmd.writer_id] = max(cmd.batch_id, book.high_water.get(cmd.writer_id, -1))
+        for older in [k for k in book.staged if k[0] == cmd.writer_id and k[1] <= cmd.batch_id]:
+            self._discard(book, older)  # this batch's other attempts, and batches that can never commit
+        self._emit(cmd)
+        if cmd.slide and not self._replaying:  # in the log, the slide follows as its own command
+            self.sched.request_slide(cmd.stream)
+            while self.sched.manual_requests.get(cmd.stream, 0) > 0:
+                self.sched.step()
+        return CommitAck(result.accepted, result.late, False, stream.window.latest)
+
+    def _abort_batch(self, cmd: AbortBatch) -> int:
+        book = self.books[self.stream(cmd.stream).name]
+        rows = self._discard(book, (cmd.writer_id, cmd.batch_id))
+        if rows is not None:
+            self._emit(cmd)
+        return rows or 0
+
+    def _discard(self, book: StreamBook, key: tuple[str, int]) -> int | None:
+        attempts = book.staged.pop(key, None)
+        if attempts is None:
+            return None
+        tables = [t for ts in attempts.values() for t in ts]
+        self.staged_bytes -= sum(t.nbytes for t in tables)
+        return sum(t.num_rows for t in tables)
 
     def _manual_slide(self, cmd: Slide) -> SlideAck:
         stream = self.stream(cmd.stream)
@@ -310,6 +434,8 @@ class Engine:
                 "subs": [sub for sub in w.subs if sub is not None],
                 "buffer": list(w._buffer.chunks),
                 "slots": {slot: list(b.chunks) for slot, b in w._slots.items()},
+                "staged": [[w, b, a, list(ts)] for (w, b), ats in book.staged.items() for a, ts in ats.items()],
+                "high_water": dict(book.high_water),
                 "book": {"accepted_rows": book.accepted_rows,
                          "acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()] for k, v in book.acks.items()},
                          "slide_acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()]
@@ -338,6 +464,10 @@ class Engine:
                 book.acks[writer] = collections.OrderedDict((b, AppendAck(*a)) for b, a in entries)
             for writer, entries in st["book"]["slide_acks"].items():
                 book.slide_acks[writer] = collections.OrderedDict((b, SlideAck(*a)) for b, a in entries)
+            book.high_water = {w: int(b) for w, b in st["high_water"].items()}
+            for writer, batch_id, attempt, tables in st["staged"]:
+                book.staged.setdefault((writer, batch_id), {})[attempt] = list(tables)
+                self.staged_bytes += sum(t.nbytes for t in tables)
             self.books[st["name"]] = book
         for query_id, text, priority in image["periodic"]:
             self._register(Register(query_id, text, priority, self.now_ms))
@@ -351,6 +481,8 @@ class Engine:
         sched = self.sched
         assert set(self.books) == set(sched.streams), "a book per stream"
         assert set(self.periodic) == set(sched.tasks), "a definition per periodic task"
+        staged = [t for b in self.books.values() for ats in b.staged.values() for ts in ats.values() for t in ts]
+        assert self.staged_bytes == sum(t.nbytes for t in staged), "staged bytes are accounted"
         for qid, p in self.periodic.items():
             assert p.task is sched.tasks[qid] and p.task.plan.stream is sched.streams[p.task.plan.stream.name]
             m = _QUERY_ID.match(qid)
@@ -386,8 +518,34 @@ class Engine:
                         sorted(sub.synopsis.prefix_after.items()), *(sub.columns[c].tobytes() for c in sorted(sub.columns)))
             book = self.books[name]
             put(book.accepted_rows, [(k, list(v.items())) for k, v in sorted(book.acks.items())],
-                [(k, list(v.items())) for k, v in sorted(book.slide_acks.items())])
+                [(k, list(v.items())) for k, v in sorted(book.slide_acks.items())], sorted(book.high_water.items()))
+            for key in sorted(book.staged):
+                for attempt in sorted(book.staged[key]):
+                    put(key, attempt, [row for t in book.staged[key][attempt] for row in t.to_pylist()])
         return h.hexdigest()
+
+
+def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:
+    """Schema-checked columns of several tables as one batch (their Arrow types may differ: a
+    dictionary-encoded or a plain string column, int32 or int64)."""
+    import numpy as np
+    import pyarrow as pa
+
+    parts = [stream.schema.check(t) for t in tables]
+    if not parts:
+        return stream.schema.check({c: [] for c in stream.schema.names})
+    if len(parts) == 1:
+        return parts[0]
+    out = {}
+    for name, typ in stream.schema.columns:
+        cols = [p[0][name] for p in parts]
+        if typ == "string":
+            cols = [(c.dictionary_decode() if pa.types.is_dictionary(c.type) else c) for c in
+                    (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols)]
+            out[name] = pa.concat_arrays([c.cast(pa.string()) for c in cols])
+        else:
+            out[name] = np.concatenate(cols)
+    return out, sum(p[1] for p in parts)
 
 
 def _check_window(stream: Stream) -> None:

@@ -39,6 +39,20 @@ class AppendResult:
 
 
 @dataclass
+class StageResult:
+    staged_rows: int
+    committed: bool
+
+
+@dataclass
+class CommitResult:
+    accepted: int
+    late: int
+    duplicate: bool
+    latest_slide: int
+
+
+@dataclass
 class PeriodicQuery:
     id: str
     every_slides: int
@@ -93,6 +107,17 @@ def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | No
     else:
         req.arrow_ipc = to_ipc(to_arrow(columns))
     return req
+
+
+def stage_request(stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
+                  chunk: int) -> pb.StageRowsRequest:
+    return pb.StageRowsRequest(stream=stream, writer_id=writer_id, batch_id=batch_id, attempt=attempt, chunk=chunk,
+                               arrow_ipc=to_ipc(to_arrow(columns)))
+
+
+def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool):
+    return pb.CommitBatchRequest(stream=stream, writer_id=writer_id, batch_id=batch_id, slide=slide,
+                                 attempts=[pb.AttemptRows(attempt=a, rows=n) for a, n in attempts.items()])
 
 
 def query_request(query: str | pb.StructuredQuery, priority: int) -> pb.QueryRequest:
@@ -184,6 +209,24 @@ class Client:
         if batch_id is not None:
             req.batch_id = batch_id
         return self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
+
+    # exactly-once batches
+    def stage(self, stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
+              chunk: int = 0) -> StageResult:
+        """Stage rows of one attempt of batch (writer_id, batch_id): invisible until commit_batch.
+        An attempt sends its rows as chunks 0, 1, ...; sending a chunk again replaces it."""
+        r = self._call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
+        return StageResult(r.staged_rows, r.committed)
+
+    def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
+                     slide: bool = False) -> CommitResult:
+        """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op."""
+        r = self._call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+        return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+    def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
+        return self._call("AbortBatch", pb.AbortBatchRequest(stream=stream, writer_id=writer_id, batch_id=batch_id),
+                          True).discarded_rows
 
     # queries
     def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
@@ -280,6 +323,20 @@ class AsyncClient:
         if batch_id is not None:
             req.batch_id = batch_id
         return (await self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id))).slide
+
+    async def stage(self, stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
+                    chunk: int = 0) -> StageResult:
+        r = await self._call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
+        return StageResult(r.staged_rows, r.committed)
+
+    async def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
+                           slide: bool = False) -> CommitResult:
+        r = await self._call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+        return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+    async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
+        return (await self._call("AbortBatch", pb.AbortBatchRequest(stream=stream, writer_id=writer_id,
+                                                                    batch_id=batch_id), True)).discarded_rows
 
     async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
         return Answer.from_pb((await self._call("Query", query_request(query, priority), True, timeout)).answer)

@@ -1,15 +1,16 @@
 """Spark integration (needs the `spark` extra).
 
-- `WindowStoreWriter(target, stream, writer_id=..., slide_per_batch=False)`: a `foreachBatch`
-  callable. Executors send their partitions as Arrow (nothing is collected to the driver but one
-  small acknowledgement per partition); each append carries the idempotency key
-  (writer id + partition, batch id), so a micro-batch that Spark replays is acknowledged as a
-  duplicate and changes nothing. With slide_per_batch=True (streams with clock="manual") the
-  driver then seals one sub-window per micro-batch, also idempotently.
+- `WindowStoreWriter(target, stream, slide_per_batch=False)`: a `foreachBatch` callable.
+  Executors stage their partitions as Arrow per task attempt; the driver commits exactly the
+  successful attempts, named by the streaming query's id (from its checkpoint) and the micro-batch
+  id: every micro-batch lands once, all at once; a replay is a no-op, a replay with other rows is
+  refused (FAILED_PRECONDITION). With slide_per_batch=True (clock="manual") the commit also seals
+  one sub-window per micro-batch.
 - `WindowStoreDataSource`, registered as "windowstore" (Spark 4 Python Data Source API):
   streaming writer (`df.writeStream.format("windowstore").option("target", ...)
-  .option("stream", ...)`) with the same exactly-once appends, slides on commit when asked; and a
-  batch reader running one one-time query
+  .option("stream", ...)`) with the same staging and commit; batch writer (`df.write.format(...)`,
+  exactly once per job, or per `writer_id` + `batch_id` when given); options are checked (an
+  unknown one is an error listing the valid ones); and a batch reader running one one-time query
   (`spark.read.format("windowstore").option("target", ...).option("query", ...).load()`) whose
   DataFrame holds the answer rows plus its metadata as columns `_slide`, `_window_start_ms`,
   `_window_end_ms`, `_staleness_ms`, `_response_ms`, `_restarts`, `_policy`.
@@ -22,14 +23,13 @@ from typing import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamArrowWriter, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
+                                    InputPartition, WriterCommitMessage)
 
 from windowstore.store import Schema, WindowSpec, bind, parse_query
 
 from .client import Client
 
-ACK_SCHEMA = "partition INT, accepted LONG, late LONG, duplicate BOOLEAN"
 META_COLUMNS = [("_slide", "LONG"), ("_window_start_ms", "LONG"), ("_window_end_ms", "LONG"),
                 ("_staleness_ms", "DOUBLE"), ("_response_ms", "DOUBLE"), ("_restarts", "INT"), ("_policy", "STRING")]
 # int128: exact integer sums (SUM over int64 never wraps), as DuckDB exports its HUGEINT to Arrow.
@@ -37,49 +37,72 @@ _SPARK_TYPES = {"int64": "LONG", "float64": "DOUBLE", "string": "STRING", "int12
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a micro-batch
 
 
-def _partition_id() -> int:
+QUERY_ID_PROPERTY = "sql.streaming.queryId"  # the streaming query's id, kept in its checkpoint
+
+
+def _task() -> tuple[int, str, dict]:
+    """(partition, attempt name, local properties) of the running Spark task."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    return ctx.partitionId() if ctx is not None else 0
+    if ctx is None:
+        return 0, "local", {}
+    props = {k: ctx.getLocalProperty(k) for k in (QUERY_ID_PROPERTY, BATCH_ID_PROPERTY)}
+    return ctx.partitionId(), f"p{ctx.partitionId()}-t{ctx.taskAttemptId()}", props
 
 
-def send_partition(target: str, stream: str, writer_id: str, batch_id: int, batches: Iterator[pa.RecordBatch],
-                   max_rows: int = 200_000) -> tuple[int, int, int, bool]:
-    """Append one partition's record batches; (partition, accepted, late, all duplicate).
+def writer_identity(writer_id: str | None, props: dict) -> str:
+    """The store's name for a Spark writer: the streaming query's id (a new checkpoint is a new
+    query, a restart from the checkpoint the same one), unless the user names it."""
+    if writer_id:
+        return writer_id
+    query_id = props.get(QUERY_ID_PROPERTY)
+    if not query_id:
+        raise RuntimeError("windowstore: no streaming query id on this task; give writer_id (and a batch id) "
+                           "to write outside a streaming query")
+    return f"spark-query:{query_id}"
 
-    The partition is cut into chunks of at most max_rows rows; chunk c of partition p carries
-    writer id "<writer_id>/p<p>/c<c>" and the micro-batch id: the same key on every replay."""
-    pid = _partition_id()
-    accepted = late = 0
-    duplicate = True
-    chunk, pending, rows = 0, [], 0
+
+def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: int | None,
+                    batches: Iterator[pa.RecordBatch], max_rows: int = 200_000) -> tuple[str, str, int, int]:
+    """Stage one partition's rows under this task attempt (invisible until the batch commits);
+    returns (writer, attempt, rows, batch id). Rows go in chunks of at most max_rows; a chunk
+    sent again (a retried RPC) replaces itself."""
+    _, attempt, props = _task()
+    writer = writer_identity(writer_id, props)
+    if batch_id is None:
+        if props.get(BATCH_ID_PROPERTY) is None:
+            raise RuntimeError("windowstore sink: no micro-batch id on this task (use it from writeStream)")
+        batch_id = int(props[BATCH_ID_PROPERTY])
+    staged, chunk, pending, rows = 0, 0, [], 0
     with Client(target) as ws:
         def flush():
-            nonlocal chunk, pending, rows, accepted, late, duplicate
-            if not pending:
-                return
-            ack = ws.append(stream, pa.Table.from_batches(pending), writer_id=f"{writer_id}/p{pid}/c{chunk}",
-                            batch_id=batch_id)
-            accepted += ack.accepted
-            late += ack.late
-            duplicate &= ack.duplicate
-            chunk, pending, rows = chunk + 1, [], 0
+            nonlocal chunk, pending, rows, staged
+            if pending:
+                staged = ws.stage(stream, pa.Table.from_batches(pending), writer, batch_id, attempt, chunk).staged_rows
+                chunk, pending, rows = chunk + 1, [], 0
         for rb in batches:
-            if rb.num_rows == 0:
-                continue
-            pending.append(rb)
-            rows += rb.num_rows
-            if rows >= max_rows:
-                flush()
+            if rb.num_rows:
+                pending.append(rb)
+                rows += rb.num_rows
+                if rows >= max_rows:
+                    flush()
         flush()
-    return pid, accepted, late, duplicate if chunk else False
+    return writer, attempt, staged, batch_id
 
 
 class WindowStoreWriter:
-    """A foreachBatch callable: `df.writeStream.foreachBatch(WindowStoreWriter(target, stream))`."""
+    """A foreachBatch callable: `df.writeStream.foreachBatch(WindowStoreWriter(target, stream))`.
 
-    def __init__(self, target: str, stream: str, writer_id: str = "spark", slide_per_batch: bool = False,
+    Each micro-batch lands exactly once, atomically: executors stage their partitions' rows per
+    task attempt (Arrow; nothing but a small acknowledgement goes to the driver), and the driver
+    commits exactly the attempts Spark reports as successful, named by the streaming query's id
+    and the batch id. A replay of the batch (after a failure or a restart from the checkpoint) is
+    a no-op; one with other rows is refused. `writer_id` names the writer instead of the query id
+    (needed only outside streaming queries). With slide_per_batch=True (clock="manual") the
+    commit also seals one sub-window, atomically with the rows."""
+
+    def __init__(self, target: str, stream: str, writer_id: str | None = None, slide_per_batch: bool = False,
                  max_rows_per_append: int = 200_000):
         self.target = target
         self.stream = stream
@@ -91,62 +114,136 @@ class WindowStoreWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         target, stream, writer_id, max_rows = self.target, self.stream, self.writer_id, self.max_rows
 
-        def send(batches):
-            pid, accepted, late, dup = send_partition(target, stream, writer_id, batch_id, batches, max_rows)
-            yield pa.RecordBatch.from_pydict({"partition": [pid], "accepted": [accepted], "late": [late],
-                                              "duplicate": [dup]}, schema=_ACK_ARROW)
-        acks = batch_df.mapInArrow(send, ACK_SCHEMA).collect()
-        slide = None
-        if self.slide_per_batch:
-            with Client(target) as ws:
-                slide = ws.slide(stream, writer_id=f"{writer_id}/slide", batch_id=batch_id)
-        self.last = {"batch_id": batch_id, "accepted": sum(a.accepted for a in acks), "late": sum(a.late for a in acks),
-                     "duplicate_partitions": sum(bool(a.duplicate) for a in acks), "partitions": len(acks), "slide": slide}
+        def stage(batches):
+            writer, attempt, rows, _ = stage_partition(target, stream, writer_id, batch_id, batches, max_rows)
+            yield pa.RecordBatch.from_pydict({"writer": [writer], "attempt": [attempt], "rows": [rows]},
+                                              schema=_ACK_ARROW)
+        acks = batch_df.mapInArrow(stage, ACK_SCHEMA).collect()
+        if not acks:  # no partitions at all: nothing to publish, but the batch may still slide
+            writer = writer_identity(writer_id, {QUERY_ID_PROPERTY: batch_df.sparkSession.sparkContext.getLocalProperty(
+                QUERY_ID_PROPERTY)})
+        else:
+            writer = acks[0].writer
+        with Client(target) as ws:
+            ack = ws.commit_batch(stream, writer, batch_id, {a.attempt: a.rows for a in acks}, slide=self.slide_per_batch)
+        self.last = {"batch_id": batch_id, "writer": writer, "accepted": ack.accepted, "late": ack.late,
+                     "duplicate": ack.duplicate, "partitions": len(acks), "latest_slide": ack.latest_slide}
 
 
-_ACK_ARROW = pa.schema([("partition", pa.int32()), ("accepted", pa.int64()), ("late", pa.int64()),
-                        ("duplicate", pa.bool_())])
+ACK_SCHEMA = "writer STRING, attempt STRING, rows LONG"
+_ACK_ARROW = pa.schema([("writer", pa.string()), ("attempt", pa.string()), ("rows", pa.int64())])
+
+
+# -- options -----------------------------------------------------------------------------------------
+def _bool(name: str, value: str) -> bool:
+    v = str(value).strip().lower()
+    if v not in ("true", "false"):
+        raise ValueError(f"windowstore option {name!r} must be true or false, got {value!r}")
+    return v == "true"
+
+
+def _positive_int(name: str, value: str) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"windowstore option {name!r} must be a whole number, got {value!r}") from None
+    if n <= 0:
+        raise ValueError(f"windowstore option {name!r} must be positive, got {n}")
+    return n
+
+
+_WRITE_OPTIONS = {"target": str, "stream": str, "writer_id": str, "slide_per_batch": _bool,
+                  "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
+_READ_OPTIONS = {"target": str, "query": str}
+_SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
+
+
+def parse_options(options: dict, allowed: dict) -> dict:
+    """Options checked strictly: an unknown one is an error listing the valid ones."""
+    out = {}
+    by_lower = {k.lower(): k for k in allowed}
+    for key, value in dict(options).items():
+        name = by_lower.get(key.lower())
+        if name is None:
+            if key.lower() in _SPARK_OPTIONS:
+                continue
+            raise ValueError(f"unknown windowstore option {key!r}; valid options: {', '.join(sorted(allowed))}")
+        parse = allowed[name]
+        out[name] = parse(value) if parse is str else parse(name, value)
+    return out
 
 
 # -- the "windowstore" data source ---------------------------------------------------------------
 @dataclass
-class AppendCommit(WriterCommitMessage):
-    partition: int
-    accepted: int
-    late: int
-    duplicate: bool
+class StagedCommit(WriterCommitMessage):
+    writer: str
+    attempt: str
+    rows: int
 
 
 class _StreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: tasks stage per attempt; commit publishes the micro-batch atomically."""
+
     def __init__(self, options: dict):
-        self.target = options.get("target", "127.0.0.1:50051")
-        self.stream = options["stream"]
-        self.writer_id = options.get("writer_id", "spark-sink")
-        self.slide_per_batch = options.get("slide_per_batch", "false").lower() == "true"
-        self.max_rows = int(options.get("max_rows_per_append", 200_000))
+        opts = parse_options(options, _WRITE_OPTIONS)
+        if "stream" not in opts:
+            raise ValueError("the windowstore sink needs option('stream', NAME)")
+        self.target = opts.get("target", "127.0.0.1:50051")
+        self.stream = opts["stream"]
+        self.writer_id = opts.get("writer_id")
+        self.slide_per_batch = opts.get("slide_per_batch", False)
+        self.max_rows = opts.get("max_rows_per_append", 200_000)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> AppendCommit:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        batch_id = ctx.getLocalProperty(BATCH_ID_PROPERTY) if ctx is not None else None
-        if batch_id is None:
-            raise RuntimeError("windowstore sink: no micro-batch id on this task (use it from writeStream)")
-        pid, accepted, late, dup = send_partition(self.target, self.stream, self.writer_id, int(batch_id),
-                                                  iterator, self.max_rows)
-        return AppendCommit(pid, accepted, late, dup)
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
+        writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, None, iterator,
+                                                   self.max_rows)
+        return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages, batchId: int) -> None:
-        # Appends are already durable in the store and idempotent per (partition, batch id);
-        # the commit seals the micro-batch's sub-window when asked.
-        if self.slide_per_batch:
-            with Client(self.target) as ws:
-                ws.slide(self.stream, writer_id=f"{self.writer_id}/slide", batch_id=batchId)
+        messages = [m for m in messages if m is not None]
+        if not messages:
+            return  # no task ran: nothing was staged, nothing to publish
+        with Client(self.target) as ws:
+            ws.commit_batch(self.stream, messages[0].writer, batchId, {m.attempt: m.rows for m in messages},
+                            slide=self.slide_per_batch)
 
     def abort(self, messages, batchId: int) -> None:
-        # Nothing to undo: Spark retries this batch id, and partitions that did arrive are
-        # acknowledged as duplicates then, so every row still lands exactly once.
-        return None
+        writers = {m.writer for m in messages if m is not None}
+        with Client(self.target) as ws:
+            for writer in writers:
+                ws.abort_batch(self.stream, writer, batchId)
+
+
+class _BatchWriter(DataSourceArrowWriter):
+    """`df.write.format("windowstore")`: one batch, exactly once per job (the same staging)."""
+
+    def __init__(self, options: dict):
+        import uuid
+
+        opts = parse_options(options, _WRITE_OPTIONS)
+        if "stream" not in opts:
+            raise ValueError("the windowstore writer needs option('stream', NAME)")
+        self.target = opts.get("target", "127.0.0.1:50051")
+        self.stream = opts["stream"]
+        # give writer_id and batch_id to make a re-run of the same job a no-op
+        self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
+        self.batch_id = opts.get("batch_id", 0)
+        self.slide = opts.get("slide_per_batch", False)
+        self.max_rows = opts.get("max_rows_per_append", 200_000)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
+        writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, self.batch_id, iterator,
+                                                   self.max_rows)
+        return StagedCommit(writer, attempt, rows)
+
+    def commit(self, messages) -> None:
+        with Client(self.target) as ws:
+            ws.commit_batch(self.stream, self.writer_id, self.batch_id,
+                            {m.attempt: m.rows for m in messages if m is not None}, slide=self.slide)
+
+    def abort(self, messages) -> None:
+        with Client(self.target) as ws:
+            ws.abort_batch(self.stream, self.writer_id, self.batch_id)
 
 
 class _QueryReader(DataSourceReader):
@@ -191,15 +288,16 @@ class WindowStoreDataSource(DataSource):
     def reader(self, schema):
         from pyspark.sql.types import DecimalType
 
-        if "query" not in self.options:
+        if "query" not in parse_options(self.options, _READ_OPTIONS):
             raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
         return _QueryReader(dict(self.options), [f.name for f in schema.fields],
                             [i for i, f in enumerate(schema.fields) if isinstance(f.dataType, DecimalType)])
 
     def streamWriter(self, schema, overwrite: bool):
-        if "stream" not in self.options:
-            raise ValueError("the windowstore sink needs option('stream', NAME)")
         return _StreamWriter(dict(self.options))
+
+    def writer(self, schema, overwrite: bool):
+        return _BatchWriter(dict(self.options))
 
 
 def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
@@ -218,15 +316,17 @@ def register(spark: SparkSession) -> None:
     spark.dataSource.register(WindowStoreDataSource)
 
 
-def local_session(app: str, cores: int = 2, **conf: str) -> SparkSession:
+def local_session(app: str, cores: int = 2, max_failures: int = 1, **conf: str) -> SparkSession:
     """A local SparkSession whose Python workers run this interpreter (so they import windowstore),
-    UI off, with the windowstore data source registered."""
+    UI off, with the windowstore data source registered; max_failures > 1 lets Spark retry a failed
+    task, as it does on a cluster."""
     import os
     import sys
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app).config("spark.ui.enabled", "false")
+    master = f"local[{cores}]" if max_failures <= 1 else f"local[{cores},{max_failures}]"
+    builder = (SparkSession.builder.master(master).appName(app).config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", str(cores))
                .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true"))
     for k, v in conf.items():

@@ -352,7 +352,9 @@ class Driver:
             m = self.metrics[n]
             out.append({"stream": n, "slides": c.slides, "queries": c.committed, "aborts": c.aborts,
                         "restarts": c.restarts, "failed": c.failed, "errors": c.errors,
-                        "catch_up_slides": self.catch_up.get(n, 0),
+                        "catch_up_slides": self.catch_up.get(n, 0), "discarded_rows": book.discarded_rows,
+                        "staged_rows": sum(t.num_rows for ats in book.staged.values() for cs in ats.values()
+                                           for t in cs.values()),
                         "late_rows": stream.window.late_rows,
                         "duplicate_batches": book.duplicate_batches, "accepted_rows": book.accepted_rows,
                         "staleness_ms": percentiles(m.staleness), "response_ms": percentiles(m.response),

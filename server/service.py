@@ -14,7 +14,8 @@ from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, R
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
-from windowstore.txn.commands import Append, CreateStream, DropStream, Register, Slide, Unregister
+from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
+                                      StageRows, Unregister)
 
 from . import convert
 from .driver import (CLOSED, AlreadyExists, DeadlineExceeded, Driver, FailedPrecondition, NotFound,
@@ -136,6 +137,30 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         ack = self._write(Slide(request.stream, 0.0, request.writer_id, batch_id), context)
         return pb.SlideResponse(slide=ack.slide, rows=ack.rows, duplicate=ack.duplicate)
 
+    @rpc
+    def StageRows(self, request, context):
+        batch, ipc = convert.batch_from_pb(request)
+        if batch.num_rows > self.config.max_rows_per_batch:
+            raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+        ack = self._write(StageRows(request.stream, request.writer_id, request.batch_id, request.attempt, request.chunk,
+                                    batch, 0.0, ipc), context)
+        return pb.StageRowsResponse(staged_rows=ack.rows, committed=ack.committed)
+
+    @rpc
+    def CommitBatch(self, request, context):
+        attempts = tuple((a.attempt, a.rows) for a in request.attempts)
+        if len({a for a, _ in attempts}) != len(attempts):
+            raise InvalidInput("an attempt is listed twice")
+        ack = self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts, request.slide, 0.0),
+                          context)
+        return pb.CommitBatchResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
+                                      latest_slide=ack.latest_slide)
+
+    @rpc
+    def AbortBatch(self, request, context):
+        rows = self._write(AbortBatch(request.stream, request.writer_id, request.batch_id, 0.0), context)
+        return pb.AbortBatchResponse(discarded_rows=rows)
+
     # -- queries -------------------------------------------------------------------------------
     @staticmethod
     def _query(request):
@@ -224,6 +249,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             streams=[pb.StreamStats(
                 stream=x["stream"], slides=x["slides"], queries=x["queries"], aborts=x["aborts"],
                 restarts=x["restarts"], failed=x["failed"], errors=x["errors"], catch_up_slides=x["catch_up_slides"],
+                staged_rows=x["staged_rows"], discarded_rows=x["discarded_rows"],
                 late_rows=x["late_rows"],
                 duplicate_batches=x["duplicate_batches"], accepted_rows=x["accepted_rows"],
                 staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),

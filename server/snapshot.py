@@ -101,11 +101,11 @@ class SnapshotWriter:
                     put(f"{d}/slot-{slot}.arrow", _ipc_bytes(batches, batches[0].schema))
                     slots[str(slot)] = f"{d}/slot-{slot}.arrow"
             staged = []
-            for n, (writer, batch_id, attempt, tables) in enumerate(st["staged"]):
-                rels = []
-                for m, t in enumerate(tables):  # one file per staged table: their Arrow types may differ
-                    rels.append(f"{d}/staged-{n}-{m}.arrow")
-                    put(rels[-1], _ipc_bytes(t.to_batches(), t.schema))
+            for n, (writer, batch_id, attempt, staged_chunks) in enumerate(st["staged"]):
+                rels = {}
+                for c, t in staged_chunks.items():  # one file per staged chunk: their Arrow types may differ
+                    rels[str(c)] = f"{d}/staged-{n}-{c}.arrow"
+                    put(rels[str(c)], _ipc_bytes(t.to_batches(), t.schema))
                 staged.append([writer, batch_id, attempt, rels])
             state["streams"].append({
                 "name": st["name"], "columns": st["columns"], "time_column": st["time_column"], "spec": st["spec"],
@@ -169,11 +169,11 @@ def read(path: str) -> tuple[dict, int, callable]:
         st["slots"] = {int(k): batches(v) for k, v in st["slots"].items()}
         staged = []
         for writer, batch_id, attempt, rels in st["staged"]:
-            tables = []
-            for rel in rels:
+            chunks = {}
+            for c, rel in rels.items():
                 with pa.ipc.open_stream(pa.BufferReader(load(rel))) as r:
-                    tables.append(r.read_all())
-            staged.append([writer, batch_id, attempt, tables])
+                    chunks[int(c)] = r.read_all()
+            staged.append([writer, batch_id, attempt, chunks])
         st["staged"] = staged
 
     def subwindow(window: Window, meta: dict):

@@ -3,13 +3,20 @@
 data directory, and check that nothing acknowledged was lost or duplicated.
 
     python tests/crash.py --kills 100 --seed 1 [--fsync always|interval|off|mixed] [--data-dir DIR]
+                          [--modes random,snapshot,...] [--no-clean-restart] [--work-around-empty-segment]
 
 One cycle = start the server (random snapshot settings, so snapshots happen all the time), verify
-what the previous kill left, run a bounded concurrent workload, and SIGKILL the server at a random
-moment: right after start-up, in the middle of the workload, while a big batch is in flight, while
-a snapshot is being written, once everything is idle, or while the server is still starting
-(recovering). Every request the workload sends is tracked: *acknowledged* (a reply came back) or
-*in doubt* (sent; no reply, the connection died). After each restart the harness checks:
+what the previous kill left, run a bounded concurrent workload, and SIGKILL the server. The kill
+timing ("mode", drawn per cycle from --modes) is one of:
+  startup    while the server is still starting (recovering): no workload, verified at the next start
+  immediate  right after the verification, before or as the first requests go out
+  random     at a uniformly random moment of the workload
+  mid-batch  while a big (800-2000 row) batch is in flight
+  snapshot   the moment a snapshot is seen being written (snapshots/<lsn>.tmp exists)
+  segment    the moment a new log segment is seen before its first record (only the magic)
+  idle       after the workload finished (nothing in doubt)
+Every request the workload sends is tracked: *acknowledged* (a reply came back) or *in doubt*
+(sent; no reply, the connection died). After each restart the harness checks:
 
  1. every acknowledged row is present exactly once, an in-doubt batch is present entirely or not
     at all (never partly, never twice), and there are no other rows;
@@ -33,6 +40,9 @@ Two streams:
      DO expire, and since a single sequential writer fixes the order of the rows, the harness
      knows exactly which rows are live, which are buffered and what latest_slide must be.
 
+After the last kill is verified the server is stopped cleanly (SIGTERM), started once more and
+verified again, writes included (--no-clean-restart skips this).
+
 --fsync interval / off: there an acknowledged write may be lost when the *machine* crashes (it
 may still be only in the page cache), but NOT when the *process* is killed: the server wrote it
 with write(2) before acknowledging and the kernel keeps it. This harness only kills the process,
@@ -43,7 +53,11 @@ thread and kill timing are real, so two runs of one seed are similar, not identi
 the work directory is kept: `data/` (the store as the failing restart left it),
 `crash-image/` (a copy of `data/` taken right before that restart: what the kill left on disk;
 `windowstore serve --data-dir <copy of it>` recovers from exactly that), `ops.jsonl` (every
-request with its outcome) and `server.log` (every server's stderr, -v).
+request with its outcome) and `server.log` (every server's stderr, -v). Exit status 1 on any
+failure; the last line is always "N passed, M failed" (N: kills whose restart was verified).
+
+--work-around-empty-segment (off by default) deletes, before each restart, a last log segment
+that holds only its magic, to look past a known server bug; see Harness.remove_empty_last_segment.
 """
 from __future__ import annotations
 
@@ -53,6 +67,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -76,7 +91,7 @@ FULL_CHECK_ROWS = 20_000        # up to this many rows in m, every verification 
 FULL_CHECK_EVERY = 10           # beyond it, every 10th verification (and the last) does
 
 # How a cycle's kill is timed (weights).
-MODES = {"startup": 8, "immediate": 12, "random": 35, "mid-batch": 15, "snapshot": 20, "idle": 10}
+MODES = {"startup": 8, "immediate": 10, "random": 30, "mid-batch": 15, "snapshot": 15, "segment": 12, "idle": 10}
 
 
 def value(row_id: int) -> int:
@@ -126,7 +141,7 @@ class Model:
     next_batch: collections.Counter = field(default_factory=collections.Counter)   # writer -> next batch id
     # stream m: rows known present (v -> k), where each came from, batches acked / in doubt
     m_rows: dict[int, str] = field(default_factory=dict)
-    origin: dict[int, str] = field(default_factory=dict)     # v -> batch key (for messages)
+    origin: dict[int, str] = field(default_factory=dict)     # v -> batch key, both streams (for messages)
     m_acked: list[Batch] = field(default_factory=list)
     m_doubt: list[Batch] = field(default_factory=list)
     m_checked_upto: int = 0       # row ids below this were checked row by row at a verification
@@ -202,12 +217,17 @@ class Result:
     seconds: float = 0.0
     workdir: str = ""
     kept: bool = False
+    clean_restart: str = "not run"   # the extra restart after a clean shutdown at the end
     report: str = ""
 
 
 class Harness:
-    def __init__(self, kills: int, seed: int, fsync: str, workdir: str, out=sys.stdout):
+    def __init__(self, kills: int, seed: int, fsync: str, workdir: str, out=sys.stdout, clean_restart: bool = True,
+                 modes: list[str] | None = None):
         self.kills, self.seed, self.fsync, self.workdir, self.out = kills, seed, fsync, workdir, out
+        self.clean_restart = clean_restart
+        self.work_around_empty_segment = False
+        self.modes = {m: MODES[m] for m in (modes or MODES)}
         self.rng = random.Random(seed)
         self.model = Model()
         self.data = os.path.join(workdir, "data")
@@ -259,7 +279,14 @@ class Harness:
         return args
 
     def start(self, args: list[str]) -> tuple[ServerProcess | None, ServerOutput | None]:
-        """Start `windowstore serve` on the data directory; None (and a violation) if it refuses."""
+        """Start `windowstore serve` on the data directory; None (and a violation) if it refuses.
+        First keep a copy of what the kill left on disk (crash-image/): on a failure the restart has
+        already changed data/ (torn tails truncated, snapshots pruned, new writes)."""
+        shutil.rmtree(self.image, ignore_errors=True)
+        if os.path.isdir(self.data):
+            shutil.copytree(self.data, self.image, symlinks=True)
+            if self.work_around_empty_segment:
+                self.remove_empty_last_segment()
         try:
             srv = ServerProcess(*args, data_dir=self.data)
         except RuntimeError as e:   # recovery refused the directory: after a kill -9 it must not
@@ -267,6 +294,20 @@ class Harness:
             return None, None
         self.proc = srv.proc
         return srv, ServerOutput(srv.proc, self.log_path, f"cycle {self.cycle}: serve {' '.join(args)}")
+
+    def remove_empty_last_segment(self) -> None:
+        """Opt-in (--work-around-empty-segment), off by default: delete a last log segment that
+        holds nothing but the 8-byte magic. Such a file is left by a clean shutdown (WAL.roll) or by
+        a kill between starting a segment and writing its first record; recovery keeps it, resumes
+        at the lsn it is named after, and the first flush then fails to create that file (EEXIST):
+        the server refuses every write from then on (a bug in server/wal.py). The file holds no
+        record, so deleting it is what a fixed recovery would do; with it the run can look past
+        that bug for others. Counted in the summary."""
+        d = os.path.join(self.data, "wal")
+        segs = sorted(n for n in os.listdir(d) if n.endswith(".wal")) if os.path.isdir(d) else []
+        if segs and os.path.getsize(os.path.join(d, segs[-1])) == 8:
+            os.remove(os.path.join(d, segs[-1]))
+            self.notes["empty last segments removed (--work-around-empty-segment)"] += 1
 
     def kill(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None:
@@ -291,45 +332,48 @@ class Harness:
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> Result:
         res = Result(workdir=self.workdir)
-        pending = 0       # kills not yet verified by a restart
+        pending = 0       # kills not verified yet: the next restart that verifies covers them all
         try:
             for k in range(self.kills):
                 self.cycle = k
-                mode = "random" if k == 0 else self.rng.choices(list(MODES), weights=list(MODES.values()))[0]
+                mode = self.rng.choices(list(self.modes), weights=list(self.modes.values()))[0]
+                if k == 0 and mode == "startup":
+                    mode = "random"       # the first start creates the streams
                 args = self.server_args()
                 if mode == "startup":
                     self.startup_kill(args)
                 else:
                     srv, output = self.start(args)
-                    ok = srv is not None
-                    if ok:
-                        if k == 0:
-                            self.setup(srv.target)
-                        else:
-                            ok = self.verify(srv.target, last=False)
-                            res.verifications += 1
-                    if not ok:
+                    if srv is None:
                         break
+                    if k == 0:
+                        self.setup(srv.target)
+                    else:
+                        res.verifications += 1
+                        if not self.verify(srv.target, last=False):
+                            self.kill(srv.proc)
+                            output.finish()
+                            break
+                        res.passed, pending = res.passed + pending, 0
                     self.workload(srv, output, mode, args)
-                    if self.violations:       # the workload saw something wrong while the server ran
-                        pending += 1
-                        break
                 res.kills[mode] += 1
                 pending += 1
-                if k > 0 and mode != "startup" or k == 0:
-                    # the start of this cycle verified every kill before it
-                    res.passed += pending - 1
-                    pending = 1
                 self.flush_ops()
+                if self.violations:       # the workload saw something wrong while the server ran
+                    break
                 if (k + 1) % 10 == 0 or k + 1 == self.kills:
                     self.say(f"  {k + 1} kills, {res.passed} verified, {self.model.next_row} rows sent, "
                              f"{time.monotonic() - self.t0:.0f} s")
             else:
-                # the last kill: restart and verify; then a clean stop and restart, verified too
+                # the last kill: restart, verify, stop cleanly (SIGTERM)
                 self.cycle = self.kills
-                if self.final_checks(res):
-                    res.passed += pending
-                    pending = 0
+                if self.restart_verify_stop(res):
+                    res.passed, pending = res.passed + pending, 0
+                    # one more restart after that clean shutdown, verified the same way (writes too)
+                    if self.clean_restart:
+                        self.cycle += 1
+                        res.clean_restart = "passed" if self.restart_verify_stop(res) else "failed"
+                        pending = int(res.clean_restart == "failed")
         except Exception as e:  # noqa: BLE001 - a harness or client error is a failure too, with the state kept
             import traceback
             self.violation(f"harness error: {type(e).__name__}: {e}\n{traceback.format_exc()}")
@@ -337,40 +381,34 @@ class Harness:
             if self.proc is not None:        # only ever the server we started
                 self.kill(self.proc)
             self.flush_ops()
-        res.failed = pending if self.violations else 0
+        res.failed = max(1, pending) if self.violations else 0
         res.violations = list(self.violations)
         res.seconds = time.monotonic() - self.t0
         return res
 
-    def final_checks(self, res: Result) -> bool:
+    def restart_verify_stop(self, res: Result) -> bool:
+        """Start, verify, stop cleanly (SIGTERM: the server takes a final snapshot and exits 0)."""
         srv, output = self.start(self.server_args())
         if srv is None:
             return False
         try:
-            ok = self.verify(srv.target, last=True)
             res.verifications += 1
+            ok = self.verify(srv.target, last=True)
         finally:
-            code, _, _ = srv.stop()        # a clean shutdown (SIGTERM): final snapshot
-            self.proc = None
+            code = self.stop_clean(srv.proc)
             output.finish()
-        if not ok:
-            return False
-        if code != 0:
-            self.violation(f"clean shutdown exited with code {code}")
-            return False
-        self.notes["clean restart verified"] += 1
-        self.cycle = self.kills + 1
-        srv, output = self.start(self.server_args())
-        if srv is None:
-            return False
+        if ok and code != 0:
+            self.violation(f"clean shutdown (SIGTERM) exited with code {code}")
+        return ok and code == 0
+
+    def stop_clean(self, proc: subprocess.Popen) -> int:
+        proc.terminate()
         try:
-            ok = self.verify(srv.target, last=True)
-            res.verifications += 1
-        finally:
-            srv.stop()
-            self.proc = None
-            output.finish()
-        return ok
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.violation("the server did not stop within 30 s of SIGTERM")
+        self.kill(proc)
+        return proc.returncode
 
     def setup(self, target: str) -> None:
         with Client(target, timeout=CALL_TIMEOUT_S, retries=0) as ws:
@@ -395,6 +433,9 @@ class Harness:
         elif mode == "snapshot":
             info["snapshot_seen"] = self.wait_for_snapshot(3.0)
             self.notes["killed while a snapshot was being written"] += info["snapshot_seen"]
+        elif mode == "segment":
+            info["segment_seen"] = self.wait_for_new_segment(3.0)
+            self.notes["killed right after a log segment was created"] += info["segment_seen"]
         elif mode == "idle":
             w.join(WORKLOAD_DEADLINE_S + CALL_TIMEOUT_S)
             time.sleep(self.rng.uniform(0, 0.3))
@@ -406,9 +447,25 @@ class Harness:
         w.join(CALL_TIMEOUT_S + 10)
         if w.alive():
             self.violation("a workload thread did not finish after the kill")
-        text = output.finish()
-        self.notes["torn tails truncated at recovery"] += text.count("torn tail")
+        output.finish()
         self.record(kind="kill", **info)
+
+    def wait_for_new_segment(self, limit_s: float) -> bool:
+        """Poll (bounded) for a log segment created after now that holds no record yet (just the
+        8-byte magic): the server is between starting a segment and writing into it."""
+        d = os.path.join(self.data, "wal")
+        old = set(os.listdir(d))
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            for name in set(os.listdir(d)) - old:
+                try:
+                    if os.path.getsize(os.path.join(d, name)) <= 8:
+                        return True
+                except OSError:
+                    pass
+                old.add(name)
+            time.sleep(0.0002)
+        return False
 
     def wait_for_snapshot(self, limit_s: float) -> bool:
         """Poll (bounded) for a snapshot being written (snapshots/<lsn>.tmp); True if seen."""
@@ -427,7 +484,6 @@ class Harness:
     def verify(self, target: str, last: bool) -> bool:
         """Checks 1-5 (module docstring) on a freshly restarted server, resolving every in-doubt
         request on the way. False (with violations recorded) on any failure."""
-        shutil.rmtree(self.image, ignore_errors=True)   # (the copy was taken before the start; see run)
         before = len(self.violations)
         try:
             with Client(target, timeout=CALL_TIMEOUT_S, retries=0) as ws:
@@ -447,6 +503,7 @@ class Harness:
             info = ws.describe_stream(C)
             if info["buffered_rows"] < C_ROWS or time.monotonic() > end:
                 return info
+            time.sleep(0.01)
 
     def _rows_of(self, ws: Client, stream: str, where: str = "") -> dict[int, int]:
         """v -> how many rows carry it (v is unique per row, so every count must be 1)."""
@@ -495,6 +552,7 @@ class Harness:
             m.stats[f"in-doubt batches {match}"] += 1
             m.c_rows.extend(b.v)
             m.c_acked.append(b)
+            m.origin.update((v, b.key) for v in b.v)
         m.c_doubt.clear()
         # re-send acknowledged batches: duplicates, nothing changes
         for b in self._sample(m.c_acked):
@@ -577,6 +635,8 @@ class Harness:
                                f"slide {acked_before} acknowledged before it was sent")
             m.stats[f"in-doubt slides {was}"] += 1
             m.slides[(writer, bid)] = number
+            m.max_acked_slide = max(m.max_acked_slide, number)
+            m.floor[M] = max(m.floor[M], number)
         m.slides_doubt.clear()
         # seal what the re-sent batches buffered, then every row known must be there exactly once
         self.slide(ws)
@@ -807,6 +867,7 @@ class Workload:
             with m.lock:
                 m.c_rows.extend(b.v)
                 m.c_acked.append(b)
+                m.origin.update((v, b.key) for v in b.v)
                 m.floor[C] = max(m.floor[C], ack.latest_slide)
             if ack.duplicate or ack.accepted != len(b.v) or ack.latest_slide < latest:
                 self.h.violation(f"{name}: new batch {b.key} answered duplicate={ack.duplicate}, "
@@ -873,16 +934,17 @@ class Workload:
 
 
 # -- entry points ------------------------------------------------------------------------------------
-def run(kills: int, seed: int, fsync: str = "always", workdir: str | None = None, out=sys.stdout) -> Result:
+def run(kills: int, seed: int, fsync: str = "always", workdir: str | None = None, out=sys.stdout,
+        clean_restart: bool = True, modes: list[str] | None = None, work_around_empty_segment: bool = False) -> Result:
     """Run the harness; the work directory is removed on success unless it was given."""
     given = workdir is not None
     workdir = os.path.abspath(workdir) if given else tempfile.mkdtemp(prefix="windowstore-crash-")
     os.makedirs(workdir, exist_ok=True)
     if os.listdir(workdir):
         raise SystemExit(f"{workdir} is not empty: give a new or empty work directory")
-    h = Harness(kills, seed, fsync, workdir, out)
+    h = Harness(kills, seed, fsync, workdir, out, clean_restart, modes)
+    h.work_around_empty_segment = work_around_empty_segment
     h.say(f"crash test: {kills} kills, seed {seed}, fsync {fsync}, work directory {workdir}")
-    _copy_before_restart(h)
     res = h.run()
     res.kept = bool(res.violations) or given
     if not res.kept:
@@ -892,30 +954,19 @@ def run(kills: int, seed: int, fsync: str = "always", workdir: str | None = None
     return res
 
 
-def _copy_before_restart(h: Harness) -> None:
-    """Keep, before every start, a copy of what the kill left on disk (crash-image/): on a failure
-    the restart has already changed data/ (torn tails truncated, snapshots pruned, new writes)."""
-    start = h.start
-
-    def start_with_copy(args):
-        shutil.rmtree(h.image, ignore_errors=True)
-        if os.path.isdir(h.data):
-            shutil.copytree(h.data, h.image, symlinks=True)
-        return start(args)
-    h.start = start_with_copy
-    verify = h.verify
-
-    def verify_keeping_image(target, last):
-        image = h.image + ".keep"
-        shutil.rmtree(image, ignore_errors=True)
-        if os.path.isdir(h.image):
-            os.rename(h.image, image)
-        ok = verify(target, last)
-        shutil.rmtree(h.image, ignore_errors=True)
-        if os.path.isdir(image):
-            os.rename(image, h.image)
-        return ok
-    h.verify = verify_keeping_image
+def recoveries(log_path: str) -> str:
+    """What the servers said about their recoveries (server.log, -v)."""
+    try:
+        with open(log_path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return "no server log"
+    stats = [dict(re.findall(r"'(\w+)': ([\d.]+)", line)) for line in text.splitlines() if "INFO windowstore.driver: recovered" in line]
+    replayed = [int(s.get("replayed", 0)) for s in stats]
+    return (f"{len(stats)} recoveries ({sum(1 for s in stats if int(s.get('snapshot_lsn', 0)) > 0)} from a snapshot), "
+            f"log records replayed: max {max(replayed, default=0)}, total {sum(replayed)}; "
+            f"torn tails truncated: {text.count('torn tail')}; incomplete new segments removed: "
+            f"{text.count('incomplete new segment')}")
 
 
 def report(h: Harness, res: Result) -> str:
@@ -925,7 +976,9 @@ def report(h: Harness, res: Result) -> str:
              f"rows sent: {m.next_row}; stream m holds {len(m.m_rows)}, stream c {len(m.c_rows)} appended "
              f"({min(len(m.c_rows), C_ROWS * C_SUBWINDOWS)} live at most); slides of m acknowledged: {len(m.slides)}",
              "in doubt, resolved at restart: " + (", ".join(f"{k} {n}" for k, n in sorted(m.stats.items())) or "none"),
+             f"restart after a clean shutdown (SIGTERM) at the end: {res.clean_restart}",
              "events: " + (", ".join(f"{k} {n}" for k, n in sorted(h.notes.items())) or "none"),
+             "recovery: " + recoveries(h.log_path),
              f"runtime: {res.seconds:.1f} s"]
     if res.violations:
         lines.append(f"FAILED (seed {h.seed}, fsync {h.fsync}, in cycle {h.cycle}); violations:")
@@ -934,7 +987,10 @@ def report(h: Harness, res: Result) -> str:
             lines.append(f"  ... {len(res.violations) - 20} more")
         lines.append(f"kept: {h.workdir} (data/: the store after the failing restart; crash-image/: the data "
                      "directory as the kill left it; ops.jsonl: every request and its outcome; server.log)")
-        lines.append(f"reproduce: {sys.executable} tests/crash.py --kills {h.kills} --seed {h.seed} --fsync {h.fsync} "
+        extra = "" if list(h.modes) == list(MODES) else f" --modes {','.join(h.modes)}"
+        extra += "" if h.clean_restart else " --no-clean-restart"
+        extra += " --work-around-empty-segment" if h.work_around_empty_segment else ""
+        lines.append(f"reproduce: {sys.executable} tests/crash.py --kills {h.kills} --seed {h.seed} --fsync {h.fsync}{extra} "
                      "(timing varies: the same seed makes the same choices, not the same interleaving)")
     elif res.kept:
         lines.append(f"kept: {h.workdir}")
@@ -951,10 +1007,21 @@ def main(argv=None) -> int:
                    help="the server's --fsync policy; mixed picks one per start (default always)")
     p.add_argument("--data-dir", metavar="DIR", help="work directory, kept (the store's data in DIR/data); "
                    "default: a temporary one, removed unless something failed")
+    p.add_argument("--no-clean-restart", action="store_true",
+                   help="skip the final check: stop cleanly (SIGTERM), restart, verify (writes included)")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help=f"kill timings to draw from, comma-separated (default all: {','.join(MODES)})")
+    p.add_argument("--work-around-empty-segment", action="store_true",
+                   help="before each restart delete a last log segment holding only the magic (no record): "
+                        "works around the EEXIST bug to look for others; off by default")
     args = p.parse_args(argv)
     if args.kills < 1:
         p.error("--kills must be >= 1")
-    res = run(args.kills, args.seed, args.fsync, args.data_dir)
+    modes = args.modes.split(",")
+    if not modes or any(m not in MODES for m in modes):
+        p.error(f"--modes: choose from {', '.join(MODES)}")
+    res = run(args.kills, args.seed, args.fsync, args.data_dir, clean_restart=not args.no_clean_restart, modes=modes,
+              work_around_empty_segment=args.work_around_empty_segment)
     return 1 if res.failed or res.violations else 0
 
 

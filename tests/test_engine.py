@@ -43,7 +43,7 @@ actions = st.one_of(
     st.tuples(st.just("unregister"), st.integers(0, 3)),
     st.tuples(st.just("drop"), st.integers(0, 2)),
     st.tuples(st.just("stage"), st.integers(0, 2), rows, st.sampled_from(["q1", "q2"]), st.integers(0, 3),
-              st.sampled_from(["a0", "a1"])),
+              st.sampled_from(["a0", "a1"]), st.integers(0, 2)),
     st.tuples(st.just("commit"), st.integers(0, 2), st.sampled_from(["q1", "q2"]), st.integers(0, 3),
               st.sampled_from([(), ("a0",), ("a1",), ("a0", "a1")]), st.booleans(), st.booleans()),
     st.tuples(st.just("abort"), st.integers(0, 2), st.sampled_from(["q1", "q2"]), st.integers(0, 3)),
@@ -79,11 +79,12 @@ def run_live(engine: Engine, script) -> list:
             elif kind == "drop":
                 engine.apply(DropStream(f"s{act[1]}", now))
             elif kind == "stage":
-                engine.apply(StageRows(f"s{act[1]}", act[3], act[4], act[5], batch(act[2]), now))
+                engine.apply(StageRows(f"s{act[1]}", act[3], act[4], act[5], act[6], batch(act[2]), now))
             elif kind == "commit":
                 name, writer, batch_id, attempts, slide, honest = f"s{act[1]}", act[2], act[3], act[4], act[5], act[6]
                 staged = engine.books[name].staged.get((writer, batch_id), {}) if name in engine.books else {}
-                counts = tuple((a, sum(t.num_rows for t in staged.get(a, ())) + (0 if honest else 1)) for a in attempts)
+                counts = tuple((a, sum(t.num_rows for t in staged.get(a, {}).values()) + (0 if honest else 1))
+                               for a in attempts)
                 engine.apply(CommitBatch(name, writer, batch_id, counts, slide, now))
             elif kind == "abort":
                 engine.apply(AbortBatch(f"s{act[1]}", act[2], act[3], now))
@@ -222,9 +223,10 @@ def test_staged_micro_batches_land_exactly_once():
     rows = [(i, "k", i, 0.0) for i in range(6)]
     # partition 0: a failed attempt a0 staged half its rows, the retry a1 staged all of them in
     # another order, in two chunks; partition 1 staged nothing (an empty partition)
-    e.apply(StageRows("s", "q1", 0, "p0-a0", batch(rows[:2]), 1))
-    e.apply(StageRows("s", "q1", 0, "p0-a1", batch(rows[3:][::-1]), 1))
-    assert e.apply(StageRows("s", "q1", 0, "p0-a1", batch(rows[:3]), 1)).rows == 6
+    e.apply(StageRows("s", "q1", 0, "p0-a0", 0, batch(rows[:2]), 1))
+    e.apply(StageRows("s", "q1", 0, "p0-a1", 0, batch(rows[3:][::-1]), 1))
+    assert e.apply(StageRows("s", "q1", 0, "p0-a1", 1, batch(rows[:3]), 1)).rows == 6
+    assert e.apply(StageRows("s", "q1", 0, "p0-a1", 1, batch(rows[:3]), 1)).rows == 6  # a retried chunk
     e.apply(Slide("s", 2))
     assert _rows_of(e) == {}  # staged rows are invisible
     with pytest.raises(FailedPrecondition, match="cannot be committed"):
@@ -234,21 +236,21 @@ def test_staged_micro_batches_land_exactly_once():
     assert _rows_of(e) == {i: 1 for i in range(6)}  # committed with its slide: all rows, once
     assert e.books["s"].staged == {} and e.staged_bytes == 0  # the failed attempt is gone
     # Spark restarts from its checkpoint and re-runs batch 0 with another partitioning: a no-op
-    e.apply(StageRows("s", "q1", 0, "p0-a7", batch(rows[:4]), 4))
-    assert e.apply(StageRows("s", "q1", 0, "p2-a8", batch(rows[4:]), 4)).committed
+    e.apply(StageRows("s", "q1", 0, "p0-a7", 0, batch(rows[:4]), 4))
+    assert e.apply(StageRows("s", "q1", 0, "p2-a8", 0, batch(rows[4:]), 4)).committed
     assert e.apply(CommitBatch("s", "q1", 0, (("p0-a7", 4), ("p2-a8", 2)), True, 5)).duplicate
     # ... unless the replay carries other rows: refused, never acknowledged
-    e.apply(StageRows("s", "q1", 0, "p0-a9", batch(rows[:5]), 6))
+    e.apply(StageRows("s", "q1", 0, "p0-a9", 0, batch(rows[:5]), 6))
     with pytest.raises(FailedPrecondition, match="other rows"):
         e.apply(CommitBatch("s", "q1", 0, (("p0-a9", 5),), False, 6))
     # a batch older than the newest committed one is a replay too
     e.apply(CommitBatch("s", "q1", 5, (), False, 7))
     assert e.apply(CommitBatch("s", "q1", 3, (), False, 8)).duplicate
     # another query (a new checkpoint) with the same batch ids lands
-    e.apply(StageRows("s", "q2", 0, "p0-a0", batch([(9, "k", 100, 0.0)]), 9))
+    e.apply(StageRows("s", "q2", 0, "p0-a0", 0, batch([(9, "k", 100, 0.0)]), 9))
     assert not e.apply(CommitBatch("s", "q2", 0, (("p0-a0", 1),), True, 9)).duplicate
     # abort discards
-    e.apply(StageRows("s", "q2", 1, "p0-a0", batch([(9, "k", 200, 0.0)]), 10))
+    e.apply(StageRows("s", "q2", 1, "p0-a0", 0, batch([(9, "k", 200, 0.0)]), 10))
     assert e.apply(AbortBatch("s", "q2", 1, 10)) == 1
     e.apply(Slide("s", 11))
     assert _rows_of(e) == {**{i: 1 for i in range(6)}, 100: 1}

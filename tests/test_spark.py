@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 
 import pytest
@@ -12,7 +11,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from windowstore.clients import Client  # noqa: E402
+from windowstore.clients import Client, FailedPrecondition  # noqa: E402
 from windowstore.clients.spark import WindowStoreWriter, local_session  # noqa: E402
 from windowstore.server.process import ServerProcess  # noqa: E402
 
@@ -23,7 +22,10 @@ DDL = "ts LONG, src STRING, bytes LONG"
 
 @pytest.fixture(scope="module")
 def spark():
-    s = local_session("windowstore-tests", cores=2)
+    # local[2,3]: a failed task is retried, as on a cluster; small Arrow batches so a task streams
+    # its rows to the store in several chunks
+    s = local_session("windowstore-tests", cores=2, max_failures=3,
+                      spark__sql__execution__arrow__maxRecordsPerBatch="8")
     yield s
     s.stop()
 
@@ -41,7 +43,7 @@ def ws(server):
 
 
 def rows(batch: int, n: int = 50) -> list[dict]:
-    return [{"ts": batch * 1000 + i, "src": f"h{(i * 7 + batch) % 5}", "bytes": (i * 13 + batch) % 97} for i in range(n)]
+    return [{"ts": batch * 1_000_000 + i, "src": f"h{(i * 7 + batch) % 5}", "bytes": (i * 13 + batch) % 97} for i in range(n)]
 
 
 def test_foreach_batch_writer_sends_each_batch_exactly_once(spark, ws, server):
@@ -49,21 +51,50 @@ def test_foreach_batch_writer_sends_each_batch_exactly_once(spark, ws, server):
     df = spark.createDataFrame(rows(0, 300), DDL).repartition(3)
     writer = WindowStoreWriter(server.target, "fb", writer_id="job1", slide_per_batch=True)
     writer(df, 0)
-    assert writer.last["accepted"] == 300 and writer.last["duplicate_partitions"] == 0 and writer.last["slide"] == 0
-    writer(df, 0)  # Spark replays micro-batch 0 after a failure
-    assert writer.last["duplicate_partitions"] == 3 and writer.last["slide"] == 0
-    info = ws.describe_stream("fb")
-    assert int(info["latest_slide"]) == 0
+    assert (writer.last["accepted"], writer.last["duplicate"], writer.last["latest_slide"]) == (300, False, 0)
+    writer(df.repartition(5), 0)  # Spark replays micro-batch 0 after a failure, partitioned otherwise
+    assert (writer.last["duplicate"], writer.last["latest_slide"]) == (True, 0)
+    assert int(ws.describe_stream("fb")["latest_slide"]) == 0
     assert ws.query("SELECT COUNT(*), SUM(bytes) FROM fb").rows == [(300, sum(r["bytes"] for r in rows(0, 300)))]
+    with pytest.raises(FailedPrecondition, match="other rows"):  # a replay with other rows is refused
+        writer(df.limit(299), 0)
+    assert ws.query("SELECT COUNT(*) FROM fb").rows == [(300,)]
 
 
-def _run_file_stream(spark, src_dir, ckpt, target, stream, slide=True):
-    q = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).json(str(src_dir))
-         .writeStream.format("windowstore").option("target", target).option("stream", stream)
-         .option("writer_id", "sink1").option("slide_per_batch", str(slide).lower())
+def _run_file_stream(spark, src_dir, ckpt, target, stream, slide=True, partitions=None, transform=None,
+                     expect_failure=False, max_rows=4):
+    df = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).json(str(src_dir))
+    if partitions:
+        df = df.repartition(partitions)
+    if transform:
+        df = transform(df)
+    q = (df.writeStream.format("windowstore").option("target", target).option("stream", stream)
+         .option("slide_per_batch", str(slide).lower()).option("max_rows_per_append", str(max_rows))
          .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
-    q.awaitTermination(120)
-    assert q.exception() is None, q.exception()
+    q.awaitTermination(180)
+    if not expect_failure:
+        assert q.exception() is None, q.exception()
+    return q
+
+
+def _files(src, batches, n=50):
+    src.mkdir(exist_ok=True)
+    t0 = time.time() - 100
+    for b in batches:
+        f = src / f"part{b}.json"
+        f.write_text("\n".join(json.dumps(r) for r in rows(b, n)))
+        os.utime(f, (t0 + b, t0 + b))  # the file source takes files in modification-time order
+
+
+def _forget_commit(ckpt, batch):
+    """What a crash between the store's commit and Spark's own commit log leaves."""
+    (ckpt / "commits" / str(batch)).unlink()
+    (ckpt / "commits" / f".{batch}.crc").unlink(missing_ok=True)
+
+
+def _counts(ws, stream):
+    """Rows per (ts): every row of rows() has a distinct ts."""
+    return dict(ws.query(f"SELECT ts, COUNT(*) FROM {stream} GROUP BY ts").rows)
 
 
 def test_data_source_sink_is_exactly_once_across_a_forced_replay(spark, ws, server, tmp_path):
@@ -76,9 +107,7 @@ def test_data_source_sink_is_exactly_once_across_a_forced_replay(spark, ws, serv
     assert int(ws.describe_stream("sink")["latest_slide"]) == 2       # one sub-window per micro-batch
     assert ws.query("SELECT COUNT(*) FROM sink").rows == [(150,)]
     # Force Spark to replay the last micro-batch: forget that it committed.
-    (ckpt / "commits" / "2").unlink()
-    shutil.rmtree(ckpt / "commits" / ".2.crc", ignore_errors=True)
-    (ckpt / "commits" / ".2.crc").unlink(missing_ok=True)
+    _forget_commit(ckpt, 2)
     _run_file_stream(spark, src, ckpt, server.target, "sink")
     assert int(ws.describe_stream("sink")["latest_slide"]) == 2       # the replay did not slide again
     assert ws.query("SELECT COUNT(*) FROM sink").rows == [(150,)]     # nor append again
@@ -119,3 +148,107 @@ def test_store_answers_equal_spark_over_the_same_rows(spark, ws, server, tmp_pat
         sp = (spark.read.schema(DDL).json(files[-k:]).groupBy("src")
               .agg(F.sum("bytes"), F.count("*"), F.max("bytes")).orderBy("src").collect())
         assert store.rows == [tuple(r) for r in sp]
+
+
+# -- exactly once across restarts, retries and other partitionings -----------------------------------
+def test_a_new_checkpoint_is_a_new_query_and_its_rows_land(spark, ws, server, tmp_path):
+    ws.create_stream("nc", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
+    src = tmp_path / "in"
+    _files(src, range(2))
+    _run_file_stream(spark, src, tmp_path / "ckpt1", server.target, "nc")
+    _run_file_stream(spark, src, tmp_path / "ckpt2", server.target, "nc")  # the same job, started afresh
+    assert set(_counts(ws, "nc").values()) == {2}  # each query delivered every row once
+    _run_file_stream(spark, src, tmp_path / "ckpt2", server.target, "nc")  # a restart from its checkpoint
+    assert set(_counts(ws, "nc").values()) == {2} and len(_counts(ws, "nc")) == 100
+
+
+def test_a_replay_with_another_partitioning_lands_once(spark, ws, server, tmp_path):
+    ws.create_stream("rp", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    _files(src, range(3))
+    _run_file_stream(spark, src, ckpt, server.target, "rp", partitions=2)
+    _forget_commit(ckpt, 2)
+    _run_file_stream(spark, src, ckpt, server.target, "rp", partitions=3)
+    counts = _counts(ws, "rp")
+    assert len(counts) == 150 and set(counts.values()) == {1}
+    assert int(ws.describe_stream("rp")["latest_slide"]) == 2
+    assert int(ws.stats("rp")["streams"][0]["duplicate_batches"]) >= 1
+
+
+def _fail_first_attempt_late(df):
+    """Partition 0's first attempt passes 1,600 rows on (more than Spark buffers on the way to the
+    sink), then dies: the sink has staged some of them."""
+    def flaky(batches):
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        for i, b in enumerate(batches):
+            yield b
+            if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 200:
+                time.sleep(1.0)  # let the sink stage what it got
+                raise RuntimeError("the task dies after the sink staged rows")
+    return df.mapInArrow(flaky, df.schema)
+
+
+def test_a_task_that_fails_after_staging_is_retried_and_lands_once(spark, ws, server, tmp_path):
+    ws.create_stream("tf", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
+    src = tmp_path / "in"
+    _files(src, range(2), n=4000)
+    _run_file_stream(spark, src, tmp_path / "ckpt", server.target, "tf", partitions=2, transform=_fail_first_attempt_late,
+                     max_rows=500)
+    counts = _counts(ws, "tf")
+    assert len(counts) == 8000 and set(counts.values()) == {1}
+    st = ws.stats("tf")["streams"][0]
+    assert int(st["discarded_rows"]) > 0 and int(st["staged_rows"]) == 0  # the dead attempt's rows never landed
+
+
+def test_rows_staged_by_a_zombie_attempt_never_land(spark, ws, server, tmp_path):
+    """A speculative or zombie task attempt of a batch stages rows: only the attempts Spark commits land."""
+    ws.create_stream("zb", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    _files(src, range(2))
+    q = _run_file_stream(spark, src, ckpt, server.target, "zb")
+    writer = f"spark-query:{q.id}"
+    zombie = {"ts": [10**9], "src": ["zombie"], "bytes": [1]}
+    ws.stage("zb", zombie, writer, 2, "p0-t999999")   # for the next micro-batch, before it runs
+    _files(src, [2])
+    _run_file_stream(spark, src, ckpt, server.target, "zb")  # restarted from its checkpoint: batch 2
+    counts = _counts(ws, "zb")
+    assert len(counts) == 150 and set(counts.values()) == {1} and 10**9 not in counts
+
+
+def test_a_server_restart_between_batches_loses_and_repeats_nothing(spark, tmp_path):
+    data, src, ckpt = tmp_path / "data", tmp_path / "in", tmp_path / "ckpt"
+    srv = ServerProcess(data_dir=str(data))
+    with Client(srv.target) as c:
+        c.create_stream("sr", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
+    _files(src, range(2))
+    _run_file_stream(spark, src, ckpt, srv.target, "sr")
+    srv.proc.kill()
+    srv.proc.wait()
+    srv = ServerProcess(data_dir=str(data))  # kill -9, started again (on another port)
+    try:
+        _files(src, [2, 3])
+        _forget_commit(ckpt, 1)  # and Spark replays its last batch too
+        _run_file_stream(spark, src, ckpt, srv.target, "sr")
+        with Client(srv.target) as c:
+            counts = _counts(c, "sr")
+            assert len(counts) == 200 and set(counts.values()) == {1}
+            assert int(c.describe_stream("sr")["latest_slide"]) == 3
+    finally:
+        srv.stop()
+
+
+def test_batch_writer_and_strict_options(spark, ws, server):
+    ws.create_stream("bw", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+    df = spark.createDataFrame(rows(0, 40), DDL).repartition(3)
+    opts = {"target": server.target, "stream": "bw", "writer_id": "nightly", "batch_id": "7", "slide_per_batch": "true"}
+    df.write.format("windowstore").options(**opts).mode("append").save()
+    df.write.format("windowstore").options(**opts).mode("append").save()  # the same job again: a no-op
+    assert ws.query("SELECT COUNT(*) FROM bw").rows == [(40,)]
+    with pytest.raises(Exception, match="unknown windowstore option 'slide_per_bach'.*valid options"):
+        df.write.format("windowstore").options(target=server.target, stream="bw", slide_per_bach="true") \
+            .mode("append").save()
+    with pytest.raises(Exception, match="slide_per_batch' must be true or false"):
+        df.write.format("windowstore").options(target=server.target, stream="bw", slide_per_batch="yes") \
+            .mode("append").save()

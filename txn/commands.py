@@ -84,6 +84,7 @@ class StageRows:
     writer_id: str
     batch_id: int
     attempt: str
+    chunk: int             # staging the same chunk again replaces it (a retried request)
     batch: pa.Table
     now_ms: float
     ipc: bytes | None = field(default=None, repr=False)
@@ -141,7 +142,7 @@ Command = (CreateStream | DropStream | Append | Slide | Register | Unregister | 
 _KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister, CompactStrings, StageRows, CommitBatch,
           AbortBatch]
 _WITH_ROWS = {Append: ("stream", "writer_id", "batch_id", "now_ms"),
-              StageRows: ("stream", "writer_id", "batch_id", "attempt", "now_ms")}
+              StageRows: ("stream", "writer_id", "batch_id", "attempt", "chunk", "now_ms")}
 _KIND_OF = {cls: i for i, cls in enumerate(_KINDS)}
 _HEAD = struct.Struct("<BBI")
 

@@ -91,10 +91,11 @@ class StreamBook:
     duplicate_batches: int = 0     # a metric: replays are not logged
     acks: dict[str, collections.OrderedDict] = field(default_factory=dict)        # writer -> batch -> AppendAck
     slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> SlideAck
-    # staged, uncommitted batches: (writer, batch) -> attempt -> tables; and per writer the newest
+    # staged, uncommitted batches: (writer, batch) -> attempt -> chunk -> table; and per writer the newest
     # committed batch id (Spark's batch ids only grow: anything at or below it is a replay)
-    staged: dict[tuple[str, int], dict[str, list]] = field(default_factory=dict)
+    staged: dict[tuple[str, int], dict[str, dict[int, object]]] = field(default_factory=dict)
     high_water: dict[str, int] = field(default_factory=dict)
+    discarded_rows: int = 0        # a metric: staged rows that were never published
 
 
 @dataclass
@@ -268,11 +269,13 @@ class Engine:
         if self.staged_bytes + size > self.config.max_staged_bytes:
             raise ResourceExhausted(f"{self.staged_bytes} bytes are staged by uncommitted batches "
                                     f"(limit {self.config.max_staged_bytes}): commit or abort them")
-        tables = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, [])
-        tables.append(cmd.batch)
-        self.staged_bytes += size
+        chunks = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, {})
+        old = chunks.get(cmd.chunk)
+        chunks[cmd.chunk] = cmd.batch
+        self.staged_bytes += size - (old.nbytes if old is not None else 0)
         self._emit(cmd)
-        return StageAck(sum(t.num_rows for t in tables), self._committed(book, cmd.writer_id, cmd.batch_id) is not False)
+        return StageAck(sum(t.num_rows for t in chunks.values()),
+                        self._committed(book, cmd.writer_id, cmd.batch_id) is not False)
 
     def _commit_batch(self, cmd: CommitBatch) -> CommitAck:
         stream = self.stream(cmd.stream)
@@ -282,12 +285,12 @@ class Engine:
             raise InvalidInput("a batch commit needs a writer_id and a batch_id")
         staged = book.staged.get(key, {})
         attempts = sorted(dict(cmd.attempts).items())
-        complete = all(sum(t.num_rows for t in staged.get(a, ())) == rows for a, rows in attempts)
+        complete = all(_staged_rows(staged, a) == rows for a, rows in attempts)
         seen = self._committed(book, cmd.writer_id, cmd.batch_id)
         if seen is not False:
             # a replay (Spark re-runs a batch after a restart): compare what it staged, if it did
             if isinstance(seen, AppendAck) and attempts and staged and complete:
-                checked, rows = _checked_union(stream, [t for a, _ in attempts for t in staged.get(a, ())])
+                checked, rows = _checked_union(stream, _staged_tables(staged, attempts))
                 if batch_digest(checked, stream.schema.columns, rows) != seen.digest:
                     raise FailedPrecondition(
                         f"batch {cmd.batch_id} of {cmd.writer_id!r} was already committed with other rows "
@@ -298,10 +301,10 @@ class Engine:
             ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.latest)
             return CommitAck(ack.accepted, ack.late, True, stream.window.latest)
         if not complete:
-            got = {a: sum(t.num_rows for t in staged.get(a, ())) for a, _ in attempts}
+            got = {a: _staged_rows(staged, a) for a, _ in attempts}
             raise FailedPrecondition(f"batch {cmd.batch_id}: the attempts' tasks reported {dict(attempts)} rows but "
                                      f"{got} are staged: it cannot be committed (abort and retry it)")
-        checked, rows = _checked_union(stream, [t for a, _ in attempts for t in staged.get(a, ())])
+        checked, rows = _checked_union(stream, _staged_tables(staged, attempts))
         if cmd.slide and (stream.spec.clock != "manual" or stream.spec.count_based):
             raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
         result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
@@ -313,8 +316,10 @@ class Engine:
         if len(acks) > self.config.idempotency_keep:
             acks.popitem(last=False)
         book.high_water[cmd.writer_id] = max(cmd.batch_id, book.high_water.get(cmd.writer_id, -1))
+        published = sum(_staged_rows(staged, a) for a, _ in attempts)
         for older in [k for k in book.staged if k[0] == cmd.writer_id and k[1] <= cmd.batch_id]:
             self._discard(book, older)  # this batch's other attempts, and batches that can never commit
+        book.discarded_rows -= published  # those were published, not discarded
         self._emit(cmd)
         if cmd.slide and not self._replaying:  # in the log, the slide follows as its own command
             self.sched.request_slide(cmd.stream)
@@ -333,9 +338,11 @@ class Engine:
         attempts = book.staged.pop(key, None)
         if attempts is None:
             return None
-        tables = [t for ts in attempts.values() for t in ts]
+        tables = [t for chunks in attempts.values() for t in chunks.values()]
         self.staged_bytes -= sum(t.nbytes for t in tables)
-        return sum(t.num_rows for t in tables)
+        rows = sum(t.num_rows for t in tables)
+        book.discarded_rows += rows
+        return rows
 
     def _manual_slide(self, cmd: Slide) -> SlideAck:
         stream = self.stream(cmd.stream)
@@ -434,7 +441,7 @@ class Engine:
                 "subs": [sub for sub in w.subs if sub is not None],
                 "buffer": list(w._buffer.chunks),
                 "slots": {slot: list(b.chunks) for slot, b in w._slots.items()},
-                "staged": [[w, b, a, list(ts)] for (w, b), ats in book.staged.items() for a, ts in ats.items()],
+                "staged": [[w, b, a, dict(cs)] for (w, b), ats in book.staged.items() for a, cs in ats.items()],
                 "high_water": dict(book.high_water),
                 "book": {"accepted_rows": book.accepted_rows,
                          "acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()] for k, v in book.acks.items()},
@@ -465,9 +472,9 @@ class Engine:
             for writer, entries in st["book"]["slide_acks"].items():
                 book.slide_acks[writer] = collections.OrderedDict((b, SlideAck(*a)) for b, a in entries)
             book.high_water = {w: int(b) for w, b in st["high_water"].items()}
-            for writer, batch_id, attempt, tables in st["staged"]:
-                book.staged.setdefault((writer, batch_id), {})[attempt] = list(tables)
-                self.staged_bytes += sum(t.nbytes for t in tables)
+            for writer, batch_id, attempt, chunks in st["staged"]:
+                book.staged.setdefault((writer, batch_id), {})[attempt] = {int(c): t for c, t in chunks.items()}
+                self.staged_bytes += sum(t.nbytes for t in chunks.values())
             self.books[st["name"]] = book
         for query_id, text, priority in image["periodic"]:
             self._register(Register(query_id, text, priority, self.now_ms))
@@ -481,7 +488,7 @@ class Engine:
         sched = self.sched
         assert set(self.books) == set(sched.streams), "a book per stream"
         assert set(self.periodic) == set(sched.tasks), "a definition per periodic task"
-        staged = [t for b in self.books.values() for ats in b.staged.values() for ts in ats.values() for t in ts]
+        staged = [t for b in self.books.values() for ats in b.staged.values() for cs in ats.values() for t in cs.values()]
         assert self.staged_bytes == sum(t.nbytes for t in staged), "staged bytes are accounted"
         for qid, p in self.periodic.items():
             assert p.task is sched.tasks[qid] and p.task.plan.stream is sched.streams[p.task.plan.stream.name]
@@ -521,8 +528,18 @@ class Engine:
                 [(k, list(v.items())) for k, v in sorted(book.slide_acks.items())], sorted(book.high_water.items()))
             for key in sorted(book.staged):
                 for attempt in sorted(book.staged[key]):
-                    put(key, attempt, [row for t in book.staged[key][attempt] for row in t.to_pylist()])
+                    chunks = book.staged[key][attempt]
+                    put(key, attempt, [(c, chunks[c].to_pylist()) for c in sorted(chunks)])
         return h.hexdigest()
+
+
+def _staged_rows(staged: dict, attempt: str) -> int:
+    return sum(t.num_rows for t in staged.get(attempt, {}).values())
+
+
+def _staged_tables(staged: dict, attempts: list[tuple[str, int]]) -> list:
+    """The staged tables of these attempts, in attempt and chunk order (deterministic)."""
+    return [staged[a][c] for a, _ in attempts if a in staged for c in sorted(staged[a])]
 
 
 def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:

@@ -44,7 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--addresses", type=int, default=1000, help="distinct addresses (default 1000)")
     ap.add_argument("--trigger-ms", type=int, default=500, help="micro-batch interval in ms (default 500)")
     ap.add_argument("--duration-s", type=float, default=60.0, help="stop after this many seconds (default 60)")
-    ap.add_argument("--writer-id", default="feeder", help="idempotency writer id (default feeder)")
+    ap.add_argument("--writer-id", default=None,
+                    help="name the writer (default: the streaming query's id, kept in its checkpoint, so a restart "
+                         "from the checkpoint replays as a no-op and a new checkpoint is a new writer)")
     ap.add_argument("--create", action="store_true", help="create the stream if it does not exist")
     ap.add_argument("--subwindows", type=int, default=60, help="with --create: sub-windows (default 60)")
     ap.add_argument("--subwindow-ms", type=int, default=1000, help="with --create: sub-window length (default 1000)")

@@ -360,6 +360,82 @@ class StructuredQuery(_message.Message):
     approximate: bool
     def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ...) -> None: ...
 
+class StageRowsRequest(_message.Message):
+    __slots__ = ("stream", "writer_id", "batch_id", "attempt", "arrow_ipc", "columnar", "chunk")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
+    COLUMNAR_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    writer_id: str
+    batch_id: int
+    attempt: str
+    arrow_ipc: bytes
+    columnar: ColumnarBatch
+    chunk: int
+    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., attempt: _Optional[str] = ..., arrow_ipc: _Optional[bytes] = ..., columnar: _Optional[_Union[ColumnarBatch, _Mapping]] = ..., chunk: _Optional[int] = ...) -> None: ...
+
+class StageRowsResponse(_message.Message):
+    __slots__ = ("staged_rows", "committed")
+    STAGED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
+    staged_rows: int
+    committed: bool
+    def __init__(self, staged_rows: _Optional[int] = ..., committed: _Optional[bool] = ...) -> None: ...
+
+class AttemptRows(_message.Message):
+    __slots__ = ("attempt", "rows")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    attempt: str
+    rows: int
+    def __init__(self, attempt: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
+
+class CommitBatchRequest(_message.Message):
+    __slots__ = ("stream", "writer_id", "batch_id", "attempts", "slide")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    SLIDE_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    writer_id: str
+    batch_id: int
+    attempts: _containers.RepeatedCompositeFieldContainer[AttemptRows]
+    slide: bool
+    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptRows, _Mapping]]] = ..., slide: _Optional[bool] = ...) -> None: ...
+
+class CommitBatchResponse(_message.Message):
+    __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide")
+    ACCEPTED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    LATE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    accepted_rows: int
+    late_rows: int
+    duplicate: bool
+    latest_slide: int
+    def __init__(self, accepted_rows: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate: _Optional[bool] = ..., latest_slide: _Optional[int] = ...) -> None: ...
+
+class AbortBatchRequest(_message.Message):
+    __slots__ = ("stream", "writer_id", "batch_id")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    WRITER_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    writer_id: str
+    batch_id: int
+    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ...) -> None: ...
+
+class AbortBatchResponse(_message.Message):
+    __slots__ = ("discarded_rows",)
+    DISCARDED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    discarded_rows: int
+    def __init__(self, discarded_rows: _Optional[int] = ...) -> None: ...
+
 class QueryRequest(_message.Message):
     __slots__ = ("text", "structured", "priority")
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -499,7 +575,7 @@ class Percentiles(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides")
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SLIDES_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -514,6 +590,8 @@ class StreamStats(_message.Message):
     SLIDE_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     CATCH_UP_SLIDES_FIELD_NUMBER: _ClassVar[int]
+    STAGED_ROWS_FIELD_NUMBER: _ClassVar[int]
+    DISCARDED_ROWS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     slides: int
     queries: int
@@ -528,7 +606,9 @@ class StreamStats(_message.Message):
     slide_delay_ms: Percentiles
     errors: int
     catch_up_slides: int
-    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ...) -> None: ...
+    staged_rows: int
+    discarded_rows: int
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ...) -> None: ...
 
 class ClassStats(_message.Message):
     __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors")

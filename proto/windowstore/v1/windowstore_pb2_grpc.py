@@ -64,6 +64,21 @@ class WindowStoreServiceStub:
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.SlideRequest.SerializeToString,
                 response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.SlideResponse.FromString,
                 _registered_method=True)
+        self.StageRows = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/StageRows',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.StageRowsRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.StageRowsResponse.FromString,
+                _registered_method=True)
+        self.CommitBatch = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/CommitBatch',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.CommitBatchRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.CommitBatchResponse.FromString,
+                _registered_method=True)
+        self.AbortBatch = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/AbortBatch',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.AbortBatchRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.AbortBatchResponse.FromString,
+                _registered_method=True)
         self.Query = channel.unary_unary(
                 '/windowstore.v1.WindowStoreService/Query',
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.SerializeToString,
@@ -139,6 +154,28 @@ class WindowStoreServiceServicer:
     def Slide(self, request, context):
         """Seals the open sub-window now (streams with CLOCK_MANUAL).
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def StageRows(self, request, context):
+        """Exactly-once batches (Spark micro-batches): each task attempt stages its rows, invisible;
+        CommitBatch publishes exactly the listed attempts' rows at once; AbortBatch discards. A batch
+        is named by (writer_id, batch_id): committing it again is a no-op (or FAILED_PRECONDITION
+        when its rows differ); batch ids of a writer only grow.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CommitBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AbortBatch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -221,6 +258,21 @@ def add_WindowStoreServiceServicer_to_server(servicer, server):
                     servicer.Slide,
                     request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.SlideRequest.FromString,
                     response_serializer=windowstore_dot_v1_dot_windowstore__pb2.SlideResponse.SerializeToString,
+            ),
+            'StageRows': grpc.unary_unary_rpc_method_handler(
+                    servicer.StageRows,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.StageRowsRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.StageRowsResponse.SerializeToString,
+            ),
+            'CommitBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CommitBatch,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.CommitBatchRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.CommitBatchResponse.SerializeToString,
+            ),
+            'AbortBatch': grpc.unary_unary_rpc_method_handler(
+                    servicer.AbortBatch,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.AbortBatchRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.AbortBatchResponse.SerializeToString,
             ),
             'Query': grpc.unary_unary_rpc_method_handler(
                     servicer.Query,
@@ -420,6 +472,87 @@ class WindowStoreService:
             '/windowstore.v1.WindowStoreService/Slide',
             windowstore_dot_v1_dot_windowstore__pb2.SlideRequest.SerializeToString,
             windowstore_dot_v1_dot_windowstore__pb2.SlideResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StageRows(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/StageRows',
+            windowstore_dot_v1_dot_windowstore__pb2.StageRowsRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.StageRowsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CommitBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/CommitBatch',
+            windowstore_dot_v1_dot_windowstore__pb2.CommitBatchRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.CommitBatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AbortBatch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/AbortBatch',
+            windowstore_dot_v1_dot_windowstore__pb2.AbortBatchRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.AbortBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -110,7 +110,7 @@ class SnapshotWriter:
             state["streams"].append({
                 "name": st["name"], "columns": st["columns"], "time_column": st["time_column"], "spec": st["spec"],
                 "created_ms": st["created_ms"], "strings": f"{d}/strings.arrow", "window": st["window"], "subs": subs,
-                "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": st["book"],
+                "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": _plain_book(st["book"]),
                 "staged": staged, "high_water": st["high_water"]})
         state["crc32"] = crcs
         put("state.json", json.dumps(state, separators=(",", ":")).encode())
@@ -128,6 +128,13 @@ class SnapshotWriter:
             path = os.path.join(self.dir, name)
             if name.endswith(".tmp") or (name.isdigit() and int(name) < keep_lsn):
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _plain_book(book: dict) -> dict:
+    """Acknowledgements (dataclasses, as captured) as JSON lists of their fields."""
+    def plain(table: dict) -> dict:
+        return {writer: [(b, list(ack.__dict__.values())) for b, ack in entries] for writer, entries in table.items()}
+    return {**book, "acks": plain(book["acks"]), "slide_acks": plain(book["slide_acks"])}
 
 
 def latest(directory: str) -> str | None:

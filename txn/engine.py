@@ -443,10 +443,10 @@ class Engine:
                 "slots": {slot: list(b.chunks) for slot, b in w._slots.items()},
                 "staged": [[w, b, a, dict(cs)] for (w, b), ats in book.staged.items() for a, cs in ats.items()],
                 "high_water": dict(book.high_water),
+                # (batch, ack) pairs: copied at C speed here, made plain data by the snapshot writer
                 "book": {"accepted_rows": book.accepted_rows,
-                         "acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()] for k, v in book.acks.items()},
-                         "slide_acks": {k: [(b, list(a.__dict__.values())) for b, a in v.items()]
-                                        for k, v in book.slide_acks.items()}},
+                         "acks": {k: list(v.items()) for k, v in book.acks.items()},
+                         "slide_acks": {k: list(v.items()) for k, v in book.slide_acks.items()}},
             })
         return {"now_ms": self.now_ms, "next_query": self.next_query, "streams": streams,
                 "periodic": [[p.query_id, p.text, p.priority] for p in self.periodic.values()]}
@@ -468,9 +468,9 @@ class Engine:
             self.sched.add_stream(stream)
             book = StreamBook(accepted_rows=st["book"]["accepted_rows"])
             for writer, entries in st["book"]["acks"].items():
-                book.acks[writer] = collections.OrderedDict((b, AppendAck(*a)) for b, a in entries)
+                book.acks[writer] = collections.OrderedDict((b, _ack(AppendAck, a)) for b, a in entries)
             for writer, entries in st["book"]["slide_acks"].items():
-                book.slide_acks[writer] = collections.OrderedDict((b, SlideAck(*a)) for b, a in entries)
+                book.slide_acks[writer] = collections.OrderedDict((b, _ack(SlideAck, a)) for b, a in entries)
             book.high_water = {w: int(b) for w, b in st["high_water"].items()}
             for writer, batch_id, attempt, chunks in st["staged"]:
                 book.staged.setdefault((writer, batch_id), {})[attempt] = {int(c): t for c, t in chunks.items()}
@@ -531,6 +531,11 @@ class Engine:
                     chunks = book.staged[key][attempt]
                     put(key, attempt, [(c, chunks[c].to_pylist()) for c in sorted(chunks)])
         return h.hexdigest()
+
+
+def _ack(cls, value):
+    """An acknowledgement as captured (the object) or as read back from a snapshot (its fields)."""
+    return value if isinstance(value, cls) else cls(*value)
 
 
 def _staged_rows(staged: dict, attempt: str) -> int:

@@ -210,6 +210,16 @@ class Client:
             req.batch_id = batch_id
         return self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
 
+    def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
+                     limit: int = 1000) -> tuple[list[Answer], int, int]:
+        """A periodic query's kept answers reflecting slides in (after_slide, through_slide]:
+        (answers, the newest answer's slide, the oldest kept answer's slide)."""
+        req = pb.ReadAnswersRequest(query_id=query_id, after_slide=after_slide, limit=limit)
+        if through_slide is not None:
+            req.through_slide = through_slide
+        r = self._call("ReadAnswers", req, True)
+        return [Answer.from_pb(a) for a in r.answers], r.latest_slide, r.first_slide
+
     # exactly-once batches
     def stage(self, stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
               chunk: int = 0) -> StageResult:

@@ -24,7 +24,7 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter,
-                                    InputPartition, WriterCommitMessage)
+                                    DataSourceStreamReader, InputPartition, WriterCommitMessage)
 
 from windowstore.store import Schema, WindowSpec, bind, parse_query
 
@@ -154,7 +154,7 @@ def _positive_int(name: str, value: str) -> int:
 
 _WRITE_OPTIONS = {"target": str, "stream": str, "writer_id": str, "slide_per_batch": _bool,
                   "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
-_READ_OPTIONS = {"target": str, "query": str}
+_READ_OPTIONS = {"target": str, "query": str, "query_id": str}
 _SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
 
 
@@ -246,11 +246,21 @@ class _BatchWriter(DataSourceArrowWriter):
             ws.abort_batch(self.stream, self.writer_id, self.batch_id)
 
 
+def _answer_rows(a, decimal_columns: list[int]):
+    """An answer's rows as Spark rows: its columns (exact sums as Decimal), then its provenance."""
+    meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
+    for row in a.rows:
+        if decimal_columns:
+            row = list(row)
+            for i in decimal_columns:
+                row[i] = None if row[i] is None else Decimal(row[i])
+        yield tuple(row) + meta
+
+
 class _QueryReader(DataSourceReader):
-    def __init__(self, options: dict, columns: list[str], decimal_columns: list[int]):
+    def __init__(self, options: dict, decimal_columns: list[int]):
         self.target = options.get("target", "127.0.0.1:50051")
         self.query = options["query"]
-        self.columns = columns
         self.decimal_columns = decimal_columns
 
     def partitions(self):
@@ -259,13 +269,57 @@ class _QueryReader(DataSourceReader):
     def read(self, partition):
         with Client(self.target) as ws:
             a = ws.query(self.query)
-        meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
-        for row in a.rows:
-            if self.decimal_columns:
-                row = list(row)
-                for i in self.decimal_columns:
-                    row[i] = None if row[i] is None else Decimal(row[i])
-            yield tuple(row) + meta
+        yield from _answer_rows(a, self.decimal_columns)
+
+
+@dataclass
+class _AnswerRange(InputPartition):
+    query_id: str
+    after_slide: int
+    through_slide: int
+
+
+class _AnswerStreamReader(DataSourceStreamReader):
+    """`spark.readStream.format("windowstore").option("query", "... [RANGE ... SLIDE ...]")`: the
+    answers of a periodic query as a stream. The offset is {query_id, slide}: the periodic query
+    (registered when the streaming query first starts, kept in its checkpoint through the offset)
+    and the newest slide whose answer was delivered, so a restart resumes after it, without gaps
+    or repeats, as long as the server still keeps those answers (its bounded answer log)."""
+
+    def __init__(self, options: dict, decimal_columns: list[int]):
+        self.target = options.get("target", "127.0.0.1:50051")
+        self.query = options["query"]
+        self.query_id = options.get("query_id")
+        self.decimal_columns = decimal_columns
+
+    def initialOffset(self) -> dict:
+        with Client(self.target) as ws:
+            query_id = self.query_id or ws.register(self.query).id
+        return {"query_id": query_id, "slide": -1}
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        with Client(self.target) as ws:
+            _, latest, _ = ws.read_answers(start["query_id"], start["slide"], limit=1)
+        return {"query_id": start["query_id"], "slide": max(latest, start["slide"])}
+
+    def partitions(self, start: dict, end: dict):
+        if end["slide"] <= start["slide"]:
+            return []
+        return [_AnswerRange(end["query_id"], start["slide"], end["slide"])]
+
+    def read(self, partition: _AnswerRange):
+        after = partition.after_slide
+        with Client(self.target) as ws:
+            while after < partition.through_slide:
+                answers, _, first = ws.read_answers(partition.query_id, after, partition.through_slide)
+                if not answers:
+                    break
+                for a in answers:
+                    yield from _answer_rows(a, self.decimal_columns)
+                after = answers[-1].slide
+
+    def commit(self, end: dict) -> None:
+        return None  # the server's log is bounded by count; nothing to release
 
 
 class WindowStoreDataSource(DataSource):
@@ -286,18 +340,24 @@ class WindowStoreDataSource(DataSource):
         return ", ".join(cols + [f"{n} {t}" for n, t in META_COLUMNS])
 
     def reader(self, schema):
-        from pyspark.sql.types import DecimalType
+        return _QueryReader(dict(self.options), _decimal_columns(self.options, schema))
 
-        if "query" not in parse_options(self.options, _READ_OPTIONS):
-            raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
-        return _QueryReader(dict(self.options), [f.name for f in schema.fields],
-                            [i for i, f in enumerate(schema.fields) if isinstance(f.dataType, DecimalType)])
+    def streamReader(self, schema):
+        return _AnswerStreamReader(dict(self.options), _decimal_columns(self.options, schema))
 
     def streamWriter(self, schema, overwrite: bool):
         return _StreamWriter(dict(self.options))
 
     def writer(self, schema, overwrite: bool):
         return _BatchWriter(dict(self.options))
+
+
+def _decimal_columns(options, schema) -> list[int]:
+    from pyspark.sql.types import DecimalType
+
+    if "query" not in parse_options(options, _READ_OPTIONS):
+        raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
+    return [i for i, f in enumerate(schema.fields) if isinstance(f.dataType, DecimalType)]
 
 
 def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:

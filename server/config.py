@@ -20,6 +20,7 @@ class ServerConfig:
     history_keep: int = 200_000        # events kept in memory for StreamHistory
     workers: int = 32                  # gRPC handler threads
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
+    answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
     grace_s: float = 5.0               # shutdown: time for in-flight work
     switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process

@@ -95,6 +95,7 @@ class Driver:
                                                                    config.snapshot_every_bytes,
                                                                    config.snapshot_every_s)
         self.subscribers: dict[str, Subscribers] = {}
+        self.answer_log: dict[str, collections.deque] = {}  # query id -> its newest answers (ReadAnswers)
         self.metrics: dict[str, Metrics] = collections.defaultdict(Metrics)
         self.inflight = 0
         self.recovered = threading.Event()
@@ -293,9 +294,20 @@ class Driver:
     def cancel(self, txn) -> None:
         self.sched.cancel(txn)
 
+    def read_answers(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
+        """(answers reflecting a slide in (after, through], newest answer's slide, oldest kept's slide)."""
+        p = self.engine.periodic.get(query_id)
+        if p is None:
+            raise NotFound(f"periodic query {query_id!r} does not exist")
+        log_ = self.answer_log.get(query_id, ())
+        out = [r for r in log_ if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
+        return (out[:limit], log_[-1].slide if log_ else -1, log_[0].slide if log_ else -1,
+                p.task.plan.stream.name)
+
     def close_periodic(self, query_ids, reason: str) -> None:
         """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
         for qid in query_ids:
+            self.answer_log.pop(qid, None)
             for q in self.subscribers.pop(qid, Subscribers()).queues:
                 _offer(q, (CLOSED, reason))
 
@@ -319,6 +331,7 @@ class Driver:
         p = self.engine.periodic.get(query_id)
         if p is not None:
             self._note_answer(p.task.plan.stream.name, result)
+            self.answer_log.setdefault(query_id, collections.deque(maxlen=self.config.answer_log_keep)).append(result)
         subs = self.subscribers.get(query_id)
         if subs is not None:
             for q in subs.queues:

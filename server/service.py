@@ -240,6 +240,14 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         finally:
             self.driver.call(lambda: self.driver.unsubscribe(request.query_id, q))
 
+    @rpc
+    def ReadAnswers(self, request, context):
+        through = request.through_slide if request.HasField("through_slide") else None
+        answers, latest, first, stream = self._run(lambda: self.driver.read_answers(
+            request.query_id, request.after_slide, through, request.limit or 1000), context)
+        return pb.ReadAnswersResponse(answers=[convert.answer_to_pb(r, stream, request.query_id) for r in answers],
+                                      latest_slide=latest, first_slide=first)
+
     # -- introspection -------------------------------------------------------------------------
     @rpc
     def GetStats(self, request, context):

@@ -560,6 +560,28 @@ class SubscribeRequest(_message.Message):
     query_id: str
     def __init__(self, query_id: _Optional[str] = ...) -> None: ...
 
+class ReadAnswersRequest(_message.Message):
+    __slots__ = ("query_id", "after_slide", "through_slide", "limit")
+    QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    THROUGH_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    query_id: str
+    after_slide: int
+    through_slide: int
+    limit: int
+    def __init__(self, query_id: _Optional[str] = ..., after_slide: _Optional[int] = ..., through_slide: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ReadAnswersResponse(_message.Message):
+    __slots__ = ("answers", "latest_slide", "first_slide")
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[Answer]
+    latest_slide: int
+    first_slide: int
+    def __init__(self, answers: _Optional[_Iterable[_Union[Answer, _Mapping]]] = ..., latest_slide: _Optional[int] = ..., first_slide: _Optional[int] = ...) -> None: ...
+
 class Percentiles(_message.Message):
     __slots__ = ("count", "p50", "p90", "p99", "max")
     COUNT_FIELD_NUMBER: _ClassVar[int]

@@ -104,6 +104,11 @@ class WindowStoreServiceStub:
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.Answer.FromString,
                 _registered_method=True)
+        self.ReadAnswers = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/ReadAnswers',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReadAnswersRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReadAnswersResponse.FromString,
+                _registered_method=True)
         self.GetStats = channel.unary_unary(
                 '/windowstore.v1.WindowStoreService/GetStats',
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.GetStatsRequest.SerializeToString,
@@ -213,6 +218,14 @@ class WindowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadAnswers(self, request, context):
+        """A periodic query's recent answers (a bounded log, newest kept), by the slide they reflect:
+        what a streaming reader polls, resuming after the last slide it delivered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStats(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -298,6 +311,11 @@ def add_WindowStoreServiceServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.SubscribeRequest.FromString,
                     response_serializer=windowstore_dot_v1_dot_windowstore__pb2.Answer.SerializeToString,
+            ),
+            'ReadAnswers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadAnswers,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReadAnswersRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReadAnswersResponse.SerializeToString,
             ),
             'GetStats': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStats,
@@ -688,6 +706,33 @@ class WindowStoreService:
             '/windowstore.v1.WindowStoreService/Subscribe',
             windowstore_dot_v1_dot_windowstore__pb2.SubscribeRequest.SerializeToString,
             windowstore_dot_v1_dot_windowstore__pb2.Answer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadAnswers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/ReadAnswers',
+            windowstore_dot_v1_dot_windowstore__pb2.ReadAnswersRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.ReadAnswersResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -45,3 +45,6 @@ experiment-sim: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}
+
+crash: $(STAMP)
+	$(PY) tests/crash.py --kills $${KILLS:-100} --seed $${SEED:-1}

@@ -168,6 +168,14 @@ class WriteAheadLog:
                 yield lsn, payload
         self.next_lsn = last + 1
         self.synced_lsn = last
+        # A segment holding no record (made by a clean shutdown's roll, or a crash right after a
+        # rotation) would clash with the segment the next write opens: it goes.
+        segs = segments(self.directory)
+        if segs and segs[-1].first_lsn >= self.next_lsn:
+            for seg in segs:
+                if seg.first_lsn >= self.next_lsn:
+                    os.remove(seg.path)
+            fsync_dir(self.directory)
 
     # -- writing -----------------------------------------------------------------------------------
     def append(self, payload: bytes) -> int:

@@ -517,7 +517,8 @@ class Harness:
 
         def expected(rows: list[int]) -> tuple[int, int, list[int]]:
             sealed = len(rows) // C_ROWS
-            return sealed - 1, len(rows) - sealed * C_ROWS, rows[max(0, sealed - C_SUBWINDOWS) * C_ROWS: sealed * C_ROWS]
+            live = rows[max(0, sealed - C_SUBWINDOWS) * C_ROWS: sealed * C_ROWS]
+            return sealed - 1, len(rows) - sealed * C_ROWS, live
 
         def observe() -> tuple[int, int, dict[int, int], dict]:
             info = self._settle_c(ws)
@@ -537,8 +538,9 @@ class Harness:
                 break
         if match is None:
             e_latest, e_buf, live = expected(m.c_rows)
+            either = " (with or without the in-doubt batch)" if m.c_doubt else ""
             self.violation(
-                f"stream c does not match the acknowledged appends{' (with or without the in-doubt batch)' if m.c_doubt else ''}: "
+                f"stream c does not match the acknowledged appends{either}: "
                 f"latest_slide {latest} (expected {e_latest}), buffered {buffered} (expected {e_buf}), "
                 f"window_rows {info['window_rows']}; {self._diff(seen, set(live))}")
             return
@@ -947,9 +949,9 @@ def run(kills: int, seed: int, fsync: str = "always", workdir: str | None = None
     h.say(f"crash test: {kills} kills, seed {seed}, fsync {fsync}, work directory {workdir}")
     res = h.run()
     res.kept = bool(res.violations) or given
+    res.report = report(h, res)
     if not res.kept:
         shutil.rmtree(workdir, ignore_errors=True)
-    res.report = report(h, res)
     h.say(res.report)
     return res
 
@@ -961,7 +963,8 @@ def recoveries(log_path: str) -> str:
             text = f.read()
     except OSError:
         return "no server log"
-    stats = [dict(re.findall(r"'(\w+)': ([\d.]+)", line)) for line in text.splitlines() if "INFO windowstore.driver: recovered" in line]
+    stats = [dict(re.findall(r"'(\w+)': ([\d.]+)", line))
+             for line in text.splitlines() if "INFO windowstore.driver: recovered" in line]
     replayed = [int(s.get("replayed", 0)) for s in stats]
     return (f"{len(stats)} recoveries ({sum(1 for s in stats if int(s.get('snapshot_lsn', 0)) > 0)} from a snapshot), "
             f"log records replayed: max {max(replayed, default=0)}, total {sum(replayed)}; "
@@ -971,7 +974,8 @@ def recoveries(log_path: str) -> str:
 
 def report(h: Harness, res: Result) -> str:
     m = h.model
-    lines = [f"kills executed: {sum(res.kills.values())} ({', '.join(f'{k} {n}' for k, n in sorted(res.kills.items()))})",
+    by_mode = ", ".join(f"{k} {n}" for k, n in sorted(res.kills.items()))
+    lines = [f"kills executed: {sum(res.kills.values())} ({by_mode})",
              f"restarts verified: {res.verifications} (each covers the kills since the previous one)",
              f"rows sent: {m.next_row}; stream m holds {len(m.m_rows)}, stream c {len(m.c_rows)} appended "
              f"({min(len(m.c_rows), C_ROWS * C_SUBWINDOWS)} live at most); slides of m acknowledged: {len(m.slides)}",
@@ -990,7 +994,8 @@ def report(h: Harness, res: Result) -> str:
         extra = "" if list(h.modes) == list(MODES) else f" --modes {','.join(h.modes)}"
         extra += "" if h.clean_restart else " --no-clean-restart"
         extra += " --work-around-empty-segment" if h.work_around_empty_segment else ""
-        lines.append(f"reproduce: {sys.executable} tests/crash.py --kills {h.kills} --seed {h.seed} --fsync {h.fsync}{extra} "
+        lines.append(f"reproduce: {sys.executable} tests/crash.py --kills {h.kills} --seed {h.seed} "
+                     f"--fsync {h.fsync}{extra} "
                      "(timing varies: the same seed makes the same choices, not the same interleaving)")
     elif res.kept:
         lines.append(f"kept: {h.workdir}")

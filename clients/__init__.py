@@ -1,10 +1,10 @@
 """Clients of windowstore: the Python SDK (sync and asyncio). The Spark integration lives in
 `windowstore.clients.spark` (needs the `spark` extra)."""
 from .answer import Answer
-from .client import AppendResult, AsyncClient, Client, PeriodicQuery
-from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, FailedPrecondition, InvalidArgument,
-                     NotFound, ResourceExhausted, Unavailable, WindowStoreError)
+from .client import AppendResult, AsyncClient, Client, CommitResult, PeriodicQuery, StageResult
+from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument,
+                     NotFound, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable, WindowStoreError)
 
-__all__ = ["Aborted", "AlreadyExists", "Answer", "AppendResult", "AsyncClient", "Cancelled", "Client",
-           "DeadlineExceeded", "FailedPrecondition", "InvalidArgument", "NotFound", "PeriodicQuery",
-           "ResourceExhausted", "Unavailable", "WindowStoreError"]
+__all__ = ["Aborted", "AlreadyExists", "Answer", "AppendResult", "AsyncClient", "Cancelled", "Client", "CommitResult",
+           "DeadlineExceeded", "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "PeriodicQuery",
+           "PermissionDenied", "ResourceExhausted", "StageResult", "Unauthenticated", "Unavailable", "WindowStoreError"]

@@ -142,15 +142,43 @@ def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
     return out
 
 
+def _pem(x: str | bytes | None) -> bytes | None:
+    """PEM bytes from bytes, PEM text, or a file path."""
+    if x is None or isinstance(x, bytes):
+        return x
+    if x.lstrip().startswith("-----BEGIN"):
+        return x.encode()
+    with open(x, "rb") as f:
+        return f.read()
+
+
+def _security(tls: bool, ca, cert, key, token: str | None):
+    """(channel credentials or None for plaintext, call metadata)."""
+    creds = None
+    if tls or ca or cert or key:
+        if bool(cert) != bool(key):
+            raise InvalidArgument("a client certificate needs its key (cert= and key=)")
+        creds = grpc.ssl_channel_credentials(root_certificates=_pem(ca), private_key=_pem(key),
+                                             certificate_chain=_pem(cert))
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    return creds, metadata
+
+
 class Client:
-    """Blocking client. Idempotent calls (reads, and appends with a batch_id) retry on UNAVAILABLE."""
+    """Blocking client. Idempotent calls (reads, and appends with a batch_id) retry on UNAVAILABLE.
+
+    TLS: `tls=True` (system roots) or `ca=` (PEM text, bytes or a file path); mutual TLS adds
+    `cert=` and `key=`. `token=` sends `authorization: Bearer <token>` with every call."""
 
     def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3,
-                 channel: grpc.Channel | None = None):
+                 channel: grpc.Channel | None = None, tls: bool = False, ca=None, cert=None, key=None,
+                 token: str | None = None):
         self.target = target
         self.timeout = timeout
         self.retries = retries
-        self._channel = channel or grpc.insecure_channel(target, options=_OPTIONS)
+        creds, self._metadata = _security(tls, ca, cert, key, token)
+        self._channel = channel or (grpc.secure_channel(target, creds, options=_OPTIONS) if creds
+                                    else grpc.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
 
     def close(self) -> None:
@@ -167,7 +195,7 @@ class Client:
         attempt = 0
         while True:
             try:
-                return fn(request, timeout=timeout if timeout is not None else self.timeout)
+                return fn(request, timeout=timeout if timeout is not None else self.timeout, metadata=self._metadata)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, Unavailable) and idempotent and attempt < self.retries:
@@ -254,7 +282,7 @@ class Client:
 
     def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
         """Answers of a periodic query as they are produced; ends when it is unregistered."""
-        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout)
+        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout, metadata=self._metadata)
         try:
             for a in call:
                 yield Answer.from_pb(a)
@@ -276,11 +304,14 @@ class Client:
 class AsyncClient:
     """asyncio client over grpc.aio; the same methods as Client, awaited."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3):
+    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3,
+                 tls: bool = False, ca=None, cert=None, key=None, token: str | None = None):
         self.target = target
         self.timeout = timeout
         self.retries = retries
-        self._channel = grpc.aio.insecure_channel(target, options=_OPTIONS)
+        creds, self._metadata = _security(tls, ca, cert, key, token)
+        self._channel = (grpc.aio.secure_channel(target, creds, options=_OPTIONS) if creds
+                         else grpc.aio.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
 
     async def close(self) -> None:
@@ -297,7 +328,8 @@ class AsyncClient:
         attempt = 0
         while True:
             try:
-                return await fn(request, timeout=timeout if timeout is not None else self.timeout)
+                return await fn(request, timeout=timeout if timeout is not None else self.timeout,
+                                metadata=self._metadata)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, Unavailable) and idempotent and attempt < self.retries:
@@ -362,7 +394,7 @@ class AsyncClient:
         return [_dict(q) for q in (await self._call("ListQueries", pb.ListQueriesRequest(stream=stream), True)).queries]
 
     async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
-        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout)
+        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout, metadata=self._metadata)
         try:
             async for a in call:
                 yield Answer.from_pb(a)

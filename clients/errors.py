@@ -51,8 +51,21 @@ class Cancelled(WindowStoreError):
     code = grpc.StatusCode.CANCELLED
 
 
+class PermissionDenied(WindowStoreError):
+    code = grpc.StatusCode.PERMISSION_DENIED
+
+
+class Unauthenticated(WindowStoreError):
+    code = grpc.StatusCode.UNAUTHENTICATED
+
+
+class Internal(WindowStoreError):
+    code = grpc.StatusCode.INTERNAL
+
+
 _BY_CODE = {cls.code: cls for cls in (InvalidArgument, NotFound, AlreadyExists, ResourceExhausted,
-                                      FailedPrecondition, Aborted, Unavailable, DeadlineExceeded, Cancelled)}
+                                      FailedPrecondition, Aborted, Unavailable, DeadlineExceeded, Cancelled,
+                                      PermissionDenied, Unauthenticated, Internal)}
 
 
 def from_rpc_error(e: grpc.RpcError) -> WindowStoreError:

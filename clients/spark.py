@@ -40,6 +40,17 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a m
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # the streaming query's id, kept in its checkpoint
 
 
+def connect(target: str | dict) -> Client:
+    """A client for `target`: an address, or a dict of Client arguments (TLS, token)."""
+    return Client(**target) if isinstance(target, dict) else Client(target)
+
+
+def _connection(opts: dict) -> dict:
+    """Client arguments from the options target, tls, tls_ca, tls_cert, tls_key, token."""
+    return {"target": opts.get("target", "127.0.0.1:50051"), "tls": opts.get("tls", False), "ca": opts.get("tls_ca"),
+            "cert": opts.get("tls_cert"), "key": opts.get("tls_key"), "token": opts.get("token")}
+
+
 def _task() -> tuple[int, str, dict]:
     """(partition, attempt name, local properties) of the running Spark task."""
     from pyspark import TaskContext
@@ -75,7 +86,7 @@ def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: i
             raise RuntimeError("windowstore sink: no micro-batch id on this task (use it from writeStream)")
         batch_id = int(props[BATCH_ID_PROPERTY])
     staged, chunk, pending, rows = 0, 0, [], 0
-    with Client(target) as ws:
+    with connect(target) as ws:
         def flush():
             nonlocal chunk, pending, rows, staged
             if pending:
@@ -103,8 +114,9 @@ class WindowStoreWriter:
     commit also seals one sub-window, atomically with the rows."""
 
     def __init__(self, target: str, stream: str, writer_id: str | None = None, slide_per_batch: bool = False,
-                 max_rows_per_append: int = 200_000):
-        self.target = target
+                 max_rows_per_append: int = 200_000, **security):
+        # security: tls, ca, cert, key, token (as Client takes them), for the executors too
+        self.target = {"target": target, **security} if security else target
         self.stream = stream
         self.writer_id = writer_id
         self.slide_per_batch = slide_per_batch
@@ -124,7 +136,7 @@ class WindowStoreWriter:
                 QUERY_ID_PROPERTY)})
         else:
             writer = acks[0].writer
-        with Client(target) as ws:
+        with connect(target) as ws:
             ack = ws.commit_batch(stream, writer, batch_id, {a.attempt: a.rows for a in acks}, slide=self.slide_per_batch)
         self.last = {"batch_id": batch_id, "writer": writer, "accepted": ack.accepted, "late": ack.late,
                      "duplicate": ack.duplicate, "partitions": len(acks), "latest_slide": ack.latest_slide}
@@ -152,9 +164,10 @@ def _positive_int(name: str, value: str) -> int:
     return n
 
 
-_WRITE_OPTIONS = {"target": str, "stream": str, "writer_id": str, "slide_per_batch": _bool,
+_CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str}
+_WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_per_batch": _bool,
                   "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
-_READ_OPTIONS = {"target": str, "query": str, "query_id": str}
+_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str}
 _SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
 
 
@@ -188,7 +201,7 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore sink needs option('stream', NAME)")
-        self.target = opts.get("target", "127.0.0.1:50051")
+        self.target = _connection(opts)
         self.stream = opts["stream"]
         self.writer_id = opts.get("writer_id")
         self.slide_per_batch = opts.get("slide_per_batch", False)
@@ -203,13 +216,13 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         messages = [m for m in messages if m is not None]
         if not messages:
             return  # no task ran: nothing was staged, nothing to publish
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             ws.commit_batch(self.stream, messages[0].writer, batchId, {m.attempt: m.rows for m in messages},
                             slide=self.slide_per_batch)
 
     def abort(self, messages, batchId: int) -> None:
         writers = {m.writer for m in messages if m is not None}
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             for writer in writers:
                 ws.abort_batch(self.stream, writer, batchId)
 
@@ -223,7 +236,7 @@ class _BatchWriter(DataSourceArrowWriter):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore writer needs option('stream', NAME)")
-        self.target = opts.get("target", "127.0.0.1:50051")
+        self.target = _connection(opts)
         self.stream = opts["stream"]
         # give writer_id and batch_id to make a re-run of the same job a no-op
         self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
@@ -237,12 +250,12 @@ class _BatchWriter(DataSourceArrowWriter):
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages) -> None:
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             ws.commit_batch(self.stream, self.writer_id, self.batch_id,
                             {m.attempt: m.rows for m in messages if m is not None}, slide=self.slide)
 
     def abort(self, messages) -> None:
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             ws.abort_batch(self.stream, self.writer_id, self.batch_id)
 
 
@@ -259,15 +272,16 @@ def _answer_rows(a, decimal_columns: list[int]):
 
 class _QueryReader(DataSourceReader):
     def __init__(self, options: dict, decimal_columns: list[int]):
-        self.target = options.get("target", "127.0.0.1:50051")
-        self.query = options["query"]
+        opts = parse_options(options, _READ_OPTIONS)
+        self.target = _connection(opts)
+        self.query = opts["query"]
         self.decimal_columns = decimal_columns
 
     def partitions(self):
         return [InputPartition(0)]
 
     def read(self, partition):
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             a = ws.query(self.query)
         yield from _answer_rows(a, self.decimal_columns)
 
@@ -287,18 +301,19 @@ class _AnswerStreamReader(DataSourceStreamReader):
     or repeats, as long as the server still keeps those answers (its bounded answer log)."""
 
     def __init__(self, options: dict, decimal_columns: list[int]):
-        self.target = options.get("target", "127.0.0.1:50051")
-        self.query = options["query"]
-        self.query_id = options.get("query_id")
+        opts = parse_options(options, _READ_OPTIONS)
+        self.target = _connection(opts)
+        self.query = opts["query"]
+        self.query_id = opts.get("query_id")
         self.decimal_columns = decimal_columns
 
     def initialOffset(self) -> dict:
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             query_id = self.query_id or ws.register(self.query).id
         return {"query_id": query_id, "slide": -1}
 
     def latestOffset(self, start: dict, limit=None) -> dict:
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             _, latest, _ = ws.read_answers(start["query_id"], start["slide"], limit=1)
         return {"query_id": start["query_id"], "slide": max(latest, start["slide"])}
 
@@ -309,7 +324,7 @@ class _AnswerStreamReader(DataSourceStreamReader):
 
     def read(self, partition: _AnswerRange):
         after = partition.after_slide
-        with Client(self.target) as ws:
+        with connect(self.target) as ws:
             while after < partition.through_slide:
                 answers, _, first = ws.read_answers(partition.query_id, after, partition.through_slide)
                 if not answers:
@@ -333,7 +348,7 @@ class WindowStoreDataSource(DataSource):
         if not text:
             return "value STRING"  # writes take the DataFrame's own schema
         query = parse_query(text)
-        with Client(self.options.get("target", "127.0.0.1:50051")) as ws:
+        with connect(_connection(parse_options(self.options, _READ_OPTIONS))) as ws:
             spec = ws.describe_stream(query.stream)["spec"]
         bound = bind(query, *_schema_and_window(spec))
         cols = [f"`{label}` {_SPARK_TYPES[t]}" for label, t in zip(bound.columns, bound.types)]

@@ -18,28 +18,66 @@ from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from .config import ServerConfig
 from .driver import Driver
+from .security import AccessPolicy, Authenticator, is_loopback
 from .service import WindowStoreService
 
 log = logging.getLogger("windowstore.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WindowStoreService"].full_name
 
 
+class ConfigError(ValueError):
+    """Settings the server refuses to start with."""
+
+
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def check_protected(config: ServerConfig) -> None:
+    """Protected mode: off loopback, serve only with TLS and tokens, unless --insecure."""
+    if is_loopback(config.host) or config.insecure:
+        return
+    missing = [what for what, ok in (("TLS (--tls-cert, --tls-key)", config.tls_cert and config.tls_key),
+                                     ("authentication (--tokens)", config.tokens)) if not ok]
+    if missing:
+        raise ConfigError(f"refusing to listen on {config.host} without {' and '.join(missing)}: anyone who can "
+                          "reach it could read, write and drop every stream. Add them, or pass --insecure.")
+
+
 class WindowStoreServer:
     """A running server; `port` is the bound port (useful with port=0)."""
 
     def __init__(self, config: ServerConfig):
+        check_protected(config)
+        if bool(config.tls_cert) != bool(config.tls_key):
+            raise ConfigError("TLS needs both --tls-cert and --tls-key")
+        if config.tls_client_ca and not config.tls_cert:
+            raise ConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
         self.config = config
+        policy = AccessPolicy(config.tokens) if config.tokens else None
         self.driver = Driver(config)
         limit = config.max_message_mb * 1024 * 1024
+        interceptors = [Authenticator(policy, f"/{SERVICE_NAME}/")] if policy else []
         self.grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="windowstore-rpc"),
+            interceptors=interceptors,
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
                      ("grpc.so_reuseport", 0)])
-        pb_grpc.add_WindowStoreServiceServicer_to_server(WindowStoreService(self.driver), self.grpc)
+        pb_grpc.add_WindowStoreServiceServicer_to_server(WindowStoreService(self.driver, policy), self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
-        self.port = self.grpc.add_insecure_port(f"{config.host}:{config.port}")
+        address = f"{config.host}:{config.port}"
+        if config.tls_cert:
+            creds = grpc.ssl_server_credentials([(_read(config.tls_key), _read(config.tls_cert))],
+                                                root_certificates=_read(config.tls_client_ca),
+                                                require_client_auth=bool(config.tls_client_ca))
+            self.port = self.grpc.add_secure_port(address, creds)
+        else:
+            self.port = self.grpc.add_insecure_port(address)
         if self.port == 0:
             raise OSError(f"cannot listen on {config.host}:{config.port}")
         self._stopped = threading.Event()
@@ -95,13 +133,19 @@ def serve(config: ServerConfig) -> int:
     # Handler threads and the driver hand work to each other on every RPC; CPython's default 5 ms
     # GIL switch interval then shows up as a 5 ms p99. Hand-offs are short: switch sooner.
     sys.setswitchinterval(config.switch_interval_ms / 1000.0)
-    server = WindowStoreServer(config).start()
+    try:
+        server = WindowStoreServer(config).start()
+    except (ConfigError, OSError, ValueError) as e:
+        print(f"windowstore: cannot start: {e}", file=sys.stderr, flush=True)
+        return 2
     error = getattr(server.driver, "recovery_error", None)
     if error is not None:
         print(f"windowstore: cannot start: {error}", file=sys.stderr, flush=True)
         server.stop(0)
         return 2
     where = "in memory" if config.in_memory else f"data in {os.path.abspath(config.data_dir)}, fsync {config.fsync}"
+    where += ("; TLS" + (" (mutual)" if config.tls_client_ca else "") if config.tls_cert else "; plaintext")
+    where += "; tokens" if config.tokens else "; no authentication"
     print(f"windowstore serving on {server.address} (policy {config.policy}; {where})", flush=True)
 
     def on_signal(signum, frame):

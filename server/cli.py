@@ -22,6 +22,8 @@ def _serve(args) -> int:
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
                        history_keep=args.history_keep, workers=args.workers, grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
+                       tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+                       tokens=args.tokens, insecure=args.insecure,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
     return serve(cfg)
 
@@ -29,7 +31,8 @@ def _serve(args) -> int:
 def _client(args):
     from windowstore.clients import Client
 
-    return Client(args.target, timeout=args.timeout)
+    return Client(args.target, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key,
+                  token=args.token or os.environ.get("WINDOWSTORE_TOKEN"))
 
 
 def _print_answer(a, staleness_first: bool = False) -> None:
@@ -189,12 +192,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="take a snapshot after this much log (default 256 MiB)")
     sv.add_argument("--snapshot-every-s", type=float, default=300.0,
                     help="... or after this many seconds with anything logged (default 300)")
+    sv.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (with --tls-key)")
+    sv.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    sv.add_argument("--tls-client-ca", help="PEM CA certificates: require client certificates signed by them (mutual TLS)")
+    sv.add_argument("--tokens", help="JSON file of bearer-token hashes and per-stream grants (see README, Security); "
+                                     "re-read when it changes")
+    sv.add_argument("--insecure", action="store_true",
+                    help="allow listening off loopback without TLS and --tokens (protected mode refuses it otherwise)")
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)
 
     def client_args(p):
         p.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
         p.add_argument("--timeout", type=float, default=60.0, help="seconds per call (default 60)")
+        p.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --tls-ca)")
+        p.add_argument("--tls-ca", help="PEM CA certificates to verify the server with (implies --tls)")
+        p.add_argument("--tls-cert", help="PEM client certificate (mutual TLS, with --tls-key)")
+        p.add_argument("--tls-key", help="PEM private key of --tls-cert")
+        p.add_argument("--token", help="bearer token (default: $WINDOWSTORE_TOKEN)")
 
     q = sub.add_parser("query", help="run a one-time query and print its answer")
     q.add_argument("query", help="query text, e.g. \"SELECT COUNT(*) FROM packets\"")

@@ -24,6 +24,11 @@ class ServerConfig:
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
     grace_s: float = 5.0               # shutdown: time for in-flight work
     switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process
+    tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...
+    tls_key: str | None = None         # ... and private key
+    tls_client_ca: str | None = None   # PEM: require client certificates signed by these (mutual TLS)
+    tokens: str | None = None          # JSON tokens file (security.py): bearer tokens, per-stream grants
+    insecure: bool = False             # allow listening off loopback without TLS and tokens
     data_dir: str = "windowstore-data"  # the write-ahead log and snapshots
     in_memory: bool = False            # no data directory: nothing survives a restart
     fsync: str = "always"              # always | interval (at most ~1 s at risk) | off

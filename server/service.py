@@ -9,7 +9,7 @@ from concurrent.futures import Future, TimeoutError as FutureTimeout
 
 import grpc
 
-from windowstore.store import InvalidInput, QuerySyntaxError, parse_query, to_text
+from windowstore.store import InvalidInput, QuerySyntaxError, StoreError, parse_query, to_text
 from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, Result
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
@@ -20,6 +20,15 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
 from . import convert
 from .driver import (CLOSED, AlreadyExists, DeadlineExceeded, Driver, FailedPrecondition, NotFound,
                      ResourceExhausted, ShuttingDown, Unavailable)
+from .security import ANONYMOUS, AccessPolicy
+
+
+class PermissionDenied(StoreError):
+    pass
+
+
+class Unauthenticated(StoreError):
+    pass
 
 log = logging.getLogger("windowstore.service")
 
@@ -35,6 +44,8 @@ _CODES = [
     (QueryWithdrawn, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
     (Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
 ]
 
@@ -81,10 +92,34 @@ def _info(driver: Driver, name: str) -> pb.StreamInfo:
     return info
 
 
+def _short(name: str, limit: int = 100) -> str:
+    return name if len(name) <= limit else name[:limit] + "..."
+
+
 class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
-    def __init__(self, driver: Driver):
+    def __init__(self, driver: Driver, policy: AccessPolicy | None = None):
         self.driver = driver
         self.config = driver.config
+        self.policy = policy
+
+    # -- who may do what ---------------------------------------------------------------------------
+    def _principal(self, context) -> str:
+        if self.policy is None:
+            return ANONYMOUS
+        p = self.policy.principal(context.invocation_metadata())
+        if p is None:
+            raise Unauthenticated("a valid bearer token is required (metadata 'authorization: Bearer <token>')")
+        return p
+
+    def _allow(self, context, action: str, stream: str) -> str:
+        """The caller's principal, if it may `action` the stream; else PERMISSION_DENIED."""
+        p = self._principal(context)
+        if self.policy is not None and not self.policy.allowed(p, action, stream):
+            raise PermissionDenied(f"{_short(p)!r} may not {action} stream {_short(stream)!r}")
+        return p
+
+    def _may(self, context, action: str, stream: str) -> bool:
+        return self.policy is None or self.policy.allowed(self._principal(context), action, stream)
 
     def _run(self, fn, context):
         return self.driver.call(fn).result(_remaining(context))
@@ -97,6 +132,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
     @rpc
     def CreateStream(self, request, context):
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
+        self._allow(context, "admin", name)
         self._write(CreateStream(name, tuple(columns.items()), time_column, spec.subwindows, spec.subwindow_ms,
                                  spec.subwindow_rows, spec.clock, spec.allowed_lateness_ms, spec.group_by, spec.topk, 0.0),
                     context)
@@ -104,6 +140,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def DropStream(self, request, context):
+        self._allow(context, "admin", request.name)
         gone = self._write(DropStream(request.name, 0.0), context)
         self._run(lambda: self.driver.close_periodic(gone, f"stream {request.name!r} was dropped"), context)
         return pb.DropStreamResponse()
@@ -111,14 +148,18 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
     @rpc
     def ListStreams(self, request, context):
         d = self.driver
-        return pb.ListStreamsResponse(streams=self._run(lambda: [_info(d, n) for n in sorted(d.sched.streams)], context))
+        self._principal(context)
+        infos = self._run(lambda: [_info(d, n) for n in sorted(d.sched.streams)], context)
+        return pb.ListStreamsResponse(streams=[i for i in infos if self._may(context, "read", i.spec.name)])
 
     @rpc
     def DescribeStream(self, request, context):
+        self._allow(context, "read", request.name)
         return pb.DescribeStreamResponse(stream=self._run(lambda: _info(self.driver, request.name), context))
 
     @rpc
     def Append(self, request, context):
+        self._allow(context, "write", request.stream)
         batch, ipc = convert.batch_from_pb(request)
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
@@ -131,6 +172,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def Slide(self, request, context):
+        self._allow(context, "write", request.stream)
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
@@ -139,6 +181,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def StageRows(self, request, context):
+        self._allow(context, "write", request.stream)
         batch, ipc = convert.batch_from_pb(request)
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
@@ -148,6 +191,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def CommitBatch(self, request, context):
+        self._allow(context, "write", request.stream)
         attempts = tuple((a.attempt, a.rows) for a in request.attempts)
         if len({a for a, _ in attempts}) != len(attempts):
             raise InvalidInput("an attempt is listed twice")
@@ -158,6 +202,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def AbortBatch(self, request, context):
+        self._allow(context, "write", request.stream)
         rows = self._write(AbortBatch(request.stream, request.writer_id, request.batch_id, 0.0), context)
         return pb.AbortBatchResponse(discarded_rows=rows)
 
@@ -175,6 +220,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
     @rpc
     def Query(self, request, context):
         query, _ = self._query(request)
+        self._allow(context, "read", query.stream)
         done: Future = Future()
         txn = self._run(lambda: self.driver.submit(query, request.priority, done), context)
 
@@ -191,15 +237,41 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def RegisterQuery(self, request, context):
-        _, text = self._query(request)
-        p = self._write(Register("", text, request.priority, 0.0), context)
+        query, text = self._query(request)
+        owner = self._allow(context, "read", query.stream)
+        p = self._write(Register("", text, request.priority, 0.0, owner), context)
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
 
     @rpc
     def UnregisterQuery(self, request, context):
+        self._check_owner(context, request.query_id)
         self._write(Unregister(request.query_id, 0.0), context)
         self._run(lambda: self.driver.close_periodic([request.query_id], "the periodic query was unregistered"), context)
         return pb.UnregisterQueryResponse()
+
+    def _check_owner(self, context, query_id: str) -> None:
+        """Only its owner, or an admin of its stream, may end a periodic query."""
+        if self.policy is None:
+            return
+        p = self._principal(context)
+
+        def owner_and_stream():
+            q = self.driver.engine.periodic.get(query_id)
+            if q is None:
+                raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
+            return q.owner, q.task.plan.stream.name
+        owner, stream = self._run(owner_and_stream, context)
+        if p != owner and not self.policy.allowed(p, "admin", stream):
+            raise PermissionDenied(f"{_short(p)!r} may not unregister periodic query {query_id!r}: it belongs to "
+                                   f"{_short(owner)!r} (or needs admin on stream {_short(stream)!r})")
+
+    def _stream_of_query(self, query_id: str, context) -> str:
+        def stream():
+            q = self.driver.engine.periodic.get(query_id)
+            if q is None:
+                raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
+            return q.task.plan.stream.name
+        return self._run(stream, context)
 
     @rpc
     def ListQueries(self, request, context):
@@ -207,7 +279,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             out = []
             for qid, p in self.driver.engine.periodic.items():
                 name = p.task.plan.stream.name
-                if request.stream and name != request.stream:
+                if request.stream and name != request.stream or not self._may(context, "read", name):
                     continue
                 subs = self.driver.subscribers.get(qid)
                 out.append(pb.PeriodicQueryInfo(
@@ -219,6 +291,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     def Subscribe(self, request, context):
         try:
+            self._allow(context, "read", self._stream_of_query(request.query_id, context))
             q, stream_name = self._run(lambda: self.driver.subscribe(request.query_id), context)
         except Exception as e:  # noqa: BLE001
             context.abort(_status(e), str(e))
@@ -242,6 +315,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def ReadAnswers(self, request, context):
+        self._allow(context, "read", self._stream_of_query(request.query_id, context))
         through = request.through_slide if request.HasField("through_slide") else None
         answers, latest, first, stream = self._run(lambda: self.driver.read_answers(
             request.query_id, request.after_slide, through, request.limit or 1000), context)
@@ -251,7 +325,12 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
     # -- introspection -------------------------------------------------------------------------
     @rpc
     def GetStats(self, request, context):
+        if request.stream:
+            self._allow(context, "read", request.stream)
+        else:
+            self._principal(context)
         s = self._run(lambda: self.driver.stats(request.stream or None), context)
+        s["streams"] = [x for x in s["streams"] if self._may(context, "read", x["stream"])]
         return pb.GetStatsResponse(
             policy=s["policy"],
             streams=[pb.StreamStats(
@@ -268,6 +347,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def StreamHistory(self, request, context):
+        self._allow(context, "read", request.stream) if request.stream else self._allow(context, "admin", "*")
         limit = request.limit or 10_000
 
         def read():

@@ -129,6 +129,7 @@ class Register:
     text: str
     priority: int
     now_ms: float
+    owner: str = ""   # the principal it belongs to (only it, or an admin, may unregister it)
 
 
 @dataclass(frozen=True)

@@ -104,6 +104,7 @@ class PeriodicDef:
     text: str
     priority: int
     task: Task
+    owner: str = ""
 
 
 _QUERY_ID = re.compile(r"^P(\d+)$")
@@ -402,9 +403,9 @@ class Engine:
         task = self.sched.register(plan, every, cmd.priority, task_id=query_id,
                                    on_answer=lambda r: self.on_answer and self.on_answer(query_id, r),
                                    on_error=self._task_failed)
-        p = PeriodicDef(query_id, cmd.text, cmd.priority, task)
+        p = PeriodicDef(query_id, cmd.text, cmd.priority, task, cmd.owner)
         self.periodic[query_id] = p
-        self._emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms))
+        self._emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner))
         return p
 
     def _unregister(self, cmd: Unregister) -> PeriodicDef:
@@ -449,7 +450,7 @@ class Engine:
                          "slide_acks": {k: list(v.items()) for k, v in book.slide_acks.items()}},
             })
         return {"now_ms": self.now_ms, "next_query": self.next_query, "streams": streams,
-                "periodic": [[p.query_id, p.text, p.priority] for p in self.periodic.values()]}
+                "periodic": [[p.query_id, p.text, p.priority, p.owner] for p in self.periodic.values()]}
 
     def restore(self, image: dict, subwindow: Callable) -> None:
         """Rebuild the state `capture` took (read back from disk) into this empty engine.
@@ -476,8 +477,8 @@ class Engine:
                 book.staged.setdefault((writer, batch_id), {})[attempt] = {int(c): t for c, t in chunks.items()}
                 self.staged_bytes += sum(t.nbytes for t in chunks.values())
             self.books[st["name"]] = book
-        for query_id, text, priority in image["periodic"]:
-            self._register(Register(query_id, text, priority, self.now_ms))
+        for query_id, text, priority, owner in image["periodic"]:
+            self._register(Register(query_id, text, priority, self.now_ms, owner))
         self.next_query = image["next_query"]
         self._out.clear()
 
@@ -508,7 +509,7 @@ class Engine:
             for part in parts:
                 h.update(part if isinstance(part, bytes) else repr(part).encode())
 
-        put(self.next_query, sorted((p.query_id, p.text, p.priority) for p in self.periodic.values()))
+        put(self.next_query, sorted((p.query_id, p.text, p.priority, p.owner) for p in self.periodic.values()))
         for name in sorted(self.sched.streams):
             s = self.sched.streams[name]
             w = s.window

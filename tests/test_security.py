@@ -1,0 +1,150 @@
+"""Security against a real server: TLS (and mutual TLS), bearer tokens, per-stream permissions,
+periodic queries owned by their principal, a reloadable tokens file, protected mode."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from windowstore.clients import Client, NotFound, WindowStoreError
+from windowstore.clients.errors import PermissionDenied, Unauthenticated, Unavailable
+from windowstore.server.process import ServerProcess
+from windowstore.server.security import token_hash
+
+SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
+
+
+def _cert(name: str, issuer=None, issuer_key=None, ca: bool = False):
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = dt.datetime.now(dt.timezone.utc)
+    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer or subject).public_key(key.public_key())
+         .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
+         .not_valid_after(now + dt.timedelta(days=1))
+         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if not ca:
+        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                         x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
+                            critical=False)
+    cert = b.sign(issuer_key or key, hashes.SHA256())
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return cert, key, pem, key_pem
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    ca, ca_key, ca_pem, _ = _cert("windowstore test CA", ca=True)
+    _, _, srv_pem, srv_key = _cert("localhost", ca.subject, ca_key)
+    _, _, cli_pem, cli_key = _cert("spark-job", ca.subject, ca_key)
+    files = {"ca": ca_pem, "server": srv_pem, "server_key": srv_key, "client": cli_pem, "client_key": cli_key}
+    for name, data in files.items():
+        (d / f"{name}.pem").write_bytes(data)
+    return {k: str(d / f"{k}.pem") for k in files}
+
+
+def _tokens(path, grants, tokens):
+    path.write_text(json.dumps({"tokens": {token_hash(t): p for t, p in tokens.items()}, "grants": grants}))
+
+
+@pytest.fixture(scope="module")
+def secured(pki, tmp_path_factory):
+    tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
+    _tokens(tokens, {"admin": {"*": ["admin"]}, "writer": {"sensors*": ["write", "read"]},
+                     "reader": {"sensors*": ["read"]}, "other": {"sensors*": ["read"]}},
+            {"t-admin": "admin", "t-writer": "writer", "t-reader": "reader", "t-other": "other"})
+    srv = ServerProcess("--tls-cert", pki["server"], "--tls-key", pki["server_key"], "--tokens", str(tokens))
+    yield srv, pki, tokens
+    srv.stop()
+
+
+def client(srv, pki, token=None, **kw):
+    return Client(srv.target, ca=pki["ca"], token=token, timeout=10, retries=0, **kw)
+
+
+def test_tokens_and_permissions(secured):
+    srv, pki, _ = secured
+    with client(srv, pki, "t-admin") as admin:
+        admin.create_stream("sensors1", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+        admin.create_stream("secret", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+    with client(srv, pki) as nobody, pytest.raises(Unauthenticated, match="bearer token"):
+        nobody.list_streams()
+    with client(srv, pki, "t-wrong") as wrong, pytest.raises(Unauthenticated):
+        wrong.query("SELECT COUNT(*) FROM sensors1")
+    with client(srv, pki, "t-writer") as w:
+        w.append("sensors1", {"ts": [1, 2], "k": ["a", "b"], "v": [1, 2]})
+        w.slide("sensors1")
+        with pytest.raises(PermissionDenied, match="'writer' may not admin stream 'sensors2'"):
+            w.create_stream("sensors2", SCHEMA, subwindows=4, subwindow_ms=1000)
+        with pytest.raises(PermissionDenied, match="may not write stream 'secret'"):
+            w.append("secret", {"ts": [1], "k": ["x"], "v": [1]})
+    with client(srv, pki, "t-reader") as r:
+        assert r.query("SELECT COUNT(*), SUM(v) FROM sensors1").rows == [(2, 3)]
+        assert [s["spec"]["name"] for s in r.list_streams()] == ["sensors1"]  # only what it may read
+        with pytest.raises(PermissionDenied, match="may not read stream 'secret'"):
+            r.query("SELECT COUNT(*) FROM secret")
+        with pytest.raises(PermissionDenied, match="may not write"):
+            r.slide("sensors1")
+        q = r.register("SELECT COUNT(*) FROM sensors1 [SLIDE 1 SUBWINDOWS]")
+    with client(srv, pki, "t-other") as o, pytest.raises(PermissionDenied, match="belongs to 'reader'"):
+        o.unregister(q.id)  # periodic queries belong to their principal
+    with client(srv, pki, "t-admin") as admin:
+        admin.unregister(q.id)  # ... or to an admin of the stream
+        with pytest.raises(NotFound):
+            admin.unregister(q.id)
+
+
+def test_mutual_tls_needs_a_client_certificate(pki, tmp_path):
+    srv = ServerProcess("--tls-cert", pki["server"], "--tls-key", pki["server_key"], "--tls-client-ca", pki["ca"])
+    try:
+        with Client(srv.target, ca=pki["ca"], cert=pki["client"], key=pki["client_key"], timeout=10) as ok:
+            ok.create_stream("m", SCHEMA, subwindows=2, subwindow_ms=1000)
+            assert ok.query("SELECT COUNT(*) FROM m").rows == [(0,)]
+        with Client(srv.target, ca=pki["ca"], timeout=5, retries=0) as anon, pytest.raises(WindowStoreError):
+            anon.list_streams()
+        with Client(srv.target, timeout=5, retries=0) as plain, pytest.raises(Unavailable):
+            plain.list_streams()  # plaintext to a TLS port
+    finally:
+        srv.stop()
+
+
+def test_the_tokens_file_is_reloaded(pki, tmp_path):
+    tokens = tmp_path / "tokens.json"
+    _tokens(tokens, {"a": {"*": ["admin"]}}, {"old": "a"})
+    srv = ServerProcess("--tokens", str(tokens))
+    try:
+        with Client(srv.target, token="old", timeout=10) as c:
+            c.create_stream("r", SCHEMA, subwindows=2, subwindow_ms=1000)
+        time.sleep(1.1)
+        _tokens(tokens, {"a": {"*": ["admin"]}}, {"new": "a"})  # rotate: "old" revoked
+        deadline = time.time() + 10
+        while True:
+            try:
+                with Client(srv.target, token="new", timeout=5, retries=0) as c:
+                    c.describe_stream("r")
+                break
+            except Unauthenticated:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.3)
+        with Client(srv.target, token="old", timeout=5, retries=0) as c, pytest.raises(Unauthenticated):
+            c.describe_stream("r")
+    finally:
+        srv.stop()
+
+
+def test_protected_mode_refuses_an_open_address_without_tls_and_tokens(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "windowstore.server.cli", "serve", "--in-memory", "--host", "0.0.0.0",
+                          "--port", "0"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without TLS" in out.stderr and "--insecure" in out.stderr

@@ -18,6 +18,7 @@ from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from .config import ServerConfig
 from .driver import Driver
+from .metrics import Metrics, MetricsInterceptor
 from .security import AccessPolicy, Authenticator, is_loopback
 from .service import WindowStoreService
 
@@ -60,7 +61,19 @@ class WindowStoreServer:
         policy = AccessPolicy(config.tokens) if config.tokens else None
         self.driver = Driver(config)
         limit = config.max_message_mb * 1024 * 1024
+        self.metrics = None
         interceptors = [Authenticator(policy, f"/{SERVICE_NAME}/")] if policy else []
+        if config.metrics_port is not None:
+            self.metrics = Metrics()
+            self.metrics.bind(self.driver)
+            self.driver.prometheus = self.metrics
+            sched = self.driver.sched
+
+            def slid(name: str) -> None:
+                if sched.last_slide_delay is not None:
+                    self.metrics.slide_delay.labels(name).observe(sched.last_slide_delay / 1000.0)
+            self.driver.engine.on_slide = slid
+            interceptors.insert(0, MetricsInterceptor(self.metrics))
         self.grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="windowstore-rpc"),
             interceptors=interceptors,
@@ -92,6 +105,8 @@ class WindowStoreServer:
         for name in ("", SERVICE_NAME):
             self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         self.grpc.start()
+        if self.metrics is not None:
+            self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         self.driver.start()
         threading.Thread(target=self._serving_after_recovery, name="windowstore-recovery", daemon=True).start()
         if wait_recovery:
@@ -146,6 +161,8 @@ def serve(config: ServerConfig) -> int:
     where = "in memory" if config.in_memory else f"data in {os.path.abspath(config.data_dir)}, fsync {config.fsync}"
     where += ("; TLS" + (" (mutual)" if config.tls_client_ca else "") if config.tls_cert else "; plaintext")
     where += "; tokens" if config.tokens else "; no authentication"
+    if server.metrics is not None:
+        where += f"; metrics on http://{config.host}:{server.metrics_port}/metrics"
     print(f"windowstore serving on {server.address} (policy {config.policy}; {where})", flush=True)
 
     def on_signal(signum, frame):

@@ -23,7 +23,7 @@ def _serve(args) -> int:
                        history_keep=args.history_keep, workers=args.workers, grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
-                       tokens=args.tokens, insecure=args.insecure,
+                       tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
     return serve(cfg)
 
@@ -199,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "re-read when it changes")
     sv.add_argument("--insecure", action="store_true",
                     help="allow listening off loopback without TLS and --tokens (protected mode refuses it otherwise)")
+    sv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port)")
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)
 

@@ -94,6 +94,7 @@ class Driver:
         self.durability = None if config.in_memory else Durability(config.data_dir, config.fsync,
                                                                    config.snapshot_every_bytes,
                                                                    config.snapshot_every_s)
+        self.prometheus = None  # metrics.Metrics, when serving them
         self.subscribers: dict[str, Subscribers] = {}
         self.answer_log: dict[str, collections.deque] = {}  # query id -> its newest answers (ReadAnswers)
         self.metrics: dict[str, Metrics] = collections.defaultdict(Metrics)
@@ -330,7 +331,7 @@ class Driver:
     def _publish(self, query_id: str, result: Result) -> None:
         p = self.engine.periodic.get(query_id)
         if p is not None:
-            self._note_answer(p.task.plan.stream.name, result)
+            self._note_answer(p.task.plan.stream.name, result, "periodic")
             self.answer_log.setdefault(query_id, collections.deque(maxlen=self.config.answer_log_keep)).append(result)
         subs = self.subscribers.get(query_id)
         if subs is not None:
@@ -345,7 +346,22 @@ class Driver:
         if query_id not in self.engine.periodic:  # failed for good: it is gone
             self.subscribers.pop(query_id, None)
 
-    def _note_answer(self, name: str, result: Result) -> None:
+    def metrics_snapshot(self) -> dict:
+        """Everything the Prometheus collector exports, in one driver turn."""
+        s = self.stats(None)
+        for st in s["streams"]:
+            stream = self.stream(st["stream"])
+            w = stream.window
+            held = sum(a.nbytes for sub in w.subs if sub is not None for a in sub.columns.values())
+            held += sum(a.nbytes for buf in [w._buffer, *w._slots.values()] for ch in buf.chunks for a in ch.values())
+            st["bytes"] = held
+            st["strings"] = len(stream.strings)
+        s["subscriber_drops"] = sum(x.dropped for x in self.subscribers.values())
+        return s
+
+    def _note_answer(self, name: str, result: Result, query_class: str = "onetime") -> None:
+        if self.prometheus is not None:
+            self.prometheus.observe_answer(name, query_class, result)
         m = self.metrics[name]
         if result.staleness_ms is not None:
             m.staleness.append(result.staleness_ms)

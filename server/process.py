@@ -23,6 +23,7 @@ class ServerProcess:
             [sys.executable, "-m", "windowstore.server.cli", "serve", "--port", str(port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         line = self.proc.stdout.readline()
+        self.banner = line
         m = re.search(r"serving on (\S+)", line)
         if not m:
             self.proc.kill()

@@ -126,6 +126,7 @@ class Engine:
         # Listeners for the shell (subscribers): answers and failures of periodic queries.
         self.on_answer: Callable[[str, Result], None] | None = None
         self.on_error: Callable[[str, Exception], None] | None = None
+        self.on_slide: Callable[[str], None] | None = None  # after each slide applied live
 
     # -- time ------------------------------------------------------------------------------------
     def tick(self, now_ms: float) -> None:
@@ -374,6 +375,8 @@ class Engine:
         writer_id, batch_id = self._slide_key if cause == "manual" else ("", None)
         self._note_slide_key(name, writer_id, batch_id, sub)
         self._emit(Slide(name, self.now_ms, writer_id, batch_id))
+        if self.on_slide is not None:
+            self.on_slide(name)
         stream = self.sched.streams[name]
         if stream.strings_need_compaction() and not any(t.begun and t.stream == name for t in self.sched.active):
             stream.compact_strings()

@@ -154,6 +154,7 @@ class Scheduler:
         self.slide_delays: dict[str, collections.deque] = {}
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
         self.last_error: QueryFailed | None = None  # the last query failure, for the operator's log
+        self.last_slide_delay: float | None = None  # ms the last slide came after it fell due (processing time)
         # Called after every slide step() applies, with the cause ('due' on its clock, or 'manual'):
         # the engine turns it into a logged command.
         self.on_slide: Callable[[str, SubWindow, str], None] | None = None
@@ -275,8 +276,9 @@ class Scheduler:
         sub = stream.window.slide(int(now))
         j = sub.slide
         self.last_rows = sub.rows
+        self.last_slide_delay = None if due_at is None else max(0.0, now - due_at)
         if due_at is not None:
-            self.slide_delays[name].append(max(0.0, now - due_at))
+            self.slide_delays[name].append(self.last_slide_delay)
         txn_id = f"T{j}"
         self._record(name, "w", txn_id, subwindow=sub.position, version=j)
         self._record(name, "c", txn_id)

@@ -1,0 +1,146 @@
+"""Prometheus metrics (`serve --metrics-port N`), with the standard client library.
+
+- gRPC: `grpc_server_handled_total` and `grpc_server_handling_seconds` by method and status code
+  (the names and labels of the usual gRPC server interceptors).
+- Answers: staleness and response-time histograms per stream and query class; slide delay.
+- The store, read from the driver at scrape time: rows accepted / late / duplicate batches, slides,
+  staged and discarded rows, committed / aborted / restarted / failed / errored queries by policy and
+  class, subscriber drops, memory held per stream, the log and snapshots.
+"""
+from __future__ import annotations
+
+import time
+
+import grpc
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+_LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_STALENESS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.handled = Counter("grpc_server_handled_total", "RPCs completed on the server, by status code",
+                               ["grpc_type", "grpc_service", "grpc_method", "grpc_code"], registry=r)
+        self.handling = Histogram("grpc_server_handling_seconds", "Time to handle an RPC on the server",
+                                  ["grpc_type", "grpc_service", "grpc_method"], buckets=_LATENCY, registry=r)
+        self.staleness = Histogram("windowstore_answer_staleness_seconds",
+                                   "Answer time minus the commit time of the newest slide it reflects",
+                                   ["stream", "query_class"], buckets=_STALENESS, registry=r)
+        self.response = Histogram("windowstore_query_response_seconds", "Query submit to answer, on the server",
+                                  ["stream", "query_class"], buckets=_LATENCY, registry=r)
+        self.slide_delay = Histogram("windowstore_slide_delay_seconds",
+                                     "How late a processing-time slide was applied after it fell due",
+                                     ["stream"], buckets=_LATENCY, registry=r)
+
+    def bind(self, driver) -> None:
+        self.registry.register(_StoreCollector(driver))
+
+    def serve(self, port: int, host: str) -> int:
+        server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return server.server_port
+
+    def observe_answer(self, stream: str, query_class: str, result) -> None:
+        if result.staleness_ms is not None:
+            self.staleness.labels(stream, query_class).observe(result.staleness_ms / 1000.0)
+        self.response.labels(stream, query_class).observe(result.response_ms / 1000.0)
+
+
+class MetricsInterceptor(grpc.ServerInterceptor):
+    """Counts and times every RPC by method and status code."""
+
+    def __init__(self, metrics: Metrics):
+        self.m = metrics
+
+    def intercept_service(self, continuation, details):
+        handler = continuation(details)
+        if handler is None:
+            return None
+        service, _, method = details.method.rpartition("/")
+        service = service.lstrip("/")
+        m = self.m
+
+        def record(kind, context, started, failed):
+            code = context.code() if hasattr(context, "code") else None
+            name = code.name if isinstance(code, grpc.StatusCode) else ("UNKNOWN" if failed else "OK")
+            m.handled.labels(kind, service, method, name).inc()
+            m.handling.labels(kind, service, method).observe(time.perf_counter() - started)
+
+        if handler.unary_unary:
+            inner = handler.unary_unary
+
+            def unary(request, context):
+                started, failed = time.perf_counter(), True
+                try:
+                    out = inner(request, context)
+                    failed = False
+                    return out
+                finally:
+                    record("unary", context, started, failed)
+            return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer, handler.response_serializer)
+        if handler.unary_stream:
+            inner_stream = handler.unary_stream
+
+            def streaming(request, context):
+                started, failed = time.perf_counter(), True
+                try:
+                    yield from inner_stream(request, context)
+                    failed = False
+                finally:
+                    record("server_stream", context, started, failed)
+            return grpc.unary_stream_rpc_method_handler(streaming, handler.request_deserializer,
+                                                        handler.response_serializer)
+        return handler
+
+
+class _StoreCollector:
+    """Reads the store's counters on the driver thread at scrape time (one consistent view)."""
+
+    def __init__(self, driver):
+        self.driver = driver
+
+    def collect(self):
+        try:
+            s = self.driver.call(self.driver.metrics_snapshot).result(5)
+        except Exception:  # noqa: BLE001 - a scrape during shutdown gets nothing, not an error page
+            return
+        per_stream = {
+            "windowstore_rows_accepted": ("rows appended (not late)", "accepted_rows"),
+            "windowstore_rows_late": ("rows for sub-windows already sealed: counted, not stored", "late_rows"),
+            "windowstore_batches_duplicate": ("replayed batches recognised and ignored", "duplicate_batches"),
+            "windowstore_slides": ("slides applied", "slides"),
+            "windowstore_rows_discarded": ("staged rows never published (failed attempts, aborts)", "discarded_rows"),
+        }
+        for name, (doc, key) in per_stream.items():
+            c = CounterMetricFamily(name, doc, labels=["stream"])
+            for st in s["streams"]:
+                c.add_metric([st["stream"]], st[key])
+            yield c
+        for name, doc, key in (("windowstore_stream_bytes", "memory held by the window's columns and buffers", "bytes"),
+                               ("windowstore_rows_staged", "rows staged by uncommitted batches", "staged_rows"),
+                               ("windowstore_strings", "entries of the stream's string dictionary", "strings")):
+            g = GaugeMetricFamily(name, doc, labels=["stream"])
+            for st in s["streams"]:
+                g.add_metric([st["stream"]], st[key])
+            yield g
+        for key, doc in (("committed", "queries committed"), ("aborts", "query attempts aborted by slides"),
+                         ("restarts", "query restarts after an abort"), ("failed", "queries failed (restart limit)"),
+                         ("errors", "queries failed by an internal error"), ("removals", "contributions removed")):
+            c = CounterMetricFamily(f"windowstore_queries_{key}", doc, labels=["policy", "query_class"])
+            for cls in ("onetime", "periodic"):
+                c.add_metric([s["policy"], cls], s[cls][key])
+            yield c
+        c = CounterMetricFamily("windowstore_subscriber_drops", "answers dropped for slow subscribers", labels=[])
+        c.add_metric([], s["subscriber_drops"])
+        yield c
+        d = s["durability"]
+        if d.get("enabled"):
+            yield CounterMetricFamily("windowstore_log_bytes", "write-ahead log bytes written", value=d["log_bytes"])
+            yield CounterMetricFamily("windowstore_snapshots", "snapshots completed", value=d["snapshots"])
+            yield GaugeMetricFamily("windowstore_snapshot_pause_seconds_max",
+                                    "longest driver pause to capture a snapshot", value=d["max_snapshot_pause_ms"] / 1000)
+            yield GaugeMetricFamily("windowstore_writes_refused", "1 when the log failed and writes are refused",
+                                    value=1.0 if d["write_failure"] else 0.0)

@@ -1,0 +1,63 @@
+"""Prometheus metrics scraped over HTTP from a real server while it works."""
+from __future__ import annotations
+
+import re
+import threading
+import urllib.request
+
+from windowstore.clients import Client, InvalidArgument
+from windowstore.server.process import ServerProcess
+
+SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
+
+
+def scrape(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def test_metrics_are_scraped_while_load_runs(tmp_path):
+    srv = ServerProcess("--metrics-port", "0", data_dir=str(tmp_path))
+    url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
+    try:
+        with Client(srv.target) as ws:
+            ws.create_stream("m", SCHEMA, subwindows=10, subwindow_ms=100, group_by=["k"])
+            ws.register("SELECT k, SUM(v) FROM m [SLIDE 100 ms] GROUP BY k")
+            stop = threading.Event()
+
+            def load():
+                with Client(srv.target) as c:
+                    i = 0
+                    while not stop.is_set() and i < 400:
+                        c.append("m", {"ts": [i], "k": [f"k{i % 7}"], "v": [i]}, writer_id="w", batch_id=i)
+                        c.query("SELECT COUNT(*) FROM m")
+                        i += 1
+            t = threading.Thread(target=load)
+            t.start()
+            during = scrape(url)  # while the load runs
+            t.join(60)
+            stop.set()
+            try:
+                ws.query("SELECT nope FROM m")
+            except InvalidArgument:
+                pass
+            after = scrape(url)
+        key = 'grpc_server_handled_total{grpc_code="OK",grpc_method="Append",grpc_service="windowstore.v1.WindowStoreService",grpc_type="unary"}'
+        assert after[key] >= 400 and after[key] >= during.get(key, 0)
+        bad = 'grpc_server_handled_total{grpc_code="INVALID_ARGUMENT",grpc_method="Query",grpc_service="windowstore.v1.WindowStoreService",grpc_type="unary"}'
+        assert after[bad] == 1
+        assert after['windowstore_rows_accepted_total{stream="m"}'] == 400
+        assert after['windowstore_slides_total{stream="m"}'] >= 1
+        assert after['windowstore_queries_committed_total{policy="ttu",query_class="onetime"}'] >= 400
+        assert after['windowstore_answer_staleness_seconds_count{query_class="periodic",stream="m"}'] >= 1
+        assert after['windowstore_slide_delay_seconds_count{stream="m"}'] >= 1
+        assert after['windowstore_stream_bytes{stream="m"}'] > 0
+        assert after["windowstore_log_bytes_total"] > 0
+        assert 'grpc_server_handling_seconds_bucket{grpc_method="Query",grpc_service="windowstore.v1.WindowStoreService",grpc_type="unary",le="+Inf"}' in after
+    finally:
+        srv.stop()

@@ -113,21 +113,23 @@ class Driver:
     def start(self) -> None:
         self._thread.start()
 
-    def call(self, fn: Callable[[], Any]) -> Future:
+    def call(self, fn: Callable[[], Any], timeout_s: float | None = None) -> Future:
         """Run fn on the driver thread (reads); its result or exception arrives on the future."""
-        return self._enqueue(False, fn)
+        return self._enqueue(False, fn, timeout_s)
 
-    def command(self, cmd: Command) -> Future:
-        """Apply a write; the future resolves once the command is durable (per the fsync policy)."""
-        return self._enqueue(True, cmd)
+    def command(self, cmd: Command, timeout_s: float | None = None) -> Future:
+        """Apply a write; the future resolves once the command is durable (per the fsync policy).
+        A command still waiting when `timeout_s` has passed (the caller's deadline) is not applied."""
+        return self._enqueue(True, cmd, timeout_s)
 
-    def _enqueue(self, is_command: bool, work) -> Future:
+    def _enqueue(self, is_command: bool, work, timeout_s: float | None = None) -> Future:
         fut: Future = Future()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cv:
             if self._closed:
                 fut.set_exception(ShuttingDown("the server is shutting down"))
                 return fut
-            self._inbox.append((is_command, work, fut))
+            self._inbox.append((is_command, work, fut, deadline))
             self._cv.notify()
         return fut
 
@@ -150,8 +152,12 @@ class Driver:
                 work = list(self._inbox)
                 self._inbox.clear()
             acks = []
-            for is_command, item, fut in work:
+            now = time.monotonic()
+            for is_command, item, fut, deadline in work:
                 if not fut.set_running_or_notify_cancel():
+                    continue
+                if deadline is not None and now > deadline:
+                    fut.set_exception(DeadlineExceeded("the deadline passed before the request ran: nothing was done"))
                     continue
                 try:
                     if is_command:
@@ -230,7 +236,7 @@ class Driver:
             self._closed = True
             work = list(self._inbox)
             self._inbox.clear()
-        for _, _, fut in work:
+        for _, _, fut, _ in work:
             if fut.set_running_or_notify_cancel():
                 fut.set_exception(error)
 
@@ -259,7 +265,7 @@ class Driver:
                 for txn in list(self.sched.active):
                     self.sched.cancel(txn)
             with self._cv:
-                self._inbox.append((False, withdraw, Future()))
+                self._inbox.append((False, withdraw, Future(), None))
                 self._cv.notify()
             self._thread.join(5)
 

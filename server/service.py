@@ -47,6 +47,7 @@ _CODES = [
     (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
     (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),  # a driver future outlived the caller's deadline
 ]
 
 
@@ -122,11 +123,14 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         return self.policy is None or self.policy.allowed(self._principal(context), action, stream)
 
     def _run(self, fn, context):
-        return self.driver.call(fn).result(_remaining(context))
+        left = _remaining(context)
+        return self.driver.call(fn, left).result(left)
 
     def _write(self, cmd, context):
-        """Apply a command; returns once it is durable (or raises)."""
-        return self.driver.command(cmd).result(_remaining(context))
+        """Apply a command; returns once it is durable (or raises). Not applied at all if the
+        caller's deadline passes while it waits for the driver."""
+        left = _remaining(context)
+        return self.driver.command(cmd, left).result(left)
 
     # -- streams -------------------------------------------------------------------------------
     @rpc

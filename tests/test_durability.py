@@ -218,3 +218,26 @@ def test_health_is_serving_after_recovery(tmp_path):
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         srv.stop()
+
+
+def test_a_write_whose_deadline_passed_in_the_queue_is_not_applied():
+    import pyarrow as pa
+
+    from windowstore.server.config import ServerConfig
+    from windowstore.server.driver import DeadlineExceeded, Driver
+    from windowstore.txn.commands import Append, CreateStream
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 2, 1000, None, "manual", 0, (), 16,
+                                    0)).result(10)
+        busy = driver.call(lambda: time.sleep(0.3))  # the driver is busy for a while
+        late = driver.command(Append("s", pa.table({"ts": [1], "v": [1]}), "w", 1, 0), timeout_s=0.05)
+        busy.result(10)
+        with pytest.raises(DeadlineExceeded, match="nothing was done"):
+            late.result(10)
+        assert driver.call(lambda: driver.stream("s").window.buffered_rows).result(10) == 0
+        assert driver.call(lambda: driver.engine.books["s"].acks).result(10) == {}  # the key is free
+    finally:
+        driver.stop(5)

@@ -79,7 +79,8 @@ class WindowStoreServer:
             interceptors=interceptors,
             options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
                      ("grpc.so_reuseport", 0)])
-        pb_grpc.add_WindowStoreServiceServicer_to_server(WindowStoreService(self.driver, policy), self.grpc)
+        self.service = WindowStoreService(self.driver, policy)
+        pb_grpc.add_WindowStoreServiceServicer_to_server(self.service, self.grpc)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
@@ -115,13 +116,24 @@ class WindowStoreServer:
         return self
 
     def _serving_after_recovery(self) -> None:
+        """SERVING once recovered; then NOT_SERVING whenever the driver is stuck (work waits and
+        the loop has not turned for stuck_after_s), SERVING again when it moves."""
         self.driver.recovered.wait()
         if getattr(self.driver, "recovery_error", None) is not None:
             log.critical("not serving: %s", self.driver.recovery_error)
             self._stopped.set()
             return
-        for name in ("", SERVICE_NAME):
-            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        serving = None
+        while not self._stopped.is_set():
+            ok = self.driver.stuck_for() < self.config.stuck_after_s
+            if ok != serving:
+                if not ok:
+                    log.error("the driver has made no progress for %.0f s: health NOT_SERVING", self.driver.stuck_for())
+                status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
+                for name in ("", SERVICE_NAME):
+                    self.health.set(name, status)
+                serving = ok
+            self._stopped.wait(0.5)
 
     def stop(self, grace_s: float | None = None) -> None:
         """Graceful: refuse new RPCs, let in-flight ones finish, tell subscribers, stop."""

@@ -24,6 +24,8 @@ def _serve(args) -> int:
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
+                       max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
+                       max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
     return serve(cfg)
 
@@ -199,6 +201,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      "re-read when it changes")
     sv.add_argument("--insecure", action="store_true",
                     help="allow listening off loopback without TLS and --tokens (protected mode refuses it otherwise)")
+    sv.add_argument("--max-buffered-rows", type=int, default=20_000_000,
+                    help="rows one stream may hold waiting for a slide (default 20000000)")
+    sv.add_argument("--max-staged-mb", type=int, default=1024,
+                    help="MiB of rows staged by uncommitted batches, all streams (default 1024)")
+    sv.add_argument("--max-pending", type=int, default=2000,
+                    help="requests waiting for the driver before new ones get RESOURCE_EXHAUSTED (default 2000)")
+    sv.add_argument("--max-requests-per-client", type=int, default=64,
+                    help="requests in progress per client (token principal, or connection) (default 64)")
     sv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port)")
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)

@@ -22,6 +22,11 @@ class ServerConfig:
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
     answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
+    max_buffered_rows: int = 20_000_000  # rows one stream may hold waiting for a slide
+    max_staged_mb: int = 1024          # rows staged by uncommitted batches (StageRows), all streams
+    max_pending: int = 2_000           # requests waiting for the driver before new ones are shed
+    max_requests_per_client: int = 64  # requests in progress per client (principal, or connection)
+    stuck_after_s: float = 10.0        # health says NOT_SERVING when the driver makes no progress this long
     grace_s: float = 5.0               # shutdown: time for in-flight work
     switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process
     tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...

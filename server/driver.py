@@ -87,7 +87,9 @@ class Driver:
         self.engine = Engine(EngineConfig(policy=config.policy, max_restarts=config.max_restarts,
                                           max_streams=config.max_streams,
                                           max_periodic_queries=config.max_periodic_queries,
-                                          idempotency_keep=config.idempotency_keep), self.history)
+                                          idempotency_keep=config.idempotency_keep,
+                                          max_buffered_rows=config.max_buffered_rows,
+                                          max_staged_bytes=config.max_staged_mb << 20), self.history)
         self.engine.on_answer = self._publish
         self.engine.on_error = self._publish_error
         self.sched = self.engine.sched
@@ -103,6 +105,8 @@ class Driver:
         self.recovery_error: Exception | None = None
         self.catch_up: dict[str, int] = {}
         self.write_failure: str | None = None
+        self.heartbeat = time.monotonic()  # the loop's last turn (health watches it)
+        self.shed = 0  # requests refused for load (RESOURCE_EXHAUSTED)
         self._inbox: collections.deque = collections.deque()
         self._cv = threading.Condition()
         self._stopping = False
@@ -122,12 +126,29 @@ class Driver:
         A command still waiting when `timeout_s` has passed (the caller's deadline) is not applied."""
         return self._enqueue(True, cmd, timeout_s)
 
+    def note_shed(self) -> None:
+        with self._cv:
+            self.shed += 1
+
+    @property
+    def pending(self) -> int:
+        return len(self._inbox)
+
+    def stuck_for(self) -> float:
+        """Seconds since the loop last turned while work waits (0 when idle or turning)."""
+        return time.monotonic() - self.heartbeat if self._inbox else 0.0
+
     def _enqueue(self, is_command: bool, work, timeout_s: float | None = None) -> Future:
         fut: Future = Future()
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cv:
             if self._closed:
                 fut.set_exception(ShuttingDown("the server is shutting down"))
+                return fut
+            if len(self._inbox) >= self.config.max_pending:
+                self.shed += 1
+                fut.set_exception(ResourceExhausted(f"the server is overloaded: {len(self._inbox)} requests are waiting "
+                                                    "(limit {}); retry with backoff".format(self.config.max_pending)))
                 return fut
             self._inbox.append((is_command, work, fut, deadline))
             self._cv.notify()
@@ -148,6 +169,7 @@ class Driver:
         self.recovered.set()
         engine = self.engine
         while True:
+            self.heartbeat = time.monotonic()
             with self._cv:
                 work = list(self._inbox)
                 self._inbox.clear()
@@ -363,6 +385,7 @@ class Driver:
             st["bytes"] = held
             st["strings"] = len(stream.strings)
         s["subscriber_drops"] = sum(x.dropped for x in self.subscribers.values())
+        s["shed"] = self.shed
         return s
 
     def _note_answer(self, name: str, result: Result, query_class: str = "onetime") -> None:

@@ -133,9 +133,10 @@ class _StoreCollector:
             for cls in ("onetime", "periodic"):
                 c.add_metric([s["policy"], cls], s[cls][key])
             yield c
-        c = CounterMetricFamily("windowstore_subscriber_drops", "answers dropped for slow subscribers", labels=[])
-        c.add_metric([], s["subscriber_drops"])
-        yield c
+        yield CounterMetricFamily("windowstore_subscriber_drops", "answers dropped for slow subscribers",
+                                  value=s["subscriber_drops"])
+        yield CounterMetricFamily("windowstore_requests_shed", "requests refused for load (RESOURCE_EXHAUSTED)",
+                                  value=s["shed"])
         d = s["durability"]
         if d.get("enabled"):
             yield CounterMetricFamily("windowstore_log_bytes", "write-ahead log bytes written", value=d["log_bytes"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import queue
+import threading
 from concurrent.futures import Future, TimeoutError as FutureTimeout
 
 import grpc
@@ -102,6 +103,28 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         self.driver = driver
         self.config = driver.config
         self.policy = policy
+        self._per_client: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def _admit(self, context) -> str:
+        """Per-client admission: at most max_requests_per_client in progress each."""
+        who = context.peer() if self.policy is None else (self.policy.principal(context.invocation_metadata()) or "")
+        with self._lock:
+            n = self._per_client.get(who, 0)
+            if n >= self.config.max_requests_per_client:
+                self.driver.note_shed()
+                raise ResourceExhausted(f"{n} requests of this client are in progress (limit "
+                                        f"{self.config.max_requests_per_client}); retry with backoff")
+            self._per_client[who] = n + 1
+        return who
+
+    def _done(self, who: str) -> None:
+        with self._lock:
+            n = self._per_client.get(who, 1) - 1
+            if n:
+                self._per_client[who] = n
+            else:
+                self._per_client.pop(who, None)
 
     # -- who may do what ---------------------------------------------------------------------------
     def _principal(self, context) -> str:
@@ -123,14 +146,20 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         return self.policy is None or self.policy.allowed(self._principal(context), action, stream)
 
     def _run(self, fn, context):
-        left = _remaining(context)
-        return self.driver.call(fn, left).result(left)
+        return self._wait(lambda left: self.driver.call(fn, left), context)
 
     def _write(self, cmd, context):
         """Apply a command; returns once it is durable (or raises). Not applied at all if the
         caller's deadline passes while it waits for the driver."""
+        return self._wait(lambda left: self.driver.command(cmd, left), context)
+
+    def _wait(self, submit, context):
         left = _remaining(context)
-        return self.driver.command(cmd, left).result(left)
+        who = self._admit(context)
+        try:
+            return submit(left).result(left)
+        finally:
+            self._done(who)
 
     # -- streams -------------------------------------------------------------------------------
     @rpc

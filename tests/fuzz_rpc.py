@@ -151,7 +151,8 @@ class Case:
     check: Callable[[Any], list[str]] | None = None   # rule 5 checks of an OK reply
     on_ok: Callable[[Any], None] | None = None        # bookkeeping after an OK reply
     on_any: Callable[[grpc.StatusCode], None] | None = None
-    run: Callable[["Fuzzer", "Case"], "Outcome"] | None = None  # scenarios and SDK cases
+    run: Callable[["Fuzzer", "Case"], "Outcome"] | None = None  # sends the case itself (see send)
+    scenario: bool = False                # several requests (Roundtrip/SDK): run() judges messages itself
     describe: str | None = None           # the example, for scenarios and SDK cases
 
     def size(self) -> int:
@@ -169,6 +170,7 @@ class Outcome:
     reply: Any = None
     elapsed: float = 0.0
     problems: list[tuple[str, str]] = field(default_factory=list)  # extra (rule, detail) found on the way
+    restart: bool = False   # the server is left broken: start afresh after recording
 
 
 @dataclass
@@ -304,8 +306,8 @@ def arrow_table(rows: dict[str, list], types: dict[str, str], strings: str = "di
 def describe_table(t: pa.Table, note: str = "") -> str:
     cols = ", ".join(f"{f.name}: {f.type}" for f in t.schema)
     sample = {}
-    for name in t.column_names[:6]:
-        col = t.column(name)
+    for i, name in enumerate(t.column_names[:6]):
+        col = t.column(i)
         try:
             vals = col.to_pylist()[:4]
         except Exception:  # noqa: BLE001 - a deliberately broken column
@@ -343,6 +345,7 @@ class Fuzzer:
         self.rss_base: int | None = None
         self.rss_max_growth = 0
         self.names = 0
+        self.force_valid = False
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -443,11 +446,17 @@ class Fuzzer:
 
     # -- sending -----------------------------------------------------------------------------------
     def send(self, case: Case) -> Outcome:
+        """Send a case: through its own run() when it has one (scenarios, SDK, CreateStream with its
+        follow-ups), else as one request."""
         t0 = time.monotonic()
         if case.run is not None:
             out = case.run(self, case)
             out.elapsed = time.monotonic() - t0
             return out
+        return self.send_plain(case)
+
+    def send_plain(self, case: Case) -> Outcome:
+        t0 = time.monotonic()
         method = f"/{SERVICE}/{case.rpc}"
         streaming = REQUEST_TYPES[case.rpc][1]
         try:
@@ -503,7 +512,7 @@ class Fuzzer:
             problems.append(("1", "UNAVAILABLE although the server is not shutting down"))
         elif code not in ALLOWED and code not in (C.CANCELLED, C.DEADLINE_EXCEEDED):
             problems.append(("1", f"status {code.name}"))
-        if code != C.OK and case.run is None:
+        if code != C.OK and not case.scenario:
             if not out.message:
                 problems.append(("2", "empty error message"))
             elif len(out.message) > MAX_MESSAGE:
@@ -514,17 +523,18 @@ class Fuzzer:
             problems += [("5", p) for p in case.check(out.reply)]
         return problems
 
-    def record(self, case: Case, code: grpc.StatusCode, message: str, rule: str, detail: str) -> None:
-        key = (rule, case.kind, code.name, normalise_message(detail if rule in ("3", "4", "5") else message))
+    def record(self, case: Case, code: grpc.StatusCode | None, message: str, rule: str, detail: str) -> None:
+        code_name = code.name if code is not None else "-"
+        key = (rule, case.kind, code_name, normalise_message(detail if rule in ("3", "4", "5", "SDK") else message))
         example = describe_case(case)
         if case.stream and case.stream in self.streams:
             st = self.streams[case.stream]
             example += f"\n  (stream {case.stream!r} was created with: {render(st.spec).replace(chr(10), ' ')})"
         f = self.failures.get(key)
         if f is None:
-            self.failures[key] = Failure(rule, case.kind, case.rpc, code.name, message, detail, example, case.size())
+            self.failures[key] = Failure(rule, case.kind, case.rpc, code_name, message, detail, example, case.size())
             if self.verbose:
-                print(f"  new failure: rule {rule} {case.kind}: {code.name} {message[:200]!r} {detail[:200]}",
+                print(f"  new failure: rule {rule} {case.kind}: {code_name} {message[:200]!r} {detail[:200]}",
                       file=self.out)
         else:
             f.count += 1
@@ -563,6 +573,7 @@ class Fuzzer:
                     if self.control_check():
                         problems.append(("3", "after this request the server no longer answers the control query"))
                         crashed = True
+                crashed = crashed or out.restart
                 for rule, detail in problems:
                     self.record(case, out.code, out.message, rule, detail)
                 if problems:
@@ -590,7 +601,7 @@ class Fuzzer:
         health = Case("health", "health/periodic-check",
                       describe=f"the checks after {last.kind} (recent cases: {', '.join(self.recent)})")
         for rule, detail in problems:
-            self.record(health, C.OK, "", rule, detail)
+            self.record(health, None, "", rule, detail)
         if self.passed:   # the failure is counted against the last case
             self.passed -= 1
             self.failed += 1
@@ -640,7 +651,8 @@ class Fuzzer:
         return f"{prefix}{self.names}_{self.rng.choice(['', 'x', 'a.b', 'a-b', '_'])}"
 
     def mutate(self, p: float = 0.65) -> bool:
-        return self.rng.random() < p
+        """Mutate this request? (never while building the valid base of a raw-bytes case)"""
+        return not self.force_valid and self.rng.random() < p
 
     # ============================================================================================
     # CreateStream
@@ -684,44 +696,35 @@ class Fuzzer:
         if not valid and self.mutate():
             label = self.mutate_spec(req)
         name = req.spec.name
-        case = Case("CreateStream", f"CreateStream/{label}", req, stream=None)
         sent = pb.StreamSpec()
         sent.CopyFrom(req.spec)
 
         def check(reply) -> list[str]:
-            problems = []
             got, want = norm_spec(reply.stream.spec), norm_spec(sent)
-            if got != want:
-                problems.append(f"CreateStream replied with spec {diff_spec(got, want)}")
-            return problems
-        case.check = check
-
-        def after(code: grpc.StatusCode) -> None:
-            if code == C.OK:
-                st = stream_state(sent)
-                if st is not None:
-                    self.streams[name] = st
-                    # processing-clock streams with tiny sub-windows only load the server: drop soon
-                    if st.clock == "processing" and 0 < st.subwindow_ms < 50:
-                        self.streams.pop(name)
-                        self._quiet_drop(name)
-        case.on_any = after
-        original = self.send
+            return [] if got == want else [f"CreateStream replied with spec {diff_spec(got, want)}"]
 
         def run(fz: "Fuzzer", c: Case) -> Outcome:
             # the CreateStream itself, then (when it may have created the stream) DescribeStream and
             # ListStreams: the spec must come back as sent, and ListStreams must keep working
-            c.run = None
-            out = original(c)
-            c.run = run
+            out = fz.send_plain(c)
             if out.code == C.OK or out.code in (C.INTERNAL, C.UNKNOWN):
-                out.problems += self.follow_up_create(name, sent, out.code == C.OK)
+                problems, broken = fz.follow_up_create(name, sent, out.code == C.OK)
+                out.problems += problems
+                out.restart = broken
+                if out.code == C.OK and not problems:
+                    st = stream_state(sent)
+                    # processing-clock streams with tiny sub-windows only load the server: drop them
+                    if st is not None and not (st.clock == "processing" and 0 < st.subwindow_ms < 50):
+                        fz.streams[name] = st
+                    else:
+                        fz._quiet_drop(name)
+                elif name != CONTROL and name not in fz.streams:
+                    fz._quiet_drop(name)
             return out
-        case.run = run
-        case.describe = None
-        return case
+        return Case("CreateStream", f"CreateStream/{label}", req, check=check, run=run)
 
-    def follow_up_create(self, name: str, sent: pb.StreamSpec, ok: bool) -> list[tuple[str, str]]:
+    def follow_up_create(self, name: str, sent: pb.StreamSpec, ok: bool) -> tuple[list[tuple[str, str]], bool]:
+        """DescribeStream and ListStreams after a create: (problems, whether ListStreams stays broken)."""
         problems = []
         if ok:
             try:
@@ -738,12 +741,12 @@ class Fuzzer:
         except grpc.RpcError as e:
             problems.append(("3", f"ListStreams fails after this create: {e.code().name} {(e.details() or '')[:200]}"))
             self.streams.pop(name, None)
-            self._quiet_drop(name)   # heal; the periodic check restarts the server if this did not
+            self._quiet_drop(name)   # heal, if dropping the stream can
             try:
                 self.stub.ListStreams(pb.ListStreamsRequest(), timeout=DEFAULT_TIMEOUT_S)
             except grpc.RpcError:
-                self.restart_server("ListStreams stays broken")
-        return problems
+                return problems, True
+        return problems, False
 
     def _quiet_drop(self, name: str) -> None:
         try:
@@ -1020,12 +1023,7 @@ class Fuzzer:
             for _ in range(rng.choice([2, 10, 100])):
                 part = self.valid_rows(st, rng.randrange(0, 4))
                 batches.append(arrow_table(part, types, "dict"))
-            try:
-                unified = [b.unify_dictionaries() for b in batches]
-                schema = unified[0].schema
-                data = ipc_bytes([b.cast(schema) for b in unified], schema)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                data = ipc_bytes(batches[0])
+            data = ipc_bytes(batches)
             return data, f"Arrow IPC stream of {len(batches)} record batches with per-batch dictionaries", None, \
                 "arrow:many-batches"
         if choice == 27:   # a lone string of 1 MB and one of 20,000 characters
@@ -1265,13 +1263,7 @@ class Fuzzer:
                 label = "columnar:odd-strings"
             else:
                 label, check_rows = None, None
-        types = dict(st.types)
-        req = pb.AppendRequest(stream=st.name)
-        req.columnar.SetInParent()
-        for name, vals in rows.items():
-            col = req.columnar.columns.add(name=name)
-            getattr(col, {"int64": "int64_values", "float64": "float64_values", "string": "string_values"}[types[name]]
-                    ).values.extend(vals)
+        req = pb.AppendRequest(stream=st.name, columnar=columnar_batch(rows, st.types))
         if label is None:
             label = self.mutate_columnar(req, st)
         case = Case("Append", f"Append/{label}", req, stream=st.name)
@@ -1311,7 +1303,8 @@ class Fuzzer:
             return "columnar:missing-column"
         if choice == 5:
             label, name = mutated_name(rng)
-            cols.add(name=name).int64_values.values.extend([1] * len(getattr(cols[0], cols[0].WhichOneof("values")).values))
+            first = getattr(cols[0], cols[0].WhichOneof("values") or "int64_values")
+            cols.add(name=name).int64_values.values.extend([1] * len(first.values))
             return f"columnar:unknown-column-name={label}"
         if choice == 6:
             del cols[:]
@@ -1382,8 +1375,7 @@ class Fuzzer:
             if typ == "string":
                 cols[c] = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), pa.array(["a"]))
             elif typ == "int64":
-                cols[c] = pa.array([BASE_TS] * n, pa.int64()) if c == st.time_column else pa.repeat(1, n) if False else \
-                    pa.array([1] * n, pa.int64())
+                cols[c] = pa.array([BASE_TS if c == st.time_column else 1] * n, pa.int64())
             else:
                 cols[c] = pa.array([0.5] * n, pa.float64())
         big = pa.table(cols)
@@ -1448,11 +1440,7 @@ class Fuzzer:
         req = pb.StageRowsRequest(stream=st.name, writer_id=writer, batch_id=batch_id, attempt=attempt, chunk=chunk)
         label, desc, refuse = "valid", None, None
         if rng.random() < 0.3:
-            req.columnar.SetInParent()
-            for name, vals in rows.items():
-                col = req.columnar.columns.add(name=name)
-                getattr(col, {"int64": "int64_values", "float64": "float64_values", "string": "string_values"}[
-                    st.types[name]]).values.extend(vals)
+            req.columnar.CopyFrom(columnar_batch(rows, st.types))
             label = "valid-columnar"
         else:
             data, desc, refuse, alabel = self.arrow_payload(st, rows)
@@ -2042,10 +2030,9 @@ class Fuzzer:
         rng = self.rng
         if valid or rng.random() < 0.6:
             name = next(iter(self.streams)) if valid else self.pick_stream().name
-            st = self.streams.pop(name)
+            self.streams.pop(name)
             self.staged = [s for s in self.staged if s.stream != name]
-            return Case("DropStream", "DropStream/valid", pb.DropStreamRequest(name=name), stream=None,
-                        describe=None).__class__("DropStream", "DropStream/valid", pb.DropStreamRequest(name=st.name))
+            return Case("DropStream", "DropStream/valid", pb.DropStreamRequest(name=name))
         label, name = mutated_name(rng)
         if name in self.streams or name == CONTROL:
             name += "-not"
@@ -2060,13 +2047,12 @@ class Fuzzer:
         makers = [self.gen_create_stream, self.gen_append_columnar, self.gen_append_arrow, self.gen_query_text,
                   self.gen_query_structured, self.gen_register, self.gen_describe, self.gen_stats, self.gen_history,
                   self.gen_slide, self.gen_stage, self.gen_commit, self.gen_subscribe, self.gen_unregister]
-        saved = self.mutate
-        self.mutate = lambda p=0.65: False   # the base requests are valid
+        self.force_valid = True   # the base requests are valid
         try:
             base = rng.choice(makers)()
             other = rng.choice(makers)() if rng.random() < 0.3 else None
         finally:
-            self.mutate = saved
+            self.force_valid = False
         if base.request is None:
             return base
         rpc = base.rpc
@@ -2155,7 +2141,7 @@ class Fuzzer:
         elif variant == "int32-and-int8":
             v = [rng.choice([I32_MIN, I32_MAX, -128, 127]) for _ in range(n)]
         elif variant == "float32":
-            f = [rng.choice([0.5, -1.25, 3.0, 1e30]) for _ in range(n)]
+            f = [rng.choice([0.5, -1.25, 3.0, 2.0**100]) for _ in range(n)]   # exact in float32
         ts = [BASE_TS + i for i in range(n)]
         if variant == "empty-window":
             n, ts, k, v, f = 0, [], [], [], []
@@ -2188,14 +2174,14 @@ class Fuzzer:
             payload = describe_table(t)
         query = (f"SELECT COUNT(*), MIN(v), MAX(v), SUM(v), MIN(f), MAX(f), MIN(k), MAX(k), COUNT(DISTINCT k) "
                  f"FROM {quote_name(name)}")
-        fl = [float(np.) for np in f]
+        fl = [float(x) for x in f]
         expected = [n, min(v) if n else None, max(v) if n else None, sum(v) if n else None,
                     min(fl) if n else None, max(fl) if n else None, min(k) if n else None, max(k) if n else None,
                     len(set(k))]
         if variant == "empty-window":
             expected[3] = None
         describe = (f"scenario: CreateStream {{{render(spec).replace(chr(10), ' ')}}}; "
-                    f"Append {{{render(append, payload).splitlines()[0] if payload else _abbreviate(render(append)).replace(chr(10), ' ')}}}; "
+                    f"Append {{{render(append, payload).replace(chr(10), ' ')}}}; "
                     f"Slide {{stream: {name!r}}}; Query {{text: {query!r}}}; expected row {_abbreviate(repr(expected), 200)}")
 
         def run(fz: "Fuzzer", case: Case) -> Outcome:
@@ -2221,7 +2207,7 @@ class Fuzzer:
                 return out
             finally:
                 fz._quiet_drop(name)
-        return Case("Roundtrip", f"Roundtrip/{variant}", run=run, describe=describe)
+        return Case("Roundtrip", f"Roundtrip/{variant}", run=run, scenario=True, describe=describe)
 
     # ============================================================================================
     # SDK cases: typed errors only
@@ -2305,7 +2291,7 @@ class Fuzzer:
                     return out
                 finally:
                     fz._quiet_drop(name)
-        return Case("SDK", f"SDK/{label}", run=run, describe=f"windowstore.clients.Client(target).{call_text}")
+        return Case("SDK", f"SDK/{label}", run=run, scenario=True, describe=f"windowstore.clients.Client(target).{call_text}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -2315,6 +2301,18 @@ def _big(v: int) -> str:
     names = {U64_MAX: "2^64-1", I64_MAX: "2^63-1", I64_MIN: "-2^63", 2**63: "2^63", U32_MAX: "2^32-1", 2**32: "2^32",
              2**53 + 1: "2^53+1", 2**40: "2^40", 2**31 - 1: "2^31-1", 2**62: "2^62", I32_MIN: "-2^31"}
     return names.get(v, str(v))
+
+
+_VALUES_FIELD = {"int64": "int64_values", "float64": "float64_values", "string": "string_values"}
+
+
+def columnar_batch(rows: dict[str, list], types: dict[str, str]) -> pb.ColumnarBatch:
+    out = pb.ColumnarBatch()
+    for name, vals in rows.items():
+        values = getattr(out.columns.add(name=name), _VALUES_FIELD[types[name]])
+        values.SetInParent()   # set the oneof even for zero rows
+        values.values.extend(vals)
+    return out
 
 
 def quote_name(name: str) -> str:

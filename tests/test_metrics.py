@@ -61,3 +61,38 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
         assert 'grpc_server_handling_seconds_bucket{grpc_method="Query",grpc_service="windowstore.v1.WindowStoreService",grpc_type="unary",le="+Inf"}' in after
     finally:
         srv.stop()
+
+
+def test_overload_is_shed_with_resource_exhausted_and_the_server_recovers():
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from windowstore.clients import ResourceExhausted
+
+    srv = ServerProcess("--max-requests-per-client", "4", "--max-pending", "8", "--workers", "48",
+                        "--metrics-port", "0")
+    url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
+    try:
+        with Client(srv.target) as ws:
+            ws.create_stream("o", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+            n = 200_000
+            ws.append("o", {"ts": np.arange(n), "k": np.array([f"k{i % 1000}" for i in range(n)], dtype=object),
+                            "v": np.arange(n)})
+            ws.slide("o")
+            heavy = "SELECT k, MEDIAN(v), COUNT(DISTINCT v) FROM o WHERE v >= 0 GROUP BY k ORDER BY 2 DESC LIMIT 3"
+
+            def one(_):
+                try:
+                    ws.query(heavy)
+                    return "ok"
+                except ResourceExhausted:
+                    return "shed"
+            with ThreadPoolExecutor(40) as pool:  # one client (one connection), 40 at once
+                outcomes = list(pool.map(one, range(120)))
+            assert outcomes.count("shed") > 0 and outcomes.count("ok") > 0
+            assert set(outcomes) <= {"ok", "shed"}
+            assert ws.query("SELECT COUNT(*) FROM o").rows == [(n,)]  # and it recovers
+        assert scrape(url)["windowstore_requests_shed_total"] == outcomes.count("shed")
+    finally:
+        srv.stop()

@@ -51,6 +51,7 @@ class EngineConfig:
     max_periodic_queries: int = 1_000
     idempotency_keep: int = 100_000   # acknowledgements remembered per writer
     max_staged_bytes: int = 1 << 30   # rows staged by uncommitted batches, all streams
+    max_buffered_rows: int = 20_000_000  # rows waiting in one stream's open buffers for a slide
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,7 @@ class Engine:
     def _create(self, cmd: CreateStream) -> Stream:
         if cmd.name in self.sched.streams:
             raise AlreadyExists(f"stream {cmd.name!r} already exists")
-        if len(self.sched.streams) >= self.config.max_streams:
+        if len(self.sched.streams) >= self.config.max_streams and not self._replaying:
             raise ResourceExhausted(f"at most {self.config.max_streams} streams")
         spec = WindowSpec(subwindows=cmd.subwindows, subwindow_ms=cmd.subwindow_ms, subwindow_rows=cmd.subwindow_rows,
                           clock=cmd.clock, allowed_lateness_ms=cmd.allowed_lateness_ms, group_by=tuple(cmd.group_by),
@@ -239,6 +240,7 @@ class Engine:
                         f"({seen.accepted + seen.late} then, {rows} now): an idempotency key names one batch")
                 book.duplicate_batches += 1
                 return AppendAck(seen.accepted, seen.late, True, seen.latest_slide, digest)
+        self._admit(stream, rows)
         result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
         book.accepted_rows += result.accepted
         ack = AppendAck(result.accepted, result.late, False, stream.window.latest, digest)
@@ -268,7 +270,7 @@ class Engine:
         # compares them with what was committed (a replay must carry the same rows).
         _, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
         size = cmd.batch.nbytes
-        if self.staged_bytes + size > self.config.max_staged_bytes:
+        if self.staged_bytes + size > self.config.max_staged_bytes and not self._replaying:
             raise ResourceExhausted(f"{self.staged_bytes} bytes are staged by uncommitted batches "
                                     f"(limit {self.config.max_staged_bytes}): commit or abort them")
         chunks = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, {})
@@ -309,6 +311,7 @@ class Engine:
         checked, rows = _checked_union(stream, _staged_tables(staged, attempts))
         if cmd.slide and (stream.spec.clock != "manual" or stream.spec.count_based):
             raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
+        self._admit(stream, rows)
         result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
         book.accepted_rows += result.accepted
         ack = AppendAck(result.accepted, result.late, False, stream.window.latest,
@@ -345,6 +348,13 @@ class Engine:
         rows = sum(t.num_rows for t in tables)
         book.discarded_rows += rows
         return rows
+
+    def _admit(self, stream: Stream, rows: int) -> None:
+        """Admission control (never in replay: what was accepted once is applied again)."""
+        if not self._replaying and stream.window.buffered_rows + rows > self.config.max_buffered_rows:
+            raise ResourceExhausted(
+                f"stream {stream.name!r} has {stream.window.buffered_rows} rows waiting for a slide (limit "
+                f"{self.config.max_buffered_rows}); slide it (clock='manual') or append less")
 
     def _manual_slide(self, cmd: Slide) -> SlideAck:
         stream = self.stream(cmd.stream)
@@ -390,7 +400,7 @@ class Engine:
                 seen.popitem(last=False)
 
     def _register(self, cmd: Register) -> PeriodicDef:
-        if len(self.periodic) >= self.config.max_periodic_queries:
+        if len(self.periodic) >= self.config.max_periodic_queries and not self._replaying:
             raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
         query = parse_query(cmd.text)
         plan = plan_query(query, self.stream(query.stream))

@@ -174,11 +174,10 @@ class Driver:
                 work = list(self._inbox)
                 self._inbox.clear()
             acks = []
-            now = time.monotonic()
             for is_command, item, fut, deadline in work:
                 if not fut.set_running_or_notify_cancel():
                     continue
-                if deadline is not None and now > deadline:
+                if deadline is not None and time.monotonic() > deadline:
                     fut.set_exception(DeadlineExceeded("the deadline passed before the request ran: nothing was done"))
                     continue
                 try:

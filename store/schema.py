@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from .dictionary import StringDictionary
 from .errors import InvalidInput
 
 TYPES = ("int64", "float64", "string")
+MAX_COLUMNS = 1_000
 NUMERIC = ("int64", "float64")
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -28,10 +30,13 @@ class Schema:
     def of(cls, columns: Mapping[str, str], time_column: str = "ts") -> "Schema":
         if not isinstance(columns, Mapping) or not columns:
             raise InvalidInput("schema must map at least one column name to a type")
+        if len(columns) > MAX_COLUMNS:
+            raise InvalidInput(f"a schema has at most {MAX_COLUMNS} columns, got {len(columns)}")
         items = []
         for name, typ in columns.items():
-            if not isinstance(name, str) or not name or not set(name) <= _NAME_OK or name[0].isdigit():
-                raise InvalidInput(f"column name {name!r} must be an identifier", column=str(name))
+            if not isinstance(name, str) or not name or len(name) > 128 or not set(name) <= _NAME_OK or name[0].isdigit():
+                raise InvalidInput(f"column name {str(name)[:100]!r} must be an identifier of at most 128 characters",
+                                   column=str(name)[:100])
             typ = str(typ).lower()
             if typ not in TYPES:
                 raise InvalidInput(f"column {name!r} has unknown type {typ!r} (expected one of {', '.join(TYPES)})", column=name)
@@ -43,11 +48,11 @@ class Schema:
             raise InvalidInput(f"event-time column {time_column!r} must be int64 (ms)", column=time_column)
         return cls(tuple(items), time_column)
 
-    @property
+    @cached_property
     def types(self) -> dict[str, str]:
         return dict(self.columns)
 
-    @property
+    @cached_property
     def names(self) -> list[str]:
         return [n for n, _ in self.columns]
 

@@ -117,9 +117,14 @@ class IntervalSynopsis:
             if left is None:
                 break
             self.blocks[(level, index)] = {c: _combine(left[c], right[c]) for c in right}
+        # Slide `oldest - 1` just left the window: the blocks that end with it expire. A block
+        # (level, i) covers slides [i << level, (i + 1) << level), so those are the levels whose
+        # size divides `oldest` (O(log n) per slide; scanning every block made a slide cost O(n)).
         oldest = slide - self.n + 1
-        for key in [k for k in self.blocks if (k[1] + 1) << k[0] <= oldest]:
-            del self.blocks[key]
+        level = 0
+        while oldest > 0 and oldest % (1 << level) == 0:
+            self.blocks.pop((level, (oldest >> level) - 1), None)
+            level += 1
 
     def probe(self, column: str, lo: int, hi: int) -> tuple:
         """(min, max) of `column` over slides lo..hi inclusive."""

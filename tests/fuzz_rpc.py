@@ -346,6 +346,7 @@ class Fuzzer:
         self.rss_max_growth = 0
         self.names = 0
         self.force_valid = False
+        self.specs: dict[str, pb.StreamSpec] = {}   # every fuzz stream created, for the report
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -354,6 +355,9 @@ class Fuzzer:
         self.staged: list[Staged] = []
         self.writer_batch: dict[str, int] = collections.defaultdict(int)
         self.control_rows: dict[str, list] | None = None
+        # follow-up cases to send next (a commit of a batch staged with a malformed payload, a query
+        # on a stream that accepted one); they carry the kind of the mutation that caused them
+        self.pending: collections.deque = collections.deque()
 
     # -- server lifecycle --------------------------------------------------------------------------
     def start_server(self) -> None:
@@ -525,11 +529,10 @@ class Fuzzer:
 
     def record(self, case: Case, code: grpc.StatusCode | None, message: str, rule: str, detail: str) -> None:
         code_name = code.name if code is not None else "-"
-        key = (rule, case.kind, code_name, normalise_message(detail if rule in ("3", "4", "5", "SDK") else message))
+        key = (rule, case.kind, code_name, normalise_message(message if rule in ("1", "2") else detail[:60]))
         example = describe_case(case)
-        if case.stream and case.stream in self.streams:
-            st = self.streams[case.stream]
-            example += f"\n  (stream {case.stream!r} was created with: {render(st.spec).replace(chr(10), ' ')})"
+        if case.stream and case.stream in self.specs:
+            example += f"\n  (stream {case.stream!r} was created with: {render(self.specs[case.stream]).replace(chr(10), ' ')})"
         f = self.failures.get(key)
         if f is None:
             self.failures[key] = Failure(rule, case.kind, case.rpc, code_name, message, detail, example, case.size())
@@ -564,10 +567,11 @@ class Fuzzer:
                     time.sleep(0.3)
                     crashed = not self.alive()
                 if crashed:
+                    time.sleep(0.2)   # let the drain thread read the last of stderr
                     rc = self.srv.proc.poll()
-                    time.sleep(0.2)
-                    tail = " | ".join(list(self.stderr_tail)[-6:])
-                    problems.append(("1", f"the server process died (exit status {rc}); stderr: {tail[-900:]}"))
+                    tail = " | ".join(line for line in list(self.stderr_tail)[-8:] if line.strip())
+                    problems = [p for p in problems if "UNAVAILABLE" not in p[1]]
+                    problems.append(("crash", f"the server process died (exit status {rc}); stderr: {tail[-900:] or '-'}"))
                 elif any(rule == "1" and "DEADLINE_EXCEEDED" in d for rule, d in problems):
                     # a hang: is the server still answering? if not, start afresh
                     if self.control_check():
@@ -612,6 +616,10 @@ class Fuzzer:
         return any(fnmatch.fnmatchcase(kind, p) for p in self.exclude)
 
     def next_case(self) -> Case:
+        while self.pending:
+            case = self.pending.popleft()()
+            if case is not None and not self.excluded(case.kind):
+                return case
         for _ in range(200):
             case = self.generate()
             if not self.excluded(case.kind):
@@ -716,6 +724,7 @@ class Fuzzer:
                     # processing-clock streams with tiny sub-windows only load the server: drop them
                     if st is not None and not (st.clock == "processing" and 0 < st.subwindow_ms < 50):
                         fz.streams[name] = st
+                        fz.specs[name] = sent
                     else:
                         fz._quiet_drop(name)
                 elif name != CONTROL and name not in fz.streams:
@@ -1106,7 +1115,7 @@ class Fuzzer:
         rng = self.rng
         types = st.types
         c = rng.choice([c for c, t in types.items() if t == "string"])
-        n = max(len(rows[c]), 3)
+        n = 3
         rows = self.valid_rows(st, n)
         rows.pop(c)
         dictionary = pa.array(["x", "y"])
@@ -1218,10 +1227,14 @@ class Fuzzer:
             self.writer_batch[writer] += 1
             req.writer_id, req.batch_id = writer, self.writer_batch[writer]
 
+            before = case.on_ok
+
             def remember(reply, req=req):
                 if not reply.duplicate:
                     st.keyed.append((req, reply))
                     del st.keyed[:-20]
+                if before is not None:
+                    before(reply)
             case.on_ok = remember
 
     def gen_append_arrow(self) -> Case:
@@ -1231,6 +1244,8 @@ class Fuzzer:
         data, desc, refuse, label = self.arrow_payload(st, rows)
         req = pb.AppendRequest(stream=st.name, arrow_ipc=data)
         case = Case("Append", f"Append/{label}", req, stream=st.name, payload=desc, must_refuse=refuse)
+        if refuse:
+            case.on_ok = lambda reply: self.polluted(st, label)
         if label.startswith("arrow:valid") or label in ("arrow:int64-extremes", "arrow:float-specials",
                                                         "arrow:odd-strings", "arrow:zero-rows"):
             case.check = self.append_check(st, 0 if label == "arrow:zero-rows" else n)
@@ -1468,7 +1483,9 @@ class Fuzzer:
                 req.ClearField("arrow_ipc")
                 req.ClearField("columnar")
                 label = "batch=missing"
-        case = Case("StageRows", f"StageRows/{label}", req, stream=st.name, payload=desc, must_refuse=refuse)
+        # a malformed payload staged anyway is committed next (CommitBatch/after-staged-<label>): the
+        # staging itself is not judged on its content, what the commit does with it is
+        case = Case("StageRows", f"StageRows/{label}", req, stream=st.name, payload=desc)
         is_valid = label.startswith("valid")
 
         def staged_ok(reply, sb=sb, req=req, n=n):
@@ -1478,24 +1495,33 @@ class Fuzzer:
                 if not is_valid:
                     sb.mutation = label
         case.on_ok = staged_ok
+        if refuse:
+            def then_commit(reply, sb=sb, staged_ok=staged_ok):
+                staged_ok(reply)
+                self.pending.append(lambda: self.gen_commit(sb))
+            case.on_ok = then_commit
         if is_valid:
             def check(reply, n=n) -> list[str]:
                 return [] if reply.staged_rows >= n else [f"staged_rows {reply.staged_rows} < the {n} rows sent"]
             case.check = check
         return case
 
-    def gen_commit(self) -> Case:
+    def gen_commit(self, sb: Staged | None = None) -> Case | None:
         rng = self.rng
-        if not self.staged:
-            return self.gen_stage()
-        sb = rng.choice(self.staged)
+        follow_up = sb is not None
+        if sb is None:
+            if not self.staged:
+                return self.gen_stage()
+            sb = rng.choice(self.staged)
+        elif sb not in self.staged:
+            return None
         st = self.streams.get(sb.stream)
         req = pb.CommitBatchRequest(stream=sb.stream, writer_id=sb.writer, batch_id=sb.batch_id,
                                     attempts=[pb.AttemptRows(attempt=a, rows=r) for a, r in sb.attempts.items()])
         if st is not None and st.clock == "manual" and not st.count_based and rng.random() < 0.3:
             req.slide = True
         label = f"after-staged-{sb.mutation}" if sb.mutation else "valid"
-        if self.mutate(0.4):
+        if not follow_up and self.mutate(0.4):
             choice = rng.randrange(8)
             if choice == 0 and req.attempts:
                 req.attempts[0].rows += rng.choice([1, -1, I64_MAX - req.attempts[0].rows])
@@ -1528,6 +1554,8 @@ class Fuzzer:
         def committed(reply, sb=sb):
             if sb in self.staged:
                 self.staged.remove(sb)
+            if sb.mutation and st is not None and not reply.duplicate:
+                self.polluted(st, f"staged-{sb.mutation}")
         case.on_ok = committed
         if label == "valid":
             def check(reply) -> list[str]:
@@ -1538,6 +1566,30 @@ class Fuzzer:
                 return []
             case.check = check
         return case
+
+    def polluted(self, st: StreamState, label: str) -> None:
+        """A stream accepted a malformed payload: query what it stored once (Query/after-accepted-<label>:
+        the server must still answer cleanly), then drop the stream so that later cases do not inherit it."""
+        if self.streams.pop(st.name, None) is None:
+            return
+        name = quote_name(st.name)
+        req = pb.QueryRequest(text=f"SELECT k, COUNT(*), MIN(k), MAX(k), SUM(v), MAX(f) FROM {name} GROUP BY k")
+
+        def make() -> Case:
+            def run(fz: "Fuzzer", c: Case) -> Outcome:
+                if st.clock == "manual" and not st.count_based:   # seal what it stored
+                    try:
+                        fz.stub.Slide(pb.SlideRequest(stream=st.name), timeout=DEFAULT_TIMEOUT_S)
+                    except grpc.RpcError:
+                        pass
+                try:
+                    return fz.send_plain(c)
+                finally:
+                    fz._quiet_drop(st.name)
+            return Case("Query", f"Query/after-accepted-{label}", req, stream=None, check=self.query_check, run=run,
+                        describe=render(req) + f"\n  (after a Slide of stream {st.name!r}, which accepted "
+                                                f"Append/{label}; stream spec: {render(st.spec).replace(chr(10), ' ')})")
+        self.pending.append(make)
 
     def gen_abort(self) -> Case:
         rng = self.rng
@@ -2385,7 +2437,7 @@ class Report:
     def summary(self) -> str:
         lines = []
         for i, f in enumerate(sorted(self.failures, key=lambda f: (f.rule, f.kind)), 1):
-            rule = {"1": "rule 1 (status / crash)", "2": "rule 2 (message)", "3": "rule 3 (server keeps working)",
+            rule = {"1": "rule 1 (status)", "crash": "rule 1 (server crash)", "2": "rule 2 (message)", "3": "rule 3 (server keeps working)",
                     "4": "rule 4 (memory)", "5": "rule 5 (values)", "SDK": "SDK (typed errors)"}[f.rule]
             lines.append(f"--- failure {i}: {f.kind}  [{rule}; seen {f.count}x]")
             lines.append(f"  RPC: {f.rpc}")

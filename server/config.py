@@ -20,6 +20,7 @@ class ServerConfig:
     history_keep: int = 200_000        # events kept in memory for StreamHistory
     workers: int = 32                  # gRPC handler threads
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
+    subscriber_buffer_mb: int = 16     # ... or this many MiB of them
     answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
     max_buffered_rows: int = 20_000_000  # rows one stream may hold waiting for a slide

@@ -57,9 +57,49 @@ def wall_ms() -> float:
 CLOSED = object()  # sentinel pushed to subscribers when their query ends
 
 
+class SubscriberQueue:
+    """A subscriber's answers, bounded by count and by bytes: the driver never blocks on it; when
+    full, the oldest answers are dropped (counted), so a subscriber that never reads holds at most
+    the bound, not everything it was sent."""
+
+    def __init__(self, max_items: int, max_bytes: int):
+        self.max_items, self.max_bytes = max_items, max_bytes
+        self._items: collections.deque = collections.deque()
+        self._bytes = 0
+        self._cv = threading.Condition()
+
+    @staticmethod
+    def size(item) -> int:
+        rows = getattr(getattr(item, "answer", None), "rows", ())
+        return 256 + sum(16 * len(r) + sum(len(v) for v in r if isinstance(v, str)) for r in rows)
+
+    def offer(self, item) -> bool:
+        """Queue `item`; False when older answers had to be dropped for it."""
+        n = self.size(item)
+        dropped = False
+        with self._cv:
+            while self._items and (len(self._items) >= self.max_items or self._bytes + n > self.max_bytes):
+                self._bytes -= self._items.popleft()[1]
+                dropped = True
+            self._items.append((item, n))
+            self._bytes += n
+            self._cv.notify()
+        return not dropped
+
+    def get(self, timeout: float):
+        with self._cv:
+            if not self._items and not self._cv.wait(timeout):
+                raise queue.Empty
+            if not self._items:
+                raise queue.Empty
+            item, n = self._items.popleft()
+            self._bytes -= n
+            return item
+
+
 @dataclass
 class Subscribers:
-    queues: list[queue.Queue] = field(default_factory=list)
+    queues: list[SubscriberQueue] = field(default_factory=list)
     dropped: int = 0
 
 
@@ -344,13 +384,16 @@ class Driver:
         if p is None:
             raise NotFound(f"periodic query {query_id!r} does not exist")
         total = sum(len(x.queues) for x in self.subscribers.values())
-        if total >= self.config.max_subscribers:
-            raise ResourceExhausted(f"at most {self.config.max_subscribers} subscribers")
-        q: queue.Queue = queue.Queue(maxsize=self.config.subscriber_buffer)
+        # Each open Subscribe holds a handler thread: keep half of them for everything else.
+        limit = min(self.config.max_subscribers, max(1, self.config.workers // 2))
+        if total >= limit:
+            raise ResourceExhausted(f"{total} subscriptions are open (limit {limit}: at most half of the "
+                                    f"{self.config.workers} handler threads)")
+        q = SubscriberQueue(self.config.subscriber_buffer, self.config.subscriber_buffer_mb << 20)
         self.subscribers.setdefault(query_id, Subscribers()).queues.append(q)
         return q, p.task.plan.stream.name
 
-    def unsubscribe(self, query_id: str, q: queue.Queue) -> None:
+    def unsubscribe(self, query_id: str, q: SubscriberQueue) -> None:
         subs = self.subscribers.get(query_id)
         if subs is not None and q in subs.queues:
             subs.queues.remove(q)
@@ -432,19 +475,7 @@ class Driver:
                 "snapshot_lsn": rec.get("snapshot_lsn", 0)}
 
 
-def _offer(q: queue.Queue, item) -> bool:
+def _offer(q: SubscriberQueue, item) -> bool:
     """Queue for a subscriber without ever blocking the driver: a slow subscriber loses its
     oldest answers (counted), never holds up slides or other queries."""
-    try:
-        q.put_nowait(item)
-        return True
-    except queue.Full:
-        try:
-            q.get_nowait()
-        except queue.Empty:
-            pass
-        try:
-            q.put_nowait(item)
-        except queue.Full:
-            pass
-        return False
+    return q.offer(item)

@@ -55,7 +55,7 @@ def run() -> list[dict]:
 
     data = tempfile.mkdtemp(prefix="ws-bench-")
     srv = ServerProcess("--snapshot-every-mb", "100000", "--snapshot-every-s", "100000", data_dir=data)
-    rows = _fill(srv.target, 20, 100_000)
+    _fill(srv.target, 20, 100_000)
     srv.proc.kill()
     srv.proc.wait()
     ready, d = _restart(data, "--snapshot-every-mb", "100000", "--snapshot-every-s", "100000")

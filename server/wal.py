@@ -184,25 +184,27 @@ class WriteAheadLog:
             raise ValueError(f"a log record of {len(payload)} bytes is too large")
         lsn = self.next_lsn
         self.next_lsn += 1
-        self._pending.append(_REC.pack(len(payload), _crc(lsn, payload), lsn) + payload)
+        self._pending.append(_REC.pack(len(payload), _crc(lsn, payload), lsn))
+        self._pending.append(payload)  # written as is (writev): a batch's bytes are not copied again
         return lsn
 
     def flush(self) -> None:
         """Write the pending records (one write), then fsync as the policy says."""
         self._check()
         if self._pending:
-            data = b"".join(self._pending)
-            first = self.next_lsn - len(self._pending)
+            parts = self._pending
+            first = self.next_lsn - len(parts) // 2
             self._pending = []
+            size = sum(len(p) for p in parts)
             try:
                 if self._fd is None or self._size >= self.segment_bytes or self._new_segment:
                     self._rotate(first)
                     self._new_segment = False
-                _write_all(self._fd, data)
+                _write_all(self._fd, parts)
             except OSError as e:
                 self._fail(f"writing the log failed: {e}")
-            self._size += len(data)
-            self.bytes_written += len(data)
+            self._size += size
+            self.bytes_written += size
         if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
             self.sync()
 
@@ -279,8 +281,16 @@ class WriteAheadLog:
         raise WalFailed(reason)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def _write_all(fd: int, data: bytes | list[bytes]) -> None:
+    """Write everything (os.writev for a list of buffers, 1024 at a time; partial writes go on)."""
+    parts = [memoryview(data)] if isinstance(data, (bytes, bytearray, memoryview)) else [memoryview(p) for p in data]
+    i = 0
+    while i < len(parts):
+        n = os.writev(fd, parts[i:i + 1024])
+        while n and i < len(parts):
+            if n >= len(parts[i]):
+                n -= len(parts[i])
+                i += 1
+            else:
+                parts[i] = parts[i][n:]
+                n = 0

@@ -284,6 +284,7 @@ class WriteAheadLog:
 def _write_all(fd: int, data: bytes | list[bytes]) -> None:
     """Write everything (os.writev for a list of buffers, 1024 at a time; partial writes go on)."""
     parts = [memoryview(data)] if isinstance(data, (bytes, bytearray, memoryview)) else [memoryview(p) for p in data]
+    parts = [p for p in parts if len(p)]  # an empty buffer would make writev return 0 for ever
     i = 0
     while i < len(parts):
         n = os.writev(fd, parts[i:i + 1024])

@@ -51,7 +51,7 @@ def _ingest(spark, target: str) -> float:
 def _freshness(spark, target: str, seconds: float, rate: int) -> dict[str, list[float]]:
     from pyspark.sql import functions as F
 
-    from windowstore.clients.spark import send_partition
+    from windowstore.clients.spark import stage_partition
 
     with Client(target) as ws:
         for name, n, t in (("f1s", 10, 1000), ("f100", 100, 100), ("d1s", 10, 1000), ("d100", 100, 100)):
@@ -79,10 +79,12 @@ def _freshness(spark, target: str, seconds: float, rate: int) -> dict[str, list[
         # one Spark job per micro-batch, like the Spark-only pipeline: each partition goes to both streams
         def send(batches):
             batches = list(batches)
+            acks = [stage_partition(target, stream, stream, batch_id, iter(batches)) for stream in ("f1s", "f100")]
+            yield pa.RecordBatch.from_pydict({"attempt": [acks[0][1]], "n": [acks[0][2]]})
+        acks = df.select("ts", "v").mapInArrow(send, "attempt STRING, n LONG").collect()
+        with Client(target) as c:  # the same commit as WindowStoreWriter: exactly the attempts that succeeded
             for stream in ("f1s", "f100"):
-                send_partition(target, stream, stream, batch_id, iter(batches))
-            yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
-        df.select("ts", "v").mapInArrow(send, "n LONG").collect()
+                c.commit_batch(stream, stream, batch_id, {a.attempt: a.n for a in acks})
     store_q = rate_df().writeStream.foreachBatch(both).trigger(processingTime="0 seconds").start()
     spark_q = (rate_df().groupBy(F.window("timestamp", "10 seconds", "1 second"))
                .agg(F.max("ts").alias("max_ts"), F.count("*").alias("n"))

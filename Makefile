@@ -48,3 +48,6 @@ fuzz: $(STAMP)
 
 crash: $(STAMP)
 	$(PY) tests/crash.py --kills $${KILLS:-100} --seed $${SEED:-1}
+
+fuzz-rpc: $(STAMP)
+	$(PY) tests/fuzz_rpc.py --requests $${REQUESTS:-100000} --seed $${SEED:-1}

@@ -74,9 +74,16 @@ def batch_from_pb(req: pb.AppendRequest) -> tuple[pa.Table, bytes | None]:
     if kind == "arrow_ipc":
         try:
             with pa.ipc.open_stream(pa.BufferReader(req.arrow_ipc)) as reader:
-                return reader.read_all(), req.arrow_ipc
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OSError) as e:
-            raise InvalidInput(f"arrow_ipc is not a readable Arrow IPC stream: {e}") from None
+                table = reader.read_all()
+            # Bytes from the network: check every offset, index and UTF-8 string before any use
+            table.validate(full=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError, IndexError) as e:
+            raise InvalidInput(f"arrow_ipc is not a valid Arrow IPC stream: {str(e)[:200]}") from None
+        names = table.schema.names
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise InvalidInput(f"column {dup[:100]!r} appears twice", column=dup[:100])
+        return table, req.arrow_ipc
     if kind == "columnar":
         out = {}
         for col in req.columnar.columns:
@@ -143,6 +150,8 @@ def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
     if a.func not in PB_TO_FUNC:
         raise QueryError("an aggregate needs a function", Loc(field=f"{where}.func"))
     func = PB_TO_FUNC[a.func]
+    if not a.column and func != "count":
+        raise QueryError(f"{func.upper()} needs a column", Loc(field=f"{where}.column"))
     # q travels as a double; its shortest decimal is the fraction meant (0.1 means 0.1)
     return Aggregate(func, a.column or None, Decimal(repr(a.q)) if func == "quantile" else None, a.alias or None,
                      loc=Loc(field=f"{where}.column" if a.column else where))

@@ -69,8 +69,15 @@ def rpc(method):
             code = _status(e)
             if code == grpc.StatusCode.INTERNAL:
                 log.exception("%s failed", method.__name__)
-            context.abort(code, str(e) or type(e).__name__)
+            context.abort(code, _message(e))
     return wrapper
+
+
+def _message(e: Exception, limit: int = 1000) -> str:
+    """An error's message, cut so that a huge name or number quoted in it cannot blow gRPC's
+    metadata limit."""
+    text = str(e) or type(e).__name__
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _remaining(context) -> float | None:
@@ -327,7 +334,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             self._allow(context, "read", self._stream_of_query(request.query_id, context))
             q, stream_name = self._run(lambda: self.driver.subscribe(request.query_id), context)
         except Exception as e:  # noqa: BLE001
-            context.abort(_status(e), str(e))
+            context.abort(_status(e), _message(e))
         try:
             while context.is_active():
                 try:
@@ -342,7 +349,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
                     if "shutting down" in message:
                         context.abort(grpc.StatusCode.UNAVAILABLE, message)
                     return  # unregistered or dropped: the stream ends
-                context.abort(_status(marker), message)
+                context.abort(_status(marker), message[:1000])
         finally:
             self.driver.call(lambda: self.driver.unsubscribe(request.query_id, q))
 

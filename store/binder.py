@@ -82,7 +82,8 @@ def bind(query: Query, schema: Schema, spec: WindowSpec) -> BoundQuery:
 # -- comparisons -------------------------------------------------------------------------------------
 _CMP = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
         ">=": operator.ge}
-_HUGE = Fraction(10**400)  # beyond every int64 and float64: stands for any larger magnitude
+_HUGE = Fraction(10**400)
+_TINY_Q = Decimal("1e-30")  # beyond every int64 and float64: stands for any larger magnitude
 
 
 class Comparison:
@@ -247,7 +248,9 @@ class _Binder:
         if a.func == "quantile":
             q = a.q if a.q is None or isinstance(a.q, Decimal) else Decimal(repr(float(a.q)))
             if q is None or not q.is_finite() or not 0 <= q <= 1:
-                self.fail(f"quantile fraction must be between 0 and 1, got {a.q}", a.loc)
+                self.fail(f"quantile fraction must be between 0 and 1, got {str(a.q)[:40]}", a.loc)
+            if 0 < q < _TINY_Q:
+                q = _TINY_Q  # the same rank (1) for any window of fewer than 10^30 values; no huge exact powers
         return BoundAggregate(fn, a.column, typ, q, a.label, fn.result_type(typ))
 
     def predicate(self, p) -> Comparison:

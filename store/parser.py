@@ -131,6 +131,8 @@ class _Parser:
         rng = slide = None
         stream_tok = self.tok
         if self.accept("("):
+            if nested:
+                self.fail("only one level of sub-query is supported", stream_tok)
             inner = self.query(nested=True)
             self.expect(")")
             if self.accept("as"):

@@ -115,6 +115,10 @@ def _check_column(name: str, typ: str, values: Any) -> Any:
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if values.null_count:
             raise InvalidInput(f"column {name!r} has null values", column=name)
+        if pa.types.is_dictionary(values.type):
+            chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+            if any(c.dictionary.null_count for c in chunks):
+                raise InvalidInput(f"column {name!r} has a null in its dictionary", column=name)
         if typ == "string":
             t = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
             if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
@@ -136,6 +140,8 @@ def _check_column(name: str, typ: str, values: Any) -> Any:
         raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
     kind = arr.dtype.kind
     if typ == "int64":
+        if kind == "u" and len(arr) and int(arr.max()) > 2**63 - 1:
+            raise InvalidInput(f"column {name!r} holds {int(arr.max())}, beyond int64", column=name)
         if kind in "iu":
             return arr.astype(np.int64, copy=False)
         raise InvalidInput(f"column {name!r} must be int64, got {_describe(arr)}", column=name)

@@ -24,6 +24,7 @@ from .synopsis import Synopsis, build_synopsis
 CLOCKS = ("processing", "event", "manual")
 COUNT_KEY = "__count__"
 MAX_SUBWINDOWS = 100_000
+MAX_MS = 366 * 24 * 3_600_000  # the longest sub-window (and lateness) accepted: a year
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,17 @@ class WindowSpec:
             raise InvalidInput(f"subwindows must be between 1 and {MAX_SUBWINDOWS}, got {self.subwindows!r}")
         if (self.subwindow_ms is None) == (self.subwindow_rows is None):
             raise InvalidInput("give exactly one of subwindow_ms (time-based) or subwindow_rows (count-based)")
-        if self.subwindow_ms is not None and not (isinstance(self.subwindow_ms, int) and self.subwindow_ms >= 1):
-            raise InvalidInput(f"subwindow_ms must be a positive integer, got {self.subwindow_ms!r}")
-        if self.subwindow_rows is not None and not (isinstance(self.subwindow_rows, int) and self.subwindow_rows >= 1):
-            raise InvalidInput(f"subwindow_rows must be a positive integer, got {self.subwindow_rows!r}")
+        if self.subwindow_ms is not None and not (isinstance(self.subwindow_ms, int) and 1 <= self.subwindow_ms <= MAX_MS):
+            raise InvalidInput(f"subwindow_ms must be between 1 and {MAX_MS} (a year), got {self.subwindow_ms!r}")
+        if self.subwindow_rows is not None and not (isinstance(self.subwindow_rows, int)
+                                                    and 1 <= self.subwindow_rows <= 2**31):
+            raise InvalidInput(f"subwindow_rows must be between 1 and {2**31}, got {self.subwindow_rows!r}")
         if self.clock not in CLOCKS:
             raise InvalidInput(f"clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
         if self.subwindow_rows is not None and self.clock != "manual" and self.clock != "processing":
             raise InvalidInput("count-based windows slide every subwindow_rows rows; use the default clock")
+        if not 0 <= self.allowed_lateness_ms <= MAX_MS:
+            raise InvalidInput(f"allowed_lateness_ms must be between 0 and {MAX_MS}")
         if self.allowed_lateness_ms < 0:
             raise InvalidInput("allowed_lateness_ms must be >= 0")
         if self.allowed_lateness_ms and self.clock != "event":

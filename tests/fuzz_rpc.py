@@ -38,7 +38,18 @@ The rules every reply must satisfy (a violation is a failure of the case):
 The output ends with the line "N passed, M failed"; the exit status is 1 when M > 0. Each distinct
 failure (rule, kind, status, message shape) is printed once, with the smallest request that showed
 it: the RPC, the request in protobuf text format (long strings abbreviated, Arrow payloads described
-and, when small, dumped in hex), the status code and the message.
+and, when small, dumped in hex), the status code and the message, marked KNOWN (matching a
+KNOWN_BUGS entry) or NEW. `--verbose` also prints new failures as they are found, the server's RSS at
+each check and the statuses per RPC.
+
+Attribution. A request to a stream that a *mutated* CreateStream created is of kind
+`<kind>@<that mutation>` (a valid Append failing only on a stream with 2^63-ms sub-windows is that
+spec's fault). A stream that accepted a malformed payload gets one follow-up query
+(`Query/after-accepted-<mutation>`) and is then dropped; a batch staged with one is committed next
+(`CommitBatch/after-staged-<mutation>`). After a payload whose corruption reaches buffers nothing
+validates (`UNSAFE_LABELS`) the fuzzer starts a fresh server, since a heap it corrupted could crash
+later on an innocent request. So rule 4 sees long server lifetimes only in runs without those kinds
+(the pytest run, or --exclude-known).
 """
 from __future__ import annotations
 
@@ -59,6 +70,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 import grpc
+import numpy as np
 import pyarrow as pa
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError, Message
@@ -74,6 +86,31 @@ from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 # its bug is fixed (the CLI run then shows whether it still fails).
 # --------------------------------------------------------------------------------------------------
 KNOWN_BUGS: list[tuple[str, str]] = [
+    # -- requests that do not parse
+    ("*/raw-undecodable",
+     "a body that is not a valid message (corrupt wire format, invalid UTF-8 in a string) is INTERNAL "
+     "'Exception deserializing request!' (grpc's default), not INVALID_ARGUMENT"),
+    # -- Arrow payloads: the IPC reader does not validate, and columns are trusted (Append, StageRows and
+    #    the CommitBatch / Query that follow an accepted one)
+    # -- stream specs nothing bounds
+    # -- queries
+    # -- error messages that echo the input in full (rule 2)
+    # -- the SDK lets raw Python exceptions through instead of its typed errors
+    ("SDK/*lone-surrogate*", "a str with a lone surrogate: UnicodeEncodeError from protobuf"),
+    ("SDK/create_stream(subwindows=-1)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/create_stream(subwindows=2**32)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/create_stream(subwindow_ms=2**64)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/create_stream(topk=-1)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/create_stream(subwindows=3.0)", "TypeError from protobuf"),
+    ("SDK/append(int=2**6[34])", "OverflowError from pyarrow (to_arrow catches ArrowInvalid/TypeError only)"),
+    ("SDK/append(batch_id=2**63)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/append(columnar,int=2**63)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/append(columnar,string-into-int)", "TypeError from protobuf"),
+    ("SDK/slide(batch_id=-2**63-1)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/query(priority=2**31)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/history(*=-1)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/stage(batch_id=2**63)", "ValueError 'Value out of range' from protobuf"),
+    ("SDK/commit_batch(rows=2**63)", "ValueError 'Value out of range' from protobuf"),
 ]
 
 # --------------------------------------------------------------------------------------------------
@@ -91,12 +128,15 @@ MAX_RSS_GROWTH_MB = 500        # rule 4
 DEFAULT_TIMEOUT_S = 5.0        # every request; a DEADLINE_EXCEEDED under it is a hang (rule 1)
 MAX_LIVE_STREAMS = 24          # fuzz streams kept alive (older ones are dropped by DropStream cases)
 MAX_LIVE_QUERIES = 40          # periodic queries kept registered
-MAX_RESTARTS = 200             # bounded: after this many server restarts the run stops
+MAX_RESTARTS = 1_000           # restarts after failures: beyond this the run stops (a server that cannot start)
 CONTROL = "__fuzz_control"     # the control stream: never a target of a generated request
 C = grpc.StatusCode
 ALLOWED = {C.OK, C.INVALID_ARGUMENT, C.NOT_FOUND, C.ALREADY_EXISTS, C.FAILED_PRECONDITION, C.RESOURCE_EXHAUSTED,
            C.OUT_OF_RANGE, C.PERMISSION_DENIED, C.UNAUTHENTICATED, C.ABORTED}
-CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20)]
+# a large metadata limit: with gRPC's default (16 KB) an over-long error message arrives as a
+# client-side RESOURCE_EXHAUSTED "received metadata size exceeds hard limit", hiding it
+CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 256 << 20), ("grpc.max_send_message_length", 256 << 20),
+                   ("grpc.max_metadata_size", 8 << 20)]
 BASE_TS = 1_700_000_000_000    # event times of event-clock streams start here (ms)
 
 TYPE_PB = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING}
@@ -108,6 +148,21 @@ REQUEST_TYPES = {m.name: (m.input_type.name, m.server_streaming)
 ODD_STRINGS = ["", " ", "a", "é", "键", "🙂", "\x00", "a\x00b", "\n\t", "'", '"', "\\", "''", '""', "NULL", "%s",
                "\u202e", "\ufeff", "\U0010ffff", "a" * 129, "-", ".", "a.b", "a-b", "_", "1abc"]
 STRING_VALUES = ["a", "b", "c", "dd", "é", "键", "🙂", "", "a\x00b", "\U0010ffff", "zz"]
+
+
+# Arrow payloads whose corruption reaches buffers nothing validates: reading them may corrupt the
+# server's heap without crashing it at once, so after such a case the fuzzer starts a fresh server
+# (otherwise a later, valid request could crash and be blamed)
+UNSAFE_LABELS = ("arrow:string-offsets-", "arrow:declared-length=", "arrow:bit-flips", "-in-arrow-payload")
+
+
+def unsafe_label(label: str) -> bool:
+    return any(u in label for u in UNSAFE_LABELS)
+
+
+def pick(rng: random.Random, options: dict[str, Any]) -> tuple[str, Any]:
+    """One (label, value) of named options: the label goes into the case's kind."""
+    return rng.choice(list(options.items()))
 
 
 def mutated_name(rng: random.Random) -> tuple[str, str]:
@@ -148,9 +203,11 @@ class Case:
     stream: str | None = None             # the target stream (its spec is printed with a failure)
     payload: str | None = None            # a description of the Arrow payload, for the report
     must_refuse: str | None = None        # OK would mean the server stored something else (rule 5)
+    unsafe: bool = False                  # a payload that may corrupt the server's memory (see run)
+    taints: "StreamState | None" = None   # whatever the reply, this stream may now hold garbage (see polluted)
+    atomic: "StreamState | None" = None   # a write to this manual stream: if it fails it must change nothing
     check: Callable[[Any], list[str]] | None = None   # rule 5 checks of an OK reply
     on_ok: Callable[[Any], None] | None = None        # bookkeeping after an OK reply
-    on_any: Callable[[grpc.StatusCode], None] | None = None
     run: Callable[["Fuzzer", "Case"], "Outcome"] | None = None  # sends the case itself (see send)
     scenario: bool = False                # several requests (Roundtrip/SDK): run() judges messages itself
     describe: str | None = None           # the example, for scenarios and SDK cases
@@ -183,6 +240,7 @@ class Failure:
     detail: str
     example: str
     size: int
+    shape: str = ""
     count: int = 1
 
 
@@ -309,7 +367,7 @@ def describe_table(t: pa.Table, note: str = "") -> str:
     for i, name in enumerate(t.column_names[:6]):
         col = t.column(i)
         try:
-            vals = col.to_pylist()[:4]
+            vals = col.slice(0, 4).to_pylist()
         except Exception:  # noqa: BLE001 - a deliberately broken column
             vals = "<unreadable>"
         sample[name] = vals
@@ -336,31 +394,36 @@ class Fuzzer:
         self.channel: grpc.Channel | None = None
         self.stub: pb_grpc.WindowStoreServiceStub | None = None
         self.stderr_tail: collections.deque = collections.deque(maxlen=60)
+        self.stderr_lines = 0   # lines of server stderr read so far
         self.failures: dict[tuple, Failure] = {}
         self.passed = 0
         self.failed = 0
         self.restarts = 0
+        self.hygiene_restarts = 0
         self.kinds_seen: collections.Counter = collections.Counter()
+        self.statuses: collections.Counter = collections.Counter()   # (kind, status) -> cases
         self.recent: collections.deque = collections.deque(maxlen=8)
         self.rss_base: int | None = None
         self.rss_max_growth = 0
         self.names = 0
         self.force_valid = False
         self.specs: dict[str, pb.StreamSpec] = {}   # every fuzz stream created, for the report
+        self.origins: dict[str, str] = {}            # stream -> the CreateStream mutation that made it
         self._reset_state()
 
     def _reset_state(self) -> None:
+        """What the fuzzer knows of the server's state (forgotten when it starts afresh)."""
         self.streams: dict[str, StreamState] = {}
-        self.periodic: list[str] = []
+        self.periodic: list[tuple[str, str]] = []   # (query id, stream)
         self.staged: list[Staged] = []
         self.writer_batch: dict[str, int] = collections.defaultdict(int)
-        self.control_rows: dict[str, list] | None = None
         # follow-up cases to send next (a commit of a batch staged with a malformed payload, a query
         # on a stream that accepted one); they carry the kind of the mutation that caused them
         self.pending: collections.deque = collections.deque()
 
     # -- server lifecycle --------------------------------------------------------------------------
     def start_server(self) -> None:
+        os.environ.setdefault("PYTHONFAULTHANDLER", "1")   # a crash then prints the server's Python stack
         self.srv = ServerProcess()
         # ServerProcess pipes stdout and stderr; nobody else reads them, so drain them here (a full
         # pipe would block the server's logging, and with it the server), keeping stderr's tail.
@@ -378,6 +441,7 @@ class Fuzzer:
             for line in stream:
                 if keep:
                     self.stderr_tail.append(line.rstrip("\n"))
+                    self.stderr_lines += 1
         except (ValueError, OSError):
             pass
 
@@ -389,17 +453,29 @@ class Fuzzer:
             self.srv.stop(signal.SIGKILL if kill else signal.SIGTERM, timeout=10)
             self.srv = None
 
-    def restart_server(self, why: str) -> None:
+    def restart_server(self, why: str, hygiene: bool = False) -> None:
+        """Start afresh (bounded); `hygiene`: not after a failure, only after a memory-unsafe payload."""
         self.restarts += 1
+        self.hygiene_restarts += hygiene
         if self.verbose:
             print(f"  restarting the server: {why}", file=self.out)
-        if self.restarts > MAX_RESTARTS:
-            raise RuntimeError(f"more than {MAX_RESTARTS} server restarts; stopping")
+        if self.restarts - self.hygiene_restarts > MAX_RESTARTS:
+            raise RuntimeError(f"more than {MAX_RESTARTS} server restarts after failures; stopping")
         self.stop_server(kill=True)
         self.start_server()
 
     def alive(self) -> bool:
         return self.srv is not None and self.srv.proc.poll() is None
+
+    def rows_of(self, st: StreamState | None) -> int | None:
+        """Buffered + window rows of a manual-clock stream (nothing slides it by itself), else None."""
+        if st is None or st.clock != "manual" or st.name not in self.streams:
+            return None
+        try:
+            s = self.stub.DescribeStream(pb.DescribeStreamRequest(name=st.name), timeout=DEFAULT_TIMEOUT_S).stream
+            return s.buffered_rows + s.window_rows
+        except grpc.RpcError:
+            return None
 
     def rss(self) -> int | None:
         try:
@@ -422,7 +498,6 @@ class Fuzzer:
         ipc = ipc_bytes(arrow_table(rows, {"ts": "int64", "k": "string", "v": "int64", "f": "float64"}))
         self.stub.Append(pb.AppendRequest(stream=CONTROL, arrow_ipc=ipc), timeout=10)
         self.stub.Slide(pb.SlideRequest(stream=CONTROL), timeout=10)
-        self.control_rows = rows
 
     def control_check(self) -> list[tuple[str, str]]:
         """Rule 3: the control query, GetStats and ListStreams; [] when all is well."""
@@ -517,10 +592,7 @@ class Fuzzer:
         elif code not in ALLOWED and code not in (C.CANCELLED, C.DEADLINE_EXCEEDED):
             problems.append(("1", f"status {code.name}"))
         if code != C.OK and not case.scenario:
-            if not out.message:
-                problems.append(("2", "empty error message"))
-            elif len(out.message) > MAX_MESSAGE:
-                problems.append(("2", f"an error message of {len(out.message)} characters"))
+            problems += message_problems(out.message)
         if code == C.OK and case.must_refuse:
             problems.append(("5", f"accepted: {case.must_refuse}"))
         if code == C.OK and case.check is not None and out.reply is not None:
@@ -528,14 +600,15 @@ class Fuzzer:
         return problems
 
     def record(self, case: Case, code: grpc.StatusCode | None, message: str, rule: str, detail: str) -> None:
-        code_name = code.name if code is not None else "-"
-        key = (rule, case.kind, code_name, normalise_message(message if rule in ("1", "2") else detail[:60]))
+        code_name = code.name if code is not None and rule != "SDK" else "-"
+        shape = "" if rule == "crash" else normalise_message(message if rule in ("1", "2") else detail[:60])
+        key = (rule, case.kind, code_name, shape)
         example = describe_case(case)
         if case.stream and case.stream in self.specs:
             example += f"\n  (stream {case.stream!r} was created with: {render(self.specs[case.stream]).replace(chr(10), ' ')})"
         f = self.failures.get(key)
         if f is None:
-            self.failures[key] = Failure(rule, case.kind, case.rpc, code_name, message, detail, example, case.size())
+            self.failures[key] = Failure(rule, case.kind, case.rpc, code_name, message, detail, example, case.size(), shape)
             if self.verbose:
                 print(f"  new failure: rule {rule} {case.kind}: {code_name} {message[:200]!r} {detail[:200]}",
                       file=self.out)
@@ -556,12 +629,20 @@ class Fuzzer:
                 case = self.next_case()
                 self.kinds_seen[case.kind] += 1
                 self.recent.append(case.kind)
+                stderr_before = self.stderr_lines
+                before = self.rows_of(case.atomic)
                 out = self.send(case)
                 if out.code == C.OK and case.on_ok is not None and out.reply is not None:
                     case.on_ok(out.reply)
-                if case.on_any is not None:
-                    case.on_any(out.code)
                 problems = self.judge(case, out)
+                if before is not None and out.code not in (C.OK, C.CANCELLED, C.DEADLINE_EXCEEDED) and self.alive():
+                    after = self.rows_of(case.atomic)
+                    if after is not None and after != before:
+                        problems.append(("5", f"the write failed ({out.code.name}) but changed the stream: buffered + "
+                                              f"window rows {before} before, {after} after"))
+                if case.taints is not None and case.taints.name in self.streams:
+                    self.polluted(case.taints, case.kind)
+                self.statuses[(case.kind, out.code.name)] += 1
                 crashed = not self.alive()
                 if not crashed and out.code == C.UNAVAILABLE:
                     time.sleep(0.3)
@@ -569,15 +650,18 @@ class Fuzzer:
                 if crashed:
                     time.sleep(0.2)   # let the drain thread read the last of stderr
                     rc = self.srv.proc.poll()
-                    tail = " | ".join(line for line in list(self.stderr_tail)[-8:] if line.strip())
+                    new = list(self.stderr_tail)[-max(0, min(self.stderr_lines - stderr_before, 60)):] \
+                        if self.stderr_lines > stderr_before else []
                     problems = [p for p in problems if "UNAVAILABLE" not in p[1]]
-                    problems.append(("crash", f"the server process died (exit status {rc}); stderr: {tail[-900:] or '-'}"))
+                    problems.append(("crash", f"the server process died (exit status {rc}); its stderr: "
+                                              f"{crash_excerpt(new)}"))
                 elif any(rule == "1" and "DEADLINE_EXCEEDED" in d for rule, d in problems):
                     # a hang: is the server still answering? if not, start afresh
                     if self.control_check():
                         problems.append(("3", "after this request the server no longer answers the control query"))
                         crashed = True
-                crashed = crashed or out.restart
+                # a fresh server after a memory-unsafe payload (and after a request that left it broken)
+                crashed = crashed or out.restart or case.unsafe
                 for rule, detail in problems:
                     self.record(case, out.code, out.message, rule, detail)
                 if problems:
@@ -585,7 +669,7 @@ class Fuzzer:
                 else:
                     self.passed += 1
                 if crashed:
-                    self.restart_server(f"after {case.kind}")
+                    self.restart_server(f"after {case.kind}", hygiene=not problems)
                     continue
                 if (i + 1) % CHECK_EVERY == 0:
                     self.periodic_checks(case)
@@ -595,6 +679,8 @@ class Fuzzer:
     def periodic_checks(self, last: Case) -> None:
         problems = self.control_check()
         rss = self.rss()
+        if self.verbose and rss is not None:
+            print(f"  after {self.passed + self.failed} cases: server RSS {rss >> 20} MB", file=self.out)
         if rss is not None and self.rss_base is not None:
             growth = rss - self.rss_base
             self.rss_max_growth = max(self.rss_max_growth, growth)
@@ -613,18 +699,26 @@ class Fuzzer:
 
     # -- choosing a case ---------------------------------------------------------------------------
     def excluded(self, kind: str) -> bool:
-        return any(fnmatch.fnmatchcase(kind, p) for p in self.exclude)
+        return any(kind_matches(kind, p) for p in self.exclude)
 
     def next_case(self) -> Case:
         while self.pending:
             case = self.pending.popleft()()
-            if case is not None and not self.excluded(case.kind):
+            if case is not None and not self.excluded(self.attributed(case).kind):
                 return case
         for _ in range(200):
-            case = self.generate()
+            case = self.attributed(self.generate())
             if not self.excluded(case.kind):
                 return case
         return self.gen_list_streams()  # every kind excluded: an innocuous request
+
+    def attributed(self, case: Case) -> Case:
+        """A request to a stream that a mutated CreateStream created is of kind
+        `<kind>@<that mutation>`: what goes wrong there is a consequence of accepting that spec."""
+        origin = self.origins.get(case.stream or "")
+        if origin and "@" not in case.kind:
+            case.kind = f"{case.kind}@{origin}"
+        return case
 
     def generate(self) -> Case:
         rng = self.rng
@@ -662,10 +756,15 @@ class Fuzzer:
         """Mutate this request? (never while building the valid base of a raw-bytes case)"""
         return not self.force_valid and self.rng.random() < p
 
+    def valid_branch(self, p: float) -> bool:
+        """Take a generator's valid branch (with probability p; always for a raw-bytes base)."""
+        return self.force_valid or self.rng.random() < p
+
     # ============================================================================================
     # CreateStream
     # ============================================================================================
-    def valid_spec(self, name: str | None = None) -> pb.StreamSpec:
+    def valid_spec(self) -> pb.StreamSpec:
+        """A valid spec: ts/k/v/f (+ optional columns), one of the clocks or count-based, optional group_by."""
         rng = self.rng
         cols = [("ts", "int64"), ("k", "string"), ("v", "int64"), ("f", "float64")]
         cols += rng.sample([("n2", "int64"), ("s2", "string"), ("g2", "float64")], rng.randrange(3))
@@ -674,7 +773,7 @@ class Fuzzer:
             cols.append(("t2", "int64"))
             time_column = "t2"
         rng.shuffle(cols)
-        spec = pb.StreamSpec(name=name or self.fresh_name(), columns=[pb.Column(name=n, type=TYPE_PB[t]) for n, t in cols],
+        spec = pb.StreamSpec(name=self.fresh_name(), columns=[pb.Column(name=n, type=TYPE_PB[t]) for n, t in cols],
                              subwindows=rng.choice([1, 2, 3, 4, 8, 16, 100]))
         if time_column != "ts" or rng.random() < 0.5:
             spec.time_column = time_column
@@ -697,7 +796,6 @@ class Fuzzer:
         return spec
 
     def gen_create_stream(self, valid: bool = False) -> Case:
-        rng = self.rng
         spec = self.valid_spec()
         req = pb.CreateStreamRequest(spec=spec)
         label = "valid"
@@ -725,6 +823,8 @@ class Fuzzer:
                     if st is not None and not (st.clock == "processing" and 0 < st.subwindow_ms < 50):
                         fz.streams[name] = st
                         fz.specs[name] = sent
+                        if label != "valid":
+                            fz.origins[name] = label
                     else:
                         fz._quiet_drop(name)
                 elif name != CONTROL and name not in fz.streams:
@@ -749,7 +849,7 @@ class Fuzzer:
             self.stub.ListStreams(pb.ListStreamsRequest(), timeout=DEFAULT_TIMEOUT_S)
         except grpc.RpcError as e:
             problems.append(("3", f"ListStreams fails after this create: {e.code().name} {(e.details() or '')[:200]}"))
-            self.streams.pop(name, None)
+            self.forget_stream(name)
             self._quiet_drop(name)   # heal, if dropping the stream can
             try:
                 self.stub.ListStreams(pb.ListStreamsRequest(), timeout=DEFAULT_TIMEOUT_S)
@@ -838,8 +938,10 @@ class Fuzzer:
             s.time_column = "x" * LONG
             return f"time_column={LONG}-chars"
         if choice == 18:
-            s.group_by.append(rng.choice(["nope", "f", "ts", "x" * LONG, ""]))
-            return "group_by=bad-column"
+            which, column = pick(rng, {"unknown": "nope", "float-column": "f", "time-column": "ts",
+                                       f"{LONG}-chars": "x" * LONG, "empty": ""})
+            s.group_by.append(column)
+            return f"group_by={which}"
         if choice == 19:
             s.group_by.extend(["k", "k"])
             return "group_by=duplicate"
@@ -906,9 +1008,9 @@ class Fuzzer:
         rows: dict[str, list] = {}
         for name, typ in st.types.items():
             if name == st.time_column:
-                if st.clock == "event":
-                    start = st.next_ts
-                    vals = [start + rng.randrange(0, max(1, st.subwindow_ms * 2)) for _ in range(n)]
+                if st.clock == "event":   # near the watermark (a stream may have absurd sub-windows)
+                    start = min(st.next_ts, I64_MAX - 20_000)
+                    vals = [start + rng.randrange(0, max(1, min(st.subwindow_ms * 2, 20_000))) for _ in range(n)]
                     if vals:
                         st.next_ts = max(st.next_ts, max(vals))
                 else:
@@ -935,7 +1037,9 @@ class Fuzzer:
             strings = rng.choice(["dict", "plain", "large"])
             t = arrow_table(rows, types, strings)
             return ipc_bytes(t), describe_table(t), None, f"arrow:valid-{strings}-strings"
-        choice = rng.randrange(30)
+        choice = rng.randrange(38)
+        if choice >= 30:
+            choice = 3   # a wrong Arrow type: many variants, so more weight
         n = len(next(iter(rows.values())))
         col_of = {typ: [c for c, t in types.items() if t == typ and c != st.time_column] for typ in TYPE_PB}
         ints, floats, strs = col_of["int64"], col_of["float64"], col_of["string"]
@@ -1244,8 +1348,10 @@ class Fuzzer:
         data, desc, refuse, label = self.arrow_payload(st, rows)
         req = pb.AppendRequest(stream=st.name, arrow_ipc=data)
         case = Case("Append", f"Append/{label}", req, stream=st.name, payload=desc, must_refuse=refuse)
-        if refuse:
-            case.on_ok = lambda reply: self.polluted(st, label)
+        case.unsafe = unsafe_label(label)
+        if refuse or case.unsafe:   # what it stored (even when refused) may be garbage: query once, then drop
+            case.taints = st
+        case.atomic = st
         if label.startswith("arrow:valid") or label in ("arrow:int64-extremes", "arrow:float-specials",
                                                         "arrow:odd-strings", "arrow:zero-rows"):
             case.check = self.append_check(st, 0 if label == "arrow:zero-rows" else n)
@@ -1281,7 +1387,7 @@ class Fuzzer:
         req = pb.AppendRequest(stream=st.name, columnar=columnar_batch(rows, st.types))
         if label is None:
             label = self.mutate_columnar(req, st)
-        case = Case("Append", f"Append/{label}", req, stream=st.name)
+        case = Case("Append", f"Append/{label}", req, stream=st.name, atomic=st)
         if check_rows is not None:
             case.check = self.append_check(st, check_rows)
         self.keyed(st, req, case)
@@ -1345,7 +1451,9 @@ class Fuzzer:
         t = arrow_table(rows, st.types)
         req = pb.AppendRequest(stream=st.name, arrow_ipc=ipc_bytes(t))
         desc = describe_table(t)
-        choice = rng.randrange(9)
+        choice = rng.randrange(8) if rng.random() < 0.9 else 8   # 8: the ~30 MB batch, rarely
+        if choice in (0, 1) and not st.keyed:
+            choice = 2   # nothing to replay yet
         if choice == 0 and st.keyed:
             old_req, old_reply = rng.choice(st.keyed)
             return Case("Append", "Append/replay-same-batch", old_req, stream=st.name, payload=desc,
@@ -1388,11 +1496,11 @@ class Fuzzer:
         cols = {}
         for c, typ in st.types.items():
             if typ == "string":
-                cols[c] = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), pa.array(["a"]))
+                cols[c] = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["a"]))
             elif typ == "int64":
-                cols[c] = pa.array([BASE_TS if c == st.time_column else 1] * n, pa.int64())
+                cols[c] = pa.array(np.full(n, BASE_TS if c == st.time_column else 1, np.int64))
             else:
-                cols[c] = pa.array([0.5] * n, pa.float64())
+                cols[c] = pa.array(np.full(n, 0.5))
         big = pa.table(cols)
         req.arrow_ipc = ipc_bytes(big)
         return Case("Append", "Append/rows=1000001", req, stream=st.name, payload=describe_table(big), timeout=20.0)
@@ -1438,8 +1546,9 @@ class Fuzzer:
         rows = self.valid_rows(st, rng.choice([0, 1, 3, 10]))
         n = len(next(iter(rows.values())))
         writer = rng.choice(["spark-q1", "spark-q2"])
-        if self.staged and rng.random() < 0.3:
-            sb = rng.choice(self.staged)
+        clean = [b for b in self.staged if not b.mutation] if self.force_valid else self.staged
+        if clean and rng.random() < 0.3:
+            sb = rng.choice(clean)
             st = self.streams.get(sb.stream, st)
             rows = self.valid_rows(st, rng.choice([1, 3]))
             n = len(next(iter(rows.values())))
@@ -1492,10 +1601,11 @@ class Fuzzer:
             if req.writer_id == sb.writer and req.batch_id == sb.batch_id and req.stream == sb.stream:
                 # the attempt's rows: chunks replace each other; we keep the latest reply's count
                 sb.attempts[req.attempt] = reply.staged_rows
-                if not is_valid:
-                    sb.mutation = label
+                if not is_valid and (sb.mutation is None or refuse or unsafe_label(label)):
+                    sb.mutation = label   # a malformed payload labels the batch's commit for good
         case.on_ok = staged_ok
-        if refuse:
+        case.unsafe = unsafe_label(label)
+        if refuse or case.unsafe:
             def then_commit(reply, sb=sb, staged_ok=staged_ok):
                 staged_ok(reply)
                 self.pending.append(lambda: self.gen_commit(sb))
@@ -1510,9 +1620,11 @@ class Fuzzer:
         rng = self.rng
         follow_up = sb is not None
         if sb is None:
-            if not self.staged:
+            # (the valid base of a raw-bytes case never commits a batch staged with a malformed payload)
+            choices = [b for b in self.staged if not (self.force_valid and b.mutation)]
+            if not choices:
                 return self.gen_stage()
-            sb = rng.choice(self.staged)
+            sb = rng.choice(choices)
         elif sb not in self.staged:
             return None
         st = self.streams.get(sb.stream)
@@ -1521,7 +1633,7 @@ class Fuzzer:
         if st is not None and st.clock == "manual" and not st.count_based and rng.random() < 0.3:
             req.slide = True
         label = f"after-staged-{sb.mutation}" if sb.mutation else "valid"
-        if not follow_up and self.mutate(0.4):
+        if not follow_up and not sb.mutation and self.mutate(0.4):
             choice = rng.randrange(8)
             if choice == 0 and req.attempts:
                 req.attempts[0].rows += rng.choice([1, -1, I64_MAX - req.attempts[0].rows])
@@ -1530,8 +1642,9 @@ class Fuzzer:
                 req.attempts.append(pb.AttemptRows(attempt=req.attempts[0].attempt, rows=req.attempts[0].rows))
                 label = "attempt-listed-twice"
             elif choice == 2:
-                req.attempts.append(pb.AttemptRows(attempt=rng.choice(["never-staged", "x" * LONG]), rows=0))
-                label = "attempt-never-staged"
+                which, attempt = pick(rng, {"never-staged": "never-staged", f"{LONG}-chars": "x" * LONG})
+                req.attempts.append(pb.AttemptRows(attempt=attempt, rows=0))
+                label = f"attempt={which}"
             elif choice == 3:
                 req.batch_id = rng.choice([I64_MIN, I64_MAX, -1, 10**12])
                 label = f"batch_id={_big(req.batch_id)}"
@@ -1554,9 +1667,10 @@ class Fuzzer:
         def committed(reply, sb=sb):
             if sb in self.staged:
                 self.staged.remove(sb)
-            if sb.mutation and st is not None and not reply.duplicate:
-                self.polluted(st, f"staged-{sb.mutation}")
         case.on_ok = committed
+        case.atomic = st
+        if sb.mutation and st is not None:
+            case.taints = st
         if label == "valid":
             def check(reply) -> list[str]:
                 if reply.duplicate:
@@ -1567,10 +1681,17 @@ class Fuzzer:
             case.check = check
         return case
 
+    def forget_stream(self, name: str) -> StreamState | None:
+        """The stream is (about to be) dropped: forget it, its staged batches and its periodic queries."""
+        self.staged = [b for b in self.staged if b.stream != name]
+        self.periodic = [(q, s) for q, s in self.periodic if s != name]
+        return self.streams.pop(name, None)
+
     def polluted(self, st: StreamState, label: str) -> None:
-        """A stream accepted a malformed payload: query what it stored once (Query/after-accepted-<label>:
-        the server must still answer cleanly), then drop the stream so that later cases do not inherit it."""
-        if self.streams.pop(st.name, None) is None:
+        """A stream was sent a malformed payload (accepted or not: a failed write may have applied part of
+        it): query what it holds once (Query/after-<label>: the server must still answer cleanly), then
+        drop the stream so that later cases do not inherit it."""
+        if self.forget_stream(st.name) is None:
             return
         name = quote_name(st.name)
         req = pb.QueryRequest(text=f"SELECT k, COUNT(*), MIN(k), MAX(k), SUM(v), MAX(f) FROM {name} GROUP BY k")
@@ -1586,14 +1707,14 @@ class Fuzzer:
                     return fz.send_plain(c)
                 finally:
                     fz._quiet_drop(st.name)
-            return Case("Query", f"Query/after-accepted-{label}", req, stream=None, check=self.query_check, run=run,
-                        describe=render(req) + f"\n  (after a Slide of stream {st.name!r}, which accepted "
-                                                f"Append/{label}; stream spec: {render(st.spec).replace(chr(10), ' ')})")
+            return Case("Query", f"Query/after-{label}", req, stream=None, check=self.query_check, run=run,
+                        describe=render(req) + f"\n  (after a Slide of stream {st.name!r}, which was sent {label}; "
+                                                f"stream spec: {render(st.spec).replace(chr(10), ' ')})")
         self.pending.append(make)
 
     def gen_abort(self) -> Case:
         rng = self.rng
-        if self.staged and rng.random() < 0.7:
+        if self.staged and self.valid_branch(0.7):
             sb = rng.choice(self.staged)
             req = pb.AbortBatchRequest(stream=sb.stream, writer_id=sb.writer, batch_id=sb.batch_id)
             label = "valid"
@@ -1604,9 +1725,9 @@ class Fuzzer:
             on_ok = aborted
         else:
             st = self.pick_stream()
-            req = pb.AbortBatchRequest(stream=st.name, writer_id=rng.choice(["", "nobody", "x" * LONG]),
-                                       batch_id=rng.choice([I64_MIN, I64_MAX, 0, -1]))
-            label, on_ok = "unknown-batch", None
+            which, writer = pick(rng, {"empty": "", "unknown": "nobody", f"{LONG}-chars": "x" * LONG})
+            req = pb.AbortBatchRequest(stream=st.name, writer_id=writer, batch_id=rng.choice([I64_MIN, I64_MAX, 0, -1]))
+            label, on_ok = f"unknown-batch-writer_id={which}", None
         return Case("AbortBatch", f"AbortBatch/{label}", req, stream=req.stream, on_ok=on_ok)
 
     # ============================================================================================
@@ -1615,12 +1736,7 @@ class Fuzzer:
     def valid_text(self, st: StreamState, periodic: bool = False) -> str:
         rng = self.rng
         s = quote_name(st.name)
-        if st.count_based:
-            rng_clause = rng.choice(["", "[RANGE 2 SUBWINDOWS]", "[RANGE 7 ROWS]"]) if not periodic else \
-                rng.choice(["[RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]", "[RANGE 10 ROWS SLIDE 5 ROWS]", "[SLIDE 2 SUBWINDOWS]"])
-        else:
-            rng_clause = rng.choice(["", "[RANGE 2 SUBWINDOWS]", "[RANGE 5 s]", "[RANGE 1 min]"]) if not periodic else \
-                rng.choice(["[RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]", "[RANGE 1 min SLIDE 1 s]", "[SLIDE 1 SUBWINDOW]"])
+        rng_clause = self.window_clause(st, periodic)
         templates = [
             f"SELECT COUNT(*) FROM {s} {rng_clause}",
             f"SELECT SUM(v), AVG(v), MIN(f), MAX(f), COUNT(f) FROM {s} {rng_clause}",
@@ -1630,11 +1746,28 @@ class Fuzzer:
             f"SELECT COUNT(DISTINCT k) FROM {s} {rng_clause}",
             f"SELECT MAX(total), QUANTILE(total, 0.5) FROM (SELECT k, SUM(v) AS total FROM {s} {rng_clause} GROUP BY k "
             f"ORDER BY total DESC LIMIT 3)",
-            f"SELECT k, COUNT(*) FROM {s} {rng_clause} GROUP BY k ORDER BY 2 DESC LIMIT 3 APPROXIMATE",
+            f"SELECT k, COUNT(*) FROM {s} {rng_clause} GROUP BY k ORDER BY 2 DESC LIMIT 3"
+            + (" APPROXIMATE" if "k" in st.spec.group_by else ""),   # top-k lists exist for group_by keys only
             f"SELECT MIN(k), MAX(k) FROM {s} {rng_clause} WHERE k >= 'b' AND k <> 'zz'",
             f"SELECT v, SUM(f), MAX(ts) AS x FROM {s} {rng_clause} WHERE (v < 5 OR v > 100) AND k = '🙂' GROUP BY v ORDER BY x",
         ]
         return rng.choice(templates)
+
+    def window_clause(self, st: StreamState, periodic: bool) -> str:
+        """A [RANGE ... SLIDE ...] the stream can answer: at most its n sub-windows, in whole sub-windows
+        (written in SUBWINDOWS, ms or ROWS)."""
+        rng = self.rng
+        n = st.spec.subwindows
+        size = st.spec.subwindow_rows if st.count_based else st.subwindow_ms
+        unit = "ROWS" if st.count_based else "ms"
+
+        def amount(k: int) -> str:
+            return f"{k} SUBWINDOWS" if rng.random() < 0.5 or not size else f"{k * size} {unit}"
+        k = rng.randint(1, min(n, 8))
+        if not periodic:
+            return rng.choice(["", f"[RANGE {amount(k)}]"])
+        j = rng.randint(1, k)
+        return rng.choice([f"[RANGE {amount(k)} SLIDE {amount(j)}]", f"[SLIDE {amount(j)}]"])
 
     def mutate_text(self, st: StreamState, text: str) -> tuple[str, str]:
         """A pathological query text: (label, text)."""
@@ -1750,7 +1883,7 @@ class Fuzzer:
                 rng.choice(["nan", "NaN", "inf", "'inf'", "1e308", "-1e309"])
         if choice == 38:
             return "integer-literal-beyond-int128", f"SELECT COUNT(*) FROM {s} WHERE v IN ({2**200}, {-(2**130)}, 1)"
-        return "valid-but-semicolons", text + rng.choice([";", " ;", ";;"])
+        return "valid-with-semicolon", text + rng.choice([";", " ;"])
 
     def query_check(self, reply) -> list[str]:
         a = reply.answer if hasattr(reply, "answer") else reply
@@ -1777,7 +1910,7 @@ class Fuzzer:
 
     def valid_structured(self, st: StreamState, periodic: bool = False) -> pb.StructuredQuery:
         rng = self.rng
-        A, F = pb.Aggregate, pb.AggregateFunction
+        A = pb.Aggregate
         q = pb.StructuredQuery(stream=st.name)
         t = rng.randrange(6)
         if t == 0:
@@ -1807,7 +1940,7 @@ class Fuzzer:
             q.group_by = "k"
             q.order_by.add(item=1, descending=True)
             q.limit = 3
-            q.approximate = True
+            q.approximate = "k" in st.spec.group_by   # top-k lists exist for group_by keys only
         else:
             q.items.add(aggregate=A(func=pb.AGGREGATE_FUNCTION_MIN, column="k", alias="lo"))
             q.items.add(aggregate=A(func=pb.AGGREGATE_FUNCTION_COUNT_DISTINCT, column="k"))
@@ -1815,10 +1948,11 @@ class Fuzzer:
                                     pb.Predicate(column="v", op="not in", values=[pb.Value(int64_value=1),
                                                                                  pb.Value(decimal_value="2.5")])])
             q.order_by.add(name="lo")
+        k = rng.randint(1, min(st.spec.subwindows, 8))
         if rng.random() < 0.4 or periodic:
-            q.range.CopyFrom(pb.WindowLength(value=2, unit=pb.LENGTH_UNIT_SUBWINDOWS))
+            q.range.CopyFrom(pb.WindowLength(value=k, unit=pb.LENGTH_UNIT_SUBWINDOWS))
         if periodic:
-            q.slide.CopyFrom(pb.WindowLength(value=1, unit=pb.LENGTH_UNIT_SUBWINDOWS))
+            q.slide.CopyFrom(pb.WindowLength(value=rng.randint(1, k), unit=pb.LENGTH_UNIT_SUBWINDOWS))
         return q
 
     def mutate_structured(self, q: pb.StructuredQuery) -> str:
@@ -1840,14 +1974,17 @@ class Fuzzer:
                                                              1.0000000000000002])))
             return "quantile-q-extreme"
         if choice == 4:
-            q.items.add(aggregate=pb.Aggregate(func=pb.AGGREGATE_FUNCTION_SUM, column=rng.choice(["", "nope", "k", "c" * LONG])))
-            return "aggregate-column-bad"
+            which, column = pick(rng, {"empty": "", "unknown": "nope", "string-column": "k", f"{LONG}-chars": "c" * LONG})
+            q.items.add(aggregate=pb.Aggregate(func=rng.choice([pb.AGGREGATE_FUNCTION_SUM, pb.AGGREGATE_FUNCTION_MIN,
+                                                                pb.AGGREGATE_FUNCTION_QUANTILE]), column=column, q=0.5))
+            return f"aggregate-column={which}"
         if choice == 5:
             q.items.add(aggregate=pb.Aggregate(func=pb.AGGREGATE_FUNCTION_COUNT, alias="a" * LONG))
             return f"alias-{LONG}-chars"
         if choice == 6:
-            q.items.add(key_column=rng.choice(["nope", "f", "", "k" * LONG]))
-            return "key_column-bad"
+            which, column = pick(rng, {"unknown": "nope", "not-grouped": "f", "empty": "", f"{LONG}-chars": "k" * LONG})
+            q.items.add(key_column=column)
+            return f"key_column={which}"
         if choice == 7:
             q.range.CopyFrom(pb.WindowLength(value=rng.choice([U64_MAX, I64_MAX, 2**63, U32_MAX + 1]),
                                              unit=rng.choice([1, 2, 3])))
@@ -1865,16 +2002,17 @@ class Fuzzer:
             q.order_by.add(item=rng.choice([U32_MAX, 99, len(q.items)]))
             return "order_by-item-out-of-range"
         if choice == 12:
-            q.order_by.add(name=rng.choice(["nope", "x" * LONG, "🙂"]))
-            return "order_by-name-unknown"
+            which, name = pick(rng, {"unknown": "nope", f"{LONG}-chars": "x" * LONG, "unicode": "🙂"})
+            q.order_by.add(name=name)
+            return f"order_by-name={which}"
         if choice == 13:
             q.order_by.add(aggregate=pb.Aggregate())
             return "order_by-aggregate-unspecified"
         if choice == 14:
-            q.where.add(predicates=[pb.Predicate(column="v", op=rng.choice(["", "~", "LIKE", "=" * LONG, "not  in", "<>",
-                                                                            "IN", "Not In"]),
-                                                 values=[pb.Value(int64_value=1)])])
-            return "predicate-op-odd"
+            which, op = pick(rng, {"empty": "", "tilde": "~", "LIKE": "LIKE", f"{LONG}-chars": "=" * LONG,
+                                   "spaced-not-in": "not  in", "<>": "<>", "IN": "IN", "mixed-case": "Not In"})
+            q.where.add(predicates=[pb.Predicate(column="v", op=op, values=[pb.Value(int64_value=1)])])
+            return f"predicate-op={which}"
         if choice == 15:
             q.where.add(predicates=[pb.Predicate(column="v", op="=", values=[])])
             return "predicate-no-values"
@@ -1917,8 +2055,9 @@ class Fuzzer:
             q.outer.add(func=pb.AGGREGATE_FUNCTION_SUM, column=rng.choice(["v", "k", "nope"]))
             return "outer-misuse"
         if choice == 25:
-            q.group_by = rng.choice(["f", "nope", "g" * LONG, "ts"])
-            return "group_by-bad"
+            which, q.group_by = pick(rng, {"float-column": "f", "unknown": "nope", f"{LONG}-chars": "g" * LONG,
+                                           "time-column": "ts"})
+            return f"group_by={which}"
         if choice == 26:
             q.approximate = True
             return "approximate-forced"
@@ -1947,6 +2086,9 @@ class Fuzzer:
     def gen_register(self) -> Case:
         rng = self.rng
         st = self.pick_stream()
+        fast = [x for x in self.streams.values() if x.clock == "processing" and not x.count_based and x.subwindow_ms <= 250]
+        if fast and rng.random() < 0.5:   # a stream that slides by itself soon: Subscribe gets answers
+            st = rng.choice(fast)
         if rng.random() < 0.6:
             text = self.valid_text(st, periodic=True)
             label = "text:valid"
@@ -1977,7 +2119,7 @@ class Fuzzer:
             req = pb.RegisterQueryRequest(structured=q, priority=self._priority())
 
         def registered(reply):
-            self.periodic.append(reply.query_id)
+            self.periodic.append((reply.query_id, st.name))
 
         def check(reply) -> list[str]:
             return [] if reply.query_id and reply.every_slides >= 1 else \
@@ -1985,10 +2127,21 @@ class Fuzzer:
         return Case("RegisterQuery", f"RegisterQuery/{label}", req, stream=st.name, on_ok=registered, check=check)
 
     def gen_subscribe(self) -> Case:
+        """Subscribe and read one answer under a short deadline (DEADLINE_EXCEEDED is then allowed)."""
         rng = self.rng
-        timeout = rng.choice([0.2, 0.5, 0.9])
-        if self.periodic and rng.random() < 0.7:
-            req, label = pb.SubscribeRequest(query_id=rng.choice(self.periodic)), "valid"
+        timeout = 0.2
+        if self.periodic and self.valid_branch(0.7):
+            # preferably a query on a stream that slides by itself soon (processing clock, short
+            # sub-windows): its first answer comes within the deadline
+            fast = [q for q, name in self.periodic if name in self.streams and self.streams[name].clock == "processing"
+                    and not self.streams[name].count_based and self.streams[name].subwindow_ms <= 250]
+            if fast and rng.random() < 0.8:
+                qid, timeout = rng.choice(fast), 0.9
+            else:
+                qid = rng.choice(self.periodic)[0]
+            req, label = pb.SubscribeRequest(query_id=qid), "valid"
+        elif self.force_valid:
+            req, label = pb.SubscribeRequest(query_id="P999999"), "query_id=unknown"
         else:
             label, qid = mutated_name(rng)
             req, label = pb.SubscribeRequest(query_id=qid), f"query_id={label}"
@@ -2001,18 +2154,20 @@ class Fuzzer:
 
     def gen_unregister(self, valid: bool = False) -> Case:
         rng = self.rng
-        if self.periodic and (valid or rng.random() < 0.6):
-            qid = self.periodic.pop(0 if valid else rng.randrange(len(self.periodic)))
+        if self.periodic and (valid or self.valid_branch(0.6)):
+            qid, _ = self.periodic.pop(0 if valid else rng.randrange(len(self.periodic)))
             return Case("UnregisterQuery", "UnregisterQuery/valid", pb.UnregisterQueryRequest(query_id=qid))
+        if self.force_valid:
+            return Case("UnregisterQuery", "UnregisterQuery/query_id=unknown", pb.UnregisterQueryRequest(query_id="P999999"))
         label, qid = mutated_name(rng)
-        if rng.random() < 0.3:
+        if self.mutate(0.3):
             qid, label = rng.choice(["P0", "P-1", "P99999999999999999999999", "P" + "9" * 4400]), "query_id=P-number"
         return Case("UnregisterQuery", f"UnregisterQuery/query_id={label}" if not label.startswith("query_id") else
                     f"UnregisterQuery/{label}", pb.UnregisterQueryRequest(query_id=qid))
 
     def gen_list_queries(self) -> Case:
         rng = self.rng
-        if rng.random() < 0.5:
+        if self.valid_branch(0.5):
             return Case("ListQueries", "ListQueries/valid", pb.ListQueriesRequest(stream=rng.choice(["", self.pick_stream().name])))
         label, name = mutated_name(rng)
         return Case("ListQueries", f"ListQueries/stream={label}", pb.ListQueriesRequest(stream=name))
@@ -2022,7 +2177,7 @@ class Fuzzer:
     # ============================================================================================
     def gen_describe(self) -> Case:
         rng = self.rng
-        if rng.random() < 0.6:
+        if self.valid_branch(0.6):
             st = self.pick_stream()
 
             def check(reply, st=st) -> list[str]:
@@ -2042,7 +2197,7 @@ class Fuzzer:
 
     def gen_stats(self) -> Case:
         rng = self.rng
-        if rng.random() < 0.6:
+        if self.valid_branch(0.6):
             name = rng.choice(["", self.pick_stream().name])
             return Case("GetStats", "GetStats/valid", pb.GetStatsRequest(stream=name))
         label, name = mutated_name(rng)
@@ -2080,10 +2235,9 @@ class Fuzzer:
 
     def gen_drop_stream(self, valid: bool = False) -> Case:
         rng = self.rng
-        if valid or rng.random() < 0.6:
+        if valid or self.valid_branch(0.6):
             name = next(iter(self.streams)) if valid else self.pick_stream().name
-            self.streams.pop(name)
-            self.staged = [s for s in self.staged if s.stream != name]
+            self.forget_stream(name)
             return Case("DropStream", "DropStream/valid", pb.DropStreamRequest(name=name))
         label, name = mutated_name(rng)
         if name in self.streams or name == CONTROL:
@@ -2099,27 +2253,33 @@ class Fuzzer:
         makers = [self.gen_create_stream, self.gen_append_columnar, self.gen_append_arrow, self.gen_query_text,
                   self.gen_query_structured, self.gen_register, self.gen_describe, self.gen_stats, self.gen_history,
                   self.gen_slide, self.gen_stage, self.gen_commit, self.gen_subscribe, self.gen_unregister]
+        maker = rng.choice(makers)
+        choice = rng.randrange(10)
         self.force_valid = True   # the base requests are valid
         try:
-            base = rng.choice(makers)()
-            other = rng.choice(makers)() if rng.random() < 0.3 else None
+            base = maker()
+            other = maker() if choice == 6 else None   # another valid request of the same RPC, to merge
         finally:
             self.force_valid = False
         if base.request is None:
             return base
         rpc = base.rpc
         data = base.request.SerializeToString()
-        choice = rng.randrange(9)
-        if choice == 0:
+        # where an Arrow payload sits in the bytes: changes there are Arrow corruption (labelled so)
+        ipc = getattr(base.request, "arrow_ipc", b"") if "arrow_ipc" in base.request.DESCRIPTOR.fields_by_name else b""
+        lo = data.find(ipc) if ipc else -1
+        in_arrow = (lambda pos: lo <= pos < lo + len(ipc)) if lo >= 0 else (lambda pos: False)
+        if choice in (0, 1):
             b = bytearray(data or b"\x00")
-            for _ in range(rng.randrange(1, 4)):
-                b[rng.randrange(len(b))] ^= 1 << rng.randrange(8)
-            raw, label = bytes(b), "raw-bit-flips"
-        elif choice == 1:
-            b = bytearray(data or b"\x00")
-            for _ in range(rng.randrange(1, 4)):
-                b[rng.randrange(len(b))] = rng.randrange(256)
-            raw, label = bytes(b), "raw-byte-changes"
+            positions = [rng.randrange(len(b)) for _ in range(rng.randrange(1, 4))]
+            for pos in positions:
+                if choice == 0:
+                    b[pos] ^= 1 << rng.randrange(8)
+                else:
+                    b[pos] = rng.randrange(256)
+            raw, label = bytes(b), "raw-bit-flips" if choice == 0 else "raw-byte-changes"
+            if any(in_arrow(pos) for pos in positions):
+                label += "-in-arrow-payload"
         elif choice == 2:
             raw, label = data[:rng.randrange(len(data) + 1)], "raw-truncated"
         elif choice == 3:
@@ -2134,7 +2294,22 @@ class Fuzzer:
             raw = rng.choice([b"\x08\x01", b"\x0d\x00\x00\x00\x00", b"\x09" + b"\x00" * 8]) + data
             label = "raw-wrong-wire-type"
         elif choice == 6 and other is not None and other.request is not None and other.rpc == rpc:
+            # protobuf merges concatenated messages: scalars last-wins, repeated fields concatenate,
+            # a oneof takes the last member set (so an Append with arrow_ipc then columnar)
             raw, label = data + other.request.SerializeToString(), "raw-merged-with-another-request"
+        elif choice == 9 and rpc in ("Query", "RegisterQuery", "Append", "StageRows"):
+            # both members of the request's oneof on the wire (the parser keeps the last one)
+            if rpc in ("Query", "RegisterQuery"):
+                st = self.pick_stream()
+                both = [type(base.request)(text=self.valid_text(st, periodic=rpc == "RegisterQuery")),
+                        type(base.request)(structured=self.valid_structured(st, periodic=rpc == "RegisterQuery"))]
+            else:
+                st = self.streams.get(base.request.stream) or self.pick_stream()
+                rows = self.valid_rows(st, 2)
+                both = [type(base.request)(arrow_ipc=ipc_bytes(arrow_table(rows, st.types))),
+                        type(base.request)(columnar=columnar_batch(rows, st.types))]
+            rng.shuffle(both)
+            raw, label = data + b"".join(m.SerializeToString() for m in both), "raw-both-oneof-members"
         elif choice == 7:
             # a length-delimited field 1 that claims far more bytes than follow
             raw, label = b"\x0a\xff\xff\xff\xff\x0f" + data[:20], "raw-huge-length-prefix"
@@ -2142,11 +2317,21 @@ class Fuzzer:
             raw, label = b"\x0a\x02\xff\xfe" + data, "raw-invalid-utf8-string"
         cls = getattr(pb, REQUEST_TYPES[rpc][0])
         try:
-            cls.FromString(raw)
+            decoded = cls.FromString(raw)
         except DecodeError:
-            label = "raw-undecodable"
+            decoded, label = None, "raw-undecodable"
         timeout = base.timeout if REQUEST_TYPES[rpc][1] else DEFAULT_TIMEOUT_S
-        return Case(rpc, f"{rpc}/{label}", raw=raw, timeout=timeout, stream=base.stream)
+        case = Case(rpc, f"{rpc}/{label}", raw=raw, timeout=timeout, stream=base.stream, unsafe=unsafe_label(label))
+        if case.unsafe and decoded is not None:
+            # an Arrow payload with changed bytes: treat what it stored as garbage
+            st = self.streams.get(decoded.stream)
+            if rpc == "Append" and st is not None:
+                case.taints = st
+            elif rpc == "StageRows":
+                for sb in self.staged:
+                    if (sb.stream, sb.writer, sb.batch_id) == (decoded.stream, decoded.writer_id, decoded.batch_id):
+                        case.on_ok = lambda reply, sb=sb: setattr(sb, "mutation", label)
+        return case
 
     # ============================================================================================
     # Client cancellation and short deadlines
@@ -2170,8 +2355,9 @@ class Fuzzer:
     # ============================================================================================
     def gen_roundtrip(self) -> Case:
         rng = self.rng
-        variants = ["int64-extremes", "float-specials", "odd-strings", "int32-and-int8", "uint64-fits", "float32",
-                    "large-string", "dictionary-strings", "columnar-extremes", "sum-beyond-int64", "empty-window"]
+        variants = ["int64-extremes", "float-specials", "odd-strings", "int32", "uint64-fits", "float32",
+                    "large-string", "dictionary-strings", "columnar-extremes", "sum-beyond-int64", "empty-window",
+                    "uint64-beyond-int64"]
         variant = rng.choice(variants)
         name = self.fresh_name("rt")
         types = {"ts": "int64", "k": "string", "v": "int64", "f": "float64"}
@@ -2190,7 +2376,9 @@ class Fuzzer:
             k = [rng.choice(ODD_STRINGS + ["s" * LONG]) for _ in range(n)]
         elif variant == "uint64-fits":
             v = [rng.choice([0, 2**63 - 1, 5]) for _ in range(n)]
-        elif variant == "int32-and-int8":
+        elif variant == "uint64-beyond-int64":   # int64 cannot hold these: refused, or a failure
+            v = [rng.choice([2**63, U64_MAX, 5]) for _ in range(n - 1)] + [U64_MAX]
+        elif variant == "int32":
             v = [rng.choice([I32_MIN, I32_MAX, -128, 127]) for _ in range(n)]
         elif variant == "float32":
             f = [rng.choice([0.5, -1.25, 3.0, 2.0**100]) for _ in range(n)]   # exact in float32
@@ -2198,13 +2386,11 @@ class Fuzzer:
         if variant == "empty-window":
             n, ts, k, v, f = 0, [], [], [], []
         # the Arrow (or columnar) form of these values
-        arrays = {"ts": pa.array(ts, pa.int64()), "k": pa.array(k, pa.string()), "v": pa.array(v, pa.int64()),
-                  "f": pa.array(f, pa.float64())}
-        if variant == "uint64-fits":
-            arrays["v"] = pa.array(v, pa.uint64())
-        elif variant == "int32-and-int8":
+        unsigned = variant in ("uint64-fits", "uint64-beyond-int64")
+        arrays = {"ts": pa.array(ts, pa.int64()), "k": pa.array(k, pa.string()),
+                  "v": pa.array(v, pa.uint64() if unsigned else pa.int64()), "f": pa.array(f, pa.float64())}
+        if variant == "int32":
             arrays["v"] = pa.array(v, pa.int32())
-            arrays["ts"] = pa.array(ts, pa.int64())
         elif variant == "float32":
             arrays["f"] = pa.array(f, pa.float32())
         elif variant == "large-string":
@@ -2246,8 +2432,7 @@ class Fuzzer:
                         reply = getattr(fz.stub, rpc)(req, timeout=DEFAULT_TIMEOUT_S)
                     except grpc.RpcError as e:
                         out = Outcome(e.code(), f"{rpc}: {e.details() or ''}")
-                        if not e.details() or len(e.details()) > MAX_MESSAGE:
-                            out.problems.append(("2", f"{rpc} answered with a message of {len(e.details() or '')} chars"))
+                        out.problems += message_problems(e.details() or "")
                         return out
                     if rpc == "Append" and reply.accepted_rows != n:
                         out.problems.append(("5", f"Append of {n} rows accepted {reply.accepted_rows}"))
@@ -2334,8 +2519,7 @@ class Fuzzer:
                     return Outcome(C.OK)
                 except WindowStoreError as e:
                     out = Outcome(e.code, e.message)
-                    if not e.message or len(e.message) > MAX_MESSAGE:
-                        out.problems.append(("2", f"an error message of {len(e.message or '')} characters"))
+                    out.problems += message_problems(e.message)
                     return out
                 except Exception as e:  # noqa: BLE001 - exactly what the rule is about
                     out = Outcome(C.OK, f"{type(e).__name__}: {e}")
@@ -2349,6 +2533,33 @@ class Fuzzer:
 # --------------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------------
+def crash_excerpt(lines: list[str]) -> str:
+    """What a dead server printed: faulthandler's 'Fatal Python error' and the crashing thread's
+    stack ('Current thread ...'), else the last lines."""
+    lines = [line.rstrip() for line in lines if line.strip()]
+    fatal = [line.strip() for line in lines if line.startswith("Fatal Python error")]
+    start = next((i for i, line in enumerate(lines) if line.startswith("Current thread")), None)
+    if start is None:
+        return " | ".join(line.strip() for line in lines[-12:])[:1200] or "-"
+    stack = [lines[start].strip()]
+    for line in lines[start + 1:]:
+        if not line.startswith(" "):
+            break
+        stack.append(line.strip())
+    return " | ".join(fatal + stack)[:1500]
+
+
+def message_problems(message: str) -> list[tuple[str, str]]:
+    """Rule 2 for one error message."""
+    if not message:
+        return [("2", "empty error message")]
+    if len(message) > MAX_MESSAGE:
+        return [("2", f"an error message of {len(message)} characters")]
+    if "metadata size exceeds" in message:   # the real message was too long to arrive at all
+        return [("2", "the error message exceeded gRPC's metadata limit (it arrived as RESOURCE_EXHAUSTED)")]
+    return []
+
+
 def _big(v: int) -> str:
     names = {U64_MAX: "2^64-1", I64_MAX: "2^63-1", I64_MIN: "-2^63", 2**63: "2^63", U32_MAX: "2^32-1", 2**32: "2^32",
              2**53 + 1: "2^53+1", 2**40: "2^40", 2**31 - 1: "2^31-1", 2**62: "2^62", I32_MIN: "-2^31"}
@@ -2431,15 +2642,52 @@ class Report:
     failures: list[Failure]
     seconds: float
     restarts: int
+    hygiene_restarts: int
     rss_growth_mb: float
     kinds: int
+    statuses: collections.Counter = field(default_factory=collections.Counter)
+
+    def coverage(self) -> str:
+        """Cases per RPC and status, and the statuses of the `valid` kinds (which should mostly be OK)."""
+        by_rpc: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        valid: collections.Counter = collections.Counter()
+        for (kind, status), n in self.statuses.items():
+            by_rpc[kind.split("/")[0]][status] += n
+            if re.search(r"[/:]valid", kind) and "@" not in kind:
+                valid[status] += n
+        lines = [f"  {rpc:16s} " + ", ".join(f"{st} {n}" for st, n in c.most_common()) for rpc, c in sorted(by_rpc.items())]
+        lines.append("  valid kinds      " + ", ".join(f"{st} {n}" for st, n in valid.most_common()))
+        return "\n".join(lines)
+
+    def groups(self) -> list[dict]:
+        """Distinct failures: one per (rule, kind, status, message shape), where a kind's `@<origin>`
+        variants (the same request on streams made by a mutated CreateStream) count as one, listing
+        the origins; each with the smallest example."""
+        groups: dict[tuple, dict] = {}
+        for f in self.failures:
+            base, _, origin = f.kind.partition("@")
+            g = groups.setdefault((f.rule, base, f.code, f.shape), {"kind": base, "origins": set(), "count": 0,
+                                                                     "best": f, "kinds": set()})
+            g["origins"].add(origin)
+            g["kinds"].add(f.kind)
+            g["count"] += f.count
+            if f.size < g["best"].size:
+                g["best"] = f
+        return sorted(groups.values(), key=lambda g: (RULES[g["best"].rule], g["kind"]))
 
     def summary(self) -> str:
         lines = []
-        for i, f in enumerate(sorted(self.failures, key=lambda f: (f.rule, f.kind)), 1):
-            rule = {"1": "rule 1 (status)", "crash": "rule 1 (server crash)", "2": "rule 2 (message)", "3": "rule 3 (server keeps working)",
-                    "4": "rule 4 (memory)", "5": "rule 5 (values)", "SDK": "SDK (typed errors)"}[f.rule]
-            lines.append(f"--- failure {i}: {f.kind}  [{rule}; seen {f.count}x]")
+        for i, g in enumerate(self.groups(), 1):
+            f = g["best"]
+            known = " / ".join(sorted({known_bug(k) or "?" for k in g["kinds"]}))
+            known = None if "?" in known else known
+            lines.append(f"--- failure {i}: {g['kind']}  [{RULES[f.rule]}; seen {g['count']}x]"
+                         + (f"  (KNOWN_BUGS: {known})" if known else "  (NEW: not in KNOWN_BUGS)"))
+            origins = sorted(o for o in g["origins"] if o)
+            if origins:
+                where = "also" if "" in g["origins"] else "only"
+                lines.append(f"  {where} on streams made by: " + ", ".join(f"CreateStream/{o}" for o in origins[:6])
+                             + (" ..." if len(origins) > 6 else ""))
             lines.append(f"  RPC: {f.rpc}")
             lines.append("  request: " + f.example.replace("\n", "\n  "))
             lines.append(f"  status: {f.code}")
@@ -2447,6 +2695,49 @@ class Report:
                          (f" ({len(f.message)} characters)" if len(f.message) > 600 else ""))
             lines.append(f"  violation: {f.detail}")
         return "\n".join(lines)
+
+    def stale_known_bugs(self, min_cases: int = 5) -> list[tuple[str, int]]:
+        """KNOWN_BUGS entries whose kinds were sent at least `min_cases` times in this run without one
+        failure: probably fixed (remove the entry, and run again with other seeds to be sure)."""
+        sent: collections.Counter = collections.Counter()
+        for (kind, _), n in self.statuses.items():
+            pattern = known_bug(kind)
+            if pattern:
+                sent[pattern] += n
+        failing = {known_bug(k) for g in self.groups() for k in g["kinds"]}
+        return [(p, sent[p]) for p, _ in KNOWN_BUGS if sent[p] >= min_cases and p not in failing]
+
+    def by_cause(self) -> str:
+        """The distinct failures counted per KNOWN_BUGS entry (a root cause), then the new ones."""
+        causes: collections.Counter = collections.Counter()
+        cases: collections.Counter = collections.Counter()
+        for g in self.groups():
+            for cause in {known_bug(k) or "NEW" for k in g["kinds"]}:
+                causes[cause] += 1
+                cases[cause] += g["count"]
+        why = dict(KNOWN_BUGS)
+        lines = []
+        for cause, n in sorted(causes.items(), key=lambda kv: (kv[0] == "NEW", -cases[kv[0]])):
+            text = "not in KNOWN_BUGS: see the failures marked NEW above" if cause == "NEW" else why[cause]
+            lines.append(f"  {cause:42s} {n:3d} distinct, {cases[cause]:5d} cases: {text[:150]}")
+        return "\n".join(lines)
+
+
+RULES = {"crash": "rule 1 (server crash)", "1": "rule 1 (status)", "2": "rule 2 (message)",
+         "3": "rule 3 (server keeps working)", "4": "rule 4 (memory)", "5": "rule 5 (values)",
+         "SDK": "SDK (typed errors)"}
+
+
+def kind_matches(kind: str, pattern: str) -> bool:
+    """A KNOWN_BUGS pattern matches a kind, or the kind without its `@<origin>` suffix."""
+    return fnmatch.fnmatchcase(kind, pattern) or fnmatch.fnmatchcase(kind.partition("@")[0], pattern)
+
+
+def known_bug(kind: str) -> str | None:
+    for pattern, _ in KNOWN_BUGS:
+        if kind_matches(kind, pattern):
+            return pattern
+    return None
 
 
 def run(requests: int, seed: int, exclude_known: bool = False, time_limit: float = 3600.0, out=sys.stdout,
@@ -2456,7 +2747,7 @@ def run(requests: int, seed: int, exclude_known: bool = False, time_limit: float
     t0 = time.monotonic()
     fz.run(requests, time_limit)
     return Report(fz.passed, fz.failed, list(fz.failures.values()), time.monotonic() - t0, fz.restarts,
-                  fz.rss_max_growth / (1 << 20), len(fz.kinds_seen))
+                  fz.hygiene_restarts, fz.rss_max_growth / (1 << 20), len(fz.kinds_seen), fz.statuses)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2476,8 +2767,21 @@ def main(argv: list[str] | None = None) -> int:
     if report.failures:
         print(report.summary())
         print()
+        print("failures by cause:")
+        print(report.by_cause())
+        print()
+    stale = report.stale_known_bugs()
+    if stale:
+        print("KNOWN_BUGS entries that did not fail this time (fixed? remove them):")
+        for pattern, n in stale:
+            print(f"  {pattern}  ({n} cases sent)")
+        print()
+    if args.verbose:
+        print("cases by RPC and status:")
+        print(report.coverage())
     print(f"seed {args.seed}: {report.passed + report.failed} cases of {report.kinds} kinds in {report.seconds:.1f} s; "
-          f"{len(report.failures)} distinct failures; {report.restarts} server restarts; "
+          f"{len(report.groups())} distinct failures; {report.restarts} server restarts "
+          f"({report.hygiene_restarts} of them only after a memory-unsafe payload); "
           f"max RSS growth {report.rss_growth_mb:.0f} MB")
     print(f"{report.passed} passed, {report.failed} failed")
     return 1 if report.failed else 0

@@ -90,16 +90,8 @@ KNOWN_BUGS: list[tuple[str, str]] = [
     ("*/raw-undecodable",
      "a body that is not a valid message (corrupt wire format, invalid UTF-8 in a string) is INTERNAL "
      "'Exception deserializing request!' (grpc's default), not INVALID_ARGUMENT"),
-    # -- Arrow IPC: pyarrow.lib.ArrowKeyError is not among the errors batch_from_pb turns into InvalidInput
-    ("*arrow:dictionary-id-missing*",
-     "a record batch that refers to a dictionary id no dictionary batch defined: INTERNAL 'Dictionary with "
-     "id 1 not found' (ArrowKeyError)"),
-    ("*arrow:bit-flips*",
-     "random bit flips in the IPC bytes: sometimes INTERNAL 'No record of dictionary type with id 0' "
-     "(the same ArrowKeyError)"),
-    ("*raw-*-in-arrow-payload*",
-     "the same, for bytes changed inside the arrow_ipc field of a serialized Append/StageRows"),
-    # (fixed in 8a99230 and removed from this list: unvalidated Arrow offsets/lengths/dictionary indices
+    # (fixed and removed from this list: Arrow payloads referring to missing dictionaries or with
+    #  random bit flips (ArrowKeyError is now InvalidInput); unvalidated Arrow offsets/lengths/dictionary indices
     #  (SIGSEGV), null dictionary entries, duplicate columns, invalid UTF-8, uint64 >= 2^63 wrapping,
     #  sub-window sizes >= 2^63 ms, 1,000 nested sub-queries, QUANTILE(v, 5e-99999999) hanging the
     #  driver, structured aggregates without a column, error messages quoting 20,000-char input)

@@ -197,12 +197,17 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
         self._allow(context, "read", request.name)
         return pb.DescribeStreamResponse(stream=self._run(lambda: _info(self.driver, request.name), context))
 
-    @rpc
-    def Append(self, request, context):
+    def _batch(self, request, context):
+        """An Append's or StageRows' rows, once the caller may write the stream and they fit."""
         self._allow(context, "write", request.stream)
         batch, ipc = convert.batch_from_pb(request)
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+        return batch, ipc
+
+    @rpc
+    def Append(self, request, context):
+        batch, ipc = self._batch(request, context)
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
@@ -221,10 +226,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
 
     @rpc
     def StageRows(self, request, context):
-        self._allow(context, "write", request.stream)
-        batch, ipc = convert.batch_from_pb(request)
-        if batch.num_rows > self.config.max_rows_per_batch:
-            raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+        batch, ipc = self._batch(request, context)
         ack = self._write(StageRows(request.stream, request.writer_id, request.batch_id, request.attempt, request.chunk,
                                     batch, 0.0, ipc), context)
         return pb.StageRowsResponse(staged_rows=ack.rows, committed=ack.committed)

@@ -9,7 +9,7 @@ import platform
 import sys
 from pathlib import Path
 
-SECTIONS = ["store", "server", "durability", "spark"]
+SECTIONS = ["store", "server", "durability", "spark", "floor"]
 
 
 def main(argv=None) -> int:

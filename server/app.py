@@ -1,12 +1,17 @@
-"""Assembles the gRPC server: the service, health checking, reflection, limits, shutdown."""
+"""Assembles the gRPC server: the service, health checking, reflection, limits, shutdown.
+
+The server is grpc.aio on an event loop of its own thread: every call is a coroutine that hands the
+driver its work and awaits the answer, so a call waiting (a query, a write being made durable, an
+open Subscribe) holds no thread. The driver thread owns the store; the loop thread owns the RPCs.
+"""
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import sys
 import threading
-from concurrent import futures
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -14,12 +19,12 @@ from grpc_reflection.v1alpha import reflection
 
 from windowstore.store.dictionary import warm_up
 from windowstore.v1 import windowstore_pb2 as pb
-from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
+from . import rpc
 from .config import ServerConfig
 from .driver import Driver
-from .metrics import Metrics, MetricsInterceptor
-from .security import AccessPolicy, Authenticator, is_loopback
+from .metrics import Metrics
+from .security import AccessPolicy, is_loopback
 from .service import WindowStoreService
 
 log = logging.getLogger("windowstore.server")
@@ -60,9 +65,7 @@ class WindowStoreServer:
         self.config = config
         policy = AccessPolicy(config.tokens) if config.tokens else None
         self.driver = Driver(config)
-        limit = config.max_message_mb * 1024 * 1024
         self.metrics = None
-        interceptors = [Authenticator(policy, f"/{SERVICE_NAME}/")] if policy else []
         if config.metrics_port is not None:
             self.metrics = Metrics()
             self.metrics.bind(self.driver)
@@ -73,15 +76,28 @@ class WindowStoreServer:
                 if sched.last_slide_delay is not None:
                     self.metrics.slide_delay.labels(name).observe(sched.last_slide_delay / 1000.0)
             self.driver.engine.on_slide = slid
-            interceptors.insert(0, MetricsInterceptor(self.metrics))
-        self.grpc = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="windowstore-rpc"),
-            interceptors=interceptors,
-            options=[("grpc.max_receive_message_length", limit), ("grpc.max_send_message_length", limit),
-                     ("grpc.so_reuseport", 0)])
         self.service = WindowStoreService(self.driver, policy)
-        pb_grpc.add_WindowStoreServiceServicer_to_server(self.service, self.grpc)
-        self.health = health.HealthServicer()
+        self._stopped = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="windowstore-grpc", daemon=True)
+        self._loop_thread.start()
+        try:
+            self.port = self._on_loop(self._build(policy))
+        except BaseException:
+            self._close_loop()
+            raise
+
+    def _on_loop(self, coro, timeout: float | None = None):
+        """Run a coroutine on the server's loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _build(self, policy: AccessPolicy | None) -> int:
+        config = self.config
+        limit = config.max_message_mb * 1024 * 1024
+        self.grpc = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                             ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 0)])
+        self.grpc.add_generic_rpc_handlers((rpc.handlers(self.service, policy, self.metrics),))
+        self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
         address = f"{config.host}:{config.port}"
@@ -89,12 +105,22 @@ class WindowStoreServer:
             creds = grpc.ssl_server_credentials([(_read(config.tls_key), _read(config.tls_cert))],
                                                 root_certificates=_read(config.tls_client_ca),
                                                 require_client_auth=bool(config.tls_client_ca))
-            self.port = self.grpc.add_secure_port(address, creds)
+            port = self.grpc.add_secure_port(address, creds)
         else:
-            self.port = self.grpc.add_insecure_port(address)
-        if self.port == 0:
+            port = self.grpc.add_insecure_port(address)
+        if port == 0:
             raise OSError(f"cannot listen on {config.host}:{config.port}")
-        self._stopped = threading.Event()
+        return port
+
+    def _set_health(self, status) -> None:
+        async def set_all():
+            for name in ("", SERVICE_NAME):
+                await self.health.set(name, status)
+        self._on_loop(set_all(), 10)
+
+    def _close_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._loop_thread.join(5)
 
     @property
     def address(self) -> str:
@@ -103,9 +129,8 @@ class WindowStoreServer:
     def start(self, wait_recovery: bool = True) -> "WindowStoreServer":
         """Serve; health says NOT_SERVING until the driver has recovered the data directory."""
         warm_up()
-        for name in ("", SERVICE_NAME):
-            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        self.grpc.start()
+        self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
+        self._on_loop(self.grpc.start(), 30)
         if self.metrics is not None:
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
         self.driver.start()
@@ -130,8 +155,10 @@ class WindowStoreServer:
                 if not ok:
                     log.error("the driver has made no progress for %.0f s: health NOT_SERVING", self.driver.stuck_for())
                 status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
-                for name in ("", SERVICE_NAME):
-                    self.health.set(name, status)
+                try:
+                    self._set_health(status)
+                except RuntimeError:  # the loop stopped: the server is going away
+                    return
                 serving = ok
             self._stopped.wait(0.5)
 
@@ -141,10 +168,14 @@ class WindowStoreServer:
             return
         self._stopped.set()
         grace = self.config.grace_s if grace_s is None else grace_s
-        self.health.enter_graceful_shutdown()
-        done = self.grpc.stop(grace)
-        self.driver.stop(grace)
-        done.wait(grace + 1)
+        self._on_loop(self.health.enter_graceful_shutdown(), 10)
+        done = asyncio.run_coroutine_threadsafe(self.grpc.stop(grace), self.loop)
+        self.driver.stop(grace)  # subscribers are told (UNAVAILABLE) while the server drains
+        try:
+            done.result(grace + 5)
+        finally:
+            self._close_loop()
+            self.service.close()
 
     def wait(self) -> None:
         self._stopped.wait()

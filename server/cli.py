@@ -17,6 +17,7 @@ def _serve(args) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = ServerConfig(host=args.host, port=args.port, policy=args.policy, max_message_mb=args.max_message_mb,
+                       max_decompressed_mb=args.max_decompressed_mb,
                        max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
                        max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
@@ -172,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="concurrency control: serial, ws, lws, ttu (default; latest-window serializable, fewest aborts) "
                          "or ttu-rescan")
     sv.add_argument("--max-message-mb", type=int, default=64, help="largest request in MiB (default 64)")
+    sv.add_argument("--max-decompressed-mb", type=int, default=512,
+                    help="largest Arrow payload once decompressed, in MiB, checked before decompressing (default 512)")
     sv.add_argument("--max-rows-per-batch", type=int, default=1_000_000, help="rows per Append (default 1000000)")
     sv.add_argument("--max-concurrent-queries", type=int, default=256, help="one-time queries in flight (default 256)")
     sv.add_argument("--max-periodic-queries", type=int, default=1000, help="registered periodic queries (default 1000)")
@@ -181,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="restarts of an aborted query before it fails with ABORTED (default 16)")
     sv.add_argument("--history", metavar="FILE", help="also write the scheduler history to FILE (JSON lines)")
     sv.add_argument("--history-keep", type=int, default=200_000, help="history events kept in memory (default 200000)")
-    sv.add_argument("--workers", type=int, default=32, help="gRPC handler threads (default 32)")
+    sv.add_argument("--workers", type=int, default=4,
+                    help="threads that decode large Arrow payloads off the gRPC event loop (default 4)")
     sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
     sv.add_argument("--data-dir", default=os.environ.get("WINDOWSTORE_DATA_DIR", "windowstore-data"),
                     help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")

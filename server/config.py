@@ -10,6 +10,7 @@ class ServerConfig:
     port: int = 50051
     policy: str = "ttu"
     max_message_mb: int = 64           # gRPC receive limit per message
+    max_decompressed_mb: int = 512     # an Arrow payload's size once decompressed (checked before)
     max_rows_per_batch: int = 1_000_000
     max_concurrent_queries: int = 256  # one-time queries in flight
     max_periodic_queries: int = 1_000
@@ -18,7 +19,7 @@ class ServerConfig:
     max_restarts: int = 16
     history_path: str | None = None    # also write the history as JSON lines
     history_keep: int = 200_000        # events kept in memory for StreamHistory
-    workers: int = 32                  # gRPC handler threads
+    workers: int = 4                   # threads that decode large Arrow payloads off the gRPC event loop
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
     subscriber_buffer_mb: int = 16     # ... or this many MiB of them
     answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers

@@ -12,9 +12,9 @@ and results out, and keeps what is not state: subscribers and response-time stat
 """
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
-import queue
 import threading
 import time
 from concurrent.futures import Future
@@ -66,7 +66,8 @@ class SubscriberQueue:
         self.max_items, self.max_bytes = max_items, max_bytes
         self._items: collections.deque = collections.deque()
         self._bytes = 0
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()
+        self._waiter: tuple | None = None  # (event loop, asyncio.Event) of the coroutine waiting in next()
 
     @staticmethod
     def size(item) -> int:
@@ -77,24 +78,34 @@ class SubscriberQueue:
         """Queue `item`; False when older answers had to be dropped for it."""
         n = self.size(item)
         dropped = False
-        with self._cv:
+        with self._lock:
             while self._items and (len(self._items) >= self.max_items or self._bytes + n > self.max_bytes):
                 self._bytes -= self._items.popleft()[1]
                 dropped = True
             self._items.append((item, n))
             self._bytes += n
-            self._cv.notify()
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            loop, event = waiter
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop is closed: the server is gone
+                pass
         return not dropped
 
-    def get(self, timeout: float):
-        with self._cv:
-            if not self._items and not self._cv.wait(timeout):
-                raise queue.Empty
-            if not self._items:
-                raise queue.Empty
-            item, n = self._items.popleft()
-            self._bytes -= n
-            return item
+    async def next(self):
+        """The oldest queued item; waits (on the caller's event loop, holding no thread) for one."""
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                if self._items:
+                    item, n = self._items.popleft()
+                    self._bytes -= n
+                    self._waiter = None
+                    return item
+                event = asyncio.Event()
+                self._waiter = (loop, event)
+            await event.wait()
 
 
 @dataclass
@@ -384,11 +395,9 @@ class Driver:
         if p is None:
             raise NotFound(f"periodic query {query_id!r} does not exist")
         total = sum(len(x.queues) for x in self.subscribers.values())
-        # Each open Subscribe holds a handler thread: keep half of them for everything else.
-        limit = min(self.config.max_subscribers, max(1, self.config.workers // 2))
-        if total >= limit:
-            raise ResourceExhausted(f"{total} subscriptions are open (limit {limit}: at most half of the "
-                                    f"{self.config.workers} handler threads)")
+        if total >= self.config.max_subscribers:
+            raise ResourceExhausted(f"{total} subscriptions are open (limit {self.config.max_subscribers}, "
+                                    "--max-subscribers)")
         q = SubscriberQueue(self.config.subscriber_buffer, self.config.subscriber_buffer_mb << 20)
         self.subscribers.setdefault(query_id, Subscribers()).queues.append(q)
         return q, p.task.plan.stream.name

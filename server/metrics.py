@@ -1,7 +1,7 @@
 """Prometheus metrics (`serve --metrics-port N`), with the standard client library.
 
 - gRPC: `grpc_server_handled_total` and `grpc_server_handling_seconds` by method and status code
-  (the names and labels of the usual gRPC server interceptors).
+  (the names and labels of the usual gRPC server interceptors; recorded by rpc.py).
 - Answers: staleness and response-time histograms per stream and query class; slide delay.
 - The store, read from the driver at scrape time: rows accepted / late / duplicate batches, slides,
   staged and discarded rows, committed / aborted / restarted / failed / errored queries by policy and
@@ -9,9 +9,7 @@
 """
 from __future__ import annotations
 
-import time
 
-import grpc
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -47,53 +45,6 @@ class Metrics:
         if result.staleness_ms is not None:
             self.staleness.labels(stream, query_class).observe(result.staleness_ms / 1000.0)
         self.response.labels(stream, query_class).observe(result.response_ms / 1000.0)
-
-
-class MetricsInterceptor(grpc.ServerInterceptor):
-    """Counts and times every RPC by method and status code."""
-
-    def __init__(self, metrics: Metrics):
-        self.m = metrics
-
-    def intercept_service(self, continuation, details):
-        handler = continuation(details)
-        if handler is None:
-            return None
-        service, _, method = details.method.rpartition("/")
-        service = service.lstrip("/")
-        m = self.m
-
-        def record(kind, context, started, failed):
-            code = context.code() if hasattr(context, "code") else None
-            name = code.name if isinstance(code, grpc.StatusCode) else ("UNKNOWN" if failed else "OK")
-            m.handled.labels(kind, service, method, name).inc()
-            m.handling.labels(kind, service, method).observe(time.perf_counter() - started)
-
-        if handler.unary_unary:
-            inner = handler.unary_unary
-
-            def unary(request, context):
-                started, failed = time.perf_counter(), True
-                try:
-                    out = inner(request, context)
-                    failed = False
-                    return out
-                finally:
-                    record("unary", context, started, failed)
-            return grpc.unary_unary_rpc_method_handler(unary, handler.request_deserializer, handler.response_serializer)
-        if handler.unary_stream:
-            inner_stream = handler.unary_stream
-
-            def streaming(request, context):
-                started, failed = time.perf_counter(), True
-                try:
-                    yield from inner_stream(request, context)
-                    failed = False
-                finally:
-                    record("server_stream", context, started, failed)
-            return grpc.unary_stream_rpc_method_handler(streaming, handler.request_deserializer,
-                                                        handler.response_serializer)
-        return handler
 
 
 class _StoreCollector:

@@ -20,7 +20,6 @@ import os
 import threading
 import time
 
-import grpc
 
 ACTIONS = ("read", "write", "admin")
 ANONYMOUS = ""  # no --tokens: every caller may do everything
@@ -86,33 +85,6 @@ class AccessPolicy:
             if fnmatch.fnmatchcase(stream, pattern) and (action in actions or "admin" in actions):
                 return True
         return False
-
-
-class Authenticator(grpc.ServerInterceptor):
-    """Refuses windowstore RPCs without a valid token (UNAUTHENTICATED); health checks and
-    reflection stay open."""
-
-    def __init__(self, policy: AccessPolicy, service_prefix: str):
-        self.policy = policy
-        self.prefix = service_prefix
-
-    def intercept_service(self, continuation, details):
-        if not details.method.startswith(self.prefix) or self.policy.principal(details.invocation_metadata):
-            return continuation(details)
-        handler = continuation(details)
-        if handler is None:
-            return None
-
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, "a valid bearer token is required "
-                          "(metadata 'authorization: Bearer <token>')")
-        if handler.unary_stream:
-            def deny_stream(request, context):
-                deny(request, context)
-                yield from ()
-            return grpc.unary_stream_rpc_method_handler(deny_stream, handler.request_deserializer,
-                                                        handler.response_serializer)
-        return grpc.unary_unary_rpc_method_handler(deny, handler.request_deserializer, handler.response_serializer)
 
 
 def is_loopback(host: str) -> bool:

@@ -1,89 +1,38 @@
-"""WindowStoreService: maps RPCs onto the driver. Handlers parse and convert (pure work, in the
-handler thread), hand the driver closures, and map errors to gRPC status codes."""
+"""WindowStoreService: maps RPCs onto the driver. Handlers are coroutines (rpc.py receives the
+call, authenticates it and maps errors to status codes): they parse and convert (pure work),
+hand the driver closures or commands, and await the driver's answer without holding a thread."""
 from __future__ import annotations
 
-import functools
-import logging
-import queue
-import threading
-from concurrent.futures import Future, TimeoutError as FutureTimeout
+import asyncio
+from concurrent.futures import Future, ThreadPoolExecutor
 
-import grpc
-
-from windowstore.store import InvalidInput, QuerySyntaxError, StoreError, parse_query, to_text
-from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, Result
+from windowstore.store import InvalidInput, parse_query, to_text
+from windowstore.txn import Result
 from windowstore.v1 import windowstore_pb2 as pb
-from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
                                       StageRows, Unregister)
 
 from . import convert
-from .driver import (CLOSED, AlreadyExists, DeadlineExceeded, Driver, FailedPrecondition, NotFound,
-                     ResourceExhausted, ShuttingDown, Unavailable)
-from .security import ANONYMOUS, AccessPolicy
+from .driver import CLOSED, DeadlineExceeded, Driver, NotFound, ResourceExhausted, ShuttingDown
+from .rpc import PermissionDenied, principal
+from .security import AccessPolicy
 
-
-class PermissionDenied(StoreError):
-    pass
-
-
-class Unauthenticated(StoreError):
-    pass
-
-log = logging.getLogger("windowstore.service")
-
-_CODES = [
-    (QuerySyntaxError, grpc.StatusCode.INVALID_ARGUMENT),
-    (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
-    (NotFound, grpc.StatusCode.NOT_FOUND),
-    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
-    (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
-    (RestartLimitExceeded, grpc.StatusCode.ABORTED),
-    (QueryFailed, grpc.StatusCode.INTERNAL),
-    (QueryWithdrawn, grpc.StatusCode.CANCELLED),
-    (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
-    (Unavailable, grpc.StatusCode.UNAVAILABLE),
-    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
-    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
-    (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
-    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),  # a driver future outlived the caller's deadline
-]
-
-
-def _status(e: Exception) -> grpc.StatusCode:
-    for cls, code in _CODES:
-        if isinstance(e, cls):
-            return code
-    return grpc.StatusCode.INTERNAL
-
-
-def rpc(method):
-    """Every handler: known errors become their status code; anything else INTERNAL, logged."""
-    @functools.wraps(method)
-    def wrapper(self, request, context):
-        try:
-            return method(self, request, context)
-        except Exception as e:  # noqa: BLE001
-            code = _status(e)
-            if code == grpc.StatusCode.INTERNAL:
-                log.exception("%s failed", method.__name__)
-            context.abort(code, _message(e))
-    return wrapper
-
-
-def _message(e: Exception, limit: int = 1000) -> str:
-    """An error's message, cut so that a huge name or number quoted in it cannot blow gRPC's
-    metadata limit."""
-    text = str(e) or type(e).__name__
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+# Arrow payloads above this size are decoded and validated on a worker thread, so the event loop
+# keeps answering other calls meanwhile.
+_OFF_LOOP_BYTES = 256 << 10
 
 
 def _remaining(context) -> float | None:
     """Seconds left before the client's deadline; None when it set none (gRPC reports a huge value)."""
     left = context.time_remaining()
     return None if left is None or left > 10**6 else max(0.0, left)
+
+
+async def _result(fut: Future, timeout: float | None):
+    """Await a driver future. Shielded: the caller giving up never cancels the driver's future
+    (the driver settles it; a command still waiting is skipped by its own deadline check)."""
+    return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), timeout)
 
 
 def _info(driver: Driver, name: str) -> pb.StreamInfo:
@@ -105,147 +54,137 @@ def _short(name: str, limit: int = 100) -> str:
     return name if len(name) <= limit else name[:limit] + "..."
 
 
-class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
+class WindowStoreService:
     def __init__(self, driver: Driver, policy: AccessPolicy | None = None):
         self.driver = driver
         self.config = driver.config
         self.policy = policy
-        self._per_client: dict[str, int] = {}
-        self._lock = threading.Lock()
+        self._per_client: dict[str, int] = {}  # touched only on the event loop: no lock
+        self._decoders = ThreadPoolExecutor(max_workers=max(1, self.config.workers),
+                                            thread_name_prefix="windowstore-decode")
+
+    def close(self) -> None:
+        self._decoders.shutdown(wait=False, cancel_futures=True)
 
     def _admit(self, context) -> str:
         """Per-client admission: at most max_requests_per_client in progress each."""
-        who = context.peer() if self.policy is None else (self.policy.principal(context.invocation_metadata()) or "")
-        with self._lock:
-            n = self._per_client.get(who, 0)
-            if n >= self.config.max_requests_per_client:
-                self.driver.note_shed()
-                raise ResourceExhausted(f"{n} requests of this client are in progress (limit "
-                                        f"{self.config.max_requests_per_client}); retry with backoff")
-            self._per_client[who] = n + 1
+        who = context.peer() if self.policy is None else principal()
+        n = self._per_client.get(who, 0)
+        if n >= self.config.max_requests_per_client:
+            self.driver.note_shed()
+            raise ResourceExhausted(f"{n} requests of this client are in progress (limit "
+                                    f"{self.config.max_requests_per_client}); retry with backoff")
+        self._per_client[who] = n + 1
         return who
 
     def _done(self, who: str) -> None:
-        with self._lock:
-            n = self._per_client.get(who, 1) - 1
-            if n:
-                self._per_client[who] = n
-            else:
-                self._per_client.pop(who, None)
+        n = self._per_client.get(who, 1) - 1
+        if n:
+            self._per_client[who] = n
+        else:
+            self._per_client.pop(who, None)
 
-    # -- who may do what ---------------------------------------------------------------------------
-    def _principal(self, context) -> str:
-        if self.policy is None:
-            return ANONYMOUS
-        p = self.policy.principal(context.invocation_metadata())
-        if p is None:
-            raise Unauthenticated("a valid bearer token is required (metadata 'authorization: Bearer <token>')")
-        return p
-
+    # -- who may do what (the caller was authenticated by rpc.py) ----------------------------------
     def _allow(self, context, action: str, stream: str) -> str:
         """The caller's principal, if it may `action` the stream; else PERMISSION_DENIED."""
-        p = self._principal(context)
+        p = principal()
         if self.policy is not None and not self.policy.allowed(p, action, stream):
             raise PermissionDenied(f"{_short(p)!r} may not {action} stream {_short(stream)!r}")
         return p
 
-    def _may(self, context, action: str, stream: str) -> bool:
-        return self.policy is None or self.policy.allowed(self._principal(context), action, stream)
+    def _may(self, action: str, stream: str) -> bool:
+        return self.policy is None or self.policy.allowed(principal(), action, stream)
 
-    def _run(self, fn, context):
-        return self._wait(lambda left: self.driver.call(fn, left), context)
+    async def _run(self, fn, context):
+        return await self._wait(lambda left: self.driver.call(fn, left), context)
 
-    def _write(self, cmd, context):
+    async def _write(self, cmd, context):
         """Apply a command; returns once it is durable (or raises). Not applied at all if the
         caller's deadline passes while it waits for the driver."""
-        return self._wait(lambda left: self.driver.command(cmd, left), context)
+        return await self._wait(lambda left: self.driver.command(cmd, left), context)
 
-    def _wait(self, submit, context):
+    async def _wait(self, submit, context):
         left = _remaining(context)
         who = self._admit(context)
         try:
-            return submit(left).result(left)
+            return await _result(submit(left), left)
         finally:
             self._done(who)
 
     # -- streams -------------------------------------------------------------------------------
-    @rpc
-    def CreateStream(self, request, context):
+    async def CreateStream(self, request, context):
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
         self._allow(context, "admin", name)
-        self._write(CreateStream(name, tuple(columns.items()), time_column, spec.subwindows, spec.subwindow_ms,
-                                 spec.subwindow_rows, spec.clock, spec.allowed_lateness_ms, spec.group_by, spec.topk, 0.0),
-                    context)
-        return pb.CreateStreamResponse(stream=self._run(lambda: _info(self.driver, name), context))
+        await self._write(CreateStream(name, tuple(columns.items()), time_column, spec.subwindows, spec.subwindow_ms,
+                                       spec.subwindow_rows, spec.clock, spec.allowed_lateness_ms, spec.group_by,
+                                       spec.topk, 0.0), context)
+        return pb.CreateStreamResponse(stream=await self._run(lambda: _info(self.driver, name), context))
 
-    @rpc
-    def DropStream(self, request, context):
+    async def DropStream(self, request, context):
         self._allow(context, "admin", request.name)
-        gone = self._write(DropStream(request.name, 0.0), context)
-        self._run(lambda: self.driver.close_periodic(gone, f"stream {request.name!r} was dropped"), context)
+        gone = await self._write(DropStream(request.name, 0.0), context)
+        await self._run(lambda: self.driver.close_periodic(gone, f"stream {request.name!r} was dropped"), context)
         return pb.DropStreamResponse()
 
-    @rpc
-    def ListStreams(self, request, context):
+    async def ListStreams(self, request, context):
         d = self.driver
-        self._principal(context)
-        infos = self._run(lambda: [_info(d, n) for n in sorted(d.sched.streams)], context)
-        return pb.ListStreamsResponse(streams=[i for i in infos if self._may(context, "read", i.spec.name)])
+        infos = await self._run(lambda: [_info(d, n) for n in sorted(d.sched.streams)], context)
+        return pb.ListStreamsResponse(streams=[i for i in infos if self._may("read", i.spec.name)])
 
-    @rpc
-    def DescribeStream(self, request, context):
+    async def DescribeStream(self, request, context):
         self._allow(context, "read", request.name)
-        return pb.DescribeStreamResponse(stream=self._run(lambda: _info(self.driver, request.name), context))
+        return pb.DescribeStreamResponse(stream=await self._run(lambda: _info(self.driver, request.name), context))
 
-    def _batch(self, request, context):
-        """An Append's or StageRows' rows, once the caller may write the stream and they fit."""
+    async def _batch(self, request, context):
+        """An Append's or StageRows' rows, once the caller may write the stream and they fit. A large
+        payload is decoded on a worker thread: the event loop goes on serving other calls."""
         self._allow(context, "write", request.stream)
-        batch, ipc = convert.batch_from_pb(request)
+        limit = self.config.max_decompressed_mb << 20
+        if request.ByteSize() > _OFF_LOOP_BYTES:
+            batch, ipc = await asyncio.get_running_loop().run_in_executor(
+                self._decoders, convert.batch_from_pb, request, limit)
+        else:
+            batch, ipc = convert.batch_from_pb(request, limit)
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
         return batch, ipc
 
-    @rpc
-    def Append(self, request, context):
-        batch, ipc = self._batch(request, context)
+    async def Append(self, request, context):
+        batch, ipc = await self._batch(request, context)
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
-        ack = self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc), context)
+        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc), context)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                  latest_slide=ack.latest_slide)
 
-    @rpc
-    def Slide(self, request, context):
+    async def Slide(self, request, context):
         self._allow(context, "write", request.stream)
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
-        ack = self._write(Slide(request.stream, 0.0, request.writer_id, batch_id), context)
+        ack = await self._write(Slide(request.stream, 0.0, request.writer_id, batch_id), context)
         return pb.SlideResponse(slide=ack.slide, rows=ack.rows, duplicate=ack.duplicate)
 
-    @rpc
-    def StageRows(self, request, context):
-        batch, ipc = self._batch(request, context)
-        ack = self._write(StageRows(request.stream, request.writer_id, request.batch_id, request.attempt, request.chunk,
-                                    batch, 0.0, ipc), context)
+    async def StageRows(self, request, context):
+        batch, ipc = await self._batch(request, context)
+        ack = await self._write(StageRows(request.stream, request.writer_id, request.batch_id, request.attempt,
+                                          request.chunk, batch, 0.0, ipc), context)
         return pb.StageRowsResponse(staged_rows=ack.rows, committed=ack.committed)
 
-    @rpc
-    def CommitBatch(self, request, context):
+    async def CommitBatch(self, request, context):
         self._allow(context, "write", request.stream)
         attempts = tuple((a.attempt, a.rows) for a in request.attempts)
         if len({a for a, _ in attempts}) != len(attempts):
             raise InvalidInput("an attempt is listed twice")
-        ack = self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts, request.slide, 0.0),
-                          context)
+        ack = await self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts,
+                                            request.slide, 0.0), context)
         return pb.CommitBatchResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                       latest_slide=ack.latest_slide)
 
-    @rpc
-    def AbortBatch(self, request, context):
+    async def AbortBatch(self, request, context):
         self._allow(context, "write", request.stream)
-        rows = self._write(AbortBatch(request.stream, request.writer_id, request.batch_id, 0.0), context)
+        rows = await self._write(AbortBatch(request.stream, request.writer_id, request.batch_id, 0.0), context)
         return pb.AbortBatchResponse(discarded_rows=rows)
 
     # -- queries -------------------------------------------------------------------------------
@@ -259,69 +198,64 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             return query, to_text(query)
         raise InvalidInput("a query needs text or a structured form")
 
-    @rpc
-    def Query(self, request, context):
+    async def Query(self, request, context):
         query, _ = self._query(request)
         self._allow(context, "read", query.stream)
         done: Future = Future()
-        txn = self._run(lambda: self.driver.submit(query, request.priority, done), context)
-
-        def withdraw():  # client cancelled or its deadline passed: take the query off the scheduler
+        txn = await self._run(lambda: self.driver.submit(query, request.priority, done), context)
+        try:
+            result: Result = await _result(done, _remaining(context))
+        except (asyncio.CancelledError, TimeoutError) as e:
+            # the client cancelled or its deadline passed: take the query off the scheduler
             if not done.done():
                 self.driver.call(lambda: self.driver.cancel(txn))
-        context.add_callback(withdraw)
-        try:
-            result: Result = done.result(_remaining(context))
-        except FutureTimeout:
-            withdraw()
-            raise DeadlineExceeded("deadline exceeded; the query was withdrawn") from None
+            if isinstance(e, TimeoutError):
+                raise DeadlineExceeded("deadline exceeded; the query was withdrawn") from None
+            raise
         return pb.QueryResponse(answer=convert.answer_to_pb(result, query.stream, txn.id))
 
-    @rpc
-    def RegisterQuery(self, request, context):
+    async def RegisterQuery(self, request, context):
         query, text = self._query(request)
         owner = self._allow(context, "read", query.stream)
-        p = self._write(Register("", text, request.priority, 0.0, owner), context)
+        p = await self._write(Register("", text, request.priority, 0.0, owner), context)
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
 
-    @rpc
-    def UnregisterQuery(self, request, context):
-        self._check_owner(context, request.query_id)
-        self._write(Unregister(request.query_id, 0.0), context)
-        self._run(lambda: self.driver.close_periodic([request.query_id], "the periodic query was unregistered"), context)
+    async def UnregisterQuery(self, request, context):
+        await self._check_owner(context, request.query_id)
+        await self._write(Unregister(request.query_id, 0.0), context)
+        await self._run(lambda: self.driver.close_periodic([request.query_id], "the periodic query was unregistered"), context)
         return pb.UnregisterQueryResponse()
 
-    def _check_owner(self, context, query_id: str) -> None:
+    async def _check_owner(self, context, query_id: str) -> None:
         """Only its owner, or an admin of its stream, may end a periodic query."""
         if self.policy is None:
             return
-        p = self._principal(context)
+        p = principal()
 
         def owner_and_stream():
             q = self.driver.engine.periodic.get(query_id)
             if q is None:
                 raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
             return q.owner, q.task.plan.stream.name
-        owner, stream = self._run(owner_and_stream, context)
+        owner, stream = await self._run(owner_and_stream, context)
         if p != owner and not self.policy.allowed(p, "admin", stream):
             raise PermissionDenied(f"{_short(p)!r} may not unregister periodic query {query_id!r}: it belongs to "
                                    f"{_short(owner)!r} (or needs admin on stream {_short(stream)!r})")
 
-    def _stream_of_query(self, query_id: str, context) -> str:
+    async def _stream_of_query(self, query_id: str, context) -> str:
         def stream():
             q = self.driver.engine.periodic.get(query_id)
             if q is None:
                 raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
             return q.task.plan.stream.name
-        return self._run(stream, context)
+        return await self._run(stream, context)
 
-    @rpc
-    def ListQueries(self, request, context):
+    async def ListQueries(self, request, context):
         def listing():
             out = []
             for qid, p in self.driver.engine.periodic.items():
                 name = p.task.plan.stream.name
-                if request.stream and name != request.stream or not self._may(context, "read", name):
+                if request.stream and name != request.stream:
                     continue
                 subs = self.driver.subscribers.get(qid)
                 out.append(pb.PeriodicQueryInfo(
@@ -329,50 +263,43 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
                     late=p.task.late, last_slide=p.task.last_reflected if p.task.last_reflected is not None else -1,
                     subscribers=len(subs.queues) if subs else 0))
             return out
-        return pb.ListQueriesResponse(queries=self._run(listing, context))
+        infos = await self._run(listing, context)
+        return pb.ListQueriesResponse(queries=[i for i in infos if self._may("read", i.stream)])
 
-    def Subscribe(self, request, context):
+    async def Subscribe(self, request, context):
+        """Answers of a periodic query as they are published. An open subscription is a coroutine
+        waiting on its bounded queue: it holds no thread."""
+        self._allow(context, "read", await self._stream_of_query(request.query_id, context))
+        q, stream_name = await self._run(lambda: self.driver.subscribe(request.query_id), context)
         try:
-            self._allow(context, "read", self._stream_of_query(request.query_id, context))
-            q, stream_name = self._run(lambda: self.driver.subscribe(request.query_id), context)
-        except Exception as e:  # noqa: BLE001
-            context.abort(_status(e), _message(e))
-        try:
-            while context.is_active():
-                try:
-                    item = q.get(timeout=0.25)
-                except queue.Empty:
-                    continue
+            while True:
+                item = await q.next()
                 if isinstance(item, Result):
                     yield convert.answer_to_pb(item, stream_name, request.query_id)
                     continue
-                marker, message = item
+                marker, text = item
                 if marker is CLOSED:
-                    if "shutting down" in message:
-                        context.abort(grpc.StatusCode.UNAVAILABLE, message)
+                    if "shutting down" in text:
+                        raise ShuttingDown(text)
                     return  # unregistered or dropped: the stream ends
-                context.abort(_status(marker), message[:1000])
+                raise marker  # the query failed: its error, mapped to a status by rpc.py
         finally:
             self.driver.call(lambda: self.driver.unsubscribe(request.query_id, q))
 
-    @rpc
-    def ReadAnswers(self, request, context):
-        self._allow(context, "read", self._stream_of_query(request.query_id, context))
+    async def ReadAnswers(self, request, context):
+        self._allow(context, "read", await self._stream_of_query(request.query_id, context))
         through = request.through_slide if request.HasField("through_slide") else None
-        answers, latest, first, stream = self._run(lambda: self.driver.read_answers(
+        answers, latest, first, stream = await self._run(lambda: self.driver.read_answers(
             request.query_id, request.after_slide, through, request.limit or 1000), context)
         return pb.ReadAnswersResponse(answers=[convert.answer_to_pb(r, stream, request.query_id) for r in answers],
                                       latest_slide=latest, first_slide=first)
 
     # -- introspection -------------------------------------------------------------------------
-    @rpc
-    def GetStats(self, request, context):
+    async def GetStats(self, request, context):
         if request.stream:
             self._allow(context, "read", request.stream)
-        else:
-            self._principal(context)
-        s = self._run(lambda: self.driver.stats(request.stream or None), context)
-        s["streams"] = [x for x in s["streams"] if self._may(context, "read", x["stream"])]
+        s = await self._run(lambda: self.driver.stats(request.stream or None), context)
+        s["streams"] = [x for x in s["streams"] if self._may("read", x["stream"])]
         return pb.GetStatsResponse(
             policy=s["policy"],
             streams=[pb.StreamStats(
@@ -387,8 +314,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
             periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}))
 
-    @rpc
-    def StreamHistory(self, request, context):
+    async def StreamHistory(self, request, context):
         self._allow(context, "read", request.stream) if request.stream else self._allow(context, "admin", "*")
         limit = request.limit or 10_000
 
@@ -396,7 +322,7 @@ class WindowStoreService(pb_grpc.WindowStoreServiceServicer):
             if request.stream:
                 self.driver.stream(request.stream)
             return self.driver.history.since(request.since_seq, request.stream or None, limit), self.driver.history.seq
-        events, seq = self._run(read, context)
+        events, seq = await self._run(read, context)
         out = []
         for e in events:
             ev = pb.HistoryEvent(seq=e["seq"], stream=e["stream"], op=e["op"], txn=e["txn"], t=e["t"])

@@ -1,14 +1,19 @@
 """Bounds that keep one client from taking the server: subscriber queues by bytes, the number of
-open subscriptions, the open buffer (see test_engine), load shedding (see test_metrics)."""
+open subscriptions (which hold no thread), the open buffer (see test_engine), load shedding (see
+test_metrics)."""
 from __future__ import annotations
 
-import queue
+import asyncio
 from types import SimpleNamespace
 
+import grpc
 import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from windowstore.clients import AsyncClient, ResourceExhausted as ClientResourceExhausted
 from windowstore.server.config import ServerConfig
 from windowstore.server.driver import Driver, ResourceExhausted, SubscriberQueue
+from windowstore.server.process import ServerProcess
 from windowstore.txn.commands import CreateStream, Register
 
 
@@ -21,25 +26,58 @@ def test_a_subscriber_that_never_reads_holds_at_most_its_byte_bound():
     kept = [q.offer(answer(100)) for _ in range(1_000)]  # ~12 KiB each
     assert not all(kept)
     assert q._bytes <= 64 * 1024 and len(q._items) <= 6
-    # the newest answers are the ones kept
-    items = []
-    while True:
-        try:
-            items.append(q.get(0.01))
-        except queue.Empty:
-            break
-    assert items and q._bytes == 0
+    # the newest answers are the ones kept, and next() hands them out in order
+    kept_rows = len(q._items)
+    items = asyncio.run(_take(q, kept_rows))
+    assert len(items) == kept_rows and q._bytes == 0 and not q._items
 
 
-def test_open_subscriptions_leave_handler_threads_for_everything_else():
-    driver = Driver(ServerConfig(in_memory=True, workers=8, max_subscribers=256))
+async def _take(q: SubscriberQueue, n: int) -> list:
+    return [await q.next() for _ in range(n)]
+
+
+def test_subscriptions_are_capped_by_max_subscribers():
+    driver = Driver(ServerConfig(in_memory=True, max_subscribers=4))
     driver.start()
     try:
         driver.command(CreateStream("s", (("ts", "int64"),), "ts", 2, 1000, None, "manual", 0, (), 16, 0)).result(10)
         p = driver.command(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 0)).result(10)
         for _ in range(4):
             driver.call(lambda: driver.subscribe(p.query_id)).result(10)
-        with pytest.raises(ResourceExhausted, match="half of the 8 handler threads"):
+        with pytest.raises(ResourceExhausted, match="4 subscriptions are open"):
             driver.call(lambda: driver.subscribe(p.query_id)).result(10)
     finally:
         driver.stop(5)
+
+
+def test_open_subscriptions_hold_no_thread():
+    """200 open Subscribe streams on a server with one worker thread: health, queries and writes
+    still answer, every stream gets the next answer, and the 201st subscription is refused."""
+    n = 200
+    with ServerProcess("--max-subscribers", str(n), "--workers", "1") as server:
+        async def main():
+            async with AsyncClient(server.target, timeout=30) as ws:
+                await ws.create_stream("s", {"ts": "int64"}, subwindows=2, subwindow_ms=1000, clock="manual")
+                p = await ws.register("SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]")
+
+                async def subscriber():
+                    async for answer in ws.subscribe(p.id):
+                        return answer.rows
+                tasks = [asyncio.ensure_future(subscriber()) for _ in range(n)]
+                for _ in range(600):  # until the server holds all n subscriptions (bounded)
+                    if sum(q["subscribers"] for q in await ws.list_queries("s")) >= n:
+                        break
+                    await asyncio.sleep(0.05)
+                assert sum(q["subscribers"] for q in await ws.list_queries("s")) == n
+                async with grpc.aio.insecure_channel(server.target) as ch:
+                    health = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+                    assert health.status == health_pb2.HealthCheckResponse.SERVING
+                with pytest.raises(ClientResourceExhausted, match="200 subscriptions are open"):
+                    async for _ in ws.subscribe(p.id):
+                        break
+                assert (await ws.append("s", {"ts": [1, 2, 3]})).accepted == 3
+                assert await ws.slide("s") == 0
+                assert (await ws.query("SELECT COUNT(*) FROM s")).rows == [(3,)]
+                answers = await asyncio.wait_for(asyncio.gather(*tasks), 60)
+                assert answers == [[(3,)]] * n
+        asyncio.run(main())

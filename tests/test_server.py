@@ -170,6 +170,81 @@ def test_garbage_arrow_bytes_are_refused(server):
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_undecodable_request_bodies_are_invalid_argument(server):
+    """Bytes that are not a valid message (a truncated field, invalid UTF-8 in a string) get
+    INVALID_ARGUMENT naming the message type, from every method, never grpc's INTERNAL."""
+    from windowstore.v1 import windowstore_pb2 as pb
+    service = pb.DESCRIPTOR.services_by_name["WindowStoreService"]
+    bodies = [b"\x0a\x05ab", b"\x0a\x02\xff\xfe", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"]
+    with grpc.insecure_channel(server.target) as ch:
+        for method in service.methods:
+            path = f"/{service.full_name}/{method.name}"
+            call = (ch.unary_stream if method.server_streaming else ch.unary_unary)(path)
+            for body in bodies:
+                try:  # (invalid UTF-8 in field 1 is fine where field 1 is not a string)
+                    getattr(pb, method.input_type.name).FromString(body)
+                    continue
+                except Exception:  # noqa: BLE001 - not a valid message: what this test sends
+                    pass
+                with pytest.raises(grpc.RpcError) as err:
+                    out = call(body, timeout=10)
+                    if method.server_streaming:
+                        list(out)
+                assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method.name, body, err.value)
+                assert f"not a valid {method.input_type.full_name} message" in err.value.details()
+
+
+def test_compressed_arrow_is_sized_before_it_is_decompressed():
+    """A small zstd payload that would decompress past --max-decompressed-mb is refused with
+    RESOURCE_EXHAUSTED (the server never inflates it); one under the bound is appended."""
+    import pyarrow as pa
+    from windowstore.v1 import windowstore_pb2 as pb, windowstore_pb2_grpc as pb_grpc
+
+    def ipc(rows: int) -> bytes:
+        t = pa.table({"ts": pa.array(np.zeros(rows, np.int64)), "src": pa.array(["a"] * rows).dictionary_encode(),
+                      "bytes": pa.array(np.zeros(rows, np.int64)), "lat": pa.array(np.zeros(rows))})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as w:
+            w.write_table(t)
+        return sink.getvalue().to_pybytes()
+    with ServerProcess("--max-decompressed-mb", "8") as server, Client(server.target) as ws:
+        ws.create_stream("z", SCHEMA, 4, 1000, clock="manual")
+        big = ipc(400_000)  # 3 x 3.2 MB of zeros + 400k dictionary indices: ~11 MB inflated
+        assert len(big) < 200_000
+        with grpc.insecure_channel(server.target) as ch:
+            stub = pb_grpc.WindowStoreServiceStub(ch)
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Append(pb.AppendRequest(stream="z", arrow_ipc=big), timeout=10)
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "would decompress to more than 8 MiB" in err.value.details()
+            assert stub.Append(pb.AppendRequest(stream="z", arrow_ipc=ipc(1_000)), timeout=10).accepted_rows == 1_000
+        ws.slide("z")
+        assert ws.query("SELECT COUNT(*) FROM z").rows == [(1_000,)]
+
+
+def test_the_sdk_raises_its_typed_error_for_values_protobuf_or_arrow_refuse(ws):
+    name = fresh(ws)
+    row = {"ts": [1], "src": ["a"], "bytes": [1], "lat": [1.0]}
+    cases = [
+        ("StreamSpec.subwindows = -1", lambda: ws.create_stream("x", SCHEMA, -1, 1000)),
+        ("StreamSpec.subwindows = 3.0", lambda: ws.create_stream("x", SCHEMA, 3.0, 1000)),
+        ("StreamSpec.subwindow_ms = 18446744073709551616", lambda: ws.create_stream("x", SCHEMA, 2, 2**64)),
+        ("StreamSpec.name = '\\ud800'", lambda: ws.create_stream("\ud800", SCHEMA, 2, 1000)),
+        ("AppendRequest.batch_id = 9223372036854775808", lambda: ws.append(name, row, writer_id="w", batch_id=2**63)),
+        ("cannot turn the batch into columns", lambda: ws.append(name, {**row, "bytes": [2**64]})),
+        ("column 'bytes' (int64)", lambda: ws.append(name, {**row, "bytes": [2**63]}, columnar_types=SCHEMA)),
+        ("column 'bytes' (int64)", lambda: ws.append(name, {**row, "bytes": ["x"]}, columnar_types=SCHEMA)),
+        ("SlideRequest.batch_id", lambda: ws.slide(name, writer_id="w", batch_id=-2**63 - 1)),
+        ("QueryRequest.priority = 2147483648", lambda: ws.query(f"SELECT COUNT(*) FROM {name}", priority=2**31)),
+        ("StreamHistoryRequest.since_seq = -1", lambda: ws.history(name, since_seq=-1)),
+        ("AttemptRows.rows", lambda: ws.commit_batch(name, "w", 1, {"a": 2**63})),
+    ]
+    for text, call in cases:
+        with pytest.raises(InvalidArgument) as err:
+            call()
+        assert text in err.value.message, (text, err.value.message)
+
+
 def test_deadline_withdraws_the_query(ws, server):
     name = fresh(ws, subwindows=50)
     big = {"ts": np.arange(40_000), "src": [f"k{i % 977}" for i in range(40_000)],

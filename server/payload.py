@@ -1,0 +1,112 @@
+"""Arrow IPC payloads from the network: sized before anything is decompressed, then fully
+validated before any use.
+
+An Arrow IPC stream may compress its buffers (LZ4 frame or ZSTD, per message). Each compressed
+buffer starts with its uncompressed length as an int64, so the decompressed size of a payload is
+known from the message metadata alone: a 66 KB request cannot make the server allocate 2 GB. The
+metadata is a FlatBuffer; this module reads only the few fields it needs (Message.fbs:
+Message.header, RecordBatch.buffers, RecordBatch.compression, DictionaryBatch.data), with every
+read bounds-checked, so a malformed payload is refused here, never half-read.
+"""
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+
+from windowstore.store import InvalidInput
+
+from .driver import ResourceExhausted
+
+_DICTIONARY_BATCH, _RECORD_BATCH = 2, 3  # Message.header_type values (MessageHeader union)
+
+
+class _FlatBuffer:
+    """Bounds-checked reads of a FlatBuffer (tables, vectors of structs, scalars)."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def _read(self, fmt: str, pos: int):
+        if pos < 0 or pos + struct.calcsize(fmt) > len(self.data):
+            raise InvalidInput("arrow_ipc is not a valid Arrow IPC stream: message metadata out of bounds")
+        return struct.unpack_from(fmt, self.data, pos)[0]
+
+    def root(self) -> int:
+        return self._read("<I", 0)
+
+    def field(self, table: int, index: int) -> int | None:
+        """Position of field `index` of the table at `table`, or None when absent."""
+        vtable = table - self._read("<i", table)
+        size = self._read("<H", vtable)
+        if 4 + 2 * index >= size:
+            return None
+        off = self._read("<H", vtable + 4 + 2 * index)
+        return table + off if off else None
+
+    def table(self, table: int, index: int) -> int | None:
+        pos = self.field(table, index)
+        return None if pos is None else pos + self._read("<I", pos)
+
+    def ubyte(self, table: int, index: int) -> int:
+        pos = self.field(table, index)
+        return 0 if pos is None else self._read("<B", pos)
+
+    def structs(self, table: int, index: int, fmt: str) -> list[tuple]:
+        pos = self.table(table, index)  # a vector is reached like a table: through a uoffset
+        if pos is None:
+            return []
+        n, width = self._read("<I", pos), struct.calcsize(fmt)
+        if pos + 4 + n * width > len(self.data):
+            raise InvalidInput("arrow_ipc is not a valid Arrow IPC stream: message metadata out of bounds")
+        return list(struct.iter_unpack(fmt, self.data[pos + 4:pos + 4 + n * width]))
+
+
+def decompressed_size(message: pa.ipc.Message) -> int:
+    """Bytes the message's body takes once its buffers are decompressed (its size if none is)."""
+    body = message.body
+    body_size = body.size if body is not None else 0
+    fb = _FlatBuffer(message.metadata.to_pybytes())
+    msg = fb.root()
+    kind = fb.ubyte(msg, 1)
+    if kind not in (_DICTIONARY_BATCH, _RECORD_BATCH):
+        return body_size
+    batch = fb.table(msg, 2)
+    if batch is not None and kind == _DICTIONARY_BATCH:
+        batch = fb.table(batch, 1)
+    if batch is None or fb.field(batch, 3) is None:  # no BodyCompression: the body is as sent
+        return body_size
+    total = 0
+    for offset, length in fb.structs(batch, 2, "<qq"):
+        if length == 0:
+            continue
+        if offset < 0 or length < 8 or offset + length > body_size:
+            raise InvalidInput("arrow_ipc is not a valid Arrow IPC stream: a compressed buffer lies outside the body")
+        (uncompressed,) = struct.unpack_from("<q", body, offset)
+        if uncompressed < -1:
+            raise InvalidInput("arrow_ipc is not a valid Arrow IPC stream: a negative uncompressed length")
+        total += length - 8 if uncompressed == -1 else uncompressed  # -1: this buffer was left uncompressed
+    return total
+
+
+def read_table(ipc: bytes, max_decompressed: int) -> pa.Table:
+    """The payload as a validated Table; InvalidInput when malformed, ResourceExhausted when it would
+    decompress to more than `max_decompressed` bytes (checked before decompressing anything)."""
+    try:
+        total = 0
+        for message in pa.ipc.MessageReader.open_stream(pa.BufferReader(ipc)):
+            total += decompressed_size(message)
+            if total > max_decompressed:
+                raise ResourceExhausted(f"arrow_ipc would decompress to more than {max_decompressed >> 20} MiB "
+                                      f"(limit --max-decompressed-mb); send smaller batches")
+        with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
+            table = reader.read_all()
+        # Bytes from the network: check every offset, index and UTF-8 string before any use
+        table.validate(full=True)
+    except (pa.ArrowException, OSError, IndexError) as e:  # ArrowException: ArrowInvalid, ArrowKeyError, ...
+        raise InvalidInput(f"arrow_ipc is not a valid Arrow IPC stream: {str(e)[:200]}") from None
+    names = table.schema.names
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise InvalidInput(f"column {dup[:100]!r} appears twice", column=dup[:100])
+    return table

@@ -1,0 +1,189 @@
+"""The gRPC edge: how every windowstore RPC is received and answered, in one place.
+
+For each method of the service (from its descriptor, so none is forgotten):
+- the request bytes are decoded here, and a body that is not a valid message is INVALID_ARGUMENT
+  naming the message type (grpc's own decoder would answer INTERNAL);
+- with a tokens file, the caller is authenticated before any work (UNAUTHENTICATED), and its
+  principal is kept in a context variable for the handler's permission checks;
+- errors become their status code (the table below); anything unexpected is INTERNAL and logged;
+- with metrics on, each call is counted and timed by method and status code.
+
+Handlers are coroutines on the server's event loop: a call waiting for the driver holds no
+thread, so open Subscribe streams cost memory, not handler threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+
+import grpc
+
+from windowstore.store import InvalidInput, QuerySyntaxError, StoreError
+from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded
+from windowstore.v1 import windowstore_pb2 as pb
+
+from .driver import (AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, ShuttingDown,
+                     Unavailable)
+from .security import ANONYMOUS, AccessPolicy
+
+log = logging.getLogger("windowstore.service")
+SERVICE = pb.DESCRIPTOR.services_by_name["WindowStoreService"]
+
+
+class PermissionDenied(StoreError):
+    pass
+
+
+class Unauthenticated(StoreError):
+    pass
+
+
+_CODES = [
+    (QuerySyntaxError, grpc.StatusCode.INVALID_ARGUMENT),
+    (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
+    (NotFound, grpc.StatusCode.NOT_FOUND),
+    (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
+    (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (RestartLimitExceeded, grpc.StatusCode.ABORTED),
+    (QueryFailed, grpc.StatusCode.INTERNAL),
+    (QueryWithdrawn, grpc.StatusCode.CANCELLED),
+    (ShuttingDown, grpc.StatusCode.UNAVAILABLE),
+    (Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (DeadlineExceeded, grpc.StatusCode.DEADLINE_EXCEEDED),
+    (TimeoutError, grpc.StatusCode.DEADLINE_EXCEEDED),  # the caller's deadline passed while it waited
+]
+
+UNAUTHENTICATED = "a valid bearer token is required (metadata 'authorization: Bearer <token>')"
+_principal: contextvars.ContextVar[str] = contextvars.ContextVar("windowstore_principal", default=ANONYMOUS)
+
+
+def status(e: BaseException) -> grpc.StatusCode:
+    for cls, code in _CODES:
+        if isinstance(e, cls):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def message(e: BaseException, limit: int = 1000) -> str:
+    """An error's message, cut so that a huge name or number quoted in it cannot blow gRPC's
+    metadata limit."""
+    text = str(e) or type(e).__name__
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def principal() -> str:
+    """The authenticated caller of the RPC being handled (ANONYMOUS without a tokens file)."""
+    return _principal.get()
+
+
+class _Undecodable:
+    """What the decoder hands the handler for bytes that are not a valid request message."""
+
+    def __init__(self, error: str):
+        self.error = error
+
+
+def _decoder(cls):
+    name = cls.DESCRIPTOR.full_name
+
+    def decode(data: bytes):
+        try:
+            return cls.FromString(data)
+        except Exception as e:  # noqa: BLE001 - DecodeError, invalid UTF-8, ...: the client's bytes are bad
+            return _Undecodable(f"the request is not a valid {name} message: {message(e, 200)}")
+    return decode
+
+
+def _encode(msg) -> bytes:
+    return msg.SerializeToString()
+
+
+class _Call:
+    """Per method: authentication, status mapping and metrics around the handler."""
+
+    def __init__(self, name: str, policy: AccessPolicy | None, metrics, streaming: bool):
+        self.name, self.policy, self.metrics = name, policy, metrics
+        self.kind = "server_stream" if streaming else "unary"
+
+    def begin(self, request, context) -> None:
+        if isinstance(request, _Undecodable):
+            raise InvalidInput(request.error)
+        if self.policy is not None:
+            who = self.policy.principal(context.invocation_metadata())
+            if who is None:
+                raise Unauthenticated(UNAUTHENTICATED)
+            _principal.set(who)
+
+    async def fail(self, e: Exception, context) -> grpc.StatusCode:
+        code = status(e)
+        if code == grpc.StatusCode.INTERNAL:
+            log.error("%s failed", self.name, exc_info=e)
+        await context.abort(code, message(e))
+
+    def end(self, started: float, code: grpc.StatusCode) -> None:
+        if self.metrics is not None:
+            self.metrics.handled.labels(self.kind, SERVICE.full_name, self.name, code.name).inc()
+            self.metrics.handling.labels(self.kind, SERVICE.full_name, self.name).observe(time.perf_counter() - started)
+
+
+def _unary(call: _Call, handler):
+    async def behavior(request, context):
+        started, code = time.perf_counter(), grpc.StatusCode.UNKNOWN
+        try:
+            call.begin(request, context)
+            response = await handler(request, context)
+            code = grpc.StatusCode.OK
+            return response
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every error gets a status, never grpc's INTERNAL
+            code = status(e)
+            await call.fail(e, context)
+        finally:
+            call.end(started, code)
+    return behavior
+
+
+def _streaming(call: _Call, handler):
+    async def behavior(request, context):
+        started, code = time.perf_counter(), grpc.StatusCode.UNKNOWN
+        try:
+            call.begin(request, context)
+            async for response in handler(request, context):
+                yield response
+            code = grpc.StatusCode.OK
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            code = status(e)
+            await call.fail(e, context)
+        finally:
+            call.end(started, code)
+    return behavior
+
+
+def handlers(service, policy: AccessPolicy | None, metrics=None) -> grpc.GenericRpcHandler:
+    """The service's methods as one generic handler for a grpc.aio server."""
+    table = {}
+    for method in SERVICE.methods:
+        request_cls = getattr(pb, method.input_type.name)
+        call = _Call(method.name, policy, metrics, method.server_streaming)
+        handler = getattr(service, method.name)
+        if method.server_streaming:
+            table[method.name] = grpc.unary_stream_rpc_method_handler(
+                _streaming(call, handler), request_deserializer=_decoder(request_cls), response_serializer=_encode)
+        else:
+            table[method.name] = grpc.unary_unary_rpc_method_handler(
+                _unary(call, handler), request_deserializer=_decoder(request_cls), response_serializer=_encode)
+    return grpc.method_handlers_generic_handler(SERVICE.full_name, table)

@@ -11,7 +11,21 @@ from windowstore.v1 import windowstore_pb2 as pb
 from .errors import InvalidArgument
 
 
+# What protobuf, pyarrow and NumPy raise for a value that does not fit its field or column: the SDK
+# turns these into InvalidArgument, so callers see one typed error for bad input.
+BAD_VALUE = (ValueError, TypeError, OverflowError, UnicodeError, pa.ArrowException)
+
+
 def to_arrow(batch: Any) -> pa.Table:
+    try:
+        return _to_arrow(batch)
+    except InvalidArgument:
+        raise
+    except BAD_VALUE as e:
+        raise InvalidArgument(f"cannot turn the batch into columns: {str(e)[:300]}") from None
+
+
+def _to_arrow(batch: Any) -> pa.Table:
     if isinstance(batch, pa.Table):
         return batch
     if isinstance(batch, pa.RecordBatch):
@@ -24,16 +38,20 @@ def to_arrow(batch: Any) -> pa.Table:
             if isinstance(values, np.ndarray) and values.dtype.kind in "OU":
                 values = values.tolist()
             cols[name] = values
-        try:
-            return pa.table(cols)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
-            raise InvalidArgument(f"cannot turn the batch into columns: {e}") from None
+        return pa.table(cols)
     raise InvalidArgument(f"a batch is a dict of columns, a pandas DataFrame or a pyarrow Table, not {type(batch).__name__}")
 
 
 def to_ipc(table: pa.Table) -> bytes:
     """Arrow IPC stream bytes; string columns go dictionary-encoded (smaller on the wire, and the
     server then maps only the distinct values)."""
+    try:
+        return _to_ipc(table)
+    except BAD_VALUE as e:
+        raise InvalidArgument(f"cannot encode the batch as Arrow IPC: {str(e)[:300]}") from None
+
+
+def _to_ipc(table: pa.Table) -> bytes:
     import pyarrow.compute as pc
 
     for i, field in enumerate(table.schema):
@@ -50,12 +68,31 @@ def to_columnar(batch: Mapping[str, Any], types: Mapping[str, str]) -> pb.Column
     out = pb.ColumnarBatch()
     for name, values in batch.items():
         values = values.tolist() if isinstance(values, np.ndarray) else list(values)
-        col = out.columns.add(name=name)
         kind = types.get(name)
-        if kind == "string":
-            col.string_values.values.extend(values)
-        elif kind == "float64":
-            col.float64_values.values.extend(values)
-        else:
-            col.int64_values.values.extend(values)
+        try:
+            col = out.columns.add(name=name)
+            if kind == "string":
+                col.string_values.values.extend(values)
+            elif kind == "float64":
+                col.float64_values.values.extend(values)
+            else:
+                col.int64_values.values.extend(values)
+        except BAD_VALUE as e:
+            raise InvalidArgument(f"column {str(name)[:100]!r} ({kind or 'int64'}): {str(e)[:300]}") from None
     return out
+
+
+def build(cls, **fields):
+    """A request message; a value protobuf refuses (out of range, wrong type, a str that is not
+    valid Unicode) is InvalidArgument naming the field, not a bare ValueError from protobuf."""
+    try:
+        return cls(**fields)
+    except BAD_VALUE as e:
+        for name, value in fields.items():
+            try:
+                cls(**{name: value})
+            except BAD_VALUE as e1:
+                shown = repr(value)
+                shown = shown if len(shown) <= 60 else shown[:60] + "..."
+                raise InvalidArgument(f"{cls.DESCRIPTOR.name}.{name} = {shown}: {str(e1)[:200]}") from None
+        raise InvalidArgument(f"{cls.DESCRIPTOR.name}: {str(e)[:300]}") from None

@@ -20,7 +20,7 @@ from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from .answer import Answer
-from .batches import to_arrow, to_columnar, to_ipc
+from .batches import build, to_arrow, to_columnar, to_ipc
 from .errors import InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -91,17 +91,16 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
         raise InvalidArgument(f"column types are int64, float64 or string; got unknown type {bad[0]!r}")
     if clock not in _CLOCKS:
         raise InvalidArgument(f"clock is one of {', '.join(_CLOCKS)}; got {clock!r}")
-    return pb.CreateStreamRequest(spec=pb.StreamSpec(
-        name=name, columns=[pb.Column(name=k, type=_TYPES[v]) for k, v in schema.items()], time_column=time_column,
-        subwindows=subwindows, subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0,
-        clock=_CLOCKS[clock], allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk))
+    columns = [build(pb.Column, name=k, type=_TYPES[v]) for k, v in schema.items()]
+    spec = build(pb.StreamSpec, name=name, columns=columns, time_column=time_column, subwindows=subwindows,
+                 subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0, clock=_CLOCKS[clock],
+                 allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk)
+    return pb.CreateStreamRequest(spec=spec)
 
 
 def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
                    columnar_types: dict[str, str] | None) -> pb.AppendRequest:
-    req = pb.AppendRequest(stream=stream, writer_id=writer_id)
-    if batch_id is not None:
-        req.batch_id = batch_id
+    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
     if columnar_types is not None:
         req.columnar.CopyFrom(to_columnar(columns, columnar_types))
     else:
@@ -111,25 +110,25 @@ def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | No
 
 def stage_request(stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
                   chunk: int) -> pb.StageRowsRequest:
-    return pb.StageRowsRequest(stream=stream, writer_id=writer_id, batch_id=batch_id, attempt=attempt, chunk=chunk,
-                               arrow_ipc=to_ipc(to_arrow(columns)))
+    return build(pb.StageRowsRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, attempt=attempt,
+                 chunk=chunk, arrow_ipc=to_ipc(to_arrow(columns)))
 
 
 def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool):
-    return pb.CommitBatchRequest(stream=stream, writer_id=writer_id, batch_id=batch_id, slide=slide,
-                                 attempts=[pb.AttemptRows(attempt=a, rows=n) for a, n in attempts.items()])
+    return build(pb.CommitBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, slide=slide,
+                 attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()])
 
 
 def query_request(query: str | pb.StructuredQuery, priority: int) -> pb.QueryRequest:
     if isinstance(query, pb.StructuredQuery):
-        return pb.QueryRequest(structured=query, priority=priority)
-    return pb.QueryRequest(text=query, priority=priority)
+        return build(pb.QueryRequest, structured=query, priority=priority)
+    return build(pb.QueryRequest, text=query, priority=priority)
 
 
 def register_request(query: str | pb.StructuredQuery, priority: int) -> pb.RegisterQueryRequest:
     if isinstance(query, pb.StructuredQuery):
-        return pb.RegisterQueryRequest(structured=query, priority=priority)
-    return pb.RegisterQueryRequest(text=query, priority=priority)
+        return build(pb.RegisterQueryRequest, structured=query, priority=priority)
+    return build(pb.RegisterQueryRequest, text=query, priority=priority)
 
 
 def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
@@ -213,13 +212,13 @@ class Client:
         return _dict(self._call("CreateStream", req, False).stream)
 
     def drop_stream(self, name: str) -> None:
-        self._call("DropStream", pb.DropStreamRequest(name=name), False)
+        self._call("DropStream", build(pb.DropStreamRequest, name=name), False)
 
     def list_streams(self) -> list[dict]:
         return [_dict(s) for s in self._call("ListStreams", pb.ListStreamsRequest(), True).streams]
 
     def describe_stream(self, name: str) -> dict:
-        return _dict(self._call("DescribeStream", pb.DescribeStreamRequest(name=name), True).stream)
+        return _dict(self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True).stream)
 
     def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
                columnar_types: dict[str, str] | None = None) -> AppendResult:
@@ -233,18 +232,15 @@ class Client:
     def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed
         call does not slide again and returns the slide it made the first time."""
-        req = pb.SlideRequest(stream=stream, writer_id=writer_id)
-        if batch_id is not None:
-            req.batch_id = batch_id
+        req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
         return self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
                      limit: int = 1000) -> tuple[list[Answer], int, int]:
         """A periodic query's kept answers reflecting slides in (after_slide, through_slide]:
         (answers, the newest answer's slide, the oldest kept answer's slide)."""
-        req = pb.ReadAnswersRequest(query_id=query_id, after_slide=after_slide, limit=limit)
-        if through_slide is not None:
-            req.through_slide = through_slide
+        req = build(pb.ReadAnswersRequest, query_id=query_id, after_slide=after_slide, limit=limit,
+                    through_slide=through_slide)
         r = self._call("ReadAnswers", req, True)
         return [Answer.from_pb(a) for a in r.answers], r.latest_slide, r.first_slide
 
@@ -263,7 +259,7 @@ class Client:
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
-        return self._call("AbortBatch", pb.AbortBatchRequest(stream=stream, writer_id=writer_id, batch_id=batch_id),
+        return self._call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id),
                           True).discarded_rows
 
     # queries
@@ -275,14 +271,14 @@ class Client:
         return PeriodicQuery(r.query_id, r.every_slides)
 
     def unregister(self, query_id: str) -> None:
-        self._call("UnregisterQuery", pb.UnregisterQueryRequest(query_id=query_id), False)
+        self._call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
 
     def list_queries(self, stream: str = "") -> list[dict]:
-        return [_dict(q) for q in self._call("ListQueries", pb.ListQueriesRequest(stream=stream), True).queries]
+        return [_dict(q) for q in self._call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True).queries]
 
     def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
         """Answers of a periodic query as they are produced; ends when it is unregistered."""
-        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout, metadata=self._metadata)
+        call = self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
         try:
             for a in call:
                 yield Answer.from_pb(a)
@@ -294,10 +290,10 @@ class Client:
             call.cancel()
 
     def stats(self, stream: str = "") -> dict:
-        return _dict(self._call("GetStats", pb.GetStatsRequest(stream=stream), True))
+        return _dict(self._call("GetStats", build(pb.GetStatsRequest, stream=stream), True))
 
     def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
-        req = pb.StreamHistoryRequest(stream=stream, since_seq=since_seq, limit=limit)
+        req = build(pb.StreamHistoryRequest, stream=stream, since_seq=since_seq, limit=limit)
         return history_events(self._call("StreamHistory", req, True))
 
 
@@ -346,13 +342,13 @@ class AsyncClient:
         return _dict((await self._call("CreateStream", req, False)).stream)
 
     async def drop_stream(self, name: str) -> None:
-        await self._call("DropStream", pb.DropStreamRequest(name=name), False)
+        await self._call("DropStream", build(pb.DropStreamRequest, name=name), False)
 
     async def list_streams(self) -> list[dict]:
         return [_dict(s) for s in (await self._call("ListStreams", pb.ListStreamsRequest(), True)).streams]
 
     async def describe_stream(self, name: str) -> dict:
-        return _dict((await self._call("DescribeStream", pb.DescribeStreamRequest(name=name), True)).stream)
+        return _dict((await self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True)).stream)
 
     async def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
                      columnar_types: dict[str, str] | None = None) -> AppendResult:
@@ -361,9 +357,7 @@ class AsyncClient:
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
-        req = pb.SlideRequest(stream=stream, writer_id=writer_id)
-        if batch_id is not None:
-            req.batch_id = batch_id
+        req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
         return (await self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id))).slide
 
     async def stage(self, stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
@@ -377,7 +371,7 @@ class AsyncClient:
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
-        return (await self._call("AbortBatch", pb.AbortBatchRequest(stream=stream, writer_id=writer_id,
+        return (await self._call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id,
                                                                     batch_id=batch_id), True)).discarded_rows
 
     async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
@@ -388,13 +382,13 @@ class AsyncClient:
         return PeriodicQuery(r.query_id, r.every_slides)
 
     async def unregister(self, query_id: str) -> None:
-        await self._call("UnregisterQuery", pb.UnregisterQueryRequest(query_id=query_id), False)
+        await self._call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
 
     async def list_queries(self, stream: str = "") -> list[dict]:
-        return [_dict(q) for q in (await self._call("ListQueries", pb.ListQueriesRequest(stream=stream), True)).queries]
+        return [_dict(q) for q in (await self._call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True)).queries]
 
     async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
-        call = self._stub.Subscribe(pb.SubscribeRequest(query_id=query_id), timeout=timeout, metadata=self._metadata)
+        call = self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
         try:
             async for a in call:
                 yield Answer.from_pb(a)
@@ -404,10 +398,10 @@ class AsyncClient:
             call.cancel()
 
     async def stats(self, stream: str = "") -> dict:
-        return _dict(await self._call("GetStats", pb.GetStatsRequest(stream=stream), True))
+        return _dict(await self._call("GetStats", build(pb.GetStatsRequest, stream=stream), True))
 
     async def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
-        req = pb.StreamHistoryRequest(stream=stream, since_seq=since_seq, limit=limit)
+        req = build(pb.StreamHistoryRequest, stream=stream, since_seq=since_seq, limit=limit)
         return history_events(await self._call("StreamHistory", req, True))
 
 

@@ -11,7 +11,9 @@ from the environment); on test stop it unregisters and drops them. Entries:
   an ABORTED answer (restart limit) is a failure of its Query entry.
 
 Environment: WS_STREAM (ls_packets), WS_SUBWINDOWS (20), WS_SUBWINDOW_MS (250), WS_PERIODIC (8),
-WS_BATCH_ROWS (2000).
+WS_BATCH_ROWS (2000). Against a server with TLS and tokens: WS_TLS_CA (PEM file of the CA that
+signed the server's certificate), WS_TLS_CERT and WS_TLS_KEY (a client certificate, for mutual
+TLS), WS_TOKEN (a bearer token that may admin the stream).
 """
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ ONETIME = {
 REGISTERED: list[str] = []
 
 
+def connect(host: str, **kw) -> Client:
+    env = os.environ.get
+    return Client(host, tls=bool(env("WS_TLS_CA")), ca=env("WS_TLS_CA") or None, cert=env("WS_TLS_CERT") or None,
+                  key=env("WS_TLS_KEY") or None, token=env("WS_TOKEN") or None, **kw)
+
+
 def periodic_queries(n: int) -> list[str]:
     rng = random.Random(7)
     out = []
@@ -66,7 +74,7 @@ def periodic_queries(n: int) -> list[str]:
 
 @events.test_start.add_listener
 def setup(environment, **_):
-    with Client(environment.host) as ws:
+    with connect(environment.host) as ws:
         try:
             ws.drop_stream(STREAM)
         except NotFound:
@@ -77,7 +85,7 @@ def setup(environment, **_):
 
 @events.test_stop.add_listener
 def teardown(environment, **_):
-    with Client(environment.host) as ws:
+    with connect(environment.host) as ws:
         for qid in REGISTERED:
             try:
                 ws.unregister(qid)
@@ -100,7 +108,7 @@ class WindowStoreUser(User):
     abstract = True
 
     def on_start(self):
-        self.ws = Client(self.host, timeout=30)
+        self.ws = connect(self.host, timeout=30)
 
     def on_stop(self):
         self.ws.close()

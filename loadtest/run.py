@@ -3,6 +3,7 @@ thresholds that fail the run, the history checked, and a report (markdown table 
 
     python loadtest/run.py --policy ttu --duration-s 20            # smoke
     python loadtest/run.py --duration-s 60 --out docs/loadtest      # all five policies
+    python loadtest/run.py --policy ttu --secure                    # over mutual TLS with a token
 
 Exit status 1 when a threshold is crossed or a ttu history is not latest-window serializable.
 """
@@ -35,6 +36,22 @@ def num(row: dict | None, key: str) -> float:
     return float(v) if v not in ("", "N/A") else 0.0
 
 
+def secure_setup(out: Path, env: dict) -> list[str]:
+    """A throwaway CA, server and client certificates and a tokens file: the server's arguments for
+    mutual TLS and tokens; the clients' settings go into `env` (see locustfile.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from pki import make_pki
+    from windowstore.server.security import token_hash
+
+    pki = make_pki(out / "pki")
+    token = "loadtest-" + os.urandom(8).hex()
+    tokens = out / "pki" / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": {token_hash(token): "loadtest"}, "grants": {"loadtest": {"*": ["admin"]}}}))
+    env.update(WS_TLS_CA=pki["ca"], WS_TLS_CERT=pki["client"], WS_TLS_KEY=pki["client_key"], WS_TOKEN=token)
+    return ["--tls-cert", pki["server"], "--tls-key", pki["server_key"], "--tls-client-ca", pki["ca"],
+            "--tokens", str(tokens)]
+
+
 def run_policy(policy: str, args, out: Path) -> dict:
     from windowstore.clients import Client
     from windowstore.server.process import ServerProcess
@@ -43,7 +60,10 @@ def run_policy(policy: str, args, out: Path) -> dict:
     history = out / f"{policy}-history.jsonl"
     env = {**os.environ, "WS_SUBWINDOWS": str(args.subwindows), "WS_SUBWINDOW_MS": str(args.subwindow_ms),
            "WS_PERIODIC": str(args.periodic), "WS_BATCH_ROWS": str(args.batch_rows), "PYTHONUNBUFFERED": "1"}
-    srv = ServerProcess("--policy", policy, "--history", str(history), "--history-keep", "1000")
+    server_args = ["--policy", policy, "--history", str(history), "--history-keep", "1000"]
+    if args.secure:
+        server_args += secure_setup(out, env)
+    srv = ServerProcess(*server_args)
     try:
         cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "loadtest" / "locustfile.py"), "--headless",
                "-u", str(args.users), "-r", str(args.spawn_rate), "-t", f"{int(args.duration_s)}s",
@@ -52,7 +72,8 @@ def run_policy(policy: str, args, out: Path) -> dict:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.duration_s + 120)
         if proc.returncode != 0:
             raise RuntimeError(f"locust failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        with Client(srv.target) as ws:
+        with Client(srv.target, ca=env.get("WS_TLS_CA"), cert=env.get("WS_TLS_CERT"), key=env.get("WS_TLS_KEY"),
+                    token=env.get("WS_TOKEN")) as ws:
             server_stats = ws.stats("ls_packets")
     finally:
         code, _, err = srv.stop()
@@ -71,6 +92,7 @@ def run_policy(policy: str, args, out: Path) -> dict:
     committed, aborts = int(s["queries"]), int(s["aborts"])
     result = {
         "policy": policy,
+        "secure": bool(args.secure),
         "requests": int(requests),
         "error_ratio": failures / requests if requests else 1.0,
         "query_p50_ms": max((num(r, "50%") for r in queries), default=0.0),
@@ -184,6 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-staleness-p95-ms", type=float, default=2000.0)
     ap.add_argument("--out", default=str(ROOT / "out" / "loadtest"))
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--secure", action="store_true",
+                    help="serve mutual TLS with bearer tokens (a throwaway CA and token) and load it that way")
     ap.add_argument("--keep-history", action="store_true", help="keep OUT/<policy>-history.jsonl")
     args = ap.parse_args(argv)
     out = Path(args.out)

@@ -86,31 +86,14 @@ from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 # its bug is fixed (the CLI run then shows whether it still fails).
 # --------------------------------------------------------------------------------------------------
 KNOWN_BUGS: list[tuple[str, str]] = [
-    # -- requests that do not parse
-    ("*/raw-undecodable",
-     "a body that is not a valid message (corrupt wire format, invalid UTF-8 in a string) is INTERNAL "
-     "'Exception deserializing request!' (grpc's default), not INVALID_ARGUMENT"),
-    # (fixed and removed from this list: Arrow payloads referring to missing dictionaries or with
-    #  random bit flips (ArrowKeyError is now InvalidInput); unvalidated Arrow offsets/lengths/dictionary indices
-    #  (SIGSEGV), null dictionary entries, duplicate columns, invalid UTF-8, uint64 >= 2^63 wrapping,
-    #  sub-window sizes >= 2^63 ms, 1,000 nested sub-queries, QUANTILE(v, 5e-99999999) hanging the
-    #  driver, structured aggregates without a column, error messages quoting 20,000-char input)
-    # -- the SDK lets raw Python exceptions through instead of its typed errors
-    ("SDK/*lone-surrogate*", "a str with a lone surrogate: UnicodeEncodeError from protobuf"),
-    ("SDK/create_stream(subwindows=-1)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/create_stream(subwindows=2**32)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/create_stream(subwindow_ms=2**64)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/create_stream(topk=-1)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/create_stream(subwindows=3.0)", "TypeError from protobuf"),
-    ("SDK/append(int=2**6[34])", "OverflowError from pyarrow (to_arrow catches ArrowInvalid/TypeError only)"),
-    ("SDK/append(batch_id=2**63)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/append(columnar,int=2**63)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/append(columnar,string-into-int)", "TypeError from protobuf"),
-    ("SDK/slide(batch_id=-2**63-1)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/query(priority=2**31)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/history(*=-1)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/stage(batch_id=2**63)", "ValueError 'Value out of range' from protobuf"),
-    ("SDK/commit_batch(rows=2**63)", "ValueError 'Value out of range' from protobuf"),
+    # (fixed and removed from this list: undecodable request bodies answered INTERNAL by grpc's own
+    #  decoder (now INVALID_ARGUMENT naming the message type); the SDK letting protobuf's and pyarrow's
+    #  ValueError/TypeError/OverflowError/UnicodeEncodeError through (now InvalidArgument naming the
+    #  field); Arrow payloads referring to missing dictionaries or with random bit flips; unvalidated
+    #  Arrow offsets/lengths/dictionary indices (SIGSEGV), null dictionary entries, duplicate columns,
+    #  invalid UTF-8, uint64 >= 2^63 wrapping, sub-window sizes >= 2^63 ms, 1,000 nested sub-queries,
+    #  QUANTILE(v, 5e-99999999) hanging the driver, structured aggregates without a column, error
+    #  messages quoting 20,000-char input)
 ]
 
 # --------------------------------------------------------------------------------------------------

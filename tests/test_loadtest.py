@@ -22,3 +22,14 @@ def test_smoke_load_run_passes_its_thresholds_and_is_lws(tmp_path):
     h = result["history"]
     assert h["committed"] > 100 and h["lws"] == h["committed"] and h["errors"] == 0
     assert (tmp_path / "report.md").exists() and (tmp_path / "staleness.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_smoke_load_run_over_mutual_tls_with_tokens(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "loadtest" / "run.py"), "--policy", "ttu", "--duration-s", "10",
+                           "--users", "8", "--secure", "--no-plots", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (result,) = json.loads((tmp_path / "results.json").read_text())
+    assert result["secure"] and result["queries"] > 50 and result["error_ratio"] == 0.0
+    assert result["history"]["lws"] == result["history"]["committed"] > 50

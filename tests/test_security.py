@@ -2,18 +2,14 @@
 periodic queries owned by their principal, a reloadable tokens file, protected mode."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 import subprocess
 import sys
 import time
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from pki import make_pki
 from windowstore.clients import Client, NotFound, WindowStoreError
 from windowstore.clients.errors import PermissionDenied, Unauthenticated, Unavailable
 from windowstore.server.process import ServerProcess
@@ -22,35 +18,9 @@ from windowstore.server.security import token_hash
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 
 
-def _cert(name: str, issuer=None, issuer_key=None, ca: bool = False):
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = dt.datetime.now(dt.timezone.utc)
-    b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer or subject).public_key(key.public_key())
-         .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(minutes=5))
-         .not_valid_after(now + dt.timedelta(days=1))
-         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-    if not ca:
-        b = b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
-                                                         x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
-                            critical=False)
-    cert = b.sign(issuer_key or key, hashes.SHA256())
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return cert, key, pem, key_pem
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory):
-    d = tmp_path_factory.mktemp("pki")
-    ca, ca_key, ca_pem, _ = _cert("windowstore test CA", ca=True)
-    _, _, srv_pem, srv_key = _cert("localhost", ca.subject, ca_key)
-    _, _, cli_pem, cli_key = _cert("spark-job", ca.subject, ca_key)
-    files = {"ca": ca_pem, "server": srv_pem, "server_key": srv_key, "client": cli_pem, "client_key": cli_key}
-    for name, data in files.items():
-        (d / f"{name}.pem").write_bytes(data)
-    return {k: str(d / f"{k}.pem") for k in files}
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def _tokens(path, grants, tokens):

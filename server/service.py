@@ -4,6 +4,7 @@ hand the driver closures or commands, and await the driver's answer without hold
 from __future__ import annotations
 
 import asyncio
+import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from windowstore.store import InvalidInput, parse_query, to_text
@@ -21,6 +22,14 @@ from .security import AccessPolicy
 # Arrow payloads above this size are decoded and validated on a worker thread, so the event loop
 # keeps answering other calls meanwhile.
 _OFF_LOOP_BYTES = 256 << 10
+# Parsed queries are immutable values: the same text (a dashboard's, a load generator's) is parsed
+# once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).
+_CACHED_TEXT = 4096
+_parse_cached = functools.lru_cache(maxsize=4096)(parse_query)
+
+
+def _parse(text: str):
+    return _parse_cached(text) if len(text) <= _CACHED_TEXT else parse_query(text)
 
 
 def _remaining(context) -> float | None:
@@ -192,7 +201,7 @@ class WindowStoreService:
     def _query(request):
         kind = request.WhichOneof("query")
         if kind == "text":
-            return parse_query(request.text), request.text
+            return _parse(request.text), request.text
         if kind == "structured":
             query = convert.query_from_pb(request.structured)
             return query, to_text(query)

@@ -54,3 +54,15 @@ class QuerySyntaxError(QueryError):
 
     def __init__(self, message: str, position: int, token: str):
         super().__init__(message, Loc(position, token))
+
+
+class ResourceLimit(StoreError):
+    """A query needs more of a bounded resource than it may use (a join's result rows, say), so it is
+    refused rather than allowed to exhaust the server's memory; nothing was answered. The server maps it
+    to RESOURCE_EXHAUSTED. `limit` is the bound that was crossed, `needed` what the query wanted (at
+    least)."""
+
+    def __init__(self, message: str, limit: int | None = None, needed: int | None = None):
+        super().__init__(message)
+        self.limit = limit
+        self.needed = needed

@@ -1,8 +1,20 @@
-"""The CQL-style query text of DESIGN.md, parsed into query.Query.
+"""The CQL-style query text of DESIGN.md, parsed into query.Query (one stream) or query.JoinQuery
+(a join of several streams' windows, issue 14).
 
     SELECT src, SUM(bytes) FROM packets [RANGE 60 s SLIDE 10 s] WHERE proto = 'tcp'
       GROUP BY src ORDER BY 2 DESC LIMIT 10
     SELECT QUANTILE(total, 0.9) FROM (SELECT src, SUM(bytes) AS total FROM packets GROUP BY src)
+    SELECT a.src, COUNT(*), SUM(b.bytes) FROM packets a [RANGE 30 s] JOIN flows b [RANGE 30 s]
+      ON a.src = b.src AND b.ts BETWEEN a.ts AND a.ts + 2000 WHERE a.port = 22
+      GROUP BY a.src ORDER BY 2 DESC LIMIT 10
+
+A join's FROM clause: `stream [[AS] alias] [window] [[AS] alias]`, then up to three more
+`[INNER] JOIN stream ... [ON condition AND ...]`, then optionally `WITHIN <length>` (every pair of
+joined tuples within that much event time of each other: the uniform W-join of seed 001). A join
+condition is `x = y` (equi-join), `x BETWEEN y [+|- n] AND y [+|- m]` or `x <op> y [+|- n]` with
+<op> one of = < <= > >= (a band over int64 columns; n in ms, or with a unit: `y + 2 s`). Columns are
+`alias.col`, `stream.col` or, when only one source has it, `col`. JOIN, ON and WITHIN are keywords
+only where a join can be: they stay usable as names in single-stream queries, as before.
 
 Keywords are case-insensitive; strings use single quotes ('' escapes one); a name that is not a
 plain identifier (a stream called "s-1", a column called "order") goes in double quotes. Errors
@@ -20,7 +32,8 @@ from dataclasses import replace
 from decimal import Decimal
 
 from .errors import Loc, QueryError, QuerySyntaxError
-from .query import Aggregate, KeyColumn, OrderBy, Predicate, Query, Range, SelectItem
+from .query import (Aggregate, Band, Equal, JoinQuery, KeyColumn, OrderBy, Predicate, Query, Range, SelectItem,
+                    Source)
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -29,7 +42,7 @@ _TOKEN = re.compile(r"""
   | (?P<qident>"(?:[^"]|"")+")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<op><=|>=|!=|<>|=|<|>)
-  | (?P<punct>[(),\[\]*;])
+  | (?P<punct>[(),\[\]*;.+\-])
 """, re.VERBOSE)
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -41,6 +54,11 @@ _UNITS = {"ms": ("ms", 1), "s": ("ms", 1000), "sec": ("ms", 1000), "second": ("m
           "hours": ("ms", 3_600_000), "subwindow": ("subwindows", 1),
           "subwindows": ("subwindows", 1), "row": ("rows", 1), "rows": ("rows", 1)}
 _AGGS = {"count", "sum", "avg", "min", "max", "quantile", "median"}
+# Words with a meaning only in a join's FROM clause (never taken as an alias; quoted by to_text there).
+JOIN_WORDS = {"join", "inner", "on", "within", "between", "left", "right", "full", "outer", "cross", "natural",
+              "using"}
+_JOIN_START = {"join", "inner", "left", "right", "full", "cross", "natural"}
+MAX_OFFSET = 2**64  # band offsets beyond this are refused as syntax (the binder wants int64 anyway)
 MAX_CONJUNCTIONS = 64
 MAX_DEPTH = 32            # nested parentheses in WHERE
 MAX_NUMBER_LENGTH = 400   # characters of one numeric literal
@@ -110,6 +128,19 @@ class _Parser:
         self.i += 1
         return tok.text
 
+    def column(self, what: str) -> str:
+        """A column name: `col`, or qualified `q.col` (one token when both are plain; `"q".col`,
+        `q."col"` and `"q"."col"` for names that need quotes). Returned as written, "q.col"; the
+        join binder splits it at the last dot (column names have none)."""
+        first = self.tok
+        name = self.ident(what)
+        if first.kind == "ident" and name.endswith(".") and self.tok.kind == "qident":
+            return name + self.ident(what)  # q."col": the plain qualifier's token ends with the dot
+        if first.kind == "qident" and self.tok.text == "." and self.tok.kind == "punct":
+            self.i += 1
+            return name + "." + self.ident(what)
+        return name
+
     def integer(self, what: str, limit: int = 2**32 - 1) -> int:
         tok = self.tok
         if tok.kind != "number" or not re.fullmatch(r"\d+", tok.text):
@@ -137,30 +168,14 @@ class _Parser:
             self.expect(")")
             if self.accept("as"):
                 self.ident("an alias for the sub-query")
+        elif self._is_join():
+            return self.join_query(select, items, nested)
         else:
             stream = self.ident("a stream name")
             if self.accept("["):
                 rng, slide = self.window_spec()
         clause_tok = self.tok
-        where = self.condition() if self.accept("where") else ()
-        group_by = group_by_loc = None
-        if self.tok.word == "group":
-            self.i += 1
-            self.expect("by")
-            group_by_loc = self.tok.loc
-            group_by = self.ident("a group-by column")
-        order = []
-        if self.accept("order"):
-            self.expect("by")
-            order.append(self.order_item())
-            while self.accept(","):
-                order.append(self.order_item())
-        limit = self.integer("a LIMIT") if self.accept("limit") else None
-        approximate = self.accept("approximate")
-        if not nested:
-            self.accept(";")
-            if self.tok.kind != "eof":
-                self.fail("unexpected token")
+        where, group_by, group_by_loc, order, limit, approximate = self.clauses(nested)
         if inner is not None:
             # The outer query aggregates the sub-query's rows; the structured form has no place for
             # anything else, so this is syntax.
@@ -176,6 +191,155 @@ class _Parser:
         return Query(stream, tuple(items), where, group_by, tuple(order), limit, rng, slide, (), approximate,
                      loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc)
 
+    def clauses(self, nested: bool, join: bool = False):
+        """WHERE, GROUP BY, ORDER BY, LIMIT and APPROXIMATE, then the end of the (outermost) query."""
+        where = self.condition() if self.accept("where") else ()
+        group_by = group_by_loc = None
+        if self.tok.word == "group":
+            self.i += 1
+            self.expect("by")
+            group_by_loc = self.tok.loc
+            group_by = self.column("a group-by column")
+        order = []
+        if self.accept("order"):
+            self.expect("by")
+            order.append(self.order_item())
+            while self.accept(","):
+                order.append(self.order_item())
+        limit = self.integer("a LIMIT") if self.accept("limit") else None
+        approximate_tok = self.tok
+        approximate = self.accept("approximate")
+        if approximate and join:
+            self.fail("APPROXIMATE top k is not available for joins", approximate_tok)
+        if not nested:
+            self.accept(";")
+            if self.tok.kind != "eof":
+                self.fail("unexpected token")
+        return where, group_by, group_by_loc, tuple(order), limit, approximate
+
+    # -- joins -----------------------------------------------------------------------------------
+    def _is_join(self) -> bool:
+        """Does a JOIN follow the stream at the current token (`stream [[AS] alias] [window]
+        [[AS] alias]`)? Looks ahead only, never fails: other FROM clauses parse exactly as before."""
+        toks, i = self.toks, self.i
+
+        def name(i: int) -> int:
+            return i + 1 if toks[i].kind == "qident" or (toks[i].kind == "ident" and toks[i].word not in KEYWORDS) else i
+
+        def alias(i: int) -> int:
+            if toks[i].word == "as":
+                return name(i + 1)
+            if toks[i].kind == "qident" or (toks[i].kind == "ident" and toks[i].word not in KEYWORDS | JOIN_WORDS):
+                return i + 1
+            return i
+
+        j = name(i)
+        if j == i:
+            return False
+        j = alias(j)
+        if toks[j].text == "[":
+            while toks[j].kind != "eof" and toks[j].text != "]":
+                j += 1
+            j = alias(j + 1) if toks[j].kind != "eof" else j
+        return toks[j].word in _JOIN_START
+
+    def join_query(self, select: _Tok, items: list, nested: bool) -> JoinQuery:
+        sources = [self.source(self.tok)]
+        while True:
+            join_tok = self.tok
+            if join_tok.word in ("left", "right", "full", "cross", "natural"):
+                self.fail("only inner joins are supported: JOIN or INNER JOIN")
+            if self.accept("inner"):
+                self.expect("join")
+            elif not self.accept("join"):
+                break
+            src = self.source(join_tok)
+            if self.accept("on"):
+                src = replace(src, on=self.join_conditions())
+            sources.append(src)
+        within = self.amount(zero=True) if self.accept("within") else None
+        where, group_by, group_by_loc, order, limit, _ = self.clauses(nested, join=True)
+        return JoinQuery(tuple(sources), tuple(items), where, within, group_by, order, limit,
+                         loc=select.loc, group_by_loc=group_by_loc)
+
+    def source(self, loc_tok: _Tok) -> Source:
+        stream_tok = self.tok
+        if stream_tok.word in JOIN_WORDS:  # `JOIN ON ...`: a stream called "on" needs quotes here
+            self.fail("expected a stream name")
+        stream = self.ident("a stream name")
+        alias = self.alias()
+        rng = slide = None
+        if self.accept("["):
+            rng, slide = self.window_spec()
+            if alias is None:
+                alias = self.alias()
+        return Source(stream, alias, rng, slide, loc=loc_tok.loc, stream_loc=stream_tok.loc)
+
+    def alias(self) -> str | None:
+        if self.accept("as"):
+            return self.ident("an alias")
+        tok = self.tok
+        if tok.kind == "qident" or (tok.kind == "ident" and tok.word not in KEYWORDS | JOIN_WORDS):
+            return self.ident("an alias")
+        return None
+
+    def join_conditions(self) -> tuple:
+        conds = list(self.join_condition())
+        while self.accept("and"):
+            conds.extend(self.join_condition())
+        return tuple(conds)
+
+    def join_condition(self) -> tuple:
+        tok = self.tok
+        col = self.column("a column")
+        if self.accept("between"):
+            base, low, base_tok, _ = self.band_bound()
+            self.expect("and")
+            base2, high, base2_tok, _ = self.band_bound()
+            if base2 == base:
+                return (Band(col, base, low, high, loc=tok.loc, base_loc=base_tok.loc),)
+            return (Band(col, base, low, None, loc=tok.loc, base_loc=base_tok.loc),
+                    Band(col, base2, None, high, loc=tok.loc, base_loc=base2_tok.loc))
+        op_tok = self.tok
+        if op_tok.kind != "op" or op_tok.text in ("!=", "<>"):
+            self.fail("expected =, <, <=, >, >= or BETWEEN (a join condition compares two sources' columns)")
+        self.i += 1
+        base, offset, base_tok, written = self.band_bound()
+        op = op_tok.text
+        if op == "=":
+            if not written:
+                return (Equal(col, base, loc=tok.loc, right_loc=base_tok.loc),)
+            return (Band(col, base, offset, offset, loc=tok.loc, base_loc=base_tok.loc),)
+        low = {">=": offset, ">": offset + 1}.get(op)
+        high = {"<=": offset, "<": offset - 1}.get(op)
+        return (Band(col, base, low, high, loc=tok.loc, base_loc=base_tok.loc),)
+
+    def band_bound(self) -> tuple[str, int, _Tok, bool]:
+        """`column [+|- n [unit]]`: (column, offset in ms, the column's token, offset written?)."""
+        base_tok = self.tok
+        base = self.column("a column")
+        tok = self.tok
+        sign = 1
+        if tok.kind == "punct" and tok.text in "+-":
+            sign = -1 if tok.text == "-" else 1
+            self.i += 1
+        elif not (tok.kind == "number" and tok.text.startswith("-")):
+            return base, 0, base_tok, False
+        tok = self.tok
+        if tok.kind != "number" or not re.fullmatch(r"-?\d+", tok.text) or len(tok.text) > 25:
+            self.fail("expected an offset (an integer number of ms, or with a unit: ms, s, min, h)")
+        self.i += 1
+        value = sign * int(tok.text)
+        unit = _UNITS.get(self.tok.word)
+        if unit is not None:
+            if unit[0] != "ms":
+                self.fail("a band offset is in ms, s, min or h")
+            self.i += 1
+            value *= unit[1]
+        if abs(value) >= MAX_OFFSET:
+            self.fail("a band offset is too large", tok)
+        return base, value, base_tok, True
+
     def select_item(self):
         tok = self.tok
         word = tok.word
@@ -184,7 +348,7 @@ class _Parser:
             item = self.aggregate(word, tok)
             self.expect(")")
         else:
-            item = KeyColumn(self.ident("a column or aggregate"), loc=tok.loc)
+            item = KeyColumn(self.column("a column or aggregate"), loc=tok.loc)
         if self.accept("as"):
             item = replace(item, alias=self.ident("an alias"))
         return item
@@ -195,9 +359,9 @@ class _Parser:
             if self.accept("*"):
                 return Aggregate("count", loc=loc)
             if self.accept("distinct"):
-                return Aggregate("count_distinct", self.ident("a column"), loc=loc)
-            return Aggregate("count", self.ident("a column or *"), loc=loc)
-        col = self.ident("a column")
+                return Aggregate("count_distinct", self.column("a column"), loc=loc)
+            return Aggregate("count", self.column("a column or *"), loc=loc)
+        col = self.column("a column")
         if word == "median":
             return Aggregate("quantile", col, Decimal("0.5"), loc=loc)
         if word == "quantile":
@@ -220,7 +384,8 @@ class _Parser:
         self.expect("]")
         return rng, slide
 
-    def amount(self) -> Range:
+    def amount(self, zero: bool = False) -> Range:
+        """A length with its unit; `zero`: 0 is a length too (WITHIN 0 ms: simultaneous events)."""
         tok = self.tok
         value = self.integer("a window length")
         utok = self.tok
@@ -228,7 +393,7 @@ class _Parser:
         if unit is None:
             self.fail("expected a unit (ms, s, min, h, SUBWINDOWS or ROWS)")
         self.i += 1
-        if value == 0:
+        if value == 0 and not zero:
             self.fail("a window length must be positive", tok)
         return Range(value * unit[1], unit[0], loc=tok.loc)
 
@@ -241,7 +406,7 @@ class _Parser:
             ref = dict(expr=self.aggregate(tok.word, tok))
             self.expect(")")
         else:
-            ref = dict(name=self.ident("an ordinal, an output name or an aggregate"))
+            ref = dict(name=self.column("an ordinal, an output name or an aggregate"))
         desc = False
         if self.accept("desc"):
             desc = True
@@ -279,7 +444,7 @@ class _Parser:
             self.depth -= 1
             return dnf
         tok = self.tok
-        col = self.ident("a column")
+        col = self.column("a column")
         if self.tok.word in ("in", "not"):
             negate = self.accept("not")
             self.expect("in")
@@ -312,17 +477,34 @@ class _Parser:
         self.fail("expected a number or a 'string'")
 
 
-def parse_query(text: str) -> Query:
-    """The structured form of query text; raises QuerySyntaxError naming position and token.
-    Names and types are not checked here: see binder.bind."""
+def parse_statement(text: str) -> Query | JoinQuery:
+    """The structured form of query text, a single-stream Query or a JoinQuery; raises
+    QuerySyntaxError naming position and token. Names and types are not checked here: see
+    binder.bind and join_binder.bind_join."""
     if not isinstance(text, str) or not text.strip():
         raise QuerySyntaxError("empty query", 0, "")
     return _Parser(text).query()
 
 
+def parse_query(text: str) -> Query:
+    """The structured form of single-stream query text; raises QuerySyntaxError naming position and
+    token. Names and types are not checked here: see binder.bind.
+
+    A join is refused here (at its first JOIN), so that callers that plan one stream's query never
+    receive a JoinQuery; parse_statement takes both."""
+    q = parse_statement(text)
+    if isinstance(q, JoinQuery):
+        at = q.sources[1].loc or q.loc
+        raise QuerySyntaxError("a join of several streams where a single-stream query is expected",
+                               at.position if at.position is not None else 0, at.token or "JOIN")
+    return q
+
+
 # -- the text form of a structured query --------------------------------------------------------------
-def to_text(q: Query) -> str:
-    """The query text that parses back to `q` (parse_query(to_text(q)) == q)."""
+def to_text(q: Query | JoinQuery) -> str:
+    """The query text that parses back to `q` (parse_statement(to_text(q)) == q)."""
+    if isinstance(q, JoinQuery):
+        return _join_text(q)
     inner = _select_text(q, q.items, with_order=True)
     if not q.outer:
         return inner
@@ -350,6 +532,62 @@ def _select_text(q: Query, items, with_order: bool) -> str:
     if q.approximate:
         parts.append("APPROXIMATE")
     return " ".join(parts)
+
+
+def _join_text(q: JoinQuery) -> str:
+    parts = [f"SELECT {', '.join(_item_text(it) for it in q.items)} FROM"]
+    for i, src in enumerate(q.sources):
+        parts.append(("JOIN " if i else "") + _join_name(src.stream))
+        if src.alias is not None:
+            parts.append(_join_name(src.alias))
+        window = []
+        if src.range is not None:
+            window.append(f"RANGE {_length_text(src.range)}")
+        if src.slide is not None:
+            window.append(f"SLIDE {_length_text(src.slide)}")
+        if window:
+            parts.append(f"[{' '.join(window)}]")
+        if src.on:
+            parts.append("ON " + " AND ".join(_condition_text(c) for c in src.on))
+    if q.within is not None:
+        parts.append(f"WITHIN {_length_text(q.within)}")
+    if q.where:
+        parts.append("WHERE " + " OR ".join(
+            "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))
+    if q.group_by is not None:
+        parts.append(f"GROUP BY {quote_name(q.group_by)}")
+    if q.order_by:
+        parts.append("ORDER BY " + ", ".join(_order_text(o) for o in q.order_by))
+    if q.limit is not None:
+        parts.append(f"LIMIT {q.limit}")
+    inner = " ".join(parts)
+    if not q.outer:
+        return inner
+    return f"SELECT {', '.join(_item_text(a) for a in q.outer)} FROM ({inner})"
+
+
+def _join_name(name: str) -> str:
+    """A stream name or alias in a join's FROM clause: also quoted when it is a join keyword."""
+    return '"' + name.replace('"', '""') + '"' if name.lower() in JOIN_WORDS else quote_name(name)
+
+
+def _condition_text(c) -> str:
+    if isinstance(c, Equal):
+        return f"{quote_name(c.left)} = {quote_name(c.right)}"
+    col = quote_name(c.column)
+    if c.low is not None and c.high is not None:
+        return f"{col} BETWEEN {_offset_text(c.base, c.low)} AND {_offset_text(c.base, c.high)}"
+    if c.low is not None:
+        return f"{col} >= {_offset_text(c.base, c.low)}"
+    if c.high is not None:
+        return f"{col} <= {_offset_text(c.base, c.high)}"
+    raise QueryError("a band condition needs a lower or an upper bound", c.loc)
+
+
+def _offset_text(base: str, offset: int) -> str:
+    if offset == 0:
+        return quote_name(base)
+    return f"{quote_name(base)} {'-' if offset < 0 else '+'} {abs(offset)}"
 
 
 def _item_text(it: SelectItem) -> str:

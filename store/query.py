@@ -115,3 +115,96 @@ class Query:
     @property
     def labels(self) -> list[str]:
         return [a.label for a in (self.outer or self.items)]
+
+
+# -- joins of several streams' windows (issue 14) -------------------------------------------------------
+# Column names in a join query are written as the text has them: "col" (unqualified: the binder finds the
+# one source that has it) or "qualifier.col" (qualifier = a source's alias or stream name). Column names
+# never contain a dot (Schema.of), so the qualifier is everything before the last dot, even when a stream
+# name has dots itself ("net.packets.src"). Aggregates, key columns, predicates and ORDER BY keep their
+# single-stream node types; only the FROM clause and the join conditions are new.
+MAX_JOIN_STREAMS = 4
+
+
+def split_column(name: str) -> tuple[str | None, str]:
+    """("qualifier", "column") of a join query's column name; (None, name) when unqualified."""
+    qualifier, dot, column = name.rpartition(".")
+    return (qualifier, column) if dot else (None, name)
+
+
+@dataclass(frozen=True)
+class Equal:
+    """`left = right`: an equi-join condition between columns of two sources (thesis chapter 5's
+    join attribute `a`; several of them make a composite key)."""
+
+    left: str
+    right: str
+    loc: Loc | None = _loc()
+    right_loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Band:
+    """`low <= column - base <= high` over int64 columns of two sources, exactly (no overflow);
+    either bound may be open (None). Written `column BETWEEN base + low AND base + high`, or with one
+    bound `column >= base + low` / `column <= base + high`. On event-time columns this is the window
+    constraint of the W-join (seed 001): joined tuples lie within a window of each other."""
+
+    column: str
+    base: str
+    low: int | None = None
+    high: int | None = None
+    loc: Loc | None = _loc()
+    base_loc: Loc | None = _loc()
+
+
+JoinCondition = Union[Equal, Band]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One joined stream: its name, alias, window length (RANGE) and re-execution period (SLIDE),
+    and the conditions of the ON clause of its JOIN (empty for the first source)."""
+
+    stream: str
+    alias: str | None = None
+    range: Range | None = None   # None = the stream's whole window
+    slide: Range | None = None   # periodic queries only
+    on: tuple[JoinCondition, ...] = ()
+    loc: Loc | None = _loc()         # the JOIN keyword (the stream name for the first source)
+    stream_loc: Loc | None = _loc()
+
+    @property
+    def name(self) -> str:
+        """The name that qualifies its columns: the alias, else the stream name."""
+        return self.alias if self.alias is not None else self.stream
+
+
+@dataclass(frozen=True)
+class JoinQuery:
+    """An inner equi/band join of 2..MAX_JOIN_STREAMS streams' windows, then the single-stream query
+    shapes over the joined rows: aggregates (optionally GROUP BY one column of any source, ORDER BY,
+    LIMIT, one level of outer aggregates), or a plain projection of joined rows (no aggregate).
+
+    `within` is the uniform window constraint of seed 001 (every pair of joined tuples within that
+    many ms of event time of each other); the binder turns it into one Band per pair of sources."""
+
+    sources: tuple[Source, ...]
+    items: tuple[SelectItem, ...]
+    where: tuple[tuple[Predicate, ...], ...] = ()
+    within: Range | None = None
+    group_by: str | None = None
+    order_by: tuple[OrderBy, ...] = ()
+    limit: int | None = None
+    outer: tuple[Aggregate, ...] = field(default=())
+    loc: Loc | None = _loc()
+    group_by_loc: Loc | None = _loc()
+
+    @property
+    def labels(self) -> list[str]:
+        return [a.label for a in (self.outer or self.items)]
+
+    @property
+    def streams(self) -> list[str]:
+        """The joined streams' names, in FROM order (a self-join names a stream twice)."""
+        return [s.stream for s in self.sources]

@@ -1,0 +1,901 @@
+"""Evaluation of a join of several streams' windows (join_binder.BoundJoin), thesis chapter 5.
+
+Input: per joined source, the sealed sub-windows a read-only transaction read (SubWindow objects,
+immutable once sealed) and, per source, its stream's string dictionary. Output: the same
+planner.Answer the single-stream queries give (access="join").
+
+Sub-windows as the unit of incremental work
+-------------------------------------------
+A window is a set of sub-windows, so its join is the union, over every combination of one
+sub-window per source, of the join of that combination. A JoinPlan keeps the join result computed
+so far (`J(C_1..C_k)` for the sets C_i of sub-windows it has incorporated), each result row tagged
+with the (version, row) it took from every source, and brings it to the sets L_i a transaction read:
+
+- expiration: rows that used a sub-window no longer read are dropped (a vectorised filter on the
+  version tags); sub-windows are recognised by identity, so a sub-window re-sealed under the same
+  version (a string-dictionary compaction renumbers codes and swaps every live sub-window) counts
+  as expired and new;
+- evaluation of new sub-windows: the new sub-windows N_i of source i, as one group, join with what
+  the other sources hold now, one source after another; the sources are processed in turn, each
+  group joined with the others' already-updated sets, so every combination is computed exactly once
+  (Algorithm 4, "Lazy Multi-Way Join", with a group = a new sub-window instead of tuples sharing a
+  join value). Combinations of unexpired sub-windows are never recomputed.
+
+Eager vs lazy (5.2.1, 5.2.2). `refresh(inputs)` does both steps without answering: called after
+every slide of a joined stream it is eager evaluation and eager expiration (the join result is
+maintained as sub-windows arrive; a query then only filters and aggregates). `evaluate(inputs)`
+refreshes and answers: with no refresh between executions it is lazy evaluation (all new
+sub-windows are joined at re-execution time, as groups). Both give the same answer: the join of the
+windows the transaction read, never results that expired between executions (no-restore semantics
+is what latest-window serializability asks for). `cache=False` keeps nothing between evaluations
+(one-time queries).
+
+Each join step is a hash join per pair (intermediate result, sub-window of the next source): the
+sub-window's rows are indexed once on the step's equality keys and band column (sorted composite
+keys, cached with the sub-window), the intermediate rows probe it with searchsorted and the matching
+ranges are expanded with repeat/arange: no Python loop per row. A band condition (the W-join window
+constraint of seed 001) prunes whole sub-windows whose event times cannot fall within the band, and
+probes a sub-window only with the intermediate rows whose band interval overlaps it.
+
+Join order (5.3). The global order is the thesis's heuristic: join the pairs in descending order of
+selectivity (the smallest estimated binary join first, then the source giving the smallest
+intermediate result, under containment of value sets and uniformity), then also try moving fast
+streams (arrival rate at least FAST_FACTOR times the slowest) up the order but not to the top, and
+keep the order the per-unit-time cost formulas of 5.3.1 (`order_cost`) find cheapest. Rates and
+sizes come from the sub-windows read (rows after the filters pushed down, event-time span), distinct
+values from the join keys. New sub-windows of source i probe the others in the global order with i
+moved first (Table 5.2), each next source being the first in the global order that a condition
+connects to those joined so far.
+
+Strings are dictionary-encoded per stream, so string join keys are translated to ids shared by the
+plan (each distinct string once per dictionary: a Python loop only over strings not seen before).
+
+Bound. Every intermediate and the kept result are limited to `max_rows` rows; a join that needs
+more raises errors.ResourceLimit before allocating them, leaving the plan's state consistent.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .binder import Comparison
+from .dictionary import StringDictionary
+from .errors import InvalidInput, ResourceLimit
+from .exact import INT64_MAX, INT64_MIN
+from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join
+from .planner import Answer
+from .query import JoinQuery
+from .subwindow import SubWindow
+from .synopsis import group_keys
+
+DEFAULT_MAX_ROWS = 2_000_000
+FAST_FACTOR = 5.0
+
+
+# -- the join order heuristic (thesis 5.3) ---------------------------------------------------------------
+@dataclass
+class OrderInputs:
+    """What the cost model knows of each source i: rate[i] (tuples per ms, lambda_i), size[i]
+    (tuples in its window, lambda_i * T_i), distinct[i][c] (distinct values of join class c, v_i),
+    band_sel[(i, j)] (the fraction of pairs a band between i and j keeps) and adjacency (which sources
+    a condition connects)."""
+
+    rate: list[float]
+    size: list[float]
+    distinct: list[dict[int, float]]
+    band_sel: dict[tuple[int, int], float] = field(default_factory=dict)
+    adjacency: list[set[int]] | None = None
+
+    def __post_init__(self):
+        if self.adjacency is None:  # one common join attribute, as in the thesis
+            n = len(self.rate)
+            self.adjacency = [set(range(n)) - {i} for i in range(n)]
+
+
+def probe_sequence(first: int, order: Sequence[int], adjacency: list[set[int]]) -> list[int]:
+    """The order in which a new tuple (group) of `first` probes the other sources: the global
+    order without `first` (Table 5.2), each next source being the first one a condition connects
+    to the sources joined so far (no cross products)."""
+    seq, joined = [first], {first}
+    rest = [s for s in order if s != first]
+    while rest:
+        nxt = next((s for s in rest if adjacency[s] & joined), rest[0])
+        seq.append(nxt)
+        joined.add(nxt)
+        rest.remove(nxt)
+    return seq
+
+
+def _step(size: float, v_cur: dict[int, float], joined: set[int], j: int, m: OrderInputs) -> float:
+    """Joins the intermediate (size tuples, v_cur distinct values per class) with source j: the new
+    size (containment of value sets: divide by the larger distinct count, keep the smaller); v_cur
+    is updated in place."""
+    sel = 1.0
+    for c, v in m.distinct[j].items():
+        if c in v_cur:
+            sel /= max(v_cur[c], v, 1.0)
+            v_cur[c] = min(v_cur[c], v)
+        else:
+            v_cur[c] = v
+    for q in joined:
+        sel *= m.band_sel.get((min(q, j), max(q, j)), 1.0)
+    return size * m.size[j] * sel
+
+
+def order_cost(order: Sequence[int], m: OrderInputs) -> float:
+    """The per-unit-time cost of a global join order (5.3.1): the sum over sources i of X_i =
+    lambda_i times the tuples scanned when one new i-tuple probes the others (nested loops: every
+    tuple reaching a level scans the next window)."""
+    total = 0.0
+    for i in range(len(order)):
+        seq = probe_sequence(order[i], order, m.adjacency)
+        size, v_cur, joined, cost = 1.0, dict(m.distinct[seq[0]]), {seq[0]}, 0.0
+        for j in seq[1:]:
+            cost += size * m.size[j]
+            size = _step(size, v_cur, joined, j, m)
+            joined.add(j)
+        total += m.rate[order[i]] * cost
+    return total
+
+
+def initial_order(m: OrderInputs) -> list[int]:
+    """Descending selectivity: the pair with the smallest estimated join first (FROM order within
+    the pair: the cost does not depend on it), then each time the connected source that gives the
+    smallest intermediate result."""
+    n = len(m.rate)
+    if n == 1:
+        return [0]
+    best = None
+    for i, j in itertools.combinations(range(n), 2):
+        if j not in m.adjacency[i]:
+            continue
+        v = dict(m.distinct[i])
+        phi = _step(m.size[i], v, {i}, j, m)
+        if best is None or phi < best[0]:
+            best = (phi, i, j)
+    if best is None:  # nothing connected (the binder refuses this): FROM order
+        return list(range(n))
+    size, i, j = best
+    order, v_cur = [i, j], dict(m.distinct[i])
+    _step(m.size[i], v_cur, {i}, j, m)
+    while len(order) < n:
+        cands = []
+        for s in range(n):
+            if s in order or not (m.adjacency[s] & set(order)):
+                continue
+            v = dict(v_cur)
+            cands.append((_step(size, v, set(order), s, m), s, v))
+        if not cands:
+            cands = [(float("inf"), s, dict(v_cur)) for s in range(n) if s not in order]
+        size, s, v_cur = min(cands, key=lambda c: (c[0], c[1]))
+        order.append(s)
+    return order
+
+
+def choose_order(m: OrderInputs) -> tuple[list[int], float, int]:
+    """The augmented heuristic of 5.3.2: (order, its cost, orders costed). Starts from
+    initial_order; fast streams (rate >= FAST_FACTOR x the slowest) are also tried at every
+    earlier position but the top; about n^f orders for f fast streams."""
+    start = initial_order(m)
+    positive = [r for r in m.rate if r > 0]
+    slowest = min(positive) if positive else 0.0
+    fast = [s for s in start if slowest > 0 and m.rate[s] >= FAST_FACTOR * slowest]
+    cands = [start]
+    for f in fast:
+        more = []
+        for o in cands:
+            at = o.index(f)
+            for pos in range(1, at):
+                moved = [s for s in o if s != f]
+                moved.insert(pos, f)
+                more.append(moved)
+        cands += [o for o in more if o not in cands]
+    costed = [(order_cost(o, m), k, o) for k, o in enumerate(cands)]
+    cost, _, order = min(costed)
+    return order, cost, len(cands)
+
+
+# -- per sub-window preparation ----------------------------------------------------------------------------
+class _Index:
+    """One sub-window's selected rows sorted for a probe signature (equality classes, band column):
+    per class the sorted distinct keys, the folds that combine several classes into one dense id, the
+    sorted distinct band values, and the rows sorted by (key id, band rank)."""
+
+    __slots__ = ("uniqs", "folds", "tu", "order", "comp")
+
+    def __init__(self, keys: list[np.ndarray], band: np.ndarray | None, n: int):
+        self.uniqs, self.folds = [], []
+        acc = np.zeros(n, dtype=np.int64)
+        for i, k in enumerate(keys):
+            u, d = np.unique(k, return_inverse=True)
+            self.uniqs.append(u)
+            d = d.reshape(-1).astype(np.int64)
+            if i == 0:
+                acc = d
+            else:
+                uf, acc = np.unique(acc * len(u) + d, return_inverse=True)
+                acc = acc.reshape(-1).astype(np.int64)
+                self.folds.append(uf)
+        if band is not None:
+            self.tu, rank = np.unique(band, return_inverse=True)
+            comp = acc * (len(self.tu) + 1) + rank.reshape(-1)
+        else:
+            self.tu, comp = None, acc
+        self.order = np.argsort(comp, kind="stable")
+        self.comp = comp[self.order]
+
+    def key_ids(self, probe_keys: list[np.ndarray]) -> np.ndarray:
+        """The dense key id of each probing row, -1 where this sub-window has no such key."""
+        acc = None
+        valid = None
+        for i, k in enumerate(probe_keys):
+            u = self.uniqs[i]
+            d = np.searchsorted(u, k)
+            hit = d < len(u)
+            hit[hit] = u[d[hit]] == k[hit]
+            if i == 0:
+                acc, valid = d.astype(np.int64), hit
+            else:
+                uf = self.folds[i - 1]
+                comb = np.where(valid & hit, acc * len(u) + d, 0)
+                pos = np.searchsorted(uf, comb)
+                ok = valid & hit & (pos < len(uf))
+                ok[ok] = uf[pos[ok]] == comb[ok]
+                acc, valid = pos.astype(np.int64), ok
+        if acc is None:
+            return np.zeros(0, dtype=np.int64)
+        return np.where(valid, acc, -1)
+
+
+class _Prepared:
+    """A sub-window as one source of a join sees it: the rows its pushed-down filters keep, their
+    join keys per equality class (strings as the plan's shared ids), band columns, and probe indexes
+    built on demand. Built once per sub-window object (they are immutable once sealed)."""
+
+    __slots__ = ("sub", "sel", "n", "keys", "indexes", "distinct", "ranges")
+
+    def __init__(self, sub: SubWindow, sel: np.ndarray, keys: dict[int, np.ndarray]):
+        self.sub, self.sel, self.n, self.keys = sub, sel, len(sel), keys
+        self.indexes: dict[tuple, _Index] = {}
+        self.distinct: dict[int, np.ndarray] = {}
+        self.ranges: dict[str, tuple[int, int]] = {}
+
+    def value_range(self, name: str) -> tuple[int, int]:
+        """(min, max) of an int64 column over the selected rows (n > 0)."""
+        r = self.ranges.get(name)
+        if r is None:
+            values = self.column(name)
+            r = self.ranges[name] = (int(values.min()), int(values.max()))
+        return r
+
+    def column(self, name: str, pos: np.ndarray | None = None) -> np.ndarray:
+        rows = self.sel if pos is None else self.sel[pos]
+        return self.sub.columns[name][rows]
+
+    def index(self, classes: tuple[int, ...], band: str | None) -> _Index:
+        sig = (classes, band)
+        ix = self.indexes.get(sig)
+        if ix is None:
+            ix = _Index([self.keys[c] for c in classes], self.column(band) if band else None, self.n)
+            self.indexes[sig] = ix
+        return ix
+
+    def uniq(self, c: int) -> np.ndarray:
+        u = self.distinct.get(c)
+        if u is None:
+            u = self.distinct[c] = np.unique(self.keys[c])
+        return u
+
+
+class _Inter:
+    """An intermediate join result: per joined source the (version, row) of each result row, the
+    join key per equality class, and the columns later steps and filters need."""
+
+    __slots__ = ("ver", "row", "keys", "attrs", "n")
+
+    def __init__(self, n: int):
+        self.n = n
+        self.ver: dict[int, np.ndarray] = {}
+        self.row: dict[int, np.ndarray] = {}
+        self.keys: dict[int, np.ndarray] = {}
+        self.attrs: dict[tuple[int, str], np.ndarray] = {}
+
+    def take(self, idx: np.ndarray) -> "_Inter":
+        out = _Inter(len(idx))
+        for d_in, d_out in ((self.ver, out.ver), (self.row, out.row), (self.keys, out.keys), (self.attrs, out.attrs)):
+            for k, a in d_in.items():
+                d_out[k] = a[idx]
+        return out
+
+    def filter(self, mask: np.ndarray) -> "_Inter":
+        return self if mask.all() else self.take(np.flatnonzero(mask))
+
+
+@dataclass
+class _Chunk:
+    """Result rows computed together: ver[i] and row[i] say which row of which sub-window of source
+    i each joined row took."""
+
+    ver: np.ndarray  # int64 [k, n]
+    row: np.ndarray  # int64 [k, n]
+
+    @property
+    def n(self) -> int:
+        return self.ver.shape[1]
+
+
+@dataclass
+class JoinStats:
+    evaluations: int = 0
+    groups: int = 0          # groups of new sub-windows joined with the other sources
+    pairs_probed: int = 0    # (intermediate, sub-window) hash-join probes
+    pairs_pruned: int = 0    # sub-windows skipped: outside every band interval, or empty
+    rows_probed: int = 0     # intermediate rows that probed a sub-window (a band keeps the others out)
+    rows_computed: int = 0   # result rows produced by new sub-windows
+    rows_reused: int = 0     # result rows an evaluation kept from earlier ones
+    rows_expired: int = 0    # result rows dropped with an expired sub-window
+    order: tuple = ()        # the global join order last chosen (source indices)
+    order_cost: float = 0.0
+    orders_costed: int = 0
+
+
+# -- the plan --------------------------------------------------------------------------------------------
+class JoinPlan:
+    """A bound join query and its evaluation state. `strings[i]` is the string dictionary of the
+    stream of source i (FROM order)."""
+
+    def __init__(self, bound: BoundJoin, strings: Sequence[StringDictionary], max_rows: int = DEFAULT_MAX_ROWS,
+                 cache: bool = True):
+        if len(strings) != len(bound.sources):
+            raise InvalidInput(f"a join of {len(bound.sources)} sources needs {len(bound.sources)} dictionaries")
+        if not isinstance(max_rows, int) or max_rows < 0:
+            raise InvalidInput("max_rows must be a non-negative integer")
+        self.bound = bound
+        self.query: JoinQuery = bound.query
+        self.strings = list(strings)
+        self.max_rows = max_rows
+        self.cache = cache
+        self.k = len(bound.sources)
+        self.labels = bound.columns
+        self.types = bound.types
+        self.stats = JoinStats()
+        self._classes()
+        self._filters()
+        self._gid: dict[str, int] = {}
+        self._tables: dict[int, tuple[StringDictionary, int, np.ndarray]] = {}
+        self.clear()
+
+    @property
+    def sources(self):
+        return self.bound.sources
+
+    def clear(self) -> None:
+        """Forget every incorporated sub-window and result row."""
+        self._prepared: list[dict[int, _Prepared]] = [{} for _ in range(self.k)]
+        self._incorporated: list[set[int]] = [set() for _ in range(self.k)]
+        self._chunks: list[_Chunk] = []
+
+    # -- static analysis of the conditions ------------------------------------------------------------
+    def _classes(self) -> None:
+        """Equality classes: columns made equal by the equalities, transitively (a.k = b.k and
+        b.k = c.k join a and c on k too)."""
+        parent: dict[tuple[int, str], tuple[int, str]] = {}
+
+        def root(x):
+            parent.setdefault(x, x)
+            while parent[x] != x:
+                x = parent[x]
+            return x
+
+        types: dict[tuple[int, str], str] = {}
+        for e in self.bound.equalities:
+            a, b = (e.left.source, e.left.column), (e.right.source, e.right.column)
+            types[a], types[b] = e.left.type, e.right.type
+            parent[root(a)] = root(b)
+        roots = sorted({root(x) for x in parent})
+        self.class_type = [types[r] for r in roots]
+        cid = {r: i for i, r in enumerate(roots)}
+        # per source: class -> its columns in the class (two columns of one source: equal to each other)
+        self.class_cols: list[dict[int, list[str]]] = [{} for _ in range(self.k)]
+        for x in sorted(parent):
+            self.class_cols[x[0]].setdefault(cid[root(x)], []).append(x[1])
+        self.adjacency: list[set[int]] = [set() for _ in range(self.k)]
+        for c in range(len(roots)):
+            members = [p for p in range(self.k) if c in self.class_cols[p]]
+            for p in members:
+                self.adjacency[p] |= set(members) - {p}
+        self.band_cols: list[set[str]] = [set() for _ in range(self.k)]
+        for b in self.bound.bands:
+            self.adjacency[b.column.source].add(b.base.source)
+            self.adjacency[b.base.source].add(b.column.source)
+            self.band_cols[b.column.source].add(b.column.column)
+            self.band_cols[b.base.source].add(b.base.column)
+
+    def _filters(self) -> None:
+        """WHERE pushed down to each source (selection before join): for source p, the OR over the
+        conjunctions of their atoms on p; exact unless some conjunction mixes sources, in which case the
+        whole condition is checked again on the joined rows."""
+        where = self.bound.where
+        self.pushdown: list[list[list[tuple[ColumnRef, Comparison]]] | None] = []
+        for p in range(self.k):
+            conjs = [[(r, c) for r, c in conj if r.source == p] for conj in where]
+            self.pushdown.append(conjs if conjs and all(conjs) else None)
+        touched = {r.source for conj in where for r, _ in conj}
+        self.residual = len(where) > 1 and len(touched) > 1
+        self.attr_cols: list[set[str]] = [set(c) for c in self.band_cols]
+        if self.residual:
+            for conj in where:
+                for r, _ in conj:
+                    self.attr_cols[r.source].add(r.column)
+
+    # -- preparing sub-windows ------------------------------------------------------------------------
+    def _prepare(self, p: int, sub: SubWindow) -> _Prepared:
+        prep = self._prepared[p].get(sub.slide)
+        if prep is not None and prep.sub is sub:
+            return prep
+        cols = sub.columns
+        mask = None
+        if self.pushdown[p] is not None:
+            strings = self.strings[p]
+            for conj in self.pushdown[p]:
+                m = np.ones(sub.rows, dtype=bool)
+                for ref, cmp in conj:
+                    m &= cmp.mask(cols[ref.column], strings)
+                mask = m if mask is None else (mask | m)
+        for names in self.class_cols[p].values():
+            for other in names[1:]:  # two columns of this source in one class must be equal
+                m = cols[names[0]] == cols[other]
+                mask = m if mask is None else (mask & m)
+        sel = np.flatnonzero(mask) if mask is not None else np.arange(sub.rows, dtype=np.int64)
+        keys = {c: self._key(p, c, cols[names[0]][sel]) for c, names in self.class_cols[p].items()}
+        prep = _Prepared(sub, sel.astype(np.int64, copy=False), keys)
+        self._prepared[p][sub.slide] = prep
+        return prep
+
+    def _key(self, p: int, c: int, values: np.ndarray) -> np.ndarray:
+        typ = self.class_type[c]
+        if typ == "string":
+            return self._gids(p, values)
+        if typ == "float64":
+            return values + 0.0  # -0.0 and 0.0 are one key
+        return values
+
+    def _gids(self, p: int, codes: np.ndarray) -> np.ndarray:
+        """Stream-local string codes -> ids shared by every source of the plan (by string value)."""
+        d = self.strings[p]
+        entry = self._tables.get(id(d))
+        if entry is None or entry[0] is not d or entry[1] != d.generation:
+            table = np.full(len(d), -1, dtype=np.int64)
+        else:
+            table = entry[2]
+            if len(table) < len(d):
+                table = np.concatenate([table, np.full(len(d) - len(table), -1, dtype=np.int64)])
+        if len(codes):
+            u = np.unique(codes)
+            missing = u[table[u] < 0]
+            gid, values = self._gid, d.values
+            for code in missing.tolist():
+                table[code] = gid.setdefault(values[code], len(gid))
+        self._tables[id(d)] = (d, d.generation, table)
+        return table[codes] if len(codes) else np.empty(0, dtype=np.int64)
+
+    # -- bringing the state to the sub-windows read ----------------------------------------------------
+    def refresh(self, inputs: Sequence[Sequence[SubWindow]]) -> None:
+        """Make the kept join result the join of `inputs` (per source, the sub-windows read): drop
+        rows of sub-windows no longer read, join the new ones. Eager maintenance calls this after
+        every slide of a joined stream; evaluate() calls it first."""
+        if len(inputs) != self.k:
+            raise InvalidInput(f"a join of {self.k} sources needs {self.k} lists of sub-windows")
+        inputs = [list(subs) for subs in inputs]
+        for p, subs in enumerate(inputs):
+            current = {sub.slide: sub for sub in subs}
+            gone = [v for v in self._incorporated[p] if v not in current
+                    or (v in self._prepared[p] and self._prepared[p][v].sub is not current[v])]
+            gone += [v for v, prep in self._prepared[p].items() if v not in current and v not in gone]
+            if gone:
+                self._expire(p, gone)
+        if len(self._gid) > 65_536 and len(self._gid) > 4 * sum(len(d) for d in {id(d): d for d in self.strings}.values()):
+            # Shared ids of strings long gone from every dictionary: number the strings afresh. Only
+            # the prepared keys depend on them (result rows hold row numbers), and every incorporated
+            # sub-window is among the inputs now, so it is prepared again just below.
+            self._gid, self._tables = {}, {}
+            self._prepared = [{} for _ in range(self.k)]
+        preps = [[self._prepare(p, sub) for sub in subs] for p, subs in enumerate(inputs)]
+        new = [[pr for pr in preps[p] if pr.sub.slide not in self._incorporated[p]] for p in range(self.k)]
+        self.stats.rows_reused += sum(ch.n for ch in self._chunks)
+        if not any(new):
+            return
+        order = self._order(inputs, preps)
+        for p in reversed(order):  # the global first source last: the first computation starts from it
+            if new[p]:
+                self._incorporate(p, new[p], order)
+
+    def _expire(self, p: int, versions: list[int]) -> None:
+        gone = np.array(sorted(set(versions)), dtype=np.int64)
+        kept = []
+        for ch in self._chunks:
+            hit = np.isin(ch.ver[p], gone)
+            if hit.any():
+                self.stats.rows_expired += int(hit.sum())
+                keep = ~hit
+                if keep.any():
+                    kept.append(_Chunk(ch.ver[:, keep], ch.row[:, keep]))
+            else:
+                kept.append(ch)
+        self._chunks = kept
+        for v in versions:
+            self._incorporated[p].discard(v)
+            self._prepared[p].pop(v, None)
+
+    def _order(self, inputs, preps) -> list[int]:
+        size, rate, distinct, spans = [], [], [], []
+        for p in range(self.k):
+            n = float(sum(pr.n for pr in preps[p]))
+            subs = inputs[p]
+            span = max(1, max(s.end_ms for s in subs) - min(s.start_ms for s in subs)) if subs else 1
+            size.append(n)
+            spans.append(float(span))
+            rate.append(n / span)
+            dv = {}
+            for c in self.class_cols[p]:
+                parts = [pr.uniq(c) for pr in preps[p] if pr.n]
+                dv[c] = float(len(np.unique(np.concatenate(parts)))) if parts else 0.0
+            distinct.append(dv)
+        band_sel: dict[tuple[int, int], float] = {}
+        for b in self.bound.bands:
+            i, j = sorted((b.column.source, b.base.source))
+            span = max(spans[i], spans[j])
+            if b.low is not None and b.high is not None:
+                sel = min(1.0, max(0, b.high - b.low + 1) / span)
+            else:
+                sel = 0.5
+            band_sel[(i, j)] = band_sel.get((i, j), 1.0) * sel
+        m = OrderInputs(rate, size, distinct, band_sel, self.adjacency)
+        order, cost, costed = choose_order(m)
+        self.stats.order, self.stats.order_cost, self.stats.orders_costed = tuple(order), cost, costed
+        return order
+
+    def _incorporate(self, p: int, group: list[_Prepared], order: list[int]) -> None:
+        others = [q for q in range(self.k) if q != p]
+        # With no (selected) row in some other source, the new sub-windows join with nothing.
+        if all(any(self._prepared[q][v].n for v in self._incorporated[q]) for q in others):
+            self.stats.groups += 1
+            inter = self._start(p, group)
+            for q in probe_sequence(p, order, self.adjacency)[1:]:
+                if inter.n == 0:
+                    break
+                inter = self._join_step(inter, q)
+            if inter.n and self.residual:
+                inter = inter.filter(self._residual_mask(inter))
+            if inter.n:
+                total = sum(ch.n for ch in self._chunks) + inter.n
+                if total > self.max_rows:
+                    self._too_many(total, "the join result")
+                self._chunks.append(_Chunk(np.stack([inter.ver[q] for q in range(self.k)]),
+                                           np.stack([inter.row[q] for q in range(self.k)])))
+                self.stats.rows_computed += inter.n
+        for pr in group:
+            self._incorporated[p].add(pr.sub.slide)
+
+    def _too_many(self, needed: int, what: str):
+        names = ", ".join(s.name for s in self.bound.sources)
+        raise ResourceLimit(f"{what} of {names} needs more than {self.max_rows} rows (at least {needed}): narrow "
+                            "the RANGEs, add join conditions or filters, or raise the join row limit",
+                            limit=self.max_rows, needed=needed)
+
+    def _start(self, p: int, group: list[_Prepared]) -> _Inter:
+        inter = _Inter(sum(pr.n for pr in group))
+        inter.ver[p] = np.concatenate([np.full(pr.n, pr.sub.slide, dtype=np.int64) for pr in group])
+        inter.row[p] = np.concatenate([pr.sel for pr in group])
+        for c in self.class_cols[p]:
+            inter.keys[c] = np.concatenate([pr.keys[c] for pr in group])
+        for col in self.attr_cols[p]:
+            inter.attrs[(p, col)] = np.concatenate([pr.column(col) for pr in group])
+        return inter
+
+    def _join_step(self, inter: _Inter, q: int) -> _Inter:
+        """inter joined with every incorporated sub-window of source q (one hash join per pair)."""
+        joined = set(inter.ver)
+        classes = tuple(sorted(c for c in self.class_cols[q] if c in inter.keys))
+        bands = [b for b in self.bound.bands if (b.column.source == q and b.base.source in joined)
+                 or (b.base.source == q and b.column.source in joined)]
+        primary = None
+        if bands:  # the narrowest two-sided band sorts the probe; the others filter afterwards
+            primary = min(bands, key=lambda b: (b.low is None or b.high is None,
+                                                (b.high - b.low) if b.low is not None and b.high is not None else 0))
+        interval = self._interval(inter, q, primary) if primary is not None else None
+        probe_keys = [inter.keys[c] for c in classes]
+        band_col = None if primary is None else (primary.column.column if primary.column.source == q
+                                                 else primary.base.column)
+        pieces: list[tuple[_Prepared, np.ndarray, np.ndarray]] = []
+        total = 0
+        for v in sorted(self._incorporated[q]):
+            x = self._prepared[q][v]
+            rows = self._candidate_rows(interval, x, band_col)
+            if x.n == 0 or (rows is not None and len(rows) == 0):
+                self.stats.pairs_pruned += 1
+                continue
+            self.stats.pairs_probed += 1
+            self.stats.rows_probed += inter.n if rows is None else len(rows)
+            ix = x.index(classes, band_col)
+            sub_keys = probe_keys if rows is None else [k[rows] for k in probe_keys]
+            kid = ix.key_ids(sub_keys) if classes else np.zeros(inter.n if rows is None else len(rows), dtype=np.int64)
+            width = 1
+            if band_col is not None:
+                width = len(ix.tu) + 1
+                lo, hi = self._ranks(interval, ix.tu, rows)
+            else:
+                lo, hi = np.zeros(len(kid), dtype=np.int64), np.ones(len(kid), dtype=np.int64)
+            ok = kid >= 0
+            base = np.where(ok, kid, 0) * width
+            starts = np.searchsorted(ix.comp, base + lo, side="left")
+            ends = np.searchsorted(ix.comp, base + hi, side="left")
+            counts = np.where(ok & (hi > lo), ends - starts, 0)
+            found = int(counts.sum())
+            if not found:
+                continue
+            total += found
+            if total > self.max_rows:
+                self._too_many(total, "an intermediate join result")
+            left = np.repeat(np.arange(len(counts)) if rows is None else rows, counts)
+            offs = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(found)
+            pieces.append((x, left, ix.order[offs]))
+        if not pieces:
+            return _Inter(0)
+        left = np.concatenate([pc[1] for pc in pieces])
+        out = inter.take(left)
+        out.ver[q] = np.concatenate([np.full(len(pc[2]), pc[0].sub.slide, dtype=np.int64) for pc in pieces])
+        out.row[q] = np.concatenate([pc[0].sel[pc[2]] for pc in pieces])
+        for c in self.class_cols[q]:
+            if c not in out.keys:
+                out.keys[c] = np.concatenate([pc[0].keys[c][pc[2]] for pc in pieces])
+        for col in self.attr_cols[q]:
+            out.attrs[(q, col)] = np.concatenate([pc[0].column(col, pc[2]) for pc in pieces])
+        for b in bands:
+            if b is not primary:
+                out = out.filter(_band_mask(out.attrs[(b.column.source, b.column.column)],
+                                            out.attrs[(b.base.source, b.base.column)], b.low, b.high))
+        return out
+
+    # -- bands --------------------------------------------------------------------------------------------
+    def _interval(self, inter: _Inter, q: int, b: BoundBand) -> dict:
+        """Per intermediate row, the interval [L, H] the column of source q must fall in (exact: a
+        bound beyond int64 is flagged), and, when both bounds are finite, the rows sorted by L."""
+        if b.column.source == q:  # low <= x - d <= high  =>  d + low <= x <= d + high
+            d = inter.attrs[(b.base.source, b.base.column)]
+            low, high = b.low, b.high
+        else:                      # low <= c - x <= high  =>  c - high <= x <= c - low
+            d = inter.attrs[(b.column.source, b.column.column)]
+            low = None if b.high is None else -b.high
+            high = None if b.low is None else -b.low
+        out = {"L": None, "H": None, "sorted": None}
+        if low is not None:
+            out["L"] = _shifted(d, low)
+        if high is not None:
+            out["H"] = _shifted(d, high)
+        if low is not None and high is not None and not out["L"][1].any() and not out["H"][1].any():
+            order = np.argsort(out["L"][0], kind="stable")
+            out["sorted"] = (order, out["L"][0][order], high - low)
+        return out
+
+    def _candidate_rows(self, interval: dict | None, x: _Prepared, band_col: str | None) -> np.ndarray | None:
+        """The intermediate rows whose band interval can meet sub-window x (None: all rows)."""
+        if interval is None or interval["sorted"] is None or x.n == 0:
+            return None
+        order, ls, width = interval["sorted"]
+        if width < 0:
+            return order[:0]
+        tmin, tmax = x.value_range(band_col)
+        lo_bound = max(INT64_MIN, tmin - width)
+        a = np.searchsorted(ls, lo_bound, side="left")
+        z = np.searchsorted(ls, tmax, side="right")
+        return order[a:z]
+
+    def _ranks(self, interval: dict, tu: np.ndarray, rows: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """[lo, hi) ranks in tu (the sub-window's sorted distinct band values) per probing row."""
+        n = len(tu)
+
+        def pick(bound, side, flagged_hi, flagged_lo, default):
+            if bound is None:
+                return None
+            vals, flag = bound
+            if rows is not None:
+                vals, flag = vals[rows], flag[rows]
+            r = np.searchsorted(tu, vals, side=side)
+            if flag.any():
+                r = np.where(flag > 0, flagged_hi, np.where(flag < 0, flagged_lo, r))
+            return r
+
+        m = None
+        lo = pick(interval["L"], "left", n, 0, 0)
+        hi = pick(interval["H"], "right", n, 0, n)
+        if lo is None or hi is None:
+            m = len(lo if lo is not None else hi)
+        if lo is None:
+            lo = np.zeros(m, dtype=np.int64)
+        if hi is None:
+            hi = np.full(m, n, dtype=np.int64)
+        return lo, hi
+
+    def _residual_mask(self, inter: _Inter) -> np.ndarray:
+        out = None
+        for conj in self.bound.where:
+            m = np.ones(inter.n, dtype=bool)
+            for ref, cmp in conj:
+                m &= cmp.mask(inter.attrs[(ref.source, ref.column)], self.strings[ref.source])
+            out = m if out is None else (out | m)
+        return out
+
+    # -- answering -----------------------------------------------------------------------------------------
+    def evaluate(self, inputs: Sequence[Sequence[SubWindow]]) -> Answer:
+        """The answer over `inputs` (per source, FROM order: the sub-windows the transaction read)."""
+        try:
+            self.refresh(inputs)
+            self.stats.evaluations += 1
+            chunks = self._chunks
+            if chunks:
+                ver = np.concatenate([ch.ver for ch in chunks], axis=1)
+                row = np.concatenate([ch.row for ch in chunks], axis=1)
+            else:
+                ver = row = np.zeros((self.k, 0), dtype=np.int64)
+            return _Finisher(self, ver, row).answer()
+        finally:
+            if not self.cache:
+                self.clear()
+
+    def column(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """The values of `ref` for result rows taken from (version, row) of its source."""
+        p = ref.source
+        versions = sorted(self._incorporated[p])
+        subs = [self._prepared[p][v].sub for v in versions]
+        if not subs or len(ver) == 0:
+            dtype = np.int32 if ref.type == "string" else np.int64 if ref.type == "int64" else np.float64
+            return np.empty(0, dtype=dtype)
+        if len(subs) == 1:
+            return subs[0].columns[ref.column][row]
+        cols = np.concatenate([s.columns[ref.column] for s in subs])
+        offsets = np.cumsum([0] + [s.rows for s in subs[:-1]])
+        idx = np.searchsorted(np.array(versions, dtype=np.int64), ver)
+        return cols[offsets[idx] + row]
+
+
+def _shifted(v: np.ndarray, off: int) -> tuple[np.ndarray, np.ndarray]:
+    """v + off exactly: (the sum where it fits int64, flag +1 where it is above int64, -1 below)."""
+    if off >= 0:
+        out_of_range = v > INT64_MAX - off
+        flag = out_of_range.astype(np.int8)
+    else:
+        out_of_range = v < INT64_MIN - off
+        flag = -out_of_range.astype(np.int8)
+    safe = np.where(out_of_range, 0, v) if out_of_range.any() else v
+    return safe + np.int64(off), flag
+
+
+def _band_mask(c: np.ndarray, d: np.ndarray, low: int | None, high: int | None) -> np.ndarray:
+    """low <= c - d <= high exactly over int64 (the difference may leave int64)."""
+    with np.errstate(over="ignore"):
+        diff = c - d
+    over = ((c ^ d) & (c ^ diff)) < 0  # wrapped: the true difference has c's sign, beyond int64
+    ok = np.ones(len(c), dtype=bool)
+    if low is not None:
+        ok &= np.where(over, c >= 0, diff >= low)
+    if high is not None:
+        ok &= np.where(over, c < 0, diff <= high)
+    return ok
+
+
+# -- from joined rows to the answer ------------------------------------------------------------------------
+class _Finisher:
+    """Aggregates, groups, orders and limits the joined rows with the aggregate functions of
+    functions.py (each reading its own source's dictionary), as planner.Plan does for one stream."""
+
+    def __init__(self, plan: JoinPlan, ver: np.ndarray, row: np.ndarray):
+        self.plan, self.b = plan, plan.bound
+        self.ver, self.row = ver, row
+        self.n = ver.shape[1]
+        self._cols: dict[ColumnRef, np.ndarray] = {}
+
+    def col(self, ref: ColumnRef) -> np.ndarray:
+        out = self._cols.get(ref)
+        if out is None:
+            out = self._cols[ref] = self.plan.column(ref, self.ver[ref.source], self.row[ref.source])
+        return out
+
+    def strings(self, ref: ColumnRef | None) -> StringDictionary:
+        return self.plan.strings[ref.source if ref is not None else 0]
+
+    def answer(self) -> Answer:
+        b = self.b
+        if b.projection:
+            rows = self.projection()
+        elif b.group_by is None:
+            values = []
+            for a, ref in zip(b.aggs, b.agg_refs):
+                s = self.strings(ref)
+                values.append(a.fn.finish(a, [a.fn.from_rows(a, self.col(ref) if ref else None, self.n, s)], s))
+            rows = [tuple(values[it.agg] for it in b.items)]
+            rows = rows if b.limit is None else rows[: b.limit]
+        else:
+            rows = self.groups()
+            if b.outer:
+                rows = [tuple(a.fn.over(a, rows if item is None else [r[item] for r in rows]) for a, item in b.outer)]
+        return Answer(self.plan.labels, rows, "join", types=self.plan.types)
+
+    def groups(self) -> list[tuple]:
+        b = self.b
+        keys = self.col(b.group_by)
+        string_key = b.group_by.type == "string"
+        uniq, inverse = group_keys(keys, dense=string_key)
+        g = len(uniq)
+        results = []
+        for a, ref in zip(b.aggs, b.agg_refs):
+            s = self.strings(ref)
+            part = a.fn.from_group_rows(a, inverse, g, self.col(ref) if ref else None, keys, s)
+            results.append(a.fn.finish_groups(a, np.arange(g), g, [part], uniq, s))
+        key_values = self.strings(b.group_by).decode(uniq) if string_key else uniq.tolist()
+        agg_cols = [r.tolist() for r in results]
+
+        def column(agg):
+            return key_values if agg is None else agg_cols[agg]
+
+        order = sorted(range(len(key_values)), key=key_values.__getitem__)
+        for agg, descending in reversed(b.order):  # stable: ties keep key order
+            col = column(agg)
+            order.sort(key=col.__getitem__, reverse=descending)
+        if b.limit is not None:
+            order = order[: b.limit]
+        by_item = [column(it.agg) for it in b.items]
+        return [tuple(col[r] for col in by_item) for r in order]
+
+    def projection(self) -> list[tuple]:
+        """The joined rows' selected columns, ordered by the ORDER BY columns, then by every
+        selected column ascending (a total order on what is visible), then LIMIT."""
+        b = self.b
+        cols = [self.col(r) for r in b.item_refs]
+        keys = [(self._rank(r), d) for r, d in b.sort] + [(self._rank(r), False) for r in b.item_refs]
+        if self.n and keys:
+            order = np.lexsort([(-rank if d else rank) for rank, d in reversed(keys)])
+        else:
+            order = np.arange(self.n)
+        if b.limit is not None:
+            order = order[: b.limit]
+        out = []
+        for ref, values in zip(b.item_refs, cols):
+            picked = values[order]
+            out.append(self.strings(ref).decode(picked) if ref.type == "string" else picked.tolist())
+        return list(zip(*out)) if out else [() for _ in order]
+
+    def _rank(self, ref: ColumnRef) -> np.ndarray:
+        """Dense ranks of a column's values in the order the answer sorts them (strings by code
+        point, -0.0 equal to 0.0)."""
+        values = self.col(ref)
+        if ref.type == "string":
+            uniq, inverse = np.unique(values, return_inverse=True)
+            decoded = self.strings(ref).decode(uniq)
+            order = sorted(range(len(uniq)), key=decoded.__getitem__)
+            rank = np.empty(len(uniq), dtype=np.int64)
+            rank[order] = np.arange(len(uniq))
+            return rank[inverse.reshape(-1)]
+        _, inverse = np.unique(values, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64)
+
+
+# -- conveniences (tests, tools): plan against Stream objects, evaluate against their current windows -----
+def plan_join(query: JoinQuery, streams: Mapping, max_rows: int = DEFAULT_MAX_ROWS, cache: bool = True) -> JoinPlan:
+    """Bind `query` against `streams` (stream name -> store.Stream) and plan it."""
+    catalog = {name: (s.schema, s.spec) for name, s in streams.items()}
+    bound = bind_join(query, catalog)
+    return JoinPlan(bound, [streams[s.stream].strings for s in bound.sources], max_rows=max_rows, cache=cache)
+
+
+def window_inputs(plan: JoinPlan, streams: Mapping) -> list[list[SubWindow]]:
+    """What a transaction reads now: per source, the n_Q youngest sub-windows of its stream."""
+    return [streams[s.stream].window.youngest(s.n_q) for s in plan.bound.sources]
+
+
+def run_join(plan: JoinPlan, streams: Mapping) -> Answer:
+    """Evaluate against the streams' current windows in one go (no concurrency: tests, tools)."""
+    return plan.evaluate(window_inputs(plan, streams))

@@ -15,6 +15,10 @@ window and returns a BoundQuery the planner executes:
 - APPROXIMATE top k: only where per-sub-window top-k lists answer it (thesis 6.2).
 
 Every error is a QueryError naming the position and token (text) or the field (structured form).
+
+Joins of several streams' windows (query.JoinQuery) are bound by join_binder.bind_join, which
+resolves names across the joined streams and reuses these rules (aggregates, literals, window
+lengths, the outer sub-query) through this class.
 """
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ import numpy as np
 from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
-from .query import OPS, Aggregate, KeyColumn, Query, Range
+from .query import OPS, Aggregate, JoinQuery, KeyColumn, Query, Range
 from .schema import Schema
 from .window import WindowSpec
 
@@ -76,6 +80,8 @@ class BoundQuery:
 
 
 def bind(query: Query, schema: Schema, spec: WindowSpec) -> BoundQuery:
+    if isinstance(query, JoinQuery):  # one stream's schema cannot bind a join: refuse it, do not crash
+        raise QueryError("a join of several streams where a single-stream query is expected", query.loc)
     return _Binder(query, schema, spec).bind()
 
 

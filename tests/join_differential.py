@@ -676,6 +676,9 @@ def make_invalid(rng: Random, qg: QueryGen, q: JQuery, streams: list) -> JQuery:
         i = rng.randrange(j)
         ti, tj = qg.types(i), qg.types(j)
         pairs = [(a, b) for a in ti for b in tj if ti[a] != tj[b]]
+        if not pairs:  # one schema joined with itself, say
+            q.invalid = None
+            return q
         a, b = rng.choice(pairs)
         left, right = qg.ref(j, b, True), qg.ref(i, a, True)
         q.sources[j].on = q.sources[j].on + [Eq(left, right)]
@@ -1098,12 +1101,23 @@ class Report:
         return "\n".join(parts)
 
 
+def gen_case_stub(seed: int, index: int) -> Case:
+    return Case(seed, index, [], [], [], "-", 0, JQuery([], []), D.Style())
+
+
 def run(cases: int, seed: int, start: int = 0, progress: bool = False, con=None) -> Report:
     con = con or D.duckdb_connection()
     report = Report()
     t0 = time.monotonic()
     for index in range(start, start + cases):
-        case = gen_case(seed, index)
+        try:
+            case = gen_case(seed, index)
+        except Exception as e:  # a harness bug: reported, not fatal
+            report.cases += 1
+            report.failed_cases += 1
+            report.failures.append(Failure(gen_case_stub(seed, index), "-", f"generator error: {type(e).__name__}",
+                                           repr(e)))
+            continue
         try:
             failures = run_case(case, con)
         except Exception as e:

@@ -256,6 +256,20 @@ def test_binding_per_source_window_units():
     assert "count-based" in e.reason
 
 
+def test_count_based_window_joins_its_youngest_sub_windows():
+    s = network()
+    e = make("events", {"ts": "int64", "src": "string", "n": "int64"}, 3, subwindow_ms=None, subwindow_rows=2)
+    s["events"] = e
+    rows = [{"ts": 10 * i, "src": f"10.0.0.{1 + i % 3}", "n": i} for i in range(9)]  # 4 sub-windows, one row left
+    e.append({c: [r[c] for r in rows] for c in e.schema.names})
+    for _ in range(4):
+        e.window.slide(0)
+    text = "SELECT e.n, a.ts FROM packets a JOIN events e [RANGE 4 ROWS] ON e.src = a.src ORDER BY 1, 2"
+    packets = [(100, "10.0.0.1"), (200, "10.0.0.2"), (300, "10.0.0.3"), (1500, "10.0.0.1")]
+    want = sorted((r["n"], ts) for r in rows[4:8] for ts, src in packets if src == r["src"])
+    assert answer(s, text).rows == want
+
+
 # -- evaluation on hand-checked examples -------------------------------------------------------------
 def test_issue_example_answer():
     # port 22 packets: 10.0.0.1@100, 10.0.0.2@200, 10.0.0.1@1500. Flows within [ts, ts + 2000]:

@@ -420,10 +420,9 @@ def measure() -> dict:
         kinds = [("floor", "health", ""), *((k, "query", text) for k, text, _ in QUERIES)]
         runs: dict[str, list[dict]] = {k: [] for k, _, _ in kinds}
         cruns: dict[str, list[dict]] = {k: [] for k, _, _ in kinds}
-        for _ in range(ROUNDS):
+        for _ in range(ROUNDS):  # each Node run next to the C-core run of the same kind
             for key, method, text in kinds:
                 runs[key].append(loadgen(srv.target, method, pid, gen_core, text, server_core=srv_core))
-            for key, method, text in kinds:
                 cruns[key].append(ccore(srv.target, method, pid, gen_core, text, server_core=srv_core))
         res["runs"] = {k: _merge(v) for k, v in runs.items()}
         res["ccore_runs"] = {k: _merge(v) for k, v in cruns.items()}

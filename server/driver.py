@@ -239,12 +239,7 @@ class Driver:
                         fut.set_result(item())
                 except BaseException as e:  # noqa: BLE001 - the caller gets it
                     fut.set_exception(e)
-            self._persist()
-            for fut, result in acks:
-                if self.write_failure:
-                    fut.set_exception(Unavailable(f"the write was not made durable: {self.write_failure}"))
-                else:
-                    fut.set_result(result)
+            self._persist(acks)
             if self._stopping and not self.sched.active:
                 break
             engine.tick(self.clock())
@@ -275,16 +270,28 @@ class Driver:
             raise Unavailable(f"writes are refused: {self.write_failure}")
         return replace(cmd, now_ms=max(self.clock(), self.engine.now_ms))
 
-    def _persist(self) -> None:
-        """Log what the engine applied since the last call, then sync once (group commit)."""
+    def _persist(self, acks: list | tuple = ()) -> None:
+        """Log what the engine applied since the last call (group commit); each (future, result)
+        of `acks` is answered once its write is durable (under --fsync always, by the syncer
+        thread while this one goes on), or UNAVAILABLE if the log failed."""
         cmds = self.engine.drain()
         if self.durability is None or self.write_failure:
+            self._acknowledge(acks, self.write_failure)
             return
         try:
-            self.durability.log(cmds, self.engine)
+            self.durability.log(cmds, self.engine, lambda error: self._acknowledge(acks, error))
         except OSError as e:
-            self.write_failure = str(e)
-            log.error("the log cannot be written (%s): writes are refused from now on, queries go on", e)
+            self._acknowledge(acks, str(e))
+
+    def _acknowledge(self, acks, error: str | None) -> None:
+        if error and not self.write_failure:
+            self.write_failure = error
+            log.error("the log cannot be written (%s): writes are refused from now on, queries go on", error)
+        for fut, result in acks:
+            if error:
+                fut.set_exception(Unavailable(f"the write was not made durable: {error}"))
+            else:
+                fut.set_result(result)
 
     def _recover(self) -> None:
         if self.durability is None:

@@ -3,8 +3,12 @@
     DIR/wal/<lsn>.wal          the log segments (wal.py)
     DIR/snapshots/<lsn>/       the newest complete snapshot (snapshot.py): the state through <lsn>
 
-Every command the engine applied is appended to the log and flushed once per driver turn (group
-commit); under `--fsync always` writes are acknowledged only after that sync. Snapshots are taken
+Every command the engine applied is appended to the log and written once per driver turn (group
+commit). Under `--fsync always` writes are acknowledged only after an fdatasync covers them; the
+sync runs on a thread of its own (the syncer), so the driver applies the next turn while the disk
+works, and one sync covers every turn written meanwhile. A query may therefore reflect a write
+whose sync is still in flight: that write has not been acknowledged, and a machine crash at that
+moment loses it (as it would a write still waiting in the driver's inbox). Snapshots are taken
 by log size and by time: the driver thread captures the state (references to immutable sub-windows,
 copies of the small rest) and a background thread writes it; once it is complete, the log
 segments and the snapshot it supersedes are deleted, so disk use follows the live windows, not
@@ -42,6 +46,7 @@ class Durability:
         self.last_capture_ms = 0.0      # driver pause to capture the state for the last snapshot
         self.max_capture_ms = 0.0
         self.snapshot_error: str | None = None
+        self._syncer = Syncer(self.wal) if fsync == "always" else None
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self, engine: Engine) -> dict:
@@ -62,12 +67,19 @@ class Durability:
                 "streams": len(engine.sched.streams), "rows": rows}
 
     # -- logging ---------------------------------------------------------------------------------
-    def log(self, cmds: list, engine: Engine) -> None:
-        """Append the commands and flush them (synced as the fsync policy says); maybe start a
-        snapshot. Raises OSError (WalFailed) when the log cannot be written."""
+    def log(self, cmds: list, engine: Engine, on_durable) -> None:
+        """Append the commands and write them; `on_durable(error)` is called once they (and every
+        command before them) are as durable as the fsync policy says: under `always` by the syncer
+        thread after its fdatasync, otherwise now. Maybe start a snapshot. Raises OSError
+        (WalFailed) when the log cannot be written."""
         for cmd in cmds:
             self.wal.append(commands.encode(cmd))
-        self.wal.flush()
+        if self._syncer is not None:
+            self.wal.write()
+            self._syncer.after_sync(on_durable)
+        else:
+            self.wal.flush()
+            on_durable(None)
         written = self.wal.bytes_written - self._bytes_at_snapshot
         if written and (written >= self.snapshot_every_bytes
                         or time.monotonic() - self._time_at_snapshot >= self.snapshot_every_s):
@@ -108,6 +120,8 @@ class Durability:
 
     def close(self, engine: Engine | None) -> None:
         """A clean shutdown: a final snapshot (quick restart) unless writes had failed."""
+        if self._syncer is not None:
+            self._syncer.stop()
         try:
             if engine is not None and not self.wal.failed:
                 self.wal.flush()
@@ -119,3 +133,49 @@ class Durability:
                 self._thread.join()
         finally:
             self.wal.close()
+
+
+class Syncer:
+    """Group commit off the driver thread: waits for turns to be written, fdatasyncs once for all
+    of them, then tells each (in order) that it is durable, or that the sync failed. What waits
+    here is bounded by what the driver may hold: its inbox (--max-pending) and one turn per sync."""
+
+    def __init__(self, wal: WriteAheadLog):
+        self.wal = wal
+        self._waiting: list = []
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="windowstore-syncer", daemon=True)
+        self._thread.start()
+
+    def after_sync(self, callback) -> None:
+        """Call `callback(error)` once everything written so far is on disk (error None)."""
+        with self._cv:
+            self._waiting.append(callback)
+            self._cv.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._waiting and not self._stopping:
+                    self._cv.wait()
+                if not self._waiting:
+                    return
+                batch, self._waiting = self._waiting, []
+            error = None
+            try:
+                self.wal.sync()  # covers every record written before the callbacks were queued
+            except OSError as e:
+                error = str(e)
+            for callback in batch:
+                try:
+                    callback(error)
+                except Exception:  # noqa: BLE001 - one caller's failure must not stop the others' acks
+                    log.exception("acknowledging a durable write failed")
+
+    def stop(self) -> None:
+        """Sync and acknowledge what is waiting, then end the thread."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self._thread.join()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
 from dataclasses import dataclass
@@ -145,7 +146,9 @@ class WriteAheadLog:
         self.segment_bytes = segment_bytes
         self.interval_s = interval_s
         self.next_lsn = 1
-        self.synced_lsn = 0
+        self.written_lsn = 0       # the last record handed to the OS (write)
+        self.synced_lsn = 0        # the last record known to be on disk (fdatasync)
+        self._fd_lock = threading.Lock()  # a sync on another thread vs rotating or closing the fd
         self._fd: int | None = None
         self._size = 0
         self._pending: list[bytes] = []
@@ -167,7 +170,7 @@ class WriteAheadLog:
             if lsn > after_lsn:
                 yield lsn, payload
         self.next_lsn = last + 1
-        self.synced_lsn = last
+        self.synced_lsn = self.written_lsn = last
         # A segment holding no record (made by a clean shutdown's roll, or a crash right after a
         # rotation) would clash with the segment the next write opens: it goes.
         segs = segments(self.directory)
@@ -190,6 +193,12 @@ class WriteAheadLog:
 
     def flush(self) -> None:
         """Write the pending records (one write), then fsync as the policy says."""
+        self.write()
+        if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
+            self.sync()
+
+    def write(self) -> int:
+        """Write the pending records (one writev), without syncing; returns the last lsn written."""
         self._check()
         if self._pending:
             parts = self._pending
@@ -205,18 +214,25 @@ class WriteAheadLog:
                 self._fail(f"writing the log failed: {e}")
             self._size += size
             self.bytes_written += size
-        if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
-            self.sync()
+            self.written_lsn = self.next_lsn - 1
+        return self.written_lsn
 
-    def sync(self) -> None:
+    def sync(self) -> int:
+        """fdatasync what was written; returns the last lsn now on disk. Safe to call from another
+        thread than the writer's (the group-commit syncer does): records written after it started
+        are left for the next sync."""
         self._check()
-        if self._fd is not None and self.synced_lsn < self.next_lsn - 1:
-            try:
-                os.fdatasync(self._fd)
-            except OSError as e:
-                self._fail(f"fsync of the log failed: {e}")
-        self.synced_lsn = self.next_lsn - 1
+        target = self.written_lsn
+        if target > self.synced_lsn:
+            with self._fd_lock:
+                try:
+                    if self._fd is not None:
+                        os.fdatasync(self._fd)
+                except OSError as e:
+                    self._fail(f"fsync of the log failed: {e}")
+            self.synced_lsn = max(self.synced_lsn, target)
         self._last_sync = time.monotonic()
+        return self.synced_lsn
 
     @property
     def durable(self) -> bool:
@@ -239,9 +255,10 @@ class WriteAheadLog:
 
     def _rotate(self, first_lsn: int) -> None:
         if self._fd is not None:
-            os.fdatasync(self._fd)
-            os.close(self._fd)
-            self._fd = None
+            with self._fd_lock:  # the old segment is on disk before the log moves on from it
+                os.fdatasync(self._fd)
+                os.close(self._fd)
+                self._fd = None
         path = os.path.join(self.directory, f"{first_lsn:020d}.wal")
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
         _write_all(self._fd, MAGIC)
@@ -268,8 +285,9 @@ class WriteAheadLog:
                     self.flush()
                     self.sync()
             finally:
-                os.close(self._fd)
-                self._fd = None
+                with self._fd_lock:
+                    os.close(self._fd)
+                    self._fd = None
 
     def _check(self) -> None:
         if self.failed:

@@ -18,6 +18,7 @@ def _serve(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = ServerConfig(host=args.host, port=args.port, policy=args.policy, max_message_mb=args.max_message_mb,
                        max_decompressed_mb=args.max_decompressed_mb,
+                       idempotency_keep=args.idempotency_keep, idempotency_keep_total=args.idempotency_keep_total,
                        max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
                        max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
@@ -173,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="concurrency control: serial, ws, lws, ttu (default; latest-window serializable, fewest aborts) "
                          "or ttu-rescan")
     sv.add_argument("--max-message-mb", type=int, default=64, help="largest request in MiB (default 64)")
+    sv.add_argument("--idempotency-keep", type=int, default=100_000,
+                    help="acknowledged batch ids remembered per writer, to recognise replays (default 100000)")
+    sv.add_argument("--idempotency-keep-total", type=int, default=1_000_000,
+                    help="... and in all; beyond it the largest writers' oldest are forgotten (default 1000000)")
     sv.add_argument("--max-decompressed-mb", type=int, default=512,
                     help="largest Arrow payload once decompressed, in MiB, checked before decompressing (default 512)")
     sv.add_argument("--max-rows-per-batch", type=int, default=1_000_000, help="rows per Append (default 1000000)")

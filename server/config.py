@@ -24,6 +24,7 @@ class ServerConfig:
     subscriber_buffer_mb: int = 16     # ... or this many MiB of them
     answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
+    idempotency_keep_total: int = 1_000_000  # ... and in all (~200 bytes each; the largest tables give way)
     max_buffered_rows: int = 20_000_000  # rows one stream may hold waiting for a slide
     max_staged_mb: int = 1024          # rows staged by uncommitted batches (StageRows), all streams
     max_pending: int = 2_000           # requests waiting for the driver before new ones are shed

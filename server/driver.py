@@ -139,6 +139,7 @@ class Driver:
                                           max_streams=config.max_streams,
                                           max_periodic_queries=config.max_periodic_queries,
                                           idempotency_keep=config.idempotency_keep,
+                                          idempotency_keep_total=config.idempotency_keep_total,
                                           max_buffered_rows=config.max_buffered_rows,
                                           max_staged_bytes=config.max_staged_mb << 20), self.history)
         self.engine.on_answer = self._publish

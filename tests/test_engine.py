@@ -210,6 +210,34 @@ def test_an_idempotency_key_names_one_batch():
     assert e.books["s"].accepted_rows == 3
 
 
+def test_idempotency_tables_are_bounded_per_writer_and_in_all_and_replay_evicts_the_same():
+    config = EngineConfig(idempotency_keep=5, idempotency_keep_total=12)
+    e = Engine(config)
+    e.apply(create("s", 0, clock="manual", subwindow_ms=10))
+    e.apply(create("t", 0, clock="manual", subwindow_ms=10))
+    log = []
+    for i in range(60):  # 6 writers over 2 streams, appends and slides keyed by the same writers
+        stream, writer = "st"[i % 2], f"w{i % 6}"
+        if i % 7 == 6:
+            e.apply(Slide(stream, 1, writer, i))
+        else:
+            e.apply(Append(stream, batch([(i, "a", i, 0.0)]), writer, i, 1))
+        log += [commands.decode(commands.encode(c)) for c in e.drain()]
+        e._check()  # bounded per writer (5) and in all (12), and accounted
+    assert 0 < e.acks_kept <= 12
+    # the newest batch of a writer is still recognised; the oldest were forgotten and apply again
+    assert e.apply(Append("t", batch([(59, "a", 59, 0.0)]), "w5", 59, 1)).duplicate
+    assert not e.apply(Append("t", batch([(1, "a", 1, 0.0)]), "w1", 1, 1)).duplicate
+    log += [commands.decode(commands.encode(c)) for c in e.drain()]
+    replayed = Engine(config)
+    for cmd in log:
+        replayed.replay(cmd)
+    replayed._check()
+    assert replayed.digest() == e.digest() and replayed.acks_kept == e.acks_kept
+    e.apply(DropStream("s", 2))
+    e._check()
+
+
 def _rows_of(e, name="s"):
     plan = plan_query(parse_query(f"SELECT v, COUNT(*) FROM {name} GROUP BY v"), e.stream(name))
     txn = e.sched.submit(plan)

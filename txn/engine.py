@@ -50,6 +50,7 @@ class EngineConfig:
     max_streams: int = 1_000
     max_periodic_queries: int = 1_000
     idempotency_keep: int = 100_000   # acknowledgements remembered per writer
+    idempotency_keep_total: int = 1_000_000  # ... and in all (about 200 bytes each)
     max_staged_bytes: int = 1 << 30   # rows staged by uncommitted batches, all streams
     max_buffered_rows: int = 20_000_000  # rows waiting in one stream's open buffers for a slide
 
@@ -124,6 +125,7 @@ class Engine:
         self._slide_key: tuple[str, int | None] = ("", None)
         self._replaying = False
         self.staged_bytes = 0
+        self.acks_kept = 0   # entries of every book's acks and slide_acks tables
         # Listeners for the shell (subscribers): answers and failures of periodic queries.
         self.on_answer: Callable[[str, Result], None] | None = None
         self.on_error: Callable[[str, Exception], None] | None = None
@@ -220,7 +222,8 @@ class Engine:
         for qid in gone:
             del self.periodic[qid]
         self.sched.drop_stream(cmd.name)
-        del self.books[cmd.name]
+        book = self.books.pop(cmd.name)
+        self.acks_kept -= sum(len(t) for tables in (book.acks, book.slide_acks) for t in tables.values())
         self._emit(cmd)
         return gone
 
@@ -245,10 +248,7 @@ class Engine:
         book.accepted_rows += result.accepted
         ack = AppendAck(result.accepted, result.late, False, stream.window.latest, digest)
         if keyed:
-            acks = book.acks.setdefault(cmd.writer_id, collections.OrderedDict())
-            acks[cmd.batch_id] = ack
-            if len(acks) > self.config.idempotency_keep:
-                acks.popitem(last=False)
+            self._remember(book.acks, cmd.writer_id, cmd.batch_id, ack)
         self._emit(cmd)
         return ack
 
@@ -316,10 +316,7 @@ class Engine:
         book.accepted_rows += result.accepted
         ack = AppendAck(result.accepted, result.late, False, stream.window.latest,
                         batch_digest(checked, stream.schema.columns, rows))
-        acks = book.acks.setdefault(cmd.writer_id, collections.OrderedDict())
-        acks[cmd.batch_id] = ack
-        if len(acks) > self.config.idempotency_keep:
-            acks.popitem(last=False)
+        self._remember(book.acks, cmd.writer_id, cmd.batch_id, ack)
         book.high_water[cmd.writer_id] = max(cmd.batch_id, book.high_water.get(cmd.writer_id, -1))
         published = sum(_staged_rows(staged, a) for a, _ in attempts)
         for older in [k for k in book.staged if k[0] == cmd.writer_id and k[1] <= cmd.batch_id]:
@@ -394,10 +391,38 @@ class Engine:
 
     def _note_slide_key(self, name: str, writer_id: str, batch_id: int | None, sub) -> None:
         if writer_id and batch_id is not None:
-            seen = self.books[name].slide_acks.setdefault(writer_id, collections.OrderedDict())
-            seen[batch_id] = SlideAck(sub.slide, sub.rows, False)
-            if len(seen) > self.config.idempotency_keep:
-                seen.popitem(last=False)
+            self._remember(self.books[name].slide_acks, writer_id, batch_id, SlideAck(sub.slide, sub.rows, False))
+
+    # -- idempotency tables: bounded per writer and in all -----------------------------------------
+    def _remember(self, tables: dict[str, collections.OrderedDict], writer: str, batch_id: int, ack) -> None:
+        """Remember an acknowledgement for replays. A writer keeps its newest idempotency_keep; all
+        tables together keep at most idempotency_keep_total, beyond which the largest tables lose
+        their oldest entries (a replay of a forgotten batch is applied again: the price of a bound).
+        Eviction depends only on the commands applied, so replaying the log evicts the same."""
+        table = tables.setdefault(writer, collections.OrderedDict())
+        if batch_id not in table:
+            self.acks_kept += 1
+        table[batch_id] = ack
+        if len(table) > self.config.idempotency_keep:
+            table.popitem(last=False)
+            self.acks_kept -= 1
+        if self.acks_kept > self.config.idempotency_keep_total:
+            self._evict_acks()
+
+    def _evict_acks(self) -> None:
+        """Down to 90% of the total bound, taking from the largest table first (ties by name)."""
+        target = self.config.idempotency_keep_total * 9 // 10
+        while self.acks_kept > target:
+            _, name, kind, writer = min((-len(t), name, kind, writer) for name, book in self.books.items()
+                                        for kind, tables in (("acks", book.acks), ("slide_acks", book.slide_acks))
+                                        for writer, t in tables.items())
+            tables = getattr(self.books[name], kind)
+            table = tables[writer]
+            for _ in range(min(len(table), max(1, self.acks_kept - target, len(table) // 10))):
+                table.popitem(last=False)
+                self.acks_kept -= 1
+            if not table:
+                del tables[writer]
 
     def _register(self, cmd: Register) -> PeriodicDef:
         if len(self.periodic) >= self.config.max_periodic_queries and not self._replaying:
@@ -490,6 +515,7 @@ class Engine:
                 book.staged.setdefault((writer, batch_id), {})[attempt] = {int(c): t for c, t in chunks.items()}
                 self.staged_bytes += sum(t.nbytes for t in chunks.values())
             self.books[st["name"]] = book
+            self.acks_kept += sum(len(t) for tables in (book.acks, book.slide_acks) for t in tables.values())
         for query_id, text, priority, owner in image["periodic"]:
             self._register(Register(query_id, text, priority, self.now_ms, owner))
         self.next_query = image["next_query"]
@@ -504,6 +530,10 @@ class Engine:
         assert set(self.periodic) == set(sched.tasks), "a definition per periodic task"
         staged = [t for b in self.books.values() for ats in b.staged.values() for cs in ats.values() for t in cs.values()]
         assert self.staged_bytes == sum(t.nbytes for t in staged), "staged bytes are accounted"
+        kept = [t for b in self.books.values() for tables in (b.acks, b.slide_acks) for t in tables.values()]
+        assert self.acks_kept == sum(len(t) for t in kept), "idempotency entries are accounted"
+        assert self.acks_kept <= self.config.idempotency_keep_total, "the idempotency tables are bounded"
+        assert all(len(t) <= self.config.idempotency_keep for t in kept), "each writer's table is bounded"
         for qid, p in self.periodic.items():
             assert p.task is sched.tasks[qid] and p.task.plan.stream is sched.streams[p.task.plan.stream.name]
             m = _QUERY_ID.match(qid)

@@ -7,6 +7,11 @@
   window was filling).
 - torn: anything else.
 
+A join query (its begin records carry "streams") is one verdict over all its streams: LWS when, for
+each joined stream, the versions it read (less those removed) are exactly the window_len youngest
+slides of that stream as of its commit; WS when they are every joined stream's window as of one
+and the same earlier moment (the snapshot covers all streams); torn otherwise.
+
 The checker also verifies the history is self-consistent: each read names the version that the
 sub-window held at that moment, slides are numbered 0, 1, 2, ... per stream.
 """
@@ -25,6 +30,9 @@ class Verdict:
     latest_at_commit: int
     window_len: int
     reflects: int | None       # the L of the window state it read, when ws or lws
+    # A join (several streams): `stream` lists them ("a,b"), the fields above describe the first, and
+    # parts has, per stream, level, versions, latest_at_commit, window_len and reflects.
+    parts: dict[str, dict] | None = None
 
 
 @dataclass
@@ -63,7 +71,9 @@ def check(events: Iterable[dict]) -> Report:
     report = Report()
     latest: dict[str, int] = {}
     position_of: dict[tuple[str, int], int] = {}  # (stream, version) -> sub-window it wrote
+    applied_at: dict[tuple[str, int], int] = {}   # (stream, version) -> seq of the slide that wrote it
     open_txns: dict[tuple[str, str], dict] = {}
+    groups: dict[str, dict] = {}                  # join txn -> its attempt's parts
     for ev in events:
         stream, op, txn = ev.get("stream"), ev.get("op"), ev.get("txn")
         key = (stream, txn)
@@ -74,8 +84,22 @@ def check(events: Iterable[dict]) -> Report:
                 report.errors.append(f"seq {ev['seq']}: stream {stream!r} slide {v} applied, expected {expected}")
             latest[stream] = v
             position_of[(stream, v)] = ev["subwindow"]
+            applied_at[(stream, v)] = ev["seq"]
         elif op == "b":
-            open_txns[key] = {"reads": set(), "window_len": ev["window_len"]}
+            group = None
+            if ev.get("streams"):
+                group = tuple(ev["streams"])
+                if stream not in group:
+                    report.errors.append(f"seq {ev['seq']}: {txn!r} begins on stream {stream!r}, not among its "
+                                         f"streams {list(group)}")
+                g = groups.get(txn)
+                if g is None:
+                    g = groups[txn] = {"streams": group, "begun": set(), "committed": {}, "aborted": False}
+                elif g["streams"] != group:
+                    report.errors.append(f"seq {ev['seq']}: {txn!r} begins with streams {list(group)}, its attempt "
+                                         f"began with {list(g['streams'])}")
+                g["begun"].add(stream)
+            open_txns[key] = {"reads": set(), "window_len": ev["window_len"], "group": group}
         elif op in ("r", "u"):
             st = open_txns.get(key)
             v = ev["version"]
@@ -96,10 +120,62 @@ def check(events: Iterable[dict]) -> Report:
             st = open_txns.pop(key, None)
             if st is None:
                 continue  # a slide's commit
-            lat = latest.get(stream, -1)
-            level, reflects = classify(st["reads"], lat, st["window_len"])
-            report.verdicts.append(Verdict(stream, txn, level, sorted(st["reads"]), lat, st["window_len"], reflects))
+            if st["group"] is None:
+                lat = latest.get(stream, -1)
+                level, reflects = classify(st["reads"], lat, st["window_len"])
+                report.verdicts.append(Verdict(stream, txn, level, sorted(st["reads"]), lat, st["window_len"], reflects))
+                continue
+            g = groups.get(txn)
+            if g is None or g["aborted"]:
+                report.errors.append(f"seq {ev['seq']}: {txn!r} commits on {stream!r} after its attempt aborted")
+                continue
+            g["committed"][stream] = st
+            if set(g["committed"]) == set(g["streams"]):
+                del groups[txn]
+                report.verdicts.append(_join_verdict(txn, g, latest, applied_at))
         elif op == "a":
-            if open_txns.pop(key, None) is not None:
+            st = open_txns.pop(key, None)
+            if st is None:
+                continue
+            if st["group"] is None:
                 report.aborts += 1
+                continue
+            g = groups.get(txn)
+            if g is not None:
+                if not g["aborted"]:
+                    report.aborts += 1
+                    g["aborted"] = True
+                if g["committed"]:
+                    report.errors.append(f"seq {ev['seq']}: {txn!r} aborts on {stream!r} after committing on "
+                                         f"{', '.join(g['committed'])}")
+                if not any((n, txn) in open_txns for n in g["streams"]):
+                    del groups[txn]
     return report
+
+
+def _join_verdict(txn: str, g: dict, latest: dict[str, int], applied_at: dict[tuple[str, int], int]) -> Verdict:
+    """A join's verdict at its commit (the last of its commit records): LWS when every joined stream's
+    reads are exactly that stream's window then; WS when they are every stream's window as of ONE
+    earlier moment (the per-stream window states read were all current at once); torn otherwise."""
+    parts: dict[str, dict] = {}
+    level = "lws"
+    starts, ends = [], []
+    for name in g["streams"]:
+        st = g["committed"][name]
+        lat = latest.get(name, -1)
+        lv, reflects = classify(st["reads"], lat, st["window_len"])
+        parts[name] = {"level": lv, "versions": sorted(st["reads"]), "latest_at_commit": lat,
+                       "window_len": st["window_len"], "reflects": reflects}
+        if lv == "torn":
+            level = "torn"
+        elif lv == "ws" and level == "lws":
+            level = "ws"
+        if reflects is not None:
+            # the state `reflects` was current from its slide until the next slide of the stream
+            starts.append(applied_at.get((name, reflects), -1) if reflects >= 0 else -1)
+            ends.append(applied_at.get((name, reflects + 1), float("inf")) if reflects < lat else float("inf"))
+    if level == "ws" and not max(starts) < min(ends):
+        level = "torn"  # each stream's window as of some moment, but not one moment for all
+    first = parts[g["streams"][0]]
+    return Verdict(",".join(g["streams"]), txn, level, first["versions"], first["latest_at_commit"],
+                   first["window_len"], first["reflects"] if level != "torn" else None, parts)

@@ -17,13 +17,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, parse_query, plan_query
+from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, plan_query
+from windowstore.store.join import DEFAULT_MAX_ROWS, plan_join
+from windowstore.store.parser import parse_statement
+from windowstore.store.query import JoinQuery
 from windowstore.store.digest import batch_digest
 from windowstore.store.window import COUNT_KEY
 
 from .commands import (AbortBatch, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream, Register,
                        Slide, StageRows, Unregister)
 from .history import History
+from .joins import JoinQueryPlan, first_with_slide, stream_names
 from .scheduler import Result, Scheduler, Task
 
 
@@ -53,6 +57,7 @@ class EngineConfig:
     idempotency_keep_total: int = 1_000_000  # ... and in all (about 200 bytes each)
     max_staged_bytes: int = 1 << 30   # rows staged by uncommitted batches, all streams
     max_buffered_rows: int = 20_000_000  # rows waiting in one stream's open buffers for a slide
+    max_join_rows: int = DEFAULT_MAX_ROWS  # rows of a join's result (and of each intermediate)
 
 
 @dataclass(frozen=True)
@@ -196,6 +201,25 @@ class Engine:
             raise NotFound(f"stream {name!r} does not exist")
         return s
 
+    def plan(self, query, periodic: bool = False):
+        """Plan a parsed query (Query or JoinQuery) against the streams: a store Plan, or a
+        JoinQueryPlan (a one-time join keeps nothing between executions; a periodic one keeps its
+        join result and is maintained eagerly). Raises NotFound for a stream that does not exist,
+        and InvalidInput when SLIDE is missing (periodic) or present (one-time)."""
+        if isinstance(query, JoinQuery):
+            has_slide = any(s.slide is not None for s in query.sources)
+            streams = {name: self.stream(name) for name in query.streams}
+        else:
+            has_slide = query.slide is not None
+            streams = None
+        if has_slide and not periodic:
+            raise InvalidInput("a query with SLIDE is periodic: register it instead")
+        if not has_slide and periodic:
+            raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")
+        if streams is None:
+            return plan_query(query, self.stream(query.stream))
+        return JoinQueryPlan(plan_join(query, streams, self.config.max_join_rows, cache=periodic), streams)
+
     def _emit(self, cmd: Command) -> None:
         self._out.append(cmd)
 
@@ -218,7 +242,7 @@ class Engine:
         self.stream(cmd.name)
         for key in list(self.books[cmd.name].staged):
             self._discard(self.books[cmd.name], key)
-        gone = [qid for qid, p in self.periodic.items() if p.task.plan.stream.name == cmd.name]
+        gone = [qid for qid, p in self.periodic.items() if cmd.name in stream_names(p.task.plan)]
         for qid in gone:
             del self.periodic[qid]
         self.sched.drop_stream(cmd.name)
@@ -385,7 +409,7 @@ class Engine:
         if self.on_slide is not None:
             self.on_slide(name)
         stream = self.sched.streams[name]
-        if stream.strings_need_compaction() and not any(t.begun and t.stream == name for t in self.sched.active):
+        if stream.strings_need_compaction() and not any(t.begun and name in t.streams for t in self.sched.active):
             stream.compact_strings()
             self._emit(CompactStrings(name, self.now_ms))
 
@@ -427,9 +451,13 @@ class Engine:
     def _register(self, cmd: Register) -> PeriodicDef:
         if len(self.periodic) >= self.config.max_periodic_queries and not self._replaying:
             raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
-        query = parse_query(cmd.text)
-        plan = plan_query(query, self.stream(query.stream))
-        every = plan.bound.every
+        query = parse_statement(cmd.text)
+        if isinstance(query, JoinQuery):
+            plan = self.plan(query, periodic=True)
+            every = first_with_slide(plan.join.sources)
+        else:
+            plan = plan_query(query, self.stream(query.stream))
+            every = plan.bound.every
         if every is None:
             raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")
         query_id = cmd.query_id or f"P{self.next_query}"
@@ -535,11 +563,14 @@ class Engine:
         assert self.acks_kept <= self.config.idempotency_keep_total, "the idempotency tables are bounded"
         assert all(len(t) <= self.config.idempotency_keep for t in kept), "each writer's table is bounded"
         for qid, p in self.periodic.items():
-            assert p.task is sched.tasks[qid] and p.task.plan.stream is sched.streams[p.task.plan.stream.name]
+            assert p.task is sched.tasks[qid]
+            plan = p.task.plan
+            for s in (plan.streams if isinstance(plan, JoinQueryPlan) else [plan.stream]):
+                assert s is sched.streams[s.name], "a periodic query reads live streams only"
             m = _QUERY_ID.match(qid)
             assert m is None or int(m.group(1)) < self.next_query
         for txn in sched.active:
-            assert not txn.done and txn.stream in sched.streams
+            assert not txn.done and all(n in sched.streams for n in txn.streams)
         assert sched.running is None or sched.running in sched.active
         for stream in sched.streams.values():
             _check_window(stream)

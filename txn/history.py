@@ -7,6 +7,11 @@ b begins a query attempt (a restart begins again under the same txn), r reads su
 `subwindow` written by slide `version`, u removes the contribution of a version read earlier,
 w is slide `version` writing sub-window `version mod n`, c commits, a aborts. Keys that do not
 apply are null.
+
+A join query (a read-only transaction over several streams' windows) has one b, one c (or a) per
+joined stream, recorded together; each of its b records carries `window_len` of that stream and
+one more key, `"streams"`: the names of every stream the transaction reads (the only key not in
+every event). Its reads and removals name the stream of the sub-window.
 """
 from __future__ import annotations
 
@@ -27,9 +32,11 @@ class History:
         self._file: IO[str] | None = open(path, "w", encoding="utf-8") if path else None
 
     def record(self, stream: str, op: str, txn: str, t: float, subwindow: int | None = None,
-               version: int | None = None, window_len: int | None = None) -> None:
+               version: int | None = None, window_len: int | None = None, streams: list[str] | None = None) -> None:
         ev = {"seq": self.seq, "stream": stream, "op": op, "txn": txn, "subwindow": subwindow,
               "version": version, "window_len": window_len, "t": t}
+        if streams is not None:
+            ev["streams"] = list(streams)
         self.seq += 1
         self.events.append(ev)
         if self._file is not None:

@@ -15,6 +15,19 @@ Policies (thesis chapter 7):
 - ttu-rescan: as ttu, but on such a conflict removes the expired version's contribution and
   goes on (the new sub-window is still unread), instead of aborting.
 
+Join queries (joins.py) are read-only transactions over several streams' windows, one sub-window
+per operation; the join itself runs once, at commit, over the sub-windows read:
+- serial: a begun join locks every stream it reads;
+- ws: the snapshot is every joined stream's youngest sub-windows at begin (one moment);
+- lws: reads stream by stream (FROM order), oldest first; a slide of any joined stream that
+  expires a sub-window the attempt read aborts it;
+- ttu: reads, across all joined streams, the unread sub-window with the highest time-to-update
+  first (the one due to expire soonest is read last); aborts only when unavoidable;
+- ttu-rescan: on such a conflict, drops the expired sub-window's reference instead (the join at
+  commit never sees its rows), so a join never aborts.
+The history has one begin, commit or abort record per joined stream (the begin with that stream's
+window length and the list of joined streams); reads name their stream.
+
 Every slide due is applied before the next read (except under serial, on purpose). One-time
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
@@ -27,9 +40,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
+from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 
 from .history import History
+from .joins import JoinQueryPlan, StreamWindow, stream_names
 
 POLICIES = ("serial", "ws", "lws", "ttu", "ttu-rescan")
 ONETIME, PERIODIC = "onetime", "periodic"
@@ -65,6 +80,7 @@ class Result:
     execution: int = 0          # periodic: the how-manieth answer
     late_slides: int = 0        # periodic: slides beyond its SLIDE when answered
     inter_exec_ms: float | None = None
+    sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
 
 
 @dataclass(eq=False)
@@ -85,6 +101,7 @@ class Task:
     late: int = 0
     running: "QueryTxn | None" = None
     active: bool = True
+    reflected: dict[str, int] | None = None  # joins: per stream, the slide its last answer reflected
 
     def slides_behind(self, latest: int) -> int:
         return latest - (self.last_reflected if self.last_reflected is not None else latest - self.every)
@@ -111,10 +128,19 @@ class QueryTxn:
     result: Result | None = None
     error: Exception | None = None
     done: bool = False
+    reads: dict = field(default_factory=dict)      # joins: stream -> version -> SubWindow read
 
     @property
     def stream(self) -> str:
         return self.plan.stream.name
+
+    @property
+    def join(self) -> bool:
+        return isinstance(self.plan, JoinQueryPlan)
+
+    @property
+    def streams(self) -> list[str]:
+        return stream_names(self.plan)
 
 
 @dataclass
@@ -155,6 +181,8 @@ class Scheduler:
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
         self.last_error: QueryFailed | None = None  # the last query failure, for the operator's log
         self.last_slide_delay: float | None = None  # ms the last slide came after it fell due (processing time)
+        self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
+        self.refresh_errors = 0
         # Called after every slide step() applies, with the cause ('due' on its clock, or 'manual'):
         # the engine turns it into a logged command.
         self.on_slide: Callable[[str, SubWindow, str], None] | None = None
@@ -167,10 +195,10 @@ class Scheduler:
 
     def drop_stream(self, name: str) -> None:
         stream = self.streams.pop(name)
-        for txn in [t for t in self.active if t.stream == name]:
+        for txn in [t for t in self.active if name in t.streams]:
             self._withdraw(txn, QueryWithdrawn(f"stream {name!r} was dropped"))
-        for task in [t for t in self.tasks.values() if t.plan.stream is stream]:
-            self.unregister(task.id)
+        for task in [t for t in self.tasks.values() if t.plan.stream is stream or name in stream_names(t.plan)]:
+            self.unregister(task.id)  # a join's plan holds the dropped stream's dictionary: it goes
         self.manual_requests.pop(name, None)
         self.slide_delays.pop(name, None)
         self.by_stream.pop(name, None)
@@ -204,6 +232,8 @@ class Scheduler:
         task = Task(task_id or f"P{next(self._ids)}", plan, every, priority, on_answer, on_error)
         if task.id in self.tasks:
             raise ValueError(f"periodic query {task.id!r} already exists")
+        if isinstance(plan, JoinQueryPlan) and not plan.every:
+            plan.every = {n: every for n in plan.names}  # no SLIDE anywhere: `every` slides of any stream
         self.tasks[task.id] = task
         self._tasks_changed = True
         return task
@@ -211,6 +241,7 @@ class Scheduler:
     def unregister(self, task_id: str) -> Task:
         task = self.tasks.pop(task_id)
         task.active = False
+        self._refresh.pop(task_id, None)
         if task.running is not None and not task.running.done:
             self._withdraw(task.running, QueryWithdrawn("periodic query unregistered"))
         return task
@@ -224,6 +255,10 @@ class Scheduler:
             return "slide"
         self._spawn_due_tasks()
         txn = self._choose()
+        if self._refresh and (txn is None or (txn.kind != ONETIME and not (self.policy == "serial" and txn.begun))):
+            # eager join maintenance: its own operation, after due slides, before periodic reads
+            self._refresh_one()
+            return "refresh"
         if txn is None:
             return None
         try:
@@ -252,8 +287,9 @@ class Scheduler:
         for name in self.streams:
             if self.slides_due(name) <= 0:
                 continue
-            if self.policy == "serial" and self._current is not None and self._current.begun and self._current.stream == name:
-                continue  # serial: the running query locks its window
+            if (self.policy == "serial" and self._current is not None and self._current.begun
+                    and name in self._current.streams):
+                continue  # serial: the running query locks its window(s)
             return name
         return None
 
@@ -285,9 +321,15 @@ class Scheduler:
         self.by_stream[name].slides += 1
         self._reselect = True  # EDF deadlines moved
         self._tasks_changed = True
+        for task in self.tasks.values():
+            if isinstance(task.plan, JoinQueryPlan) and task.plan.eager and task.plan.reads_stream(name):
+                self._refresh[task.id] = task
         if self.policy in ("ws", "serial"):
             return sub
-        for txn in [t for t in self.active if t.begun and t.stream == name]:
+        for txn in [t for t in self.active if t.begun and name in t.streams]:
+            if txn.join:
+                self._join_conflict(txn, name, j)
+                continue
             # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
             stale = [v for v in txn.read if v <= j - txn.plan.n_q]
             if not stale:
@@ -307,8 +349,43 @@ class Scheduler:
             return
         self._tasks_changed = False
         for task in self.tasks.values():
-            if task.is_due(task.plan.stream.window.latest):
+            if self._task_due(task):
                 task.running = self.submit(task.plan, PERIODIC, task.priority, task=task)
+
+    def _task_due(self, task: Task) -> bool:
+        plan = task.plan
+        if not isinstance(plan, JoinQueryPlan):
+            return task.is_due(plan.stream.window.latest)
+        if not task.active or task.running is not None:
+            return False
+        if task.reflected is None:
+            return True
+        latest = {s.name: s.window.latest for s in plan.streams}
+        return any(latest[n] - task.reflected.get(n, -1) >= every for n, every in plan.every.items())
+
+    def _deadline(self, task: Task) -> int:
+        """Slides until the task is due (EDF, Algorithm 9); a join: the soonest of its SLIDEs."""
+        plan = task.plan
+        if not isinstance(plan, JoinQueryPlan):
+            return task.every - task.slides_behind(plan.stream.window.latest)
+        latest = {s.name: s.window.latest for s in plan.streams}
+        out = None
+        for n, every in plan.every.items():
+            behind = every if task.reflected is None else latest[n] - task.reflected.get(n, -1)
+            d = every - behind
+            out = d if out is None else min(out, d)
+        return 0 if out is None else out
+
+    def _refresh_one(self) -> None:
+        task_id, task = next(iter(self._refresh.items()))
+        del self._refresh[task_id]
+        try:
+            task.plan.refresh()
+        except StoreError:
+            # too large a join result (ResourceLimit): nothing kept changes; the next execution
+            # evaluates again and reports the error to its subscribers
+            self.refresh_errors += 1
+        self.last_rows = 0
 
     def _choose(self) -> QueryTxn | None:
         if not self.active:
@@ -329,10 +406,12 @@ class Scheduler:
         # is not pre-empted by another periodic one (only one-time queries pre-empt it): Algorithm
         # 9 runs tasks in isolation, and a half-read query left waiting only collects conflicts.
         task = txn.task
-        deadline = task.every - task.slides_behind(task.plan.stream.window.latest) if task else 0
+        deadline = self._deadline(task) if task else 0
         return (1, not txn.begun, deadline, -txn.priority, txn.seq)
 
     def _advance(self, txn: QueryTxn) -> str:
+        if txn.join:
+            return self._advance_join(txn)
         plan = txn.plan
         window = plan.stream.window
         if not txn.begun:
@@ -376,7 +455,96 @@ class Scheduler:
                 return window.subs[v % window.n]
         return None
 
+    # -- joins: read-only transactions over several windows ----------------------------------------
+    def _advance_join(self, txn: QueryTxn) -> str:
+        plan: JoinQueryPlan = txn.plan
+        if not txn.begun:
+            txn.begun = True
+            txn.reads = {n: {} for n in plan.names}
+            for s in plan.streams:
+                self._record(s.name, "b", txn.id, window_len=plan.n_q[s.name], streams=plan.names)
+            if self.policy == "ws":  # every joined window as of this one moment
+                txn.snapshot = [(s.name, sub) for s in plan.streams for sub in reversed(s.window.youngest(plan.n_q[s.name]))]
+        nxt = self._next_join_read(txn)
+        self.last_rows = 0
+        if nxt is not None:
+            name, sub = nxt
+            txn.reads[name][sub.slide] = sub  # a reference: sealed sub-windows never change
+            self.last_rows = sub.rows
+            self._record(name, "r", txn.id, subwindow=sub.position, version=sub.slide)
+        if self._next_join_read(txn) is None:
+            try:
+                answer = plan.evaluate(txn.reads)  # the join runs once, over exactly what was read
+            except ResourceLimit as e:
+                self._refuse(txn, e)
+                return "read"
+            self._commit(txn, answer)
+        return "read"
+
+    def _next_join_read(self, txn: QueryTxn):
+        """(stream, sub-window) this policy reads next, or None when the attempt has read everything."""
+        if self.policy == "ws":
+            for name, sub in txn.snapshot:
+                if sub.slide not in txn.reads[name]:
+                    return name, sub
+            return None
+        plan: JoinQueryPlan = txn.plan
+        if self.policy == "lws":  # fixed order: stream by stream, oldest first
+            for s in plan.streams:
+                w, got = s.window, txn.reads[s.name]
+                for v in range(max(0, w.latest - plan.n_q[s.name] + 1), w.latest + 1):
+                    if v not in got:
+                        return s.name, w.subs[v % w.n]
+            return None
+        # ttu (and serial, ttu-rescan): the unread sub-window with the highest time-to-update, across
+        # streams; within a stream that is its youngest unread one
+        best = None
+        for s in plan.streams:
+            w, got, n_q = s.window, txn.reads[s.name], plan.n_q[s.name]
+            for v in range(w.latest, max(0, w.latest - n_q + 1) - 1, -1):
+                if v not in got:
+                    key = _time_to_update(w, v, n_q)
+                    if best is None or key > best[0]:
+                        best = (key, s.name, w.subs[v % w.n])
+                    break
+        return None if best is None else (best[1], best[2])
+
+    def _join_conflict(self, txn: QueryTxn, name: str, j: int) -> None:
+        """Slide j of `name` happened while join `txn` was reading: versions up to j - n_Q of that
+        stream have left the window it must reflect."""
+        got = txn.reads[name]
+        stale = [v for v in got if v <= j - txn.plan.n_q[name]]
+        if not stale:
+            return
+        if self.policy == "ttu-rescan":
+            for v in sorted(stale):
+                old = got.pop(v)  # the join at commit never sees its rows
+                self._record(name, "u", txn.id, subwindow=old.position, version=v)
+                self._count(txn, "removals")
+        else:
+            self._abort(txn)
+
+    def _refuse(self, txn: QueryTxn, error: Exception) -> None:
+        """End a query the store refused to answer (a join beyond its row limit): the client gets the
+        error (RESOURCE_EXHAUSTED). A periodic join stays registered: this execution is skipped (its
+        subscribers are told), the next one comes after its SLIDE, over other windows."""
+        for name in txn.streams:
+            self._record(name, "a", txn.id)
+        self._count(txn, "failed")
+        txn.error = error
+        task = txn.task
+        if task is not None:
+            task.running = None
+            if isinstance(txn.plan, JoinQueryPlan):
+                task.reflected = {s.name: s.window.latest for s in txn.plan.streams}
+                task.last_reflected = txn.plan.stream.window.latest
+        self._finish(txn)
+        if task is not None and task.on_error is not None:
+            task.on_error(task, error)
+
     def _commit(self, txn: QueryTxn, answer: Answer) -> None:
+        if txn.join:
+            return self._commit_join(txn, answer)
         now = self.clock()
         self._record(txn.stream, "c", txn.id)
         subs = list(txn.read.values())
@@ -411,11 +579,49 @@ class Scheduler:
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
+    def _commit_join(self, txn: QueryTxn, answer: Answer) -> None:
+        """Commit a join: its answer reflects, per joined stream, the sub-windows read; Result.slide
+        and the window bounds are the first source's stream's, `sources` has every stream's."""
+        now = self.clock()
+        plan: JoinQueryPlan = txn.plan
+        for name in plan.names:
+            self._record(name, "c", txn.id)
+        sources = plan.provenance(txn.reads)
+        subs = [sub for got in txn.reads.values() for sub in got.values()]
+        first = sources[0]
+        task = txn.task
+        result = Result(
+            answer=answer, slide=first.slide, window_start_ms=first.window_start_ms,
+            window_end_ms=first.window_end_ms,
+            staleness_ms=(now - max(s.sealed_at_ms for s in subs)) if subs else None,
+            response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy, txn=txn.id,
+            answered_ms=now, sources=sources)
+        self._count(txn, "committed")
+        if task is not None:
+            if task.reflected is not None:
+                latest = {s.name: s.window.latest for s in plan.streams}
+                result.late_slides = max([0] + [latest[n] - task.reflected.get(n, -1) - every
+                                                for n, every in plan.every.items()])
+                task.late += result.late_slides > 0
+            result.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
+            task.reflected = {s.stream: s.slide for s in sources}
+            task.last_reflected = result.slide
+            task.last_answer_ms = now
+            task.executions += 1
+            result.execution = task.executions
+            task.running = None
+        txn.result = result
+        self._finish(txn)
+        if task is not None and task.on_answer is not None and task.active:
+            task.on_answer(result)
+
     def _abort(self, txn: QueryTxn) -> None:
-        self._record(txn.stream, "a", txn.id)
+        for name in txn.streams:
+            self._record(name, "a", txn.id)
         self._count(txn, "aborts")
         txn.begun = False
         txn.read = {}
+        txn.reads = {}
         txn.partial = Partial()
         txn.snapshot = []
         txn.restarts += 1
@@ -439,7 +645,8 @@ class Scheduler:
         if txn.done:
             return
         if txn.begun:
-            self._record(txn.stream, "a", txn.id)
+            for name in txn.streams:
+                self._record(name, "a", txn.id)
         self._count(txn, "errors")
         txn.error = error
         task = txn.task
@@ -454,7 +661,8 @@ class Scheduler:
 
     def _withdraw(self, txn: QueryTxn, error: Exception) -> None:
         if txn.begun:
-            self._record(txn.stream, "a", txn.id)
+            for name in txn.streams:
+                self._record(name, "a", txn.id)
         txn.error = error
         if txn.task is not None:
             txn.task.running = None
@@ -471,13 +679,15 @@ class Scheduler:
             txn.on_done(txn)
 
     def _count(self, txn: QueryTxn, what: str) -> None:
-        for c in (self.by_class[txn.kind], self.by_stream.get(txn.stream)):
+        """Per class, and per stream (a join counts for each stream it reads)."""
+        for c in (self.by_class[txn.kind], *(self.by_stream.get(n) for n in txn.streams)):
             if c is not None:
                 setattr(c, what, getattr(c, what) + 1)
 
-    def _record(self, stream: str, op: str, txn: str, subwindow=None, version=None, window_len=None) -> None:
+    def _record(self, stream: str, op: str, txn: str, subwindow=None, version=None, window_len=None,
+                streams=None) -> None:
         if self.history is not None:
-            self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len)
+            self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams)
 
     def totals(self) -> dict:
         out = Counters()
@@ -486,3 +696,21 @@ class Scheduler:
                 setattr(out, k, getattr(out, k) + v)
         out.slides = sum(c.slides for c in self.by_stream.values())
         return out.as_dict()
+
+
+def _time_to_update(window, v: int, n_q: int) -> tuple[float, int]:
+    """When sub-window v leaves a window of the n_q youngest (at slide v + n_q): an estimate of that
+    clock time, and the slides still to come. Processing-time windows slide on schedule; others
+    (manual, event time, row counts) are extrapolated from the seal times of the live sub-windows,
+    and a window without such a history counts as never sliding (read first)."""
+    left = v + n_q - window.latest
+    due = window.next_due_ms()
+    if due is not None:
+        return float(due + (left - 1) * window.spec.subwindow_ms), left
+    latest, oldest = window.latest, max(0, window.latest - window.n + 1)
+    if latest > oldest:
+        newest_sub, oldest_sub = window.subs[latest % window.n], window.subs[oldest % window.n]
+        period = (newest_sub.sealed_at_ms - oldest_sub.sealed_at_ms) / (latest - oldest)
+        if period > 0:
+            return float(window.last_seal_ms + left * period), left
+    return float("inf"), left

@@ -6,7 +6,8 @@ from decimal import Decimal
 
 from windowstore.v1 import windowstore_pb2 as pb
 
-_ACCESS = {pb.ACCESS_PATH_PROBE: "probe", pb.ACCESS_PATH_SYNOPSIS: "synopsis", pb.ACCESS_PATH_WINDOW: "window"}
+_ACCESS = {pb.ACCESS_PATH_PROBE: "probe", pb.ACCESS_PATH_SYNOPSIS: "synopsis", pb.ACCESS_PATH_WINDOW: "window",
+           pb.ACCESS_PATH_JOIN: "join"}
 _TYPES = {pb.COLUMN_TYPE_INT64: "int64", pb.COLUMN_TYPE_FLOAT64: "float64", pb.COLUMN_TYPE_STRING: "string",
           pb.COLUMN_TYPE_INT128: "int128"}
 _INT64 = (-(2**63), 2**63 - 1)
@@ -23,6 +24,16 @@ def _value(v: pb.Value):
         d = Decimal(v.decimal_value)
         return int(d) if d == d.to_integral_value() else d
     return getattr(v, kind)
+
+
+@dataclass(frozen=True)
+class StreamWindow:
+    """What a join answer reflects of one joined stream."""
+
+    stream: str
+    slide: int                     # newest slide of the stream read (-1: its window was empty)
+    window_start_ms: int | None
+    window_end_ms: int | None
 
 
 @dataclass
@@ -46,6 +57,9 @@ class Answer:
     answered_ms: float
     stream: str
     types: list[str] = field(default_factory=list)  # int64, int128, float64 or string per column
+    # A join (access "join"): every joined stream's slide and window bounds, FROM order; `stream`,
+    # `slide` and the window bounds above are its first source's stream's.
+    sources: list[StreamWindow] = field(default_factory=list)
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
@@ -58,7 +72,9 @@ class Answer:
             exact=a.exact, guaranteed=a.guaranteed if a.HasField("guaranteed") else None, query_id=a.query_id,
             execution=a.execution, late_slides=a.late_slides,
             inter_exec_ms=a.inter_exec_ms if a.HasField("inter_exec_ms") else None,
-            answered_ms=a.answered_ms, stream=a.stream, types=[_TYPES.get(t, "?") for t in a.column_types])
+            answered_ms=a.answered_ms, stream=a.stream, types=[_TYPES.get(t, "?") for t in a.column_types],
+            sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
+                                  s.window_end_ms if s.HasField("window_end_ms") else None) for s in a.sources])
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as

@@ -137,7 +137,8 @@ def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
         out.append({"seq": e.seq, "stream": e.stream, "op": e.op, "txn": e.txn,
                     "subwindow": e.subwindow if e.HasField("subwindow") else None,
                     "version": e.version if e.HasField("version") else None,
-                    "window_len": e.window_len if e.HasField("window_len") else None, "t": e.t})
+                    "window_len": e.window_len if e.HasField("window_len") else None, "t": e.t,
+                    **({"streams": list(e.streams)} if e.streams else {})})
     return out
 
 

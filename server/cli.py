@@ -22,6 +22,7 @@ def _serve(args) -> int:
                        max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
                        max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
+                       max_join_rows=args.max_join_rows,
                        history_keep=args.history_keep, workers=args.workers, grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
@@ -134,7 +135,8 @@ def _check_history(args) -> int:
     bad = report.violations(args.expect) if args.expect else []
     out = {"summary": report.summary(), "errors": report.errors[:20],
            "violations": [{"stream": v.stream, "txn": v.txn, "level": v.level, "versions": v.versions,
-                           "latest_at_commit": v.latest_at_commit, "window_len": v.window_len} for v in bad[:20]]}
+                           "latest_at_commit": v.latest_at_commit, "window_len": v.window_len,
+                           **({"streams": v.parts} if v.parts else {})} for v in bad[:20]]}
     print(json.dumps(out, indent=1))
     return 1 if bad or report.errors else 0
 
@@ -185,6 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-periodic-queries", type=int, default=1000, help="registered periodic queries (default 1000)")
     sv.add_argument("--max-subscribers", type=int, default=256, help="Subscribe streams open at once (default 256)")
     sv.add_argument("--max-streams", type=int, default=1000, help="streams (default 1000)")
+    sv.add_argument("--max-join-rows", type=int, default=2_000_000,
+                    help="rows a join's result (or any intermediate result) may have; a join that needs more is "
+                         "refused with RESOURCE_EXHAUSTED (default 2000000)")
     sv.add_argument("--max-restarts", type=int, default=16,
                     help="restarts of an aborted query before it fails with ABORTED (default 16)")
     sv.add_argument("--history", metavar="FILE", help="also write the scheduler history to FILE (JSON lines)")

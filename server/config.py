@@ -16,6 +16,7 @@ class ServerConfig:
     max_periodic_queries: int = 1_000
     max_subscribers: int = 256
     max_streams: int = 1_000
+    max_join_rows: int = 2_000_000     # rows of a join's result (and of each intermediate one)
     max_restarts: int = 16
     history_path: str | None = None    # also write the history as JSON lines
     history_keep: int = 200_000        # events kept in memory for StreamHistory

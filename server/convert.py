@@ -11,7 +11,8 @@ from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
-from windowstore.store.query import OPS, Aggregate, KeyColumn, OrderBy, Predicate, Query, Range
+from windowstore.store.query import (OPS, Aggregate, Band, Equal, JoinQuery, KeyColumn, OrderBy, Predicate, Query, Range,
+                                     Source)
 from windowstore.store.window import WindowSpec
 from windowstore.txn import Result
 from windowstore.v1 import windowstore_pb2 as pb
@@ -23,7 +24,8 @@ PB_TO_TYPE = {v: k for k, v in TYPE_TO_PB.items()}  # column types of a schema
 ANSWER_TYPE_TO_PB = {**TYPE_TO_PB, "int128": pb.COLUMN_TYPE_INT128}
 CLOCK_TO_PB = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
 PB_TO_CLOCK = {v: k for k, v in CLOCK_TO_PB.items()} | {pb.CLOCK_UNSPECIFIED: "processing"}
-ACCESS_TO_PB = {"probe": pb.ACCESS_PATH_PROBE, "synopsis": pb.ACCESS_PATH_SYNOPSIS, "window": pb.ACCESS_PATH_WINDOW}
+ACCESS_TO_PB = {"probe": pb.ACCESS_PATH_PROBE, "synopsis": pb.ACCESS_PATH_SYNOPSIS, "window": pb.ACCESS_PATH_WINDOW,
+                "join": pb.ACCESS_PATH_JOIN}
 FUNC_TO_PB = {"count": pb.AGGREGATE_FUNCTION_COUNT, "sum": pb.AGGREGATE_FUNCTION_SUM, "avg": pb.AGGREGATE_FUNCTION_AVG,
               "min": pb.AGGREGATE_FUNCTION_MIN, "max": pb.AGGREGATE_FUNCTION_MAX,
               "count_distinct": pb.AGGREGATE_FUNCTION_COUNT_DISTINCT, "quantile": pb.AGGREGATE_FUNCTION_QUANTILE}
@@ -153,10 +155,68 @@ def _aggregate_to_pb(a: Aggregate) -> pb.Aggregate:
     return pb.Aggregate(func=FUNC_TO_PB[a.func], column=a.column or "", q=float(a.q or 0), alias=a.alias or "")
 
 
-def query_from_pb(q: pb.StructuredQuery) -> Query:
-    """The structured query as query.Query, each part located by its field path."""
+def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
+    """The structured query as query.Query (or query.JoinQuery when it has sources), each part
+    located by its field path."""
+    if len(q.sources):
+        return join_from_pb(q)
     if not q.stream:
         raise QueryError("a query needs a stream", Loc(field="stream"))
+    items, conjunctions, order = _select_from_pb(q)
+    return Query(q.stream, tuple(items), tuple(conjunctions), q.group_by or None, tuple(order),
+                 int(q.limit) if q.HasField("limit") else None, _length(q.range, "range"), _length(q.slide, "slide"),
+                 tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)), q.approximate,
+                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"))
+
+
+def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
+    """A structured join: sources in FROM order with their ON conditions; the select list, filters,
+    grouping and ordering as for one stream, with columns named "alias.col"."""
+    for name in ("stream", "approximate"):
+        if getattr(q, name):
+            raise QueryError(f"a join names its streams in sources, not in {name}", Loc(field=name))
+    for name in ("range", "slide"):
+        if _length(getattr(q, name), name) is not None:
+            raise QueryError(f"a join's {name.upper()} is per source (sources[i].{name})", Loc(field=name))
+    sources = []
+    for i, src in enumerate(q.sources):
+        where = f"sources[{i}]"
+        if not src.stream:
+            raise QueryError("a join source needs a stream", Loc(field=f"{where}.stream"))
+        on = []
+        for ci, c in enumerate(src.on):
+            at = f"{where}.on[{ci}]"
+            kind = c.WhichOneof("condition")
+            if kind == "equal":
+                on.append(Equal(c.equal.left, c.equal.right, loc=Loc(field=f"{at}.equal.left"),
+                                right_loc=Loc(field=f"{at}.equal.right")))
+            elif kind == "band":
+                b = c.band
+                on.append(Band(b.column, b.base, b.low if b.HasField("low") else None,
+                               b.high if b.HasField("high") else None, loc=Loc(field=f"{at}.band.column"),
+                               base_loc=Loc(field=f"{at}.band.base")))
+            else:
+                raise QueryError("a join condition needs equal or band", Loc(field=at))
+        if i == 0 and on:
+            raise QueryError("the first source has no ON clause: put its conditions on a later source",
+                             Loc(field=f"{where}.on"))
+        sources.append(Source(src.stream, src.alias or None, _length(src.range, f"{where}.range"),
+                              _length(src.slide, f"{where}.slide"), tuple(on), loc=Loc(field=where),
+                              stream_loc=Loc(field=f"{where}.stream")))
+    items, conjunctions, order = _select_from_pb(q)
+    within = None
+    if q.HasField("within"):  # WITHIN 0 ms is a length too (simultaneous events)
+        if q.within.unit not in PB_TO_UNIT:
+            raise QueryError("within needs a unit (LENGTH_UNIT_MS)", Loc(field="within"))
+        within = Range(int(q.within.value), PB_TO_UNIT[q.within.unit], loc=Loc(field="within"))
+    return JoinQuery(tuple(sources), tuple(items), tuple(conjunctions), within,
+                     q.group_by or None, tuple(order), int(q.limit) if q.HasField("limit") else None,
+                     tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)),
+                     loc=Loc(field="items"), group_by_loc=Loc(field="group_by"))
+
+
+def _select_from_pb(q: pb.StructuredQuery) -> tuple[list, list, list]:
+    """The select items, WHERE (OR of ANDs) and ORDER BY of a structured query."""
     items = []
     for i, it in enumerate(q.items):
         kind = it.WhichOneof("item")
@@ -198,16 +258,38 @@ def query_from_pb(q: pb.StructuredQuery) -> Query:
                                  loc=loc))
         else:
             order.append(OrderBy(int(o.item), o.descending, loc=loc))
-    return Query(q.stream, tuple(items), tuple(conjunctions), q.group_by or None, tuple(order),
-                 int(q.limit) if q.HasField("limit") else None, _length(q.range, "range"), _length(q.slide, "slide"),
-                 tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)), q.approximate,
-                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"))
+    return items, conjunctions, order
 
 
-def query_to_pb(q: Query) -> pb.StructuredQuery:
+def _window_length(r: Range) -> pb.WindowLength:
+    return pb.WindowLength(value=r.value, unit=UNIT_TO_PB[r.unit])
+
+
+def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
-    out = pb.StructuredQuery(stream=q.stream, group_by=q.group_by or "", approximate=q.approximate,
-                             outer=[_aggregate_to_pb(a) for a in q.outer])
+    if isinstance(q, JoinQuery):
+        out = pb.StructuredQuery(group_by=q.group_by or "", outer=[_aggregate_to_pb(a) for a in q.outer])
+        for src in q.sources:
+            ps = out.sources.add(stream=src.stream, alias=src.alias or "")
+            if src.range is not None:
+                ps.range.CopyFrom(_window_length(src.range))
+            if src.slide is not None:
+                ps.slide.CopyFrom(_window_length(src.slide))
+            for c in src.on:
+                if isinstance(c, Equal):
+                    ps.on.add(equal=pb.JoinEqual(left=c.left, right=c.right))
+                else:
+                    band = pb.JoinBand(column=c.column, base=c.base)
+                    if c.low is not None:
+                        band.low = c.low
+                    if c.high is not None:
+                        band.high = c.high
+                    ps.on.add(band=band)
+        if q.within is not None:
+            out.within.CopyFrom(_window_length(q.within))
+    else:
+        out = pb.StructuredQuery(stream=q.stream, group_by=q.group_by or "", approximate=q.approximate,
+                                 outer=[_aggregate_to_pb(a) for a in q.outer])
     for it in q.items:
         if isinstance(it, KeyColumn):
             out.items.append(pb.SelectItem(key_column=it.column, alias=it.alias or ""))
@@ -227,10 +309,10 @@ def query_to_pb(q: Query) -> pb.StructuredQuery:
             out.order_by.append(pb.OrderBy(item=o.item, descending=o.descending))
     if q.limit is not None:
         out.limit = q.limit
-    for name in ("range", "slide"):
+    for name in ("range", "slide") if isinstance(q, Query) else ():
         r = getattr(q, name)
         if r is not None:
-            getattr(out, name).CopyFrom(pb.WindowLength(value=r.value, unit=UNIT_TO_PB[r.unit]))
+            getattr(out, name).CopyFrom(_window_length(r))
     return out
 
 
@@ -251,4 +333,10 @@ def answer_to_pb(result: Result, stream: str, query_id: str) -> pb.Answer:
         out.guaranteed = a.guaranteed
     if result.inter_exec_ms is not None:
         out.inter_exec_ms = result.inter_exec_ms
+    for sw in result.sources or ():
+        w = out.sources.add(stream=sw.stream, slide=sw.slide)
+        if sw.window_start_ms is not None:
+            w.window_start_ms = sw.window_start_ms
+        if sw.window_end_ms is not None:
+            w.window_end_ms = sw.window_end_ms
     return out

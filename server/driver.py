@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from windowstore.store import InvalidInput, StoreError, plan_query
+from windowstore.store import InvalidInput, StoreError
 from windowstore.txn import History, QueryFailed, Result
 from windowstore.txn.commands import Command
 from windowstore.txn.engine import (AlreadyExists, AppendAck, Engine, EngineConfig, FailedPrecondition, NotFound,
@@ -141,7 +141,8 @@ class Driver:
                                           idempotency_keep=config.idempotency_keep,
                                           idempotency_keep_total=config.idempotency_keep_total,
                                           max_buffered_rows=config.max_buffered_rows,
-                                          max_staged_bytes=config.max_staged_mb << 20), self.history)
+                                          max_staged_bytes=config.max_staged_mb << 20,
+                                          max_join_rows=config.max_join_rows), self.history)
         self.engine.on_answer = self._publish
         self.engine.on_error = self._publish_error
         self.sched = self.engine.sched
@@ -354,12 +355,10 @@ class Driver:
         return self.engine.stream(name)
 
     def submit(self, query, priority: int, done: Future):
-        """Plan and submit a one-time query; `done` gets the Result or the error."""
-        if query.slide is not None:
-            raise InvalidInput("a query with SLIDE is periodic: register it instead")
+        """Plan and submit a one-time query (one stream's, or a join); `done` gets the Result or the error."""
         if self.inflight >= self.config.max_concurrent_queries:
             raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
-        plan = plan_query(query, self.stream(query.stream))
+        plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
         self.inflight += 1
         name = plan.stream.name
 

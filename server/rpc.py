@@ -21,6 +21,7 @@ import time
 import grpc
 
 from windowstore.store import InvalidInput, QuerySyntaxError, StoreError
+from windowstore.store.errors import ResourceLimit
 from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded
 from windowstore.v1 import windowstore_pb2 as pb
 
@@ -46,6 +47,7 @@ _CODES = [
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (ResourceLimit, grpc.StatusCode.RESOURCE_EXHAUSTED),  # a join beyond --max-join-rows
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (RestartLimitExceeded, grpc.StatusCode.ABORTED),
     (QueryFailed, grpc.StatusCode.INTERNAL),

@@ -7,8 +7,11 @@ import asyncio
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from windowstore.store import InvalidInput, parse_query, to_text
+from windowstore.store import InvalidInput, to_text
+from windowstore.store.parser import parse_statement
+from windowstore.store.query import JoinQuery
 from windowstore.txn import Result
+from windowstore.txn.joins import stream_names
 from windowstore.v1 import windowstore_pb2 as pb
 
 from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
@@ -25,11 +28,19 @@ _OFF_LOOP_BYTES = 256 << 10
 # Parsed queries are immutable values: the same text (a dashboard's, a load generator's) is parsed
 # once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).
 _CACHED_TEXT = 4096
-_parse_cached = functools.lru_cache(maxsize=4096)(parse_query)
+_parse_cached = functools.lru_cache(maxsize=4096)(parse_statement)
 
 
 def _parse(text: str):
-    return _parse_cached(text) if len(text) <= _CACHED_TEXT else parse_query(text)
+    """A query text: one stream's query, or a join of several streams' windows."""
+    return _parse_cached(text) if len(text) <= _CACHED_TEXT else parse_statement(text)
+
+
+def _streams(query) -> list[str]:
+    """The streams a parsed query reads (a join: each once, FROM order)."""
+    if isinstance(query, JoinQuery):
+        return list(dict.fromkeys(query.streams))
+    return [query.stream]
 
 
 def _remaining(context) -> float | None:
@@ -207,9 +218,16 @@ class WindowStoreService:
             return query, to_text(query)
         raise InvalidInput("a query needs text or a structured form")
 
+    def _allow_all(self, context, action: str, streams: list[str]) -> str:
+        """A join needs the permission on every stream it reads."""
+        for name in streams:
+            who = self._allow(context, action, name)
+        return who
+
     async def Query(self, request, context):
         query, _ = self._query(request)
-        self._allow(context, "read", query.stream)
+        streams = _streams(query)
+        self._allow_all(context, "read", streams)
         done: Future = Future()
         txn = await self._run(lambda: self.driver.submit(query, request.priority, done), context)
         try:
@@ -221,11 +239,11 @@ class WindowStoreService:
             if isinstance(e, TimeoutError):
                 raise DeadlineExceeded("deadline exceeded; the query was withdrawn") from None
             raise
-        return pb.QueryResponse(answer=convert.answer_to_pb(result, query.stream, txn.id))
+        return pb.QueryResponse(answer=convert.answer_to_pb(result, streams[0], txn.id))
 
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
-        owner = self._allow(context, "read", query.stream)
+        owner = self._allow_all(context, "read", _streams(query))
         p = await self._write(Register("", text, request.priority, 0.0, owner), context)
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
 
@@ -236,49 +254,50 @@ class WindowStoreService:
         return pb.UnregisterQueryResponse()
 
     async def _check_owner(self, context, query_id: str) -> None:
-        """Only its owner, or an admin of its stream, may end a periodic query."""
+        """Only its owner, or an admin of its stream (a join: of one of its streams, who could drop
+        that stream and the join with it), may end a periodic query."""
         if self.policy is None:
             return
         p = principal()
 
-        def owner_and_stream():
+        def owner_and_streams():
             q = self.driver.engine.periodic.get(query_id)
             if q is None:
                 raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
-            return q.owner, q.task.plan.stream.name
-        owner, stream = await self._run(owner_and_stream, context)
-        if p != owner and not self.policy.allowed(p, "admin", stream):
+            return q.owner, stream_names(q.task.plan)
+        owner, streams = await self._run(owner_and_streams, context)
+        if p != owner and not any(self.policy.allowed(p, "admin", s) for s in streams):
             raise PermissionDenied(f"{_short(p)!r} may not unregister periodic query {query_id!r}: it belongs to "
-                                   f"{_short(owner)!r} (or needs admin on stream {_short(stream)!r})")
+                                   f"{_short(owner)!r} (or needs admin on stream {_short(streams[0])!r})")
 
-    async def _stream_of_query(self, query_id: str, context) -> str:
-        def stream():
+    async def _streams_of_query(self, query_id: str, context) -> list[str]:
+        def streams():
             q = self.driver.engine.periodic.get(query_id)
             if q is None:
                 raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
-            return q.task.plan.stream.name
-        return await self._run(stream, context)
+            return stream_names(q.task.plan)
+        return await self._run(streams, context)
 
     async def ListQueries(self, request, context):
         def listing():
             out = []
             for qid, p in self.driver.engine.periodic.items():
-                name = p.task.plan.stream.name
-                if request.stream and name != request.stream:
+                names = stream_names(p.task.plan)
+                if request.stream and request.stream not in names:
                     continue
                 subs = self.driver.subscribers.get(qid)
                 out.append(pb.PeriodicQueryInfo(
-                    query_id=qid, stream=name, text=p.text, every_slides=p.task.every, executions=p.task.executions,
+                    query_id=qid, stream=names[0], text=p.text, every_slides=p.task.every, executions=p.task.executions,
                     late=p.task.late, last_slide=p.task.last_reflected if p.task.last_reflected is not None else -1,
-                    subscribers=len(subs.queues) if subs else 0))
+                    subscribers=len(subs.queues) if subs else 0, streams=names))
             return out
         infos = await self._run(listing, context)
-        return pb.ListQueriesResponse(queries=[i for i in infos if self._may("read", i.stream)])
+        return pb.ListQueriesResponse(queries=[i for i in infos if all(self._may("read", s) for s in i.streams)])
 
     async def Subscribe(self, request, context):
         """Answers of a periodic query as they are published. An open subscription is a coroutine
         waiting on its bounded queue: it holds no thread."""
-        self._allow(context, "read", await self._stream_of_query(request.query_id, context))
+        self._allow_all(context, "read", await self._streams_of_query(request.query_id, context))
         q, stream_name = await self._run(lambda: self.driver.subscribe(request.query_id), context)
         try:
             while True:
@@ -296,7 +315,7 @@ class WindowStoreService:
             self.driver.call(lambda: self.driver.unsubscribe(request.query_id, q))
 
     async def ReadAnswers(self, request, context):
-        self._allow(context, "read", await self._stream_of_query(request.query_id, context))
+        self._allow_all(context, "read", await self._streams_of_query(request.query_id, context))
         through = request.through_slide if request.HasField("through_slide") else None
         answers, latest, first, stream = await self._run(lambda: self.driver.read_answers(
             request.query_id, request.after_slide, through, request.limit or 1000), context)
@@ -334,7 +353,8 @@ class WindowStoreService:
         events, seq = await self._run(read, context)
         out = []
         for e in events:
-            ev = pb.HistoryEvent(seq=e["seq"], stream=e["stream"], op=e["op"], txn=e["txn"], t=e["t"])
+            ev = pb.HistoryEvent(seq=e["seq"], stream=e["stream"], op=e["op"], txn=e["txn"], t=e["t"],
+                                 streams=e.get("streams") or ())
             for k in ("subwindow", "version", "window_len"):
                 if e[k] is not None:
                     setattr(ev, k, e[k])

@@ -28,6 +28,7 @@ class AccessPath(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ACCESS_PATH_PROBE: _ClassVar[AccessPath]
     ACCESS_PATH_SYNOPSIS: _ClassVar[AccessPath]
     ACCESS_PATH_WINDOW: _ClassVar[AccessPath]
+    ACCESS_PATH_JOIN: _ClassVar[AccessPath]
 
 class AggregateFunction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -59,6 +60,7 @@ ACCESS_PATH_UNSPECIFIED: AccessPath
 ACCESS_PATH_PROBE: AccessPath
 ACCESS_PATH_SYNOPSIS: AccessPath
 ACCESS_PATH_WINDOW: AccessPath
+ACCESS_PATH_JOIN: AccessPath
 AGGREGATE_FUNCTION_UNSPECIFIED: AggregateFunction
 AGGREGATE_FUNCTION_COUNT: AggregateFunction
 AGGREGATE_FUNCTION_SUM: AggregateFunction
@@ -336,8 +338,50 @@ class OrderBy(_message.Message):
     aggregate: Aggregate
     def __init__(self, item: _Optional[int] = ..., descending: _Optional[bool] = ..., name: _Optional[str] = ..., aggregate: _Optional[_Union[Aggregate, _Mapping]] = ...) -> None: ...
 
+class JoinEqual(_message.Message):
+    __slots__ = ("left", "right")
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    left: str
+    right: str
+    def __init__(self, left: _Optional[str] = ..., right: _Optional[str] = ...) -> None: ...
+
+class JoinBand(_message.Message):
+    __slots__ = ("column", "base", "low", "high")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    base: str
+    low: int
+    high: int
+    def __init__(self, column: _Optional[str] = ..., base: _Optional[str] = ..., low: _Optional[int] = ..., high: _Optional[int] = ...) -> None: ...
+
+class JoinCondition(_message.Message):
+    __slots__ = ("equal", "band")
+    EQUAL_FIELD_NUMBER: _ClassVar[int]
+    BAND_FIELD_NUMBER: _ClassVar[int]
+    equal: JoinEqual
+    band: JoinBand
+    def __init__(self, equal: _Optional[_Union[JoinEqual, _Mapping]] = ..., band: _Optional[_Union[JoinBand, _Mapping]] = ...) -> None: ...
+
+class JoinSource(_message.Message):
+    __slots__ = ("stream", "alias", "range", "slide", "on")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    SLIDE_FIELD_NUMBER: _ClassVar[int]
+    ON_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    alias: str
+    range: WindowLength
+    slide: WindowLength
+    on: _containers.RepeatedCompositeFieldContainer[JoinCondition]
+    def __init__(self, stream: _Optional[str] = ..., alias: _Optional[str] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., on: _Optional[_Iterable[_Union[JoinCondition, _Mapping]]] = ...) -> None: ...
+
 class StructuredQuery(_message.Message):
-    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate")
+    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WHERE_FIELD_NUMBER: _ClassVar[int]
@@ -348,6 +392,8 @@ class StructuredQuery(_message.Message):
     SLIDE_FIELD_NUMBER: _ClassVar[int]
     OUTER_FIELD_NUMBER: _ClassVar[int]
     APPROXIMATE_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    WITHIN_FIELD_NUMBER: _ClassVar[int]
     stream: str
     items: _containers.RepeatedCompositeFieldContainer[SelectItem]
     where: _containers.RepeatedCompositeFieldContainer[Conjunction]
@@ -358,7 +404,9 @@ class StructuredQuery(_message.Message):
     slide: WindowLength
     outer: _containers.RepeatedCompositeFieldContainer[Aggregate]
     approximate: bool
-    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[JoinSource]
+    within: WindowLength
+    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ...) -> None: ...
 
 class StageRowsRequest(_message.Message):
     __slots__ = ("stream", "writer_id", "batch_id", "attempt", "arrow_ipc", "columnar", "chunk")
@@ -447,7 +495,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -467,6 +515,7 @@ class Answer(_message.Message):
     ANSWERED_MS_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     COLUMN_TYPES_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     slide: int
@@ -486,13 +535,26 @@ class Answer(_message.Message):
     answered_ms: float
     stream: str
     column_types: _containers.RepeatedScalarFieldContainer[ColumnType]
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[StreamWindow]
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("answer",)
     ANSWER_FIELD_NUMBER: _ClassVar[int]
     answer: Answer
     def __init__(self, answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
+
+class StreamWindow(_message.Message):
+    __slots__ = ("stream", "slide", "window_start_ms", "window_end_ms")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SLIDE_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_MS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_MS_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    slide: int
+    window_start_ms: int
+    window_end_ms: int
+    def __init__(self, stream: _Optional[str] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterQueryRequest(_message.Message):
     __slots__ = ("text", "structured", "priority")
@@ -529,7 +591,7 @@ class ListQueriesRequest(_message.Message):
     def __init__(self, stream: _Optional[str] = ...) -> None: ...
 
 class PeriodicQueryInfo(_message.Message):
-    __slots__ = ("query_id", "stream", "text", "every_slides", "executions", "late", "last_slide", "subscribers")
+    __slots__ = ("query_id", "stream", "text", "every_slides", "executions", "late", "last_slide", "subscribers", "streams")
     QUERY_ID_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
@@ -538,6 +600,7 @@ class PeriodicQueryInfo(_message.Message):
     LATE_FIELD_NUMBER: _ClassVar[int]
     LAST_SLIDE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBERS_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
     query_id: str
     stream: str
     text: str
@@ -546,7 +609,8 @@ class PeriodicQueryInfo(_message.Message):
     late: int
     last_slide: int
     subscribers: int
-    def __init__(self, query_id: _Optional[str] = ..., stream: _Optional[str] = ..., text: _Optional[str] = ..., every_slides: _Optional[int] = ..., executions: _Optional[int] = ..., late: _Optional[int] = ..., last_slide: _Optional[int] = ..., subscribers: _Optional[int] = ...) -> None: ...
+    streams: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, query_id: _Optional[str] = ..., stream: _Optional[str] = ..., text: _Optional[str] = ..., every_slides: _Optional[int] = ..., executions: _Optional[int] = ..., late: _Optional[int] = ..., last_slide: _Optional[int] = ..., subscribers: _Optional[int] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListQueriesResponse(_message.Message):
     __slots__ = ("queries",)
@@ -697,7 +761,7 @@ class GetStatsResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
+    __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t", "streams")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
@@ -706,6 +770,7 @@ class HistoryEvent(_message.Message):
     VERSION_FIELD_NUMBER: _ClassVar[int]
     WINDOW_LEN_FIELD_NUMBER: _ClassVar[int]
     T_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     stream: str
     op: str
@@ -714,7 +779,8 @@ class HistoryEvent(_message.Message):
     version: int
     window_len: int
     t: float
-    def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., op: _Optional[str] = ..., txn: _Optional[str] = ..., subwindow: _Optional[int] = ..., version: _Optional[int] = ..., window_len: _Optional[int] = ..., t: _Optional[float] = ...) -> None: ...
+    streams: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., op: _Optional[str] = ..., txn: _Optional[str] = ..., subwindow: _Optional[int] = ..., version: _Optional[int] = ..., window_len: _Optional[int] = ..., t: _Optional[float] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamHistoryRequest(_message.Message):
     __slots__ = ("stream", "since_seq", "limit")

@@ -75,8 +75,7 @@ class Durability:
         for cmd in cmds:
             self.wal.append(commands.encode(cmd))
         if self._syncer is not None:
-            self.wal.write()
-            self._syncer.after_sync(on_durable)
+            self._syncer.write(self.wal.take(), on_durable)
         else:
             self.wal.flush()
             on_durable(None)
@@ -136,9 +135,11 @@ class Durability:
 
 
 class Syncer:
-    """Group commit off the driver thread: waits for turns to be written, fdatasyncs once for all
-    of them, then tells each (in order) that it is durable, or that the sync failed. What waits
-    here is bounded by what the driver may hold: its inbox (--max-pending) and one turn per sync."""
+    """Group commit off the driver thread: takes each turn's records, frames and writes them, then
+    fdatasyncs once for every turn written meanwhile and tells each (in order) that it is durable,
+    or that the log failed. The driver only numbers records; checksums, writes and syncs happen
+    here. What waits here is bounded by what the driver may hold: its inbox (--max-pending) and
+    one turn per sync."""
 
     def __init__(self, wal: WriteAheadLog):
         self.wal = wal
@@ -148,10 +149,11 @@ class Syncer:
         self._thread = threading.Thread(target=self._run, name="windowstore-syncer", daemon=True)
         self._thread.start()
 
-    def after_sync(self, callback) -> None:
-        """Call `callback(error)` once everything written so far is on disk (error None)."""
+    def write(self, records: list, callback) -> None:
+        """Write `records` (from wal.take(), in lsn order) after those handed over before, then
+        call `callback(error)` once they are on disk (error None)."""
         with self._cv:
-            self._waiting.append(callback)
+            self._waiting.append((records, callback))
             self._cv.notify()
 
     def _run(self) -> None:
@@ -164,10 +166,12 @@ class Syncer:
                 batch, self._waiting = self._waiting, []
             error = None
             try:
-                self.wal.sync()  # covers every record written before the callbacks were queued
+                for records, _ in batch:
+                    self.wal.write(records)
+                self.wal.sync()  # one sync for every turn of the batch
             except OSError as e:
                 error = str(e)
-            for callback in batch:
+            for _, callback in batch:
                 try:
                     callback(error)
                 except Exception:  # noqa: BLE001 - one caller's failure must not stop the others' acks

@@ -151,7 +151,7 @@ class WriteAheadLog:
         self._fd_lock = threading.Lock()  # a sync on another thread vs rotating or closing the fd
         self._fd: int | None = None
         self._size = 0
-        self._pending: list[bytes] = []
+        self._pending: list[tuple[int, bytes]] = []  # (lsn, payload) appended, not yet written
         self._last_sync = time.monotonic()
         self.failed: str | None = None
         self.bytes_written = 0
@@ -182,14 +182,18 @@ class WriteAheadLog:
 
     # -- writing -----------------------------------------------------------------------------------
     def append(self, payload: bytes) -> int:
-        """Frame one record (written by the next flush); returns its lsn."""
+        """Number one record (framed and written by the next write); returns its lsn."""
         if len(payload) >= MAX_RECORD:
             raise ValueError(f"a log record of {len(payload)} bytes is too large")
         lsn = self.next_lsn
         self.next_lsn += 1
-        self._pending.append(_REC.pack(len(payload), _crc(lsn, payload), lsn))
-        self._pending.append(payload)  # written as is (writev): a batch's bytes are not copied again
+        self._pending.append((lsn, payload))
         return lsn
+
+    def take(self) -> list[tuple[int, bytes]]:
+        """The records appended since the last take or write, to be written (elsewhere) in order."""
+        records, self._pending = self._pending, []
+        return records
 
     def flush(self) -> None:
         """Write the pending records (one write), then fsync as the policy says."""
@@ -197,13 +201,19 @@ class WriteAheadLog:
         if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
             self.sync()
 
-    def write(self) -> int:
-        """Write the pending records (one writev), without syncing; returns the last lsn written."""
+    def write(self, records: list[tuple[int, bytes]] | None = None) -> int:
+        """Frame (crc) and write records in one writev, without syncing: `records` from take(), or
+        the pending ones. Framing happens here so that a writer thread, not the appender, pays for
+        the checksum of large batches (zlib releases the GIL for it). Returns the last lsn written."""
         self._check()
-        if self._pending:
-            parts = self._pending
-            first = self.next_lsn - len(parts) // 2
-            self._pending = []
+        if records is None:
+            records = self.take()
+        if records:
+            first = records[0][0]
+            parts = []
+            for lsn, payload in records:
+                parts.append(_REC.pack(len(payload), _crc(lsn, payload), lsn))
+                parts.append(payload)  # written as is (writev): a batch's bytes are not copied again
             size = sum(len(p) for p in parts)
             try:
                 if self._fd is None or self._size >= self.segment_bytes or self._new_segment:
@@ -214,7 +224,7 @@ class WriteAheadLog:
                 self._fail(f"writing the log failed: {e}")
             self._size += size
             self.bytes_written += size
-            self.written_lsn = self.next_lsn - 1
+            self.written_lsn = records[-1][0]
         return self.written_lsn
 
     def sync(self) -> int:

@@ -51,7 +51,11 @@ def _remaining(context) -> float | None:
 
 async def _result(fut: Future, timeout: float | None):
     """Await a driver future. Shielded: the caller giving up never cancels the driver's future
-    (the driver settles it; a command still waiting is skipped by its own deadline check)."""
+    (the driver settles it; a command still waiting is skipped by its own deadline check). A
+    future already settled (a probe query answered in the driver's turn) costs no event-loop
+    round trip."""
+    if fut.done():
+        return fut.result()
     return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), timeout)
 
 

@@ -52,6 +52,20 @@ plan (each distinct string once per dictionary: a Python loop only over strings 
 
 Bound. Every intermediate and the kept result are limited to `max_rows` rows; a join that needs
 more raises errors.ResourceLimit before allocating them, leaving the plan's state consistent.
+
+Aggregates over a join kept between evaluations (thesis 8.3.2, the basic-interval-join synopsis). A
+plan that keeps its state (cache=True: periodic queries) and answers COUNT(*), COUNT(col), and SUM,
+AVG, MIN, MAX of int64 columns (nulls left out) without GROUP BY keeps no result rows at all: new result rows are
+pre-aggregated into intervals labelled by when they expire, and an answer merges the live intervals.
+A label is the combination of sub-windows (one per source) the rows were joined from: all rows under
+one label expire together, at the first slide that expires one of those sub-windows, so expiration
+drops whole intervals and never subtracts (the thesis labels intervals by expiration time; with
+streams on different clocks, manual or event time, no expiration time is known in advance, so the
+combination itself is the label). Evaluation costs O(labels), not O(result rows), the kept state is
+O(labels) (at most the product of the sources' sub-window counts), and the answers are exactly the
+recomputed ones (integer sums are exact; AVG divides the exact sum once). The row bound is the same
+as without the synopsis (the rows the intervals summarise), so a join is refused or answered alike
+whether it is one-time or periodic.
 """
 from __future__ import annotations
 
@@ -64,7 +78,14 @@ import numpy as np
 from .binder import Comparison
 from .dictionary import StringDictionary
 from .errors import InvalidInput, ResourceLimit
-from .exact import INT64_MAX, INT64_MIN
+from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_sum
+from .functions import _grouped_extreme
+
+try:  # a column's validity mask in a sub-window's columns (where it holds a null)
+    from .schema import valid_key as _valid_key
+except ImportError:  # before nullable columns
+    def _valid_key(column: str) -> str:
+        return "?" + column
 from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join
 from .planner import Answer
 from .query import JoinQuery
@@ -204,7 +225,7 @@ class _Index:
     per class the sorted distinct keys, the folds that combine several classes into one dense id, the
     sorted distinct band values, and the rows sorted by (key id, band rank)."""
 
-    __slots__ = ("uniqs", "folds", "tu", "order", "comp")
+    __slots__ = ("uniqs", "folds", "tu", "order", "comp", "_bounds")
 
     def __init__(self, keys: list[np.ndarray], band: np.ndarray | None, n: int):
         self.uniqs, self.folds = [], []
@@ -226,6 +247,14 @@ class _Index:
             self.tu, comp = None, acc
         self.order = np.argsort(comp, kind="stable")
         self.comp = comp[self.order]
+        self._bounds = None
+
+    def key_ranges(self, kid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Without a band: [start, end) in `order` of the rows with each key id (kid >= 0)."""
+        if self._bounds is None:
+            keys = len(self.folds[-1]) if self.folds else (len(self.uniqs[0]) if self.uniqs else 1)
+            self._bounds = np.searchsorted(self.comp, np.arange(keys + 1, dtype=np.int64), side="left")
+        return self._bounds[kid], self._bounds[kid + 1]
 
     def key_ids(self, probe_keys: list[np.ndarray]) -> np.ndarray:
         """The dense key id of each probing row, -1 where this sub-window has no such key."""
@@ -314,6 +343,21 @@ class _Inter:
         return self if mask.all() else self.take(np.flatnonzero(mask))
 
 
+class _Combined:
+    """All incorporated sub-windows of one source as one probe target: their selected rows concatenated
+    (version and row of each), join keys and needed columns, and one index on the step's classes."""
+
+    __slots__ = ("subs", "ver", "row", "keys", "attrs", "index")
+
+    def __init__(self, xs: list[_Prepared], classes: tuple[int, ...], class_cols: dict, attr_cols: set[str]):
+        self.subs = [x.sub for x in xs]
+        self.ver = np.concatenate([np.full(x.n, x.sub.slide, dtype=np.int64) for x in xs])
+        self.row = np.concatenate([x.sel for x in xs])
+        self.keys = {c: np.concatenate([x.keys[c] for x in xs]) for c in class_cols}
+        self.attrs = {col: np.concatenate([x.column(col) for x in xs]) for col in attr_cols}
+        self.index = _Index([self.keys[c] for c in classes], None, len(self.ver))
+
+
 @dataclass
 class _Chunk:
     """Result rows computed together: ver[i] and row[i] say which row of which sub-window of source
@@ -364,6 +408,7 @@ class JoinPlan:
         self.stats = JoinStats()
         self._classes()
         self._filters()
+        self.synopsis = cache and _synopsis_answers(bound)
         self._gid: dict[str, int] = {}
         self._tables: dict[int, tuple[StringDictionary, int, np.ndarray]] = {}
         self.clear()
@@ -377,6 +422,9 @@ class JoinPlan:
         self._prepared: list[dict[int, _Prepared]] = [{} for _ in range(self.k)]
         self._incorporated: list[set[int]] = [set() for _ in range(self.k)]
         self._chunks: list[_Chunk] = []
+        self._combined: dict[tuple, _Combined] = {}
+        if getattr(self, "synopsis", False):
+            self._intervals = _Intervals(self.k, self.bound)
 
     # -- static analysis of the conditions ------------------------------------------------------------
     def _classes(self) -> None:
@@ -505,7 +553,7 @@ class JoinPlan:
             self._prepared = [{} for _ in range(self.k)]
         preps = [[self._prepare(p, sub) for sub in subs] for p, subs in enumerate(inputs)]
         new = [[pr for pr in preps[p] if pr.sub.slide not in self._incorporated[p]] for p in range(self.k)]
-        self.stats.rows_reused += sum(ch.n for ch in self._chunks)
+        self.stats.rows_reused += self._kept_rows()
         if not any(new):
             return
         order = self._order(inputs, preps)
@@ -513,8 +561,15 @@ class JoinPlan:
             if new[p]:
                 self._incorporate(p, new[p], order)
 
+    def _kept_rows(self) -> int:
+        if self.synopsis:
+            return self._intervals.rows
+        return sum(ch.n for ch in self._chunks)
+
     def _expire(self, p: int, versions: list[int]) -> None:
         gone = np.array(sorted(set(versions)), dtype=np.int64)
+        if self.synopsis:
+            self.stats.rows_expired += self._intervals.expire(p, gone)
         kept = []
         for ch in self._chunks:
             hit = np.isin(ch.ver[p], gone)
@@ -531,6 +586,11 @@ class JoinPlan:
             self._prepared[p].pop(v, None)
 
     def _order(self, inputs, preps) -> list[int]:
+        if self.k == 2:
+            # Two sources: both orders cost the same (5.3.1: each source probes the other), and the
+            # heuristic keeps FROM order; no need to count distinct values.
+            self.stats.order, self.stats.order_cost, self.stats.orders_costed = (0, 1), 0.0, 1
+            return [0, 1]
         size, rate, distinct, spans = [], [], [], []
         for p in range(self.k):
             n = float(sum(pr.n for pr in preps[p]))
@@ -570,7 +630,10 @@ class JoinPlan:
                 inter = self._join_step(inter, q)
             if inter.n and self.residual:
                 inter = inter.filter(self._residual_mask(inter))
-            if inter.n:
+            if inter.n and self.synopsis:
+                self._intervals.add(inter, self._gather, self.max_rows, self._too_many)
+                self.stats.rows_computed += inter.n
+            elif inter.n:
                 total = sum(ch.n for ch in self._chunks) + inter.n
                 if total > self.max_rows:
                     self._too_many(total, "the join result")
@@ -610,9 +673,21 @@ class JoinPlan:
         probe_keys = [inter.keys[c] for c in classes]
         band_col = None if primary is None else (primary.column.column if primary.column.source == q
                                                  else primary.base.column)
+        versions = sorted(self._incorporated[q])
+        if primary is None and classes and inter.n >= 256 and len(versions) > 1:
+            # probes with sorted keys search faster (each binary search starts where the last ended)
+            inter = inter.take(np.argsort(inter.keys[classes[0]], kind="stable"))
+            probe_keys = [inter.keys[c] for c in classes]
+        if primary is None and classes:
+            # An equi-join step: with many sub-windows and a large probe side, one probe of an index over
+            # all of source q beats one probe per sub-window (the result is the same union of pairs).
+            xs = [self._prepared[q][v] for v in versions if self._prepared[q][v].n]
+            size = sum(x.n for x in xs)
+            if len(xs) > 1 and inter.n * len(xs) > 2 * size:
+                return self._join_combined(inter, q, classes, probe_keys, xs)
         pieces: list[tuple[_Prepared, np.ndarray, np.ndarray]] = []
         total = 0
-        for v in sorted(self._incorporated[q]):
+        for v in versions:
             x = self._prepared[q][v]
             rows = self._candidate_rows(interval, x, band_col)
             if x.n == 0 or (rows is not None and len(rows) == 0):
@@ -627,13 +702,15 @@ class JoinPlan:
             if band_col is not None:
                 width = len(ix.tu) + 1
                 lo, hi = self._ranks(interval, ix.tu, rows)
-            else:
-                lo, hi = np.zeros(len(kid), dtype=np.int64), np.ones(len(kid), dtype=np.int64)
             ok = kid >= 0
-            base = np.where(ok, kid, 0) * width
-            starts = np.searchsorted(ix.comp, base + lo, side="left")
-            ends = np.searchsorted(ix.comp, base + hi, side="left")
-            counts = np.where(ok & (hi > lo), ends - starts, 0)
+            if band_col is not None:
+                base = np.where(ok, kid, 0) * width
+                starts = np.searchsorted(ix.comp, base + lo, side="left")
+                ends = np.searchsorted(ix.comp, base + hi, side="left")
+                counts = np.where(ok & (hi > lo), ends - starts, 0)
+            else:
+                starts, ends = ix.key_ranges(np.where(ok, kid, 0))
+                counts = np.where(ok, ends - starts, 0)
             found = int(counts.sum())
             if not found:
                 continue
@@ -658,6 +735,37 @@ class JoinPlan:
             if b is not primary:
                 out = out.filter(_band_mask(out.attrs[(b.column.source, b.column.column)],
                                             out.attrs[(b.base.source, b.base.column)], b.low, b.high))
+        return out
+
+    def _join_combined(self, inter: _Inter, q: int, classes: tuple[int, ...], probe_keys: list[np.ndarray],
+                       xs: list[_Prepared]) -> _Inter:
+        """inter joined with all of source q's incorporated sub-windows `xs` through one index."""
+        sig = (q, classes)
+        comb = self._combined.get(sig)
+        if comb is None or comb.subs != [x.sub for x in xs]:
+            comb = self._combined[sig] = _Combined(xs, classes, self.class_cols[q], self.attr_cols[q])
+        self.stats.pairs_probed += len(xs)
+        self.stats.rows_probed += inter.n
+        kid = comb.index.key_ids(probe_keys)
+        ok = kid >= 0
+        starts, ends = comb.index.key_ranges(np.where(ok, kid, 0))
+        counts = np.where(ok, ends - starts, 0)
+        found = int(counts.sum())
+        if found > self.max_rows:
+            self._too_many(found, "an intermediate join result")
+        if not found:
+            return _Inter(0)
+        left = np.repeat(np.arange(len(counts)), counts)
+        offs = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(found)
+        pos = comb.index.order[offs]
+        out = inter.take(left)
+        out.ver[q] = comb.ver[pos]
+        out.row[q] = comb.row[pos]
+        for c, keys in comb.keys.items():
+            if c not in out.keys:
+                out.keys[c] = keys[pos]
+        for col, values in comb.attrs.items():
+            out.attrs[(q, col)] = values[pos]
         return out
 
     # -- bands --------------------------------------------------------------------------------------------
@@ -735,6 +843,8 @@ class JoinPlan:
         try:
             self.refresh(inputs)
             self.stats.evaluations += 1
+            if self.synopsis:
+                return Answer(self.labels, self._intervals.answer(), "join", types=self.types)
             chunks = self._chunks
             if chunks:
                 ver = np.concatenate([ch.ver for ch in chunks], axis=1)
@@ -745,6 +855,29 @@ class JoinPlan:
         finally:
             if not self.cache:
                 self.clear()
+
+    def _gather(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Values of `ref` for rows (version, row) of its source's prepared sub-windows (also those
+        being incorporated), and their validity (None: no nulls among them)."""
+        prepared = self._prepared[ref.source]
+        lo, hi = int(ver.min()), int(ver.max())
+        versions = [v for v in range(lo, hi + 1) if v in prepared]
+        subs = [prepared[v].sub for v in versions]
+        vkey = _valid_key(ref.column)
+        has_nulls = any(vkey in sub.columns for sub in subs)
+        if len(subs) == 1:
+            cols = subs[0].columns
+            return cols[ref.column][row], (cols[vkey][row] if has_nulls else None)
+        offsets = np.cumsum([0] + [sub.rows for sub in subs[:-1]])
+        table = np.zeros(hi - lo + 1, dtype=np.int64)
+        table[np.array(versions, dtype=np.int64) - lo] = offsets
+        at = table[ver - lo] + row
+        values = np.concatenate([sub.columns[ref.column] for sub in subs])[at]
+        if not has_nulls:
+            return values, None
+        valid = np.concatenate([sub.columns[vkey] if vkey in sub.columns else np.ones(sub.rows, dtype=bool)
+                                for sub in subs])[at]
+        return values, valid
 
     def column(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> np.ndarray:
         """The values of `ref` for result rows taken from (version, row) of its source."""
@@ -758,6 +891,11 @@ class JoinPlan:
             return subs[0].columns[ref.column][row]
         cols = np.concatenate([s.columns[ref.column] for s in subs])
         offsets = np.cumsum([0] + [s.rows for s in subs[:-1]])
+        lo = versions[0]
+        if versions[-1] - lo < 4 * len(versions) + 64:  # versions are nearly contiguous: a lookup table
+            table = np.zeros(versions[-1] - lo + 1, dtype=np.int64)
+            table[np.array(versions, dtype=np.int64) - lo] = offsets
+            return cols[table[ver - lo] + row]
         idx = np.searchsorted(np.array(versions, dtype=np.int64), ver)
         return cols[offsets[idx] + row]
 
@@ -785,6 +923,143 @@ def _band_mask(c: np.ndarray, d: np.ndarray, low: int | None, high: int | None) 
     if high is not None:
         ok &= np.where(over, c < 0, diff <= high)
     return ok
+
+
+# -- the basic-interval-join synopsis (thesis 8.3.2) ----------------------------------------------------------
+_SYNOPSIS_FUNCS = ("count", "sum", "avg", "min", "max")
+
+
+def _synopsis_answers(b: BoundJoin) -> bool:
+    """Can intervals of pre-aggregated join results answer this query exactly?"""
+    if b.projection or b.group_by is not None or b.outer or not b.aggs:
+        return False
+    for a in b.aggs:
+        if a.fn.name not in _SYNOPSIS_FUNCS:
+            return False
+        if a.fn.name != "count" and a.input_type != "int64":
+            return False  # float sums depend on the order of addition; string extremes on decoding
+    return True
+
+
+class _Intervals:
+    """Join results pre-aggregated per label (the combination of sub-windows they were joined from, so
+    every row of an interval expires at the same slide): labels[i] is the version of each source, counts[i]
+    the rows under it, and per aggregate a tuple of per-label arrays: COUNT(col) (values counted); SUM and
+    AVG (exact sum, values counted); MIN and MAX (extreme, values counted). Values counted leave out
+    nulls (a sub-window's validity mask, when it has one)."""
+
+    def __init__(self, k: int, bound: BoundJoin):
+        self.k, self.bound = k, bound
+        self.labels = np.zeros((0, k), dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.parts: list[tuple | None] = []
+        for a, ref in zip(bound.aggs, bound.agg_refs):
+            empty = np.zeros(0, dtype=np.int64)
+            self.parts.append(None if ref is None else (empty,) if a.fn.name == "count" else (empty, empty))
+
+    @property
+    def rows(self) -> int:
+        return int(self.counts.sum())
+
+    def add(self, inter: _Inter, gather, max_rows: int, too_many) -> None:
+        """Pre-aggregate new result rows (each has at least one newly incorporated sub-window, so its
+        label is new)."""
+        total = self.rows + inter.n  # the same bound as for kept rows: a periodic join is refused as a one-time one
+        if total > max_rows:
+            too_many(total, "the join result")
+        labels, inverse = _labels([inter.ver[q] for q in range(self.k)])
+        g = len(labels)
+        counts = np.bincount(inverse, minlength=g).astype(np.int64)
+        parts = []
+        for a, ref, old in zip(self.bound.aggs, self.bound.agg_refs, self.parts):
+            if old is None:
+                parts.append(None)
+                continue
+            values, valid = gather(ref, inter.ver[ref.source], inter.row[ref.source])
+            inv, counted = inverse, counts
+            if valid is not None:
+                inv, values = inverse[valid], values[valid]
+                counted = np.bincount(inv, minlength=g).astype(np.int64)
+            name = a.fn.name
+            if name == "count":
+                parts.append((counted,))
+            elif name in ("sum", "avg"):
+                parts.append((grouped_sum(inv, values, g), counted))
+            else:
+                parts.append((_grouped_extreme(name == "max", inv, values, g), counted))
+        self.labels = np.concatenate([self.labels, labels])
+        self.counts = np.concatenate([self.counts, counts])
+        self.parts = [None if old is None else tuple(_concat_values(o, n) for o, n in zip(old, new))
+                      for old, new in zip(self.parts, parts)]
+
+    def expire(self, p: int, gone: np.ndarray) -> int:
+        """Drop the intervals holding an expired sub-window of source p; the rows they summarised."""
+        hit = np.isin(self.labels[:, p], gone)
+        if not hit.any():
+            return 0
+        dropped = int(self.counts[hit].sum())
+        keep = ~hit
+        self.labels, self.counts = self.labels[keep], self.counts[keep]
+        self.parts = [None if part is None else tuple(x[keep] for x in part) for part in self.parts]
+        return dropped
+
+    def answer(self) -> list[tuple]:
+        b = self.bound
+        values = []
+        for a, part in zip(b.aggs, self.parts):
+            name = a.fn.name
+            if part is None:  # COUNT(*)
+                values.append(int(self.counts.sum()))
+                continue
+            counted = part[-1]
+            n = int(counted.sum())
+            if name == "count":
+                values.append(n)
+            elif not n:
+                values.append(None)
+            elif name in ("sum", "avg"):
+                sums = part[0]
+                total = sum(sums.tolist()) if sums.dtype.kind == "O" else exact_sum(sums)
+                values.append(total if name == "sum" else total / n)
+            else:
+                ext = part[0][counted > 0]
+                values.append((ext.max() if name == "max" else ext.min()).item())
+        rows = [tuple(values[it.agg] for it in b.items)]
+        return rows if b.limit is None else rows[: b.limit]
+
+
+def _labels(vers: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct version combinations (rows of a [labels, k] array) and each row's label."""
+    los = [int(v.min()) for v in vers]
+    spans = [int(v.max()) - lo + 1 for v, lo in zip(vers, los)]
+    radix = 1
+    for s in spans:
+        radix *= s
+    if radix < 2**62:  # one int64 code per combination: a 1-d unique (much faster than a row-wise one)
+        code = np.zeros(len(vers[0]), dtype=np.int64)
+        for v, lo, span in zip(vers, los, spans):
+            code = code * span + (v - lo)
+        if radix <= 4 * len(code) + 1024:  # few combinations possible: count them, no sort
+            present = np.bincount(code, minlength=radix) > 0
+            uniq = np.flatnonzero(present)
+            dense = np.cumsum(present) - 1
+            inverse = dense[code]
+        else:
+            uniq, inverse = np.unique(code, return_inverse=True)
+        out = np.empty((len(uniq), len(vers)), dtype=np.int64)
+        rest = uniq
+        for q in range(len(vers) - 1, -1, -1):
+            out[:, q] = rest % spans[q] + los[q]
+            rest = rest // spans[q]
+        return out, inverse.reshape(-1)
+    labels, inverse = np.unique(np.stack(vers, axis=1), axis=0, return_inverse=True)
+    return labels, inverse.reshape(-1)
+
+
+def _concat_values(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    if old.dtype.kind == "O" or new.dtype.kind == "O":
+        return np.concatenate([old.astype(object), new.astype(object)])
+    return np.concatenate([old, new])
 
 
 # -- from joined rows to the answer ------------------------------------------------------------------------

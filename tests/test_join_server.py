@@ -231,7 +231,8 @@ def test_a_join_needs_read_permission_on_every_stream(secured):
 
 
 def test_a_registered_periodic_join_survives_kill_9(tmp_path):
-    srv = ServerProcess(data_dir=str(tmp_path))
+    # tiny snapshots: recovery restores a snapshot (periodic queries by their text) and replays the log
+    srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))
     try:
         with Client(srv.target, timeout=30) as ws:
             log, left, right, rng = two_streams(ws, seed=4)

@@ -594,3 +594,29 @@ def test_checker_join_levels():
     h5 = h[:-2] + [ev(seq + 6, "a", "a", "Q1"), ev(seq + 7, "b", "a", "Q1")]
     r = check(h5)
     assert r.aborts == 1 and r.verdicts == [] and r.errors == []
+
+
+def test_check_history_cli_classifies_joins(tmp_path, capsys):
+    import json
+
+    from windowstore.server.cli import main
+    sched, streams, h, now = setup("lws")
+    txn = sched.submit(join_plan(TWO, streams))
+    for _ in range(5):                        # up to s1's oldest sub-window, which the slide expires
+        sched.step()
+    slide(sched, streams["s1"], 50)
+    sched.run_until_idle()
+    good = tmp_path / "good.jsonl"
+    good.write_text("".join(json.dumps(e) + "\n" for e in h.events))
+    assert main(["check-history", str(good), "--expect", "lws"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["summary"]["lws"] == 1 and out["summary"]["aborts"] == 1 and txn.result.restarts == 1
+    # drop one of the join's reads of s1: torn, and the violation lists each stream's part
+    events = list(h.events)
+    last_r = max(i for i, e in enumerate(events) if e["txn"] == txn.id and e["op"] == "r" and e["stream"] == "s1")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(e) + "\n" for i, e in enumerate(events) if i != last_r))
+    assert main(["check-history", str(bad), "--expect", "ws"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    [v] = out["violations"]
+    assert v["stream"] == "s0,s1" and v["level"] == "torn" and v["streams"]["s1"]["level"] == "torn"

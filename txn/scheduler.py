@@ -381,10 +381,13 @@ class Scheduler:
         del self._refresh[task_id]
         try:
             task.plan.refresh()
-        except StoreError:
-            # too large a join result (ResourceLimit): nothing kept changes; the next execution
-            # evaluates again and reports the error to its subscribers
+        except ResourceLimit:
+            # too large a join result: what is kept stays consistent; the next execution evaluates
+            # again and reports the error to its subscribers
             self.refresh_errors += 1
+        except Exception:  # noqa: BLE001 - maintenance must not stop the scheduler
+            self.refresh_errors += 1
+            task.plan.join.clear()  # a bug: forget what is kept, the next execution starts afresh
         self.last_rows = 0
 
     def _choose(self) -> QueryTxn | None:
@@ -652,6 +655,7 @@ class Scheduler:
         task = txn.task
         if task is not None:
             task.running = None
+            self._refresh.pop(task.id, None)
             if self.tasks.pop(task.id, None) is not None:
                 task.active = False
                 self._tasks_changed = True

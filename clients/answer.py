@@ -9,12 +9,12 @@ from windowstore.v1 import windowstore_pb2 as pb
 _ACCESS = {pb.ACCESS_PATH_PROBE: "probe", pb.ACCESS_PATH_SYNOPSIS: "synopsis", pb.ACCESS_PATH_WINDOW: "window",
            pb.ACCESS_PATH_JOIN: "join"}
 _TYPES = {pb.COLUMN_TYPE_INT64: "int64", pb.COLUMN_TYPE_FLOAT64: "float64", pb.COLUMN_TYPE_STRING: "string",
-          pb.COLUMN_TYPE_INT128: "int128"}
+          pb.COLUMN_TYPE_INT128: "int128", pb.COLUMN_TYPE_BOOLEAN: "boolean"}
 _INT64 = (-(2**63), 2**63 - 1)
 
 
 def _value(v: pb.Value):
-    """A cell as Python: None, int (exact, also beyond 64 bits), float or str."""
+    """A cell as Python: None (NULL), bool, int (exact, also beyond 64 bits), float or str."""
     kind = v.WhichOneof("kind")
     if kind is None:
         return None
@@ -56,7 +56,7 @@ class Answer:
     inter_exec_ms: float | None
     answered_ms: float
     stream: str
-    types: list[str] = field(default_factory=list)  # int64, int128, float64 or string per column
+    types: list[str] = field(default_factory=list)  # int64, int128, float64, string or boolean per column
     # A join (access "join"): every joined stream's slide and window bounds, FROM order; `stream`,
     # `slide` and the window bounds above are its first source's stream's.
     sources: list[StreamWindow] = field(default_factory=list)
@@ -81,7 +81,8 @@ class Answer:
         decimal128(38, 0), as DuckDB exports its HUGEINT."""
         import pyarrow as pa
 
-        arrow = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "int128": pa.decimal128(38, 0)}
+        arrow = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "int128": pa.decimal128(38, 0),
+                 "boolean": pa.bool_()}
         cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         types = self.types if len(self.types) == len(self.columns) else [None] * len(self.columns)
         return pa.table({name: pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values],
@@ -89,7 +90,8 @@ class Answer:
                          for name, values, t in zip(self.columns, cols, types)})
 
     def to_pandas(self):
-        """A DataFrame; an int128 column is int64 when every value fits, else Python ints (exact)."""
+        """A DataFrame; an int128 column is int64 when every value fits, else Python ints (exact); a
+        boolean column has pandas' nullable "boolean" dtype (NULL as pd.NA)."""
         import pandas as pd
 
         df = pd.DataFrame(self.rows, columns=self.columns)
@@ -98,4 +100,6 @@ class Answer:
                 values = df[name].tolist()
                 exact = all(v is None or _INT64[0] <= v <= _INT64[1] for v in values) and None not in values
                 df[name] = pd.Series(values, dtype="int64" if exact else "object")
+            elif t == "boolean":
+                df[name] = pd.Series(df[name].tolist(), dtype="boolean")
         return df

@@ -37,7 +37,8 @@ def _to_arrow(batch: Any) -> pa.Table:
         for name, values in batch.items():
             if isinstance(values, np.ndarray) and values.dtype.kind in "OU":
                 values = values.tolist()
-            cols[name] = values
+            # None is NULL, and NaN too (as pyarrow takes pandas data: from_pandas)
+            cols[name] = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(values, from_pandas=True)
         return pa.table(cols)
     raise InvalidArgument(f"a batch is a dict of columns, a pandas DataFrame or a pyarrow Table, not {type(batch).__name__}")
 
@@ -71,10 +72,17 @@ def to_columnar(batch: Mapping[str, Any], types: Mapping[str, str]) -> pb.Column
         kind = types.get(name)
         try:
             col = out.columns.add(name=name)
+            nulls = [v is None or (isinstance(v, float) and v != v) for v in values]
+            if any(nulls):  # NULL: a placeholder value and is_null set
+                col.is_null.extend(nulls)
+                fill = {"string": "", "float64": 0.0, "boolean": False}.get(kind, 0)
+                values = [fill if n else v for v, n in zip(values, nulls)]
             if kind == "string":
                 col.string_values.values.extend(values)
             elif kind == "float64":
                 col.float64_values.values.extend(values)
+            elif kind == "boolean":
+                col.bool_values.values.extend(values)
             else:
                 col.int64_values.values.extend(values)
         except BAD_VALUE as e:

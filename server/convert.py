@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 
 from windowstore.store import InvalidInput, Loc, QueryError
@@ -19,7 +20,8 @@ from windowstore.v1 import windowstore_pb2 as pb
 
 from .payload import read_table
 
-TYPE_TO_PB = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING}
+TYPE_TO_PB = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING,
+              "boolean": pb.COLUMN_TYPE_BOOLEAN}
 PB_TO_TYPE = {v: k for k, v in TYPE_TO_PB.items()}  # column types of a schema
 ANSWER_TYPE_TO_PB = {**TYPE_TO_PB, "int128": pb.COLUMN_TYPE_INT128}
 CLOCK_TO_PB = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
@@ -68,7 +70,8 @@ def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
 
 
 # -- batches ---------------------------------------------------------------------------------------
-_ARROW_TYPES = {"int64_values": pa.int64(), "float64_values": pa.float64(), "string_values": pa.string()}
+_ARROW_TYPES = {"int64_values": pa.int64(), "float64_values": pa.float64(), "string_values": pa.string(),
+                "bool_values": pa.bool_()}
 
 
 def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tuple[pa.Table, bytes | None]:
@@ -86,7 +89,14 @@ def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tup
                 raise InvalidInput(f"column {col.name!r} has no values", column=col.name)
             if col.name in out:
                 raise InvalidInput(f"column {col.name!r} appears twice", column=col.name)
-            out[col.name] = pa.array(getattr(col, which).values, type=_ARROW_TYPES[which])
+            values = getattr(col, which).values
+            if len(col.is_null):  # nulls: a validity mask over the values (placeholders where null)
+                if len(col.is_null) != len(values):
+                    raise InvalidInput(f"column {col.name!r} has {len(col.is_null)} is_null flags for {len(values)} values",
+                                       column=col.name)
+                out[col.name] = pa.array(values, type=_ARROW_TYPES[which], mask=np.asarray(col.is_null, dtype=bool))
+            else:
+                out[col.name] = pa.array(values, type=_ARROW_TYPES[which])
         lengths = {len(v) for v in out.values()}
         if len(lengths) > 1:
             raise InvalidInput(f"columns have different lengths ({', '.join(str(n) for n in sorted(lengths))})")
@@ -114,9 +124,11 @@ def value_from_pb(v: pb.Value, where: str = "value"):
 
 
 def value_to_pb(x) -> pb.Value:
-    """An answer value or a query literal; integers beyond int64 travel exactly."""
+    """An answer value or a query literal; integers beyond int64 travel exactly; NULL: no field set."""
     if x is None:
         return pb.Value()
+    if isinstance(x, bool):
+        return pb.Value(bool_value=x)
     if isinstance(x, str):
         return pb.Value(string_value=x)
     if isinstance(x, float):
@@ -242,6 +254,10 @@ def _select_from_pb(q: pb.StructuredQuery) -> tuple[list, list, list]:
                 if not values:
                     raise QueryError(f"{op.upper()} needs at least one value", Loc(field=f"{where}.values"))
                 preds.append(Predicate(p.column, op, tuple(values), loc=loc))
+            elif op in ("is null", "is not null"):
+                if values:
+                    raise QueryError(f"{op.upper()} takes no value", Loc(field=f"{where}.values"))
+                preds.append(Predicate(p.column, op, None, loc=loc))
             else:
                 if len(values) != 1:
                     raise QueryError(f"{op} needs exactly one value", Loc(field=f"{where}.values"))
@@ -298,7 +314,8 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     for conj in q.where:
         out.where.append(pb.Conjunction(predicates=[
             pb.Predicate(column=p.column, op=p.op, values=[value_to_pb(v) for v in
-                                                           (p.value if p.op in ("in", "not in") else (p.value,))])
+                                                           (p.value if p.op in ("in", "not in") else
+                                                            () if p.op in ("is null", "is not null") else (p.value,))])
             for p in conj]))
     for o in q.order_by:
         if o.name is not None:

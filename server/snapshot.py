@@ -23,6 +23,7 @@ import zlib
 import numpy as np
 import pyarrow as pa
 
+from windowstore.store.schema import valid_key
 from windowstore.store.window import Window
 
 from .wal import fsync_dir
@@ -42,6 +43,19 @@ def _ipc_bytes(batches: list[pa.RecordBatch], schema: pa.Schema) -> bytes:
 
 def _batch(columns: dict[str, np.ndarray]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict({c: pa.array(a) for c, a in columns.items()})
+
+
+def _batches(chunks: list[dict[str, np.ndarray]]) -> list[pa.RecordBatch]:
+    """Buffered chunks as record batches of one schema (one IPC stream): a validity mask ("?c")
+    that only some chunks hold is written all true for the others, and dropped again on reading
+    (a buffer keeps a mask only where a null is)."""
+    masks = sorted({c for ch in chunks for c in ch if c.startswith("?")})
+    out = []
+    for ch in chunks:
+        rows = len(next(iter(ch.values())))
+        full = {c: ch[c] if c in ch else np.ones(rows, dtype=bool) for c in masks}
+        out.append(_batch({**{c: a for c, a in ch.items() if not c.startswith("?")}, **full}))
+    return out
 
 
 class SnapshotWriter:
@@ -91,12 +105,12 @@ class SnapshotWriter:
                     put(rel, _ipc_bytes([b], b.schema))
                 files[id(sub)] = (sub, os.path.join(final, rel), crcs[rel])
                 subs.append(meta)
-            chunks = [_batch(c) for c in st["buffer"]]
+            chunks = _batches(st["buffer"])
             if chunks:
                 put(f"{d}/buffer.arrow", _ipc_bytes(chunks, chunks[0].schema))
             slots = {}
             for slot, cs in st["slots"].items():
-                batches = [_batch(c) for c in cs]
+                batches = _batches(cs)
                 if batches:
                     put(f"{d}/slot-{slot}.arrow", _ipc_bytes(batches, batches[0].schema))
                     slots[str(slot)] = f"{d}/slot-{slot}.arrow"
@@ -160,7 +174,8 @@ def read(path: str) -> tuple[dict, int, callable]:
 
     def batches(rel: str) -> list[dict[str, np.ndarray]]:
         with pa.ipc.open_stream(pa.BufferReader(load(rel))) as r:
-            return [{name: col.to_numpy(zero_copy_only=False) for name, col in zip(b.schema.names, b.columns)}
+            return [{name: a for name, col in zip(b.schema.names, b.columns)
+                     for a in [col.to_numpy(zero_copy_only=False)] if not (name.startswith("?") and a.all())}
                     for b in r]
 
     state = {}
@@ -185,10 +200,13 @@ def read(path: str) -> tuple[dict, int, callable]:
 
     def subwindow(window: Window, meta: dict):
         cols = batches(meta["file"])[0]
-        cols = {c: np.ascontiguousarray(cols[c]) for c in window.schema.names}
+        # the columns and their validity masks ("?c", bool: kept where a sub-window has a null)
+        keep = [*window.schema.names, *(valid_key(c) for c in window.schema.names if valid_key(c) in cols)]
+        cols = {c: np.ascontiguousarray(cols[c]) for c in keep}
         sub = window.seal(meta["slide"], meta["start_ms"], meta["end_ms"], cols, meta["rows"], meta["sealed_at_ms"],
                           meta["prefix_before"])
-        if sub.synopsis.prefix_after != meta["prefix_after"]:
+        # a snapshot from before nulls has no running COUNT(c) ("#c"): the rebuilt one adds them
+        if {k: v for k, v in sub.synopsis.prefix_after.items() if k in meta["prefix_after"]} != meta["prefix_after"]:
             raise SnapshotCorrupt(f"{path}/{meta['file']}: contents do not match the running synopsis")
         return sub
     return state, state["lsn"], subwindow

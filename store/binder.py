@@ -112,7 +112,18 @@ class Comparison:
         self._table: np.ndarray | None = None
         self._generation = -1
 
-    def mask(self, col: np.ndarray, strings) -> np.ndarray:
+    def mask(self, col: np.ndarray, strings, valid: np.ndarray | None = None) -> np.ndarray:
+        """The rows where the comparison is true; a null (valid False) is never equal, less or
+        greater than anything: unknown, so the row is dropped. IS [NOT] NULL test `valid`."""
+        op = self.op
+        if op == "is null":
+            return np.zeros(len(col), dtype=bool) if valid is None else ~valid
+        if op == "is not null":
+            return np.ones(len(col), dtype=bool) if valid is None else valid.copy()
+        m = self._mask(col, strings)
+        return m if valid is None else (m & valid)
+
+    def _mask(self, col: np.ndarray, strings) -> np.ndarray:
         op, value = self.op, self.value
         if op == "true":
             return np.ones(len(col), dtype=bool)
@@ -263,12 +274,30 @@ class _Binder:
         typ = self.column_type(p.column, p.loc)
         if p.op not in OPS:
             self.fail(f"unknown comparison {p.op!r}", p.loc)
+        if p.op in ("is null", "is not null"):
+            if p.value is not None:
+                self.fail(f"{p.op.upper()} takes no value", p.loc, p.column)
+            return Comparison(p.column, typ, p.op, None)
+        if typ == "boolean":
+            listed = p.op in ("in", "not in")
+            values = p.value if listed else (p.value,)
+            if listed and (not isinstance(values, tuple) or not values):
+                self.fail(f"{p.op.upper()} needs a list of values", p.loc)
+            if not all(isinstance(v, bool) for v in values):
+                bad = next(v for v in values if not isinstance(v, bool))
+                self.fail(f"column {p.column!r} is boolean; cannot compare it with {bad!r} (use TRUE or FALSE)",
+                          p.loc, p.column)
+            if listed:
+                return Comparison(p.column, typ, p.op, np.array(sorted({int(v) for v in values}), dtype=np.int8))
+            return Comparison(p.column, typ, p.op, int(p.value))
         listed = p.op in ("in", "not in")
         values = p.value if listed else (p.value,)
         if listed and (not isinstance(values, tuple) or not values):
             self.fail(f"{p.op.upper()} needs a list of values", p.loc)
         for v in values:
             numeric = isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+            if isinstance(v, bool):
+                self.fail(f"column {p.column!r} is {typ}; cannot compare it with {str(v).upper()}", p.loc, p.column)
             if (typ == "string" and not isinstance(v, str)) or (typ != "string" and not numeric):
                 self.fail(f"column {p.column!r} is {typ}; cannot compare it with {v!r}", p.loc, p.column)
             if isinstance(v, float) and math.isnan(v) or isinstance(v, Decimal) and not v.is_finite():

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_NULL = np.uint64(0xD6E8FEB86659FD93)  # mixed into a null's placeholder
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -45,5 +46,8 @@ def batch_digest(columns: dict, types: list[tuple[str, str]], rows: int) -> int:
                 v = (np.asarray(col, dtype=np.float64) + 0.0).view(np.uint64)  # -0.0 + 0.0 is 0.0
             else:
                 v = np.asarray(col, dtype=np.int64).view(np.uint64)
+            valid = columns.get("?" + name)  # a null differs from its placeholder value
+            if valid is not None:
+                v = np.where(valid, v, _mix(v ^ _NULL))
             h = _mix(h ^ _mix(v + _GOLDEN * np.uint64(i + 1)))
         return int(h.sum(dtype=np.uint64))

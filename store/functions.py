@@ -9,6 +9,10 @@ structured API, a value of the AggregateFunction enum).
 
 A bound aggregate `b` (binder.BoundAggregate) carries the column, its type and QUANTILE's q.
 String columns hold dictionary codes; `strings` (the stream's StringDictionary) decodes them.
+
+Nulls: the planner hands every function only the non-null values of its column (and, grouped, the
+rows' group indices of those values), so COUNT(col) counts non-nulls, COUNT(*) rows, and a function
+of no value gives NULL (None; per group too). `over` skips None itself.
 """
 from __future__ import annotations
 
@@ -21,10 +25,11 @@ from typing import Any
 import numpy as np
 
 from .exact import exact_sum, grouped_sum, ratio
-from .synopsis import group_keys
+from .synopsis import NULL_KEY, group_keys
 
 NUMERIC = frozenset({"int64", "float64", "int128"})
-ANY = frozenset({"int64", "float64", "string", "int128"})
+ANY = frozenset({"int64", "float64", "string", "int128", "boolean"})
+ORDERED = frozenset({"int64", "float64", "string", "boolean"})
 
 
 class AggregateFunction(ABC):
@@ -71,7 +76,7 @@ class AggregateFunction(ABC):
 
 
 class Count(AggregateFunction):
-    """COUNT(*) and COUNT(col): columns hold no nulls, so both count rows."""
+    """COUNT(*) counts rows; COUNT(col) the non-null values of col."""
 
     name = "count"
 
@@ -82,22 +87,25 @@ class Count(AggregateFunction):
         return True
 
     def probe(self, b, window, n_q, count):
-        return count
+        return count if b.column is None else window.running_total(_count_key(b.column), n_q)
 
     def synopsis_ok(self, b, declared):
         return True
 
     def read_synopsis(self, b):
-        return lambda sub: sub.rows
+        column = b.column
+        if column is None:
+            return lambda sub: sub.rows
+        return lambda sub: sub.rows - sub.synopsis.nulls.get(column, 0)
 
     def key_synopsis_ok(self, b):
-        return True
+        return b.column is None or b.input_type in ("int64", "float64")
 
     def read_key_synopsis(self, b, ks):
-        return ks.counts
+        return ks.counts if b.column is None else ks.valid.get(b.column, ks.counts)
 
     def from_rows(self, b, values, rows, strings):
-        return rows
+        return rows if values is None else len(values)
 
     def finish(self, b, parts, strings):
         return int(sum(parts))
@@ -109,7 +117,7 @@ class Count(AggregateFunction):
         return grouped_sum(inverse, np.concatenate(parts), groups)
 
     def over(self, b, values):
-        return len(values)
+        return len(values) if b.column is None else sum(v is not None for v in values)
 
 
 class Sum(AggregateFunction):
@@ -125,7 +133,7 @@ class Sum(AggregateFunction):
         return input_type == "int64"  # running prefix sums are exact only for integers
 
     def probe(self, b, window, n_q, count):
-        return None if count == 0 else window.running_total(b.column, n_q)
+        return None if window.running_total(_count_key(b.column), n_q) == 0 else window.running_total(b.column, n_q)
 
     def synopsis_ok(self, b, declared):
         return True
@@ -142,22 +150,25 @@ class Sum(AggregateFunction):
         return True
 
     def read_key_synopsis(self, b, ks):
-        return ks.sums[b.column]
+        return (ks.sums[b.column], ks.valid.get(b.column, ks.counts))
 
     def from_rows(self, b, values, rows, strings):
-        return (exact_sum(values) if rows else 0, rows)
+        return (exact_sum(values) if len(values) else 0, len(values))
 
     def finish(self, b, parts, strings):
         count = sum(p[1] for p in parts)
         return sum(p[0] for p in parts) if count else None
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
-        return grouped_sum(inverse, values, groups)
+        return (grouped_sum(inverse, values, groups), np.bincount(inverse, minlength=groups).astype(np.int64))
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        return grouped_sum(inverse, _concat(parts), groups)
+        sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
+        counts = grouped_sum(inverse, np.concatenate([p[1] for p in parts]), groups)
+        return _null_where_empty(sums, counts)
 
     def over(self, b, values):
+        values = [v for v in values if v is not None]
         return sum(values) if values else None
 
 
@@ -170,10 +181,8 @@ class Avg(Sum):
         return "float64"
 
     def probe(self, b, window, n_q, count):
+        count = window.running_total(_count_key(b.column), n_q)
         return None if count == 0 else window.running_total(b.column, n_q) / count
-
-    def read_key_synopsis(self, b, ks):
-        return (ks.sums[b.column], ks.counts)
 
     def finish(self, b, parts, strings):
         count = sum(p[1] for p in parts)
@@ -185,9 +194,15 @@ class Avg(Sum):
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
         counts = grouped_sum(inverse, np.concatenate([p[1] for p in parts]), groups)
+        empty = counts == 0
+        if empty.any():
+            out = ratio(sums, np.where(empty, 1, counts)).astype(object)
+            out[empty] = None
+            return out
         return ratio(sums, counts)
 
     def over(self, b, values):
+        values = [v for v in values if v is not None]
         return sum(values) / len(values) if values else None
 
 
@@ -196,6 +211,7 @@ class _Extreme(AggregateFunction):
     also the byte order of UTF-8)."""
 
     maximum = False
+    inputs = ORDERED | {"int128"}
 
     def probe_ok(self, input_type):
         return input_type in ("int64", "float64")
@@ -212,12 +228,13 @@ class _Extreme(AggregateFunction):
         return lambda sub: (sub.synopsis.columns[column].max if maximum else sub.synopsis.columns[column].min)
 
     def from_rows(self, b, values, rows, strings):
-        if not rows:
+        if not len(values):
             return None
         if b.input_type == "string":
             decoded = strings.decode(np.unique(values))
             return max(decoded) if self.maximum else min(decoded)
-        return (values.max() if self.maximum else values.min()).item()
+        out = (values.max() if self.maximum else values.min()).item()
+        return bool(out) if b.input_type == "boolean" else out
 
     def finish(self, b, parts, strings):
         vals = [p for p in parts if p is not None]
@@ -226,18 +243,32 @@ class _Extreme(AggregateFunction):
         return max(vals) if self.maximum else min(vals)
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
+        present = np.bincount(inverse, minlength=groups) > 0
         if b.input_type == "string":
-            return _string_group_extreme(inverse, groups, values, strings, self.maximum)
-        return _grouped_extreme(self.maximum, inverse, values, groups)
+            return (_string_group_extreme(inverse, groups, values, strings, self.maximum), present)
+        return (_grouped_extreme(self.maximum, inverse, values, groups), present)
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        values = np.concatenate(parts)
+        present = np.concatenate([p[1] for p in parts])
+        values = np.concatenate([p[0] for p in parts])
+        if not present.all():
+            inverse, values = inverse[present], values[present]
+        found = np.bincount(inverse, minlength=groups) > 0
         if b.input_type == "string":
             codes = _string_group_extreme(inverse, groups, values, strings, self.maximum)
-            return np.array(strings.decode(codes), dtype=object)
-        return _grouped_extreme(self.maximum, inverse, values, groups)
+            out = np.empty(groups, dtype=object)
+            out[found] = strings.decode(codes[found]) if found.any() else []
+        else:
+            out = _grouped_extreme(self.maximum, inverse, values, groups)
+            if b.input_type == "boolean":
+                out = out.astype(bool)
+        if not found.all():
+            out = out.astype(object)
+            out[~found] = None
+        return out
 
     def over(self, b, values):
+        values = [v for v in values if v is not None]
         if not values:
             return None
         return max(values) if self.maximum else min(values)
@@ -263,7 +294,7 @@ class CountDistinct(AggregateFunction):
 
     def read_synopsis(self, b):
         column = b.column
-        return lambda sub: sub.synopsis.by_key[column].keys
+        return lambda sub: _without_null_key(sub.synopsis.by_key[column].keys)
 
     def from_rows(self, b, values, rows, strings):
         return np.unique(values)
@@ -279,7 +310,7 @@ class CountDistinct(AggregateFunction):
         return np.bincount(np.searchsorted(uniq, k), minlength=groups).astype(np.int64)
 
     def over(self, b, values):
-        return len(set(values))
+        return len({v for v in values if v is not None})
 
 
 class Quantile(AggregateFunction):
@@ -310,9 +341,16 @@ class Quantile(AggregateFunction):
         starts = np.searchsorted(k, uniq, side="left")
         counts = np.searchsorted(k, uniq, side="right") - starts
         ranks = np.array([quantile_index(b.q, int(c)) for c in counts], dtype=np.int64)
+        empty = counts == 0
+        if empty.any():  # a group with only nulls
+            out = np.empty(groups, dtype=object)
+            full = ~empty
+            out[full] = v[starts[full] + ranks[full]]
+            return out
         return v[starts + ranks] if groups else v[:0]
 
     def over(self, b, values):
+        values = [v for v in values if v is not None]
         if not values:
             return None
         return sorted(values)[quantile_index(b.q, len(values))]
@@ -330,6 +368,31 @@ def quantile_index(q: Decimal | float, n: int) -> int:
 
 
 # -- helpers -------------------------------------------------------------------------------------------
+def _count_key(column: str) -> str:
+    return "#" + column  # window.count_key (not imported: window imports this module's users)
+
+
+def _null_where_empty(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per-group sums, None where a group had no value (only nulls)."""
+    empty = counts == 0
+    if not empty.any():
+        return sums
+    out = sums.astype(object)
+    out[empty] = None
+    return out
+
+
+def _without_null_key(keys: np.ndarray) -> np.ndarray:
+    """A synopsis' distinct keys without the null group's key (synopsis.keys_with_nulls)."""
+    if keys.dtype == np.int32:
+        return keys[keys >= 0] if len(keys) and keys[0] < 0 else keys
+    if keys.dtype == np.int8:
+        return keys[keys != 2]
+    if keys.dtype.kind == "O":
+        return keys[keys != NULL_KEY]
+    return keys
+
+
 def _concat(parts: list[np.ndarray]) -> np.ndarray:
     """Concatenate per-key integer sums, some of which may be object arrays of Python ints."""
     if any(p.dtype.kind == "O" for p in parts):
@@ -355,8 +418,13 @@ def _string_group_extreme(inverse, groups, codes, strings, maximum) -> np.ndarra
     order = sorted(range(len(uniq)), key=decoded.__getitem__)
     rank = np.empty(len(uniq), dtype=np.int64)
     rank[order] = np.arange(len(uniq))
+    if not len(uniq):
+        return np.full(groups, -1, dtype=np.int64)
     best = _grouped_extreme(maximum, inverse, rank[local], groups)
-    return uniq[order][best]
+    found = np.bincount(inverse, minlength=groups) > 0
+    out = uniq[order][np.where(found, best, 0)].astype(np.int64)
+    out[~found] = -1  # a group without a value (only nulls)
+    return out
 
 
 def _unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -445,6 +445,13 @@ class _Parser:
             return dnf
         tok = self.tok
         col = self.column("a column")
+        if self.tok.kind == "ident" and self.tok.word == "is":
+            self.i += 1
+            negate = self.accept("not")
+            if not (self.tok.kind == "ident" and self.tok.word == "null"):
+                self.fail("expected NULL after IS" + (" NOT" if negate else ""))
+            self.i += 1
+            return ((Predicate(col, "is not null" if negate else "is null", None, loc=tok.loc),),)
         if self.tok.word in ("in", "not"):
             negate = self.accept("not")
             self.expect("in")
@@ -456,14 +463,17 @@ class _Parser:
             return ((Predicate(col, "not in" if negate else "in", tuple(values), loc=tok.loc),),)
         op_tok = self.tok
         if op_tok.kind != "op":
-            self.fail("expected a comparison (=, !=, <, <=, >, >=, IN)")
+            self.fail("expected a comparison (=, !=, <, <=, >, >=, IN, IS [NOT] NULL)")
         self.i += 1
         op = "!=" if op_tok.text == "<>" else op_tok.text
         return ((Predicate(col, op, self.literal(), loc=tok.loc),),)
 
     def literal(self):
-        """A string, an integer (exact, any size) or a decimal number (exact: Decimal)."""
+        """A string, an integer (exact, any size), a decimal number (exact: Decimal) or TRUE/FALSE."""
         tok = self.tok
+        if tok.kind == "ident" and tok.word in ("true", "false"):
+            self.i += 1
+            return tok.word == "true"
         if tok.kind == "string":
             self.i += 1
             return tok.text[1:-1].replace("''", "'")
@@ -474,7 +484,7 @@ class _Parser:
             if any(ch in tok.text for ch in ".eE"):
                 return Decimal(tok.text)
             return int(tok.text)
-        self.fail("expected a number or a 'string'")
+        self.fail("expected a number, a 'string', TRUE or FALSE")
 
 
 def parse_statement(text: str) -> Query | JoinQuery:
@@ -615,6 +625,8 @@ def _length_text(r: Range) -> str:
 
 
 def _predicate_text(p: Predicate) -> str:
+    if p.op in ("is null", "is not null"):
+        return f"{quote_name(p.column)} {p.op.upper()}"
     if p.op in ("in", "not in"):
         return f"{quote_name(p.column)} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
     return f"{quote_name(p.column)} {p.op} {literal_text(p.value)}"
@@ -632,7 +644,7 @@ def literal_text(v) -> str:
     if isinstance(v, str):
         return "'" + v.replace("'", "''") + "'"
     if isinstance(v, bool):
-        raise TypeError("booleans are not query literals")
+        return "TRUE" if v else "FALSE"
     if isinstance(v, float):
         if v != v:
             raise QueryError("NaN is not a comparable value")

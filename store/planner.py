@@ -22,7 +22,7 @@ from .errors import InvalidInput
 from .query import Query
 from .stream import Stream
 from .subwindow import SubWindow
-from .synopsis import group_keys, merge_topk_lists
+from .synopsis import NULL_KEY, group_keys, keys_with_nulls, merge_topk_lists
 from .window import COUNT_KEY
 
 
@@ -72,12 +72,36 @@ class Plan:
         sel = (lambda c: cols[c][mask]) if mask is not None else (lambda c: cols[c])
         rows = int(mask.sum()) if mask is not None else sub.rows
         strings = self.strings
+
+        def valid(c):  # the selected rows' validity of c, or None when they hold no null
+            m = cols.get("?" + c)
+            if m is None:
+                return None
+            m = m[mask] if mask is not None else m
+            return None if m.all() else m
+
         if b.group_by is None:
-            return tuple(a.fn.from_rows(a, sel(a.column) if a.column else None, rows, strings) for a in self.aggs)
-        keys = sel(b.group_by)
+            out = []
+            for a in self.aggs:
+                values = None
+                if a.column:
+                    values, m = sel(a.column), valid(a.column)
+                    values = values if m is None else values[m]
+                out.append(a.fn.from_rows(a, values, rows, strings))
+            return tuple(out)
+        keys = keys_with_nulls(sel(b.group_by), valid(b.group_by))
         uniq, inverse = group_keys(keys, dense=self._string_key)
-        return (uniq, tuple(a.fn.from_group_rows(a, inverse, len(uniq), sel(a.column) if a.column else None, keys,
-                                                 strings) for a in self.aggs))
+        parts = []
+        for a in self.aggs:
+            if not a.column:
+                parts.append(a.fn.from_group_rows(a, inverse, len(uniq), None, keys, strings))
+                continue
+            values, m = sel(a.column), valid(a.column)
+            if m is None:
+                parts.append(a.fn.from_group_rows(a, inverse, len(uniq), values, keys, strings))
+            else:
+                parts.append(a.fn.from_group_rows(a, inverse[m], len(uniq), values[m], keys[m], strings))
+        return (uniq, tuple(parts))
 
     def _read_key_synopsis(self, sub: SubWindow) -> Any:
         ks = sub.synopsis.by_key[self.bound.group_by]
@@ -88,7 +112,7 @@ class Plan:
         for conj in self.bound.where:
             m = np.ones(rows, dtype=bool)
             for p in conj:
-                m &= p.mask(cols[p.column], self.strings)
+                m &= p.mask(cols[p.column], self.strings, cols.get("?" + p.column))
             out = m if out is None else (out | m)
         return out
 
@@ -142,17 +166,18 @@ class Plan:
 
     def _group_rows(self, keys: np.ndarray, results: list[np.ndarray]) -> list[tuple]:
         b = self.bound
-        key_values = self.strings.decode(keys) if self._string_key else keys.tolist()
+        key_values = decode_keys(keys, b.group_type, self.strings)
         agg_cols = [r.tolist() for r in results]
 
         def column(agg):
             return key_values if agg is None else agg_cols[agg]
 
-        order = sorted(range(len(key_values)), key=key_values.__getitem__)
-        # Python's sort is stable (also with reverse=True): ties keep key order.
+        order = sorted(range(len(key_values)), key=_nulls_last(key_values, False))
+        # Python's sort is stable (also with reverse=True): ties keep key order. NULL sorts last
+        # in either direction.
         for agg, descending in reversed(b.order):
             col = column(agg)
-            order.sort(key=col.__getitem__, reverse=descending)
+            order.sort(key=_nulls_last(col, descending), reverse=descending)
         if b.limit is not None:
             order = order[: b.limit]
         by_item = [column(it.agg) for it in b.items]
@@ -168,7 +193,8 @@ class Plan:
     def _approximate(self, contributions: list) -> Answer:
         b = self.bound
         est = merge_topk_lists(contributions, b.limit)
-        keys = self.strings.decode(np.asarray(est.keys, dtype=np.int64)) if self._string_key else est.keys
+        keys = decode_keys(np.asarray(est.keys, dtype=object if any(k == NULL_KEY for k in est.keys) else None),
+                           b.group_type, self.strings)
         rows = [tuple(k if it.agg is None else lo for it in b.items) for k, lo in zip(keys, est.lower)]
         return self._answer(rows, exact=False, guaranteed=est.guaranteed)
 
@@ -179,6 +205,27 @@ class Plan:
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
         return self._answer(self._limit([tuple(values[it.agg] for it in self.bound.items)]))
+
+
+def decode_keys(keys: np.ndarray, typ: str | None, strings) -> list:
+    """Group keys as answer values, the null group's key (synopsis.keys_with_nulls) as None."""
+    if typ == "string":
+        codes = keys.astype(np.int64, copy=False)
+        if len(codes) and codes.min() < 0:
+            return [None if c < 0 else v for c, v in zip(codes.tolist(), strings.decode(np.maximum(codes, 0)))]
+        return strings.decode(codes)
+    if typ == "boolean":
+        return [None if k == 2 else bool(k) for k in keys.tolist()]
+    return [None if k == NULL_KEY else k for k in keys.tolist()]
+
+
+def _nulls_last(col: list, descending: bool):
+    """A sort key putting None after every value, ascending (reverse=False) or descending."""
+    if not any(v is None for v in col):
+        return col.__getitem__
+    if descending:
+        return lambda i: (col[i] is not None, 0 if col[i] is None else col[i])
+    return lambda i: (col[i] is None, 0 if col[i] is None else col[i])
 
 
 def plan_query(query: Query, stream: Stream, access: str | None = None) -> Plan:

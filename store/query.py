@@ -14,10 +14,11 @@ from typing import Union
 from .errors import Loc
 
 AGG_FUNCS = ("count", "sum", "avg", "min", "max", "count_distinct", "quantile")
-OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
+OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
 
 # A literal: int (any size), Decimal (an exact decimal literal such as 0.5 or 1e3), float (a
-# double from the structured form) or str; IN / NOT IN take a tuple of them.
+# double from the structured form), bool (TRUE / FALSE: boolean columns only) or str; IN / NOT IN
+# take a tuple of them; IS NULL / IS NOT NULL none (value None).
 Literal = Union[int, Decimal, float, str]
 
 

@@ -13,15 +13,25 @@ import pyarrow as pa
 from .dictionary import StringDictionary
 from .errors import InvalidInput
 
-TYPES = ("int64", "float64", "string")
+TYPES = ("int64", "float64", "string", "boolean")
 MAX_COLUMNS = 1_000
 NUMERIC = ("int64", "float64")
+VALID = "?"  # columns["?c"]: column c's validity (True = a value) where a batch or sub-window has a null
+
+
+def valid_key(column: str) -> str:
+    """The key of a column's validity mask in a columns dict (never a column name: not an identifier)."""
+    return VALID + column
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 @dataclass(frozen=True)
 class Schema:
-    """Column name -> type; `time_column` is the int64 event time in ms."""
+    """Column name -> type; `time_column` is the int64 event time in ms (never null).
+
+    Every other column is nullable: a batch's nulls (Arrow validity bitmaps, None, NaN in NumPy or
+    pandas floats) travel as a bool validity mask under valid_key(column), present only where the
+    batch has a null; the value array holds a placeholder there (0, False or "")."""
 
     columns: tuple[tuple[str, str], ...]
     time_column: str = "ts"
@@ -95,50 +105,116 @@ class Schema:
         checked: dict[str, Any] = {}
         length = None
         for name, typ in self.columns:
-            col = _check_column(name, typ, source[name])
+            col, valid = _check_column(name, typ, source[name])
+            if valid is not None and name == self.time_column:
+                raise InvalidInput(f"event-time column {name!r} may not be null", column=name)
             n = len(col)
             if length is None:
                 length = n
             elif n != length:
                 raise InvalidInput(f"column {name!r} has {n} rows, expected {length} like the columns before it", column=name)
             checked[name] = col
+            if valid is not None:
+                checked[valid_key(name)] = valid
         return checked, int(length or 0)
 
     def encode(self, checked: dict[str, Any], strings: StringDictionary) -> dict[str, np.ndarray]:
         """Checked columns with strings interned as dictionary codes: the only step that changes
         the dictionary, taken once nothing else can refuse the batch."""
-        return {name: strings.encode(checked[name]) if typ == "string" else checked[name] for name, typ in self.columns}
+        out = {name: strings.encode(checked[name]) if typ == "string" else checked[name] for name, typ in self.columns}
+        for name, _ in self.columns:
+            v = checked.get(valid_key(name))
+            if v is not None:
+                out[valid_key(name)] = v
+        return out
 
 
-def _check_column(name: str, typ: str, values: Any) -> Any:
-    """A NumPy array for numeric columns, a null-free pyarrow string array for strings."""
+def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | None]:
+    """(values, validity or None): a NumPy array for numeric and boolean columns (boolean as int8
+    0/1), a pyarrow string array for strings; nulls replaced by a placeholder, `validity` False there."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+        if pa.types.is_null(values.type):  # Arrow's null type: every value NULL, any column type
+            n = len(values)
+            if typ == "string":
+                return pa.array([""] * n, pa.string()), np.zeros(n, dtype=bool)
+            return np.zeros(n, dtype={"int64": np.int64, "float64": np.float64, "boolean": np.int8}[typ]), \
+                np.zeros(n, dtype=bool)
+        if pa.types.is_dictionary(values.type) and values.dictionary.null_count:
+            values = values.dictionary_decode()  # a null dictionary entry: a null value
+        valid = None
         if values.null_count:
-            raise InvalidInput(f"column {name!r} has null values", column=name)
-        if pa.types.is_dictionary(values.type):
-            chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-            if any(c.dictionary.null_count for c in chunks):
-                raise InvalidInput(f"column {name!r} has a null in its dictionary", column=name)
+            valid = np.asarray(values.is_valid(), dtype=bool)
+            if pa.types.is_dictionary(values.type):
+                values = values.dictionary_decode()
+            fill = _placeholder(values.type)
+            if fill is None:
+                raise InvalidInput(f"column {name!r} must be {typ}, got {values.type}", column=name)
+            values = values.fill_null(fill)
         if typ == "string":
             t = values.type.value_type if pa.types.is_dictionary(values.type) else values.type
             if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
                 raise InvalidInput(f"column {name!r} must be string, got {values.type}", column=name)
-            return values
-        values = values.to_numpy() if isinstance(values, pa.ChunkedArray) else values.to_numpy(zero_copy_only=False)
+            return values, valid
+        if typ == "boolean" and not pa.types.is_boolean(values.type):
+            raise InvalidInput(f"column {name!r} must be boolean, got {values.type}", column=name)
+        if typ != "boolean" and pa.types.is_boolean(values.type):
+            raise InvalidInput(f"column {name!r} must be {typ}, got booleans", column=name)
+        arr = values.to_numpy(zero_copy_only=False)
+        if arr.dtype.kind == "f" and np.isnan(arr).any():  # an Arrow NaN is a value, not a null
+            raise InvalidInput(f"column {name!r} has NaN values (send a null instead)", column=name)
+        return _check_numpy(name, typ, arr), valid
     if typ == "string":
         if isinstance(values, np.ndarray) and values.dtype.kind not in "OUT":
             raise InvalidInput(f"column {name!r} must be string, got {values.dtype}", column=name)
         try:
-            arr = pa.array(values if not isinstance(values, np.ndarray) else values.tolist(), type=pa.string())
+            arr = pa.array(values if not isinstance(values, np.ndarray) else values.tolist(), type=pa.string(),
+                           from_pandas=True)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
             raise InvalidInput(f"column {name!r} must hold strings", column=name) from None
-        if arr.null_count:
-            raise InvalidInput(f"column {name!r} has null values", column=name)
-        return arr
-    arr = values if isinstance(values, np.ndarray) else _as_array(name, values)
+        return _check_column(name, typ, arr) if arr.null_count else (arr, None)
+    valid = None
+    if isinstance(values, np.ndarray):
+        arr = values
+        if arr.dtype.kind == "O":
+            arr, valid = _as_array(name, typ, arr.tolist())
+    else:
+        arr, valid = _as_array(name, typ, values)
+    if arr.ndim != 1:
+        raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
+    if arr.dtype.kind == "f" and typ != "boolean":
+        nan = np.isnan(arr)
+        if nan.any():  # NumPy / pandas NaN: a null (as pyarrow's from_pandas takes it)
+            valid = ~nan if valid is None else (valid & ~nan)
+            arr = np.where(nan, 0.0, arr)
+    return _check_numpy(name, typ, arr), valid
+
+
+def _placeholder(t: pa.DataType):
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return ""
+    if pa.types.is_boolean(t):
+        return False
+    if pa.types.is_floating(t):
+        return 0.0
+    if pa.types.is_integer(t):
+        return 0
+    return None
+
+
+def _check_numpy(name: str, typ: str, arr: np.ndarray) -> np.ndarray:
     if arr.ndim != 1:
         raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
     kind = arr.dtype.kind
+    if typ == "boolean":
+        if kind == "b":
+            return arr.astype(np.int8)
+        raise InvalidInput(f"column {name!r} must be boolean, got {_describe(arr)}", column=name)
+    if kind == "b":
+        raise InvalidInput(f"column {name!r} holds booleans", column=name)
     if typ == "int64":
         if kind == "u" and len(arr) and int(arr.max()) > 2**63 - 1:
             raise InvalidInput(f"column {name!r} holds {int(arr.max())}, beyond int64", column=name)
@@ -148,22 +224,30 @@ def _check_column(name: str, typ: str, values: Any) -> Any:
     if kind in "iuf":
         out = arr.astype(np.float64, copy=False)
         if np.isnan(out).any():
-            raise InvalidInput(f"column {name!r} has null (NaN) values", column=name)
+            raise InvalidInput(f"column {name!r} has NaN values", column=name)
         return out
     raise InvalidInput(f"column {name!r} must be float64, got {_describe(arr)}", column=name)
 
 
-def _as_array(name: str, values: Any) -> np.ndarray:
+def _as_array(name: str, typ: str, values: Any) -> tuple[np.ndarray, np.ndarray | None]:
     try:
         values = list(values)
     except TypeError:
         raise InvalidInput(f"column {name!r} must be a sequence", column=name) from None
+    valid = None
     if any(v is None for v in values):
-        raise InvalidInput(f"column {name!r} has null values", column=name)
-    if any(isinstance(v, bool) for v in values):
+        valid = np.array([v is not None for v in values], dtype=bool)
+        fill = False if typ == "boolean" else 0
+        values = [fill if v is None else v for v in values]
+    is_bool = [isinstance(v, (bool, np.bool_)) for v in values]
+    if typ == "boolean":
+        if not all(is_bool):
+            raise InvalidInput(f"column {name!r} must hold booleans", column=name)
+        return np.array(values, dtype=bool), valid
+    if any(is_bool):
         raise InvalidInput(f"column {name!r} holds booleans", column=name)
     try:
-        return np.asarray(values) if values else np.empty(0, dtype=np.int64)
+        return (np.asarray(values) if values else np.empty(0, dtype=np.int64)), valid
     except (ValueError, OverflowError):
         raise InvalidInput(f"column {name!r} holds values of mixed or unsupported types", column=name) from None
 

@@ -32,6 +32,7 @@ class KeySummary:
     counts: np.ndarray
     sums: dict[str, np.ndarray]
     topk: "TopKList"
+    valid: dict[str, np.ndarray] = field(default_factory=dict)  # per key, COUNT(c) of each numeric column
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,33 @@ class Synopsis:
     # running synopsis: prefix aggregates since the stream began, before/after this sub-window
     prefix_before: dict[str, int] = field(default_factory=dict)
     prefix_after: dict[str, int] = field(default_factory=dict)
+    nulls: dict[str, int] = field(default_factory=dict)  # null count of each column that has a null
+
+
+# The group key of null rows (GROUP BY puts every null in one group, sorted after every value):
+# -1 in string codes (int32), 2 in booleans (int8), and for int64 keys, where every value is a
+# key, NULL_KEY in an object array of Python ints (only where a null is present).
+NULL_KEY = 2**63
+
+
+def keys_with_nulls(keys: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
+    if valid is None:
+        return keys
+    if keys.dtype == np.int32:
+        out = keys.copy()
+        out[~valid] = -1
+    elif keys.dtype == np.int8:
+        out = keys.copy()
+        out[~valid] = 2
+    else:
+        out = keys.astype(object)
+        out[~valid] = NULL_KEY
+    return out
+
+
+def validity(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """column -> validity mask, for the columns holding a null (see schema.valid_key)."""
+    return {c[1:]: m for c, m in columns.items() if c.startswith("?")}
 
 
 def summarize_column(values: np.ndarray) -> ColumnSummary:
@@ -70,7 +98,7 @@ def group_keys(keys: np.ndarray, dense: bool = False) -> tuple[np.ndarray, np.nd
 
     Dictionary codes are small dense ints: counting sort by bincount beats np.unique's sort.
     """
-    if dense and len(keys) and int(keys.max()) <= 4 * len(keys) + 1024:
+    if dense and len(keys) and int(keys.max()) <= 4 * len(keys) + 1024 and int(keys.min()) >= 0:
         present = np.bincount(keys)
         uniq = np.flatnonzero(present)
         remap = np.empty(len(present), dtype=np.int64)
@@ -91,16 +119,25 @@ def top_k(keys: np.ndarray, counts: np.ndarray, k: int) -> TopKList:
 
 def build_synopsis(columns: dict[str, np.ndarray], rows: int, numeric: list[str],
                    group_by: tuple[str, ...], topk: int, string_columns: set[str]) -> Synopsis:
-    col_summaries = {c: summarize_column(columns[c]) for c in numeric}
+    valid = validity(columns)
+    col_summaries = {c: summarize_column(columns[c] if c not in valid else columns[c][valid[c]]) for c in numeric}
     by_key: dict[str, KeySummary] = {}
     for g in group_by:
-        uniq, inverse = group_keys(columns[g], dense=g in string_columns)
+        uniq, inverse = group_keys(keys_with_nulls(columns[g], valid.get(g)), dense=g in string_columns)
         counts = np.bincount(inverse, minlength=len(uniq)).astype(np.int64) if rows else np.zeros(0, np.int64)
-        sums = {c: grouped_sum(inverse, columns[c], len(uniq)) for c in numeric}
-        for arr in (uniq, counts, *sums.values()):
+        sums, nonnull = {}, {}
+        for c in numeric:
+            m = valid.get(c)
+            if m is None:
+                sums[c], nonnull[c] = grouped_sum(inverse, columns[c], len(uniq)), counts
+            else:
+                sums[c] = grouped_sum(inverse[m], columns[c][m], len(uniq))
+                nonnull[c] = np.bincount(inverse[m], minlength=len(uniq)).astype(np.int64)
+        for arr in (uniq, counts, *sums.values(), *nonnull.values()):
             arr.flags.writeable = False
-        by_key[g] = KeySummary(uniq, counts, sums, top_k(uniq, counts, topk))
-    return Synopsis(rows, col_summaries, by_key)
+        by_key[g] = KeySummary(uniq, counts, sums, top_k(uniq, counts, topk), nonnull)
+    nulls = {c: int(len(m) - int(m.sum())) for c, m in valid.items()}
+    return Synopsis(rows, col_summaries, by_key, nulls=nulls)
 
 
 @dataclass

@@ -17,12 +17,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from .errors import InvalidInput
-from .schema import Schema
+from .schema import Schema, valid_key
 from .subwindow import SubWindow
 from .synopsis import Synopsis, build_synopsis
 
 CLOCKS = ("processing", "event", "manual")
 COUNT_KEY = "__count__"
+
+
+def count_key(column: str) -> str:
+    """The running synopsis' key of COUNT(column): its non-null values."""
+    return "#" + column
 MAX_SUBWINDOWS = 100_000
 MAX_MS = 366 * 24 * 3_600_000  # the longest sub-window (and lateness) accepted: a year
 
@@ -86,7 +91,7 @@ class _Buffer:
 
     def add(self, columns: dict[str, np.ndarray], rows: int) -> None:
         if rows:
-            self.chunks.append(columns)
+            self.chunks.append(_without_full_masks(columns))
             self.rows += rows
 
     def take(self, names: list[str], rows: int | None = None) -> tuple[dict[str, np.ndarray], int]:
@@ -94,14 +99,27 @@ class _Buffer:
         if not self.chunks:
             return {}, 0
         merged = {c: (self.chunks[0][c] if len(self.chunks) == 1 else np.concatenate([ch[c] for ch in self.chunks])) for c in names}
+        for c in names:  # validity masks: where any chunk has a null in c (chunks without one: all valid)
+            vk = valid_key(c)
+            if any(vk in ch for ch in self.chunks):
+                merged[vk] = np.concatenate([ch[vk] if vk in ch else np.ones(len(ch[c]), dtype=bool)
+                                             for ch in self.chunks])
         total = self.rows
         if rows is None or rows >= total:
             self.chunks, self.rows = [], 0
             return merged, total
-        head = {c: a[:rows] for c, a in merged.items()}
-        self.chunks = [{c: a[rows:] for c, a in merged.items()}]
+        head = _without_full_masks({c: a[:rows] for c, a in merged.items()})
+        self.chunks = [_without_full_masks({c: a[rows:] for c, a in merged.items()})]
         self.rows = total - rows
         return head, rows
+
+
+def _without_full_masks(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Columns without the validity masks that hold no null: a mask is kept only where a null is
+    (buffers, sub-windows and snapshots all keep to this, so equal data is equal state)."""
+    if not any(c.startswith("?") for c in columns):
+        return columns
+    return {c: a for c, a in columns.items() if not (c.startswith("?") and a.all())}
 
 
 class IntervalSynopsis:
@@ -163,7 +181,8 @@ class Window:
         self._numeric = schema.numeric_columns() + [schema.time_column]
         self._int_columns = [c for c in self._numeric if schema.types[c] == "int64"]
         self._strings = {c for c, t in schema.columns if t == "string"}
-        self._prefix = {COUNT_KEY: 0, **{c: 0 for c in self._int_columns}}
+        # running COUNT(*), COUNT(c) (non-null values: key "#c") and integer SUMs
+        self._prefix = {COUNT_KEY: 0, **{c: 0 for c in self._int_columns}, **{count_key(c): 0 for c in self._names}}
         self.interval = IntervalSynopsis(self.n)
         t = spec.subwindow_ms
         self._base_slot: int | None = created_ms // t if (t and spec.clock == "processing") else None
@@ -307,21 +326,27 @@ class Window:
         return sub
 
     def empty_columns(self) -> dict[str, np.ndarray]:
-        return {c: np.empty(0, dtype=np.int32 if c in self._strings else
-                            (np.int64 if self.schema.types[c] == "int64" else np.float64)) for c in self._names}
+        dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32}
+        return {c: np.empty(0, dtype=dtypes[self.schema.types[c]]) for c in self._names}
 
     def seal(self, j: int, start: int, end: int, cols: dict[str, np.ndarray], rows: int, now_ms: int,
              prefix_before: dict[str, int]) -> SubWindow:
         """The immutable sub-window of slide j: columns frozen, synopses built (a snapshot restores
         sub-windows through here too, so they come back exactly as sealed)."""
+        cols = _without_full_masks(cols)
         for a in cols.values():
             a.flags.writeable = False
         syn = build_synopsis(cols, rows, self._numeric, self.spec.group_by, self.spec.topk, self._strings)
         after = dict(prefix_before)
+        for c in self._names:  # a snapshot from before nulls: every value counted
+            after.setdefault(count_key(c), after[COUNT_KEY])
+        prefix_before = {**after, **prefix_before}
         after[COUNT_KEY] += rows
         for c in self._int_columns:
             after[c] += syn.columns[c].sum
-        syn = Synopsis(syn.rows, syn.columns, syn.by_key, prefix_before, after)
+        for c in self._names:
+            after[count_key(c)] += rows - syn.nulls.get(c, 0)
+        syn = replace(syn, prefix_before=prefix_before, prefix_after=after)
         ts = cols[self.schema.time_column]
         return SubWindow(j, j % self.n, start, end, int(ts.min()) if rows else None, int(ts.max()) if rows else None,
                          rows, cols, syn, now_ms)
@@ -339,6 +364,8 @@ class Window:
             self._place(sub)
         self.latest = latest
         self._prefix = dict(prefix)
+        for c in self._names:  # a snapshot from before nulls: every value counted
+            self._prefix.setdefault(count_key(c), self._prefix[COUNT_KEY])
         self.last_seal_ms = last_seal_ms
         self._base_slot = base_slot
         self.max_event_ms = max_event_ms

@@ -43,6 +43,11 @@ the youngest min(m, k) sub-windows; without RANGE, the whole window.
 7. One level of sub-query: the inner rows (after its ORDER BY/LIMIT), then the outer aggregates over
    them (COUNT(*), COUNT, SUM, AVG, MIN, MAX, QUANTILE/MEDIAN; MIN/MAX also over a string column;
    numeric-only aggregates over a string column are an error). Outer SUM over an int SUM is exact.
+8. Types and nulls ("typed" cases, half of them): boolean columns (MIN/MAX/COUNT/COUNT DISTINCT,
+   GROUP BY, `= TRUE`, IN (TRUE, FALSE)); NULLs in every column but ts. Aggregates skip NULLs
+   (COUNT(col) counts non-NULLs, SUM/AVG/MIN/MAX/QUANTILE of none are NULL, COUNT DISTINCT ignores
+   NULL); a comparison or IN with NULL is unknown (the row is dropped); IS [NOT] NULL; GROUP BY puts
+   NULLs in one group; NULL sorts last both ascending and descending (DuckDB's NULLS LAST).
 Errors: every refused query raises InvalidInput whose message says "position" and names the
 offending token.
 
@@ -136,7 +141,7 @@ Item = Union[Agg, Key]
 class Cmp:
     col: str
     op: str                   # as written: = != <> < <= > >=
-    lit: tuple                # ("num", text) or ("str", value)
+    lit: tuple                # ("num", text), ("str", value) or ("bool", "TRUE"/"false"/..)
 
 
 @dataclass
@@ -147,13 +152,19 @@ class InList:
 
 
 @dataclass
+class IsNull:
+    col: str
+    negate: bool              # IS NOT NULL
+
+
+@dataclass
 class BoolOp:
     op: str                   # "and" / "or"
     parts: list
     parens: bool = False
 
 
-Cond = Union[Cmp, InList, BoolOp]
+Cond = Union[Cmp, InList, IsNull, BoolOp]
 
 
 @dataclass
@@ -215,6 +226,7 @@ class Case:
     buffer: list              # rows appended after the last slide (never visible)
     query: Query
     style: Style
+    nulls: dict = field(default_factory=dict)  # typed cases: column -> probability of a NULL
 
     @property
     def types(self) -> dict:
@@ -235,7 +247,7 @@ class Case:
 # --------------------------------------------------------------------------------------------------
 def render_lit(lit: tuple) -> str:
     kind, v = lit
-    return v if kind == "num" else "'" + v.replace("'", "''") + "'"
+    return v if kind in ("num", "bool") else "'" + v.replace("'", "''") + "'"
 
 
 def render_agg(a: Agg, st: Style) -> str:
@@ -263,6 +275,8 @@ def render_cond(c: Cond, st: Style) -> str:
     if isinstance(c, InList):
         neg = st.k("not") + " " if c.negate else ""
         return f"{c.col} {neg}{st.k('in')} (" + st.comma.join(render_lit(x) for x in c.lits) + ")"
+    if isinstance(c, IsNull):
+        return f"{c.col} {st.k('is')} " + (st.k("not") + " " if c.negate else "") + st.k("null")
     body = f" {st.k(c.op)} ".join(render_cond(p, st) for p in c.parts)
     return f"({body})" if c.parens else body
 
@@ -383,7 +397,10 @@ def decimal_text(v: Fraction, digits: int) -> str:
     return ("-" if n < 0 else "") + f"{whole}.{frac_text}"
 
 
-def gen_schema(rng: Random):
+BOOL_COLS = ["ok", "flag"]
+
+
+def gen_schema(rng: Random, typed: bool = False):
     schema = [("ts", "int64")]
     profiles = {"ts": rng.choice(["time", "time", "small", "wide"])}
     pools = {}
@@ -397,31 +414,39 @@ def gen_schema(rng: Random):
         schema.append((name, "string"))
         profiles[name] = "strings"
         pools[name] = rng.sample(STRING_POOL, rng.randint(1, 7))
+    if typed:  # booleans too
+        for name in rng.sample(BOOL_COLS, rng.randint(0, 2)):
+            schema.append((name, "boolean"))
+            profiles[name] = "bool"
     head, rest = schema[:1], schema[1:]
     rng.shuffle(rest)
     return head + rest, profiles, pools
 
 
-def gen_row(rng: Random, schema, profiles, pools, slide: int) -> tuple:
+def gen_row(rng: Random, schema, profiles, pools, slide: int, nulls: Optional[dict] = None) -> tuple:
     out = []
     for name, typ in schema:
-        if typ == "int64":
+        if nulls and nulls.get(name) and rng.random() < nulls[name]:
+            out.append(None)
+        elif typ == "int64":
             out.append(gen_int(rng, profiles[name], slide))
         elif typ == "float64":
             out.append(gen_float(rng, profiles[name]))
+        elif typ == "boolean":
+            out.append(rng.random() < 0.5)
         else:
             out.append(rng.choice(pools[name]))
     return tuple(out)
 
 
-def gen_history(rng: Random, schema, profiles, pools, n: int):
+def gen_history(rng: Random, schema, profiles, pools, n: int, nulls: Optional[dict] = None):
     r = rng.random()  # no slide yet / window not full yet / full / wrapped several times
     k = 0 if r < 0.04 else rng.randint(1, n) if r < 0.35 else rng.randint(n, n + 2) if r < 0.6 else rng.randint(n, 4 * n + 2)
     slides, splits = [], []
     for j in range(k):
         r = rng.random()  # some empty sub-windows, mostly small ones, some larger
         count = 0 if r < 0.15 else rng.randint(1, 5) if r < 0.7 else rng.randint(6, 30)
-        rows = [gen_row(rng, schema, profiles, pools, j) for _ in range(count)]
+        rows = [gen_row(rng, schema, profiles, pools, j, nulls) for _ in range(count)]
         slides.append(rows)
         parts = []
         left = count
@@ -430,16 +455,18 @@ def gen_history(rng: Random, schema, profiles, pools, n: int):
             parts.append(c)
             left -= c
         splits.append(parts)
-    buffer = [gen_row(rng, schema, profiles, pools, k) for _ in range(rng.randint(1, 4))] if rng.random() < 0.3 else []
+    buffer = [gen_row(rng, schema, profiles, pools, k, nulls) for _ in range(rng.randint(1, 4))] if rng.random() < 0.3 else []
     return slides, splits, buffer
 
 
 class QueryGen:
-    def __init__(self, rng: Random, schema, profiles, pools, n: int, slides, declared: tuple):
+    def __init__(self, rng: Random, schema, profiles, pools, n: int, slides, declared: tuple, typed: bool = False):
         self.rng, self.schema, self.profiles, self.pools, self.n = rng, schema, profiles, pools, n
         self.declared = declared
+        self.typed = typed  # booleans, NULLs and IS [NOT] NULL (cases of the original kind draw exactly as before)
+        self.keyable = ("int64", "string", "boolean") if typed else ("int64", "string")
         self.types = dict(schema)
-        self.data = {name: [r[i] for rows in slides for r in rows] for i, (name, _) in enumerate(schema)}
+        self.data = {name: [r[i] for rows in slides for r in rows if r[i] is not None] for i, (name, _) in enumerate(schema)}
 
     def cols(self, *types: str) -> list:
         return [c for c, t in self.schema if t in types]
@@ -461,8 +488,8 @@ class QueryGen:
         items: list = [self.agg() for _ in range(rng.choice([1, 1, 2, 2, 3, 4]))]
         group_by = None
         if grouped:
-            declared = [c for c in self.cols("int64", "string") if c in self.declared]
-            group_by = rng.choice(declared if declared and rng.random() < 0.6 else self.cols("int64", "string"))
+            declared = [c for c in self.cols(*self.keyable) if c in self.declared]
+            group_by = rng.choice(declared if declared and rng.random() < 0.6 else self.cols(*self.keyable))
             if rng.random() < 0.8:
                 key = Key(group_by, rng.choice(ALIASES) if rng.random() < 0.25 else None)
                 items.insert(0 if rng.random() < 0.7 else rng.randint(0, len(items)), key)
@@ -537,6 +564,8 @@ class QueryGen:
     def atom(self) -> Cond:
         rng = self.rng
         col = rng.choice([c for c, _ in self.schema])
+        if self.typed and rng.random() < 0.2:
+            return IsNull(col, rng.random() < 0.5)
         if rng.random() < 0.25:
             lits = [self.literal(col) for _ in range(rng.randint(1, 4))]
             return InList(col, rng.random() < 0.35, lits)
@@ -546,6 +575,8 @@ class QueryGen:
     def literal(self, col: str) -> tuple:
         rng, typ, data = self.rng, self.types[col], self.data[col]
         r = rng.random()
+        if typ == "boolean":
+            return ("bool", rng.choice(["TRUE", "FALSE", "true", "False"]))
         if typ == "string":
             if data and r < 0.5:
                 return ("str", rng.choice(data))
@@ -589,7 +620,7 @@ class QueryGen:
             if f == "count*" or not names:
                 outer.append(Agg("count*"))
                 continue
-            numeric = [nm for nm, _ in names if itype[nm] != "string"]
+            numeric = [nm for nm, _ in names if itype[nm] not in ("string", "boolean")]
             pool = numeric if f in ("sum", "avg", "quantile", "median") else [nm for nm, _ in names]
             if not pool:
                 outer.append(Agg("count*"))
@@ -677,17 +708,22 @@ class QueryGen:
 
 def gen_case(seed: int, index: int) -> Case:
     rng = Random(f"windowstore-differential:{seed}:{index}")
-    schema, profiles, pools = gen_schema(rng)
+    # Half the cases are "typed": boolean columns, NULLs in every column but ts, IS [NOT] NULL. The
+    # choice comes from its own generator, so the other half are exactly the cases of before.
+    trng = Random(f"windowstore-differential-typed:{seed}:{index}")
+    typed = trng.random() < 0.5
+    schema, profiles, pools = gen_schema(rng, typed)
+    nulls = {c: trng.choice([0, 0.1, 0.3, 0.7, 1.0]) for c, _ in schema[1:]} if typed else {}
     n = rng.choice([1, 2, 3, 3, 4, 5, 6])
     keyable = [c for c, t in schema if t != "float64"]
     declared = tuple(c for c in keyable if rng.random() < 0.4)
-    slides, splits, buffer = gen_history(rng, schema, profiles, pools, n)
-    qg = QueryGen(rng, schema, profiles, pools, n, slides, declared)
+    slides, splits, buffer = gen_history(rng, schema, profiles, pools, n, nulls)
+    qg = QueryGen(rng, schema, profiles, pools, n, slides, declared, typed)
     query = qg.invalid() if rng.random() < 0.05 else qg.query()
     style = Style(kw=rng.choice(["upper", "upper", "lower", "title"]), comma=rng.choice([", ", ",", " , "]),
                   op_space=rng.choice([" ", "", " "]), range_space=rng.choice([" ", ""]),
                   semicolon=rng.random() < 0.05)
-    return Case(seed, index, schema, profiles, n, declared, slides, splits, buffer, query, style)
+    return Case(seed, index, schema, profiles, n, declared, slides, splits, buffer, query, style, nulls)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -719,6 +755,9 @@ def int_literal_decimal(text: str) -> str:
 
 def sql_cmp(col: str, typ: str, op: str, lit: tuple) -> str:
     op = "<>" if op == "!=" else op
+    if typ == "boolean":
+        assert lit[0] == "bool"
+        return f"({qi(col)} {op} {lit[1].upper()})"
     if typ == "string":
         assert lit[0] == "str"
         return f"({qi(col)} {op} {sql_str(lit[1])})"
@@ -734,6 +773,8 @@ def sql_cond(c: Cond, types: dict) -> str:
     if isinstance(c, InList):
         body = "(" + " OR ".join(sql_cmp(c.col, types[c.col], "=", lit) for lit in c.lits) + ")"
         return f"(NOT {body})" if c.negate else body
+    if isinstance(c, IsNull):
+        return f"({qi(c.col)} IS {'NOT ' if c.negate else ''}NULL)"
     return "(" + f" {c.op.upper()} ".join(sql_cond(p, types) for p in c.parts) + ")"
 
 
@@ -743,7 +784,7 @@ def quantile_sql(col_sql: str, q_text: str) -> str:
     a, b = q.numerator, q.denominator
     rank = (f"greatest(1, (CAST({a} AS HUGEINT) * count({col_sql}) + CAST({b - 1} AS HUGEINT))"
             f" // CAST({b} AS HUGEINT))")
-    return f"list_sort(list({col_sql}))[CAST({rank} AS BIGINT)]"
+    return f"list_sort(list({col_sql}) FILTER (WHERE {col_sql} IS NOT NULL))[CAST({rank} AS BIGINT)]"
 
 
 @dataclass
@@ -850,9 +891,9 @@ def translate_select(s: Select, types: dict, profiles: dict):
             expr = agg_over_table(target[1], types)[0]
         else:
             expr = '"__key"' if target[0] == "key" else qi(f"__c{target[1]}")
-        order.append(expr + (" DESC" if o.direction == "desc" else " ASC"))
+        order.append(expr + (" DESC" if o.direction == "desc" else " ASC") + " NULLS LAST")
     if grouped:
-        order.append('"__key" ASC')  # no ORDER BY: by key; with ORDER BY: ties broken by key
+        order.append('"__key" ASC NULLS LAST')  # no ORDER BY: by key; with ORDER BY: ties broken by key
     if order:
         sql += " ORDER BY " + ", ".join(order)
     if s.limit is not None:
@@ -895,7 +936,7 @@ class Expected:
     tols: list          # per row, per column: tolerance (float) or None (exact)
 
 
-_PY_TYPES = {"int64": int, "float64": float, "string": str}
+_PY_TYPES = {"int64": int, "float64": float, "string": str, "boolean": bool}
 
 
 def reference(case: Case, con) -> Expected:
@@ -903,7 +944,7 @@ def reference(case: Case, con) -> Expected:
 
     q = case.query
     rows = case.visible(q.select.range.m if q.select.range else None)
-    arrow_types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
+    arrow_types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "boolean": pa.bool_()}
     table = pa.table({name: pa.array([r[i] for r in rows], arrow_types[typ]) for i, (name, typ) in enumerate(case.schema)})
     con.register("t", table)
     sql, specs = translate(q, case.types, case.profiles)

@@ -14,7 +14,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
                                       StageRows, Unregister)
 from windowstore.txn.engine import AlreadyExists, Engine, EngineConfig, FailedPrecondition, NotFound, ResourceExhausted
 
-COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"), ("f", "float64"))
+COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"), ("f", "float64"), ("b", "boolean"))
 CLOCKS = [dict(clock="manual", subwindow_ms=100), dict(clock="processing", subwindow_ms=100),
           dict(clock="event", subwindow_ms=100, allowed_lateness_ms=50), dict(clock="manual", subwindow_rows=3),
           dict(clock="processing", subwindow_rows=4)]
@@ -27,11 +27,14 @@ def create(name, now, n=3, group_by=("k",), **clock):
 
 def batch(rows):
     return pa.table({"ts": pa.array([r[0] for r in rows], pa.int64()), "k": pa.array([r[1] for r in rows], pa.string()),
-                     "v": pa.array([r[2] for r in rows], pa.int64()), "f": pa.array([r[3] for r in rows], pa.float64())})
+                     "v": pa.array([r[2] for r in rows], pa.int64()), "f": pa.array([r[3] for r in rows], pa.float64()),
+                     "b": pa.array([r[4] if len(r) > 4 else None for r in rows], pa.bool_())})
 
 
-rows = st.lists(st.tuples(st.integers(0, 3000), st.sampled_from(["a", "b", "", "é", "z"]),
-                          st.integers(-2**63, 2**63 - 1), st.floats(-1e6, 1e6)), max_size=6)
+# nulls (None) in every column but the event time: validity masks travel through the log and snapshots
+rows = st.lists(st.tuples(st.integers(0, 3000), st.sampled_from(["a", "b", "", "é", "z", None]),
+                          st.one_of(st.integers(-2**63, 2**63 - 1), st.none()), st.one_of(st.floats(-1e6, 1e6), st.none()),
+                          st.sampled_from([True, False, None])), max_size=6)
 actions = st.one_of(
     st.tuples(st.just("create"), st.integers(0, 2), st.integers(0, len(CLOCKS) - 1), st.integers(1, 4)),
     st.tuples(st.just("append"), st.integers(0, 2), rows, st.sampled_from(["", "w1", "w2"]), st.integers(0, 3)),
@@ -71,7 +74,7 @@ def run_live(engine: Engine, script) -> list:
                     engine._check()
             elif kind == "query":
                 s = engine.stream(f"s{act[1]}")
-                engine.sched.submit(plan_query(parse_query(f"SELECT k, COUNT(*), SUM(v) FROM {s.name} GROUP BY k"), s))
+                engine.sched.submit(plan_query(parse_query(f"SELECT k, COUNT(*), SUM(v), COUNT(b) FROM {s.name} GROUP BY k"), s))
             elif kind == "register":
                 engine.apply(Register("", f"SELECT SUM(v), MAX(k) FROM s{act[1]} [SLIDE 1 SUBWINDOWS]", 0, now))
             elif kind == "unregister":

@@ -129,7 +129,7 @@ def test_every_bad_input_gets_its_status_and_the_server_keeps_serving(ws):
         (NotFound, "does not exist", lambda: ws.append("nope", {"ts": [1]})),
         (InvalidArgument, "missing column 'src'", lambda: ws.append(name, {"ts": [1], "bytes": [1], "lat": [1.0]})),
         (InvalidArgument, "'bytes' must be int64", lambda: ws.append(name, {"ts": [1], "src": ["a"], "bytes": [1.5], "lat": [1.0]})),
-        (InvalidArgument, "has null values", lambda: ws.append(name, {"ts": [1], "src": [None], "bytes": [1], "lat": [1.0]})),
+        (InvalidArgument, "may not be null", lambda: ws.append(name, {"ts": [None], "src": ["a"], "bytes": [1], "lat": [1.0]})),
         (ResourceExhausted, "exceeds the limit", lambda: ws.append(name, {"ts": np.zeros(60_000, np.int64), "src": ["a"] * 60_000,
                                                                            "bytes": np.zeros(60_000, np.int64), "lat": np.zeros(60_000)})),
         (ResourceExhausted, "", lambda: ws.append(name, {"ts": np.zeros(10, np.int64), "src": [f"{i}" + "x" * 500_000 for i in range(10)],

@@ -628,6 +628,8 @@ def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:
     import numpy as np
     import pyarrow as pa
 
+    from windowstore.store.schema import valid_key
+
     parts = [stream.schema.check(t) for t in tables]
     if not parts:
         return stream.schema.check({c: [] for c in stream.schema.names})
@@ -642,6 +644,9 @@ def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:
             out[name] = pa.concat_arrays([c.cast(pa.string()) for c in cols])
         else:
             out[name] = np.concatenate(cols)
+        vk = valid_key(name)
+        if any(vk in p[0] for p in parts):  # a null in some table: its validity, the others all valid
+            out[vk] = np.concatenate([p[0][vk] if vk in p[0] else np.ones(p[1], dtype=bool) for p in parts])
     return out, sum(p[1] for p in parts)
 
 

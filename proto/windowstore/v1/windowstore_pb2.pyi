@@ -14,6 +14,7 @@ class ColumnType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COLUMN_TYPE_FLOAT64: _ClassVar[ColumnType]
     COLUMN_TYPE_STRING: _ClassVar[ColumnType]
     COLUMN_TYPE_INT128: _ClassVar[ColumnType]
+    COLUMN_TYPE_BOOLEAN: _ClassVar[ColumnType]
 
 class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -52,6 +53,7 @@ COLUMN_TYPE_INT64: ColumnType
 COLUMN_TYPE_FLOAT64: ColumnType
 COLUMN_TYPE_STRING: ColumnType
 COLUMN_TYPE_INT128: ColumnType
+COLUMN_TYPE_BOOLEAN: ColumnType
 CLOCK_UNSPECIFIED: Clock
 CLOCK_PROCESSING: Clock
 CLOCK_EVENT: Clock
@@ -188,17 +190,27 @@ class StringValues(_message.Message):
     values: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, values: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class BoolValues(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, values: _Optional[_Iterable[bool]] = ...) -> None: ...
+
 class ColumnValues(_message.Message):
-    __slots__ = ("name", "int64_values", "float64_values", "string_values")
+    __slots__ = ("name", "int64_values", "float64_values", "string_values", "bool_values", "is_null")
     NAME_FIELD_NUMBER: _ClassVar[int]
     INT64_VALUES_FIELD_NUMBER: _ClassVar[int]
     FLOAT64_VALUES_FIELD_NUMBER: _ClassVar[int]
     STRING_VALUES_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUES_FIELD_NUMBER: _ClassVar[int]
+    IS_NULL_FIELD_NUMBER: _ClassVar[int]
     name: str
     int64_values: Int64Values
     float64_values: Float64Values
     string_values: StringValues
-    def __init__(self, name: _Optional[str] = ..., int64_values: _Optional[_Union[Int64Values, _Mapping]] = ..., float64_values: _Optional[_Union[Float64Values, _Mapping]] = ..., string_values: _Optional[_Union[StringValues, _Mapping]] = ...) -> None: ...
+    bool_values: BoolValues
+    is_null: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, name: _Optional[str] = ..., int64_values: _Optional[_Union[Int64Values, _Mapping]] = ..., float64_values: _Optional[_Union[Float64Values, _Mapping]] = ..., string_values: _Optional[_Union[StringValues, _Mapping]] = ..., bool_values: _Optional[_Union[BoolValues, _Mapping]] = ..., is_null: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class ColumnarBatch(_message.Message):
     __slots__ = ("columns",)
@@ -261,18 +273,20 @@ class Int128(_message.Message):
     def __init__(self, high: _Optional[int] = ..., low: _Optional[int] = ...) -> None: ...
 
 class Value(_message.Message):
-    __slots__ = ("int64_value", "float64_value", "string_value", "int128_value", "decimal_value")
+    __slots__ = ("int64_value", "float64_value", "string_value", "int128_value", "decimal_value", "bool_value")
     INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     FLOAT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
     INT128_VALUE_FIELD_NUMBER: _ClassVar[int]
     DECIMAL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
     int64_value: int
     float64_value: float
     string_value: str
     int128_value: Int128
     decimal_value: str
-    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., int128_value: _Optional[_Union[Int128, _Mapping]] = ..., decimal_value: _Optional[str] = ...) -> None: ...
+    bool_value: bool
+    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., int128_value: _Optional[_Union[Int128, _Mapping]] = ..., decimal_value: _Optional[str] = ..., bool_value: _Optional[bool] = ...) -> None: ...
 
 class Row(_message.Message):
     __slots__ = ("values",)

@@ -9,7 +9,7 @@ import platform
 import sys
 from pathlib import Path
 
-SECTIONS = ["store", "server", "durability", "spark", "floor"]
+SECTIONS = ["store", "server", "durability", "spark", "floor", "join"]
 
 
 def main(argv=None) -> int:
@@ -27,10 +27,24 @@ def main(argv=None) -> int:
     out.mkdir(exist_ok=True)
     stamp = dt.date.today().isoformat()
     meta = {"date": stamp, "python": sys.version.split()[0], "machine": platform.machine(), "cores": os.cpu_count()}
-    (out / "latest.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1, default=float))
+    # `--only` replaces its sections and keeps the others' figures (each section keeps its date)
+    previous = {}
+    if args.only and (out / "latest.json").exists():
+        previous = json.loads((out / "latest.json").read_text())
+    merged = dict(previous.get("results", {}))
+    dates = dict(previous.get("meta", {}).get("section_dates", {}))
+    for name in SECTIONS:
+        if name in results:
+            merged[name] = results[name]
+            dates[name] = stamp
+        elif name in merged and name not in dates:
+            dates[name] = previous.get("meta", {}).get("date", "")
+    merged = {name: merged[name] for name in SECTIONS if name in merged}
+    meta["section_dates"] = dates
+    (out / "latest.json").write_text(json.dumps({"meta": meta, "results": merged}, indent=1, default=float))
     lines = [f"# Benchmark results ({stamp}, {meta['cores']} cores, Python {meta['python']})", ""]
-    for name, rows in results.items():
-        lines += [f"## {name}", "", "| measurement | result | target |", "|---|---|---|"]
+    for name, rows in merged.items():
+        lines += [f"## {name} ({dates.get(name, stamp)})", "", "| measurement | result | target |", "|---|---|---|"]
         lines += [f"| {r['name']} | {r['shown']} | {r['target']} |" for r in rows]
         lines.append("")
     (out / "latest.md").write_text("\n".join(lines))

@@ -9,7 +9,8 @@ from windowstore.v1 import windowstore_pb2 as pb
 _ACCESS = {pb.ACCESS_PATH_PROBE: "probe", pb.ACCESS_PATH_SYNOPSIS: "synopsis", pb.ACCESS_PATH_WINDOW: "window",
            pb.ACCESS_PATH_JOIN: "join"}
 _TYPES = {pb.COLUMN_TYPE_INT64: "int64", pb.COLUMN_TYPE_FLOAT64: "float64", pb.COLUMN_TYPE_STRING: "string",
-          pb.COLUMN_TYPE_INT128: "int128", pb.COLUMN_TYPE_BOOLEAN: "boolean"}
+          pb.COLUMN_TYPE_INT128: "int128", pb.COLUMN_TYPE_BOOLEAN: "boolean", pb.COLUMN_TYPE_TIMESTAMP: "timestamp",
+          pb.COLUMN_TYPE_DATE: "date"}
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -56,7 +57,9 @@ class Answer:
     inter_exec_ms: float | None
     answered_ms: float
     stream: str
-    types: list[str] = field(default_factory=list)  # int64, int128, float64, string or boolean per column
+    # per column: int64, int128, float64, string, boolean, timestamp (rows hold microseconds since the
+    # epoch, UTC) or date (rows hold days since the epoch)
+    types: list[str] = field(default_factory=list)
     # A join (access "join"): every joined stream's slide and window bounds, FROM order; `stream`,
     # `slide` and the window bounds above are its first source's stream's.
     sources: list[StreamWindow] = field(default_factory=list)
@@ -78,15 +81,16 @@ class Answer:
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as
-        decimal128(38, 0), as DuckDB exports its HUGEINT."""
+        decimal128(38, 0), as DuckDB exports its HUGEINT; timestamp as timestamp[us, UTC], date as date32."""
         import pyarrow as pa
 
         arrow = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "int128": pa.decimal128(38, 0),
                  "boolean": pa.bool_()}
         cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         types = self.types if len(self.types) == len(self.columns) else [None] * len(self.columns)
-        return pa.table({name: pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values],
-                                        type=arrow.get(t))
+        temporal = {"timestamp": (pa.int64(), pa.timestamp("us", tz="UTC")), "date": (pa.int32(), pa.date32())}
+        return pa.table({name: pa.array(values, temporal[t][0]).cast(temporal[t][1]) if t in temporal else
+                         pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values], type=arrow.get(t))
                          for name, values, t in zip(self.columns, cols, types)})
 
     def to_pandas(self):
@@ -102,4 +106,6 @@ class Answer:
                 df[name] = pd.Series(values, dtype="int64" if exact else "object")
             elif t == "boolean":
                 df[name] = pd.Series(df[name].tolist(), dtype="boolean")
+            elif t in ("timestamp", "date"):  # datetime64[us, UTC] / datetime64 dates (NaT for NULL)
+                df[name] = self.to_arrow().column(name).to_pandas(date_as_object=False)
         return df

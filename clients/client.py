@@ -25,7 +25,7 @@ from .errors import InvalidArgument, Unavailable, WindowStoreError, from_rpc_err
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 _TYPES = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING,
-          "boolean": pb.COLUMN_TYPE_BOOLEAN}
+          "boolean": pb.COLUMN_TYPE_BOOLEAN, "timestamp": pb.COLUMN_TYPE_TIMESTAMP, "date": pb.COLUMN_TYPE_DATE}
 _CLOCKS = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
 _OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
             ("grpc.max_send_message_length", 256 * 1024 * 1024)]
@@ -89,7 +89,7 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
                    time_column: str, topk: int) -> pb.CreateStreamRequest:
     bad = [t for t in schema.values() if t not in _TYPES]
     if bad:
-        raise InvalidArgument(f"column types are int64, float64, string or boolean; got unknown type {bad[0]!r}")
+        raise InvalidArgument(f"column types are int64, float64, string, boolean, timestamp or date; got unknown type {bad[0]!r}")
     if clock not in _CLOCKS:
         raise InvalidArgument(f"clock is one of {', '.join(_CLOCKS)}; got {clock!r}")
     columns = [build(pb.Column, name=k, type=_TYPES[v]) for k, v in schema.items()]

@@ -21,7 +21,7 @@ from windowstore.v1 import windowstore_pb2 as pb
 from .payload import read_table
 
 TYPE_TO_PB = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING,
-              "boolean": pb.COLUMN_TYPE_BOOLEAN}
+              "boolean": pb.COLUMN_TYPE_BOOLEAN, "timestamp": pb.COLUMN_TYPE_TIMESTAMP, "date": pb.COLUMN_TYPE_DATE}
 PB_TO_TYPE = {v: k for k, v in TYPE_TO_PB.items()}  # column types of a schema
 ANSWER_TYPE_TO_PB = {**TYPE_TO_PB, "int128": pb.COLUMN_TYPE_INT128}
 CLOCK_TO_PB = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}

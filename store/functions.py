@@ -28,8 +28,8 @@ from .exact import exact_sum, grouped_sum, ratio
 from .synopsis import NULL_KEY, group_keys
 
 NUMERIC = frozenset({"int64", "float64", "int128"})
-ANY = frozenset({"int64", "float64", "string", "int128", "boolean"})
-ORDERED = frozenset({"int64", "float64", "string", "boolean"})
+ANY = frozenset({"int64", "float64", "string", "int128", "boolean", "timestamp", "date"})
+ORDERED = frozenset({"int64", "float64", "string", "boolean", "timestamp", "date"})
 
 
 class AggregateFunction(ABC):

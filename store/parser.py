@@ -27,6 +27,7 @@ the structured (protobuf) form.
 """
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import replace
 from decimal import Decimal
@@ -474,6 +475,10 @@ class _Parser:
         if tok.kind == "ident" and tok.word in ("true", "false"):
             self.i += 1
             return tok.word == "true"
+        if tok.kind == "ident" and tok.word in ("timestamp", "date") and self.toks[self.i + 1].kind == "string":
+            text_tok = self.toks[self.i + 1]
+            self.i += 2
+            return temporal_literal(tok.word, text_tok.text[1:-1], lambda m: self.fail(m, text_tok))
         if tok.kind == "string":
             self.i += 1
             return tok.text[1:-1].replace("''", "'")
@@ -485,6 +490,25 @@ class _Parser:
                 return Decimal(tok.text)
             return int(tok.text)
         self.fail("expected a number, a 'string', TRUE or FALSE")
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def temporal_literal(kind: str, text: str, fail) -> int:
+    """TIMESTAMP 'YYYY-MM-DD[ HH:MM:SS[.ffffff]][+HH:MM]' as microseconds since the epoch (no zone:
+    UTC), DATE 'YYYY-MM-DD' as days since the epoch: the integers such columns hold (to_text writes
+    them back as integers)."""
+    try:
+        if kind == "date":
+            return (datetime.date.fromisoformat(text.strip()) - _EPOCH.date()).days
+        t = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        fail(f"{kind.upper()} {text[:40]!r} is not an ISO {kind}")
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    d = t - _EPOCH
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
 def parse_statement(text: str) -> Query | JoinQuery:

@@ -9,11 +9,17 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .dictionary import StringDictionary
 from .errors import InvalidInput
 
-TYPES = ("int64", "float64", "string", "boolean")
+TYPES = ("int64", "float64", "string", "boolean", "timestamp", "date")
+# timestamp: microseconds since 1970-01-01 00:00:00 UTC, int64 (Spark's TimestampType); date: days
+# since 1970-01-01, int64 (Spark's DateType). Both are stored, compared and answered as those
+# integers (the column type says which); Arrow timestamps (any unit, exactly) and dates, Python
+# datetimes and dates, NumPy datetime64 and plain integers (taken as us / days) are accepted.
+TEMPORAL = ("timestamp", "date")
 MAX_COLUMNS = 1_000
 NUMERIC = ("int64", "float64")
 VALID = "?"  # columns["?c"]: column c's validity (True = a value) where a batch or sub-window has a null
@@ -139,8 +145,10 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
             n = len(values)
             if typ == "string":
                 return pa.array([""] * n, pa.string()), np.zeros(n, dtype=bool)
-            return np.zeros(n, dtype={"int64": np.int64, "float64": np.float64, "boolean": np.int8}[typ]), \
+            return np.zeros(n, dtype={"boolean": np.int8, "float64": np.float64}.get(typ, np.int64)), \
                 np.zeros(n, dtype=bool)
+        if typ in TEMPORAL:
+            values = _temporal(name, typ, values)
         if pa.types.is_dictionary(values.type) and values.dictionary.null_count:
             values = values.dictionary_decode()  # a null dictionary entry: a null value
         valid = None
@@ -165,6 +173,13 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
         if arr.dtype.kind == "f" and np.isnan(arr).any():  # an Arrow NaN is a value, not a null
             raise InvalidInput(f"column {name!r} has NaN values (send a null instead)", column=name)
         return _check_numpy(name, typ, arr), valid
+    if typ in TEMPORAL and not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
+        try:  # datetimes, dates, datetime64, None: as Arrow takes them (then exactly to us / days)
+            arr = pa.array(values.tolist() if isinstance(values, np.ndarray) and values.dtype.kind == "O" else values,
+                           from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+            raise InvalidInput(f"column {name!r} must hold {typ}s", column=name) from None
+        return _check_column(name, typ, arr)
     if typ == "string":
         if isinstance(values, np.ndarray) and values.dtype.kind not in "OUT":
             raise InvalidInput(f"column {name!r} must be string, got {values.dtype}", column=name)
@@ -191,6 +206,45 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
     return _check_numpy(name, typ, arr), valid
 
 
+_US = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
+
+
+def _temporal(name: str, typ: str, values: pa.Array) -> pa.Array:
+    """An Arrow timestamp (to us) or date (to days) column as int64, exactly; integers as they are."""
+    t = values.type
+    if pa.types.is_integer(t):
+        return values
+    if typ == "date" and pa.types.is_timestamp(t):  # pandas' datetime64 dates: midnights, exactly
+        us = _temporal(name, "timestamp", values)
+        day = 86_400_000_000
+        if pc_any(pc.not_equal(pc.multiply(pc.divide(us, day), day), us)):
+            raise InvalidInput(f"column {name!r}: a timestamp that is not a midnight (UTC) for a date", column=name)
+        return pc.divide(us, day)
+    if typ == "timestamp" and pa.types.is_timestamp(t):
+        raw = values.cast(pa.int64())
+        if t.unit == "ns":
+            if pc_any(pc.not_equal(pc.multiply(pc.divide(raw, 1000), 1000), raw)):
+                raise InvalidInput(f"column {name!r}: a timestamp with nanoseconds (the column holds microseconds)",
+                                   column=name)
+            return pc.divide(raw, 1000)
+        try:
+            return pc.multiply_checked(raw, _US[t.unit])
+        except pa.ArrowInvalid:
+            raise InvalidInput(f"column {name!r}: a timestamp beyond the int64 microsecond range", column=name) from None
+    if typ == "date" and pa.types.is_date32(t):
+        return values.cast(pa.int32()).cast(pa.int64())
+    if typ == "date" and pa.types.is_date64(t):
+        raw = values.cast(pa.int64())
+        if pc_any(pc.not_equal(pc.multiply(pc.divide(raw, 86_400_000), 86_400_000), raw)):
+            raise InvalidInput(f"column {name!r}: a date64 that is not a whole day", column=name)
+        return pc.divide(raw, 86_400_000)
+    raise InvalidInput(f"column {name!r} must be {typ}, got {t}", column=name)
+
+
+def pc_any(mask: pa.Array) -> bool:
+    return bool(pc.any(mask).as_py())
+
+
 def _placeholder(t: pa.DataType):
     if pa.types.is_dictionary(t):
         t = t.value_type
@@ -215,12 +269,12 @@ def _check_numpy(name: str, typ: str, arr: np.ndarray) -> np.ndarray:
         raise InvalidInput(f"column {name!r} must be boolean, got {_describe(arr)}", column=name)
     if kind == "b":
         raise InvalidInput(f"column {name!r} holds booleans", column=name)
-    if typ == "int64":
+    if typ == "int64" or typ in TEMPORAL:
         if kind == "u" and len(arr) and int(arr.max()) > 2**63 - 1:
             raise InvalidInput(f"column {name!r} holds {int(arr.max())}, beyond int64", column=name)
         if kind in "iu":
             return arr.astype(np.int64, copy=False)
-        raise InvalidInput(f"column {name!r} must be int64, got {_describe(arr)}", column=name)
+        raise InvalidInput(f"column {name!r} must be {typ}, got {_describe(arr)}", column=name)
     if kind in "iuf":
         out = arr.astype(np.float64, copy=False)
         if np.isnan(out).any():

@@ -326,7 +326,8 @@ class Window:
         return sub
 
     def empty_columns(self) -> dict[str, np.ndarray]:
-        dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32}
+        dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32,
+                  "timestamp": np.int64, "date": np.int64}
         return {c: np.empty(0, dtype=dtypes[self.schema.types[c]]) for c in self._names}
 
     def seal(self, j: int, start: int, end: int, cols: dict[str, np.ndarray], rows: int, now_ms: int,

@@ -247,6 +247,8 @@ class Case:
 # --------------------------------------------------------------------------------------------------
 def render_lit(lit: tuple) -> str:
     kind, v = lit
+    if kind in ("timestamp", "date"):
+        return f"{kind.upper()} '{v}'"
     return v if kind in ("num", "bool") else "'" + v.replace("'", "''") + "'"
 
 
@@ -398,6 +400,30 @@ def decimal_text(v: Fraction, digits: int) -> str:
 
 
 BOOL_COLS = ["ok", "flag"]
+TEMPORAL_COLS = [("at", "timestamp"), ("day", "date")]
+TS_MIN, TS_MAX = -62_135_596_800_000_000, 253_402_300_799_999_999  # years 1..9999, in us
+DAY_MIN, DAY_MAX = -719_162, 2_932_896
+US_2026, DAY_2026 = 1_767_225_600_000_000, 20_454
+TS_SPECIAL = [0, -1, 1, US_2026, US_2026 + 1, US_2026 - 1, TS_MIN, TS_MAX, 86_400_000_000, -86_400_000_000]
+DAY_SPECIAL = [0, -1, 1, DAY_2026, DAY_MIN, DAY_MAX, 365]
+
+
+def iso(typ: str, v: int) -> str:
+    import datetime as dt
+    if typ == "date":
+        return (dt.date(1970, 1, 1) + dt.timedelta(days=v)).isoformat()
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=v)).isoformat(sep=" ")
+
+
+def gen_temporal(rng: Random, typ: str) -> int:
+    r = rng.random()
+    special, lo, hi, near = ((TS_SPECIAL, TS_MIN, TS_MAX, US_2026) if typ == "timestamp" else
+                             (DAY_SPECIAL, DAY_MIN, DAY_MAX, DAY_2026))
+    if r < 0.4:
+        return rng.choice(special)
+    if r < 0.7:
+        return near + rng.randint(-5, 5)
+    return rng.randint(lo, hi)
 
 
 def gen_schema(rng: Random, typed: bool = False):
@@ -418,6 +444,10 @@ def gen_schema(rng: Random, typed: bool = False):
         for name in rng.sample(BOOL_COLS, rng.randint(0, 2)):
             schema.append((name, "boolean"))
             profiles[name] = "bool"
+        for name, typ in TEMPORAL_COLS:  # timestamps (us) and dates (days)
+            if rng.random() < 0.5:
+                schema.append((name, typ))
+                profiles[name] = typ
     head, rest = schema[:1], schema[1:]
     rng.shuffle(rest)
     return head + rest, profiles, pools
@@ -434,6 +464,8 @@ def gen_row(rng: Random, schema, profiles, pools, slide: int, nulls: Optional[di
             out.append(gen_float(rng, profiles[name]))
         elif typ == "boolean":
             out.append(rng.random() < 0.5)
+        elif typ in ("timestamp", "date"):
+            out.append(gen_temporal(rng, typ))
         else:
             out.append(rng.choice(pools[name]))
     return tuple(out)
@@ -464,7 +496,7 @@ class QueryGen:
         self.rng, self.schema, self.profiles, self.pools, self.n = rng, schema, profiles, pools, n
         self.declared = declared
         self.typed = typed  # booleans, NULLs and IS [NOT] NULL (cases of the original kind draw exactly as before)
-        self.keyable = ("int64", "string", "boolean") if typed else ("int64", "string")
+        self.keyable = ("int64", "string", "boolean", "timestamp", "date") if typed else ("int64", "string")
         self.types = dict(schema)
         self.data = {name: [r[i] for rows in slides for r in rows if r[i] is not None] for i, (name, _) in enumerate(schema)}
 
@@ -577,6 +609,10 @@ class QueryGen:
         r = rng.random()
         if typ == "boolean":
             return ("bool", rng.choice(["TRUE", "FALSE", "true", "False"]))
+        if typ in ("timestamp", "date"):  # TIMESTAMP '...' / DATE '...': parsed by each engine
+            v = rng.choice(data) + rng.choice([0, 0, 1, -1]) if data and r < 0.6 else gen_temporal(rng, typ)
+            lo, hi = (TS_MIN, TS_MAX) if typ == "timestamp" else (DAY_MIN, DAY_MAX)
+            return (typ, iso(typ, min(max(v, lo), hi)))
         if typ == "string":
             if data and r < 0.5:
                 return ("str", rng.choice(data))
@@ -620,7 +656,7 @@ class QueryGen:
             if f == "count*" or not names:
                 outer.append(Agg("count*"))
                 continue
-            numeric = [nm for nm, _ in names if itype[nm] not in ("string", "boolean")]
+            numeric = [nm for nm, _ in names if itype[nm] not in ("string", "boolean", "timestamp", "date")]
             pool = numeric if f in ("sum", "avg", "quantile", "median") else [nm for nm, _ in names]
             if not pool:
                 outer.append(Agg("count*"))
@@ -758,6 +794,9 @@ def sql_cmp(col: str, typ: str, op: str, lit: tuple) -> str:
     if typ == "boolean":
         assert lit[0] == "bool"
         return f"({qi(col)} {op} {lit[1].upper()})"
+    if typ in ("timestamp", "date"):
+        assert lit[0] == typ
+        return f"({qi(col)} {op} {typ.upper()} '{lit[1]}')"
     if typ == "string":
         assert lit[0] == "str"
         return f"({qi(col)} {op} {sql_str(lit[1])})"
@@ -795,6 +834,15 @@ class OutSpec:
     tol: Optional[int] = None     # index of the hidden tolerance column
 
 
+def as_int(expr: str, typ: str) -> str:
+    """A timestamp as microseconds since the epoch, a date as days: what the store answers."""
+    if typ == "timestamp":
+        return f"epoch_us({expr})"
+    if typ == "date":
+        return f"CAST(({expr}) - DATE '1970-01-01' AS BIGINT)"
+    return expr
+
+
 def agg_over_table(a: Agg, types: dict):
     """(value SQL, tolerance SQL or None) of an aggregate over the table t."""
     f, c = a.func, qi(a.col) if a.col else None
@@ -806,7 +854,7 @@ def agg_over_table(a: Agg, types: dict):
     if f == "count_distinct":
         return f"count(DISTINCT {c})", None  # DuckDB: -0.0 and 0.0 are one value (checked)
     if f in ("min", "max"):
-        return f"{f}({c})", None
+        return as_int(f"{f}({c})", typ), None
     if f in ("quantile", "median"):
         return quantile_sql(c, a.q if f == "quantile" else "0.5"), None
     if f == "sum":
@@ -867,7 +915,7 @@ def translate_select(s: Select, types: dict, profiles: dict):
     cols, tols, specs = [], [], []
     for i, it in enumerate(s.items):
         if isinstance(it, Key):
-            value, tol, typ = qi(it.col), None, types[it.col]
+            value, tol, typ = as_int(qi(it.col), types[it.col]), None, types[it.col]
         else:
             value, tol = agg_over_table(it, types)
             typ = agg_type(it, types.get)
@@ -936,7 +984,7 @@ class Expected:
     tols: list          # per row, per column: tolerance (float) or None (exact)
 
 
-_PY_TYPES = {"int64": int, "float64": float, "string": str, "boolean": bool}
+_PY_TYPES = {"int64": int, "float64": float, "string": str, "boolean": bool, "timestamp": int, "date": int}
 
 
 def reference(case: Case, con) -> Expected:
@@ -944,8 +992,7 @@ def reference(case: Case, con) -> Expected:
 
     q = case.query
     rows = case.visible(q.select.range.m if q.select.range else None)
-    arrow_types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "boolean": pa.bool_()}
-    table = pa.table({name: pa.array([r[i] for r in rows], arrow_types[typ]) for i, (name, typ) in enumerate(case.schema)})
+    table = arrow_columns(case, rows)
     con.register("t", table)
     sql, specs = translate(q, case.types, case.profiles)
     result = con.execute(sql).fetchall()
@@ -1050,6 +1097,16 @@ def columns_of(case: Case, rows: list) -> dict:
     return {name: [r[i] for r in rows] for i, (name, _) in enumerate(case.schema)}
 
 
+def arrow_columns(case: Case, rows: list):
+    """The rows as an Arrow table of the schema's types (timestamp[us], date32 for temporal ones)."""
+    import pyarrow as pa
+
+    arrow_types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "boolean": pa.bool_()}
+    temporal = {"timestamp": (pa.int64(), pa.timestamp("us")), "date": (pa.int32(), pa.date32())}
+    return pa.table({name: pa.array([r[i] for r in rows], temporal[typ][0]).cast(temporal[typ][1]) if typ in temporal
+                     else pa.array([r[i] for r in rows], arrow_types[typ]) for i, (name, typ) in enumerate(case.schema)})
+
+
 def _chunks(case: Case, j: int):
     rows, start = case.slides[j], 0
     for size in case.splits[j]:
@@ -1062,9 +1119,11 @@ def build_stream(case: Case):
 
     spec = WindowSpec(subwindows=case.n, subwindow_ms=1000, clock="manual", group_by=case.declared)
     s = Stream("S", dict(case.schema), spec, created_ms=0)
+    temporal = any(t in ("timestamp", "date") for _, t in case.schema)
     for j in range(len(case.slides)):
         for chunk in _chunks(case, j):
-            s.append(columns_of(case, chunk))
+            # temporal columns as Arrow timestamps and dates (the conversion to us / days is tested too)
+            s.append(arrow_columns(case, chunk) if temporal else columns_of(case, chunk))
         s.window.slide((j + 1) * 1000)
     if case.buffer:
         s.append(columns_of(case, case.buffer))

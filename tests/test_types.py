@@ -248,3 +248,94 @@ def test_types_and_nulls_through_the_server_and_the_sdk(tmp_path):
             assert _answers(ws, "t") == before and _answers(ws, "u") == before_u
     finally:
         srv.stop()
+
+
+# -- timestamp and date ----------------------------------------------------------------------------------
+TSCHEMA = {"ts": "int64", "at": "timestamp", "day": "date", "x": "int64"}
+US_2026 = 1_767_225_600_000_000  # 2026-01-01 00:00:00 UTC in microseconds
+DAY_2026 = 20_454
+
+
+def temporal_stream() -> Stream:
+    import datetime as dt
+
+    s = Stream("s", TSCHEMA, WindowSpec(subwindows=2, subwindow_ms=10, clock="manual", group_by=("day",)), 0)
+    s.append({"ts": [1, 2, 3], "at": [dt.datetime(2026, 1, 1, 0, 0, 0, 5), None, dt.datetime(1969, 12, 31, 23, 59, 59)],
+              "day": [dt.date(2026, 1, 1), dt.date(1969, 12, 31), None], "x": [1, 2, 3]})
+    s.append(pa.table({"ts": pa.array([4], pa.int64()),
+                       "at": pa.array([1_767_225_600_000], pa.timestamp("ms", tz="Europe/Paris")),  # an instant
+                       "day": pa.array([86_400_000 * DAY_2026], pa.date64()), "x": [4]}))
+    s.append(pa.Table.from_pandas(pd.DataFrame({"ts": [5], "at": pd.to_datetime(["2026-01-01 00:00:00.000001"]),
+                                                "day": pd.to_datetime([None]), "x": [5]}), preserve_index=False))
+    s.append({"ts": [6], "at": np.array([US_2026 + 7]), "day": np.array([0]), "x": [6]})  # integers: us / days
+    s.window.slide(10)
+    return s
+
+
+def test_timestamps_are_microseconds_and_dates_days_since_the_epoch():
+    s = temporal_stream()
+    assert answer(s, "SELECT MIN(at), MAX(at), COUNT(at), MIN(day), MAX(day), COUNT(day), COUNT(DISTINCT day) FROM s") == \
+        [(-1_000_000, US_2026 + 7, 5, -1, DAY_2026, 4, 3)]
+    a = run_plan(plan_query(parse_query("SELECT day, MIN(at) FROM s GROUP BY day"), s))
+    assert a.types == ["date", "timestamp"]
+    assert a.rows == [(-1, None), (0, US_2026 + 7), (DAY_2026, US_2026), (None, -1_000_000)]
+
+
+@pytest.mark.parametrize("where, count", [
+    ("at >= TIMESTAMP '2026-01-01 00:00:00'", 4), ("at > TIMESTAMP '2026-01-01T00:00:00.000005'", 1),
+    (f"at = {US_2026 + 5}", 1), ("at < TIMESTAMP '2026-01-01 01:00:00+01:00'", 1),
+    ("day = DATE '2026-01-01'", 2), ("day < DATE '1970-01-01'", 1), ("day IS NULL", 2), ("at IS NULL", 1),
+])
+def test_timestamp_and_date_literals_compare_exactly(where, count):
+    assert answer(temporal_stream(), f"SELECT COUNT(*) FROM s WHERE {where}") == [(count,)]
+
+
+@pytest.mark.parametrize("batch, msg", [
+    ({"at": [1.5]}, "must be timestamp"),
+    ({"at": pa.array([1001], pa.timestamp("ns"))}, "nanoseconds"),
+    ({"day": pa.array([1], pa.date64())}, "whole day"),
+    ({"day": pa.array([1], pa.timestamp("us"))}, "midnight"),
+    ({"at": ["2026-01-01"]}, "must be timestamp"),
+    ({"at": pa.array([2**62], pa.timestamp("s"))}, "range"),
+])
+def test_inexact_or_wrong_temporal_values_are_refused(batch, msg):
+    s = temporal_stream()
+    with pytest.raises(InvalidInput, match=msg):
+        s.append({"ts": [1], "at": [0], "day": [0], "x": [0], **batch})
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("SELECT SUM(at) FROM s", "numeric"), ("SELECT AVG(day) FROM s", "numeric"),
+    ("SELECT COUNT(*) FROM s WHERE at > TIMESTAMP 'noon'", "ISO"), ("SELECT COUNT(*) FROM s WHERE day = 'x'", "date"),
+])
+def test_temporal_misuse_is_refused(text, msg):
+    with pytest.raises(InvalidInput, match=msg):
+        plan_query(parse_query(text), temporal_stream())
+
+
+def test_a_timestamp_event_time_column_is_refused():
+    with pytest.raises(InvalidInput, match="int64"):
+        Stream("s", {"ts": "timestamp"}, WindowSpec(subwindows=2, subwindow_ms=10), 0)
+
+
+def test_timestamps_and_dates_through_the_server(tmp_path):
+    import datetime as dt
+
+    with ServerProcess() as srv, Client(srv.target, timeout=30) as ws:
+        ws.create_stream("t", schema=TSCHEMA, subwindows=2, subwindow_ms=1000, clock="manual")
+        ws.append("t", {"ts": [1, 2], "at": [dt.datetime(2026, 1, 1), None], "day": [dt.date(2026, 1, 1), None], "x": [1, 2]})
+        ws.append("t", pd.DataFrame({"ts": [3], "at": pd.to_datetime(["2026-01-01 00:00:01"]),
+                                     "day": pd.to_datetime(["1969-12-31"]), "x": [3]}))
+        ws.append("t", {"ts": [4], "at": [US_2026], "day": [5], "x": [4]}, columnar_types=TSCHEMA)
+        ws.slide("t")
+        a = ws.query("SELECT MIN(at), MAX(at), MIN(day), MAX(day), COUNT(at) FROM t")
+        assert a.types == ["timestamp", "timestamp", "date", "date", "int64"]
+        assert a.rows == [(US_2026, US_2026 + 1_000_000, -1, DAY_2026, 3)]
+        t = a.to_arrow()
+        assert t.schema.field("min(at)").type == pa.timestamp("us", tz="UTC")
+        assert t.column("max(day)").to_pylist() == [dt.date(2026, 1, 1)]
+        assert t.column("max(at)").to_pylist()[0] == dt.datetime(2026, 1, 1, 0, 0, 1, tzinfo=dt.timezone.utc)
+        g = ws.query("SELECT day, COUNT(*) FROM t WHERE at IS NOT NULL OR day IS NULL GROUP BY day")
+        assert g.rows == [(-1, 1), (5, 1), (DAY_2026, 1), (None, 1)]
+        df = g.to_pandas()
+        assert str(df["day"].dtype).startswith("datetime64") and df["day"].isna().tolist() == [False, False, False, True]

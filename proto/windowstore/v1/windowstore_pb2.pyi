@@ -15,6 +15,8 @@ class ColumnType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COLUMN_TYPE_STRING: _ClassVar[ColumnType]
     COLUMN_TYPE_INT128: _ClassVar[ColumnType]
     COLUMN_TYPE_BOOLEAN: _ClassVar[ColumnType]
+    COLUMN_TYPE_TIMESTAMP: _ClassVar[ColumnType]
+    COLUMN_TYPE_DATE: _ClassVar[ColumnType]
 
 class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +56,8 @@ COLUMN_TYPE_FLOAT64: ColumnType
 COLUMN_TYPE_STRING: ColumnType
 COLUMN_TYPE_INT128: ColumnType
 COLUMN_TYPE_BOOLEAN: ColumnType
+COLUMN_TYPE_TIMESTAMP: ColumnType
+COLUMN_TYPE_DATE: ColumnType
 CLOCK_UNSPECIFIED: Clock
 CLOCK_PROCESSING: Clock
 CLOCK_EVENT: Clock

@@ -159,6 +159,8 @@ class WindowStoreServer:
                     self._set_health(status)
                 except RuntimeError:  # the loop stopped: the server is going away
                     return
+                except TimeoutError:  # the loop is too busy to take it now: try again next round
+                    continue
                 serving = ok
             self._stopped.wait(0.5)
 

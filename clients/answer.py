@@ -27,6 +27,14 @@ def _value(v: pb.Value):
     return getattr(v, kind)
 
 
+def _decimal_value(v: pb.Value):
+    """A DECIMAL cell: a Decimal with the column's scale (as the server wrote it), or None."""
+    kind = v.WhichOneof("kind")
+    if kind is None:
+        return None
+    return Decimal(v.decimal_value) if kind == "decimal_value" else Decimal(_value(v))
+
+
 @dataclass(frozen=True)
 class StreamWindow:
     """What a join answer reflects of one joined stream."""
@@ -58,7 +66,7 @@ class Answer:
     answered_ms: float
     stream: str
     # per column: int64, int128, float64, string, boolean, timestamp (rows hold microseconds since the
-    # epoch, UTC) or date (rows hold days since the epoch)
+    # epoch, UTC), date (rows hold days since the epoch) or decimal(p,s) (rows hold Decimals)
     types: list[str] = field(default_factory=list)
     # A join (access "join"): every joined stream's slide and window bounds, FROM order; `stream`,
     # `slide` and the window bounds above are its first source's stream's.
@@ -66,8 +74,15 @@ class Answer:
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
+        types = [_TYPES.get(t, "?") for t in a.column_types]
+        for i, t in enumerate(a.column_types):
+            if t == pb.COLUMN_TYPE_DECIMAL:
+                p = a.column_precisions[i] if i < len(a.column_precisions) else 38
+                types[i] = f"decimal({p},{a.column_scales[i] if i < len(a.column_scales) else 0})"
+        decimal = {i for i, t in enumerate(types) if t.startswith("decimal(")}
         return cls(
-            columns=list(a.columns), rows=[tuple(_value(v) for v in r.values) for r in a.rows], slide=a.slide,
+            columns=list(a.columns), rows=[tuple(_decimal_value(v) if i in decimal else _value(v)
+                                                 for i, v in enumerate(r.values)) for r in a.rows], slide=a.slide,
             window_start_ms=a.window_start_ms if a.HasField("window_start_ms") else None,
             window_end_ms=a.window_end_ms if a.HasField("window_end_ms") else None,
             staleness_ms=a.staleness_ms if a.HasField("staleness_ms") else None,
@@ -75,7 +90,7 @@ class Answer:
             exact=a.exact, guaranteed=a.guaranteed if a.HasField("guaranteed") else None, query_id=a.query_id,
             execution=a.execution, late_slides=a.late_slides,
             inter_exec_ms=a.inter_exec_ms if a.HasField("inter_exec_ms") else None,
-            answered_ms=a.answered_ms, stream=a.stream, types=[_TYPES.get(t, "?") for t in a.column_types],
+            answered_ms=a.answered_ms, stream=a.stream, types=types,
             sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
                                   s.window_end_ms if s.HasField("window_end_ms") else None) for s in a.sources])
 
@@ -89,6 +104,9 @@ class Answer:
         cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         types = self.types if len(self.types) == len(self.columns) else [None] * len(self.columns)
         temporal = {"timestamp": (pa.int64(), pa.timestamp("us", tz="UTC")), "date": (pa.int32(), pa.date32())}
+        for t in types:
+            if t and t.startswith("decimal("):  # decimal(p,s): Arrow decimal128 of that precision and scale
+                arrow[t] = pa.decimal128(*map(int, t[8:-1].split(",")))
         return pa.table({name: pa.array(values, temporal[t][0]).cast(temporal[t][1]) if t in temporal else
                          pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values], type=arrow.get(t))
                          for name, values, t in zip(self.columns, cols, types)})

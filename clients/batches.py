@@ -79,6 +79,8 @@ def to_columnar(batch: Mapping[str, Any], types: Mapping[str, str]) -> pb.Column
                 values = [fill if n else v for v, n in zip(values, nulls)]
             if kind == "string":
                 col.string_values.values.extend(values)
+            elif kind and kind.lower().startswith("decimal"):  # exact: as decimal text
+                col.string_values.values.extend("0" if n else str(v) for v, n in zip(values, nulls))
             elif kind == "float64":
                 col.float64_values.values.extend(values)
             elif kind == "boolean":

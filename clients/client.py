@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator
@@ -26,6 +27,7 @@ from .errors import InvalidArgument, Unavailable, WindowStoreError, from_rpc_err
 DEFAULT_TARGET = "127.0.0.1:50051"
 _TYPES = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING,
           "boolean": pb.COLUMN_TYPE_BOOLEAN, "timestamp": pb.COLUMN_TYPE_TIMESTAMP, "date": pb.COLUMN_TYPE_DATE}
+_DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")  # decimal(precision, scale)
 _CLOCKS = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
 _OPTIONS = [("grpc.max_receive_message_length", 256 * 1024 * 1024),
             ("grpc.max_send_message_length", 256 * 1024 * 1024)]
@@ -87,12 +89,16 @@ def _value(field, value):
 def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None,
                    subwindow_rows: int | None, clock: str, group_by: Iterable[str], allowed_lateness_ms: int,
                    time_column: str, topk: int) -> pb.CreateStreamRequest:
-    bad = [t for t in schema.values() if t not in _TYPES]
+    bad = [t for t in schema.values() if t not in _TYPES and not _DECIMAL.fullmatch(str(t).lower().replace(" ", ""))]
     if bad:
-        raise InvalidArgument(f"column types are int64, float64, string, boolean, timestamp or date; got unknown type {bad[0]!r}")
+        raise InvalidArgument(f"column types are int64, float64, string, boolean, timestamp, date or decimal(p,s); "
+                              f"got unknown type {bad[0]!r}")
     if clock not in _CLOCKS:
         raise InvalidArgument(f"clock is one of {', '.join(_CLOCKS)}; got {clock!r}")
-    columns = [build(pb.Column, name=k, type=_TYPES[v]) for k, v in schema.items()]
+    columns = [build(pb.Column, name=k, type=_TYPES[v]) if v in _TYPES else
+               build(pb.Column, name=k, type=pb.COLUMN_TYPE_DECIMAL,
+                     **dict(zip(("precision", "scale"), map(int, _DECIMAL.fullmatch(str(v).lower().replace(" ", "")).groups()))))
+               for k, v in schema.items()]
     spec = build(pb.StreamSpec, name=name, columns=columns, time_column=time_column, subwindows=subwindows,
                  subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0, clock=_CLOCKS[clock],
                  allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk)

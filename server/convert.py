@@ -12,6 +12,7 @@ from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
+from windowstore.store.schema import decimal_type
 from windowstore.store.query import (OPS, Aggregate, Band, Equal, JoinQuery, KeyColumn, OrderBy, Predicate, Query, Range,
                                      Source)
 from windowstore.store.window import WindowSpec
@@ -42,11 +43,12 @@ def spec_from_pb(spec: pb.StreamSpec) -> tuple[str, dict[str, str], str, WindowS
         raise InvalidInput("stream name is required")
     columns = {}
     for c in spec.columns:
-        if c.type not in PB_TO_TYPE:
+        if c.type not in PB_TO_TYPE and c.type != pb.COLUMN_TYPE_DECIMAL:
             raise InvalidInput(f"column {c.name!r} needs a type", column=c.name)
         if c.name in columns:
             raise InvalidInput(f"column {c.name!r} is declared twice", column=c.name)
-        columns[c.name] = PB_TO_TYPE[c.type]
+        columns[c.name] = (f"decimal({c.precision},{c.scale})" if c.type == pb.COLUMN_TYPE_DECIMAL
+                           else PB_TO_TYPE[c.type])
     if spec.clock not in PB_TO_CLOCK:
         raise InvalidInput(f"unknown clock {spec.clock}")
     window = WindowSpec(
@@ -61,9 +63,20 @@ def spec_from_pb(spec: pb.StreamSpec) -> tuple[str, dict[str, str], str, WindowS
     return spec.name, columns, spec.time_column or "ts", window
 
 
+def column_to_pb(name: str, typ: str) -> pb.Column:
+    dec = decimal_type(typ)
+    if dec:
+        return pb.Column(name=name, type=pb.COLUMN_TYPE_DECIMAL, precision=dec[0], scale=dec[1])
+    return pb.Column(name=name, type=TYPE_TO_PB[typ])
+
+
+def answer_type_to_pb(typ: str) -> int:
+    return pb.COLUMN_TYPE_DECIMAL if typ.startswith("decimal(") else ANSWER_TYPE_TO_PB[typ]
+
+
 def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
     return pb.StreamSpec(
-        name=name, columns=[pb.Column(name=n, type=TYPE_TO_PB[t]) for n, t in schema.columns],
+        name=name, columns=[column_to_pb(n, t) for n, t in schema.columns],
         time_column=schema.time_column, subwindows=window.subwindows, subwindow_ms=window.subwindow_ms or 0,
         subwindow_rows=window.subwindow_rows or 0, clock=CLOCK_TO_PB[window.clock],
         allowed_lateness_ms=window.allowed_lateness_ms, group_by=list(window.group_by), topk=window.topk)
@@ -337,7 +350,9 @@ def answer_to_pb(result: Result, stream: str, query_id: str) -> pb.Answer:
     a: CoreAnswer = result.answer
     out = pb.Answer(
         columns=a.columns, rows=[pb.Row(values=[value_to_pb(x) for x in row]) for row in a.rows],
-        column_types=[ANSWER_TYPE_TO_PB[t] for t in a.types or ()],
+        column_types=[answer_type_to_pb(t) for t in a.types or ()],
+        column_precisions=[(decimal_type(t) or (0, 0))[0] for t in a.types or ()],
+        column_scales=[(decimal_type(t) or (0, 0))[1] for t in a.types or ()],
         slide=result.slide, response_ms=result.response_ms, restarts=result.restarts, policy=result.policy,
         access=ACCESS_TO_PB[a.access], exact=a.exact, query_id=query_id, execution=result.execution,
         late_slides=result.late_slides, answered_ms=result.answered_ms, stream=stream)

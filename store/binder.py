@@ -34,7 +34,7 @@ from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
 from .query import OPS, Aggregate, JoinQuery, KeyColumn, Query, Range
-from .schema import Schema
+from .schema import Schema, decimal_type, type_kind
 from .window import WindowSpec
 
 
@@ -258,7 +258,7 @@ class _Binder:
             typ = None
         else:
             typ = column_type(a.column, a.loc)
-            if typ not in fn.inputs:
+            if type_kind(typ) not in fn.inputs:
                 kinds = "a numeric" if "string" not in fn.inputs else "an"
                 self.fail(f"{text} needs {kinds} column; {a.column!r} is {typ}", a.loc, a.column)
         q = None
@@ -308,13 +308,14 @@ class _Binder:
             if listed:
                 return Comparison(p.column, typ, p.op, np.array([_float_value(v) for v in values], dtype=np.float64))
             return Comparison(p.column, typ, p.op, _float_value(p.value))
+        mult = 10 ** (decimal_type(typ) or (0, 0))[1]  # a decimal(p,s) column holds value * 10**s
         if listed:
-            exact = (_exact(v) for v in values)
+            exact = (_exact(v) * mult for v in values)
             members = sorted({int(v) for v in exact if v.denominator == 1 and INT64_MIN <= v <= INT64_MAX})
             if not members:
                 return Comparison(p.column, typ, "false" if p.op == "in" else "true", None)
             return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
-        return _int_comparison(p.column, p.op, _exact(p.value))
+        return _int_comparison(p.column, p.op, _exact(p.value) * mult)
 
     def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate]) -> tuple[int | None, bool]:
         q = self.q

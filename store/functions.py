@@ -27,9 +27,32 @@ import numpy as np
 from .exact import exact_sum, grouped_sum, ratio
 from .synopsis import NULL_KEY, group_keys
 
-NUMERIC = frozenset({"int64", "float64", "int128"})
-ANY = frozenset({"int64", "float64", "string", "int128", "boolean", "timestamp", "date"})
-ORDERED = frozenset({"int64", "float64", "string", "boolean", "timestamp", "date"})
+# Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
+# holds value * 10**s as int64: SUM, MIN, MAX, QUANTILE and every synopsis work on those integers
+# exactly (the planner turns results into Decimals by their output type's scale); AVG is exact too.
+NUMERIC = frozenset({"int64", "float64", "int128", "decimal"})
+ANY = frozenset({"int64", "float64", "string", "int128", "boolean", "timestamp", "date", "decimal"})
+ORDERED = frozenset({"int64", "float64", "string", "boolean", "timestamp", "date", "decimal"})
+_INTEGERS = ("int64", "decimal")  # exact integer storage with synopses
+
+
+def _scale(typ: str | None) -> int | None:
+    """The scale of a decimal(p,s) type, None for other types."""
+    if typ is None or not typ.startswith("decimal("):
+        return None
+    return int(typ[typ.index(",") + 1:-1])
+
+
+def _kind(typ: str | None) -> str | None:
+    return "decimal" if _scale(typ) is not None else typ
+
+
+def decimal_avg(total: int, count: int) -> int:
+    """AVG of a decimal(p,s) column: the exact sum / count rounded half away from zero to scale s+4
+    (Spark's rule), as an integer scaled by 10**(s+4)."""
+    q, r = divmod(abs(total) * 10**4, count)
+    q += 2 * r >= count
+    return -q if total < 0 else q
 
 
 class AggregateFunction(ABC):
@@ -99,7 +122,7 @@ class Count(AggregateFunction):
         return lambda sub: sub.rows - sub.synopsis.nulls.get(column, 0)
 
     def key_synopsis_ok(self, b):
-        return b.column is None or b.input_type in ("int64", "float64")
+        return b.column is None or _kind(b.input_type) in ("int64", "float64", "decimal")
 
     def read_key_synopsis(self, b, ks):
         return ks.counts if b.column is None else ks.valid.get(b.column, ks.counts)
@@ -127,10 +150,12 @@ class Sum(AggregateFunction):
     inputs = NUMERIC
 
     def result_type(self, input_type):
+        if _scale(input_type) is not None:
+            return f"decimal(38,{_scale(input_type)})"
         return "int128" if input_type in ("int64", "int128") else "float64"
 
     def probe_ok(self, input_type):
-        return input_type == "int64"  # running prefix sums are exact only for integers
+        return _kind(input_type) in _INTEGERS  # running prefix sums are exact only for integers
 
     def probe(self, b, window, n_q, count):
         return None if window.running_total(_count_key(b.column), n_q) == 0 else window.running_total(b.column, n_q)
@@ -178,15 +203,23 @@ class Avg(Sum):
     name = "avg"
 
     def result_type(self, input_type):
+        if _scale(input_type) is not None:
+            return f"decimal(38,{_scale(input_type) + 4})"
         return "float64"
 
     def probe(self, b, window, n_q, count):
         count = window.running_total(_count_key(b.column), n_q)
-        return None if count == 0 else window.running_total(b.column, n_q) / count
+        if count == 0:
+            return None
+        total = window.running_total(b.column, n_q)
+        return decimal_avg(total, count) if _scale(b.input_type) is not None else total / count
 
     def finish(self, b, parts, strings):
         count = sum(p[1] for p in parts)
-        return sum(p[0] for p in parts) / count if count else None
+        if not count:
+            return None
+        total = sum(p[0] for p in parts)
+        return decimal_avg(int(total), count) if _scale(b.input_type) is not None else total / count
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
         return (grouped_sum(inverse, values, groups), np.bincount(inverse, minlength=groups).astype(np.int64))
@@ -195,6 +228,9 @@ class Avg(Sum):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
         counts = grouped_sum(inverse, np.concatenate([p[1] for p in parts]), groups)
         empty = counts == 0
+        if _scale(b.input_type) is not None:
+            return np.array([None if c == 0 else decimal_avg(int(t), int(c)) for t, c in zip(sums.tolist(), counts.tolist())],
+                            dtype=object)
         if empty.any():
             out = ratio(sums, np.where(empty, 1, counts)).astype(object)
             out[empty] = None
@@ -203,7 +239,9 @@ class Avg(Sum):
 
     def over(self, b, values):
         values = [v for v in values if v is not None]
-        return sum(values) / len(values) if values else None
+        if not values:
+            return None
+        return decimal_avg(sum(values), len(values)) if _scale(b.input_type) is not None else sum(values) / len(values)
 
 
 class _Extreme(AggregateFunction):
@@ -214,14 +252,14 @@ class _Extreme(AggregateFunction):
     inputs = ORDERED | {"int128"}
 
     def probe_ok(self, input_type):
-        return input_type in ("int64", "float64")
+        return _kind(input_type) in ("int64", "float64", "decimal")
 
     def probe(self, b, window, n_q, count):
         lo, hi = window.interval_minmax(b.column, n_q)
         return hi if self.maximum else lo
 
     def synopsis_ok(self, b, declared):
-        return b.input_type in ("int64", "float64")
+        return _kind(b.input_type) in ("int64", "float64", "decimal")
 
     def read_synopsis(self, b):
         column, maximum = b.column, self.maximum

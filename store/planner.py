@@ -12,6 +12,7 @@ Which path answers which aggregate is each function's own statement (functions.p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal, localcontext
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from .aggregates import Partial
 from .binder import BoundQuery, bind
 from .errors import InvalidInput
 from .query import Query
+from .schema import decimal_type
 from .stream import Stream
 from .subwindow import SubWindow
 from .synopsis import NULL_KEY, group_keys, keys_with_nulls, merge_topk_lists
@@ -133,6 +135,10 @@ class Plan:
         return self._answer(rows)
 
     def _answer(self, rows: list[tuple], **kw) -> Answer:
+        scales = [(i, decimal_type(t)[1]) for i, t in enumerate(self.types) if t.startswith("decimal(")]
+        if scales:  # decimal results are computed on value * 10**s integers: as Decimals now
+            rows = [tuple(_decimal(r[i], dict(scales)[i]) if i in dict(scales) else v for i, v in enumerate(r))
+                    for r in rows]
         return Answer(self.labels, rows, self.access, types=self.types, **kw)
 
     def _limit(self, rows: list[tuple]) -> list[tuple]:
@@ -205,6 +211,15 @@ class Plan:
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
         return self._answer(self._limit([tuple(values[it.agg] for it in self.bound.items)]))
+
+
+def _decimal(n: int | None, scale: int) -> Decimal | None:
+    """The integer n * 10**-scale as a Decimal with exactly `scale` places (None stays NULL)."""
+    if n is None:
+        return None
+    with localcontext() as ctx:
+        ctx.prec = 80
+        return Decimal(int(n)).scaleb(-scale).quantize(Decimal(1).scaleb(-scale))
 
 
 def decode_keys(keys: np.ndarray, typ: str | None, strings) -> list:

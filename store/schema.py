@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import re
+from decimal import Decimal
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,6 +23,40 @@ TYPES = ("int64", "float64", "string", "boolean", "timestamp", "date")
 # integers (the column type says which); Arrow timestamps (any unit, exactly) and dates, Python
 # datetimes and dates, NumPy datetime64 and plain integers (taken as us / days) are accepted.
 TEMPORAL = ("timestamp", "date")
+MAX_DECIMAL_PRECISION = 18  # decimal(p, s): a scaled int64 (value * 10**s), exact
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def decimal_type(typ: str) -> tuple[int, int] | None:
+    """(precision, scale) of a "decimal(p,s)" type, None for any other type."""
+    if not typ.startswith("decimal("):
+        return None
+    m = _DECIMAL.fullmatch(typ)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def type_kind(typ: str) -> str:
+    """The type without its parameters: "decimal" for decimal(p,s), else the type."""
+    return "decimal" if typ.startswith("decimal(") else typ
+
+
+def _normal_type(name: str, typ: str) -> str:
+    if typ in TYPES:
+        return typ
+    m = _DECIMAL.fullmatch(typ)
+    if typ.startswith("decimal") and not m:
+        raise InvalidInput(f"column {name!r} has unknown type {typ!r}: write a decimal type as decimal(precision, scale)",
+                           column=name)
+    if m:
+        p, sc = int(m.group(1)), int(m.group(2))
+        if not 1 <= p <= MAX_DECIMAL_PRECISION:
+            raise InvalidInput(f"column {name!r}: decimal precision {p} is not supported (1 to {MAX_DECIMAL_PRECISION} "
+                               "digits: a decimal is stored as a scaled int64)", column=name)
+        if sc > p:
+            raise InvalidInput(f"column {name!r}: decimal scale {sc} exceeds its precision {p}", column=name)
+        return f"decimal({p},{sc})"
+    raise InvalidInput(f"column {name!r} has unknown type {typ!r} (expected one of {', '.join(TYPES)} or "
+                       "decimal(p,s))", column=name)
 MAX_COLUMNS = 1_000
 NUMERIC = ("int64", "float64")
 VALID = "?"  # columns["?c"]: column c's validity (True = a value) where a batch or sub-window has a null
@@ -53,9 +90,7 @@ class Schema:
             if not isinstance(name, str) or not name or len(name) > 128 or not set(name) <= _NAME_OK or name[0].isdigit():
                 raise InvalidInput(f"column name {str(name)[:100]!r} must be an identifier of at most 128 characters",
                                    column=str(name)[:100])
-            typ = str(typ).lower()
-            if typ not in TYPES:
-                raise InvalidInput(f"column {name!r} has unknown type {typ!r} (expected one of {', '.join(TYPES)})", column=name)
+            typ = _normal_type(name, str(typ).lower().replace(" ", ""))
             items.append((name, typ))
         names = [n for n, _ in items]
         if time_column not in names:
@@ -73,7 +108,8 @@ class Schema:
         return [n for n, _ in self.columns]
 
     def numeric_columns(self) -> list[str]:
-        return [n for n, t in self.columns if t in NUMERIC and n != self.time_column]
+        """Columns with per-sub-window COUNT/SUM/MIN/MAX synopses: int64, float64 and decimals (scaled ints)."""
+        return [n for n, t in self.columns if (t in NUMERIC or t.startswith("decimal(")) and n != self.time_column]
 
     def type_of(self, column: str) -> str:
         typ = self.types.get(column)
@@ -141,6 +177,8 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+        if typ.startswith("decimal(") and not pa.types.is_null(values.type):
+            return _check_decimal(name, typ, values.to_pylist())
         if pa.types.is_null(values.type):  # Arrow's null type: every value NULL, any column type
             n = len(values)
             if typ == "string":
@@ -173,6 +211,14 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
         if arr.dtype.kind == "f" and np.isnan(arr).any():  # an Arrow NaN is a value, not a null
             raise InvalidInput(f"column {name!r} has NaN values (send a null instead)", column=name)
         return _check_numpy(name, typ, arr), valid
+    if typ.startswith("decimal("):
+        if isinstance(values, np.ndarray):
+            values = values.tolist()
+        try:
+            values = list(values)
+        except TypeError:
+            raise InvalidInput(f"column {name!r} must be a sequence", column=name) from None
+        return _check_decimal(name, typ, values)
     if typ in TEMPORAL and not (isinstance(values, np.ndarray) and values.dtype.kind in "iu"):
         try:  # datetimes, dates, datetime64, None: as Arrow takes them (then exactly to us / days)
             arr = pa.array(values.tolist() if isinstance(values, np.ndarray) and values.dtype.kind == "O" else values,
@@ -207,6 +253,39 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
 
 
 _US = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
+
+
+def _check_decimal(name: str, typ: str, values: list) -> tuple[np.ndarray, np.ndarray | None]:
+    """Decimal values (Decimal, int, decimal text; Arrow decimals) as int64 value * 10**scale, exactly:
+    a value with more fractional digits than the scale, or more digits than the precision, is
+    refused (never rounded); floats are refused (not exact decimals)."""
+    p, sc = decimal_type(typ)
+    limit = 10 ** p
+    out = np.zeros(len(values), dtype=np.int64)
+    valid = None
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and v != v):
+            if valid is None:
+                valid = np.ones(len(values), dtype=bool)
+            valid[i] = False
+            continue
+        if isinstance(v, (bool, np.bool_, float, np.floating)):
+            raise InvalidInput(f"column {name!r} is {typ}: {v!r} is not an exact decimal (send Decimal, int or text)",
+                               column=name)
+        try:
+            d = Decimal(int(v)) if isinstance(v, np.integer) else Decimal(v) if isinstance(v, (int, str, Decimal)) else None
+        except ArithmeticError:
+            d = None
+        if d is None or not d.is_finite():
+            raise InvalidInput(f"column {name!r} is {typ}: {str(v)[:40]!r} is not a decimal number", column=name)
+        scaled = d.scaleb(sc)
+        if scaled != scaled.to_integral_value():
+            raise InvalidInput(f"column {name!r} is {typ}: {d} has more than {sc} decimal places", column=name)
+        n = int(scaled)
+        if not -limit < n < limit:
+            raise InvalidInput(f"column {name!r} is {typ}: {d} has more than {p} digits", column=name)
+        out[i] = n
+    return out, valid
 
 
 def _temporal(name: str, typ: str, values: pa.Array) -> pa.Array:

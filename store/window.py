@@ -179,7 +179,7 @@ class Window:
         self.last_seal_ms = created_ms
         self._names = schema.names
         self._numeric = schema.numeric_columns() + [schema.time_column]
-        self._int_columns = [c for c in self._numeric if schema.types[c] == "int64"]
+        self._int_columns = [c for c in self._numeric if schema.types[c] == "int64" or schema.types[c].startswith("decimal(")]
         self._strings = {c for c, t in schema.columns if t == "string"}
         # running COUNT(*), COUNT(c) (non-null values: key "#c") and integer SUMs
         self._prefix = {COUNT_KEY: 0, **{c: 0 for c in self._int_columns}, **{count_key(c): 0 for c in self._names}}
@@ -328,7 +328,7 @@ class Window:
     def empty_columns(self) -> dict[str, np.ndarray]:
         dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32,
                   "timestamp": np.int64, "date": np.int64}
-        return {c: np.empty(0, dtype=dtypes[self.schema.types[c]]) for c in self._names}
+        return {c: np.empty(0, dtype=dtypes.get(self.schema.types[c], np.int64)) for c in self._names}  # decimals: int64
 
     def seal(self, j: int, start: int, end: int, cols: dict[str, np.ndarray], rows: int, now_ms: int,
              prefix_before: dict[str, int]) -> SubWindow:

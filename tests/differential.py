@@ -345,6 +345,8 @@ def agg_type(a: Agg, col_type: Callable[[str], str]) -> str:
         return "int64"
     if a.func == "avg":
         return "float64"
+    if a.func == "sum" and decimal_of(col_type(a.col)):
+        return "decimal(38,%d)" % decimal_of(col_type(a.col))[1]
     return col_type(a.col)
 
 
@@ -406,6 +408,26 @@ DAY_MIN, DAY_MAX = -719_162, 2_932_896
 US_2026, DAY_2026 = 1_767_225_600_000_000, 20_454
 TS_SPECIAL = [0, -1, 1, US_2026, US_2026 + 1, US_2026 - 1, TS_MIN, TS_MAX, 86_400_000_000, -86_400_000_000]
 DAY_SPECIAL = [0, -1, 1, DAY_2026, DAY_MIN, DAY_MAX, 365]
+DECIMAL_TYPES = [(12, 2), (18, 0), (18, 6), (5, 5), (3, 1)]
+
+
+def decimal_of(typ: str):
+    """(precision, scale) of "decimal(p,s)", None for other types."""
+    return tuple(map(int, typ[8:-1].split(","))) if typ.startswith("decimal(") else None
+
+
+def is_numeric(typ: str) -> bool:
+    return typ in ("int64", "float64") or typ.startswith("decimal(")
+
+
+def gen_decimal(rng: Random, typ: str):
+    from decimal import Decimal
+    p, sc = decimal_of(typ)
+    top = 10**p - 1
+    r = rng.random()
+    n = rng.choice([0, 1, -1, top, -top, 5, 10**sc]) if r < 0.3 else rng.randint(-30, 30) if r < 0.6 else rng.randint(-top, top)
+    n = max(-top, min(top, n))
+    return Decimal(n).scaleb(-sc)
 
 
 def iso(typ: str, v: int) -> str:
@@ -448,6 +470,9 @@ def gen_schema(rng: Random, typed: bool = False):
             if rng.random() < 0.5:
                 schema.append((name, typ))
                 profiles[name] = typ
+        if rng.random() < 0.5:  # an exact decimal
+            schema.append(("amt", "decimal(%d,%d)" % rng.choice(DECIMAL_TYPES)))
+            profiles["amt"] = "exact"
     head, rest = schema[:1], schema[1:]
     rng.shuffle(rest)
     return head + rest, profiles, pools
@@ -466,6 +491,8 @@ def gen_row(rng: Random, schema, profiles, pools, slide: int, nulls: Optional[di
             out.append(rng.random() < 0.5)
         elif typ in ("timestamp", "date"):
             out.append(gen_temporal(rng, typ))
+        elif typ.startswith("decimal("):
+            out.append(gen_decimal(rng, typ))
         else:
             out.append(rng.choice(pools[name]))
     return tuple(out)
@@ -496,12 +523,12 @@ class QueryGen:
         self.rng, self.schema, self.profiles, self.pools, self.n = rng, schema, profiles, pools, n
         self.declared = declared
         self.typed = typed  # booleans, NULLs and IS [NOT] NULL (cases of the original kind draw exactly as before)
-        self.keyable = ("int64", "string", "boolean", "timestamp", "date") if typed else ("int64", "string")
+        self.keyable = ("int64", "string", "boolean", "timestamp", "date", "decimal") if typed else ("int64", "string")
         self.types = dict(schema)
         self.data = {name: [r[i] for rows in slides for r in rows if r[i] is not None] for i, (name, _) in enumerate(schema)}
 
     def cols(self, *types: str) -> list:
-        return [c for c, t in self.schema if t in types]
+        return [c for c, t in self.schema if t in types or ("decimal" in types and t.startswith("decimal("))]
 
     # -- select items
     def agg(self) -> Agg:
@@ -509,8 +536,10 @@ class QueryGen:
         f = rng.choice(["count*", "count", "count_distinct", "sum", "sum", "avg", "min", "max", "quantile", "median"])
         if f == "count*":
             return Agg(f)
-        numeric = self.cols("int64", "float64")
+        numeric = self.cols("int64", "float64", "decimal") if self.typed else self.cols("int64", "float64")
         col = rng.choice(numeric if f in ("sum", "avg", "quantile", "median") else [c for c, _ in self.schema])
+        if f == "avg" and self.types[col].startswith("decimal("):
+            f = "sum"  # AVG(decimal): rounded to scale s+4 (Spark's rule), DuckDB gives a double; unit-tested
         q = rng.choice(QUANTILE_FRACTIONS) if f == "quantile" else None
         return Agg(f, col, q)
 
@@ -609,6 +638,12 @@ class QueryGen:
         r = rng.random()
         if typ == "boolean":
             return ("bool", rng.choice(["TRUE", "FALSE", "true", "False"]))
+        if typ.startswith("decimal("):  # exact decimals next to the data, with up to scale + 1 places
+            from decimal import Decimal
+            p, sc = decimal_of(typ)
+            v = rng.choice(data) if data and r < 0.6 else gen_decimal(rng, typ)
+            v += rng.choice([0, 0, Decimal(1).scaleb(-sc), Decimal(5).scaleb(-sc - 1), -Decimal(1).scaleb(-sc)])
+            return ("num", format(v, "f"))
         if typ in ("timestamp", "date"):  # TIMESTAMP '...' / DATE '...': parsed by each engine
             v = rng.choice(data) + rng.choice([0, 0, 1, -1]) if data and r < 0.6 else gen_temporal(rng, typ)
             lo, hi = (TS_MIN, TS_MAX) if typ == "timestamp" else (DAY_MIN, DAY_MAX)
@@ -657,6 +692,8 @@ class QueryGen:
                 outer.append(Agg("count*"))
                 continue
             numeric = [nm for nm, _ in names if itype[nm] not in ("string", "boolean", "timestamp", "date")]
+            if f == "avg":
+                numeric = [nm for nm in numeric if not itype[nm].startswith("decimal(")]
             pool = numeric if f in ("sum", "avg", "quantile", "median") else [nm for nm, _ in names]
             if not pool:
                 outer.append(Agg("count*"))
@@ -797,6 +834,8 @@ def sql_cmp(col: str, typ: str, op: str, lit: tuple) -> str:
     if typ in ("timestamp", "date"):
         assert lit[0] == typ
         return f"({qi(col)} {op} {typ.upper()} '{lit[1]}')"
+    if typ.startswith("decimal("):  # exact: DuckDB compares decimals exactly (literals have <= 7 places)
+        return f"({qi(col)} {op} CAST('{lit[1]}' AS DECIMAL(38,18)))"
     if typ == "string":
         assert lit[0] == "str"
         return f"({qi(col)} {op} {sql_str(lit[1])})"
@@ -855,6 +894,8 @@ def agg_over_table(a: Agg, types: dict):
         return f"count(DISTINCT {c})", None  # DuckDB: -0.0 and 0.0 are one value (checked)
     if f in ("min", "max"):
         return as_int(f"{f}({c})", typ), None
+    if f == "sum" and typ.startswith("decimal("):
+        return f"sum({c})", None  # DECIMAL(38, s): exact
     if f in ("quantile", "median"):
         return quantile_sql(c, a.q if f == "quantile" else "0.5"), None
     if f == "sum":
@@ -884,7 +925,7 @@ def agg_over_inner(a: Agg, inner: dict):
         # an order statistic moves by at most the largest error of its inputs
         return value, (f"coalesce(max({tol}), 0)" if tol else None)
     if f == "sum":
-        if typ == "int64":
+        if typ == "int64" or typ.startswith("decimal("):
             return f"sum({c})", None
         own = f"(count({c}) + 3) * {EPS_SQL} * fsum(abs({c})) + 1e-300"  # this sum's rounding
         return f"fsum({c})", (f"coalesce(sum({tol}), 0) + {own}" if tol else own)  # + its inputs' errors
@@ -987,6 +1028,13 @@ class Expected:
 _PY_TYPES = {"int64": int, "float64": float, "string": str, "boolean": bool, "timestamp": int, "date": int}
 
 
+def py_type(typ: str):
+    if typ.startswith("decimal("):
+        from decimal import Decimal
+        return Decimal
+    return _PY_TYPES[typ]
+
+
 def reference(case: Case, con) -> Expected:
     import pyarrow as pa
 
@@ -1002,7 +1050,7 @@ def reference(case: Case, con) -> Expected:
     for r in result:
         values = tuple(r[:width])
         for v, spec in zip(values, specs):  # the translation itself must produce the contract's types
-            if v is not None and type(v) is not _PY_TYPES[spec.type]:
+            if v is not None and type(v) is not py_type(spec.type):
                 raise AssertionError(f"harness bug: DuckDB returned {type(v).__name__} for {spec.desc}: {sql}")
         out_rows.append(values)
         out_tols.append(tuple(r[spec.tol] if spec.tol is not None else None for spec in specs))
@@ -1018,7 +1066,7 @@ def same_value(exp, got, spec: OutSpec, tol) -> Optional[str]:
         return None if got is None else "value (expected NULL)"
     if got is None:
         return "value (got NULL)"
-    want = _PY_TYPES[spec.type]
+    want = py_type(spec.type)
     if type(got) is not want:
         return f"type ({type(got).__name__} instead of {want.__name__})"
     if spec.type != "float64":
@@ -1102,6 +1150,7 @@ def arrow_columns(case: Case, rows: list):
     import pyarrow as pa
 
     arrow_types = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "boolean": pa.bool_()}
+    arrow_types.update({t: pa.decimal128(*decimal_of(t)) for _, t in case.schema if t.startswith("decimal(")})
     temporal = {"timestamp": (pa.int64(), pa.timestamp("us")), "date": (pa.int32(), pa.date32())}
     return pa.table({name: pa.array([r[i] for r in rows], temporal[typ][0]).cast(temporal[typ][1]) if typ in temporal
                      else pa.array([r[i] for r in rows], arrow_types[typ]) for i, (name, typ) in enumerate(case.schema)})

@@ -339,3 +339,93 @@ def test_timestamps_and_dates_through_the_server(tmp_path):
         assert g.rows == [(-1, 1), (5, 1), (DAY_2026, 1), (None, 1)]
         df = g.to_pandas()
         assert str(df["day"].dtype).startswith("datetime64") and df["day"].isna().tolist() == [False, False, False, True]
+
+
+# -- decimal(p, s) -------------------------------------------------------------------------------------
+def decimal_stream() -> Stream:
+    from decimal import Decimal as D
+
+    s = Stream("s", {"ts": "int64", "p": "decimal(12,2)", "q": "decimal(18,0)", "g": "string"},
+               WindowSpec(subwindows=2, subwindow_ms=10, clock="manual", group_by=("g", "p")), 0)
+    s.append({"ts": [1, 2, 3], "p": [D("1.50"), None, "2.25"], "q": [10**17, 10**17, None], "g": ["a", "b", "a"]})
+    s.window.slide(10)
+    s.append(pa.table({"ts": pa.array([4], pa.int64()), "p": pa.array([D("-0.1")], pa.decimal128(5, 1)),
+                       "q": pa.array([D(9)], pa.decimal128(20, 3)), "g": ["b"]}))
+    s.window.slide(20)
+    return s
+
+
+def test_decimal_sum_avg_min_max_are_exact_and_typed():
+    from decimal import Decimal as D
+
+    s = decimal_stream()
+    assert answer(s, "SELECT SUM(p), AVG(p), MIN(p), MAX(p), COUNT(p), SUM(q), AVG(q) FROM s") == \
+        [(D("3.65"), D("1.216667"), D("-0.10"), D("2.25"), 3, D("200000000000000009"), D("66666666666666669.6667"))]
+    a = run_plan(plan_query(parse_query("SELECT SUM(p), AVG(p), MIN(p), QUANTILE(p, 0.5), SUM(q) FROM s"), s))
+    assert a.types == ["decimal(38,2)", "decimal(38,6)", "decimal(12,2)", "decimal(12,2)", "decimal(38,0)"]
+    assert a.rows == [(D("3.65"), D("1.216667"), D("-0.10"), D("1.50"), D("200000000000000009"))]
+    assert [str(v) for v in a.rows[0][:2]] == ["3.65", "1.216667"]  # the stated scale
+    assert answer(s, "SELECT g, SUM(p), AVG(p), MAX(q) FROM s GROUP BY g") == \
+        [("a", D("3.75"), D("1.875000"), D(10**17)), ("b", D("-0.10"), D("-0.100000"), D(10**17))]
+    assert answer(s, "SELECT p, COUNT(*) FROM s GROUP BY p") == [(D("-0.10"), 1), (D("1.50"), 1), (D("2.25"), 1), (None, 1)]
+    assert answer(s, "SELECT SUM(t), AVG(t) FROM (SELECT g, SUM(p) AS t FROM s GROUP BY g)") == [(D("3.65"), D("1.825000"))]
+    assert answer(s, "SELECT AVG(p) FROM s WHERE p IS NULL") == [(None,)]
+
+
+@pytest.mark.parametrize("where, count", [("p > 1.5", 1), ("p >= 1.5", 2), ("p = 1.505", 0), ("p < 0", 1),
+                                          ("p IN (2.25, -0.1, 1.505)", 2), ("q > 99999999999999999.5", 2)])
+def test_decimal_comparisons_are_exact(where, count):
+    assert answer(decimal_stream(), f"SELECT COUNT(*) FROM s WHERE {where}") == [(count,)]
+
+
+@pytest.mark.parametrize("value, msg", [(1.5, "not an exact decimal"), ("1.505", "decimal places"),
+                                        ("12345678901", "digits"), ("abc", "not a decimal")])
+def test_inexact_decimals_are_refused_never_rounded(value, msg):
+    with pytest.raises(InvalidInput, match=msg):
+        decimal_stream().append({"ts": [1], "p": [value], "q": [1], "g": ["a"]})
+
+
+def test_decimal_precision_beyond_18_is_refused():
+    with pytest.raises(InvalidInput, match="precision 19 is not supported"):
+        Stream("s", {"ts": "int64", "p": "decimal(19,2)"}, WindowSpec(subwindows=2, subwindow_ms=10), 0)
+    with pytest.raises(InvalidInput, match="scale 3 exceeds"):
+        Stream("s", {"ts": "int64", "p": "decimal(2,3)"}, WindowSpec(subwindows=2, subwindow_ms=10), 0)
+
+
+def test_the_issue_schema_through_the_server(tmp_path):
+    import datetime as dt
+    from decimal import Decimal as D
+
+    schema = {"ts": "int64", "ok": "boolean", "at": "timestamp", "day": "date", "price": "decimal(12,2)"}
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            ws.create_stream("t", schema=schema, subwindows=2, subwindow_ms=1000, clock="manual")
+            cols = ws.describe_stream("t")["spec"]["columns"]
+            assert cols[-1]["type"] == "COLUMN_TYPE_DECIMAL" and (cols[-1]["precision"], cols[-1]["scale"]) == (12, 2)
+            ws.append("t", {"ts": [1, 2], "ok": [True, None], "at": [dt.datetime(2026, 1, 1), None],
+                            "day": [dt.date(2026, 1, 1), None], "price": [D("9.99"), None]})
+            ws.append("t", pd.DataFrame({"ts": [3], "ok": [False], "at": pd.to_datetime(["2026-01-01"]),
+                                         "day": pd.to_datetime(["2026-01-02"]), "price": [D("0.01")]}))
+            ws.append("t", {"ts": [4], "ok": [None], "at": [None], "day": [None], "price": [D("-5")]},
+                      columnar_types=schema)
+            ws.slide("t")
+            a = ws.query("SELECT SUM(price), AVG(price), MAX(price), COUNT(price), MIN(ok), MAX(day) FROM t")
+            assert a.types == ["decimal(38,2)", "decimal(38,6)", "decimal(12,2)", "int64", "boolean", "date"]
+            assert a.rows == [(D("5.00"), D("1.666667"), D("9.99"), 3, False, DAY_2026 + 1)]
+            assert str(a.rows[0][0]) == "5.00"
+            t = a.to_arrow()
+            assert t.schema.field("sum(price)").type == pa.decimal128(38, 2)
+            assert t.schema.field("max(price)").type == pa.decimal128(12, 2)
+            assert ws.query("SELECT COUNT(*) FROM t WHERE price > 0.01").rows == [(1,)]
+            with pytest.raises(InvalidArgument, match="decimal places"):
+                ws.append("t", {"ts": [5], "ok": [True], "at": [0], "day": [0], "price": [D("0.001")]})
+            with pytest.raises(InvalidArgument, match="not supported"):
+                ws.create_stream("u", schema={"ts": "int64", "p": "decimal(20,2)"}, subwindows=2, subwindow_ms=1000)
+            before = a.rows
+        srv.stop(sig=9)  # the log replays decimals, nulls and types
+        srv = ServerProcess(data_dir=str(tmp_path))
+        with Client(srv.target, timeout=30) as ws:
+            assert ws.query("SELECT SUM(price), AVG(price), MAX(price), COUNT(price), MIN(ok), MAX(day) FROM t").rows == before
+    finally:
+        srv.stop()

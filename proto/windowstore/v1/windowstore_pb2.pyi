@@ -17,6 +17,7 @@ class ColumnType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     COLUMN_TYPE_BOOLEAN: _ClassVar[ColumnType]
     COLUMN_TYPE_TIMESTAMP: _ClassVar[ColumnType]
     COLUMN_TYPE_DATE: _ClassVar[ColumnType]
+    COLUMN_TYPE_DECIMAL: _ClassVar[ColumnType]
 
 class Clock(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -58,6 +59,7 @@ COLUMN_TYPE_INT128: ColumnType
 COLUMN_TYPE_BOOLEAN: ColumnType
 COLUMN_TYPE_TIMESTAMP: ColumnType
 COLUMN_TYPE_DATE: ColumnType
+COLUMN_TYPE_DECIMAL: ColumnType
 CLOCK_UNSPECIFIED: Clock
 CLOCK_PROCESSING: Clock
 CLOCK_EVENT: Clock
@@ -81,12 +83,16 @@ LENGTH_UNIT_SUBWINDOWS: LengthUnit
 LENGTH_UNIT_ROWS: LengthUnit
 
 class Column(_message.Message):
-    __slots__ = ("name", "type")
+    __slots__ = ("name", "type", "precision", "scale")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
     name: str
     type: ColumnType
-    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ...) -> None: ...
+    precision: int
+    scale: int
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ..., precision: _Optional[int] = ..., scale: _Optional[int] = ...) -> None: ...
 
 class StreamSpec(_message.Message):
     __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk")
@@ -513,7 +519,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -534,6 +540,8 @@ class Answer(_message.Message):
     STREAM_FIELD_NUMBER: _ClassVar[int]
     COLUMN_TYPES_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_PRECISIONS_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_SCALES_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     slide: int
@@ -554,7 +562,9 @@ class Answer(_message.Message):
     stream: str
     column_types: _containers.RepeatedScalarFieldContainer[ColumnType]
     sources: _containers.RepeatedCompositeFieldContainer[StreamWindow]
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ...) -> None: ...
+    column_precisions: _containers.RepeatedScalarFieldContainer[int]
+    column_scales: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("answer",)

@@ -17,6 +17,7 @@
 """
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterator
@@ -33,7 +34,14 @@ from .client import Client
 META_COLUMNS = [("_slide", "LONG"), ("_window_start_ms", "LONG"), ("_window_end_ms", "LONG"),
                 ("_staleness_ms", "DOUBLE"), ("_response_ms", "DOUBLE"), ("_restarts", "INT"), ("_policy", "STRING")]
 # int128: exact integer sums (SUM over int64 never wraps), as DuckDB exports its HUGEINT to Arrow.
-_SPARK_TYPES = {"int64": "LONG", "float64": "DOUBLE", "string": "STRING", "int128": "DECIMAL(38,0)"}
+# boolean, timestamp (the store's microseconds since the epoch, UTC), date (days since the epoch) and
+# decimal(p,s) answer columns are Spark's BOOLEAN, TIMESTAMP, DATE and DECIMAL(p,s).
+_SPARK_TYPES = {"int64": "LONG", "float64": "DOUBLE", "string": "STRING", "int128": "DECIMAL(38,0)",
+                "boolean": "BOOLEAN", "timestamp": "TIMESTAMP", "date": "DATE"}
+
+
+def _spark_type(t: str) -> str:
+    return f"DECIMAL{t[7:].upper()}" if t.startswith("decimal(") else _SPARK_TYPES[t]
 BATCH_ID_PROPERTY = "streaming.sql.batchId"  # set by Spark on every task of a micro-batch
 
 
@@ -259,19 +267,25 @@ class _BatchWriter(DataSourceArrowWriter):
             ws.abort_batch(self.stream, self.writer_id, self.batch_id)
 
 
-def _answer_rows(a, decimal_columns: list[int]):
-    """An answer's rows as Spark rows: its columns (exact sums as Decimal), then its provenance."""
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_CONVERT = {"decimal": Decimal, "timestamp": lambda us: _EPOCH + datetime.timedelta(microseconds=us),
+            "date": lambda days: _EPOCH.date() + datetime.timedelta(days=days)}
+
+
+def _answer_rows(a, converted: list[tuple[int, str]]):
+    """An answer's rows as Spark rows: its columns (exact sums as Decimal, timestamps and dates as
+    Python datetimes and dates), then its provenance."""
     meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
     for row in a.rows:
-        if decimal_columns:
+        if converted:
             row = list(row)
-            for i in decimal_columns:
-                row[i] = None if row[i] is None else Decimal(row[i])
+            for i, kind in converted:
+                row[i] = None if row[i] is None else _CONVERT[kind](row[i])
         yield tuple(row) + meta
 
 
 class _QueryReader(DataSourceReader):
-    def __init__(self, options: dict, decimal_columns: list[int]):
+    def __init__(self, options: dict, decimal_columns: list[tuple[int, str]]):
         opts = parse_options(options, _READ_OPTIONS)
         self.target = _connection(opts)
         self.query = opts["query"]
@@ -300,7 +314,7 @@ class _AnswerStreamReader(DataSourceStreamReader):
     and the newest slide whose answer was delivered, so a restart resumes after it, without gaps
     or repeats, as long as the server still keeps those answers (its bounded answer log)."""
 
-    def __init__(self, options: dict, decimal_columns: list[int]):
+    def __init__(self, options: dict, decimal_columns: list[tuple[int, str]]):
         opts = parse_options(options, _READ_OPTIONS)
         self.target = _connection(opts)
         self.query = opts["query"]
@@ -351,7 +365,7 @@ class WindowStoreDataSource(DataSource):
         with connect(_connection(parse_options(self.options, _READ_OPTIONS))) as ws:
             spec = ws.describe_stream(query.stream)["spec"]
         bound = bind(query, *_schema_and_window(spec))
-        cols = [f"`{label}` {_SPARK_TYPES[t]}" for label, t in zip(bound.columns, bound.types)]
+        cols = [f"`{label}` {_spark_type(t)}" for label, t in zip(bound.columns, bound.types)]
         return ", ".join(cols + [f"{n} {t}" for n, t in META_COLUMNS])
 
     def reader(self, schema):
@@ -367,17 +381,20 @@ class WindowStoreDataSource(DataSource):
         return _BatchWriter(dict(self.options))
 
 
-def _decimal_columns(options, schema) -> list[int]:
-    from pyspark.sql.types import DecimalType
+def _decimal_columns(options, schema) -> list[tuple[int, str]]:
+    """(index, kind) of the answer columns whose values need converting for Spark."""
+    from pyspark.sql.types import DateType, DecimalType, TimestampType
 
     if "query" not in parse_options(options, _READ_OPTIONS):
         raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
-    return [i for i, f in enumerate(schema.fields) if isinstance(f.dataType, DecimalType)]
+    kinds = {DecimalType: "decimal", TimestampType: "timestamp", DateType: "date"}
+    return [(i, kinds[type(f.dataType)]) for i, f in enumerate(schema.fields) if type(f.dataType) in kinds]
 
 
 def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
     """A stream's schema and window from DescribeStream, to bind a query on the Spark driver."""
-    columns = {c["name"]: c["type"].replace("COLUMN_TYPE_", "").lower() for c in spec["columns"]}
+    columns = {c["name"]: (f"decimal({c['precision']},{c['scale']})" if c["type"] == "COLUMN_TYPE_DECIMAL" else
+                           c["type"].replace("COLUMN_TYPE_", "").lower()) for c in spec["columns"]}
     window = WindowSpec(subwindows=spec["subwindows"], subwindow_ms=spec["subwindow_ms"] or None,
                         subwindow_rows=spec["subwindow_rows"] or None,
                         clock=spec["clock"].replace("CLOCK_", "").lower().replace("unspecified", "processing"),

@@ -291,3 +291,36 @@ def test_streaming_reader_delivers_periodic_answers_once_across_restarts(spark, 
     last = {r["src"]: r["total"] for r in got.where(F.col("_slide") == 4).collect()}
     expected = dict(ws.query("SELECT src, SUM(bytes) FROM sr2 [RANGE 2 SUBWINDOWS] GROUP BY src").rows)
     assert last == expected
+
+
+def test_booleans_timestamps_dates_decimals_and_nulls_both_ways(spark, ws, server):
+    # issue 11: Spark's BooleanType, TimestampType, DateType and DecimalType(12,2), with nulls, land
+    # through the batch writer and come back through the reader typed so
+    import datetime as dt
+    from decimal import Decimal as D
+
+    from pyspark.sql.types import (BooleanType, DateType, DecimalType, LongType, StructField, StructType,
+                                   TimestampType)
+
+    ws.create_stream("ty", {"ts": "int64", "ok": "boolean", "at": "timestamp", "day": "date", "price": "decimal(12,2)"},
+                     subwindows=2, subwindow_ms=1000, clock="manual")
+    utc = dt.timezone.utc
+    data = [(1, True, dt.datetime(2026, 1, 1, 12, 0, 0, 5, tzinfo=utc), dt.date(2026, 1, 1), D("9.99")),
+            (2, None, None, None, None),
+            (3, False, dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=utc), dt.date(1969, 12, 31), D("-0.01"))]
+    schema = StructType([StructField("ts", LongType()), StructField("ok", BooleanType()), StructField("at", TimestampType()),
+                         StructField("day", DateType()), StructField("price", DecimalType(12, 2))])
+    df = spark.createDataFrame(data, schema).repartition(2)
+    df.write.format("windowstore").options(target=server.target, stream="ty", writer_id="types", batch_id="1",
+                                           slide_per_batch="true").mode("append").save()
+    text = ("SELECT COUNT(*) AS n, COUNT(ok) AS k, MIN(ok) AS lo, MAX(at) AS hi, MIN(day) AS first, SUM(price) AS total "
+            "FROM ty")
+    expected = ws.query(text)
+    assert expected.rows == [(3, 2, False, 1_767_268_800_000_005, -1, D("9.98"))]
+    got = spark.read.format("windowstore").option("target", server.target).option("query", text).load()
+    fields = {f.name: f.dataType for f in got.schema.fields}
+    assert (fields["lo"], fields["hi"], fields["first"], fields["total"]) == \
+        (BooleanType(), TimestampType(), DateType(), DecimalType(38, 2))
+    row = got.collect()[0]
+    assert (row["n"], row["k"], row["lo"], row["first"], row["total"]) == (3, 2, False, dt.date(1969, 12, 31), D("9.98"))
+    assert row["hi"].astimezone(utc) == dt.datetime(2026, 1, 1, 12, 0, 0, 5, tzinfo=utc)

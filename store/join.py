@@ -81,11 +81,7 @@ from .errors import InvalidInput, ResourceLimit
 from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_sum
 from .functions import _grouped_extreme
 
-try:  # a column's validity mask in a sub-window's columns (where it holds a null)
-    from .schema import valid_key as _valid_key
-except ImportError:  # before nullable columns
-    def _valid_key(column: str) -> str:
-        return "?" + column
+from .schema import valid_key as _valid_key  # a column's validity mask in a sub-window (where it holds a null)
 from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join
 from .planner import Answer
 from .query import JoinQuery
@@ -409,6 +405,9 @@ class JoinPlan:
         self._classes()
         self._filters()
         self.synopsis = cache and _synopsis_answers(bound)
+        # the columns each source reads: a NULL in one of them is refused (evaluation ignores masks)
+        self._read_cols: list[list[str]] = [sorted({r.column for r in bound.all_refs() if r.source == i})
+                                            for i in range(self.k)]
         self._gid: dict[str, int] = {}
         self._tables: dict[int, tuple[StringDictionary, int, np.ndarray]] = {}
         self.clear()
@@ -485,6 +484,11 @@ class JoinPlan:
         if prep is not None and prep.sub is sub:
             return prep
         cols = sub.columns
+        nulls = [c for c in self._read_cols[p] if _valid_key(c) in cols]  # a validity mask: the column has NULLs
+        if nulls:
+            src = self.bound.sources[p]
+            raise InvalidInput(f"column {nulls[0]!r} of stream {src.stream!r} holds NULLs in sub-window {sub.slide}: "
+                               "joins over NULL values are not supported yet", column=nulls[0])
         mask = None
         if self.pushdown[p] is not None:
             strings = self.strings[p]

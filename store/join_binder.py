@@ -120,8 +120,18 @@ class BoundJoin:
             out.add(self.group_by)
         return out
 
+    def all_refs(self) -> set[ColumnRef]:
+        """Every column the join reads: the conditions' too."""
+        out = self.refs()
+        for e in self.equalities:
+            out |= {e.left, e.right}
+        for b in self.bands:
+            out |= {b.column, b.base}
+        return out
+
 
 Catalog = Mapping[str, tuple[Schema, WindowSpec]]
+JOIN_TYPES = ("int64", "float64", "string")  # boolean, timestamp, date, decimal: not yet in joins
 
 
 def bind_join(query: JoinQuery, catalog: Catalog) -> BoundJoin:
@@ -205,6 +215,10 @@ class _JoinBinder(_Binder):
             self.bind_aggregates(bound)
         else:
             self.bind_projection(bound)
+        odd = sorted({f"{r.name} ({r.type})" for r in bound.all_refs() if r.type not in JOIN_TYPES})
+        if odd:
+            self.fail(f"joins read int64, float64 and string columns only (for now); this one reads {', '.join(odd)}",
+                      q.loc)
         return bound
 
     def bind_sources(self) -> None:

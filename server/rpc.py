@@ -134,44 +134,44 @@ class _Call:
 
 
 def _unary(call: _Call, handler):
+    # Each call is counted before its status goes out (aio's abort sends it at once), so a client
+    # that has its answer finds the call in a scrape.
     async def behavior(request, context):
-        started, code = time.perf_counter(), grpc.StatusCode.UNKNOWN
+        started = time.perf_counter()
         try:
             call.begin(request, context)
             response = await handler(request, context)
-            code = grpc.StatusCode.OK
-            return response
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
+            call.end(started, grpc.StatusCode.CANCELLED)
             raise
-        except grpc.aio.AbortError:
+        except grpc.aio.AbortError:  # a handler that aborted by itself has sent its status
             raise
         except Exception as e:  # noqa: BLE001 - every error gets a status, never grpc's INTERNAL
-            code = status(e)
+            call.end(started, status(e))
             await call.fail(e, context)
-        finally:
-            call.end(started, code)
+        else:
+            call.end(started, grpc.StatusCode.OK)
+            return response
     return behavior
 
 
 def _streaming(call: _Call, handler):
     async def behavior(request, context):
-        started, code = time.perf_counter(), grpc.StatusCode.UNKNOWN
+        started = time.perf_counter()
         try:
             call.begin(request, context)
             async for response in handler(request, context):
                 yield response
-            code = grpc.StatusCode.OK
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
+            call.end(started, grpc.StatusCode.CANCELLED)
             raise
-        except grpc.aio.AbortError:
+        except grpc.aio.AbortError:  # a handler that aborted by itself has sent its status
             raise
         except Exception as e:  # noqa: BLE001
-            code = status(e)
+            call.end(started, status(e))
             await call.fail(e, context)
-        finally:
-            call.end(started, code)
+        else:
+            call.end(started, grpc.StatusCode.OK)
     return behavior
 
 

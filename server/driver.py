@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from windowstore.store import InvalidInput, StoreError
+from windowstore.store import StoreError
 from windowstore.txn import History, QueryFailed, Result
 from windowstore.txn.commands import Command
 from windowstore.txn.engine import (AlreadyExists, AppendAck, Engine, EngineConfig, FailedPrecondition, NotFound,

@@ -606,7 +606,7 @@ class Harness:
         if extra:
             self.violation(f"stream m: {len(extra)} rows present that were never sent, e.g. {sorted(extra)[:5]}")
         if dups:
-            self.violation(f"stream m: rows present more than once (v: count): "
+            self.violation("stream m: rows present more than once (v: count): "
                            + ", ".join(f"{v}: {n} (batch {m.origin.get(v, 'in doubt')})" for v, n in list(dups.items())[:5]))
         # 2. re-send in-doubt batches: duplicate exactly when present; then present exactly once
         for b in m.m_doubt:

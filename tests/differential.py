@@ -1036,7 +1036,6 @@ def py_type(typ: str):
 
 
 def reference(case: Case, con) -> Expected:
-    import pyarrow as pa
 
     q = case.query
     rows = case.visible(q.select.range.m if q.select.range else None)

@@ -54,7 +54,8 @@ def test_open_subscriptions_hold_no_thread():
     """200 open Subscribe streams on a server with one worker thread: health, queries and writes
     still answer, every stream gets the next answer, and the 201st subscription is refused."""
     n = 200
-    with ServerProcess("--max-subscribers", str(n), "--workers", "1") as server:
+    # (all 200 open at once from one client: per-client admission would shed some of them)
+    with ServerProcess("--max-subscribers", str(n), "--workers", "1", "--max-requests-per-client", "1000") as server:
         async def main():
             async with AsyncClient(server.target, timeout=30) as ws:
                 await ws.create_stream("s", {"ts": "int64"}, subwindows=2, subwindow_ms=1000, clock="manual")

@@ -565,12 +565,20 @@ class Scheduler:
             txn=txn.id,
             answered_ms=now,
         )
+        late = None
+        if task is not None and task.last_reflected is not None:
+            late = max(0, txn.plan.stream.window.latest - task.last_reflected - task.every)
+        self._deliver(txn, result, now, late)
+
+    def _deliver(self, txn: QueryTxn, result: Result, now: float, late: int | None) -> None:
+        """A committed answer: counted, a periodic task's execution noted (`late`: slides it lagged
+        behind its period, None on its first), the transaction finished and the answer published."""
         self._count(txn, "committed")
+        task = txn.task
         if task is not None:
-            latest = txn.plan.stream.window.latest
-            if task.last_reflected is not None:
-                result.late_slides = max(0, latest - task.last_reflected - task.every)
-                task.late += result.late_slides > 0
+            if late is not None:
+                result.late_slides = late
+                task.late += late > 0
             result.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
             task.last_reflected = result.slide
             task.last_answer_ms = now
@@ -599,24 +607,13 @@ class Scheduler:
             staleness_ms=(now - max(s.sealed_at_ms for s in subs)) if subs else None,
             response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy, txn=txn.id,
             answered_ms=now, sources=sources)
-        self._count(txn, "committed")
+        late = None
         if task is not None:
             if task.reflected is not None:
                 latest = {s.name: s.window.latest for s in plan.streams}
-                result.late_slides = max([0] + [latest[n] - task.reflected.get(n, -1) - every
-                                                for n, every in plan.every.items()])
-                task.late += result.late_slides > 0
-            result.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
+                late = max([0] + [latest[n] - task.reflected.get(n, -1) - every for n, every in plan.every.items()])
             task.reflected = {s.stream: s.slide for s in sources}
-            task.last_reflected = result.slide
-            task.last_answer_ms = now
-            task.executions += 1
-            result.execution = task.executions
-            task.running = None
-        txn.result = result
-        self._finish(txn)
-        if task is not None and task.on_answer is not None and task.active:
-            task.on_answer(result)
+        self._deliver(txn, result, now, late)
 
     def _abort(self, txn: QueryTxn) -> None:
         for name in txn.streams:

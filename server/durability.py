@@ -3,10 +3,10 @@
     DIR/wal/<lsn>.wal          the log segments (wal.py)
     DIR/snapshots/<lsn>/       the newest complete snapshot (snapshot.py): the state through <lsn>
 
-Every command the engine applied is appended to the log and written once per driver turn (group
-commit). Under `--fsync always` writes are acknowledged only after an fdatasync covers them; the
-sync runs on a thread of its own (the syncer), so the driver applies the next turn while the disk
-works, and one sync covers every turn written meanwhile. A query may therefore reflect a write
+Every command the engine applied is appended to the log once per driver turn (group commit).
+Under `--fsync always` a thread of its own (the syncer) frames, writes and fdatasyncs each turn's
+records and acknowledges them only then, so the driver applies the next turn while the disk works,
+and one sync covers every turn written meanwhile; under `interval` and `off` the driver writes them. A query may therefore reflect a write
 whose sync is still in flight: that write has not been acknowledged, and a machine crash at that
 moment loses it (as it would a write still waiting in the driver's inbox). Snapshots are taken
 by log size and by time: the driver thread captures the state (references to immutable sub-windows,

@@ -1,8 +1,10 @@
 """Assembles the gRPC server: the service, health checking, reflection, limits, shutdown.
 
-The server is grpc.aio on an event loop of its own thread: every call is a coroutine that hands the
-driver its work and awaits the answer, so a call waiting (a query, a write being made durable, an
-open Subscribe) holds no thread. The driver thread owns the store; the loop thread owns the RPCs.
+The server is grpc.aio on an event loop of its own thread, and the engine runs on that same loop
+(driver.py): every call is a coroutine that runs its read or write on the engine inline, and a call
+that waits (a query of several operations, a write being made durable, an open Subscribe) awaits
+a future and holds no thread. Other threads: the log's syncer, the snapshot writer, the decoders
+of large Arrow payloads (--workers), the metrics HTTP server and the health watcher.
 """
 from __future__ import annotations
 
@@ -133,7 +135,7 @@ class WindowStoreServer:
         self._on_loop(self.grpc.start(), 30)
         if self.metrics is not None:
             self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
-        self.driver.start()
+        self.driver.start(self.loop)
         threading.Thread(target=self._serving_after_recovery, name="windowstore-recovery", daemon=True).start()
         if wait_recovery:
             self.driver.recovered.wait()
@@ -141,8 +143,8 @@ class WindowStoreServer:
         return self
 
     def _serving_after_recovery(self) -> None:
-        """SERVING once recovered; then NOT_SERVING whenever the driver is stuck (work waits and
-        the loop has not turned for stuck_after_s), SERVING again when it moves."""
+        """SERVING once recovered; then NOT_SERVING whenever the engine is stuck (work waits and
+        no scheduler operation has completed for stuck_after_s), SERVING again when it moves."""
         self.driver.recovered.wait()
         if getattr(self.driver, "recovery_error", None) is not None:
             log.critical("not serving: %s", self.driver.recovery_error)
@@ -190,8 +192,8 @@ class WindowStoreServer:
 
 
 def serve(config: ServerConfig) -> int:
-    # Handler threads and the driver hand work to each other on every RPC; CPython's default 5 ms
-    # GIL switch interval then shows up as a 5 ms p99. Hand-offs are short: switch sooner.
+    # The loop thread shares the GIL with the log's syncer and the payload decoders; CPython's
+    # default 5 ms switch interval would show up as a 5 ms p99 when they hand back. Switch sooner.
     sys.setswitchinterval(config.switch_interval_ms / 1000.0)
     try:
         server = WindowStoreServer(config).start()
@@ -216,6 +218,6 @@ def serve(config: ServerConfig) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     server.wait()
-    server.driver._thread.join(config.grace_s + 6)
+    server.driver.finished.wait(config.grace_s + 6)
     print("windowstore stopped", flush=True)
     return 0

@@ -1,11 +1,25 @@
-"""The driver: the one thread that runs the engine.
+"""The driver: runs the engine on the server's event loop, the thread that also runs the RPCs.
 
-RPC handlers hand it commands (`command`: writes) and closures (`call`: reads) and wait on
-futures. Each turn it applies everything that arrived, writes the commands the engine emitted to
-the write-ahead log with one sync for all of them (group commit), and only then acknowledges the
-writes; between turns it runs the scheduler one operation at a time, so a due slide is applied
-before the next read. When idle it sleeps until the next processing-time slide is due or work
-arrives.
+There is no thread of its own and no hand-off per call. On the loop thread:
+
+- reads (`read`) run inline in their handler, after any slide that is due (the scheduler's
+  guarantee: a due slide runs before the next read);
+- writes (`write`) are applied inline; the commands the engine applied during one loop iteration
+  are written to the write-ahead log together (group commit, `_flush`), and a write is
+  acknowledged once it is durable per the fsync policy (under `--fsync always` the syncer thread
+  of durability.py syncs and the answer comes back with `call_soon_threadsafe`);
+- the scheduler's multi-step work (slides, the steps of long queries, periodic queries, join
+  refreshes) runs cooperatively, one operation per loop callback (`_step`, `loop.call_soon`), so
+  other calls are answered between operations; a processing-time slide has a loop timer at its due
+  time (`loop.call_later`) and is also checked before every read and write.
+
+One operation still holds the loop for as long as it takes (a holistic query's final merge, a
+join's evaluation, sealing a large sub-window): bounded as before by the store's limits, but no
+other call is answered meanwhile.
+
+Other threads (the metrics scrape, tests, the command line) use `call` and `command`, which hop
+onto the loop and answer on a concurrent future. Recovery runs on a thread of its own before the
+engine is served; requests that arrive meanwhile wait for it.
 
 The engine (windowstore.txn.engine) is where state changes; this module only moves commands in
 and results out, and keeps what is not state: subscribers and response-time statistics.
@@ -15,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
 import threading
 import time
 from concurrent.futures import Future
@@ -58,16 +73,15 @@ CLOSED = object()  # sentinel pushed to subscribers when their query ends
 
 
 class SubscriberQueue:
-    """A subscriber's answers, bounded by count and by bytes: the driver never blocks on it; when
+    """A subscriber's answers, bounded by count and by bytes: the engine never waits on it; when
     full, the oldest answers are dropped (counted), so a subscriber that never reads holds at most
-    the bound, not everything it was sent."""
+    the bound, not everything it was sent. Used on the event loop only (no lock)."""
 
     def __init__(self, max_items: int, max_bytes: int):
         self.max_items, self.max_bytes = max_items, max_bytes
         self._items: collections.deque = collections.deque()
         self._bytes = 0
-        self._lock = threading.Lock()
-        self._waiter: tuple | None = None  # (event loop, asyncio.Event) of the coroutine waiting in next()
+        self._waiter: asyncio.Future | None = None  # the coroutine waiting in next()
 
     @staticmethod
     def size(item) -> int:
@@ -78,34 +92,25 @@ class SubscriberQueue:
         """Queue `item`; False when older answers had to be dropped for it."""
         n = self.size(item)
         dropped = False
-        with self._lock:
-            while self._items and (len(self._items) >= self.max_items or self._bytes + n > self.max_bytes):
-                self._bytes -= self._items.popleft()[1]
-                dropped = True
-            self._items.append((item, n))
-            self._bytes += n
-            waiter, self._waiter = self._waiter, None
-        if waiter is not None:
-            loop, event = waiter
-            try:
-                loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # the loop is closed: the server is gone
-                pass
+        while self._items and (len(self._items) >= self.max_items or self._bytes + n > self.max_bytes):
+            self._bytes -= self._items.popleft()[1]
+            dropped = True
+        self._items.append((item, n))
+        self._bytes += n
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         return not dropped
 
     async def next(self):
-        """The oldest queued item; waits (on the caller's event loop, holding no thread) for one."""
-        loop = asyncio.get_running_loop()
+        """The oldest queued item; waits (holding no thread) for one."""
         while True:
-            with self._lock:
-                if self._items:
-                    item, n = self._items.popleft()
-                    self._bytes -= n
-                    self._waiter = None
-                    return item
-                event = asyncio.Event()
-                self._waiter = (loop, event)
-            await event.wait()
+            if self._items:
+                item, n = self._items.popleft()
+                self._bytes -= n
+                return item
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
 
 
 @dataclass
@@ -128,6 +133,25 @@ def percentiles(values) -> dict:
     a = np.fromiter(values, dtype=float)
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
     return {"count": len(a), "p50": float(p50), "p90": float(p90), "p99": float(p99), "max": float(a.max())}
+
+
+# After a scheduler operation that held the loop at least _LONG_STEP_S, the next one waits a
+# quarter of that (at most 5 ms), so the loop accepts and answers calls meanwhile: under a load of
+# long operations the engine has 80% of the loop, and a call is accepted (and so admitted or shed)
+# without waiting behind every queued operation.
+_LONG_STEP_S = 0.002
+_IO_SHARE = 0.25
+_IO_PAUSE_MAX_S = 0.005
+
+
+def _settle(fut, result=None, error: BaseException | None = None) -> None:
+    """Answer an asyncio or a concurrent future, unless its caller has gone (cancelled)."""
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
 
 
 class Driver:
@@ -154,80 +178,415 @@ class Driver:
         self.answer_log: dict[str, collections.deque] = {}  # query id -> its newest answers (ReadAnswers)
         self.metrics: dict[str, Metrics] = collections.defaultdict(Metrics)
         self.inflight = 0
-        self.recovered = threading.Event()
+        self.recovered = threading.Event()  # recovery is over (then `ready`, or `recovery_error`)
+        self.finished = threading.Event()   # shut down: the log closed, subscribers told
         self.recovery_error: Exception | None = None
         self.catch_up: dict[str, int] = {}
         self.write_failure: str | None = None
-        self.heartbeat = time.monotonic()  # the loop's last turn (health watches it)
+        self.heartbeat = time.monotonic()  # the last scheduler operation (health watches it)
         self.shed = 0  # requests refused for load (RESOURCE_EXHAUSTED)
-        self._inbox: collections.deque = collections.deque()
-        self._cv = threading.Condition()
-        self._stopping = False
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name="windowstore-driver", daemon=True)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ready = False  # recovered and serving (read on the loop thread)
+        self._own_loop: threading.Thread | None = None  # a loop of our own (no server around it)
+        self._ready_waiters: list[asyncio.Future] = []
+        self._external: collections.deque = collections.deque()  # (is_command, work, Future, deadline)
+        self._acks: list = []   # (future, result) of this iteration's writes: answered once durable
+        self._unacked = 0       # writes applied, not yet acknowledged
+        self._flush_handle: asyncio.Handle | None = None
+        self._step_handle: asyncio.Handle | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due: float | None = None
+        self._next_due_ms = -math.inf  # no slide is due before this clock time (-inf: look)
+        self._in_step = False
+        self._closed = False    # new requests are refused
+        self._stopping = False  # finish what runs, then close
+        self._done = False      # closed: the engine is no longer touched on the loop
 
-    # -- the loop ------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._thread.start()
+    # -- life cycle ------------------------------------------------------------------------------
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Recover (on a thread of its own), then serve on `loop`: the server's event loop, or
+        without one a loop on a thread of the driver's own (tests, tools)."""
+        if loop is None:
+            loop = asyncio.new_event_loop()
+            self._own_loop = threading.Thread(target=loop.run_forever, name="windowstore-loop", daemon=True)
+            self._own_loop.start()
+        self.loop = loop
+        threading.Thread(target=self._recover_then_serve, name="windowstore-recover", daemon=True).start()
 
-    def call(self, fn: Callable[[], Any], timeout_s: float | None = None) -> Future:
-        """Run fn on the driver thread (reads); its result or exception arrives on the future."""
-        return self._enqueue(False, fn, timeout_s)
-
-    def command(self, cmd: Command, timeout_s: float | None = None) -> Future:
-        """Apply a write; the future resolves once the command is durable (per the fsync policy).
-        A command still waiting when `timeout_s` has passed (the caller's deadline) is not applied."""
-        return self._enqueue(True, cmd, timeout_s)
-
-    def note_shed(self) -> None:
-        with self._cv:
-            self.shed += 1
-
-    @property
-    def pending(self) -> int:
-        return len(self._inbox)
-
-    def stuck_for(self) -> float:
-        """Seconds since the loop last turned while work waits (0 when idle or turning)."""
-        return time.monotonic() - self.heartbeat if self._inbox else 0.0
-
-    def _enqueue(self, is_command: bool, work, timeout_s: float | None = None) -> Future:
-        fut: Future = Future()
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._cv:
-            if self._closed:
-                fut.set_exception(ShuttingDown("the server is shutting down"))
-                return fut
-            if len(self._inbox) >= self.config.max_pending:
-                self.shed += 1
-                fut.set_exception(ResourceExhausted(f"the server is overloaded: {len(self._inbox)} requests are waiting "
-                                                    "(limit {}); retry with backoff".format(self.config.max_pending)))
-                return fut
-            self._inbox.append((is_command, work, fut, deadline))
-            self._cv.notify()
-        return fut
-
-    def run(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
-        return self.call(fn).result(timeout)
-
-    def _run(self) -> None:
+    def _recover_then_serve(self) -> None:
         try:
             self._recover()
         except Exception as e:  # noqa: BLE001 - start-up fails loudly, nothing is served
             log.critical("recovery failed: %s", e)
             self.recovery_error = e
-            self._close_inbox(ShuttingDown(f"recovery failed: {e}"))
-            self.recovered.set()
+            self._post(self._recovery_failed, e)
             return
+        self._post(self._serve)
+
+    def _post(self, fn, *args) -> bool:
+        """Run fn on the loop (from any thread); False when the loop is gone."""
+        try:
+            self.loop.call_soon_threadsafe(fn, *args)
+            return True
+        except RuntimeError:  # the loop is closed: the server is gone
+            return False
+
+    def _recovery_failed(self, error: Exception) -> None:
+        self._closed = self._done = True
+        self._refuse_waiting(ShuttingDown(f"recovery failed: {error}"))
         self.recovered.set()
-        engine = self.engine
-        while True:
+        self.finished.set()
+
+    def _serve(self) -> None:
+        self.ready = True
+        self.heartbeat = time.monotonic()
+        self.recovered.set()
+        for fut in self._ready_waiters:
+            _settle(fut)
+        self._ready_waiters.clear()
+        self._dirty()  # the catch-up slides are logged
+        self._run_external()
+        self._kick()
+        if self._stopping:
+            self._begin_stop()
+
+    async def until_ready(self) -> None:
+        """Wait (on the loop) for recovery to finish; ShuttingDown if the server will not serve."""
+        if self.ready:
+            return
+        if self._closed:
+            raise ShuttingDown("the server is shutting down")
+        fut = self.loop.create_future()
+        self._ready_waiters.append(fut)
+        try:
+            await fut
+        finally:
+            if fut in self._ready_waiters:
+                self._ready_waiters.remove(fut)
+
+    def stop(self, grace_s: float) -> None:
+        """Finish in-flight queries (up to grace_s), tell subscribers, close the log. Called from
+        any thread but the loop's."""
+        if self.loop is None:
+            return
+        if self._post(self._begin_stop):
+            if not self.finished.wait(grace_s):  # queries still running past the grace period: withdraw them
+                self._post(self._withdraw_all)
+                self.finished.wait(5)
+        if self._own_loop is not None:
+            self._post(self.loop.stop)
+            self._own_loop.join(5)
+            if not self._own_loop.is_alive():
+                self.loop.close()
+
+    def _begin_stop(self) -> None:
+        self._closed = self._stopping = True
+        self._refuse_waiting(ShuttingDown("the server is shutting down"))
+        if self.ready and not self._done:
+            self._kick()
+        elif self.recovery_error is not None:
+            self.finished.set()
+
+    def _withdraw_all(self) -> None:
+        if self.ready and not self._done:
+            for txn in list(self.sched.active):
+                self.sched.cancel(txn)
+            self._kick()
+
+    def _finish(self) -> None:
+        """The last scheduler operation has run: log what is left, tell subscribers, and close the
+        log and the history on a thread (a final snapshot), leaving the loop to the RPCs."""
+        self._done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        self._flush()
+        self._close_subscribers("the server is shutting down")
+        engine = None if self.write_failure else self.engine
+
+        def close():
+            try:
+                if self.durability is not None:
+                    self.durability.close(engine)
+                self.history.close()
+            except Exception:  # noqa: BLE001
+                log.exception("closing the log failed")
+            finally:
+                self.finished.set()
+        threading.Thread(target=close, name="windowstore-close", daemon=True).start()
+
+    def _refuse_waiting(self, error: Exception) -> None:
+        for fut in self._ready_waiters:
+            _settle(fut, error=error)
+        self._ready_waiters.clear()
+        while self._external:
+            _, _, fut, _ = self._external.popleft()
+            if fut.set_running_or_notify_cancel():
+                fut.set_exception(error)
+
+    # -- health and load -------------------------------------------------------------------------
+    def note_shed(self) -> None:
+        self.shed += 1
+
+    @property
+    def pending(self) -> int:
+        """Requests waiting for the engine: queries in flight, writes not yet durable, requests
+        from other threads and those waiting for recovery."""
+        return self.inflight + self._unacked + len(self._external) + len(self._ready_waiters)
+
+    def stuck_for(self) -> float:
+        """Seconds since the scheduler last completed an operation while work waits (0 when idle)."""
+        busy = self._in_step or self._step_handle is not None or self._external
+        return time.monotonic() - self.heartbeat if busy else 0.0
+
+    def _admit(self) -> None:
+        if self._closed:
+            raise ShuttingDown("the server is shutting down")
+        n = self.pending
+        if n >= self.config.max_pending:
+            self.shed += 1
+            raise ResourceExhausted(f"the server is overloaded: {n} requests are waiting "
+                                    f"(limit {self.config.max_pending}); retry with backoff")
+
+    # -- on the loop: reads, writes, queries -----------------------------------------------------
+    def read(self, fn: Callable[[], Any]) -> Any:
+        """Run a read now (loop thread), after any slide that is due."""
+        if self._closed:
+            raise ShuttingDown("the server is shutting down")
+        self._slides_first()
+        return fn()
+
+    def write(self, cmd: Command, fut=None):
+        """Apply a write now (loop thread); raises with nothing applied when it is refused.
+        Returns (result, durable): `durable` is a future that resolves once the write is durable
+        per the fsync policy (`fut` if given, e.g. a concurrent future), None without a log."""
+        self._admit()
+        self._slides_first()
+        if self.write_failure:
+            raise Unavailable(f"writes are refused: {self.write_failure}")
+        result = self.engine.apply(replace(cmd, now_ms=max(self.clock(), self.engine.now_ms)))
+        self._next_due_ms = -math.inf  # a count-based or event-time slide may be due now
+        self._kick()
+        self._dirty()
+        if self.durability is None:
+            if fut is not None:
+                _settle(fut, result)
+            return result, fut
+        if fut is None:
+            fut = self.loop.create_future()
+        self._acks.append((fut, result))
+        self._unacked += 1
+        return result, fut
+
+    def submit(self, query, priority: int):
+        """Plan and submit a one-time query (one stream's, or a join). Returns (txn, future of its
+        Result). A probe (one atomic operation) runs now, so its future is already done."""
+        self._admit()
+        if self.inflight >= self.config.max_concurrent_queries:
+            raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
+        self._slides_first()
+        plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
+        done = self.loop.create_future()
+        name = plan.stream.name
+
+        def finished(txn):
+            self.inflight -= 1
+            if txn.result is not None:
+                self._note_answer(name, txn.result)
+                _settle(done, txn.result)
+            else:
+                _settle(done, error=txn.error)
+        self.inflight += 1
+        txn = self.sched.submit(plan, priority=priority, on_done=finished)
+        if plan.access == "probe":
+            # run it in this call: step() still applies any due slide and higher-priority work first
+            while not txn.done and self._operation() is not None:
+                pass
+            self._dirty()
+        if not txn.done:
+            self._kick()
+        return txn, done
+
+    def cancel(self, txn) -> None:
+        if not self._done:
+            self.sched.cancel(txn)
+
+    def _slides_first(self) -> None:
+        """Apply every slide that is due now (a due slide runs before the next read or write)."""
+        now = self.clock()
+        self.engine.tick(now)
+        if now < self._next_due_ms:
+            return
+        sched = self.sched
+        slid = False
+        while sched._due_slide() is not None:
+            self.engine.step()
+            slid = True
+        if slid:
+            self._dirty()
+        self._next_due_ms = self._next_due()
+
+    def _next_due(self) -> float:
+        """The clock time of the next processing-time slide (-inf while a slide waits: under the
+        serial policy, for the running query's lock; +inf when none is scheduled)."""
+        due = math.inf
+        for s in self.sched.streams.values():
+            d = s.window.next_due_ms()
+            if d is not None and d < due:
+                due = d
+        if self.sched._due_slide() is not None:
+            return -math.inf
+        return due
+
+    # -- the scheduler, one operation per loop callback ------------------------------------------
+    def _kick(self) -> None:
+        if self._step_handle is None and self.ready and not self._done:
+            self._step_handle = self.loop.call_soon(self._step)
+
+    def _operation(self) -> str | None:
+        """One scheduler operation; a failing one fails its query, never the server."""
+        self.engine.tick(self.clock())
+        try:
+            op = self.engine.step()
+        except Exception as e:  # a bug must not take the server down: fail the query, keep serving
+            log.exception("scheduler step failed")
+            self._fail_current(e)
+            return "error"
+        if op == "error":
+            log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
+        return op
+
+    def _step(self) -> None:
+        self._step_handle = None
+        if self._done:
+            return
+        self._in_step = True
+        t0 = time.monotonic()
+        try:
+            op = self._operation()
+        finally:
+            self._in_step = False
             self.heartbeat = time.monotonic()
-            with self._cv:
-                work = list(self._inbox)
-                self._inbox.clear()
-            acks = []
-            for is_command, item, fut, deadline in work:
+        self._next_due_ms = -math.inf
+        self._dirty()
+        if op is not None:
+            held = self.heartbeat - t0
+            if held >= _LONG_STEP_S and self._step_handle is None and not self._done:
+                # the operation held the loop: give the loop time for I/O (accepting a call and
+                # answering one take a few iterations each) before the next one
+                self._step_handle = self.loop.call_later(min(held * _IO_SHARE, _IO_PAUSE_MAX_S), self._step)
+            else:
+                self._kick()
+        elif self._stopping and not self.sched.active:
+            self._finish()
+        else:
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        """Wake at the next processing-time slide (at most a second ahead: the wall clock may jump)."""
+        due = self._next_due_ms = self._next_due()
+        if due == -math.inf:
+            self._kick()
+            return
+        if due == math.inf:
+            due = self.clock() + 1000.0
+        if self._timer is not None:
+            if self._timer_due == due:
+                return
+            self._timer.cancel()
+        delay = min(1.0, max(0.0, (due - self.clock()) / 1000.0)) + 0.0002
+        self._timer_due = due
+        self._timer = self.loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = self._timer_due = None
+        if self._step_handle is None and not self._done:
+            self._step()
+
+    # -- group commit ----------------------------------------------------------------------------
+    def _dirty(self) -> None:
+        """Something may have been applied: log it at the end of this loop iteration."""
+        if self._flush_handle is None:
+            self._flush_handle = self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Log what the engine applied since the last flush (group commit); each (future, result)
+        of this iteration's writes is answered once its write is durable (under --fsync always by
+        the syncer thread, while the loop goes on), or UNAVAILABLE if the log failed."""
+        self._flush_handle = None
+        cmds = self.engine.drain()
+        acks, self._acks = self._acks, []
+        if not acks and not cmds:
+            return
+        if self.durability is None or self.write_failure:
+            self._acknowledge(acks, self.write_failure)
+            return
+        try:
+            self.durability.log(cmds, self.engine, lambda error: self._durable(acks, error))
+        except OSError as e:
+            self._acknowledge(acks, str(e))
+
+    def _durable(self, acks, error: str | None) -> None:
+        if self._on_loop_thread():
+            self._acknowledge(acks, error)
+        elif not self._post(self._acknowledge, acks, error):  # the loop is gone: answer from here
+            self._acknowledge(acks, error)
+
+    def _on_loop_thread(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self.loop
+        except RuntimeError:
+            return False
+
+    def _acknowledge(self, acks, error: str | None) -> None:
+        if error and not self.write_failure:
+            self.write_failure = error
+            log.error("the log cannot be written (%s): writes are refused from now on, queries go on", error)
+        self._unacked -= len(acks)
+        for fut, result in acks:
+            if error:
+                _settle(fut, error=Unavailable(f"the write was not made durable: {error}"))
+            else:
+                _settle(fut, result)
+
+    # -- from other threads ----------------------------------------------------------------------
+    def call(self, fn: Callable[[], Any], timeout_s: float | None = None) -> Future:
+        """Run fn on the loop, from another thread (reads); its result or exception arrives on the
+        returned future. Not applied when `timeout_s` passed before the loop got to it."""
+        return self._enqueue(False, fn, timeout_s)
+
+    def command(self, cmd: Command, timeout_s: float | None = None) -> Future:
+        """Apply a write, from another thread; the future resolves once the command is durable
+        (per the fsync policy). A command still waiting when `timeout_s` has passed (the caller's
+        deadline) is not applied."""
+        return self._enqueue(True, cmd, timeout_s)
+
+    def run(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
+        """fn's result, run on the loop (from another thread; on the loop itself, now)."""
+        if self._on_loop_thread():
+            return self.read(fn)
+        return self.call(fn).result(timeout)
+
+    def _enqueue(self, is_command: bool, work, timeout_s: float | None) -> Future:
+        fut: Future = Future()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            self._admit()
+        except Exception as e:  # noqa: BLE001 - the caller gets it
+            fut.set_exception(e)
+            return fut
+        self._external.append((is_command, work, fut, deadline))
+        if not self._post(self._run_external):
+            self._external.clear()
+            fut.set_exception(ShuttingDown("the server is shutting down"))
+        return fut
+
+    def _run_external(self) -> None:
+        if not self.ready:
+            return  # run once recovered (_serve)
+        self._in_step = True
+        try:
+            while self._external:
+                is_command, work, fut, deadline = self._external.popleft()
                 if not fut.set_running_or_notify_cancel():
                     continue
                 if deadline is not None and time.monotonic() > deadline:
@@ -235,66 +594,17 @@ class Driver:
                     continue
                 try:
                     if is_command:
-                        item = self._stamp(item)
-                        acks.append((fut, engine.apply(item)))
+                        self.write(work, fut)
                     else:
-                        fut.set_result(item())
+                        fut.set_result(self.read(work))
+                        self._kick()  # a closure may have given the scheduler work
                 except BaseException as e:  # noqa: BLE001 - the caller gets it
                     fut.set_exception(e)
-            self._persist(acks)
-            if self._stopping and not self.sched.active:
-                break
-            engine.tick(self.clock())
-            try:
-                op = engine.step()
-            except Exception as e:  # a bug must not take the server down: fail the query, keep serving
-                log.exception("scheduler step failed")
-                self._fail_current(e)
-                continue
-            if op == "error":
-                log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
-            if op is not None:
-                continue
-            self._persist()
-            with self._cv:
-                if self._inbox or self._stopping:
-                    continue
-                self._cv.wait(self._idle_timeout())
-        self._persist()
-        if self.durability is not None:
-            self.durability.close(self.engine if not self.write_failure else None)
-        self._close_subscribers("the server is shutting down")
-        self.history.close()
+        finally:
+            self._in_step = False
+            self.heartbeat = time.monotonic()
 
-    def _stamp(self, cmd: Command) -> Command:
-        """Commands carry the time they are applied at (time enters the engine as data)."""
-        if self.write_failure:
-            raise Unavailable(f"writes are refused: {self.write_failure}")
-        return replace(cmd, now_ms=max(self.clock(), self.engine.now_ms))
-
-    def _persist(self, acks: list | tuple = ()) -> None:
-        """Log what the engine applied since the last call (group commit); each (future, result)
-        of `acks` is answered once its write is durable (under --fsync always, by the syncer
-        thread while this one goes on), or UNAVAILABLE if the log failed."""
-        cmds = self.engine.drain()
-        if self.durability is None or self.write_failure:
-            self._acknowledge(acks, self.write_failure)
-            return
-        try:
-            self.durability.log(cmds, self.engine, lambda error: self._acknowledge(acks, error))
-        except OSError as e:
-            self._acknowledge(acks, str(e))
-
-    def _acknowledge(self, acks, error: str | None) -> None:
-        if error and not self.write_failure:
-            self.write_failure = error
-            log.error("the log cannot be written (%s): writes are refused from now on, queries go on", error)
-        for fut, result in acks:
-            if error:
-                fut.set_exception(Unavailable(f"the write was not made durable: {error}"))
-            else:
-                fut.set_result(result)
-
+    # -- recovery --------------------------------------------------------------------------------
     def _recover(self) -> None:
         if self.durability is None:
             return
@@ -312,73 +622,14 @@ class Driver:
         self.recovery_stats = {**stats, "seconds": time.monotonic() - t0}
         log.info("recovered %s", self.recovery_stats)
 
-    def _close_inbox(self, error: Exception) -> None:
-        with self._cv:
-            self._closed = True
-            work = list(self._inbox)
-            self._inbox.clear()
-        for _, _, fut, _ in work:
-            if fut.set_running_or_notify_cancel():
-                fut.set_exception(error)
-
-    def _idle_timeout(self) -> float:
-        now = self.clock()
-        due = [s.window.next_due_ms() for s in self.sched.streams.values()]
-        due = [d for d in due if d is not None]
-        if not due:
-            return 1.0
-        return max(0.0, min(1.0, (min(due) - now) / 1000.0))
-
     def _fail_current(self, error: Exception) -> None:
         txn = self.sched.running
         if txn is not None:
             self.sched.fail(txn, QueryFailed(f"internal error while executing the query: {type(error).__name__}: {error}"))
 
-    def stop(self, grace_s: float) -> None:
-        """Finish in-flight queries (up to grace_s), tell subscribers, stop the thread."""
-        with self._cv:
-            self._closed = True
-            self._stopping = True
-            self._cv.notify()
-        self._thread.join(grace_s)
-        if self._thread.is_alive():  # queries still running past the grace period: withdraw them
-            def withdraw():
-                for txn in list(self.sched.active):
-                    self.sched.cancel(txn)
-            with self._cv:
-                self._inbox.append((False, withdraw, Future(), None))
-                self._cv.notify()
-            self._thread.join(5)
-
-    # -- reads (driver thread only) ------------------------------------------------------------
+    # -- reads (loop thread) -------------------------------------------------------------------
     def stream(self, name: str):
         return self.engine.stream(name)
-
-    def submit(self, query, priority: int, done: Future):
-        """Plan and submit a one-time query (one stream's, or a join); `done` gets the Result or the error."""
-        if self.inflight >= self.config.max_concurrent_queries:
-            raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
-        plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
-        self.inflight += 1
-        name = plan.stream.name
-
-        def finished(txn):
-            self.inflight -= 1
-            if txn.result is not None:
-                self._note_answer(name, txn.result)
-                done.set_result(txn.result)
-            else:
-                done.set_exception(txn.error)
-        txn = self.sched.submit(plan, priority=priority, on_done=finished)
-        if plan.access == "probe":
-            # One atomic operation: run it in this turn, so the handler gets its answer without a
-            # second hand-off. step() still applies any due slide and any higher-priority work first.
-            while not txn.done:
-                self.engine.step()
-        return txn
-
-    def cancel(self, txn) -> None:
-        self.sched.cancel(txn)
 
     def read_answers(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
         """(answers reflecting a slide in (after, through], newest answer's slide, oldest kept's slide)."""

@@ -1,11 +1,13 @@
-"""WindowStoreService: maps RPCs onto the driver. Handlers are coroutines (rpc.py receives the
-call, authenticates it and maps errors to status codes): they parse and convert (pure work),
-hand the driver closures or commands, and await the driver's answer without holding a thread."""
+"""WindowStoreService: maps RPCs onto the driver. Handlers are coroutines on the server's event
+loop (rpc.py receives the call, authenticates it and maps errors to status codes): they parse and
+convert (pure work), then run their read or write on the engine right there (driver.py: the engine
+runs on the same loop). What waits (a write until it is durable, a query of several scheduler
+operations, an open Subscribe) awaits a future and holds no thread."""
 from __future__ import annotations
 
 import asyncio
 import functools
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 from windowstore.store import InvalidInput, to_text
 from windowstore.store.parser import parse_statement
@@ -49,14 +51,14 @@ def _remaining(context) -> float | None:
     return None if left is None or left > 10**6 else max(0.0, left)
 
 
-async def _result(fut: Future, timeout: float | None):
-    """Await a driver future. Shielded: the caller giving up never cancels the driver's future
-    (the driver settles it; a command still waiting is skipped by its own deadline check). A
-    future already settled (a probe query answered in the driver's turn) costs no event-loop
-    round trip."""
+async def _until(fut: asyncio.Future, timeout: float | None):
+    """Await a driver future (on the loop), up to the caller's deadline (TimeoutError). A future
+    already settled (a probe query answered in its call) costs no event-loop round trip."""
     if fut.done():
         return fut.result()
-    return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), timeout)
+    if timeout is None:
+        return await fut
+    return await asyncio.wait_for(fut, timeout)
 
 
 def _info(driver: Driver, name: str) -> pb.StreamInfo:
@@ -91,7 +93,7 @@ class WindowStoreService:
         self._decoders.shutdown(wait=False, cancel_futures=True)
 
     def _admit(self, context) -> str:
-        """Per-client admission: at most max_requests_per_client in progress each."""
+        """Per-client admission: at most max_requests_per_client in progress (waiting) each."""
         who = context.peer() if self.policy is None else principal()
         n = self._per_client.get(who, 0)
         if n >= self.config.max_requests_per_client:
@@ -120,18 +122,24 @@ class WindowStoreService:
         return self.policy is None or self.policy.allowed(principal(), action, stream)
 
     async def _run(self, fn, context):
-        return await self._wait(lambda left: self.driver.call(fn, left), context)
+        """A read, run now on the engine (after any due slide)."""
+        d = self.driver
+        if not d.ready:
+            await d.until_ready()
+        return d.read(fn)
 
     async def _write(self, cmd, context):
-        """Apply a command; returns once it is durable (or raises). Not applied at all if the
-        caller's deadline passes while it waits for the driver."""
-        return await self._wait(lambda left: self.driver.command(cmd, left), context)
-
-    async def _wait(self, submit, context):
-        left = _remaining(context)
+        """Apply a command now; returns once it is durable (or raises: nothing was applied when
+        the command was refused; DEADLINE_EXCEEDED when the deadline passed before it was durable)."""
+        d = self.driver
+        if not d.ready:
+            await d.until_ready()
         who = self._admit(context)
         try:
-            return await _result(submit(left), left)
+            result, durable = d.write(cmd)
+            if durable is not None:
+                await _until(durable, _remaining(context))
+            return result
         finally:
             self._done(who)
 
@@ -232,17 +240,23 @@ class WindowStoreService:
         query, _ = self._query(request)
         streams = _streams(query)
         self._allow_all(context, "read", streams)
-        done: Future = Future()
-        txn = await self._run(lambda: self.driver.submit(query, request.priority, done), context)
+        d = self.driver
+        if not d.ready:
+            await d.until_ready()
+        who = self._admit(context)
+        txn = None
         try:
-            result: Result = await _result(done, _remaining(context))
+            txn, done = d.submit(query, request.priority)
+            result: Result = await _until(done, _remaining(context))
         except (asyncio.CancelledError, TimeoutError) as e:
             # the client cancelled or its deadline passed: take the query off the scheduler
-            if not done.done():
-                self.driver.call(lambda: self.driver.cancel(txn))
+            if txn is not None and not txn.done:
+                d.cancel(txn)
             if isinstance(e, TimeoutError):
                 raise DeadlineExceeded("deadline exceeded; the query was withdrawn") from None
             raise
+        finally:
+            self._done(who)
         return pb.QueryResponse(answer=convert.answer_to_pb(result, streams[0], txn.id))
 
     async def RegisterQuery(self, request, context):
@@ -316,7 +330,7 @@ class WindowStoreService:
                     return  # unregistered or dropped: the stream ends
                 raise marker  # the query failed: its error, mapped to a status by rpc.py
         finally:
-            self.driver.call(lambda: self.driver.unsubscribe(request.query_id, q))
+            self.driver.unsubscribe(request.query_id, q)
 
     async def ReadAnswers(self, request, context):
         self._allow_all(context, "read", await self._streams_of_query(request.query_id, context))

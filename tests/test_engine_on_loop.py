@@ -1,0 +1,103 @@
+"""The engine runs on the server's event loop (server/driver.py): a slide that is due is applied
+before a read that arrives after its due time, and the scheduler's multi-step work runs one
+operation per loop callback, so other calls are answered between its operations."""
+from __future__ import annotations
+
+import threading
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from windowstore.clients import Client
+from windowstore.server.app import WindowStoreServer
+from windowstore.server.config import ServerConfig
+from windowstore.server.driver import Driver
+from windowstore.txn.commands import Append, CreateStream
+
+
+class FakeClock:
+    def __init__(self, ms: float):
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms
+
+
+def test_a_due_slide_is_applied_before_a_read_that_arrives_after_its_due_time():
+    import pyarrow as pa
+
+    clock = FakeClock(1_000_000.0)
+    driver = Driver(ServerConfig(in_memory=True), clock=clock)
+    driver.start()
+    try:
+        # processing time, 1,000 s sub-windows: no timer fires during the test
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None, "processing",
+                                    0, (), 16, 0)).result(10)
+        driver.command(Append("s", pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}), "", None, 0)).result(10)
+        stream = driver.run(lambda: driver.stream("s"))
+        due = driver.run(lambda: stream.window.next_due_ms())
+        before = driver.run(lambda: (stream.window.latest, stream.window.buffered_rows))
+
+        def read_after_due():
+            # one loop callback: the clock passes the due time and a read comes in, with no timer or
+            # scheduler callback in between; the read sees the slide applied
+            clock.ms = due + 1
+            return driver.read(lambda: (stream.window.latest, stream.window.buffered_rows,
+                                        sum(s.rows for s in stream.window.youngest(stream.window.n))))
+        latest, buffered, window_rows = driver.run(read_after_due)
+        assert (latest, buffered, window_rows) == (before[0] + 1, 0, 3)
+        events = driver.run(lambda: driver.history.since(0, "s", 100))
+        assert [e["op"] for e in events if e["txn"] == f"T{latest}"] == ["w", "c"]
+    finally:
+        driver.stop(5)
+
+
+@pytest.fixture
+def server():
+    srv = WindowStoreServer(ServerConfig(port=0, in_memory=True)).start()
+    try:
+        yield srv
+    finally:
+        srv.stop(5)
+
+
+def test_calls_are_answered_between_the_operations_of_a_long_query(server):
+    """A query that takes many scheduler operations (held here until released) does not keep
+    health checks, stats and writes from being answered between its operations."""
+    engine = server.driver.engine
+    step = engine.step
+    hold = threading.Event()
+    held = threading.Event()
+    ops_while_held = []
+
+    def gated_step():
+        if hold.is_set() and engine.sched.active:
+            held.set()
+            ops_while_held.append(1)
+            return "read"  # an operation of the long query: it is not done yet
+        return step()
+    engine.step = gated_step
+
+    with Client(server.address, timeout=30) as ws:
+        ws.create_stream("s", {"ts": "int64", "v": "int64"}, subwindows=8, subwindow_ms=1000, clock="manual")
+        for i in range(8):
+            ws.append("s", {"ts": [i, i + 1], "v": [i, i + 1]})
+            ws.slide("s")
+        hold.set()
+        answer = {}
+        q = threading.Thread(target=lambda: answer.setdefault("rows", ws.query("SELECT COUNT(*) FROM s WHERE v > 0").rows))
+        q.start()
+        assert held.wait(30), "the query never reached the scheduler"
+        with grpc.insecure_channel(server.address) as ch:
+            reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=30)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+        stats = ws.stats("s")
+        assert stats["streams"][0]["slides"] == 8
+        assert ws.append("s", {"ts": [100], "v": [100]}).accepted == 1
+        assert "rows" not in answer and q.is_alive()  # the query was still running all along
+        n = len(ops_while_held)
+        hold.clear()
+        q.join(30)
+        assert answer["rows"] == [(15,)]  # v > 0 in the window: 2 rows per slide, v=0 excluded
+        assert n > 1

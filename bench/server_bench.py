@@ -50,17 +50,32 @@ def ingest(target: str, rows: int, seconds: float = 5.0, senders: int = 3) -> fl
 
 
 class Feeder:
-    """Appends `rows`-row batches to a stream in a background thread until stopped."""
+    """Appends `rows`-row batches to a stream in a background thread until stopped: back to back,
+    or with `every_s` at a fixed rate (one batch per `every_s` on a schedule, so the rows per
+    sub-window do not depend on how fast the server answers; a batch that would start more than
+    one period late is skipped and counted in `missed`)."""
 
-    def __init__(self, target: str, stream: str, rows: int, pause_s: float = 0.0):
+    def __init__(self, target: str, stream: str, rows: int, every_s: float | None = None):
         self.stop_event = threading.Event()
+        self.sent = self.missed = 0
         table = pa.table(packets(rows))
 
         def feed():
             with Client(target) as c:
+                due = time.monotonic()
                 while not self.stop_event.is_set():
+                    if every_s is not None:
+                        now = time.monotonic()
+                        if now - due > every_s:  # behind by more than a period: skip, do not burst
+                            late = int((now - due) / every_s)
+                            self.missed += late
+                            due += late * every_s
+                        if due > now:
+                            self.stop_event.wait(due - now)
+                            continue
+                        due += every_s
                     c.append(stream, table)
-                    time.sleep(pause_s)
+                    self.sent += 1
         self.thread = threading.Thread(target=feed)
         self.thread.start()
 
@@ -162,13 +177,18 @@ def run() -> list[dict]:
     with ServerProcess() as srv:
         with Client(srv.target) as ws:
             ws.create_stream("d", SCHEMA, subwindows=20, subwindow_ms=100, group_by=["src"])
-            feeder = Feeder(srv.target, "d", 5_000, pause_s=0.02)
+            # a fixed rate: 5,000 rows every 20 ms (25,000 rows per 100 ms sub-window, 500,000 in the window)
+            feeder = Feeder(srv.target, "d", 5_000, every_s=0.02)
             text = "SELECT src, SUM(bytes), MEDIAN(bytes) FROM d WHERE bytes > 100 GROUP BY src ORDER BY 2 DESC LIMIT 10"
+            t0 = time.monotonic()
             qps = asyncio.run(_throughput(srv.target, text, 100, 6.0))
             feeder.stop()
+            fed = feeder.sent * 5_000 / (time.monotonic() - t0)
             st = ws.stats("d")["streams"][0]
             d = st["slide_delay_ms"]
-        out.append({"name": f"slide delay while 100 queries run (100 ms sub-windows, window scans, {qps:,.0f} q/s): p50 / p99 / max",
+        out.append({"name": "slide delay while 100 queries run (100 ms sub-windows, window scans, "
+                            f"{qps:,.0f} q/s; fed 5,000 rows per 20 ms: {fed:,.0f} rows/s, {feeder.missed} batches "
+                            "missed their slot): p50 / p99 / max",
                     "value": [d["p50"], d["p99"], d["max"]],
-                    "shown": f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} ms", "target": ""})
+                    "shown": f"{d['p50']:.2f} / {d['p99']:.2f} / {d['max']:.2f} ms", "target": "p99 <= 2 ms, max <= 5 ms"})
     return out

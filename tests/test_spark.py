@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from decimal import Decimal
 
 import pytest
 
@@ -324,3 +325,89 @@ def test_booleans_timestamps_dates_decimals_and_nulls_both_ways(spark, ws, serve
     row = got.collect()[0]
     assert (row["n"], row["k"], row["lo"], row["first"], row["total"]) == (3, 2, False, dt.date(1969, 12, 31), D("9.98"))
     assert row["hi"].astimezone(utc) == dt.datetime(2026, 1, 1, 12, 0, 0, 5, tzinfo=utc)
+
+
+# -- typed columns and NULLs through the streaming writers and reader (issue 11) --------------------------
+def _typed():
+    import datetime as dt
+    from decimal import Decimal as D
+
+    from pyspark.sql.types import (BooleanType, DateType, DecimalType, LongType, StringType, StructField, StructType,
+                                   TimestampType)
+
+    utc = dt.timezone.utc
+    schema = StructType([StructField("ts", LongType()), StructField("ok", BooleanType()),
+                         StructField("at", TimestampType()), StructField("day", DateType()),
+                         StructField("price", DecimalType(12, 2)), StructField("src", StringType())])
+
+    def batch(b: int) -> list[tuple]:
+        return [(b * 10 + 1, True, dt.datetime(2026, 1, 1, 12, 0, b, 5, tzinfo=utc), dt.date(2026, 1, 1 + b),
+                 D("9.99") + b, "a"),
+                (b * 10 + 2, None, None, None, None, None),
+                (b * 10 + 3, False, dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=utc), dt.date(1969, 12, 31),
+                 D("-0.01"), "b" if b % 2 else "a")]
+    return schema, batch
+
+
+TYPED = {"ts": "int64", "ok": "boolean", "at": "timestamp", "day": "date", "price": "decimal(12,2)", "src": "string"}
+TYPED_AGGS = "COUNT(*) AS n, COUNT(ok) AS k, MIN(ok) AS lo, MAX(at) AS hi, MIN(day) AS first, SUM(price) AS total"
+
+
+def _spark_typed_aggs(df):
+    """The same aggregates computed by Spark itself (the independent reference)."""
+    return df.groupBy("src").agg(F.count("*").alias("n"), F.count("ok").alias("k"), F.min("ok").alias("lo"),
+                                 F.max("at").alias("hi"), F.min("day").alias("first"), F.sum("price").alias("total"))
+
+
+def _rows_by_src(rows) -> dict:
+    return {r["src"]: tuple(r[c] for c in ("n", "k", "lo", "hi", "first", "total")) for r in rows}
+
+
+def test_streaming_writers_and_reader_carry_typed_columns_and_nulls(spark, ws, server, tmp_path):
+    schema, batch = _typed()
+    ws.create_stream("tys", TYPED, subwindows=8, subwindow_ms=1000, clock="manual", group_by=["src"])
+    text = f"SELECT src, {TYPED_AGGS} FROM tys [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src"
+    ckpt_r, out = tmp_path / "ckpt_r", tmp_path / "out"
+
+    def read_answers():
+        df = spark.readStream.format("windowstore").option("target", server.target).option("query", text).load()
+        q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt_r))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        assert q.exception() is None, q.exception()
+
+    read_answers()  # registers the periodic query
+    # batches 0 and 1 through the data source sink, batch 2 through the foreachBatch writer
+    src = tmp_path / "in"
+    for b in range(2):
+        spark.createDataFrame(batch(b), schema).coalesce(1).write.parquet(str(src / f"b{b}"))
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).option("recursiveFileLookup", "true") \
+        .parquet(str(src))
+    q = (df.writeStream.format("windowstore").option("target", server.target).option("stream", "tys")
+         .option("slide_per_batch", "true").option("checkpointLocation", str(tmp_path / "ckpt_w"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    fb = WindowStoreWriter(server.target, "tys", writer_id="typed-fb", slide_per_batch=True)
+    fb(spark.createDataFrame(batch(2), schema).repartition(2), 2)
+    assert fb.last["accepted"] == 3 and int(ws.describe_stream("tys")["latest_slide"]) == 2
+    # every value landed as written (NULLs included)
+    stored = dict((r[0], r[1:]) for r in ws.query(
+        "SELECT ts, MIN(ok), MIN(at), MIN(day), MIN(price), MIN(src) FROM tys GROUP BY ts").rows)
+    assert stored[12] == (None, None, None, None, None)
+    assert stored[21] == (True, 1_767_268_802_000_005, 20_456, Decimal("11.99"), "a")
+    assert stored[13] == (False, -1_000_000, -1, Decimal("-0.01"), "b")
+    deadline = time.time() + 20  # wait until the periodic query answered the last slide
+    while not (ws.list_queries("tys") and ws.list_queries("tys")[0]["last_slide"] == 2):
+        assert time.time() < deadline, "the periodic query did not catch up"
+        time.sleep(0.05)
+    read_answers()
+    got = spark.read.parquet(str(out))
+    fields = {f.name: f.dataType for f in got.schema.fields}
+    assert [fields[c] for c in ("lo", "hi", "first", "total")] == \
+        [f.dataType for f in schema.fields[1:4]] + [pyspark.sql.types.DecimalType(38, 2)]
+    assert sorted(r["_slide"] for r in got.select("_slide").distinct().collect()) == [0, 1, 2]
+    for k in (0, 1, 2):  # each answer equals Spark's own aggregates over the last 2 batches
+        reference = spark.createDataFrame([r for b in range(max(0, k - 1), k + 1) for r in batch(b)], schema)
+        assert _rows_by_src(got.where(F.col("_slide") == k).collect()) == \
+            _rows_by_src(_spark_typed_aggs(reference).collect())

@@ -50,6 +50,19 @@ connects to those joined so far.
 Strings are dictionary-encoded per stream, so string join keys are translated to ids shared by the
 plan (each distinct string once per dictionary: a Python loop only over strings not seen before).
 
+NULLs and types. Joins follow SQL as the single-stream path does (planner.py, functions.py), so a join
+answer equals what one stream would answer over the joined rows. A NULL in a column an ON condition
+reads (an equality key or a band column) makes that condition unknown, so the row joins nothing: it
+is left out when its sub-window is prepared, before any index is built (the placeholder under the
+validity mask never reaches a key). WHERE is unknown on a NULL and drops the row (Comparison.mask with
+the validity), also when checked on joined rows. The finisher gives every aggregate only the non-null
+values of its column, puts NULL keys in one group and sorts NULL last both ways; projections carry
+NULL through as None. Boolean, timestamp, date and decimal columns keep their storage dtype (int8,
+int64 microseconds / days, int64 value * 10**s) as keys, group keys and values; result types and
+decimal results come from functions.py and planner.py. Exact numbers of different types or scales
+(int64, decimal(p,s)) join by value: keys are rescaled to the class's largest scale (exactly; a key
+that would leave int64 equals nothing).
+
 Bound. Every intermediate and the kept result are limited to `max_rows` rows; a join that needs
 more raises errors.ResourceLimit before allocating them, leaving the plan's state consistent.
 
@@ -79,14 +92,15 @@ from .binder import Comparison
 from .dictionary import StringDictionary
 from .errors import InvalidInput, ResourceLimit
 from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_sum
-from .functions import _grouped_extreme
+from .functions import _grouped_extreme, decimal_avg
 
+from .schema import VALID, decimal_type
 from .schema import valid_key as _valid_key  # a column's validity mask in a sub-window (where it holds a null)
-from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join
-from .planner import Answer
+from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join, exact_number, scale_of
+from .planner import Answer, _decimal, _nulls_last, decode_keys
 from .query import JoinQuery
 from .subwindow import SubWindow
-from .synopsis import group_keys
+from .synopsis import group_keys, keys_with_nulls
 
 DEFAULT_MAX_ROWS = 2_000_000
 FAST_FACTOR = 5.0
@@ -297,7 +311,12 @@ class _Prepared:
         return r
 
     def column(self, name: str, pos: np.ndarray | None = None) -> np.ndarray:
+        """A column's values at the selected rows (`pos`: of those); a validity mask's name
+        (valid_key) gives all True where the sub-window has no null in that column."""
         rows = self.sel if pos is None else self.sel[pos]
+        values = self.sub.columns.get(name)
+        if values is None and name.startswith(VALID):
+            return np.ones(len(rows), dtype=bool)
         return self.sub.columns[name][rows]
 
     def index(self, classes: tuple[int, ...], band: str | None) -> _Index:
@@ -405,9 +424,6 @@ class JoinPlan:
         self._classes()
         self._filters()
         self.synopsis = cache and _synopsis_answers(bound)
-        # the columns each source reads: a NULL in one of them is refused (evaluation ignores masks)
-        self._read_cols: list[list[str]] = [sorted({r.column for r in bound.all_refs() if r.source == i})
-                                            for i in range(self.k)]
         self._gid: dict[str, int] = {}
         self._tables: dict[int, tuple[StringDictionary, int, np.ndarray]] = {}
         self.clear()
@@ -445,6 +461,17 @@ class JoinPlan:
         roots = sorted({root(x) for x in parent})
         self.class_type = [types[r] for r in roots]
         cid = {r: i for i, r in enumerate(roots)}
+        # Exact numbers of different types or scales (int64, decimal(p,s)) in one class compare by value:
+        # every member's key is its value at the class's largest scale, value * 10**(S - s). A value
+        # whose rescaled magnitude leaves int64 equals no value of the class (all of which are int64 at
+        # scale S), so its row joins nothing (_prepare drops it).
+        top = {}
+        for x, t in types.items():
+            if exact_number(t):
+                r = root(x)
+                top[r] = max(top.get(r, 0), scale_of(t))
+        self.factor: dict[tuple[int, str], int] = {x: 10 ** (top[root(x)] - scale_of(t)) for x, t in types.items()
+                                                   if exact_number(t) and top[root(x)] > scale_of(t)}
         # per source: class -> its columns in the class (two columns of one source: equal to each other)
         self.class_cols: list[dict[int, list[str]]] = [{} for _ in range(self.k)]
         for x in sorted(parent):
@@ -460,6 +487,9 @@ class JoinPlan:
             self.adjacency[b.base.source].add(b.column.source)
             self.band_cols[b.column.source].add(b.column.column)
             self.band_cols[b.base.source].add(b.base.column)
+        # the columns of each source an ON condition reads: a NULL there makes the condition unknown
+        self.cond_cols: list[list[str]] = [sorted(self.band_cols[p] | {n for ns in self.class_cols[p].values()
+                                                                         for n in ns}) for p in range(self.k)]
 
     def _filters(self) -> None:
         """WHERE pushed down to each source (selection before join): for source p, the OR over the
@@ -476,7 +506,7 @@ class JoinPlan:
         if self.residual:
             for conj in where:
                 for r, _ in conj:
-                    self.attr_cols[r.source].add(r.column)
+                    self.attr_cols[r.source] |= {r.column, _valid_key(r.column)}
 
     # -- preparing sub-windows ------------------------------------------------------------------------
     def _prepare(self, p: int, sub: SubWindow) -> _Prepared:
@@ -484,25 +514,35 @@ class JoinPlan:
         if prep is not None and prep.sub is sub:
             return prep
         cols = sub.columns
-        nulls = [c for c in self._read_cols[p] if _valid_key(c) in cols]  # a validity mask: the column has NULLs
-        if nulls:
-            src = self.bound.sources[p]
-            raise InvalidInput(f"column {nulls[0]!r} of stream {src.stream!r} holds NULLs in sub-window {sub.slide}: "
-                               "joins over NULL values are not supported yet", column=nulls[0])
         mask = None
-        if self.pushdown[p] is not None:
+        if self.pushdown[p] is not None:  # a comparison with a NULL is unknown: the row is dropped
             strings = self.strings[p]
             for conj in self.pushdown[p]:
                 m = np.ones(sub.rows, dtype=bool)
                 for ref, cmp in conj:
-                    m &= cmp.mask(cols[ref.column], strings)
+                    m &= cmp.mask(cols[ref.column], strings, cols.get(_valid_key(ref.column)))
                 mask = m if mask is None else (mask | m)
-        for names in self.class_cols[p].values():
-            for other in names[1:]:  # two columns of this source in one class must be equal
-                m = cols[names[0]] == cols[other]
-                mask = m if mask is None else (mask & m)
+        for name in self.cond_cols[p]:  # NULL = anything and a band on NULL are unknown: the row joins nothing
+            valid = cols.get(_valid_key(name))
+            if valid is not None:
+                mask = valid.copy() if mask is None else (mask & valid)
+        values: dict[int, np.ndarray] = {}
+        for c, names in self.class_cols[p].items():
+            first = None
+            for name in names:
+                v = cols[name]
+                f = self.factor.get((p, name))
+                if f is not None:  # rescaled to the class's scale; beyond int64 it equals nothing
+                    fits = (v <= INT64_MAX // f) & (v >= -(INT64_MAX // f))
+                    mask = fits if mask is None else (mask & fits)
+                    v = np.where(fits, v, 0) * f
+                if first is None:
+                    first = values[c] = v
+                else:  # two columns of this source in one class must be equal
+                    m = first == v
+                    mask = m if mask is None else (mask & m)
         sel = np.flatnonzero(mask) if mask is not None else np.arange(sub.rows, dtype=np.int64)
-        keys = {c: self._key(p, c, cols[names[0]][sel]) for c, names in self.class_cols[p].items()}
+        keys = {c: self._key(p, c, values[c][sel]) for c in self.class_cols[p]}
         prep = _Prepared(sub, sel.astype(np.int64, copy=False), keys)
         self._prepared[p][sub.slide] = prep
         return prep
@@ -837,7 +877,8 @@ class JoinPlan:
         for conj in self.bound.where:
             m = np.ones(inter.n, dtype=bool)
             for ref, cmp in conj:
-                m &= cmp.mask(inter.attrs[(ref.source, ref.column)], self.strings[ref.source])
+                m &= cmp.mask(inter.attrs[(ref.source, ref.column)], self.strings[ref.source],
+                              inter.attrs[(ref.source, _valid_key(ref.column))])
             out = m if out is None else (out | m)
         return out
 
@@ -848,7 +889,7 @@ class JoinPlan:
             self.refresh(inputs)
             self.stats.evaluations += 1
             if self.synopsis:
-                return Answer(self.labels, self._intervals.answer(), "join", types=self.types)
+                return Answer(self.labels, typed_rows(self._intervals.answer(), self.types), "join", types=self.types)
             chunks = self._chunks
             if chunks:
                 ver = np.concatenate([ch.ver for ch in chunks], axis=1)
@@ -862,20 +903,25 @@ class JoinPlan:
 
     def _gather(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Values of `ref` for rows (version, row) of its source's prepared sub-windows (also those
-        being incorporated), and their validity (None: no nulls among them)."""
+        being incorporated), and their validity (None: no null among those sub-windows)."""
         prepared = self._prepared[ref.source]
-        lo, hi = int(ver.min()), int(ver.max())
-        versions = [v for v in range(lo, hi + 1) if v in prepared]
-        subs = [prepared[v].sub for v in versions]
         vkey = _valid_key(ref.column)
+        if len(ver) == 0:
+            return np.empty(0, dtype=_DTYPES.get(ref.type, np.int64)), None
+        lo, hi = int(ver.min()), int(ver.max())
+        versions = sorted(v for v in prepared if lo <= v <= hi)
+        subs = [prepared[v].sub for v in versions]
         has_nulls = any(vkey in sub.columns for sub in subs)
         if len(subs) == 1:
             cols = subs[0].columns
             return cols[ref.column][row], (cols[vkey][row] if has_nulls else None)
         offsets = np.cumsum([0] + [sub.rows for sub in subs[:-1]])
-        table = np.zeros(hi - lo + 1, dtype=np.int64)
-        table[np.array(versions, dtype=np.int64) - lo] = offsets
-        at = table[ver - lo] + row
+        if hi - lo < 4 * len(versions) + 64:  # versions are nearly contiguous: a lookup table
+            table = np.zeros(hi - lo + 1, dtype=np.int64)
+            table[np.array(versions, dtype=np.int64) - lo] = offsets
+            at = table[ver - lo] + row
+        else:
+            at = offsets[np.searchsorted(np.array(versions, dtype=np.int64), ver)] + row
         values = np.concatenate([sub.columns[ref.column] for sub in subs])[at]
         if not has_nulls:
             return values, None
@@ -884,24 +930,9 @@ class JoinPlan:
         return values, valid
 
     def column(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> np.ndarray:
-        """The values of `ref` for result rows taken from (version, row) of its source."""
-        p = ref.source
-        versions = sorted(self._incorporated[p])
-        subs = [self._prepared[p][v].sub for v in versions]
-        if not subs or len(ver) == 0:
-            dtype = np.int32 if ref.type == "string" else np.int64 if ref.type == "int64" else np.float64
-            return np.empty(0, dtype=dtype)
-        if len(subs) == 1:
-            return subs[0].columns[ref.column][row]
-        cols = np.concatenate([s.columns[ref.column] for s in subs])
-        offsets = np.cumsum([0] + [s.rows for s in subs[:-1]])
-        lo = versions[0]
-        if versions[-1] - lo < 4 * len(versions) + 64:  # versions are nearly contiguous: a lookup table
-            table = np.zeros(versions[-1] - lo + 1, dtype=np.int64)
-            table[np.array(versions, dtype=np.int64) - lo] = offsets
-            return cols[table[ver - lo] + row]
-        idx = np.searchsorted(np.array(versions, dtype=np.int64), ver)
-        return cols[offsets[idx] + row]
+        """The values of `ref` for result rows taken from (version, row) of its source (placeholders
+        where NULL: see _gather for the validity)."""
+        return self._gather(ref, ver, row)[0]
 
 
 def _shifted(v: np.ndarray, off: int) -> tuple[np.ndarray, np.ndarray]:
@@ -934,14 +965,22 @@ _SYNOPSIS_FUNCS = ("count", "sum", "avg", "min", "max")
 
 
 def _synopsis_answers(b: BoundJoin) -> bool:
-    """Can intervals of pre-aggregated join results answer this query exactly?"""
+    """Can intervals of pre-aggregated join results answer this query exactly? COUNT of any column;
+    SUM, AVG, MIN, MAX of int64 and decimal columns (integers: exact sums); MIN, MAX of timestamps and
+    dates (integers too). NULLs are left out per interval (values counted), so an interval of only
+    NULLs contributes nothing. Float sums (they depend on the order of addition), string extremes
+    (decoding) and boolean extremes are recomputed from the kept result rows instead."""
     if b.projection or b.group_by is not None or b.outer or not b.aggs:
         return False
     for a in b.aggs:
-        if a.fn.name not in _SYNOPSIS_FUNCS:
+        name = a.fn.name
+        if name not in _SYNOPSIS_FUNCS:
             return False
-        if a.fn.name != "count" and a.input_type != "int64":
-            return False  # float sums depend on the order of addition; string extremes on decoding
+        if name == "count":
+            continue
+        exact = a.input_type is not None and exact_number(a.input_type)
+        if not exact and not (name in ("min", "max") and a.input_type in ("timestamp", "date")):
+            return False
     return True
 
 
@@ -1024,7 +1063,10 @@ class _Intervals:
             elif name in ("sum", "avg"):
                 sums = part[0]
                 total = sum(sums.tolist()) if sums.dtype.kind == "O" else exact_sum(sums)
-                values.append(total if name == "sum" else total / n)
+                if name == "sum":
+                    values.append(total)
+                else:  # AVG(decimal): scale s+4, half away from zero, as functions.Avg
+                    values.append(decimal_avg(total, n) if decimal_type(a.input_type) else total / n)
             else:
                 ext = part[0][counted > 0]
                 values.append((ext.max() if name == "max" else ext.min()).item())
@@ -1067,21 +1109,47 @@ def _concat_values(old: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 
 # -- from joined rows to the answer ------------------------------------------------------------------------
+_DTYPES = {"string": np.int32, "float64": np.float64, "boolean": np.int8}  # storage dtype; the others: int64
+
+
+def typed_rows(rows: list[tuple], types: Sequence[str]) -> list[tuple]:
+    """Answer rows with decimal columns (computed on value * 10**s integers, as planner.Plan does) as
+    Decimals of their type's scale; NULLs stay None."""
+    scales = {i: decimal_type(t)[1] for i, t in enumerate(types) if decimal_type(t)}
+    if not scales:
+        return rows
+    return [tuple(_decimal(v, scales[i]) if i in scales else v for i, v in enumerate(r)) for r in rows]
+
+
 class _Finisher:
     """Aggregates, groups, orders and limits the joined rows with the aggregate functions of
-    functions.py (each reading its own source's dictionary), as planner.Plan does for one stream."""
+    functions.py (each reading its own source's dictionary), exactly as planner.Plan does for one
+    stream: every function gets only the non-null values of its column (COUNT(col) counts them,
+    COUNT(*) rows, an aggregate of no value is NULL), GROUP BY puts the NULLs in one group
+    (synopsis.keys_with_nulls), NULL sorts last both ways, and decimal results become Decimals of
+    their result type's scale (functions.py's result types)."""
 
     def __init__(self, plan: JoinPlan, ver: np.ndarray, row: np.ndarray):
         self.plan, self.b = plan, plan.bound
         self.ver, self.row = ver, row
         self.n = ver.shape[1]
-        self._cols: dict[ColumnRef, np.ndarray] = {}
+        self._cols: dict[ColumnRef, tuple[np.ndarray, np.ndarray | None]] = {}
 
-    def col(self, ref: ColumnRef) -> np.ndarray:
+    def col(self, ref: ColumnRef) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values, validity or None when no row of them is NULL)."""
         out = self._cols.get(ref)
         if out is None:
-            out = self._cols[ref] = self.plan.column(ref, self.ver[ref.source], self.row[ref.source])
+            values, valid = self.plan._gather(ref, self.ver[ref.source], self.row[ref.source])
+            if valid is not None and valid.all():
+                valid = None
+            out = self._cols[ref] = (values, valid)
         return out
+
+    def nonnull(self, ref: ColumnRef | None) -> np.ndarray | None:
+        if ref is None:
+            return None
+        values, valid = self.col(ref)
+        return values if valid is None else values[valid]
 
     def strings(self, ref: ColumnRef | None) -> StringDictionary:
         return self.plan.strings[ref.source if ref is not None else 0]
@@ -1094,72 +1162,93 @@ class _Finisher:
             values = []
             for a, ref in zip(b.aggs, b.agg_refs):
                 s = self.strings(ref)
-                values.append(a.fn.finish(a, [a.fn.from_rows(a, self.col(ref) if ref else None, self.n, s)], s))
+                values.append(a.fn.finish(a, [a.fn.from_rows(a, self.nonnull(ref), self.n, s)], s))
             rows = [tuple(values[it.agg] for it in b.items)]
             rows = rows if b.limit is None else rows[: b.limit]
         else:
             rows = self.groups()
             if b.outer:
                 rows = [tuple(a.fn.over(a, rows if item is None else [r[item] for r in rows]) for a, item in b.outer)]
-        return Answer(self.plan.labels, rows, "join", types=self.plan.types)
+        return Answer(self.plan.labels, typed_rows(rows, self.plan.types), "join", types=self.plan.types)
 
     def groups(self) -> list[tuple]:
         b = self.b
-        keys = self.col(b.group_by)
-        string_key = b.group_by.type == "string"
-        uniq, inverse = group_keys(keys, dense=string_key)
+        keys, kvalid = self.col(b.group_by)
+        keys = keys_with_nulls(keys, kvalid)
+        uniq, inverse = group_keys(keys, dense=b.group_by.type == "string")
         g = len(uniq)
         results = []
         for a, ref in zip(b.aggs, b.agg_refs):
             s = self.strings(ref)
-            part = a.fn.from_group_rows(a, inverse, g, self.col(ref) if ref else None, keys, s)
+            if ref is None:
+                part = a.fn.from_group_rows(a, inverse, g, None, keys, s)
+            else:
+                values, valid = self.col(ref)
+                if valid is None:
+                    part = a.fn.from_group_rows(a, inverse, g, values, keys, s)
+                else:
+                    part = a.fn.from_group_rows(a, inverse[valid], g, values[valid], keys[valid], s)
             results.append(a.fn.finish_groups(a, np.arange(g), g, [part], uniq, s))
-        key_values = self.strings(b.group_by).decode(uniq) if string_key else uniq.tolist()
+        key_values = decode_keys(uniq, b.group_by.type, self.strings(b.group_by))
         agg_cols = [r.tolist() for r in results]
 
         def column(agg):
             return key_values if agg is None else agg_cols[agg]
 
-        order = sorted(range(len(key_values)), key=key_values.__getitem__)
-        for agg, descending in reversed(b.order):  # stable: ties keep key order
+        order = sorted(range(len(key_values)), key=_nulls_last(key_values, False))
+        for agg, descending in reversed(b.order):  # stable: ties keep key order; NULL last both ways
             col = column(agg)
-            order.sort(key=col.__getitem__, reverse=descending)
+            order.sort(key=_nulls_last(col, descending), reverse=descending)
         if b.limit is not None:
             order = order[: b.limit]
         by_item = [column(it.agg) for it in b.items]
         return [tuple(col[r] for col in by_item) for r in order]
 
     def projection(self) -> list[tuple]:
-        """The joined rows' selected columns, ordered by the ORDER BY columns, then by every
-        selected column ascending (a total order on what is visible), then LIMIT."""
+        """The joined rows' selected columns (NULL as None), ordered by the ORDER BY columns, then by
+        every selected column ascending (a total order on what is visible; NULL last both ways),
+        then LIMIT."""
         b = self.b
-        cols = [self.col(r) for r in b.item_refs]
-        keys = [(self._rank(r), d) for r, d in b.sort] + [(self._rank(r), False) for r in b.item_refs]
+        keys = [(r, d) for r, d in b.sort] + [(r, False) for r in b.item_refs]
         if self.n and keys:
-            order = np.lexsort([(-rank if d else rank) for rank, d in reversed(keys)])
+            order = np.lexsort([self._rank(r, d) for r, d in reversed(keys)])
         else:
             order = np.arange(self.n)
         if b.limit is not None:
             order = order[: b.limit]
         out = []
-        for ref, values in zip(b.item_refs, cols):
+        for ref in b.item_refs:
+            values, valid = self.col(ref)
             picked = values[order]
-            out.append(self.strings(ref).decode(picked) if ref.type == "string" else picked.tolist())
+            if ref.type == "string":
+                vals = self.strings(ref).decode(picked)
+            elif ref.type == "boolean":
+                vals = [bool(v) for v in picked.tolist()]
+            else:
+                vals = picked.tolist()
+            if valid is not None:
+                vals = [v if ok else None for v, ok in zip(vals, valid[order].tolist())]
+            out.append(vals)
         return list(zip(*out)) if out else [() for _ in order]
 
-    def _rank(self, ref: ColumnRef) -> np.ndarray:
-        """Dense ranks of a column's values in the order the answer sorts them (strings by code
-        point, -0.0 equal to 0.0)."""
-        values = self.col(ref)
+    def _rank(self, ref: ColumnRef, descending: bool) -> np.ndarray:
+        """Sort keys of a column's values in the order the answer sorts them, ascending or
+        descending (strings by code point, -0.0 equal to 0.0), NULLs after every value."""
+        values, valid = self.col(ref)
+        uniq, inverse = np.unique(values, return_inverse=True)
+        inverse = inverse.reshape(-1).astype(np.int64)
+        u = len(uniq)
         if ref.type == "string":
-            uniq, inverse = np.unique(values, return_inverse=True)
             decoded = self.strings(ref).decode(uniq)
-            order = sorted(range(len(uniq)), key=decoded.__getitem__)
-            rank = np.empty(len(uniq), dtype=np.int64)
-            rank[order] = np.arange(len(uniq))
-            return rank[inverse.reshape(-1)]
-        _, inverse = np.unique(values, return_inverse=True)
-        return inverse.reshape(-1).astype(np.int64)
+            order = sorted(range(u), key=decoded.__getitem__)
+            rank = np.empty(u, dtype=np.int64)
+            rank[order] = np.arange(u)
+            inverse = rank[inverse]
+        if descending:
+            inverse = u - 1 - inverse
+        if valid is not None:
+            inverse = np.where(valid, inverse, u)
+        return inverse
 
 
 # -- conveniences (tests, tools): plan against Stream objects, evaluate against their current windows -----

@@ -83,10 +83,12 @@ def writer_identity(writer_id: str | None, props: dict) -> str:
 
 
 def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: int | None,
-                    batches: Iterator[pa.RecordBatch], max_rows: int = 200_000) -> tuple[str, str, int, int]:
+                    batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
+                    time_to_ms: str | None = None) -> tuple[str, str, int, int]:
     """Stage one partition's rows under this task attempt (invisible until the batch commits);
     returns (writer, attempt, rows, batch id). Rows go in chunks of at most max_rows; a chunk
-    sent again (a retried RPC) replaces itself."""
+    sent again (a retried RPC) replaces itself. `time_to_ms` names an event-time column that
+    arrives as an Arrow timestamp: it is sent as int64 milliseconds (see timestamps_to_ms)."""
     _, attempt, props = _task()
     writer = writer_identity(writer_id, props)
     if batch_id is None:
@@ -102,12 +104,83 @@ def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: i
                 chunk, pending, rows = chunk + 1, [], 0
         for rb in batches:
             if rb.num_rows:
-                pending.append(rb)
+                pending.append(timestamps_to_ms(rb, time_to_ms) if time_to_ms else rb)
                 rows += rb.num_rows
                 if rows >= max_rows:
                     flush()
         flush()
     return writer, attempt, staged, batch_id
+
+
+def timestamps_to_ms(rb: pa.RecordBatch, column: str) -> pa.RecordBatch:
+    """`column` (an Arrow timestamp: Spark's TimestampType, microseconds since the epoch UTC) as the
+    store's event time, int64 milliseconds since the epoch: floor(us / 1000), so a sub-millisecond
+    part is dropped towards the past (1969-12-31 23:59:59.999999 is -1 ms, not 0); NULLs stay NULL
+    (and the store refuses them in the event-time column)."""
+    i = rb.schema.get_field_index(column)
+    col = rb.column(i)
+    if not pa.types.is_timestamp(col.type):
+        return rb
+    import numpy as np
+
+    us = col.cast(pa.timestamp("us", col.type.tz)).cast(pa.int64())
+    values = np.floor_divide(us.fill_null(0).to_numpy(zero_copy_only=False), 1000)
+    ms = pa.array(values, pa.int64(), mask=np.asarray(us.is_null()) if us.null_count else None)
+    return rb.set_column(i, pa.field(column, pa.int64()), ms)
+
+
+# -- the DataFrame's schema against the stream's, when a write starts ----------------------------------
+class SchemaMismatch(ValueError):
+    """A DataFrame whose columns do not fit the stream it is written to (raised when the write starts)."""
+
+
+_INTEGRAL = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}  # decimal digits they may need
+_ACCEPTS = {"int64": set(_INTEGRAL), "float64": {"DoubleType", "FloatType", *_INTEGRAL},
+            "string": {"StringType", "CharType", "VarcharType"}, "boolean": {"BooleanType"},
+            "timestamp": {"TimestampType", "TimestampNTZType"}, "date": {"DateType"}}
+
+
+def _stream_types(spec: dict) -> dict[str, str]:
+    return {c["name"]: (f"decimal({c['precision']},{c['scale']})" if c["type"] == "COLUMN_TYPE_DECIMAL" else
+                        c["type"].replace("COLUMN_TYPE_", "").lower()) for c in spec["columns"]}
+
+
+def _fits(store: str, spark_type, event_time: bool) -> bool:
+    name = type(spark_type).__name__
+    if event_time:  # int64 milliseconds, or a Spark timestamp converted to them
+        return name in _INTEGRAL or name in ("TimestampType", "TimestampNTZType")
+    if store.startswith("decimal("):
+        p, s = map(int, store[8:-1].split(","))
+        if name == "DecimalType":  # every value of the Spark type fits exactly
+            return spark_type.scale <= s and spark_type.precision - spark_type.scale <= p - s
+        return name in _INTEGRAL and _INTEGRAL[name] <= p - s
+    return name in _ACCEPTS.get(store, ())
+
+
+def check_write_schema(schema, spec: dict) -> str | None:
+    """Compare a DataFrame's schema (a Spark StructType) with the stream's (DescribeStream's spec);
+    raise SchemaMismatch naming every missing, extra and mistyped column and the stream's schema.
+    Returns the event-time column when it comes as a Spark timestamp (to convert to milliseconds)."""
+    types, time_column = _stream_types(spec), spec["time_column"] or "ts"
+    given = {f.name: f.dataType for f in schema.fields}
+    missing = [c for c in types if c not in given]
+    extra = [f"{c} ({given[c].simpleString()})" for c in given if c not in types]
+    mistyped = [f"{c} is {given[c].simpleString()}, the stream's is "
+                f"{'int64 milliseconds (event time)' if c == time_column else types[c]}"
+                for c in types if c in given and not _fits(types[c], given[c], c == time_column)]
+    if missing or extra or mistyped:
+        problems = ([f"missing columns: {', '.join(missing)}"] if missing else []) + \
+                   ([f"extra columns: {', '.join(extra)}"] if extra else []) + \
+                   ([f"mistyped columns: {'; '.join(mistyped)}"] if mistyped else [])
+        layout = ", ".join(f"{c} {t}{' (event time, ms)' if c == time_column else ''}" for c, t in types.items())
+        raise SchemaMismatch(f"the DataFrame does not fit windowstore stream {spec['name']!r}: {'; '.join(problems)}. "
+                             f"The stream's columns: {layout}")
+    return time_column if type(given[time_column]).__name__ in ("TimestampType", "TimestampNTZType") else None
+
+
+def describe(target, stream: str) -> dict:
+    with connect(target) as ws:
+        return ws.describe_stream(stream)["spec"]
 
 
 class WindowStoreWriter:
@@ -130,12 +203,17 @@ class WindowStoreWriter:
         self.slide_per_batch = slide_per_batch
         self.max_rows = max_rows_per_append
         self.last: dict | None = None   # the last micro-batch's totals, for monitoring and tests
+        self._checked: tuple | None = None  # (the schema checked, its event-time column to convert)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         target, stream, writer_id, max_rows = self.target, self.stream, self.writer_id, self.max_rows
+        if self._checked is None or self._checked[0] != batch_df.schema:  # the first batch (or a new schema)
+            self._checked = (batch_df.schema, check_write_schema(batch_df.schema, describe(target, stream)))
+        time_to_ms = self._checked[1]
 
         def stage(batches):
-            writer, attempt, rows, _ = stage_partition(target, stream, writer_id, batch_id, batches, max_rows)
+            writer, attempt, rows, _ = stage_partition(target, stream, writer_id, batch_id, batches, max_rows,
+                                                       time_to_ms)
             yield pa.RecordBatch.from_pydict({"writer": [writer], "attempt": [attempt], "rows": [rows]},
                                               schema=_ACK_ARROW)
         acks = batch_df.mapInArrow(stage, ACK_SCHEMA).collect()
@@ -175,7 +253,7 @@ def _positive_int(name: str, value: str) -> int:
 _CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str}
 _WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_per_batch": _bool,
                   "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
-_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str}
+_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_as_timestamp": _bool}
 _SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
 
 
@@ -205,7 +283,7 @@ class StagedCommit(WriterCommitMessage):
 class _StreamWriter(DataSourceStreamArrowWriter):
     """Streaming sink: tasks stage per attempt; commit publishes the micro-batch atomically."""
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, schema=None):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore sink needs option('stream', NAME)")
@@ -214,10 +292,12 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         self.writer_id = opts.get("writer_id")
         self.slide_per_batch = opts.get("slide_per_batch", False)
         self.max_rows = opts.get("max_rows_per_append", 200_000)
+        # checked on the driver when the query starts, not in a task later
+        self.time_to_ms = None if schema is None else check_write_schema(schema, describe(self.target, self.stream))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, None, iterator,
-                                                   self.max_rows)
+                                                   self.max_rows, self.time_to_ms)
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages, batchId: int) -> None:
@@ -238,7 +318,7 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 class _BatchWriter(DataSourceArrowWriter):
     """`df.write.format("windowstore")`: one batch, exactly once per job (the same staging)."""
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, schema=None):
         import uuid
 
         opts = parse_options(options, _WRITE_OPTIONS)
@@ -246,6 +326,7 @@ class _BatchWriter(DataSourceArrowWriter):
             raise ValueError("the windowstore writer needs option('stream', NAME)")
         self.target = _connection(opts)
         self.stream = opts["stream"]
+        self.time_to_ms = None if schema is None else check_write_schema(schema, describe(self.target, self.stream))
         # give writer_id and batch_id to make a re-run of the same job a no-op
         self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
         self.batch_id = opts.get("batch_id", 0)
@@ -254,7 +335,7 @@ class _BatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, self.batch_id, iterator,
-                                                   self.max_rows)
+                                                   self.max_rows, self.time_to_ms)
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages) -> None:
@@ -269,7 +350,43 @@ class _BatchWriter(DataSourceArrowWriter):
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _CONVERT = {"decimal": Decimal, "timestamp": lambda us: _EPOCH + datetime.timedelta(microseconds=us),
+            "event_time": lambda ms: _EPOCH + datetime.timedelta(milliseconds=ms),
             "date": lambda days: _EPOCH.date() + datetime.timedelta(days=days)}
+_KINDS = {"timestamp": "timestamp", "date": "date", "int128": "decimal"}
+_SAME_TYPE = ("min", "max", "quantile")  # aggregates whose result is one of the column's values
+
+
+def _answer_layout(options: dict) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+    """The answer's columns [(label, Spark type)] typed from the stream's schema (the query bound on
+    the driver as the server binds it), and (index, kind) of those whose values need converting.
+    With event_time_as_timestamp, the event-time column's values (the GROUP BY key, MIN, MAX,
+    QUANTILE / MEDIAN of it: int64 milliseconds) come as TIMESTAMP."""
+    opts = parse_options(options, _READ_OPTIONS)
+    if "query" not in opts:
+        raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
+    query = parse_query(opts["query"])
+    with connect(_connection(opts)) as ws:
+        spec = ws.describe_stream(query.stream)["spec"]
+    schema, window = _schema_and_window(spec)
+    bound = bind(query, schema, window)
+    event_time = set()
+    if opts.get("event_time_as_timestamp") and not bound.outer:
+        for i, it in enumerate(bound.items):
+            src = bound.group_by if it.agg is None else (
+                bound.aggs[it.agg].column if bound.aggs[it.agg].fn.name in _SAME_TYPE else None)
+            if src == schema.time_column:
+                event_time.add(i)
+    cols, conversions = [], []
+    for i, (label, t) in enumerate(zip(bound.columns, bound.types)):
+        if i in event_time:
+            cols.append((label, "TIMESTAMP"))
+            conversions.append((i, "event_time"))
+            continue
+        cols.append((label, _spark_type(t)))
+        kind = "decimal" if t.startswith("decimal(") else _KINDS.get(t)
+        if kind:
+            conversions.append((i, kind))
+    return cols, conversions
 
 
 def _answer_rows(a, converted: list[tuple[int, str]]):
@@ -358,37 +475,22 @@ class WindowStoreDataSource(DataSource):
 
     def schema(self) -> str:
         """For reads: the answer's columns, typed from the stream's schema, then the metadata."""
-        text = self.options.get("query")
-        if not text:
+        if not self.options.get("query"):
             return "value STRING"  # writes take the DataFrame's own schema
-        query = parse_query(text)
-        with connect(_connection(parse_options(self.options, _READ_OPTIONS))) as ws:
-            spec = ws.describe_stream(query.stream)["spec"]
-        bound = bind(query, *_schema_and_window(spec))
-        cols = [f"`{label}` {_spark_type(t)}" for label, t in zip(bound.columns, bound.types)]
-        return ", ".join(cols + [f"{n} {t}" for n, t in META_COLUMNS])
+        cols, _ = _answer_layout(self.options)
+        return ", ".join([f"`{label}` {t}" for label, t in cols] + [f"{n} {t}" for n, t in META_COLUMNS])
 
     def reader(self, schema):
-        return _QueryReader(dict(self.options), _decimal_columns(self.options, schema))
+        return _QueryReader(dict(self.options), _answer_layout(self.options)[1])
 
     def streamReader(self, schema):
-        return _AnswerStreamReader(dict(self.options), _decimal_columns(self.options, schema))
+        return _AnswerStreamReader(dict(self.options), _answer_layout(self.options)[1])
 
     def streamWriter(self, schema, overwrite: bool):
-        return _StreamWriter(dict(self.options))
+        return _StreamWriter(dict(self.options), schema)
 
     def writer(self, schema, overwrite: bool):
-        return _BatchWriter(dict(self.options))
-
-
-def _decimal_columns(options, schema) -> list[tuple[int, str]]:
-    """(index, kind) of the answer columns whose values need converting for Spark."""
-    from pyspark.sql.types import DateType, DecimalType, TimestampType
-
-    if "query" not in parse_options(options, _READ_OPTIONS):
-        raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
-    kinds = {DecimalType: "decimal", TimestampType: "timestamp", DateType: "date"}
-    return [(i, kinds[type(f.dataType)]) for i, f in enumerate(schema.fields) if type(f.dataType) in kinds]
+        return _BatchWriter(dict(self.options), schema)
 
 
 def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:

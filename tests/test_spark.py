@@ -5,6 +5,7 @@ import json
 import os
 import time
 from decimal import Decimal
+from decimal import Decimal as D
 
 import pytest
 
@@ -411,3 +412,75 @@ def test_streaming_writers_and_reader_carry_typed_columns_and_nulls(spark, ws, s
         reference = spark.createDataFrame([r for b in range(max(0, k - 1), k + 1) for r in batch(b)], schema)
         assert _rows_by_src(got.where(F.col("_slide") == k).collect()) == \
             _rows_by_src(_spark_typed_aggs(reference).collect())
+
+
+def test_a_schema_mismatch_is_reported_when_the_write_starts_naming_the_columns(spark, ws, server, tmp_path):
+    ws.create_stream("mm", {"ts": "int64", "src": "string", "bytes": "int64", "price": "decimal(6,2)"},
+                     subwindows=4, subwindow_ms=1000, clock="manual")
+    df = spark.createDataFrame([(1, 2, "x", 3.5)], "ts LONG, src LONG, extra STRING, price DOUBLE")
+    expected = (r"does not fit windowstore stream 'mm': missing columns: bytes; extra columns: extra \(string\); "
+                r"mistyped columns: src is bigint, the stream's is string; price is double, the stream's is "
+                r"decimal\(6,2\)\. The stream's columns: ts int64 \(event time, ms\), src string, bytes int64, "
+                r"price decimal\(6,2\)")
+    with pytest.raises(Exception, match=expected):  # the batch writer: before any task runs
+        df.write.format("windowstore").options(target=server.target, stream="mm", writer_id="m", batch_id="1") \
+            .mode("append").save()
+    with pytest.raises(ValueError, match=expected):  # foreachBatch: on its first batch, before staging
+        WindowStoreWriter(server.target, "mm", writer_id="m")(df, 0)
+    src = tmp_path / "in"  # the streaming sink: the query stops at its start with the same message
+    df.coalesce(1).write.parquet(str(src))
+    q = (spark.readStream.schema(df.schema).parquet(str(src)).writeStream.format("windowstore")
+         .option("target", server.target).option("stream", "mm").option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="Failed to initialize Python data source writer(.|\n)*" + expected):
+        q.awaitTermination(120)
+    assert ws.stats("mm")["streams"][0]["staged_rows"] in (0, "0")  # no task staged anything
+    # a decimal(6,2) takes narrower decimals and small integers; a wider scale is refused
+    ok = spark.createDataFrame([(1, "x", 3, D("1.5"))], "ts INT, src STRING, bytes INT, price DECIMAL(5,1)")
+    ok.write.format("windowstore").options(target=server.target, stream="mm", writer_id="m", batch_id="2", slide_per_batch="true") \
+        .mode("append").save()
+    assert ws.query("SELECT SUM(price), SUM(bytes) FROM mm").rows == [(D("1.50"), 3)]
+    with pytest.raises(Exception, match="price is decimal\\(6,3\\), the stream's is decimal\\(6,2\\)"):
+        spark.createDataFrame([(1, "x", 3, D("1.5"))], "ts LONG, src STRING, bytes LONG, price DECIMAL(6,3)") \
+            .write.format("windowstore").options(target=server.target, stream="mm", writer_id="m", batch_id="3") \
+            .mode("append").save()
+
+
+def test_a_spark_timestamp_feeds_the_event_time_column_in_milliseconds_and_comes_back(spark, ws, server, tmp_path):
+    import datetime as dt
+
+    from pyspark.sql.types import DecimalType, LongType, StructField, StructType, TimestampType
+
+    ws.create_stream("et", {"ts": "int64", "bytes": "int64"}, subwindows=4, subwindow_ms=1000, clock="manual",
+                     group_by=["ts"])
+    utc = dt.timezone.utc
+    at = [dt.datetime(2026, 1, 1, 12, 0, 0, 1_999, tzinfo=utc),       # 1.999 ms: floor to 1 ms
+          dt.datetime(2026, 1, 1, 12, 0, 0, 1_000, tzinfo=utc),       # exactly 1 ms
+          dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=utc),  # -1 us: floor to -1 ms, not 0
+          dt.datetime(1970, 1, 1, 0, 0, 0, 0, tzinfo=utc)]
+    schema = StructType([StructField("ts", TimestampType()), StructField("bytes", LongType())])
+    df = spark.createDataFrame([(t, i + 1) for i, t in enumerate(at)], schema).repartition(2)
+    df.write.format("windowstore").options(target=server.target, stream="et", writer_id="et", batch_id="1", slide_per_batch="true") \
+        .mode("append").save()
+    # the streaming sink converts the same way
+    src = tmp_path / "in"
+    spark.createDataFrame([(at[0], 10)], schema).coalesce(1).write.parquet(str(src))
+    q = (spark.readStream.schema(schema).parquet(str(src)).writeStream.format("windowstore")
+         .option("target", server.target).option("stream", "et").option("slide_per_batch", "true")
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    base = 1_767_268_800_000
+    text = "SELECT ts, SUM(bytes) AS total, MIN(ts) AS first, COUNT(*) AS n FROM et GROUP BY ts ORDER BY ts"
+    assert ws.query(text).rows == [(-1, 3, -1, 1), (0, 4, 0, 1), (base + 1, 13, base + 1, 3)]
+    got = spark.read.format("windowstore").option("target", server.target).option("query", text) \
+        .option("event_time_as_timestamp", "true").load()
+    fields = {f.name: f.dataType for f in got.schema.fields}
+    assert (fields["ts"], fields["first"], fields["total"]) == (TimestampType(), TimestampType(), DecimalType(38, 0))
+    rows = got.collect()
+    assert [(r["ts"].astimezone(utc), r["total"]) for r in rows] == \
+        [(dt.datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=utc), 3), (dt.datetime(1970, 1, 1, tzinfo=utc), 4),
+         (dt.datetime(2026, 1, 1, 12, 0, 0, 1_000, tzinfo=utc), 13)]
+    assert all(r["first"] == r["ts"] for r in rows)
+    plain = spark.read.format("windowstore").option("target", server.target).option("query", text).load()
+    assert [r["ts"] for r in plain.collect()] == [-1, 0, base + 1]  # without the option: int64 ms

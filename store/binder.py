@@ -239,6 +239,11 @@ class _Binder:
         order = [self.order_item(o, items, aggs) for o in q.order_by]
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
         every = self.length(q.slide, "SLIDE") if q.slide is not None else None
+        if q.as_of_slide is not None:
+            if every is not None:
+                self.fail("AS OF SLIDE reads one past window: a periodic query (SLIDE) cannot take it", q.as_of_loc)
+            if q.as_of_slide < 0:
+                self.fail(f"AS OF SLIDE must name a slide (0, 1, 2, ...), got {q.as_of_slide}", q.as_of_loc)
         bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit)
         if q.outer:
             bound.outer = self.outer(items)

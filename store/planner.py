@@ -50,6 +50,7 @@ class Plan:
         self.labels = bound.columns
         self.types = bound.types
         self.supports_remove = all(b.fn.removable for b in bound.aggs)
+        self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
         self._string_key = bound.group_type == "string"
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         if access == "window":
@@ -271,7 +272,8 @@ def _choose_access(b: BoundQuery, stream: Stream) -> str:
         return "synopsis"
     if b.where:
         return "window"
-    if b.group_by is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
+    # a probe reads the window-level synopses of the current state only: AS OF SLIDE scans
+    if b.group_by is None and b.query.as_of_slide is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
         return "probe"
     return "synopsis" if _synopsis_answers(b, stream) else "window"
 
@@ -281,6 +283,8 @@ def run_plan(plan: Plan) -> Answer:
     if plan.access == "probe":
         return plan.probe()
     partial = Partial()
-    for sub in plan.stream.window.youngest(plan.n_q):
+    w = plan.stream.window
+    subs = w.youngest(plan.n_q) if plan.as_of is None else w.as_of(plan.as_of, plan.n_q)
+    for sub in subs:
         partial.add(sub.slide, plan.read(sub))
     return plan.finish(partial)

@@ -149,3 +149,43 @@ def test_the_checker_finds_a_pinned_read_that_read_another_window():
     h.record("s", "c", "Q1", 0)
     report = check(h.events)
     assert [v.level for v in report.verdicts] == ["torn"] and len(report.violations("ws")) == 1
+
+
+# -- plain projections (SELECT columns, no aggregate): the rows of the window ---------------------------
+def test_a_projection_returns_the_rows_of_slide_k_with_nulls_and_filters_as_sqlite_does():
+    s = Stream("s", {"ts": "int64", "src": "string", "v": "int64", "ok": "boolean", "p": "decimal(6,2)"},
+               WindowSpec(subwindows=4, subwindow_ms=1, clock="manual"), 0)
+    sched = Scheduler("ttu", clock=lambda: 0, history=(h := History()))
+    sched.add_stream(s)
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (slide INT, ts INT, src TEXT, v INT, ok INT, p TEXT)")
+    for j in range(6):
+        batch = [(j * 10 + i, None if i == 3 else f"h{i % 3}", None if i == 1 else i * j, None if i == 2 else i % 2 == 0,
+                  None if i == 4 else f"{i}.{j}5") for i in range(5)]
+        s.append({c: [r[n] for r in batch] for n, c in enumerate(("ts", "src", "v", "ok", "p"))})
+        db.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?)", [(j, *r) for r in batch])
+        sched.request_slide("s")
+        sched.step()
+    from decimal import Decimal
+
+    def ref(lo, hi, where=""):
+        return [(ts, src, v, None if ok is None else bool(ok), None if p is None else Decimal(p))
+                for ts, src, v, ok, p in db.execute(
+                    f"SELECT ts, src, v, ok, p FROM t WHERE slide BETWEEN ? AND ? {where} ORDER BY slide, ts", (lo, hi))]
+
+    for text, lo, hi, where in [
+            ("SELECT ts, src, v, ok, p FROM s", 2, 5, ""),
+            ("SELECT ts, src, v, ok, p FROM s [RANGE 2 SUBWINDOWS] AS OF SLIDE 4 WHERE v > 2 OR src IS NULL", 3, 4,
+             "AND (v > 2 OR src IS NULL)"),
+            ("SELECT ts, src, v, ok, p FROM s [RANGE 1 SUBWINDOWS] AS OF SLIDE 2 WHERE src IN ('h0', 'h2')", 2, 2,
+             "AND src IN ('h0', 'h2')")]:
+        txn = sched.submit(plan_query(parse_query(text), s))
+        sched.run_until_idle()
+        assert txn.result.answer.rows == ref(lo, hi, where), text
+        assert txn.result.answer.types == ["int64", "string", "int64", "boolean", "decimal(6,2)"]
+    report = check(h.events)
+    assert report.errors == [] and report.violations("lws") == [] and len(report.verdicts) == 3
+    with pytest.raises(InvalidInput, match="a projection \\(a SELECT without aggregates\\) takes no ORDER BY or LIMIT"):
+        plan_query(parse_query("SELECT ts FROM s LIMIT 3"), s)
+    with pytest.raises(InvalidInput, match="must be aggregated or be the GROUP BY column"):
+        plan_query(parse_query("SELECT ts, COUNT(*) FROM s"), s)

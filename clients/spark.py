@@ -250,10 +250,22 @@ def _positive_int(name: str, value: str) -> int:
     return n
 
 
+def _non_negative_int(name: str, value: str) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"windowstore option {name!r} must be a whole number, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"windowstore option {name!r} must be 0 or more, got {n}")
+    return n
+
+
 _CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str}
 _WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_per_batch": _bool,
                   "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
-_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_as_timestamp": _bool}
+_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_as_timestamp": _bool,
+                 "as_of_slide": lambda n, v: _non_negative_int(n, v), "filter_pushdown": _bool,
+                 "partitions": _positive_int}
 _SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
 
 
@@ -356,7 +368,20 @@ _KINDS = {"timestamp": "timestamp", "date": "date", "int128": "decimal"}
 _SAME_TYPE = ("min", "max", "quantile")  # aggregates whose result is one of the column's values
 
 
-def _answer_layout(options: dict) -> tuple[list[tuple[str, str]], list[tuple[int, str]]]:
+@dataclass
+class _Layout:
+    """A read query bound on the driver: its answer columns, their conversions, and what Spark may push."""
+
+    query: object                           # the parsed Query
+    spec: dict                              # the stream's spec (DescribeStream)
+    columns: list[tuple[str, str]]          # (label, Spark type)
+    conversions: list[tuple[int, str]]      # (index, kind) of the values to convert for Spark
+    pushable: dict[str, tuple[str, str]]    # output label -> (stream column, literal kind) a filter may name
+    n_q: int = 1                            # sub-windows the query reads
+    projection: bool = False                # a plain projection (rows, no aggregate): split by sub-windows
+
+
+def _answer_layout(options: dict) -> _Layout:
     """The answer's columns [(label, Spark type)] typed from the stream's schema (the query bound on
     the driver as the server binds it), and (index, kind) of those whose values need converting.
     With event_time_as_timestamp, the event-time column's values (the GROUP BY key, MIN, MAX,
@@ -372,7 +397,8 @@ def _answer_layout(options: dict) -> tuple[list[tuple[str, str]], list[tuple[int
     event_time = set()
     if opts.get("event_time_as_timestamp") and not bound.outer:
         for i, it in enumerate(bound.items):
-            src = bound.group_by if it.agg is None else (
+            key = bound.projection[i] if bound.projection else bound.group_by
+            src = key if it.agg is None else (
                 bound.aggs[it.agg].column if bound.aggs[it.agg].fn.name in _SAME_TYPE else None)
             if src == schema.time_column:
                 event_time.add(i)
@@ -386,7 +412,16 @@ def _answer_layout(options: dict) -> tuple[list[tuple[str, str]], list[tuple[int
         kind = "decimal" if t.startswith("decimal(") else _KINDS.get(t)
         if kind:
             conversions.append((i, kind))
-    return cols, conversions
+    # A filter on the GROUP BY key's output column selects the same groups as that filter on the rows
+    # (not after LIMIT, nor on a sub-query's outer aggregates): those go into WHERE.
+    # A projection's filters all go into WHERE.
+    pushable = {}
+    if bound.limit is None and not bound.outer and not bound.approximate:
+        for i, it in enumerate(bound.items):
+            if it.agg is None:
+                column = bound.projection[i] if bound.projection else bound.group_by
+                pushable.setdefault(it.label, (column, "event_time" if i in event_time else schema.types[column]))
+    return _Layout(query, spec, cols, conversions, pushable, bound.n_q, bool(bound.projection))
 
 
 def _answer_rows(a, converted: list[tuple[int, str]]):
@@ -401,20 +436,195 @@ def _answer_rows(a, converted: list[tuple[int, str]]):
         yield tuple(row) + meta
 
 
+@dataclass
+class _PinnedQuery(InputPartition):
+    """One task's query: the reader's query pinned to one slide (AS OF SLIDE), filters in WHERE; a
+    projection's part reads a run of the pinned window's sub-windows (`slide`: the pinned slide)."""
+
+    index: int
+    text: str
+    slide: int | None
+
+
 class _QueryReader(DataSourceReader):
-    def __init__(self, options: dict, decimal_columns: list[tuple[int, str]]):
+    """`spark.read.format("windowstore").option("query", ...)`: the answer of one one-time query,
+    pinned on the driver to the stream's latest slide (or option as_of_slide, or the query's own
+    AS OF SLIDE) so that every task, every task retry and every re-run of the same plan reads the
+    same window; delivered as Arrow record batches.
+
+    A projection (SELECT columns, no aggregate) is split into up to `partitions` parts (default 8),
+    each reading a contiguous run of the pinned window's sub-windows: the part ending at slide j of
+    m sub-windows runs [RANGE m SUBWINDOWS] AS OF SLIDE j (still live whenever slide k is), so the
+    parts' union is exactly slide k's rows. An aggregate is one partition: the store computes it
+    (splitting it into per-sub-window partials for Spark to merge would move the store's work into
+    Spark, not spread it)."""
+
+    def __init__(self, options: dict, layout: _Layout, schema=None):
         opts = parse_options(options, _READ_OPTIONS)
         self.target = _connection(opts)
-        self.query = opts["query"]
-        self.decimal_columns = decimal_columns
+        self.layout = layout
+        self.spark_schema = schema
+        self.as_of = opts.get("as_of_slide")
+        self.max_parts = opts.get("partitions", 8)
+        self.pushed: list = []   # store predicates ANDed into WHERE
+
+    def pinned(self) -> tuple[str, int | None]:
+        """(query text, slide): the whole query, as one partition runs it."""
+        from windowstore.store.parser import to_text
+
+        q, k = self._pinned_query()
+        return to_text(q), k
+
+    def _pinned_query(self):
+        from dataclasses import replace
+
+        q = self.layout.query
+        k = q.as_of_slide if q.as_of_slide is not None else self.as_of
+        if k is None:
+            with connect(self.target) as ws:
+                latest = int(ws.describe_stream(q.stream)["latest_slide"])
+            k = latest if latest >= 0 else None  # an empty window: nothing to pin yet
+        if self.pushed:
+            extra = tuple(self.pushed)
+            q = replace(q, where=tuple(conj + extra for conj in q.where) if q.where else (extra,))
+        return replace(q, as_of_slide=k), k
 
     def partitions(self):
-        return [InputPartition(0)]
+        from dataclasses import replace
 
-    def read(self, partition):
+        from windowstore.store.parser import to_text
+        from windowstore.store.query import Range
+
+        q, k = self._pinned_query()
+        if not self.layout.projection or k is None:
+            return [_PinnedQuery(0, to_text(q), k)]
+        lo = max(0, k - self.layout.n_q + 1)
+        count = k - lo + 1
+        parts = min(count, self.max_parts)
+        out, start = [], lo
+        for i in range(parts):  # contiguous runs of sub-windows, sizes differing by at most one
+            size = count // parts + (i < count % parts)
+            end = start + size - 1
+            out.append(_PinnedQuery(i, to_text(replace(q, range=Range(size, "subwindows"), as_of_slide=end)), k))
+            start = end + 1
+        return out
+
+    def read(self, partition: _PinnedQuery):
         with connect(self.target) as ws:
-            a = ws.query(self.query)
-        yield from _answer_rows(a, self.decimal_columns)
+            a = ws.query(partition.text)
+        if partition.slide is not None:
+            a.slide = partition.slide  # the pinned slide (a projection's part reads a run of its window)
+        yield _answer_batch(a, self.layout.conversions, self.spark_schema)
+
+
+class _PushdownReader(_QueryReader):
+    def pushFilters(self, filters):
+        """Filters on the GROUP BY key's output column become WHERE predicates (the store's semantics
+        for them equal Spark's: exact numbers, strings by code point, NULL unknown); the rest stay
+        with Spark."""
+        for f in filters:
+            p = _to_predicate(f, self.layout)
+            if p is None:
+                yield f
+            else:
+                self.pushed.append(p)
+
+
+_FILTER_OPS = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
+               "LessThanOrEqual": "<="}
+
+
+def _literal(v, kind: str):
+    """A Spark filter's literal as the store's, or None when it has no exact equivalent."""
+    import math
+
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:  # Spark hands TimestampType literals over as local naive datetimes
+            v = v.astimezone(datetime.timezone.utc)
+        us = (v - _EPOCH) // datetime.timedelta(microseconds=1)
+        if kind == "event_time":
+            return us // 1000 if us % 1000 == 0 else None  # a sub-ms bound has no exact ms equivalent
+        return us if kind == "timestamp" else None
+    if isinstance(v, datetime.date):
+        return (v - _EPOCH.date()).days if kind == "date" else None
+    if kind in ("timestamp", "date", "event_time"):
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (bool, int, float, str, Decimal)):
+        return v
+    return None
+
+
+def _to_predicate(f, layout: _Layout):
+    """The store Predicate of a Spark filter on a pushable column, or None."""
+    from windowstore.store.errors import QueryError
+    from windowstore.store.query import Predicate
+
+    name = type(f).__name__
+    negate = name == "Not"
+    if negate:
+        f = f.child
+        name = type(f).__name__
+        if name not in ("EqualTo", "In"):
+            return None
+    attribute = getattr(f, "attribute", None)
+    if attribute is None or len(attribute) != 1 or attribute[0] not in layout.pushable:
+        return None
+    column, kind = layout.pushable[attribute[0]]
+    if name in ("IsNull", "IsNotNull"):
+        p = Predicate(column, "is null" if name == "IsNull" else "is not null", None)
+    elif name == "In":
+        values = tuple(_literal(v, kind) for v in f.value)
+        if not values or any(v is None for v in values):
+            return None
+        p = Predicate(column, "not in" if negate else "in", values)
+    elif name in _FILTER_OPS:
+        value = _literal(f.value, kind)
+        if value is None:
+            return None
+        op = _FILTER_OPS[name]
+        p = Predicate(column, "!=" if negate else op, value)
+    else:
+        return None
+    from dataclasses import replace
+
+    try:  # the binder's word on it (types, literal ranges): what it refuses stays with Spark
+        bind(replace(layout.query, where=((p,),), as_of_slide=None), *_schema_and_window(layout.spec))
+    except QueryError:
+        return None
+    return p
+
+
+_META_ARROW = ["_slide", "_window_start_ms", "_window_end_ms", "_staleness_ms", "_response_ms", "_restarts", "_policy"]
+
+
+def _answer_batch(a, conversions: list[tuple[int, str]], spark_schema) -> pa.RecordBatch:
+    """An answer as one Arrow record batch of the reader's schema (Spark's Arrow form of it)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(spark_schema, timezone="UTC")
+    kinds = dict(conversions)
+    n = len(a.rows)
+    cols = list(zip(*a.rows)) if a.rows else [()] * len(a.columns)
+    arrays = []
+    for i, values in enumerate(cols):
+        t = target.field(i).type
+        kind = kinds.get(i)
+        if kind == "timestamp":
+            arrays.append(pa.array(values, pa.int64()).cast(t))
+        elif kind == "event_time":
+            arrays.append(pa.array([None if v is None else v * 1000 for v in values], pa.int64()).cast(t))
+        elif kind == "date":
+            arrays.append(pa.array(values, pa.int32()).cast(t))
+        elif kind == "decimal":
+            arrays.append(pa.array([None if v is None else Decimal(v) for v in values], t))
+        else:
+            arrays.append(pa.array(values, t))
+    meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
+    for j, value in enumerate(meta):
+        arrays.append(pa.array([value] * n, target.field(len(cols) + j).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 @dataclass
@@ -477,14 +687,28 @@ class WindowStoreDataSource(DataSource):
         """For reads: the answer's columns, typed from the stream's schema, then the metadata."""
         if not self.options.get("query"):
             return "value STRING"  # writes take the DataFrame's own schema
-        cols, _ = _answer_layout(self.options)
+        cols = _answer_layout(self.options).columns
         return ", ".join([f"`{label}` {t}" for label, t in cols] + [f"{n} {t}" for n, t in META_COLUMNS])
 
+    _pushdown = False  # see register(): Spark refuses a reader with pushFilters unless its conf allows it
+
     def reader(self, schema):
-        return _QueryReader(dict(self.options), _answer_layout(self.options)[1])
+        opts = parse_options(self.options, _READ_OPTIONS)
+        # Opt-in: Spark 4.x keeps the reader a pushdown planned on the loaded relation and reuses it for
+        # that DataFrame's later plans, filtered or not (df.where(...).collect() then df.count()
+        # counts the filtered rows); use a DataFrame read with filter_pushdown for one filter only.
+        cls = _QueryReader
+        if opts.get("filter_pushdown", False):
+            if not self._pushdown:
+                raise ValueError("windowstore option filter_pushdown needs spark.sql.python.filterPushdown.enabled="
+                                 "true in the session when windowstore.clients.spark.register(spark) runs")
+            cls = _PushdownReader
+        return cls(dict(self.options), _answer_layout(self.options), schema)
 
     def streamReader(self, schema):
-        return _AnswerStreamReader(dict(self.options), _answer_layout(self.options)[1])
+        if parse_options(self.options, _READ_OPTIONS).get("as_of_slide") is not None:
+            raise ValueError("as_of_slide is for the batch reader: a streaming read follows a periodic query's answers")
+        return _AnswerStreamReader(dict(self.options), _answer_layout(self.options).conversions)
 
     def streamWriter(self, schema, overwrite: bool):
         return _StreamWriter(dict(self.options), schema)
@@ -505,9 +729,16 @@ def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
     return Schema.of(columns, spec["time_column"] or "ts"), window
 
 
+class _WindowStoreDataSourceWithPushdown(WindowStoreDataSource):
+    _pushdown = True
+
+
 def register(spark: SparkSession) -> None:
-    """Make `format("windowstore")` available in this session."""
-    spark.dataSource.register(WindowStoreDataSource)
+    """Make `format("windowstore")` available in this session. The batch reader pushes filters
+    into WHERE when the session allows Python data sources to (spark.sql.python.filterPushdown.enabled,
+    read here, when registering: Spark refuses a reader that offers pushdown otherwise)."""
+    enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower() == "true"
+    spark.dataSource.register(_WindowStoreDataSourceWithPushdown if enabled else WindowStoreDataSource)
 
 
 def local_session(app: str, cores: int = 2, max_failures: int = 1, **conf: str) -> SparkSession:
@@ -522,7 +753,8 @@ def local_session(app: str, cores: int = 2, max_failures: int = 1, **conf: str) 
     master = f"local[{cores}]" if max_failures <= 1 else f"local[{cores},{max_failures}]"
     builder = (SparkSession.builder.master(master).appName(app).config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", str(cores))
-               .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true"))
+               .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+               .config("spark.sql.python.filterPushdown.enabled", "true"))
     for k, v in conf.items():
         builder = builder.config(k.replace("__", "."), v)
     spark = builder.getOrCreate()

@@ -7,6 +7,7 @@ import time
 from decimal import Decimal
 from decimal import Decimal as D
 
+import pyarrow as pa
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
@@ -484,3 +485,121 @@ def test_a_spark_timestamp_feeds_the_event_time_column_in_milliseconds_and_comes
     assert all(r["first"] == r["ts"] for r in rows)
     plain = spark.read.format("windowstore").option("target", server.target).option("query", text).load()
     assert [r["ts"] for r in plain.collect()] == [-1, 0, base + 1]  # without the option: int64 ms
+
+
+# -- the batch reader: one pinned slide, Arrow batches, filters pushed into WHERE --------------------------
+PIN_TEXT = "SELECT src, SUM(bytes) AS total, COUNT(*) AS n, MAX(ts) AS last FROM pin [RANGE 3 SUBWINDOWS] GROUP BY src"
+
+
+def _sqlite(appended: dict, lo: int, hi: int, where: str = "") -> list[tuple]:
+    """The independent reference: SQLite over the rows appended with slides lo..hi."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (slide INT, ts INT, src TEXT, bytes INT)")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?, ?)",
+                   [(j, r["ts"], r["src"], r["bytes"]) for j, rs in appended.items() for r in rs])
+    return db.execute(f"SELECT src, SUM(bytes), COUNT(*), MAX(ts) FROM t WHERE slide BETWEEN ? AND ? {where} "
+                      "GROUP BY src ORDER BY src", (lo, hi)).fetchall()
+
+
+def test_batch_reader_pins_one_slide_pushes_filters_and_refuses_an_expired_slide(spark, ws, server):
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In
+
+    from windowstore.clients.spark import _answer_layout, _PushdownReader
+
+    ws.create_stream("pin", SCHEMA, subwindows=6, subwindow_ms=1000, clock="manual", group_by=["src"])
+    appended = {}
+
+    def feed(j):
+        appended[j] = rows(j, 30)
+        ws.append("pin", {k: [r[k] for r in appended[j]] for k in SCHEMA})
+        ws.slide("pin")
+
+    for j in range(5):
+        feed(j)
+    opts = {"target": server.target, "query": PIN_TEXT}
+    df = spark.read.format("windowstore").options(**opts).load()
+    first = sorted(tuple(r)[:4] + (r["_slide"],) for r in df.collect())
+    assert {r[4] for r in first} == {4}
+    assert [r[:4] for r in first] == _sqlite(appended, 2, 4) == \
+        sorted(ws.query(PIN_TEXT.replace("GROUP BY", "AS OF SLIDE 4 GROUP BY")).rows)
+    feed(5)  # the window moves on: the same DataFrame's next action still reads slide 4
+    again = sorted(tuple(r)[:4] + (r["_slide"],) for r in df.collect())
+    assert again == first
+    fresh = spark.read.format("windowstore").options(**opts).load()  # a new read pins the new slide
+    assert {r["_slide"] for r in fresh.collect()} == {5}
+    # filters on the GROUP BY key go into WHERE (and answer as SQLite does); others stay with Spark
+    filtered = spark.read.format("windowstore").options(**opts, filter_pushdown="true").load() \
+        .where(F.col("src").isin("h1", "h3") & (F.col("total") > 10))
+    plan = filtered._jdf.queryExecution().optimizedPlan().toString()
+    assert "total" in plan and "h1" not in plan  # Spark keeps total > 10; src IN went to the store
+    got = filtered.collect()
+    assert sorted(tuple(r)[:4] for r in got) == [r for r in _sqlite(appended, 3, 5, "AND src IN ('h1', 'h3')")
+                                                 if r[1] > 10]
+    reader = _PushdownReader(opts, _answer_layout(opts), fresh.schema)
+    kept = list(reader.pushFilters([In(("src",), ("h1", "h3")), GreaterThan(("total",), 10),
+                                    EqualTo(("_slide",), 5)]))
+    assert kept == [GreaterThan(("total",), 10), EqualTo(("_slide",), 5)]
+    [part] = reader.partitions()
+    assert part.slide == 5 and part.text.endswith("[RANGE 3 SUBWINDOWS] AS OF SLIDE 5 WHERE (src IN ('h1', 'h3')) "
+                                                  "GROUP BY src")
+    batch = next(reader.read(part))  # Arrow record batches of the reader's schema
+    assert isinstance(batch, pa.RecordBatch) and batch.num_rows == 2 and batch.schema.names == fresh.columns
+    # a slide that has left the window is refused, naming the slides the store can answer
+    for j in range(6, 9):
+        feed(j)
+    with pytest.raises(Exception, match="AS OF SLIDE 4 on stream 'pin': slide 4's sub-windows have left the window "
+                                        "\\(it holds slides 3 to 8\\); it can answer AS OF SLIDE 5 to 8"):
+        df.collect()
+    pinned = spark.read.format("windowstore").options(**opts, as_of_slide="6").load()
+    assert sorted(tuple(r)[:4] for r in pinned.collect()) == _sqlite(appended, 4, 6)
+
+
+def test_batch_reader_splits_a_projection_over_partitions_of_one_slide_and_retries_read_it_again(spark, ws, server):
+    ws.create_stream("proj", SCHEMA, subwindows=6, subwindow_ms=1000, clock="manual")
+    appended = {}
+
+    def feed(j):
+        appended[j] = rows(j, 30)
+        ws.append("proj", {k: [r[k] for r in appended[j]] for k in SCHEMA})
+        ws.slide("proj")
+
+    for j in range(7):  # slides 0..6; RANGE 5 reads 2..6
+        feed(j)
+    text = "SELECT ts, src, bytes FROM proj [RANGE 5 SUBWINDOWS]"
+    df = spark.read.format("windowstore").options(target=server.target, query=text, partitions="3").load()
+    assert df.rdd.getNumPartitions() == 3
+    per_part = df.rdd.mapPartitions(lambda it: [sorted(r["_slide"] for r in it)]).collect()
+    assert all(p and set(p) == {6} for p in per_part)  # every partition read slide 6's window
+    reference = sorted((r["ts"], r["src"], r["bytes"]) for j in range(2, 7) for r in appended[j])
+    got = sorted(tuple(r)[:3] for r in df.collect())
+    assert got == reference == sorted(ws.query(text + " AS OF SLIDE 6").rows)
+    # filters go into every partition's WHERE: Spark keeps none of them; the rows equal SQLite's
+    filtered = spark.read.format("windowstore").options(target=server.target, query=text, partitions="3",
+                                                        filter_pushdown="true", as_of_slide="6").load() \
+        .where((F.col("bytes") > 50) & F.col("src").isin("h0", "h2"))
+    assert filtered.rdd.getNumPartitions() == 3
+    assert "bytes" not in filtered._jdf.queryExecution().optimizedPlan().toString().split("RelationV2")[0]
+    assert sorted((r["ts"], r["src"], r["bytes"]) for r in filtered.collect()) == \
+        [r for r in reference if r[2] > 50 and r[1] in ("h0", "h2")]
+    # a task that dies after reading (and after the window moved on) is retried: it reads slide 6 again
+    target = server.target
+
+    def die_once_after_a_slide(batches):
+        from pyspark import TaskContext
+
+        from windowstore.clients import Client
+
+        ctx = TaskContext.get()
+        out = list(batches)
+        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+            with Client(target) as c:
+                c.append("proj", {"ts": [10**9], "src": ["late"], "bytes": [1]})
+                c.slide("proj")
+            raise RuntimeError("the task dies after its read; the window has moved on")
+        yield from out
+
+    again = df.mapInArrow(die_once_after_a_slide, df.schema).collect()
+    assert sorted(tuple(r)[:3] for r in again) == reference and {r["_slide"] for r in again} == {6}
+    assert int(ws.describe_stream("proj")["latest_slide"]) == 7

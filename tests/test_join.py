@@ -700,3 +700,69 @@ def test_keys_of_different_kinds_are_refused():
     for on, token in (("a.y = b.w", "b.w"), ("a.at = b.day", "b.day"), ("a.ok = b.k", "b.k"), ("a.at = b.k", "b.k")):
         e = bind_error(s, f"SELECT COUNT(*) FROM a JOIN b ON {on}")
         assert "different types" in e.reason and e.token == token
+
+
+# -- aggregates per join key, without joined rows (one-time two-way equi-joins) ---------------------------------
+@pytest.mark.parametrize("text,sql", [
+    ("SELECT COUNT(*), SUM(b.w), MAX(a.v), MIN(b.s), AVG(a.y), COUNT(a.v) FROM a JOIN b ON a.k = b.k",
+     "SELECT count(*), sum(b.w), max(a.v), min(b.s), avg(a.y), count(a.v) FROM a JOIN b ON a.k = b.k"),
+    ("SELECT a.s, COUNT(*), SUM(b.w), MIN(b.at), MAX(a.d), SUM(b.e), COUNT(b.w) FROM a JOIN b ON a.k = b.k "
+     "GROUP BY a.s ORDER BY 2 DESC, 1",
+     "SELECT a.s, count(*), sum(b.w), epoch_us(min(b.at)), max(a.d), sum(b.e), count(b.w) FROM a JOIN b ON a.k = b.k "
+     "GROUP BY a.s ORDER BY 2 DESC NULLS LAST, 1 NULLS LAST"),
+    ("SELECT b.ok, SUM(a.v), AVG(b.w), MAX(a.s), MIN(b.ok) FROM a JOIN b ON a.s = b.s AND a.k = b.k "
+     "WHERE a.v IS NOT NULL AND b.ts > 0 GROUP BY b.ok",
+     "SELECT b.ok, sum(a.v), avg(b.w), max(a.s), min(b.ok) FROM a JOIN b ON a.s = b.s AND a.k = b.k "
+     "WHERE a.v IS NOT NULL AND b.ts > 0 GROUP BY b.ok ORDER BY 1 NULLS LAST"),
+    ("SELECT a.d, COUNT(*), SUM(a.d) FROM a JOIN b ON a.d = b.d GROUP BY a.d",
+     "SELECT a.d, count(*), sum(a.d) FROM a JOIN b ON a.d = b.d GROUP BY a.d ORDER BY 1 NULLS LAST"),
+    ("SELECT COUNT(*), SUM(b.w) FROM a JOIN b ON a.k = b.k WHERE a.k = 42",
+     "SELECT count(*), sum(b.w) FROM a JOIN b ON a.k = b.k WHERE a.k = 42"),
+])
+def test_aggregates_per_join_key_agree_with_duckdb(text, sql):
+    s = typed_streams()
+    plan = plan_join(parse_statement(text), s, cache=False)
+    got = plan.evaluate(window_inputs(plan, s))
+    assert plan.stats.by_key == 1 and plan.stats.pairs_probed == 0  # no joined rows formed
+    same_rows(got.rows, duckdb_rows(sql))
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT a.v, b.w FROM a JOIN b ON a.k = b.k",                                        # a projection
+    "SELECT COUNT(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND a.ts + 10",    # a band
+    "SELECT COUNT(*) FROM a JOIN b ON a.k = b.k WHERE a.v = 5 OR b.w = 3",               # a filter across sides
+    "SELECT COUNT(DISTINCT b.w) FROM a JOIN b ON a.k = b.k",                             # holistic
+    "SELECT QUANTILE(b.w, 0.5) FROM a JOIN b ON a.k = b.k",
+])
+def test_queries_that_need_joined_rows_form_them(text):
+    s = typed_streams()
+    plan = plan_join(parse_statement(text), s, cache=False)
+    plan.evaluate(window_inputs(plan, s))
+    assert plan.stats.by_key == 0
+    assert plan_join(parse_statement("SELECT COUNT(*) FROM a JOIN b ON a.k = b.k"), s, cache=True).by_key is False
+
+
+def test_aggregates_per_join_key_are_exact_beyond_int64_and_keep_the_row_bound():
+    """SUM(x) over a join is x times the other side's rows per key: products and sums beyond int64 stay exact
+    (against DuckDB's HUGEINT); the row bound is the join's size, counted without forming it."""
+    a = make("a", {"ts": "int64", "k": "string", "x": "int64"})
+    b = make("b", {"ts": "int64", "k": "string", "y": "int64"})
+    big = 2**62 + 7
+    rows_a = [{"ts": i, "k": "k%d" % (i % 3), "x": (big if i % 2 else -big + i)} for i in range(40)]
+    rows_b = [{"ts": i, "k": "k%d" % (i % 4), "y": big - i} for i in range(30)]
+    seal(a, rows_a, 1000)
+    seal(b, rows_b, 1000)
+    s = {"a": a, "b": b}
+    text = "SELECT a.k, COUNT(*), SUM(a.x), SUM(b.y), AVG(a.x) FROM a JOIN b ON a.k = b.k GROUP BY a.k"
+    got = answer(s, text, cache=False)
+    con = D.duckdb_connection()
+    con.register("a", D.arrow_columns(SimpleNamespace(schema=[("ts", "int64"), ("k", "string"), ("x", "int64")]),
+                                      [tuple(r.values()) for r in rows_a]))
+    con.register("b", D.arrow_columns(SimpleNamespace(schema=[("ts", "int64"), ("k", "string"), ("y", "int64")]),
+                                      [tuple(r.values()) for r in rows_b]))
+    want = con.execute("SELECT a.k, count(*), sum(a.x), sum(b.y), sum(a.x), count(a.x) FROM a JOIN b ON a.k = b.k "
+                       "GROUP BY a.k ORDER BY 1").fetchall()
+    assert got.rows == [(k, n, sx, sy, int(avg_sum) / cnt) for k, n, sx, sy, avg_sum, cnt in want]
+    assert got.types == ["string", "int64", "int128", "int128", "float64"]
+    with pytest.raises(ResourceLimit):
+        answer(s, text, cache=False, max_rows=len(rows_a) * len(rows_b) // 4 - 1)

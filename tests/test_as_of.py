@@ -32,6 +32,10 @@ def test_text_and_structured_forms():
         parse_query("SELECT COUNT(*) FROM s AS OF SLIDE -1")
     with pytest.raises(InvalidInput, match="AS OF SLIDE is not available for joins"):
         parse_statement("SELECT COUNT(*) FROM s AS OF SLIDE 3 JOIN t ON s.a = t.a")
+    join = query_to_pb(parse_statement("SELECT COUNT(*) FROM s JOIN t ON s.a = t.a"))
+    join.as_of_slide = 3
+    with pytest.raises(InvalidInput, match="AS OF SLIDE is not available for joins \\(field as_of_slide\\)"):
+        query_from_pb(join)
 
 
 def stream(n=4):

@@ -193,3 +193,27 @@ def test_a_projection_returns_the_rows_of_slide_k_with_nulls_and_filters_as_sqli
         plan_query(parse_query("SELECT ts FROM s LIMIT 3"), s)
     with pytest.raises(InvalidInput, match="must be aggregated or be the GROUP BY column"):
         plan_query(parse_query("SELECT ts, COUNT(*) FROM s"), s)
+
+
+def test_the_sdk_pins_text_and_structured_queries_and_the_server_refuses_with_failed_precondition():
+    from windowstore.clients import Client
+    from windowstore.clients import FailedPrecondition as ClientFailedPrecondition
+    from windowstore.server.process import ServerProcess
+
+    with ServerProcess() as srv, Client(srv.target) as c:
+        c.create_stream("x", {"ts": "int64", "v": "int64"}, subwindows=3, subwindow_ms=1000, clock="manual")
+        for j in range(5):
+            c.append("x", {"ts": [j], "v": [j + 1]})
+            c.slide("x")
+        text = "SELECT SUM(v), COUNT(*) FROM x [RANGE 2 SUBWINDOWS]"
+        a = c.query(text, as_of_slide=3)
+        assert (a.rows, a.slide) == ([(3 + 4, 2)], 3)
+        assert c.query(text + " AS OF SLIDE 4").rows == [(4 + 5, 2)] == c.query(text).rows
+        structured = query_to_pb(parse_query(text))
+        assert c.query(structured, as_of_slide=3).rows == [(3 + 4, 2)] and not structured.HasField("as_of_slide")
+        with pytest.raises(ClientFailedPrecondition, match="AS OF SLIDE 2 on stream 'x': slide 2's sub-windows have "
+                                                           "left the window \\(it holds slides 2 to 4\\); it can answer "
+                                                           "AS OF SLIDE 3 to 4"):
+            c.query(text, as_of_slide=2)
+        with pytest.raises(ClientFailedPrecondition, match="slide 5 has not happened yet"):
+            c.query(text, as_of_slide=5)

@@ -89,7 +89,7 @@ def test_a_pinned_read_answers_slide_k_while_slides_go_on(policy):
         ROWS[6 if access == "window" else 7] = [(99, "h0", 1000)]
     report = check(h.events)
     assert report.errors == [] and report.violations("lws") == []
-    assert [v.level for v in report.verdicts] == ["as_of", "as_of"]
+    assert [v.level for v in report.verdicts] == ["as_of", "as_of"] and report.summary()["as_of"] == 2
     assert all(v.reflects == 4 and v.versions == [3, 4] for v in report.verdicts)
     assert [e.get("as_of") for e in h.events if e["op"] == "b"] == [4, 4]
 

@@ -54,7 +54,8 @@ class Report:
 
     def summary(self) -> dict:
         return {"committed": len(self.verdicts), "lws": self.count("lws"), "ws_only": self.count("ws"),
-                "torn": self.count("torn"), "aborts": self.aborts, "errors": len(self.errors)}
+                "as_of": self.count("as_of"), "torn": self.count("torn"), "aborts": self.aborts,
+                "errors": len(self.errors)}
 
 
 def _window(latest: int, length: int) -> set[int]:

@@ -14,6 +14,12 @@
   (`spark.read.format("windowstore").option("target", ...).option("query", ...).load()`) whose
   DataFrame holds the answer rows plus its metadata as columns `_slide`, `_window_start_ms`,
   `_window_end_ms`, `_staleness_ms`, `_response_ms`, `_restarts`, `_policy`.
+- Every writer compares the DataFrame's schema with the stream's when the write starts
+  (check_write_schema: missing, extra and mistyped columns named); a Spark timestamp feeds the
+  event-time column as milliseconds (timestamps_to_ms).
+- The batch reader pins one slide on the driver and runs the query AS OF SLIDE it in every
+  partition (a projection: one run of sub-windows per partition), returns Arrow record batches,
+  and with filter_pushdown puts Spark's filters on key / projected columns into WHERE.
 """
 from __future__ import annotations
 

@@ -79,7 +79,8 @@ more raises errors.ResourceLimit before allocating them, leaving the plan's stat
 
 Aggregates over a join kept between evaluations (thesis 8.3.2, the basic-interval-join synopsis). A
 plan that keeps its state (cache=True: periodic queries) and answers COUNT(*), COUNT(col), and SUM,
-AVG, MIN, MAX of int64 columns (nulls left out) without GROUP BY keeps no result rows at all: new result rows are
+AVG, MIN, MAX of int64 and decimal columns, MIN and MAX of timestamps and dates (all integers: exact;
+nulls left out per interval) without GROUP BY keeps no result rows at all: new result rows are
 pre-aggregated into intervals labelled by when they expire, and an answer merges the live intervals.
 A label is the combination of sub-windows (one per source) the rows were joined from: all rows under
 one label expire together, at the first slide that expires one of those sub-windows, so expiration

@@ -440,7 +440,8 @@ class JoinPlan:
         self._classes()
         self._filters()
         self.synopsis = cache and _synopsis_answers(bound)
-        self.by_key = not cache and _by_key_answers(bound, self.residual)
+        self.by_key_ok = _by_key_answers(bound, self.residual)  # per-key partial aggregates can answer it
+        self.by_key = not cache and self.by_key_ok
         self._gid: dict[str, int] = {}
         self._tables: dict[int, tuple[StringDictionary, int, np.ndarray]] = {}
         self.clear()

@@ -605,6 +605,17 @@ class Scheduler:
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
+    def resume(self, task_id: str, result: Result) -> None:
+        """Recovery: `result` is a periodic task's newest logged answer. The task goes on from it
+        as it would have (its next execution after `every` more slides, its execution count), so
+        a restart never answers a slide twice."""
+        task = self.tasks[task_id]
+        task.last_reflected = result.slide
+        task.last_answer_ms = result.answered_ms
+        task.executions = result.execution
+        if result.sources is not None:
+            task.reflected = {s.stream: s.slide for s in result.sources}
+
     def _commit_join(self, txn: QueryTxn, answer: Answer) -> None:
         """Commit a join: its answer reflects, per joined stream, the sub-windows read; Result.slide
         and the window bounds are the first source's stream's, `sources` has every stream's."""

@@ -520,7 +520,9 @@ class _QueryReader(DataSourceReader):
             a = ws.query(partition.text)
         if partition.slide is not None:
             a.slide = partition.slide  # the pinned slide (a projection's part reads a run of its window)
-        yield _answer_batch(a, self.layout.conversions, self.spark_schema)
+        batch = _answer_batch(a, self.layout.conversions, self.spark_schema)
+        for start in range(0, max(batch.num_rows, 1), _BATCH_ROWS):  # Spark takes Arrow batches as they come
+            yield batch.slice(start, _BATCH_ROWS)
 
 
 class _PushdownReader(_QueryReader):
@@ -602,7 +604,7 @@ def _to_predicate(f, layout: _Layout):
     return p
 
 
-_META_ARROW = ["_slide", "_window_start_ms", "_window_end_ms", "_staleness_ms", "_response_ms", "_restarts", "_policy"]
+_BATCH_ROWS = 65_536
 
 
 def _answer_batch(a, conversions: list[tuple[int, str]], spark_schema) -> pa.RecordBatch:

@@ -126,10 +126,27 @@ def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[st
                  attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()])
 
 
-def query_request(query: str | pb.StructuredQuery, priority: int) -> pb.QueryRequest:
+def query_request(query: str | pb.StructuredQuery, priority: int, as_of_slide: int | None = None) -> pb.QueryRequest:
+    if as_of_slide is not None:
+        query = pinned(query, as_of_slide)
     if isinstance(query, pb.StructuredQuery):
         return build(pb.QueryRequest, structured=query, priority=priority)
     return build(pb.QueryRequest, text=query, priority=priority)
+
+
+def pinned(query: str | pb.StructuredQuery, slide: int) -> str | pb.StructuredQuery:
+    """The query AS OF SLIDE `slide` (replacing any AS OF it has): text stays text (re-written from
+    its parse), a structured query gets as_of_slide set on a copy."""
+    if isinstance(query, pb.StructuredQuery):
+        out = pb.StructuredQuery()
+        out.CopyFrom(query)
+        out.as_of_slide = slide
+        return out
+    from dataclasses import replace
+
+    from windowstore.store.parser import parse_query, to_text
+
+    return to_text(replace(parse_query(query), as_of_slide=slide))
 
 
 def register_request(query: str | pb.StructuredQuery, priority: int) -> pb.RegisterQueryRequest:
@@ -271,8 +288,11 @@ class Client:
                           True).discarded_rows
 
     # queries
-    def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
-        return Answer.from_pb(self._call("Query", query_request(query, priority), True, timeout).answer)
+    def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
+              as_of_slide: int | None = None) -> Answer:
+        """Run a one-time query; `as_of_slide`: over the window as it stood right after that slide
+        (AS OF SLIDE; FailedPrecondition once it has left the window, naming the slides it can answer)."""
+        return Answer.from_pb(self._call("Query", query_request(query, priority, as_of_slide), True, timeout).answer)
 
     def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
         r = self._call("RegisterQuery", register_request(query, priority), False)
@@ -382,8 +402,10 @@ class AsyncClient:
         return (await self._call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id,
                                                                     batch_id=batch_id), True)).discarded_rows
 
-    async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None) -> Answer:
-        return Answer.from_pb((await self._call("Query", query_request(query, priority), True, timeout)).answer)
+    async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
+                    as_of_slide: int | None = None) -> Answer:
+        return Answer.from_pb((await self._call("Query", query_request(query, priority, as_of_slide), True,
+                                                timeout)).answer)
 
     async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
         r = await self._call("RegisterQuery", register_request(query, priority), False)

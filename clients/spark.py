@@ -14,6 +14,12 @@
   (`spark.read.format("windowstore").option("target", ...).option("query", ...).load()`) whose
   DataFrame holds the answer rows plus its metadata as columns `_slide`, `_window_start_ms`,
   `_window_end_ms`, `_staleness_ms`, `_response_ms`, `_restarts`, `_policy`.
+- Every writer compares the DataFrame's schema with the stream's when the write starts
+  (check_write_schema: missing, extra and mistyped columns named); a Spark timestamp feeds the
+  event-time column as milliseconds (timestamps_to_ms).
+- The batch reader pins one slide on the driver and runs the query AS OF SLIDE it in every
+  partition (a projection: one run of sub-windows per partition), returns Arrow record batches,
+  and with filter_pushdown puts Spark's filters on key / projected columns into WHERE.
 """
 from __future__ import annotations
 
@@ -83,10 +89,12 @@ def writer_identity(writer_id: str | None, props: dict) -> str:
 
 
 def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: int | None,
-                    batches: Iterator[pa.RecordBatch], max_rows: int = 200_000) -> tuple[str, str, int, int]:
+                    batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
+                    time_to_ms: str | None = None) -> tuple[str, str, int, int]:
     """Stage one partition's rows under this task attempt (invisible until the batch commits);
     returns (writer, attempt, rows, batch id). Rows go in chunks of at most max_rows; a chunk
-    sent again (a retried RPC) replaces itself."""
+    sent again (a retried RPC) replaces itself. `time_to_ms` names an event-time column that
+    arrives as an Arrow timestamp: it is sent as int64 milliseconds (see timestamps_to_ms)."""
     _, attempt, props = _task()
     writer = writer_identity(writer_id, props)
     if batch_id is None:
@@ -102,12 +110,83 @@ def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: i
                 chunk, pending, rows = chunk + 1, [], 0
         for rb in batches:
             if rb.num_rows:
-                pending.append(rb)
+                pending.append(timestamps_to_ms(rb, time_to_ms) if time_to_ms else rb)
                 rows += rb.num_rows
                 if rows >= max_rows:
                     flush()
         flush()
     return writer, attempt, staged, batch_id
+
+
+def timestamps_to_ms(rb: pa.RecordBatch, column: str) -> pa.RecordBatch:
+    """`column` (an Arrow timestamp: Spark's TimestampType, microseconds since the epoch UTC) as the
+    store's event time, int64 milliseconds since the epoch: floor(us / 1000), so a sub-millisecond
+    part is dropped towards the past (1969-12-31 23:59:59.999999 is -1 ms, not 0); NULLs stay NULL
+    (and the store refuses them in the event-time column)."""
+    i = rb.schema.get_field_index(column)
+    col = rb.column(i)
+    if not pa.types.is_timestamp(col.type):
+        return rb
+    import numpy as np
+
+    us = col.cast(pa.timestamp("us", col.type.tz)).cast(pa.int64())
+    values = np.floor_divide(us.fill_null(0).to_numpy(zero_copy_only=False), 1000)
+    ms = pa.array(values, pa.int64(), mask=np.asarray(us.is_null()) if us.null_count else None)
+    return rb.set_column(i, pa.field(column, pa.int64()), ms)
+
+
+# -- the DataFrame's schema against the stream's, when a write starts ----------------------------------
+class SchemaMismatch(ValueError):
+    """A DataFrame whose columns do not fit the stream it is written to (raised when the write starts)."""
+
+
+_INTEGRAL = {"ByteType": 3, "ShortType": 5, "IntegerType": 10, "LongType": 19}  # decimal digits they may need
+_ACCEPTS = {"int64": set(_INTEGRAL), "float64": {"DoubleType", "FloatType", *_INTEGRAL},
+            "string": {"StringType", "CharType", "VarcharType"}, "boolean": {"BooleanType"},
+            "timestamp": {"TimestampType", "TimestampNTZType"}, "date": {"DateType"}}
+
+
+def _stream_types(spec: dict) -> dict[str, str]:
+    return {c["name"]: (f"decimal({c['precision']},{c['scale']})" if c["type"] == "COLUMN_TYPE_DECIMAL" else
+                        c["type"].replace("COLUMN_TYPE_", "").lower()) for c in spec["columns"]}
+
+
+def _fits(store: str, spark_type, event_time: bool) -> bool:
+    name = type(spark_type).__name__
+    if event_time:  # int64 milliseconds, or a Spark timestamp converted to them
+        return name in _INTEGRAL or name in ("TimestampType", "TimestampNTZType")
+    if store.startswith("decimal("):
+        p, s = map(int, store[8:-1].split(","))
+        if name == "DecimalType":  # every value of the Spark type fits exactly
+            return spark_type.scale <= s and spark_type.precision - spark_type.scale <= p - s
+        return name in _INTEGRAL and _INTEGRAL[name] <= p - s
+    return name in _ACCEPTS.get(store, ())
+
+
+def check_write_schema(schema, spec: dict) -> str | None:
+    """Compare a DataFrame's schema (a Spark StructType) with the stream's (DescribeStream's spec);
+    raise SchemaMismatch naming every missing, extra and mistyped column and the stream's schema.
+    Returns the event-time column when it comes as a Spark timestamp (to convert to milliseconds)."""
+    types, time_column = _stream_types(spec), spec["time_column"] or "ts"
+    given = {f.name: f.dataType for f in schema.fields}
+    missing = [c for c in types if c not in given]
+    extra = [f"{c} ({given[c].simpleString()})" for c in given if c not in types]
+    mistyped = [f"{c} is {given[c].simpleString()}, the stream's is "
+                f"{'int64 milliseconds (event time)' if c == time_column else types[c]}"
+                for c in types if c in given and not _fits(types[c], given[c], c == time_column)]
+    if missing or extra or mistyped:
+        problems = ([f"missing columns: {', '.join(missing)}"] if missing else []) + \
+                   ([f"extra columns: {', '.join(extra)}"] if extra else []) + \
+                   ([f"mistyped columns: {'; '.join(mistyped)}"] if mistyped else [])
+        layout = ", ".join(f"{c} {t}{' (event time, ms)' if c == time_column else ''}" for c, t in types.items())
+        raise SchemaMismatch(f"the DataFrame does not fit windowstore stream {spec['name']!r}: {'; '.join(problems)}. "
+                             f"The stream's columns: {layout}")
+    return time_column if type(given[time_column]).__name__ in ("TimestampType", "TimestampNTZType") else None
+
+
+def describe(target, stream: str) -> dict:
+    with connect(target) as ws:
+        return ws.describe_stream(stream)["spec"]
 
 
 class WindowStoreWriter:
@@ -130,12 +209,17 @@ class WindowStoreWriter:
         self.slide_per_batch = slide_per_batch
         self.max_rows = max_rows_per_append
         self.last: dict | None = None   # the last micro-batch's totals, for monitoring and tests
+        self._checked: tuple | None = None  # (the schema checked, its event-time column to convert)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         target, stream, writer_id, max_rows = self.target, self.stream, self.writer_id, self.max_rows
+        if self._checked is None or self._checked[0] != batch_df.schema:  # the first batch (or a new schema)
+            self._checked = (batch_df.schema, check_write_schema(batch_df.schema, describe(target, stream)))
+        time_to_ms = self._checked[1]
 
         def stage(batches):
-            writer, attempt, rows, _ = stage_partition(target, stream, writer_id, batch_id, batches, max_rows)
+            writer, attempt, rows, _ = stage_partition(target, stream, writer_id, batch_id, batches, max_rows,
+                                                       time_to_ms)
             yield pa.RecordBatch.from_pydict({"writer": [writer], "attempt": [attempt], "rows": [rows]},
                                               schema=_ACK_ARROW)
         acks = batch_df.mapInArrow(stage, ACK_SCHEMA).collect()
@@ -172,10 +256,22 @@ def _positive_int(name: str, value: str) -> int:
     return n
 
 
+def _non_negative_int(name: str, value: str) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"windowstore option {name!r} must be a whole number, got {value!r}") from None
+    if n < 0:
+        raise ValueError(f"windowstore option {name!r} must be 0 or more, got {n}")
+    return n
+
+
 _CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str}
 _WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_per_batch": _bool,
                   "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
-_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str}
+_READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_as_timestamp": _bool,
+                 "as_of_slide": lambda n, v: _non_negative_int(n, v), "filter_pushdown": _bool,
+                 "partitions": _positive_int}
 _SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
 
 
@@ -205,7 +301,7 @@ class StagedCommit(WriterCommitMessage):
 class _StreamWriter(DataSourceStreamArrowWriter):
     """Streaming sink: tasks stage per attempt; commit publishes the micro-batch atomically."""
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, schema=None):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore sink needs option('stream', NAME)")
@@ -214,10 +310,12 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         self.writer_id = opts.get("writer_id")
         self.slide_per_batch = opts.get("slide_per_batch", False)
         self.max_rows = opts.get("max_rows_per_append", 200_000)
+        # checked on the driver when the query starts, not in a task later
+        self.time_to_ms = None if schema is None else check_write_schema(schema, describe(self.target, self.stream))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, None, iterator,
-                                                   self.max_rows)
+                                                   self.max_rows, self.time_to_ms)
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages, batchId: int) -> None:
@@ -238,7 +336,7 @@ class _StreamWriter(DataSourceStreamArrowWriter):
 class _BatchWriter(DataSourceArrowWriter):
     """`df.write.format("windowstore")`: one batch, exactly once per job (the same staging)."""
 
-    def __init__(self, options: dict):
+    def __init__(self, options: dict, schema=None):
         import uuid
 
         opts = parse_options(options, _WRITE_OPTIONS)
@@ -246,6 +344,7 @@ class _BatchWriter(DataSourceArrowWriter):
             raise ValueError("the windowstore writer needs option('stream', NAME)")
         self.target = _connection(opts)
         self.stream = opts["stream"]
+        self.time_to_ms = None if schema is None else check_write_schema(schema, describe(self.target, self.stream))
         # give writer_id and batch_id to make a re-run of the same job a no-op
         self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
         self.batch_id = opts.get("batch_id", 0)
@@ -254,7 +353,7 @@ class _BatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, self.batch_id, iterator,
-                                                   self.max_rows)
+                                                   self.max_rows, self.time_to_ms)
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages) -> None:
@@ -269,7 +368,66 @@ class _BatchWriter(DataSourceArrowWriter):
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _CONVERT = {"decimal": Decimal, "timestamp": lambda us: _EPOCH + datetime.timedelta(microseconds=us),
+            "event_time": lambda ms: _EPOCH + datetime.timedelta(milliseconds=ms),
             "date": lambda days: _EPOCH.date() + datetime.timedelta(days=days)}
+_KINDS = {"timestamp": "timestamp", "date": "date", "int128": "decimal"}
+_SAME_TYPE = ("min", "max", "quantile")  # aggregates whose result is one of the column's values
+
+
+@dataclass
+class _Layout:
+    """A read query bound on the driver: its answer columns, their conversions, and what Spark may push."""
+
+    query: object                           # the parsed Query
+    spec: dict                              # the stream's spec (DescribeStream)
+    columns: list[tuple[str, str]]          # (label, Spark type)
+    conversions: list[tuple[int, str]]      # (index, kind) of the values to convert for Spark
+    pushable: dict[str, tuple[str, str]]    # output label -> (stream column, literal kind) a filter may name
+    n_q: int = 1                            # sub-windows the query reads
+    projection: bool = False                # a plain projection (rows, no aggregate): split by sub-windows
+
+
+def _answer_layout(options: dict) -> _Layout:
+    """The answer's columns [(label, Spark type)] typed from the stream's schema (the query bound on
+    the driver as the server binds it), and (index, kind) of those whose values need converting.
+    With event_time_as_timestamp, the event-time column's values (the GROUP BY key, MIN, MAX,
+    QUANTILE / MEDIAN of it: int64 milliseconds) come as TIMESTAMP."""
+    opts = parse_options(options, _READ_OPTIONS)
+    if "query" not in opts:
+        raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
+    query = parse_query(opts["query"])
+    with connect(_connection(opts)) as ws:
+        spec = ws.describe_stream(query.stream)["spec"]
+    schema, window = _schema_and_window(spec)
+    bound = bind(query, schema, window)
+    event_time = set()
+    if opts.get("event_time_as_timestamp") and not bound.outer:
+        for i, it in enumerate(bound.items):
+            key = bound.projection[i] if bound.projection else bound.group_by
+            src = key if it.agg is None else (
+                bound.aggs[it.agg].column if bound.aggs[it.agg].fn.name in _SAME_TYPE else None)
+            if src == schema.time_column:
+                event_time.add(i)
+    cols, conversions = [], []
+    for i, (label, t) in enumerate(zip(bound.columns, bound.types)):
+        if i in event_time:
+            cols.append((label, "TIMESTAMP"))
+            conversions.append((i, "event_time"))
+            continue
+        cols.append((label, _spark_type(t)))
+        kind = "decimal" if t.startswith("decimal(") else _KINDS.get(t)
+        if kind:
+            conversions.append((i, kind))
+    # A filter on the GROUP BY key's output column selects the same groups as that filter on the rows
+    # (not after LIMIT, nor on a sub-query's outer aggregates): those go into WHERE.
+    # A projection's filters all go into WHERE.
+    pushable = {}
+    if bound.limit is None and not bound.outer and not bound.approximate:
+        for i, it in enumerate(bound.items):
+            if it.agg is None:
+                column = bound.projection[i] if bound.projection else bound.group_by
+                pushable.setdefault(it.label, (column, "event_time" if i in event_time else schema.types[column]))
+    return _Layout(query, spec, cols, conversions, pushable, bound.n_q, bool(bound.projection))
 
 
 def _answer_rows(a, converted: list[tuple[int, str]]):
@@ -284,20 +442,197 @@ def _answer_rows(a, converted: list[tuple[int, str]]):
         yield tuple(row) + meta
 
 
+@dataclass
+class _PinnedQuery(InputPartition):
+    """One task's query: the reader's query pinned to one slide (AS OF SLIDE), filters in WHERE; a
+    projection's part reads a run of the pinned window's sub-windows (`slide`: the pinned slide)."""
+
+    index: int
+    text: str
+    slide: int | None
+
+
 class _QueryReader(DataSourceReader):
-    def __init__(self, options: dict, decimal_columns: list[tuple[int, str]]):
+    """`spark.read.format("windowstore").option("query", ...)`: the answer of one one-time query,
+    pinned on the driver to the stream's latest slide (or option as_of_slide, or the query's own
+    AS OF SLIDE) so that every task, every task retry and every re-run of the same plan reads the
+    same window; delivered as Arrow record batches.
+
+    A projection (SELECT columns, no aggregate) is split into up to `partitions` parts (default 8),
+    each reading a contiguous run of the pinned window's sub-windows: the part ending at slide j of
+    m sub-windows runs [RANGE m SUBWINDOWS] AS OF SLIDE j (still live whenever slide k is), so the
+    parts' union is exactly slide k's rows. An aggregate is one partition: the store computes it
+    (splitting it into per-sub-window partials for Spark to merge would move the store's work into
+    Spark, not spread it)."""
+
+    def __init__(self, options: dict, layout: _Layout, schema=None):
         opts = parse_options(options, _READ_OPTIONS)
         self.target = _connection(opts)
-        self.query = opts["query"]
-        self.decimal_columns = decimal_columns
+        self.layout = layout
+        self.spark_schema = schema
+        self.as_of = opts.get("as_of_slide")
+        self.max_parts = opts.get("partitions", 8)
+        self.pushed: list = []   # store predicates ANDed into WHERE
+
+    def pinned(self) -> tuple[str, int | None]:
+        """(query text, slide): the whole query, as one partition runs it."""
+        from windowstore.store.parser import to_text
+
+        q, k = self._pinned_query()
+        return to_text(q), k
+
+    def _pinned_query(self):
+        from dataclasses import replace
+
+        q = self.layout.query
+        k = q.as_of_slide if q.as_of_slide is not None else self.as_of
+        if k is None:
+            with connect(self.target) as ws:
+                latest = int(ws.describe_stream(q.stream)["latest_slide"])
+            k = latest if latest >= 0 else None  # an empty window: nothing to pin yet
+        if self.pushed:
+            extra = tuple(self.pushed)
+            q = replace(q, where=tuple(conj + extra for conj in q.where) if q.where else (extra,))
+        return replace(q, as_of_slide=k), k
 
     def partitions(self):
-        return [InputPartition(0)]
+        from dataclasses import replace
 
-    def read(self, partition):
+        from windowstore.store.parser import to_text
+        from windowstore.store.query import Range
+
+        q, k = self._pinned_query()
+        if not self.layout.projection or k is None:
+            return [_PinnedQuery(0, to_text(q), k)]
+        lo = max(0, k - self.layout.n_q + 1)
+        count = k - lo + 1
+        parts = min(count, self.max_parts)
+        out, start = [], lo
+        for i in range(parts):  # contiguous runs of sub-windows, sizes differing by at most one
+            size = count // parts + (i < count % parts)
+            end = start + size - 1
+            out.append(_PinnedQuery(i, to_text(replace(q, range=Range(size, "subwindows"), as_of_slide=end)), k))
+            start = end + 1
+        return out
+
+    def read(self, partition: _PinnedQuery):
         with connect(self.target) as ws:
-            a = ws.query(self.query)
-        yield from _answer_rows(a, self.decimal_columns)
+            a = ws.query(partition.text)
+        if partition.slide is not None:
+            a.slide = partition.slide  # the pinned slide (a projection's part reads a run of its window)
+        batch = _answer_batch(a, self.layout.conversions, self.spark_schema)
+        for start in range(0, max(batch.num_rows, 1), _BATCH_ROWS):  # Spark takes Arrow batches as they come
+            yield batch.slice(start, _BATCH_ROWS)
+
+
+class _PushdownReader(_QueryReader):
+    def pushFilters(self, filters):
+        """Filters on the GROUP BY key's output column become WHERE predicates (the store's semantics
+        for them equal Spark's: exact numbers, strings by code point, NULL unknown); the rest stay
+        with Spark."""
+        for f in filters:
+            p = _to_predicate(f, self.layout)
+            if p is None:
+                yield f
+            else:
+                self.pushed.append(p)
+
+
+_FILTER_OPS = {"EqualTo": "=", "GreaterThan": ">", "GreaterThanOrEqual": ">=", "LessThan": "<",
+               "LessThanOrEqual": "<="}
+
+
+def _literal(v, kind: str):
+    """A Spark filter's literal as the store's, or None when it has no exact equivalent."""
+    import math
+
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:  # Spark hands TimestampType literals over as local naive datetimes
+            v = v.astimezone(datetime.timezone.utc)
+        us = (v - _EPOCH) // datetime.timedelta(microseconds=1)
+        if kind == "event_time":
+            return us // 1000 if us % 1000 == 0 else None  # a sub-ms bound has no exact ms equivalent
+        return us if kind == "timestamp" else None
+    if isinstance(v, datetime.date):
+        return (v - _EPOCH.date()).days if kind == "date" else None
+    if kind in ("timestamp", "date", "event_time"):
+        return None
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (bool, int, float, str, Decimal)):
+        return v
+    return None
+
+
+def _to_predicate(f, layout: _Layout):
+    """The store Predicate of a Spark filter on a pushable column, or None."""
+    from windowstore.store.errors import QueryError
+    from windowstore.store.query import Predicate
+
+    name = type(f).__name__
+    negate = name == "Not"
+    if negate:
+        f = f.child
+        name = type(f).__name__
+        if name not in ("EqualTo", "In"):
+            return None
+    attribute = getattr(f, "attribute", None)
+    if attribute is None or len(attribute) != 1 or attribute[0] not in layout.pushable:
+        return None
+    column, kind = layout.pushable[attribute[0]]
+    if name in ("IsNull", "IsNotNull"):
+        p = Predicate(column, "is null" if name == "IsNull" else "is not null", None)
+    elif name == "In":
+        values = tuple(_literal(v, kind) for v in f.value)
+        if not values or any(v is None for v in values):
+            return None
+        p = Predicate(column, "not in" if negate else "in", values)
+    elif name in _FILTER_OPS:
+        value = _literal(f.value, kind)
+        if value is None:
+            return None
+        op = _FILTER_OPS[name]
+        p = Predicate(column, "!=" if negate else op, value)
+    else:
+        return None
+    from dataclasses import replace
+
+    try:  # the binder's word on it (types, literal ranges): what it refuses stays with Spark
+        bind(replace(layout.query, where=((p,),), as_of_slide=None), *_schema_and_window(layout.spec))
+    except QueryError:
+        return None
+    return p
+
+
+_BATCH_ROWS = 65_536
+
+
+def _answer_batch(a, conversions: list[tuple[int, str]], spark_schema) -> pa.RecordBatch:
+    """An answer as one Arrow record batch of the reader's schema (Spark's Arrow form of it)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(spark_schema, timezone="UTC")
+    kinds = dict(conversions)
+    n = len(a.rows)
+    cols = list(zip(*a.rows)) if a.rows else [()] * len(a.columns)
+    arrays = []
+    for i, values in enumerate(cols):
+        t = target.field(i).type
+        kind = kinds.get(i)
+        if kind == "timestamp":
+            arrays.append(pa.array(values, pa.int64()).cast(t))
+        elif kind == "event_time":
+            arrays.append(pa.array([None if v is None else v * 1000 for v in values], pa.int64()).cast(t))
+        elif kind == "date":
+            arrays.append(pa.array(values, pa.int32()).cast(t))
+        elif kind == "decimal":
+            arrays.append(pa.array([None if v is None else Decimal(v) for v in values], t))
+        else:
+            arrays.append(pa.array(values, t))
+    meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
+    for j, value in enumerate(meta):
+        arrays.append(pa.array([value] * n, target.field(len(cols) + j).type))
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
 
 
 @dataclass
@@ -358,37 +693,36 @@ class WindowStoreDataSource(DataSource):
 
     def schema(self) -> str:
         """For reads: the answer's columns, typed from the stream's schema, then the metadata."""
-        text = self.options.get("query")
-        if not text:
+        if not self.options.get("query"):
             return "value STRING"  # writes take the DataFrame's own schema
-        query = parse_query(text)
-        with connect(_connection(parse_options(self.options, _READ_OPTIONS))) as ws:
-            spec = ws.describe_stream(query.stream)["spec"]
-        bound = bind(query, *_schema_and_window(spec))
-        cols = [f"`{label}` {_spark_type(t)}" for label, t in zip(bound.columns, bound.types)]
-        return ", ".join(cols + [f"{n} {t}" for n, t in META_COLUMNS])
+        cols = _answer_layout(self.options).columns
+        return ", ".join([f"`{label}` {t}" for label, t in cols] + [f"{n} {t}" for n, t in META_COLUMNS])
+
+    _pushdown = False  # see register(): Spark refuses a reader with pushFilters unless its conf allows it
 
     def reader(self, schema):
-        return _QueryReader(dict(self.options), _decimal_columns(self.options, schema))
+        opts = parse_options(self.options, _READ_OPTIONS)
+        # Opt-in: Spark 4.x keeps the reader a pushdown planned on the loaded relation and reuses it for
+        # that DataFrame's later plans, filtered or not (df.where(...).collect() then df.count()
+        # counts the filtered rows); use a DataFrame read with filter_pushdown for one filter only.
+        cls = _QueryReader
+        if opts.get("filter_pushdown", False):
+            if not self._pushdown:
+                raise ValueError("windowstore option filter_pushdown needs spark.sql.python.filterPushdown.enabled="
+                                 "true in the session when windowstore.clients.spark.register(spark) runs")
+            cls = _PushdownReader
+        return cls(dict(self.options), _answer_layout(self.options), schema)
 
     def streamReader(self, schema):
-        return _AnswerStreamReader(dict(self.options), _decimal_columns(self.options, schema))
+        if parse_options(self.options, _READ_OPTIONS).get("as_of_slide") is not None:
+            raise ValueError("as_of_slide is for the batch reader: a streaming read follows a periodic query's answers")
+        return _AnswerStreamReader(dict(self.options), _answer_layout(self.options).conversions)
 
     def streamWriter(self, schema, overwrite: bool):
-        return _StreamWriter(dict(self.options))
+        return _StreamWriter(dict(self.options), schema)
 
     def writer(self, schema, overwrite: bool):
-        return _BatchWriter(dict(self.options))
-
-
-def _decimal_columns(options, schema) -> list[tuple[int, str]]:
-    """(index, kind) of the answer columns whose values need converting for Spark."""
-    from pyspark.sql.types import DateType, DecimalType, TimestampType
-
-    if "query" not in parse_options(options, _READ_OPTIONS):
-        raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
-    kinds = {DecimalType: "decimal", TimestampType: "timestamp", DateType: "date"}
-    return [(i, kinds[type(f.dataType)]) for i, f in enumerate(schema.fields) if type(f.dataType) in kinds]
+        return _BatchWriter(dict(self.options), schema)
 
 
 def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
@@ -403,9 +737,16 @@ def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
     return Schema.of(columns, spec["time_column"] or "ts"), window
 
 
+class _WindowStoreDataSourceWithPushdown(WindowStoreDataSource):
+    _pushdown = True
+
+
 def register(spark: SparkSession) -> None:
-    """Make `format("windowstore")` available in this session."""
-    spark.dataSource.register(WindowStoreDataSource)
+    """Make `format("windowstore")` available in this session. The batch reader pushes filters
+    into WHERE when the session allows Python data sources to (spark.sql.python.filterPushdown.enabled,
+    read here, when registering: Spark refuses a reader that offers pushdown otherwise)."""
+    enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower() == "true"
+    spark.dataSource.register(_WindowStoreDataSourceWithPushdown if enabled else WindowStoreDataSource)
 
 
 def local_session(app: str, cores: int = 2, max_failures: int = 1, **conf: str) -> SparkSession:
@@ -420,7 +761,8 @@ def local_session(app: str, cores: int = 2, max_failures: int = 1, **conf: str) 
     master = f"local[{cores}]" if max_failures <= 1 else f"local[{cores},{max_failures}]"
     builder = (SparkSession.builder.master(master).appName(app).config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", str(cores))
-               .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true"))
+               .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+               .config("spark.sql.python.filterPushdown.enabled", "true"))
     for k, v in conf.items():
         builder = builder.config(k.replace("__", "."), v)
     spark = builder.getOrCreate()

@@ -191,7 +191,9 @@ def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
     return Query(q.stream, tuple(items), tuple(conjunctions), q.group_by or None, tuple(order),
                  int(q.limit) if q.HasField("limit") else None, _length(q.range, "range"), _length(q.slide, "slide"),
                  tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)), q.approximate,
-                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"))
+                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"),
+                 as_of_slide=int(q.as_of_slide) if q.HasField("as_of_slide") else None,
+                 as_of_loc=Loc(field="as_of_slide"))
 
 
 def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
@@ -200,6 +202,8 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
     for name in ("stream", "approximate"):
         if getattr(q, name):
             raise QueryError(f"a join names its streams in sources, not in {name}", Loc(field=name))
+    if q.HasField("as_of_slide"):
+        raise QueryError("AS OF SLIDE is not available for joins", Loc(field="as_of_slide"))
     for name in ("range", "slide"):
         if _length(getattr(q, name), name) is not None:
             raise QueryError(f"a join's {name.upper()} is per source (sources[i].{name})", Loc(field=name))
@@ -319,6 +323,8 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     else:
         out = pb.StructuredQuery(stream=q.stream, group_by=q.group_by or "", approximate=q.approximate,
                                  outer=[_aggregate_to_pb(a) for a in q.outer])
+        if q.as_of_slide is not None:
+            out.as_of_slide = q.as_of_slide
     for it in q.items:
         if isinstance(it, KeyColumn):
             out.items.append(pb.SelectItem(key_column=it.column, alias=it.alias or ""))

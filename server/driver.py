@@ -166,7 +166,8 @@ class Driver:
                                           idempotency_keep_total=config.idempotency_keep_total,
                                           max_buffered_rows=config.max_buffered_rows,
                                           max_staged_bytes=config.max_staged_mb << 20,
-                                          max_join_rows=config.max_join_rows), self.history)
+                                          max_join_rows=config.max_join_rows,
+                                          answer_log_keep=config.answer_log_keep), self.history)
         self.engine.on_answer = self._publish
         self.engine.on_error = self._publish_error
         self.sched = self.engine.sched
@@ -175,7 +176,6 @@ class Driver:
                                                                    config.snapshot_every_s)
         self.prometheus = None  # metrics.Metrics, when serving them
         self.subscribers: dict[str, Subscribers] = {}
-        self.answer_log: dict[str, collections.deque] = {}  # query id -> its newest answers (ReadAnswers)
         self.metrics: dict[str, Metrics] = collections.defaultdict(Metrics)
         self.inflight = 0
         self.recovered = threading.Event()  # recovery is over (then `ready`, or `recovery_error`)
@@ -636,15 +636,11 @@ class Driver:
         p = self.engine.periodic.get(query_id)
         if p is None:
             raise NotFound(f"periodic query {query_id!r} does not exist")
-        log_ = self.answer_log.get(query_id, ())
-        out = [r for r in log_ if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
-        return (out[:limit], log_[-1].slide if log_ else -1, log_[0].slide if log_ else -1,
-                p.task.plan.stream.name)
+        return (*self.engine.answers.read(query_id, after_slide, through_slide, limit), p.task.plan.stream.name)
 
     def close_periodic(self, query_ids, reason: str) -> None:
         """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
         for qid in query_ids:
-            self.answer_log.pop(qid, None)
             for q in self.subscribers.pop(qid, Subscribers()).queues:
                 _offer(q, (CLOSED, reason))
 
@@ -669,7 +665,6 @@ class Driver:
         p = self.engine.periodic.get(query_id)
         if p is not None:
             self._note_answer(p.task.plan.stream.name, result, "periodic")
-            self.answer_log.setdefault(query_id, collections.deque(maxlen=self.config.answer_log_keep)).append(result)
         subs = self.subscribers.get(query_id)
         if subs is not None:
             for q in subs.queues:

@@ -1,7 +1,7 @@
 """Snapshots: the engine's captured state (Engine.capture) on disk, written atomically.
 
     snapshots/<lsn>/state.json        streams, window counters, idempotency tables, periodic
-                                      queries, and a crc32 of every file below
+                                      queries and their answer logs, and a crc32 of every file below
     snapshots/<lsn>/s<i>/sw-<slide>.arrow   a sealed sub-window (Arrow IPC; its metadata in the schema)
     snapshots/<lsn>/s<i>/strings.arrow      the string dictionary (code = row number)
     snapshots/<lsn>/s<i>/buffer.arrow       the open buffer, one record batch per appended chunk
@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from windowstore.store.schema import valid_key
 from windowstore.store.window import Window
+from windowstore.txn.answers import to_plain
 
 from .wal import fsync_dir
 
@@ -83,7 +84,8 @@ class SnapshotWriter:
             crcs[rel] = zlib.crc32(data)
 
         state = {"format": 1, "lsn": lsn, "now_ms": image["now_ms"], "next_query": image["next_query"],
-                 "periodic": image["periodic"], "streams": []}
+                 "periodic": image["periodic"], "streams": [],
+                 "answers": {qid: [to_plain(r) for r in log] for qid, log in image.get("answers", {}).items()}}
         for i, st in enumerate(image["streams"]):
             d = f"s{i}"
             os.makedirs(os.path.join(tmp, d))

@@ -69,6 +69,7 @@ class BoundQuery:
     limit: int | None
     outer: list[tuple[BoundAggregate, int | None]] = field(default_factory=list)  # (agg, item index)
     approximate: bool = False
+    projection: list[str] = field(default_factory=list)  # a plain projection: the column of each item
 
     @property
     def columns(self) -> list[str]:
@@ -224,6 +225,8 @@ class _Binder:
                 self.fail(f"GROUP BY column {q.group_by!r} must be string or int64, not float64", q.group_by_loc,
                           q.group_by)
         items, aggs = [], []
+        if q.group_by is None and not q.outer and all(isinstance(it, KeyColumn) for it in q.items):
+            return self.bind_projection()
         for it in q.items:
             if isinstance(it, KeyColumn):
                 typ = self.column_type(it.column, it.loc)
@@ -239,6 +242,7 @@ class _Binder:
         order = [self.order_item(o, items, aggs) for o in q.order_by]
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
         every = self.length(q.slide, "SLIDE") if q.slide is not None else None
+        self.check_as_of(every)
         bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit)
         if q.outer:
             bound.outer = self.outer(items)
@@ -246,6 +250,30 @@ class _Binder:
             self.check_approximate(bound)
             bound.approximate = True
         return bound
+
+    def bind_projection(self) -> BoundQuery:
+        """SELECT col, ... without aggregates: the window's rows themselves (the selected columns), in
+        slide order, then in the order they were appended."""
+        q = self.q
+        if q.order_by or q.limit is not None:
+            self.fail("a projection (a SELECT without aggregates) takes no ORDER BY or LIMIT", q.loc)
+        if q.approximate:
+            self.fail("APPROXIMATE needs an aggregate", q.loc)
+        items = [OutputItem(it.label, self.column_type(it.column, it.loc), None) for it in q.items]
+        where = tuple(tuple(self.predicate(p) for p in conj) for conj in q.where)
+        n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
+        every = self.length(q.slide, "SLIDE") if q.slide is not None else None
+        self.check_as_of(every)
+        return BoundQuery(q, n_q, every, None, None, items, [], where, [], None,
+                          projection=[it.column for it in q.items])
+
+    def check_as_of(self, every: int | None) -> None:
+        q = self.q
+        if q.as_of_slide is not None:
+            if every is not None:
+                self.fail("AS OF SLIDE reads one past window: a periodic query (SLIDE) cannot take it", q.as_of_loc)
+            if q.as_of_slide < 0:
+                self.fail(f"AS OF SLIDE must name a slide (0, 1, 2, ...), got {q.as_of_slide}", q.as_of_loc)
 
     def aggregate(self, a: Aggregate, column_type) -> BoundAggregate:
         fn = FUNCTIONS.get(a.func)

@@ -47,6 +47,18 @@ def _kind(typ: str | None) -> str | None:
     return "decimal" if _scale(typ) is not None else typ
 
 
+TEMPORAL = frozenset({"timestamp", "date"})
+US_PER_DAY = 86_400_000_000
+
+
+def mean_instant(total: int, count: int, input_type: str) -> int:
+    """AVG of a timestamp (microseconds) or date (days) column: the microsecond in which the exact
+    mean instant falls (rounded toward the past, before or after the epoch alike; DuckDB does so
+    for dates and truncates toward zero for timestamps); a date's mean is a timestamp (the mean of
+    1 and 2 January is noon on the 1st)."""
+    return (total * US_PER_DAY if input_type == "date" else total) // count
+
+
 def decimal_avg(total: int, count: int) -> int:
     """AVG of a decimal(p,s) column: the exact sum / count rounded half away from zero to scale s+4
     (Spark's rule), as an integer scaled by 10**(s+4)."""
@@ -198,28 +210,40 @@ class Sum(AggregateFunction):
 
 
 class Avg(Sum):
-    """The exact sum divided by the count, rounded once to float64."""
+    """The exact sum divided by the count, rounded once to float64 (decimals: exact, see
+    decimal_avg; timestamps and dates: the mean instant as a timestamp, see mean_instant)."""
 
     name = "avg"
+    inputs = NUMERIC | TEMPORAL
 
     def result_type(self, input_type):
         if _scale(input_type) is not None:
             return f"decimal(38,{_scale(input_type) + 4})"
-        return "float64"
+        return "timestamp" if input_type in TEMPORAL else "float64"
+
+    def synopsis_ok(self, b, declared):
+        return b.input_type not in TEMPORAL  # temporal columns carry no sums in the synopses
+
+    def key_synopsis_ok(self, b):
+        return b.input_type not in TEMPORAL
+
+    @staticmethod
+    def _mean(b, total, count):
+        if _scale(b.input_type) is not None:
+            return decimal_avg(int(total), count)
+        return mean_instant(int(total), count, b.input_type) if b.input_type in TEMPORAL else total / count
 
     def probe(self, b, window, n_q, count):
         count = window.running_total(_count_key(b.column), n_q)
         if count == 0:
             return None
-        total = window.running_total(b.column, n_q)
-        return decimal_avg(total, count) if _scale(b.input_type) is not None else total / count
+        return self._mean(b, window.running_total(b.column, n_q), count)
 
     def finish(self, b, parts, strings):
         count = sum(p[1] for p in parts)
         if not count:
             return None
-        total = sum(p[0] for p in parts)
-        return decimal_avg(int(total), count) if _scale(b.input_type) is not None else total / count
+        return self._mean(b, sum(p[0] for p in parts), count)
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
         return (grouped_sum(inverse, values, groups), np.bincount(inverse, minlength=groups).astype(np.int64))
@@ -228,8 +252,8 @@ class Avg(Sum):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
         counts = grouped_sum(inverse, np.concatenate([p[1] for p in parts]), groups)
         empty = counts == 0
-        if _scale(b.input_type) is not None:
-            return np.array([None if c == 0 else decimal_avg(int(t), int(c)) for t, c in zip(sums.tolist(), counts.tolist())],
+        if _scale(b.input_type) is not None or b.input_type in TEMPORAL:
+            return np.array([None if c == 0 else self._mean(b, t, int(c)) for t, c in zip(sums.tolist(), counts.tolist())],
                             dtype=object)
         if empty.any():
             out = ratio(sums, np.where(empty, 1, counts)).astype(object)
@@ -241,7 +265,7 @@ class Avg(Sum):
         values = [v for v in values if v is not None]
         if not values:
             return None
-        return decimal_avg(sum(values), len(values)) if _scale(b.input_type) is not None else sum(values) / len(values)
+        return self._mean(b, sum(values), len(values))
 
 
 class _Extreme(AggregateFunction):
@@ -356,7 +380,7 @@ class Quantile(AggregateFunction):
     <= v (q = 0 gives MIN). Holistic: contributions keep the values."""
 
     name = "quantile"
-    inputs = NUMERIC
+    inputs = NUMERIC | TEMPORAL  # a timestamp's or date's quantile is one of its values: same type
 
     def from_rows(self, b, values, rows, strings):
         return values

@@ -50,12 +50,37 @@ connects to those joined so far.
 Strings are dictionary-encoded per stream, so string join keys are translated to ids shared by the
 plan (each distinct string once per dictionary: a Python loop only over strings not seen before).
 
+Aggregates per join key (one-time two-way equi-joins). The size of an equi-join is the sum over key
+values v of |A_v| x |B_v| (the cardinality behind 5.3's selectivity estimates); COUNT, SUM, AVG, MIN and
+MAX over it need only per-key partial aggregates of one side and a pass over the other side's rows,
+never the joined rows: a row of A with key v stands for |B_v| joined rows (COUNT(*) adds |B_v|, SUM(a.x)
+adds x |B_v|, SUM(b.y) adds sum_y(B_v), MIN/MAX take the extremes of the rows whose key both sides
+have). JoinPlan._aggregate_by_key answers so when nothing needs joined rows (no band, no filter across
+sources, no projection, no holistic aggregate; GROUP BY one column of either side) and nothing is kept
+between evaluations (cache=False: one-time queries; periodic ones keep their incremental state or the
+8.3.2 synopsis). Cost: linear in the windows' rows, not in the join's size; answers equal the other
+paths' (integer sums exact), and the row bound still applies to the join's size, counted exactly.
+
+NULLs and types. Joins follow SQL as the single-stream path does (planner.py, functions.py), so a join
+answer equals what one stream would answer over the joined rows. A NULL in a column an ON condition
+reads (an equality key or a band column) makes that condition unknown, so the row joins nothing: it
+is left out when its sub-window is prepared, before any index is built (the placeholder under the
+validity mask never reaches a key). WHERE is unknown on a NULL and drops the row (Comparison.mask with
+the validity), also when checked on joined rows. The finisher gives every aggregate only the non-null
+values of its column, puts NULL keys in one group and sorts NULL last both ways; projections carry
+NULL through as None. Boolean, timestamp, date and decimal columns keep their storage dtype (int8,
+int64 microseconds / days, int64 value * 10**s) as keys, group keys and values; result types and
+decimal results come from functions.py and planner.py. Exact numbers of different types or scales
+(int64, decimal(p,s)) join by value: keys are rescaled to the class's largest scale (exactly; a key
+that would leave int64 equals nothing).
+
 Bound. Every intermediate and the kept result are limited to `max_rows` rows; a join that needs
 more raises errors.ResourceLimit before allocating them, leaving the plan's state consistent.
 
 Aggregates over a join kept between evaluations (thesis 8.3.2, the basic-interval-join synopsis). A
 plan that keeps its state (cache=True: periodic queries) and answers COUNT(*), COUNT(col), and SUM,
-AVG, MIN, MAX of int64 columns (nulls left out) without GROUP BY keeps no result rows at all: new result rows are
+AVG, MIN, MAX of int64 and decimal columns, MIN and MAX of timestamps and dates (all integers: exact;
+nulls left out per interval) without GROUP BY keeps no result rows at all: new result rows are
 pre-aggregated into intervals labelled by when they expire, and an answer merges the live intervals.
 A label is the combination of sub-windows (one per source) the rows were joined from: all rows under
 one label expire together, at the first slide that expires one of those sub-windows, so expiration
@@ -70,6 +95,7 @@ whether it is one-time or periodic.
 from __future__ import annotations
 
 import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -78,15 +104,16 @@ import numpy as np
 from .binder import Comparison
 from .dictionary import StringDictionary
 from .errors import InvalidInput, ResourceLimit
-from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_sum
-from .functions import _grouped_extreme
+from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_sum, max_abs
+from .functions import _grouped_extreme, _string_group_extreme, decimal_avg
 
+from .schema import VALID, decimal_type
 from .schema import valid_key as _valid_key  # a column's validity mask in a sub-window (where it holds a null)
-from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join
-from .planner import Answer
+from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join, exact_number, scale_of
+from .planner import Answer, _decimal, _nulls_last, decode_keys
 from .query import JoinQuery
 from .subwindow import SubWindow
-from .synopsis import group_keys
+from .synopsis import group_keys, keys_with_nulls
 
 DEFAULT_MAX_ROWS = 2_000_000
 FAST_FACTOR = 5.0
@@ -297,8 +324,15 @@ class _Prepared:
         return r
 
     def column(self, name: str, pos: np.ndarray | None = None) -> np.ndarray:
+        """A column's values at the selected rows (`pos`: of those); a validity mask's name
+        (valid_key) gives all True where the sub-window has no null in that column."""
         rows = self.sel if pos is None else self.sel[pos]
-        return self.sub.columns[name][rows]
+        values = self.sub.columns.get(name)
+        if values is None and name.startswith(VALID):
+            return np.ones(len(rows), dtype=bool)
+        if pos is None and self.n == self.sub.rows:  # every row selected: the sealed column itself (read only)
+            return values
+        return values[rows]
 
     def index(self, classes: tuple[int, ...], band: str | None) -> _Index:
         sig = (classes, band)
@@ -380,6 +414,7 @@ class JoinStats:
     order: tuple = ()        # the global join order last chosen (source indices)
     order_cost: float = 0.0
     orders_costed: int = 0
+    by_key: int = 0          # evaluations answered from per-key aggregates, without joined rows
 
 
 # -- the plan --------------------------------------------------------------------------------------------
@@ -405,9 +440,8 @@ class JoinPlan:
         self._classes()
         self._filters()
         self.synopsis = cache and _synopsis_answers(bound)
-        # the columns each source reads: a NULL in one of them is refused (evaluation ignores masks)
-        self._read_cols: list[list[str]] = [sorted({r.column for r in bound.all_refs() if r.source == i})
-                                            for i in range(self.k)]
+        self.by_key_ok = _by_key_answers(bound, self.residual)  # per-key partial aggregates can answer it
+        self.by_key = not cache and self.by_key_ok
         self._gid: dict[str, int] = {}
         self._tables: dict[int, tuple[StringDictionary, int, np.ndarray]] = {}
         self.clear()
@@ -445,6 +479,17 @@ class JoinPlan:
         roots = sorted({root(x) for x in parent})
         self.class_type = [types[r] for r in roots]
         cid = {r: i for i, r in enumerate(roots)}
+        # Exact numbers of different types or scales (int64, decimal(p,s)) in one class compare by value:
+        # every member's key is its value at the class's largest scale, value * 10**(S - s). A value
+        # whose rescaled magnitude leaves int64 equals no value of the class (all of which are int64 at
+        # scale S), so its row joins nothing (_prepare drops it).
+        top = {}
+        for x, t in types.items():
+            if exact_number(t):
+                r = root(x)
+                top[r] = max(top.get(r, 0), scale_of(t))
+        self.factor: dict[tuple[int, str], int] = {x: 10 ** (top[root(x)] - scale_of(t)) for x, t in types.items()
+                                                   if exact_number(t) and top[root(x)] > scale_of(t)}
         # per source: class -> its columns in the class (two columns of one source: equal to each other)
         self.class_cols: list[dict[int, list[str]]] = [{} for _ in range(self.k)]
         for x in sorted(parent):
@@ -460,6 +505,9 @@ class JoinPlan:
             self.adjacency[b.base.source].add(b.column.source)
             self.band_cols[b.column.source].add(b.column.column)
             self.band_cols[b.base.source].add(b.base.column)
+        # the columns of each source an ON condition reads: a NULL there makes the condition unknown
+        self.cond_cols: list[list[str]] = [sorted(self.band_cols[p] | {n for ns in self.class_cols[p].values()
+                                                                         for n in ns}) for p in range(self.k)]
 
     def _filters(self) -> None:
         """WHERE pushed down to each source (selection before join): for source p, the OR over the
@@ -476,7 +524,7 @@ class JoinPlan:
         if self.residual:
             for conj in where:
                 for r, _ in conj:
-                    self.attr_cols[r.source].add(r.column)
+                    self.attr_cols[r.source] |= {r.column, _valid_key(r.column)}
 
     # -- preparing sub-windows ------------------------------------------------------------------------
     def _prepare(self, p: int, sub: SubWindow) -> _Prepared:
@@ -484,25 +532,39 @@ class JoinPlan:
         if prep is not None and prep.sub is sub:
             return prep
         cols = sub.columns
-        nulls = [c for c in self._read_cols[p] if _valid_key(c) in cols]  # a validity mask: the column has NULLs
-        if nulls:
-            src = self.bound.sources[p]
-            raise InvalidInput(f"column {nulls[0]!r} of stream {src.stream!r} holds NULLs in sub-window {sub.slide}: "
-                               "joins over NULL values are not supported yet", column=nulls[0])
         mask = None
-        if self.pushdown[p] is not None:
+        if self.pushdown[p] is not None:  # a comparison with a NULL is unknown: the row is dropped
             strings = self.strings[p]
             for conj in self.pushdown[p]:
                 m = np.ones(sub.rows, dtype=bool)
                 for ref, cmp in conj:
-                    m &= cmp.mask(cols[ref.column], strings)
+                    m &= cmp.mask(cols[ref.column], strings, cols.get(_valid_key(ref.column)))
                 mask = m if mask is None else (mask | m)
-        for names in self.class_cols[p].values():
-            for other in names[1:]:  # two columns of this source in one class must be equal
-                m = cols[names[0]] == cols[other]
-                mask = m if mask is None else (mask & m)
-        sel = np.flatnonzero(mask) if mask is not None else np.arange(sub.rows, dtype=np.int64)
-        keys = {c: self._key(p, c, cols[names[0]][sel]) for c, names in self.class_cols[p].items()}
+        for name in self.cond_cols[p]:  # NULL = anything and a band on NULL are unknown: the row joins nothing
+            valid = cols.get(_valid_key(name))
+            if valid is not None:
+                mask = valid.copy() if mask is None else (mask & valid)
+        values: dict[int, np.ndarray] = {}
+        for c, names in self.class_cols[p].items():
+            first = None
+            for name in names:
+                v = cols[name]
+                f = self.factor.get((p, name))
+                if f is not None:  # rescaled to the class's scale; beyond int64 it equals nothing
+                    fits = (v <= INT64_MAX // f) & (v >= -(INT64_MAX // f))
+                    mask = fits if mask is None else (mask & fits)
+                    v = np.where(fits, v, 0) * f
+                if first is None:
+                    first = values[c] = v
+                else:  # two columns of this source in one class must be equal
+                    m = first == v
+                    mask = m if mask is None else (mask & m)
+        if mask is None:  # every row kept: the keys are the columns themselves (read only)
+            sel = np.arange(sub.rows, dtype=np.int64)
+            keys = {c: self._key(p, c, values[c]) for c in self.class_cols[p]}
+        else:
+            sel = np.flatnonzero(mask)
+            keys = {c: self._key(p, c, values[c][sel]) for c in self.class_cols[p]}
         prep = _Prepared(sub, sel.astype(np.int64, copy=False), keys)
         self._prepared[p][sub.slide] = prep
         return prep
@@ -837,7 +899,8 @@ class JoinPlan:
         for conj in self.bound.where:
             m = np.ones(inter.n, dtype=bool)
             for ref, cmp in conj:
-                m &= cmp.mask(inter.attrs[(ref.source, ref.column)], self.strings[ref.source])
+                m &= cmp.mask(inter.attrs[(ref.source, ref.column)], self.strings[ref.source],
+                              inter.attrs[(ref.source, _valid_key(ref.column))])
             out = m if out is None else (out | m)
         return out
 
@@ -845,10 +908,12 @@ class JoinPlan:
     def evaluate(self, inputs: Sequence[Sequence[SubWindow]]) -> Answer:
         """The answer over `inputs` (per source, FROM order: the sub-windows the transaction read)."""
         try:
+            if self.by_key:
+                return self._aggregate_by_key(inputs)
             self.refresh(inputs)
             self.stats.evaluations += 1
             if self.synopsis:
-                return Answer(self.labels, self._intervals.answer(), "join", types=self.types)
+                return Answer(self.labels, typed_rows(self._intervals.answer(), self.types), "join", types=self.types)
             chunks = self._chunks
             if chunks:
                 ver = np.concatenate([ch.ver for ch in chunks], axis=1)
@@ -860,22 +925,142 @@ class JoinPlan:
             if not self.cache:
                 self.clear()
 
+    def _aggregate_by_key(self, inputs: Sequence[Sequence[SubWindow]]) -> Answer:
+        """Aggregates of a two-way equi-join computed per join key, never forming the joined rows
+        (one-time queries; see _by_key_answers for which). One side, the "key side", is aggregated per
+        join key: its rows per key and, per aggregate reading it, its per-key count of values, exact sum
+        and extreme. Every row of the other side, the "row side" (the GROUP BY column's source, else the
+        smaller), joins the rows of its key: it stands for cnt(k) joined rows. So, per group, COUNT(*) =
+        sum of cnt(k); SUM(row.x) = sum of x * cnt(k); SUM(key.y) = sum of sum_y(k); COUNT likewise; MIN
+        and MAX over the values of rows whose key the other side has; AVG = SUM / COUNT. The sums are
+        exact (integers: exact.py; a product leaving int64 is taken as a Python int), the answer is
+        finished by functions.py as for joined rows. Cost: linear in the windows (keys are dense ids:
+        a table lookup, or a sort of the distinct keys), not in the join's result (thesis 5.1's
+        cardinality argument: per key value, the join pairs every row of one side with every row of
+        the other). The row bound is still the join's size (its count is known exactly), so a join is
+        refused or answered alike by this path and the others."""
+        if len(inputs) != self.k:
+            raise InvalidInput(f"a join of {self.k} sources needs {self.k} lists of sub-windows")
+        b = self.bound
+        self.stats.evaluations += 1
+        self.stats.by_key += 1
+        preps = [[pr for pr in (self._prepare(p, sub) for sub in subs) if pr.n] for p, subs in enumerate(inputs)]
+        sizes = [sum(pr.n for pr in xs) for xs in preps]
+        r = b.group_by.source if b.group_by is not None else (0 if sizes[0] <= sizes[1] else 1)
+        o = 1 - r
+        classes = sorted(self.class_cols[r])
+
+        def keys(p):
+            return [_concat_rows([x.keys[c] for x in preps[p]], np.int64) for c in classes]
+
+        kr, ko, span = _dense_keys(keys(r), keys(o))
+        cnt_o = np.bincount(ko, minlength=span).astype(np.int64)
+        per_row = cnt_o[kr] if len(kr) else np.zeros(0, np.int64)
+        hit = per_row > 0
+        keep = None if hit.all() else hit  # the row side's rows whose key the key side has
+        if keep is not None:
+            kr, per_row = kr[keep], per_row[keep]
+
+        def row_side(ref):  # (values, validity or None) of the row side's joining rows
+            values, valid = _side_column(preps[r], ref)
+            if keep is not None:
+                values, valid = values[keep], (None if valid is None else valid[keep])
+            return values, (None if valid is None or valid.all() else valid)
+
+        total = int(per_row.sum())
+        if total > self.max_rows:
+            self._too_many(total, "the join result")
+        self.stats.rows_computed += total
+        if b.group_by is not None:
+            gkeys = keys_with_nulls(*row_side(b.group_by))
+            uniq, inverse = group_keys(gkeys, dense=gkeys.dtype.kind in "iu")  # a narrow range: counted, no sort
+        else:
+            uniq, inverse = np.zeros(1, dtype=np.int64), np.zeros(len(kr), dtype=np.int64)
+        g = len(uniq)
+        key_side: dict[ColumnRef, tuple] = {}
+        results = []
+        for a, ref in zip(b.aggs, b.agg_refs):
+            name = a.fn.name
+            if ref is None:  # COUNT(*)
+                part = per_row
+            elif ref.source == r:
+                values, valid = row_side(ref)
+                counted = per_row if valid is None else np.where(valid, per_row, 0)
+                if name == "count":
+                    part = counted
+                elif name in ("sum", "avg"):
+                    part = (_times(values if valid is None else np.where(valid, values, 0), per_row), counted)
+                else:
+                    part = (values, np.ones(len(values), dtype=bool) if valid is None else valid)
+            else:
+                what = "sum" if name == "avg" else name
+                stats = key_side.get((ref, what))
+                if stats is None:
+                    stats = key_side[(ref, what)] = self._key_stats(ref, what, preps[o], ko, span, cnt_o)
+                nonnull, per_key = stats
+                counted = nonnull[kr]
+                if name == "count":
+                    part = counted
+                elif name in ("sum", "avg"):
+                    part = (per_key[kr], counted)
+                else:
+                    part = (per_key[kr], counted > 0)
+            s = self.strings[ref.source if ref is not None else 0]
+            if b.group_by is None and (ref is None or ref.type != "string"):
+                part = _collapse(name, part)  # one group: reduce the rows first (cheaper)
+                inv = np.zeros(len(part if name == "count" else part[0]), dtype=np.int64)
+            else:
+                inv = inverse
+            results.append(a.fn.finish_groups(a, inv, g, [part], uniq, s))
+        if b.group_by is None:
+            values = [res.tolist()[0] for res in results]
+            rows = [tuple(values[it.agg] for it in b.items)]
+            rows = rows if b.limit is None else rows[: b.limit]
+        else:
+            rows = _group_rows(b, uniq, results, self.strings[b.group_by.source])
+            if b.outer:
+                rows = [tuple(a.fn.over(a, rows if item is None else [r[item] for r in rows]) for a, item in b.outer)]
+        return Answer(self.labels, typed_rows(rows, self.types), "join", types=self.types)
+
+    def _key_stats(self, ref: ColumnRef, what: str, xs: list[_Prepared], key: np.ndarray, span: int,
+                   cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Per dense join key of the key side: (values counted, nulls left out; for "sum" the exact
+        sums, for "min"/"max" the extreme value (strings: the dictionary code of the extreme string))."""
+        values, valid = _side_column(xs, ref)
+        if valid is not None and not valid.all():
+            values, key = values[valid], key[valid]
+            nonnull = np.bincount(key, minlength=span).astype(np.int64)
+        else:
+            nonnull = cnt
+        if what == "sum":
+            return nonnull, grouped_sum(key, values, span)
+        if what in ("min", "max"):
+            if ref.type == "string":
+                return nonnull, _string_group_extreme(key, span, values, self.strings[ref.source], what == "max")
+            return nonnull, _grouped_extreme(what == "max", key, values, span)
+        return nonnull, None
+
     def _gather(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Values of `ref` for rows (version, row) of its source's prepared sub-windows (also those
-        being incorporated), and their validity (None: no nulls among them)."""
+        being incorporated), and their validity (None: no null among those sub-windows)."""
         prepared = self._prepared[ref.source]
-        lo, hi = int(ver.min()), int(ver.max())
-        versions = [v for v in range(lo, hi + 1) if v in prepared]
-        subs = [prepared[v].sub for v in versions]
         vkey = _valid_key(ref.column)
+        if len(ver) == 0:
+            return np.empty(0, dtype=_DTYPES.get(ref.type, np.int64)), None
+        lo, hi = int(ver.min()), int(ver.max())
+        versions = sorted(v for v in prepared if lo <= v <= hi)
+        subs = [prepared[v].sub for v in versions]
         has_nulls = any(vkey in sub.columns for sub in subs)
         if len(subs) == 1:
             cols = subs[0].columns
             return cols[ref.column][row], (cols[vkey][row] if has_nulls else None)
         offsets = np.cumsum([0] + [sub.rows for sub in subs[:-1]])
-        table = np.zeros(hi - lo + 1, dtype=np.int64)
-        table[np.array(versions, dtype=np.int64) - lo] = offsets
-        at = table[ver - lo] + row
+        if hi - lo < 4 * len(versions) + 64:  # versions are nearly contiguous: a lookup table
+            table = np.zeros(hi - lo + 1, dtype=np.int64)
+            table[np.array(versions, dtype=np.int64) - lo] = offsets
+            at = table[ver - lo] + row
+        else:
+            at = offsets[np.searchsorted(np.array(versions, dtype=np.int64), ver)] + row
         values = np.concatenate([sub.columns[ref.column] for sub in subs])[at]
         if not has_nulls:
             return values, None
@@ -884,24 +1069,9 @@ class JoinPlan:
         return values, valid
 
     def column(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> np.ndarray:
-        """The values of `ref` for result rows taken from (version, row) of its source."""
-        p = ref.source
-        versions = sorted(self._incorporated[p])
-        subs = [self._prepared[p][v].sub for v in versions]
-        if not subs or len(ver) == 0:
-            dtype = np.int32 if ref.type == "string" else np.int64 if ref.type == "int64" else np.float64
-            return np.empty(0, dtype=dtype)
-        if len(subs) == 1:
-            return subs[0].columns[ref.column][row]
-        cols = np.concatenate([s.columns[ref.column] for s in subs])
-        offsets = np.cumsum([0] + [s.rows for s in subs[:-1]])
-        lo = versions[0]
-        if versions[-1] - lo < 4 * len(versions) + 64:  # versions are nearly contiguous: a lookup table
-            table = np.zeros(versions[-1] - lo + 1, dtype=np.int64)
-            table[np.array(versions, dtype=np.int64) - lo] = offsets
-            return cols[table[ver - lo] + row]
-        idx = np.searchsorted(np.array(versions, dtype=np.int64), ver)
-        return cols[offsets[idx] + row]
+        """The values of `ref` for result rows taken from (version, row) of its source (placeholders
+        where NULL: see _gather for the validity)."""
+        return self._gather(ref, ver, row)[0]
 
 
 def _shifted(v: np.ndarray, off: int) -> tuple[np.ndarray, np.ndarray]:
@@ -929,19 +1099,119 @@ def _band_mask(c: np.ndarray, d: np.ndarray, low: int | None, high: int | None) 
     return ok
 
 
+# -- aggregates over a two-way equi-join without joined rows -----------------------------------------------------
+_BY_KEY_FUNCS = ("count", "sum", "avg", "min", "max")
+
+
+def _by_key_answers(b: BoundJoin, residual: bool) -> bool:
+    """Can per-key partial aggregates answer this query (JoinPlan._aggregate_by_key)? Two sources
+    joined by equalities only (a band pairs rows, not key values), WHERE pushed down whole to one
+    source at a time (no OR across sources), COUNT, SUM, AVG, MIN and MAX (distributive and algebraic
+    aggregates: per-key partial results combine; the holistic QUANTILE and COUNT(DISTINCT) need the
+    rows), at most one GROUP BY column (of either source). Projections need the joined rows too."""
+    return (len(b.sources) == 2 and bool(b.equalities) and not b.bands and not residual and not b.projection
+            and bool(b.aggs) and all(a.fn.name in _BY_KEY_FUNCS for a in b.aggs))
+
+
+def _dense_keys(ka: list[np.ndarray], kb: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """One int64 id per row of each side for a (composite) equality key, in 0..span-1 with span at most
+    about 4 x the rows, equal exactly where every class's values are equal: integer keys of a narrow
+    range are their offsets (no sort); others are ranked among the distinct values of both sides."""
+    na, nb = len(ka[0]), len(kb[0])
+    room = 4 * (na + nb) + 1024
+    if len(ka) == 1 and ka[0].dtype.kind in "iu" and na and nb:
+        a, b = ka[0], kb[0]
+        lo = min(int(a.min()), int(b.min()))
+        hi = max(int(a.max()), int(b.max()))
+        if hi - lo <= room:
+            return a.astype(np.int64, copy=False) - lo, b.astype(np.int64, copy=False) - lo, hi - lo + 1
+    ida = np.zeros(na, dtype=np.int64)
+    idb = np.zeros(nb, dtype=np.int64)
+    span = 1
+    for a, b in zip(ka, kb):
+        u = np.unique(np.concatenate([a, b]))
+        if span * max(len(u), 1) >= 2**62:  # renumber what is combined so far first
+            both, inv = np.unique(np.concatenate([ida, idb]), return_inverse=True)
+            inv = inv.reshape(-1)
+            ida, idb, span = inv[:na], inv[na:], len(both)
+        ida = ida * len(u) + np.searchsorted(u, a)
+        idb = idb * len(u) + np.searchsorted(u, b)
+        span *= max(len(u), 1)
+    if span > room:
+        both, inv = np.unique(np.concatenate([ida, idb]), return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64)
+        ida, idb, span = inv[:na], inv[na:], len(both)
+    return ida, idb, span
+
+
+def _concat_rows(parts: list[np.ndarray], dtype) -> np.ndarray:
+    if not parts:
+        return np.zeros(0, dtype=dtype)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _side_column(xs: list[_Prepared], ref: ColumnRef) -> tuple[np.ndarray, np.ndarray | None]:
+    """A column's values over the selected rows of the sub-windows `xs`, in order, and their validity
+    (None: no null among them)."""
+    values = _concat_rows([x.column(ref.column) for x in xs], _DTYPES.get(ref.type, np.int64))
+    vkey = _valid_key(ref.column)
+    if not any(vkey in x.sub.columns for x in xs):
+        return values, None
+    return values, _concat_rows([x.column(vkey) for x in xs], bool)
+
+
+def _collapse(name: str, part):
+    """A per-row contribution (functions.py's from_group_rows form) reduced to one entry: COUNT's
+    counts, SUM's and AVG's (exact sum, values counted), MIN's and MAX's (extreme, present)."""
+    if name == "count":
+        return np.array([int(part.sum())], dtype=np.int64)
+    if name in ("sum", "avg"):
+        total = exact_sum(part[0]) if len(part[0]) else 0
+        out = np.array([total], dtype=part[0].dtype if part[0].dtype.kind == "f" else
+                       np.int64 if INT64_MIN <= total <= INT64_MAX else object)
+        return out, np.array([int(part[1].sum())], dtype=np.int64)
+    values, present = part
+    if not present.all():
+        values = values[present]
+    if not len(values):
+        return values[:0].copy(), np.zeros(0, dtype=bool)
+    ext = values.max() if name == "max" else values.min()
+    return np.array([ext], dtype=values.dtype), np.ones(1, dtype=bool)
+
+
+def _times(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """values * counts elementwise, exactly for integers (object array of Python ints where a product
+    may leave int64), float64 for floats."""
+    if values.dtype.kind == "f":
+        return values * counts
+    if not len(values):
+        return values.astype(np.int64)
+    if max_abs(values.min(), values.max()) * int(counts.max()) <= INT64_MAX:
+        return values.astype(np.int64) * counts
+    return values.astype(object) * counts.astype(object)
+
+
 # -- the basic-interval-join synopsis (thesis 8.3.2) ----------------------------------------------------------
 _SYNOPSIS_FUNCS = ("count", "sum", "avg", "min", "max")
 
 
 def _synopsis_answers(b: BoundJoin) -> bool:
-    """Can intervals of pre-aggregated join results answer this query exactly?"""
+    """Can intervals of pre-aggregated join results answer this query exactly? COUNT of any column;
+    SUM, AVG, MIN, MAX of int64 and decimal columns (integers: exact sums); MIN, MAX of timestamps and
+    dates (integers too). NULLs are left out per interval (values counted), so an interval of only
+    NULLs contributes nothing. Float sums (they depend on the order of addition), string extremes
+    (decoding) and boolean extremes are recomputed from the kept result rows instead."""
     if b.projection or b.group_by is not None or b.outer or not b.aggs:
         return False
     for a in b.aggs:
-        if a.fn.name not in _SYNOPSIS_FUNCS:
+        name = a.fn.name
+        if name not in _SYNOPSIS_FUNCS:
             return False
-        if a.fn.name != "count" and a.input_type != "int64":
-            return False  # float sums depend on the order of addition; string extremes on decoding
+        if name == "count":
+            continue
+        exact = a.input_type is not None and exact_number(a.input_type)
+        if not exact and not (name in ("min", "max") and a.input_type in ("timestamp", "date")):
+            return False
     return True
 
 
@@ -1024,7 +1294,10 @@ class _Intervals:
             elif name in ("sum", "avg"):
                 sums = part[0]
                 total = sum(sums.tolist()) if sums.dtype.kind == "O" else exact_sum(sums)
-                values.append(total if name == "sum" else total / n)
+                if name == "sum":
+                    values.append(total)
+                else:  # AVG(decimal): scale s+4, half away from zero, as functions.Avg
+                    values.append(decimal_avg(total, n) if decimal_type(a.input_type) else total / n)
             else:
                 ext = part[0][counted > 0]
                 values.append((ext.max() if name == "max" else ext.min()).item())
@@ -1067,21 +1340,69 @@ def _concat_values(old: np.ndarray, new: np.ndarray) -> np.ndarray:
 
 
 # -- from joined rows to the answer ------------------------------------------------------------------------
+_DTYPES = {"string": np.int32, "float64": np.float64, "boolean": np.int8}  # storage dtype; the others: int64
+
+
+def typed_rows(rows: list[tuple], types: Sequence[str]) -> list[tuple]:
+    """Answer rows with decimal columns (computed on value * 10**s integers, as planner.Plan does) as
+    Decimals of their type's scale; NULLs stay None."""
+    scales = {i: decimal_type(t)[1] for i, t in enumerate(types) if decimal_type(t)}
+    if not scales:
+        return rows
+    return [tuple(_decimal(v, scales[i]) if i in scales else v for i, v in enumerate(r)) for r in rows]
+
+
+def _group_rows(b: BoundJoin, uniq: np.ndarray, results: list[np.ndarray], strings: StringDictionary) -> list[tuple]:
+    """The grouped answer's rows: keys decoded (NULL as None), ordered by key, then by the ORDER BY
+    items (stable: ties keep key order; NULL last both ways, as planner.Plan), LIMIT."""
+    key_values = decode_keys(uniq, b.group_by.type, strings)
+    agg_cols = [r.tolist() for r in results]
+
+    def column(agg):
+        return key_values if agg is None else agg_cols[agg]
+
+    order = sorted(range(len(key_values)), key=_nulls_last(key_values, False))
+    for agg, descending in reversed(b.order):
+        col = column(agg)
+        order.sort(key=_nulls_last(col, descending), reverse=descending)
+    if b.limit is not None:
+        order = order[: b.limit]
+    by_item = [column(it.agg) for it in b.items]
+    if len(order) > 1:  # reorder each column at C speed (itemgetter), then zip into rows
+        pick = operator.itemgetter(*order)
+        return list(zip(*[pick(col) for col in by_item]))
+    return [tuple(col[r] for col in by_item) for r in order]
+
+
 class _Finisher:
     """Aggregates, groups, orders and limits the joined rows with the aggregate functions of
-    functions.py (each reading its own source's dictionary), as planner.Plan does for one stream."""
+    functions.py (each reading its own source's dictionary), exactly as planner.Plan does for one
+    stream: every function gets only the non-null values of its column (COUNT(col) counts them,
+    COUNT(*) rows, an aggregate of no value is NULL), GROUP BY puts the NULLs in one group
+    (synopsis.keys_with_nulls), NULL sorts last both ways, and decimal results become Decimals of
+    their result type's scale (functions.py's result types)."""
 
     def __init__(self, plan: JoinPlan, ver: np.ndarray, row: np.ndarray):
         self.plan, self.b = plan, plan.bound
         self.ver, self.row = ver, row
         self.n = ver.shape[1]
-        self._cols: dict[ColumnRef, np.ndarray] = {}
+        self._cols: dict[ColumnRef, tuple[np.ndarray, np.ndarray | None]] = {}
 
-    def col(self, ref: ColumnRef) -> np.ndarray:
+    def col(self, ref: ColumnRef) -> tuple[np.ndarray, np.ndarray | None]:
+        """(values, validity or None when no row of them is NULL)."""
         out = self._cols.get(ref)
         if out is None:
-            out = self._cols[ref] = self.plan.column(ref, self.ver[ref.source], self.row[ref.source])
+            values, valid = self.plan._gather(ref, self.ver[ref.source], self.row[ref.source])
+            if valid is not None and valid.all():
+                valid = None
+            out = self._cols[ref] = (values, valid)
         return out
+
+    def nonnull(self, ref: ColumnRef | None) -> np.ndarray | None:
+        if ref is None:
+            return None
+        values, valid = self.col(ref)
+        return values if valid is None else values[valid]
 
     def strings(self, ref: ColumnRef | None) -> StringDictionary:
         return self.plan.strings[ref.source if ref is not None else 0]
@@ -1094,72 +1415,80 @@ class _Finisher:
             values = []
             for a, ref in zip(b.aggs, b.agg_refs):
                 s = self.strings(ref)
-                values.append(a.fn.finish(a, [a.fn.from_rows(a, self.col(ref) if ref else None, self.n, s)], s))
+                values.append(a.fn.finish(a, [a.fn.from_rows(a, self.nonnull(ref), self.n, s)], s))
             rows = [tuple(values[it.agg] for it in b.items)]
             rows = rows if b.limit is None else rows[: b.limit]
         else:
             rows = self.groups()
             if b.outer:
                 rows = [tuple(a.fn.over(a, rows if item is None else [r[item] for r in rows]) for a, item in b.outer)]
-        return Answer(self.plan.labels, rows, "join", types=self.plan.types)
+        return Answer(self.plan.labels, typed_rows(rows, self.plan.types), "join", types=self.plan.types)
 
     def groups(self) -> list[tuple]:
         b = self.b
-        keys = self.col(b.group_by)
-        string_key = b.group_by.type == "string"
-        uniq, inverse = group_keys(keys, dense=string_key)
+        keys, kvalid = self.col(b.group_by)
+        keys = keys_with_nulls(keys, kvalid)
+        uniq, inverse = group_keys(keys, dense=b.group_by.type == "string")
         g = len(uniq)
         results = []
         for a, ref in zip(b.aggs, b.agg_refs):
             s = self.strings(ref)
-            part = a.fn.from_group_rows(a, inverse, g, self.col(ref) if ref else None, keys, s)
+            if ref is None:
+                part = a.fn.from_group_rows(a, inverse, g, None, keys, s)
+            else:
+                values, valid = self.col(ref)
+                if valid is None:
+                    part = a.fn.from_group_rows(a, inverse, g, values, keys, s)
+                else:
+                    part = a.fn.from_group_rows(a, inverse[valid], g, values[valid], keys[valid], s)
             results.append(a.fn.finish_groups(a, np.arange(g), g, [part], uniq, s))
-        key_values = self.strings(b.group_by).decode(uniq) if string_key else uniq.tolist()
-        agg_cols = [r.tolist() for r in results]
-
-        def column(agg):
-            return key_values if agg is None else agg_cols[agg]
-
-        order = sorted(range(len(key_values)), key=key_values.__getitem__)
-        for agg, descending in reversed(b.order):  # stable: ties keep key order
-            col = column(agg)
-            order.sort(key=col.__getitem__, reverse=descending)
-        if b.limit is not None:
-            order = order[: b.limit]
-        by_item = [column(it.agg) for it in b.items]
-        return [tuple(col[r] for col in by_item) for r in order]
+        return _group_rows(b, uniq, results, self.strings(b.group_by))
 
     def projection(self) -> list[tuple]:
-        """The joined rows' selected columns, ordered by the ORDER BY columns, then by every
-        selected column ascending (a total order on what is visible), then LIMIT."""
+        """The joined rows' selected columns (NULL as None), ordered by the ORDER BY columns, then by
+        every selected column ascending (a total order on what is visible; NULL last both ways),
+        then LIMIT."""
         b = self.b
-        cols = [self.col(r) for r in b.item_refs]
-        keys = [(self._rank(r), d) for r, d in b.sort] + [(self._rank(r), False) for r in b.item_refs]
+        keys = [(r, d) for r, d in b.sort] + [(r, False) for r in b.item_refs]
         if self.n and keys:
-            order = np.lexsort([(-rank if d else rank) for rank, d in reversed(keys)])
+            order = np.lexsort([self._rank(r, d) for r, d in reversed(keys)])
         else:
             order = np.arange(self.n)
         if b.limit is not None:
             order = order[: b.limit]
         out = []
-        for ref, values in zip(b.item_refs, cols):
+        for ref in b.item_refs:
+            values, valid = self.col(ref)
             picked = values[order]
-            out.append(self.strings(ref).decode(picked) if ref.type == "string" else picked.tolist())
+            if ref.type == "string":
+                vals = self.strings(ref).decode(picked)
+            elif ref.type == "boolean":
+                vals = [bool(v) for v in picked.tolist()]
+            else:
+                vals = picked.tolist()
+            if valid is not None:
+                vals = [v if ok else None for v, ok in zip(vals, valid[order].tolist())]
+            out.append(vals)
         return list(zip(*out)) if out else [() for _ in order]
 
-    def _rank(self, ref: ColumnRef) -> np.ndarray:
-        """Dense ranks of a column's values in the order the answer sorts them (strings by code
-        point, -0.0 equal to 0.0)."""
-        values = self.col(ref)
+    def _rank(self, ref: ColumnRef, descending: bool) -> np.ndarray:
+        """Sort keys of a column's values in the order the answer sorts them, ascending or
+        descending (strings by code point, -0.0 equal to 0.0), NULLs after every value."""
+        values, valid = self.col(ref)
+        uniq, inverse = np.unique(values, return_inverse=True)
+        inverse = inverse.reshape(-1).astype(np.int64)
+        u = len(uniq)
         if ref.type == "string":
-            uniq, inverse = np.unique(values, return_inverse=True)
             decoded = self.strings(ref).decode(uniq)
-            order = sorted(range(len(uniq)), key=decoded.__getitem__)
-            rank = np.empty(len(uniq), dtype=np.int64)
-            rank[order] = np.arange(len(uniq))
-            return rank[inverse.reshape(-1)]
-        _, inverse = np.unique(values, return_inverse=True)
-        return inverse.reshape(-1).astype(np.int64)
+            order = sorted(range(u), key=decoded.__getitem__)
+            rank = np.empty(u, dtype=np.int64)
+            rank[order] = np.arange(u)
+            inverse = rank[inverse]
+        if descending:
+            inverse = u - 1 - inverse
+        if valid is not None:
+            inverse = np.where(valid, inverse, u)
+        return inverse
 
 
 # -- conveniences (tests, tools): plan against Stream objects, evaluate against their current windows -----

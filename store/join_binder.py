@@ -10,8 +10,10 @@ and returns a BoundJoin that join.py evaluates:
   stream's own window unit (binder.length);
 - names: `alias.col`, `stream.col` (the stream of exactly one source) or `col` when exactly one source
   has such a column; otherwise "unknown alias", "unknown column" or "ambiguous column" at its position;
-- join conditions: an equality compares columns of two different sources of the same type (int64,
-  float64 or string: strings compare by value, across the streams' separate dictionaries); a band
+- join conditions: an equality compares columns of two different sources of the same type (strings
+  compare by value, across the streams' separate dictionaries; booleans, timestamps, dates as their
+  values), or exact numbers of different types (int64 and decimal(p,s) of any scales: compared by
+  value, exactly, as DuckDB compares them; float64 with another type is refused); a band
   compares int64 columns of two sources with offsets within int64; the ON clause of a JOIN refers only
   to the sources joined so far (SQL's scoping); WITHIN (a time length) is one band on the event-time
   columns of every pair of sources (the uniform clique W-join of seed 001);
@@ -20,6 +22,10 @@ and returns a BoundJoin that join.py evaluates:
 - the select list: aggregates over any source's columns and at most one GROUP BY column of any
   source (then ORDER BY, LIMIT and the outer sub-query as for one stream), or a plain projection of
   joined rows (no aggregate: ORDER BY any column of any source, LIMIT).
+
+NULLs (thesis 8.3.2 keeps answers exact; SQL semantics as for one stream): a NULL in an ON column makes
+its condition unknown, so the row joins nothing; WHERE, aggregates, GROUP BY and ORDER BY treat NULLs
+as single-stream queries do (join.py reads the validity masks).
 
 Every error is a QueryError naming the position and token (text) or the field (structured form).
 """
@@ -41,7 +47,7 @@ from .query import (
     Range,
     split_column,
 )
-from .schema import Schema
+from .schema import Schema, decimal_type
 from .window import WindowSpec
 
 
@@ -131,7 +137,17 @@ class BoundJoin:
 
 
 Catalog = Mapping[str, tuple[Schema, WindowSpec]]
-JOIN_TYPES = ("int64", "float64", "string")  # boolean, timestamp, date, decimal: not yet in joins
+
+
+def exact_number(typ: str) -> bool:
+    """int64 and decimal(p,s): exact numbers, equal by value across types and scales."""
+    return typ == "int64" or decimal_type(typ) is not None
+
+
+def scale_of(typ: str) -> int:
+    """The decimal scale of an exact number type (int64: 0)."""
+    dec = decimal_type(typ)
+    return dec[1] if dec else 0
 
 
 def bind_join(query: JoinQuery, catalog: Catalog) -> BoundJoin:
@@ -215,10 +231,6 @@ class _JoinBinder(_Binder):
             self.bind_aggregates(bound)
         else:
             self.bind_projection(bound)
-        odd = sorted({f"{r.name} ({r.type})" for r in bound.all_refs() if r.type not in JOIN_TYPES})
-        if odd:
-            self.fail(f"joins read int64, float64 and string columns only (for now); this one reads {', '.join(odd)}",
-                      q.loc)
         return bound
 
     def bind_sources(self) -> None:
@@ -246,9 +258,10 @@ class _JoinBinder(_Binder):
                     left = self.resolve(c.left, c.loc, upto=k)
                     right = self.resolve(c.right, c.right_loc or c.loc, upto=k)
                     self.check_pair(left, right, c.loc)
-                    if left.type != right.type:
+                    if left.type != right.type and not (exact_number(left.type) and exact_number(right.type)):
                         self.fail(f"join keys {left.name} ({left.type}) and {right.name} ({right.type}) have "
-                                  "different types", c.right_loc or c.loc, c.right)
+                                  "different types (exact numbers, int64 and decimal, compare across types)",
+                                  c.right_loc or c.loc, c.right)
                     equalities.append(BoundEqual(left, right))
                 elif isinstance(c, Band):
                     column = self.resolve(c.column, c.loc, upto=k)

@@ -175,6 +175,7 @@ class _Parser:
             stream = self.ident("a stream name")
             if self.accept("["):
                 rng, slide = self.window_spec()
+            as_of, as_of_tok = self.as_of()
         clause_tok = self.tok
         where, group_by, group_by_loc, order, limit, approximate = self.clauses(nested)
         if inner is not None:
@@ -190,7 +191,20 @@ class _Parser:
                                            it.loc.position, it.loc.token)
             return replace(inner, outer=tuple(items), loc=select.loc)
         return Query(stream, tuple(items), where, group_by, tuple(order), limit, rng, slide, (), approximate,
-                     loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc)
+                     loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc, as_of_slide=as_of,
+                     as_of_loc=as_of_tok.loc if as_of is not None else None)
+
+    def as_of(self) -> tuple[int | None, _Tok]:
+        """`AS OF SLIDE k` after the stream and its window: the window as of slide k."""
+        tok = self.tok
+        if not (tok.word == "as" and self.toks[self.i + 1].word == "of"):
+            return None, tok
+        self.i += 2
+        self.expect("slide")
+        k = self.integer("a slide number", limit=2**63 - 1)
+        if self.tok.word == "join":
+            self.fail("AS OF SLIDE is not available for joins")
+        return k, tok
 
     def clauses(self, nested: bool, join: bool = False):
         """WHERE, GROUP BY, ORDER BY, LIMIT and APPROXIMATE, then the end of the (outermost) query."""
@@ -554,6 +568,8 @@ def _select_text(q: Query, items, with_order: bool) -> str:
         window.append(f"SLIDE {_length_text(q.slide)}")
     if window:
         parts.append(f"[{' '.join(window)}]")
+    if q.as_of_slide is not None:
+        parts.append(f"AS OF SLIDE {q.as_of_slide}")
     if q.where:
         parts.append("WHERE " + " OR ".join(
             "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))

@@ -50,9 +50,12 @@ class Plan:
         self.labels = bound.columns
         self.types = bound.types
         self.supports_remove = all(b.fn.removable for b in bound.aggs)
+        self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
         self._string_key = bound.group_type == "string"
         # Resolved once: a read is on the hot path of every query (one per sub-window).
-        if access == "window":
+        if bound.projection:
+            self.read = self._read_projection
+        elif access == "window":
             self.read = self._read_rows
         elif bound.approximate:
             g = bound.group_by
@@ -105,6 +108,39 @@ class Plan:
                 parts.append(a.fn.from_group_rows(a, inverse[m], len(uniq), values[m], keys[m], strings))
         return (uniq, tuple(parts))
 
+    def _read_projection(self, sub: SubWindow) -> Any:
+        """A projection's share of one sub-window: its selected rows' columns, with their validity."""
+        cols = sub.columns
+        mask = self._mask(cols, sub.rows) if self.bound.where else None
+        out = []
+        for c in dict.fromkeys(self.bound.projection):
+            values, valid = cols[c], cols.get("?" + c)
+            if mask is not None:
+                values, valid = values[mask], (None if valid is None else valid[mask])
+            out.append((c, values, valid))
+        return out
+
+    def _projection_rows(self, contributions: list) -> list[tuple]:
+        b = self.bound
+        by_column = {}
+        for i, c in enumerate(dict.fromkeys(b.projection)):
+            typ = self.stream.schema.types[c]
+            values = [v for part in contributions for v in self._decode(part[i][1], typ)]
+            valid = [part[i][2] for part in contributions]
+            if any(m is not None for m in valid):
+                flags = [ok for part, m in zip(contributions, valid)
+                         for ok in (m.tolist() if m is not None else [True] * len(part[i][1]))]
+                values = [v if ok else None for v, ok in zip(values, flags)]
+            by_column[c] = values
+        return list(zip(*(by_column[c] for c in b.projection)))
+
+    def _decode(self, values: np.ndarray, typ: str) -> list:
+        if typ == "string":
+            return self.strings.decode(values) if len(values) else []
+        if typ == "boolean":
+            return [bool(v) for v in values.tolist()]
+        return values.tolist()
+
     def _read_key_synopsis(self, sub: SubWindow) -> Any:
         ks = sub.synopsis.by_key[self.bound.group_by]
         return (ks.keys, tuple(a.fn.read_key_synopsis(a, ks) for a in self.aggs))
@@ -122,6 +158,8 @@ class Plan:
     def finish(self, partial: Partial) -> Answer:
         b = self.bound
         contributions = partial.ordered()
+        if b.projection:
+            return self._answer(self._projection_rows(contributions))
         if b.approximate:
             return self._approximate(contributions)
         if b.group_by is None:
@@ -269,9 +307,10 @@ def _synopsis_answers(b: BoundQuery, stream: Stream) -> bool:
 def _choose_access(b: BoundQuery, stream: Stream) -> str:
     if b.approximate:
         return "synopsis"
-    if b.where:
+    if b.where or b.projection:
         return "window"
-    if b.group_by is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
+    # a probe reads the window-level synopses of the current state only: AS OF SLIDE scans
+    if b.group_by is None and b.query.as_of_slide is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
         return "probe"
     return "synopsis" if _synopsis_answers(b, stream) else "window"
 
@@ -281,6 +320,8 @@ def run_plan(plan: Plan) -> Answer:
     if plan.access == "probe":
         return plan.probe()
     partial = Partial()
-    for sub in plan.stream.window.youngest(plan.n_q):
+    w = plan.stream.window
+    subs = w.youngest(plan.n_q) if plan.as_of is None else w.as_of(plan.as_of, plan.n_q)
+    for sub in subs:
         partial.add(sub.slide, plan.read(sub))
     return plan.finish(partial)

@@ -112,6 +112,10 @@ class Query:
     loc: Loc | None = _loc()
     stream_loc: Loc | None = _loc()
     group_by_loc: Loc | None = _loc()
+    # AS OF SLIDE k: read the window as it stood right after slide k (its RANGE's sub-windows up to
+    # slide k), not the current one; one-time queries only
+    as_of_slide: int | None = None
+    as_of_loc: Loc | None = _loc()
 
     @property
     def labels(self) -> list[str]:

@@ -197,6 +197,21 @@ class Window:
         subs, n = self.subs, self.n
         return [subs[v % n] for v in range(self.latest, max(self.latest - n_q, -1), -1)]
 
+    def answerable(self, n_q: int) -> tuple[int, int] | None:
+        """The slides k whose window of n_q sub-windows (slides k - n_q + 1 .. k, from 0 while the
+        window filled) is still entirely live: (first, last), or None when there is none."""
+        if self.latest < 0:
+            return None
+        oldest = max(0, self.latest - self.n + 1)
+        first = 0 if oldest == 0 else oldest + n_q - 1
+        return (first, self.latest) if first <= self.latest else None
+
+    def as_of(self, k: int, n_q: int) -> list[SubWindow]:
+        """Slide k's window of n_q sub-windows (AS OF SLIDE k), youngest first; the caller checks
+        answerable() first."""
+        subs, n = self.subs, self.n
+        return [subs[v % n] for v in range(k, max(k - n_q, -1), -1)]
+
     def version_at(self, position: int) -> int | None:
         sub = self.subs[position]
         return None if sub is None else sub.slide

@@ -344,7 +344,7 @@ def agg_type(a: Agg, col_type: Callable[[str], str]) -> str:
     if a.func in ("count*", "count", "count_distinct"):
         return "int64"
     if a.func == "avg":
-        return "float64"
+        return "timestamp" if col_type(a.col) in ("timestamp", "date") else "float64"
     if a.func == "sum" and decimal_of(col_type(a.col)):
         return "decimal(38,%d)" % decimal_of(col_type(a.col))[1]
     return col_type(a.col)
@@ -358,7 +358,7 @@ def exact_sort_key(it: Item, types: dict, profiles: dict) -> bool:
     if it.func == "sum":
         return t == "int64" or p == "exact"
     if it.func == "avg":
-        return (t == "int64" and p == "small") or (t == "float64" and p == "exact")
+        return (t == "int64" and p == "small") or (t == "float64" and p == "exact") or t in ("timestamp", "date")
     return False
 
 
@@ -537,6 +537,8 @@ class QueryGen:
         if f == "count*":
             return Agg(f)
         numeric = self.cols("int64", "float64", "decimal") if self.typed else self.cols("int64", "float64")
+        if f in ("avg", "quantile", "median") and self.typed and rng.random() < 0.3:
+            numeric += self.cols("timestamp", "date")  # AVG: the mean instant; QUANTILE: one of the values
         col = rng.choice(numeric if f in ("sum", "avg", "quantile", "median") else [c for c, _ in self.schema])
         if f == "avg" and self.types[col].startswith("decimal("):
             f = "sum"  # AVG(decimal): rounded to scale s+4 (Spark's rule), DuckDB gives a double; unit-tested
@@ -897,7 +899,11 @@ def agg_over_table(a: Agg, types: dict):
     if f == "sum" and typ.startswith("decimal("):
         return f"sum({c})", None  # DECIMAL(38, s): exact
     if f in ("quantile", "median"):
-        return quantile_sql(c, a.q if f == "quantile" else "0.5"), None
+        return as_int(quantile_sql(c, a.q if f == "quantile" else "0.5"), typ), None
+    if f == "avg" and typ in ("timestamp", "date"):  # the microsecond the exact mean instant falls in
+        us = f"epoch_us({c})" if typ == "timestamp" else f"(CAST({c} - DATE '1970-01-01' AS HUGEINT) * 86400000000)"
+        total, n = f"sum(CAST({us} AS HUGEINT))", f"count({c})"
+        return f"CAST((({total}) - ((({total}) % {n}) + {n}) % {n}) // NULLIF({n}, 0) AS BIGINT)", None
     if f == "sum":
         if typ == "int64":
             return f"sum({c})", None  # HUGEINT: exact

@@ -12,6 +12,14 @@ that keeps its state between them, in one of three modes:
 - eager:   plan.refresh() after every slide of a joined stream, evaluation at the checkpoints;
 - nocache: JoinPlan(cache=False): every evaluation from scratch.
 
+About half the cases are typed (drawn from a generator of their own, so the others are the cases of
+before): every column but ts may hold NULLs (per column, a probability from 0 to 1), and streams get
+boolean, timestamp, date and decimal(p,s) columns (tests/differential.py's value generators and
+literals; the decimal type is the stream's own, so decimal keys of different scales meet, and int64
+keys meet decimal ones). Those columns appear in equalities, WHERE (with IS [NOT] NULL), GROUP BY,
+aggregates (AVG of a decimal checked in exact integer arithmetic: scale s + 4, half away from zero)
+and projections.
+
 Some cases compact a stream's string dictionary mid-history (live sub-windows are swapped for
 renumbered copies: the plan must notice), and some run with a tiny row limit, where the contract is:
 ResourceLimit is raised whenever the join's true result exceeds the limit, never when the product of
@@ -32,7 +40,10 @@ The contract (beyond tests/differential.py's, which holds for the aggregates):
   WITHIN w = |ts_i - ts_j| <= w for every pair; WHERE filters the joined rows;
 - a grouped answer is ordered by key unless ORDER BY; ORDER BY ties are broken by the key;
 - a projection (no aggregate) keeps duplicate rows; it is ordered by its ORDER BY columns, then by
-  every selected column ascending; an un-aliased item is named as written ("a.src").
+  every selected column ascending; an un-aliased item is named as written ("a.src");
+- NULL as SQL: a NULL in an ON column joins nothing, a filter on NULL is unknown (the row is dropped),
+  aggregates skip NULLs, GROUP BY has one NULL group, NULL sorts last both ways; timestamps answer as
+  microseconds and dates as days since the epoch, decimals as Decimals of their result type's scale.
 """
 from __future__ import annotations
 
@@ -52,6 +63,12 @@ NAMES = ["S0", "S1", "S2", "net.flows"]
 ALIASES = ["a", "b", "c", "d", "p", "q1", "f"]
 OUT_ALIASES = ["t", "total", "cnt", "m", "v", "hi", "lo", "q9"]
 COLUMN_KINDS = {"k": "string", "s": "string", "g": "int64", "n": "int64", "x": "int64", "y": "float64"}
+# Typed cases (about half, drawn from their own generator so that the others are the cases of before):
+# NULLs in every column but ts, and boolean, timestamp, date and decimal(p,s) columns (a stream's own
+# precision and scale: decimal keys of different scales join by value, as int64 with decimal does).
+TYPED_KINDS = {"ok": "boolean", "at": "timestamp", "day": "date", "amt": "decimal"}
+EVERY_TYPE = ("int64", "float64", "string", "boolean", "timestamp", "date", "decimal")
+KEYISH = {"g", "n", "k", "s", "ok", "at", "day", "amt"}  # low-cardinality columns: equalities find partners
 
 
 # --------------------------------------------------------------------------------------------------
@@ -90,6 +107,12 @@ class InList:
     ref: Ref
     negate: bool
     lits: list
+
+
+@dataclass
+class IsNull:
+    ref: Ref
+    negate: bool             # IS NOT NULL
 
 
 @dataclass
@@ -160,6 +183,7 @@ class StreamSpec:
     n: int                   # sub-windows
     slides: list             # rows per slide
     splits: list
+    nulls: dict = field(default_factory=dict)  # typed cases: column -> probability of a NULL
 
     @property
     def types(self) -> dict:
@@ -217,6 +241,8 @@ def render_cond(c, st: D.Style) -> str:
     if isinstance(c, InList):
         neg = st.k("not") + " " if c.negate else ""
         return f"{c.ref.text} {neg}{st.k('in')} (" + st.comma.join(D.render_lit(x) for x in c.lits) + ")"
+    if isinstance(c, IsNull):
+        return f"{c.ref.text} {st.k('is')} " + (st.k("not") + " " if c.negate else "") + st.k("null")
     body = f" {st.k(c.op)} ".join(render_cond(p, st) for p in c.parts)
     return f"({body})" if c.parens else body
 
@@ -291,12 +317,30 @@ def gen_value(rng: Random, kind: str, profile: str, pools: dict, col: str, slide
         return rng.choice(pools[col])
     if kind == "float64":
         return D.gen_float(rng, profile)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind in ("timestamp", "date"):
+        if profile == "key":
+            return (D.US_2026 if kind == "timestamp" else D.DAY_2026) + rng.randint(0, 3)
+        return D.gen_temporal(rng, kind)
+    if kind.startswith("decimal("):
+        if profile == "key":  # a few values every scale can hold, some only the larger scales
+            return rng.choice(decimal_keys(kind))
+        return D.gen_decimal(rng, kind)
     if profile == "key":
         return rng.randint(-1, 4)
     return D.gen_int(rng, profile, slide)
 
 
-def gen_streams(rng: Random, count: int, wide_ts: bool) -> list:
+def decimal_keys(typ: str) -> list:
+    from decimal import Decimal
+    p, sc = D.decimal_of(typ)
+    keys = [Decimal(x) for x in ("0", "1", "-2", "0.5", "2.25", "3")]
+    return [v for v in keys if -v.as_tuple().exponent <= sc and abs(v) < 10 ** (p - sc)]
+
+
+def gen_streams(rng: Random, count: int, wide_ts: bool, trng: Optional[Random] = None) -> list:
+    """`trng` (typed cases only): draws the typed columns and the NULLs."""
     shared = rng.sample(D.STRING_POOL, rng.randint(2, 7))
     pools = {"k": shared, "s": rng.sample(shared, rng.randint(max(1, len(shared) - 2), len(shared)))}
     horizon = rng.randint(2, 12) * 1000
@@ -314,6 +358,14 @@ def gen_streams(rng: Random, count: int, wide_ts: bool) -> list:
             kind = COLUMN_KINDS[c]
             profiles[c] = ("key" if c in ("g", "n") else rng.choice(["small", "small", "wide", "overflow"])) \
                 if kind == "int64" else rng.choice(["exact", "exact", "wild"]) if kind == "float64" else "strings"
+        nulls = {}
+        if trng is not None:
+            for c in trng.sample(sorted(TYPED_KINDS), trng.randint(1, 4)):
+                kind = TYPED_KINDS[c]
+                typ = "decimal(%d,%d)" % trng.choice(D.DECIMAL_TYPES) if kind == "decimal" else kind
+                schema.insert(trng.randint(1, len(schema)), (c, typ))
+                profiles[c] = "key" if kind == "boolean" or trng.random() < 0.75 else "wide"
+            nulls = {c: trng.choice([0, 0, 0.1, 0.3, 0.7, 1.0]) for c, _ in schema[1:]}
         t = rng.choice([500, 1000, 1000, 2000])
         n = rng.randint(1, 5)
         k = max(0, horizon // t + rng.choice([-2, -1, 0, 0, 0, 1]))  # its own number of slides: different ages
@@ -322,7 +374,8 @@ def gen_streams(rng: Random, count: int, wide_ts: bool) -> list:
         for j in range(k):
             r = rng.random()
             m = 0 if r < 0.07 else rng.randint(1, per_sub) if r < 0.9 else rng.randint(per_sub, 3 * per_sub)
-            rows = [tuple(gen_value(rng, COLUMN_KINDS.get(c, "int64"), profiles[c], pools, c, j, t) for c, _ in schema)
+            rows = [tuple(None if nulls.get(c) and trng.random() < nulls[c] else
+                          gen_value(rng, typ, profiles[c], pools, c, j, t) for c, typ in schema)
                     for _ in range(m)]
             slides.append(rows)
             parts, left = [], m
@@ -331,13 +384,27 @@ def gen_streams(rng: Random, count: int, wide_ts: bool) -> list:
                 parts.append(c)
                 left -= c
             splits.append(parts)
-        streams.append(StreamSpec(NAMES[i], schema, profiles, t, n, slides, splits))
+        streams.append(StreamSpec(NAMES[i], schema, profiles, t, n, slides, splits, nulls))
     return streams
 
 
 class QueryGen:
-    def __init__(self, rng: Random, case_streams: list, sources: list, case_index: int):
+    def __init__(self, rng: Random, case_streams: list, sources: list, case_index: int, typed: bool = False):
         self.rng, self.streams, self.sources, self.case_index = rng, case_streams, sources, case_index
+        self.typed = typed  # every type in filters, keys, aggregates and projections; IS [NOT] NULL
+        self._literals: dict = {}
+
+    def literal(self, src: int, col: str) -> tuple:
+        """A literal for a typed column, drawn next to its data as tests/differential.py draws them."""
+        st = self.streams[self.sources[src].stream]
+        gen = self._literals.get(st.name)
+        if gen is None:
+            gen = self._literals[st.name] = D.QueryGen(self.rng, st.schema, st.profiles, {}, st.n, st.slides, (), True)
+        return gen.literal(col)
+
+    def every(self, *types: str) -> tuple:
+        """`types`, or every type in a typed case."""
+        return EVERY_TYPE if self.typed else types
 
     def types(self, src: int) -> dict:
         return self.streams[self.sources[src].stream].types
@@ -356,7 +423,7 @@ class QueryGen:
         return Ref(src, col, text)
 
     def cols(self, src: int, *types: str) -> list:
-        return [c for c, t in self.types(src).items() if t in types]
+        return [c for c, t in self.types(src).items() if t in types or ("decimal" in types and t.startswith("decimal("))]
 
     def any_ref(self, *types: str) -> Ref:
         choices = [(i, c) for i in range(len(self.sources)) for c in self.cols(i, *types)]
@@ -393,9 +460,9 @@ class QueryGen:
         if rng.random() < 0.45:
             return self.band(i, j)
         ti, tj = self.types(i), self.types(j)
-        pairs = [(a, b) for a in ti for b in tj if ti[a] == tj[b] and a != "ts" and b != "ts"
-                 and (a == b or {a, b} <= {"g", "n", "k", "s"})]
-        keys = [(a, b) for a, b in pairs if a in "gnks" and b in "gnks"]
+        pairs = [(a, b) for a in ti for b in tj if key_kind(ti[a]) == key_kind(tj[b]) and a != "ts" and b != "ts"
+                 and (a == b or {a, b} <= {"g", "n", "k", "s", "amt"})]
+        keys = [(a, b) for a, b in pairs if a in KEYISH and b in KEYISH]
         if keys and rng.random() < 0.97:  # mostly low-cardinality keys: joins that find partners
             pairs = keys
         if not pairs:
@@ -448,10 +515,17 @@ class QueryGen:
 
     def atom(self):
         rng = self.rng
-        r = self.any_ref("int64", "float64", "string")
+        r = self.any_ref(*self.every("int64", "float64", "string"))
         typ = self.types(r.src)[r.col]
+        if self.typed and rng.random() < 0.2:
+            return IsNull(r, rng.random() < 0.5)
+        if typ not in ("int64", "float64", "string"):
+            if rng.random() < 0.2:
+                return InList(r, rng.random() < 0.3, [self.literal(r.src, r.col) for _ in range(rng.randint(1, 3))])
+            return Cmp(r, rng.choice(["=", "!=", "<", "<=", ">", ">="]), self.literal(r.src, r.col))
         data = [row[[c for c, _ in self.streams[self.sources[r.src].stream].schema].index(r.col)]
                 for rows in self.streams[self.sources[r.src].stream].slides for row in rows]
+        data = [v for v in data if v is not None]
         if typ == "string":
             lit = ("str", rng.choice(data) if data and rng.random() < 0.6 else rng.choice(D.STRING_POOL))
         elif typ == "int64":
@@ -468,14 +542,16 @@ class QueryGen:
         f = rng.choice(["count*", "count", "count_distinct", "sum", "sum", "avg", "min", "max", "quantile", "median"])
         if f == "count*":
             return Agg(f)
-        ref = self.any_ref("int64", "float64") if f in ("sum", "avg", "quantile", "median") else \
-            self.any_ref("int64", "float64", "string")
+        ref = self.any_ref(*(("int64", "float64", "decimal") if self.typed else ("int64", "float64"))) \
+            if f in ("sum", "avg", "quantile", "median") else self.any_ref(*self.every("int64", "float64", "string"))
         return Agg(f, ref, rng.choice(D.QUANTILE_FRACTIONS) if f == "quantile" else None)
 
     def exact_key(self, a: Agg) -> bool:
         if a.func in ("count*", "count", "count_distinct", "min", "max", "quantile", "median"):
             return True
         t, p = self.types(a.ref.src)[a.ref.col], self.profiles(a.ref.src)[a.ref.col]
+        if t.startswith("decimal("):
+            return True  # exact sums; AVG rounded once to scale s + 4
         if a.func == "sum":
             return t == "int64" or p == "exact"
         return (t == "int64" and p in ("key", "small")) or (t == "float64" and p == "exact")
@@ -485,7 +561,8 @@ class QueryGen:
         items = [self.agg() for _ in range(rng.choice([1, 1, 2, 2, 3, 4]))]
         grouped = nested or rng.random() < 0.55
         if grouped:
-            q.group_by = self.any_ref("int64", "string")
+            q.group_by = self.any_ref(*(("int64", "string", "boolean", "timestamp", "date", "decimal")
+                                        if self.typed else ("int64", "string")))
             if rng.random() < 0.8:
                 key_ref = Ref(q.group_by.src, q.group_by.col, q.group_by.text if rng.random() < 0.7
                               else self.ref(q.group_by.src, q.group_by.col, True).text)
@@ -525,7 +602,7 @@ class QueryGen:
         q.projection = True
         items = []
         for _ in range(rng.choice([1, 2, 2, 3, 4])):
-            items.append(Key(self.any_ref("int64", "float64", "string")))
+            items.append(Key(self.any_ref(*self.every("int64", "float64", "string"))))
         taken = set()
         for it in items:
             if rng.random() < 0.25:
@@ -541,12 +618,17 @@ class QueryGen:
             elif r < 0.6 and any(it.alias for it in items):
                 q.order_by.append(OrderKey(rng.choice([it.alias for it in items if it.alias]), direction))
             else:
-                col = self.any_ref("int64", "float64", "string")
+                col = self.any_ref(*self.every("int64", "float64", "string"))
                 if col.text in names and names.count(col.text) > 1:
                     continue
                 q.order_by.append(OrderKey(col.text, direction, col=col))
         if rng.random() < 0.7:
             q.limit = rng.choice([0, 1, 3, 5, 10, 20])
+
+
+def key_kind(typ: str) -> str:
+    """Equality classes of types: exact numbers (int64, decimal(p,s)) compare across types and scales."""
+    return "exact" if typ == "int64" or typ.startswith("decimal(") else typ
 
 
 def out_name(it) -> Optional[str]:
@@ -568,7 +650,9 @@ def gen_case(seed: int, index: int) -> Case:
     rng = Random(f"windowstore-join-differential:{seed}:{index}")
     n_sources = rng.choice([2, 2, 2, 3, 3, 4])
     n_streams = n_sources if rng.random() < 0.85 else max(1, n_sources - 1)
-    streams = gen_streams(rng, n_streams, wide_ts=rng.random() < 0.08)
+    trng = Random(f"windowstore-join-differential-typed:{seed}:{index}")
+    typed = trng.random() < 0.5
+    streams = gen_streams(rng, n_streams, wide_ts=rng.random() < 0.08, trng=trng if typed else None)
     # which stream each source reads: every stream at least once; a self-join repeats one
     which = list(range(n_streams)) + [rng.randrange(n_streams) for _ in range(n_sources - n_streams)]
     rng.shuffle(which)
@@ -598,7 +682,7 @@ def gen_case(seed: int, index: int) -> Case:
                              + [len(events)]))
     mode = rng.choice(["lazy", "lazy", "eager", "eager", "nocache"])
     max_rows = rng.choice([2_000_000] * 9 + [rng.choice([0, 1, 5, 40])])
-    qg = QueryGen(rng, streams, sources, index)
+    qg = QueryGen(rng, streams, sources, index, typed)
     q = JQuery(sources, [])
     if rng.random() < 0.12:
         w = rng.choice([0, 500, 1000, 2000, 3000])
@@ -629,16 +713,14 @@ def gen_outer(rng: Random, qg: QueryGen, q: JQuery) -> None:
     for nm, it in names:
         if isinstance(it, Key):
             itype[nm] = qg.types(it.ref.src)[it.ref.col]
-        elif it.func in ("count*", "count", "count_distinct"):
-            itype[nm] = "int64"
-        elif it.func == "avg":
-            itype[nm] = "float64"
         else:
-            itype[nm] = qg.types(it.ref.src)[it.ref.col]
+            itype[nm] = item_type(it, qg.types(it.ref.src) if it.ref else {})
     outer = []
     for _ in range(rng.choice([1, 1, 2])):
         f = rng.choice(["count*", "count", "sum", "avg", "min", "max", "quantile", "median"])
-        pool = [nm for nm, _ in names if f in ("count", "min", "max") or itype[nm] != "string"]
+        # numeric outer aggregates of numbers (AVG of a decimal: Spark's rounding, see test_join.py)
+        pool = [nm for nm, _ in names if f in ("count", "min", "max") or itype[nm] in ("int64", "float64")
+                or (itype[nm].startswith("decimal(") and f != "avg")]
         if f == "count*" or not pool:
             outer.append(D.Agg("count*"))
             continue
@@ -675,7 +757,7 @@ def make_invalid(rng: Random, qg: QueryGen, q: JQuery, streams: list) -> JQuery:
         j = rng.randrange(1, len(q.sources))
         i = rng.randrange(j)
         ti, tj = qg.types(i), qg.types(j)
-        pairs = [(a, b) for a in ti for b in tj if ti[a] != tj[b]]
+        pairs = [(a, b) for a in ti for b in tj if key_kind(ti[a]) != key_kind(tj[b])]
         if not pairs:  # one schema joined with itself, say
             q.invalid = None
             return q
@@ -741,25 +823,24 @@ def _cond_sources(c) -> set:
 # --------------------------------------------------------------------------------------------------
 # Reference: DuckDB
 # --------------------------------------------------------------------------------------------------
+def col_name(r: Ref) -> str:
+    """DuckDB's name of a source's column: q<source>.<column>, one name across all sources (so that
+    tests/differential.py's SQL of a comparison, which quotes a bare column name, applies unchanged)."""
+    return f"q{r.src}.{r.col}"
+
+
 def col_sql(r: Ref) -> str:
-    return f'q{r.src}.{D.qi(r.col)}'
-
-
-def cmp_sql(expr: str, typ: str, op: str, lit: tuple) -> str:
-    op = "<>" if op == "!=" else op
-    if typ == "string":
-        return f"({expr} {op} {D.sql_str(lit[1])})"
-    if typ == "int64":
-        return f"(CAST({expr} AS DECIMAL(38,18)) {op} CAST('{D.int_literal_decimal(lit[1])}' AS DECIMAL(38,18)))"
-    return f"({expr} {op} CAST('{lit[1]}' AS DOUBLE))"
+    return D.qi(col_name(r))
 
 
 def cond_sql(c, types) -> str:
     if isinstance(c, Cmp):
-        return cmp_sql(col_sql(c.ref), types(c.ref), c.op, c.lit)
+        return D.sql_cmp(col_name(c.ref), types(c.ref), c.op, c.lit)
     if isinstance(c, InList):
-        body = "(" + " OR ".join(cmp_sql(col_sql(c.ref), types(c.ref), "=", lit) for lit in c.lits) + ")"
+        body = "(" + " OR ".join(D.sql_cmp(col_name(c.ref), types(c.ref), "=", lit) for lit in c.lits) + ")"
         return f"(NOT {body})" if c.negate else body
+    if isinstance(c, IsNull):
+        return f"({col_sql(c.ref)} IS {'NOT ' if c.negate else ''}NULL)"
     return "(" + f" {c.op.upper()} ".join(cond_sql(p, types) for p in c.parts) + ")"
 
 
@@ -784,9 +865,18 @@ def agg_sql(a: Agg, types):
     if f == "count_distinct":
         return f"count(DISTINCT {c})", None
     if f in ("min", "max"):
-        return f"{f}({c})", None
+        return D.as_int(f"{f}({c})", typ), None
     if f in ("quantile", "median"):
         return D.quantile_sql(c, a.q if f == "quantile" else "0.5"), None
+    if typ.startswith("decimal("):
+        if f == "sum":
+            return f"sum({c})", None  # DECIMAL(38, s): exact
+        # AVG: the exact sum of value * 10**s over the count, to scale s + 4, half away from zero (integers)
+        sc = D.decimal_of(typ)[1]
+        total = f"sum(CAST(CAST({c} AS DECIMAL(38,{sc})) * {10**sc} AS HUGEINT))"
+        n = f"NULLIF(count({c}), 0)"
+        scaled = f"(sign({total}) * ((abs({total}) * 20000 + {n}) // (2 * {n})))"
+        return f"(CAST({scaled} AS DECIMAL(38,0)) * CAST('0.{'0' * (sc + 3)}1' AS DECIMAL(38,{sc + 4})))", None
     if f == "sum":
         if typ == "int64":
             return f"sum({c})", None
@@ -802,6 +892,19 @@ def sort_sql(expr: str, typ: str) -> str:
     return f"({expr} + CAST(0 AS DOUBLE))" if typ == "float64" else expr
 
 
+def item_type(a: Agg, types: dict) -> str:
+    """The type of an aggregate's answer (as the store types it; int64 stands for int128)."""
+    if a.func in ("count*", "count", "count_distinct"):
+        return "int64"
+    typ = types[a.ref.col]
+    dec = D.decimal_of(typ)
+    if a.func == "avg":
+        return f"decimal(38,{dec[1] + 4})" if dec else "float64"
+    if a.func == "sum" and dec:
+        return f"decimal(38,{dec[1]})"
+    return typ
+
+
 def translate(case: Case):
     q = case.query
 
@@ -815,14 +918,15 @@ def translate(case: Case):
     if q.within is not None:
         for j in range(1, len(q.sources)):
             for i in range(j):
-                joins.append(f"(abs(CAST(q{j}.ts AS HUGEINT) - CAST(q{i}.ts AS HUGEINT)) <= {q.within})")
+                joins.append(f"(abs(CAST({col_sql(Ref(j, 'ts'))} AS HUGEINT) - CAST({col_sql(Ref(i, 'ts'))} AS HUGEINT))"
+                             f" <= {q.within})")
     conds = joins + ([cond_sql(q.where, types)] if q.where is not None else [])
     frm = " FROM " + ", ".join(f"src{i} AS q{i}" for i in range(len(q.sources)))
     where = (" WHERE " + " AND ".join(conds)) if conds else ""
     cols, tols, specs = [], [], []
     if q.projection:
         for i, it in enumerate(q.items):
-            cols.append(f"{col_sql(it.ref)} AS {D.qi(f'__c{i}')}")
+            cols.append(f"{D.as_int(col_sql(it.ref), types(it.ref))} AS {D.qi(f'__c{i}')}")
             specs.append(D.OutSpec(types(it.ref), f"projection {types(it.ref)}", out_name(it)))
         order = []
         for o in q.order_by:
@@ -831,8 +935,9 @@ def translate(case: Case):
             else:
                 idx = resolve_item(o.ref, q.items)
                 ref = q.items[idx].ref
-            order.append(sort_sql(col_sql(ref), types(ref)) + (" DESC" if o.direction == "desc" else " ASC"))
-        order += [sort_sql(col_sql(it.ref), types(it.ref)) + " ASC" for it in q.items]
+            order.append(sort_sql(col_sql(ref), types(ref)) + (" DESC" if o.direction == "desc" else " ASC")
+                         + " NULLS LAST")
+        order += [sort_sql(col_sql(it.ref), types(it.ref)) + " ASC NULLS LAST" for it in q.items]
         sql = "SELECT " + ", ".join(cols) + frm + where + " ORDER BY " + ", ".join(order)
         if q.limit is not None:
             sql += f" LIMIT {q.limit}"
@@ -840,12 +945,11 @@ def translate(case: Case):
     grouped = q.group_by is not None
     for i, it in enumerate(q.items):
         if isinstance(it, Key):
-            value, tol, typ = col_sql(it.ref), None, types(it.ref)
+            value, tol, typ = D.as_int(col_sql(it.ref), types(it.ref)), None, types(it.ref)
             desc = f"key({typ})"
         else:
             value, tol = agg_sql(it, types)
-            typ = "int64" if it.func in ("count*", "count", "count_distinct") else \
-                "float64" if it.func == "avg" else types(it.ref)
+            typ = item_type(it, {it.ref.col: types(it.ref)} if it.ref else {})
             desc = ("COUNT(*)" if it.func == "count*" else f"{it.func.upper()}({types(it.ref)})") + \
                 (" grouped" if grouped else "")
         cols.append(f"{value} AS {D.qi(f'__c{i}')}")
@@ -866,9 +970,9 @@ def translate(case: Case):
             expr = '"__key"'
         else:
             expr = D.qi(f"__c{resolve_item(o.ref, q.items)}")
-        order.append(expr + (" DESC" if o.direction == "desc" else " ASC"))
+        order.append(expr + (" DESC" if o.direction == "desc" else " ASC") + " NULLS LAST")
     if grouped:
-        order.append('"__key" ASC')
+        order.append('"__key" ASC NULLS LAST')
     if order:
         sql += " ORDER BY " + ", ".join(order)
     if q.limit is not None:
@@ -894,14 +998,14 @@ def translate(case: Case):
 
 
 def load_sources(case: Case, con, upto: int) -> None:
-    import pyarrow as pa
+    """One table per source, typed as tests/differential.py types a stream's rows (timestamp[us], date32,
+    decimal128(p, s), NULLs), its columns named q<source>.<column>."""
+    from types import SimpleNamespace
 
-    arrow = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string()}
     for i, s in enumerate(case.query.sources):
         st = case.streams[s.stream]
-        rows = case.visible(s, upto)
-        con.register(f"src{i}", pa.table({c: pa.array([r[k] for r in rows], arrow[t])
-                                          for k, (c, t) in enumerate(st.schema)}))
+        table = D.arrow_columns(SimpleNamespace(schema=st.schema), case.visible(s, upto))
+        con.register(f"src{i}", table.rename_columns([f"q{i}.{c}" for c, _ in st.schema]))
 
 
 def reference(case: Case, con, upto: int) -> D.Expected:

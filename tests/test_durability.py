@@ -74,6 +74,47 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
         srv.stop()
 
 
+@pytest.mark.parametrize("snapshots", [False, True])
+def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snapshots):
+    """The answer log is durable state: a reader that resumes after the newest slide it read gets
+    the same answers after a kill -9 and restart (from the log, or from a snapshot and the log's
+    tail) that it would have got before, then new ones, without gaps or repeats."""
+    args = ("--snapshot-every-mb", "0.001") if snapshots else ()
+    srv = ServerProcess(*args, data_dir=str(tmp_path))
+    with Client(srv.target, timeout=30) as ws:
+        ws.create_stream("s", {**SCHEMA, "d": "decimal(12,2)"}, subwindows=4, subwindow_ms=1000, clock="manual")
+        q = ws.register("SELECT k, COUNT(*), SUM(v), SUM(d), MAX(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] "
+                        "GROUP BY k ORDER BY k")
+        for b in range(8):
+            ws.append("s", {"ts": [b * 10, b * 10 + 1], "k": ["a", None if b % 3 else "é"], "v": [2**62, b],
+                            "d": ["1.25", None]})
+            ws.slide("s")
+        for _ in range(100):  # the query answers each slide in its own time
+            kept, newest, oldest = ws.read_answers(q.id)
+            if newest == 7:
+                break
+            time.sleep(0.05)
+        assert [a.slide for a in kept] == list(range(8)) and oldest == -1  # -1: the first, over the empty window
+        ws.append("s", {"ts": [99], "k": ["z"], "v": [0], "d": ["0"]})  # acknowledged: everything before is durable
+    kill(srv)
+    srv = ServerProcess(data_dir=str(tmp_path))
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            after, newest, first = ws.read_answers(q.id, after_slide=2)
+            assert (newest, first) == (7, oldest)
+            assert [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.types) for a in after] == \
+                [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.types) for a in kept[3:]]
+            ws.slide("s")  # the query goes on: the next answer follows the last one kept
+            for _ in range(100):
+                more, newest, _ = ws.read_answers(q.id, after_slide=7)
+                if more:
+                    break
+                time.sleep(0.05)
+            assert [a.slide for a in more] == [8]
+    finally:
+        srv.stop()
+
+
 def test_snapshots_bound_the_log_and_recovery_uses_them(tmp_path):
     # a tiny snapshot threshold: many snapshots, old segments deleted, same answers after kill -9
     srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))

@@ -1,11 +1,15 @@
-"""Window joins (issue 14, phase 1): the text form and its round trip, the join binder's errors with
+"""Window joins (issue 14): the text form and its round trip, the join binder's errors with
 positions, evaluation (store/join.py) on hand-checked examples, eager/lazy/no-cache agreement and
-re-use, the result bound, the thesis's join-order cost model (chapter 5), and bounded differential
-runs against DuckDB (tests/join_differential.py; a longer run: python tests/join_differential.py)."""
+re-use, the result bound, the thesis's join-order cost model (chapter 5), NULLs and the typed columns
+(boolean, timestamp, date, decimal) checked against DuckDB, and bounded differential runs against
+DuckDB (tests/join_differential.py; a longer run: python tests/join_differential.py)."""
 from __future__ import annotations
 
 import itertools
+from decimal import Decimal
+from types import SimpleNamespace
 
+import differential as D  # the single-stream harness: its Arrow loading of typed rows (timestamps, dates, decimals)
 import join_differential
 import numpy as np
 import pytest
@@ -517,19 +521,248 @@ def test_join_plan_needs_one_dictionary_per_source():
         plan.evaluate([[]])
 
 
-def test_joins_refuse_nulls_and_the_new_types_instead_of_answering_wrong():
-    """Join evaluation does not read validity masks yet: a NULL in a column the join reads is
-    refused (never joined as its placeholder), and so are boolean/timestamp/date/decimal columns."""
-    a = make("a", {"ts": "int64", "k": "int64", "v": "int64", "ok": "boolean"})
-    b = make("b", {"ts": "int64", "k": "int64", "w": "int64"})
-    seal(a, [{"ts": 1, "k": None, "v": 5, "ok": True}, {"ts": 2, "k": 1, "v": 6, "ok": False}], 1000)
-    seal(b, [{"ts": 1, "k": 0, "w": 7}, {"ts": 2, "k": 1, "w": None}], 1000)
-    streams = {"a": a, "b": b}
-    with pytest.raises(InvalidInput, match="column 'k' of stream 'a' holds NULLs"):
-        answer(streams, "SELECT COUNT(*) FROM a JOIN b ON a.k = b.k")
-    with pytest.raises(InvalidInput, match="column 'w' of stream 'b' holds NULLs"):
-        answer(streams, "SELECT SUM(b.w) FROM a JOIN b ON a.ts = b.ts")
-    # columns without NULLs join as before
-    assert answer(streams, "SELECT COUNT(*), SUM(a.v) FROM a JOIN b ON a.ts = b.ts").rows == [(2, 11)]
-    error = bind_error(streams, "SELECT COUNT(*) FROM a JOIN b ON a.ts = b.ts WHERE a.ok = TRUE")
-    assert "a.ok (boolean)" in str(error)
+# -- NULLs and the typed columns, against DuckDB (SQL semantics, as single-stream queries) -------------
+
+TYPED_A = {"ts": "int64", "k": "int64", "s": "string", "v": "int64", "y": "float64", "ok": "boolean",
+           "at": "timestamp", "day": "date", "d": "decimal(12,2)"}
+TYPED_B = {"ts": "int64", "k": "int64", "s": "string", "w": "int64", "ok": "boolean", "at": "timestamp",
+           "day": "date", "e": "decimal(18,0)", "d": "decimal(5,3)"}
+ROWS_A = [  # sub-window 0, then 1
+    [{"ts": 10, "k": 1, "s": "x", "v": 5, "y": 0.5, "ok": True, "at": 1_000, "day": 3, "d": Decimal("1.50")},
+     {"ts": 20, "k": None, "s": None, "v": None, "y": None, "ok": None, "at": None, "day": None, "d": None},
+     {"ts": 30, "k": 2, "s": "y", "v": None, "y": 2.0, "ok": False, "at": 2_000, "day": 4, "d": Decimal("2.00")}],
+    [{"ts": 1010, "k": 1, "s": "x", "v": 7, "y": None, "ok": True, "at": 1_000, "day": 3, "d": None},
+     {"ts": 1020, "k": 0, "s": "", "v": 1, "y": -1.0, "ok": None, "at": 3_000, "day": None, "d": Decimal("-0.25")}],
+]
+ROWS_B = [
+    [{"ts": 15, "k": 1, "s": "x", "w": 100, "ok": True, "at": 1_000, "day": 3, "e": Decimal("2"), "d": Decimal("1.5")},
+     {"ts": 25, "k": None, "s": None, "w": 7, "ok": None, "at": None, "day": None, "e": None, "d": None},
+     {"ts": 35, "k": 0, "s": "", "w": None, "ok": False, "at": 3_000, "day": 4, "e": Decimal("0"), "d": Decimal("2")}],
+    [{"ts": 1015, "k": 2, "s": "y", "w": None, "ok": False, "at": 2_000, "day": None, "e": None, "d": Decimal("-0.25")},
+     {"ts": 1025, "k": 1, "s": "x", "w": 3, "ok": True, "at": None, "day": 3, "e": Decimal("1"), "d": None}],
+]
+
+
+def typed_streams() -> dict:
+    a, b = make("a", TYPED_A), make("b", TYPED_B)
+    for j, (ra, rb) in enumerate(zip(ROWS_A, ROWS_B)):
+        seal(a, ra, (j + 1) * 1000)
+        seal(b, rb, (j + 1) * 1000)
+    return {"a": a, "b": b}
+
+
+def duckdb_rows(sql: str) -> list[tuple]:
+    """`sql` over tables a and b holding ROWS_A and ROWS_B (typed as in the streams, NULLs as NULL)."""
+    con = D.duckdb_connection()
+    for name, schema, rows in (("a", TYPED_A, ROWS_A), ("b", TYPED_B, ROWS_B)):
+        flat = [tuple(r[c] for c in schema) for sub in rows for r in sub]
+        con.register(name, D.arrow_columns(SimpleNamespace(schema=list(schema.items())), flat))
+    return [tuple(r) for r in con.execute(sql).fetchall()]
+
+
+def same_rows(got: list, want: list) -> None:
+    """Equal values of equal Python types (bool is not int; Decimal values compare by value)."""
+    assert [tuple(r) for r in got] == want
+    for gr, wr in zip(got, want):
+        assert [type(v) for v in gr] == [type(v) for v in wr], (gr, wr)
+
+
+def agrees(store_text: str, sql: str, types: list | None = None, **kw):
+    a = answer(typed_streams(), store_text, **kw)
+    same_rows(a.rows, duckdb_rows(sql))
+    if types is not None:
+        assert a.types == types
+    return a
+
+
+def test_null_join_keys_never_match():
+    # int64 and string keys: a NULL key (stored as placeholder 0 / "") would match k = 0 and s = '' rows
+    agrees("SELECT COUNT(*), SUM(b.w), COUNT(b.w) FROM a JOIN b ON a.k = b.k",
+           "SELECT count(*), sum(b.w), count(b.w) FROM a JOIN b ON a.k = b.k")
+    agrees("SELECT a.s, b.ts FROM a JOIN b ON a.s = b.s",
+           "SELECT a.s, b.ts FROM a JOIN b ON a.s = b.s ORDER BY 1, 2")
+    # a composite key with a NULL part, and a band beside it
+    agrees("SELECT a.ts, b.ts FROM a JOIN b ON a.k = b.k AND a.s = b.s AND b.ts BETWEEN a.ts - 1000 AND a.ts + 1000",
+           "SELECT a.ts, b.ts FROM a JOIN b ON a.k = b.k AND a.s = b.s AND b.ts - a.ts BETWEEN -1000 AND 1000 "
+           "ORDER BY 1, 2")
+
+
+def test_null_in_a_band_column_joins_nothing():
+    agrees("SELECT a.ts, b.ts FROM a JOIN b ON b.w BETWEEN a.v - 100 AND a.v + 100",
+           "SELECT a.ts, b.ts FROM a JOIN b ON b.w - a.v BETWEEN -100 AND 100 ORDER BY 1, 2")
+
+
+@pytest.mark.parametrize("where,sql", [
+    ("a.v > 3", "a.v > 3"),                                        # pushed down
+    ("a.v != 5 AND b.w < 50", "a.v <> 5 AND b.w < 50"),
+    ("a.v = 5 OR b.w = 3", "a.v = 5 OR b.w = 3"),                   # across sources: checked on joined rows
+    ("a.v IS NULL", "a.v IS NULL"),
+    ("a.y IS NOT NULL AND b.w IS NULL", "a.y IS NOT NULL AND b.w IS NULL"),
+    ("a.v IS NULL OR b.w IS NULL", "a.v IS NULL OR b.w IS NULL"),
+    ("a.v NOT IN (5, 6) OR b.ok = TRUE", "a.v NOT IN (5, 6) OR b.ok = TRUE"),
+    ("a.d >= 1.5 AND b.day = DATE '1970-01-04'", "a.d >= 1.5 AND b.day = DATE '1970-01-04'"),
+    ("b.at < TIMESTAMP '1970-01-01 00:00:00.002' OR a.ok = FALSE",
+     "b.at < TIMESTAMP '1970-01-01 00:00:00.002' OR a.ok = FALSE"),
+])
+def test_filters_that_are_unknown_drop_the_row(where, sql):
+    agrees(f"SELECT a.ts, b.ts FROM a JOIN b WITHIN 2 s WHERE {where}",
+           f"SELECT a.ts, b.ts FROM a, b WHERE abs(a.ts - b.ts) <= 2000 AND ({sql}) ORDER BY 1, 2")
+
+
+def test_aggregates_skip_nulls_and_are_null_without_a_value():
+    aggs = "COUNT(*), COUNT(a.v), COUNT(b.w), SUM(a.v), AVG(b.w), MIN(a.y), MAX(b.w), COUNT(DISTINCT a.s)"
+    for on, extra in (("a.k = b.k", ""), ("a.k = b.k", "WHERE a.v IS NULL"), ("a.k = b.k", "WHERE a.k = 42")):
+        got = agrees(f"SELECT {aggs} FROM a JOIN b ON {on} {extra}",
+                     f"SELECT count(*), count(a.v), count(b.w), sum(a.v), avg(b.w), min(a.y), max(b.w), "
+                     f"count(DISTINCT a.s) FROM a JOIN b ON {on} {extra}")
+        assert got.types == ["int64", "int64", "int64", "int128", "float64", "float64", "int64", "int64"]
+    # all NULL: SUM, AVG, MIN, MAX are NULL, COUNT(col) is 0
+    rows = answer(typed_streams(), "SELECT COUNT(*), COUNT(a.v), SUM(a.v), AVG(a.v), MIN(a.v), MAX(a.v), "
+                  "QUANTILE(a.v, 0.5) FROM a JOIN b ON a.k = b.k WHERE a.v IS NULL").rows
+    assert rows == [(1, 0, None, None, None, None, None)]
+
+
+def test_group_by_has_one_null_group_and_nulls_sort_last():
+    for key in ("a.v", "a.s", "a.ok", "b.day", "a.d"):
+        for order, sql_order in (("", "1 NULLS LAST"), (" ORDER BY 1 DESC", "1 DESC NULLS LAST"),
+                                 (" ORDER BY 1", "1 NULLS LAST"),
+                                 (" ORDER BY 3 DESC, 1 DESC", "3 DESC NULLS LAST, 1 DESC NULLS LAST"),
+                                 (" ORDER BY 3 LIMIT 2", "3 NULLS LAST, 1 NULLS LAST LIMIT 2")):
+            keysql = {"b.day": "CAST(b.day - DATE '1970-01-01' AS BIGINT)"}.get(key, key)
+            sql_order = " ORDER BY " + sql_order
+            agrees(f"SELECT {key}, COUNT(*), SUM(b.w) FROM a JOIN b WITHIN 1500 ms GROUP BY {key}{order}",
+                   f"SELECT {keysql}, count(*), sum(b.w) FROM a, b WHERE abs(a.ts - b.ts) <= 1500 "
+                   f"GROUP BY {keysql}{sql_order}")
+
+
+def test_projections_carry_nulls_ordered_last_both_ways():
+    for order in ("", " ORDER BY b.w DESC", " ORDER BY 2, 1 DESC LIMIT 4"):
+        sql_order = {"": "", " ORDER BY b.w DESC": "b.w DESC NULLS LAST, ",
+                     " ORDER BY 2, 1 DESC LIMIT 4": "2 NULLS LAST, 1 DESC NULLS LAST, "}[order]
+        limit = " LIMIT 4" if "LIMIT" in order else ""
+        got = agrees(f"SELECT a.v, b.w, a.s, b.ok, a.d, epoch FROM a JOIN b ON a.ok = b.ok{order}".replace(
+            ", epoch", ", b.at, a.day"),
+            "SELECT a.v, b.w, a.s, b.ok, a.d, epoch_us(b.at), CAST(a.day - DATE '1970-01-01' AS BIGINT) FROM a "
+            f"JOIN b ON a.ok = b.ok ORDER BY {sql_order}1 NULLS LAST, 2 NULLS LAST, 3 NULLS LAST, 4 NULLS LAST, "
+            f"5 NULLS LAST, 6 NULLS LAST, 7 NULLS LAST{limit}")
+        assert got.types == ["int64", "int64", "string", "boolean", "decimal(12,2)", "timestamp", "date"]
+
+
+@pytest.mark.parametrize("on", ["a.ok = b.ok", "a.at = b.at", "a.day = b.day", "a.d = b.d", "a.d = b.e",
+                                "a.k = b.e", "a.v = b.d", "a.k = b.k AND a.d = b.d"])
+def test_typed_keys_join_by_value(on):
+    """Booleans, timestamps, dates and decimals join by value; decimals of different scales and int64
+    against decimal compare exactly (as DuckDB)."""
+    agrees(f"SELECT a.ts, b.ts FROM a JOIN b ON {on}", f"SELECT a.ts, b.ts FROM a JOIN b ON {on} ORDER BY 1, 2")
+
+
+def test_typed_group_keys_and_result_types():
+    a = agrees("SELECT b.at, COUNT(*), SUM(a.d), MIN(a.d), MAX(b.e), MIN(b.day), MAX(a.ok), SUM(b.e) FROM a "
+               "JOIN b ON a.k = b.k GROUP BY b.at",
+               "SELECT epoch_us(b.at), count(*), sum(a.d), min(a.d), max(b.e), CAST(min(b.day) - DATE '1970-01-01' "
+               "AS BIGINT), max(a.ok), sum(b.e) FROM a JOIN b ON a.k = b.k GROUP BY b.at ORDER BY 1 NULLS LAST",
+               ["timestamp", "int64", "decimal(38,2)", "decimal(12,2)", "decimal(18,0)", "date", "boolean",
+                "decimal(38,0)"])
+    assert a.rows
+    # a decimal key keeps its type and scale
+    agrees("SELECT a.d, COUNT(*) FROM a JOIN b WITHIN 5 s GROUP BY a.d ORDER BY 2 DESC, 1",
+           "SELECT a.d, count(*) FROM a, b WHERE abs(a.ts - b.ts) <= 5000 GROUP BY a.d ORDER BY 2 DESC, 1 NULLS LAST",
+           ["decimal(12,2)", "int64"])
+
+
+def test_decimal_sums_are_exact_and_avg_rounds_half_away_from_zero():
+    a, b = make("a", {"ts": "int64", "k": "int64", "d": "decimal(18,2)"}), make("b", {"ts": "int64", "k": "int64"})
+    big = Decimal("9999999999999999.99")  # 10^18 - 1 hundredths: sums leave int64
+    seal(a, [{"ts": 1, "k": 1, "d": big}, {"ts": 2, "k": 1, "d": big}, {"ts": 3, "k": 1, "d": Decimal("-0.01")}], 1000)
+    seal(b, [{"ts": 1, "k": 1}, {"ts": 2, "k": 1}, {"ts": 3, "k": 1}], 1000)
+    got = answer({"a": a, "b": b}, "SELECT SUM(a.d), AVG(a.d), MIN(a.d) FROM a JOIN b ON a.k = b.k")
+    con = D.duckdb_connection()
+    con.register("t", D.arrow_columns(SimpleNamespace(schema=[("d", "decimal(18,2)")]), [(big,), (big,), (Decimal("-0.01"),)]))
+    # the AVG to scale s + 4 = 6, half away from zero, in exact integer arithmetic
+    total, avg = con.execute(
+        "WITH j AS (SELECT t.d FROM t, (SELECT 1 FROM range(3))) SELECT sum(d), "
+        "(sign(sum(CAST(CAST(d AS DECIMAL(38,2)) * 100 AS HUGEINT))) * ((abs(sum(CAST(CAST(d AS DECIMAL(38,2)) * 100 AS HUGEINT))) * 20000 + count(*)) "
+        "// (2 * count(*)))) FROM j").fetchall()[0]
+    assert got.rows == [(total, Decimal(int(avg)).scaleb(-6), Decimal("-0.01"))]
+    assert got.types == ["decimal(38,2)", "decimal(38,6)", "decimal(18,2)"]
+
+
+def test_decimal_keys_beyond_int64_after_rescaling_join_nothing():
+    a = make("a", {"ts": "int64", "k": "decimal(18,0)"})
+    b = make("b", {"ts": "int64", "k": "decimal(18,18)"})
+    seal(a, [{"ts": 1, "k": Decimal(10)}, {"ts": 2, "k": Decimal(0)}, {"ts": 3, "k": Decimal(-1)}], 1000)
+    seal(b, [{"ts": 1, "k": Decimal(0)}, {"ts": 2, "k": Decimal("0.1")}, {"ts": 3, "k": Decimal("-0.5")}], 1000)
+    assert answer({"a": a, "b": b}, "SELECT a.k, b.k FROM a JOIN b ON a.k = b.k").rows == [(Decimal(0), Decimal(0).scaleb(-18))]
+
+
+def test_keys_of_different_kinds_are_refused():
+    s = typed_streams()
+    for on, token in (("a.y = b.w", "b.w"), ("a.at = b.day", "b.day"), ("a.ok = b.k", "b.k"), ("a.at = b.k", "b.k")):
+        e = bind_error(s, f"SELECT COUNT(*) FROM a JOIN b ON {on}")
+        assert "different types" in e.reason and e.token == token
+
+
+# -- aggregates per join key, without joined rows (one-time two-way equi-joins) ---------------------------------
+@pytest.mark.parametrize("text,sql", [
+    ("SELECT COUNT(*), SUM(b.w), MAX(a.v), MIN(b.s), AVG(a.y), COUNT(a.v) FROM a JOIN b ON a.k = b.k",
+     "SELECT count(*), sum(b.w), max(a.v), min(b.s), avg(a.y), count(a.v) FROM a JOIN b ON a.k = b.k"),
+    ("SELECT a.s, COUNT(*), SUM(b.w), MIN(b.at), MAX(a.d), SUM(b.e), COUNT(b.w) FROM a JOIN b ON a.k = b.k "
+     "GROUP BY a.s ORDER BY 2 DESC, 1",
+     "SELECT a.s, count(*), sum(b.w), epoch_us(min(b.at)), max(a.d), sum(b.e), count(b.w) FROM a JOIN b ON a.k = b.k "
+     "GROUP BY a.s ORDER BY 2 DESC NULLS LAST, 1 NULLS LAST"),
+    ("SELECT b.ok, SUM(a.v), AVG(b.w), MAX(a.s), MIN(b.ok) FROM a JOIN b ON a.s = b.s AND a.k = b.k "
+     "WHERE a.v IS NOT NULL AND b.ts > 0 GROUP BY b.ok",
+     "SELECT b.ok, sum(a.v), avg(b.w), max(a.s), min(b.ok) FROM a JOIN b ON a.s = b.s AND a.k = b.k "
+     "WHERE a.v IS NOT NULL AND b.ts > 0 GROUP BY b.ok ORDER BY 1 NULLS LAST"),
+    ("SELECT a.d, COUNT(*), SUM(a.d) FROM a JOIN b ON a.d = b.d GROUP BY a.d",
+     "SELECT a.d, count(*), sum(a.d) FROM a JOIN b ON a.d = b.d GROUP BY a.d ORDER BY 1 NULLS LAST"),
+    ("SELECT COUNT(*), SUM(b.w) FROM a JOIN b ON a.k = b.k WHERE a.k = 42",
+     "SELECT count(*), sum(b.w) FROM a JOIN b ON a.k = b.k WHERE a.k = 42"),
+])
+def test_aggregates_per_join_key_agree_with_duckdb(text, sql):
+    s = typed_streams()
+    plan = plan_join(parse_statement(text), s, cache=False)
+    got = plan.evaluate(window_inputs(plan, s))
+    assert plan.stats.by_key == 1 and plan.stats.pairs_probed == 0  # no joined rows formed
+    same_rows(got.rows, duckdb_rows(sql))
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT a.v, b.w FROM a JOIN b ON a.k = b.k",                                        # a projection
+    "SELECT COUNT(*) FROM a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts AND a.ts + 10",    # a band
+    "SELECT COUNT(*) FROM a JOIN b ON a.k = b.k WHERE a.v = 5 OR b.w = 3",               # a filter across sides
+    "SELECT COUNT(DISTINCT b.w) FROM a JOIN b ON a.k = b.k",                             # holistic
+    "SELECT QUANTILE(b.w, 0.5) FROM a JOIN b ON a.k = b.k",
+])
+def test_queries_that_need_joined_rows_form_them(text):
+    s = typed_streams()
+    plan = plan_join(parse_statement(text), s, cache=False)
+    plan.evaluate(window_inputs(plan, s))
+    assert plan.stats.by_key == 0
+    assert plan_join(parse_statement("SELECT COUNT(*) FROM a JOIN b ON a.k = b.k"), s, cache=True).by_key is False
+
+
+def test_aggregates_per_join_key_are_exact_beyond_int64_and_keep_the_row_bound():
+    """SUM(x) over a join is x times the other side's rows per key: products and sums beyond int64 stay exact
+    (against DuckDB's HUGEINT); the row bound is the join's size, counted without forming it."""
+    a = make("a", {"ts": "int64", "k": "string", "x": "int64"})
+    b = make("b", {"ts": "int64", "k": "string", "y": "int64"})
+    big = 2**62 + 7
+    rows_a = [{"ts": i, "k": "k%d" % (i % 3), "x": (big if i % 2 else -big + i)} for i in range(40)]
+    rows_b = [{"ts": i, "k": "k%d" % (i % 4), "y": big - i} for i in range(30)]
+    seal(a, rows_a, 1000)
+    seal(b, rows_b, 1000)
+    s = {"a": a, "b": b}
+    text = "SELECT a.k, COUNT(*), SUM(a.x), SUM(b.y), AVG(a.x) FROM a JOIN b ON a.k = b.k GROUP BY a.k"
+    got = answer(s, text, cache=False)
+    con = D.duckdb_connection()
+    con.register("a", D.arrow_columns(SimpleNamespace(schema=[("ts", "int64"), ("k", "string"), ("x", "int64")]),
+                                      [tuple(r.values()) for r in rows_a]))
+    con.register("b", D.arrow_columns(SimpleNamespace(schema=[("ts", "int64"), ("k", "string"), ("y", "int64")]),
+                                      [tuple(r.values()) for r in rows_b]))
+    want = con.execute("SELECT a.k, count(*), sum(a.x), sum(b.y), sum(a.x), count(a.x) FROM a JOIN b ON a.k = b.k "
+                       "GROUP BY a.k ORDER BY 1").fetchall()
+    assert got.rows == [(k, n, sx, sy, int(avg_sum) / cnt) for k, n, sx, sy, avg_sum, cnt in want]
+    assert got.types == ["string", "int64", "int128", "int128", "float64"]
+    with pytest.raises(ResourceLimit):
+        answer(s, text, cache=False, max_rows=len(rows_a) * len(rows_b) // 4 - 1)

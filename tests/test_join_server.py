@@ -310,3 +310,32 @@ def test_w_join_tracks_an_object_moving_past_three_gates(ws):
     q = ws.register(count)
     assert q.every_slides == 1
     ws.unregister(q.id)
+
+
+# -- NULLs and typed columns on the wire ------------------------------------------------------------------
+def test_join_answers_carry_nulls_and_typed_values_to_the_sdk(ws):
+    """A join over boolean, timestamp, date and decimal columns holding NULLs answers over gRPC what
+    DuckDB answers over the same rows: NULL as None, decimals as Decimals of their result type's scale,
+    timestamps as microseconds, dates as days (the single-stream answers' wire form, unchanged)."""
+    from test_join import ROWS_A, ROWS_B, TYPED_A, TYPED_B, duckdb_rows, same_rows
+
+    names = {}
+    for alias, schema, subs in (("a", TYPED_A, ROWS_A), ("b", TYPED_B, ROWS_B)):
+        name = names[alias] = f"typed_{alias}{next(_names)}"
+        ws.create_stream(name, schema, subwindows=4, subwindow_ms=1000, clock="manual")
+        for sub in subs:
+            ws.append(name, {c: [r[c] for r in sub] for c in schema})
+            ws.slide(name)
+    frm = f"FROM {names['a']} a JOIN {names['b']} b"
+    p = ws.query(f"SELECT a.v, b.w, a.s, b.ok, a.d, b.at, a.day {frm} ON a.ok = b.ok ORDER BY b.w DESC")
+    same_rows(p.rows, duckdb_rows(
+        "SELECT a.v, b.w, a.s, b.ok, a.d, epoch_us(b.at), CAST(a.day - DATE '1970-01-01' AS BIGINT) FROM a JOIN b "
+        "ON a.ok = b.ok ORDER BY b.w DESC NULLS LAST, 1 NULLS LAST, 2 NULLS LAST, 3 NULLS LAST, 4 NULLS LAST, "
+        "5 NULLS LAST, 6 NULLS LAST, 7 NULLS LAST"))
+    assert p.types == ["int64", "int64", "string", "boolean", "decimal(12,2)", "timestamp", "date"]
+    assert any(v is None for r in p.rows for v in r)
+    g = ws.query(f"SELECT a.d, COUNT(*), COUNT(b.w), SUM(b.e), AVG(a.d), MIN(b.at) {frm} ON a.k = b.k GROUP BY a.d")
+    same_rows(g.rows, duckdb_rows(
+        "SELECT a.d, count(*), count(b.w), sum(b.e), CAST(avg(a.d) AS DECIMAL(38,6)), epoch_us(min(b.at)) FROM a "
+        "JOIN b ON a.k = b.k GROUP BY a.d ORDER BY 1 NULLS LAST"))
+    assert g.types == ["decimal(12,2)", "int64", "int64", "decimal(38,0)", "decimal(38,6)", "timestamp"]

@@ -526,6 +526,27 @@ def test_engine_registers_a_periodic_join_and_replays_it():
     again._check()
 
 
+def test_a_periodic_two_way_equi_join_aggregate_is_recomputed_per_key_and_a_band_join_keeps_state():
+    eng = engine_with_streams()
+    answers = []
+    eng.on_answer = lambda qid, r: answers.append((qid, r))
+    feed(eng, 3)
+    equi = ("SELECT a.key, COUNT(*), SUM(b.v) FROM s0 a [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] JOIN s1 b "
+            "ON a.key = b.key GROUP BY a.key")
+    band = equi.replace("ON a.key = b.key", "ON a.key = b.key AND b.ts BETWEEN a.ts - 1 AND a.ts + 1")
+    pe, pb = (eng.apply(Register("", q, 0, 3.0)) for q in (equi, band))
+    assert pe.task.plan.join.by_key and not pe.task.plan.join.cache and not pe.task.plan.eager
+    assert not pb.task.plan.join.by_key and pb.task.plan.join.cache
+    for start in (3, 7):
+        feed(eng, 4, start=start)
+        while eng.step() is not None:
+            pass
+        eng._check()
+        for p, q in ((pe, equi), (pb, band)):
+            mine = [r for qid, r in answers if qid == p.query_id]
+            assert mine and mine[-1].answer.rows == expected(eng.sched.streams, q)
+
+
 def test_engine_refuses_bad_join_registrations():
     eng = engine_with_streams()
     with pytest.raises(Exception, match="needs SLIDE"):

@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from decimal import Decimal
+from decimal import Decimal as D
 
+import pyarrow as pa
 import pytest
 
 pyspark = pytest.importorskip("pyspark")
@@ -324,3 +327,305 @@ def test_booleans_timestamps_dates_decimals_and_nulls_both_ways(spark, ws, serve
     row = got.collect()[0]
     assert (row["n"], row["k"], row["lo"], row["first"], row["total"]) == (3, 2, False, dt.date(1969, 12, 31), D("9.98"))
     assert row["hi"].astimezone(utc) == dt.datetime(2026, 1, 1, 12, 0, 0, 5, tzinfo=utc)
+
+
+# -- typed columns and NULLs through the streaming writers and reader (issue 11) --------------------------
+def _typed():
+    import datetime as dt
+    from decimal import Decimal as D
+
+    from pyspark.sql.types import (BooleanType, DateType, DecimalType, LongType, StringType, StructField, StructType,
+                                   TimestampType)
+
+    utc = dt.timezone.utc
+    schema = StructType([StructField("ts", LongType()), StructField("ok", BooleanType()),
+                         StructField("at", TimestampType()), StructField("day", DateType()),
+                         StructField("price", DecimalType(12, 2)), StructField("src", StringType())])
+
+    def batch(b: int) -> list[tuple]:
+        return [(b * 10 + 1, True, dt.datetime(2026, 1, 1, 12, 0, b, 5, tzinfo=utc), dt.date(2026, 1, 1 + b),
+                 D("9.99") + b, "a"),
+                (b * 10 + 2, None, None, None, None, None),
+                (b * 10 + 3, False, dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=utc), dt.date(1969, 12, 31),
+                 D("-0.01"), "b" if b % 2 else "a")]
+    return schema, batch
+
+
+TYPED = {"ts": "int64", "ok": "boolean", "at": "timestamp", "day": "date", "price": "decimal(12,2)", "src": "string"}
+TYPED_AGGS = "COUNT(*) AS n, COUNT(ok) AS k, MIN(ok) AS lo, MAX(at) AS hi, MIN(day) AS first, SUM(price) AS total"
+
+
+def _spark_typed_aggs(df):
+    """The same aggregates computed by Spark itself (the independent reference)."""
+    return df.groupBy("src").agg(F.count("*").alias("n"), F.count("ok").alias("k"), F.min("ok").alias("lo"),
+                                 F.max("at").alias("hi"), F.min("day").alias("first"), F.sum("price").alias("total"))
+
+
+def _rows_by_src(rows) -> dict:
+    return {r["src"]: tuple(r[c] for c in ("n", "k", "lo", "hi", "first", "total")) for r in rows}
+
+
+def test_streaming_writers_and_reader_carry_typed_columns_and_nulls(spark, ws, server, tmp_path):
+    schema, batch = _typed()
+    ws.create_stream("tys", TYPED, subwindows=8, subwindow_ms=1000, clock="manual", group_by=["src"])
+    text = f"SELECT src, {TYPED_AGGS} FROM tys [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src"
+    ckpt_r, out = tmp_path / "ckpt_r", tmp_path / "out"
+
+    def read_answers():
+        df = spark.readStream.format("windowstore").option("target", server.target).option("query", text).load()
+        q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt_r))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        assert q.exception() is None, q.exception()
+
+    read_answers()  # registers the periodic query
+    # batches 0 and 1 through the data source sink, batch 2 through the foreachBatch writer
+    src = tmp_path / "in"
+    for b in range(2):
+        spark.createDataFrame(batch(b), schema).coalesce(1).write.parquet(str(src / f"b{b}"))
+    df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).option("recursiveFileLookup", "true") \
+        .parquet(str(src))
+    q = (df.writeStream.format("windowstore").option("target", server.target).option("stream", "tys")
+         .option("slide_per_batch", "true").option("checkpointLocation", str(tmp_path / "ckpt_w"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    fb = WindowStoreWriter(server.target, "tys", writer_id="typed-fb", slide_per_batch=True)
+    fb(spark.createDataFrame(batch(2), schema).repartition(2), 2)
+    assert fb.last["accepted"] == 3 and int(ws.describe_stream("tys")["latest_slide"]) == 2
+    # every value landed as written (NULLs included)
+    stored = dict((r[0], r[1:]) for r in ws.query(
+        "SELECT ts, MIN(ok), MIN(at), MIN(day), MIN(price), MIN(src) FROM tys GROUP BY ts").rows)
+    assert stored[12] == (None, None, None, None, None)
+    assert stored[21] == (True, 1_767_268_802_000_005, 20_456, Decimal("11.99"), "a")
+    assert stored[13] == (False, -1_000_000, -1, Decimal("-0.01"), "b")
+    deadline = time.time() + 20  # wait until the periodic query answered the last slide
+    while not (ws.list_queries("tys") and ws.list_queries("tys")[0]["last_slide"] == 2):
+        assert time.time() < deadline, "the periodic query did not catch up"
+        time.sleep(0.05)
+    read_answers()
+    got = spark.read.parquet(str(out))
+    fields = {f.name: f.dataType for f in got.schema.fields}
+    assert [fields[c] for c in ("lo", "hi", "first", "total")] == \
+        [f.dataType for f in schema.fields[1:4]] + [pyspark.sql.types.DecimalType(38, 2)]
+    assert sorted(r["_slide"] for r in got.select("_slide").distinct().collect()) == [0, 1, 2]
+    for k in (0, 1, 2):  # each answer equals Spark's own aggregates over the last 2 batches
+        reference = spark.createDataFrame([r for b in range(max(0, k - 1), k + 1) for r in batch(b)], schema)
+        assert _rows_by_src(got.where(F.col("_slide") == k).collect()) == \
+            _rows_by_src(_spark_typed_aggs(reference).collect())
+
+
+def test_a_schema_mismatch_is_reported_when_the_write_starts_naming_the_columns(spark, ws, server, tmp_path):
+    ws.create_stream("mm", {"ts": "int64", "src": "string", "bytes": "int64", "price": "decimal(6,2)"},
+                     subwindows=4, subwindow_ms=1000, clock="manual")
+    df = spark.createDataFrame([(1, 2, "x", 3.5)], "ts LONG, src LONG, extra STRING, price DOUBLE")
+    expected = (r"does not fit windowstore stream 'mm': missing columns: bytes; extra columns: extra \(string\); "
+                r"mistyped columns: src is bigint, the stream's is string; price is double, the stream's is "
+                r"decimal\(6,2\)\. The stream's columns: ts int64 \(event time, ms\), src string, bytes int64, "
+                r"price decimal\(6,2\)")
+    with pytest.raises(Exception, match=expected):  # the batch writer: before any task runs
+        df.write.format("windowstore").options(target=server.target, stream="mm", writer_id="m", batch_id="1") \
+            .mode("append").save()
+    with pytest.raises(ValueError, match=expected):  # foreachBatch: on its first batch, before staging
+        WindowStoreWriter(server.target, "mm", writer_id="m")(df, 0)
+    src = tmp_path / "in"  # the streaming sink: the query stops at its start with the same message
+    df.coalesce(1).write.parquet(str(src))
+    q = (spark.readStream.schema(df.schema).parquet(str(src)).writeStream.format("windowstore")
+         .option("target", server.target).option("stream", "mm").option("checkpointLocation", str(tmp_path / "ck"))
+         .trigger(availableNow=True).start())
+    with pytest.raises(Exception, match="Failed to initialize Python data source writer(.|\n)*" + expected):
+        q.awaitTermination(120)
+    assert ws.stats("mm")["streams"][0]["staged_rows"] in (0, "0")  # no task staged anything
+    # a decimal(6,2) takes narrower decimals and small integers; a wider scale is refused
+    ok = spark.createDataFrame([(1, "x", 3, D("1.5"))], "ts INT, src STRING, bytes INT, price DECIMAL(5,1)")
+    ok.write.format("windowstore").options(target=server.target, stream="mm", writer_id="m", batch_id="2", slide_per_batch="true") \
+        .mode("append").save()
+    assert ws.query("SELECT SUM(price), SUM(bytes) FROM mm").rows == [(D("1.50"), 3)]
+    with pytest.raises(Exception, match="price is decimal\\(6,3\\), the stream's is decimal\\(6,2\\)"):
+        spark.createDataFrame([(1, "x", 3, D("1.5"))], "ts LONG, src STRING, bytes LONG, price DECIMAL(6,3)") \
+            .write.format("windowstore").options(target=server.target, stream="mm", writer_id="m", batch_id="3") \
+            .mode("append").save()
+
+
+def test_a_spark_timestamp_feeds_the_event_time_column_in_milliseconds_and_comes_back(spark, ws, server, tmp_path):
+    import datetime as dt
+
+    from pyspark.sql.types import DecimalType, LongType, StructField, StructType, TimestampType
+
+    ws.create_stream("et", {"ts": "int64", "bytes": "int64"}, subwindows=4, subwindow_ms=1000, clock="manual",
+                     group_by=["ts"])
+    utc = dt.timezone.utc
+    at = [dt.datetime(2026, 1, 1, 12, 0, 0, 1_999, tzinfo=utc),       # 1.999 ms: floor to 1 ms
+          dt.datetime(2026, 1, 1, 12, 0, 0, 1_000, tzinfo=utc),       # exactly 1 ms
+          dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=utc),  # -1 us: floor to -1 ms, not 0
+          dt.datetime(1970, 1, 1, 0, 0, 0, 0, tzinfo=utc)]
+    schema = StructType([StructField("ts", TimestampType()), StructField("bytes", LongType())])
+    df = spark.createDataFrame([(t, i + 1) for i, t in enumerate(at)], schema).repartition(2)
+    df.write.format("windowstore").options(target=server.target, stream="et", writer_id="et", batch_id="1", slide_per_batch="true") \
+        .mode("append").save()
+    # the streaming sink converts the same way
+    src = tmp_path / "in"
+    spark.createDataFrame([(at[0], 10)], schema).coalesce(1).write.parquet(str(src))
+    q = (spark.readStream.schema(schema).parquet(str(src)).writeStream.format("windowstore")
+         .option("target", server.target).option("stream", "et").option("slide_per_batch", "true")
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+    base = 1_767_268_800_000
+    text = "SELECT ts, SUM(bytes) AS total, MIN(ts) AS first, COUNT(*) AS n FROM et GROUP BY ts ORDER BY ts"
+    assert ws.query(text).rows == [(-1, 3, -1, 1), (0, 4, 0, 1), (base + 1, 13, base + 1, 3)]
+    got = spark.read.format("windowstore").option("target", server.target).option("query", text) \
+        .option("event_time_as_timestamp", "true").load()
+    fields = {f.name: f.dataType for f in got.schema.fields}
+    assert (fields["ts"], fields["first"], fields["total"]) == (TimestampType(), TimestampType(), DecimalType(38, 0))
+    rows = got.collect()
+    assert [(r["ts"].astimezone(utc), r["total"]) for r in rows] == \
+        [(dt.datetime(1969, 12, 31, 23, 59, 59, 999_000, tzinfo=utc), 3), (dt.datetime(1970, 1, 1, tzinfo=utc), 4),
+         (dt.datetime(2026, 1, 1, 12, 0, 0, 1_000, tzinfo=utc), 13)]
+    assert all(r["first"] == r["ts"] for r in rows)
+    plain = spark.read.format("windowstore").option("target", server.target).option("query", text).load()
+    assert [r["ts"] for r in plain.collect()] == [-1, 0, base + 1]  # without the option: int64 ms
+
+
+# -- the batch reader: one pinned slide, Arrow batches, filters pushed into WHERE --------------------------
+PIN_TEXT = "SELECT src, SUM(bytes) AS total, COUNT(*) AS n, MAX(ts) AS last FROM pin [RANGE 3 SUBWINDOWS] GROUP BY src"
+
+
+def _sqlite(appended: dict, lo: int, hi: int, where: str = "") -> list[tuple]:
+    """The independent reference: SQLite over the rows appended with slides lo..hi."""
+    import sqlite3
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (slide INT, ts INT, src TEXT, bytes INT)")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?, ?)",
+                   [(j, r["ts"], r["src"], r["bytes"]) for j, rs in appended.items() for r in rs])
+    return db.execute(f"SELECT src, SUM(bytes), COUNT(*), MAX(ts) FROM t WHERE slide BETWEEN ? AND ? {where} "
+                      "GROUP BY src ORDER BY src", (lo, hi)).fetchall()
+
+
+def test_batch_reader_pins_one_slide_pushes_filters_and_refuses_an_expired_slide(spark, ws, server):
+    from pyspark.sql.datasource import EqualTo, GreaterThan, In
+
+    from windowstore.clients.spark import _answer_layout, _PushdownReader
+
+    ws.create_stream("pin", SCHEMA, subwindows=6, subwindow_ms=1000, clock="manual", group_by=["src"])
+    appended = {}
+
+    def feed(j):
+        appended[j] = rows(j, 30)
+        ws.append("pin", {k: [r[k] for r in appended[j]] for k in SCHEMA})
+        ws.slide("pin")
+
+    for j in range(5):
+        feed(j)
+    opts = {"target": server.target, "query": PIN_TEXT}
+    df = spark.read.format("windowstore").options(**opts).load()
+    first = sorted(tuple(r)[:4] + (r["_slide"],) for r in df.collect())
+    assert {r[4] for r in first} == {4}
+    assert [r[:4] for r in first] == _sqlite(appended, 2, 4) == \
+        sorted(ws.query(PIN_TEXT.replace("GROUP BY", "AS OF SLIDE 4 GROUP BY")).rows)
+    feed(5)  # the window moves on: the same DataFrame's next action still reads slide 4
+    again = sorted(tuple(r)[:4] + (r["_slide"],) for r in df.collect())
+    assert again == first
+    fresh = spark.read.format("windowstore").options(**opts).load()  # a new read pins the new slide
+    assert {r["_slide"] for r in fresh.collect()} == {5}
+    # filters on the GROUP BY key go into WHERE (and answer as SQLite does); others stay with Spark
+    filtered = spark.read.format("windowstore").options(**opts, filter_pushdown="true").load() \
+        .where(F.col("src").isin("h1", "h3") & (F.col("total") > 10))
+    plan = filtered._jdf.queryExecution().optimizedPlan().toString()
+    assert "total" in plan and "h1" not in plan  # Spark keeps total > 10; src IN went to the store
+    got = filtered.collect()
+    assert sorted(tuple(r)[:4] for r in got) == [r for r in _sqlite(appended, 3, 5, "AND src IN ('h1', 'h3')")
+                                                 if r[1] > 10]
+    reader = _PushdownReader(opts, _answer_layout(opts), fresh.schema)
+    kept = list(reader.pushFilters([In(("src",), ("h1", "h3")), GreaterThan(("total",), 10),
+                                    EqualTo(("_slide",), 5)]))
+    assert kept == [GreaterThan(("total",), 10), EqualTo(("_slide",), 5)]
+    [part] = reader.partitions()
+    assert part.slide == 5 and part.text.endswith("[RANGE 3 SUBWINDOWS] AS OF SLIDE 5 WHERE (src IN ('h1', 'h3')) "
+                                                  "GROUP BY src")
+    batch = next(reader.read(part))  # Arrow record batches of the reader's schema
+    assert isinstance(batch, pa.RecordBatch) and batch.num_rows == 2 and batch.schema.names == fresh.columns
+    # a slide that has left the window is refused, naming the slides the store can answer
+    for j in range(6, 9):
+        feed(j)
+    with pytest.raises(Exception, match="AS OF SLIDE 4 on stream 'pin': slide 4's sub-windows have left the window "
+                                        "\\(it holds slides 3 to 8\\); it can answer AS OF SLIDE 5 to 8"):
+        df.collect()
+    pinned = spark.read.format("windowstore").options(**opts, as_of_slide="6").load()
+    assert sorted(tuple(r)[:4] for r in pinned.collect()) == _sqlite(appended, 4, 6)
+
+
+def test_batch_reader_splits_a_projection_over_partitions_of_one_slide_and_retries_read_it_again(spark, ws, server):
+    ws.create_stream("proj", SCHEMA, subwindows=6, subwindow_ms=1000, clock="manual")
+    appended = {}
+
+    def feed(j):
+        appended[j] = rows(j, 30)
+        ws.append("proj", {k: [r[k] for r in appended[j]] for k in SCHEMA})
+        ws.slide("proj")
+
+    for j in range(7):  # slides 0..6; RANGE 5 reads 2..6
+        feed(j)
+    text = "SELECT ts, src, bytes FROM proj [RANGE 5 SUBWINDOWS]"
+    df = spark.read.format("windowstore").options(target=server.target, query=text, partitions="3").load()
+    assert df.rdd.getNumPartitions() == 3
+    per_part = df.rdd.mapPartitions(lambda it: [sorted(r["_slide"] for r in it)]).collect()
+    assert all(p and set(p) == {6} for p in per_part)  # every partition read slide 6's window
+    reference = sorted((r["ts"], r["src"], r["bytes"]) for j in range(2, 7) for r in appended[j])
+    got = sorted(tuple(r)[:3] for r in df.collect())
+    assert got == reference == sorted(ws.query(text + " AS OF SLIDE 6").rows)
+    # filters go into every partition's WHERE: Spark keeps none of them; the rows equal SQLite's
+    filtered = spark.read.format("windowstore").options(target=server.target, query=text, partitions="3",
+                                                        filter_pushdown="true", as_of_slide="6").load() \
+        .where((F.col("bytes") > 50) & F.col("src").isin("h0", "h2"))
+    assert filtered.rdd.getNumPartitions() == 3
+    assert "bytes" not in filtered._jdf.queryExecution().optimizedPlan().toString().split("RelationV2")[0]
+    assert sorted((r["ts"], r["src"], r["bytes"]) for r in filtered.collect()) == \
+        [r for r in reference if r[2] > 50 and r[1] in ("h0", "h2")]
+    # a task that dies after reading (and after the window moved on) is retried: it reads slide 6 again
+    target = server.target
+
+    def die_once_after_a_slide(batches):
+        from pyspark import TaskContext
+
+        from windowstore.clients import Client
+
+        ctx = TaskContext.get()
+        out = list(batches)
+        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+            with Client(target) as c:
+                c.append("proj", {"ts": [10**9], "src": ["late"], "bytes": [1]})
+                c.slide("proj")
+            raise RuntimeError("the task dies after its read; the window has moved on")
+        yield from out
+
+    again = df.mapInArrow(die_once_after_a_slide, df.schema).collect()
+    assert sorted(tuple(r)[:3] for r in again) == reference and {r["_slide"] for r in again} == {6}
+    assert int(ws.describe_stream("proj")["latest_slide"]) == 7
+
+
+def test_pushed_filters_on_timestamps_dates_decimals_and_event_time_answer_as_spark_does(spark, ws, server):
+    import datetime as dt
+
+    ws.create_stream("pt", {"ts": "int64", "at": "timestamp", "day": "date", "price": "decimal(8,2)", "src": "string"},
+                     subwindows=3, subwindow_ms=1000, clock="manual")
+    n = 40
+    ws.append("pt", {"ts": [i * 500 for i in range(n)], "at": [None if i % 7 == 0 else i * 250_000 for i in range(n)],
+                     "day": [i % 5 for i in range(n)], "price": [Decimal(i) / 4 for i in range(n)],
+                     "src": [None if i % 6 == 0 else f"h{i % 4}" for i in range(n)]})
+    ws.slide("pt")
+    utc = dt.timezone.utc
+    opts = {"target": server.target, "query": "SELECT ts, at, day, price, src FROM pt", "event_time_as_timestamp": "true"}
+    conditions = [F.col("ts") >= F.lit(dt.datetime(1970, 1, 1, 0, 0, 7, tzinfo=utc)),
+                  F.col("at") < F.lit(dt.datetime(1970, 1, 1, 0, 0, 3, 500_000, tzinfo=utc)),
+                  F.col("day").isin(dt.date(1970, 1, 2), dt.date(1970, 1, 4)),
+                  F.col("price") > Decimal("4.5"), F.col("src").isNull() | (F.col("src") != "h1"),
+                  ~F.col("src").isin("h2", "h3"), F.col("at").isNotNull()]
+    for cond in conditions:
+        pushed = spark.read.format("windowstore").options(**opts, filter_pushdown="true").load().where(cond)
+        by_spark = spark.read.format("windowstore").options(**opts).load().where(cond)
+        assert sorted((tuple(r)[:5] for r in pushed.collect()), key=repr) == \
+            sorted((tuple(r)[:5] for r in by_spark.collect()), key=repr)
+        plan = pushed._jdf.queryExecution().optimizedPlan().toString()
+        assert "Filter" not in plan or "OR" in plan.upper(), (cond, plan)  # an OR of two columns stays with Spark

@@ -305,12 +305,66 @@ def test_inexact_or_wrong_temporal_values_are_refused(batch, msg):
 
 
 @pytest.mark.parametrize("text, msg", [
-    ("SELECT SUM(at) FROM s", "numeric"), ("SELECT AVG(day) FROM s", "numeric"),
+    ("SELECT SUM(at) FROM s", "numeric"), ("SELECT SUM(day) FROM s", "numeric"),
     ("SELECT COUNT(*) FROM s WHERE at > TIMESTAMP 'noon'", "ISO"), ("SELECT COUNT(*) FROM s WHERE day = 'x'", "date"),
 ])
 def test_temporal_misuse_is_refused(text, msg):
     with pytest.raises(InvalidInput, match=msg):
         plan_query(parse_query(text), temporal_stream())
+
+
+def _temporal_random_stream(seed: int) -> tuple[Stream, list[tuple]]:
+    """A stream of random timestamps (either side of the epoch, sub-second parts) and dates with
+    NULLs over a few sub-windows, and the rows it holds."""
+    rng = np.random.default_rng(seed)
+    s = Stream("s", TSCHEMA, WindowSpec(subwindows=3, subwindow_ms=10, clock="manual", group_by=("x",)), 0)
+    rows = []
+    for sub in range(3):
+        n = int(rng.integers(0, 6))
+        at = [None if rng.random() < 0.25 else int(rng.integers(-3 * 10**15, 3 * 10**15)) for _ in range(n)]
+        day = [None if rng.random() < 0.25 else int(rng.integers(-30_000, 30_000)) for _ in range(n)]
+        x = [int(v) for v in rng.integers(0, 3, n)]
+        ts = [10 * sub + i for i in range(n)]
+        if n:
+            s.append({"ts": ts, "at": pa.array(at, pa.timestamp("us", tz="UTC")), "day": pa.array(day, pa.date32()), "x": x})
+        rows += list(zip(ts, at, day, x))
+        s.window.slide(10 * (sub + 1))
+    return s, rows
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_avg_and_quantile_over_timestamps_and_dates_match_duckdb(seed):
+    """AVG of a timestamp or date is the mean instant (a timestamp: the microsecond the mean falls
+    in) and QUANTILE one of the values. DuckDB computes the exact sums and the sorted values; the
+    store's rules are written out in SQL: floor division for the mean, rank max(1, ceil(q*N))."""
+    import duckdb
+
+    s, rows = _temporal_random_stream(seed)
+    con = duckdb.connect()
+    con.execute('CREATE TABLE s (ts BIGINT, "at" TIMESTAMP, day DATE, x BIGINT)')  # AT is a keyword
+    con.executemany("INSERT INTO s VALUES (?, make_timestamp(?), ? , ?)",
+                    [(ts, at, None if d is None else f"{np.datetime64(d, 'D')}", x) for ts, at, d, x in rows])
+
+    def rank(col, q):
+        return (f"list_sort(list({col}) FILTER (WHERE {col} IS NOT NULL))"
+                f"[greatest(1, ceil({q} * count({col})))::BIGINT]")
+    def mean(us):  # floor(sum / count), exactly, over HUGEINT sums
+        total, n = f"sum({us})::HUGEINT", f"count({us})"
+        return f"(({total}) - ((({total}) % {n}) + {n}) % {n}) // {n}"
+    at = '"at"'
+    at_us, day_us = f"epoch_us({at})", "(day - DATE '1970-01-01') * 86400000000::HUGEINT"
+    sql = (f"{mean(at_us)}, {mean(day_us)}, epoch_us({rank(at, 0.5)}), epoch_us({rank(at, 0.9)}), "
+           f"{rank('day', 0.25)} - DATE '1970-01-01'")
+    ours = "AVG(at), AVG(day), QUANTILE(at, 0.5), QUANTILE(at, 0.9), QUANTILE(day, 0.25)"
+    assert answer(s, f"SELECT {ours} FROM s") == [tuple(con.execute(f"SELECT {sql} FROM s").fetchone())]
+    want = con.execute(f"SELECT x, {sql} FROM s GROUP BY x ORDER BY x").fetchall()
+    assert answer(s, f"SELECT x, {ours} FROM s GROUP BY x ORDER BY x") == [tuple(r) for r in want]
+    a = run_plan(plan_query(parse_query(f"SELECT {ours} FROM s"), s))
+    assert a.types == ["timestamp", "timestamp", "timestamp", "timestamp", "date"]
+    outer = "SELECT AVG(m), QUANTILE(m, 0.5) FROM (SELECT x, MIN(at) AS m FROM s GROUP BY x)"
+    want = con.execute(f"SELECT {mean('epoch_us(m)')}, epoch_us({rank('m', 0.5)}) FROM "
+                       '(SELECT x, min("at") AS m FROM s GROUP BY x)').fetchone()
+    assert answer(s, outer) == [tuple(want)]
 
 
 def test_a_timestamp_event_time_column_is_refused():

@@ -6,6 +6,10 @@
   run ending at some slide L no later than the one applied at commit (clipped at slide 0 while the
   window was filling).
 - torn: anything else.
+- as_of: a pinned read (`AS OF SLIDE k`: its begin record has "as_of": k) that read exactly the
+  window as of slide k (window_len slides ending at k, k applied before its commit). It asked for
+  that past state, so it is judged against slide k, not its commit; it passes both the WS and the
+  LWS expectation. One that read anything else is torn.
 
 A join query (its begin records carry "streams") is one verdict over all its streams: LWS when, for
 each joined stream, the versions it read (less those removed) are exactly the window_len youngest
@@ -25,7 +29,7 @@ from typing import Iterable
 class Verdict:
     stream: str
     txn: str
-    level: str                 # "lws" | "ws" | "torn"
+    level: str                 # "lws" | "ws" | "as_of" | "torn"
     versions: list[int]
     latest_at_commit: int
     window_len: int
@@ -45,12 +49,13 @@ class Report:
         return sum(v.level == level for v in self.verdicts)
 
     def violations(self, expect: str) -> list[Verdict]:
-        ok = {"lws": ("lws",), "ws": ("lws", "ws")}[expect]
+        ok = {"lws": ("lws", "as_of"), "ws": ("lws", "ws", "as_of")}[expect]
         return [v for v in self.verdicts if v.level not in ok]
 
     def summary(self) -> dict:
         return {"committed": len(self.verdicts), "lws": self.count("lws"), "ws_only": self.count("ws"),
-                "torn": self.count("torn"), "aborts": self.aborts, "errors": len(self.errors)}
+                "as_of": self.count("as_of"), "torn": self.count("torn"), "aborts": self.aborts,
+                "errors": len(self.errors)}
 
 
 def _window(latest: int, length: int) -> set[int]:
@@ -99,7 +104,7 @@ def check(events: Iterable[dict]) -> Report:
                     report.errors.append(f"seq {ev['seq']}: {txn!r} begins with streams {list(group)}, its attempt "
                                          f"began with {list(g['streams'])}")
                 g["begun"].add(stream)
-            open_txns[key] = {"reads": set(), "window_len": ev["window_len"], "group": group}
+            open_txns[key] = {"reads": set(), "window_len": ev["window_len"], "group": group, "as_of": ev.get("as_of")}
         elif op in ("r", "u"):
             st = open_txns.get(key)
             v = ev["version"]
@@ -122,7 +127,12 @@ def check(events: Iterable[dict]) -> Report:
                 continue  # a slide's commit
             if st["group"] is None:
                 lat = latest.get(stream, -1)
-                level, reflects = classify(st["reads"], lat, st["window_len"])
+                if st["as_of"] is not None:  # pinned: judged against slide k
+                    k = st["as_of"]
+                    ok = k <= lat and st["reads"] == _window(k, st["window_len"])
+                    level, reflects = ("as_of", k) if ok else ("torn", None)
+                else:
+                    level, reflects = classify(st["reads"], lat, st["window_len"])
                 report.verdicts.append(Verdict(stream, txn, level, sorted(st["reads"]), lat, st["window_len"], reflects))
                 continue
             g = groups.get(txn)

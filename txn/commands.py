@@ -138,10 +138,20 @@ class Unregister:
     now_ms: float
 
 
+@dataclass(frozen=True)
+class Answered:
+    """A periodic query's answer, kept in its answer log (answers.py): logged so that a restart
+    gives readers the answers they have not read yet. `answer` is answers.to_plain's form."""
+
+    query_id: str
+    answer: dict
+    now_ms: float
+
+
 Command = (CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings | StageRows | CommitBatch
-           | AbortBatch)
+           | AbortBatch | Answered)
 _KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister, CompactStrings, StageRows, CommitBatch,
-          AbortBatch]
+          AbortBatch, Answered]
 _WITH_ROWS = {Append: ("stream", "writer_id", "batch_id", "now_ms"),
               StageRows: ("stream", "writer_id", "batch_id", "attempt", "chunk", "now_ms")}
 _KIND_OF = {cls: i for i, cls in enumerate(_KINDS)}

@@ -12,6 +12,9 @@ A join query (a read-only transaction over several streams' windows) has one b, 
 joined stream, recorded together; each of its b records carries `window_len` of that stream and
 one more key, `"streams"`: the names of every stream the transaction reads (the only key not in
 every event). Its reads and removals name the stream of the sub-window.
+
+A pinned read (`AS OF SLIDE k`) has `"as_of": k` in its b record: it must read exactly the window as
+it stood after slide k (the checker judges it against slide k, not against its commit).
 """
 from __future__ import annotations
 
@@ -32,11 +35,14 @@ class History:
         self._file: IO[str] | None = open(path, "w", encoding="utf-8") if path else None
 
     def record(self, stream: str, op: str, txn: str, t: float, subwindow: int | None = None,
-               version: int | None = None, window_len: int | None = None, streams: list[str] | None = None) -> None:
+               version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
+               as_of: int | None = None) -> None:
         ev = {"seq": self.seq, "stream": stream, "op": op, "txn": txn, "subwindow": subwindow,
               "version": version, "window_len": window_len, "t": t}
         if streams is not None:
             ev["streams"] = list(streams)
+        if as_of is not None:
+            ev["as_of"] = as_of
         self.seq += 1
         self.events.append(ev)
         if self._file is not None:

@@ -330,6 +330,10 @@ class Scheduler:
             if txn.join:
                 self._join_conflict(txn, name, j)
                 continue
+            if txn.plan.as_of is not None:  # pinned: only an unread sub-window of slide k overwritten matters
+                if any(v <= j - stream.window.n and v not in txn.read for v in _pinned_versions(txn.plan)):
+                    self._refuse(txn, _expired(txn.plan, stream.window, during=True))
+                continue
             # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
             stale = [v for v in txn.read if v <= j - txn.plan.n_q]
             if not stale:
@@ -418,12 +422,15 @@ class Scheduler:
         plan = txn.plan
         window = plan.stream.window
         if not txn.begun:
+            if plan.as_of is not None and not _pinned_live(plan, window):
+                self._refuse(txn, _expired(plan, window))  # nothing recorded: it never began
+                return "read"
             txn.begun = True
             txn.read = {}
             txn.partial = Partial()
-            self._record(txn.stream, "b", txn.id, window_len=plan.n_q)
+            self._record(txn.stream, "b", txn.id, window_len=plan.n_q, as_of=plan.as_of)
             if self.policy == "ws":
-                txn.snapshot = window.youngest(plan.n_q)
+                txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
             if plan.access == "probe":
                 # one atomic read of the window-level synopses: it reflects exactly these versions
                 self.last_rows = 0
@@ -450,6 +457,13 @@ class Scheduler:
                     return sub
             return None
         window = txn.plan.stream.window
+        if txn.plan.as_of is not None:
+            # slide k's sub-windows, oldest (the next to be overwritten) first, under every policy
+            versions = _pinned_versions(txn.plan)
+            for v in versions:
+                if v not in txn.read:
+                    return window.subs[v % window.n]
+            return None
         latest = window.latest
         lo = max(0, latest - txn.plan.n_q + 1)
         versions = range(lo, latest + 1) if self.policy == "lws" else range(latest, lo - 1, -1)
@@ -531,8 +545,9 @@ class Scheduler:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
         error (RESOURCE_EXHAUSTED). A periodic join stays registered: this execution is skipped (its
         subscribers are told), the next one comes after its SLIDE, over other windows."""
-        for name in txn.streams:
-            self._record(name, "a", txn.id)
+        if txn.begun:
+            for name in txn.streams:
+                self._record(name, "a", txn.id)
         self._count(txn, "failed")
         txn.error = error
         task = txn.task
@@ -589,6 +604,17 @@ class Scheduler:
         self._finish(txn)
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
+
+    def resume(self, task_id: str, result: Result) -> None:
+        """Recovery: `result` is a periodic task's newest logged answer. The task goes on from it
+        as it would have (its next execution after `every` more slides, its execution count), so
+        a restart never answers a slide twice."""
+        task = self.tasks[task_id]
+        task.last_reflected = result.slide
+        task.last_answer_ms = result.answered_ms
+        task.executions = result.execution
+        if result.sources is not None:
+            task.reflected = {s.stream: s.slide for s in result.sources}
 
     def _commit_join(self, txn: QueryTxn, answer: Answer) -> None:
         """Commit a join: its answer reflects, per joined stream, the sub-windows read; Result.slide
@@ -686,9 +712,12 @@ class Scheduler:
                 setattr(c, what, getattr(c, what) + 1)
 
     def _record(self, stream: str, op: str, txn: str, subwindow=None, version=None, window_len=None,
-                streams=None) -> None:
+                streams=None, as_of=None) -> None:
         if self.history is not None:
-            self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams)
+            if as_of is None:
+                self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams)
+            else:
+                self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams, as_of)
 
     def totals(self) -> dict:
         out = Counters()
@@ -697,6 +726,39 @@ class Scheduler:
                 setattr(out, k, getattr(out, k) + v)
         out.slides = sum(c.slides for c in self.by_stream.values())
         return out.as_dict()
+
+
+# -- pinned reads (AS OF SLIDE k) ------------------------------------------------------------------------
+# A one-time query may ask for the window as it stood right after slide k: it reads exactly slide k's
+# n_Q sub-windows (k - n_Q + 1 .. k, from 0 while the window filled), never one sealed later, so two
+# reads of the same k answer the same. It is answerable while all of them are still in the circular
+# array; it begins only then, reads them oldest first (the next to be overwritten), and a slide that
+# overwrites one it has not read yet ends it (FAILED_PRECONDITION), since it can never be answered again.
+# Slides that only move the current window on do not conflict with it: it never aborts or restarts.
+def _pinned_versions(plan) -> range:
+    return range(max(0, plan.as_of - plan.n_q + 1), plan.as_of + 1)
+
+
+def _pinned_live(plan, window) -> bool:
+    span = window.answerable(plan.n_q)
+    return span is not None and span[0] <= plan.as_of <= span[1]
+
+
+def _expired(plan, window, during: bool = False) -> Exception:
+    from .engine import FailedPrecondition  # the engine's error (FAILED_PRECONDITION); it imports this module
+
+    span = window.answerable(plan.n_q)
+    can = (f"it can answer AS OF SLIDE {span[0]} to {span[1]} for this RANGE ({plan.n_q} sub-windows)"
+           if span else "it can answer no slide yet (nothing sealed)")
+    k = plan.as_of
+    if during:
+        why = f"slide {k}'s sub-windows left the window while the query read them"
+    elif k > window.latest:
+        why = f"slide {k} has not happened yet (the latest slide is {window.latest})"
+    else:
+        why = f"slide {k}'s sub-windows have left the window (it holds slides {max(0, window.latest - window.n + 1)} to " \
+              f"{window.latest})"
+    return FailedPrecondition(f"AS OF SLIDE {k} on stream {plan.stream.name!r}: {why}; {can}")
 
 
 def _time_to_update(window, v: int, n_q: int) -> tuple[float, int]:

@@ -1,0 +1,96 @@
+"""The answer log: each periodic query's newest answers, kept as state.
+
+A reader that follows a periodic query by its slide numbers (ReadAnswers; Spark's streaming reader
+keeps the newest slide it delivered in its checkpoint) resumes after a restart of its own without
+gaps or repeats as long as the server still holds the answers it has not read. For that to hold
+across a restart of the server too, the answers are part of the durable state: the engine logs each
+one as an `Answered` command (commands.py) and replay puts it back; snapshots carry the logs. A
+query's log is bounded (`keep` answers, oldest dropped first) and goes with the query.
+
+Answers are plain data here (`to_plain` / `from_plain`): JSON values, with a decimal as its text.
+"""
+from __future__ import annotations
+
+import collections
+from decimal import Decimal
+
+from windowstore.store import Answer
+
+from .joins import StreamWindow
+from .scheduler import Result
+
+_META = ("slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "txn",
+         "answered_ms", "execution", "late_slides", "inter_exec_ms")
+
+
+class AnswerLog:
+    def __init__(self, keep: int):
+        self.keep = keep
+        self._logs: dict[str, collections.deque] = {}
+
+    def add(self, query_id: str, result: Result) -> None:
+        self._logs.setdefault(query_id, collections.deque(maxlen=self.keep)).append(result)
+
+    def drop(self, query_id: str) -> None:
+        self._logs.pop(query_id, None)
+
+    def read(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
+        """(answers reflecting a slide in (after, through], oldest first, at most `limit`; the
+        newest kept answer's slide; the oldest kept answer's slide), -1 for none."""
+        log = self._logs.get(query_id, ())
+        out = [r for r in log if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
+        return out[:limit], (log[-1].slide if log else -1), (log[0].slide if log else -1)
+
+    def newest(self, query_id: str) -> Result:
+        return self._logs[query_id][-1]
+
+    def queries(self) -> list[str]:
+        return list(self._logs)
+
+    def capture(self) -> dict[str, list[Result]]:
+        """The logs as lists of (immutable) results: cheap; a snapshot writer makes them plain."""
+        return {qid: list(log) for qid, log in self._logs.items()}
+
+    def restore(self, image: dict[str, list]) -> None:
+        for qid, results in image.items():
+            for r in results:
+                self.add(qid, r if isinstance(r, Result) else from_plain(r))
+
+    def check(self, periodic) -> None:
+        assert set(self._logs) <= set(periodic), "an answer log per live periodic query only"
+        for log in self._logs.values():
+            assert len(log) <= self.keep and all(a.slide <= b.slide for a, b in zip(log, list(log)[1:])), \
+                "a log is bounded and in slide order"
+
+    def digest_parts(self) -> list:
+        return [(qid, [to_plain(r) for r in self._logs[qid]]) for qid in sorted(self._logs)]
+
+
+def to_plain(r: Result) -> dict:
+    a = r.answer
+    decimal = [i for i, t in enumerate(a.types or ()) if t.startswith("decimal(")]
+    rows = [list(row) for row in a.rows]
+    for row in rows:
+        for i in decimal:
+            if row[i] is not None:
+                row[i] = str(row[i])
+    out = {"columns": list(a.columns), "rows": rows, "access": a.access, "exact": a.exact,
+           "guaranteed": a.guaranteed, "types": None if a.types is None else list(a.types)}
+    out.update({k: getattr(r, k) for k in _META})
+    if r.sources is not None:
+        out["sources"] = [[s.stream, s.slide, s.window_start_ms, s.window_end_ms] for s in r.sources]
+    return out
+
+
+def from_plain(d: dict) -> Result:
+    types = d["types"]
+    decimal = [i for i, t in enumerate(types or ()) if t.startswith("decimal(")]
+    rows = []
+    for row in d["rows"]:
+        for i in decimal:
+            if row[i] is not None:
+                row[i] = Decimal(row[i])
+        rows.append(tuple(row))
+    answer = Answer(list(d["columns"]), rows, d["access"], d["exact"], d["guaranteed"], types)
+    sources = [StreamWindow(*s) for s in d["sources"]] if d.get("sources") is not None else None
+    return Result(answer, sources=sources, **{k: d[k] for k in _META})

@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-staged-mb", type=int, default=1024,
                     help="MiB of rows staged by uncommitted batches, all streams (default 1024)")
     sv.add_argument("--max-pending", type=int, default=2000,
-                    help="requests waiting for the driver before new ones get RESOURCE_EXHAUSTED (default 2000)")
+                    help="requests waiting for the engine (queries in flight, writes not yet durable) before new ones get RESOURCE_EXHAUSTED (default 2000)")
     sv.add_argument("--max-requests-per-client", type=int, default=64,
                     help="requests in progress per client (token principal, or connection) (default 64)")
     sv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port)")

@@ -28,9 +28,9 @@ class ServerConfig:
     idempotency_keep_total: int = 1_000_000  # ... and in all (~200 bytes each; the largest tables give way)
     max_buffered_rows: int = 20_000_000  # rows one stream may hold waiting for a slide
     max_staged_mb: int = 1024          # rows staged by uncommitted batches (StageRows), all streams
-    max_pending: int = 2_000           # requests waiting for the driver before new ones are shed
+    max_pending: int = 2_000           # requests waiting for the engine (queries in flight, writes not yet durable) before new ones are shed
     max_requests_per_client: int = 64  # requests in progress per client (principal, or connection)
-    stuck_after_s: float = 10.0        # health says NOT_SERVING when the driver makes no progress this long
+    stuck_after_s: float = 10.0        # health says NOT_SERVING when the engine makes no progress this long
     grace_s: float = 5.0               # shutdown: time for in-flight work
     switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process
     tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...

@@ -3,13 +3,14 @@
     DIR/wal/<lsn>.wal          the log segments (wal.py)
     DIR/snapshots/<lsn>/       the newest complete snapshot (snapshot.py): the state through <lsn>
 
-Every command the engine applied is appended to the log once per driver turn (group commit).
-Under `--fsync always` a thread of its own (the syncer) frames, writes and fdatasyncs each turn's
-records and acknowledges them only then, so the driver applies the next turn while the disk works,
-and one sync covers every turn written meanwhile; under `interval` and `off` the driver writes them. A query may therefore reflect a write
+Every command the engine applied is appended to the log once per event-loop iteration (group
+commit; the engine runs on the server's event loop, driver.py). Under `--fsync always` a thread of
+its own (the syncer) frames, writes and fdatasyncs each iteration's records and acknowledges them
+only then, so the loop goes on while the disk works, and one sync covers every iteration written
+meanwhile; under `interval` and `off` the loop writes them. A query may therefore reflect a write
 whose sync is still in flight: that write has not been acknowledged, and a machine crash at that
-moment loses it (as it would a write still waiting in the driver's inbox). Snapshots are taken
-by log size and by time: the driver thread captures the state (references to immutable sub-windows,
+moment loses it. Snapshots are taken
+by log size and by time: the loop captures the state (references to immutable sub-windows,
 copies of the small rest) and a background thread writes it; once it is complete, the log
 segments and the snapshot it supersedes are deleted, so disk use follows the live windows, not
 the history. Recovery restores the newest snapshot, then replays the log records after it.
@@ -43,7 +44,7 @@ class Durability:
         self._bytes_at_snapshot = 0
         self._time_at_snapshot = time.monotonic()
         self.snapshots_taken = 0
-        self.last_capture_ms = 0.0      # driver pause to capture the state for the last snapshot
+        self.last_capture_ms = 0.0      # loop pause to capture the state for the last snapshot
         self.max_capture_ms = 0.0
         self.snapshot_error: str | None = None
         self._syncer = Syncer(self.wal) if fsync == "always" else None
@@ -135,11 +136,11 @@ class Durability:
 
 
 class Syncer:
-    """Group commit off the driver thread: takes each turn's records, frames and writes them, then
-    fdatasyncs once for every turn written meanwhile and tells each (in order) that it is durable,
-    or that the log failed. The driver only numbers records; checksums, writes and syncs happen
-    here. What waits here is bounded by what the driver may hold: its inbox (--max-pending) and
-    one turn per sync."""
+    """Group commit off the event loop: takes each iteration's records, frames and writes them, then
+    fdatasyncs once for every iteration written meanwhile and tells each (in order) that it is durable,
+    or that the log failed. The loop only numbers records; checksums, writes and syncs happen
+    here. What waits here is bounded by what the loop may hold: writes not yet durable (--max-pending) and
+    one iteration per sync."""
 
     def __init__(self, wal: WriteAheadLog):
         self.wal = wal

@@ -5,8 +5,8 @@ Layout: `DIR/<first lsn, 20 digits>.wal`, each starting with an 8-byte magic, th
     u32 length | u32 crc32(lsn + payload) | u64 lsn | payload (an encoded command)
 
 LSNs are consecutive from 1. `append` buffers records into the open segment with one write;
-`sync` makes them durable (fsync): the driver calls it once per turn for every command the turn
-applied (group commit), and acknowledges writes only after it returned (`--fsync always`).
+`sync` makes them durable (fsync): once per event-loop iteration for every command the iteration
+applied (group commit); writes are acknowledged only after it returned (`--fsync always`).
 
 Recovery (`read`) checks every record. A damaged record with nothing valid after it in the last
 segment is a torn tail (a crash in the middle of a write, never acknowledged): it is truncated with

@@ -387,7 +387,7 @@ class _Layout:
     conversions: list[tuple[int, str]]      # (index, kind) of the values to convert for Spark
     pushable: dict[str, tuple[str, str]]    # output label -> (stream column, literal kind) a filter may name
     n_q: int = 1                            # sub-windows the query reads
-    projection: bool = False                # a plain projection (rows, no aggregate): split by sub-windows
+    projection: bool = False                # a plain projection without ORDER BY / LIMIT: split by sub-windows
     join: bool = False                      # a join of several streams (the streaming reader only)
 
 
@@ -434,7 +434,9 @@ def _answer_layout(options: dict) -> _Layout:
             if it.agg is None:
                 column = bound.projection[i] if bound.projection else bound.group_by
                 pushable.setdefault(it.label, (column, "event_time" if i in event_time else schema.types[column]))
-    return _Layout(query, spec, cols, conversions, pushable, bound.n_q, bool(bound.projection))
+    # a projection is split by sub-windows, unless ORDER BY or LIMIT needs all of its rows at once
+    split = bool(bound.projection) and not bound.projection_order and bound.limit is None
+    return _Layout(query, spec, cols, conversions, pushable, bound.n_q, split)
 
 
 def _join_layout(opts: dict, query: JoinQuery) -> _Layout:

@@ -159,7 +159,14 @@ class Plan:
         b = self.bound
         contributions = partial.ordered()
         if b.projection:
-            return self._answer(self._projection_rows(contributions))
+            rows = self._projection_rows(contributions)
+            if b.projection_order:
+                order = list(range(len(rows)))
+                for item, descending in reversed(b.projection_order):  # stable: earlier keys win, ties keep order
+                    col = [r[item] for r in rows]
+                    order.sort(key=_nulls_last(col, descending), reverse=descending)
+                rows = [rows[i] for i in order]
+            return self._answer(rows if b.limit is None else rows[:b.limit])
         if b.approximate:
             return self._approximate(contributions)
         if b.group_by is None:

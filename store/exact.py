@@ -52,9 +52,19 @@ def exact_sum(values: np.ndarray, lo: int | None = None, hi: int | None = None) 
     return int(high.sum()) * (1 << 32) + int(low.sum())
 
 
-def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | None = None, hi: int | None = None,
+                counts: np.ndarray | None = None) -> np.ndarray:
     """Per-group sums; `inverse` maps each value to its group in 0..groups-1. Floats stay float64;
-    integer sums are exact (int64 array when every sum fits, object array of Python ints if not)."""
+    integer sums are exact (int64 array when every sum fits, object array of Python ints if not).
+
+    `lo`/`hi` (the values' min and max) and `counts` (np.bincount(inverse, minlength=groups)) may be
+    passed when the caller already has them. Integer paths, cheapest exact first:
+    - bound < 2**53: one float64 bincount;
+    - range * n < 2**53 (values close together, e.g. event times): sum = count * lo + sum(v - lo),
+      the second term one exact float64 bincount;
+    - bound <= INT64_MAX, n < 2**21: the signed high and unsigned low 32-bit halves, each one exact
+      bincount, recombined in int64 (wrapping arithmetic is exact when the final sum fits);
+    - otherwise int64 np.add.at, or the halves as Python ints when a sum may exceed int64."""
     kind = values.dtype.kind
     if kind == "f":
         return np.bincount(inverse, weights=values, minlength=groups)
@@ -62,17 +72,33 @@ def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndar
         out = np.zeros(groups, dtype=object)
         np.add.at(out, inverse, values)
         return narrow(out)
-    if len(values) == 0:
+    n = len(values)
+    if n == 0:
         return np.zeros(groups, dtype=np.int64)
-    bound = max_abs(values.min(), values.max()) * len(values)
+    if lo is None or hi is None:
+        lo, hi = int(values.min()), int(values.max())
+    lo, hi = int(lo), int(hi)
+    bound = max_abs(lo, hi) * n
     if bound < _FLOAT_EXACT:
         return np.bincount(inverse, weights=values, minlength=groups).astype(np.int64)
+    if (hi - lo) * n < _FLOAT_EXACT:
+        if counts is None:
+            counts = np.bincount(inverse, minlength=groups)
+        offsets = np.bincount(inverse, weights=values - np.int64(lo), minlength=groups).astype(np.int64)
+        if bound <= INT64_MAX:  # every count * lo and every sum fits
+            return offsets + counts.astype(np.int64) * np.int64(lo)
+        return narrow(offsets.astype(object) + counts.astype(object) * lo)
     if bound <= INT64_MAX:
+        if n < (1 << 21):  # each half's sum < 2**53: exact bincounts
+            high = np.bincount(inverse, weights=values >> 32, minlength=groups).astype(np.int64)
+            low = np.bincount(inverse, weights=values & _LOW_MASK, minlength=groups).astype(np.int64)
+            with np.errstate(over="ignore"):
+                return high * np.int64(1 << 32) + low
         out = np.zeros(groups, dtype=np.int64)
         np.add.at(out, inverse, values)
         return out
-    high = grouped_sum(inverse, values >> 32, groups)
-    low = grouped_sum(inverse, values & _LOW_MASK, groups)
+    high = grouped_sum(inverse, values >> 32, groups, counts=counts)
+    low = grouped_sum(inverse, values & _LOW_MASK, groups, counts=counts)
     return narrow(high.astype(object) * (1 << 32) + low.astype(object))
 
 

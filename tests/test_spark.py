@@ -257,17 +257,22 @@ def test_batch_writer_and_strict_options(spark, ws, server):
             .mode("append").save()
 
 
+def _read_stream_to_parquet(spark, target, text, ckpt, out):
+    """Run the streaming reader of `text` once (availableNow) into parquet files at `out`."""
+    df = spark.readStream.format("windowstore").option("target", target).option("query", text).load()
+    q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+
+
 def test_streaming_reader_delivers_periodic_answers_once_across_restarts(spark, ws, server, tmp_path):
     ws.create_stream("sr2", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual", group_by=["src"])
     text = "SELECT src, SUM(bytes) AS total FROM sr2 [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src"
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
 
     def run():
-        df = spark.readStream.format("windowstore").option("target", server.target).option("query", text).load()
-        q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
-             .trigger(availableNow=True).start())
-        q.awaitTermination(120)
-        assert q.exception() is None, q.exception()
+        _read_stream_to_parquet(spark, server.target, text, ckpt, out)
 
     def feed(batches):
         for b in batches:
@@ -309,11 +314,7 @@ def test_streaming_reader_delivers_a_periodic_join_and_the_batch_reader_refuses_
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
 
     def run():
-        df = spark.readStream.format("windowstore").option("target", server.target).option("query", text).load()
-        q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
-             .trigger(availableNow=True).start())
-        q.awaitTermination(120)
-        assert q.exception() is None, q.exception()
+        _read_stream_to_parquet(spark, server.target, text, ckpt, out)
 
     held = {"ja": [], "jb": []}  # per slide, the rows each stream sealed
     run()  # registers the periodic join

@@ -5,8 +5,8 @@ fit in 64 bits. NumPy's int64 sums wrap silently, so every integer sum here firs
 (the largest magnitude times the number of terms, in Python ints, so INT64_MIN's magnitude is not
 negative) and takes the cheapest path that is still exact:
 
-- bound < 2**53: float64 accumulation (np.bincount) is exact and fastest;
-- bound < 2**63: int64 accumulation cannot wrap;
+- bound < 2**63: int64 accumulation cannot wrap (whole-column sums: ndarray.sum; per-key sums:
+  np.add.at, an indexed loop in NumPy >= 1.25, faster than a float64 bincount);
 - otherwise: each value is split into a signed high and an unsigned low 32-bit half, both halves
   are summed in int64 (exact for fewer than 2**31 terms) and recombined as Python ints.
 
@@ -52,19 +52,15 @@ def exact_sum(values: np.ndarray, lo: int | None = None, hi: int | None = None) 
     return int(high.sum()) * (1 << 32) + int(low.sum())
 
 
-def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | None = None, hi: int | None = None,
-                counts: np.ndarray | None = None) -> np.ndarray:
+def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | None = None,
+                hi: int | None = None) -> np.ndarray:
     """Per-group sums; `inverse` maps each value to its group in 0..groups-1. Floats stay float64;
     integer sums are exact (int64 array when every sum fits, object array of Python ints if not).
 
-    `lo`/`hi` (the values' min and max) and `counts` (np.bincount(inverse, minlength=groups)) may be
-    passed when the caller already has them. Integer paths, cheapest exact first:
-    - bound < 2**53: one float64 bincount;
-    - range * n < 2**53 (values close together, e.g. event times): sum = count * lo + sum(v - lo),
-      the second term one exact float64 bincount;
-    - bound <= INT64_MAX, n < 2**21: the signed high and unsigned low 32-bit halves, each one exact
-      bincount, recombined in int64 (wrapping arithmetic is exact when the final sum fits);
-    - otherwise int64 np.add.at, or the halves as Python ints when a sum may exceed int64."""
+    `lo`/`hi` (the values' min and max) may be passed when the caller already has them. Integers
+    whose sums are bounded by INT64_MAX are accumulated in int64 by np.add.at (NumPy >= 1.25 runs
+    it as one indexed loop: faster than a float64 bincount, and exact at any magnitude); beyond
+    that, the signed high and unsigned low 32-bit halves are summed and recombined as Python ints."""
     kind = values.dtype.kind
     if kind == "f":
         return np.bincount(inverse, weights=values, minlength=groups)
@@ -77,28 +73,12 @@ def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | 
         return np.zeros(groups, dtype=np.int64)
     if lo is None or hi is None:
         lo, hi = int(values.min()), int(values.max())
-    lo, hi = int(lo), int(hi)
-    bound = max_abs(lo, hi) * n
-    if bound < _FLOAT_EXACT:
-        return np.bincount(inverse, weights=values, minlength=groups).astype(np.int64)
-    if (hi - lo) * n < _FLOAT_EXACT:
-        if counts is None:
-            counts = np.bincount(inverse, minlength=groups)
-        offsets = np.bincount(inverse, weights=values - np.int64(lo), minlength=groups).astype(np.int64)
-        if bound <= INT64_MAX:  # every count * lo and every sum fits
-            return offsets + counts.astype(np.int64) * np.int64(lo)
-        return narrow(offsets.astype(object) + counts.astype(object) * lo)
-    if bound <= INT64_MAX:
-        if n < (1 << 21):  # each half's sum < 2**53: exact bincounts
-            high = np.bincount(inverse, weights=values >> 32, minlength=groups).astype(np.int64)
-            low = np.bincount(inverse, weights=values & _LOW_MASK, minlength=groups).astype(np.int64)
-            with np.errstate(over="ignore"):
-                return high * np.int64(1 << 32) + low
+    if max_abs(lo, hi) * n <= INT64_MAX:  # every partial sum fits: int64 cannot wrap
         out = np.zeros(groups, dtype=np.int64)
-        np.add.at(out, inverse, values)
+        np.add.at(out, inverse, values if values.dtype == np.int64 else values.astype(np.int64))
         return out
-    high = grouped_sum(inverse, values >> 32, groups, counts=counts)
-    low = grouped_sum(inverse, values & _LOW_MASK, groups, counts=counts)
+    high = grouped_sum(inverse, values >> 32, groups)
+    low = grouped_sum(inverse, values & _LOW_MASK, groups)
     return narrow(high.astype(object) * (1 << 32) + low.astype(object))
 
 

@@ -123,7 +123,7 @@ class _Groups:
     """One grouping of a sub-window's rows, for per-key synopses: sorted unique keys and each
     row's bin. Narrow integer keys (dictionary codes) are binned by value (bin = key - min) and the
     present bins selected, so no per-row index into the unique keys is built; other keys through
-    np.unique. Per-bin results are the same either way (bincount adds each bin's rows in row order)."""
+    np.unique. Per-key results are the same either way (each key's rows are summed in row order)."""
 
     def __init__(self, keys: np.ndarray, dense: bool):
         span = _dense_range(keys) if dense else None
@@ -134,33 +134,28 @@ class _Groups:
             self.select = np.flatnonzero(present)
             self.uniq = (self.select + lo).astype(keys.dtype, copy=False)
             self.size = len(present)
-            self.full_counts = present
             self.counts = present[self.select].astype(np.int64, copy=False)
         else:
             self.uniq, inverse = np.unique(keys, return_inverse=True)
             self.bins = inverse.reshape(-1)
             self.select = None
             self.size = len(self.uniq)
-            self.full_counts = np.bincount(self.bins, minlength=self.size) if len(keys) else np.zeros(0, np.intp)
-            self.counts = self.full_counts.astype(np.int64, copy=False)
+            self.counts = np.bincount(self.bins, minlength=self.size).astype(np.int64, copy=False)
 
     def _pick(self, per_bin: np.ndarray) -> np.ndarray:
         return per_bin if self.select is None else per_bin[self.select]
 
-    def count(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(per-bin, per-key) counts of the rows where mask holds."""
-        full = np.bincount(self.bins[mask], minlength=self.size)
-        return full, self._pick(full).astype(np.int64, copy=False)
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per-key counts of the rows where mask holds."""
+        return self._pick(np.bincount(self.bins[mask], minlength=self.size)).astype(np.int64, copy=False)
 
-    def sum(self, values: np.ndarray, summary: ColumnSummary, mask: np.ndarray | None = None,
-            full_counts: np.ndarray | None = None) -> np.ndarray:
+    def sum(self, values: np.ndarray, summary: ColumnSummary, mask: np.ndarray | None = None) -> np.ndarray:
         """Per-key sums of `values` (exact for integers, see grouped_sum); `summary` describes the
         summed values (their min and max)."""
         bins = self.bins if mask is None else self.bins[mask]
         values = values if mask is None else values[mask]
-        counts = self.full_counts if mask is None else full_counts
         lo, hi = (summary.min, summary.max) if values.dtype.kind in "iu" and summary.count else (None, None)
-        return self._pick(grouped_sum(bins, values, self.size, lo, hi, counts))
+        return self._pick(grouped_sum(bins, values, self.size, lo, hi))
 
 
 def top_k(keys: np.ndarray, counts: np.ndarray, k: int) -> TopKList:
@@ -186,8 +181,8 @@ def build_synopsis(columns: dict[str, np.ndarray], rows: int, numeric: list[str]
             if m is None:
                 sums[c], nonnull[c] = groups.sum(columns[c], col_summaries[c]), counts
             else:
-                full, nonnull[c] = groups.count(m)
-                sums[c] = groups.sum(columns[c], col_summaries[c], m, full)
+                nonnull[c] = groups.count(m)
+                sums[c] = groups.sum(columns[c], col_summaries[c], m)
         for arr in (uniq, counts, *sums.values(), *nonnull.values()):
             arr.flags.writeable = False
         by_key[g] = KeySummary(uniq, counts, sums, top_k(uniq, counts, topk), nonnull)

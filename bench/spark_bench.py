@@ -88,6 +88,22 @@ def _samples(seconds: float, read, delivered: _Delivered | None, names) -> dict[
     return out
 
 
+def _streams(target: str, prefix: str) -> list[str]:
+    """One stream per SUBWINDOWS layout (a 10 s window each), named prefix0, prefix1, ..."""
+    streams = [f"{prefix}{i}" for i in range(len(SUBWINDOWS))]
+    with Client(target) as ws:
+        for name, (_, n, t) in zip(streams, SUBWINDOWS):
+            ws.create_stream(name, {"ts": "int64", "v": "int64"}, subwindows=n, subwindow_ms=t)
+    return streams
+
+
+def _store_samples(target: str, streams: list[str], seconds: float, delivered, fed: str):
+    """A reader asking each stream SELECT MAX(ts) every 50 ms."""
+    with Client(target) as ws:
+        return _samples(seconds, lambda: [ws.query(f"SELECT MAX(ts) FROM {s}").rows[0][0] for s in streams], delivered,
+                        [f"store {label} sub-windows, {fed}" for label, _, _ in SUBWINDOWS])
+
+
 def _spark_only(spark, seconds: float, rate: int):
     """Spark alone: the sliding-window aggregate (10 s windows sliding 1 s, update mode) over the
     millisecond source, delivered by foreachBatch into the driver's memory; the reader sees a batch
@@ -113,10 +129,7 @@ def _spark_fed(spark, target: str, seconds: float, rate: int):
     each SELECT MAX(ts) every 50 ms."""
     from windowstore.clients.spark import stage_partition
 
-    streams = [f"s{i}" for i in range(len(SUBWINDOWS))]
-    with Client(target) as ws:
-        for name, (_, n, t) in zip(streams, SUBWINDOWS):
-            ws.create_stream(name, {"ts": "int64", "v": "int64"}, subwindows=n, subwindow_ms=t)
+    streams = _streams(target, "s")
     got = _Delivered()
 
     def both(df, batch_id):
@@ -132,9 +145,7 @@ def _spark_fed(spark, target: str, seconds: float, rate: int):
         got.add(max((a.newest for a in acks if a.newest is not None), default=None))
     q = _source(spark, rate).writeStream.foreachBatch(both).trigger(processingTime="0 seconds").start()
     try:
-        with Client(target) as ws:
-            return _samples(seconds, lambda: [ws.query(f"SELECT MAX(ts) FROM {s}").rows[0][0] for s in streams], got,
-                            [f"store {label} sub-windows, Spark-fed" for label, _, _ in SUBWINDOWS])
+        return _store_samples(target, streams, seconds, got, "Spark-fed")
     finally:
         q.stop()
 
@@ -142,10 +153,7 @@ def _spark_fed(spark, target: str, seconds: float, rate: int):
 def _sdk_fed(target: str, seconds: float, rate: int):
     """For reference, the same rate written straight from Python with the SDK every 10 ms (no
     Spark micro-batch in between): the answer side alone."""
-    streams = [f"d{i}" for i in range(len(SUBWINDOWS))]
-    with Client(target) as ws:
-        for name, (_, n, t) in zip(streams, SUBWINDOWS):
-            ws.create_stream(name, {"ts": "int64", "v": "int64"}, subwindows=n, subwindow_ms=t)
+    streams = _streams(target, "d")
     stop = threading.Event()
 
     def feed():
@@ -161,9 +169,7 @@ def _sdk_fed(target: str, seconds: float, rate: int):
     feeder = threading.Thread(target=feed)
     feeder.start()
     try:
-        with Client(target) as ws:
-            return _samples(seconds, lambda: [ws.query(f"SELECT MAX(ts) FROM {s}").rows[0][0] for s in streams], None,
-                            [f"store {label} sub-windows, SDK-fed" for label, _, _ in SUBWINDOWS])
+        return _store_samples(target, streams, seconds, None, "SDK-fed")
     finally:
         stop.set()
         feeder.join()

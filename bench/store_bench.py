@@ -1,7 +1,20 @@
-"""Store-core benchmarks: seal throughput, synopsis and probe scans, top-k, window scans."""
+"""Store-core benchmarks: ingest (append + seal), seal throughput, synopsis and probe scans, top-k,
+window scans.
+
+`python -m bench.store_bench --against REV` times the ingest rows of this checkout and of the store
+core at git revision REV in the same process, interleaved (before/after ratios on a shared machine).
+"""
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
 
@@ -17,8 +30,63 @@ def filled(n: int, rows: int, keys: int = 1000, zipf: bool = True) -> Stream:
     return s
 
 
-def run() -> list[dict]:
+INGEST_ROWS = 2_000_000  # rows per timed round
+SLIDE_EVERY = 10          # batches per sub-window
+
+
+def ingest_batches(rows: int, count: int = 10, dictionary: bool = False) -> list[pa.Table]:
+    """`count` distinct batches (seeds) of `rows` packets; `dictionary`: src dictionary-encoded, as the SDK sends."""
     out = []
+    for seed in range(count):
+        t = pa.table(packets(rows, seed=seed))
+        if dictionary:
+            t = t.set_column(1, "src", pc.dictionary_encode(t.column("src")))
+        out.append(t)
+    return out
+
+
+def ingest_round(store, batches: list[pa.Table], total: int = INGEST_ROWS) -> float:
+    """Seconds to ingest `total` rows into a fresh stream (window of 10 sub-windows, group-by src)
+    through Stream.append, sealing a sub-window every SLIDE_EVERY batches, as the server's driver does."""
+    s = store.Stream("p", SCHEMA, store.WindowSpec(subwindows=10, subwindow_ms=1000, group_by=("src",)), created_ms=0)
+    for b in batches[:2]:  # warm-up: the dictionary holds most keys, kernels are initialised
+        s.append(b)
+    s.window.slide(1000)
+    n = batches[0].num_rows
+    k = max(1, total // n)
+    now = 1000
+    t0 = time.perf_counter()
+    for i in range(k):
+        s.append(batches[i % len(batches)])
+        if (i + 1) % SLIDE_EVERY == 0:
+            now += 1000
+            s.window.slide(now)
+    if k % SLIDE_EVERY:
+        now += 1000
+        s.window.slide(now)
+    return time.perf_counter() - t0
+
+
+INGEST_CASES = [(100_000, False, "core append + seal, 10^5-row batches"),
+                (10_000, False, "core append + seal, 10^4-row batches"),
+                (100_000, True, "core append + seal, 10^5-row batches, src dictionary-encoded (as the SDK sends)")]
+
+
+def ingest_rows(store, repeat: int = 5) -> list[dict]:
+    out = []
+    for rows, dictionary, name in INGEST_CASES:
+        batches = ingest_batches(rows, dictionary=dictionary)
+        t = min(ingest_round(store, batches) for _ in range(repeat))
+        rate = (INGEST_ROWS // rows) * rows / t
+        out.append({"name": f"{name} (plain strings; a slide every {SLIDE_EVERY} batches, 10 sub-windows, "
+                            f"group-by src)" if not dictionary else name, "value": rate, "shown": fmt_rate(rate),
+                    "target": {100_000: ">= 10 M rows/s", 10_000: ">= 3 M rows/s"}[rows] if not dictionary else ""})
+    return out
+
+
+def run() -> list[dict]:
+    from windowstore import store
+    out = ingest_rows(store)
     rows = 100_000
     batch = pa.table(packets(rows))
     s = Stream("p", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=1000, group_by=("src",)), created_ms=0)
@@ -71,3 +139,43 @@ def run() -> list[dict]:
         out.append({"name": f"window scan, 10^5 rows: {text.split(' FROM')[0][7:]}" + (" WHERE ..." if "WHERE" in text else ""),
                     "value": t, "shown": fmt_time(t), "target": ""})
     return out
+
+
+def _store_at(rev: str):
+    """The store core of git revision `rev` as its own package (store/ uses relative imports only)."""
+    root = Path(tempfile.mkdtemp(prefix="store-at-"))
+    pkg = root / f"store_{rev[:12].replace('/', '_')}"
+    pkg.mkdir()
+    repo = Path(__file__).resolve().parent.parent
+    files = subprocess.run(["git", "ls-tree", "--name-only", rev, "store/"], cwd=repo, check=True,
+                           capture_output=True, text=True).stdout.split()
+    for f in files:
+        data = subprocess.run(["git", "show", f"{rev}:{f}"], cwd=repo, check=True, capture_output=True).stdout
+        (pkg / Path(f).name).write_bytes(data)
+    sys.path.insert(0, str(root))
+    return importlib.import_module(pkg.name)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from windowstore import store
+    ap = argparse.ArgumentParser(description="ingest rows: this checkout against a git revision, same process")
+    ap.add_argument("--against", required=True, help="git revision of the baseline store core")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    base = _store_at(args.against)
+    for rows, dictionary, name in INGEST_CASES:
+        batches = ingest_batches(rows, dictionary=dictionary)
+        before, after = [], []
+        for _ in range(args.rounds):  # interleaved, so both see the same machine load
+            before.append(ingest_round(base, batches))
+            after.append(ingest_round(store, batches))
+        total = (INGEST_ROWS // rows) * rows
+        b, a = total / min(before), total / min(after)
+        print(f"{name}: before {fmt_rate(b)}, after {fmt_rate(a)}, ratio {a / b:.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -34,6 +34,9 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
                                     DataSourceStreamReader, InputPartition, WriterCommitMessage)
 
 from windowstore.store import Schema, WindowSpec, bind, parse_query
+from windowstore.store.join_binder import bind_join
+from windowstore.store.parser import parse_statement
+from windowstore.store.query import JoinQuery
 
 from .client import Client
 
@@ -384,7 +387,8 @@ class _Layout:
     conversions: list[tuple[int, str]]      # (index, kind) of the values to convert for Spark
     pushable: dict[str, tuple[str, str]]    # output label -> (stream column, literal kind) a filter may name
     n_q: int = 1                            # sub-windows the query reads
-    projection: bool = False                # a plain projection (rows, no aggregate): split by sub-windows
+    projection: bool = False                # a plain projection without ORDER BY / LIMIT: split by sub-windows
+    join: bool = False                      # a join of several streams (the streaming reader only)
 
 
 def _answer_layout(options: dict) -> _Layout:
@@ -395,6 +399,9 @@ def _answer_layout(options: dict) -> _Layout:
     opts = parse_options(options, _READ_OPTIONS)
     if "query" not in opts:
         raise ValueError("the windowstore reader needs option('query', 'SELECT ...')")
+    statement = parse_statement(opts["query"])
+    if isinstance(statement, JoinQuery):
+        return _join_layout(opts, statement)
     query = parse_query(opts["query"])
     with connect(_connection(opts)) as ws:
         spec = ws.describe_stream(query.stream)["spec"]
@@ -427,7 +434,24 @@ def _answer_layout(options: dict) -> _Layout:
             if it.agg is None:
                 column = bound.projection[i] if bound.projection else bound.group_by
                 pushable.setdefault(it.label, (column, "event_time" if i in event_time else schema.types[column]))
-    return _Layout(query, spec, cols, conversions, pushable, bound.n_q, bool(bound.projection))
+    # a projection is split by sub-windows, unless ORDER BY or LIMIT needs all of its rows at once
+    split = bool(bound.projection) and not bound.projection_order and bound.limit is None
+    return _Layout(query, spec, cols, conversions, pushable, bound.n_q, split)
+
+
+def _join_layout(opts: dict, query: JoinQuery) -> _Layout:
+    """A join's answer columns, typed from every joined stream's schema (bound on the driver as the
+    server binds it). Nothing is pushed down; the provenance columns describe the first source."""
+    with connect(_connection(opts)) as ws:
+        specs = {name: ws.describe_stream(name)["spec"] for name in query.streams}
+    bound = bind_join(query, {name: _schema_and_window(spec) for name, spec in specs.items()})
+    cols, conversions = [], []
+    for i, (label, t) in enumerate(zip(bound.columns, bound.types)):
+        cols.append((label, _spark_type(t)))
+        kind = "decimal" if t.startswith("decimal(") else _KINDS.get(t)
+        if kind:
+            conversions.append((i, kind))
+    return _Layout(query, specs[query.streams[0]], cols, conversions, {}, join=True)
 
 
 def _answer_rows(a, converted: list[tuple[int, str]]):
@@ -705,13 +729,18 @@ class WindowStoreDataSource(DataSource):
         # Opt-in: Spark 4.x keeps the reader a pushdown planned on the loaded relation and reuses it for
         # that DataFrame's later plans, filtered or not (df.where(...).collect() then df.count()
         # counts the filtered rows); use a DataFrame read with filter_pushdown for one filter only.
+        layout = _answer_layout(self.options)
+        if layout.join:
+            raise ValueError("the windowstore batch reader reads one stream's window, pinned to one slide (AS OF "
+                             "SLIDE) so every partition and retry reads the same; a join cannot be pinned yet: read a "
+                             "periodic join (with SLIDE) through spark.readStream.format('windowstore')")
         cls = _QueryReader
         if opts.get("filter_pushdown", False):
             if not self._pushdown:
                 raise ValueError("windowstore option filter_pushdown needs spark.sql.python.filterPushdown.enabled="
                                  "true in the session when windowstore.clients.spark.register(spark) runs")
             cls = _PushdownReader
-        return cls(dict(self.options), _answer_layout(self.options), schema)
+        return cls(dict(self.options), layout, schema)
 
     def streamReader(self, schema):
         if parse_options(self.options, _READ_OPTIONS).get("as_of_slide") is not None:

@@ -70,6 +70,7 @@ class BoundQuery:
     outer: list[tuple[BoundAggregate, int | None]] = field(default_factory=list)  # (agg, item index)
     approximate: bool = False
     projection: list[str] = field(default_factory=list)  # a plain projection: the column of each item
+    projection_order: list[tuple[int, bool]] = field(default_factory=list)  # a projection's ORDER BY: (item, desc)
 
     @property
     def columns(self) -> list[str]:
@@ -253,10 +254,9 @@ class _Binder:
 
     def bind_projection(self) -> BoundQuery:
         """SELECT col, ... without aggregates: the window's rows themselves (the selected columns), in
-        slide order, then in the order they were appended."""
+        slide order, then in the order they were appended; ORDER BY selected columns (by name or
+        ordinal; NULLs last both ways, ties in that order) and LIMIT as for any query."""
         q = self.q
-        if q.order_by or q.limit is not None:
-            self.fail("a projection (a SELECT without aggregates) takes no ORDER BY or LIMIT", q.loc)
         if q.approximate:
             self.fail("APPROXIMATE needs an aggregate", q.loc)
         items = [OutputItem(it.label, self.column_type(it.column, it.loc), None) for it in q.items]
@@ -264,8 +264,28 @@ class _Binder:
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
         every = self.length(q.slide, "SLIDE") if q.slide is not None else None
         self.check_as_of(every)
-        return BoundQuery(q, n_q, every, None, None, items, [], where, [], None,
-                          projection=[it.column for it in q.items])
+        order = [self.projection_order_item(o, items) for o in q.order_by]
+        return BoundQuery(q, n_q, every, None, None, items, [], where, [], q.limit,
+                          projection=[it.column for it in q.items], projection_order=order)
+
+    def projection_order_item(self, o, items: list[OutputItem]) -> tuple[int, bool]:
+        if o.expr is not None:
+            self.fail("a projection (a SELECT without aggregates) cannot ORDER BY an aggregate", o.loc)
+        if o.name is not None:
+            hits = [i for i, it in enumerate(items) if it.label == o.name]
+            if not hits:  # a selected column under an alias is found by its column name too
+                hits = [i for i, it in enumerate(self.q.items) if it.column == o.name]
+            if not hits:
+                if o.name in self.types:
+                    self.fail(f"ORDER BY {o.name!r}: a projection orders by its selected columns", o.loc, o.name)
+                self.fail(f"ORDER BY {o.name!r} names no select item or column", o.loc)
+            if len({self.q.items[i].column for i in hits}) > 1:
+                self.fail(f"ORDER BY {o.name!r} is ambiguous: {len(hits)} select items are named so", o.loc)
+            return hits[0], o.descending
+        if o.item is None or not 0 <= o.item < len(items):
+            n = "?" if o.item is None else o.item + 1
+            self.fail(f"ORDER BY {n} is not a select item (1..{len(items)})", o.loc)
+        return o.item, o.descending
 
     def check_as_of(self, every: int | None) -> None:
         q = self.q

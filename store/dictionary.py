@@ -16,6 +16,13 @@ def warm_up() -> None:
     """Arrow initialises its compute kernels on first use (~0.4 s here): do it before serving,
     not inside the first Append while slides are due."""
     pc.dictionary_encode(pa.array(["warm", "up"]))
+    pc.index_in(pa.array(["warm", "up"]), value_set=pa.array(["up"]))
+
+
+def _take(mapping: np.ndarray, indices: pa.Array) -> np.ndarray:
+    """mapping[indices] (np.take: about twice as fast as fancy indexing with int32 indices)."""
+    indices = indices.to_numpy(zero_copy_only=False)
+    return np.take(mapping, indices) if len(indices) else np.empty(0, dtype=np.int32)
 
 
 class StringDictionary:
@@ -23,27 +30,63 @@ class StringDictionary:
         self._code: dict[str, int] = {}
         self.values: list[str] = []
         self.generation = 0
+        self._arrow: pa.Array | None = None  # `values` as an Arrow array (built when needed)
+        self._arrow_parts: list[pa.Array] = []  # the strings added since, as Arrow arrays
 
     def __len__(self) -> int:
         return len(self.values)
 
     def encode(self, array: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        """Codes for a pyarrow string array (no nulls); new strings get new codes.
+        """Codes (int32) for a pyarrow string array (no nulls); new strings get new codes, in the
+        order of their first row.
 
-        A dictionary-encoded array (as the SDK sends) only has its small dictionary mapped."""
+        A dictionary-encoded array (as the SDK sends) only has its small dictionary mapped. A plain
+        array is looked up against the stream's strings in one Arrow pass (pc.index_in) while the
+        dictionary is no larger than the batch; only rows holding strings the stream has not seen
+        are dictionary-encoded and interned."""
         if isinstance(array, pa.ChunkedArray):
             if array.num_chunks == 1:
                 array = array.chunk(0)
             elif pa.types.is_dictionary(array.type):
                 parts = [self.encode(chunk) for chunk in array.chunks]
                 return np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
-        encoded = array if pa.types.is_dictionary(array.type) else pc.dictionary_encode(array)
+        if pa.types.is_dictionary(array.type):
+            return _take(self._map(array.dictionary), array.indices)
+        if isinstance(array, pa.Array) and pa.types.is_string(array.type) and 0 < len(self.values) <= len(array):
+            found = pc.index_in(array, value_set=self._as_arrow())
+            if not found.null_count:
+                return found.to_numpy(zero_copy_only=False)
+            missing = found.is_null()
+            new = pc.dictionary_encode(array.filter(missing))
+            codes = found.fill_null(0).to_numpy(zero_copy_only=False).copy()
+            codes[np.asarray(missing, dtype=bool)] = _take(self._map(new.dictionary), new.indices)
+            return codes
+        encoded = pc.dictionary_encode(array)
         if isinstance(encoded, pa.ChunkedArray):
             encoded = encoded.combine_chunks()
-        local = encoded.dictionary.to_pylist()
-        mapping = np.fromiter((self._intern(s) for s in local), dtype=np.int32, count=len(local))
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
-        return mapping[indices] if len(indices) else np.empty(0, dtype=np.int32)
+        return _take(self._map(encoded.dictionary), encoded.indices)
+
+    def _map(self, local: pa.Array) -> np.ndarray:
+        """The codes of an Arrow array's strings, interning the new ones in order."""
+        strings = local.to_pylist()
+        codes = list(map(self._code.get, strings))
+        if None in codes:
+            added = len(self.values)
+            for i, c in enumerate(codes):
+                if c is None:
+                    codes[i] = self._intern(strings[i])
+            if self._arrow is not None or self._arrow_parts:
+                self._arrow_parts.append(pa.array(self.values[added:], pa.string()))
+        return np.array(codes, dtype=np.int32)
+
+    def _as_arrow(self) -> pa.Array:
+        """`values` as an Arrow string array (position = code)."""
+        if self._arrow is None:
+            self._arrow, self._arrow_parts = pa.array(self.values, pa.string()), []
+        elif self._arrow_parts:
+            self._arrow = pa.concat_arrays([self._arrow, *self._arrow_parts])
+            self._arrow_parts = []
+        return self._arrow
 
     def _intern(self, s: str) -> int:
         code = self._code.get(s)
@@ -65,6 +108,7 @@ class StringDictionary:
         """Restore the codes a snapshot captured: values[c] is the string of code c."""
         self.values = list(values)
         self._code = {s: c for c, s in enumerate(self.values)}
+        self._arrow, self._arrow_parts = None, []
 
     def lookup(self, s: str) -> int:
         """The code of `s`, or -1 when the stream has never seen it (matches nothing)."""

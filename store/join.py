@@ -95,7 +95,6 @@ whether it is one-time or periodic.
 from __future__ import annotations
 
 import itertools
-import operator
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
@@ -110,7 +109,7 @@ from .functions import _grouped_extreme, _string_group_extreme, decimal_avg
 from .schema import VALID, decimal_type
 from .schema import valid_key as _valid_key  # a column's validity mask in a sub-window (where it holds a null)
 from .join_binder import BoundBand, BoundJoin, ColumnRef, bind_join, exact_number, scale_of
-from .planner import Answer, _decimal, _nulls_last, decode_keys
+from .planner import Answer, _decimal, decode_keys, group_rows
 from .query import JoinQuery
 from .subwindow import SubWindow
 from .synopsis import group_keys, keys_with_nulls
@@ -1353,25 +1352,9 @@ def typed_rows(rows: list[tuple], types: Sequence[str]) -> list[tuple]:
 
 
 def _group_rows(b: BoundJoin, uniq: np.ndarray, results: list[np.ndarray], strings: StringDictionary) -> list[tuple]:
-    """The grouped answer's rows: keys decoded (NULL as None), ordered by key, then by the ORDER BY
-    items (stable: ties keep key order; NULL last both ways, as planner.Plan), LIMIT."""
-    key_values = decode_keys(uniq, b.group_by.type, strings)
-    agg_cols = [r.tolist() for r in results]
-
-    def column(agg):
-        return key_values if agg is None else agg_cols[agg]
-
-    order = sorted(range(len(key_values)), key=_nulls_last(key_values, False))
-    for agg, descending in reversed(b.order):
-        col = column(agg)
-        order.sort(key=_nulls_last(col, descending), reverse=descending)
-    if b.limit is not None:
-        order = order[: b.limit]
-    by_item = [column(it.agg) for it in b.items]
-    if len(order) > 1:  # reorder each column at C speed (itemgetter), then zip into rows
-        pick = operator.itemgetter(*order)
-        return list(zip(*[pick(col) for col in by_item]))
-    return [tuple(col[r] for col in by_item) for r in order]
+    """The grouped answer's rows: keys decoded (NULL as None), ordered as planner.Plan orders them."""
+    return group_rows(decode_keys(uniq, b.group_by.type, strings), [r.tolist() for r in results], b.order, b.limit,
+                      b.items)
 
 
 class _Finisher:

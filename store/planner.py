@@ -11,6 +11,7 @@ Which path answers which aggregate is each function's own statement (functions.p
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 from typing import Any
@@ -159,7 +160,11 @@ class Plan:
         b = self.bound
         contributions = partial.ordered()
         if b.projection:
-            return self._answer(self._projection_rows(contributions))
+            rows = self._projection_rows(contributions)
+            if b.projection_order:  # ties keep window order
+                rows = [rows[i] for i in sorted_positions(len(rows), [([r[item] for r in rows], descending)
+                                                                      for item, descending in b.projection_order])]
+            return self._answer(rows if b.limit is None else rows[:b.limit])
         if b.approximate:
             return self._approximate(contributions)
         if b.group_by is None:
@@ -210,22 +215,8 @@ class Plan:
 
     def _group_rows(self, keys: np.ndarray, results: list[np.ndarray]) -> list[tuple]:
         b = self.bound
-        key_values = decode_keys(keys, b.group_type, self.strings)
-        agg_cols = [r.tolist() for r in results]
-
-        def column(agg):
-            return key_values if agg is None else agg_cols[agg]
-
-        order = sorted(range(len(key_values)), key=_nulls_last(key_values, False))
-        # Python's sort is stable (also with reverse=True): ties keep key order. NULL sorts last
-        # in either direction.
-        for agg, descending in reversed(b.order):
-            col = column(agg)
-            order.sort(key=_nulls_last(col, descending), reverse=descending)
-        if b.limit is not None:
-            order = order[: b.limit]
-        by_item = [column(it.agg) for it in b.items]
-        return [tuple(col[r] for col in by_item) for r in order]
+        return group_rows(decode_keys(keys, b.group_type, self.strings), [r.tolist() for r in results], b.order,
+                          b.limit, b.items)
 
     def _outer_row(self, rows: list[tuple]) -> tuple:
         out = []
@@ -270,6 +261,33 @@ def decode_keys(keys: np.ndarray, typ: str | None, strings) -> list:
     if typ == "boolean":
         return [None if k == 2 else bool(k) for k in keys.tolist()]
     return [None if k == NULL_KEY else k for k in keys.tolist()]
+
+
+def sorted_positions(n: int, keys: list[tuple[list, bool]]) -> list[int]:
+    """0..n-1 ordered by each (column, descending) of `keys`, the first deciding first. Python's sort
+    is stable (also with reverse=True), so ties keep their order; NULL sorts last either way."""
+    order = list(range(n))
+    for col, descending in reversed(keys):
+        order.sort(key=_nulls_last(col, descending), reverse=descending)
+    return order
+
+
+def group_rows(key_values: list, agg_cols: list[list], order: list[tuple[int | None, bool]], limit: int | None,
+               items) -> list[tuple]:
+    """A grouped answer's rows: ordered by the ORDER BY items (`order`: an aggregate's index, or None
+    for the key), then by key; LIMIT; one value per select item (`items[i].agg`: its aggregate, or
+    None for the key). Shared by single-stream queries and joins."""
+    def column(agg):
+        return key_values if agg is None else agg_cols[agg]
+
+    positions = sorted_positions(len(key_values), [(column(agg), d) for agg, d in order] + [(key_values, False)])
+    if limit is not None:
+        positions = positions[:limit]
+    by_item = [column(it.agg) for it in items]
+    if len(positions) > 1:  # reorder each column at C speed (itemgetter), then zip into rows
+        pick = operator.itemgetter(*positions)
+        return list(zip(*[pick(col) for col in by_item]))
+    return [tuple(col[r] for col in by_item) for r in positions]
 
 
 def _nulls_last(col: list, descending: bool):

@@ -93,19 +93,69 @@ def summarize_column(values: np.ndarray) -> ColumnSummary:
     return ColumnSummary(n, exact_sum(values, lo, hi), lo, hi)
 
 
+def _dense_range(keys: np.ndarray) -> tuple[int, int] | None:
+    """(min, max) of integer keys when their range is narrow enough to count them (counting
+    sort by bincount beats np.unique's sort), else None."""
+    if not len(keys) or keys.dtype.kind not in "iu":
+        return None
+    lo, hi = int(keys.min()), int(keys.max())
+    return (lo, hi) if hi - lo <= 4 * len(keys) + 1024 else None
+
+
 def group_keys(keys: np.ndarray, dense: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(sorted unique keys, index of each row's key in them).
 
     Dictionary codes are small dense ints: counting sort by bincount beats np.unique's sort.
     """
-    if dense and len(keys) and int(keys.max()) <= 4 * len(keys) + 1024 and int(keys.min()) >= 0:
-        present = np.bincount(keys)
+    span = _dense_range(keys) if dense else None
+    if span is not None:
+        lo = span[0]
+        present = np.bincount(keys - lo if lo else keys)
         uniq = np.flatnonzero(present)
         remap = np.empty(len(present), dtype=np.int64)
         remap[uniq] = np.arange(len(uniq))
-        return uniq.astype(keys.dtype, copy=False), remap[keys]
+        return (uniq + lo).astype(keys.dtype, copy=False), remap[keys - lo if lo else keys]
     uniq, inverse = np.unique(keys, return_inverse=True)
     return uniq, inverse.reshape(-1)
+
+
+class _Groups:
+    """One grouping of a sub-window's rows, for per-key synopses: sorted unique keys and each
+    row's bin. Narrow integer keys (dictionary codes) are binned by value (bin = key - min) and the
+    present bins selected, so no per-row index into the unique keys is built; other keys through
+    np.unique. Per-key results are the same either way (each key's rows are summed in row order)."""
+
+    def __init__(self, keys: np.ndarray, dense: bool):
+        span = _dense_range(keys) if dense else None
+        if span is not None:
+            lo = span[0]
+            self.bins = (keys - lo if lo else keys).astype(np.intp, copy=False)
+            present = np.bincount(self.bins)
+            self.select = np.flatnonzero(present)
+            self.uniq = (self.select + lo).astype(keys.dtype, copy=False)
+            self.size = len(present)
+            self.counts = present[self.select].astype(np.int64, copy=False)
+        else:
+            self.uniq, inverse = np.unique(keys, return_inverse=True)
+            self.bins = inverse.reshape(-1)
+            self.select = None
+            self.size = len(self.uniq)
+            self.counts = np.bincount(self.bins, minlength=self.size).astype(np.int64, copy=False)
+
+    def _pick(self, per_bin: np.ndarray) -> np.ndarray:
+        return per_bin if self.select is None else per_bin[self.select]
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        """Per-key counts of the rows where mask holds."""
+        return self._pick(np.bincount(self.bins[mask], minlength=self.size)).astype(np.int64, copy=False)
+
+    def sum(self, values: np.ndarray, summary: ColumnSummary, mask: np.ndarray | None = None) -> np.ndarray:
+        """Per-key sums of `values` (exact for integers, see grouped_sum); `summary` describes the
+        summed values (their min and max)."""
+        bins = self.bins if mask is None else self.bins[mask]
+        values = values if mask is None else values[mask]
+        lo, hi = (summary.min, summary.max) if values.dtype.kind in "iu" and summary.count else (None, None)
+        return self._pick(grouped_sum(bins, values, self.size, lo, hi))
 
 
 def top_k(keys: np.ndarray, counts: np.ndarray, k: int) -> TopKList:
@@ -123,16 +173,16 @@ def build_synopsis(columns: dict[str, np.ndarray], rows: int, numeric: list[str]
     col_summaries = {c: summarize_column(columns[c] if c not in valid else columns[c][valid[c]]) for c in numeric}
     by_key: dict[str, KeySummary] = {}
     for g in group_by:
-        uniq, inverse = group_keys(keys_with_nulls(columns[g], valid.get(g)), dense=g in string_columns)
-        counts = np.bincount(inverse, minlength=len(uniq)).astype(np.int64) if rows else np.zeros(0, np.int64)
+        groups = _Groups(keys_with_nulls(columns[g], valid.get(g)), dense=True)
+        uniq, counts = groups.uniq, groups.counts
         sums, nonnull = {}, {}
         for c in numeric:
             m = valid.get(c)
             if m is None:
-                sums[c], nonnull[c] = grouped_sum(inverse, columns[c], len(uniq)), counts
+                sums[c], nonnull[c] = groups.sum(columns[c], col_summaries[c]), counts
             else:
-                sums[c] = grouped_sum(inverse[m], columns[c][m], len(uniq))
-                nonnull[c] = np.bincount(inverse[m], minlength=len(uniq)).astype(np.int64)
+                nonnull[c] = groups.count(m)
+                sums[c] = groups.sum(columns[c], col_summaries[c], m)
         for arr in (uniq, counts, *sums.values(), *nonnull.values()):
             arr.flags.writeable = False
         by_key[g] = KeySummary(uniq, counts, sums, top_k(uniq, counts, topk), nonnull)

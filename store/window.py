@@ -328,10 +328,10 @@ class Window:
             start, end = self.last_seal_ms, max(now_ms, self.last_seal_ms)
         if not rows:
             cols = self.empty_columns()
-        ts = cols[self.schema.time_column]
-        min_ts = int(ts.min()) if rows else None
-        max_ts = int(ts.max()) if rows else None
         if start is None:  # count-based: bounds are the observed event times
+            ts = cols[self.schema.time_column]
+            min_ts = int(ts.min()) if rows else None
+            max_ts = int(ts.max()) if rows else None
             start = min_ts if min_ts is not None else (self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0)
             end = max_ts + 1 if max_ts is not None else start
         sub = self.seal(j, start, end, cols, rows, now_ms, dict(self._prefix))
@@ -363,8 +363,8 @@ class Window:
         for c in self._names:
             after[count_key(c)] += rows - syn.nulls.get(c, 0)
         syn = replace(syn, prefix_before=prefix_before, prefix_after=after)
-        ts = cols[self.schema.time_column]
-        return SubWindow(j, j % self.n, start, end, int(ts.min()) if rows else None, int(ts.max()) if rows else None,
+        ts = syn.columns[self.schema.time_column]  # its summary: the event times' min and max
+        return SubWindow(j, j % self.n, start, end, ts.min if rows else None, ts.max if rows else None,
                          rows, cols, syn, now_ms)
 
     def _place(self, sub: SubWindow) -> None:

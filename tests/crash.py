@@ -29,7 +29,10 @@ Every request the workload sends is tracked: *acknowledged* (a reply came back) 
     COUNT(DISTINCT) and a GROUP BY over the string column equal a reference computed here with
     Python ints from the rows known to be present;
  5. periodic queries registered and acknowledged still exist with the same id and text; ones
-    acknowledged as unregistered are gone; an in-doubt registration exists at most once.
+    acknowledged as unregistered are gone; an in-doubt registration exists at most once;
+ 6. a periodic query's answer log (ReadAnswers) holds each slide at most once, in slide order, and
+    an answer for a slide read at an earlier verification has the same rows now (the window of a
+    slide never changes; an answer not yet durable at the kill may be gone, never altered).
 
 Two streams:
   m  clock='manual', sub-windows by time, written by 1-2 writer threads and slid (with keys) by a
@@ -160,6 +163,7 @@ class Model:
     query_ids_ever: set[str] = field(default_factory=set)
     reg_doubt: list[str] = field(default_factory=list)
     unreg_doubt: list[str] = field(default_factory=list)
+    answers: dict[str, dict[int, list]] = field(default_factory=dict)  # query id -> slide -> rows read
     next_tag: int = 1
     # counters for the summary
     stats: collections.Counter = field(default_factory=collections.Counter)
@@ -683,6 +687,22 @@ class Harness:
         unknown = {qid: t for qid, t in listed.items() if qid not in m.queries}
         if unknown:
             self.violation(f"periodic queries nobody registered (or acknowledged as unregistered): {unknown}")
+        # 6. answer logs: one answer per slide, in order; a slide's rows never change across restarts
+        for qid in list(m.answers):
+            if qid not in m.queries:
+                del m.answers[qid]
+        for qid in m.queries:
+            kept, _, _ = ws.read_answers(qid)
+            slides = [a.slide for a in kept]
+            if slides != sorted(set(slides)):
+                self.violation(f"periodic query {qid}: its answer log holds slides {slides} (repeated or out of order)")
+            seen = m.answers.setdefault(qid, {})
+            for a in kept:
+                if a.slide in seen and seen[a.slide] != a.rows:
+                    self.violation(f"periodic query {qid}: the answer for slide {a.slide} was {seen[a.slide]}, "
+                                   f"now {a.rows}")
+                seen[a.slide] = a.rows
+            m.stats["answers checked"] += len(kept)
 
     # -- verification helpers --------------------------------------------------------------------
     def slide(self, ws: Client) -> int:

@@ -187,10 +187,26 @@ def test_a_projection_returns_the_rows_of_slide_k_with_nulls_and_filters_as_sqli
         sched.run_until_idle()
         assert txn.result.answer.rows == ref(lo, hi, where), text
         assert txn.result.answer.types == ["int64", "string", "int64", "boolean", "decimal(6,2)"]
+    # ORDER BY selected columns (NULLs last both ways, ties in window order) and LIMIT
+    for text, sql in [
+            ("SELECT ts, src, v FROM s ORDER BY v DESC LIMIT 7", "ORDER BY v DESC NULLS LAST, slide, ts LIMIT 7"),
+            ("SELECT src AS h, v, ts FROM s WHERE v < 9 ORDER BY h, 2 DESC", "AND v < 9 ORDER BY src NULLS LAST, v DESC NULLS LAST, slide, ts"),
+            ("SELECT ts, v, src FROM s [RANGE 2 SUBWINDOWS] AS OF SLIDE 5 ORDER BY src DESC, v LIMIT 4",
+             "AND slide >= 4 ORDER BY src DESC NULLS LAST, v NULLS LAST, slide, ts LIMIT 4"),
+            ("SELECT ts, ok FROM s LIMIT 3", "ORDER BY slide, ts LIMIT 3")]:
+        txn = sched.submit(plan_query(parse_query(text), s))
+        sched.run_until_idle()
+        cols = [c.split(" AS ")[0] for c in text[len("SELECT "):text.index(" FROM")].split(", ")]
+        want = db.execute(f"SELECT {', '.join(cols)} FROM t WHERE slide BETWEEN 2 AND 5 {sql}").fetchall()
+        want = [tuple(None if x is None else bool(x) if c == "ok" else x for c, x in zip(cols, r)) for r in want]
+        assert txn.result.answer.rows == want, text
     report = check(h.events)
-    assert report.errors == [] and report.violations("lws") == [] and len(report.verdicts) == 3
-    with pytest.raises(InvalidInput, match="a projection \\(a SELECT without aggregates\\) takes no ORDER BY or LIMIT"):
-        plan_query(parse_query("SELECT ts FROM s LIMIT 3"), s)
+    assert report.errors == [] and report.violations("lws") == [] and len(report.verdicts) == 7
+    for text, msg in [("SELECT ts FROM s ORDER BY COUNT(*)", "cannot ORDER BY an aggregate"),
+                      ("SELECT ts FROM s ORDER BY v", "orders by its selected columns"),
+                      ("SELECT ts FROM s ORDER BY 2", "not a select item")]:
+        with pytest.raises(InvalidInput, match=msg):
+            plan_query(parse_query(text), s)
     with pytest.raises(InvalidInput, match="must be aggregated or be the GROUP BY column"):
         plan_query(parse_query("SELECT ts, COUNT(*) FROM s"), s)
 

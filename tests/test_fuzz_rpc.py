@@ -15,16 +15,16 @@ import fuzz_rpc
 
 REQUESTS = 2_000
 SEED = 1
-TIME_LIMIT_S = 55.0
+HANG_GUARD_S = 900.0  # not a timing goal (about 40 s on an idle machine): only a stuck server reaches it
 
 
 def test_bounded_fuzz_run_has_no_failures():
     out = io.StringIO()
-    report = fuzz_rpc.run(REQUESTS, SEED, exclude_known=True, time_limit=TIME_LIMIT_S, out=out)
+    report = fuzz_rpc.run(REQUESTS, SEED, exclude_known=True, time_limit=HANG_GUARD_S, out=out)
     assert report.failed == 0, (f"{report.failed} of {report.passed + report.failed} fuzzed requests broke the rules "
                                 f"(seed {SEED}):\n{report.summary()}\n{out.getvalue()}")
-    # the run must have covered most of what it was asked to (it stops early only at the time limit)
-    assert report.passed >= REQUESTS * 0.9, f"only {report.passed} requests in {report.seconds:.0f} s"
+    # every request was sent and judged (the run stops early only when the server stops answering)
+    assert report.passed == REQUESTS, f"only {report.passed} of {REQUESTS} requests in {report.seconds:.0f} s"
 
 
 def test_known_bugs_are_documented():

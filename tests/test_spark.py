@@ -257,17 +257,22 @@ def test_batch_writer_and_strict_options(spark, ws, server):
             .mode("append").save()
 
 
+def _read_stream_to_parquet(spark, target, text, ckpt, out):
+    """Run the streaming reader of `text` once (availableNow) into parquet files at `out`."""
+    df = spark.readStream.format("windowstore").option("target", target).option("query", text).load()
+    q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None, q.exception()
+
+
 def test_streaming_reader_delivers_periodic_answers_once_across_restarts(spark, ws, server, tmp_path):
     ws.create_stream("sr2", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual", group_by=["src"])
     text = "SELECT src, SUM(bytes) AS total FROM sr2 [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src"
     ckpt, out = tmp_path / "ckpt", tmp_path / "out"
 
     def run():
-        df = spark.readStream.format("windowstore").option("target", server.target).option("query", text).load()
-        q = (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(ckpt))
-             .trigger(availableNow=True).start())
-        q.awaitTermination(120)
-        assert q.exception() is None, q.exception()
+        _read_stream_to_parquet(spark, server.target, text, ckpt, out)
 
     def feed(batches):
         for b in batches:
@@ -294,6 +299,49 @@ def test_streaming_reader_delivers_periodic_answers_once_across_restarts(spark, 
     last = {r["src"]: r["total"] for r in got.where(F.col("_slide") == 4).collect()}
     expected = dict(ws.query("SELECT src, SUM(bytes) FROM sr2 [RANGE 2 SUBWINDOWS] GROUP BY src").rows)
     assert last == expected
+
+
+def test_streaming_reader_delivers_a_periodic_join_and_the_batch_reader_refuses_one(spark, ws, server, tmp_path):
+    """A periodic join read as a stream: one answer per slide of the stream that has SLIDE, each equal
+    to SQLite's join of the rows in both windows at that slide."""
+    import sqlite3
+
+    for name in ("ja", "jb"):
+        ws.create_stream(name, {"ts": "int64", "k": "string", "v": "int64"}, subwindows=4, subwindow_ms=1000,
+                         clock="manual")
+    text = ("SELECT a.k, COUNT(*) AS n, SUM(b.v) AS total FROM ja a [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] "
+            "JOIN jb b [RANGE 2 SUBWINDOWS] ON a.k = b.k GROUP BY a.k")
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+
+    def run():
+        _read_stream_to_parquet(spark, server.target, text, ckpt, out)
+
+    held = {"ja": [], "jb": []}  # per slide, the rows each stream sealed
+    run()  # registers the periodic join
+    for i in range(4):
+        for name, n in (("jb", 3), ("ja", 2)):  # b slides first: a's slide then answers over both
+            batch = [(i * 10 + j, f"k{(i + j) % 3}", i * 100 + j) for j in range(n)]
+            ws.append(name, {"ts": [r[0] for r in batch], "k": [r[1] for r in batch], "v": [r[2] for r in batch]})
+            ws.slide(name)
+            held[name].append(batch)
+    deadline = time.time() + 20
+    while time.time() < deadline and not any(q["last_slide"] == 3 for q in ws.list_queries("ja")):
+        time.sleep(0.05)
+    run()
+    got = spark.read.parquet(str(out)).collect()
+    assert got and list(got[0].asDict())[:3] == ["a.k", "n", "total"]
+    assert sorted({r["_slide"] for r in got}) == [0, 1, 2, 3]
+    for slide in range(4):
+        db = sqlite3.connect(":memory:")
+        for name in held:
+            db.execute(f"CREATE TABLE {name} (ts INTEGER, k TEXT, v INTEGER)")
+            db.executemany(f"INSERT INTO {name} VALUES (?, ?, ?)",
+                           [r for b in held[name][max(0, slide - 1):slide + 1] for r in b])
+        want = db.execute("SELECT a.k, COUNT(*), SUM(b.v) FROM ja a JOIN jb b ON a.k = b.k GROUP BY a.k").fetchall()
+        assert sorted((r[0], r["n"], int(r["total"])) for r in got if r["_slide"] == slide) == sorted(want)
+    with pytest.raises(Exception, match="a join cannot be pinned"):
+        spark.read.format("windowstore").option("target", server.target).option(
+            "query", text.replace(" SLIDE 1 SUBWINDOWS", "")).load().collect()
 
 
 def test_booleans_timestamps_dates_decimals_and_nulls_both_ways(spark, ws, server):

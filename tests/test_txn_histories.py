@@ -91,3 +91,41 @@ def test_check_history_cli(tmp_path):
     r = subprocess.run(cli + [str(bad), "--expect", "lws"], capture_output=True, text=True)
     assert r.returncode == 1 and "Q1" in r.stdout
     assert subprocess.run(cli + [str(bad), "--expect", "ws"], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("policy", ["ws", "lws", "ttu"])
+def test_a_history_cut_at_the_front_is_judged_from_where_it_starts(policy):
+    """The bounded history behind StreamHistory can start mid-stream: every query it shows whole
+    gets the verdict the full history gives it, the others are counted as unjudged, and nothing is
+    reported as an inconsistency."""
+    import random
+
+    rng = random.Random(3)
+    now = [0]
+    h = History()
+    stream = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=4, subwindow_ms=1, clock="manual"), 0)
+    sched = Scheduler(policy, clock=lambda: now[0], history=h, max_restarts=50)
+    sched.add_stream(stream)
+    for j in range(60):
+        now[0] = j
+        stream.append({"ts": [j], "v": [j]})
+        if rng.random() < 0.5:
+            sched.request_slide("s")
+        if rng.random() < 0.4:
+            rq = rng.choice(["SELECT SUM(v) FROM s", "SELECT COUNT(*) FROM s [RANGE 2 SUBWINDOWS]"])
+            sched.submit(plan_query(parse_query(rq), stream, access="window"))
+        for _ in range(rng.randint(0, 4)):
+            sched.step()
+    sched.run_until_idle()
+    events = list(h.events)
+    full = check(events)
+    assert full.errors == [] and full.unjudged == 0 and len(full.verdicts) > 10
+    verdict = {v.txn: v.level for v in full.verdicts}
+    cut_points = [i for i, e in enumerate(events) if e["op"] in ("r", "w")][5::7]
+    for cut in cut_points:
+        part = check(events[cut:])
+        assert part.errors == [], (cut, part.errors)
+        assert all(verdict[v.txn] == v.level for v in part.verdicts), cut
+        shown_whole = {e["txn"] for e in events[cut:] if e["op"] == "b"}
+        assert {v.txn for v in part.verdicts} <= shown_whole
+        assert len(part.verdicts) + part.unjudged + part.aborts >= len({v.txn for v in full.verdicts} & shown_whole)

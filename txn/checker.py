@@ -18,6 +18,12 @@ and the same earlier moment (the snapshot covers all streams); torn otherwise.
 
 The checker also verifies the history is self-consistent: each read names the version that the
 sub-window held at that moment, slides are numbered 0, 1, 2, ... per stream.
+
+A history may start mid-stream (the bounded in-memory history behind StreamHistory, a file cut at
+the front): a stream whose first slide in it is k > 0 continues from k - 1; the reads of a
+transaction that began before the history did are not judged (`unjudged`), nor is a query that
+commits before its stream's first slide in the history (the window it saw is unknown); a read of a
+version older than the history cannot have its sub-window checked.
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ class Report:
     verdicts: list[Verdict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)   # inconsistencies in the history itself
     aborts: int = 0
+    unjudged: int = 0  # a history starting mid-stream: queries it does not show whole
 
     def count(self, level: str) -> int:
         return sum(v.level == level for v in self.verdicts)
@@ -55,7 +62,7 @@ class Report:
     def summary(self) -> dict:
         return {"committed": len(self.verdicts), "lws": self.count("lws"), "ws_only": self.count("ws"),
                 "as_of": self.count("as_of"), "torn": self.count("torn"), "aborts": self.aborts,
-                "errors": len(self.errors)}
+                "errors": len(self.errors), **({"unjudged": self.unjudged} if self.unjudged else {})}
 
 
 def _window(latest: int, length: int) -> set[int]:
@@ -72,18 +79,42 @@ def classify(versions: set[int], latest: int, window_len: int) -> tuple[str, int
     return "torn", None
 
 
+def _mid_stream(events: list[dict]) -> set[str]:
+    """The streams a history shows from the middle: its first slide of them is not slide 0, or a
+    read comes before that transaction's begin (it began before the history did)."""
+    first_slide: dict[str, int] = {}
+    begun: set[tuple[str, str]] = set()
+    mid = set()
+    for ev in events:
+        stream, op = ev.get("stream"), ev.get("op")
+        if op == "w" and stream not in first_slide:
+            first_slide[stream] = ev["version"]
+            if ev["version"] != 0:
+                mid.add(stream)
+        elif op == "b":
+            begun.add((stream, ev.get("txn")))
+        elif op in ("r", "u") and (stream, ev.get("txn")) not in begun:
+            mid.add(stream)
+    return mid
+
+
 def check(events: Iterable[dict]) -> Report:
     report = Report()
+    events = list(events)
+    mid = _mid_stream(events)
     latest: dict[str, int] = {}
     position_of: dict[tuple[str, int], int] = {}  # (stream, version) -> sub-window it wrote
     applied_at: dict[tuple[str, int], int] = {}   # (stream, version) -> seq of the slide that wrote it
     open_txns: dict[tuple[str, str], dict] = {}
     groups: dict[str, dict] = {}                  # join txn -> its attempt's parts
+    headless: set[tuple[str, str]] = set()        # attempts begun before a mid-stream history starts
     for ev in events:
         stream, op, txn = ev.get("stream"), ev.get("op"), ev.get("txn")
         key = (stream, txn)
         if op == "w":
             v = ev["version"]
+            if stream in mid and stream not in latest:
+                latest[stream] = v - 1  # the history starts here
             expected = latest.get(stream, -1) + 1
             if v != expected:
                 report.errors.append(f"seq {ev['seq']}: stream {stream!r} slide {v} applied, expected {expected}")
@@ -109,9 +140,13 @@ def check(events: Iterable[dict]) -> Report:
             st = open_txns.get(key)
             v = ev["version"]
             if st is None:
-                report.errors.append(f"seq {ev['seq']}: {op} by {txn!r} outside a begun attempt")
+                if stream not in mid:
+                    report.errors.append(f"seq {ev['seq']}: {op} by {txn!r} outside a begun attempt")
+                headless.add(key)
             elif op == "r":
-                if position_of.get((stream, v)) != ev["subwindow"]:
+                if stream in mid and (stream, v) not in position_of and v <= latest.get(stream, v):
+                    pass  # written before the history starts: its sub-window is unknown
+                elif position_of.get((stream, v)) != ev["subwindow"]:
                     report.errors.append(f"seq {ev['seq']}: {txn!r} read version {v} from sub-window "
                                          f"{ev['subwindow']}, which that slide did not write")
                 if v in st["reads"]:
@@ -124,8 +159,14 @@ def check(events: Iterable[dict]) -> Report:
         elif op == "c":
             st = open_txns.pop(key, None)
             if st is None:
-                continue  # a slide's commit
+                if key in headless:
+                    headless.discard(key)
+                    report.unjudged += 1
+                continue  # a slide's commit (or one of an attempt the history does not show whole)
             if st["group"] is None:
+                if stream in mid and stream not in latest:
+                    report.unjudged += 1  # committed before the history shows a slide: its window is unknown
+                    continue
                 lat = latest.get(stream, -1)
                 if st["as_of"] is not None:  # pinned: judged against slide k
                     k = st["as_of"]

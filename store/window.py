@@ -19,7 +19,7 @@ import numpy as np
 from .errors import InvalidInput
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
-from .synopsis import Synopsis, build_synopsis
+from .synopsis import Synopsis, build_synopsis, concat
 
 CLOCKS = ("processing", "event", "manual")
 COUNT_KEY = "__count__"
@@ -98,12 +98,11 @@ class _Buffer:
         """Remove and return the first `rows` rows (all when None), concatenated."""
         if not self.chunks:
             return {}, 0
-        merged = {c: (self.chunks[0][c] if len(self.chunks) == 1 else np.concatenate([ch[c] for ch in self.chunks])) for c in names}
+        merged = {c: concat([ch[c] for ch in self.chunks]) for c in names}
         for c in names:  # validity masks: where any chunk has a null in c (chunks without one: all valid)
             vk = valid_key(c)
             if any(vk in ch for ch in self.chunks):
-                merged[vk] = np.concatenate([ch[vk] if vk in ch else np.ones(len(ch[c]), dtype=bool)
-                                             for ch in self.chunks])
+                merged[vk] = concat([ch[vk] if vk in ch else np.ones(len(ch[c]), dtype=bool) for ch in self.chunks])
         total = self.rows
         if rows is None or rows >= total:
             self.chunks, self.rows = [], 0

@@ -191,6 +191,28 @@ def test_answer_logs_come_back_from_the_log_and_through_plain_json():
     live._check()
 
 
+def test_an_answer_log_is_bounded_by_size_and_replay_drops_the_same_answers():
+    from windowstore.txn.answers import answer_size
+
+    live = Engine(EngineConfig(answer_log_keep=100, answer_log_bytes=3000))
+    live.apply(create("p", 0, n=2, clock="manual", subwindow_ms=10))
+    live.apply(Register("P1", "SELECT k, COUNT(*) FROM p [SLIDE 1 SUBWINDOWS] GROUP BY k", 0, 1))
+    for i in range(12):  # more distinct keys each slide: answers grow
+        live.apply(Append("p", batch([(i, f"key-{i}-{j}", j, 0.0) for j in range(3 * i + 1)]), "", None, 2 + i))
+        live.apply(Slide("p", 3 + i))
+        live.sched.run_until_idle()
+        live._check()
+    kept = live.answers.read("P1", -2, None, 1000)[0]
+    assert kept[-1].slide == 11 and len(kept) < 12  # the oldest went first
+    assert sum(answer_size(r) for r in kept) <= 3000 or len(kept) == 1
+    replayed = Engine(EngineConfig(answer_log_keep=100, answer_log_bytes=3000))
+    for cmd in [commands.decode(commands.encode(c)) for c in live.drain()]:
+        replayed.replay(cmd)
+    assert [r.slide for r in replayed.answers.read("P1", -2, None, 1000)[0]] == [r.slide for r in kept]
+    assert replayed.digest() == live.digest()
+    replayed._check()
+
+
 def test_commands_round_trip_through_their_encoding():
     cmds = [create("s", 1.5, clock="event", subwindow_ms=10, allowed_lateness_ms=5),
             Append("s", batch([(1, "x'\"é", -2**63, -0.0)]), "w/p0", 3, 2.0), Append("s", batch([]), "", None, 2.5),

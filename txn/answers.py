@@ -5,7 +5,9 @@ keeps the newest slide it delivered in its checkpoint) resumes after a restart o
 gaps or repeats as long as the server still holds the answers it has not read. For that to hold
 across a restart of the server too, the answers are part of the durable state: the engine logs each
 one as an `Answered` command (commands.py) and replay puts it back; snapshots carry the logs. A
-query's log is bounded (`keep` answers, oldest dropped first) and goes with the query.
+query's log is bounded by count (`keep` answers) and by size (`keep_bytes`, estimated from the
+rows), oldest dropped first, the newest always kept; it goes with the query. Sizes depend only on
+the answers, so replay drops the same ones.
 
 Answers are plain data here (`to_plain` / `from_plain`): JSON values, with a decimal as its text.
 """
@@ -23,33 +25,46 @@ _META = ("slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_
          "answered_ms", "execution", "late_slides", "inter_exec_ms")
 
 
+def answer_size(result: Result) -> int:
+    """An answer's estimated size in memory (bytes): what the log's byte bound counts."""
+    rows = result.answer.rows
+    return 256 + sum(16 * len(r) + sum(len(v) for v in r if isinstance(v, str)) for r in rows)
+
+
 class AnswerLog:
-    def __init__(self, keep: int):
-        self.keep = keep
+    def __init__(self, keep: int, keep_bytes: int = 64 << 20):
+        self.keep, self.keep_bytes = keep, keep_bytes
         self._logs: dict[str, collections.deque] = {}
+        self._bytes: dict[str, int] = {}
 
     def add(self, query_id: str, result: Result) -> None:
-        self._logs.setdefault(query_id, collections.deque(maxlen=self.keep)).append(result)
+        log = self._logs.setdefault(query_id, collections.deque())
+        log.append((result, answer_size(result)))
+        total = self._bytes.get(query_id, 0) + log[-1][1]
+        while len(log) > 1 and (len(log) > self.keep or total > self.keep_bytes):
+            total -= log.popleft()[1]
+        self._bytes[query_id] = total
 
     def drop(self, query_id: str) -> None:
         self._logs.pop(query_id, None)
+        self._bytes.pop(query_id, None)
 
     def read(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
         """(answers reflecting a slide in (after, through], oldest first, at most `limit`; the
         newest kept answer's slide; the oldest kept answer's slide), -1 for none."""
         log = self._logs.get(query_id, ())
-        out = [r for r in log if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
-        return out[:limit], (log[-1].slide if log else -1), (log[0].slide if log else -1)
+        out = [r for r, _ in log if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
+        return out[:limit], (log[-1][0].slide if log else -1), (log[0][0].slide if log else -1)
 
     def newest(self, query_id: str) -> Result:
-        return self._logs[query_id][-1]
+        return self._logs[query_id][-1][0]
 
     def queries(self) -> list[str]:
         return list(self._logs)
 
     def capture(self) -> dict[str, list[Result]]:
         """The logs as lists of (immutable) results: cheap; a snapshot writer makes them plain."""
-        return {qid: list(log) for qid, log in self._logs.items()}
+        return {qid: [r for r, _ in log] for qid, log in self._logs.items()}
 
     def restore(self, image: dict[str, list]) -> None:
         for qid, results in image.items():
@@ -58,12 +73,14 @@ class AnswerLog:
 
     def check(self, periodic) -> None:
         assert set(self._logs) <= set(periodic), "an answer log per live periodic query only"
-        for log in self._logs.values():
-            assert len(log) <= self.keep and all(a.slide <= b.slide for a, b in zip(log, list(log)[1:])), \
-                "a log is bounded and in slide order"
+        for qid, log in self._logs.items():
+            results = [r for r, _ in log]
+            assert all(a.slide <= b.slide for a, b in zip(results, results[1:])), "a log is in slide order"
+            assert self._bytes[qid] == sum(n for _, n in log), "its size is accounted"
+            assert len(log) <= self.keep and (len(log) == 1 or self._bytes[qid] <= self.keep_bytes), "a log is bounded"
 
     def digest_parts(self) -> list:
-        return [(qid, [to_plain(r) for r in self._logs[qid]]) for qid in sorted(self._logs)]
+        return [(qid, [to_plain(r) for r, _ in self._logs[qid]]) for qid in sorted(self._logs)]
 
 
 def to_plain(r: Result) -> dict:

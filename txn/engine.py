@@ -60,6 +60,7 @@ class EngineConfig:
     max_buffered_rows: int = 20_000_000  # rows waiting in one stream's open buffers for a slide
     max_join_rows: int = DEFAULT_MAX_ROWS  # rows of a join's result (and of each intermediate)
     answer_log_keep: int = 1_000     # answers kept per periodic query (answers.py)
+    answer_log_bytes: int = 64 << 20  # and at most this many bytes of them (the newest always kept)
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class Engine:
         self.sched.on_slide = self._slid
         self.books: dict[str, StreamBook] = {}
         self.periodic: dict[str, PeriodicDef] = {}
-        self.answers = AnswerLog(self.config.answer_log_keep)
+        self.answers = AnswerLog(self.config.answer_log_keep, self.config.answer_log_bytes)
         self.next_query = 1
         self._out: list[Command] = []
         self._slide_key: tuple[str, int | None] = ("", None)

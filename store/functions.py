@@ -393,15 +393,23 @@ class Quantile(AggregateFunction):
         return np.partition(vals, k)[k].item()
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
-        return (keys, values)
+        # sorted by value here, one sub-window per scheduler step, so the final merge sorts runs
+        order = np.argsort(values, kind="stable")
+        return (keys[order], values[order])
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
+        """Each group's values in order, without a lexsort of the whole window (the final merge runs
+        in one step and holds back a due slide): a stable sort by value of the concatenated runs
+        (each part is sorted by value: timsort merges them), then a stable sort by group, a radix
+        sort when the group numbers fit in 16 bits."""
         k = np.concatenate([p[0] for p in parts])
         v = np.concatenate([p[1] for p in parts])
-        order = np.lexsort((v, k))
-        k, v = k[order], v[order]
-        starts = np.searchsorted(k, uniq, side="left")
-        counts = np.searchsorted(k, uniq, side="right") - starts
+        by_value = np.argsort(v, kind="stable")
+        group = np.searchsorted(uniq, k[by_value])
+        by_group = np.argsort(group.astype(np.uint16) if groups <= 1 << 16 else group, kind="stable")
+        v = v[by_value][by_group]
+        counts = np.bincount(group, minlength=groups)
+        starts = np.cumsum(counts) - counts
         ranks = np.array([quantile_index(b.q, int(c)) for c in counts], dtype=np.int64)
         empty = counts == 0
         if empty.any():  # a group with only nulls

@@ -162,7 +162,8 @@ def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
                     "subwindow": e.subwindow if e.HasField("subwindow") else None,
                     "version": e.version if e.HasField("version") else None,
                     "window_len": e.window_len if e.HasField("window_len") else None, "t": e.t,
-                    **({"streams": list(e.streams)} if e.streams else {})})
+                    **({"streams": list(e.streams)} if e.streams else {}),
+                    **({"as_of": e.as_of} if e.HasField("as_of") else {})})
     return out
 
 

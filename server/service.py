@@ -371,10 +371,12 @@ class WindowStoreService:
         events, seq = await self._run(read, context)
         out = []
         for e in events:
+            # a join's begin names every stream it reads: those the caller may not read stay hidden
+            streams = [n if self._may("read", n) else "?" for n in e.get("streams") or ()]
             ev = pb.HistoryEvent(seq=e["seq"], stream=e["stream"], op=e["op"], txn=e["txn"], t=e["t"],
-                                 streams=e.get("streams") or ())
-            for k in ("subwindow", "version", "window_len"):
-                if e[k] is not None:
+                                 streams=streams)
+            for k in ("subwindow", "version", "window_len", "as_of"):
+                if e.get(k) is not None:
                     setattr(ev, k, e[k])
             out.append(ev)
         # where to continue: after the last event returned, or (nothing new) where the caller is

@@ -74,6 +74,23 @@ def test_tokens_and_permissions(secured):
             admin.unregister(q.id)
 
 
+def test_a_streams_history_hides_the_names_of_joined_streams_the_reader_may_not_read(secured):
+    srv, pki, _ = secured
+    with client(srv, pki, "t-admin") as admin:
+        for name in ("sensors_h", "hidden_h"):
+            admin.create_stream(name, SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+            admin.append(name, {"ts": [1], "k": ["a"], "v": [1]})
+            admin.slide(name)
+        admin.query("SELECT COUNT(*) FROM sensors_h a JOIN hidden_h b ON a.k = b.k")
+        admin.query("SELECT COUNT(*) FROM sensors_h AS OF SLIDE 0")
+        seen_by_admin = [e for e in admin.history("sensors_h") if e["op"] == "b"]
+    with client(srv, pki, "t-reader") as r:
+        seen_by_reader = [e for e in r.history("sensors_h") if e["op"] == "b"]
+    assert [e.get("streams") for e in seen_by_admin] == [["sensors_h", "hidden_h"], None]
+    assert [e.get("streams") for e in seen_by_reader] == [["sensors_h", "?"], None]
+    assert [e.get("as_of") for e in seen_by_reader] == [None, 0]  # a pinned read's begin carries its slide
+
+
 def test_mutual_tls_needs_a_client_certificate(pki, tmp_path):
     srv = ServerProcess("--tls-cert", pki["server"], "--tls-key", pki["server_key"], "--tls-client-ca", pki["ca"])
     try:

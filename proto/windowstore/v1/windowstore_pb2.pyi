@@ -791,7 +791,7 @@ class GetStatsResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
-    __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t", "streams")
+    __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t", "streams", "as_of")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
@@ -801,6 +801,7 @@ class HistoryEvent(_message.Message):
     WINDOW_LEN_FIELD_NUMBER: _ClassVar[int]
     T_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     seq: int
     stream: str
     op: str
@@ -810,7 +811,8 @@ class HistoryEvent(_message.Message):
     window_len: int
     t: float
     streams: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., op: _Optional[str] = ..., txn: _Optional[str] = ..., subwindow: _Optional[int] = ..., version: _Optional[int] = ..., window_len: _Optional[int] = ..., t: _Optional[float] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
+    as_of: int
+    def __init__(self, seq: _Optional[int] = ..., stream: _Optional[str] = ..., op: _Optional[str] = ..., txn: _Optional[str] = ..., subwindow: _Optional[int] = ..., version: _Optional[int] = ..., window_len: _Optional[int] = ..., t: _Optional[float] = ..., streams: _Optional[_Iterable[str]] = ..., as_of: _Optional[int] = ...) -> None: ...
 
 class StreamHistoryRequest(_message.Message):
     __slots__ = ("stream", "since_seq", "limit")

@@ -142,6 +142,10 @@ def percentiles(values) -> dict:
 _LONG_STEP_S = 0.002
 _IO_SHARE = 0.25
 _IO_PAUSE_MAX_S = 0.005
+# One loop callback runs scheduler operations until this much time has passed (or none is left):
+# a loop iteration costs about as much as a short operation (grpc.aio polls its completion queue
+# on each), so a 10-sub-window query took 10 of them; calls still get the loop every budget.
+_STEP_BUDGET_S = 0.0005
 
 
 def _settle(fut, result=None, error: BaseException | None = None) -> None:
@@ -463,6 +467,8 @@ class Driver:
         t0 = time.monotonic()
         try:
             op = self._operation()
+            while op is not None and not self._done and time.monotonic() - t0 < _STEP_BUDGET_S:
+                op = self._operation()
         finally:
             self._in_step = False
             self.heartbeat = time.monotonic()

@@ -140,6 +140,7 @@ def test_replay_answers_queries_like_the_original():
     assert again.digest() == live.digest()
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # inf + -inf is NaN, on purpose
 def test_answer_logs_come_back_from_the_log_and_through_plain_json():
     """A periodic query's answers are state: replaying the log (its Answered commands) gives back
     the same bounded log, and the plain form a snapshot stores (JSON) gives back every value (NULLs,

@@ -48,7 +48,7 @@ class Metrics:
 
 
 class _StoreCollector:
-    """Reads the store's counters on the driver thread at scrape time (one consistent view)."""
+    """Reads the store's counters on the engine's event loop at scrape time (one consistent view)."""
 
     def __init__(self, driver):
         self.driver = driver

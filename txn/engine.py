@@ -7,7 +7,7 @@ write-ahead log. Replaying the emitted commands into an empty engine (`replay`) 
 state bit for bit (`digest()`), which is what recovery does and what the tests check.
 
 No threads, sockets, files or wall clock: time is the `now_ms` each command carries, and `tick`
-for the scheduler's reads. The server's driver thread moves commands in and results out.
+for the scheduler's reads. The server (server/driver.py, on its event loop) moves commands in and results out.
 """
 from __future__ import annotations
 
@@ -520,7 +520,7 @@ class Engine:
 
     # -- snapshots ---------------------------------------------------------------------------------
     def capture(self) -> dict:
-        """The durable state as plain data, cheap to take on the driver thread: sealed sub-windows
+        """The durable state as plain data, cheap to take on the engine's thread: sealed sub-windows
         and buffered chunks are immutable and referenced, not copied; the string dictionary only
         grows, so its list and current length are enough. A writer thread can persist it while the
         engine goes on."""

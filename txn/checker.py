@@ -144,9 +144,9 @@ def check(events: Iterable[dict]) -> Report:
                     report.errors.append(f"seq {ev['seq']}: {op} by {txn!r} outside a begun attempt")
                 headless.add(key)
             elif op == "r":
-                if stream in mid and (stream, v) not in position_of and v <= latest.get(stream, v):
-                    pass  # written before the history starts: its sub-window is unknown
-                elif position_of.get((stream, v)) != ev["subwindow"]:
+                # a version written before a mid-stream history starts: its sub-window is unknown
+                unknown = stream in mid and (stream, v) not in position_of and v <= latest.get(stream, v)
+                if not unknown and position_of.get((stream, v)) != ev["subwindow"]:
                     report.errors.append(f"seq {ev['seq']}: {txn!r} read version {v} from sub-window "
                                          f"{ev['subwindow']}, which that slide did not write")
                 if v in st["reads"]:

@@ -13,9 +13,13 @@ There is no thread of its own and no hand-off per call. On the loop thread:
   other calls are answered between operations; a processing-time slide has a loop timer at its due
   time (`loop.call_later`) and is also checked before every read and write.
 
-One operation still holds the loop for as long as it takes (a holistic query's final merge, a
-join's evaluation, sealing a large sub-window): bounded as before by the store's limits, but no
-other call is answered meanwhile.
+A window scan's read of a large sub-window and its final merge (a holistic aggregate's sort of the
+whole window) are not run on the loop: the scheduler issues them as jobs (txn/scheduler.py, "Offloaded
+work") and the query thread computes them while the loop goes on with slides and other calls;
+the result comes back with `call_soon_threadsafe`. NumPy releases the GIL in its heavy loops, and
+the switch interval (config.switch_interval_ms) bounds how long the loop waits for it otherwise.
+Still on the loop, holding it for as long as they take: a join's evaluation and sealing a
+sub-window (bounded by the store's limits).
 
 Other threads (the metrics scrape, tests, the command line) use `call` and `command`, which hop
 onto the loop and answer on a concurrent future. Recovery runs on a thread of its own before the
@@ -32,7 +36,7 @@ import logging
 import math
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -175,6 +179,13 @@ class Driver:
         self.engine.on_answer = self._publish
         self.engine.on_error = self._publish_error
         self.sched = self.engine.sched
+        # one thread for offloaded query work (more would only contend for the GIL); jobs in flight
+        # are bounded by the queries admitted (at most one per query)
+        self._query_thread = None
+        if config.offload_rows > 0:
+            self._query_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-query")
+            self.sched.offload = self._offload
+            self.sched.offload_rows = config.offload_rows
         self.durability = None if config.in_memory else Durability(config.data_dir, config.fsync,
                                                                    config.snapshot_every_bytes,
                                                                    config.snapshot_every_s)
@@ -303,6 +314,8 @@ class Driver:
         self._done = True
         if self._timer is not None:
             self._timer.cancel()
+        if self._query_thread is not None:
+            self._query_thread.shutdown(wait=False, cancel_futures=True)
         self._flush()
         self._close_subscribers("the server is shutting down")
         engine = None if self.write_failure else self.engine
@@ -486,6 +499,27 @@ class Driver:
             self._finish()
         else:
             self._arm_timer()
+
+    # -- offloaded query work ----------------------------------------------------------------------
+    def _offload(self, job) -> None:
+        """Run a scheduler job on the query thread; its result comes back to the loop."""
+        self._query_thread.submit(self._run_job, job)
+
+    def _run_job(self, job) -> None:
+        try:
+            value, error = job.run(), None
+        except Exception as e:  # noqa: BLE001 - the query fails (INTERNAL), the server goes on
+            value, error = None, e
+        self._post(self._job_done, job, value, error)
+
+    def _job_done(self, job, value, error) -> None:
+        if self._done:
+            return
+        self._slides_first()  # a slide due now comes first: the final merge then commits only if still valid
+        if self.engine.complete(job, value, error) == "error":
+            log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
+        self._dirty()
+        self._kick()
 
     def _arm_timer(self) -> None:
         """Wake at the next processing-time slide (at most a second ahead: the wall clock may jump)."""

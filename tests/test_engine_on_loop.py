@@ -101,3 +101,57 @@ def test_calls_are_answered_between_the_operations_of_a_long_query(server):
         q.join(30)
         assert answer["rows"] == [(15,)]  # v > 0 in the window: 2 rows per slide, v=0 excluded
         assert n > 1
+
+
+def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeypatch):
+    """A window scan's final merge runs on the query thread (held here until released): a slide
+    that falls due meanwhile is applied at once, not after the merge; the merge's result then no
+    longer reflects the latest window, so the query (ttu) restarts and answers over the new one."""
+    import time
+
+    import pyarrow as pa
+
+    from windowstore.store import parse_query
+    from windowstore.store.functions import Quantile
+    from windowstore.txn import check
+
+    entered, release = threading.Event(), threading.Event()
+    finish = Quantile.finish
+
+    def held_finish(self, b, parts, strings):
+        if not release.is_set():
+            entered.set()
+            release.wait(10)
+        return finish(self, b, parts, strings)
+    monkeypatch.setattr(Quantile, "finish", held_finish)
+
+    clock = FakeClock(1_000_000.0)
+    driver = Driver(ServerConfig(in_memory=True, offload_rows=1), clock=clock)
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None, "processing",
+                                    0, (), 16, 0)).result(10)
+        stream = driver.run(lambda: driver.stream("s"))
+
+        def slide_with(v):
+            driver.command(Append("s", pa.table({"ts": [int(clock.ms)], "v": [v]}), "", None, 0)).result(10)
+            clock.ms = driver.run(lambda: stream.window.next_due_ms()) + 1
+            return driver.run(lambda: driver.read(lambda: stream.window.latest))
+        for v in range(4):
+            slide_with(v)
+        txn, _ = driver.run(lambda: driver.submit(parse_query("SELECT MEDIAN(v), COUNT(*) FROM s"), 0))
+        assert entered.wait(10), "the final merge did not start"
+        before = driver.run(lambda: stream.window.latest)
+        assert slide_with(10) == before + 1  # applied while the merge is held
+        assert not driver.run(lambda: txn.done)
+        release.set()
+        deadline = time.monotonic() + 10
+        while not driver.run(lambda: txn.done) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert txn.result is not None and txn.result.restarts == 1
+        assert txn.result.answer.rows == [(2, 4)]  # 1, 2, 3, 10
+        events = driver.run(lambda: driver.history.since(0, "s", 1000))
+        assert check(events).violations("lws") == []
+    finally:
+        release.set()
+        driver.stop(5)

@@ -151,6 +151,11 @@ class Engine:
         """One scheduler operation: a due slide, or one read of the query it picks."""
         return self.sched.step()
 
+    def complete(self, job, value=None, error: BaseException | None = None) -> str:
+        """An offloaded job's result, handed back (Scheduler.complete): the read it computed is
+        added, or the final merge commits (a periodic answer is then logged as Answered)."""
+        return self.sched.complete(job, value, error)
+
     def drain(self) -> list[Command]:
         """The commands applied since the last drain, in order (for the write-ahead log)."""
         out, self._out = self._out, []
@@ -603,9 +608,7 @@ class Engine:
             m = _QUERY_ID.match(qid)
             assert m is None or int(m.group(1)) < self.next_query
         self.answers.check(self.periodic)
-        for txn in sched.active:
-            assert not txn.done and all(n in sched.streams for n in txn.streams)
-        assert sched.running is None or sched.running in sched.active
+        sched._check()
         for stream in sched.streams.values():
             _check_window(stream)
 

@@ -31,6 +31,17 @@ window length and the list of joined streams); reads name their stream.
 Every slide due is applied before the next read (except under serial, on purpose). One-time
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
+
+Offloaded work. A window scan's read of a large sub-window, and its final merge, may take
+milliseconds. With `offload` set, such an operation is issued as a `Job` instead of computed in
+the step: the read is recorded (and its version is in the read set) when it is issued, because
+a sealed sub-window never changes, so when the computation runs does not change what it returns.
+The query waits (other queries and every slide go on) until the caller hands the result back with
+`complete()`, on the scheduler's thread. Conflicts are resolved at slide time exactly as without
+offloading; a job whose query was aborted, rescanned past it, withdrawn or finished since is
+orphaned and its result discarded. A final merge commits only if no slide changed the read set
+while it ran (LWS at commit). The scheduler itself still holds no thread: the server runs jobs on a
+worker thread (server/driver.py); without `offload` everything is computed inline, as before.
 """
 from __future__ import annotations
 
@@ -111,6 +122,20 @@ class Task:
 
 
 @dataclass(eq=False)
+class Job:
+    """One query operation's computation, to run off the scheduler's thread: `run()` reads only
+    sealed sub-windows and the plan (immutable), so it can run while slides are applied. Handed
+    back with Scheduler.complete(job, value)."""
+
+    txn: "QueryTxn"
+    kind: str                   # "read" (one sub-window) or "finish" (the final merge)
+    version: int | None         # read: the version it reads
+    run: Callable[[], object]
+    rows: int = 0               # rows it covers (its cost)
+    issued_ms: float = 0.0
+
+
+@dataclass(eq=False)
 class QueryTxn:
     id: str
     plan: Plan
@@ -129,6 +154,8 @@ class QueryTxn:
     error: Exception | None = None
     done: bool = False
     reads: dict = field(default_factory=dict)      # joins: stream -> version -> SubWindow read
+    job: Job | None = None      # its offloaded computation in flight; it waits until complete()
+    held_at: int | None = None  # it waits for the slide after this one of its stream (see _hold)
 
     @property
     def stream(self) -> str:
@@ -186,6 +213,13 @@ class Scheduler:
         # Called after every slide step() applies, with the cause ('due' on its clock, or 'manual'):
         # the engine turns it into a logged command.
         self.on_slide: Callable[[str, SubWindow, str], None] | None = None
+        # Where window-scan reads of at least `offload_rows` rows and their final merges run (see
+        # the module docstring); None: inline.
+        self.offload: Callable[[Job], None] | None = None
+        self.offload_rows = 65_536
+        self.jobs_discarded = 0  # results of orphaned jobs thrown away
+        self.holds = 0           # queries that waited for a slide instead of risking an abort
+        self._ms_per_row = {"read": 0.0, "finish": 0.0}  # offloaded jobs' cost, on the clock (a moving average)
 
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
@@ -210,6 +244,25 @@ class Scheduler:
     def slides_due(self, name: str) -> int:
         """Slides of `name` waiting to be applied: due on its clock, plus those asked for."""
         return self.streams[name].window.due(int(self.clock())) + self.manual_requests.get(name, 0)
+
+    def _check(self) -> None:
+        """Invariants (property tests call this after every step): every active query is live and
+        its stream exists; a query waits for at most one job, only in a begun attempt, only for
+        what that attempt still needs; while a job is in flight no other window scan has one."""
+        waiting = 0
+        for txn in self.active:
+            assert not txn.done and all(n in self.streams for n in txn.streams), "active queries are live"
+            job = txn.job
+            if job is None:
+                continue
+            waiting += 1
+            assert job.txn is txn and txn.begun and self.offload is not None and not txn.join
+            if job.kind == "read":
+                assert job.version in txn.read and job.version not in txn.partial.contributions
+            else:
+                assert job.kind == "finish" and self._next_read(txn) is None
+        assert waiting <= 1, "one job in flight at a time"
+        assert self.running is None or self.running in self.active
 
     # -- queries -------------------------------------------------------------------------------
     def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
@@ -248,7 +301,8 @@ class Scheduler:
 
     # -- the state machine ---------------------------------------------------------------------
     def step(self) -> str | None:
-        """Run one atomic operation. Returns what it did: 'slide', 'read', 'probe', or None if idle."""
+        """Run one atomic operation. Returns what it did: 'slide', 'read', 'probe', 'hold' (a query
+        waits for a slide, see _hold), or None if idle (or every query waits for a job or a slide)."""
         name = self._due_slide()
         if name is not None:
             self._slide(name)
@@ -337,13 +391,21 @@ class Scheduler:
             # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
             stale = [v for v in txn.read if v <= j - txn.plan.n_q]
             if not stale:
+                if txn.job is not None and txn.job.kind == "finish":
+                    txn.job = None  # a window not yet full gained a sub-window the merge lacks: orphaned
+                    self._reselect = True
                 continue
             if self.policy == "ttu-rescan" and txn.plan.supports_remove:
                 for v in stale:
                     old = txn.read.pop(v)
-                    txn.partial.remove(v)
+                    if v in txn.partial.contributions:  # (a read still in flight has none yet)
+                        txn.partial.remove(v)
                     self._record(name, "u", txn.id, subwindow=old.position, version=v)
                     self._count(txn, "removals")
+                job = txn.job
+                if job is not None and (job.kind == "finish" or job.version not in txn.read):
+                    txn.job = None  # what it computes no longer counts: orphaned
+                    self._reselect = True
             else:
                 self._abort(txn)
         return sub
@@ -400,9 +462,15 @@ class Scheduler:
             return None
         cur = self._current
         if self.policy == "serial" and cur is not None and cur.begun and not cur.done:
-            return cur  # no pre-emption
-        if self._reselect or cur is None or cur.done:
-            self._current = min(self.active, key=self._rank)
+            return None if cur.job is not None else cur  # no pre-emption
+        if self._reselect or cur is None or cur.done or cur.job is not None:
+            # Not waiting for a job; and while one is in flight, no other window scan goes on: its
+            # jobs would only queue behind it and stretch both queries across more slides (more
+            # aborts), while probes and synopsis scans still run between.
+            busy = any(t.job is not None for t in self.active)
+            ready = [t for t in self.active if t.job is None and not (busy and _may_offload(t))
+                     and (t.held_at is None or t.plan.stream.window.latest > t.held_at)]
+            self._current = min(ready, key=self._rank) if ready else None
             self._reselect = False
         return self._current
 
@@ -442,12 +510,88 @@ class Scheduler:
         sub = self._next_read(txn)
         self.last_rows = sub.rows if sub is not None else 0
         if sub is not None:
+            if self._hold(txn, sub):
+                return "hold"
+            if self._offloads(plan, sub.rows):
+                txn.read[sub.slide] = sub
+                self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
+                self._issue(txn, "read", lambda: plan.read(sub), sub.slide, sub.rows)
+                return "read"
             txn.partial.add(sub.slide, plan.read(sub))
             txn.read[sub.slide] = sub
             self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
         if self._next_read(txn) is None:
-            self._commit(txn, plan.finish(txn.partial))
+            rows = sum(s.rows for s in txn.read.values())
+            if self._offloads(plan, rows):
+                parts = Partial()
+                parts.contributions = dict(txn.partial.contributions)  # later removals do not reach it
+                self._issue(txn, "finish", lambda: plan.finish(parts), None, rows)
+            else:
+                self._commit(txn, plan.finish(txn.partial))
         return "read"
+
+    # -- offloaded computations ----------------------------------------------------------------------
+    def _offloads(self, plan: Plan, rows: int) -> bool:
+        return self.offload is not None and plan.access == "window" and rows >= self.offload_rows
+
+    def _issue(self, txn: QueryTxn, kind: str, run: Callable[[], object], version: int | None, rows: int) -> None:
+        txn.job = job = Job(txn, kind, version, run, rows, self.clock())
+        txn.held_at = None
+        self._reselect = True
+        self.offload(job)
+
+    def _hold(self, txn: QueryTxn, sub: SubWindow) -> bool:
+        """Under ttu, the last read is of the sub-window the next slide overwrites, and from it to
+        the commit (the final merge) a slide means an abort. When the stream's next slide is due
+        before the read and the merge would be done (estimated from the jobs so far), the query
+        waits for that slide instead: the sub-window leaves unread (no conflict) and the newest
+        one is read instead. Only when the estimate is under half a slide period (no livelock)."""
+        plan = txn.plan
+        if (self.offload is None or self.policy not in ("ttu", "ttu-rescan") or plan.as_of is not None
+                or len(txn.read) + 1 < plan.n_q):
+            return False
+        window = plan.stream.window
+        due = window.next_due_ms()
+        rows = sub.rows + sum(s.rows for s in txn.read.values())
+        if due is None or not self._offloads(plan, rows):  # (an inline merge commits in this step)
+            return False
+        rates = self._ms_per_row
+        estimate = (sub.rows * rates["read"] if self._offloads(plan, sub.rows) else 0.0) + rows * rates["finish"]
+        if not (due - self.clock() < estimate < window.spec.subwindow_ms / 2):
+            return False
+        txn.held_at = window.latest
+        self.holds += 1
+        self._reselect = True
+        return True
+
+    def complete(self, job: Job, value: object = None, error: BaseException | None = None) -> str:
+        """An offloaded job's result (or the exception it raised), back on the scheduler's thread.
+        A read adds its contribution; a final merge commits (nothing changed the read set since it
+        was issued, or it would be orphaned). Returns 'read', 'commit', 'error' or 'discarded'."""
+        txn = job.txn
+        if txn.job is not job or txn.done:
+            self.jobs_discarded += 1
+            return "discarded"
+        txn.job = None
+        self._reselect = True
+        if job.rows:
+            took = max(0.0, self.clock() - job.issued_ms) / job.rows
+            self._ms_per_row[job.kind] += 0.2 * (took - self._ms_per_row[job.kind])
+        if error is not None:
+            self.last_error = QueryFailed(
+                f"internal error while executing the query: {type(error).__name__}: {error}")
+            self.last_error.__cause__ = error
+            self.fail(txn, self.last_error)
+            return "error"
+        if job.kind == "read":
+            txn.partial.add(job.version, value)
+            return "read"
+        self._commit(txn, value)
+        return "commit"
+
+    def waiting(self) -> int:
+        """Queries waiting for an offloaded job."""
+        return sum(1 for t in self.active if t.job is not None)
 
     def _next_read(self, txn: QueryTxn):
         """The sub-window this policy reads next, or None when the attempt has read everything."""
@@ -646,6 +790,7 @@ class Scheduler:
             self._record(name, "a", txn.id)
         self._count(txn, "aborts")
         txn.begun = False
+        txn.job = None  # a job in flight is orphaned
         txn.read = {}
         txn.reads = {}
         txn.partial = Partial()
@@ -697,6 +842,7 @@ class Scheduler:
 
     def _finish(self, txn: QueryTxn) -> None:
         txn.done = True
+        txn.job = None
         self._tasks_changed |= txn.task is not None
         self.active.remove(txn)
         if self._current is txn:
@@ -737,6 +883,10 @@ class Scheduler:
 # Slides that only move the current window on do not conflict with it: it never aborts or restarts.
 def _pinned_versions(plan) -> range:
     return range(max(0, plan.as_of - plan.n_q + 1), plan.as_of + 1)
+
+
+def _may_offload(txn: QueryTxn) -> bool:
+    return not txn.join and txn.plan.access == "window"
 
 
 def _pinned_live(plan, window) -> bool:

@@ -1,0 +1,186 @@
+"""Offloaded window scans (txn/scheduler.py, "Offloaded work"): a large read or final merge is a
+job the caller runs elsewhere and hands back; slides and other queries go on meanwhile. Each
+conflict path of a job in flight, deterministically (the jobs are run by hand here)."""
+from __future__ import annotations
+
+import pytest
+
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+from windowstore.txn import History, QueryFailed, Scheduler, check
+
+MEDIAN = "SELECT MEDIAN(v), COUNT(*) FROM s"
+
+
+def setup(policy, n=4, fill=4, clock="manual", subwindow_ms=1):
+    now = [0]
+    h = History()
+    s = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=n, subwindow_ms=subwindow_ms, clock=clock), 0)
+    sched = Scheduler(policy, clock=lambda: now[0], history=h)
+    sched.add_stream(s)
+    for j in range(fill):
+        slide(sched, s, j)
+    jobs = []
+    sched.offload, sched.offload_rows = jobs.append, 0
+    return sched, s, h, now, jobs
+
+
+def slide(sched, s, value):
+    s.append({"ts": [value], "v": [value]})
+    sched.request_slide("s")
+    assert sched.step() == "slide"
+    sched._check()
+
+
+def scan(s, text=MEDIAN):
+    return plan_query(parse_query(text), s, access="window")
+
+
+def run_job(sched, jobs):
+    job = jobs.pop(0)
+    out = sched.complete(job, job.run())
+    sched._check()
+    return out
+
+
+def read_all(sched, jobs, n):
+    """Issue and complete n reads; the last step issues the final merge."""
+    for _ in range(n):
+        assert sched.step() == "read" and len(jobs) == 1
+        assert run_job(sched, jobs) == "read"
+    assert sched.step() == "read" and jobs[0].kind == "finish"
+
+
+def test_jobs_give_the_same_answer_as_inline_and_the_query_waits_for_them():
+    sched, s, h, now, jobs = setup("ttu")
+    txn = sched.submit(scan(s))
+    read_all(sched, jobs, 4)
+    assert sched.step() is None  # nothing else to do: it waits for its merge
+    assert run_job(sched, jobs) == "commit"
+    assert txn.result.answer.rows == [(1, 4)]  # MEDIAN of 0..3: the 2nd smallest
+    assert check(h.events).violations("lws") == []
+
+
+def test_ttu_a_slide_during_the_final_merge_aborts_and_the_late_result_is_discarded():
+    sched, s, h, now, jobs = setup("ttu")
+    txn = sched.submit(scan(s))
+    read_all(sched, jobs, 4)
+    slide(sched, s, 10)  # the merge in flight covers versions 0..3; 0 has left the window
+    assert sched.totals()["aborts"] == 1
+    assert run_job(sched, jobs) == "discarded" and sched.jobs_discarded == 1
+    read_all(sched, jobs, 4)
+    assert run_job(sched, jobs) == "commit"
+    assert txn.result.answer.rows == [(2, 4)] and txn.result.restarts == 1  # 1, 2, 3, 10
+    assert check(h.events).violations("lws") == []
+
+
+def test_ttu_rescan_a_slide_during_the_final_merge_reads_the_new_one_and_merges_again():
+    sched, s, h, now, jobs = setup("ttu-rescan")
+    txn = sched.submit(scan(s))
+    read_all(sched, jobs, 4)
+    slide(sched, s, 10)
+    assert sched.totals()["aborts"] == 0 and sched.totals()["removals"] == 1
+    assert run_job(sched, jobs) == "discarded"
+    read_all(sched, jobs, 1)  # only the new sub-window
+    assert run_job(sched, jobs) == "commit"
+    assert txn.result.answer.rows == [(2, 4)] and txn.result.restarts == 0
+    assert check(h.events).violations("lws") == []
+
+
+def test_a_read_in_flight_whose_version_a_rescan_removes_is_discarded():
+    sched, s, h, now, jobs = setup("ttu-rescan")
+    txn = sched.submit(scan(s))
+    for _ in range(3):  # versions 3, 2, 1
+        assert sched.step() == "read"
+        run_job(sched, jobs)
+    assert sched.step() == "read" and jobs[0].version == 0
+    slide(sched, s, 10)  # expires version 0 while it is being read
+    assert run_job(sched, jobs) == "discarded"
+    read_all(sched, jobs, 1)  # version 4
+    run_job(sched, jobs)
+    assert txn.result.answer.rows == [(2, 4)]
+    assert check(h.events).violations("lws") == []
+
+
+def test_a_merge_in_flight_over_a_window_not_yet_full_is_discarded_when_a_sub_window_arrives():
+    """No version expires (the window holds 2 of 4), but the window the merge must reflect at
+    commit now has a third sub-window: the merge in flight lacks it."""
+    sched, s, h, now, jobs = setup("ttu", fill=2)
+    txn = sched.submit(scan(s))
+    read_all(sched, jobs, 2)
+    slide(sched, s, 10)
+    assert sched.totals()["aborts"] == 0
+    assert run_job(sched, jobs) == "discarded"
+    read_all(sched, jobs, 1)
+    run_job(sched, jobs)
+    assert txn.result.answer.rows == [(1, 3)]  # 0, 1, 10
+    assert check(h.events).violations("lws") == []
+
+
+def test_while_a_job_is_in_flight_probes_run_and_other_window_scans_wait():
+    sched, s, h, now, jobs = setup("ttu")
+    first = sched.submit(scan(s))
+    assert sched.step() == "read" and len(jobs) == 1
+    second = sched.submit(scan(s))
+    probe = sched.submit(plan_query(parse_query("SELECT SUM(v) FROM s"), s, access="probe"))
+    assert sched.step() == "probe" and probe.result.answer.rows == [(6,)]
+    assert sched.step() is None and len(jobs) == 1 and not second.begun  # no second job queued behind the first
+    while not first.done:
+        if jobs:
+            run_job(sched, jobs)
+        sched.step()
+    assert second.begun or sched.step() == "read"
+
+
+def test_cancel_orphans_the_job_and_a_failing_job_fails_only_its_query():
+    sched, s, h, now, jobs = setup("ttu")
+    txn = sched.submit(scan(s))
+    sched.step()
+    assert sched.cancel(txn)
+    assert run_job(sched, jobs) == "discarded"
+    other = sched.submit(scan(s))
+    sched.step()
+    job = jobs.pop(0)
+    assert sched.complete(job, error=ValueError("boom")) == "error"
+    assert isinstance(other.error, QueryFailed) and "boom" in str(other.error)
+    assert not sched.active and sched.totals()["errors"] == 1
+
+
+def test_ttu_waits_for_a_slide_due_before_its_last_read_and_merge_would_be_done():
+    """Processing time: the next slide is due in 2 ms and, by the jobs so far, the last read and
+    the merge take several. Instead of reading the sub-window that slide overwrites (then aborting
+    at it), the query waits for the slide and reads the new sub-window."""
+    sched, s, h, now, jobs = setup("ttu", clock="processing", subwindow_ms=100, fill=0)
+    for j in range(4):
+        now[0] = (j + 1) * 100
+        s.append({"ts": [now[0] - 50], "v": [j]})
+        assert sched.step() == "slide"
+    warm = sched.submit(scan(s))  # the jobs' cost, on the clock: 10 ms each
+    while not warm.done:
+        if sched.step() is None:
+            now[0] += 10
+            run_job(sched, jobs)
+    due = s.window.next_due_ms()
+    now[0] = due - 2
+    s.append({"ts": [now[0]], "v": [10]})
+    txn = sched.submit(scan(s))
+    for _ in range(3):
+        assert sched.step() == "read"
+        run_job(sched, jobs)
+    assert sched.step() == "hold" and not jobs and sched.holds == 1
+    assert sched.step() is None
+    now[0] = due
+    assert sched.step() == "slide"
+    read_all(sched, jobs, 1)
+    run_job(sched, jobs)
+    assert txn.result.answer.rows == [(2, 4)] and txn.result.restarts == 0  # 1, 2, 3, 10
+    assert sched.totals()["aborts"] == 0
+    assert check(h.events).violations("lws") == []
+
+
+@pytest.mark.parametrize("policy", ["lws", "ws", "serial"])
+def test_other_policies_never_hold(policy):
+    sched, s, h, now, jobs = setup(policy)
+    txn = sched.submit(scan(s))
+    read_all(sched, jobs, 4)
+    run_job(sched, jobs)
+    assert txn.result.answer.rows == [(1, 4)] and sched.holds == 0

@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-restarts", type=int, default=16,
                     help="restarts of an aborted query before it fails with ABORTED (default 16)")
     sv.add_argument("--history", metavar="FILE", help="also write the scheduler history to FILE (JSON lines)")
-    sv.add_argument("--history-keep", type=int, default=200_000, help="history events kept in memory (default 200000)")
+    sv.add_argument("--history-keep", type=int, default=200_000, help="history records kept in memory (a probe's reads are one record; default 200000)")
     sv.add_argument("--workers", type=int, default=4,
                     help="threads that decode large Arrow payloads off the gRPC event loop (default 4)")
     sv.add_argument("--offload-rows", type=int, default=65_536,

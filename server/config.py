@@ -19,7 +19,7 @@ class ServerConfig:
     max_join_rows: int = 2_000_000     # rows of a join's result (and of each intermediate one)
     max_restarts: int = 16
     history_path: str | None = None    # also write the history as JSON lines
-    history_keep: int = 200_000        # events kept in memory for StreamHistory
+    history_keep: int = 200_000        # history records kept in memory for StreamHistory (a probe's reads are one)
     workers: int = 4                   # threads that decode large Arrow payloads off the gRPC event loop
     offload_rows: int = 65_536         # window-scan reads this large and their final merges run on the query thread (0: on the loop)
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped

@@ -129,3 +129,25 @@ def test_a_history_cut_at_the_front_is_judged_from_where_it_starts(policy):
         shown_whole = {e["txn"] for e in events[cut:] if e["op"] == "b"}
         assert {v.txn for v in part.verdicts} <= shown_whole
         assert len(part.verdicts) + part.unjudged + part.aborts >= len({v.txn for v in full.verdicts} & shown_whole)
+
+
+def test_a_probe_s_reads_kept_as_one_record_are_the_same_events(tmp_path):
+    """History.record_reads keeps a probe's reads as one record; read back (events, since, the
+    JSONL file) they are exactly the r events recorded one by one."""
+    one, many = History(str(tmp_path / "one.jsonl")), History(str(tmp_path / "many.jsonl"))
+    for h in (one, many):
+        h.record("s", "b", "Q1", 5.0, window_len=3)
+        h.record("x", "w", "T0", 5.0, subwindow=0, version=0)
+    one.record_reads("s", "Q1", 6.0, [2, 0, 1], [6, 4, 5])
+    for sub, version in ((2, 6), (0, 4), (1, 5)):
+        many.record("s", "r", "Q1", 6.0, subwindow=sub, version=version)
+    for h in (one, many):
+        h.record("s", "c", "Q1", 6.0)
+        h.close()
+    assert one.events == many.events and one.seq == many.seq == 6
+    for seq in range(7):
+        for stream in (None, "s", "x"):
+            for limit in (1, 2, 10):
+                assert one.since(seq, stream, limit) == many.since(seq, stream, limit), (seq, stream, limit)
+    lines = [json.loads(x) for x in (tmp_path / "one.jsonl").read_text().splitlines()]
+    assert lines == [json.loads(x) for x in (tmp_path / "many.jsonl").read_text().splitlines()] == many.events

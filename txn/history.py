@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import json
+from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
 OPS = ("b", "r", "u", "w", "c", "a")
@@ -27,12 +28,21 @@ KEYS = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
 
 
 class History:
-    """Records events in memory (the newest `keep` of them) and, when given, to a JSONL file."""
+    """Records events in memory (the newest `keep` records) and, when given, to a JSONL file.
+
+    A probe's reads of its n_Q sub-windows (one atomic operation) are kept as one record and
+    expanded into their r events only when read (`events`, `since`): the events are the same, a
+    probe of 100 sub-windows no longer builds 100 of them on the query's path."""
 
     def __init__(self, path: str | None = None, keep: int | None = 100_000):
         self.seq = 0
-        self.events: collections.deque[dict] = collections.deque(maxlen=keep)
+        self._log: collections.deque = collections.deque(maxlen=keep)  # events, and _Reads records
         self._file: IO[str] | None = open(path, "w", encoding="utf-8") if path else None
+
+    @property
+    def events(self) -> list[dict]:
+        """The events kept, oldest first."""
+        return [ev for item in self._log for ev in _expand(item)]
 
     def record(self, stream: str, op: str, txn: str, t: float, subwindow: int | None = None,
                version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
@@ -44,9 +54,17 @@ class History:
         if as_of is not None:
             ev["as_of"] = as_of
         self.seq += 1
-        self.events.append(ev)
+        self._log.append(ev)
         if self._file is not None:
             self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
+
+    def record_reads(self, stream: str, txn: str, t: float, subwindows: list[int], versions: list[int]) -> None:
+        """r events of one operation, for these (subwindow, version) pairs in this order."""
+        item = _Reads(self.seq, stream, txn, t, subwindows, versions)
+        self.seq += len(versions)
+        self._log.append(item)
+        if self._file is not None:
+            self._file.write("".join(json.dumps(ev, separators=(",", ":")) + "\n" for ev in _expand(item)))
 
     def flush(self) -> None:
         if self._file is not None:
@@ -59,12 +77,42 @@ class History:
 
     def since(self, seq: int, stream: str | None = None, limit: int = 10_000) -> list[dict]:
         out = []
-        for ev in self.events:
-            if ev["seq"] >= seq and (stream is None or ev["stream"] == stream):
-                out.append(ev)
-                if len(out) >= limit:
-                    break
+        for item in self._log:
+            if (item.end if isinstance(item, _Reads) else item["seq"] + 1) <= seq:
+                continue
+            if stream is not None and (item.stream if isinstance(item, _Reads) else item["stream"]) != stream:
+                continue
+            for ev in _expand(item):
+                if ev["seq"] >= seq:
+                    out.append(ev)
+                    if len(out) >= limit:
+                        return out
         return out
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """Reads of one operation: events seq .. seq + len(versions) - 1."""
+
+    seq: int
+    stream: str
+    txn: str
+    t: float
+    subwindows: list[int]
+    versions: list[int]
+
+    @property
+    def end(self) -> int:
+        return self.seq + len(self.versions)
+
+
+def _expand(item) -> Iterator[dict]:
+    if not isinstance(item, _Reads):
+        yield item
+        return
+    for i, (sub, version) in enumerate(zip(item.subwindows, item.versions)):
+        yield {"seq": item.seq + i, "stream": item.stream, "op": "r", "txn": item.txn, "subwindow": sub,
+               "version": version, "window_len": None, "t": item.t}
 
 
 def read_jsonl(lines: Iterable[str]) -> Iterator[dict]:

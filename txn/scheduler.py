@@ -502,9 +502,12 @@ class Scheduler:
             if plan.access == "probe":
                 # one atomic read of the window-level synopses: it reflects exactly these versions
                 self.last_rows = 0
-                for sub in window.youngest(plan.n_q):
+                subs = window.youngest(plan.n_q)
+                for sub in subs:
                     txn.read[sub.slide] = sub
-                    self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
+                if self.history is not None and subs:
+                    self.history.record_reads(txn.stream, txn.id, self.clock(), [s.position for s in subs],
+                                              [s.slide for s in subs])
                 self._commit(txn, plan.probe())
                 return "probe"
         sub = self._next_read(txn)

@@ -53,6 +53,7 @@ class Plan:
         self.supports_remove = all(b.fn.removable for b in bound.aggs)
         self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
         self._string_key = bound.group_type == "string"
+        self._scales = [(i, decimal_type(t)[1]) for i, t in enumerate(self.types) if t.startswith("decimal(")]
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         if bound.projection:
             self.read = self._read_projection
@@ -178,7 +179,7 @@ class Plan:
         return self._answer(rows)
 
     def _answer(self, rows: list[tuple], **kw) -> Answer:
-        scales = [(i, decimal_type(t)[1]) for i, t in enumerate(self.types) if t.startswith("decimal(")]
+        scales = self._scales
         if scales:  # decimal results are computed on value * 10**s integers: as Decimals now
             rows = [tuple(_decimal(r[i], dict(scales)[i]) if i in dict(scales) else v for i, v in enumerate(r))
                     for r in rows]

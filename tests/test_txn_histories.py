@@ -138,8 +138,8 @@ def test_a_probe_s_reads_kept_as_one_record_are_the_same_events(tmp_path):
     for h in (one, many):
         h.record("s", "b", "Q1", 5.0, window_len=3)
         h.record("x", "w", "T0", 5.0, subwindow=0, version=0)
-    one.record_reads("s", "Q1", 6.0, [2, 0, 1], [6, 4, 5])
-    for sub, version in ((2, 6), (0, 4), (1, 5)):
+    one.record_reads("s", "Q1", 6.0, range(6, 3, -1), 4)
+    for sub, version in ((2, 6), (1, 5), (0, 4)):
         many.record("s", "r", "Q1", 6.0, subwindow=sub, version=version)
     for h in (one, many):
         h.record("s", "c", "Q1", 6.0)

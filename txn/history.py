@@ -58,9 +58,10 @@ class History:
         if self._file is not None:
             self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
 
-    def record_reads(self, stream: str, txn: str, t: float, subwindows: list[int], versions: list[int]) -> None:
-        """r events of one operation, for these (subwindow, version) pairs in this order."""
-        item = _Reads(self.seq, stream, txn, t, subwindows, versions)
+    def record_reads(self, stream: str, txn: str, t: float, versions: range, n: int) -> None:
+        """r events of one operation: these versions in this order, of a window of n sub-windows
+        (version v is in sub-window v mod n)."""
+        item = _Reads(self.seq, stream, txn, t, versions, n)
         self.seq += len(versions)
         self._log.append(item)
         if self._file is not None:
@@ -98,8 +99,8 @@ class _Reads:
     stream: str
     txn: str
     t: float
-    subwindows: list[int]
-    versions: list[int]
+    versions: range
+    n: int
 
     @property
     def end(self) -> int:
@@ -110,8 +111,8 @@ def _expand(item) -> Iterator[dict]:
     if not isinstance(item, _Reads):
         yield item
         return
-    for i, (sub, version) in enumerate(zip(item.subwindows, item.versions)):
-        yield {"seq": item.seq + i, "stream": item.stream, "op": "r", "txn": item.txn, "subwindow": sub,
+    for i, version in enumerate(item.versions):
+        yield {"seq": item.seq + i, "stream": item.stream, "op": "r", "txn": item.txn, "subwindow": version % item.n,
                "version": version, "window_len": None, "t": item.t}
 
 

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -58,6 +59,7 @@ from .history import History
 from .joins import JoinQueryPlan, StreamWindow, stream_names
 
 POLICIES = ("serial", "ws", "lws", "ttu", "ttu-rescan")
+_START_MS, _END_MS = operator.attrgetter("start_ms"), operator.attrgetter("end_ms")
 ONETIME, PERIODIC = "onetime", "periodic"
 
 
@@ -503,11 +505,10 @@ class Scheduler:
                 # one atomic read of the window-level synopses: it reflects exactly these versions
                 self.last_rows = 0
                 subs = window.youngest(plan.n_q)
-                for sub in subs:
-                    txn.read[sub.slide] = sub
+                versions = range(window.latest, window.latest - len(subs), -1)  # youngest() is these
+                txn.read = dict(zip(versions, subs))
                 if self.history is not None and subs:
-                    self.history.record_reads(txn.stream, txn.id, self.clock(), [s.position for s in subs],
-                                              [s.slide for s in subs])
+                    self.history.record_reads(txn.stream, txn.id, self.clock(), versions, window.n)
                 self._commit(txn, plan.probe())
                 return "probe"
         sub = self._next_read(txn)
@@ -712,14 +713,14 @@ class Scheduler:
             return self._commit_join(txn, answer)
         now = self.clock()
         self._record(txn.stream, "c", txn.id)
-        subs = list(txn.read.values())
-        newest = max(subs, key=lambda s: s.slide) if subs else None
+        read = txn.read
+        newest = read[max(read)] if read else None
         task = txn.task
         result = Result(
             answer=answer,
             slide=newest.slide if newest else -1,
-            window_start_ms=min(s.start_ms for s in subs) if subs else None,
-            window_end_ms=max(s.end_ms for s in subs) if subs else None,
+            window_start_ms=min(map(_START_MS, read.values())) if read else None,
+            window_end_ms=max(map(_END_MS, read.values())) if read else None,
             staleness_ms=(now - newest.sealed_at_ms) if newest else None,
             response_ms=now - txn.submitted_ms,
             restarts=txn.restarts,

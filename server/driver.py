@@ -730,6 +730,8 @@ class Driver:
             st["strings"] = len(stream.strings)
         s["subscriber_drops"] = sum(x.dropped for x in self.subscribers.values())
         s["shed"] = self.shed
+        sched = self.sched
+        s["offload"] = {"jobs": sched.jobs, "discarded": sched.jobs_discarded, "holds": sched.holds}
         return s
 
     def _note_answer(self, name: str, result: Result, query_class: str = "onetime") -> None:

@@ -88,6 +88,15 @@ class _StoreCollector:
                                   value=s["subscriber_drops"])
         yield CounterMetricFamily("windowstore_requests_shed", "requests refused for load (RESOURCE_EXHAUSTED)",
                                   value=s["shed"])
+        o = s["offload"]
+        yield CounterMetricFamily("windowstore_query_jobs", "window-scan reads and final merges run on the query thread",
+                                  value=o["jobs"])
+        yield CounterMetricFamily("windowstore_query_jobs_discarded",
+                                  "results of query-thread jobs thrown away (a slide or a cancel overtook them)",
+                                  value=o["discarded"])
+        yield CounterMetricFamily("windowstore_query_holds",
+                                  "queries that waited for a due slide rather than read what it overwrites",
+                                  value=o["holds"])
         d = s["durability"]
         if d.get("enabled"):
             yield CounterMetricFamily("windowstore_log_bytes", "write-ahead log bytes written", value=d["log_bytes"])

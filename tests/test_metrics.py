@@ -22,7 +22,7 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def test_metrics_are_scraped_while_load_runs(tmp_path):
-    srv = ServerProcess("--metrics-port", "0", data_dir=str(tmp_path))
+    srv = ServerProcess("--metrics-port", "0", "--offload-rows", "1", data_dir=str(tmp_path))
     url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
     try:
         with Client(srv.target) as ws:
@@ -36,6 +36,8 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
                     while not stop.is_set() and i < 400:
                         c.append("m", {"ts": [i], "k": [f"k{i % 7}"], "v": [i]}, writer_id="w", batch_id=i)
                         c.query("SELECT COUNT(*) FROM m")
+                        if i % 20 == 0:  # a window scan: its reads and final merge run on the query thread
+                            c.query("SELECT MEDIAN(v) FROM m")
                         i += 1
             t = threading.Thread(target=load)
             t.start()
@@ -58,6 +60,9 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
         assert after['windowstore_slide_delay_seconds_count{stream="m"}'] >= 1
         assert after['windowstore_stream_bytes{stream="m"}'] > 0
         assert after["windowstore_log_bytes_total"] > 0
+        assert after["windowstore_query_jobs_total"] >= 2 * 20  # each scan: at least a read and a merge
+        assert 0 <= after["windowstore_query_jobs_discarded_total"] <= after["windowstore_query_jobs_total"]
+        assert "windowstore_query_holds_total" in after
         assert 'grpc_server_handling_seconds_bucket{grpc_method="Query",grpc_service="windowstore.v1.WindowStoreService",grpc_type="unary",le="+Inf"}' in after
     finally:
         srv.stop()

@@ -219,6 +219,7 @@ class Scheduler:
         # the module docstring); None: inline.
         self.offload: Callable[[Job], None] | None = None
         self.offload_rows = 65_536
+        self.jobs = 0            # jobs issued
         self.jobs_discarded = 0  # results of orphaned jobs thrown away
         self.holds = 0           # queries that waited for a slide instead of risking an abort
         self._ms_per_row = {"read": 0.0, "finish": 0.0}  # offloaded jobs' cost, on the clock (a moving average)
@@ -540,6 +541,7 @@ class Scheduler:
 
     def _issue(self, txn: QueryTxn, kind: str, run: Callable[[], object], version: int | None, rows: int) -> None:
         txn.job = job = Job(txn, kind, version, run, rows, self.clock())
+        self.jobs += 1
         txn.held_at = None
         self._reselect = True
         self.offload(job)

@@ -595,10 +595,6 @@ class Scheduler:
         self._commit(txn, value)
         return "commit"
 
-    def waiting(self) -> int:
-        """Queries waiting for an offloaded job."""
-        return sum(1 for t in self.active if t.job is not None)
-
     def _next_read(self, txn: QueryTxn):
         """The sub-window this policy reads next, or None when the attempt has read everything."""
         if self.policy == "ws":

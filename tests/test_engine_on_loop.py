@@ -126,7 +126,7 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
     monkeypatch.setattr(Quantile, "finish", held_finish)
 
     clock = FakeClock(1_000_000.0)
-    driver = Driver(ServerConfig(in_memory=True, offload_rows=1), clock=clock)
+    driver = Driver(ServerConfig(in_memory=True, offload_ms=0), clock=clock)
     driver.start()
     try:
         driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None, "processing",

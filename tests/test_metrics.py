@@ -22,7 +22,7 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def test_metrics_are_scraped_while_load_runs(tmp_path):
-    srv = ServerProcess("--metrics-port", "0", "--offload-rows", "1", data_dir=str(tmp_path))
+    srv = ServerProcess("--metrics-port", "0", "--offload-ms", "0", data_dir=str(tmp_path))
     url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
     try:
         with Client(srv.target) as ws:

@@ -20,7 +20,7 @@ def setup(policy, n=4, fill=4, clock="manual", subwindow_ms=1):
     for j in range(fill):
         slide(sched, s, j)
     jobs = []
-    sched.offload, sched.offload_rows = jobs.append, 0
+    sched.offload, sched.offload_ms = jobs.append, 0
     return sched, s, h, now, jobs
 
 
@@ -35,9 +35,9 @@ def scan(s, text=MEDIAN):
     return plan_query(parse_query(text), s, access="window")
 
 
-def run_job(sched, jobs):
+def run_job(sched, jobs, ms=None):
     job = jobs.pop(0)
-    out = sched.complete(job, job.run())
+    out = sched.complete(job, job.run(), ms=ms)
     sched._check()
     return out
 
@@ -154,11 +154,10 @@ def test_ttu_waits_for_a_slide_due_before_its_last_read_and_merge_would_be_done(
         now[0] = (j + 1) * 100
         s.append({"ts": [now[0] - 50], "v": [j]})
         assert sched.step() == "slide"
-    warm = sched.submit(scan(s))  # the jobs' cost, on the clock: 10 ms each
+    warm = sched.submit(scan(s))  # its jobs' cost, as the caller measured them: 10 ms each
     while not warm.done:
         if sched.step() is None:
-            now[0] += 10
-            run_job(sched, jobs)
+            run_job(sched, jobs, ms=10.0)
     due = s.window.next_due_ms()
     now[0] = due - 2
     s.append({"ts": [now[0]], "v": [10]})
@@ -184,3 +183,29 @@ def test_other_policies_never_hold(policy):
     read_all(sched, jobs, 4)
     run_job(sched, jobs)
     assert txn.result.answer.rows == [(1, 4)] and sched.holds == 0
+
+
+def test_what_runs_as_a_job_follows_the_measured_cost_of_the_same_query():
+    """offload_ms > 0: a query's first run is inline and measured (the timer); a read or merge that
+    took offload_ms or more is a job the next time, a cheap one stays inline."""
+    sched, s, h, now, jobs = setup("ttu")
+    ticks = iter(range(0, 10**6))
+    sched.timer = lambda: next(ticks) / 1000.0  # each timer call 1 ms after the previous: every op "takes" 1 ms
+    sched.offload_ms = 2.0
+    first = sched.submit(scan(s))
+    sched.run_until_idle()
+    assert first.done and not jobs  # nothing measured yet: all inline
+    assert sched.costs.estimate(first.plan, "read", 1) == pytest.approx(1.0)  # 1 ms for a 1-row sub-window
+    assert sched.costs.estimate(first.plan, "finish", 4) == pytest.approx(1.0)
+    sched.offload_ms = 1.0
+    again = sched.submit(scan(s))
+    assert sched.step() == "read" and len(jobs) == 1 and jobs[0].kind == "read"
+    run_job(sched, jobs, ms=0.1)  # faster this time: the estimate falls below offload_ms
+    assert sched.costs.estimate(again.plan, "read", 1) < 1.0
+    assert sched.step() == "read" and not jobs  # inline again
+    while not again.done:
+        if sched.step() is None:
+            run_job(sched, jobs)
+    assert again.result.answer.rows == [(1, 4)]
+    other = sched.submit(scan(s, "SELECT COUNT(*) FROM s WHERE v > 0"))  # another query: no estimate, inline
+    assert sched.step() == "read" and not jobs and not other.done

@@ -44,7 +44,7 @@ def run(policy: str, script, max_restarts: int = 1000, offload: bool = False):
     sched = Scheduler(policy, clock=lambda: now[0], history=history, max_restarts=max_restarts)
     jobs = []
     if offload:
-        sched.offload, sched.offload_rows = jobs.append, 0  # every window-scan read and merge is a job
+        sched.offload, sched.offload_ms = jobs.append, 0  # every window-scan read and merge is a job
 
     def done(i):
         job = jobs.pop(i % len(jobs))

@@ -151,10 +151,10 @@ class Engine:
         """One scheduler operation: a due slide, or one read of the query it picks."""
         return self.sched.step()
 
-    def complete(self, job, value=None, error: BaseException | None = None) -> str:
+    def complete(self, job, value=None, error: BaseException | None = None, ms: float | None = None) -> str:
         """An offloaded job's result, handed back (Scheduler.complete): the read it computed is
         added, or the final merge commits (a periodic answer is then logged as Answered)."""
-        return self.sched.complete(job, value, error)
+        return self.sched.complete(job, value, error, ms)
 
     def drain(self) -> list[Command]:
         """The commands applied since the last drain, in order (for the write-ahead log)."""

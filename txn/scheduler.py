@@ -32,9 +32,10 @@ Every slide due is applied before the next read (except under serial, on purpose
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
 
-Offloaded work. A window scan's read of a large sub-window, and its final merge, may take
-milliseconds. With `offload` set, such an operation is issued as a `Job` instead of computed in
-the step: the read is recorded (and its version is in the read set) when it is issued, because
+Offloaded work. A window scan's read of a sub-window, and its final merge, may take
+milliseconds. With `offload` set, such an operation, when its cost measured on earlier runs of the
+same query reaches `offload_ms` (`timer` measures the operations run inline; the caller reports
+a job's), is issued as a `Job` instead of computed in the step: the read is recorded (and its version is in the read set) when it is issued, because
 a sealed sub-window never changes, so when the computation runs does not change what it returns.
 The query waits (other queries and every slide go on) until the caller hands the result back with
 `complete()`, on the scheduler's thread. Conflicts are resolved at slide time exactly as without
@@ -133,8 +134,7 @@ class Job:
     kind: str                   # "read" (one sub-window) or "finish" (the final merge)
     version: int | None         # read: the version it reads
     run: Callable[[], object]
-    rows: int = 0               # rows it covers (its cost)
-    issued_ms: float = 0.0
+    rows: int = 0               # rows it covers
 
 
 @dataclass(eq=False)
@@ -215,14 +215,16 @@ class Scheduler:
         # Called after every slide step() applies, with the cause ('due' on its clock, or 'manual'):
         # the engine turns it into a logged command.
         self.on_slide: Callable[[str, SubWindow, str], None] | None = None
-        # Where window-scan reads of at least `offload_rows` rows and their final merges run (see
-        # the module docstring); None: inline.
+        # Where window-scan reads and final merges that cost at least offload_ms run (see the module
+        # docstring; offload_ms <= 0: all of them); None: inline. `timer` (seconds, monotonic)
+        # measures the ones run inline; None: nothing is measured.
         self.offload: Callable[[Job], None] | None = None
-        self.offload_rows = 65_536
+        self.offload_ms = 0.25
+        self.timer: Callable[[], float] | None = None
+        self.costs = Costs()
         self.jobs = 0            # jobs issued
         self.jobs_discarded = 0  # results of orphaned jobs thrown away
         self.holds = 0           # queries that waited for a slide instead of risking an abort
-        self._ms_per_row = {"read": 0.0, "finish": 0.0}  # offloaded jobs' cost, on the clock (a moving average)
 
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
@@ -517,30 +519,44 @@ class Scheduler:
         if sub is not None:
             if self._hold(txn, sub):
                 return "hold"
-            if self._offloads(plan, sub.rows):
+            if self._offloads(plan, "read", sub.rows):
                 txn.read[sub.slide] = sub
                 self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
                 self._issue(txn, "read", lambda: plan.read(sub), sub.slide, sub.rows)
                 return "read"
-            txn.partial.add(sub.slide, plan.read(sub))
+            txn.partial.add(sub.slide, self._timed(plan, "read", sub.rows, plan.read, sub))
             txn.read[sub.slide] = sub
             self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
         if self._next_read(txn) is None:
             rows = sum(s.rows for s in txn.read.values())
-            if self._offloads(plan, rows):
+            if self._offloads(plan, "finish", rows):
                 parts = Partial()
                 parts.contributions = dict(txn.partial.contributions)  # later removals do not reach it
                 self._issue(txn, "finish", lambda: plan.finish(parts), None, rows)
             else:
-                self._commit(txn, plan.finish(txn.partial))
+                self._commit(txn, self._timed(plan, "finish", rows, plan.finish, txn.partial))
         return "read"
 
     # -- offloaded computations ----------------------------------------------------------------------
-    def _offloads(self, plan: Plan, rows: int) -> bool:
-        return self.offload is not None and plan.access == "window" and rows >= self.offload_rows
+    def _offloads(self, plan: Plan, kind: str, rows: int) -> bool:
+        if self.offload is None or plan.access != "window":
+            return False
+        if self.offload_ms <= 0:
+            return True
+        ms = self.costs.estimate(plan, kind, rows)
+        return ms is not None and ms >= self.offload_ms
+
+    def _timed(self, plan: Plan, kind: str, rows: int, fn, arg):
+        """fn(arg), a window scan's read or merge run inline, its cost noted when there is a timer."""
+        if self.timer is None or plan.access != "window":
+            return fn(arg)
+        t0 = self.timer()
+        out = fn(arg)
+        self.costs.note(plan, kind, rows, (self.timer() - t0) * 1000.0)
+        return out
 
     def _issue(self, txn: QueryTxn, kind: str, run: Callable[[], object], version: int | None, rows: int) -> None:
-        txn.job = job = Job(txn, kind, version, run, rows, self.clock())
+        txn.job = job = Job(txn, kind, version, run, rows)
         self.jobs += 1
         txn.held_at = None
         self._reselect = True
@@ -559,30 +575,31 @@ class Scheduler:
         window = plan.stream.window
         due = window.next_due_ms()
         rows = sub.rows + sum(s.rows for s in txn.read.values())
-        if due is None or not self._offloads(plan, rows):  # (an inline merge commits in this step)
+        if due is None or not self._offloads(plan, "finish", rows):  # (an inline merge commits in this step)
             return False
-        rates = self._ms_per_row
-        estimate = (sub.rows * rates["read"] if self._offloads(plan, sub.rows) else 0.0) + rows * rates["finish"]
-        if not (due - self.clock() < estimate < window.spec.subwindow_ms / 2):
+        merge = self.costs.estimate(plan, "finish", rows)
+        read = self.costs.estimate(plan, "read", sub.rows) if self._offloads(plan, "read", sub.rows) else 0.0
+        if merge is None or read is None or not (due - self.clock() < read + merge < window.spec.subwindow_ms / 2):
             return False
         txn.held_at = window.latest
         self.holds += 1
         self._reselect = True
         return True
 
-    def complete(self, job: Job, value: object = None, error: BaseException | None = None) -> str:
-        """An offloaded job's result (or the exception it raised), back on the scheduler's thread.
-        A read adds its contribution; a final merge commits (nothing changed the read set since it
-        was issued, or it would be orphaned). Returns 'read', 'commit', 'error' or 'discarded'."""
+    def complete(self, job: Job, value: object = None, error: BaseException | None = None,
+                 ms: float | None = None) -> str:
+        """An offloaded job's result (or the exception it raised), back on the scheduler's thread,
+        with how long it ran (`ms`, when measured). A read adds its contribution; a final merge
+        commits (nothing changed the read set since it was issued, or it would be orphaned).
+        Returns 'read', 'commit', 'error' or 'discarded'."""
         txn = job.txn
+        if ms is not None:
+            self.costs.note(txn.plan, job.kind, job.rows, ms)
         if txn.job is not job or txn.done:
             self.jobs_discarded += 1
             return "discarded"
         txn.job = None
         self._reselect = True
-        if job.rows:
-            took = max(0.0, self.clock() - job.issued_ms) / job.rows
-            self._ms_per_row[job.kind] += 0.2 * (took - self._ms_per_row[job.kind])
         if error is not None:
             self.last_error = QueryFailed(
                 f"internal error while executing the query: {type(error).__name__}: {error}")
@@ -885,6 +902,35 @@ class Scheduler:
 # Slides that only move the current window on do not conflict with it: it never aborts or restarts.
 def _pinned_versions(plan) -> range:
     return range(max(0, plan.as_of - plan.n_q + 1), plan.as_of + 1)
+
+
+class Costs:
+    """What window-scan work costs, in ms per row, by query and kind ('read' of one sub-window,
+    'finish' over the rows read): a moving average of the runs measured, for the `keep` queries
+    seen last. It decides what runs off the scheduler's thread and how long a query's end takes."""
+
+    def __init__(self, keep: int = 1024):
+        self.keep = keep
+        self._by: collections.OrderedDict = collections.OrderedDict()
+
+    @staticmethod
+    def _key(plan: Plan):
+        return plan.stream.name, plan.query
+
+    def estimate(self, plan: Plan, kind: str, rows: int) -> float | None:
+        per_row = self._by.get(self._key(plan), {}).get(kind)
+        return None if per_row is None else per_row * max(rows, 1)
+
+    def note(self, plan: Plan, kind: str, rows: int, ms: float) -> None:
+        key = self._key(plan)
+        by_kind = self._by.get(key)
+        if by_kind is None:
+            by_kind = self._by[key] = {}
+            if len(self._by) > self.keep:
+                self._by.popitem(last=False)  # the query first seen longest ago
+        per_row = ms / max(rows, 1)
+        old = by_kind.get(kind)
+        by_kind[kind] = per_row if old is None else old + 0.25 * (per_row - old)
 
 
 def _may_offload(txn: QueryTxn) -> bool:

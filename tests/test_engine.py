@@ -75,7 +75,8 @@ def run_live(engine: Engine, script) -> list:
                     engine._check()
             elif kind == "query":
                 s = engine.stream(f"s{act[1]}")
-                engine.sched.submit(plan_query(parse_query(f"SELECT k, COUNT(*), SUM(v), COUNT(b) FROM {s.name} GROUP BY k"), s))
+                # through the engine's plan cache: the stream may have been dropped and created again
+                engine.sched.submit(engine.plan(parse_query(f"SELECT k, COUNT(*), SUM(v), COUNT(b) FROM {s.name} GROUP BY k")))
             elif kind == "register":
                 engine.apply(Register("", f"SELECT SUM(v), MAX(k) FROM s{act[1]} [SLIDE 1 SUBWINDOWS]", 0, now))
             elif kind == "unregister":
@@ -382,3 +383,18 @@ def test_an_open_buffer_is_bounded_and_replay_never_refuses():
     for c in log:
         strict.replay(c)
     assert strict.digest() == e.digest()
+
+
+def test_a_one_time_plan_is_reused_until_its_stream_is_dropped():
+    e = Engine()
+    e.apply(create("p", 0, clock="manual", subwindow_ms=10))
+    q = parse_query("SELECT k, SUM(v) FROM p GROUP BY k")
+    first = e.plan(q)
+    assert e.plan(parse_query("SELECT k, SUM(v) FROM p GROUP BY k")) is first  # the same query text: the same plan
+    assert e.plan(q, periodic=False) is first and e.plan(parse_query("SELECT COUNT(*) FROM p")) is not first
+    e.apply(DropStream("p", 1))
+    e._check()
+    e.apply(create("p", 2, clock="manual", subwindow_ms=10))
+    again = e.plan(q)
+    assert again is not first and again.stream is e.stream("p")
+    e._check()

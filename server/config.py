@@ -33,7 +33,7 @@ class ServerConfig:
     max_requests_per_client: int = 64  # requests in progress per client (principal, or connection)
     stuck_after_s: float = 10.0        # health says NOT_SERVING when the engine makes no progress this long
     grace_s: float = 5.0               # shutdown: time for in-flight work
-    switch_interval_ms: float = 0.5    # CPython GIL switch interval for the server process
+    switch_interval_ms: float = 0.25   # CPython GIL switch interval for the server process (the query thread hands the loop back this soon)
     tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...
     tls_key: str | None = None         # ... and private key
     tls_client_ca: str | None = None   # PEM: require client certificates signed by these (mutual TLS)

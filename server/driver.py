@@ -150,6 +150,12 @@ _IO_PAUSE_MAX_S = 0.005
 # a loop iteration costs about as much as a short operation (grpc.aio polls its completion queue
 # on each), so a 10-sub-window query took 10 of them; calls still get the loop every budget.
 _STEP_BUDGET_S = 0.0005
+# A loop timer wakes up to 1 ms late (epoll takes whole milliseconds, rounded up). The timer of a
+# slide wakes _SPIN_MS early instead and the last stretch is waited for in loop iterations
+# (call_soon; other callbacks run between), when slides come no more often than every
+# _SPIN_MIN_PERIOD_MS: at most _SPIN_MS of the loop's time per slide.
+_SPIN_MS = 1.2
+_SPIN_MIN_PERIOD_MS = 20
 
 
 def _settle(fut, result=None, error: BaseException | None = None) -> None:
@@ -213,6 +219,7 @@ class Driver:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due: float | None = None
         self._next_due_ms = -math.inf  # no slide is due before this clock time (-inf: look)
+        self._spin = False  # the next slide's stream slides no faster than _SPIN_MIN_PERIOD_MS
         self._in_step = False
         self._closed = False    # new requests are refused
         self._stopping = False  # finish what runs, then close
@@ -446,13 +453,14 @@ class Driver:
     def _next_due(self) -> float:
         """The clock time of the next processing-time slide (-inf while a slide waits: under the
         serial policy, for the running query's lock; +inf when none is scheduled)."""
-        due = math.inf
+        due, period = math.inf, None
         for s in self.sched.streams.values():
             d = s.window.next_due_ms()
             if d is not None and d < due:
-                due = d
+                due, period = d, s.spec.subwindow_ms
         if self.sched._due_slide() is not None:
             return -math.inf
+        self._spin = period is not None and period >= _SPIN_MIN_PERIOD_MS
         return due
 
     # -- the scheduler, one operation per loop callback ------------------------------------------
@@ -535,13 +543,22 @@ class Driver:
             if self._timer_due == due:
                 return
             self._timer.cancel()
-        delay = min(1.0, max(0.0, (due - self.clock()) / 1000.0)) + 0.0002
+        spin = _SPIN_MS if self._spin else -0.2  # (without the spin: wake just after it is due)
+        delay = min(1.0, max(0.0, (due - self.clock() - spin) / 1000.0))
         self._timer_due = due
         self._timer = self.loop.call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
+        due = self._timer_due
         self._timer = self._timer_due = None
-        if self._step_handle is None and not self._done:
+        if self._done:
+            return
+        left = due - self.clock() if due is not None else 0.0
+        if 0.0 < left <= _SPIN_MS:  # the last stretch before a slide: check again next iteration
+            self._timer_due = due
+            self._timer = self.loop.call_soon(self._on_timer)
+            return
+        if self._step_handle is None:
             self._step()
 
     # -- group commit ----------------------------------------------------------------------------

@@ -14,9 +14,10 @@ There is no thread of its own and no hand-off per call. On the loop thread:
   time (`loop.call_later`) and is also checked before every read and write.
 
 A window scan's read of a sub-window and its final merge (a holistic aggregate's sort of the whole
-window) that took at least `offload_ms` on earlier runs of the same query are not run on the loop: the scheduler issues them as jobs (txn/scheduler.py, "Offloaded
-work") and the query thread computes them while the loop goes on with slides and other calls;
-the result comes back with `call_soon_threadsafe`. NumPy releases the GIL in its heavy loops, and
+window) that took at least `offload_ms` on earlier runs of the same query are not run on the loop:
+the scheduler issues them as jobs (txn/scheduler.py, "Offloaded work") and the query thread
+computes them while the loop goes on with slides and other calls; the result comes back with
+`call_soon_threadsafe`. NumPy releases the GIL in its heavy loops, and
 the switch interval (config.switch_interval_ms) bounds how long the loop waits for it otherwise.
 Still on the loop, holding it for as long as they take: a join's evaluation and sealing a
 sub-window (bounded by the store's limits).

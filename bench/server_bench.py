@@ -34,19 +34,24 @@ def _sender(target: str, stream: str, rows: int, seconds: float, out) -> None:
 
 def ingest(target: str, rows: int, seconds: float = 5.0, senders: int = 3) -> float:
     """Rows/s appended by `senders` writer processes (as Spark executors would be)."""
-    import multiprocessing as mp
-
     with Client(target) as ws:
         ws.create_stream(f"ingest{rows}", SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"])
+    return _senders(_sender, (target, f"ingest{rows}", rows, seconds), senders) / seconds
+
+
+def _senders(fn, args: tuple, senders: int) -> int:
+    """Rows sent by `senders` processes running fn(*args, queue), each putting its count."""
+    import multiprocessing as mp
+
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_sender, args=(target, f"ingest{rows}", rows, seconds, out)) for _ in range(senders)]
+    procs = [ctx.Process(target=fn, args=(*args, out)) for _ in range(senders)]
     for p in procs:
         p.start()
     total = sum(out.get() for _ in procs)
     for p in procs:
         p.join()
-    return total / seconds
+    return total
 
 
 def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
@@ -71,7 +76,6 @@ def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
 
 def ingest_bare(rows: int, seconds: float = 5.0, senders: int = 3) -> float:
     """Rows/s the same writer processes send to bench/bare_server.py (the transport's floor)."""
-    import multiprocessing as mp
     import re
     import subprocess
     import sys
@@ -79,15 +83,7 @@ def ingest_bare(rows: int, seconds: float = 5.0, senders: int = 3) -> float:
     proc = subprocess.Popen([sys.executable, "-m", "bench.bare_server"], stdout=subprocess.PIPE, text=True)
     try:
         target = re.search(r"serving on (\S+)", proc.stdout.readline()).group(1)
-        ctx = mp.get_context("spawn")
-        out = ctx.Queue()
-        procs = [ctx.Process(target=_bare_sender, args=(target, rows, seconds, out)) for _ in range(senders)]
-        for p in procs:
-            p.start()
-        total = sum(out.get() for _ in procs)
-        for p in procs:
-            p.join()
-        return total / seconds
+        return _senders(_bare_sender, (target, rows, seconds), senders) / seconds
     finally:
         proc.terminate()
         proc.wait(10)

@@ -93,7 +93,8 @@ def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tup
     decompress to more than `max_decompressed` bytes."""
     kind = req.WhichOneof("batch")
     if kind == "arrow_ipc":
-        return read_table(req.arrow_ipc, max_decompressed), req.arrow_ipc
+        ipc = req.arrow_ipc  # each access copies the payload out of the message
+        return read_table(ipc, max_decompressed), ipc
     if kind == "columnar":
         out = {}
         for col in req.columnar.columns:

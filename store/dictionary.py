@@ -67,7 +67,24 @@ class StringDictionary:
         return _take(self._map(encoded.dictionary), encoded.indices)
 
     def _map(self, local: pa.Array) -> np.ndarray:
-        """The codes of an Arrow array's strings, interning the new ones in order."""
+        """The codes of an Arrow array's strings, interning the new ones in order.
+
+        While the stream's strings are at most twice as many as `local`'s, they are looked up in one
+        Arrow pass (pc.index_in hashes the stream's strings, ~40 ns each): a 624-string batch
+        dictionary against 1,000 stream strings maps in ~28 us instead of ~57 us through Python
+        strings. Only the strings not found then go through Python."""
+        if 0 < len(self.values) <= 2 * len(local):
+            found = pc.index_in(local, value_set=self._as_arrow())
+            codes = found.to_numpy(zero_copy_only=False)
+            if not found.null_count:
+                return codes.astype(np.int32, copy=False)
+            missing = np.flatnonzero(np.asarray(found.is_null(), dtype=bool))
+            codes = found.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+            codes[missing] = self._map_slow(local.take(pa.array(missing)))
+            return codes
+        return self._map_slow(local)
+
+    def _map_slow(self, local: pa.Array) -> np.ndarray:
         strings = local.to_pylist()
         codes = list(map(self._code.get, strings))
         if None in codes:

@@ -132,7 +132,7 @@ class Schema:
         Accepts a mapping of column -> sequence/NumPy array, or a pyarrow Table/RecordBatch.
         """
         if isinstance(batch, (pa.Table, pa.RecordBatch)):
-            source = {name: batch.column(name) for name in batch.schema.names}
+            source = dict(zip(batch.schema.names, batch.columns))
         elif isinstance(batch, Mapping):
             source = dict(batch)
         else:
@@ -208,7 +208,7 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
         if typ != "boolean" and pa.types.is_boolean(values.type):
             raise InvalidInput(f"column {name!r} must be {typ}, got booleans", column=name)
         arr = values.to_numpy(zero_copy_only=False)
-        if arr.dtype.kind == "f" and np.isnan(arr).any():  # an Arrow NaN is a value, not a null
+        if arr.dtype.kind == "f" and _has_nan(arr):  # an Arrow NaN is a value, not a null
             raise InvalidInput(f"column {name!r} has NaN values (send a null instead)", column=name)
         return _check_numpy(name, typ, arr), valid
     if typ.startswith("decimal("):
@@ -244,7 +244,7 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
         arr, valid = _as_array(name, typ, values)
     if arr.ndim != 1:
         raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
-    if arr.dtype.kind == "f" and typ != "boolean":
+    if arr.dtype.kind == "f" and typ != "boolean" and _has_nan(arr):
         nan = np.isnan(arr)
         if nan.any():  # NumPy / pandas NaN: a null (as pyarrow's from_pandas takes it)
             valid = ~nan if valid is None else (valid & ~nan)
@@ -338,7 +338,13 @@ def _placeholder(t: pa.DataType):
     return None
 
 
+def _has_nan(arr: np.ndarray) -> bool:
+    """Whether a float array holds a NaN: its minimum is NaN then (one reduction, no mask built)."""
+    return len(arr) > 0 and bool(np.isnan(arr.min()))
+
+
 def _check_numpy(name: str, typ: str, arr: np.ndarray) -> np.ndarray:
+    """A float input has had its NaNs refused (Arrow) or made nulls (NumPy) by the caller."""
     if arr.ndim != 1:
         raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
     kind = arr.dtype.kind
@@ -355,10 +361,7 @@ def _check_numpy(name: str, typ: str, arr: np.ndarray) -> np.ndarray:
             return arr.astype(np.int64, copy=False)
         raise InvalidInput(f"column {name!r} must be {typ}, got {_describe(arr)}", column=name)
     if kind in "iuf":
-        out = arr.astype(np.float64, copy=False)
-        if np.isnan(out).any():
-            raise InvalidInput(f"column {name!r} has NaN values", column=name)
-        return out
+        return arr.astype(np.float64, copy=False)
     raise InvalidInput(f"column {name!r} must be float64, got {_describe(arr)}", column=name)
 
 

@@ -167,3 +167,35 @@ def test_compacting_the_string_dictionary_changes_no_answer(scenario, data):
     assert freed >= 0
     after = [run_plan(plan_query(q, stream, access=a)).rows for q, a in paths]
     assert after == before
+
+
+_WORDS = st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", "é", ""])
+
+
+@given(st.lists(st.tuples(st.lists(_WORDS, max_size=8), st.lists(st.integers(0, 7), max_size=12),
+                          st.booleans()), max_size=12))
+def test_string_dictionary_interns_as_a_python_dict_would(batches):
+    """Codes are stable and new strings get the next codes in the order they are met (a
+    dictionary-encoded batch: in its dictionary's order, duplicate entries included), whichever
+    path maps them: Arrow's index_in against the stream's strings, or Python lookups."""
+    import numpy as np
+    import pyarrow as pa
+    from windowstore.store.dictionary import StringDictionary
+
+    d, ref = StringDictionary(), {}
+    for words, picks, dictionary_encoded in batches:
+        if dictionary_encoded:
+            if not words:
+                continue
+            indices = [i % len(words) for i in picks]
+            array = pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), pa.array(words, pa.string()))
+            met = words  # the dictionary is mapped entry by entry
+        else:
+            array = pa.array([words[i % len(words)] for i in picks] if words else [], pa.string())
+            met = array.to_pylist()
+        for s in met:
+            ref.setdefault(s, len(ref))
+        codes = d.encode(array)
+        assert codes.dtype == np.int32
+        assert codes.tolist() == [ref[s] for s in array.to_pylist()]
+        assert d.values == list(ref)

@@ -287,3 +287,20 @@ def test_dictionary_encoded_string_columns_are_accepted():
         s.append(pa.table({"ts": [1], "src": pa.array([1]).dictionary_encode(), "bytes": [1]}))
     s.window.slide(10)
     assert q(s, "SELECT src, SUM(bytes), COUNT(*) FROM s GROUP BY src") == [("x", 9, 3), ("y", 8, 2), ("z", 4, 1)]
+
+
+@pytest.mark.parametrize("values", [[1.0, float("nan")], [float("nan")], [None, float("nan"), 2.0]])
+def test_an_arrow_nan_anywhere_in_a_float_column_is_refused(values):
+    schema = Schema.of({"ts": "int64", "lat": "float64"}, "ts")
+    batch = pa.table({"ts": pa.array(range(len(values)), pa.int64()), "lat": pa.array(values, pa.float64())})
+    with pytest.raises(InvalidInput, match="NaN"):
+        schema.check(batch)
+
+
+def test_a_numpy_nan_is_a_null_and_infinities_are_values():
+    schema = Schema.of({"ts": "int64", "lat": "float64"}, "ts")
+    cols, rows = schema.check({"ts": np.arange(3), "lat": np.array([float("inf"), float("nan"), float("-inf")])})
+    assert rows == 3 and cols["?lat"].tolist() == [True, False, True]
+    assert cols["lat"][[0, 2]].tolist() == [float("inf"), float("-inf")]
+    cols, rows = schema.check(pa.table({"ts": [0, 1], "lat": pa.array([float("-inf"), float("inf")])}))
+    assert rows == 2 and "?lat" not in cols and cols["lat"].tolist() == [float("-inf"), float("inf")]

@@ -45,10 +45,10 @@ def run() -> list[dict]:
     for mode in ("in-memory", "fsync always"):
         data = tempfile.mkdtemp(prefix="ws-bench-")
         with ServerProcess(data_dir=None if mode == "in-memory" else data) as srv:
-            rates[mode] = ingest(srv.target, 100_000)
+            rates[mode] = ingest(srv.target, 100_000)[1]  # once the window is full
         shutil.rmtree(data, ignore_errors=True)
     ratio = rates["fsync always"] / rates["in-memory"]
-    out.append({"name": "ingest, 10^5-row Arrow batches, 3 writers: --fsync always / --in-memory",
+    out.append({"name": "ingest, 10^5-row Arrow batches, 3 writers, window full: --fsync always / --in-memory",
                 "value": [rates["fsync always"], rates["in-memory"], ratio],
                 "shown": f"{fmt_rate(rates['fsync always'])} / {fmt_rate(rates['in-memory'])} = {ratio:.2f}",
                 "target": ">= 0.8"})
@@ -73,7 +73,7 @@ def run() -> list[dict]:
     data = tempfile.mkdtemp(prefix="ws-bench-")
     with ServerProcess("--snapshot-every-s", "0.5", data_dir=data) as srv:
         _fill(srv.target, 10, 100_000)  # 1 M rows in 60 sub-windows, 1,000 keys: what a snapshot captures
-        ingest(srv.target, 10_000, seconds=6.0, senders=2)
+        ingest(srv.target, 10_000, seconds=6.0, senders=2, fill_s=0)
         with Client(srv.target) as ws:
             d = ws.stats()["durability"]
     shutil.rmtree(data, ignore_errors=True)

@@ -41,15 +41,19 @@ def _restart(data_dir: str, *args: str) -> tuple[float, dict]:
 
 def run() -> list[dict]:
     out = []
-    rates = {}
+    rates, filling = {}, {}
     for mode in ("in-memory", "fsync always"):
         data = tempfile.mkdtemp(prefix="ws-bench-")
         with ServerProcess(data_dir=None if mode == "in-memory" else data) as srv:
-            rates[mode] = ingest(srv.target, 100_000)[1]  # once the window is full
+            filling[mode], rates[mode] = ingest(srv.target, 100_000)
         shutil.rmtree(data, ignore_errors=True)
     ratio = rates["fsync always"] / rates["in-memory"]
-    out.append({"name": "ingest, 10^5-row Arrow batches, 3 writers, window full: --fsync always / --in-memory",
-                "value": [rates["fsync always"], rates["in-memory"], ratio],
+    fill_ratio = filling["fsync always"] / filling["in-memory"]
+    out.append({"name": "ingest, 10^5-row Arrow batches, 3 writers, window full: --fsync always / --in-memory "
+                        f"(while the window filled: {fmt_rate(filling['fsync always'])} / "
+                        f"{fmt_rate(filling['in-memory'])} = {fill_ratio:.2f})",
+                "value": [rates["fsync always"], rates["in-memory"], ratio, filling["fsync always"],
+                          filling["in-memory"], fill_ratio],
                 "shown": f"{fmt_rate(rates['fsync always'])} / {fmt_rate(rates['in-memory'])} = {ratio:.2f}",
                 "target": ">= 0.8"})
 

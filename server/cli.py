@@ -211,7 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="always (default): a write is acknowledged once it is on disk; interval: fsync about once "
                          "a second (up to ~1 s of acknowledged writes at risk on a machine crash); off: the OS decides")
     sv.add_argument("--snapshot-every-mb", type=float, default=256.0,
-                    help="take a snapshot after this much log (default 256 MiB)")
+                    help="take a snapshot after this much log (default 256 MiB), or once the log since the "
+                         "last snapshot is as large as that snapshot, whichever is more")
     sv.add_argument("--snapshot-every-s", type=float, default=300.0,
                     help="... or after this many seconds with anything logged (default 300)")
     sv.add_argument("--tls-cert", help="PEM certificate chain: serve TLS (with --tls-key)")

@@ -43,5 +43,5 @@ class ServerConfig:
     data_dir: str = "windowstore-data"  # the write-ahead log and snapshots
     in_memory: bool = False            # no data directory: nothing survives a restart
     fsync: str = "always"              # always | interval (at most ~1 s at risk) | off
-    snapshot_every_bytes: int = 256 << 20  # snapshot after this much log
+    snapshot_every_bytes: int = 256 << 20  # snapshot after this much log (or the last snapshot's size, if more)
     snapshot_every_s: float = 300.0    # ... or this long with anything logged

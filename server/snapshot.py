@@ -65,7 +65,8 @@ class SnapshotWriter:
     def __init__(self, directory: str):
         self.dir = directory
         os.makedirs(directory, exist_ok=True)
-        self._files: dict[int, tuple[object, str, int]] = {}  # id(sub) -> (sub, path, crc) in the newest snapshot
+        self._files: dict[int, tuple[object, str, int, int]] = {}  # id(sub) -> (sub, path, crc, size), newest snapshot
+        self.held_bytes = 0  # the newest snapshot's size, its hard-linked files included
 
     def write(self, image: dict, lsn: int) -> str:
         final = os.path.join(self.dir, f"{lsn:020d}")
@@ -73,9 +74,11 @@ class SnapshotWriter:
         shutil.rmtree(tmp, ignore_errors=True)
         os.makedirs(tmp)
         crcs: dict[str, int] = {}
-        files: dict[int, tuple[object, str, int]] = {}
+        sizes: dict[str, int] = {}
+        files: dict[int, tuple[object, str, int, int]] = {}
 
         def put(rel: str, data: bytes) -> None:
+            sizes[rel] = len(data)
             path = os.path.join(tmp, rel)
             with open(path, "wb") as f:
                 f.write(data)
@@ -101,11 +104,11 @@ class SnapshotWriter:
                 old = self._files.get(id(sub))
                 if old is not None and old[0] is sub and os.path.exists(old[1]):
                     os.link(old[1], os.path.join(tmp, rel))  # immutable: the previous snapshot's file will do
-                    crcs[rel] = old[2]
+                    crcs[rel], sizes[rel] = old[2], old[3]
                 else:
                     b = _batch(sub.columns)
                     put(rel, _ipc_bytes([b], b.schema))
-                files[id(sub)] = (sub, os.path.join(final, rel), crcs[rel])
+                files[id(sub)] = (sub, os.path.join(final, rel), crcs[rel], sizes[rel])
                 subs.append(meta)
             chunks = _batches(st["buffer"])
             if chunks:
@@ -136,6 +139,7 @@ class SnapshotWriter:
         os.rename(tmp, final)
         fsync_dir(self.dir)
         self._files = files
+        self.held_bytes = sum(sizes.values())
         return final
 
     def prune(self, keep_lsn: int) -> None:

@@ -282,3 +282,34 @@ def test_a_write_whose_deadline_passed_in_the_queue_is_not_applied():
         assert driver.call(lambda: driver.engine.books["s"].acks).result(10) == {}  # the key is free
     finally:
         driver.stop(5)
+
+
+def test_a_snapshot_waits_for_as_much_log_as_the_last_one_held(tmp_path):
+    """Snapshots follow the log: after the setting's bytes of log, or once the log since the last
+    snapshot is as large as that snapshot (whichever is more), so a large window is not written
+    out again every few hundred MB while its replay stays bounded by the state it rebuilds."""
+    import pyarrow as pa
+
+    from windowstore.server.durability import Durability
+    from windowstore.txn.commands import Append, CreateStream, Slide
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    engine = Engine(EngineConfig())
+    dur = Durability(str(tmp_path), fsync="off", snapshot_every_bytes=1)
+    engine.apply(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 50, 1000, None, "manual", 0, (), 16, 0.0))
+    dur.log(engine.drain(), engine, lambda error: None)
+    dur.snapshot(engine, wait=True)
+    held, log_at = [], []
+    for i in range(60):
+        engine.apply(Append("s", pa.table({"ts": list(range(2000)), "v": list(range(2000))}), "", None, float(i)))
+        engine.apply(Slide("s", float(i)))
+        before = dur.snapshots_taken
+        dur.log(engine.drain(), engine, lambda error: None)
+        dur._thread.join()
+        if dur.snapshots_taken > before:
+            held.append(dur.snapshots.held_bytes)
+            log_at.append(dur.wal.bytes_written)
+    assert len(held) >= 3, held  # it does snapshot as the state grows
+    for prev_held, prev_log, log in zip(held, log_at, log_at[1:]):
+        assert log - prev_log >= prev_held  # never before the log since matched the last snapshot
+    dur.close(engine)

@@ -75,9 +75,8 @@ class StringDictionary:
         strings. Only the strings not found then go through Python."""
         if 0 < len(self.values) <= 2 * len(local):
             found = pc.index_in(local, value_set=self._as_arrow())
-            codes = found.to_numpy(zero_copy_only=False)
             if not found.null_count:
-                return codes.astype(np.int32, copy=False)
+                return found.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
             missing = np.flatnonzero(np.asarray(found.is_null(), dtype=bool))
             codes = found.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
             codes[missing] = self._map_slow(local.take(pa.array(missing)))

@@ -245,10 +245,9 @@ def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | N
     if arr.ndim != 1:
         raise InvalidInput(f"column {name!r} must be one-dimensional", column=name)
     if arr.dtype.kind == "f" and typ != "boolean" and _has_nan(arr):
-        nan = np.isnan(arr)
-        if nan.any():  # NumPy / pandas NaN: a null (as pyarrow's from_pandas takes it)
-            valid = ~nan if valid is None else (valid & ~nan)
-            arr = np.where(nan, 0.0, arr)
+        nan = np.isnan(arr)  # NumPy / pandas NaN: a null (as pyarrow's from_pandas takes it)
+        valid = ~nan if valid is None else (valid & ~nan)
+        arr = np.where(nan, 0.0, arr)
     return _check_numpy(name, typ, arr), valid
 
 

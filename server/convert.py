@@ -87,14 +87,18 @@ _ARROW_TYPES = {"int64_values": pa.int64(), "float64_values": pa.float64(), "str
                 "bool_values": pa.bool_()}
 
 
+def table_from_ipc(ipc: bytes, max_decompressed: int = 1 << 30) -> tuple[pa.Table, bytes]:
+    """An arrow_ipc payload as (validated Table, the bytes, kept for the log); see batch_from_pb."""
+    return read_table(ipc, max_decompressed), ipc
+
+
 def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tuple[pa.Table, bytes | None]:
     """The batch as a pyarrow Table, and the Arrow IPC bytes it came in (kept for the log);
     raises InvalidInput on malformed input, ResourceExhausted when an Arrow payload would
     decompress to more than `max_decompressed` bytes."""
     kind = req.WhichOneof("batch")
     if kind == "arrow_ipc":
-        ipc = req.arrow_ipc  # each access copies the payload out of the message
-        return read_table(ipc, max_decompressed), ipc
+        return table_from_ipc(req.arrow_ipc, max_decompressed)  # each access copies the payload out
     if kind == "columnar":
         out = {}
         for col in req.columnar.columns:

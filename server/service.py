@@ -174,11 +174,16 @@ class WindowStoreService:
         payload is decoded on a worker thread: the event loop goes on serving other calls."""
         self._allow(context, "write", request.stream)
         limit = self.config.max_decompressed_mb << 20
-        if request.ByteSize() > _OFF_LOOP_BYTES:
-            batch, ipc = await asyncio.get_running_loop().run_in_executor(
-                self._decoders, convert.batch_from_pb, request, limit)
+        if request.WhichOneof("batch") == "arrow_ipc":
+            # copied out of the message once; ByteSize() would serialize the whole message to count it
+            ipc = request.arrow_ipc
+            decode, size = functools.partial(convert.table_from_ipc, ipc, limit), len(ipc)
         else:
-            batch, ipc = convert.batch_from_pb(request, limit)
+            decode, size = functools.partial(convert.batch_from_pb, request, limit), request.ByteSize()
+        if size > _OFF_LOOP_BYTES:
+            batch, ipc = await asyncio.get_running_loop().run_in_executor(self._decoders, decode)
+        else:
+            batch, ipc = decode()
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
         return batch, ipc

@@ -170,6 +170,35 @@ def test_garbage_arrow_bytes_are_refused(server):
             assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def test_payloads_decoded_on_the_loop_and_on_the_decode_threads_land_alike(server):
+    """Arrow payloads over 1 MiB are decoded on a worker thread, smaller ones on the event loop, and
+    columnar batches by their own path: every kind lands whole, and garbage of either size is
+    INVALID_ARGUMENT."""
+    from windowstore.v1 import windowstore_pb2 as pb, windowstore_pb2_grpc as pb_grpc
+    rng = np.random.default_rng(5)
+
+    def batch(n):
+        return {"ts": np.arange(n, dtype=np.int64), "src": [f"k{i % 97}" for i in range(n)],
+                "bytes": rng.integers(0, 1000, n), "lat": rng.random(n)}
+    big, small = batch(45_000), batch(300)
+    with Client(server.target, timeout=30) as ws:
+        name = fresh(ws)
+        from windowstore.clients.batches import to_arrow, to_ipc
+        assert len(to_ipc(to_arrow(big))) > 1 << 20 > len(to_ipc(to_arrow(small)))  # either side of the threshold
+        ws.append(name, big)
+        ws.append(name, small)
+        ws.append(name, small, columnar_types=SCHEMA)
+        ws.slide(name)
+        got = ws.query(f"SELECT COUNT(*), SUM(bytes), COUNT(DISTINCT src) FROM {name}").rows[0]
+        assert got == (45_600, int(big["bytes"].sum()) + 2 * int(small["bytes"].sum()), 97)
+    with grpc.insecure_channel(server.target, options=[("grpc.max_send_message_length", 8 << 20)]) as ch:
+        stub = pb_grpc.WindowStoreServiceStub(ch)
+        for garbage in (b"\x01" * 100, b"\x01" * (2 << 20)):
+            with pytest.raises(grpc.RpcError) as err:
+                stub.Append(pb.AppendRequest(stream=name, arrow_ipc=garbage))
+            assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "Arrow IPC" in err.value.details()
+
+
 def test_undecodable_request_bodies_are_invalid_argument(server):
     """Bytes that are not a valid message (a truncated field, invalid UTF-8 in a string) get
     INVALID_ARGUMENT naming the message type, from every method, never grpc's INTERNAL."""

@@ -87,9 +87,14 @@ _ARROW_TYPES = {"int64_values": pa.int64(), "float64_values": pa.float64(), "str
                 "bool_values": pa.bool_()}
 
 
-def table_from_ipc(ipc: bytes, max_decompressed: int = 1 << 30) -> tuple[pa.Table, bytes]:
-    """An arrow_ipc payload as (validated Table, the bytes, kept for the log); see batch_from_pb."""
-    return read_table(ipc, max_decompressed), ipc
+def batch_decoder(req: pb.AppendRequest, max_decompressed: int = 1 << 30):
+    """(decode, size): batch_from_pb(req) as a call to make where the caller chooses, and the
+    payload's size in bytes to choose by. An Arrow payload is taken out of the message once and
+    sized by its length (ByteSize() would serialize the whole message again to count it)."""
+    if req.WhichOneof("batch") == "arrow_ipc":
+        ipc = req.arrow_ipc
+        return (lambda: (read_table(ipc, max_decompressed), ipc)), len(ipc)
+    return (lambda: batch_from_pb(req, max_decompressed)), req.ByteSize()
 
 
 def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tuple[pa.Table, bytes | None]:
@@ -98,7 +103,8 @@ def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tup
     decompress to more than `max_decompressed` bytes."""
     kind = req.WhichOneof("batch")
     if kind == "arrow_ipc":
-        return table_from_ipc(req.arrow_ipc, max_decompressed)  # each access copies the payload out
+        ipc = req.arrow_ipc  # each access copies the payload out of the message
+        return read_table(ipc, max_decompressed), ipc
     if kind == "columnar":
         out = {}
         for col in req.columnar.columns:

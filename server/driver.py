@@ -220,7 +220,7 @@ class Driver:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due: float | None = None
         self._next_due_ms = -math.inf  # no slide is due before this clock time (-inf: look)
-        self._spin = False  # the next slide's stream slides no faster than _SPIN_MIN_PERIOD_MS
+        self._spin = False  # the next slide's stream slides no faster than _SPIN_MIN_PERIOD_MS (_next_due)
         self._in_step = False
         self._closed = False    # new requests are refused
         self._stopping = False  # finish what runs, then close
@@ -449,20 +449,20 @@ class Driver:
             slid = True
         if slid:
             self._dirty()
-        self._next_due_ms = self._next_due()
+        self._next_due_ms, self._spin = self._next_due()
 
-    def _next_due(self) -> float:
+    def _next_due(self) -> tuple[float, bool]:
         """The clock time of the next processing-time slide (-inf while a slide waits: under the
-        serial policy, for the running query's lock; +inf when none is scheduled)."""
+        serial policy, for the running query's lock; +inf when none is scheduled), and whether its
+        stream slides no faster than _SPIN_MIN_PERIOD_MS (its timer then wakes early, see there)."""
+        if self.sched._due_slide() is not None:
+            return -math.inf, False
         due, period = math.inf, None
         for s in self.sched.streams.values():
             d = s.window.next_due_ms()
             if d is not None and d < due:
                 due, period = d, s.spec.subwindow_ms
-        if self.sched._due_slide() is not None:
-            return -math.inf
-        self._spin = period is not None and period >= _SPIN_MIN_PERIOD_MS
-        return due
+        return due, period is not None and period >= _SPIN_MIN_PERIOD_MS
 
     # -- the scheduler, one operation per loop callback ------------------------------------------
     def _kick(self) -> None:
@@ -534,7 +534,8 @@ class Driver:
 
     def _arm_timer(self) -> None:
         """Wake at the next processing-time slide (at most a second ahead: the wall clock may jump)."""
-        due = self._next_due_ms = self._next_due()
+        due, self._spin = self._next_due()
+        self._next_due_ms = due
         if due == -math.inf:
             self._kick()
             return

@@ -565,9 +565,10 @@ class Scheduler:
     def _hold(self, txn: QueryTxn, sub: SubWindow) -> bool:
         """Under ttu, the last read is of the sub-window the next slide overwrites, and from it to
         the commit (the final merge) a slide means an abort. When the stream's next slide is due
-        before the read and the merge would be done (as measured on the query's earlier runs), the query
-        waits for that slide instead: the sub-window leaves unread (no conflict) and the newest
-        one is read instead. Only when the estimate is under half a slide period (no livelock)."""
+        before the read and the merge would be done (as measured on the query's earlier runs), the
+        query waits for that slide instead: the sub-window leaves unread (no conflict) and the
+        newest one is read instead. Only when the estimate is under half a slide period (no
+        livelock)."""
         plan = txn.plan
         if (self.offload is None or self.policy not in ("ttu", "ttu-rescan") or plan.as_of is not None
                 or len(txn.read) + 1 < plan.n_q):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import lru_cache
 from decimal import Decimal
 
 import numpy as np
@@ -149,23 +150,32 @@ def value_from_pb(v: pb.Value, where: str = "value"):
 
 def value_to_pb(x) -> pb.Value:
     """An answer value or a query literal; integers beyond int64 travel exactly; NULL: no field set."""
+    v = pb.Value()
+    _set_value(v, x)
+    return v
+
+
+def _set_value(v: pb.Value, x) -> None:
+    """value_to_pb into an existing (empty) Value."""
     if x is None:
-        return pb.Value()
+        return
     if isinstance(x, bool):
-        return pb.Value(bool_value=x)
-    if isinstance(x, str):
-        return pb.Value(string_value=x)
-    if isinstance(x, float):
-        return pb.Value(float64_value=x)
-    if isinstance(x, int):
+        v.bool_value = x
+    elif isinstance(x, str):
+        v.string_value = x
+    elif isinstance(x, float):
+        v.float64_value = x
+    elif isinstance(x, int):
         if INT64_MIN <= x <= INT64_MAX:
-            return pb.Value(int64_value=x)
-        if _INT128_MIN <= x <= _INT128_MAX:
-            return pb.Value(int128_value=pb.Int128(high=x >> 64, low=x & (2**64 - 1)))
-        return pb.Value(decimal_value=str(x))
-    if isinstance(x, Decimal):
-        return pb.Value(decimal_value=str(x))
-    return pb.Value(float64_value=float(x))
+            v.int64_value = x
+        elif _INT128_MIN <= x <= _INT128_MAX:
+            v.int128_value.high, v.int128_value.low = x >> 64, x & (2**64 - 1)
+        else:
+            v.decimal_value = str(x)
+    elif isinstance(x, Decimal):
+        v.decimal_value = str(x)
+    else:
+        v.float64_value = float(x)
 
 
 def _length(w: pb.WindowLength, where: str) -> Range | None:
@@ -363,16 +373,41 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     return out
 
 
-def answer_to_pb(result: Result, stream: str, query_id: str) -> pb.Answer:
+@lru_cache(maxsize=1024)
+def _column_types(types: tuple[str, ...]) -> tuple[list[int], list[int], list[int]]:
+    """An answer's column types, precisions and scales as the Answer message carries them (the
+    same few tuples come back with every answer of a query)."""
+    decimals = [decimal_type(t) or (0, 0) for t in types]
+    return [answer_type_to_pb(t) for t in types], [d[0] for d in decimals], [d[1] for d in decimals]
+
+
+def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | None = None) -> pb.Answer:
+    """The answer as a message; filled into `out` (e.g. a reply's own Answer field) when given,
+    which costs half of building an Answer and copying it in."""
     a: CoreAnswer = result.answer
-    out = pb.Answer(
-        columns=a.columns, rows=[pb.Row(values=[value_to_pb(x) for x in row]) for row in a.rows],
-        column_types=[answer_type_to_pb(t) for t in a.types or ()],
-        column_precisions=[(decimal_type(t) or (0, 0))[0] for t in a.types or ()],
-        column_scales=[(decimal_type(t) or (0, 0))[1] for t in a.types or ()],
-        slide=result.slide, response_ms=result.response_ms, restarts=result.restarts, policy=result.policy,
-        access=ACCESS_TO_PB[a.access], exact=a.exact, query_id=query_id, execution=result.execution,
-        late_slides=result.late_slides, answered_ms=result.answered_ms, stream=stream)
+    if out is None:
+        out = pb.Answer()
+    types, precisions, scales = _column_types(tuple(a.types or ()))
+    out.columns.extend(a.columns)
+    out.column_types.extend(types)
+    out.column_precisions.extend(precisions)
+    out.column_scales.extend(scales)
+    rows = out.rows
+    for row in a.rows:
+        values = rows.add().values
+        for x in row:
+            _set_value(values.add(), x)
+    out.slide = result.slide
+    out.response_ms = result.response_ms
+    out.restarts = result.restarts
+    out.policy = result.policy
+    out.access = ACCESS_TO_PB[a.access]
+    out.exact = a.exact
+    out.query_id = query_id
+    out.execution = result.execution
+    out.late_slides = result.late_slides
+    out.answered_ms = result.answered_ms
+    out.stream = stream
     if result.window_start_ms is not None:
         out.window_start_ms = result.window_start_ms
         out.window_end_ms = result.window_end_ms

@@ -427,7 +427,8 @@ class Driver:
             # run it in this call: step() still applies any due slide and higher-priority work first
             while not txn.done and self._operation() is not None:
                 pass
-            self._dirty()
+            if self.engine.undrained:  # a slide or a periodic answer on the way: log it
+                self._dirty()
         if not txn.done:
             self._kick()
         return txn, done

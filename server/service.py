@@ -53,11 +53,12 @@ def _remaining(context) -> float | None:
     return None if left is None or left > 10**6 else max(0.0, left)
 
 
-async def _until(fut: asyncio.Future, timeout: float | None):
+async def _until(fut: asyncio.Future, context):
     """Await a driver future (on the loop), up to the caller's deadline (TimeoutError). A future
     already settled (a probe query answered in its call) costs no event-loop round trip."""
     if fut.done():
         return fut.result()
+    timeout = _remaining(context)
     if timeout is None:
         return await fut
     return await asyncio.wait_for(fut, timeout)
@@ -140,7 +141,7 @@ class WindowStoreService:
         try:
             result, durable = d.write(cmd)
             if durable is not None:
-                await _until(durable, _remaining(context))
+                await _until(durable, context)
             return result
         finally:
             self._done(who)
@@ -249,7 +250,7 @@ class WindowStoreService:
         txn = None
         try:
             txn, done = d.submit(query, request.priority)
-            result: Result = await _until(done, _remaining(context))
+            result: Result = await _until(done, context)
         except (asyncio.CancelledError, TimeoutError) as e:
             # the client cancelled or its deadline passed: take the query off the scheduler
             if txn is not None and not txn.done:
@@ -259,7 +260,9 @@ class WindowStoreService:
             raise
         finally:
             self._done(who)
-        return pb.QueryResponse(answer=convert.answer_to_pb(result, streams[0], txn.id))
+        response = pb.QueryResponse()
+        convert.answer_to_pb(result, streams[0], txn.id, response.answer)
+        return response
 
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
@@ -339,8 +342,10 @@ class WindowStoreService:
         through = request.through_slide if request.HasField("through_slide") else None
         answers, latest, first, stream = await self._run(lambda: self.driver.read_answers(
             request.query_id, request.after_slide, through, request.limit or 1000), context)
-        return pb.ReadAnswersResponse(answers=[convert.answer_to_pb(r, stream, request.query_id) for r in answers],
-                                      latest_slide=latest, first_slide=first)
+        response = pb.ReadAnswersResponse(latest_slide=latest, first_slide=first)
+        for r in answers:
+            convert.answer_to_pb(r, stream, request.query_id, response.answers.add())
+        return response
 
     # -- introspection -------------------------------------------------------------------------
     async def GetStats(self, request, context):

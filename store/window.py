@@ -224,10 +224,17 @@ class Window:
         return self._buffer.rows + sum(b.rows for b in self._slots.values())
 
     def bounds(self, n_q: int) -> tuple[int | None, int | None]:
-        subs = self.youngest(n_q)
-        if not subs:
+        """[start, end) of the n_q youngest sealed sub-windows, (None, None) before the first seal.
+        Time-based sub-windows are consecutive slots, so these are the oldest's start and the
+        youngest's end, found without walking the window (a probe asks on every call); a
+        count-based sub-window spans the event times it was given, in any order."""
+        if self.latest < 0:
             return None, None
-        return subs[-1].start_ms, subs[0].end_ms
+        if self.spec.count_based:
+            subs = self.youngest(n_q)
+            return min(s.start_ms for s in subs), max(s.end_ms for s in subs)
+        oldest = max(self.latest - min(n_q, self.n) + 1, 0)
+        return self.subs[oldest % self.n].start_ms, self.subs[self.latest % self.n].end_ms
 
     # -- writing -----------------------------------------------------------------------------
     def append(self, columns: dict[str, np.ndarray], rows: int) -> AppendResult:

@@ -122,6 +122,26 @@ def test_count_based_window_splits_batches_into_subwindows():
         q(s, "SELECT SUM(bytes) FROM s [RANGE 1 s]")
 
 
+def test_window_bounds_span_what_a_query_reads():
+    # count-based sub-windows span the event times they were given, in any order: the window's
+    # bounds are their min and max, not the oldest's start and the youngest's end
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_rows=2), 0)
+    assert s.window.bounds(3) == (None, None)
+    s.append(rows([50, 60, 10, 20, 30, 90]))
+    for _ in range(3):
+        s.window.slide(0)
+    assert [(w.start_ms, w.end_ms) for w in s.window.youngest(3)] == [(30, 91), (10, 21), (50, 61)]
+    assert s.window.bounds(3) == (10, 91) and s.window.bounds(2) == (10, 91) and s.window.bounds(1) == (30, 91)
+    # time-based: consecutive slots, also once the circular array has wrapped
+    t = Stream("t", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=10), 0)
+    for i in range(5):
+        t.window.slide(10 * (i + 1))
+        for n_q in (1, 2, 3):
+            subs = t.window.youngest(n_q)
+            assert t.window.bounds(n_q) == (min(w.start_ms for w in subs), max(w.end_ms for w in subs))
+        assert t.window.bounds(4) == t.window.bounds(3)  # never beyond what the window holds
+
+
 def test_event_time_watermark_and_late_rows():
     s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=100, clock="event", allowed_lateness_ms=50), 0)
     assert s.append(rows([1000, 1099, 1100])).accepted == 3

@@ -130,6 +130,9 @@ def assert_isolated_and_right(policy, history, results, seen) -> None:
         v = verdicts[r.txn]
         assert r.slide == (max(v.versions) if v.versions else -1)
         assert v.versions == list(range(max(0, v.reflects - plan.n_q + 1), v.reflects + 1))
+        subs = [seen[(v.stream, x)] for x in v.versions]
+        assert (r.window_start_ms, r.window_end_ms) == ((min(w.start_ms for w in subs), max(w.end_ms for w in subs))
+                                                        if subs else (None, None)), (plan.query, r)
         assert same(r.answer.rows, claimed_rows(plan, v.versions, v.stream, seen)), (policy, plan.query, r)
 
 

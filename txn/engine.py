@@ -159,6 +159,11 @@ class Engine:
         added, or the final merge commits (a periodic answer is then logged as Answered)."""
         return self.sched.complete(job, value, error, ms)
 
+    @property
+    def undrained(self) -> bool:
+        """Whether commands were applied since the last drain."""
+        return bool(self._out)
+
     def drain(self) -> list[Command]:
         """The commands applied since the last drain, in order (for the write-ahead log)."""
         out, self._out = self._out, []

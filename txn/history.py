@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import collections
 import json
-from dataclasses import dataclass
-from typing import IO, Iterable, Iterator
+from typing import IO, Iterable, Iterator, NamedTuple
 
 OPS = ("b", "r", "u", "w", "c", "a")
 KEYS = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
@@ -32,7 +31,10 @@ class History:
 
     A probe's reads of its n_Q sub-windows (one atomic operation) are kept as one record and
     expanded into their r events only when read (`events`, `since`): the events are the same, a
-    probe of 100 sub-windows no longer builds 100 of them on the query's path."""
+    probe of 100 sub-windows no longer builds 100 of them on the query's path. An event with only
+    the common keys is kept as a tuple of KEYS' values: cheaper to make than a dict, and one the
+    garbage collector stops tracking (it holds only numbers, strings and None), so the 100,000
+    kept do not lengthen every full collection."""
 
     def __init__(self, path: str | None = None, keep: int | None = 100_000):
         self.seq = 0
@@ -47,16 +49,17 @@ class History:
     def record(self, stream: str, op: str, txn: str, t: float, subwindow: int | None = None,
                version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
                as_of: int | None = None) -> None:
-        ev = {"seq": self.seq, "stream": stream, "op": op, "txn": txn, "subwindow": subwindow,
-              "version": version, "window_len": window_len, "t": t}
-        if streams is not None:
-            ev["streams"] = list(streams)
-        if as_of is not None:
-            ev["as_of"] = as_of
+        ev = (self.seq, stream, op, txn, subwindow, version, window_len, t)  # KEYS
+        if streams is not None or as_of is not None:
+            ev = dict(zip(KEYS, ev))
+            if streams is not None:
+                ev["streams"] = list(streams)
+            if as_of is not None:
+                ev["as_of"] = as_of
         self.seq += 1
         self._log.append(ev)
         if self._file is not None:
-            self._file.write(json.dumps(ev, separators=(",", ":")) + "\n")
+            self._file.write("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in _expand(ev)))
 
     def record_reads(self, stream: str, txn: str, t: float, versions: range, n: int) -> None:
         """r events of one operation: these versions in this order, of a window of n sub-windows
@@ -79,9 +82,13 @@ class History:
     def since(self, seq: int, stream: str | None = None, limit: int = 10_000) -> list[dict]:
         out = []
         for item in self._log:
-            if (item.end if isinstance(item, _Reads) else item["seq"] + 1) <= seq:
-                continue
-            if stream is not None and (item.stream if isinstance(item, _Reads) else item["stream"]) != stream:
+            if isinstance(item, _Reads):
+                end, of = item.end, item.stream
+            elif isinstance(item, tuple):
+                end, of = item[0] + 1, item[1]
+            else:
+                end, of = item["seq"] + 1, item["stream"]
+            if end <= seq or (stream is not None and of != stream):
                 continue
             for ev in _expand(item):
                 if ev["seq"] >= seq:
@@ -91,8 +98,7 @@ class History:
         return out
 
 
-@dataclass(frozen=True)
-class _Reads:
+class _Reads(NamedTuple):
     """Reads of one operation: events seq .. seq + len(versions) - 1."""
 
     seq: int
@@ -109,7 +115,7 @@ class _Reads:
 
 def _expand(item) -> Iterator[dict]:
     if not isinstance(item, _Reads):
-        yield item
+        yield dict(zip(KEYS, item)) if isinstance(item, tuple) else item
         return
     for i, version in enumerate(item.versions):
         yield {"seq": item.seq + i, "stream": item.stream, "op": "r", "txn": item.txn, "subwindow": version % item.n,

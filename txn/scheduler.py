@@ -499,21 +499,22 @@ class Scheduler:
                 self._refuse(txn, _expired(plan, window))  # nothing recorded: it never began
                 return "read"
             txn.begun = True
-            txn.read = {}
-            txn.partial = Partial()
             self._record(txn.stream, "b", txn.id, window_len=plan.n_q, as_of=plan.as_of)
             if self.policy == "ws":
                 txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
             if plan.access == "probe":
                 # one atomic read of the window-level synopses: it reflects exactly these versions
+                # (window.youngest(n_q), as versions); the read set is not built sub-window by
+                # sub-window: a probe of 100 spent a third of its time on it
                 self.last_rows = 0
-                subs = window.youngest(plan.n_q)
-                versions = range(window.latest, window.latest - len(subs), -1)  # youngest() is these
-                txn.read = dict(zip(versions, subs))
-                if self.history is not None and subs:
+                versions = range(window.latest, max(window.latest - plan.n_q, -1), -1)
+                if self.history is not None and versions:
                     self.history.record_reads(txn.stream, txn.id, self.clock(), versions, window.n)
-                self._commit(txn, plan.probe())
+                newest = window.subs[window.latest % window.n] if versions else None
+                self._commit(txn, plan.probe(), (newest, *window.bounds(plan.n_q)))
                 return "probe"
+            txn.read = {}  # a restart begins afresh
+            txn.partial = Partial()
         sub = self._next_read(txn)
         self.last_rows = sub.rows if sub is not None else 0
         if sub is not None:
@@ -724,19 +725,24 @@ class Scheduler:
         if task is not None and task.on_error is not None:
             task.on_error(task, error)
 
-    def _commit(self, txn: QueryTxn, answer: Answer) -> None:
+    def _commit(self, txn: QueryTxn, answer: Answer, span: tuple | None = None) -> None:
+        """`span`: (newest sub-window, start, end) of what the query read; from its read set if
+        not given."""
         if txn.join:
             return self._commit_join(txn, answer)
         now = self.clock()
         self._record(txn.stream, "c", txn.id)
         read = txn.read
-        newest = read[max(read)] if read else None
+        if span is None:
+            span = ((read[max(read)], min(map(_START_MS, read.values())), max(map(_END_MS, read.values())))
+                    if read else (None, None, None))
+        newest, start_ms, end_ms = span
         task = txn.task
         result = Result(
             answer=answer,
             slide=newest.slide if newest else -1,
-            window_start_ms=min(map(_START_MS, read.values())) if read else None,
-            window_end_ms=max(map(_END_MS, read.values())) if read else None,
+            window_start_ms=start_ms,
+            window_end_ms=end_ms,
             staleness_ms=(now - newest.sealed_at_ms) if newest else None,
             response_ms=now - txn.submitted_ms,
             restarts=txn.restarts,

@@ -405,14 +405,21 @@ class Driver:
 
     def submit(self, query, priority: int):
         """Plan and submit a one-time query (one stream's, or a join). Returns (txn, future of its
-        Result). A probe (one atomic operation) runs now, so its future is already done."""
+        Result), or (txn, None) when txn is already done: a probe (one atomic operation) runs in
+        this call, without a future when nothing else waits (Scheduler.probe_now)."""
         self._admit()
         if self.inflight >= self.config.max_concurrent_queries:
             raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
         self._slides_first()
         plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
-        done = self.loop.create_future()
         name = plan.stream.name
+        if plan.access == "probe":
+            txn = self.engine.probe_now(plan, priority)
+            if txn is not None:
+                if txn.result is not None:
+                    self._note_answer(name, txn.result)
+                return txn, None
+        done = self.loop.create_future()
 
         def finished(txn):
             self.inflight -= 1

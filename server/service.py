@@ -250,7 +250,12 @@ class WindowStoreService:
         txn = None
         try:
             txn, done = d.submit(query, request.priority)
-            result: Result = await _until(done, context)
+            if done is not None:
+                result: Result = await _until(done, context)
+            elif txn.error is not None:  # answered (or failed) in the call
+                raise txn.error
+            else:
+                result = txn.result
         except (asyncio.CancelledError, TimeoutError) as e:
             # the client cancelled or its deadline passed: take the query off the scheduler
             if txn is not None and not txn.done:

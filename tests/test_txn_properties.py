@@ -23,7 +23,9 @@ N_SUB = [4, 8]
 _action = st.one_of(
     st.tuples(st.just("append"), st.integers(0, 1), st.integers(1, 5)),
     st.tuples(st.just("slide"), st.integers(0, 1), st.integers(1, 3)),  # bursts: the overload case
-    st.tuples(st.just("query"), st.integers(0, 1), st.integers(1, 8), st.integers(0, 2), st.integers(0, len(TEMPLATES) - 1)),
+    # the last flag: a probe asks to be answered at once (Scheduler.probe_now, as the server does)
+    st.tuples(st.just("query"), st.integers(0, 1), st.integers(1, 8), st.integers(0, 2), st.integers(0, len(TEMPLATES) - 1),
+              st.booleans()),
     st.tuples(st.just("periodic"), st.integers(0, 1), st.integers(1, 8), st.integers(1, 3), st.integers(0, len(TEMPLATES) - 1)),
     st.tuples(st.just("step"), st.integers(1, 6)),
 )
@@ -87,7 +89,14 @@ def run(policy: str, script, max_restarts: int = 1000, offload: bool = False):
             k = min(act[2], s.window.n)
             plan = plan_query(parse_query(TEMPLATES[act[4]].format(s=s.name, k=k)), s)
             if kind == "query":
-                sched.submit(plan, priority=act[3], on_done=lambda t: results.append((t.plan, t.result)) if t.result else None)
+                def on_done(t):
+                    if t.result:
+                        results.append((t.plan, t.result))
+                if act[5] and plan.access == "probe" and sched.probe_now(plan, act[3], on_done) is not None:
+                    sched._check()
+                    remember()
+                else:
+                    sched.submit(plan, priority=act[3], on_done=on_done)
             else:
                 sched.register(plan, every=act[3], on_answer=lambda r, p=plan: results.append((p, r)))
         elif kind == "done":

@@ -166,6 +166,45 @@ def test_probe_plans_are_one_atomic_operation():
     assert [v.level for v in check(h.events).verdicts] == ["lws"]
 
 
+def test_probe_now_is_submit_and_step_when_nothing_else_waits():
+    probe = "SELECT COUNT(*), SUM(v), MAX(v) FROM s [RANGE 3 SUBWINDOWS]"
+    runs = []
+    for at_once in (False, True):
+        sched, s, h, now = setup("ttu")
+        plan = plan_query(parse_query(probe), s)
+        if at_once:
+            txn = sched.probe_now(plan, priority=2)
+        else:
+            txn = sched.submit(plan, priority=2)
+            assert sched.step() == "probe"
+        sched._check()
+        assert txn.done and not sched.active
+        runs.append((txn.result, h.events, sched.totals()))
+    (a, ha, ta), (b, hb, tb) = runs
+    assert a == b and ha == hb and ta == tb and a.answer.rows == [(3, 6, 3)]
+    assert (a.slide, a.window_start_ms, a.window_end_ms) == (3, 0, 0)  # a manual clock at 0
+
+
+def test_probe_now_waits_its_turn_behind_a_due_slide_another_query_or_a_periodic_start():
+    probe = "SELECT COUNT(*) FROM s [RANGE 2 SUBWINDOWS]"
+    sched, s, h, now = setup("ttu")
+    plan = plan_query(parse_query(probe), s)
+    sched.request_slide("s")              # a slide is due: it goes first
+    before = len(h.events)
+    assert sched.probe_now(plan) is None and not sched.active and len(h.events) == before
+    assert sched.step() == "slide"
+    scan_txn = sched.submit(scan(s))      # another query is active: the scheduler chooses
+    assert sched.probe_now(plan) is None and sched.active == [scan_txn]
+    sched.run_until_idle()
+    sched.register(scan(s), every=1)      # a periodic execution is to start first
+    assert sched.probe_now(plan) is None and [t.kind for t in sched.active] == ["periodic"]
+    sched.run_until_idle()
+    before = len(h.events)
+    txn = sched.probe_now(plan)
+    assert txn is not None and txn.done and txn.result.answer.rows == [(1,)] and len(h.events) == before + 4
+    assert [v.level for v in check(h.events).verdicts] == ["lws"] * 3  # the scan, the periodic one, the probe
+
+
 def test_unknown_policy_is_refused():
     with pytest.raises(ValueError, match="unknown policy"):
         Scheduler("optimistic", clock=lambda: 0)

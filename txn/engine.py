@@ -154,6 +154,10 @@ class Engine:
         """One scheduler operation: a due slide, or one read of the query it picks."""
         return self.sched.step()
 
+    def probe_now(self, plan, priority: int = 0, on_done=None):
+        """A probe answered now if nothing else is due first (Scheduler.probe_now), else None."""
+        return self.sched.probe_now(plan, priority, on_done)
+
     def complete(self, job, value=None, error: BaseException | None = None, ms: float | None = None) -> str:
         """An offloaded job's result, handed back (Scheduler.complete): the read it computed is
         added, or the final merge commits (a periodic answer is then logged as Answered)."""

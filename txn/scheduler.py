@@ -320,6 +320,10 @@ class Scheduler:
             return "refresh"
         if txn is None:
             return None
+        return self._run(txn)
+
+    def _run(self, txn: QueryTxn) -> str:
+        """One operation of txn (_advance); an exception fails that query, not the scheduler."""
         try:
             return self._advance(txn)
         except Exception as e:  # noqa: BLE001 - a query's own failure must not stop the others
@@ -329,6 +333,24 @@ class Scheduler:
             self.last_error.__cause__ = e
             self.fail(txn, self.last_error)
             return "error"
+
+    def probe_now(self, plan: Plan, priority: int = 0,
+                  on_done: Callable[[QueryTxn], None] | None = None) -> QueryTxn | None:
+        """A one-time probe (one atomic operation) run now, when it is what step() would run next:
+        no slide is due and, once the periodic executions due have started (as step() starts
+        them), no other query is active and no join waits for its refresh. It is then the same as
+        submit() and one step(): the same history, counters and Result, without being chosen among
+        the active queries (the serving path's most common query, answered in its own call).
+        None otherwise: submit it."""
+        assert plan.access == "probe" and not isinstance(plan, JoinQueryPlan)
+        if self._due_slide() is not None:
+            return None
+        self._spawn_due_tasks()
+        if self.active or self._refresh:
+            return None
+        txn = self.submit(plan, ONETIME, priority, on_done)
+        self._run(txn)
+        return txn
 
     @property
     def running(self) -> QueryTxn | None:

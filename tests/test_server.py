@@ -281,9 +281,14 @@ def test_deadline_withdraws_the_query(ws, server):
     for _ in range(50):
         ws.append(name, big)
         ws.slide(name)
+    seq = ws.history(name)[-1]["seq"] + 1
     with pytest.raises(DeadlineExceeded):
         ws.query(f"SELECT src, MEDIAN(lat), COUNT(DISTINCT lat) FROM {name} WHERE bytes > 3 GROUP BY src", timeout=0.01)
     assert ws.query(f"SELECT COUNT(*) FROM {name}").rows == [(2_000_000,)]
+    # the scan had begun (b, and reads) and was withdrawn (a) when the deadline passed: never committed
+    events = ws.history(name, since_seq=seq)
+    scan = events[0]["txn"]
+    assert events[0]["op"] == "b" and [e["op"] for e in events if e["txn"] == scan][-1] == "a"
 
 
 def test_processing_time_slides_are_all_applied_under_50_concurrent_queries(ws):

@@ -437,7 +437,13 @@ class Driver:
             if self.engine.undrained:  # a slide or a periodic answer on the way: log it
                 self._dirty()
         if not txn.done:
-            self._kick()
+            if self._step_handle is None and not self._in_step and self.ready and not self._done:
+                # what the next step callback would do, now (up to its budget): a short scan is
+                # then answered in this call, without a loop round trip to start it and another
+                # to wake its caller
+                self._step()
+            else:
+                self._kick()
         return txn, done
 
     def cancel(self, txn) -> None:

@@ -116,7 +116,8 @@ class Comparison:
 
     def mask(self, col: np.ndarray, strings, valid: np.ndarray | None = None) -> np.ndarray:
         """The rows where the comparison is true; a null (valid False) is never equal, less or
-        greater than anything: unknown, so the row is dropped. IS [NOT] NULL test `valid`."""
+        greater than anything: unknown, so the row is dropped. IS [NOT] NULL test `valid`.
+        Always a new array (Plan._mask ANDs the next predicates into it)."""
         op = self.op
         if op == "is null":
             return np.zeros(len(col), dtype=bool) if valid is None else ~valid

@@ -77,7 +77,7 @@ class Plan:
         cols = sub.columns
         mask = self._mask(cols, sub.rows) if b.where else None
         sel = (lambda c: cols[c][mask]) if mask is not None else (lambda c: cols[c])
-        rows = int(mask.sum()) if mask is not None else sub.rows
+        rows = int(np.count_nonzero(mask)) if mask is not None else sub.rows
         strings = self.strings
 
         def valid(c):  # the selected rows' validity of c, or None when they hold no null
@@ -150,9 +150,15 @@ class Plan:
     def _mask(self, cols, rows: int) -> np.ndarray:
         out = None
         for conj in self.bound.where:
-            m = np.ones(rows, dtype=bool)
-            for p in conj:
-                m &= p.mask(cols[p.column], self.strings, cols.get("?" + p.column))
+            m = None
+            for p in conj:  # each predicate's mask is a new array: the first one is ANDed into
+                pm = p.mask(cols[p.column], self.strings, cols.get("?" + p.column))
+                if m is None:
+                    m = pm
+                else:
+                    m &= pm
+            if m is None:
+                m = np.ones(rows, dtype=bool)
             out = m if out is None else (out | m)
         return out
 

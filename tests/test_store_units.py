@@ -324,3 +324,15 @@ def test_a_numpy_nan_is_a_null_and_infinities_are_values():
     assert cols["lat"][[0, 2]].tolist() == [float("inf"), float("-inf")]
     cols, rows = schema.check(pa.table({"ts": [0, 1], "lat": pa.array([float("-inf"), float("inf")])}))
     assert rows == 2 and "?lat" not in cols and cols["lat"].tolist() == [float("-inf"), float("inf")]
+
+
+def test_a_query_hashes_once_and_as_equal_queries_do():
+    import pickle
+
+    text = "SELECT src, SUM(bytes) FROM s [RANGE 2 SUBWINDOWS] WHERE bytes > 3 OR src = 'a' GROUP BY src"
+    a, b = parse_query(text), parse_query(" " + text)  # equal, though parsed at other positions
+    assert a == b and hash(a) == hash(b) and {a: 1}[b] == 1
+    assert a.__dict__["_hash"] == hash(a)  # kept: the plan cache and cost table hash it per call
+    c = pickle.loads(pickle.dumps(a))       # another process hashes strings differently: not carried
+    assert "_hash" not in c.__dict__ and c == a and hash(c) == hash(a)
+    assert parse_query(text.replace("> 3", "> 4")) != a

@@ -82,6 +82,14 @@ def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | 
     return narrow(high.astype(object) * (1 << 32) + low.astype(object))
 
 
+def grouped_count(inverse: np.ndarray, counts: np.ndarray, groups: int) -> np.ndarray:
+    """Per-group totals of row counts (int64): their sum is a number of rows, so int64 cannot wrap
+    and grouped_sum's bound (a min and a max over the counts) is not needed."""
+    out = np.zeros(groups, dtype=np.int64)
+    np.add.at(out, inverse, counts if counts.dtype == np.int64 else counts.astype(np.int64))
+    return out
+
+
 def narrow(values: np.ndarray) -> np.ndarray:
     """An object array of Python ints as int64 when every value fits (the common case)."""
     if values.dtype.kind != "O":

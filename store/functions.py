@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .exact import exact_sum, grouped_sum, ratio
+from .exact import exact_sum, grouped_count, grouped_sum, ratio
 from .synopsis import NULL_KEY, group_keys
 
 # Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
@@ -149,7 +149,7 @@ class Count(AggregateFunction):
         return np.bincount(inverse, minlength=groups).astype(np.int64)
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        return grouped_sum(inverse, np.concatenate(parts), groups)
+        return grouped_count(inverse, np.concatenate(parts), groups)
 
     def over(self, b, values):
         return len(values) if b.column is None else sum(v is not None for v in values)
@@ -201,7 +201,7 @@ class Sum(AggregateFunction):
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
-        counts = grouped_sum(inverse, np.concatenate([p[1] for p in parts]), groups)
+        counts = grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups)
         return _null_where_empty(sums, counts)
 
     def over(self, b, values):
@@ -250,7 +250,7 @@ class Avg(Sum):
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
-        counts = grouped_sum(inverse, np.concatenate([p[1] for p in parts]), groups)
+        counts = grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups)
         empty = counts == 0
         if _scale(b.input_type) is not None or b.input_type in TEMPORAL:
             return np.array([None if c == 0 else self._mean(b, t, int(c)) for t, c in zip(sums.tolist(), counts.tolist())],

@@ -145,7 +145,7 @@ class Plan:
 
     def _read_key_synopsis(self, sub: SubWindow) -> Any:
         ks = sub.synopsis.by_key[self.bound.group_by]
-        return (ks.keys, tuple(a.fn.read_key_synopsis(a, ks) for a in self.aggs))
+        return ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs])
 
     def _mask(self, cols, rows: int) -> np.ndarray:
         out = None

@@ -158,6 +158,7 @@ class QueryTxn:
     reads: dict = field(default_factory=dict)      # joins: stream -> version -> SubWindow read
     job: Job | None = None      # its offloaded computation in flight; it waits until complete()
     held_at: int | None = None  # it waits for the slide after this one of its stream (see _hold)
+    cursor: tuple[int, int] | None = None  # (window.latest, i): the policy's order is read before i (_next_read)
 
     @property
     def stream(self) -> str:
@@ -425,6 +426,7 @@ class Scheduler:
             if self.policy == "ttu-rescan" and txn.plan.supports_remove:
                 for v in stale:
                     old = txn.read.pop(v)
+                    txn.cursor = None
                     if v in txn.partial.contributions:  # (a read still in flight has none yet)
                         txn.partial.remove(v)
                     self._record(name, "u", txn.id, subwindow=old.position, version=v)
@@ -537,6 +539,7 @@ class Scheduler:
                 return "probe"
             txn.read = {}  # a restart begins afresh
             txn.partial = Partial()
+            txn.cursor = None
         sub = self._next_read(txn)
         self.last_rows = sub.rows if sub is not None else 0
         if sub is not None:
@@ -654,9 +657,16 @@ class Scheduler:
         latest = window.latest
         lo = max(0, latest - txn.plan.n_q + 1)
         versions = range(lo, latest + 1) if self.policy == "lws" else range(latest, lo - 1, -1)
-        for v in versions:
-            if v not in txn.read:
+        # Reads follow this order and the read set only grows while the window does not slide:
+        # go on from the last position found, not from the start (O(n_Q) per query, not O(n_Q^2))
+        cursor = txn.cursor
+        read = txn.read
+        for i in range(cursor[1] if cursor is not None and cursor[0] == latest else 0, len(versions)):
+            v = versions[i]
+            if v not in read:
+                txn.cursor = (latest, i)
                 return window.subs[v % window.n]
+        txn.cursor = (latest, len(versions))
         return None
 
     # -- joins: read-only transactions over several windows ----------------------------------------

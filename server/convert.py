@@ -88,6 +88,79 @@ _ARROW_TYPES = {"int64_values": pa.int64(), "float64_values": pa.float64(), "str
                 "bool_values": pa.bool_()}
 
 
+class WireAppend:
+    """An AppendRequest with an Arrow payload, read from the received bytes by `parse_append`:
+    `arrow_ipc` is a view into them, not a copy (protobuf's parse copies the payload into the
+    message, and reading the field copies it out again: for a 3.6 MB request 183 us of a warm
+    process, and twice the payload's size of fresh memory). The fields and methods the Append
+    handler reads of a request, with protobuf's meaning."""
+
+    __slots__ = ("stream", "writer_id", "batch_id", "arrow_ipc")
+
+    def __init__(self, stream: str, writer_id: str, batch_id: int | None, arrow_ipc: memoryview):
+        self.stream, self.writer_id, self.batch_id, self.arrow_ipc = stream, writer_id, batch_id, arrow_ipc
+
+    def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
+        return {"batch_id": self.batch_id is not None, "arrow_ipc": True}[name]
+
+    def WhichOneof(self, name: str) -> str:  # noqa: N802
+        assert name == "batch"
+        return "arrow_ipc"
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """A base-128 varint at pos: (value, next position); ValueError when cut off or too long."""
+    value = shift = 0
+    while shift < 70:
+        b = data[pos]  # IndexError when cut off
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+    raise ValueError("varint too long")
+
+
+def parse_append(data: bytes) -> WireAppend | None:
+    """An AppendRequest's bytes as a WireAppend when they hold an Arrow payload and no field but
+    stream (1), arrow_ipc (2), writer_id (4) and batch_id (5), each once and well formed; None
+    otherwise (a columnar batch, unknown or repeated fields, bad UTF-8, anything malformed), to
+    be parsed by protobuf, which then decides and words the error."""
+    fields: dict[int, object] = {}
+    n = len(data)
+    pos = 0
+    try:
+        while pos < n:
+            key, pos = _varint(data, pos)
+            number, wire = key >> 3, key & 7
+            if number in fields:
+                return None
+            if wire == 2 and number in (1, 2, 4):
+                size, pos = _varint(data, pos)
+                end = pos + size
+                if end > n:
+                    return None
+                fields[number] = (pos, end)
+                pos = end
+            elif wire == 0 and number == 5:
+                value, pos = _varint(data, pos)
+                if value >= 1 << 64:
+                    return None
+                fields[5] = value - (1 << 64) if value >= 1 << 63 else value  # int64: two's complement
+            else:
+                return None
+        if 2 not in fields:
+            return None
+        stream = writer = ""
+        if 1 in fields:
+            stream = data[slice(*fields[1])].decode("utf-8")
+        if 4 in fields:
+            writer = data[slice(*fields[4])].decode("utf-8")
+    except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
+        return None
+    return WireAppend(stream, writer, fields.get(5), memoryview(data)[slice(*fields[2])])
+
+
 def batch_decoder(req: pb.AppendRequest, max_decompressed: int = 1 << 30):
     """(decode, size): batch_from_pb(req) as a call to make where the caller chooses, and the
     payload's size in bytes to choose by. An Arrow payload is taken out of the message once and

@@ -74,7 +74,7 @@ class Durability:
         thread after its fdatasync, otherwise now. Maybe start a snapshot. Raises OSError
         (WalFailed) when the log cannot be written."""
         for cmd in cmds:
-            self.wal.append(commands.encode(cmd))
+            self.wal.append(*commands.encode_parts(cmd))
         if self._syncer is not None:
             self._syncer.write(self.wal.take(), on_durable)
         else:

@@ -43,8 +43,12 @@ class WalCorrupt(Exception):
     """A damaged record that is not a torn tail: start-up stops."""
 
 
-def _crc(lsn: int, payload) -> int:
-    return zlib.crc32(payload, zlib.crc32(struct.pack("<Q", lsn)))
+def _crc(lsn: int, parts) -> int:
+    """crc32 of the lsn and the payload, the payload given as consecutive parts."""
+    crc = zlib.crc32(struct.pack("<Q", lsn))
+    for part in parts:
+        crc = zlib.crc32(part, crc)
+    return crc
 
 
 def fsync_dir(path: str) -> None:
@@ -116,7 +120,7 @@ def _check_record(view: memoryview, off: int, expected: int) -> str | None:
         return f"lsn {lsn}"
     if off + _REC.size + n > len(view):
         return "incomplete record"
-    if _crc(lsn, view[off + _REC.size: off + _REC.size + n]) != crc:
+    if _crc(lsn, (view[off + _REC.size: off + _REC.size + n],)) != crc:
         return "checksum mismatch"
     return None
 
@@ -151,7 +155,7 @@ class WriteAheadLog:
         self._fd_lock = threading.Lock()  # a sync on another thread vs rotating or closing the fd
         self._fd: int | None = None
         self._size = 0
-        self._pending: list[tuple[int, bytes]] = []  # (lsn, payload) appended, not yet written
+        self._pending: list[tuple[int, tuple]] = []  # (lsn, payload parts) appended, not yet written
         self._last_sync = time.monotonic()
         self.failed: str | None = None
         self.bytes_written = 0
@@ -181,16 +185,19 @@ class WriteAheadLog:
             fsync_dir(self.directory)
 
     # -- writing -----------------------------------------------------------------------------------
-    def append(self, payload: bytes) -> int:
-        """Number one record (framed and written by the next write); returns its lsn."""
-        if len(payload) >= MAX_RECORD:
-            raise ValueError(f"a log record of {len(payload)} bytes is too large")
+    def append(self, *parts: bytes) -> int:
+        """Number one record, its payload the parts one after the other (framed and written by the
+        next write, without joining them: a batch's bytes are written where they are); returns
+        its lsn."""
+        size = sum(len(p) for p in parts)
+        if size >= MAX_RECORD:
+            raise ValueError(f"a log record of {size} bytes is too large")
         lsn = self.next_lsn
         self.next_lsn += 1
-        self._pending.append((lsn, payload))
+        self._pending.append((lsn, parts))
         return lsn
 
-    def take(self) -> list[tuple[int, bytes]]:
+    def take(self) -> list[tuple[int, tuple]]:
         """The records appended since the last take or write, to be written (elsewhere) in order."""
         records, self._pending = self._pending, []
         return records
@@ -201,7 +208,7 @@ class WriteAheadLog:
         if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
             self.sync()
 
-    def write(self, records: list[tuple[int, bytes]] | None = None) -> int:
+    def write(self, records: list[tuple[int, tuple]] | None = None) -> int:
         """Frame (crc) and write records in one writev, without syncing: `records` from take(), or
         the pending ones. Framing happens here so that a writer thread, not the appender, pays for
         the checksum of large batches (zlib releases the GIL for it). Returns the last lsn written."""
@@ -212,8 +219,8 @@ class WriteAheadLog:
             first = records[0][0]
             parts = []
             for lsn, payload in records:
-                parts.append(_REC.pack(len(payload), _crc(lsn, payload), lsn))
-                parts.append(payload)  # written as is (writev): a batch's bytes are not copied again
+                parts.append(_REC.pack(sum(len(p) for p in payload), _crc(lsn, payload), lsn))
+                parts.extend(payload)  # written as they are (writev): a batch's bytes are not copied again
             size = sum(len(p) for p in parts)
             try:
                 if self._fd is None or self._size >= self.segment_bytes or self._new_segment:

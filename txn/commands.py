@@ -159,6 +159,12 @@ _HEAD = struct.Struct("<BBI")
 
 
 def encode(cmd: Command) -> bytes:
+    return b"".join(encode_parts(cmd))
+
+
+def encode_parts(cmd: Command) -> tuple[bytes, ...]:
+    """encode(cmd) as consecutive parts: a batch's Arrow bytes are the last one, as they came
+    (the log writes the parts one after the other, without copying a large batch into one)."""
     kind = _KIND_OF[type(cmd)]
     if type(cmd) in _WITH_ROWS:
         header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
@@ -166,7 +172,8 @@ def encode(cmd: Command) -> bytes:
     else:
         header, body = asdict(cmd), b""
     head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
-    return _HEAD.pack(FORMAT, kind, len(head)) + head + body
+    head = _HEAD.pack(FORMAT, kind, len(head)) + head
+    return (head, body) if body else (head,)
 
 
 def decode(data: bytes | memoryview) -> Command:

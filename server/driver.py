@@ -405,17 +405,19 @@ class Driver:
 
     def submit(self, query, priority: int):
         """Plan and submit a one-time query (one stream's, or a join). Returns (txn, future of its
-        Result), or (txn, None) when txn is already done: a probe (one atomic operation) runs in
-        this call, without a future when nothing else waits (Scheduler.probe_now)."""
+        Result), or (txn, None) when txn is already done: when nothing else waits, a query runs in
+        this call (Scheduler.run_now), up to the step budget."""
         self._admit()
         if self.inflight >= self.config.max_concurrent_queries:
             raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
         self._slides_first()
         plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
         name = plan.stream.name
-        if plan.access == "probe":
-            txn = self.engine.probe_now(plan, priority)
-            if txn is not None:
+        txn = None
+        idle = self._step_handle is None and not self._in_step and self.ready and not self._done
+        if idle:
+            txn = self.engine.run_now(plan, priority, go_on=self._go_on(_STEP_BUDGET_S))
+            if txn is not None and txn.done:
                 if txn.result is not None:
                     self._note_answer(name, txn.result)
                 return txn, None
@@ -429,22 +431,31 @@ class Driver:
             else:
                 _settle(done, error=txn.error)
         self.inflight += 1
-        txn = self.sched.submit(plan, priority=priority, on_done=finished)
-        if plan.access == "probe":
-            # run it in this call: step() still applies any due slide and higher-priority work first
-            while not txn.done and self._operation() is not None:
-                pass
-            if self.engine.undrained:  # a slide or a periodic answer on the way: log it
-                self._dirty()
-        if not txn.done:
-            if self._step_handle is None and not self._in_step and self.ready and not self._done:
-                # what the next step callback would do, now (up to its budget): a short scan is
-                # then answered in this call, without a loop round trip to start it and another
-                # to wake its caller
+        if txn is not None:  # begun in this call: it goes on in the scheduler's steps
+            txn.on_done = finished
+            self._kick()
+        else:
+            txn = self.sched.submit(plan, priority=priority, on_done=finished)
+            if idle:
+                # what the next step callback would do, now (up to its budget): a short query
+                # behind another one is then answered in this call, without a loop round trip
+                # to start it and another to wake its caller
                 self._step()
             else:
                 self._kick()
         return txn, done
+
+    def _go_on(self, budget_s: float) -> Callable[[], bool]:
+        """Between two operations run in one call: the engine's clock advanced (a slide falls due
+        on it), and whether the call is still within its budget."""
+        until = self.clock() + budget_s * 1000.0
+        clock, tick = self.clock, self.engine.tick
+
+        def go_on() -> bool:
+            now = clock()
+            tick(now)
+            return now < until
+        return go_on
 
     def cancel(self, txn) -> None:
         if not self._done:

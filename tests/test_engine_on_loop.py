@@ -65,19 +65,19 @@ def server():
 def test_calls_are_answered_between_the_operations_of_a_long_query(server):
     """A query that takes many scheduler operations (held here until released) does not keep
     health checks, stats and writes from being answered between its operations."""
-    engine = server.driver.engine
-    step = engine.step
+    sched = server.driver.engine.sched
+    advance = sched._advance
     hold = threading.Event()
     held = threading.Event()
     ops_while_held = []
 
-    def gated_step():
-        if hold.is_set() and engine.sched.active:
+    def gated_advance(txn):
+        if hold.is_set():
             held.set()
             ops_while_held.append(1)
             return "read"  # an operation of the long query: it is not done yet
-        return step()
-    engine.step = gated_step
+        return advance(txn)
+    sched._advance = gated_advance
 
     with Client(server.address, timeout=30) as ws:
         ws.create_stream("s", {"ts": "int64", "v": "int64"}, subwindows=8, subwindow_ms=1000, clock="manual")

@@ -23,7 +23,7 @@ N_SUB = [4, 8]
 _action = st.one_of(
     st.tuples(st.just("append"), st.integers(0, 1), st.integers(1, 5)),
     st.tuples(st.just("slide"), st.integers(0, 1), st.integers(1, 3)),  # bursts: the overload case
-    # the last flag: a probe asks to be answered at once (Scheduler.probe_now, as the server does)
+    # the last flag: the query asks to be answered at once (Scheduler.run_now, as the server does)
     st.tuples(st.just("query"), st.integers(0, 1), st.integers(1, 8), st.integers(0, 2), st.integers(0, len(TEMPLATES) - 1),
               st.booleans()),
     st.tuples(st.just("periodic"), st.integers(0, 1), st.integers(1, 8), st.integers(1, 3), st.integers(0, len(TEMPLATES) - 1)),
@@ -92,7 +92,7 @@ def run(policy: str, script, max_restarts: int = 1000, offload: bool = False):
                 def on_done(t):
                     if t.result:
                         results.append((t.plan, t.result))
-                if act[5] and plan.access == "probe" and sched.probe_now(plan, act[3], on_done) is not None:
+                if act[5] and sched.run_now(plan, act[3], on_done) is not None:
                     sched._check()
                     remember()
                 else:

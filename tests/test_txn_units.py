@@ -166,43 +166,92 @@ def test_probe_plans_are_one_atomic_operation():
     assert [v.level for v in check(h.events).verdicts] == ["lws"]
 
 
-def test_probe_now_is_submit_and_step_when_nothing_else_waits():
-    probe = "SELECT COUNT(*), SUM(v), MAX(v) FROM s [RANGE 3 SUBWINDOWS]"
+@pytest.mark.parametrize("policy", ["lws", "ttu", "ttu-rescan", "ws", "serial"])
+@pytest.mark.parametrize("text", ["SELECT COUNT(*), SUM(v), MAX(v) FROM s [RANGE 3 SUBWINDOWS]",  # a probe
+                                  "SELECT MEDIAN(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS] WHERE v > 0"])  # a scan
+def test_run_now_is_submit_and_steps_when_nothing_else_waits(policy, text):
     runs = []
     for at_once in (False, True):
-        sched, s, h, now = setup("ttu")
-        plan = plan_query(parse_query(probe), s)
+        sched, s, h, now = setup(policy)
+        plan = plan_query(parse_query(text), s)
         if at_once:
-            txn = sched.probe_now(plan, priority=2)
+            txn = sched.run_now(plan, priority=2)
         else:
             txn = sched.submit(plan, priority=2)
-            assert sched.step() == "probe"
+            sched.run_until_idle()
         sched._check()
         assert txn.done and not sched.active
         runs.append((txn.result, h.events, sched.totals()))
     (a, ha, ta), (b, hb, tb) = runs
-    assert a == b and ha == hb and ta == tb and a.answer.rows == [(3, 6, 3)]
+    assert a == b and ha == hb and ta == tb
+    assert a.answer.rows == ([(3, 6, 3)] if plan.access == "probe" else [(2, 3)])
     assert (a.slide, a.window_start_ms, a.window_end_ms) == (3, 0, 0)  # a manual clock at 0
 
 
-def test_probe_now_waits_its_turn_behind_a_due_slide_another_query_or_a_periodic_start():
+def test_run_now_waits_its_turn_behind_a_due_slide_another_query_or_a_periodic_start():
     probe = "SELECT COUNT(*) FROM s [RANGE 2 SUBWINDOWS]"
     sched, s, h, now = setup("ttu")
     plan = plan_query(parse_query(probe), s)
     sched.request_slide("s")              # a slide is due: it goes first
     before = len(h.events)
-    assert sched.probe_now(plan) is None and not sched.active and len(h.events) == before
+    assert sched.run_now(plan) is None and not sched.active and len(h.events) == before
     assert sched.step() == "slide"
     scan_txn = sched.submit(scan(s))      # another query is active: the scheduler chooses
-    assert sched.probe_now(plan) is None and sched.active == [scan_txn]
+    assert sched.run_now(plan) is None and sched.active == [scan_txn]
     sched.run_until_idle()
     sched.register(scan(s), every=1)      # a periodic execution is to start first
-    assert sched.probe_now(plan) is None and [t.kind for t in sched.active] == ["periodic"]
+    assert sched.run_now(plan) is None and [t.kind for t in sched.active] == ["periodic"]
     sched.run_until_idle()
     before = len(h.events)
-    txn = sched.probe_now(plan)
+    txn = sched.run_now(plan)
     assert txn is not None and txn.done and txn.result.answer.rows == [(1,)] and len(h.events) == before + 4
     assert [v.level for v in check(h.events).verdicts] == ["lws"] * 3  # the scan, the periodic one, the probe
+
+
+def processing_stream(sched, name="p", n=4, period=10):
+    s = Stream(name, {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=n, subwindow_ms=period), 0)
+    sched.add_stream(s)
+    return s
+
+
+@pytest.mark.parametrize("policy", ["ttu", "serial"])
+def test_run_now_stops_where_a_slide_falls_due_and_the_steps_go_on(policy):
+    """A slide falling due on the clock between two reads stops it after the read: step() then
+    applies the slide before the next read (the scheduler's rule), except under serial, whose
+    running query holds its window's slides until it commits."""
+    now = [0]
+    h = History()
+
+    def clock():
+        now[0] += 1  # every reading of the clock is 1 ms later
+        return now[0]
+    sched = Scheduler(policy, clock=clock, history=h)
+    s = processing_stream(sched, period=50)
+    while s.window.latest < 3:
+        s.append({"ts": [now[0]], "v": [1]})
+        sched.step()
+    now[0] = s.window.next_due_ms() - 4  # it falls due while the query reads
+    txn = sched.run_now(scan(s))
+    assert not txn.done and len(txn.read) >= 1 and sched.active == [txn] and sched.running is txn
+    assert now[0] >= s.window.next_due_ms()  # it stopped because a slide is due
+    ops = []
+    while not txn.done:
+        ops.append(sched.step())
+    assert (ops[0] == "slide") == (policy != "serial")
+    assert [v.level for v in check(h.events).verdicts] == ["lws"]
+
+
+def test_run_now_stops_at_its_budget_and_at_an_offloaded_job():
+    sched, s, h, now = setup("ttu")
+    txn = sched.run_now(scan(s), go_on=lambda: False)  # the caller's budget allows one operation
+    assert not txn.done and len(txn.read) == 1 and sched.active == [txn]
+    sched.run_until_idle()
+    assert txn.done and txn.result.answer.rows == [(0 + 1 + 2 + 3,)]
+    jobs = []
+    sched.offload, sched.offload_ms = jobs.append, 0
+    txn = sched.run_now(scan(s))
+    assert not txn.done and len(jobs) == 1 and txn.job is jobs[0] and sched.active == [txn]
+    sched._check()
 
 
 def test_unknown_policy_is_refused():

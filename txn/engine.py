@@ -154,9 +154,9 @@ class Engine:
         """One scheduler operation: a due slide, or one read of the query it picks."""
         return self.sched.step()
 
-    def probe_now(self, plan, priority: int = 0, on_done=None):
-        """A probe answered now if nothing else is due first (Scheduler.probe_now), else None."""
-        return self.sched.probe_now(plan, priority, on_done)
+    def run_now(self, plan, priority: int = 0, on_done=None, go_on=None):
+        """A one-time query run now if nothing else is due first (Scheduler.run_now), else None."""
+        return self.sched.run_now(plan, priority, on_done, go_on)
 
     def complete(self, job, value=None, error: BaseException | None = None, ms: float | None = None) -> str:
         """An offloaded job's result, handed back (Scheduler.complete): the read it computed is

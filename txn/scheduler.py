@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import operator
 from dataclasses import dataclass, field
 from typing import Callable
@@ -335,23 +336,36 @@ class Scheduler:
             self.fail(txn, self.last_error)
             return "error"
 
-    def probe_now(self, plan: Plan, priority: int = 0,
-                  on_done: Callable[[QueryTxn], None] | None = None) -> QueryTxn | None:
-        """A one-time probe (one atomic operation) run now, when it is what step() would run next:
-        no slide is due and, once the periodic executions due have started (as step() starts
-        them), no other query is active and no join waits for its refresh. It is then the same as
-        submit() and one step(): the same history, counters and Result, without being chosen among
-        the active queries (the serving path's most common query, answered in its own call).
-        None otherwise: submit it."""
-        assert plan.access == "probe" and not isinstance(plan, JoinQueryPlan)
-        if self._due_slide() is not None:
+    def run_now(self, plan: Plan, priority: int = 0, on_done: Callable[[QueryTxn], None] | None = None,
+                go_on: Callable[[], bool] | None = None) -> QueryTxn | None:
+        """A one-time query run now, operation after operation, while it is what step() would run:
+        no slide is due and, once the periodic executions due have started (as step() starts them),
+        no other query is active and no join waits for its refresh. It is then the same as submit()
+        and those step()s: the same history, counters and Result, without choosing among the
+        active queries between its reads (the serving path's one-caller case, answered in its own
+        call). Between two operations it calls go_on() (the caller may advance the clock there)
+        and stops, the query left active for step(), when that returns False, when a slide has
+        fallen due, or when the query waits for a job or a slide. None when it cannot start now:
+        submit it."""
+        if isinstance(plan, JoinQueryPlan) or self._due_slide() is not None:
             return None
         self._spawn_due_tasks()
         if self.active or self._refresh:
             return None
         txn = self.submit(plan, ONETIME, priority, on_done)
-        self._run(txn)
-        return txn
+        self._current = txn  # (what _choose would pick: under serial, it holds its window's slides)
+        # Only the clock makes a slide due during this call (a manual, count-based or event-time
+        # one comes with a command): the first processing-time slide to fall due stops it.
+        due_at = math.inf
+        for stream in self.streams.values():
+            due = stream.window.next_due_ms()
+            if due is not None and due < due_at:
+                due_at = due
+        while True:
+            self._run(txn)
+            if (txn.done or txn.job is not None or txn.held_at is not None
+                    or (go_on is not None and not go_on()) or self.clock() >= due_at):
+                return txn
 
     @property
     def running(self) -> QueryTxn | None:
@@ -541,18 +555,22 @@ class Scheduler:
             if self.policy == "ws":  # (a probe reads in one step: it needs no snapshot)
                 txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
         sub = self._next_read(txn)
-        self.last_rows = sub.rows if sub is not None else 0
         if sub is not None:
-            if self._hold(txn, sub):
+            v = sub.slide
+            self.last_rows = rows = sub.rows
+            may_offload = self.offload is not None and plan.access == "window"
+            if may_offload and self._hold(txn, sub):
                 return "hold"
-            if self._offloads(plan, "read", sub.rows):
-                txn.read[sub.slide] = sub
-                self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
-                self._issue(txn, "read", lambda: plan.read(sub), sub.slide, sub.rows)
+            if may_offload and self._offloads(plan, "read", rows):
+                txn.read[v] = sub
+                self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
+                self._issue(txn, "read", lambda: plan.read(sub), v, rows)
                 return "read"
-            txn.partial.add(sub.slide, self._timed(plan, "read", sub.rows, plan.read, sub))
-            txn.read[sub.slide] = sub
-            self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=sub.slide)
+            txn.partial.contributions[v] = self._timed(plan, "read", rows, plan.read, sub) if self.timer else plan.read(sub)
+            txn.read[v] = sub
+            self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
+        else:
+            self.last_rows = 0
         if self._next_read(txn) is None:
             rows = sum(s.rows for s in txn.read.values())
             if self._offloads(plan, "finish", rows):

@@ -416,6 +416,11 @@ class Window:
             out.flags.writeable = False
             return out
 
+        def key_codes(a: np.ndarray) -> np.ndarray:  # the null group's key (-1) stays -1
+            out = np.where(a < 0, a, remap[a]).astype(a.dtype, copy=False) if len(a) else a
+            out.flags.writeable = False
+            return out
+
         for i, sub in enumerate(self.subs):
             if sub is None:
                 continue
@@ -423,7 +428,7 @@ class Window:
             by_key = {}
             for g, ks in sub.synopsis.by_key.items():
                 if g in self._strings:
-                    ks = replace(ks, keys=codes(ks.keys), topk=replace(ks.topk, keys=remap[ks.topk.keys]))
+                    ks = replace(ks, keys=key_codes(ks.keys), topk=replace(ks.topk, keys=key_codes(ks.topk.keys)))
                 by_key[g] = ks
             self.subs[i] = replace(sub, columns=cols, synopsis=replace(sub.synopsis, by_key=by_key))
         for buf in [self._buffer, *self._slots.values()]:

@@ -772,6 +772,7 @@ class Driver:
             w = stream.window
             held = sum(a.nbytes for sub in w.subs if sub is not None for a in sub.columns.values())
             held += sum(a.nbytes for buf in [w._buffer, *w._slots.values()] for ch in buf.chunks for a in ch.values())
+            held += sum(keys.nbytes for keys in w.running_keys.values())
             st["bytes"] = held
             st["strings"] = len(stream.strings)
         s["subscriber_drops"] = sum(x.dropped for x in self.subscribers.values())

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .exact import exact_sum, grouped_count, grouped_sum, ratio
+from .exact import exact_sum, grouped_count, grouped_sum, narrow, ratio
 from .synopsis import NULL_KEY, group_keys
 
 # Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
@@ -86,6 +86,11 @@ class AggregateFunction(ABC):
     def key_synopsis_ok(self, b) -> bool:
         return False
 
+    def key_running_ok(self, b) -> bool:
+        """Answered from running per-key totals (COUNT(*), COUNT(c), integer SUM(c): key_running.py)
+        through read_key_synopsis."""
+        return False
+
     # -- one sub-window's raw rows ---------------------------------------------------------------
     @abstractmethod
     def from_rows(self, b, values: np.ndarray | None, rows: int, strings) -> Any:
@@ -104,6 +109,11 @@ class AggregateFunction(ABC):
     def finish_groups(self, b, inverse: np.ndarray, groups: int, parts: list, uniq: np.ndarray,
                       strings) -> np.ndarray:
         """One result per key of `uniq`; `inverse` maps the concatenated contributions to them."""
+
+    def finish_unique(self, b, part, keys: np.ndarray, strings) -> np.ndarray:
+        """One result per key of a single contribution, whose keys are sorted and unique (one
+        sub-window's, or running totals): nothing to merge."""
+        return self.finish_groups(b, np.arange(len(keys)), len(keys), [part], keys, strings)
 
     @abstractmethod
     def over(self, b, values: list) -> Any:
@@ -136,6 +146,9 @@ class Count(AggregateFunction):
     def key_synopsis_ok(self, b):
         return b.column is None or _kind(b.input_type) in ("int64", "float64", "decimal")
 
+    def key_running_ok(self, b):
+        return self.key_synopsis_ok(b)
+
     def read_key_synopsis(self, b, ks):
         return ks.counts if b.column is None else ks.valid.get(b.column, ks.counts)
 
@@ -150,6 +163,9 @@ class Count(AggregateFunction):
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
+
+    def finish_unique(self, b, part, keys, strings):
+        return part.astype(np.int64, copy=False)
 
     def over(self, b, values):
         return len(values) if b.column is None else sum(v is not None for v in values)
@@ -186,6 +202,9 @@ class Sum(AggregateFunction):
     def key_synopsis_ok(self, b):
         return True
 
+    def key_running_ok(self, b):
+        return _kind(b.input_type) in _INTEGERS  # running float sums are not exact
+
     def read_key_synopsis(self, b, ks):
         return (ks.sums[b.column], ks.valid.get(b.column, ks.counts))
 
@@ -203,6 +222,9 @@ class Sum(AggregateFunction):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
         counts = grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups)
         return _null_where_empty(sums, counts)
+
+    def finish_unique(self, b, part, keys, strings):
+        return _null_where_empty(narrow(part[0]), part[1])
 
     def over(self, b, values):
         values = [v for v in values if v is not None]
@@ -226,6 +248,9 @@ class Avg(Sum):
 
     def key_synopsis_ok(self, b):
         return b.input_type not in TEMPORAL
+
+    def key_running_ok(self, b):
+        return _kind(b.input_type) in _INTEGERS
 
     @staticmethod
     def _mean(b, total, count):
@@ -251,6 +276,12 @@ class Avg(Sum):
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
         sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
         counts = grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups)
+        return self._means(b, sums, counts)
+
+    def finish_unique(self, b, part, keys, strings):
+        return self._means(b, narrow(part[0]), part[1])
+
+    def _means(self, b, sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
         empty = counts == 0
         if _scale(b.input_type) is not None or b.input_type in TEMPORAL:
             return np.array([None if c == 0 else self._mean(b, t, int(c)) for t, c in zip(sums.tolist(), counts.tolist())],

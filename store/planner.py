@@ -2,7 +2,8 @@
 
 Access paths, best first:
 - probe: one atomic read of the window-level synopses (running prefix COUNT/integer SUM, interval
-  MIN/MAX), whatever the window length. Exact. No filter, no GROUP BY.
+  MIN/MAX), whatever the window length; with GROUP BY a declared string column, of its running
+  per-key COUNT/integer SUM (key_running.py). Exact. No filter.
 - synopsis: a scan of the per-sub-window basic interval synopses (per-column COUNT/SUM/MIN/MAX,
   per-key COUNT/SUM of declared group-by columns, top-k lists). Exact, except APPROXIMATE top k.
 - window: a scan of the raw rows of each sub-window, with filters. Exact.
@@ -54,6 +55,7 @@ class Plan:
         self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
         self._string_key = bound.group_type == "string"
         self._scales = [(i, decimal_type(t)[1]) for i, t in enumerate(self.types) if t.startswith("decimal(")]
+        self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         if bound.projection:
             self.read = self._read_projection
@@ -173,10 +175,13 @@ class Plan:
         if b.group_by is None:
             values = [a.fn.finish(a, [c[i] for c in contributions], self.strings) for i, a in enumerate(self.aggs)]
             return self._answer(self._limit([tuple(values[it.agg] for it in b.items)]))
+        return self._groups_answer(contributions)
+
+    def _groups_answer(self, contributions: list) -> Answer:
         keys, results = self._finish_groups(contributions)
         keys, results = self._top_candidates(keys, results)
         rows = self._group_rows(keys, results)
-        if b.outer:
+        if self.bound.outer:
             rows = [self._outer_row(rows)]
         return self._answer(rows)
 
@@ -194,6 +199,9 @@ class Plan:
     def _finish_groups(self, contributions: list) -> tuple[np.ndarray, list[np.ndarray]]:
         if not contributions:
             return np.empty(0, dtype=np.int64), [np.empty(0) for _ in self.aggs]
+        if len(contributions) == 1:  # its keys are sorted and unique: nothing to merge
+            keys, parts = contributions[0]
+            return keys, [a.fn.finish_unique(a, parts[i], keys, self.strings) for i, a in enumerate(self.aggs)]
         uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions]), dense=self._string_key)
         g = len(uniq)
         return uniq, [a.fn.finish_groups(a, inverse, g, [c[1][i] for c in contributions], uniq, self.strings)
@@ -240,6 +248,12 @@ class Plan:
     def probe(self) -> Answer:
         """Answer from the window-level synopses in one atomic read of the current state."""
         w = self.stream.window
+        if self.bound.group_by is not None:
+            ks = w.key_totals(self.bound.group_by, self.n_q, self._key_columns)
+            if ks is not None:
+                return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
+            # no running totals kept (key_running.py): the sub-windows' key synopses, in this read
+            return self._groups_answer([self._read_key_synopsis(sub) for sub in reversed(w.youngest(self.n_q))])
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
         return self._answer(self._limit([tuple(values[it.agg] for it in self.bound.items)]))
@@ -331,8 +345,12 @@ def _choose_access(b: BoundQuery, stream: Stream) -> str:
     if b.where or b.projection:
         return "window"
     # a probe reads the window-level synopses of the current state only: AS OF SLIDE scans
-    if b.group_by is None and b.query.as_of_slide is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
-        return "probe"
+    if b.query.as_of_slide is None:
+        if b.group_by is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
+            return "probe"
+        if (b.group_by in stream.window.running_keys and b.group_by in stream.spec.group_by
+                and all(a.fn.key_running_ok(a) for a in b.aggs)):
+            return "probe"  # running per-key totals (key_running.py)
     return "synopsis" if _synopsis_answers(b, stream) else "window"
 
 

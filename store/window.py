@@ -19,7 +19,8 @@ import numpy as np
 from .errors import InvalidInput
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
-from .synopsis import Synopsis, build_synopsis, concat
+from .key_running import RunningKeys
+from .synopsis import KeySummary, Synopsis, build_synopsis, concat
 
 CLOCKS = ("processing", "event", "manual")
 COUNT_KEY = "__count__"
@@ -183,6 +184,8 @@ class Window:
         # running COUNT(*), COUNT(c) (non-null values: key "#c") and integer SUMs
         self._prefix = {COUNT_KEY: 0, **{c: 0 for c in self._int_columns}, **{count_key(c): 0 for c in self._names}}
         self.interval = IntervalSynopsis(self.n)
+        self.running_keys = {g: RunningKeys(g, self.n, self._numeric, self._int_columns)
+                             for g in spec.group_by if schema.types[g] == "string"}
         t = spec.subwindow_ms
         self._base_slot: int | None = created_ms // t if (t and spec.clock == "processing") else None
         self._buffer = _Buffer()
@@ -377,6 +380,8 @@ class Window:
         self.subs[sub.position] = sub
         self.latest = sub.slide
         self.interval.add(sub.slide, sub.synopsis)
+        for keys in self.running_keys.values():
+            keys.add(sub.slide, self.subs)
 
     def restore(self, subs: list[SubWindow], latest: int, prefix: dict[str, int], last_seal_ms: int,
                 base_slot: int | None, max_event_ms: int | None, late_rows: int,
@@ -433,6 +438,8 @@ class Window:
             self.subs[i] = replace(sub, columns=cols, synopsis=replace(sub.synopsis, by_key=by_key))
         for buf in [self._buffer, *self._slots.values()]:
             buf.chunks = [{c: remap[a] if c in self._strings else a for c, a in chunk.items()} for chunk in buf.chunks]
+        for keys in self.running_keys.values():
+            keys.rebuild(self.latest, self.subs)
 
     # -- window-level synopsis probes (one atomic read of the current state) ---------------------
     def running_total(self, key: str, n_q: int) -> int:
@@ -441,6 +448,15 @@ class Window:
             return 0
         lo = max(0, self.latest - n_q + 1)
         return self.subs[self.latest % self.n].synopsis.prefix_after[key] - self.subs[lo % self.n].synopsis.prefix_before[key]
+
+    def key_totals(self, column: str, n_q: int, of: tuple[str, ...] | None = None) -> KeySummary | None:
+        """COUNT(*), and COUNT(c) and integer SUM(c) of the numeric columns `of` (default: all),
+        per key of group-by column `column` over the n_q youngest, from its running per-key
+        totals (key_running.py); None when none are kept."""
+        keys = self.running_keys.get(column)
+        if keys is None or self.latest < 0:
+            return None
+        return keys.range(max(0, self.latest - n_q + 1), self.latest, keys.numeric if of is None else of)
 
     def interval_minmax(self, column: str, n_q: int) -> tuple:
         if self.latest < 0:

@@ -125,12 +125,16 @@ def run() -> list[dict]:
 
     st = filled(100, 20_000, keys=1000, zipf=False)
     q = parse_query("SELECT src, SUM(bytes) FROM p GROUP BY src ORDER BY 2 DESC LIMIT 10")
-    plan = plan_query(q, st)
-    assert plan.access == "synopsis"
+    plan = plan_query(q, st, access="synopsis")
     t = timeit(lambda: run_plan(plan), repeat=7, number=5)
     keys = min(len(sub.synopsis.by_key["src"].keys) for sub in st.window.youngest(100))
-    out.append({"name": f"TOP-10 by SUM over 100 sub-windows (>= {keys} keys each)", "value": t, "shown": fmt_time(t),
-                "target": "<= 5 ms"})
+    out.append({"name": f"TOP-10 by SUM over 100 sub-windows (>= {keys} keys each), merging the key synopses",
+                "value": t, "shown": fmt_time(t), "target": "<= 5 ms"})
+    plan = plan_query(q, st)
+    assert plan.access == "probe"  # the running per-key totals
+    t = timeit(lambda: run_plan(plan), repeat=7, number=50)
+    out.append({"name": "the same from the running per-key totals (the planner's choice)", "value": t,
+                "shown": fmt_time(t), "target": ""})
 
     st = filled(4, 100_000)
     for text in ("SELECT SUM(bytes) FROM p [RANGE 1 SUBWINDOWS] WHERE lat > 50",

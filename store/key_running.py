@@ -12,7 +12,7 @@ next rebuild, which comes once half the slots are such keys.
 
 Exact, or nothing: the totals are int64 only while a bound proves none can wrap. A window whose
 totals do not fit keeps none until the sub-window that did not fit has left it, and `range` then
-answers None (the planner merges the sub-windows' key synopses in the same read instead). They do
+answers None (the query then reads the sub-windows' key synopses, as a synopsis scan). They do
 not fit when a total could wrap, when a key synopsis holds Python ints, or when the arrays would
 hold more than MAX_CELLS cells or more than KEEP_RATIO times the cells of the key synopses they
 sum (keys that change from one sub-window to the next: running totals would cost more memory than
@@ -162,6 +162,13 @@ class RunningKeys:
     def nbytes(self) -> int:
         arrays = sum(a.nbytes for after in self.after.values() for a in after.values())
         return arrays + self.slot_of.nbytes + self.codes.nbytes
+
+    def kept(self, latest: int) -> bool:
+        """Whether totals are kept for the window ending at slide `latest` (any range of it)."""
+        if latest < 0:
+            return True
+        oldest = max(0, latest - self.n + 1)
+        return latest in self.after and oldest >= self.base and (oldest == self.base or oldest - 1 in self.after)
 
     # -- reading ------------------------------------------------------------------------------------
     def range(self, lo: int, hi: int, columns) -> KeySummary | None:

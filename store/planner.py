@@ -245,6 +245,13 @@ class Plan:
         return self._answer(rows, exact=False, guaranteed=est.guaranteed)
 
     # -- the probe path ----------------------------------------------------------------------------
+    def probes_now(self) -> bool:
+        """Whether probe() answers from window-level synopses now. A GROUP BY's running per-key
+        totals may not be kept (key_running.py): it is then read sub-window by sub-window, as a
+        synopsis scan (its `read`), so that a long merge does not become one atomic operation."""
+        g = self.bound.group_by
+        return g is None or self.stream.window.running_keys[g].kept(self.stream.window.latest)
+
     def probe(self) -> Answer:
         """Answer from the window-level synopses in one atomic read of the current state."""
         w = self.stream.window
@@ -252,7 +259,7 @@ class Plan:
             ks = w.key_totals(self.bound.group_by, self.n_q, self._key_columns)
             if ks is not None:
                 return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
-            # no running totals kept (key_running.py): the sub-windows' key synopses, in this read
+            # no running totals kept (key_running.py; the scheduler scans instead): the key synopses
             return self._groups_answer([self._read_key_synopsis(sub) for sub in reversed(w.youngest(self.n_q))])
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
@@ -348,8 +355,7 @@ def _choose_access(b: BoundQuery, stream: Stream) -> str:
     if b.query.as_of_slide is None:
         if b.group_by is None and all(a.fn.probe_ok(a.input_type) for a in b.aggs):
             return "probe"
-        if (b.group_by in stream.window.running_keys and b.group_by in stream.spec.group_by
-                and all(a.fn.key_running_ok(a) for a in b.aggs)):
+        if b.group_by in stream.window.running_keys and all(a.fn.key_running_ok(a) for a in b.aggs):
             return "probe"  # running per-key totals (key_running.py)
     return "synopsis" if _synopsis_answers(b, stream) else "window"
 

@@ -27,6 +27,8 @@ def assert_probe_is_the_scan(s: Stream) -> None:
     w = s.window
     for keys in w.running_keys.values():
         keys._check(w.latest, w.subs)
+        # totals kept for the window: any range of it is answered from them
+        assert keys.kept(w.latest) == all(w.key_totals(keys.column, n_q) is not None for n_q in range(1, w.n + 1))
     for n_q in range(1, w.n + 1):
         for text in QUERIES:
             q = parse_query(text.format(n=n_q))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.txn import History, QueryWithdrawn, RestartLimitExceeded, Scheduler, check
 
 
@@ -265,3 +265,30 @@ def test_dropping_a_stream_withdraws_its_queries():
     task = sched.register(scan(s), every=1)
     sched.drop_stream("s")
     assert isinstance(txn.error, QueryWithdrawn) and not sched.tasks and not task.active
+
+
+def test_a_group_by_probe_is_one_operation_while_its_running_totals_are_kept_else_a_scan():
+    """A GROUP BY of running per-key totals commits in one operation; while the totals are not
+    kept (a value whose totals could wrap is in the window) it reads sub-window by sub-window
+    like a synopsis scan, so a long merge never becomes one atomic operation."""
+    for big in (False, True):
+        now = [0]
+        h = History()
+        s = Stream("s", {"ts": "int64", "k": "string", "v": "int64"},
+                   WindowSpec(subwindows=4, subwindow_ms=1, clock="manual", group_by=("k",)), 0)
+        sched = Scheduler("ttu", clock=lambda: now[0], history=h)
+        sched.add_stream(s)
+        for j in range(4):
+            s.append({"ts": [j, j], "k": ["a", "b"], "v": [2**62 if big and j == 1 else j, 1]})
+            sched.request_slide("s")
+            assert sched.step() == "slide"
+        plan = plan_query(parse_query("SELECT k, SUM(v) FROM s GROUP BY k ORDER BY 1"), s)
+        assert plan.access == "probe" and plan.probes_now() == (not big)
+        txn = sched.submit(plan)
+        ops = []
+        while not txn.done:
+            ops.append(sched.step())
+        assert ops == (["read"] * 4 if big else ["probe"])
+        want = plan_query(parse_query("SELECT k, SUM(v) FROM s GROUP BY k ORDER BY 1"), s, access="window")
+        assert txn.result.answer.rows == run_plan(want).rows
+        assert [v.level for v in check(h.events).verdicts] == ["lws"]

@@ -538,7 +538,7 @@ class Scheduler:
                 return "read"
             txn.begun = True
             self._record(txn.stream, "b", txn.id, window_len=plan.n_q, as_of=plan.as_of)
-            if plan.access == "probe":
+            if plan.access == "probe" and plan.probes_now():
                 # one atomic read of the window-level synopses: it reflects exactly these versions
                 # (window.youngest(n_q), as versions); the read set is not built sub-window by
                 # sub-window: a probe of 100 spent a third of its time on it
@@ -566,7 +566,7 @@ class Scheduler:
                 self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
                 self._issue(txn, "read", lambda: plan.read(sub), v, rows)
                 return "read"
-            txn.partial.contributions[v] = self._timed(plan, "read", rows, plan.read, sub) if self.timer else plan.read(sub)
+            txn.partial.add(v, self._timed(plan, "read", rows, plan.read, sub))
             txn.read[v] = sub
             self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
         else:

@@ -268,6 +268,10 @@ class Scheduler:
                 assert job.version in txn.read and job.version not in txn.partial.contributions
             else:
                 assert job.kind == "finish" and self._next_read(txn) is None
+        for txn in self.active:
+            if txn.begun and not txn.join:  # what _all_read counts on
+                assert set(txn.read) <= self._readable(txn), (txn.id, sorted(txn.read))
+                assert self._all_read(txn) == (self._next_read(txn) is None)
         assert waiting <= 1, "one job in flight at a time"
         assert self.running is None or self.running in self.active
 
@@ -571,7 +575,7 @@ class Scheduler:
             self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
         else:
             self.last_rows = 0
-        if self._next_read(txn) is None:
+        if self._all_read(txn):
             rows = sum(s.rows for s in txn.read.values())
             if self._offloads(plan, "finish", rows):
                 parts = Partial()
@@ -656,6 +660,28 @@ class Scheduler:
             return "read"
         self._commit(txn, value)
         return "commit"
+
+    def _all_read(self, txn: QueryTxn) -> bool:
+        """_next_read(txn) is None, counted: the read set holds only versions this policy reads
+        now (a slide aborts, or removes, a version that has left the window: _check), so the
+        attempt has read everything once it holds as many."""
+        if self.policy == "ws":
+            return len(txn.read) >= len(txn.snapshot)
+        plan = txn.plan
+        if plan.as_of is not None:
+            return len(txn.read) >= len(_pinned_versions(plan))
+        latest = plan.stream.window.latest
+        return len(txn.read) >= latest + 1 - max(0, latest - plan.n_q + 1)
+
+    def _readable(self, txn: QueryTxn) -> set[int]:
+        """The versions this policy reads for txn now (the invariant behind _all_read)."""
+        if self.policy == "ws":
+            return {sub.slide for sub in txn.snapshot}
+        plan = txn.plan
+        if plan.as_of is not None:
+            return set(_pinned_versions(plan))
+        latest = plan.stream.window.latest
+        return set(range(max(0, latest - plan.n_q + 1), latest + 1))
 
     def _next_read(self, txn: QueryTxn):
         """The sub-window this policy reads next, or None when the attempt has read everything."""

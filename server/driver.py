@@ -482,12 +482,8 @@ class Driver:
         stream slides no faster than _SPIN_MIN_PERIOD_MS (its timer then wakes early, see there)."""
         if self.sched._due_slide() is not None:
             return -math.inf, False
-        due, period = math.inf, None
-        for s in self.sched.streams.values():
-            d = s.window.next_due_ms()
-            if d is not None and d < due:
-                due, period = d, s.spec.subwindow_ms
-        return due, period is not None and period >= _SPIN_MIN_PERIOD_MS
+        due, stream = self.sched.next_due()
+        return due, stream is not None and stream.spec.subwindow_ms >= _SPIN_MIN_PERIOD_MS
 
     # -- the scheduler, one operation per loop callback ------------------------------------------
     def _kick(self) -> None:

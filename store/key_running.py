@@ -8,7 +8,8 @@ key synopses (O(n_q * keys)).
 
 Slots are given to keys (dictionary codes; the null group's is -1) as the column meets them, in
 code order when the totals are rebuilt; a key that has left the window keeps its slot until the
-next rebuild, which comes once half the slots are such keys.
+next rebuild, which comes once more than half the slots (plus SLACK) are such keys, checked once
+every n slides.
 
 Exact, or nothing: the totals are int64 only while a bound proves none can wrap. A window whose
 totals do not fit keeps none until the sub-window that did not fit has left it, and `range` then
@@ -133,9 +134,9 @@ class RunningKeys:
             return False
         idx = self._slots(ks.keys)
         size = len(self.codes)
-        kept = len(self.after) + 1
-        if (kept * size * len(self.names) > MAX_CELLS
-                or kept * size > KEEP_RATIO * (sum(self.entries.values()) + len(ks.keys)) + SLACK):
+        held = len(self.after) + 1  # sub-windows' totals held, this one's included
+        if (held * size * len(self.names) > MAX_CELLS
+                or held * size > KEEP_RATIO * (sum(self.entries.values()) + len(ks.keys)) + SLACK):
             return False
         out = {}
         for name in self.names:
@@ -166,7 +167,7 @@ class RunningKeys:
     def kept(self, latest: int) -> bool:
         """Whether totals are kept for the window ending at slide `latest` (any range of it)."""
         if latest < 0:
-            return True
+            return False  # (nothing sealed yet: an empty scan answers)
         oldest = max(0, latest - self.n + 1)
         return latest in self.after and oldest >= self.base and (oldest == self.base or oldest - 1 in self.after)
 

@@ -255,12 +255,9 @@ class Plan:
     def probe(self) -> Answer:
         """Answer from the window-level synopses in one atomic read of the current state."""
         w = self.stream.window
-        if self.bound.group_by is not None:
+        if self.bound.group_by is not None:  # (only while probes_now(): otherwise it is scanned)
             ks = w.key_totals(self.bound.group_by, self.n_q, self._key_columns)
-            if ks is not None:
-                return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
-            # no running totals kept (key_running.py; the scheduler scans instead): the key synopses
-            return self._groups_answer([self._read_key_synopsis(sub) for sub in reversed(w.youngest(self.n_q))])
+            return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
         return self._answer(self._limit([tuple(values[it.agg] for it in self.bound.items)]))
@@ -362,7 +359,7 @@ def _choose_access(b: BoundQuery, stream: Stream) -> str:
 
 def run_plan(plan: Plan) -> Answer:
     """Execute a plan against the current window in one go (no concurrency: tests, tools)."""
-    if plan.access == "probe":
+    if plan.access == "probe" and plan.probes_now():  # (as the scheduler runs it)
         return plan.probe()
     partial = Partial()
     w = plan.stream.window

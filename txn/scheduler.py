@@ -270,7 +270,8 @@ class Scheduler:
                 assert job.kind == "finish" and self._next_read(txn) is None
         for txn in self.active:
             if txn.begun and not txn.join:  # what _all_read counts on
-                assert set(txn.read) <= self._readable(txn), (txn.id, sorted(txn.read))
+                readable = {sub.slide for sub in txn.snapshot} if self.policy == "ws" else set(self._versions(txn))
+                assert set(txn.read) <= readable, (txn.id, sorted(txn.read))
                 assert self._all_read(txn) == (self._next_read(txn) is None)
         assert waiting <= 1, "one job in flight at a time"
         assert self.running is None or self.running in self.active
@@ -360,16 +361,21 @@ class Scheduler:
         self._current = txn  # (what _choose would pick: under serial, it holds its window's slides)
         # Only the clock makes a slide due during this call (a manual, count-based or event-time
         # one comes with a command): the first processing-time slide to fall due stops it.
-        due_at = math.inf
-        for stream in self.streams.values():
-            due = stream.window.next_due_ms()
-            if due is not None and due < due_at:
-                due_at = due
+        due_at = self.next_due()[0]
         while True:
             self._run(txn)
             if (txn.done or txn.job is not None or txn.held_at is not None
                     or (go_on is not None and not go_on()) or self.clock() >= due_at):
                 return txn
+
+    def next_due(self) -> tuple[float, Stream | None]:
+        """The clock time of the next processing-time slide and its stream ((inf, None): none)."""
+        due, first = math.inf, None
+        for stream in self.streams.values():
+            d = stream.window.next_due_ms()
+            if d is not None and d < due:
+                due, first = d, stream
+        return due, first
 
     @property
     def running(self) -> QueryTxn | None:
@@ -661,27 +667,20 @@ class Scheduler:
         self._commit(txn, value)
         return "commit"
 
+    def _versions(self, txn: QueryTxn) -> range:
+        """The versions txn's attempt reads, ascending (not under ws, which reads its snapshot):
+        the pinned slide's (AS OF), or the n_Q youngest."""
+        plan = txn.plan
+        if plan.as_of is not None:
+            return _pinned_versions(plan)
+        latest = plan.stream.window.latest
+        return range(max(0, latest - plan.n_q + 1), latest + 1)
+
     def _all_read(self, txn: QueryTxn) -> bool:
         """_next_read(txn) is None, counted: the read set holds only versions this policy reads
         now (a slide aborts, or removes, a version that has left the window: _check), so the
         attempt has read everything once it holds as many."""
-        if self.policy == "ws":
-            return len(txn.read) >= len(txn.snapshot)
-        plan = txn.plan
-        if plan.as_of is not None:
-            return len(txn.read) >= len(_pinned_versions(plan))
-        latest = plan.stream.window.latest
-        return len(txn.read) >= latest + 1 - max(0, latest - plan.n_q + 1)
-
-    def _readable(self, txn: QueryTxn) -> set[int]:
-        """The versions this policy reads for txn now (the invariant behind _all_read)."""
-        if self.policy == "ws":
-            return {sub.slide for sub in txn.snapshot}
-        plan = txn.plan
-        if plan.as_of is not None:
-            return set(_pinned_versions(plan))
-        latest = plan.stream.window.latest
-        return set(range(max(0, latest - plan.n_q + 1), latest + 1))
+        return len(txn.read) >= len(txn.snapshot if self.policy == "ws" else self._versions(txn))
 
     def _next_read(self, txn: QueryTxn):
         """The sub-window this policy reads next, or None when the attempt has read everything."""
@@ -691,16 +690,16 @@ class Scheduler:
                     return sub
             return None
         window = txn.plan.stream.window
+        versions = self._versions(txn)
         if txn.plan.as_of is not None:
             # slide k's sub-windows, oldest (the next to be overwritten) first, under every policy
-            versions = _pinned_versions(txn.plan)
             for v in versions:
                 if v not in txn.read:
                     return window.subs[v % window.n]
             return None
+        if self.policy != "lws":
+            versions = versions[::-1]  # time-to-update order: the youngest first
         latest = window.latest
-        lo = max(0, latest - txn.plan.n_q + 1)
-        versions = range(lo, latest + 1) if self.policy == "lws" else range(latest, lo - 1, -1)
         # Reads follow this order and the read set only grows while the window does not slide:
         # go on from the last position found, not from the start (O(n_Q) per query, not O(n_Q^2))
         cursor = txn.cursor

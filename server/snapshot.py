@@ -1,7 +1,8 @@
 """Snapshots: the engine's captured state (Engine.capture) on disk, written atomically.
 
     snapshots/<lsn>/state.json        streams, window counters, idempotency tables, periodic
-                                      queries and their answer logs, and a crc32 of every file below
+                                      queries and their answer logs, and a CRC-32C of every file below
+                                      (format 2; format 1, still read, kept zlib's CRC-32)
     snapshots/<lsn>/s<i>/sw-<slide>.arrow   a sealed sub-window (Arrow IPC; its metadata in the schema)
     snapshots/<lsn>/s<i>/strings.arrow      the string dictionary (code = row number)
     snapshots/<lsn>/s<i>/buffer.arrow       the open buffer, one record batch per appended chunk
@@ -27,19 +28,54 @@ from windowstore.store.schema import valid_key
 from windowstore.store.window import Window
 from windowstore.txn.answers import to_plain
 
-from .wal import drop_cached, fsync_dir
+from .wal import _write_all, crc32c, drop_cached, fsync_dir
+
+
+FORMAT = 2  # 2: files checked by CRC-32C ("crc32c"); 1: by zlib's CRC-32 ("crc32")
 
 
 class SnapshotCorrupt(Exception):
     pass
 
 
-def _ipc_bytes(batches: list[pa.RecordBatch], schema: pa.Schema) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as w:
-        for b in batches:
-            w.write_batch(b)
-    return sink.getvalue().to_pybytes()
+class _FileSink:
+    """Where Arrow's IPC writer puts a snapshot file: each buffer it hands over goes to the file as it
+    is (pyarrow passes a column's body buffers without copying them), its checksum taken on the way;
+    the small metadata pieces are gathered into one write.
+
+    Serializing a sub-window into memory first, then writing it, made two fresh copies of every
+    sealed sub-window, and on this VM a fresh page costs ~10x the copy that fills it
+    (wal.drop_cached). Measured on 2026-11-27 with 3 writers of 10^5-row batches, --fsync always,
+    window full (a snapshot every ~10 s of log): the server's kernel time per Append 12.5 -> 5.4-5.8
+    ms, 5.2 -> 5.6-6.4 M rows/s (in memory: 7.8-8.1)."""
+
+    closed = False
+    _SMALL = 1 << 16
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.crc = 0
+        self.size = 0
+        self._small = bytearray()
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self.crc = crc32c(view, self.crc)
+        self.size += len(view)
+        if len(view) < self._SMALL:
+            self._small += view
+        else:
+            self.flush()
+            _write_all(self.fd, view)
+        return len(view)
+
+    def flush(self) -> None:
+        if self._small:
+            _write_all(self.fd, bytes(self._small))
+            self._small.clear()
+
+    def close(self) -> None:
+        self.flush()
 
 
 def _batch(columns: dict[str, np.ndarray]) -> pa.RecordBatch:
@@ -77,25 +113,33 @@ class SnapshotWriter:
         sizes: dict[str, int] = {}
         files: dict[int, tuple[object, str, int, int]] = {}
 
-        def put(rel: str, data: bytes) -> None:
-            sizes[rel] = len(data)
-            path = os.path.join(tmp, rel)
-            with open(path, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-                drop_cached(f.fileno())  # read again only at start-up (wal.drop_cached)
-            crcs[rel] = zlib.crc32(data)
+        def put(rel: str, batches: list[pa.RecordBatch] | bytes, schema: pa.Schema | None = None) -> None:
+            """Write one file (an Arrow IPC stream of `batches`, or bytes), fsync it and note its checksum."""
+            fd = os.open(os.path.join(tmp, rel), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                sink = _FileSink(fd)
+                if isinstance(batches, bytes):
+                    sink.write(batches)
+                else:
+                    with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), schema) as w:
+                        for b in batches:
+                            w.write_batch(b)
+                sink.flush()
+                os.fsync(fd)
+                drop_cached(fd)  # read again only at start-up (wal.drop_cached)
+            finally:
+                os.close(fd)
+            crcs[rel], sizes[rel] = sink.crc, sink.size
 
-        state = {"format": 1, "lsn": lsn, "now_ms": image["now_ms"], "next_query": image["next_query"],
+        state = {"format": FORMAT, "lsn": lsn, "now_ms": image["now_ms"], "next_query": image["next_query"],
                  "periodic": image["periodic"], "streams": [],
                  "answers": {qid: [to_plain(r) for r in log] for qid, log in image.get("answers", {}).items()}}
         for i, st in enumerate(image["streams"]):
             d = f"s{i}"
             os.makedirs(os.path.join(tmp, d))
             values, n = st["strings"]
-            put(f"{d}/strings.arrow", _ipc_bytes([pa.RecordBatch.from_pydict({"s": pa.array(values[:n], pa.string())})],
-                                                 pa.schema([("s", pa.string())])))
+            put(f"{d}/strings.arrow", [pa.RecordBatch.from_pydict({"s": pa.array(values[:n], pa.string())})],
+                pa.schema([("s", pa.string())]))
             subs = []
             for sub in st["subs"]:
                 rel = f"{d}/sw-{sub.slide}.arrow"
@@ -108,31 +152,31 @@ class SnapshotWriter:
                     crcs[rel], sizes[rel] = old[2], old[3]
                 else:
                     b = _batch(sub.columns)
-                    put(rel, _ipc_bytes([b], b.schema))
+                    put(rel, [b], b.schema)
                 files[id(sub)] = (sub, os.path.join(final, rel), crcs[rel], sizes[rel])
                 subs.append(meta)
             chunks = _batches(st["buffer"])
             if chunks:
-                put(f"{d}/buffer.arrow", _ipc_bytes(chunks, chunks[0].schema))
+                put(f"{d}/buffer.arrow", chunks, chunks[0].schema)
             slots = {}
             for slot, cs in st["slots"].items():
                 batches = _batches(cs)
                 if batches:
-                    put(f"{d}/slot-{slot}.arrow", _ipc_bytes(batches, batches[0].schema))
+                    put(f"{d}/slot-{slot}.arrow", batches, batches[0].schema)
                     slots[str(slot)] = f"{d}/slot-{slot}.arrow"
             staged = []
             for n, (writer, batch_id, attempt, staged_chunks) in enumerate(st["staged"]):
                 rels = {}
                 for c, t in staged_chunks.items():  # one file per staged chunk: their Arrow types may differ
                     rels[str(c)] = f"{d}/staged-{n}-{c}.arrow"
-                    put(rels[str(c)], _ipc_bytes(t.to_batches(), t.schema))
+                    put(rels[str(c)], t.to_batches(), t.schema)
                 staged.append([writer, batch_id, attempt, rels])
             state["streams"].append({
                 "name": st["name"], "columns": st["columns"], "time_column": st["time_column"], "spec": st["spec"],
                 "created_ms": st["created_ms"], "strings": f"{d}/strings.arrow", "window": st["window"], "subs": subs,
                 "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": _plain_book(st["book"]),
                 "staged": staged, "high_water": st["high_water"]})
-        state["crc32"] = crcs
+        state["crc32c"] = crcs
         put("state.json", json.dumps(state, separators=(",", ":")).encode())
         for d in (os.path.join(tmp, f"s{i}") for i in range(len(image["streams"]))):
             fsync_dir(d)
@@ -175,7 +219,7 @@ def read(path: str) -> tuple[dict, int, callable]:
                 data = f.read()
         except OSError as e:
             raise SnapshotCorrupt(f"{full}: {e}") from None
-        if rel != "state.json" and zlib.crc32(data) != state["crc32"].get(rel):
+        if rel != "state.json" and checksum(data) != sums.get(rel):
             raise SnapshotCorrupt(f"{full}: checksum mismatch")
         return data
 
@@ -190,6 +234,9 @@ def read(path: str) -> tuple[dict, int, callable]:
         state = json.loads(load("state.json"))
     except ValueError as e:
         raise SnapshotCorrupt(f"{path}/state.json: {e}") from None
+    if state.get("format") not in (1, FORMAT):
+        raise SnapshotCorrupt(f"{path}/state.json: snapshot format {state.get('format')} is not one this version reads")
+    sums, checksum = (state["crc32c"], crc32c) if state["format"] == FORMAT else (state["crc32"], zlib.crc32)
     for st in state["streams"]:
         with pa.ipc.open_stream(pa.BufferReader(load(st["strings"]))) as r:
             table = r.read_all()

@@ -2,7 +2,9 @@
 
 Layout: `DIR/<first lsn, 20 digits>.wal`, each starting with an 8-byte magic, then records:
 
-    u32 length | u32 crc32(lsn + payload) | u64 lsn | payload (an encoded command)
+    u32 length | u32 crc32c(lsn + payload) | u64 lsn | payload (an encoded command)
+
+Segments written before the checksum became CRC-32C (magic `WSWAL01`, zlib's CRC-32) are still read.
 
 LSNs are consecutive from 1. `append` buffers records into the open segment with one write;
 `sync` makes them durable (fsync): once per event-loop iteration for every command the iteration
@@ -25,11 +27,14 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
+
+import crc32c as _crc32c
 
 log = logging.getLogger("windowstore.wal")
 
-MAGIC = b"WSWAL01\n"
+MAGIC = b"WSWAL02\n"      # records checked by CRC-32C
+MAGIC_V1 = b"WSWAL01\n"   # records checked by zlib's CRC-32: read, never written
 _REC = struct.Struct("<IIQ")
 FSYNC_POLICIES = ("always", "interval", "off")
 MAX_RECORD = 1 << 31
@@ -43,11 +48,26 @@ class WalCorrupt(Exception):
     """A damaged record that is not a torn tail: start-up stops."""
 
 
-def _crc(lsn: int, parts) -> int:
-    """crc32 of the lsn and the payload, the payload given as consecutive parts."""
-    crc = zlib.crc32(struct.pack("<Q", lsn))
+def crc32c(data, crc: int = 0) -> int:
+    """CRC-32C of `data` (any buffer) continuing `crc`: the log's and the snapshots' checksum.
+
+    With the CPU's CRC instruction it runs at ~25 GB/s against zlib's CRC-32 at ~4 GB/s; measured
+    on 2026-11-27 on a 2.8 MB Append (10^5 rows): 0.10 vs 0.68-1.10 ms, and every Append is checked
+    twice (its log record, then its sealed sub-window's snapshot file): with 3 writers of 10^5-row
+    batches under --fsync always the server's user time per Append went 4.7-5.7 -> 4.0-4.4 ms and
+    ingest 5.6-6.4 -> 6.5-6.8 M rows/s (in memory 8.5-8.9). It releases the GIL for large buffers."""
+    return _crc32c.crc32c(data, crc)
+
+
+Checksum = Callable[..., int]
+CHECKSUMS: dict[bytes, Checksum] = {MAGIC: crc32c, MAGIC_V1: zlib.crc32}  # a segment's magic -> its records' checksum
+
+
+def _crc(lsn: int, parts, checksum: Checksum = crc32c) -> int:
+    """The checksum of the lsn and the payload, the payload given as consecutive parts."""
+    crc = checksum(struct.pack("<Q", lsn))
     for part in parts:
-        crc = zlib.crc32(part, crc)
+        crc = checksum(part, crc)
     return crc
 
 
@@ -94,7 +114,8 @@ def read(directory: str) -> Iterator[tuple[int, memoryview]]:
         last = i == len(segs) - 1
         with open(seg.path, "rb") as f:
             data = f.read()
-        if data[:len(MAGIC)] != MAGIC:
+        checksum = CHECKSUMS.get(bytes(data[:len(MAGIC)]))
+        if checksum is None:
             if last and len(data) < len(MAGIC) and MAGIC.startswith(data):
                 log.warning("%s: incomplete new segment (%d bytes): removed", seg.path, len(data))
                 os.remove(seg.path)
@@ -106,14 +127,14 @@ def read(directory: str) -> Iterator[tuple[int, memoryview]]:
             raise WalCorrupt(f"{seg.path}: offset 0: starts at lsn {seg.first_lsn}, expected {expected}")
         expected = seg.first_lsn
         while off < len(data):
-            problem = _check_record(view, off, expected)
+            problem = _check_record(view, off, expected, checksum)
             if problem is None:
                 n, _, lsn = _REC.unpack_from(view, off)
                 yield lsn, view[off + _REC.size: off + _REC.size + n]
                 off += _REC.size + n
                 expected += 1
                 continue
-            if last and not _valid_record_after(data, off, expected):
+            if last and not _valid_record_after(data, off, expected, checksum):
                 log.warning("%s: torn tail at offset %d (%s): truncated %d bytes", seg.path, off, problem,
                             len(data) - off)
                 with open(seg.path, "r+b") as f:
@@ -124,7 +145,7 @@ def read(directory: str) -> Iterator[tuple[int, memoryview]]:
             raise WalCorrupt(f"{seg.path}: offset {off}: damaged record (lsn {expected}: {problem})")
 
 
-def _check_record(view: memoryview, off: int, expected: int) -> str | None:
+def _check_record(view: memoryview, off: int, expected: int, checksum: Checksum) -> str | None:
     if off + _REC.size > len(view):
         return "incomplete header"
     n, crc, lsn = _REC.unpack_from(view, off)
@@ -132,12 +153,12 @@ def _check_record(view: memoryview, off: int, expected: int) -> str | None:
         return f"lsn {lsn}"
     if off + _REC.size + n > len(view):
         return "incomplete record"
-    if _crc(lsn, (view[off + _REC.size: off + _REC.size + n],)) != crc:
+    if _crc(lsn, (view[off + _REC.size: off + _REC.size + n],), checksum) != crc:
         return "checksum mismatch"
     return None
 
 
-def _valid_record_after(data: bytes, off: int, lsn: int) -> bool:
+def _valid_record_after(data: bytes, off: int, lsn: int, checksum: Checksum) -> bool:
     """Is there a valid record with a later LSN after a damaged one? Then the damage is not a
     torn tail. LSNs are consecutive, so the next record carries lsn + 1."""
     needle = struct.pack("<Q", lsn + 1)
@@ -145,7 +166,7 @@ def _valid_record_after(data: bytes, off: int, lsn: int) -> bool:
     view = memoryview(data)
     while pos != -1:
         start = pos - 8
-        if start > off and _check_record(view, start, lsn + 1) is None:
+        if start > off and _check_record(view, start, lsn + 1, checksum) is None:
             return True
         pos = data.find(needle, pos + 1)
     return False
@@ -223,7 +244,7 @@ class WriteAheadLog:
     def write(self, records: list[tuple[int, tuple]] | None = None) -> int:
         """Frame (crc) and write records in one writev, without syncing: `records` from take(), or
         the pending ones. Framing happens here so that a writer thread, not the appender, pays for
-        the checksum of large batches (zlib releases the GIL for it). Returns the last lsn written."""
+        the checksum of large batches (crc32c releases the GIL for it). Returns the last lsn written."""
         self._check()
         if records is None:
             records = self.take()

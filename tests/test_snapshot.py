@@ -2,6 +2,11 @@
 was captured (same digest), and goes on exactly like it."""
 from __future__ import annotations
 
+import json
+import os
+import zlib
+
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from test_engine import actions, run_live
@@ -33,3 +38,40 @@ def test_a_snapshot_restores_the_captured_state(tmp_path_factory, before, after)
         restored.replay(commands.decode(commands.encode(cmd)))
     assert restored.digest() == live.digest()
     assert path != path2
+
+
+def _rewrite_state(path: str, change) -> None:
+    state_path = os.path.join(path, "state.json")
+    state = json.loads(open(state_path, "rb").read())
+    change(state)
+    open(state_path, "w").write(json.dumps(state))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(actions, min_size=5, max_size=30))
+def test_a_snapshot_of_the_previous_format_is_read_and_damage_is_found(tmp_path_factory, script):
+    live = Engine()
+    run_live(live, [("create", 0, 0, 3), ("create", 1, 2, 2)] + script + [("create", 0, 0, 3)])  # a stream at the end
+    path = snapshot.SnapshotWriter(str(tmp_path_factory.mktemp("snap"))).write(live.capture(), lsn=7)
+
+    def as_format_1(state):  # zlib's CRC-32 of every file, under "crc32"
+        sums = state.pop("crc32c")
+        assert sums and all(zlib.crc32(open(os.path.join(path, rel), "rb").read()) != c for rel, c in sums.items())
+        state["format"], state["crc32"] = 1, {rel: zlib.crc32(open(os.path.join(path, rel), "rb").read()) for rel in sums}
+    _rewrite_state(path, as_format_1)
+    restored = Engine()
+    state, lsn, subwindow = snapshot.read(path)
+    restored.restore(state, subwindow)
+    assert lsn == 7 and restored.digest() == live.digest()
+
+    rel = next(iter(json.loads(open(os.path.join(path, "state.json"), "rb").read())["crc32"]))
+    with open(os.path.join(path, rel), "r+b") as f:  # one flipped bit in a file
+        f.seek(os.path.getsize(os.path.join(path, rel)) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 1]))
+    with pytest.raises(snapshot.SnapshotCorrupt, match="checksum mismatch"):
+        snapshot.read(path)
+    _rewrite_state(path, lambda s: s.update(format=snapshot.FORMAT + 1))
+    with pytest.raises(snapshot.SnapshotCorrupt, match="not one this version reads"):
+        snapshot.read(path)

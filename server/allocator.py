@@ -21,6 +21,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+from windowstore.store import synopsis
+
 M_TRIM_THRESHOLD = -1   # glibc's mallopt parameters (malloc.h)
 M_MMAP_MAX = -4
 OPERATOR_SETTINGS = ("GLIBC_TUNABLES", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_")
@@ -37,4 +39,7 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1))
+    if not (mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1)):
+        return False
+    synopsis.reuse_freed_malloc_memory()
+    return True

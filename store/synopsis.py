@@ -17,17 +17,29 @@ import pyarrow as pa
 from .exact import exact_sum, grouped_sum
 
 _POOLED_BYTES = 1 << 20
+_large_from_arrow = True  # see reuse_freed_malloc_memory
 
 
 def pooled_empty(n: int, dtype) -> np.ndarray:
     """An uninitialised 1-d array; one of 1 MiB or more lives in Arrow's memory pool (mimalloc or
     jemalloc), which reuses freed memory: NumPy's malloc maps fresh pages for every array above
     glibc's mmap threshold (32 MiB at most), and their page faults cost 5-10x the copy that fills
-    them (a sealed column of a 5 M-row sub-window: ~40 ms instead of ~5 ms)."""
+    them (a sealed column of a 5 M-row sub-window: ~40 ms instead of ~5 ms). In a process whose
+    malloc keeps freed memory (the server's, server/allocator.py) malloc is used instead."""
     dtype = np.dtype(dtype)
-    if n * dtype.itemsize < _POOLED_BYTES:
+    if n * dtype.itemsize < _POOLED_BYTES or not _large_from_arrow:
         return np.empty(n, dtype=dtype)
     return np.frombuffer(pa.allocate_buffer(n * dtype.itemsize), dtype=dtype)
+
+
+def reuse_freed_malloc_memory() -> None:
+    """The process's malloc now keeps what is freed: large arrays come from it, not from Arrow's
+    pool. A sealed sub-window's columns then reuse the memory its buffered chunks (NumPy arrays,
+    from malloc) just gave back, and Arrow's pool, which returns its large blocks to the kernel,
+    no longer faults in fresh pages for them. Measured on 2026-11-27, a 10 M-row sub-window sealed
+    while a 4-sub-window window fills: 600-750 ms -> 130-160 ms; once full, 110-140 ms either way."""
+    global _large_from_arrow
+    _large_from_arrow = False
 
 
 def concat(parts: list[np.ndarray]) -> np.ndarray:

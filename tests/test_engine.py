@@ -374,8 +374,13 @@ def test_an_open_buffer_is_bounded_and_replay_never_refuses():
     e = Engine(EngineConfig(max_buffered_rows=5))
     e.apply(create("s", 0, clock="manual", subwindow_ms=10))
     e.apply(Append("s", batch([(i, "a", i, 0.0) for i in range(4)]), "", None, 1))
-    with pytest.raises(ResourceExhausted, match="rows waiting for a slide"):
+    with pytest.raises(ResourceExhausted, match="rows waiting for a slide .*; slide it or append less"):
         e.apply(Append("s", batch([(i, "a", i, 0.0) for i in range(2)]), "", None, 2))
+    # a stream that slides on its own clock: the writer is told to back off, not to slide
+    e.apply(create("t", 0, clock="processing", subwindow_ms=10))
+    e.apply(Append("t", batch([(i, "a", i, 0.0) for i in range(5)]), "", None, 1))
+    with pytest.raises(ResourceExhausted, match="has not caught up with the rows arriving: retry after a backoff"):
+        e.apply(Append("t", batch([(0, "a", 0, 0.0)]), "", None, 1))
     e.apply(Slide("s", 3))
     e.apply(Append("s", batch([(i, "a", i, 0.0) for i in range(5)]), "", None, 4))
     log = e.drain()

@@ -420,9 +420,11 @@ class Engine:
     def _admit(self, stream: Stream, rows: int) -> None:
         """Admission control (never in replay: what was accepted once is applied again)."""
         if not self._replaying and stream.window.buffered_rows + rows > self.config.max_buffered_rows:
+            advice = ("slide it or append less" if stream.spec.clock == "manual" else
+                      "the next slide has not caught up with the rows arriving: retry after a backoff")
             raise ResourceExhausted(
                 f"stream {stream.name!r} has {stream.window.buffered_rows} rows waiting for a slide (limit "
-                f"{self.config.max_buffered_rows}); slide it (clock='manual') or append less")
+                f"{self.config.max_buffered_rows}); {advice}")
 
     def _manual_slide(self, cmd: Slide) -> SlideAck:
         stream = self.stream(cmd.stream)

@@ -45,7 +45,7 @@ def run() -> list[dict]:
     for mode in ("in-memory", "fsync always"):
         data = tempfile.mkdtemp(prefix="ws-bench-")
         with ServerProcess(data_dir=None if mode == "in-memory" else data) as srv:
-            filling[mode], rates[mode] = ingest(srv.target, 100_000)
+            filling[mode], rates[mode], _ = ingest(srv.target, 100_000)
         shutil.rmtree(data, ignore_errors=True)
     ratio = rates["fsync always"] / rates["in-memory"]
     fill_ratio = filling["fsync always"] / filling["in-memory"]

@@ -20,37 +20,68 @@ def _pcts(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
+def _writer_process() -> None:
+    """A writer process of the ingest benchmarks keeps its freed memory, as the server does
+    (server/allocator.py): with glibc's default every 10^5-row Append mapped fresh pages for the
+    request it builds and sends, and the three writers, on the same two cores as the server, used
+    more CPU than it (measured on 2026-11-27: client CPU per 10^5-row Append 10-11 ms -> 4-5 ms),
+    which made the load generator the bottleneck. The bare-RPC floor's writers do the same."""
+    from windowstore.server.allocator import keep_freed_memory
+
+    keep_freed_memory()
+
+
 def _sender(target: str, stream: str, rows: int, seconds: float, out) -> None:
+    """Appends `rows`-row batches back to back for `seconds`; a refusal because the stream's
+    buffer is full (its slide is behind) is backed off for 10 ms and counted, as a writer would."""
+    from windowstore.clients import ResourceExhausted
+
+    _writer_process()
     table = pa.table(packets(rows))
-    sent = 0
+    sent = refused = 0
     with Client(target) as c:
         c.append(stream, table)  # connect and warm up before the clock starts
         stop = time.monotonic() + seconds
         while time.monotonic() < stop:
-            c.append(stream, table)
-            sent += rows
-    out.put(sent)
+            try:
+                c.append(stream, table)
+                sent += rows
+            except ResourceExhausted:
+                refused += 1
+                time.sleep(0.01)
+    out.put((sent, refused))
 
 
 FILL_S = 11.0  # the ingest stream's window holds 10 s: this long fills it and slides one sub-window out
 
 
 def ingest(target: str, rows: int, seconds: float = 5.0, senders: int = 3,
-           fill_s: float = FILL_S) -> tuple[float | None, float]:
+           fill_s: float = FILL_S) -> tuple[float | None, float, int]:
     """Rows/s appended by `senders` writer processes (as Spark executors would be): while the
-    window fills (its first `fill_s` seconds; None when 0), then for `seconds` after that.
+    window fills (its first `fill_s` seconds; None when 0), then for `seconds` after that; and
+    how many Appends were refused (a full buffer: backed off and retried).
 
     Filling costs more here: every sealed sub-window takes memory the process has not touched yet,
     and on this VM a page fault costs ~10x the copy that fills the page (84 MB of fresh pages: ~45
     ms to fill, ~3.4 ms once touched). A full window's seals reuse the memory of what slid out."""
     with Client(target) as ws:
         ws.create_stream(f"ingest{rows}", SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"])
-    filling = _senders(_sender, (target, f"ingest{rows}", rows, fill_s), senders) / fill_s if fill_s else None
-    return filling, _senders(_sender, (target, f"ingest{rows}", rows, seconds), senders) / seconds
+    fill_rows, fill_refused = _senders(_sender, (target, f"ingest{rows}", rows, fill_s), senders) if fill_s else (0, 0)
+    sent, refused = _senders(_sender, (target, f"ingest{rows}", rows, seconds), senders)
+    return fill_rows / fill_s if fill_s else None, sent / seconds, fill_refused + refused
 
 
-def _senders(fn, args: tuple, senders: int) -> int:
-    """Rows sent by `senders` processes running fn(*args, queue), each putting its count."""
+def ingest_report(target: str, rows: int) -> dict:
+    """What the server says of the ingest stream once `ingest` ran: its slide delays (the seal of
+    each sub-window runs on the event loop) and the Appends refused because a buffer was full."""
+    with Client(target) as ws:
+        st = next(s for s in ws.stats()["streams"] if s["stream"] == f"ingest{rows}")
+    return {"slide_delay_ms": st["slide_delay_ms"], "slides": st["slides"]}
+
+
+def _senders(fn, args: tuple, senders: int) -> tuple[int, int]:
+    """(rows sent, requests refused) by `senders` processes running fn(*args, queue), each putting
+    its own (rows, refused)."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -58,10 +89,10 @@ def _senders(fn, args: tuple, senders: int) -> int:
     procs = [ctx.Process(target=fn, args=(*args, out)) for _ in range(senders)]
     for p in procs:
         p.start()
-    total = sum(out.get() for _ in procs)
+    counts = [out.get() for _ in procs]
     for p in procs:
         p.join()
-    return total
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
 
 
 def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
@@ -71,6 +102,7 @@ def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
     from windowstore.clients.client import _OPTIONS, append_request
     from .bare_server import APPEND
 
+    _writer_process()
     table = pa.table(packets(rows))
     sent = 0
     with grpc.insecure_channel(target, options=_OPTIONS) as channel:
@@ -81,7 +113,7 @@ def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
         while time.monotonic() < stop:
             call(append_request("ingest", table, "", None, None))
             sent += rows
-    out.put(sent)
+    out.put((sent, 0))
 
 
 def ingest_bare(rows: int, seconds: float = 5.0, senders: int = 3) -> float:
@@ -93,7 +125,7 @@ def ingest_bare(rows: int, seconds: float = 5.0, senders: int = 3) -> float:
     proc = subprocess.Popen([sys.executable, "-m", "bench.bare_server"], stdout=subprocess.PIPE, text=True)
     try:
         target = re.search(r"serving on (\S+)", proc.stdout.readline()).group(1)
-        return _senders(_bare_sender, (target, rows, seconds), senders) / seconds
+        return _senders(_bare_sender, (target, rows, seconds), senders)[0] / seconds
     finally:
         proc.terminate()
         proc.wait(10)
@@ -202,12 +234,16 @@ def run() -> list[dict]:
                     "value": [p50, p99, qps], "shown": f"{p50:.2f} ms / {p99:.2f} ms, {qps:,.0f} calls/s", "target": ""})
     with ServerProcess() as srv:
         for rows in (10_000, 100_000):
-            filling, rate = ingest(srv.target, rows)
+            filling, rate, refused = ingest(srv.target, rows)
+            report = ingest_report(srv.target, rows)
             bare = ingest_bare(rows)
-            out.append({"name": f"ingest over gRPC, Arrow batches of {rows:,} rows (3 writer processes), window full; "
-                                "beside it, the same requests to a server that only receives them "
-                                f"(bench/bare_server.py); while the window filled: {fmt_rate(filling)}",
-                        "value": [rate, bare, filling],
+            d = report["slide_delay_ms"]
+            out.append({"name": f"ingest over gRPC, Arrow batches of {rows:,} rows (3 writer processes, keeping freed "
+                                "memory), window full; beside it, the same requests to a server that only receives "
+                                f"them (bench/bare_server.py); while the window filled: {fmt_rate(filling)}; "
+                                f"slide delay p99 / max {d['p99']:.0f} / {d['max']:.0f} ms over {report['slides']} "
+                                f"slides; {refused} Appends refused (buffer full) and retried",
+                        "value": [rate, bare, filling, d["p99"], d["max"], refused],
                         "shown": f"{fmt_rate(rate)} vs {fmt_rate(bare)} = {rate / bare:.2f}x",
                         "target": ">= 10 M rows/s at 10^5, 3 M at 10^4; >= 0.5x the bare RPC"})
     with ServerProcess() as srv:

@@ -6,11 +6,11 @@ serves an allocation above its mmap threshold (at most 32 MB) with a fresh mappi
 when freed, so every seal faulted in new pages that the kernel zeroed first, while the sub-window
 that slid out a moment before had just handed back as much; received payloads (a few MB each)
 went the same way. With freed memory kept, a seal reuses what the sub-window that left held.
-Measured on 2026-11-27: perf on the server (3 writers of 10^5-row batches, window full) found
-zeroing faulted pages at 31% of its CPU; the store's own ingest of 5 M-row sub-windows (5 rounds
-of 55 M rows) took 8k page faults instead of 286k and 0.5-2.4 s of kernel time instead of
-4.5-5.7 s; over gRPC the server's page faults per 10^5-row Append went 54-165 -> 11-14, its
-throughput within that bench's noise (the writer processes there use as much CPU as the server).
+Measured on 2026-11-27: perf on the server (3 writers of 10^5-row batches, --fsync always, window
+full) found zeroing faulted pages at 31% of its CPU; the store's own ingest of 5 M-row sub-windows
+(5 rounds of 55 M rows) took 8k page faults instead of 286k and 0.5-2.4 s of kernel time instead
+of 4.5-5.7 s; over gRPC the server's page faults per 10^5-row Append went 54-165 -> 11-14, its
+throughput within that bench's noise (the writer processes there used as much CPU as the server).
 
 The price: the process's resident size follows the largest its windows have been, not what they
 hold now (memory a dropped stream freed is reused by the others, not returned). An operator who

@@ -28,7 +28,7 @@ from windowstore.store.schema import valid_key
 from windowstore.store.window import Window
 from windowstore.txn.answers import to_plain
 
-from .wal import _write_all, crc32c, drop_cached, fsync_dir
+from .wal import write_all, crc32c, drop_cached, fsync_dir
 
 
 FORMAT = 2  # 2: files checked by CRC-32C ("crc32c"); 1: by zlib's CRC-32 ("crc32")
@@ -66,12 +66,12 @@ class _FileSink:
             self._small += view
         else:
             self.flush()
-            _write_all(self.fd, view)
+            write_all(self.fd, view)
         return len(view)
 
     def flush(self) -> None:
         if self._small:
-            _write_all(self.fd, bytes(self._small))
+            write_all(self.fd, bytes(self._small))
             self._small.clear()
 
     def close(self) -> None:

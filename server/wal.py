@@ -259,7 +259,7 @@ class WriteAheadLog:
                 if self._fd is None or self._size >= self.segment_bytes or self._new_segment:
                     self._rotate(first)
                     self._new_segment = False
-                _write_all(self._fd, parts)
+                write_all(self._fd, parts)
             except OSError as e:
                 self._fail(f"writing the log failed: {e}")
             self._size += size
@@ -313,7 +313,7 @@ class WriteAheadLog:
                 self._fd = None
         path = os.path.join(self.directory, f"{first_lsn:020d}.wal")
         self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        _write_all(self._fd, MAGIC)
+        write_all(self._fd, MAGIC)
         os.fdatasync(self._fd)
         fsync_dir(self.directory)
         self._size = len(MAGIC)
@@ -351,7 +351,7 @@ class WriteAheadLog:
         raise WalFailed(reason)
 
 
-def _write_all(fd: int, data: bytes | list[bytes]) -> None:
+def write_all(fd: int, data: bytes | list[bytes]) -> None:
     """Write everything (os.writev for a list of buffers, 1024 at a time; partial writes go on)."""
     parts = [memoryview(data)] if isinstance(data, (bytes, bytearray, memoryview)) else [memoryview(p) for p in data]
     parts = [p for p in parts if len(p)]  # an empty buffer would make writev return 0 for ever

@@ -35,6 +35,15 @@ def _as_v1(path: str) -> None:
         f.write(data)
 
 
+def _one_segment(directory, previous_format: bool) -> wal.Segment:
+    """The PAYLOADS logged into one segment, in the current or the previous format."""
+    _log(directory, PAYLOADS).close()
+    (seg,) = wal.segments(str(directory))
+    if previous_format:
+        _as_v1(seg.path)
+    return seg
+
+
 def _records(directory) -> list[tuple[int, bytes]]:
     return [(lsn, bytes(p)) for lsn, p in wal.read(str(directory))]
 
@@ -70,10 +79,7 @@ def test_a_segment_of_the_previous_format_is_read_and_the_log_goes_on_after_it(t
 
 @pytest.mark.parametrize("previous_format", [False, True])
 def test_damage_is_found_by_the_segment_s_own_checksum(tmp_path, previous_format):
-    _log(tmp_path, PAYLOADS).close()
-    (seg,) = wal.segments(str(tmp_path))
-    if previous_format:
-        _as_v1(seg.path)
+    seg = _one_segment(tmp_path, previous_format)
     data = bytearray(open(seg.path, "rb").read())
     middle = 8 + 16 + len(PAYLOADS[0]) + 16 + 2  # inside the second record's payload
     data[middle] ^= 0x40
@@ -84,10 +90,7 @@ def test_damage_is_found_by_the_segment_s_own_checksum(tmp_path, previous_format
 
 @pytest.mark.parametrize("previous_format", [False, True])
 def test_a_torn_last_record_is_truncated(tmp_path, previous_format):
-    _log(tmp_path, PAYLOADS).close()
-    (seg,) = wal.segments(str(tmp_path))
-    if previous_format:
-        _as_v1(seg.path)
+    seg = _one_segment(tmp_path, previous_format)
     size = os.path.getsize(seg.path)
     os.truncate(seg.path, size - 3)
     assert _records(tmp_path) == list(enumerate(PAYLOADS[:-1], 1))

@@ -56,7 +56,14 @@ class Durability:
         lsn = 0
         if path is not None:
             image, lsn, subwindow = snapshot.read(path)
-            engine.restore(image, subwindow)
+            restored = []
+
+            def load(window, meta):
+                sub = subwindow(window, meta)
+                restored.append((sub, meta["file"]))
+                return sub
+            engine.restore(image, load)
+            self.snapshots.adopt(path, restored)
         self.snapshots.prune(lsn)
         replayed = 0
         for _, payload in self.wal.recover(lsn):

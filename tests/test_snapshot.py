@@ -75,3 +75,39 @@ def test_a_snapshot_of_the_previous_format_is_read_and_damage_is_found(tmp_path_
     _rewrite_state(path, lambda s: s.update(format=snapshot.FORMAT + 1))
     with pytest.raises(snapshot.SnapshotCorrupt, match="not one this version reads"):
         snapshot.read(path)
+
+
+def test_after_a_restart_the_next_snapshot_links_the_restored_sub_windows(tmp_path):
+    from test_engine import create
+
+    from windowstore.server.durability import Durability
+
+    def sub_window_files(directory) -> dict[str, int]:
+        return {os.path.relpath(os.path.join(d, f), directory): os.stat(os.path.join(d, f)).st_ino
+                for d, _, fs in os.walk(directory) for f in fs if f.startswith("sw-")}
+
+    live = Engine()
+    rows = [(1, "a", 5, 1.0), (2, "b", 7, 2.5), (3, None, None, None)]
+    run_live(live, [("create", 0, 0, 3)] + [("append", 0, rows, "", 0), ("slide", 0, "", 0)] * 4)
+    first = Durability(str(tmp_path), "off")
+    first.log(live.drain(), live, lambda error: None)
+    assert first.snapshot(live, wait=True)
+    first.close(None)
+    old = sub_window_files(snapshot.latest(first.snapshots.dir))
+    assert len(old) == 3  # the window's three sealed sub-windows
+
+    second = Durability(str(tmp_path), "off")
+    restored = Engine()
+    second.recover(restored)
+    assert restored.digest() == live.digest()
+    assert second.snapshots.held_bytes > 0  # the next snapshot waits for as much log as this one holds
+    restored.apply(create("other", 2000, clock="manual", subwindow_ms=100))
+    second.log(restored.drain(), restored, lambda error: None)
+    assert second.snapshot(restored, wait=True)
+    second.close(None)
+    new = sub_window_files(snapshot.latest(second.snapshots.dir))
+    assert new == old  # the same files, linked (same inodes), not written again
+    state, _, subwindow = snapshot.read(snapshot.latest(second.snapshots.dir))
+    again = Engine()
+    again.restore(state, subwindow)
+    assert again.digest() == restored.digest()

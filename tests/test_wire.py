@@ -55,3 +55,23 @@ def test_other_shapes_are_left_to_protobuf():
     assert parse_append(twice) is None and pb.AppendRequest.FromString(twice).stream == "b"  # the last one wins
     assert parse_append(b"\x0a\x02\xff\xfe" + pb.AppendRequest(arrow_ipc=b"x").SerializeToString()) is None  # not UTF-8
     assert parse_append(pb.AppendRequest(stream="s").SerializeToString()) is None  # no batch
+
+
+@given(st.text(max_size=20), st.text(max_size=20), st.none() | INT64,
+       st.lists(st.tuples(st.integers(-5, 5), st.none() | st.text(max_size=5)), max_size=300))
+def test_the_sdk_s_serialized_append_is_the_message_it_used_to_build(stream, writer, batch_id, rows):
+    """The SDK writes an Arrow Append's bytes itself (batches.append_wire): protobuf reads them as
+    the message the SDK used to build and serialize, and so does the server's reader."""
+    import pyarrow as pa
+
+    from windowstore.clients.batches import build, to_arrow, to_ipc
+    from windowstore.clients.client import append_request
+
+    table = pa.table({"ts": pa.array([r[0] for r in rows], pa.int64()), "s": pa.array([r[1] for r in rows], pa.string())})
+    wire = append_request(stream, table, writer, batch_id, None)
+    assert isinstance(wire, bytes)
+    built = build(pb.AppendRequest, stream=stream, writer_id=writer, batch_id=batch_id)
+    built.arrow_ipc = to_ipc(to_arrow(table))
+    assert pb.AppendRequest.FromString(wire) == built
+    w = parse_append(wire)
+    assert w is not None and same(w, built)

@@ -99,14 +99,14 @@ def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
     """As _sender, with the same request built per call, to a server that only receives it."""
     import grpc
 
-    from windowstore.clients.client import _OPTIONS, append_request, serialize_append
+    from windowstore.clients.client import _OPTIONS, append_request, serialized
     from .bare_server import APPEND
 
     _writer_process()
     table = pa.table(packets(rows))
     sent = 0
     with grpc.insecure_channel(target, options=_OPTIONS) as channel:
-        call = channel.unary_unary(APPEND, request_serializer=serialize_append,
+        call = channel.unary_unary(APPEND, request_serializer=serialized,
                                    response_deserializer=lambda b: b)
         call(append_request("ingest", table, "", None, None))
         stop = time.monotonic() + seconds

@@ -21,7 +21,7 @@ from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from .answer import Answer
-from .batches import append_wire, build, to_arrow, to_columnar, to_ipc
+from .batches import arrow_wire, build, to_arrow, to_columnar
 from .errors import InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -107,32 +107,33 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
 
 def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
                    columnar_types: dict[str, str] | None) -> pb.AppendRequest | bytes:
-    """The Append request: already serialized when it carries Arrow (append_wire), a message for
+    """The Append request: already serialized when it carries Arrow (arrow_wire), a message for
     the plain protobuf form."""
     req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
     if columnar_types is None:
-        return append_wire(req, to_arrow(columns))
+        return arrow_wire(req, to_arrow(columns))
     req.columnar.CopyFrom(to_columnar(columns, columnar_types))
     return req
 
 
-APPEND_METHOD = "/windowstore.v1.WindowStoreService/Append"
-
-
-def serialize_append(req: pb.AppendRequest | bytes) -> bytes:
+def serialized(req) -> bytes:
+    """A request as bytes: as it is when the SDK serialized it already (arrow_wire)."""
     return req if isinstance(req, bytes) else req.SerializeToString()
 
 
-def _append_call(channel):
-    """The stub's Append, taking a request append_request serialized already."""
-    return channel.unary_unary(APPEND_METHOD, request_serializer=serialize_append,
-                               response_deserializer=pb.AppendResponse.FromString)
+def _presized_calls(stub, channel) -> None:
+    """The stub's Append and StageRows take requests serialized already (or messages)."""
+    for method, response in (("Append", pb.AppendResponse), ("StageRows", pb.StageRowsResponse)):
+        setattr(stub, method, channel.unary_unary(f"/windowstore.v1.WindowStoreService/{method}",
+                                                  request_serializer=serialized,
+                                                  response_deserializer=response.FromString))
 
 
 def stage_request(stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
-                  chunk: int) -> pb.StageRowsRequest:
-    return build(pb.StageRowsRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, attempt=attempt,
-                 chunk=chunk, arrow_ipc=to_ipc(to_arrow(columns)))
+                  chunk: int) -> bytes:
+    """A StageRows request, serialized (arrow_wire)."""
+    return arrow_wire(build(pb.StageRowsRequest, stream=stream, writer_id=writer_id, batch_id=batch_id,
+                            attempt=attempt, chunk=chunk), to_arrow(columns))
 
 
 def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool):
@@ -219,7 +220,7 @@ class Client:
         self._channel = channel or (grpc.secure_channel(target, creds, options=_OPTIONS) if creds
                                     else grpc.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
-        self._stub.Append = _append_call(self._channel)
+        _presized_calls(self._stub, self._channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -353,7 +354,7 @@ class AsyncClient:
         self._channel = (grpc.aio.secure_channel(target, creds, options=_OPTIONS) if creds
                          else grpc.aio.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
-        self._stub.Append = _append_call(self._channel)
+        _presized_calls(self._stub, self._channel)
 
     async def close(self) -> None:
         await self._channel.close()

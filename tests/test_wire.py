@@ -60,7 +60,7 @@ def test_other_shapes_are_left_to_protobuf():
 @given(st.text(max_size=20), st.text(max_size=20), st.none() | INT64,
        st.lists(st.tuples(st.integers(-5, 5), st.none() | st.text(max_size=5)), max_size=300))
 def test_the_sdk_s_serialized_append_is_the_message_it_used_to_build(stream, writer, batch_id, rows):
-    """The SDK writes an Arrow Append's bytes itself (batches.append_wire): protobuf reads them as
+    """The SDK writes an Arrow Append's bytes itself (batches.arrow_wire): protobuf reads them as
     the message the SDK used to build and serialize, and so does the server's reader."""
     import pyarrow as pa
 
@@ -75,3 +75,17 @@ def test_the_sdk_s_serialized_append_is_the_message_it_used_to_build(stream, wri
     assert pb.AppendRequest.FromString(wire) == built
     w = parse_append(wire)
     assert w is not None and same(w, built)
+
+
+@given(st.text(max_size=20), st.text(max_size=20), INT64, st.text(max_size=10), INT64,
+       st.lists(st.integers(-5, 5), max_size=50))
+def test_the_sdk_s_serialized_stage_rows_is_the_message_it_used_to_build(stream, writer, batch_id, attempt, chunk, ts):
+    import pyarrow as pa
+
+    from windowstore.clients.batches import build, to_arrow, to_ipc
+    from windowstore.clients.client import stage_request
+
+    table = pa.table({"ts": pa.array(ts, pa.int64())})
+    built = build(pb.StageRowsRequest, stream=stream, writer_id=writer, batch_id=batch_id, attempt=attempt, chunk=chunk,
+                  arrow_ipc=to_ipc(to_arrow(table)))
+    assert pb.StageRowsRequest.FromString(stage_request(stream, table, writer, batch_id, attempt, chunk)) == built

@@ -121,7 +121,7 @@ def serialized(req) -> bytes:
     return req if isinstance(req, bytes) else req.SerializeToString()
 
 
-def _presized_calls(stub, channel) -> None:
+def _serialized_calls(stub, channel) -> None:
     """The stub's Append and StageRows take requests serialized already (or messages)."""
     for method, response in (("Append", pb.AppendResponse), ("StageRows", pb.StageRowsResponse)):
         setattr(stub, method, channel.unary_unary(f"/windowstore.v1.WindowStoreService/{method}",
@@ -220,7 +220,7 @@ class Client:
         self._channel = channel or (grpc.secure_channel(target, creds, options=_OPTIONS) if creds
                                     else grpc.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
-        _presized_calls(self._stub, self._channel)
+        _serialized_calls(self._stub, self._channel)
 
     def close(self) -> None:
         self._channel.close()
@@ -354,7 +354,7 @@ class AsyncClient:
         self._channel = (grpc.aio.secure_channel(target, creds, options=_OPTIONS) if creds
                          else grpc.aio.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
-        _presized_calls(self._stub, self._channel)
+        _serialized_calls(self._stub, self._channel)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -63,7 +63,7 @@ class Durability:
                 restored.append((sub, meta["file"]))
                 return sub
             engine.restore(image, load)
-            self.snapshots.adopt(path, restored)
+            self.snapshots.adopt(path, image, restored)
         self.snapshots.prune(lsn)
         replayed = 0
         for _, payload in self.wal.recover(lsn):

@@ -187,15 +187,13 @@ class SnapshotWriter:
         self.held_bytes = sum(sizes.values())
         return final
 
-    def adopt(self, path: str, restored: list[tuple[object, str]]) -> None:
-        """After a restart from the snapshot at `path`: the restored sub-windows (each with its file
-        there) are what the next snapshot links instead of writing again, and its size is what the
-        next one waits for (Durability.log). Without it the first snapshot after a restart wrote
-        every sealed sub-window again. Files of the previous format are left to be rewritten
-        (their checksum is not the one this format records)."""
-        with open(os.path.join(path, "state.json"), "rb") as f:
-            state = json.loads(f.read())
-        if state.get("format") != FORMAT:
+    def adopt(self, path: str, state: dict, restored: list[tuple[object, str]]) -> None:
+        """After a restart from the snapshot at `path` (`state` as read() returned it): the restored
+        sub-windows (each with its file there) are what the next snapshot links instead of writing
+        again, and its size is what the next one waits for (Durability.log). Without it the first
+        snapshot after a restart wrote every sealed sub-window again. Files of the previous format
+        are left to be rewritten (their checksum is not the one this format records)."""
+        if state["format"] != FORMAT:
             return
         sums = state["crc32c"]
         self._files = {id(sub): (sub, os.path.join(path, rel), sums[rel], os.path.getsize(os.path.join(path, rel)))

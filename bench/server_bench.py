@@ -24,7 +24,8 @@ def _writer_process() -> None:
     """A writer process of the ingest benchmarks keeps its freed memory, as the server does
     (server/allocator.py): with glibc's default every 10^5-row Append mapped fresh pages for the
     request it builds and sends, and the three writers, on the same two cores as the server, used
-    more CPU than it (measured on 2026-11-27: client CPU per 10^5-row Append 10-11 ms -> 4-5 ms),
+    more CPU than it (measured on 2026-11-27, before the SDK serialized its requests itself: client
+    CPU per 10^5-row Append 10-11 ms -> 4-5 ms),
     which made the load generator the bottleneck. The bare-RPC floor's writers do the same."""
     from windowstore.server.allocator import keep_freed_memory
 

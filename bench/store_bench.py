@@ -107,7 +107,7 @@ def run() -> list[dict]:
     t = timeit(lambda: s.append(batch), repeat=7)
     out.append({"name": "append 100k-row Arrow batch into the buffer (validate + dictionary-encode)", "value": rows / t,
                 "shown": fmt_rate(rows / t), "target": ""})
-    s.window._buffer.take(s.schema.names)
+    s.window._buffer.detach()
 
     for n in (10, 100, 1000):
         st = filled(n, 200)

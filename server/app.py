@@ -78,6 +78,8 @@ class WindowStoreServer:
             def slid(name: str) -> None:
                 if sched.last_slide_delay is not None:
                     self.metrics.slide_delay.labels(name).observe(sched.last_slide_delay / 1000.0)
+                if sched.last_seal_ms is not None:
+                    self.metrics.seal.labels(name).observe(sched.last_seal_ms / 1000.0)
             self.driver.engine.on_slide = slid
         self.service = WindowStoreService(self.driver, policy)
         self._stopped = threading.Event()

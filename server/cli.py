@@ -24,7 +24,7 @@ def _serve(args) -> int:
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
                        max_join_rows=args.max_join_rows,
                        history_keep=args.history_keep, workers=args.workers, offload_ms=args.offload_ms,
-                       grace_s=args.grace_s,
+                       seal_offload_rows=args.seal_offload_rows, grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
@@ -202,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "earlier runs of the same query runs on the query thread, while the event loop goes on "
                          "with slides and other calls; 0: every one; negative: none, all on the event loop "
                          "(default 0.25)")
+    sv.add_argument("--seal-offload-rows", type=int, default=100_000,
+                    help="a slide of at least this many rows is sealed (concatenated, its synopses built) on the "
+                         "seal thread while the event loop goes on serving; queries of its stream wait for it "
+                         "(default 100000; with --offload-ms negative, every seal runs on the event loop)")
     sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
     sv.add_argument("--data-dir", default=os.environ.get("WINDOWSTORE_DATA_DIR", "windowstore-data"),
                     help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")

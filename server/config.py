@@ -22,6 +22,7 @@ class ServerConfig:
     history_keep: int = 200_000        # history records kept in memory for StreamHistory (a probe's reads are one)
     workers: int = 4                   # threads that decode large Arrow payloads off the gRPC event loop
     offload_ms: float = 0.25           # window-scan reads and final merges this slow (measured) run on the query thread; < 0: none
+    seal_offload_rows: int = 100_000   # a slide of this many rows or more is sealed on the seal thread (offload_ms < 0: none)
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
     subscriber_buffer_mb: int = 16     # ... or this many MiB of them
     answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers

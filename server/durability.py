@@ -91,9 +91,10 @@ class Durability:
         # Redis rewrites its append-only file once it has doubled): a snapshot of a large window
         # every 256 MB of log wrote the open buffer and each sealed sub-window again and again (at
         # 9 M rows/s, one per second: 17% of the ingest rate), while replay is bounded all the same,
-        # by no more log than the state it adds to.
+        # by no more log than the state it adds to. A snapshot waits while a slide is being sealed
+        # (its Slide is logged, its sub-window not yet in the state): the next flush takes it.
         written = self.wal.bytes_written - self._bytes_at_snapshot
-        if written and (written >= max(self.snapshot_every_bytes, self.snapshots.held_bytes)
+        if written and not engine.sealing and (written >= max(self.snapshot_every_bytes, self.snapshots.held_bytes)
                         or time.monotonic() - self._time_at_snapshot >= self.snapshot_every_s):
             self.snapshot(engine, wait=False)
 

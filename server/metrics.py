@@ -31,8 +31,12 @@ class Metrics:
         self.response = Histogram("windowstore_query_response_seconds", "Query submit to answer, on the server",
                                   ["stream", "query_class"], buckets=_LATENCY, registry=r)
         self.slide_delay = Histogram("windowstore_slide_delay_seconds",
-                                     "How late a processing-time slide was applied after it fell due",
+                                     "How late a processing-time slide began (its rows cut) after it fell due",
                                      ["stream"], buckets=_LATENCY, registry=r)
+        self.seal = Histogram("windowstore_seal_seconds",
+                              "Sealing a slide's sub-window (concatenating its rows, building its synopses), "
+                              "on the seal thread or the event loop",
+                              ["stream"], buckets=_LATENCY, registry=r)
 
     def bind(self, driver) -> None:
         self.registry.register(_StoreCollector(driver))

@@ -95,23 +95,58 @@ class _Buffer:
             self.chunks.append(_without_full_masks(columns))
             self.rows += rows
 
-    def take(self, names: list[str], rows: int | None = None) -> tuple[dict[str, np.ndarray], int]:
-        """Remove and return the first `rows` rows (all when None), concatenated."""
-        if not self.chunks:
-            return {}, 0
-        merged = {c: concat([ch[c] for ch in self.chunks]) for c in names}
-        for c in names:  # validity masks: where any chunk has a null in c (chunks without one: all valid)
-            vk = valid_key(c)
-            if any(vk in ch for ch in self.chunks):
-                merged[vk] = concat([ch[vk] if vk in ch else np.ones(len(ch[c]), dtype=bool) for ch in self.chunks])
+    def detach(self, rows: int | None = None) -> tuple[tuple[dict[str, np.ndarray], ...], int]:
+        """Remove and return the first `rows` rows (all when None) as the chunks that hold them,
+        not concatenated: a chunk across the boundary is split into two views."""
         total = self.rows
         if rows is None or rows >= total:
-            self.chunks, self.rows = [], 0
-            return merged, total
-        head = _without_full_masks({c: a[:rows] for c, a in merged.items()})
-        self.chunks = [_without_full_masks({c: a[rows:] for c, a in merged.items()})]
+            out, self.chunks, self.rows = tuple(self.chunks), [], 0
+            return out, total
+        head, left = [], rows
+        while left:
+            chunk = self.chunks[0]
+            n = len(next(iter(chunk.values())))
+            if n <= left:
+                head.append(self.chunks.pop(0))
+                left -= n
+            else:
+                head.append(_without_full_masks({c: a[:left] for c, a in chunk.items()}))
+                self.chunks[0] = _without_full_masks({c: a[left:] for c, a in chunk.items()})
+                left = 0
         self.rows = total - rows
-        return head, rows
+        return tuple(head), rows
+
+
+def merge_chunks(chunks, names: list[str]) -> dict[str, np.ndarray]:
+    """Buffered chunks as one set of columns (validity masks where any chunk has a null in a
+    column; chunks without one are all valid there)."""
+    if not chunks:
+        return {}
+    merged = {c: concat([ch[c] for ch in chunks]) for c in names}
+    for c in names:
+        vk = valid_key(c)
+        if any(vk in ch for ch in chunks):
+            merged[vk] = concat([ch[vk] if vk in ch else np.ones(len(ch[c]), dtype=bool) for ch in chunks])
+    return merged
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Write transaction T_j begun: slide j's rows, detached from the open buffer. From here on
+    appends go to slide j + 1 (so the Slide command's place in the log is the cut, and replaying
+    the log cuts the same rows). Sealing them (Window.seal_cut) reads only this and the window's
+    immutable schema and spec, so it may run on another thread while the window is read and
+    appended to; Window.install then makes sub-window j visible. Until then the window is as
+    of slide j - 1."""
+
+    slide: int
+    start_ms: int | None      # None: count-based, bounded by the event times it holds
+    end_ms: int | None
+    chunks: tuple
+    rows: int
+    now_ms: int
+    prefix_before: dict
+    after_ms: int             # count-based without rows: where the previous sub-window ended
 
 
 def _without_full_masks(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -174,7 +209,9 @@ class Window:
         self.spec = spec
         self.n = spec.subwindows
         self.subs: list[SubWindow | None] = [None] * self.n
-        self.latest = -1  # newest slide applied; -1 before the first
+        self.latest = -1  # newest slide applied (installed); -1 before the first
+        self.cut_through = -1  # newest slide begun: latest, or latest + 1 while `cutting` is sealed
+        self.cutting: Cut | None = None
         self.created_ms = created_ms
         self.last_seal_ms = created_ms
         self._names = schema.names
@@ -224,7 +261,9 @@ class Window:
 
     @property
     def buffered_rows(self) -> int:
-        return self._buffer.rows + sum(b.rows for b in self._slots.values())
+        """Rows waiting for a slide: in open buffers, and cut for the slide being sealed."""
+        cut = self.cutting.rows if self.cutting is not None else 0
+        return self._buffer.rows + sum(b.rows for b in self._slots.values()) + cut
 
     def bounds(self, n_q: int) -> tuple[int | None, int | None]:
         """[start, end) of the n_q youngest sealed sub-windows, (None, None) before the first seal.
@@ -257,7 +296,7 @@ class Window:
             return
         t = self.spec.subwindow_ms
         base = self._base_slot if self._base_slot is not None else int(ts.min()) // t
-        horizon = max(base + self.latest + 1, self._watermark_slot()) + 10 * self.n
+        horizon = max(base + self.cut_through + 1, self._watermark_slot()) + 10 * self.n
         if int(ts.max()) // t > horizon:
             raise InvalidInput(
                 f"event time {int(ts.max())} is more than {10 * self.n} sub-windows ahead of the watermark",
@@ -269,7 +308,7 @@ class Window:
         slots = ts // t
         if self._base_slot is None:
             self._base_slot = int(slots.min())
-        next_slot = self._base_slot + self.latest + 1
+        next_slot = self._base_slot + self.cut_through + 1
         keep = slots >= next_slot
         late = rows - int(keep.sum())
         if late:
@@ -300,54 +339,71 @@ class Window:
         if spec.count_based:
             return self._buffer.rows // spec.subwindow_rows
         if spec.clock == "processing":
-            return max(0, now_ms // spec.subwindow_ms - self._base_slot - (self.latest + 1))
+            return max(0, now_ms // spec.subwindow_ms - self._base_slot - (self.cut_through + 1))
         if spec.clock == "event":
             if self._base_slot is None:
                 return 0
             # slot s is complete once the watermark reaches its end: watermark_slot > s
-            return max(0, self._watermark_slot() - (self._base_slot + self.latest + 1))
+            return max(0, self._watermark_slot() - (self._base_slot + self.cut_through + 1))
         return 0
 
     def next_due_ms(self) -> int | None:
         """Clock time of the next scheduled slide (processing time only)."""
         if self.spec.clock == "processing" and not self.spec.count_based:
-            return (self._base_slot + self.latest + 2) * self.spec.subwindow_ms
+            return (self._base_slot + self.cut_through + 2) * self.spec.subwindow_ms
         return None
 
     def slide(self, now_ms: int) -> SubWindow:
-        """Write transaction T_j: seal the next sub-window and swap it into position j mod n."""
+        """Write transaction T_j at once: cut, seal, install."""
+        sub = self.seal_cut(self.cut(now_ms))
+        self.install(sub)
+        return sub
+
+    def cut(self, now_ms: int) -> Cut:
+        """Begin T_j: detach the rows of the next sub-window (see Cut). One at a time: the next
+        cut waits for this one's install (its running synopsis starts where this one ends)."""
+        assert self.cutting is None, "a slide is being sealed"
         spec = self.spec
         j = self.latest + 1
         if spec.count_based:
-            cols, rows = self._buffer.take(self._names, spec.subwindow_rows)
+            chunks, rows = self._buffer.detach(spec.subwindow_rows)
             start = end = None
         elif spec.clock == "event":
             slot = self._base_slot + j if self._base_slot is not None else now_ms // spec.subwindow_ms
             if self._base_slot is None:
                 self._base_slot = slot
             buf = self._slots.pop(slot, None)
-            cols, rows = buf.take(self._names) if buf else ({}, 0)
+            chunks, rows = buf.detach() if buf else ((), 0)
             start, end = slot * spec.subwindow_ms, (slot + 1) * spec.subwindow_ms
         elif spec.clock == "processing":
-            cols, rows = self._buffer.take(self._names)
+            chunks, rows = self._buffer.detach()
             slot = self._base_slot + j
             start, end = slot * spec.subwindow_ms, (slot + 1) * spec.subwindow_ms
         else:
-            cols, rows = self._buffer.take(self._names)
+            chunks, rows = self._buffer.detach()
             start, end = self.last_seal_ms, max(now_ms, self.last_seal_ms)
-        if not rows:
-            cols = self.empty_columns()
+        after = self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0
+        self.cutting = Cut(j, start, end, chunks, rows, now_ms, dict(self._prefix), after)
+        self.cut_through = j
+        self.last_seal_ms = now_ms
+        return self.cutting
+
+    def seal_cut(self, cut: Cut) -> SubWindow:
+        """Slide j's sub-window from its cut. Reads nothing the window changes (any thread)."""
+        cols = merge_chunks(cut.chunks, self._names) if cut.rows else self.empty_columns()
+        start, end = cut.start_ms, cut.end_ms
         if start is None:  # count-based: bounds are the observed event times
             ts = cols[self.schema.time_column]
-            min_ts = int(ts.min()) if rows else None
-            max_ts = int(ts.max()) if rows else None
-            start = min_ts if min_ts is not None else (self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0)
-            end = max_ts + 1 if max_ts is not None else start
-        sub = self.seal(j, start, end, cols, rows, now_ms, dict(self._prefix))
+            start = int(ts.min()) if cut.rows else cut.after_ms
+            end = int(ts.max()) + 1 if cut.rows else start
+        return self.seal(cut.slide, start, end, cols, cut.rows, cut.now_ms, dict(cut.prefix_before))
+
+    def install(self, sub: SubWindow) -> None:
+        """Commit T_j: its sealed sub-window takes position j mod n."""
+        assert self.cutting is not None and sub.slide == self.cutting.slide, "install the sub-window cut last"
         self._prefix = dict(sub.synopsis.prefix_after)
         self._place(sub)
-        self.last_seal_ms = now_ms
-        return sub
+        self.cutting = None
 
     def empty_columns(self) -> dict[str, np.ndarray]:
         dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32,
@@ -379,6 +435,7 @@ class Window:
     def _place(self, sub: SubWindow) -> None:
         self.subs[sub.position] = sub
         self.latest = sub.slide
+        self.cut_through = max(self.cut_through, sub.slide)
         self.interval.add(sub.slide, sub.synopsis)
         for keys in self.running_keys.values():
             keys.add(sub.slide, self.subs)
@@ -389,7 +446,7 @@ class Window:
         """Put back the state a snapshot captured (sub-windows sealed through `seal`)."""
         for sub in sorted(subs, key=lambda s: s.slide):
             self._place(sub)
-        self.latest = latest
+        self.latest = self.cut_through = latest
         self._prefix = dict(prefix)
         for c in self._names:  # a snapshot from before nulls: every value counted
             self._prefix.setdefault(count_key(c), self._prefix[COUNT_KEY])
@@ -405,17 +462,19 @@ class Window:
 
     # -- string dictionary compaction ------------------------------------------------------------
     def live_codes(self) -> np.ndarray:
-        """The string codes held by live sub-windows and buffers (sorted, unique)."""
+        """The string codes held by live sub-windows, buffers and a cut being sealed (sorted, unique)."""
         parts = [sub.columns[c] for sub in self.subs if sub is not None for c in self._strings]
-        for buf in [self._buffer, *self._slots.values()]:
-            parts += [chunk[c] for chunk in buf.chunks for c in self._strings]
+        for chunks in [self._buffer.chunks, *(b.chunks for b in self._slots.values()),
+                       self.cutting.chunks if self.cutting is not None else ()]:
+            parts += [chunk[c] for chunk in chunks for c in self._strings]
         parts = [p for p in parts if len(p)]
         return np.unique(np.concatenate(parts)).astype(np.int32) if parts else np.empty(0, dtype=np.int32)
 
     def remap_strings(self, remap: np.ndarray) -> None:
         """Renumber string codes (StringDictionary.compact's map, order-preserving on live codes):
         every live sub-window is replaced by a copy with renumbered string columns and per-key
-        synopses (a write of the whole window: no query may be reading it)."""
+        synopses (a write of the whole window: no query may be reading it, no slide being sealed)."""
+        assert self.cutting is None, "a slide is being sealed"
         def codes(a: np.ndarray) -> np.ndarray:
             out = remap[a] if len(a) else a
             out.flags.writeable = False

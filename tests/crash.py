@@ -274,10 +274,12 @@ class Harness:
 
     # -- the server ------------------------------------------------------------------------------
     def server_args(self) -> list[str]:
-        """Random snapshot settings (small: snapshots all the time) and the fsync policy."""
+        """Random snapshot settings (small: snapshots all the time), the fsync policy, and which seals
+        run on the seal thread (usually all: a kill then often lands while one is in flight)."""
         fsync = self.rng.choice(["always", "interval", "off"]) if self.fsync == "mixed" else self.fsync
         mb = math.exp(self.rng.uniform(math.log(0.01), math.log(0.5)))
-        args = ["-v", "--fsync", fsync, "--snapshot-every-mb", f"{mb:.4f}"]
+        seal_rows = self.rng.choice([0, 0, 1, 100, 100_000])
+        args = ["-v", "--fsync", fsync, "--snapshot-every-mb", f"{mb:.4f}", "--seal-offload-rows", str(seal_rows)]
         if self.rng.random() < 0.3:
             args += ["--snapshot-every-s", "0.2"]
         return args

@@ -155,3 +155,62 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
     finally:
         release.set()
         driver.stop(5)
+
+
+def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(monkeypatch):
+    """A slide's seal on the seal thread is held there: meanwhile an append to its stream is
+    acknowledged (for the next slide), a query of another stream is answered, and a query of its
+    stream waits; released, the sub-window is installed and that query reflects it."""
+    import time
+
+    import pyarrow as pa
+
+    from windowstore.store import parse_query
+    from windowstore.store.window import Window
+    from windowstore.txn import check
+
+    entered, release = threading.Event(), threading.Event()
+    seal_cut = Window.seal_cut
+
+    def held_seal(self, cut):
+        if threading.current_thread().name.startswith("windowstore-seal") and not release.is_set():
+            entered.set()
+            release.wait(10)
+        return seal_cut(self, cut)
+    monkeypatch.setattr(Window, "seal_cut", held_seal)
+
+    clock = FakeClock(1_000_000.0)
+    driver = Driver(ServerConfig(in_memory=True, seal_offload_rows=3), clock=clock)  # cuts of 3 rows and more
+    driver.start()
+    try:
+        for name in ("a", "b"):
+            driver.command(CreateStream(name, (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None,
+                                        "processing", 0, (), 16, 0)).result(10)
+        driver.command(Append("a", pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}), "", None, 0)).result(10)
+        driver.command(Append("b", pa.table({"ts": [1], "v": [7]}), "", None, 0)).result(10)
+        a, b = driver.run(lambda: (driver.stream("a"), driver.stream("b")))
+        clock.ms = driver.run(lambda: a.window.next_due_ms()) + 1
+        driver.run(lambda: driver.read(lambda: None))  # the due slides: a's is cut and sealed elsewhere
+        assert entered.wait(10), "the seal did not start on the seal thread"
+        assert driver.run(lambda: (a.window.latest, a.window.cut_through, b.window.latest)) == (-1, 0, 0)
+        ack = driver.command(Append("a", pa.table({"ts": [4], "v": [100]}), "", None, 0)).result(10)
+        assert ack.accepted == 1 and ack.latest_slide == 0  # slide 0 has begun: this row is in slide 1
+        def answered(txn) -> bool:
+            deadline = time.monotonic() + 10
+            while not driver.run(lambda: txn.done) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return txn.done
+        mine, _ = driver.run(lambda: driver.submit(parse_query("SELECT SUM(v), COUNT(*) FROM a"), 0))
+        other, _ = driver.run(lambda: driver.submit(parse_query("SELECT SUM(v), COUNT(*) FROM b"), 0))
+        assert answered(other) and other.result.answer.rows == [(7, 1)]
+        assert not driver.run(lambda: mine.done) and entered.is_set()  # waits for the install
+        release.set()
+        assert answered(mine)
+        assert mine.result.answer.rows == [(6, 3)] and mine.result.slide == 0  # not the row appended meanwhile
+        assert driver.run(lambda: (a.window.latest, a.window.buffered_rows)) == (0, 1)
+        assert driver.run(lambda: driver.stats("a"))["streams"][0]["seal_ms"]["count"] == 1
+        events = driver.run(lambda: driver.history.since(0, None, 1000))
+        assert check(events).violations("lws") == []
+    finally:
+        release.set()
+        driver.stop(5)

@@ -212,3 +212,100 @@ def test_what_runs_as_a_job_follows_the_measured_cost_of_the_same_query():
     assert again.result.answer.rows == [(1, 4)]
     other = sched.submit(scan(s, "SELECT COUNT(*) FROM s WHERE v > 0"))  # another query: no estimate, inline
     assert sched.step() == "read" and not jobs and not other.done
+
+
+# -- seals off the scheduler's thread ---------------------------------------------------------------
+def sealing_setup(policy="ttu"):
+    """Two full manual-clock streams, s (values 0..3) and t; every seal is a job."""
+    sched, s, h, now, jobs = setup(policy)
+    t = Stream("t", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=4, subwindow_ms=1, clock="manual"), 0)
+    sched.add_stream(t)
+    t.append({"ts": [0], "v": [100]})
+    sched.request_slide("t")
+    sched.step()
+    seals = []
+    sched.seal_offload, sched.seal_offload_rows = seals.append, 0
+    return sched, s, t, h, jobs, seals
+
+
+SUM = "SELECT SUM(v), COUNT(*) FROM {}"
+
+
+def writes(h, stream, txn):
+    return [e["op"] for e in h.events if e["stream"] == stream and e["txn"] == txn]
+
+
+def probe(s):
+    return plan_query(parse_query(SUM.format(s.name)), s, access="probe")
+
+
+def test_a_slide_is_cut_at_once_and_installed_when_its_seal_comes_back():
+    sched, s, t, h, jobs, seals = sealing_setup()
+    s.append({"ts": [4], "v": [10]})
+    sched.request_slide("s")
+    assert sched.step() == "slide" and len(seals) == 1 and sched.sealing == {"s": seals[0]}
+    assert s.window.latest == 3 and s.window.cut_through == 4 and s.window.buffered_rows == 1
+    s.append({"ts": [5], "v": [1000]})  # after the cut: the next slide's
+    q = sched.submit(probe(s))
+    assert sched.run_now(probe(s)) is None  # a read of the stream being sealed waits for it
+    assert sched.step() is None and not q.begun
+    other = sched.run_now(probe(t))  # other streams go on
+    assert other.done and other.result.answer.rows == [(100, 1)]
+    assert not writes(h, "s", "T4")  # T_4 has not committed
+    job = seals.pop()
+    assert sched.complete(job, job.run()) == "slide"
+    sched._check()
+    assert s.window.latest == 4 and not sched.sealing and writes(h, "s", "T4") == ["w", "c"]
+    assert sched.step() == "probe" and q.result.answer.rows == [(16, 4)] and q.result.slide == 4  # 1+2+3+10
+    assert s.window.buffered_rows == 1  # the row appended during the seal waits for slide 5
+    assert check(h.events).violations("lws") == []
+
+
+def test_the_next_slide_of_a_stream_being_sealed_waits_for_its_install():
+    sched, s, t, h, jobs, seals = sealing_setup()
+    sched.request_slide("s")
+    sched.request_slide("s")
+    sched.request_slide("t")
+    assert sched.step() == "slide" and sched.step() == "slide" and sched.step() is None
+    assert set(sched.sealing) == {"s", "t"} and sched.slides_due("s") == 1
+    first = seals.pop(0)
+    sched.complete(first, first.run())
+    assert sched.step() == "slide" and s.window.cut_through == 5 and s.window.latest == 4
+    sched._check()
+
+
+def test_a_begun_query_meets_the_slide_at_its_install_not_at_its_cut():
+    sched, s, t, h, jobs, seals = sealing_setup()
+    txn = sched.submit(scan(s))
+    read_all(sched, jobs, 4)  # every sub-window read, its final merge in flight
+    sched.request_slide("s")
+    assert sched.step() == "slide" and txn.job is not None  # cut: nothing changed for the query
+    job = seals.pop()
+    sched.complete(job, job.run())  # installed: sub-window 0 left its window while it merged
+    assert sched.totals()["aborts"] == 1 and run_job(sched, jobs) == "discarded"
+    read_all(sched, jobs, 4)
+    assert run_job(sched, jobs) == "commit" and txn.result.slide == 4
+    assert check(h.events).violations("lws") == []
+
+
+def test_settle_seals_here_a_failed_seal_is_sealed_again_and_a_dropped_streams_seal_is_discarded():
+    sched, s, t, h, jobs, seals = sealing_setup()
+    s.append({"ts": [4], "v": [10]})
+    sched.request_slide("s")
+    sched.step()
+    job = seals.pop()
+    sched.settle("s")
+    assert s.window.latest == 4 and not sched.sealing
+    assert sched.complete(job, job.run()) == "discarded"  # its own result came too late
+    s.append({"ts": [5], "v": [20]})
+    sched.request_slide("s")
+    sched.step()
+    failed = seals.pop()
+    assert sched.complete(failed, error=MemoryError()) == "slide"  # sealed again, here
+    assert s.window.subs[5 % 4].rows == 1 and s.window.subs[5 % 4].synopsis.columns["v"].sum == 20
+    sched.request_slide("t")
+    sched.step()
+    gone = seals.pop()
+    sched.drop_stream("t")
+    assert sched.complete(gone, gone.run()) == "discarded"
+    sched._check()

@@ -1,7 +1,7 @@
 """Random arrivals of slides and queries (window lengths, priorities, classes, streams) under
 every policy: histories are LWS (WS for ws), answers equal the store's answer over the window
 state they claim, ttu never aborts more than lws, ttu-rescan never aborts. The same with window
-scans offloaded as jobs (txn/scheduler.py) that complete in a random order, slides in between."""
+scans and seals offloaded as jobs (txn/scheduler.py) that complete in a random order, slides in between."""
 from __future__ import annotations
 
 from hypothesis import given, strategies as st, target
@@ -47,6 +47,7 @@ def run(policy: str, script, max_restarts: int = 1000, offload: bool = False):
     jobs = []
     if offload:
         sched.offload, sched.offload_ms = jobs.append, 0  # every window-scan read and merge is a job
+        sched.seal_offload, sched.seal_offload_rows = jobs.append, 0  # and every slide's seal
 
     def done(i):
         job = jobs.pop(i % len(jobs))
@@ -168,9 +169,10 @@ def test_ttu_aborts_no_more_than_lws_and_rescan_never_aborts(script):
 
 @given(offloaded_actions)
 def test_offloaded_window_scans_keep_histories_isolated_and_answers_right(script):
-    """Every window-scan read and final merge is a job completed at a random later point (slides,
-    other queries and other jobs' completions in between, results of aborted attempts arriving
-    late): the same guarantees as inline, and ttu-rescan still never aborts."""
+    """Every window-scan read, final merge and slide's seal is a job completed at a random later
+    point (slides, other queries and other jobs' completions in between, results of aborted
+    attempts arriving late; queries wait for their stream's seal): the same guarantees as inline,
+    and ttu-rescan still never aborts."""
     for policy in POLICIES:
         sched, history, results, seen = run(policy, script, offload=True)
         assert_isolated_and_right(policy, history, results, seen)

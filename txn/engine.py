@@ -125,6 +125,7 @@ class Engine:
         self.config = config or EngineConfig()
         self.now_ms = 0.0
         self.sched = Scheduler(self.config.policy, lambda: self.now_ms, history, self.config.max_restarts)
+        self.sched.on_cut = self._cut
         self.sched.on_slide = self._slid
         self.books: dict[str, StreamBook] = {}
         self.periodic: dict[str, PeriodicDef] = {}
@@ -138,7 +139,7 @@ class Engine:
         # Listeners for the shell (subscribers): answers and failures of periodic queries.
         self.on_answer: Callable[[str, Result], None] | None = None
         self.on_error: Callable[[str, Exception], None] | None = None
-        self.on_slide: Callable[[str], None] | None = None  # after each slide applied live
+        self.on_slide: Callable[[str], None] | None = None  # after each slide installed live
         # one-time single-stream plans by (stream, query): a plan holds nothing of an execution, and
         # binding costs ~12 us of a ~150 us probe call; valid while the stream is the same object
         self._plans: collections.OrderedDict = collections.OrderedDict()
@@ -162,6 +163,13 @@ class Engine:
         """An offloaded job's result, handed back (Scheduler.complete): the read it computed is
         added, or the final merge commits (a periodic answer is then logged as Answered)."""
         return self.sched.complete(job, value, error, ms)
+
+    @property
+    def sealing(self) -> bool:
+        """Whether a slide is being sealed elsewhere (Scheduler.seal_offload): its Slide is applied
+        and logged, its sub-window not installed yet, so the state is not one the log describes
+        (a snapshot waits)."""
+        return bool(self.sched.sealing)
 
     @property
     def undrained(self) -> bool:
@@ -214,7 +222,7 @@ class Engine:
             self.tick(cmd.now_ms)
             stream = self.stream(cmd.stream)
             sub = self.sched.apply_slide(stream.name)
-            self._note_slide_key(cmd.stream, cmd.writer_id, cmd.batch_id, sub)
+            self._note_slide_key(cmd.stream, cmd.writer_id, cmd.batch_id, sub.slide, sub.rows)
             self._out.append(cmd)
         else:
             self._replaying = True
@@ -317,7 +325,7 @@ class Engine:
         self._admit(stream, rows)
         result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
         book.accepted_rows += result.accepted
-        ack = AppendAck(result.accepted, result.late, False, stream.window.latest, digest)
+        ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through, digest)
         if keyed:
             self._remember(book.acks, cmd.writer_id, cmd.batch_id, ack)
         self._emit(cmd)
@@ -373,8 +381,8 @@ class Engine:
             self._discard(book, key)
             self._emit(cmd)
             book.duplicate_batches += 1
-            ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.latest)
-            return CommitAck(ack.accepted, ack.late, True, stream.window.latest)
+            ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.cut_through)
+            return CommitAck(ack.accepted, ack.late, True, stream.window.cut_through)
         if not complete:
             got = {a: _staged_rows(staged, a) for a, _ in attempts}
             raise FailedPrecondition(f"batch {cmd.batch_id}: the attempts' tasks reported {dict(attempts)} rows but "
@@ -385,7 +393,7 @@ class Engine:
         self._admit(stream, rows)
         result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
         book.accepted_rows += result.accepted
-        ack = AppendAck(result.accepted, result.late, False, stream.window.latest,
+        ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through,
                         batch_digest(checked, stream.schema.columns, rows))
         self._remember(book.acks, cmd.writer_id, cmd.batch_id, ack)
         book.high_water[cmd.writer_id] = max(cmd.batch_id, book.high_water.get(cmd.writer_id, -1))
@@ -395,10 +403,8 @@ class Engine:
         book.discarded_rows -= published  # those were published, not discarded
         self._emit(cmd)
         if cmd.slide and not self._replaying:  # in the log, the slide follows as its own command
-            self.sched.request_slide(cmd.stream)
-            while self.sched.manual_requests.get(cmd.stream, 0) > 0:
-                self.sched.step()
-        return CommitAck(result.accepted, result.late, False, stream.window.latest)
+            self._slide_now(cmd.stream)
+        return CommitAck(result.accepted, result.late, False, stream.window.cut_through)
 
     def _abort_batch(self, cmd: AbortBatch) -> int:
         book = self.books[self.stream(cmd.stream).name]
@@ -437,24 +443,41 @@ class Engine:
             raise FailedPrecondition(
                 f"stream {cmd.stream!r} slides on its {'row count' if stream.spec.count_based else stream.spec.clock} "
                 "clock; Slide applies to clock='manual' streams")
-        before = stream.window.latest
         self._slide_key = (cmd.writer_id, cmd.batch_id)
         try:
-            self.sched.request_slide(cmd.stream)
-            while self.sched.manual_requests.get(cmd.stream, 0) > 0:
-                self.sched.step()  # due slides run first (under serial, after the running query)
+            self.sched.settle(cmd.stream)  # a slide asked for earlier (Append with slide) is sealed first
+            before = stream.window.latest
+            self._slide_now(cmd.stream)
         finally:
             self._slide_key = ("", None)
         sub = stream.window.subs[(before + 1) % stream.window.n]
         return SlideAck(sub.slide, sub.rows, False)
 
-    def _slid(self, name: str, sub, cause: str) -> None:
-        """The scheduler applied a slide: record it as a command. Then, if the string dictionary
-        holds far more codes than the window does and no query is reading the stream, reclaim
-        them (a write of the whole window, so only between queries; recorded too)."""
+    def _slide_now(self, name: str) -> None:
+        """Request a slide of `name` and apply it through its install, in this call (its answer
+        names the sub-window): slides due run first, under serial after the running query; seals
+        run here, none elsewhere meanwhile."""
+        sched = self.sched
+        offload, sched.seal_offload = sched.seal_offload, None
+        try:
+            sched.settle(name)
+            sched.request_slide(name)
+            while sched.manual_requests.get(name, 0) > 0:
+                sched.step()
+        finally:
+            sched.seal_offload = offload
+
+    def _cut(self, name: str, cut, cause: str) -> None:
+        """The scheduler began a slide: record it as a command, here, where its rows were cut from
+        the buffer (a seal in flight is installed later; replay cuts, seals and installs at once)."""
         writer_id, batch_id = self._slide_key if cause == "manual" else ("", None)
-        self._note_slide_key(name, writer_id, batch_id, sub)
+        self._note_slide_key(name, writer_id, batch_id, cut.slide, cut.rows)
         self._emit(Slide(name, self.now_ms, writer_id, batch_id))
+
+    def _slid(self, name: str, sub) -> None:
+        """The scheduler installed a slide. If the string dictionary holds far more codes than the
+        window does and no query is reading the stream, reclaim them (a write of the whole window,
+        so only between queries; recorded too)."""
         if self.on_slide is not None:
             self.on_slide(name)
         stream = self.sched.streams[name]
@@ -462,9 +485,9 @@ class Engine:
             stream.compact_strings()
             self._emit(CompactStrings(name, self.now_ms))
 
-    def _note_slide_key(self, name: str, writer_id: str, batch_id: int | None, sub) -> None:
+    def _note_slide_key(self, name: str, writer_id: str, batch_id: int | None, slide: int, rows: int) -> None:
         if writer_id and batch_id is not None:
-            self._remember(self.books[name].slide_acks, writer_id, batch_id, SlideAck(sub.slide, sub.rows, False))
+            self._remember(self.books[name].slide_acks, writer_id, batch_id, SlideAck(slide, rows, False))
 
     # -- idempotency tables: bounded per writer and in all -----------------------------------------
     def _remember(self, tables: dict[str, collections.OrderedDict], writer: str, batch_id: int, ack) -> None:
@@ -554,7 +577,8 @@ class Engine:
         """The durable state as plain data, cheap to take on the engine's thread: sealed sub-windows
         and buffered chunks are immutable and referenced, not copied; the string dictionary only
         grows, so its list and current length are enough. A writer thread can persist it while the
-        engine goes on."""
+        engine goes on. Not while a slide is being sealed (`sealing`)."""
+        assert not self.sched.sealing, "capture the state between seals"
         streams = []
         for name, s in self.sched.streams.items():
             w = s.window
@@ -641,7 +665,8 @@ class Engine:
             _check_window(stream)
 
     def digest(self) -> str:
-        """A hash of the durable state: equal digests, equal stores."""
+        """A hash of the durable state: equal digests, equal stores (between seals, as capture)."""
+        assert not self.sched.sealing, "a digest of the state between seals"
         h = hashlib.sha256()
 
         def put(*parts) -> None:

@@ -43,6 +43,17 @@ offloading; a job whose query was aborted, rescanned past it, withdrawn or finis
 orphaned and its result discarded. A final merge commits only if no slide changed the read set
 while it ran (LWS at commit). The scheduler itself still holds no thread: the server runs jobs on a
 worker thread (server/driver.py); without `offload` everything is computed inline, as before.
+
+Sealing off the scheduler's thread. A slide is a write transaction in two steps: its cut (T_j
+begins: the rows of sub-window j are detached from the open buffer, the Slide's place in the log)
+and its install (T_j commits: sub-window j takes its position, conflicts are resolved, the history
+records the write). Sealing in between (concatenating the rows, building the synopses) touches
+only the cut, which nothing changes, so with `seal_offload` set a cut of at least
+`seal_offload_rows` rows is sealed as a `SealJob` elsewhere and installed when `complete()` hands
+the sub-window back. Meanwhile the window is as of slide j - 1 and appends go on into slide j + 1;
+queries that read the stream wait (a due slide still runs before the next read of its stream),
+as does its next slide; other streams and their queries go on. `settle()` seals one in flight
+here and now, for a caller that must answer with the sub-window.
 """
 from __future__ import annotations
 
@@ -54,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
+from windowstore.store.window import Cut
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 
@@ -139,6 +151,20 @@ class Job:
 
 
 @dataclass(eq=False)
+class SealJob:
+    """Sealing one slide's cut off the scheduler's thread (see the module docstring): `run()`
+    builds the sub-window from the cut alone. Handed back with Scheduler.complete(job, sub)."""
+
+    stream: Stream
+    cut: Cut
+    cause: str                  # 'due' on its clock, or 'manual'
+    delay: float | None         # ms the cut came after the slide fell due (processing time)
+
+    def run(self) -> SubWindow:
+        return self.stream.window.seal_cut(self.cut)
+
+
+@dataclass(eq=False)
 class QueryTxn:
     id: str
     plan: Plan
@@ -209,14 +235,23 @@ class Scheduler:
         self._reselect = True
         self._tasks_changed = False
         self.slide_delays: dict[str, collections.deque] = {}
+        self.seal_ms: dict[str, collections.deque] = {}  # how long each seal took (when measured)
+        self.last_seal_ms: float | None = None  # ... the last one installed
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
         self.last_error: QueryFailed | None = None  # the last query failure, for the operator's log
         self.last_slide_delay: float | None = None  # ms the last slide came after it fell due (processing time)
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
-        # Called after every slide step() applies, with the cause ('due' on its clock, or 'manual'):
-        # the engine turns it into a logged command.
-        self.on_slide: Callable[[str, SubWindow, str], None] | None = None
+        # Called when a slide step() applies begins, with its cut and cause ('due' on its clock, or
+        # 'manual'): the engine logs it as a command; and when it is installed, with the sub-window.
+        self.on_cut: Callable[[str, Cut, str], None] | None = None
+        self.on_slide: Callable[[str, SubWindow], None] | None = None
+        # Where the seals of cuts of at least seal_offload_rows rows run (see the module docstring);
+        # None: inline. The slides being sealed, by stream.
+        self.seal_offload: Callable[[SealJob], None] | None = None
+        self.seal_offload_rows = 100_000
+        self.sealing: dict[str, SealJob] = {}
+        self.seals_offloaded = 0
         # Where window-scan reads and final merges that cost at least offload_ms run (see the module
         # docstring; offload_ms <= 0: all of them); None: inline. `timer` (seconds, monotonic)
         # measures the ones run inline; None: nothing is measured.
@@ -233,6 +268,7 @@ class Scheduler:
         self.streams[stream.name] = stream
         self.by_stream[stream.name] = Counters()
         self.slide_delays[stream.name] = collections.deque(maxlen=10_000)
+        self.seal_ms[stream.name] = collections.deque(maxlen=10_000)
 
     def drop_stream(self, name: str) -> None:
         stream = self.streams.pop(name)
@@ -241,7 +277,9 @@ class Scheduler:
         for task in [t for t in self.tasks.values() if t.plan.stream is stream or name in stream_names(t.plan)]:
             self.unregister(task.id)  # a join's plan holds the dropped stream's dictionary: it goes
         self.manual_requests.pop(name, None)
+        self.sealing.pop(name, None)  # its seal in flight is orphaned
         self.slide_delays.pop(name, None)
+        self.seal_ms.pop(name, None)
         self.by_stream.pop(name, None)
 
     def request_slide(self, name: str) -> None:
@@ -275,6 +313,15 @@ class Scheduler:
                 assert self._all_read(txn) == (self._next_read(txn) is None)
         assert waiting <= 1, "one job in flight at a time"
         assert self.running is None or self.running in self.active
+        for name, stream in self.streams.items():
+            w, job = stream.window, self.sealing.get(name)
+            if job is None:
+                assert w.cutting is None and w.cut_through == w.latest, "a cut is sealed at once or in flight"
+                continue
+            assert job.stream is stream and w.cutting is job.cut and w.cut_through == w.latest + 1
+            assert job.cut.slide == w.cut_through
+            if self.policy == "serial":
+                assert not any(t.begun and name in t.streams for t in self.active), "serial: cut only unlocked"
 
     # -- queries -------------------------------------------------------------------------------
     def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
@@ -345,17 +392,17 @@ class Scheduler:
                 go_on: Callable[[], bool] | None = None) -> QueryTxn | None:
         """A one-time query run now, operation after operation, while it is what step() would run:
         no slide is due and, once the periodic executions due have started (as step() starts them),
-        no other query is active and no join waits for its refresh. It is then the same as submit()
+        no other query is active (but those waiting for a seal) and no join waits for its refresh. It is then the same as submit()
         and those step()s: the same history, counters and Result, without choosing among the
         active queries between its reads (the serving path's one-caller case, answered in its own
         call). Between two operations it calls go_on() (the caller may advance the clock there)
         and stops, the query left active for step(), when that returns False, when a slide has
         fallen due, or when the query waits for a job or a slide. None when it cannot start now:
         submit it."""
-        if isinstance(plan, JoinQueryPlan) or self._due_slide() is not None:
+        if isinstance(plan, JoinQueryPlan) or self._due_slide() is not None or plan.stream.name in self.sealing:
             return None
         self._spawn_due_tasks()
-        if self.active or self._refresh:
+        if self._refresh or not all(self._waits_for_seal(t) for t in self.active):
             return None
         txn = self.submit(plan, ONETIME, priority, on_done)
         self._current = txn  # (what _choose would pick: under serial, it holds its window's slides)
@@ -369,9 +416,12 @@ class Scheduler:
                 return txn
 
     def next_due(self) -> tuple[float, Stream | None]:
-        """The clock time of the next processing-time slide and its stream ((inf, None): none)."""
+        """The clock time of the next processing-time slide and its stream ((inf, None): none;
+        a stream being sealed is left out)."""
         due, first = math.inf, None
         for stream in self.streams.values():
+            if stream.name in self.sealing:
+                continue  # its next slide waits for the install
             d = stream.window.next_due_ms()
             if d is not None and d < due:
                 due, first = d, stream
@@ -391,7 +441,7 @@ class Scheduler:
 
     def _due_slide(self) -> str | None:
         for name in self.streams:
-            if self.slides_due(name) <= 0:
+            if name in self.sealing or self.slides_due(name) <= 0:
                 continue
             if (self.policy == "serial" and self._current is not None and self._current.begun
                     and name in self._current.streams):
@@ -405,22 +455,66 @@ class Scheduler:
         if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
             self.manual_requests[name] -= 1
             cause = "manual"
-        sub = self.apply_slide(name)
-        if self.on_slide is not None:
-            self.on_slide(name, sub, cause)
+        job = self._cut(stream, cause)
+        if self.on_cut is not None:
+            self.on_cut(name, job.cut, cause)
+        if self.seal_offload is not None and job.cut.rows >= self.seal_offload_rows:
+            self.sealing[name] = job
+            self.seals_offloaded += 1
+            self._reselect = True  # its queries wait
+            self.seal_offload(job)
+            return
+        self._install(job, self._timed_seal(job), notify=True)
 
     def apply_slide(self, name: str) -> SubWindow:
-        """Write transaction T_j on `name`, now: seal and swap in the next sub-window, record it,
-        and resolve its conflicts with running queries (abort, or remove under ttu-rescan)."""
-        stream = self.streams[name]
+        """Write transaction T_j on `name`, now and at once (replay): cut, seal and install."""
+        assert name not in self.sealing, "a slide of this stream is being sealed"
+        job = self._cut(self.streams[name], "due")
+        sub = self._timed_seal(job)
+        self._install(job, sub, notify=False)
+        return sub
+
+    def settle(self, name: str) -> None:
+        """Seal the slide of `name` in flight here and now and install it (its job's own result,
+        when it comes back, is discarded): for a caller that must answer with the sub-window."""
+        job = self.sealing.get(name)
+        if job is not None:
+            self._install(job, self._timed_seal(job), notify=True)
+
+    def _cut(self, stream: Stream, cause: str) -> SealJob:
+        """T_j begins: its rows are cut from the open buffer (Window.cut)."""
         now = self.clock()
         due_at = stream.window.next_due_ms()
-        sub = stream.window.slide(int(now))
+        cut = stream.window.cut(int(now))
+        self.last_rows = cut.rows
+        return SealJob(stream, cut, cause, None if due_at is None else max(0.0, now - due_at))
+
+    def _timed_seal(self, job: SealJob) -> SubWindow:
+        self.last_seal_ms = None
+        if self.timer is None:
+            return job.run()
+        t0 = self.timer()
+        sub = job.run()
+        self._note_seal(job, (self.timer() - t0) * 1000.0)
+        return sub
+
+    def _note_seal(self, job: SealJob, ms: float) -> None:
+        self.last_seal_ms = ms
+        self.seal_ms[job.stream.name].append(ms)
+
+    def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None:
+        """T_j commits: install its sub-window, record it, and resolve its conflicts with running
+        queries (abort, or remove under ttu-rescan)."""
+        name = job.stream.name
+        if self.sealing.get(name) is job:
+            del self.sealing[name]
+            self._reselect = True  # its queries may go on
+        stream = self.streams[name]
+        stream.window.install(sub)
         j = sub.slide
-        self.last_rows = sub.rows
-        self.last_slide_delay = None if due_at is None else max(0.0, now - due_at)
-        if due_at is not None:
-            self.slide_delays[name].append(self.last_slide_delay)
+        self.last_slide_delay = job.delay
+        if job.delay is not None:
+            self.slide_delays[name].append(job.delay)
         txn_id = f"T{j}"
         self._record(name, "w", txn_id, subwindow=sub.position, version=j)
         self._record(name, "c", txn_id)
@@ -430,8 +524,14 @@ class Scheduler:
         for task in self.tasks.values():
             if isinstance(task.plan, JoinQueryPlan) and task.plan.eager and task.plan.reads_stream(name):
                 self._refresh[task.id] = task
+        self._resolve_conflicts(stream, j)
+        if notify and self.on_slide is not None:
+            self.on_slide(name, sub)
+
+    def _resolve_conflicts(self, stream: Stream, j: int) -> None:
+        name = stream.name
         if self.policy in ("ws", "serial"):
-            return sub
+            return
         for txn in [t for t in self.active if t.begun and name in t.streams]:
             if txn.join:
                 self._join_conflict(txn, name, j)
@@ -461,7 +561,6 @@ class Scheduler:
                     self._reselect = True
             else:
                 self._abort(txn)
-        return sub
 
     def _spawn_due_tasks(self) -> None:
         if not self._tasks_changed:
@@ -522,10 +621,15 @@ class Scheduler:
             # aborts), while probes and synopsis scans still run between.
             busy = any(t.job is not None for t in self.active)
             ready = [t for t in self.active if t.job is None and not (busy and _may_offload(t))
-                     and (t.held_at is None or t.plan.stream.window.latest > t.held_at)]
+                     and (t.held_at is None or t.plan.stream.window.latest > t.held_at)
+                     and not self._waits_for_seal(t)]
             self._current = min(ready, key=self._rank) if ready else None
             self._reselect = False
         return self._current
+
+    def _waits_for_seal(self, txn: QueryTxn) -> bool:
+        """Whether a stream txn reads is being sealed (its reads wait for the install)."""
+        return bool(self.sealing) and any(n in self.sealing for n in txn.streams)
 
     def _rank(self, txn: QueryTxn) -> tuple:
         if txn.kind == ONETIME:
@@ -641,12 +745,14 @@ class Scheduler:
         self._reselect = True
         return True
 
-    def complete(self, job: Job, value: object = None, error: BaseException | None = None,
+    def complete(self, job: Job | SealJob, value: object = None, error: BaseException | None = None,
                  ms: float | None = None) -> str:
         """An offloaded job's result (or the exception it raised), back on the scheduler's thread,
         with how long it ran (`ms`, when measured). A read adds its contribution; a final merge
-        commits (nothing changed the read set since it was issued, or it would be orphaned).
-        Returns 'read', 'commit', 'error' or 'discarded'."""
+        commits (nothing changed the read set since it was issued, or it would be orphaned); a
+        seal installs its sub-window. Returns 'read', 'commit', 'slide', 'error' or 'discarded'."""
+        if isinstance(job, SealJob):
+            return self._sealed(job, value, error, ms)
         txn = job.txn
         if ms is not None:
             self.costs.note(txn.plan, job.kind, job.rows, ms)
@@ -666,6 +772,21 @@ class Scheduler:
             return "read"
         self._commit(txn, value)
         return "commit"
+
+    def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> str:
+        name = job.stream.name
+        if self.sealing.get(name) is not job:  # settled here already, or its stream dropped
+            self.jobs_discarded += 1
+            return "discarded"
+        if error is not None:
+            # sealing is a pure function of the cut: seal again here (raising as an inline seal would)
+            self._install(job, self._timed_seal(job), notify=True)
+            return "slide"
+        self.last_seal_ms = None
+        if ms is not None:
+            self._note_seal(job, ms)
+        self._install(job, sub, notify=True)
+        return "slide"
 
     def _versions(self, txn: QueryTxn) -> range:
         """The versions txn's attempt reads, ascending (not under ws, which reads its snapshot):

@@ -565,6 +565,7 @@ class Driver:
         self._slides_first()  # a slide due now comes first: the final merge then commits only if still valid
         if self.engine.complete(job, value, error, ms) == "error":
             log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
+        self._next_due_ms = -math.inf  # an installed seal: its stream's next slide may be due already
         self._dirty()
         self._kick()
 
@@ -782,7 +783,9 @@ class Driver:
             stream = self.stream(st["stream"])
             w = stream.window
             held = sum(a.nbytes for sub in w.subs if sub is not None for a in sub.columns.values())
-            held += sum(a.nbytes for buf in [w._buffer, *w._slots.values()] for ch in buf.chunks for a in ch.values())
+            chunks = [ch for buf in [w._buffer, *w._slots.values()] for ch in buf.chunks]
+            chunks += w.cutting.chunks if w.cutting is not None else ()
+            held += sum(a.nbytes for ch in chunks for a in ch.values())
             held += sum(keys.nbytes for keys in w.running_keys.values())
             st["bytes"] = held
             st["strings"] = len(stream.strings)

@@ -23,7 +23,8 @@ A slide's seal (concatenating the cut rows, building the synopses) of at least
 `seal_offload_rows` rows (config.py; ~1 ms of work on the loop, about 11 ns a row here for 4
 columns with a group-by, above a hand-off's cost) runs on a seal thread likewise (txn/scheduler.py, "Sealing off the
 scheduler's thread"): the loop cuts the rows and logs the Slide, goes on serving appends and
-other streams, and installs the sub-window when it comes back; queries of that stream wait for it.
+other streams, and installs the sub-window when it comes back; queries of that stream that came
+meanwhile wait for it.
 Still on the loop, holding it for as long as it takes: a join's evaluation (bounded by the store's
 limits).
 
@@ -51,6 +52,7 @@ import numpy as np
 from windowstore.store import StoreError
 from windowstore.txn import History, QueryFailed, Result
 from windowstore.txn.commands import Command
+from windowstore.txn.scheduler import SealJob
 from windowstore.txn.engine import (AlreadyExists, AppendAck, Engine, EngineConfig, FailedPrecondition, NotFound,
                                     ResourceExhausted, SlideAck)
 
@@ -563,6 +565,9 @@ class Driver:
         if self._done:
             return
         self._slides_first()  # a slide due now comes first: the final merge then commits only if still valid
+        if error is not None and isinstance(job, SealJob):
+            log.error("sealing slide %d of %r failed on the seal thread (%s: %s): sealing it again on the loop",
+                      job.cut.slide, job.stream.name, type(error).__name__, error)
         if self.engine.complete(job, value, error, ms) == "error":
             log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
         self._next_due_ms = -math.inf  # an installed seal: its stream's next slide may be due already

@@ -309,3 +309,45 @@ def test_settle_seals_here_a_failed_seal_is_sealed_again_and_a_dropped_streams_s
     sched.drop_stream("t")
     assert sched.complete(gone, gone.run()) == "discarded"
     sched._check()
+
+
+def test_a_query_waits_only_for_the_seal_in_flight_when_it_came_so_ingest_cannot_starve_it():
+    """Under sustained ingest the next seal starts as the last one is installed: a query waits for
+    the slide being sealed when it arrived, not for the ones cut after it (it reads what is
+    installed and meets them at their install, as any concurrent write)."""
+    sched, s, t, h, jobs, seals = sealing_setup()
+    s.append({"ts": [4], "v": [10]})
+    sched.request_slide("s")
+    sched.step()
+    early = sched.submit(probe(s))  # came while slide 4 was being sealed
+    job = seals.pop()
+    sched.complete(job, job.run())
+    s.append({"ts": [5], "v": [20]})
+    sched.request_slide("s")
+    assert sched.step() == "slide" and "s" in sched.sealing  # slide 5 cut before the query ran
+    late = sched.submit(probe(s))
+    assert sched.step() == "probe" and early.result.answer.rows == [(16, 4)] and early.result.slide == 4
+    assert sched.step() is None and not late.begun  # came during slide 5's seal: waits for it
+    job = seals.pop()
+    sched.complete(job, job.run())
+    assert sched.step() == "probe" and late.result.slide == 5 and late.result.answer.rows == [(35, 4)]
+    assert check(h.events).violations("lws") == []
+
+
+def test_under_serial_a_query_begins_only_on_a_window_no_seal_will_change():
+    sched, s, t, h, jobs, seals = sealing_setup("serial")
+    sched.request_slide("s")
+    sched.step()
+    job = seals.pop()
+    sched.complete(job, job.run())
+    s.append({"ts": [5], "v": [20]})
+    sched.request_slide("s")
+    early = sched.submit(scan(s))
+    assert sched.step() == "slide"  # cut before the query began
+    assert sched.step() is None and not early.begun
+    job = seals.pop()
+    sched.complete(job, job.run())
+    while not early.done:
+        if sched.step() is None:
+            run_job(sched, jobs)
+    assert early.result.slide == 5 and check(h.events).violations("lws") == []

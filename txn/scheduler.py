@@ -51,9 +51,9 @@ records the write). Sealing in between (concatenating the rows, building the syn
 only the cut, which nothing changes, so with `seal_offload` set a cut of at least
 `seal_offload_rows` rows is sealed as a `SealJob` elsewhere and installed when `complete()` hands
 the sub-window back. Meanwhile the window is as of slide j - 1 and appends go on into slide j + 1;
-queries that read the stream wait (a due slide still runs before the next read of its stream),
-as does its next slide; other streams and their queries go on. `settle()` seals one in flight
-here and now, for a caller that must answer with the sub-window.
+queries of the stream submitted meanwhile wait for the install (a due slide still runs before the
+next read), as does its next slide; other streams and their queries go on (see _waits_for_seal).
+`settle()` seals one in flight here and now, for a caller that must answer with the sub-window.
 """
 from __future__ import annotations
 
@@ -185,6 +185,8 @@ class QueryTxn:
     reads: dict = field(default_factory=dict)      # joins: stream -> version -> SubWindow read
     job: Job | None = None      # its offloaded computation in flight; it waits until complete()
     held_at: int | None = None  # it waits for the slide after this one of its stream (see _hold)
+    # per stream being sealed when it was submitted, the slide it waits for (see _waits_for_seal)
+    sealed_first: dict[str, int] | None = None
     cursor: tuple[int, int] | None = None  # (window.latest, i): the policy's order is read before i (_next_read)
 
     @property
@@ -327,6 +329,8 @@ class Scheduler:
     def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
                on_done: Callable[[QueryTxn], None] | None = None, task: Task | None = None) -> QueryTxn:
         txn = QueryTxn(f"Q{next(self._ids)}", plan, kind, priority, next(self._seq), self.clock(), on_done, task)
+        if self.sealing:
+            txn.sealed_first = {n: self.sealing[n].cut.slide for n in txn.streams if n in self.sealing}
         self.active.append(txn)
         self._reselect = True
         return txn
@@ -391,11 +395,11 @@ class Scheduler:
     def run_now(self, plan: Plan, priority: int = 0, on_done: Callable[[QueryTxn], None] | None = None,
                 go_on: Callable[[], bool] | None = None) -> QueryTxn | None:
         """A one-time query run now, operation after operation, while it is what step() would run:
-        no slide is due and, once the periodic executions due have started (as step() starts them),
-        no other query is active (but those waiting for a seal) and no join waits for its refresh. It is then the same as submit()
-        and those step()s: the same history, counters and Result, without choosing among the
-        active queries between its reads (the serving path's one-caller case, answered in its own
-        call). Between two operations it calls go_on() (the caller may advance the clock there)
+        no slide is due, its stream is not being sealed and, once the periodic executions due have
+        started (as step() starts them), no other query is active but those waiting for a seal and
+        no join waits for its refresh. It is then the same as submit() and those step()s: the same
+        history, counters and Result, without choosing among the active queries between its reads
+        (the serving path's one-caller case, answered in its own call). Between two operations it calls go_on() (the caller may advance the clock there)
         and stops, the query left active for step(), when that returns False, when a slide has
         fallen due, or when the query waits for a job or a slide. None when it cannot start now:
         submit it."""
@@ -628,8 +632,22 @@ class Scheduler:
         return self._current
 
     def _waits_for_seal(self, txn: QueryTxn) -> bool:
-        """Whether a stream txn reads is being sealed (its reads wait for the install)."""
-        return bool(self.sealing) and any(n in self.sealing for n in txn.streams)
+        """Whether txn waits for a slide that was being sealed when it was submitted: a due slide
+        runs before the reads that come after it. A slide cut after the submit does not hold it
+        up (it reads the sub-windows installed, and meets that slide at its install as any
+        concurrent write), so under sustained ingest, where the next seal starts as the last one
+        is installed, a query still runs. Under serial a query begins only on a window no slide is
+        being sealed into (its install would change the window under the query)."""
+        if self.policy == "serial" and not txn.begun and self.sealing and any(n in self.sealing for n in txn.streams):
+            return True
+        first = txn.sealed_first
+        if first is None:
+            return False
+        streams = self.streams
+        if all(n not in streams or streams[n].window.latest >= j for n, j in first.items()):
+            txn.sealed_first = None
+            return False
+        return True
 
     def _rank(self, txn: QueryTxn) -> tuple:
         if txn.kind == ONETIME:

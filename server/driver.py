@@ -616,6 +616,8 @@ class Driver:
         of this iteration's writes is answered once its write is durable (under --fsync always by
         the syncer thread, while the loop goes on), or UNAVAILABLE if the log failed."""
         self._flush_handle = None
+        if self.durability is not None and self.durability.snapshot_overdue() and not self.write_failure:
+            self.engine.settle()  # seals in flight, sealed here once: a snapshot does not wait for ever
         cmds = self.engine.drain()
         acks, self._acks = self._acks, []
         if not acks and not cmds:

@@ -44,10 +44,16 @@ class Durability:
         self._bytes_at_snapshot = 0
         self._time_at_snapshot = time.monotonic()
         self.snapshots_taken = 0
+        self.snapshot_lsn = 0           # the newest complete snapshot's
         self.last_capture_ms = 0.0      # loop pause to capture the state for the last snapshot
         self.max_capture_ms = 0.0
         self.snapshot_error: str | None = None
         self._syncer = Syncer(self.wal) if fsync == "always" else None
+        # A snapshot waits while a slide is being sealed, but not for ever: with several streams
+        # ingesting, one may always be in flight. Once one has waited this long the driver seals
+        # those in flight on the loop (snapshot_overdue) so that it can be taken.
+        self.snapshot_wait_s = 2.0
+        self._due_since: float | None = None
 
     # -- recovery --------------------------------------------------------------------------------
     def recover(self, engine: Engine) -> dict:
@@ -64,6 +70,7 @@ class Durability:
                 return sub
             engine.restore(image, load)
             self.snapshots.adopt(path, image, restored)
+        self.snapshot_lsn = lsn
         self.snapshots.prune(lsn)
         replayed = 0
         for _, payload in self.wal.recover(lsn):
@@ -93,10 +100,22 @@ class Durability:
         # 9 M rows/s, one per second: 17% of the ingest rate), while replay is bounded all the same,
         # by no more log than the state it adds to. A snapshot waits while a slide is being sealed
         # (its Slide is logged, its sub-window not yet in the state): the next flush takes it.
+        if not self._snapshot_due():
+            return
+        if engine.sealing:
+            if self._due_since is None:
+                self._due_since = time.monotonic()
+            return
+        self.snapshot(engine, wait=False)
+
+    def _snapshot_due(self) -> bool:
         written = self.wal.bytes_written - self._bytes_at_snapshot
-        if written and not engine.sealing and (written >= max(self.snapshot_every_bytes, self.snapshots.held_bytes)
-                        or time.monotonic() - self._time_at_snapshot >= self.snapshot_every_s):
-            self.snapshot(engine, wait=False)
+        return bool(written) and (written >= max(self.snapshot_every_bytes, self.snapshots.held_bytes)
+                                  or time.monotonic() - self._time_at_snapshot >= self.snapshot_every_s)
+
+    def snapshot_overdue(self) -> bool:
+        """A snapshot has waited snapshot_wait_s for the seals in flight (see __init__)."""
+        return self._due_since is not None and time.monotonic() - self._due_since >= self.snapshot_wait_s
 
     def snapshot(self, engine: Engine, wait: bool) -> bool:
         """Capture the state now and write it (in the background unless `wait`). False when a
@@ -106,7 +125,10 @@ class Durability:
                 return False
             self._thread.join()
         t0 = time.perf_counter()
+        self._due_since = None
         lsn = self.wal.next_lsn - 1
+        if lsn == self.snapshot_lsn:
+            return True  # the newest snapshot holds this very state (every change is a logged command)
         image = engine.capture()
         self.wal.start_new_segment()
         self.last_capture_ms = (time.perf_counter() - t0) * 1000
@@ -123,6 +145,7 @@ class Durability:
     def _write(self, image: dict, lsn: int) -> None:
         try:
             self.snapshots.write(image, lsn)
+            self.snapshot_lsn = lsn
             self.wal.delete_through(lsn)
             self.snapshots.prune(lsn)
             self.snapshots_taken += 1

@@ -171,6 +171,12 @@ class Engine:
         (a snapshot waits)."""
         return bool(self.sched.sealing)
 
+    def settle(self) -> None:
+        """Seal every slide in flight here and now (Scheduler.settle), e.g. for a snapshot that
+        has waited for them long enough; what they apply is drained and logged as usual."""
+        for name in list(self.sched.sealing):
+            self.sched.settle(name)
+
     @property
     def undrained(self) -> bool:
         """Whether commands were applied since the last drain."""

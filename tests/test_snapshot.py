@@ -88,9 +88,9 @@ def test_after_a_restart_the_next_snapshot_links_the_restored_sub_windows(tmp_pa
 
     live = Engine()
     rows = [(1, "a", 5, 1.0), (2, "b", 7, 2.5), (3, None, None, None)]
-    run_live(live, [("create", 0, 0, 3)] + [("append", 0, rows, "", 0), ("slide", 0, "", 0)] * 4)
+    log = run_live(live, [("create", 0, 0, 3)] + [("append", 0, rows, "", 0), ("slide", 0, "", 0)] * 4)
     first = Durability(str(tmp_path), "off")
-    first.log(live.drain(), live, lambda error: None)
+    first.log(log, live, lambda error: None)
     assert first.snapshot(live, wait=True)
     first.close(None)
     old = sub_window_files(snapshot.latest(first.snapshots.dir))

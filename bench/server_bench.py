@@ -41,7 +41,15 @@ def _sender(target: str, stream: str, rows: int, seconds: float, out) -> None:
     table = pa.table(packets(rows))
     sent = refused = 0
     with Client(target) as c:
-        c.append(stream, table)  # connect and warm up before the clock starts
+        give_up = time.monotonic() + 60.0
+        while True:  # connect and warm up before the clock starts (the buffer may be full: back off)
+            try:
+                c.append(stream, table)
+                break
+            except ResourceExhausted:
+                if time.monotonic() > give_up:
+                    raise
+                time.sleep(0.01)
         stop = time.monotonic() + seconds
         while time.monotonic() < stop:
             try:
@@ -84,13 +92,20 @@ def _senders(fn, args: tuple, senders: int) -> tuple[int, int]:
     """(rows sent, requests refused) by `senders` processes running fn(*args, queue), each putting
     its own (rows, refused)."""
     import multiprocessing as mp
+    import queue
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=fn, args=(*args, out)) for _ in range(senders)]
     for p in procs:
         p.start()
-    counts = [out.get() for _ in procs]
+    counts = []
+    while len(counts) < len(procs):
+        try:
+            counts.append(out.get(timeout=1.0))
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs) and out.empty():
+                raise RuntimeError("a writer process failed (its traceback is above)") from None
     for p in procs:
         p.join()
     return sum(c[0] for c in counts), sum(c[1] for c in counts)

@@ -315,30 +315,19 @@ def test_a_snapshot_waits_for_as_much_log_as_the_last_one_held(tmp_path):
     dur.close(engine)
 
 
-def test_a_snapshot_waits_for_a_seal_in_flight_but_not_for_ever(tmp_path, monkeypatch, caplog):
+def test_a_snapshot_waits_for_a_seal_in_flight_but_not_for_ever(tmp_path, held_seals, caplog):
     """A snapshot is not taken while a slide is being sealed (its Slide is logged, its sub-window
     not yet installed). Past its wait (here none) the seals in flight are sealed on the loop and
     the snapshot taken, so a stream always sealing cannot make the log grow without a bound; the
     seal thread's own result is then discarded, and a restart restores the same state. (The clean
     stop finds nothing logged since that snapshot: it writes none, and reports no failure.)"""
-    import threading
-
     import pyarrow as pa
 
     from windowstore.server.config import ServerConfig
     from windowstore.server.driver import Driver
-    from windowstore.store.window import Window
     from windowstore.txn.commands import Append, CreateStream
 
-    entered, release = threading.Event(), threading.Event()
-    seal_cut = Window.seal_cut
-
-    def held_seal(self, cut):
-        if threading.current_thread().name.startswith("windowstore-seal") and not release.is_set():
-            entered.set()
-            release.wait(10)
-        return seal_cut(self, cut)
-    monkeypatch.setattr(Window, "seal_cut", held_seal)
+    entered, release = held_seals
 
     def start(clock):
         d = Driver(ServerConfig(data_dir=str(tmp_path), fsync="off", snapshot_every_bytes=1, snapshot_every_s=1e9,

@@ -157,7 +157,7 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
         driver.stop(5)
 
 
-def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(monkeypatch):
+def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_seals):
     """A slide's seal on the seal thread is held there: meanwhile an append to its stream is
     acknowledged (for the next slide), a query of another stream is answered, and a query of its
     stream waits; released, the sub-window is installed and that query reflects it."""
@@ -166,18 +166,9 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(monkeypa
     import pyarrow as pa
 
     from windowstore.store import parse_query
-    from windowstore.store.window import Window
     from windowstore.txn import check
 
-    entered, release = threading.Event(), threading.Event()
-    seal_cut = Window.seal_cut
-
-    def held_seal(self, cut):
-        if threading.current_thread().name.startswith("windowstore-seal") and not release.is_set():
-            entered.set()
-            release.wait(10)
-        return seal_cut(self, cut)
-    monkeypatch.setattr(Window, "seal_cut", held_seal)
+    entered, release = held_seals
 
     clock = FakeClock(1_000_000.0)
     driver = Driver(ServerConfig(in_memory=True, seal_offload_rows=3), clock=clock)  # cuts of 3 rows and more

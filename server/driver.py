@@ -373,9 +373,16 @@ class Driver:
         return self.inflight + self._unacked + len(self._external) + len(self._ready_waiters)
 
     def stuck_for(self) -> float:
-        """Seconds since the scheduler last completed an operation while work waits (0 when idle)."""
+        """Seconds since the scheduler last completed an operation while work waits (0 when idle),
+        or since the oldest slide still being sealed was cut, if longer: a seal that does not come
+        back holds its stream's slides and the queries waiting for them. (Read from the health
+        thread: the list is taken in one step.)"""
         busy = self._in_step or self._step_handle is not None or self._external
-        return time.monotonic() - self.heartbeat if busy else 0.0
+        stuck = time.monotonic() - self.heartbeat if busy else 0.0
+        seals = list(self.sched.sealing.values())
+        if seals:
+            stuck = max(stuck, (self.clock() - min(job.cut.now_ms for job in seals)) / 1000.0)
+        return stuck
 
     def _admit(self) -> None:
         if self._closed:

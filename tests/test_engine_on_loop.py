@@ -195,11 +195,14 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_sea
         other, _ = driver.run(lambda: driver.submit(parse_query("SELECT SUM(v), COUNT(*) FROM b"), 0))
         assert answered(other) and other.result.answer.rows == [(7, 1)]
         assert not driver.run(lambda: mine.done) and entered.is_set()  # waits for the install
+        clock.ms += 30_000  # a seal that does not come back: health counts it as no progress
+        assert driver.stuck_for() >= 30.0
         release.set()
         assert answered(mine)
         assert mine.result.answer.rows == [(6, 3)] and mine.result.slide == 0  # not the row appended meanwhile
         assert driver.run(lambda: (a.window.latest, a.window.buffered_rows)) == (0, 1)
         assert driver.run(lambda: driver.stats("a"))["streams"][0]["seal_ms"]["count"] == 1
+        assert driver.stuck_for() < 30.0
         events = driver.run(lambda: driver.history.since(0, None, 1000))
         assert check(events).violations("lws") == []
     finally:

@@ -189,8 +189,9 @@ def test_other_policies_never_hold(policy):
 
 
 def test_what_runs_as_a_job_follows_the_measured_cost_of_the_same_query():
-    """offload_ms > 0: a query's first run is inline and measured (the timer); a read or merge that
-    took offload_ms or more is a job the next time, a cheap one stays inline."""
+    """offload_ms > 0: a query's first run is inline and measured (the timer), unless a read or merge
+    covers offload_unmeasured_rows rows or more; a read or merge that took offload_ms or more is a
+    job the next time, a cheap one stays inline."""
     sched, s, h, now, jobs = setup("ttu")
     ticks = iter(range(0, 10**6))
     sched.timer = lambda: next(ticks) / 1000.0  # each timer call 1 ms after the previous: every op "takes" 1 ms
@@ -212,6 +213,12 @@ def test_what_runs_as_a_job_follows_the_measured_cost_of_the_same_query():
     assert again.result.answer.rows == [(1, 4)]
     other = sched.submit(scan(s, "SELECT COUNT(*) FROM s WHERE v > 0"))  # another query: no estimate, inline
     assert sched.step() == "read" and not jobs and not other.done
+    while not other.done:  # (measured from its first read on: later ones may be jobs)
+        if sched.step() is None:
+            run_job(sched, jobs)
+    sched.offload_unmeasured_rows = 1  # ... unless it is large: then a job from its first run
+    large = sched.submit(scan(s, "SELECT MAX(v) FROM s WHERE v > 1"))
+    assert sched.step() == "read" and len(jobs) == 1 and jobs[0].txn is large
 
 
 # -- seals off the scheduler's thread ---------------------------------------------------------------

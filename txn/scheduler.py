@@ -256,9 +256,12 @@ class Scheduler:
         self.seals_offloaded = 0
         # Where window-scan reads and final merges that cost at least offload_ms run (see the module
         # docstring; offload_ms <= 0: all of them); None: inline. `timer` (seconds, monotonic)
-        # measures the ones run inline; None: nothing is measured.
+        # measures the ones run inline; None: nothing is measured. One not measured yet (a query's
+        # first run) is a job when it covers offload_unmeasured_rows rows or more: a first final
+        # merge of a holistic aggregate over a large window would otherwise hold the thread once.
         self.offload: Callable[[Job], None] | None = None
         self.offload_ms = 0.25
+        self.offload_unmeasured_rows = 100_000
         self.timer: Callable[[], float] | None = None
         self.costs = Costs()
         self.jobs = 0            # jobs issued
@@ -720,7 +723,9 @@ class Scheduler:
         if self.offload_ms <= 0:
             return True
         ms = self.costs.estimate(plan, kind, rows)
-        return ms is not None and ms >= self.offload_ms
+        if ms is None:
+            return rows >= self.offload_unmeasured_rows
+        return ms >= self.offload_ms
 
     def _timed(self, plan: Plan, kind: str, rows: int, fn, arg):
         """fn(arg), a window scan's read or merge run inline, its cost noted when there is a timer."""

@@ -82,7 +82,7 @@ def ingest(target: str, rows: int, seconds: float = 5.0, senders: int = 3,
 
 def ingest_report(target: str, rows: int) -> dict:
     """What the server says of the ingest stream once `ingest` ran: its slides and their delays
-    (the seal of each sub-window runs on the event loop). The refused Appends are ingest's count."""
+    (due to cut; the next cut waits for the last one's seal). The refused Appends are ingest's count."""
     with Client(target) as ws:
         st = next(s for s in ws.stats()["streams"] if s["stream"] == f"ingest{rows}")
     return {"slide_delay_ms": st["slide_delay_ms"], "slides": st["slides"]}

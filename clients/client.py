@@ -121,10 +121,13 @@ def serialized(req) -> bytes:
     return req if isinstance(req, bytes) else req.SerializeToString()
 
 
+_SERVICE = pb.DESCRIPTOR.services_by_name["WindowStoreService"].full_name
+
+
 def _serialized_calls(stub, channel) -> None:
     """The stub's Append and StageRows take requests serialized already (or messages)."""
     for method, response in (("Append", pb.AppendResponse), ("StageRows", pb.StageRowsResponse)):
-        setattr(stub, method, channel.unary_unary(f"/windowstore.v1.WindowStoreService/{method}",
+        setattr(stub, method, channel.unary_unary(f"/{_SERVICE}/{method}",
                                                   request_serializer=serialized,
                                                   response_deserializer=response.FromString))
 

@@ -204,8 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default 0.25)")
     sv.add_argument("--seal-offload-rows", type=int, default=100_000,
                     help="a slide of at least this many rows is sealed (concatenated, its synopses built) on the "
-                         "seal thread while the event loop goes on serving; queries of its stream wait for it "
-                         "(default 100000; with --offload-ms negative, every seal runs on the event loop)")
+                         "seal thread while the event loop goes on serving; queries of its stream that arrive "
+                         "meanwhile wait for it (default 100000; with --offload-ms negative, every seal runs on "
+                         "the event loop)")
     sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
     sv.add_argument("--data-dir", default=os.environ.get("WINDOWSTORE_DATA_DIR", "windowstore-data"),
                     help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")

@@ -196,9 +196,9 @@ class SnapshotWriter:
         if state["format"] != FORMAT:
             return
         sums = state["crc32c"]
-        self._files = {id(sub): (sub, os.path.join(path, rel), sums[rel], os.path.getsize(os.path.join(path, rel)))
-                       for sub, rel in restored}
-        self.held_bytes = sum(os.path.getsize(os.path.join(path, rel)) for rel in sums)
+        sizes = {rel: os.path.getsize(os.path.join(path, rel)) for rel in sums}
+        self._files = {id(sub): (sub, os.path.join(path, rel), sums[rel], sizes[rel]) for sub, rel in restored}
+        self.held_bytes = sum(sizes.values())
 
     def prune(self, keep_lsn: int) -> None:
         """Delete snapshots older than the one at keep_lsn, and leftovers of interrupted writes."""

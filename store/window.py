@@ -210,8 +210,7 @@ class Window:
         self.n = spec.subwindows
         self.subs: list[SubWindow | None] = [None] * self.n
         self.latest = -1  # newest slide applied (installed); -1 before the first
-        self.cut_through = -1  # newest slide begun: latest, or latest + 1 while `cutting` is sealed
-        self.cutting: Cut | None = None
+        self.cutting: Cut | None = None  # the slide begun and being sealed, if any
         self.created_ms = created_ms
         self.last_seal_ms = created_ms
         self._names = schema.names
@@ -258,6 +257,11 @@ class Window:
     def ttu(self, position: int) -> int:
         """Slides still to be applied until `position` is overwritten (n for the youngest)."""
         return (position - (self.latest + 1)) % self.n + 1
+
+    @property
+    def cut_through(self) -> int:
+        """The newest slide begun: latest, or latest + 1 while `cutting` is being sealed."""
+        return self.latest + (self.cutting is not None)
 
     @property
     def buffered_rows(self) -> int:
@@ -384,7 +388,6 @@ class Window:
             start, end = self.last_seal_ms, max(now_ms, self.last_seal_ms)
         after = self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0
         self.cutting = Cut(j, start, end, chunks, rows, now_ms, dict(self._prefix), after)
-        self.cut_through = j
         self.last_seal_ms = now_ms
         return self.cutting
 
@@ -435,7 +438,6 @@ class Window:
     def _place(self, sub: SubWindow) -> None:
         self.subs[sub.position] = sub
         self.latest = sub.slide
-        self.cut_through = max(self.cut_through, sub.slide)
         self.interval.add(sub.slide, sub.synopsis)
         for keys in self.running_keys.values():
             keys.add(sub.slide, self.subs)
@@ -446,7 +448,7 @@ class Window:
         """Put back the state a snapshot captured (sub-windows sealed through `seal`)."""
         for sub in sorted(subs, key=lambda s: s.slide):
             self._place(sub)
-        self.latest = self.cut_through = latest
+        self.latest = latest
         self._prefix = dict(prefix)
         for c in self._names:  # a snapshot from before nulls: every value counted
             self._prefix.setdefault(count_key(c), self._prefix[COUNT_KEY])

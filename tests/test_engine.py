@@ -4,6 +4,8 @@ emitted, encoded and decoded as the write-ahead log stores them, are replayed in
 which must reach the same state bit for bit. Invariants are checked after every step."""
 from __future__ import annotations
 
+import contextlib
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -122,19 +124,36 @@ def run_live(engine: Engine, script, seal_elsewhere: bool = False) -> list:
     return log
 
 
+def replay_log(log) -> Engine:
+    """A fresh engine that replayed `log`, its invariants checked after every command."""
+    engine = Engine(EngineConfig(policy="ttu"))
+    for cmd in log:
+        engine.replay(cmd)
+        engine._check()
+    return engine
+
+
+@contextlib.contextmanager
+def frequent_compaction():
+    """Compact the string dictionary at nearly every slide, also with queries in flight."""
+    import windowstore.store.stream as stream_module
+    saved, stream_module.COMPACT_MIN = stream_module.COMPACT_MIN, 1
+    try:
+        yield
+    finally:
+        stream_module.COMPACT_MIN = saved
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replaying_the_log_rebuilds_the_same_state(script):
     live = Engine(EngineConfig(policy="ttu"))
     log = run_live(live, [("create", 0, 0, 3), ("create", 1, 2, 2)] + script)
-    replayed = Engine(EngineConfig(policy="ttu"))
-    for cmd in log:
-        replayed.replay(cmd)
-        replayed._check()
-    assert replayed.digest() == live.digest()
-    assert set(replayed.periodic) == set(live.periodic) and replayed.next_query == live.next_query
+    again = replay_log(log)
+    assert again.digest() == live.digest()
+    assert set(again.periodic) == set(live.periodic) and again.next_query == live.next_query
     # and the replay emits exactly the log again: a restarted server logs what it recovered from
-    assert [commands.encode(c) for c in replayed.drain()] == [commands.encode(c) for c in log]
+    assert [commands.encode(c) for c in again.drain()] == [commands.encode(c) for c in log]
 
 
 def test_replay_answers_queries_like_the_original():
@@ -280,19 +299,10 @@ def test_string_codes_of_expired_sub_windows_are_reclaimed():
 @settings(max_examples=60, deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replay_with_frequent_string_compaction(script):
-    import windowstore.store.stream as stream_module
-    saved = stream_module.COMPACT_MIN
-    stream_module.COMPACT_MIN = 1  # compact at nearly every slide, also with queries in flight
-    try:
+    with frequent_compaction():
         live = Engine(EngineConfig(policy="ttu"))
         log = run_live(live, [("create", 0, 0, 3), ("create", 1, 2, 2)] + script)
-        replayed = Engine(EngineConfig(policy="ttu"))
-        for cmd in log:
-            replayed.replay(cmd)
-            replayed._check()
-        assert replayed.digest() == live.digest()
-    finally:
-        stream_module.COMPACT_MIN = saved
+        assert replay_log(log).digest() == live.digest()
 
 
 # seals handed back ("sealed", which one in flight, whether it failed), among what happens meanwhile
@@ -307,23 +317,14 @@ def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
     """Every slide's seal is a job handed back later (appends, queries, other streams' slides,
     manual slides and string compaction in between; a failed job is sealed again inline): the log
     replayed at once rebuilds the same state."""
-    import windowstore.store.stream as stream_module
-    saved = stream_module.COMPACT_MIN
-    stream_module.COMPACT_MIN = 1
-    try:
+    with frequent_compaction():
         live = Engine(EngineConfig(policy="ttu"))
         # the script starts with a seal in flight on the processing-time stream s2
         start = [("create", 0, 0, 3), ("create", 1, 2, 2), ("create", 2, 1, 2),
                  ("append", 2, [(5, "a", 1, 0.5, True), (6, None, None, None, None)], "", 0), ("time", 250), ("steps", 1)]
         log = run_live(live, start + script, seal_elsewhere=True)
         assert live.sched.seals_offloaded or not any(isinstance(c, Slide) for c in log)
-        replayed = Engine(EngineConfig(policy="ttu"))
-        for cmd in log:
-            replayed.replay(cmd)
-            replayed._check()
-        assert replayed.digest() == live.digest()
-    finally:
-        stream_module.COMPACT_MIN = saved
+        assert replay_log(log).digest() == live.digest()
 
 
 def test_an_idempotency_key_names_one_batch():

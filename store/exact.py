@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import gil
+
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
 _FLOAT_EXACT = 2**53
@@ -52,22 +54,6 @@ def exact_sum(values: np.ndarray, lo: int | None = None, hi: int | None = None) 
     return int(high.sum()) * (1 << 32) + int(low.sum())
 
 
-_ADD_AT_ROWS = 1 << 20
-
-
-def _add_at(out: np.ndarray, inverse: np.ndarray, values: np.ndarray) -> None:
-    """np.add.at(out, inverse, values) in slices of 2^20 rows: np.add.at holds the GIL while it
-    runs (~1.2 ms per slice here), and a seal on another thread (server/driver.py) must not hold
-    the event loop's thread up for a whole column (10 M rows: ~12 ms). Integer sums are the same
-    in any order."""
-    n = len(inverse)
-    if n <= _ADD_AT_ROWS:
-        np.add.at(out, inverse, values)
-        return
-    for i in range(0, n, _ADD_AT_ROWS):
-        np.add.at(out, inverse[i:i + _ADD_AT_ROWS], values[i:i + _ADD_AT_ROWS])
-
-
 def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | None = None,
                 hi: int | None = None) -> np.ndarray:
     """Per-group sums; `inverse` maps each value to its group in 0..groups-1. Floats stay float64;
@@ -79,7 +65,7 @@ def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | 
     that, the signed high and unsigned low 32-bit halves are summed and recombined as Python ints."""
     kind = values.dtype.kind
     if kind == "f":
-        return np.bincount(inverse, weights=values, minlength=groups)
+        return gil.bincount(inverse, groups, values)
     if kind == "O":
         out = np.zeros(groups, dtype=object)
         np.add.at(out, inverse, values)
@@ -91,7 +77,7 @@ def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | 
         lo, hi = int(values.min()), int(values.max())
     if max_abs(lo, hi) * n <= INT64_MAX:  # every partial sum fits: int64 cannot wrap
         out = np.zeros(groups, dtype=np.int64)
-        _add_at(out, inverse, values if values.dtype == np.int64 else values.astype(np.int64))
+        gil.add_at(out, inverse, values if values.dtype == np.int64 else values.astype(np.int64))
         return out
     high = grouped_sum(inverse, values >> 32, groups)
     low = grouped_sum(inverse, values & _LOW_MASK, groups)
@@ -102,7 +88,7 @@ def grouped_count(inverse: np.ndarray, counts: np.ndarray, groups: int) -> np.nd
     """Per-group totals of row counts (int64): their sum is a number of rows, so int64 cannot wrap
     and grouped_sum's bound (a min and a max over the counts) is not needed."""
     out = np.zeros(groups, dtype=np.int64)
-    _add_at(out, inverse, counts if counts.dtype == np.int64 else counts.astype(np.int64))
+    gil.add_at(out, inverse, counts if counts.dtype == np.int64 else counts.astype(np.int64))
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from . import gil
 from .exact import exact_sum, grouped_sum
 
 _POOLED_BYTES = 1 << 20
@@ -46,7 +47,7 @@ def concat(parts: list[np.ndarray]) -> np.ndarray:
     """np.concatenate of 1-d arrays, into pooled memory (see pooled_empty); one part is returned as it is."""
     if len(parts) == 1:
         return parts[0]
-    return np.concatenate(parts, out=pooled_empty(sum(len(p) for p in parts), np.result_type(*parts)))
+    return gil.copy_into(pooled_empty(sum(len(p) for p in parts), np.result_type(*parts)), parts)
 
 
 @dataclass(frozen=True)
@@ -162,12 +163,9 @@ class _Groups:
     def __init__(self, keys: np.ndarray, dense: bool):
         span = _dense_range(keys) if dense else None
         if span is not None:
-            lo = span[0]
-            self.bins = pooled_empty(len(keys), np.intp)
-            np.copyto(self.bins, keys)
-            if lo:
-                self.bins -= lo
-            present = np.bincount(self.bins)
+            lo, hi = span
+            self.bins = gil.copy_into(pooled_empty(len(keys), np.intp), [keys], minus=lo)
+            present = gil.bincount(self.bins, hi - lo + 1)
             self.select = np.flatnonzero(present)
             self.uniq = (self.select + lo).astype(keys.dtype, copy=False)
             self.size = len(present)
@@ -184,7 +182,7 @@ class _Groups:
 
     def count(self, mask: np.ndarray) -> np.ndarray:
         """Per-key counts of the rows where mask holds."""
-        return self._pick(np.bincount(self.bins[mask], minlength=self.size)).astype(np.int64, copy=False)
+        return self._pick(gil.bincount(self.bins[mask], self.size)).astype(np.int64, copy=False)
 
     def sum(self, values: np.ndarray, summary: ColumnSummary, mask: np.ndarray | None = None) -> np.ndarray:
         """Per-key sums of `values` (exact for integers, see grouped_sum); `summary` describes the

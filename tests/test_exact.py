@@ -43,21 +43,6 @@ def test_grouped_integer_sums_are_exact(pairs):
     assert means == [w / c for w, c in zip(np.array(want, dtype=object)[nonzero], counts[nonzero].tolist())]
 
 
-@given(st.lists(st.tuples(st.integers(0, 4), st.one_of(st.integers(-100, 100), int64s)), max_size=60))
-def test_grouped_sums_taken_in_slices_are_the_same(pairs):
-    """A long column is summed in slices (so a seal off the event loop gives the GIL back between
-    them): slices of 3 rows here."""
-    from windowstore.store import exact
-    inverse = np.array([g for g, _ in pairs], dtype=np.int64)
-    values = np.array([v for _, v in pairs], dtype=np.int64)
-    saved, exact._ADD_AT_ROWS = exact._ADD_AT_ROWS, 3
-    try:
-        got = grouped_sum(inverse, values, 5).tolist()
-    finally:
-        exact._ADD_AT_ROWS = saved
-    assert got == [sum(v for g, v in pairs if g == k) for k in range(5)]
-
-
 def test_int64_min_group_sum_takes_the_exact_path():
     # np.abs(INT64_MIN) is negative: a bound computed that way chose the float path (issue 9, case 2)
     got = grouped_sum(np.zeros(3, dtype=np.int64), np.array([INT64_MIN, 1, 7], dtype=np.int64), 1)

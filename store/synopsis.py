@@ -47,7 +47,7 @@ def concat(parts: list[np.ndarray]) -> np.ndarray:
     """np.concatenate of 1-d arrays, into pooled memory (see pooled_empty); one part is returned as it is."""
     if len(parts) == 1:
         return parts[0]
-    return gil.copy_into(pooled_empty(sum(len(p) for p in parts), np.result_type(*parts)), parts)
+    return gil.concat_into(pooled_empty(sum(len(p) for p in parts), np.result_type(*parts)), parts)
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,10 @@ class _Groups:
         span = _dense_range(keys) if dense else None
         if span is not None:
             lo, hi = span
-            self.bins = gil.copy_into(pooled_empty(len(keys), np.intp), [keys], minus=lo)
+            self.bins = pooled_empty(len(keys), np.intp)
+            np.copyto(self.bins, keys)  # (copies and subtractions give the GIL back while they run)
+            if lo:
+                self.bins -= lo
             present = gil.bincount(self.bins, hi - lo + 1)
             self.select = np.flatnonzero(present)
             self.uniq = (self.select + lo).astype(keys.dtype, copy=False)

@@ -21,20 +21,11 @@ and 500-1,100 ms; in one arena, 1-9 faults and 116-133 ms, as on the main thread
 The price: the process's resident size follows the largest its windows have been, not what they
 hold now (memory a dropped stream freed is reused by the others, not returned). An operator who
 sets the allocator through the environment (GLIBC_TUNABLES, MALLOC_MMAP_MAX_, MALLOC_TRIM_THRESHOLD_,
-MALLOC_ARENA_MAX) keeps that setting. Elsewhere than glibc nothing changes.
-
-Pages are faulted in without the GIL where Linux can (madvise MADV_POPULATE_WRITE, 5.14 and
-later): a seal copies its buffered chunks holding the GIL (store/gil.py), and a copy into pages
-never touched faulted them in meanwhile, ~10 us each on this machine, holding the event loop's
-thread up for 15-23 ms at a time while a window filled (measured on 2026-11-27, a watchdog thread
-in the server under one writer of 10^4-row batches). Once populated, the copy finds them there."""
+MALLOC_ARENA_MAX) keeps that setting. Elsewhere than glibc nothing changes."""
 from __future__ import annotations
 
 import ctypes
-import mmap
 import os
-
-import numpy as np
 
 from windowstore.store import synopsis
 
@@ -42,7 +33,6 @@ M_TRIM_THRESHOLD = -1   # glibc's mallopt parameters (malloc.h)
 M_MMAP_MAX = -4
 M_ARENA_MAX = -8
 OPERATOR_SETTINGS = ("GLIBC_TUNABLES", "MALLOC_MMAP_MAX_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX")
-MADV_POPULATE_WRITE = 23  # linux/mman.h
 
 
 def keep_freed_memory() -> bool:
@@ -60,28 +50,4 @@ def keep_freed_memory() -> bool:
     if not (mallopt(M_MMAP_MAX, 0) and mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1) and mallopt(M_ARENA_MAX, 1)):
         return False
     synopsis.reuse_freed_malloc_memory()
-    return True
-
-
-def populate_pages() -> bool:
-    """Let the store fault in the pages of an array it is about to fill (synopsis.fault_in) by
-    madvise(MADV_POPULATE_WRITE), a system call made without the GIL (ctypes gives it back), so
-    the faults do not happen later in a copy that holds it. Returns whether the kernel can."""
-    try:
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-    except (OSError, AttributeError):
-        return False
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    madvise.restype = ctypes.c_int
-    page = mmap.PAGESIZE
-
-    def populate(a: np.ndarray) -> None:
-        start = a.ctypes.data & ~(page - 1)  # the page holding the array's first byte: mapped too
-        madvise(start, a.ctypes.data + a.nbytes - start, MADV_POPULATE_WRITE)  # best effort
-
-    probe = np.empty(page, dtype=np.uint8)
-    start = probe.ctypes.data & ~(page - 1)
-    if madvise(start, probe.ctypes.data + probe.nbytes - start, MADV_POPULATE_WRITE) != 0:
-        return False  # EINVAL before Linux 5.14
-    synopsis.fault_in = populate
     return True

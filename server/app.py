@@ -201,7 +201,6 @@ def serve(config: ServerConfig) -> int:
     # under 100 window scans, with no throughput change measured).
     sys.setswitchinterval(config.switch_interval_ms / 1000.0)
     allocator.keep_freed_memory()
-    allocator.populate_pages()
     try:
         server = WindowStoreServer(config).start()
     except (ConfigError, OSError, ValueError) as e:

@@ -19,9 +19,6 @@ from .exact import exact_sum, grouped_sum
 
 _POOLED_BYTES = 1 << 20
 _large_from_arrow = True  # see reuse_freed_malloc_memory
-# fault_in(array): the process's way to fault in an array's pages without holding the GIL (set by
-# the server, server/allocator.py), or None
-fault_in = None
 
 
 def pooled_empty(n: int, dtype) -> np.ndarray:
@@ -47,16 +44,10 @@ def reuse_freed_malloc_memory() -> None:
 
 
 def concat(parts: list[np.ndarray]) -> np.ndarray:
-    """np.concatenate of 1-d arrays, into pooled memory (see pooled_empty); one part is returned as
-    it is. gil.concat_into copies holding the GIL, so the pages it writes are faulted in first
-    (fault_in) where the process can: a fresh page costs ~10x the copy that fills it here, and a
-    seal's copy into fresh memory held the GIL for 15-23 ms at a time."""
+    """np.concatenate of 1-d arrays, into pooled memory (see pooled_empty); one part is returned as it is."""
     if len(parts) == 1:
         return parts[0]
-    out = pooled_empty(sum(len(p) for p in parts), np.result_type(*parts))
-    if fault_in is not None and out.nbytes >= _POOLED_BYTES:
-        fault_in(out)
-    return gil.concat_into(out, parts)
+    return np.concatenate(parts, out=pooled_empty(sum(len(p) for p in parts), np.result_type(*parts)))
 
 
 @dataclass(frozen=True)
@@ -174,7 +165,7 @@ class _Groups:
         if span is not None:
             lo, hi = span
             self.bins = pooled_empty(len(keys), np.intp)
-            np.copyto(self.bins, keys)  # (copies and subtractions give the GIL back while they run)
+            np.copyto(self.bins, keys)
             if lo:
                 self.bins -= lo
             present = gil.bincount(self.bins, hi - lo + 1)

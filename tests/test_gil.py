@@ -37,23 +37,6 @@ def calls(monkeypatch):
     return seen
 
 
-@settings(max_examples=200)
-@given(st.lists(st.tuples(st.lists(st.integers(-50, 50), max_size=9), st.sampled_from(["int64", "int32", "strided"])),
-                max_size=6))
-def test_concat_into_is_concatenate(parts):
-    """Parts of out's dtype are copied as bytes (a large one in slices: 3 rows here); others, and
-    parts that are not contiguous, as NumPy casts them."""
-    gil_rows, gil.SLICE_ROWS = gil.SLICE_ROWS, 3
-    try:
-        arrays = [np.repeat(np.array(p, dtype=np.int64), 2)[::2] if kind == "strided" else np.array(p, dtype=kind)
-                  for p, kind in parts]
-        out = np.empty(sum(map(len, arrays)), dtype=np.int64)
-        got = gil.concat_into(out, arrays)
-    finally:
-        gil.SLICE_ROWS = gil_rows
-    assert got is out and got.tolist() == [x for p, _ in parts for x in p]
-
-
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(-1000, 1000)), max_size=40))
 def test_bincount_counts_and_sums_as_one_call(pairs):
     gil_rows, gil.SLICE_ROWS = gil.SLICE_ROWS, 3

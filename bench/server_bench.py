@@ -164,7 +164,7 @@ def _bare_sender(target: str, rows: int, seconds: float, out) -> None:
 class _BareServer:
     """bench/bare_server.py in a process of its own: `target`, stopped on exit."""
 
-    def __enter__(self) -> "_BareServer":
+    def __enter__(self) -> _BareServer:
         import re
         import subprocess
         import sys

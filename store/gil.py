@@ -4,15 +4,16 @@ A seal runs on a thread of its own beside the event loop's (server/driver.py), a
 GIL. np.bincount and np.add.at hold it for as long as they run: over a 10 M-row sub-window 4-9 ms
 each here, so the loop's thread waited that long in the middle of a call. Here they run in slices
 of SLICE_ROWS rows (~0.3-0.5 ms each), and the loop's thread gets the GIL between two of them (the
-switch interval, config.switch_interval_ms, bounds the wait at a slice boundary). Copies, casts
-and reductions are left whole: NumPy gives the GIL back while they run.
+switch interval, config.switch_interval_ms, bounds the wait at a slice boundary). Copies are left
+whole: NumPy gives the GIL back while it copies (beside np.copyto of 10 M rows the loop's thread
+waited at most 0.3 ms).
 
 The other way round, np.concatenate gives the GIL back and takes it again around every part, and
 each take waits for the thread holding it: beside a busy loop a seal's concatenation of 1,000
 chunks took 73 ms instead of 9. Copying the chunks holding the GIL instead (a memcpy per part) made
 seals 2-3x faster beside a busy loop and in-memory ingest ~8% faster, but the logging server,
-whose log and snapshot threads want the GIL too, ingested 12-14% less (interleaved A/B rounds on 2026-11-27), so the
-chunks are still concatenated by np.concatenate.
+whose log and snapshot threads want the GIL too, ingested 12-14% less (interleaved A/B rounds on
+2026-11-27), so the chunks are still concatenated by np.concatenate.
 
 Results are those of the whole call: integer sums in any slicing; float sums add the slices'
 partial sums in row order (deterministic for the same rows, which is all a sub-window's synopses

@@ -7,7 +7,7 @@ import types
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from windowstore.store import Stream, WindowSpec, gil
 from windowstore.store.exact import INT64_MAX, INT64_MIN, grouped_sum

@@ -219,12 +219,12 @@ def under_ingest(measure, writer, args: tuple, seconds: float = 6.0):
 
 
 class Feeder:
-    """Appends `rows`-row batches to a stream in a background thread until stopped: back to back,
-    or with `every_s` at a fixed rate (one batch per `every_s` on a schedule, so the rows per
-    sub-window do not depend on how fast the server answers; a batch that would start more than
-    one period late is skipped and counted in `missed`)."""
+    """Appends `rows`-row batches to a stream in a background thread until stopped, at a fixed
+    rate: one batch per `every_s` on a schedule, so the rows per sub-window do not depend on how
+    fast the server answers; a batch that would start more than one period late is skipped and
+    counted in `missed`."""
 
-    def __init__(self, target: str, stream: str, rows: int, every_s: float | None = None):
+    def __init__(self, target: str, stream: str, rows: int, every_s: float):
         self.stop_event = threading.Event()
         self.sent = self.missed = 0
         table = pa.table(packets(rows))
@@ -233,16 +233,15 @@ class Feeder:
             with Client(target) as c:
                 due = time.monotonic()
                 while not self.stop_event.is_set():
-                    if every_s is not None:
-                        now = time.monotonic()
-                        if now - due > every_s:  # behind by more than a period: skip, do not burst
-                            late = int((now - due) / every_s)
-                            self.missed += late
-                            due += late * every_s
-                        if due > now:
-                            self.stop_event.wait(due - now)
-                            continue
-                        due += every_s
+                    now = time.monotonic()
+                    if now - due > every_s:  # behind by more than a period: skip, do not burst
+                        late = int((now - due) / every_s)
+                        self.missed += late
+                        due += late * every_s
+                    if due > now:
+                        self.stop_event.wait(due - now)
+                        continue
+                    due += every_s
                     c.append(stream, table)
                     self.sent += 1
         self.thread = threading.Thread(target=feed)

@@ -451,27 +451,23 @@ class Engine:
                 "clock; Slide applies to clock='manual' streams")
         self._slide_key = (cmd.writer_id, cmd.batch_id)
         try:
-            self.sched.settle(cmd.stream)  # a slide asked for earlier (Append with slide) is sealed first
-            before = stream.window.latest
             self._slide_now(cmd.stream)
         finally:
             self._slide_key = ("", None)
-        sub = stream.window.subs[(before + 1) % stream.window.n]
+        sub = stream.window.subs[stream.window.latest % stream.window.n]  # a manual clock: the newest is it
         return SlideAck(sub.slide, sub.rows, False)
 
     def _slide_now(self, name: str) -> None:
         """Request a slide of `name` and apply it through its install, in this call (its answer
-        names the sub-window): slides due run first, under serial after the running query; seals
-        run here, none elsewhere meanwhile."""
+        names the sub-window): slides due run first, under serial after the running query. The
+        slide asked for is sealed in place; one of this stream that fell due first and went to be
+        sealed elsewhere is sealed here (settle) so that the one asked for can be cut."""
         sched = self.sched
-        offload, sched.seal_offload = sched.seal_offload, None
-        try:
-            sched.settle(name)
-            sched.request_slide(name)
-            while sched.manual_requests.get(name, 0) > 0:
-                sched.step()
-        finally:
-            sched.seal_offload = offload
+        sched.settle(name)
+        sched.request_slide(name, in_place=True)
+        while sched.manual_requests.get(name, 0) > 0:
+            if sched.step() is None or name in sched.sealing:
+                sched.settle(name)
 
     def _cut(self, name: str, cut, cause: str) -> None:
         """The scheduler began a slide: record it as a command, here, where its rows were cut from

@@ -229,6 +229,7 @@ class Scheduler:
         self.active: list[QueryTxn] = []
         self.tasks: dict[str, Task] = {}
         self.manual_requests: dict[str, int] = {}
+        self.in_place: set[str] = set()  # streams whose next slide asked for is sealed in place (request_slide)
         self.by_class = {ONETIME: Counters(), PERIODIC: Counters()}
         self.by_stream: dict[str, Counters] = {}
         self._ids = itertools.count(1)
@@ -282,14 +283,18 @@ class Scheduler:
         for task in [t for t in self.tasks.values() if t.plan.stream is stream or name in stream_names(t.plan)]:
             self.unregister(task.id)  # a join's plan holds the dropped stream's dictionary: it goes
         self.manual_requests.pop(name, None)
+        self.in_place.discard(name)
         self.sealing.pop(name, None)  # its seal in flight is orphaned
         self.slide_delays.pop(name, None)
         self.seal_ms.pop(name, None)
         self.by_stream.pop(name, None)
 
-    def request_slide(self, name: str) -> None:
-        """A client asks to seal the open sub-window of a manual-clock stream now."""
+    def request_slide(self, name: str, in_place: bool = False) -> None:
+        """A client asks to seal the open sub-window of a manual-clock stream now; `in_place`: that
+        slide is sealed where it is cut, never offloaded (its requester answers with the sub-window)."""
         self.manual_requests[name] = self.manual_requests.get(name, 0) + 1
+        if in_place:
+            self.in_place.add(name)
 
     def slides_due(self, name: str) -> int:
         """Slides of `name` waiting to be applied: due on its clock, plus those asked for."""
@@ -326,6 +331,7 @@ class Scheduler:
             assert job.stream is stream and w.cutting is job.cut and job.cut.slide == w.latest + 1
             if self.policy == "serial":
                 assert not any(t.begun and name in t.streams for t in self.active), "serial: cut only unlocked"
+        assert all(self.manual_requests.get(n, 0) > 0 for n in self.in_place), "sealed in place: a request pending"
 
     # -- queries -------------------------------------------------------------------------------
     def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
@@ -401,8 +407,8 @@ class Scheduler:
         started (as step() starts them), no other query is active but those waiting for a seal and
         no join waits for its refresh. It is then the same as submit() and those step()s: the same
         history, counters and Result, without choosing among the active queries between its reads
-        (the serving path's one-caller case, answered in its own call). Between two operations it calls go_on() (the caller may advance the clock there)
-        and stops, the query left active for step(), when that returns False, when a slide has
+        (the serving path's one-caller case, answered in its own call). Between two operations it
+        calls go_on() (the caller may advance the clock there) and stops, the query left active for step(), when that returns False, when a slide has
         fallen due, or when the query waits for a job or a slide. None when it cannot start now:
         submit it."""
         if isinstance(plan, JoinQueryPlan) or self._due_slide() is not None or plan.stream.name in self.sealing:
@@ -457,14 +463,15 @@ class Scheduler:
 
     def _slide(self, name: str) -> None:
         stream = self.streams[name]
-        cause = "due"
+        cause, in_place = "due", False
         if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
             self.manual_requests[name] -= 1
-            cause = "manual"
+            cause, in_place = "manual", name in self.in_place
+            self.in_place.discard(name)
         job = self._cut(stream, cause)
         if self.on_cut is not None:
             self.on_cut(name, job.cut, cause)
-        if self.seal_offload is not None and job.cut.rows >= self.seal_offload_rows:
+        if not in_place and self.seal_offload is not None and job.cut.rows >= self.seal_offload_rows:
             self.sealing[name] = job
             self.seals_offloaded += 1
             self._reselect = True  # its queries wait
@@ -643,13 +650,8 @@ class Scheduler:
         if self.policy == "serial" and not txn.begun and self.sealing and any(n in self.sealing for n in txn.streams):
             return True
         first = txn.sealed_first
-        if first is None:
-            return False
         streams = self.streams
-        if all(n not in streams or streams[n].window.latest >= j for n, j in first.items()):
-            txn.sealed_first = None
-            return False
-        return True
+        return first is not None and any(n in streams and streams[n].window.latest < j for n, j in first.items())
 
     def _rank(self, txn: QueryTxn) -> tuple:
         if txn.kind == ONETIME:

@@ -74,25 +74,34 @@ class Answer:
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
-        types = [_TYPES.get(t, "?") for t in a.column_types]
-        for i, t in enumerate(a.column_types):
-            if t == pb.COLUMN_TYPE_DECIMAL:
-                p = a.column_precisions[i] if i < len(a.column_precisions) else 38
-                types[i] = f"decimal({p},{a.column_scales[i] if i < len(a.column_scales) else 0})"
-        decimal = {i for i, t in enumerate(types) if t.startswith("decimal(")}
+        # (every call of the SDK's query goes through here: one pass, fields read once)
+        column_types = a.column_types
+        types = [_TYPES.get(t, "?") for t in column_types]
+        if pb.COLUMN_TYPE_DECIMAL in column_types:
+            precisions, scales = a.column_precisions, a.column_scales
+            for i, t in enumerate(column_types):
+                if t == pb.COLUMN_TYPE_DECIMAL:
+                    p = precisions[i] if i < len(precisions) else 38
+                    types[i] = f"decimal({p},{scales[i] if i < len(scales) else 0})"
+            decimal = {i for i, t in enumerate(types) if t.startswith("decimal(")}
+            rows = [tuple(_decimal_value(v) if i in decimal else _value(v) for i, v in enumerate(r.values))
+                    for r in a.rows]
+        else:
+            rows = [tuple(map(_value, r.values)) for r in a.rows]
+        has = a.HasField
         return cls(
-            columns=list(a.columns), rows=[tuple(_decimal_value(v) if i in decimal else _value(v)
-                                                 for i, v in enumerate(r.values)) for r in a.rows], slide=a.slide,
-            window_start_ms=a.window_start_ms if a.HasField("window_start_ms") else None,
-            window_end_ms=a.window_end_ms if a.HasField("window_end_ms") else None,
-            staleness_ms=a.staleness_ms if a.HasField("staleness_ms") else None,
+            columns=list(a.columns), rows=rows, slide=a.slide,
+            window_start_ms=a.window_start_ms if has("window_start_ms") else None,
+            window_end_ms=a.window_end_ms if has("window_end_ms") else None,
+            staleness_ms=a.staleness_ms if has("staleness_ms") else None,
             response_ms=a.response_ms, restarts=a.restarts, policy=a.policy, access=_ACCESS.get(a.access, "?"),
-            exact=a.exact, guaranteed=a.guaranteed if a.HasField("guaranteed") else None, query_id=a.query_id,
+            exact=a.exact, guaranteed=a.guaranteed if has("guaranteed") else None, query_id=a.query_id,
             execution=a.execution, late_slides=a.late_slides,
-            inter_exec_ms=a.inter_exec_ms if a.HasField("inter_exec_ms") else None,
+            inter_exec_ms=a.inter_exec_ms if has("inter_exec_ms") else None,
             answered_ms=a.answered_ms, stream=a.stream, types=types,
             sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
-                                  s.window_end_ms if s.HasField("window_end_ms") else None) for s in a.sources])
+                                  s.window_end_ms if s.HasField("window_end_ms") else None)
+                     for s in a.sources] if a.sources else [])
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as

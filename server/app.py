@@ -132,7 +132,14 @@ class WindowStoreServer:
         return f"{self.config.host}:{self.port}"
 
     def start(self, wait_recovery: bool = True) -> "WindowStoreServer":
-        """Serve; health says NOT_SERVING until the driver has recovered the data directory."""
+        """Serve; health says NOT_SERVING until the driver has recovered the data directory.
+
+        Sets the process's GIL switch interval (config.switch_interval_ms): the loop thread shares
+        the GIL with the query, seal, log and decoding threads, and, in a process that embeds the
+        server, with the caller's own. With CPython's default of 5 ms, a client thread beside a
+        busy loop waited seconds for a call of a few round trips (tests/test_engine_on_loop.py's
+        long query, which the default made fail about one run in four)."""
+        sys.setswitchinterval(self.config.switch_interval_ms / 1000.0)
         warm_up()
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self._on_loop(self.grpc.start(), 30)
@@ -147,7 +154,8 @@ class WindowStoreServer:
 
     def _serving_after_recovery(self) -> None:
         """SERVING once recovered; then NOT_SERVING whenever the engine is stuck (work waits and
-        no scheduler operation has completed for stuck_after_s), SERVING again when it moves."""
+        no scheduler operation has completed for stuck_after_s) or a stream has stopped because
+        its seal raised (until it is dropped), SERVING again when it moves."""
         self.driver.recovered.wait()
         if getattr(self.driver, "recovery_error", None) is not None:
             log.critical("not serving: %s", self.driver.recovery_error)
@@ -155,9 +163,12 @@ class WindowStoreServer:
             return
         serving = None
         while not self._stopped.is_set():
-            ok = self.driver.stuck_for() < self.config.stuck_after_s
+            failed = dict(self.driver.sched.failed)
+            ok = not failed and self.driver.stuck_for() < self.config.stuck_after_s
             if ok != serving:
-                if not ok:
+                if failed:
+                    log.error("health NOT_SERVING: %s", "; ".join(failed.values()))
+                elif not ok:
                     log.error("the driver has made no progress for %.0f s: health NOT_SERVING", self.driver.stuck_for())
                 status = health_pb2.HealthCheckResponse.SERVING if ok else health_pb2.HealthCheckResponse.NOT_SERVING
                 try:
@@ -198,7 +209,8 @@ def serve(config: ServerConfig) -> int:
     # The loop thread shares the GIL with the query thread, the log's syncer and the payload
     # decoders; CPython's default 5 ms switch interval would show up as a 5 ms p99 when they hand
     # back. Switch sooner (0.25 ms: slide delay p99 0.5-1.4 ms instead of 1.0-2.1 ms with 0.5 ms
-    # under 100 window scans, with no throughput change measured).
+    # under 100 window scans, with no throughput change measured); set here before any thread
+    # starts, and again by WindowStoreServer.start for servers embedded in a process.
     sys.setswitchinterval(config.switch_interval_ms / 1000.0)
     allocator.keep_freed_memory()
     try:

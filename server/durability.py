@@ -155,13 +155,15 @@ class Durability:
             log.error("snapshot at lsn %d failed (the log keeps everything): %s", lsn, e)
 
     def close(self, engine: Engine | None) -> None:
-        """A clean shutdown: a final snapshot (quick restart) unless writes had failed."""
+        """A clean shutdown: a final snapshot (quick restart) unless writes had failed or a stream
+        stopped with a slide it could not seal (the log keeps it, and replay seals it again)."""
         if self._syncer is not None:
             self._syncer.stop()
         try:
             if engine is not None and not self.wal.failed:
                 self.wal.flush()
                 self.wal.sync()
+            if engine is not None and not self.wal.failed and not engine.sealing:
                 self.snapshot(engine, wait=True)
                 self.wal.roll()  # an empty new segment: the covered ones are deleted whole
                 self.wal.delete_through(self.wal.next_lsn - 1)

@@ -23,7 +23,7 @@ import grpc
 
 from windowstore.store import InvalidInput, QuerySyntaxError, StoreError
 from windowstore.store.errors import ResourceLimit
-from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded
+from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, StreamFailed
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .convert import parse_append
@@ -51,6 +51,7 @@ _CODES = [
     (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (ResourceLimit, grpc.StatusCode.RESOURCE_EXHAUSTED),  # a join beyond --max-join-rows
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
+    (StreamFailed, grpc.StatusCode.FAILED_PRECONDITION),  # a stream whose seal raised: drop it or restart
     (RestartLimitExceeded, grpc.StatusCode.ABORTED),
     (QueryFailed, grpc.StatusCode.INTERNAL),
     (QueryWithdrawn, grpc.StatusCode.CANCELLED),

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from windowstore.store import InvalidInput, parse_query, plan_query
-from windowstore.txn import commands
+from windowstore.txn import StreamFailed, commands
 from windowstore.txn.answers import from_plain, to_plain
 from windowstore.txn.commands import (AbortBatch, Answered, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
                                       StageRows, Unregister)
@@ -454,3 +454,34 @@ def test_a_one_time_plan_is_reused_until_its_stream_is_dropped():
     again = e.plan(q)
     assert again is not first and again.stream is e.stream("p")
     e._check()
+
+
+def test_a_stream_whose_seal_raises_refuses_its_commands_and_queries_until_dropped():
+    """Fail-stop per stream (Scheduler._seal_failed): the manual Slide that could not be sealed
+    answers with why, and so does every later command or query of the stream; the engine counts
+    as sealing (no snapshot of a state its log does not describe) until the stream is dropped;
+    the other streams go on."""
+    e = Engine()
+    for name in ("s", "t"):
+        e.apply(create(name, 0, clock="manual", subwindow_ms=100))
+        e.apply(Append(name, batch([(1, "a", 1, 1.0)]), "", None, 0))
+
+    def seal_cut(cut):
+        raise RuntimeError("a defect")
+    e.stream("s").window.seal_cut = seal_cut
+    with pytest.raises(StreamFailed, match=r"sealing its slide 0 failed \(RuntimeError: a defect\); drop the stream"):
+        e.apply(Slide("s", 0, "w", 7))
+    for cmd in (Append("s", batch([(2, "b", 2, 2.0)]), "", None, 0), Slide("s", 0), Slide("s", 0, "w", 7)):
+        with pytest.raises(StreamFailed):
+            e.apply(cmd)
+    with pytest.raises(StreamFailed):
+        e.plan(parse_query("SELECT COUNT(*) FROM s"))
+    assert e.sealing
+    e._check()
+    e.apply(Append("t", batch([(2, "b", 2, 2.0)]), "", None, 0))
+    assert e.apply(Slide("t", 0)).rows == 2
+    e.apply(DropStream("s", 0))
+    assert not e.sealing
+    e._check()
+    # the Slide that could not be sealed is logged (its rows were cut): replay seals it again
+    assert [(c.stream, c.writer_id, c.batch_id) for c in e.drain() if isinstance(c, Slide)] == [("s", "w", 7), ("t", "", None)]

@@ -208,3 +208,62 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_sea
     finally:
         release.set()
         driver.stop(5)
+
+
+def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_from_the_log(tmp_path, monkeypatch):
+    """Over gRPC: the Slide whose seal raises answers FAILED_PRECONDITION saying why, as do the
+    stream's later writes and queries; the other stream is served; health says NOT_SERVING. After
+    a restart on the same data directory (the defect gone) the slide is sealed again from the log
+    and every acknowledged row is there."""
+    import time
+
+    import numpy as np
+
+    from windowstore.clients import FailedPrecondition
+    from windowstore.store.window import Window
+
+    seal_cut = Window.seal_cut
+
+    def broken_seal(self, cut):
+        if any(np.any(chunk["v"] == 666) for chunk in cut.chunks):
+            raise RuntimeError("a defect met row 666")
+        return seal_cut(self, cut)
+    monkeypatch.setattr(Window, "seal_cut", broken_seal)
+
+    def health(address):
+        with grpc.insecure_channel(address) as ch:
+            return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=30).status
+
+    schema = {"ts": "int64", "v": "int64"}
+    config = ServerConfig(port=0, data_dir=str(tmp_path))
+    srv = WindowStoreServer(config).start()
+    try:
+        with Client(srv.address, timeout=30) as ws:
+            for name, v in (("bad", 666), ("good", 2)):
+                ws.create_stream(name, schema, subwindows=4, subwindow_ms=1000, clock="manual")
+                ws.append(name, {"ts": [1, 2], "v": [1, v]}, writer_id="w", batch_id=1)
+            assert ws.slide("good") == 0
+            with pytest.raises(FailedPrecondition, match="stream 'bad' stopped: sealing its slide 0 failed "
+                                                         r"\(RuntimeError: a defect met row 666\)"):
+                ws.slide("bad")
+            with pytest.raises(FailedPrecondition, match="stopped"):
+                ws.append("bad", {"ts": [3], "v": [3]})
+            with pytest.raises(FailedPrecondition, match="drop the stream, or restart"):
+                ws.query("SELECT COUNT(*) FROM bad")
+            assert ws.query("SELECT COUNT(*), SUM(v) FROM good").rows == [(2, 3)]
+            deadline = time.monotonic() + 30
+            while health(srv.address) != health_pb2.HealthCheckResponse.NOT_SERVING and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert health(srv.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+    finally:
+        srv.stop(5)
+    monkeypatch.undo()
+    srv = WindowStoreServer(config).start()
+    try:
+        with Client(srv.address, timeout=30) as ws:
+            assert ws.query("SELECT COUNT(*), SUM(v) FROM bad").rows == [(2, 667)]
+            assert ws.append("bad", {"ts": [1, 2], "v": [1, 666]}, writer_id="w", batch_id=1).duplicate  # its ack too
+            assert ws.slide("bad") == 1
+        assert health(srv.address) == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        srv.stop(5)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
-from windowstore.txn import History, QueryFailed, Scheduler, check
+from windowstore.txn import History, QueryFailed, Scheduler, StreamFailed, check
 
 MEDIAN = "SELECT MEDIAN(v), COUNT(*) FROM s"
 
@@ -316,6 +316,52 @@ def test_settle_seals_here_a_failed_seal_is_sealed_again_and_a_dropped_streams_s
     sched.drop_stream("t")
     assert sched.complete(gone, gone.run()) == "discarded"
     sched._check()
+
+
+def _seal_raises(window, error):
+    def seal_cut(cut):
+        raise error
+    window.seal_cut = seal_cut
+
+
+@pytest.mark.parametrize("offloaded", [False, True])
+def test_a_seal_that_raises_stops_its_stream_only_and_fails_its_queries_at_once(offloaded):
+    """Fail-stop per stream: a seal that raises (here, and again here after the seal thread's
+    attempt) leaves its cut uninstalled and the stream sliding no more; the queries reading it
+    fail then (none waits for that slide), the other streams go on, and dropping it clears it."""
+    sched, s, t, h, jobs, seals = sealing_setup()
+    if not offloaded:
+        sched.seal_offload_rows = 10**9
+    reading = sched.submit(scan(s))
+    assert sched.step() == "read" and len(jobs) == 1  # begun: its read is in flight
+    waiting = sched.submit(probe(s))
+    s.append({"ts": [4], "v": [10]})
+    _seal_raises(s.window, MemoryError("no room for the columns"))
+    sched.request_slide("s")
+    if offloaded:
+        assert sched.step() == "slide" and "s" in sched.sealing
+        assert sched.complete(seals.pop(), error=MemoryError("on the seal thread")) == "error"
+    else:
+        assert sched.step() == "error"
+    assert "s" not in sched.sealing and "sealing its slide 4 failed (MemoryError: no room" in sched.failed["s"]
+    for txn in (reading, waiting):
+        assert txn.done and isinstance(txn.error, StreamFailed) and "stopped" in str(txn.error)
+    assert run_job(sched, jobs) == "discarded"
+    sched._check()
+    assert s.window.latest == 3 and s.window.cutting is not None
+    sched.request_slide("s")
+    assert sched.step() is None and sched.slides_due("s") == 1  # asked for, and never cut
+    t.append({"ts": [1], "v": [1]})
+    sched.request_slide("t")
+    assert sched.step() == "slide"
+    if offloaded:
+        job = seals.pop()
+        sched.complete(job, job.run())
+    assert t.window.latest == 1 and sched.run_now(probe(t)).result.answer.rows == [(101, 2)]
+    sched.drop_stream("s")
+    assert not sched.failed
+    sched._check()
+    assert check(h.events).violations("lws") == []
 
 
 def test_a_query_waits_only_for_the_seal_in_flight_when_it_came_so_ingest_cannot_starve_it():

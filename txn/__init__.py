@@ -4,8 +4,8 @@ histories and the isolation checker (thesis chapter 7), periodic EDF scheduling 
 from .checker import Report, Verdict, check, classify
 from .history import History, read_jsonl
 from .scheduler import (ONETIME, PERIODIC, POLICIES, QueryFailed, QueryTxn, QueryWithdrawn,
-                        RestartLimitExceeded, Result, Scheduler, Task)
+                        RestartLimitExceeded, Result, Scheduler, StreamFailed, Task)
 
 __all__ = ["History", "ONETIME", "PERIODIC", "POLICIES", "QueryFailed", "QueryTxn", "QueryWithdrawn", "Report",
-           "RestartLimitExceeded", "Result", "Scheduler", "Task", "Verdict", "check", "classify",
+           "RestartLimitExceeded", "Result", "Scheduler", "StreamFailed", "Task", "Verdict", "check", "classify",
            "read_jsonl"]

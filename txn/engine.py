@@ -29,7 +29,7 @@ from .commands import (AbortBatch, Answered, Append, Command, CommitBatch, Compa
                        Register, Slide, StageRows, Unregister)
 from .history import History
 from .joins import JoinQueryPlan, first_with_slide, stream_names
-from .scheduler import Result, Scheduler, Task
+from .scheduler import Result, Scheduler, StreamFailed, Task
 
 
 class NotFound(StoreError):
@@ -166,10 +166,10 @@ class Engine:
 
     @property
     def sealing(self) -> bool:
-        """Whether a slide is being sealed elsewhere (Scheduler.seal_offload): its Slide is applied
-        and logged, its sub-window not installed yet, so the state is not one the log describes
-        (a snapshot waits)."""
-        return bool(self.sched.sealing)
+        """Whether a slide is being sealed elsewhere (Scheduler.seal_offload), or could not be
+        sealed (a failed stream): its Slide is applied and logged, its sub-window not installed,
+        so the state is not one the log describes (a snapshot waits; the log keeps everything)."""
+        return bool(self.sched.sealing) or bool(self.sched.failed)
 
     def settle(self) -> None:
         """Seal every slide in flight here and now (Scheduler.settle), e.g. for a snapshot that
@@ -237,10 +237,15 @@ class Engine:
             finally:
                 self._replaying = False
 
-    def stream(self, name: str) -> Stream:
+    def stream(self, name: str, failed_ok: bool = False) -> Stream:
+        """The stream `name`: NotFound if there is none, StreamFailed if it stopped (unless
+        `failed_ok`: dropping it is what is left to do)."""
         s = self.sched.streams.get(name)
         if s is None:
             raise NotFound(f"stream {name!r} does not exist")
+        why = self.sched.failed.get(name) if not failed_ok else None
+        if why is not None:
+            raise StreamFailed(f"{why}; drop the stream, or restart the server to seal that slide again from its log")
         return s
 
     def plan(self, query, periodic: bool = False):
@@ -297,7 +302,7 @@ class Engine:
 
     def _drop(self, cmd: DropStream) -> list[str]:
         """Drops the stream and its periodic queries; returns their ids."""
-        self.stream(cmd.name)
+        self.stream(cmd.name, failed_ok=True)
         for key in [k for k in self._plans if k[0] == cmd.name]:
             del self._plans[key]  # (they hold the dropped stream's window)
         for key in list(self.books[cmd.name].staged):
@@ -468,6 +473,7 @@ class Engine:
         while sched.manual_requests.get(name, 0) > 0:
             if sched.step() is None or name in sched.sealing:
                 sched.settle(name)
+        self.stream(name)  # StreamFailed if the slide asked for could not be sealed
 
     def _cut(self, name: str, cut, cause: str) -> None:
         """The scheduler began a slide: record it as a command, here, where its rows were cut from
@@ -580,7 +586,7 @@ class Engine:
         and buffered chunks are immutable and referenced, not copied; the string dictionary only
         grows, so its list and current length are enough. A writer thread can persist it while the
         engine goes on. Not while a slide is being sealed (`sealing`)."""
-        assert not self.sched.sealing, "capture the state between seals"
+        assert not self.sealing, "capture the state between seals (and with no stream failed)"
         streams = []
         for name, s in self.sched.streams.items():
             w = s.window

@@ -85,6 +85,12 @@ class QueryWithdrawn(StoreError):
     """A query was cancelled by its client or its stream was dropped."""
 
 
+class StreamFailed(StoreError):
+    """Sealing a slide of the stream raised (a defect, or memory ran out): the stream stops
+    (Scheduler._seal_failed). Its queries and writes fail with this until it is dropped; the
+    server's log still holds its rows and the Slide, so a restart seals that slide again."""
+
+
 class QueryFailed(StoreError):
     """A query's execution raised an unexpected error: the query fails with its message (the
     client sees INTERNAL), it is counted, and the scheduler goes on with the others."""
@@ -255,6 +261,8 @@ class Scheduler:
         self.seal_offload_rows = 100_000
         self.sealing: dict[str, SealJob] = {}
         self.seals_offloaded = 0
+        # Streams whose seal raised, and why: fail-stop (_seal_failed); their slides stop.
+        self.failed: dict[str, str] = {}
         # Where window-scan reads and final merges that cost at least offload_ms run (see the module
         # docstring; offload_ms <= 0: all of them); None: inline. `timer` (seconds, monotonic)
         # measures the ones run inline; None: nothing is measured. One not measured yet (a query's
@@ -285,6 +293,7 @@ class Scheduler:
         self.manual_requests.pop(name, None)
         self.in_place.discard(name)
         self.sealing.pop(name, None)  # its seal in flight is orphaned
+        self.failed.pop(name, None)
         self.slide_delays.pop(name, None)
         self.seal_ms.pop(name, None)
         self.by_stream.pop(name, None)
@@ -325,6 +334,10 @@ class Scheduler:
         assert self.running is None or self.running in self.active
         for name, stream in self.streams.items():
             w, job = stream.window, self.sealing.get(name)
+            if name in self.failed:
+                assert job is None and w.cutting is not None, "a failed stream keeps the cut it could not seal"
+                assert not any(name in t.streams for t in self.active), "no query runs on a failed stream"
+                continue
             if job is None:
                 assert w.cutting is None, "a cut is sealed at once or in flight"
                 continue
@@ -373,11 +386,11 @@ class Scheduler:
     # -- the state machine ---------------------------------------------------------------------
     def step(self) -> str | None:
         """Run one atomic operation. Returns what it did: 'slide', 'read', 'probe', 'hold' (a query
-        waits for a slide, see _hold), or None if idle (or every query waits for a job or a slide)."""
+        waits for a slide, see _hold), 'error' (a query or a slide's seal failed: last_error), or
+        None if idle (or every query waits for a job or a slide)."""
         name = self._due_slide()
         if name is not None:
-            self._slide(name)
-            return "slide"
+            return self._slide(name)
         self._spawn_due_tasks()
         txn = self._choose()
         if self._refresh and (txn is None or (txn.kind != ONETIME and not (self.policy == "serial" and txn.begun))):
@@ -432,8 +445,8 @@ class Scheduler:
         a stream being sealed is left out)."""
         due, first = math.inf, None
         for stream in self.streams.values():
-            if stream.name in self.sealing:
-                continue  # its next slide waits for the install
+            if stream.name in self.sealing or stream.name in self.failed:
+                continue  # its next slide waits for the install (or never comes)
             d = stream.window.next_due_ms()
             if d is not None and d < due:
                 due, first = d, stream
@@ -453,7 +466,7 @@ class Scheduler:
 
     def _due_slide(self) -> str | None:
         for name in self.streams:
-            if name in self.sealing or self.slides_due(name) <= 0:
+            if name in self.sealing or name in self.failed or self.slides_due(name) <= 0:
                 continue
             if (self.policy == "serial" and self._current is not None and self._current.begun
                     and name in self._current.streams):
@@ -461,7 +474,9 @@ class Scheduler:
             return name
         return None
 
-    def _slide(self, name: str) -> None:
+    def _slide(self, name: str) -> str:
+        """Begin (and unless offloaded, commit) the slide due on `name`: 'slide', or 'error' when
+        sealing it raised (the stream failed; last_error says why)."""
         stream = self.streams[name]
         cause, in_place = "due", False
         if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
@@ -476,8 +491,8 @@ class Scheduler:
             self.seals_offloaded += 1
             self._reselect = True  # its queries wait
             self.seal_offload(job)
-            return
-        self._install(job, self._timed_seal(job), notify=True)
+            return "slide"
+        return "slide" if self._seal_here(job) else "error"
 
     def apply_slide(self, name: str) -> SubWindow:
         """Write transaction T_j on `name`, now and at once (replay): cut, seal and install."""
@@ -492,7 +507,7 @@ class Scheduler:
         when it comes back, is discarded): for a caller that must answer with the sub-window."""
         job = self.sealing.get(name)
         if job is not None:
-            self._install(job, self._timed_seal(job), notify=True)
+            self._seal_here(job)
 
     def _cut(self, stream: Stream, cause: str) -> SealJob:
         """T_j begins: its rows are cut from the open buffer (Window.cut)."""
@@ -501,6 +516,36 @@ class Scheduler:
         cut = stream.window.cut(int(now))
         self.last_rows = cut.rows
         return SealJob(stream, cut, cause, None if due_at is None else max(0.0, now - due_at))
+
+    def _seal_here(self, job: SealJob) -> bool:
+        """Seal job's cut on this thread and install it; False when sealing raised (the stream
+        failed: _seal_failed)."""
+        try:
+            sub = self._timed_seal(job)
+        except Exception as e:  # noqa: BLE001 - one stream's defect must not stop the others
+            self._seal_failed(job, e)
+            return False
+        self._install(job, sub, notify=True)
+        return True
+
+    def _seal_failed(self, job: SealJob, error: Exception) -> None:
+        """Fail-stop for the stream: its cut stays uninstalled and it slides no more; the queries
+        reading it fail now (none may wait for a slide that will not come), as do its later
+        queries and writes (the engine refuses them) until it is dropped. Replay from the log
+        seals the same cut again, so a restart retries it."""
+        name = job.stream.name
+        if self.sealing.get(name) is job:
+            del self.sealing[name]
+        why = (f"stream {name!r} stopped: sealing its slide {job.cut.slide} failed "
+               f"({type(error).__name__}: {str(error)[:200]})")
+        self.failed[name] = why
+        self.manual_requests.pop(name, None)
+        self.in_place.discard(name)
+        self.last_error = QueryFailed(why)
+        self.last_error.__cause__ = error
+        for txn in [t for t in self.active if name in t.streams]:
+            self.fail(txn, StreamFailed(why))
+        self._reselect = True
 
     def _timed_seal(self, job: SealJob) -> SubWindow:
         self.last_seal_ms = None
@@ -803,9 +848,8 @@ class Scheduler:
             self.jobs_discarded += 1
             return "discarded"
         if error is not None:
-            # sealing is a pure function of the cut: seal again here (raising as an inline seal would)
-            self._install(job, self._timed_seal(job), notify=True)
-            return "slide"
+            # sealing is a pure function of the cut: seal again here (memory may have run out there)
+            return "slide" if self._seal_here(job) else "error"
         self.last_seal_ms = None
         if ms is not None:
             self._note_seal(job, ms)

@@ -630,6 +630,8 @@ class Scheduler:
 
     def _task_due(self, task: Task) -> bool:
         plan = task.plan
+        if self.failed and any(n in self.failed for n in stream_names(plan)):
+            return False  # it would read a window that no longer slides (until the stream is dropped)
         if not isinstance(plan, JoinQueryPlan):
             return task.is_due(plan.stream.window.latest)
         if not task.active or task.running is not None:

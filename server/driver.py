@@ -741,7 +741,8 @@ class Driver:
 
     # -- reads (loop thread) -------------------------------------------------------------------
     def stream(self, name: str):
-        return self.engine.stream(name)
+        """The stream, for introspection (describe, stats, history, metrics): a stopped one too."""
+        return self.engine.stream(name, failed_ok=True)
 
     def read_answers(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
         """(answers reflecting a slide in (after, through], newest answer's slide, oldest kept's slide)."""
@@ -838,7 +839,7 @@ class Driver:
                         "duplicate_batches": book.duplicate_batches, "accepted_rows": book.accepted_rows,
                         "staleness_ms": percentiles(m.staleness), "response_ms": percentiles(m.response),
                         "slide_delay_ms": percentiles(self.sched.slide_delays[n]),
-                        "seal_ms": percentiles(self.sched.seal_ms[n])})
+                        "seal_ms": percentiles(self.sched.seal_ms[n]), "stopped": self.sched.failed.get(n)})
         return {"policy": self.sched.policy, "streams": out, "durability": self.durability_stats(),
                 "onetime": self.sched.by_class["onetime"].as_dict(), "periodic": self.sched.by_class["periodic"].as_dict()}
 

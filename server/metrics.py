@@ -81,6 +81,11 @@ class _StoreCollector:
             for st in s["streams"]:
                 g.add_metric([st["stream"]], st[key])
             yield g
+        g = GaugeMetricFamily("windowstore_stream_stopped", "1 when the stream stopped because a seal raised "
+                              "(its writes and queries are refused until it is dropped)", labels=["stream"])
+        for st in s["streams"]:
+            g.add_metric([st["stream"]], 1.0 if st["stopped"] else 0.0)
+        yield g
         for key, doc in (("committed", "queries committed"), ("aborts", "query attempts aborted by slides"),
                          ("restarts", "query restarts after an abort"), ("failed", "queries failed (restart limit)"),
                          ("errors", "queries failed by an internal error"), ("removals", "contributions removed")):

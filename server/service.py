@@ -353,7 +353,7 @@ class WindowStoreService:
                 duplicate_batches=x["duplicate_batches"], accepted_rows=x["accepted_rows"],
                 staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),
                 slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"]),
-                seal_ms=pb.Percentiles(**x["seal_ms"])) for x in s["streams"]],
+                seal_ms=pb.Percentiles(**x["seal_ms"]), stopped=x["stopped"]) for x in s["streams"]],
             durability=pb.DurabilityStats(**s["durability"]),
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
             periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}))

@@ -216,6 +216,7 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
     a restart on the same data directory (the defect gone) the slide is sealed again from the log
     and every acknowledged row is there."""
     import time
+    import urllib.request
 
     import numpy as np
 
@@ -235,7 +236,7 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
             return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=30).status
 
     schema = {"ts": "int64", "v": "int64"}
-    config = ServerConfig(port=0, data_dir=str(tmp_path))
+    config = ServerConfig(port=0, data_dir=str(tmp_path), metrics_port=0)
     srv = WindowStoreServer(config).start()
     try:
         with Client(srv.address, timeout=30) as ws:
@@ -255,6 +256,12 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
             while health(srv.address) != health_pb2.HealthCheckResponse.NOT_SERVING and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert health(srv.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+            assert ws.describe_stream("bad")["latest_slide"] == -1  # introspection still answers
+            stopped = {st["stream"]: st["stopped"] for st in ws.stats()["streams"]}
+            assert stopped["good"] is None and "sealing its slide 0 failed" in stopped["bad"]
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{srv.metrics_port}/metrics", timeout=10).read().decode()
+        assert 'windowstore_stream_stopped{stream="bad"} 1.0' in metrics
+        assert 'windowstore_stream_stopped{stream="good"} 0.0' in metrics
     finally:
         srv.stop(5)
     monkeypatch.undo()

@@ -691,7 +691,7 @@ class Percentiles(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms")
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SLIDES_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -709,6 +709,7 @@ class StreamStats(_message.Message):
     STAGED_ROWS_FIELD_NUMBER: _ClassVar[int]
     DISCARDED_ROWS_FIELD_NUMBER: _ClassVar[int]
     SEAL_MS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
     stream: str
     slides: int
     queries: int
@@ -726,7 +727,8 @@ class StreamStats(_message.Message):
     staged_rows: int
     discarded_rows: int
     seal_ms: Percentiles
-    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ...) -> None: ...
+    stopped: str
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ...) -> None: ...
 
 class ClassStats(_message.Message):
     __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors")

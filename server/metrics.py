@@ -74,7 +74,7 @@ class _StoreCollector:
             for st in s["streams"]:
                 c.add_metric([st["stream"]], st[key])
             yield c
-        for name, doc, key in (("windowstore_stream_bytes", "memory held by the window's columns, buffers and running per-key totals", "bytes"),
+        for name, doc, key in (("windowstore_stream_bytes", "memory held by the window's columns, key synopses, buffers and running per-key totals", "bytes"),
                                ("windowstore_rows_staged", "rows staged by uncommitted batches", "staged_rows"),
                                ("windowstore_strings", "entries of the stream's string dictionary", "strings")):
             g = GaugeMetricFamily(name, doc, labels=["stream"])

@@ -68,6 +68,12 @@ class KeySummary:
     topk: "TopKList"
     valid: dict[str, np.ndarray] = field(default_factory=dict)  # per key, COUNT(c) of each numeric column
 
+    @property
+    def nbytes(self) -> int:
+        """Memory its arrays hold (object arrays: their pointers only)."""
+        arrays = (self.keys, self.counts, self.topk.keys, self.topk.counts, *self.sums.values(), *self.valid.values())
+        return sum(a.nbytes for a in arrays)
+
 
 @dataclass(frozen=True)
 class TopKList:
@@ -91,6 +97,11 @@ class Synopsis:
     prefix_before: dict[str, int] = field(default_factory=dict)
     prefix_after: dict[str, int] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)  # null count of each column that has a null
+
+    @property
+    def nbytes(self) -> int:
+        """Memory its key synopses hold (the per-column summaries are a few scalars)."""
+        return sum(k.nbytes for k in self.by_key.values())
 
 
 # The group key of null rows (GROUP BY puts every null in one group, sorted after every value):

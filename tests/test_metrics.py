@@ -101,3 +101,33 @@ def test_overload_is_shed_with_resource_exhausted_and_the_server_recovers():
         assert scrape(url)["windowstore_requests_shed_total"] == outcomes.count("shed")
     finally:
         srv.stop()
+
+
+def test_stream_bytes_count_the_key_synopses():
+    """windowstore_stream_bytes counts each sealed sub-window's key synopses: two streams hold the
+    same rows, one grouped by a column of 20,000 distinct keys a sub-window; the grouped one holds
+    at least their keys (int32 codes) and counts (int64) more than the other, beyond its running
+    per-key totals."""
+    import pyarrow as pa
+
+    from windowstore.server.config import ServerConfig
+    from windowstore.server.driver import Driver
+    from windowstore.txn.commands import Append, CreateStream, Slide
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        keys, subs = 20_000, 3
+        for name, group_by in (("plain", ()), ("grouped", ("k",))):
+            driver.command(CreateStream(name, (("ts", "int64"), ("k", "string"), ("v", "int64")), "ts", 4, 1000,
+                                        None, "manual", 0, group_by, 16, 0)).result(10)
+            for j in range(subs):
+                batch = pa.table({"ts": list(range(keys)), "k": [f"key{i}" for i in range(keys)], "v": list(range(keys))})
+                driver.command(Append(name, batch, "", None, 0)).result(10)
+                driver.command(Slide(name, 0)).result(10)
+        snap = driver.run(driver.metrics_snapshot)
+        held = {st["stream"]: st["bytes"] for st in snap["streams"]}
+        running = driver.run(lambda: sum(k.nbytes for k in driver.stream("grouped").window.running_keys.values()))
+        assert held["grouped"] - held["plain"] - running >= subs * keys * (4 + 8)
+    finally:
+        driver.stop(5)

@@ -8,7 +8,7 @@ import contextlib
 
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import event, given, settings, strategies as st
 
 from windowstore.store import InvalidInput, parse_query, plan_query
 from windowstore.txn import StreamFailed, commands
@@ -76,7 +76,11 @@ def run_live(engine: Engine, script, seal_elsewhere: bool = False) -> list:
             if kind == "sealed":
                 if seals:  # a job's result, computed "elsewhere", or its failure (sealed again inline)
                     job = seals.pop(act[1] % len(seals))
-                    engine.complete(job, None, RuntimeError("the seal failed")) if act[2] else engine.complete(job, job.run())
+                    engine.complete(job, None, RuntimeError("the seal failed")) if act[2] else _hand_back(engine, job)
+            elif kind == "break":  # the stream's seals raise from now on (a defect met its rows)
+                stream = engine.sched.streams.get(f"s{act[1]}")
+                if stream is not None:
+                    stream.window.seal_cut = _broken_seal
             elif kind == "create":
                 engine.apply(create(f"s{act[1]}", now, n=act[3], **CLOCKS[act[2]]))
             elif kind == "append":
@@ -110,18 +114,30 @@ def run_live(engine: Engine, script, seal_elsewhere: bool = False) -> list:
                 engine.apply(CommitBatch(name, writer, batch_id, counts, slide, now))
             elif kind == "abort":
                 engine.apply(AbortBatch(f"s{act[1]}", act[2], act[3], now))
-        except (InvalidInput, NotFound, AlreadyExists, FailedPrecondition, ResourceExhausted):
+        except (InvalidInput, NotFound, AlreadyExists, FailedPrecondition, ResourceExhausted, StreamFailed):
             pass
         engine._check()
         log.extend(commands.decode(commands.encode(c)) for c in engine.drain())
     engine.sched.run_until_idle()
     while seals:
-        job = seals.pop(0)
-        engine.complete(job, job.run())
+        _hand_back(engine, seals.pop(0))
         engine.sched.run_until_idle()
     log.extend(commands.decode(commands.encode(c)) for c in engine.drain())
     engine._check()
     return log
+
+
+def _broken_seal(cut):
+    raise RuntimeError("a defect met these rows")
+
+
+def _hand_back(engine: Engine, job) -> None:
+    """A seal job run "elsewhere" and its result (or its exception) handed back."""
+    try:
+        value, error = job.run(), None
+    except RuntimeError as e:
+        value, error = None, e
+    engine.complete(job, value, error)
 
 
 def replay_log(log) -> Engine:
@@ -324,6 +340,31 @@ def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
                  ("append", 2, [(5, "a", 1, 0.5, True), (6, None, None, None, None)], "", 0), ("time", 250), ("steps", 1)]
         log = run_live(live, start + script, seal_elsewhere=True)
         assert live.sched.seals_offloaded or not any(isinstance(c, Slide) for c in log)
+        assert replay_log(log).digest() == live.digest()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.one_of(seal_actions, st.tuples(st.just("break"), st.integers(0, 2))), max_size=50),
+       st.booleans())
+def test_streams_stopped_by_a_seal_that_raised_then_dropped_leave_what_replay_rebuilds(script, elsewhere):
+    """Seals of some streams raise (inline, or on the seal thread and again inline): those streams
+    stop, refuse what comes for them, and the invariants hold throughout (run_live checks them
+    after every action). Dropped, they leave the state that replaying the log rebuilds, where
+    their seals, no longer broken, succeed."""
+    with frequent_compaction():
+        live = Engine(EngineConfig(policy="ttu"))
+        start = [("create", 0, 0, 3), ("create", 1, 2, 2), ("create", 2, 1, 2)]
+        log = run_live(live, start + script, seal_elsewhere=elsewhere)
+        stopped = list(live.sched.failed)
+        event(f"streams stopped: {len(stopped)}")
+        for name in stopped:
+            assert name in live.sched.streams and name not in live.sched.sealing
+            with pytest.raises(StreamFailed):
+                live.apply(Append(name, batch([(1, "a", 1, 0.5)]), "", None, 5000))
+            live.apply(DropStream(name, 5000))
+        live._check()
+        log.extend(commands.decode(commands.encode(c)) for c in live.drain())
+        assert not live.sealing
         assert replay_log(log).digest() == live.digest()
 
 

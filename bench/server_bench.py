@@ -33,19 +33,28 @@ def _writer_process() -> None:
 
 
 class _Pace:
-    """Back to back (`per_s` None), or `per_s` calls a second on a schedule: a call that falls
-    behind is not made up for with a burst."""
+    """Back to back (`per_s` None), or `per_s` calls a second on a schedule, so what is sent does
+    not depend on how fast the server answers: a call more than a period late skips the slots it
+    missed (counted in `missed`) rather than bursting to catch up. `sleep` waits (it may return
+    early, e.g. a stop event's wait)."""
 
-    def __init__(self, per_s: float | None):
+    def __init__(self, per_s: float | None, sleep=time.sleep):
         self.every = 1.0 / per_s if per_s else 0.0
         self.due = time.monotonic()
+        self.missed = 0
+        self.sleep = sleep
 
     def wait(self) -> None:
-        if self.every:
-            now = time.monotonic()
-            self.due = max(self.due + self.every, now)
-            if self.due > now:
-                time.sleep(self.due - now)
+        if not self.every:
+            return
+        now = time.monotonic()
+        if now - self.due > self.every:  # behind by more than a period: skip, do not burst
+            late = int((now - self.due) / self.every)
+            self.missed += late
+            self.due += late * self.every
+        if self.due > now:
+            self.sleep(self.due - now)
+        self.due += self.every
 
 
 def _sender(target: str, stream: str, rows: int, per_s: float | None, seconds: float, out) -> None:
@@ -243,29 +252,22 @@ def under_ingest(measure, writer, args: tuple, rows: int, per_s: float | None = 
 
 
 class Feeder:
-    """Appends `rows`-row batches to a stream in a background thread until stopped, at a fixed
-    rate: one batch per `every_s` on a schedule, so the rows per sub-window do not depend on how
-    fast the server answers; a batch that would start more than one period late is skipped and
-    counted in `missed`."""
+    """Appends `rows`-row batches to a stream in a background thread until stopped, one per
+    `every_s` on a schedule (_Pace: the rows per sub-window do not depend on how fast the server
+    answers; batches more than a period late are skipped, counted in `missed`)."""
 
     def __init__(self, target: str, stream: str, rows: int, every_s: float):
         self.stop_event = threading.Event()
-        self.sent = self.missed = 0
+        self.sent = 0
+        self.pace = _Pace(1.0 / every_s, self.stop_event.wait)
         table = pa.table(packets(rows))
 
         def feed():
             with Client(target) as c:
-                due = time.monotonic()
-                while not self.stop_event.is_set():
-                    now = time.monotonic()
-                    if now - due > every_s:  # behind by more than a period: skip, do not burst
-                        late = int((now - due) / every_s)
-                        self.missed += late
-                        due += late * every_s
-                    if due > now:
-                        self.stop_event.wait(due - now)
-                        continue
-                    due += every_s
+                while True:
+                    self.pace.wait()
+                    if self.stop_event.is_set():
+                        break
                     c.append(stream, table)
                     self.sent += 1
         self.thread = threading.Thread(target=feed)
@@ -274,6 +276,10 @@ class Feeder:
     def stop(self) -> None:
         self.stop_event.set()
         self.thread.join()
+
+    @property
+    def missed(self) -> int:
+        return self.pace.missed
 
 
 def latency(target: str, stream: str, text: str, n: int = 2000, until: float | None = None) -> list[float]:

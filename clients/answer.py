@@ -101,7 +101,7 @@ class Answer:
             answered_ms=a.answered_ms, stream=a.stream, types=types,
             sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
                                   s.window_end_ms if s.HasField("window_end_ms") else None)
-                     for s in a.sources] if a.sources else [])
+                     for s in a.sources])
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as

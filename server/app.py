@@ -136,9 +136,11 @@ class WindowStoreServer:
 
         Sets the process's GIL switch interval (config.switch_interval_ms): the loop thread shares
         the GIL with the query, seal, log and decoding threads, and, in a process that embeds the
-        server, with the caller's own. With CPython's default of 5 ms, a client thread beside a
-        busy loop waited seconds for a call of a few round trips (tests/test_engine_on_loop.py's
-        long query, which the default made fail about one run in four)."""
+        server, with the caller's own. CPython's default 5 ms would show up as a 5 ms p99 when they
+        hand back; 0.25 ms gave slide delay p99 0.5-1.4 ms instead of 1.0-2.1 ms with 0.5 ms under
+        100 window scans, with no throughput change measured. With the default, a client thread
+        beside a busy loop waited seconds for a call of a few round trips
+        (tests/test_engine_on_loop.py's long query failed about one run in four)."""
         sys.setswitchinterval(self.config.switch_interval_ms / 1000.0)
         warm_up()
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -206,12 +208,6 @@ class WindowStoreServer:
 
 
 def serve(config: ServerConfig) -> int:
-    # The loop thread shares the GIL with the query thread, the log's syncer and the payload
-    # decoders; CPython's default 5 ms switch interval would show up as a 5 ms p99 when they hand
-    # back. Switch sooner (0.25 ms: slide delay p99 0.5-1.4 ms instead of 1.0-2.1 ms with 0.5 ms
-    # under 100 window scans, with no throughput change measured); set here before any thread
-    # starts, and again by WindowStoreServer.start for servers embedded in a process.
-    sys.setswitchinterval(config.switch_interval_ms / 1000.0)
     allocator.keep_freed_memory()
     try:
         server = WindowStoreServer(config).start()

@@ -160,10 +160,12 @@ class Durability:
         if self._syncer is not None:
             self._syncer.stop()
         try:
-            if engine is not None and not self.wal.failed:
+            snapshot = engine is not None and not self.wal.failed
+            if snapshot:
                 self.wal.flush()
                 self.wal.sync()
-            if engine is not None and not self.wal.failed and not engine.sealing:
+                snapshot = not engine.sealing
+            if snapshot:
                 self.snapshot(engine, wait=True)
                 self.wal.roll()  # an empty new segment: the covered ones are deleted whole
                 self.wal.delete_through(self.wal.next_lsn - 1)

@@ -9,9 +9,8 @@ how long any Python code holds it while the loop waits. Measured on 2026-11-27 (
 rounds, one writer of 10^4-row batches into a stream whose 1 s sub-windows slide, a probe query
 beside it): p99 at 1 M rows/s 1.93-2.46 ms with 2^16-row slices against 2.41-2.68 ms with 2^18,
 back to back 5.44-6.22 against 6.19-6.71 ms; a seal alone takes ~5% longer (10 M rows 113 vs 106
-ms, 1 M rows 10.5 vs 10.0 ms, the minimum of eight). Copies are left
-whole: NumPy gives the GIL back while it copies (beside np.copyto of 10 M rows the loop's thread
-waited at most 0.3 ms).
+ms, 1 M rows 10.5 vs 10.0 ms, the minimum of eight). Copies are left whole: NumPy gives the GIL
+back while it copies (beside np.copyto of 10 M rows the loop's thread waited at most 0.3 ms).
 
 The other way round, np.concatenate gives the GIL back and takes it again around every part, and
 each take waits for the thread holding it: beside a busy loop a seal's concatenation of 1,000

@@ -247,7 +247,7 @@ class Scheduler:
         self.seal_ms: dict[str, collections.deque] = {}  # how long each seal took (when measured)
         self.last_seal_ms: float | None = None  # ... the last one installed
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
-        self.last_error: QueryFailed | None = None  # the last query failure, for the operator's log
+        self.last_error: StoreError | None = None  # the last query (or seal) failure, for the operator's log
         self.last_slide_delay: float | None = None  # ms the last slide came after it fell due (processing time)
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
@@ -421,9 +421,9 @@ class Scheduler:
         no join waits for its refresh. It is then the same as submit() and those step()s: the same
         history, counters and Result, without choosing among the active queries between its reads
         (the serving path's one-caller case, answered in its own call). Between two operations it
-        calls go_on() (the caller may advance the clock there) and stops, the query left active for step(), when that returns False, when a slide has
-        fallen due, or when the query waits for a job or a slide. None when it cannot start now:
-        submit it."""
+        calls go_on() (the caller may advance the clock there) and stops, the query left active for
+        step(), when that returns False, when a slide has fallen due, or when the query waits for a
+        job or a slide. None when it cannot start now: submit it."""
         if isinstance(plan, JoinQueryPlan) or self._due_slide() is not None or plan.stream.name in self.sealing:
             return None
         self._spawn_due_tasks()
@@ -541,10 +541,10 @@ class Scheduler:
         self.failed[name] = why
         self.manual_requests.pop(name, None)
         self.in_place.discard(name)
-        self.last_error = QueryFailed(why)
+        self.last_error = StreamFailed(why)
         self.last_error.__cause__ = error
         for txn in [t for t in self.active if name in t.streams]:
-            self.fail(txn, StreamFailed(why))
+            self.fail(txn, self.last_error)
         self._reselect = True
 
     def _timed_seal(self, job: SealJob) -> SubWindow:

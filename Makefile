@@ -13,7 +13,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP)
+# Headless Chromium from Debian, for the status page's browser test (skipped where it cannot be installed)
+BROWSER := /usr/bin/chromium-headless-shell
+$(BROWSER):
+	-command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null
+
+test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest
 
 test-fast: $(STAMP)

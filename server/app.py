@@ -4,7 +4,8 @@ The server is grpc.aio on an event loop of its own thread, and the engine runs o
 (driver.py): every call is a coroutine that runs its read or write on the engine inline, and a call
 that waits (a query of several operations, a write being made durable, an open Subscribe) awaits
 a future and holds no thread. Other threads: the log's syncer, the snapshot writer, the decoders
-of large Arrow payloads (--workers), the metrics HTTP server and the health watcher.
+of large Arrow payloads (--workers), the HTTP servers (http.py: metrics, health, the status page)
+and the health watcher.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from windowstore.v1 import windowstore_pb2 as pb
 from . import allocator, rpc
 from .config import ServerConfig
 from .driver import Driver
+from .http import Endpoints, Health
 from .metrics import Metrics
 from .security import AccessPolicy, is_loopback
 from .service import WindowStoreService
@@ -69,7 +71,9 @@ class WindowStoreServer:
         policy = AccessPolicy(config.tokens) if config.tokens else None
         self.driver = Driver(config)
         self.metrics = None
-        if config.metrics_port is not None:
+        self.metrics_port = self.http_port = None
+        self._endpoints: list[Endpoints] = []
+        if config.metrics_port is not None or config.http_port is not None:
             self.metrics = Metrics()
             self.metrics.bind(self.driver)
             self.driver.prometheus = self.metrics
@@ -145,14 +149,43 @@ class WindowStoreServer:
         warm_up()
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self._on_loop(self.grpc.start(), 30)
-        if self.metrics is not None:
-            self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.host)
+        health = Health(self.live, self.ready)
+        for port, status in ((self.config.metrics_port, False), (self.config.http_port, True)):
+            if port is not None:
+                endpoints = Endpoints(self.driver, self.metrics.registry, health, status)
+                bound = endpoints.serve(self.config.host, port)
+                self._endpoints.append(endpoints)
+                if status:
+                    self.http_port = bound
+                else:
+                    self.metrics_port = bound
         self.driver.start(self.loop)
         threading.Thread(target=self._serving_after_recovery, name="windowstore-recovery", daemon=True).start()
         if wait_recovery:
             self.driver.recovered.wait()
         log.info("windowstore listening on %s (policy %s)", self.address, self.config.policy)
         return self
+
+    def live(self) -> tuple[bool, str]:
+        """(alive, why not): the engine has made progress within stuck_after_s whenever work waited."""
+        stuck = self.driver.stuck_for()
+        if stuck >= self.config.stuck_after_s:
+            return False, f"the engine has made no progress for {stuck:.0f} s"
+        return True, ""
+
+    def ready(self) -> tuple[bool, str]:
+        """(ready, why not): recovered, serving, no stream stopped, alive."""
+        if self._stopped.is_set():
+            return False, "shutting down"
+        if not self.driver.recovered.is_set():
+            return False, "recovering the data directory"
+        error = getattr(self.driver, "recovery_error", None)
+        if error is not None:
+            return False, f"recovery failed: {error}"
+        failed = dict(self.driver.sched.failed)
+        if failed:
+            return False, "; ".join(failed.values())
+        return self.live()
 
     def _serving_after_recovery(self) -> None:
         """SERVING once recovered; then NOT_SERVING whenever the engine is stuck (work waits and
@@ -187,6 +220,8 @@ class WindowStoreServer:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        for endpoints in self._endpoints:
+            endpoints.close()
         grace = self.config.grace_s if grace_s is None else grace_s
         self._on_loop(self.health.enter_graceful_shutdown(), 10)
         done = asyncio.run_coroutine_threadsafe(self.grpc.stop(grace), self.loop)
@@ -222,7 +257,9 @@ def serve(config: ServerConfig) -> int:
     where = "in memory" if config.in_memory else f"data in {os.path.abspath(config.data_dir)}, fsync {config.fsync}"
     where += ("; TLS" + (" (mutual)" if config.tls_client_ca else "") if config.tls_cert else "; plaintext")
     where += "; tokens" if config.tokens else "; no authentication"
-    if server.metrics is not None:
+    if server.http_port is not None:
+        where += f"; status page on http://{config.host}:{server.http_port}/"
+    if server.metrics_port is not None:  # last: scripts read the metrics URL to the end of the line
         where += f"; metrics on http://{config.host}:{server.metrics_port}/metrics"
     # What start-up made (modules, functions, types: most of the objects the collector tracks)
     # lives as long as the process: keep it out of every collection, so a full one (which would

@@ -28,6 +28,7 @@ def _serve(args) -> int:
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
+                       http_port=args.http_port,
                        max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
@@ -235,7 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="requests waiting for the engine (queries in flight, writes not yet durable) before new ones get RESOURCE_EXHAUSTED (default 2000)")
     sv.add_argument("--max-requests-per-client", type=int, default=64,
                     help="requests in progress per client (token principal, or connection) (default 64)")
-    sv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics (0: a free port)")
+    sv.add_argument("--metrics-port", type=int, help="serve Prometheus metrics at http://HOST:PORT/metrics, with "
+                                                      "/healthz and /readyz (0: a free port)")
+    sv.add_argument("--http-port", type=int, help="serve the live status page at http://HOST:PORT/ (streams, windows, "
+                                                   "periodic queries, staleness and aborts), with /metrics, /healthz "
+                                                   "and /readyz (0: a free port; off by default)")
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)
 

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -40,10 +40,6 @@ class Metrics:
 
     def bind(self, driver) -> None:
         self.registry.register(_StoreCollector(driver))
-
-    def serve(self, port: int, host: str) -> int:
-        server, _ = start_http_server(port, addr=host, registry=self.registry)
-        return server.server_port
 
     def observe_answer(self, stream: str, query_class: str, result) -> None:
         if result.staleness_ms is not None:

@@ -23,7 +23,7 @@ def scrape(url: str) -> dict[str, float]:
 
 def test_metrics_are_scraped_while_load_runs(tmp_path):
     srv = ServerProcess("--metrics-port", "0", "--offload-ms", "0", data_dir=str(tmp_path))
-    url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
+    url = re.search(r"metrics on (http://[^\s;)]+)", srv.banner).group(1)
     try:
         with Client(srv.target) as ws:
             ws.create_stream("m", SCHEMA, subwindows=10, subwindow_ms=100, group_by=["k"])
@@ -77,7 +77,7 @@ def test_overload_is_shed_with_resource_exhausted_and_the_server_recovers():
 
     srv = ServerProcess("--max-requests-per-client", "4", "--max-pending", "8", "--workers", "48",
                         "--metrics-port", "0")
-    url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
+    url = re.search(r"metrics on (http://[^\s;)]+)", srv.banner).group(1)
     try:
         with Client(srv.target) as ws:
             ws.create_stream("o", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")

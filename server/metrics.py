@@ -42,8 +42,15 @@ class Metrics:
         self.registry.register(_StoreCollector(driver))
 
     def serve(self, port: int, host: str) -> int:
-        server, _ = start_http_server(port, addr=host, registry=self.registry)
-        return server.server_port
+        """Listen (OSError if the port cannot be bound) and serve on a thread; the bound port."""
+        self.http, _ = start_http_server(port, addr=host, registry=self.registry)
+        return self.http.server_port
+
+    def close(self) -> None:
+        http = getattr(self, "http", None)
+        if http is not None:
+            http.shutdown()
+            http.server_close()
 
     def observe_answer(self, stream: str, query_class: str, result) -> None:
         if result.staleness_ms is not None:

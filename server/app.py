@@ -99,26 +99,30 @@ def check_data_dir(path: str) -> None:
 
 
 def _why_not_bound(host: str, port: int) -> str | None:
-    """Why an address cannot be listened on, found by binding a plain socket to it (with
-    SO_REUSEADDR, as grpc and the metrics server do); None if it can be, now."""
+    """Why an address cannot be listened on, found by binding plain sockets to what the host
+    resolves to (with SO_REUSEADDR, as grpc and the metrics server do); None if one of them can be
+    bound now (grpc listens on every address it can). ConfigError if the host does not resolve."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
-        return f"cannot resolve {host}: {e.strerror}"
+        raise ConfigError(f"--host {host}: cannot resolve it: {e.strerror}") from None
+    reasons = []
     for family, kind, proto, _, address in infos:
         try:
             with socket.socket(family, kind, proto) as s:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(address)
+            return None
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
-                return f"address {host}:{port} is already in use"
-            if e.errno == errno.EADDRNOTAVAIL:
-                return f"{host} is not an address of this machine"
-            if e.errno == errno.EACCES:
-                return f"permission denied to listen on {host}:{port}"
-            return f"cannot listen on {host}:{port}: {e.strerror}"
-    return None
+                reasons.append(f"address {host}:{port} is already in use")
+            elif e.errno == errno.EADDRNOTAVAIL:
+                reasons.append(f"{host} is not an address of this machine")
+            elif e.errno == errno.EACCES:
+                reasons.append(f"permission denied to listen on {host}:{port}")
+            else:
+                reasons.append(f"cannot listen on {host}:{port}: {e.strerror}")
+    return reasons[0] if reasons else None
 
 
 def check_protected(config: ServerConfig) -> None:
@@ -149,6 +153,9 @@ class WindowStoreServer:
             raise ConfigError("TLS needs both --tls-cert and --tls-key")
         if config.tls_client_ca and not config.tls_cert:
             raise ConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        for flag, port in (("--port", config.port), ("--metrics-port", config.metrics_port)):
+            if port is not None and not 0 <= port <= 65535:
+                raise ConfigError(f"{flag} {port}: not a port number (0 to 65535)")
         self.config = config
         creds = server_credentials(config)
         try:
@@ -213,7 +220,7 @@ class WindowStoreServer:
         address = f"{config.host}:{config.port}"
         # grpc logs its own lines on stderr when a bind fails: look first (a port taken between
         # this and grpc's bind still gets the message below, after grpc's)
-        why = _why_not_bound(config.host, config.port) if config.port else None
+        why = _why_not_bound(config.host, config.port)
         if why is not None:
             raise ConfigError(f"--port {config.port}: {why}")
         try:

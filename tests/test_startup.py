@@ -149,6 +149,13 @@ def test_a_metrics_port_in_use_is_one_line_and_creates_nothing(tmp_path, busy_po
     refused(out, f"--metrics-port {busy_port}: address 127.0.0.1:{busy_port} is already in use", data)
 
 
+@pytest.mark.parametrize("flag", ["--port", "--metrics-port"])
+def test_a_port_out_of_range_is_one_line_and_creates_nothing(tmp_path, flag):
+    data = tmp_path / "data"
+    out = serve("--port", "0", flag, "70000", "--data-dir", str(data))
+    refused(out, f"{flag} 70000: not a port number (0 to 65535)", data)
+
+
 def test_a_data_dir_that_is_a_file_is_refused(tmp_path):
     path = tmp_path / "file"
     path.write_text("not a directory")

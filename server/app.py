@@ -341,9 +341,9 @@ class WindowStoreServer:
 
 
 def serve(config: ServerConfig) -> int:
-    allocator.keep_freed_memory()
     """Run a server until SIGTERM or SIGINT; 0 after a clean stop. A server that cannot start
     prints one line on stderr naming the cause (and the flag) and returns 2."""
+    allocator.keep_freed_memory()
     try:
         server = WindowStoreServer(config).start()
     except (ConfigError, OSError, ValueError) as e:

@@ -10,10 +10,14 @@ and the health watcher.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import os
+import shutil
 import signal
+import socket
+import ssl
 import sys
 import threading
 
@@ -24,7 +28,7 @@ from grpc_reflection.v1alpha import reflection
 from windowstore.store.dictionary import warm_up
 from windowstore.v1 import windowstore_pb2 as pb
 
-from . import allocator, rpc
+from . import allocator, datadir, rpc
 from .config import ServerConfig
 from .driver import Driver
 from .http import Endpoints, Health
@@ -40,11 +44,87 @@ class ConfigError(ValueError):
     """Settings the server refuses to start with."""
 
 
-def _read(path: str | None) -> bytes | None:
+def _read(path: str | None, flag: str) -> bytes | None:
     if path is None:
         return None
-    with open(path, "rb") as f:
-        return f.read()
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError(f"{flag} {path}: cannot read it: {e.strerror or e}") from None
+
+
+def _ssl_detail(e: ssl.SSLError) -> str:
+    return e.reason.lower().replace("_", " ") if e.reason else str(e)
+
+
+def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
+    """Read and check the certificate, key and client CA now (grpc would take any bytes and fail
+    each handshake later); ConfigError naming the flag."""
+    if not config.tls_cert:
+        return None
+    cert, key = _read(config.tls_cert, "--tls-cert"), _read(config.tls_key, "--tls-key")
+    ca = _read(config.tls_client_ca, "--tls-client-ca")
+    for flag, path, pem in (("--tls-cert", config.tls_cert, cert), ("--tls-client-ca", config.tls_client_ca, ca)):
+        if pem is None:
+            continue
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cadata=pem.decode("ascii"))
+        except (ssl.SSLError, ValueError, UnicodeDecodeError) as e:
+            detail = _ssl_detail(e) if isinstance(e, ssl.SSLError) else "not ASCII"
+            raise ConfigError(f"{flag} {path}: not a PEM certificate ({detail})") from None
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(config.tls_cert, config.tls_key, password=lambda: b"")
+    except ssl.SSLError as e:
+        raise ConfigError(f"--tls-key {config.tls_key}: not an unencrypted PEM private key of the --tls-cert "
+                          f"certificate ({_ssl_detail(e)})") from None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca,
+                                       require_client_auth=bool(config.tls_client_ca))
+
+
+def check_data_dir(path: str) -> None:
+    """--data-dir is a directory this process can use, or one it can create; ConfigError if not.
+    Nothing is created here."""
+    if os.path.lexists(path):
+        if not os.path.isdir(path):
+            raise ConfigError(f"--data-dir {path}: not a directory")
+        if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+            raise ConfigError(f"--data-dir {path}: permission denied (it must be readable and writable)")
+        return
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ConfigError(f"--data-dir {path}: cannot create it: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"--data-dir {path}: cannot create it: permission denied in {parent}")
+
+
+def _why_not_bound(host: str, port: int) -> str | None:
+    """Why an address cannot be listened on, found by binding plain sockets to what the host
+    resolves to (with SO_REUSEADDR, as grpc and the metrics server do); None if one of them can be
+    bound now (grpc listens on every address it can). ConfigError if the host does not resolve."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: cannot resolve it: {e.strerror}") from None
+    reasons = []
+    for family, kind, proto, _, address in infos:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(address)
+            return None
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                reasons.append(f"address {host}:{port} is already in use")
+            elif e.errno == errno.EADDRNOTAVAIL:
+                reasons.append(f"{host} is not an address of this machine")
+            elif e.errno == errno.EACCES:
+                reasons.append(f"permission denied to listen on {host}:{port}")
+            else:
+                reasons.append(f"cannot listen on {host}:{port}: {e.strerror}")
+    return reasons[0] if reasons else None
 
 
 def check_protected(config: ServerConfig) -> None:
@@ -58,23 +138,125 @@ def check_protected(config: ServerConfig) -> None:
                           "reach it could read, write and drop every stream. Add them, or pass --insecure.")
 
 
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
 class WindowStoreServer:
     """A running server; `port` is the bound port (useful with port=0)."""
 
     def __init__(self, config: ServerConfig):
+        """Start-up in an order that leaves nothing behind when it fails: check the settings and
+        read the files they name, bind the gRPC and metrics ports, then take the data directory's
+        lock (creating it) and open it. Each failure is a ConfigError naming the flag (for a data
+        directory another process holds, with that process's pid)."""
         check_protected(config)
         if bool(config.tls_cert) != bool(config.tls_key):
             raise ConfigError("TLS needs both --tls-cert and --tls-key")
         if config.tls_client_ca and not config.tls_cert:
             raise ConfigError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        for flag, port in (("--port", config.port), ("--metrics-port", config.metrics_port),
+                           ("--http-port", config.http_port)):
+            if port is not None and not 0 <= port <= 65535:
+                raise ConfigError(f"{flag} {port}: not a port number (0 to 65535)")
         self.config = config
-        policy = AccessPolicy(config.tokens) if config.tokens else None
-        self.driver = Driver(config)
+        creds = server_credentials(config)
+        try:
+            policy = AccessPolicy(config.tokens) if config.tokens else None
+        except ValueError as e:
+            raise ConfigError(f"--tokens: {e}") from None
+        if not config.in_memory:
+            check_data_dir(config.data_dir)
         self.metrics = None
         self.metrics_port = self.http_port = None
         self._endpoints: list[Endpoints] = []
-        if config.metrics_port is not None or config.http_port is not None:
-            self.metrics = Metrics()
+        self.grpc = None
+        self._stopped = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="windowstore-grpc", daemon=True)
+        self._loop_thread.start()
+        lock = None
+        try:
+            self.port = self._on_loop(self._bind(creds))
+            self._serve_http()
+            if not config.in_memory:
+                try:
+                    lock = datadir.DataDirLock.acquire(config.data_dir)
+                except OSError as e:
+                    raise ConfigError(f"--data-dir {config.data_dir}: {e.strerror or e}") from None
+                with datadir.handed_over(lock):
+                    self.driver = Driver(config)
+            else:
+                self.driver = Driver(config)
+            for endpoints in self._endpoints:
+                endpoints.attach(self.driver)
+            self._on_loop(self._add_service(policy))
+        except BaseException as e:
+            self._abandon(lock)
+            if isinstance(e, OSError) and config.history_path and e.filename == config.history_path:
+                raise ConfigError(f"--history {config.history_path}: {e.strerror}") from None
+            raise
+
+    def _serve_http(self) -> None:
+        """Bind --metrics-port (metrics and health) and --http-port (those and the status page)."""
+        config = self.config
+        if config.metrics_port is None and config.http_port is None:
+            return
+        self.metrics = Metrics()
+        health = Health(self.live, self.ready)
+        for flag, port, status in (("--metrics-port", config.metrics_port, False), ("--http-port", config.http_port, True)):
+            if port is None:
+                continue
+            endpoints = Endpoints(self.metrics.registry, health, status)
+            try:
+                bound = endpoints.serve(config.host, port)
+            except OSError as e:
+                why = _why_not_bound(config.host, port) or e.strerror or str(e)
+                raise ConfigError(f"{flag} {port}: {why}") from None
+            self._endpoints.append(endpoints)
+            if status:
+                self.http_port = bound
+            else:
+                self.metrics_port = bound
+
+    def _abandon(self, lock: datadir.DataDirLock | None) -> None:
+        """A start-up that failed: unbind, and remove a data directory it created."""
+        for endpoints in self._endpoints:
+            endpoints.close()
+        if self.grpc is not None:
+            self._on_loop(self.grpc.stop(None), 10)
+        self._close_loop()
+        if lock is not None:
+            if lock.created is not None:
+                shutil.rmtree(lock.created, ignore_errors=True)
+            lock.release()
+
+    def _on_loop(self, coro, timeout: float | None = None):
+        """Run a coroutine on the server's loop from another thread and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _bind(self, creds: grpc.ServerCredentials | None) -> int:
+        config = self.config
+        limit = config.max_message_mb * 1024 * 1024
+        self.grpc = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
+                                             ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 0)])
+        address = f"{config.host}:{config.port}"
+        # grpc logs its own lines on stderr when a bind fails: look first (a port taken between
+        # this and grpc's bind still gets the message below, after grpc's)
+        why = _why_not_bound(config.host, config.port)
+        if why is not None:
+            raise ConfigError(f"--port {config.port}: {why}")
+        try:
+            port = self.grpc.add_secure_port(address, creds) if creds else self.grpc.add_insecure_port(address)
+        except RuntimeError:  # grpc's "Failed to bind to address": find out why
+            port = 0
+        if port == 0:
+            why = _why_not_bound(config.host, config.port) or f"cannot listen on {address}"
+            raise ConfigError(f"--port {config.port}: {why}")
+        return port
+
+    async def _add_service(self, policy: AccessPolicy | None) -> None:
+        if self.metrics is not None:
             self.metrics.bind(self.driver)
             self.driver.prometheus = self.metrics
             sched = self.driver.sched
@@ -86,40 +268,10 @@ class WindowStoreServer:
                     self.metrics.seal.labels(name).observe(sched.last_seal_ms / 1000.0)
             self.driver.engine.on_slide = slid
         self.service = WindowStoreService(self.driver, policy)
-        self._stopped = threading.Event()
-        self.loop = asyncio.new_event_loop()
-        self._loop_thread = threading.Thread(target=self.loop.run_forever, name="windowstore-grpc", daemon=True)
-        self._loop_thread.start()
-        try:
-            self.port = self._on_loop(self._build(policy))
-        except BaseException:
-            self._close_loop()
-            raise
-
-    def _on_loop(self, coro, timeout: float | None = None):
-        """Run a coroutine on the server's loop from another thread and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    async def _build(self, policy: AccessPolicy | None) -> int:
-        config = self.config
-        limit = config.max_message_mb * 1024 * 1024
-        self.grpc = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
-                                             ("grpc.max_send_message_length", limit), ("grpc.so_reuseport", 0)])
         self.grpc.add_generic_rpc_handlers((rpc.handlers(self.service, policy, self.metrics),))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)
-        address = f"{config.host}:{config.port}"
-        if config.tls_cert:
-            creds = grpc.ssl_server_credentials([(_read(config.tls_key), _read(config.tls_cert))],
-                                                root_certificates=_read(config.tls_client_ca),
-                                                require_client_auth=bool(config.tls_client_ca))
-            port = self.grpc.add_secure_port(address, creds)
-        else:
-            port = self.grpc.add_insecure_port(address)
-        if port == 0:
-            raise OSError(f"cannot listen on {config.host}:{config.port}")
-        return port
 
     def _set_health(self, status) -> None:
         async def set_all():
@@ -149,16 +301,6 @@ class WindowStoreServer:
         warm_up()
         self._set_health(health_pb2.HealthCheckResponse.NOT_SERVING)
         self._on_loop(self.grpc.start(), 30)
-        health = Health(self.live, self.ready)
-        for port, status in ((self.config.metrics_port, False), (self.config.http_port, True)):
-            if port is not None:
-                endpoints = Endpoints(self.driver, self.metrics.registry, health, status)
-                bound = endpoints.serve(self.config.host, port)
-                self._endpoints.append(endpoints)
-                if status:
-                    self.http_port = bound
-                else:
-                    self.metrics_port = bound
         self.driver.start(self.loop)
         threading.Thread(target=self._serving_after_recovery, name="windowstore-recovery", daemon=True).start()
         if wait_recovery:
@@ -168,21 +310,25 @@ class WindowStoreServer:
 
     def live(self) -> tuple[bool, str]:
         """(alive, why not): the engine has made progress within stuck_after_s whenever work waited."""
-        stuck = self.driver.stuck_for()
+        driver = getattr(self, "driver", None)
+        if driver is None:
+            return False, "starting"
+        stuck = driver.stuck_for()
         if stuck >= self.config.stuck_after_s:
             return False, f"the engine has made no progress for {stuck:.0f} s"
         return True, ""
 
     def ready(self) -> tuple[bool, str]:
         """(ready, why not): recovered, serving, no stream stopped, alive."""
+        driver = getattr(self, "driver", None)
         if self._stopped.is_set():
             return False, "shutting down"
-        if not self.driver.recovered.is_set():
-            return False, "recovering the data directory"
-        error = getattr(self.driver, "recovery_error", None)
+        if driver is None or not driver.recovered.is_set():
+            return False, "starting: recovering the data directory"
+        error = getattr(driver, "recovery_error", None)
         if error is not None:
             return False, f"recovery failed: {error}"
-        failed = dict(self.driver.sched.failed)
+        failed = dict(driver.sched.failed)
         if failed:
             return False, "; ".join(failed.values())
         return self.live()
@@ -231,6 +377,8 @@ class WindowStoreServer:
         finally:
             self._close_loop()
             self.service.close()
+            if self.driver.recovery_error is not None and self.driver.durability is not None:
+                self.driver.durability.lock.release()  # recovery failed: the driver never closes the log
 
     def wait(self) -> None:
         self._stopped.wait()
@@ -243,15 +391,18 @@ class WindowStoreServer:
 
 
 def serve(config: ServerConfig) -> int:
+    """Run a server until SIGTERM or SIGINT; 0 after a clean stop. A server that cannot start
+    prints one line on stderr naming the cause (and the flag) and returns 2."""
     allocator.keep_freed_memory()
     try:
         server = WindowStoreServer(config).start()
     except (ConfigError, OSError, ValueError) as e:
-        print(f"windowstore: cannot start: {e}", file=sys.stderr, flush=True)
+        print(f"windowstore serve: {_one_line(e)}", file=sys.stderr, flush=True)
         return 2
     error = getattr(server.driver, "recovery_error", None)
     if error is not None:
-        print(f"windowstore: cannot start: {error}", file=sys.stderr, flush=True)
+        print(f"windowstore serve: --data-dir {config.data_dir}: cannot recover: {_one_line(error)}",
+              file=sys.stderr, flush=True)
         server.stop(0)
         return 2
     where = "in memory" if config.in_memory else f"data in {os.path.abspath(config.data_dir)}, fsync {config.fsync}"

@@ -1,11 +1,15 @@
 """The `windowstore` command: serve | query | register | subscribe | stats | check-history |
-simulate | demo."""
+simulate | demo.
+
+The client commands' --timeout is a deadline for the whole command: every call and retry gets
+what is left of it, and `subscribe` ends when it passes."""
 from __future__ import annotations
 
 import argparse
 import os
 import json
 import sys
+import time
 
 
 def _serve(args) -> int:
@@ -38,8 +42,20 @@ def _serve(args) -> int:
 def _client(args):
     from windowstore.clients import Client
 
-    return Client(args.target, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert, key=args.tls_key,
-                  token=args.token or os.environ.get("WINDOWSTORE_TOKEN"))
+    class DeadlineClient(Client):
+        """Its `timeout` is what is left of one deadline, set when it is given: each call, and each
+        retry of one, gets the rest of the command's --timeout, not a fresh one."""
+
+        @property
+        def timeout(self) -> float | None:
+            return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
+
+        @timeout.setter
+        def timeout(self, seconds: float | None) -> None:
+            self._deadline = None if seconds is None else time.monotonic() + seconds
+
+    return DeadlineClient(args.target, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert,
+                          key=args.tls_key, token=args.token or os.environ.get("WINDOWSTORE_TOKEN"))
 
 
 def _print_answer(a, staleness_first: bool = False) -> None:
@@ -101,14 +117,25 @@ def _register(args) -> int:
 
 @_with_errors
 def _subscribe(args) -> int:
+    """Until --count answers, the query's end, or --timeout: then 0 if any answer came, else 1."""
+    from windowstore.clients import DeadlineExceeded
+
     with _client(args) as ws:
         n = 0
-        for a in ws.subscribe(args.query_id):
-            _print_answer(a, staleness_first=True)
-            sys.stdout.flush()
-            n += 1
-            if args.count and n >= args.count:
-                break
+        try:
+            for a in ws.subscribe(args.query_id, timeout=ws.timeout):
+                _print_answer(a, staleness_first=True)
+                sys.stdout.flush()
+                n += 1
+                if args.count and n >= args.count:
+                    break
+        except DeadlineExceeded:
+            if args.timeout is None:
+                raise
+            if not n:
+                print(f"error (DEADLINE_EXCEEDED): no answer within --timeout {args.timeout:g} s", file=sys.stderr)
+                return 1
+            print(f"-- subscription ended: --timeout {args.timeout:g} s reached after {n} answers", file=sys.stderr)
     return 0
 
 
@@ -244,9 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)
 
-    def client_args(p):
+    def client_args(p, timeout_help="deadline in seconds for the whole command, retries included (default 60)",
+                    timeout: float | None = 60.0):
         p.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
-        p.add_argument("--timeout", type=float, default=60.0, help="seconds per call (default 60)")
+        p.add_argument("--timeout", type=float, default=timeout, help=timeout_help)
         p.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --tls-ca)")
         p.add_argument("--tls-ca", help="PEM CA certificates to verify the server with (implies --tls)")
         p.add_argument("--tls-cert", help="PEM client certificate (mutual TLS, with --tls-key)")
@@ -267,7 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("subscribe", help="print a periodic query's answers as they arrive, with staleness")
     sb.add_argument("query_id")
     sb.add_argument("--count", type=int, default=0, help="stop after this many answers (default: never)")
-    client_args(sb)
+    client_args(sb, timeout=None, timeout_help=(
+        "deadline in seconds for the whole subscription: it ends then, exit status 0 if any answer "
+        "arrived, 1 if none did (default: none, until --count answers, the query is unregistered, or Ctrl-C)"))
     sb.set_defaults(func=_subscribe)
     stt = sub.add_parser("stats", help="print per-stream statistics")
     stt.add_argument("stream", nargs="?", help="one stream (default: all)")

@@ -1,5 +1,6 @@
 """Durability: the write-ahead log and snapshots under one data directory, and recovery.
 
+    DIR/LOCK                   held (flock) by the one process that has the directory open (datadir.py)
     DIR/wal/<lsn>.wal          the log segments (wal.py)
     DIR/snapshots/<lsn>/       the newest complete snapshot (snapshot.py): the state through <lsn>
 
@@ -25,7 +26,7 @@ import time
 from windowstore.txn import commands
 from windowstore.txn.engine import Engine
 
-from . import snapshot
+from . import datadir, snapshot
 from .wal import WriteAheadLog
 
 log = logging.getLogger("windowstore.durability")
@@ -35,9 +36,14 @@ class Durability:
     def __init__(self, data_dir: str, fsync: str = "always", snapshot_every_bytes: int = 256 << 20,
                  snapshot_every_s: float = 300.0):
         self.dir = os.path.abspath(data_dir)
-        os.makedirs(self.dir, exist_ok=True)
-        self.wal = WriteAheadLog(os.path.join(self.dir, "wal"), fsync)
-        self.snapshots = snapshot.SnapshotWriter(os.path.join(self.dir, "snapshots"))
+        # first of all: another process's log and snapshots are not ours to read, prune or delete
+        self.lock = datadir.claim(self.dir)  # DataDirInUse (an OSError) if another process has it
+        try:
+            self.wal = WriteAheadLog(os.path.join(self.dir, "wal"), fsync)
+            self.snapshots = snapshot.SnapshotWriter(os.path.join(self.dir, "snapshots"))
+        except BaseException:
+            self.lock.release()
+            raise
         self.snapshot_every_bytes = snapshot_every_bytes
         self.snapshot_every_s = snapshot_every_s
         self._thread: threading.Thread | None = None
@@ -156,7 +162,8 @@ class Durability:
 
     def close(self, engine: Engine | None) -> None:
         """A clean shutdown: a final snapshot (quick restart) unless writes had failed or a stream
-        stopped with a slide it could not seal (the log keeps it, and replay seals it again)."""
+        stopped with a slide it could not seal (the log keeps it, and replay seals it again). The
+        directory's lock is released last."""
         if self._syncer is not None:
             self._syncer.stop()
         try:
@@ -172,7 +179,10 @@ class Durability:
             elif self._thread is not None:
                 self._thread.join()
         finally:
-            self.wal.close()
+            try:
+                self.wal.close()
+            finally:
+                self.lock.release()
 
 
 class Syncer:

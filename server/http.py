@@ -101,14 +101,22 @@ def _plain(x):
 class Endpoints:
     """One HTTP server: /metrics, /healthz and /readyz always; the status page when `status`."""
 
-    def __init__(self, driver, registry, health: Health, status: bool):
-        self.driver, self.registry, self.health, self.status = driver, registry, health, status
+    def __init__(self, registry, health: Health, status: bool):
+        self.registry, self.health, self.status = registry, health, status
+        self.driver = None  # until attach(): the port is bound before the data directory is opened
         self.history = StatusHistory() if status else None
         self._stop = threading.Event()
         self._server: ThreadingHTTPServer | None = None
 
+    def attach(self, driver) -> None:
+        """The driver to read, once there is one; the status page's sampling starts."""
+        self.driver = driver
+        if self.history is not None:
+            threading.Thread(target=self._sample, name="windowstore-http-sampler", daemon=True).start()
+
     def serve(self, host: str, port: int) -> int:
-        """Bind and serve on a daemon thread; returns the bound port (port 0: a free one)."""
+        """Bind and serve on a daemon thread; returns the bound port (port 0: a free one). OSError
+        when the port cannot be bound."""
         endpoints = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -120,8 +128,6 @@ class Endpoints:
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, name="windowstore-http", daemon=True).start()
-        if self.history is not None:
-            threading.Thread(target=self._sample, name="windowstore-http-sampler", daemon=True).start()
         return self._server.server_address[1]
 
     def close(self) -> None:
@@ -149,6 +155,8 @@ class Endpoints:
             ok, why = self.health.ready()
             return _send(req, 200 if ok else 503, "text/plain; charset=utf-8", (why or "ready").encode() + b"\n")
         if self.status and path == "/api/status":
+            if self.driver is None:
+                return _send(req, 503, "application/json", b'{"error": "starting"}')
             try:
                 snap = self.driver.call(lambda: status_snapshot(self.driver)).result(10)
             except Exception as e:  # noqa: BLE001 - the page shows the server is not answering, and why

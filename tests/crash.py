@@ -15,6 +15,11 @@ timing ("mode", drawn per cycle from --modes) is one of:
   snapshot   the moment a snapshot is seen being written (snapshots/<lsn>.tmp exists)
   segment    the moment a new log segment is seen before its first record (only the magic)
   idle       after the workload finished (nothing in doubt)
+On about a quarter of the cycles (all but startup and immediate ones), while the workload runs, a
+second `windowstore serve` is started on the live data directory: it must be refused (a non-zero
+exit status, one line on stderr naming the directory and the running server's pid, which stays in
+DIR/LOCK) and the running server must still answer; the next restart's checks then cover what it
+acknowledged before and after.
 Every request the workload sends is tracked: *acknowledged* (a reply came back) or *in doubt*
 (sent; no reply, the connection died). After each restart the harness checks:
 
@@ -95,6 +100,8 @@ FULL_CHECK_EVERY = 10           # beyond it, every 10th verification (and the la
 
 # How a cycle's kill is timed (weights).
 MODES = {"startup": 8, "immediate": 10, "random": 30, "mid-batch": 15, "snapshot": 15, "segment": 12, "idle": 10}
+INTRUDER_SHARE = 0.25           # cycles where a second server is started on the live data directory
+INTRUDER_TIMEOUT_S = 60.0       # a refused second server exits by itself long before this
 
 
 def value(row_id: int) -> int:
@@ -429,6 +436,8 @@ class Harness:
         info = {"mode": mode, "args": args}
         if mode != "immediate" or self.rng.random() < 0.5:
             w.start()     # "immediate" kills half the time before any request, half as the first go out
+        if mode != "immediate" and self.rng.random() < INTRUDER_SHARE:
+            info["intruder"] = self.intrude(srv)
         if mode == "immediate":
             time.sleep(self.rng.uniform(0, 0.005))
         elif mode == "random":
@@ -455,6 +464,48 @@ class Harness:
             self.violation("a workload thread did not finish after the kill")
         output.finish()
         self.record(kind="kill", **info)
+
+    def intrude(self, srv: ServerProcess) -> str:
+        """Start a second server on the live data directory: it must be refused, say so in one line
+        naming the directory and the running server's pid, and leave that pid in DIR/LOCK; the
+        running server must still answer. Returns what happened (for ops.jsonl)."""
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"===== cycle {self.cycle}: a second serve on the live data directory (must be refused)\n")
+        proc = subprocess.Popen([sys.executable, "-m", "windowstore.server.cli", "serve", "--port", "0",
+                                 "--data-dir", self.data], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(timeout=INTRUDER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            self.violation(f"a second server on the live data directory was still running after "
+                           f"{INTRUDER_TIMEOUT_S:.0f} s (started: {out.strip()!r})")
+            return "not refused"
+        with open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(f"{out}{err}(exit code {proc.returncode})\n")
+        lines = err.splitlines()
+        if proc.returncode == 0 or "serving on" in out:
+            self.violation(f"a second server on the live data directory started (exit code {proc.returncode}): "
+                           f"{out.strip()!r}")
+            return "not refused"
+        if len(lines) != 1 or os.path.abspath(self.data) not in lines[0] or f"pid {srv.proc.pid}" not in lines[0]:
+            self.violation(f"a second server on the live data directory was refused (exit code {proc.returncode}) "
+                           f"without one line naming the directory and pid {srv.proc.pid}: {err!r}")
+        try:
+            with open(os.path.join(self.data, "LOCK"), encoding="ascii") as f:
+                holder = f.read().strip()
+        except OSError as e:
+            holder = str(e)
+        if holder != str(srv.proc.pid):
+            self.violation(f"after a second server was refused, {self.data}/LOCK says {holder!r}, "
+                           f"not the running server's pid {srv.proc.pid}")
+        try:
+            with Client(srv.target, timeout=CALL_TIMEOUT_S, retries=0) as ws:
+                ws.describe_stream(M)
+        except WindowStoreError as e:
+            self.violation(f"the running server did not answer after a second server was refused: {e}")
+        self.notes["second servers refused on the live data directory"] += 1
+        return "refused"
 
     def wait_for_new_segment(self, limit_s: float) -> bool:
         """Poll (bounded) for a log segment created after now that holds no record yet (just the

@@ -148,10 +148,8 @@ def test_the_page_in_a_real_browser_shows_the_numbers_stats_gives(server, tmp_pa
 
 
 def test_readiness_says_why_it_is_not_ready():
-    class Driver:  # only what the endpoints touch
-        pass
     reasons = iter([(False, "stream 's' stopped: sealing its slide 3 failed")])
-    e = Endpoints(Driver(), None, Health(lambda: (True, ""), lambda: next(reasons)), status=False)
+    e = Endpoints(None, Health(lambda: (True, ""), lambda: next(reasons)), status=False)
     port = e.serve("127.0.0.1", 0)
     try:
         status, _, text = get(f"http://127.0.0.1:{port}/readyz")

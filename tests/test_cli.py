@@ -1,0 +1,88 @@
+"""The client commands' --timeout is a deadline for the whole command, through the real CLI against a
+real server on 127.0.0.1 (or a listener that never answers): each command ends by itself."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from windowstore.clients import Client
+from windowstore.server.process import ServerProcess
+
+SCHEMA = {"ts": "int64", "v": "int64"}
+SAFETY_NET_S = 120  # far beyond every --timeout here: hitting it means the command did not end by itself
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run([sys.executable, "-m", "windowstore.server.cli", *args], capture_output=True,
+                              text=True, timeout=SAFETY_NET_S)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"windowstore {' '.join(args)} was still running after {SAFETY_NET_S} s") from e
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = ServerProcess()
+    try:
+        with Client(srv.target, timeout=30) as ws:
+            # a processing-time stream slides every 100 ms by itself: its periodic query answers
+            ws.create_stream("live", SCHEMA, subwindows=4, subwindow_ms=100)
+            live = ws.register("SELECT COUNT(*) FROM live [SLIDE 100 ms]").id
+            # a manual one never slides here: its periodic query never answers
+            ws.create_stream("still", SCHEMA, subwindows=4, subwindow_ms=100, clock="manual")
+            still = ws.register("SELECT COUNT(*) FROM still [SLIDE 100 ms]").id
+        yield srv, live, still
+    finally:
+        srv.stop()
+
+
+def test_subscribe_ends_at_its_timeout_with_the_answers_it_got(server):
+    srv, live, _ = server
+    out = cli("subscribe", "--target", srv.target, "--timeout", "3", live)
+    assert out.returncode == 0, out
+    got = out.stdout.count("-- answer ")
+    assert got >= 1, out.stdout
+    assert out.stderr.splitlines() == [f"-- subscription ended: --timeout 3 s reached after {got} answers"], out.stderr
+
+
+def test_subscribe_without_an_answer_by_its_timeout_fails(server):
+    srv, _, still = server
+    out = cli("subscribe", "--target", srv.target, "--timeout", "2", still)
+    assert out.returncode == 1, out
+    assert out.stdout == ""
+    assert out.stderr.splitlines() == ["error (DEADLINE_EXCEEDED): no answer within --timeout 2 s"], out.stderr
+
+
+def test_subscribe_with_count_stops_before_its_timeout(server):
+    srv, live, _ = server
+    out = cli("subscribe", "--target", srv.target, "--timeout", "60", "--count", "2", live)
+    assert out.returncode == 0 and out.stdout.count("-- answer ") == 2 and out.stderr == "", out
+
+
+@pytest.fixture
+def silent():
+    """A loopback address that accepts connections and never says a word (no HTTP/2 handshake)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        yield f"127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("command", [["query", "SELECT COUNT(*) FROM live"],
+                                     ["register", "SELECT COUNT(*) FROM live [SLIDE 1 s]"],
+                                     ["stats"], ["subscribe", "P1"]])
+def test_every_client_command_is_bounded_by_its_timeout(silent, command):
+    out = cli(*command, "--target", silent, "--timeout", "2")
+    assert out.returncode == 1, out
+    [line] = out.stderr.splitlines()
+    assert line.startswith("error (DEADLINE_EXCEEDED)"), line
+
+
+def test_the_help_says_what_timeout_means():
+    for command in ("query", "register", "stats", "subscribe"):
+        out = cli(command, "--help")
+        assert out.returncode == 0
+        assert "deadline in seconds for the whole" in " ".join(out.stdout.split()), out.stdout

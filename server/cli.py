@@ -1,15 +1,12 @@
-"""The `windowstore` command: serve | query | register | subscribe | stats | check-history |
-simulate | demo.
-
-The client commands' --timeout is a deadline for the whole command: every call and retry gets
-what is left of it, and `subscribe` ends when it passes."""
+"""The `windowstore` command's parser, `serve`, and the commands that need no server
+(check-history, simulate, demo). The client commands (create-stream, append, query, sql, ...) are
+in cli_client.py."""
 from __future__ import annotations
 
 import argparse
 import os
 import json
 import sys
-import time
 
 
 def _serve(args) -> int:
@@ -37,113 +34,6 @@ def _serve(args) -> int:
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
     return serve(cfg)
-
-
-def _client(args):
-    from windowstore.clients import Client
-
-    class DeadlineClient(Client):
-        """Its `timeout` is what is left of one deadline, set when it is given: each call, and each
-        retry of one, gets the rest of the command's --timeout, not a fresh one."""
-
-        @property
-        def timeout(self) -> float | None:
-            return None if self._deadline is None else max(0.0, self._deadline - time.monotonic())
-
-        @timeout.setter
-        def timeout(self, seconds: float | None) -> None:
-            self._deadline = None if seconds is None else time.monotonic() + seconds
-
-    return DeadlineClient(args.target, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert,
-                          key=args.tls_key, token=args.token or os.environ.get("WINDOWSTORE_TOKEN"))
-
-
-def _print_answer(a, staleness_first: bool = False) -> None:
-    meta = (f"slide {a.slide}  window [{a.window_start_ms}, {a.window_end_ms})  staleness "
-            f"{'-' if a.staleness_ms is None else f'{a.staleness_ms:.1f} ms'}  response {a.response_ms:.2f} ms  "
-            f"restarts {a.restarts}  {a.access}/{a.policy}" + ("" if a.exact else f"  approximate, guaranteed={a.guaranteed}"))
-    widths = [max(len(str(c)), *(len(_fmt(r[i])) for r in a.rows)) for i, c in enumerate(a.columns)] if a.rows else \
-        [len(c) for c in a.columns]
-    if staleness_first:
-        print(f"-- answer {a.execution} of {a.query_id}: {meta}")
-    print("  ".join(str(c).ljust(w) for c, w in zip(a.columns, widths)))
-    for r in a.rows:
-        print("  ".join(_fmt(x).ljust(w) for x, w in zip(r, widths)))
-    if not staleness_first:
-        print(f"-- {meta}")
-
-
-def _fmt(x) -> str:
-    if x is None:
-        return "null"
-    if isinstance(x, float):
-        return f"{x:.6g}"
-    return str(x)
-
-
-def _with_errors(fn):
-    def run(args) -> int:
-        from windowstore.clients import WindowStoreError
-
-        try:
-            return fn(args)
-        except WindowStoreError as e:
-            print(f"error ({e.code.name}): {e.message}", file=sys.stderr)
-            return 1
-        except KeyboardInterrupt:
-            return 130
-    return run
-
-
-@_with_errors
-def _query(args) -> int:
-    with _client(args) as ws:
-        a = ws.query(args.query, priority=args.priority)
-        if args.json:
-            print(json.dumps({"columns": a.columns, "rows": a.rows, **{k: getattr(a, k) for k in (
-                "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access")}}))
-        else:
-            _print_answer(a)
-    return 0
-
-
-@_with_errors
-def _register(args) -> int:
-    with _client(args) as ws:
-        q = ws.register(args.query, priority=args.priority)
-        print(f"{q.id} (every {q.every_slides} slides)")
-    return 0
-
-
-@_with_errors
-def _subscribe(args) -> int:
-    """Until --count answers, the query's end, or --timeout: then 0 if any answer came, else 1."""
-    from windowstore.clients import DeadlineExceeded
-
-    with _client(args) as ws:
-        n = 0
-        try:
-            for a in ws.subscribe(args.query_id, timeout=ws.timeout):
-                _print_answer(a, staleness_first=True)
-                sys.stdout.flush()
-                n += 1
-                if args.count and n >= args.count:
-                    break
-        except DeadlineExceeded:
-            if args.timeout is None:
-                raise
-            if not n:
-                print(f"error (DEADLINE_EXCEEDED): no answer within --timeout {args.timeout:g} s", file=sys.stderr)
-                return 1
-            print(f"-- subscription ended: --timeout {args.timeout:g} s reached after {n} answers", file=sys.stderr)
-    return 0
-
-
-@_with_errors
-def _stats(args) -> int:
-    with _client(args) as ws:
-        print(json.dumps(ws.stats(args.stream or ""), indent=1))
-    return 0
 
 
 def _demo(args) -> int:
@@ -271,38 +161,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sv.set_defaults(func=_serve)
 
-    def client_args(p, timeout_help="deadline in seconds for the whole command, retries included (default 60)",
-                    timeout: float | None = 60.0):
-        p.add_argument("--target", default="127.0.0.1:50051", help="server address (default 127.0.0.1:50051)")
-        p.add_argument("--timeout", type=float, default=timeout, help=timeout_help)
-        p.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --tls-ca)")
-        p.add_argument("--tls-ca", help="PEM CA certificates to verify the server with (implies --tls)")
-        p.add_argument("--tls-cert", help="PEM client certificate (mutual TLS, with --tls-key)")
-        p.add_argument("--tls-key", help="PEM private key of --tls-cert")
-        p.add_argument("--token", help="bearer token (default: $WINDOWSTORE_TOKEN)")
-
-    q = sub.add_parser("query", help="run a one-time query and print its answer")
-    q.add_argument("query", help="query text, e.g. \"SELECT COUNT(*) FROM packets\"")
-    q.add_argument("--priority", type=int, default=0)
-    q.add_argument("--json", action="store_true", help="print the answer as JSON")
-    client_args(q)
-    q.set_defaults(func=_query)
-    rg = sub.add_parser("register", help="register a periodic query (needs SLIDE) and print its id")
-    rg.add_argument("query", help="e.g. \"SELECT src, SUM(bytes) FROM packets [RANGE 1 min SLIDE 10 s] GROUP BY src\"")
-    rg.add_argument("--priority", type=int, default=0)
-    client_args(rg)
-    rg.set_defaults(func=_register)
-    sb = sub.add_parser("subscribe", help="print a periodic query's answers as they arrive, with staleness")
-    sb.add_argument("query_id")
-    sb.add_argument("--count", type=int, default=0, help="stop after this many answers (default: never)")
-    client_args(sb, timeout=None, timeout_help=(
-        "deadline in seconds for the whole subscription: it ends then, exit status 0 if any answer "
-        "arrived, 1 if none did (default: none, until --count answers, the query is unregistered, or Ctrl-C)"))
-    sb.set_defaults(func=_subscribe)
-    stt = sub.add_parser("stats", help="print per-stream statistics")
-    stt.add_argument("stream", nargs="?", help="one stream (default: all)")
-    client_args(stt)
-    stt.set_defaults(func=_stats)
+    from .cli_client import add_commands
+    add_commands(sub)
     ch = sub.add_parser("check-history", help="classify every committed query of a history as LWS, WS only or torn")
     ch.add_argument("file", help="a history: JSON lines as recorded with --history")
     ch.add_argument("--expect", choices=["lws", "ws"], help="exit 1 if any committed query is below this level")

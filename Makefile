@@ -4,11 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install test test-fast bench demo loadtest experiment experiment-sim proto serve clean
+.PHONY: install test test-fast bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[test,spark,loadtest]'
+	$(PY) -m pip install -q -e '.[test,spark,loadtest,docs]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 install: $(STAMP)
@@ -35,6 +35,13 @@ serve: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis
+
+# The documentation site (MkDocs + Material): docs/ and mkdocs.yml -> site/, warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 demo: $(STAMP)
 	$(VENV)/bin/windowstore demo

@@ -83,7 +83,9 @@ def _simulate(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from importlib.metadata import version  # the installed package's, from its metadata
     ap = argparse.ArgumentParser(prog="windowstore", description="A transactional sliding-window store.")
+    ap.add_argument("--version", action="version", version=f"windowstore {version('windowstore')}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     from windowstore.txn import POLICIES

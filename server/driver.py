@@ -799,7 +799,8 @@ class Driver:
             w = stream.window
             held = sum(a.nbytes for sub in w.subs if sub is not None for a in sub.columns.values())
             held += sum(sub.synopsis.nbytes for sub in w.subs if sub is not None)
-            chunks = [ch for buf in [w._buffer, *w._slots.values()] for ch in buf.chunks]
+            buffer, slots = w.open_chunks()
+            chunks = buffer + [ch for chunks in slots.values() for ch in chunks]
             chunks += w.cutting.chunks if w.cutting is not None else ()
             held += sum(a.nbytes for ch in chunks for a in ch.values())
             held += sum(keys.nbytes for keys in w.running_keys.values())

@@ -22,7 +22,6 @@ from windowstore.store.join import DEFAULT_MAX_ROWS, plan_join
 from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery
 from windowstore.store.digest import batch_digest
-from windowstore.store.window import COUNT_KEY
 
 from .answers import AnswerLog, from_plain, to_plain
 from .commands import (AbortBatch, Answered, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream,
@@ -590,16 +589,16 @@ class Engine:
         streams = []
         for name, s in self.sched.streams.items():
             w = s.window
+            buffer, slots = w.open_chunks()
             book = self.books[name]
             streams.append({
                 "name": name, "columns": [list(c) for c in s.schema.columns], "time_column": s.schema.time_column,
                 "spec": {**s.spec.__dict__, "group_by": list(s.spec.group_by)}, "created_ms": s.created_ms,
                 "strings": (s.strings.values, len(s.strings)),
-                "window": {"latest": w.latest, "last_seal_ms": w.last_seal_ms, "base_slot": w._base_slot,
-                           "max_event_ms": w.max_event_ms, "late_rows": w.late_rows, "prefix": dict(w._prefix)},
+                "window": w.counters(),
                 "subs": [sub for sub in w.subs if sub is not None],
-                "buffer": list(w._buffer.chunks),
-                "slots": {slot: list(b.chunks) for slot, b in w._slots.items()},
+                "buffer": buffer,
+                "slots": slots,
                 "staged": [[w, b, a, dict(cs)] for (w, b), ats in book.staged.items() for a, cs in ats.items()],
                 "high_water": dict(book.high_water),
                 # (batch, ack) pairs: copied at C speed here, made plain data by the snapshot writer
@@ -670,7 +669,8 @@ class Engine:
             "cached plans are bounded and of live streams"
         sched._check()
         for stream in sched.streams.values():
-            _check_window(stream)
+            stream.window._check()
+            _check_codes(stream)
 
     def digest(self) -> str:
         """A hash of the durable state: equal digests, equal stores (between seals, as capture)."""
@@ -686,12 +686,14 @@ class Engine:
         for name in sorted(self.sched.streams):
             s = self.sched.streams[name]
             w = s.window
-            put(name, s.schema, s.spec, s.created_ms, s.strings.values, w.latest, w.last_seal_ms, w._base_slot,
-                w.max_event_ms, w.late_rows, sorted(w._prefix.items()))
-            for chunk in w._buffer.chunks:
+            counters = w.counters()
+            put(name, s.schema, s.spec, s.created_ms, s.strings.values, *(counters[k] for k in (
+                "latest", "last_seal_ms", "base_slot", "max_event_ms", "late_rows")), sorted(counters["prefix"].items()))
+            buffer, slots = w.open_chunks()
+            for chunk in buffer:
                 put(*(chunk[c].tobytes() for c in sorted(chunk)))
-            for slot in sorted(w._slots):
-                for chunk in w._slots[slot].chunks:
+            for slot in sorted(slots):
+                for chunk in slots[slot]:
                     put(slot, *(chunk[c].tobytes() for c in sorted(chunk)))
             for sub in w.subs:
                 if sub is not None:
@@ -749,27 +751,10 @@ def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:
     return out, sum(p[1] for p in parts)
 
 
-def _check_window(stream: Stream) -> None:
+def _check_codes(stream: Stream) -> None:
+    """Every string code a live sub-window holds is in the stream's dictionary."""
     w = stream.window
-    assert w.latest >= -1
-    for pos, sub in enumerate(w.subs):
-        if sub is None:
-            assert w.latest < w.n and pos > w.latest, "an empty position only before the window fills"
-            continue
-        assert sub.position == pos and sub.slide % w.n == pos
-        assert w.latest - w.n < sub.slide <= w.latest, "every live sub-window is one of the n youngest"
-        for col in sub.columns.values():
-            assert len(col) == sub.rows and not col.flags.writeable
     live = w.youngest(w.n)
-    for newer, older in zip(live, live[1:]):
-        assert newer.synopsis.prefix_before == older.synopsis.prefix_after, "running synopsis is continuous"
-    if live:
-        assert live[0].synopsis.prefix_after == w._prefix
-        assert w._prefix[COUNT_KEY] >= sum(s.rows for s in live)
-    for buf in [w._buffer, *w._slots.values()]:
-        assert buf.rows == sum(len(next(iter(chunk.values()))) for chunk in buf.chunks)
-    if w._base_slot is not None and stream.spec.clock == "event":
-        assert all(slot > w._base_slot + w.latest for slot in w._slots), "open event-time slots are unsealed"
     codes = [sub.columns[c] for sub in live for c, t in stream.schema.columns if t == "string"]
     if codes and any(len(c) for c in codes):
         assert int(max(int(c.max()) for c in codes if len(c))) < len(stream.strings)

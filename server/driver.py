@@ -489,7 +489,7 @@ class Driver:
             return
         sched = self.sched
         slid = False
-        while sched._due_slide() is not None:
+        while sched.stream_due_to_slide() is not None:
             self.engine.step()
             slid = True
         if slid:
@@ -500,7 +500,7 @@ class Driver:
         """The clock time of the next processing-time slide (-inf while a slide waits: under the
         serial policy, for the running query's lock; +inf when none is scheduled), and whether its
         stream slides no faster than _SPIN_MIN_PERIOD_MS (its timer then wakes early, see there)."""
-        if self.sched._due_slide() is not None:
+        if self.sched.stream_due_to_slide() is not None:
             return -math.inf, False
         due, stream = self.sched.next_due()
         return due, stream is not None and stream.spec.subwindow_ms >= _SPIN_MIN_PERIOD_MS

@@ -20,7 +20,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
                                       StageRows, Unregister)
 
 from . import convert
-from .driver import CLOSED, Driver, NotFound, ResourceExhausted, ShuttingDown
+from .driver import CLOSED, Driver, NotFound, ResourceLimit, ShuttingDown
 from .rpc import PermissionDenied, principal
 from .security import AccessPolicy
 
@@ -85,8 +85,8 @@ class WindowStoreService:
         n = self._per_client.get(who, 0)
         if n >= self.config.max_requests_per_client:
             self.driver.note_shed()
-            raise ResourceExhausted(f"{n} requests of this client are in progress (limit "
-                                    f"{self.config.max_requests_per_client}); retry with backoff")
+            raise ResourceLimit(f"{n} requests of this client are in progress (limit "
+                                f"{self.config.max_requests_per_client}); retry with backoff")
         self._per_client[who] = n + 1
         return who
 
@@ -167,7 +167,7 @@ class WindowStoreService:
         else:
             batch, ipc = decode()
         if batch.num_rows > self.config.max_rows_per_batch:
-            raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+            raise ResourceLimit(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
         return batch, ipc
 
     async def Append(self, request, context):

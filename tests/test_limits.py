@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from windowstore.clients import AsyncClient, ResourceExhausted as ClientResourceExhausted
 from windowstore.server.config import ServerConfig
-from windowstore.server.driver import Driver, ResourceExhausted, SubscriberQueue
+from windowstore.server.driver import Driver, ResourceLimit, SubscriberQueue
 from windowstore.server.process import ServerProcess
 from windowstore.txn.commands import CreateStream, Register
 
@@ -44,7 +44,7 @@ def test_subscriptions_are_capped_by_max_subscribers():
         p = driver.command(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 0)).result(10)
         for _ in range(4):
             driver.call(lambda: driver.subscribe(p.query_id)).result(10)
-        with pytest.raises(ResourceExhausted, match="4 subscriptions are open"):
+        with pytest.raises(ResourceLimit, match="4 subscriptions are open"):
             driver.call(lambda: driver.subscribe(p.query_id)).result(10)
     finally:
         driver.stop(5)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, plan_query
+from windowstore.store.errors import ResourceLimit
 from windowstore.store.join import DEFAULT_MAX_ROWS, plan_join
 from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery
@@ -36,10 +37,6 @@ class NotFound(StoreError):
 
 
 class AlreadyExists(StoreError):
-    pass
-
-
-class ResourceExhausted(StoreError):
     pass
 
 
@@ -289,7 +286,7 @@ class Engine:
         if cmd.name in self.sched.streams:
             raise AlreadyExists(f"stream {cmd.name!r} already exists")
         if len(self.sched.streams) >= self.config.max_streams and not self._replaying:
-            raise ResourceExhausted(f"at most {self.config.max_streams} streams")
+            raise ResourceLimit(f"at most {self.config.max_streams} streams")
         spec = WindowSpec(subwindows=cmd.subwindows, subwindow_ms=cmd.subwindow_ms, subwindow_rows=cmd.subwindow_rows,
                           clock=cmd.clock, allowed_lateness_ms=cmd.allowed_lateness_ms, group_by=tuple(cmd.group_by),
                           topk=cmd.topk)
@@ -360,8 +357,8 @@ class Engine:
         _, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
         size = cmd.batch.nbytes
         if self.staged_bytes + size > self.config.max_staged_bytes and not self._replaying:
-            raise ResourceExhausted(f"{self.staged_bytes} bytes are staged by uncommitted batches "
-                                    f"(limit {self.config.max_staged_bytes}): commit or abort them")
+            raise ResourceLimit(f"{self.staged_bytes} bytes are staged by uncommitted batches "
+                                f"(limit {self.config.max_staged_bytes}): commit or abort them")
         chunks = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, {})
         old = chunks.get(cmd.chunk)
         chunks[cmd.chunk] = cmd.batch
@@ -438,7 +435,7 @@ class Engine:
         if not self._replaying and stream.window.buffered_rows + rows > self.config.max_buffered_rows:
             advice = ("slide it or append less" if stream.spec.clock == "manual" else
                       "the next slide has not caught up with the rows arriving: retry after a backoff")
-            raise ResourceExhausted(
+            raise ResourceLimit(
                 f"stream {stream.name!r} has {stream.window.buffered_rows} rows waiting for a slide (limit "
                 f"{self.config.max_buffered_rows}); {advice}")
 
@@ -529,7 +526,7 @@ class Engine:
 
     def _register(self, cmd: Register) -> PeriodicDef:
         if len(self.periodic) >= self.config.max_periodic_queries and not self._replaying:
-            raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
+            raise ResourceLimit(f"at most {self.config.max_periodic_queries} periodic queries")
         query = parse_statement(cmd.text)
         if isinstance(query, JoinQuery):
             plan = self.plan(query, periodic=True)

@@ -136,9 +136,7 @@ class WindowStoreService:
     async def CreateStream(self, request, context):
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
         self._allow(context, "admin", name)
-        await self._write(CreateStream(name, tuple(columns.items()), time_column, spec.subwindows, spec.subwindow_ms,
-                                       spec.subwindow_rows, spec.clock, spec.allowed_lateness_ms, spec.group_by,
-                                       spec.topk, 0.0), context)
+        await self._write(CreateStream(name, tuple(columns.items()), time_column, spec, 0.0), context)
         return pb.CreateStreamResponse(stream=await self._run(lambda: _info(self.driver, name), context))
 
     async def DropStream(self, request, context):

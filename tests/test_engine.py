@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
-from windowstore.store import InvalidInput, parse_query, plan_query
+from windowstore.store import InvalidInput, WindowSpec, parse_query, plan_query
 from windowstore.store.errors import ResourceLimit
 from windowstore.txn import StreamFailed, commands
 from windowstore.txn.answers import from_plain, to_plain
@@ -25,8 +25,8 @@ CLOCKS = [dict(clock="manual", subwindow_ms=100), dict(clock="processing", subwi
 
 
 def create(name, now, n=3, group_by=("k",), **clock):
-    return CreateStream(name, COLUMNS, "ts", n, clock.get("subwindow_ms"), clock.get("subwindow_rows"), clock["clock"],
-                        clock.get("allowed_lateness_ms", 0), group_by, 4, now)
+    return CreateStream(name, COLUMNS, "ts", WindowSpec(n, clock.get("subwindow_ms"), clock.get("subwindow_rows"), clock["clock"],
+                                                    clock.get("allowed_lateness_ms", 0), group_by, 4), now)
 
 
 def batch(rows):

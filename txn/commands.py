@@ -20,21 +20,21 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
 
+from windowstore.store.window import WindowSpec
+
 FORMAT = 1
 
 
 @dataclass(frozen=True)
 class CreateStream:
+    """Create stream `name` with window `spec`. The log's header holds the spec's fields flat,
+    between time_column and now_ms: a field added to WindowSpec (with a default) needs nothing here,
+    and older logs, without it, read as its default."""
+
     name: str
     columns: tuple[tuple[str, str], ...]
     time_column: str
-    subwindows: int
-    subwindow_ms: int | None
-    subwindow_rows: int | None
-    clock: str
-    allowed_lateness_ms: int
-    group_by: tuple[str, ...]
-    topk: int
+    spec: WindowSpec
     now_ms: float
 
 
@@ -193,6 +193,10 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         body = cmd.payload()
     else:
         header, body = asdict(cmd), b""
+        if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms
+            now_ms = header.pop("now_ms")
+            header.update(header.pop("spec"))
+            header["now_ms"] = now_ms
     head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     head = _HEAD.pack(FORMAT, kind, len(head)) + head
     return (head, body) if body else (head,)
@@ -209,6 +213,11 @@ def decode(data: bytes | memoryview) -> Command:
         with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
             table = reader.read_all()
         return cls(batch=table, ipc=ipc, **header)
+    if cls is CreateStream:
+        spec = {f.name: header.pop(f.name) for f in fields(WindowSpec) if f.name in header}
+        if "group_by" in spec:
+            spec["group_by"] = tuple(spec["group_by"])
+        header["spec"] = WindowSpec(**spec)
     for f in fields(cls):
         if isinstance(header.get(f.name), list):  # JSON has no tuples
             header[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in header[f.name])

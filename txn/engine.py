@@ -287,10 +287,7 @@ class Engine:
             raise AlreadyExists(f"stream {cmd.name!r} already exists")
         if len(self.sched.streams) >= self.config.max_streams and not self._replaying:
             raise ResourceLimit(f"at most {self.config.max_streams} streams")
-        spec = WindowSpec(subwindows=cmd.subwindows, subwindow_ms=cmd.subwindow_ms, subwindow_rows=cmd.subwindow_rows,
-                          clock=cmd.clock, allowed_lateness_ms=cmd.allowed_lateness_ms, group_by=tuple(cmd.group_by),
-                          topk=cmd.topk)
-        stream = Stream(cmd.name, Schema.of(dict(cmd.columns), cmd.time_column), spec, created_ms=int(cmd.now_ms))
+        stream = Stream(cmd.name, Schema.of(dict(cmd.columns), cmd.time_column), cmd.spec, created_ms=int(cmd.now_ms))
         self.sched.add_stream(stream)
         self.books[cmd.name] = StreamBook()
         self._emit(cmd)

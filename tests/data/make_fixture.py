@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from windowstore.server import snapshot
 from windowstore.server.wal import WriteAheadLog
-from windowstore.store import parse_query
+from windowstore.store import WindowSpec, parse_query
 from windowstore.txn import commands
 from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
                                       StageRows, Unregister)
@@ -34,7 +34,7 @@ def rows(ts, k, v, p, f, b) -> pa.Table:
 
 
 def create(name, n, now, subwindow_ms=None, subwindow_rows=None, clock="processing", lateness=0, group_by=(), topk=16):
-    return CreateStream(name, COLUMNS, "ts", n, subwindow_ms, subwindow_rows, clock, lateness, group_by, topk, now)
+    return CreateStream(name, COLUMNS, "ts", WindowSpec(n, subwindow_ms, subwindow_rows, clock, lateness, group_by, topk), now)
 
 
 class Writer:
@@ -144,7 +144,7 @@ def every_kind(w: Writer, now: float, n: str, batch_id: int, query_id: str) -> N
     # strings compacted: a dictionary far larger than what the one-sub-window stream still holds
     # (Stream.strings_need_compaction): the last slide finds 4200 of its 4300 codes dead
     name = "dict" + n
-    w(CreateStream(name, (("ts", "int64"), ("k", "string")), "ts", 1, 10, None, "manual", 0, (), 16, now))
+    w(CreateStream(name, (("ts", "int64"), ("k", "string")), "ts", WindowSpec(1, 10, clock="manual"), now))
     for first, count in ((0, 2100), (2100, 2100), (4200, 100)):
         w(Append(name, pa.table({"ts": pa.array(range(first, first + count), pa.int64()),
                                  "k": [f"s{i:05d}" for i in range(first, first + count)]}), "", None, now))

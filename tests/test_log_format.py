@@ -13,7 +13,7 @@ import pytest
 
 from windowstore.server.durability import Durability
 from windowstore.server.wal import read
-from windowstore.store import parse_query
+from windowstore.store import WindowSpec, parse_query
 from windowstore.txn import commands
 from windowstore.txn.commands import Append, Kind, Slide
 from windowstore.txn.engine import Engine
@@ -136,3 +136,22 @@ def test_a_v1_data_directory_recovers_its_state(tmp_path, snapshot):
 
 def test_both_ways_of_recovering_v1_reach_the_same_state(tmp_path):
     assert recover(tmp_path, True)[0].digest() == recover(tmp_path, False)[0].digest()
+
+
+def test_a_create_stream_logged_without_a_later_spec_field_reads_as_its_default():
+    """CreateStream's header holds the spec's fields flat: one missing (a log older than the field)
+    takes WindowSpec's default."""
+    import json
+    import struct
+
+    cmd = commands.CreateStream("s", (("ts", "int64"),), "ts", WindowSpec(2, 10, clock="manual", topk=3), 1.0)
+    data = commands.encode(cmd)
+    version, kind, n = struct.unpack_from("<BBI", data)
+    header = json.loads(data[6:6 + n])
+    assert list(header) == ["name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock",
+                            "allowed_lateness_ms", "group_by", "topk", "now_ms"]
+    assert commands.decode(data) == cmd
+    del header["topk"]
+    head = json.dumps(header).encode()
+    old = commands.decode(struct.pack("<BBI", version, kind, len(head)) + head)
+    assert old.spec.topk == 16 and old.spec.clock == "manual" and old.name == "s"

@@ -173,11 +173,6 @@ class Engine:
         for name in list(self.sched.sealing):
             self.sched.settle(name)
 
-    @property
-    def undrained(self) -> bool:
-        """Whether commands were applied since the last drain."""
-        return bool(self._out)
-
     def drain(self) -> list[Command]:
         """The commands applied since the last drain, in order (for the write-ahead log)."""
         out, self._out = self._out, []

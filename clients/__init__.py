@@ -3,8 +3,8 @@
 from .answer import Answer
 from .client import AppendResult, AsyncClient, Client, CommitResult, PeriodicQuery, StageResult
 from .errors import (Aborted, AlreadyExists, Cancelled, DeadlineExceeded, FailedPrecondition, Internal, InvalidArgument,
-                     NotFound, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable, WindowStoreError)
+                     NotFound, OutOfRange, PermissionDenied, ResourceExhausted, Unauthenticated, Unavailable, WindowStoreError)
 
 __all__ = ["Aborted", "AlreadyExists", "Answer", "AppendResult", "AsyncClient", "Cancelled", "Client", "CommitResult",
-           "DeadlineExceeded", "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "PeriodicQuery",
+           "DeadlineExceeded", "FailedPrecondition", "Internal", "InvalidArgument", "NotFound", "OutOfRange", "PeriodicQuery",
            "PermissionDenied", "ResourceExhausted", "StageResult", "Unauthenticated", "Unavailable", "WindowStoreError"]

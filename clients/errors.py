@@ -19,6 +19,12 @@ class InvalidArgument(WindowStoreError, ValueError):
     code = grpc.StatusCode.INVALID_ARGUMENT
 
 
+class OutOfRange(InvalidArgument):
+    """A value beyond what the store represents exactly (e.g. an event time whose sub-window bounds
+    would leave int64); the message names the field and the limit. An InvalidArgument too."""
+    code = grpc.StatusCode.OUT_OF_RANGE
+
+
 class NotFound(WindowStoreError):
     code = grpc.StatusCode.NOT_FOUND
 
@@ -63,7 +69,7 @@ class Internal(WindowStoreError):
     code = grpc.StatusCode.INTERNAL
 
 
-_BY_CODE = {cls.code: cls for cls in (InvalidArgument, NotFound, AlreadyExists, ResourceExhausted,
+_BY_CODE = {cls.code: cls for cls in (InvalidArgument, OutOfRange, NotFound, AlreadyExists, ResourceExhausted,
                                       FailedPrecondition, Aborted, Unavailable, DeadlineExceeded, Cancelled,
                                       PermissionDenied, Unauthenticated, Internal)}
 

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from windowstore.store import InvalidInput, Loc, QueryError
+from windowstore.store.errors import Unrepresentable
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
@@ -81,6 +82,40 @@ def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
         time_column=schema.time_column, subwindows=window.subwindows, subwindow_ms=window.subwindow_ms or 0,
         subwindow_rows=window.subwindow_rows or 0, clock=CLOCK_TO_PB[window.clock],
         allowed_lateness_ms=window.allowed_lateness_ms, group_by=list(window.group_by), topk=window.topk)
+
+
+def int64(value: int, field: str) -> int:
+    """`value` for an int64 field of a response, or Unrepresentable naming the field: a value of
+    the server's state the wire cannot carry is reported for the one stream or answer it belongs
+    to, never as an INTERNAL for a whole call (a listing answers for the other streams)."""
+    if INT64_MIN <= value <= INT64_MAX:
+        return value
+    raise Unrepresentable(f"{field} {value} cannot be carried as an int64 ({INT64_MIN} to {INT64_MAX})", field)
+
+
+def stream_info_to_pb(stream, stopped: str | None) -> pb.StreamInfo:
+    """A stream's description for ListStreams and DescribeStream. A value that does not fit its
+    field marks the stream as stopped, with why, instead of failing the call."""
+    w = stream.window
+    info = pb.StreamInfo(spec=spec_to_pb(stream.name, stream.schema, stream.spec))
+    try:
+        info.latest_slide = int64(w.latest, "latest_slide")
+        info.buffered_rows = w.buffered_rows
+        info.window_rows = sum(x.rows for x in w.youngest(w.n))
+        info.created_ms = int64(stream.created_ms, "created_ms")
+        lo, hi = w.bounds(w.n)
+        if lo is not None:
+            info.window_start_ms, info.window_end_ms = int64(lo, "window_start_ms"), int64(hi, "window_end_ms")
+        nxt = w.next_due_ms()
+        if nxt is not None:
+            info.next_slide_ms = int64(nxt, "next_slide_ms")
+    except Unrepresentable as e:
+        info = pb.StreamInfo(spec=info.spec)
+        stopped = f"{stopped}; " if stopped else ""
+        stopped += f"its state cannot be reported: {e}"
+    if stopped:
+        info.stopped = stopped
+    return info
 
 
 # -- batches ---------------------------------------------------------------------------------------
@@ -473,7 +508,7 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
         values = rows.add().values
         for x in row:
             _set_value(values.add(), x)
-    out.slide = result.slide
+    out.slide = int64(result.slide, "slide")
     out.response_ms = result.response_ms
     out.restarts = result.restarts
     out.policy = result.policy
@@ -485,8 +520,8 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     out.answered_ms = result.answered_ms
     out.stream = stream
     if result.window_start_ms is not None:
-        out.window_start_ms = result.window_start_ms
-        out.window_end_ms = result.window_end_ms
+        out.window_start_ms = int64(result.window_start_ms, "window_start_ms")
+        out.window_end_ms = int64(result.window_end_ms, "window_end_ms")
     if result.staleness_ms is not None:
         out.staleness_ms = result.staleness_ms
     if a.guaranteed is not None:
@@ -494,9 +529,9 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     if result.inter_exec_ms is not None:
         out.inter_exec_ms = result.inter_exec_ms
     for sw in result.sources or ():
-        w = out.sources.add(stream=sw.stream, slide=sw.slide)
+        w = out.sources.add(stream=sw.stream, slide=int64(sw.slide, "sources.slide"))
         if sw.window_start_ms is not None:
-            w.window_start_ms = sw.window_start_ms
+            w.window_start_ms = int64(sw.window_start_ms, "sources.window_start_ms")
         if sw.window_end_ms is not None:
-            w.window_end_ms = sw.window_end_ms
+            w.window_end_ms = int64(sw.window_end_ms, "sources.window_end_ms")
     return out

@@ -745,6 +745,10 @@ class Driver:
         """The stream, for introspection (describe, stats, history, metrics): a stopped one too."""
         return self.engine.stream(name, failed_ok=True)
 
+    def stopped(self, name: str) -> str | None:
+        """Why the stream stopped (it refuses writes and queries until dropped), or None."""
+        return self.sched.failed.get(name)
+
     def read_answers(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
         """(answers reflecting a slide in (after, through], newest answer's slide, oldest kept's slide)."""
         p = self.engine.periodic.get(query_id)

@@ -100,11 +100,23 @@ def read_table(ipc: bytes, max_decompressed: int) -> pa.Table:
                                     f"(limit --max-decompressed-mb); send smaller batches")
         with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
             table = reader.read_all()
-        # Bytes from the network: check every offset, index and UTF-8 string before any use
-        table.validate(full=True)
+        table.validate()
     except (pa.ArrowException, OSError, IndexError) as e:  # ArrowException: ArrowInvalid, ArrowKeyError, ...
         raise InvalidInput(f"arrow_ipc is not a valid Arrow IPC stream: {str(e)[:200]}") from None
-    names = table.schema.names
+    names = []
+    for i, field in enumerate(table.schema):
+        try:
+            names.append(field.name)
+        except UnicodeDecodeError:
+            raise InvalidInput(f"arrow_ipc: the name of column {i} (counting from 0) is not valid UTF-8") from None
+    # Bytes from the network: every offset, index and UTF-8 string is checked before any use,
+    # column by column so that the error names the column
+    for name, column in zip(names, table.columns):
+        try:
+            column.validate(full=True)
+        except pa.ArrowException as e:
+            raise InvalidInput(f"column {name[:100]!r} of arrow_ipc is not valid: {str(e)[:200]}",
+                               column=name[:100]) from None
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise InvalidInput(f"column {dup[:100]!r} appears twice", column=dup[:100])

@@ -22,7 +22,7 @@ import time
 import grpc
 
 from windowstore.store import InvalidInput, QuerySyntaxError, StoreError
-from windowstore.store.errors import ResourceLimit
+from windowstore.store.errors import OutOfRange, ResourceLimit, Unrepresentable
 from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, StreamFailed
 from windowstore.v1 import windowstore_pb2 as pb
 
@@ -44,6 +44,8 @@ class Unauthenticated(StoreError):
 
 _CODES = [
     (QuerySyntaxError, grpc.StatusCode.INVALID_ARGUMENT),
+    (OutOfRange, grpc.StatusCode.OUT_OF_RANGE),          # a value past what int64 bounds can carry
+    (Unrepresentable, grpc.StatusCode.OUT_OF_RANGE),     # a stream's state the wire cannot carry
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),

@@ -49,18 +49,7 @@ def _streams(query) -> list[str]:
 
 
 def _info(driver: Driver, name: str) -> pb.StreamInfo:
-    s = driver.stream(name)
-    w = s.window
-    info = pb.StreamInfo(spec=convert.spec_to_pb(s.name, s.schema, s.spec), latest_slide=w.latest,
-                         buffered_rows=w.buffered_rows, window_rows=sum(x.rows for x in w.youngest(w.n)),
-                         created_ms=s.created_ms)
-    lo, hi = w.bounds(w.n)
-    if lo is not None:
-        info.window_start_ms, info.window_end_ms = lo, hi
-    nxt = w.next_due_ms()
-    if nxt is not None:
-        info.next_slide_ms = nxt
-    return info
+    return convert.stream_info_to_pb(driver.stream(name), driver.stopped(name))
 
 
 def _short(name: str, limit: int = 100) -> str:

@@ -19,6 +19,26 @@ class InvalidInput(StoreError, ValueError):
         self.column = column
 
 
+class OutOfRange(InvalidInput):
+    """A value outside what the store can represent exactly: an event time whose sub-window bounds
+    would leave int64, a length beyond its limit. `field` names it, `limit` is the bound crossed.
+    The server maps it to OUT_OF_RANGE; nothing was applied or logged."""
+
+    def __init__(self, message: str, field: str, limit: int | None = None, column: str | None = None):
+        super().__init__(message, column=column)
+        self.field = field
+        self.limit = limit
+
+
+class Unrepresentable(StoreError):
+    """A value of the server's state that the wire cannot carry (an int64 field out of range):
+    reported for the one stream or answer it belongs to, never as an INTERNAL for a whole call."""
+
+    def __init__(self, message: str, field: str):
+        super().__init__(message)
+        self.field = field
+
+
 @dataclass(frozen=True)
 class Loc:
     """Where a part of a query came from: a character position and token of the text form, or a

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import InvalidInput
+from .errors import InvalidInput, OutOfRange
+from .exact import INT64_MAX, INT64_MIN
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
 from .key_running import RunningKeys
@@ -77,6 +78,38 @@ class WindowSpec:
     @property
     def count_based(self) -> bool:
         return self.subwindow_rows is not None
+
+    def event_time_limits(self) -> tuple[int, int]:
+        """The event times a row may carry, inclusive: every bound derived from them must be an
+        int64, since answers, listings and the log carry bounds as int64. An event-time
+        sub-window is [slot * t, (slot + 1) * t), so its slot's start and end must both fit; a
+        count-based one ends one past its largest event time; the other clocks take their bounds
+        from the server's clock, so any int64 is accepted."""
+        if self.count_based:
+            return INT64_MIN, INT64_MAX - 1
+        if self.clock == "event":
+            t = self.subwindow_ms
+            first_slot = -(-INT64_MIN // t)        # the first slot whose start is >= INT64_MIN
+            last_slot = INT64_MAX // t - 1         # the last slot whose end is <= INT64_MAX
+            return first_slot * t, (last_slot + 1) * t - 1
+        return INT64_MIN, INT64_MAX
+
+    def check_event_times(self, ts: np.ndarray, time_column: str) -> None:
+        """Raise OutOfRange naming the column and the limit if an event time is outside
+        event_time_limits(); changes nothing."""
+        if not len(ts):
+            return
+        lo, hi = self.event_time_limits()
+        if lo == INT64_MIN and hi == INT64_MAX:
+            return
+        least, most = int(ts.min()), int(ts.max())
+        shape = "count-based sub-windows" if self.count_based else f"{self.subwindow_ms} ms event-time sub-windows"
+        if most > hi:
+            raise OutOfRange(f"event time {most} in column {time_column!r} is beyond {hi}, the latest a stream of "
+                             f"{shape} can bound in int64", field=time_column, limit=hi, column=time_column)
+        if least < lo:
+            raise OutOfRange(f"event time {least} in column {time_column!r} is before {lo}, the earliest a stream "
+                             f"of {shape} can bound in int64", field=time_column, limit=lo, column=time_column)
 
 
 @dataclass(frozen=True)
@@ -282,6 +315,24 @@ class Window:
         oldest = max(self.latest - min(n_q, self.n) + 1, 0)
         return self.subs[oldest % self.n].start_ms, self.subs[self.latest % self.n].end_ms
 
+    def refused_state(self) -> str | None:
+        """Why this window holds what the current code would have refused (a state restored from
+        an older version's snapshot), or None: a sealed sub-window's bound outside int64, or a
+        buffered event time outside the spec's event_time_limits()."""
+        for sub in self.subs:
+            if sub is not None:
+                for bound in (sub.start_ms, sub.end_ms):
+                    if not INT64_MIN <= bound <= INT64_MAX:
+                        return f"sub-window {sub.slide} has the bound {bound}, outside int64"
+        lo, hi = self.spec.event_time_limits()
+        tc = self.schema.time_column
+        for buf in [self._buffer, *self._slots.values()]:
+            for chunk in buf.chunks:
+                ts = chunk[tc]
+                if len(ts) and (int(ts.min()) < lo or int(ts.max()) > hi):
+                    return f"a buffered event time is outside {lo}..{hi}, the times its sub-windows can bound in int64"
+        return None
+
     # -- writing -----------------------------------------------------------------------------
     def append(self, columns: dict[str, np.ndarray], rows: int) -> AppendResult:
         """Buffer validated columns (see Schema.validate). Never seals: see due() and slide()."""
@@ -296,6 +347,7 @@ class Window:
 
     def check_append(self, ts: np.ndarray) -> None:
         """Raise InvalidInput if append() would refuse rows with these event times; changes nothing."""
+        self.spec.check_event_times(ts, self.schema.time_column)
         if self.spec.clock != "event" or not len(ts):
             return
         t = self.spec.subwindow_ms

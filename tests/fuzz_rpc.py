@@ -1022,7 +1022,7 @@ class Fuzzer:
             strings = rng.choice(["dict", "plain", "large"])
             t = arrow_table(rows, types, strings)
             return ipc_bytes(t), describe_table(t), None, f"arrow:valid-{strings}-strings"
-        choice = rng.randrange(40)
+        choice = rng.randrange(44)
         if 30 <= choice < 38:
             choice = 3   # a wrong Arrow type: many variants, so more weight
         n = len(next(iter(rows.values())))
@@ -1145,11 +1145,47 @@ class Fuzzer:
             t = arrow_table(rows, types).append_column(c, arr)
             return ipc_bytes(t), describe_table(t, f"column {c!r} holds invalid UTF-8 (b'\\xff\\xfe')"), \
                 "a string column of invalid UTF-8", "arrow:invalid-utf8"
+        if choice in (40, 41):   # event times at and around the edges of int64
+            return self._edge_event_times(st, rows, n)
+        if choice == 42:   # a column name (or a nested field's name, never decoded) that is not UTF-8
+            c = rng.choice([c for c in types if c != st.time_column] or list(types))
+            marker = "zQ" + "Q" * rng.randrange(3)
+            t = arrow_table(rows, types, rng.choice(["dict", "plain"]))
+            if rng.random() < 0.5:
+                t = t.append_column(marker, pa.array([1] * n, pa.int64()))
+            else:
+                t = t.append_column("zz_nested", pa.array([{marker: 1}] * n, pa.struct([(marker, pa.int64())])))
+            data = patch_all(ipc_bytes(t), marker.encode(), b"z\xc4" + b"Q" * (len(marker) - 2))
+            return data, describe_table(t, f"the name {marker!r} made invalid UTF-8 (b'z\\xc4...')"), \
+                "a column name of invalid UTF-8", "arrow:invalid-utf8-name"
         if choice >= 38:
             return self._dictionary_messages(st, rows)
         # sliced input: an offset into shared buffers
         t = arrow_table(self.valid_rows(st, n + 5), types, rng.choice(["dict", "plain"])).slice(3, n)
         return ipc_bytes(t), describe_table(t, "sliced (buffers with an offset)"), None, "arrow:sliced"
+
+    def _edge_event_times(self, st: StreamState, rows, n: int) -> tuple[bytes, str, str | None, str]:
+        """Event times at the limits of int64 and of the stream's bounds: a sub-window's bounds
+        must stay within int64 (an event-time slot's start and end, a count-based one's end one
+        past its largest time), else the append is refused (OUT_OF_RANGE) with nothing stored."""
+        rng = self.rng
+        if st.count_based:
+            lo, hi = I64_MIN, I64_MAX - 1
+        elif st.clock == "event":
+            t = st.subwindow_ms
+            lo, hi = -(-I64_MIN // t) * t, (I64_MAX // t) * t - 1
+        else:
+            lo, hi = I64_MIN, I64_MAX
+        near = [I64_MIN, I64_MIN + 1, I64_MAX, I64_MAX - 1, lo, hi, lo - 1, hi + 1, lo + 1, hi - 1]
+        n = max(n, 1)
+        rows = self.valid_rows(st, n)
+        rows[st.time_column] = [min(I64_MAX, max(I64_MIN, rng.choice(near))) for _ in range(n)]
+        outside = [v for v in rows[st.time_column] if not lo <= v <= hi]
+        t = arrow_table(rows, st.types)
+        refuse = f"event time {outside[0]} outside {lo}..{hi}, the times whose sub-window bounds fit int64" \
+            if outside else None
+        return ipc_bytes(t), describe_table(t, "event times at the edges of int64"), refuse, \
+            "arrow:edge-event-times-outside" if outside else "arrow:edge-event-times"
 
     def _dictionary_messages(self, st: StreamState, rows) -> tuple[bytes, str, str | None, str]:
         """The stream's rows plus an extra dictionary-encoded column, re-framed message by message with the
@@ -1362,8 +1398,8 @@ class Fuzzer:
         req = pb.AppendRequest(stream=st.name, arrow_ipc=data)
         case = Case("Append", f"Append/{label}", req, stream=st.name, payload=desc, must_refuse=refuse)
         case.unsafe = unsafe_label(label)
-        if refuse or case.unsafe:   # what it stored (even when refused) may be garbage: query once, then drop
-            case.taints = st
+        if refuse or case.unsafe or label.startswith("arrow:edge-event-times"):
+            case.taints = st   # what it stored (even when refused) may be garbage or far off: query once, then drop
         case.atomic = st
         if label.startswith("arrow:valid") or label in ("arrow:int64-extremes", "arrow:float-specials",
                                                         "arrow:odd-strings", "arrow:zero-rows"):

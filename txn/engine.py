@@ -203,7 +203,24 @@ class Engine:
         raise TypeError(f"not a command: {cmd!r}")
 
     def replay(self, cmd: Command) -> None:
-        """Apply a command from the log. A Slide is applied as recorded, whatever its cause."""
+        """Apply a command from the log. A Slide is applied as recorded, whatever its cause.
+
+        A record this code refuses (an older version accepted it: say an event time whose
+        sub-window bound leaves int64) stops its stream, saying why, and recovery goes on: the
+        server starts, and every other stream is whole. The record stays in the log (no snapshot
+        is taken while a stream is stopped), so dropping the stream is the operator's decision."""
+        try:
+            self._replay(cmd)
+        except StoreError as e:
+            name = getattr(cmd, "stream", None) or getattr(cmd, "name", None)
+            if isinstance(e, StreamFailed) and name in self.sched.failed:
+                return  # a later record of a stream stopped at an earlier one
+            if name not in self.sched.streams:
+                raise
+            self.sched.stop_stream(name, f"stream {name!r} stopped at recovery: its log holds a {type(cmd).__name__} "
+                                         f"this server refuses ({str(e)[:300]}); drop the stream to go on", e)
+
+    def _replay(self, cmd: Command) -> None:
         if isinstance(cmd, CompactStrings):
             self.tick(cmd.now_ms)
             self.stream(cmd.stream).compact_strings()
@@ -346,7 +363,8 @@ class Engine:
             raise InvalidInput("staged rows need a writer_id, a batch_id and an attempt")
         # Rows of a batch that is committed already are staged all the same: its commit then
         # compares them with what was committed (a replay must carry the same rows).
-        _, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
+        checked, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
+        stream.spec.check_event_times(checked[stream.schema.time_column], stream.schema.time_column)
         size = cmd.batch.nbytes
         if self.staged_bytes + size > self.config.max_staged_bytes and not self._replaying:
             raise ResourceLimit(f"{self.staged_bytes} bytes are staged by uncommitted batches "
@@ -631,6 +649,11 @@ class Engine:
         for query_id in self.answers.queries():
             self.sched.resume(query_id, self.answers.newest(query_id))
         self.next_query = image["next_query"]
+        for stream in self.sched.streams.values():
+            why = stream.window.refused_state()
+            if why is not None:
+                self.sched.stop_stream(stream.name, f"stream {stream.name!r} stopped at recovery: its snapshot holds "
+                                                    f"a state this server refuses ({why}); drop the stream to go on")
         self._out.clear()
 
     # -- invariants and identity -----------------------------------------------------------------

@@ -335,7 +335,8 @@ class Scheduler:
         for name, stream in self.streams.items():
             w, job = stream.window, self.sealing.get(name)
             if name in self.failed:
-                assert job is None and w.cutting is not None, "a failed stream keeps the cut it could not seal"
+                # a seal that raised leaves its cut uninstalled; a stream stopped at recovery has none
+                assert job is None, "a stopped stream has no seal in flight"
                 assert not any(name in t.streams for t in self.active), "no query runs on a failed stream"
                 continue
             if job is None:
@@ -536,13 +537,18 @@ class Scheduler:
         name = job.stream.name
         if self.sealing.get(name) is job:
             del self.sealing[name]
-        why = (f"stream {name!r} stopped: sealing its slide {job.cut.slide} failed "
-               f"({type(error).__name__}: {str(error)[:200]})")
+        self.stop_stream(name, f"stream {name!r} stopped: sealing its slide {job.cut.slide} failed "
+                               f"({type(error).__name__}: {str(error)[:200]})", error)
+
+    def stop_stream(self, name: str, why: str, cause: BaseException | None = None) -> None:
+        """Fail-stop for one stream: it slides no more, the queries reading it fail now, and the
+        engine refuses its later writes and queries (StreamFailed, saying `why`) until it is
+        dropped. The other streams go on."""
         self.failed[name] = why
         self.manual_requests.pop(name, None)
         self.in_place.discard(name)
         self.last_error = StreamFailed(why)
-        self.last_error.__cause__ = error
+        self.last_error.__cause__ = cause
         for txn in [t for t in self.active if name in t.streams]:
             self.fail(txn, self.last_error)
         self._reselect = True

@@ -119,7 +119,7 @@ class StreamSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ...) -> None: ...
 
 class StreamInfo(_message.Message):
-    __slots__ = ("spec", "latest_slide", "buffered_rows", "window_rows", "created_ms", "window_start_ms", "window_end_ms", "next_slide_ms")
+    __slots__ = ("spec", "latest_slide", "buffered_rows", "window_rows", "created_ms", "window_start_ms", "window_end_ms", "next_slide_ms", "stopped")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     LATEST_SLIDE_FIELD_NUMBER: _ClassVar[int]
     BUFFERED_ROWS_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +128,7 @@ class StreamInfo(_message.Message):
     WINDOW_START_MS_FIELD_NUMBER: _ClassVar[int]
     WINDOW_END_MS_FIELD_NUMBER: _ClassVar[int]
     NEXT_SLIDE_MS_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_FIELD_NUMBER: _ClassVar[int]
     spec: StreamSpec
     latest_slide: int
     buffered_rows: int
@@ -136,7 +137,8 @@ class StreamInfo(_message.Message):
     window_start_ms: int
     window_end_ms: int
     next_slide_ms: int
-    def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ..., latest_slide: _Optional[int] = ..., buffered_rows: _Optional[int] = ..., window_rows: _Optional[int] = ..., created_ms: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., next_slide_ms: _Optional[int] = ...) -> None: ...
+    stopped: str
+    def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ..., latest_slide: _Optional[int] = ..., buffered_rows: _Optional[int] = ..., window_rows: _Optional[int] = ..., created_ms: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., next_slide_ms: _Optional[int] = ..., stopped: _Optional[str] = ...) -> None: ...
 
 class CreateStreamRequest(_message.Message):
     __slots__ = ("spec",)

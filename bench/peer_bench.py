@@ -1,0 +1,308 @@
+"""windowstore against what a user would pick instead: DuckDB in process, on the same workload.
+
+A 60-s event-time window sliding every second, 1,000 source keys (Zipf-skewed), 100,000 rows per
+second of event time, sent as Arrow batches of one second (and of 10^4 rows). windowstore runs
+`--in-memory` in its own process with the client here; DuckDB (2 threads) runs in this process,
+appending each batch to a table and deleting what left the window once a second of event time.
+Three query classes: the whole-window SUM (a synopsis probe), the top-10 sources by SUM(bytes) over
+10 s (per-key running totals), COUNT(*) with a filter over 10 s (a scan). Every windowstore answer
+is checked equal to DuckDB over the window bounds it reported (a reference table that keeps every
+row), so a faster wrong answer cannot count. Figures are ratios measured in one run: DuckDB's
+time over windowstore's (above 1: windowstore faster)."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import threading
+import time
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from windowstore.clients import Client
+from windowstore.server.process import ServerProcess
+
+from .common import packets
+
+SECOND_ROWS = 100_000
+WINDOW_S = 60
+KEYS = 1_000
+INGEST_ROWS = 9_000_000
+SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64", "lat": "float64"}
+QUERIES = {
+    "probe": ("SELECT SUM(bytes) FROM peer", "SELECT SUM(bytes) FROM t WHERE ts >= ? AND ts < ?"),
+    "top-k": ("SELECT src, SUM(bytes) FROM peer [RANGE 10 s] GROUP BY src ORDER BY 2 DESC, 1 LIMIT 10",
+              "SELECT src, SUM(bytes) FROM t WHERE ts >= ? AND ts < ? GROUP BY src ORDER BY 2 DESC, 1 LIMIT 10"),
+    "filter": ("SELECT COUNT(*) FROM peer [RANGE 10 s] WHERE bytes > 1400",
+               "SELECT COUNT(*) FROM t WHERE ts >= ? AND ts < ? AND bytes > 1400"),
+}
+SYNOPSIS_BACKED = ("probe", "top-k")
+_BASES = 8
+
+
+class Batches:
+    """Second i of event time: one of a few generated batches with its times moved to
+    [i s, (i + 1) s), the same in every process that asks (so answers can be checked)."""
+
+    def __init__(self, rows: int = SECOND_ROWS):
+        self.rows = rows
+        self.bases = [pa.table(packets(rows, keys=KEYS, seed=b)) for b in range(_BASES)]
+
+    def second(self, i: int) -> pa.Table:
+        base = self.bases[i % _BASES]
+        return base.set_column(0, "ts", pa.array(base.column("ts").to_numpy() + i * 1000, pa.int64()))
+
+    def split(self, i: int, parts: int) -> list[pa.Table]:
+        t = self.second(i)
+        step = len(t) // parts
+        return [t.slice(k * step, step) for k in range(parts)]
+
+
+class DuckWindow:
+    """The user's alternative: an in-process DuckDB table holding the window, rows appended as
+    they come, those older than the window deleted once per second of event time."""
+
+    def __init__(self, threads: int = 2):
+        self.con = duckdb.connect(config={"threads": threads})
+        self.con.execute("CREATE TABLE t (ts BIGINT, src VARCHAR, bytes BIGINT, lat DOUBLE)")
+
+    def append(self, batch: pa.Table, con=None) -> None:
+        (con or self.con).execute("INSERT INTO t SELECT * FROM batch")
+
+    def expire(self, end_s: int, con=None) -> None:
+        (con or self.con).execute("DELETE FROM t WHERE ts < ?", [(end_s - WINDOW_S) * 1000])
+
+
+def _ms(samples: list[float]) -> tuple[float, float]:
+    a = np.array(samples) * 1e3
+    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
+
+
+# -- ingest ------------------------------------------------------------------------------------------
+
+def _feed_seconds(target: str, first: int, seconds: int, parts: int, out) -> None:
+    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each."""
+    batches = Batches()
+    work = [b for i in range(first, first + seconds) for b in batches.split(i, parts)]
+    with Client(target) as c:
+        out.put("ready")
+        t0 = time.perf_counter()
+        for b in work:
+            c.append("peer", b)
+        out.put((sum(len(b) for b in work), time.perf_counter() - t0))
+
+
+def _writers(target: str, jobs: list[tuple[int, int, int]]) -> float:
+    """Rows/s of writer processes, one per (first second, seconds, parts), started together."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out)) for job in jobs]
+    for p in procs:
+        p.start()
+    got = [out.get(timeout=120) for _ in procs]
+    assert all(g == "ready" for g in got)
+    t0 = time.perf_counter()
+    done = [out.get(timeout=600) for _ in procs]
+    wall = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    return sum(r for r, _ in done) / wall
+
+
+def _create(ws: Client) -> None:
+    ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event", group_by=["src"])
+
+
+def windowstore_ingest(parts: int, writers: int) -> float:
+    """Rows/s into a fresh server: INGEST_ROWS of event time, each second in `parts` Appends, by
+    `writers` processes each given consecutive seconds of its own (one writer: in order)."""
+    seconds = INGEST_ROWS // SECOND_ROWS
+    with ServerProcess() as srv:
+        with Client(srv.target) as ws:
+            _create(ws)
+            if writers > 1:  # several writers' seconds interleave: event time with lateness, as a user would
+                ws.drop_stream("peer")
+                ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event",
+                                 group_by=["src"], allowed_lateness_ms=seconds * 1000)
+        per = seconds // writers
+        return _writers(srv.target, [(w * per, per, parts) for w in range(writers)])
+
+
+def duckdb_ingest(parts: int, writers: int) -> float:
+    """Rows/s into DuckDB in process: the same batches; each writer a thread with its own cursor,
+    and once per second of event time the rows older than the window deleted."""
+    batches = Batches()
+    seconds = INGEST_ROWS // SECOND_ROWS
+    db = DuckWindow()
+    per = seconds // writers
+    work = [[(i, batches.split(i, parts)) for i in range(w * per, (w + 1) * per)] for w in range(writers)]
+
+    def write(jobs):
+        con = db.con.cursor()
+        for i, bs in jobs:
+            for b in bs:
+                db.append(b, con)
+            db.expire(i + 1, con)
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=write, args=(jobs,)) for jobs in work]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(b.num_rows for jobs in work for _, bs in jobs for b in bs) / (time.perf_counter() - t0)
+
+
+# -- queries -----------------------------------------------------------------------------------------
+
+class Checker:
+    """DuckDB over every row ever appended: what each windowstore answer must equal over the
+    window bounds it reported."""
+
+    def __init__(self, batches: Batches):
+        self.batches = batches
+        self.con = duckdb.connect()
+        self.con.execute("CREATE TABLE t (ts BIGINT, src VARCHAR, bytes BIGINT, lat DOUBLE)")
+        self.through = 0
+
+    def check(self, kind: str, answer) -> None:
+        while self.through * 1000 < answer.window_end_ms:
+            batch = self.batches.second(self.through)
+            self.con.execute("INSERT INTO t SELECT * FROM batch")
+            self.through += 1
+        want = self.con.execute(QUERIES[kind][1], [answer.window_start_ms, answer.window_end_ms]).fetchall()
+        got = [tuple(r) for r in answer.rows]
+        assert [tuple(r) for r in want] == got, (kind, answer.window_start_ms, answer.window_end_ms, got[:3], want[:3])
+
+
+def _ws_latencies(ws: Client, kind: str, n: int, until: float | None, checker: Checker | None) -> list[float]:
+    text = QUERIES[kind][0]
+    out, answers = [], []
+    while len(out) < n or (until is not None and time.monotonic() < until):
+        t0 = time.perf_counter()
+        a = ws.query(text)
+        out.append(time.perf_counter() - t0)
+        if checker is not None and len(answers) < 50:
+            answers.append(a)
+    for a in answers:
+        checker.check(kind, a)
+    return out
+
+
+def _duck_latencies(con, kind: str, bounds: tuple[int, int] | None, n: int, until: float | None,
+                    end_ms=None) -> list[float]:
+    sql = QUERIES[kind][1]
+    out = []
+    while len(out) < n or (until is not None and time.monotonic() < until):
+        lo, hi = bounds if bounds is not None else end_ms()
+        if kind != "probe":
+            lo = hi - 10_000
+        t0 = time.perf_counter()
+        con.execute(sql, [lo, hi]).fetchall()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _ws_feeder(target: str, first: int, stop, out) -> None:
+    """Under ingest: seconds from `first` on, back to back, until `stop` is set."""
+    batches = Batches()
+    sent = 0
+    with Client(target) as c:
+        out.put("ready")
+        t0 = time.perf_counter()
+        i = first
+        while not stop.is_set():
+            c.append("peer", batches.second(i))
+            i += 1
+            sent += SECOND_ROWS
+        out.put((sent, time.perf_counter() - t0))
+
+
+def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
+    """p50/p99 (ms) per query class, idle and under ingest, for both; ingest rates while queried."""
+    batches = Batches()
+    res: dict = {}
+    with ServerProcess() as srv, Client(srv.target) as ws:
+        _create(ws)
+        for i in range(WINDOW_S + 1):  # a full window, and one more second so the last seals
+            ws.append("peer", batches.second(i))
+        checker = Checker(batches)
+        for kind in QUERIES:
+            res[("ws", kind, "idle")] = _ms(_ws_latencies(ws, kind, samples, None, checker))
+        ctx = mp.get_context("spawn")
+        out, stop = ctx.Queue(), ctx.Event()
+        proc = ctx.Process(target=_ws_feeder, args=(srv.target, WINDOW_S + 1, stop, out))
+        proc.start()
+        assert out.get(timeout=120) == "ready"
+        for kind in QUERIES:
+            res[("ws", kind, "busy")] = _ms(_ws_latencies(ws, kind, 0, time.monotonic() + busy_s / 3, checker))
+        stop.set()
+        rows, wall = out.get(timeout=120)
+        proc.join()
+        res[("ws", "ingest while queried")] = rows / wall
+    db = DuckWindow()
+    for i in range(WINDOW_S + 1):
+        db.append(batches.second(i))
+        db.expire(i + 1)
+    end = (WINDOW_S + 1) * 1000
+    for kind in QUERIES:
+        res[("duck", kind, "idle")] = _ms(_duck_latencies(db.con, kind, (end - WINDOW_S * 1000, end), samples, None))
+    # under ingest: a thread of this process appends (DuckDB is embedded: no other process can)
+    stop_t = threading.Event()
+    state = {"end": end, "rows": 0}
+
+    def feed():
+        con = db.con.cursor()
+        i = WINDOW_S + 1
+        t0 = time.perf_counter()
+        while not stop_t.is_set():
+            db.append(batches.second(i), con)
+            db.expire(i + 1, con)
+            i += 1
+            state["end"], state["rows"] = (i) * 1000, state["rows"] + SECOND_ROWS
+        state["wall"] = time.perf_counter() - t0
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    q = db.con.cursor()
+    for kind in QUERIES:
+        res[("duck", kind, "busy")] = _ms(_duck_latencies(
+            q, kind, None, 0, time.monotonic() + busy_s / 3, end_ms=lambda: (state["end"] - WINDOW_S * 1000,
+                                                                             state["end"])))
+    stop_t.set()
+    feeder.join()
+    res[("duck", "ingest while queried")] = state["rows"] / state["wall"]
+    return res
+
+
+def run() -> list[dict]:
+    out = []
+    for parts, writers in ((1, 1), (10, 1), (1, 10)):
+        ws_rate, duck_rate = windowstore_ingest(parts, writers), duckdb_ingest(parts, writers)
+        rows = SECOND_ROWS // parts
+        out.append({"name": f"ingest, {writers} writer{'s' if writers > 1 else ''}, Arrow batches of {rows:,} rows, "
+                            f"{INGEST_ROWS / 1e6:.0f} M rows: windowstore (its own process) vs DuckDB in process "
+                            "(deleting what left the window once a second of event time)",
+                    "value": [ws_rate, duck_rate, ws_rate / duck_rate],
+                    "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s = {ws_rate / duck_rate:.2f}x",
+                    "target": ">= 1.5x DuckDB"})
+    res = queries()
+    for kind in QUERIES:
+        for mode in ("idle", "busy"):
+            (w50, w99), (d50, d99) = res[("ws", kind, mode)], res[("duck", kind, mode)]
+            goal = 3.0 if kind in SYNOPSIS_BACKED else 1.0
+            out.append({"name": f"{kind} ({QUERIES[kind][0]}), {'idle' if mode == 'idle' else 'under ingest'}: "
+                                f"windowstore p50 / p99 {w50:.2f} / {w99:.2f} ms, DuckDB {d50:.2f} / {d99:.2f} ms; "
+                                "DuckDB's time over windowstore's at p50 / p99",
+                        "value": [w50, w99, d50, d99, d50 / w50, d99 / w99],
+                        "shown": f"{d50 / w50:.2f}x / {d99 / w99:.2f}x",
+                        "target": f">= {goal:g}x"})
+    ws_rate, duck_rate = res[("ws", "ingest while queried")], res[("duck", "ingest while queried")]
+    out.append({"name": "ingest while the queries above run (one writer, one-second batches, back to back)",
+                "value": [ws_rate, duck_rate], "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s",
+                "target": ""})
+    return out
+
+
+if __name__ == "__main__":
+    for r in run():
+        print(f"{r['name']}: {r['shown']}   (target {r['target']})")

@@ -113,12 +113,13 @@ def dictionary_memory(total: int = 10_000_000, per_slide: int = 100_000, n: int 
     dictionary stays bounded by the window's contents, and so does resident memory."""
     import numpy as np
 
+    from windowstore.store import WindowSpec
     from windowstore.txn.commands import Append, CreateStream, Slide
     from windowstore.txn.engine import Engine
 
     e = Engine()
-    e.apply(CreateStream("m", (("ts", "int64"), ("k", "string"), ("v", "int64")), "ts", n, 10, None, "manual", 0,
-                         (), 16, 0))
+    e.apply(CreateStream("m", (("ts", "int64"), ("k", "string"), ("v", "int64")), "ts",
+                         WindowSpec(subwindows=n, subwindow_ms=10, clock="manual"), 0))
     sizes, rss = [], []
     v = np.arange(per_slide, dtype=np.int64)
     for j in range(total // per_slide):

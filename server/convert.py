@@ -204,7 +204,7 @@ def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 
     """(decode, size): a call that returns the batch as a pyarrow Table and the Arrow IPC bytes it
     came in (kept for the log; None for a columnar batch), to make where the caller chooses, and
     the payload's size in bytes to choose by. decode() raises InvalidInput on malformed input,
-    ResourceExhausted when an Arrow payload would decompress to more than `max_decompressed`
+    ResourceLimit when an Arrow payload would decompress to more than `max_decompressed`
     bytes. The Arrow payload is read once (a WireAppend's is a view; a message's field copies it
     out on each access) and sized by its length (ByteSize() would serialize the whole message
     again to count it)."""

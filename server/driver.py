@@ -50,11 +50,12 @@ from typing import Any, Callable
 import numpy as np
 
 from windowstore.store import StoreError
+from windowstore.store.errors import ResourceLimit
 from windowstore.txn import History, QueryFailed, Result
 from windowstore.txn.commands import Command
 from windowstore.txn.scheduler import SealJob
 from windowstore.txn.engine import (AlreadyExists, AppendAck, Engine, EngineConfig, FailedPrecondition, NotFound,
-                                    ResourceExhausted, SlideAck)
+                                    SlideAck)
 
 from .config import ServerConfig
 from .durability import Durability
@@ -62,7 +63,7 @@ from .durability import Durability
 log = logging.getLogger("windowstore.driver")
 
 __all__ = ["AlreadyExists", "AppendAck", "CLOSED", "DeadlineExceeded", "Driver", "FailedPrecondition", "NotFound",
-           "ResourceExhausted", "ShuttingDown", "SlideAck", "Unavailable"]
+           "ResourceLimit", "ShuttingDown", "SlideAck", "Unavailable"]
 
 
 class ShuttingDown(StoreError):
@@ -390,8 +391,8 @@ class Driver:
         n = self.pending
         if n >= self.config.max_pending:
             self.shed += 1
-            raise ResourceExhausted(f"the server is overloaded: {n} requests are waiting "
-                                    f"(limit {self.config.max_pending}); retry with backoff")
+            raise ResourceLimit(f"the server is overloaded: {n} requests are waiting "
+                                f"(limit {self.config.max_pending}); retry with backoff")
 
     # -- on the loop: reads, writes, queries -----------------------------------------------------
     def read(self, fn: Callable[[], Any]) -> Any:
@@ -429,7 +430,7 @@ class Driver:
         this call (Scheduler.run_now), up to the step budget."""
         self._admit()
         if self.inflight >= self.config.max_concurrent_queries:
-            raise ResourceExhausted(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
+            raise ResourceLimit(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
         self._slides_first()
         plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
         name = plan.stream.name
@@ -489,7 +490,7 @@ class Driver:
             return
         sched = self.sched
         slid = False
-        while sched._due_slide() is not None:
+        while sched.stream_due_to_slide() is not None:
             self.engine.step()
             slid = True
         if slid:
@@ -500,7 +501,7 @@ class Driver:
         """The clock time of the next processing-time slide (-inf while a slide waits: under the
         serial policy, for the running query's lock; +inf when none is scheduled), and whether its
         stream slides no faster than _SPIN_MIN_PERIOD_MS (its timer then wakes early, see there)."""
-        if self.sched._due_slide() is not None:
+        if self.sched.stream_due_to_slide() is not None:
             return -math.inf, False
         due, stream = self.sched.next_due()
         return due, stream is not None and stream.spec.subwindow_ms >= _SPIN_MIN_PERIOD_MS
@@ -767,8 +768,8 @@ class Driver:
             raise NotFound(f"periodic query {query_id!r} does not exist")
         total = sum(len(x.queues) for x in self.subscribers.values())
         if total >= self.config.max_subscribers:
-            raise ResourceExhausted(f"{total} subscriptions are open (limit {self.config.max_subscribers}, "
-                                    "--max-subscribers)")
+            raise ResourceLimit(f"{total} subscriptions are open (limit {self.config.max_subscribers}, "
+                                "--max-subscribers)")
         q = SubscriberQueue(self.config.subscriber_buffer, self.config.subscriber_buffer_mb << 20)
         self.subscribers.setdefault(query_id, Subscribers()).queues.append(q)
         return q, p.task.plan.stream.name
@@ -803,7 +804,8 @@ class Driver:
             w = stream.window
             held = sum(a.nbytes for sub in w.subs if sub is not None for a in sub.columns.values())
             held += sum(sub.synopsis.nbytes for sub in w.subs if sub is not None)
-            chunks = [ch for buf in [w._buffer, *w._slots.values()] for ch in buf.chunks]
+            buffer, slots = w.open_chunks()
+            chunks = buffer + [ch for chunks in slots.values() for ch in chunks]
             chunks += w.cutting.chunks if w.cutting is not None else ()
             held += sum(a.nbytes for ch in chunks for a in ch.values())
             held += sum(keys.nbytes for keys in w.running_keys.values())

@@ -15,8 +15,7 @@ import struct
 import pyarrow as pa
 
 from windowstore.store import InvalidInput
-
-from .driver import ResourceExhausted
+from windowstore.store.errors import ResourceLimit
 
 _DICTIONARY_BATCH, _RECORD_BATCH = 2, 3  # Message.header_type values (MessageHeader union)
 
@@ -90,15 +89,15 @@ def decompressed_size(message: pa.ipc.Message) -> int:
 
 
 def read_table(ipc: bytes, max_decompressed: int) -> pa.Table:
-    """The payload as a validated Table; InvalidInput when malformed, ResourceExhausted when it would
+    """The payload as a validated Table; InvalidInput when malformed, ResourceLimit when it would
     decompress to more than `max_decompressed` bytes (checked before decompressing anything)."""
     try:
         total = 0
         for message in pa.ipc.MessageReader.open_stream(pa.BufferReader(ipc)):
             total += decompressed_size(message)
             if total > max_decompressed:
-                raise ResourceExhausted(f"arrow_ipc would decompress to more than {max_decompressed >> 20} MiB "
-                                      f"(limit --max-decompressed-mb); send smaller batches")
+                raise ResourceLimit(f"arrow_ipc would decompress to more than {max_decompressed >> 20} MiB "
+                                    f"(limit --max-decompressed-mb); send smaller batches")
         with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
             table = reader.read_all()
         table.validate()

@@ -27,8 +27,7 @@ from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, S
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .convert import parse_append
-from .driver import (AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ResourceExhausted, ShuttingDown,
-                     Unavailable)
+from .driver import AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ShuttingDown, Unavailable
 from .security import ANONYMOUS, AccessPolicy
 
 log = logging.getLogger("windowstore.service")
@@ -50,8 +49,7 @@ _CODES = [
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
-    (ResourceExhausted, grpc.StatusCode.RESOURCE_EXHAUSTED),
-    (ResourceLimit, grpc.StatusCode.RESOURCE_EXHAUSTED),  # a join beyond --max-join-rows
+    (ResourceLimit, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (StreamFailed, grpc.StatusCode.FAILED_PRECONDITION),  # a stream whose seal raised: drop it or restart
     (RestartLimitExceeded, grpc.StatusCode.ABORTED),

@@ -20,7 +20,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
                                       StageRows, Unregister)
 
 from . import convert
-from .driver import CLOSED, Driver, NotFound, ResourceExhausted, ShuttingDown
+from .driver import CLOSED, Driver, NotFound, ResourceLimit, ShuttingDown
 from .rpc import PermissionDenied, principal
 from .security import AccessPolicy
 
@@ -74,8 +74,8 @@ class WindowStoreService:
         n = self._per_client.get(who, 0)
         if n >= self.config.max_requests_per_client:
             self.driver.note_shed()
-            raise ResourceExhausted(f"{n} requests of this client are in progress (limit "
-                                    f"{self.config.max_requests_per_client}); retry with backoff")
+            raise ResourceLimit(f"{n} requests of this client are in progress (limit "
+                                f"{self.config.max_requests_per_client}); retry with backoff")
         self._per_client[who] = n + 1
         return who
 
@@ -125,9 +125,7 @@ class WindowStoreService:
     async def CreateStream(self, request, context):
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
         self._allow(context, "admin", name)
-        await self._write(CreateStream(name, tuple(columns.items()), time_column, spec.subwindows, spec.subwindow_ms,
-                                       spec.subwindow_rows, spec.clock, spec.allowed_lateness_ms, spec.group_by,
-                                       spec.topk, 0.0), context)
+        await self._write(CreateStream(name, tuple(columns.items()), time_column, spec, 0.0), context)
         return pb.CreateStreamResponse(stream=await self._run(lambda: _info(self.driver, name), context))
 
     async def DropStream(self, request, context):
@@ -156,7 +154,7 @@ class WindowStoreService:
         else:
             batch, ipc = decode()
         if batch.num_rows > self.config.max_rows_per_batch:
-            raise ResourceExhausted(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
+            raise ResourceLimit(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
         return batch, ipc
 
     async def Append(self, request, context):

@@ -245,7 +245,7 @@ class WriteAheadLog:
         """Frame (crc) and write records in one writev, without syncing: `records` from take(), or
         the pending ones. Framing happens here so that a writer thread, not the appender, pays for
         the checksum of large batches (crc32c releases the GIL for it). Returns the last lsn written."""
-        self._check()
+        self._raise_if_failed()
         if records is None:
             records = self.take()
         if records:
@@ -271,7 +271,7 @@ class WriteAheadLog:
         """fdatasync what was written; returns the last lsn now on disk. Safe to call from another
         thread than the writer's (the group-commit syncer does): records written after it started
         are left for the next sync."""
-        self._check()
+        self._raise_if_failed()
         target = self.written_lsn
         if target > self.synced_lsn:
             with self._fd_lock:
@@ -341,7 +341,7 @@ class WriteAheadLog:
                     os.close(self._fd)
                     self._fd = None
 
-    def _check(self) -> None:
+    def _raise_if_failed(self) -> None:
         if self.failed:
             raise WalFailed(self.failed)
 

@@ -77,10 +77,12 @@ class QuerySyntaxError(QueryError):
 
 
 class ResourceLimit(StoreError):
-    """A query needs more of a bounded resource than it may use (a join's result rows, say), so it is
-    refused rather than allowed to exhaust the server's memory; nothing was answered. The server maps it
-    to RESOURCE_EXHAUSTED. `limit` is the bound that was crossed, `needed` what the query wanted (at
-    least)."""
+    """A request needs more of a bounded resource than it may use (a join's result rows, streams,
+    periodic queries, staged bytes, rows waiting for a slide, requests, queries or subscriptions in
+    flight, an Arrow payload's decompressed size), so it is refused rather than allowed to exhaust the
+    server's memory; nothing was applied or answered. The server maps it to RESOURCE_EXHAUSTED (the
+    SDK's ResourceExhausted). `limit` is the bound that was crossed, `needed` what the request wanted
+    (at least), where known."""
 
     def __init__(self, message: str, limit: int | None = None, needed: int | None = None):
         super().__init__(message)

@@ -24,10 +24,6 @@ _FLOAT_EXACT = 2**53
 _LOW_MASK = 0xFFFFFFFF
 
 
-def fits_int64(x: int) -> bool:
-    return INT64_MIN <= x <= INT64_MAX
-
-
 def max_abs(lo: int, hi: int) -> int:
     """The largest magnitude of values in [lo, hi], as a Python int (|INT64_MIN| included)."""
     return max(-int(lo), int(hi))

@@ -871,7 +871,7 @@ class JoinPlan:
         """[lo, hi) ranks in tu (the sub-window's sorted distinct band values) per probing row."""
         n = len(tu)
 
-        def pick(bound, side, flagged_hi, flagged_lo, default):
+        def pick(bound, side, flagged_hi, flagged_lo):
             if bound is None:
                 return None
             vals, flag = bound
@@ -883,8 +883,8 @@ class JoinPlan:
             return r
 
         m = None
-        lo = pick(interval["L"], "left", n, 0, 0)
-        hi = pick(interval["H"], "right", n, 0, n)
+        lo = pick(interval["L"], "left", n, 0)
+        hi = pick(interval["H"], "right", n, 0)
         if lo is None or hi is None:
             m = len(lo if lo is not None else hi)
         if lo is None:

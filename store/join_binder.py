@@ -126,15 +126,6 @@ class BoundJoin:
             out.add(self.group_by)
         return out
 
-    def all_refs(self) -> set[ColumnRef]:
-        """Every column the join reads: the conditions' too."""
-        out = self.refs()
-        for e in self.equalities:
-            out |= {e.left, e.right}
-        for b in self.bands:
-            out |= {b.column, b.base}
-        return out
-
 
 Catalog = Mapping[str, tuple[Schema, WindowSpec]]
 

@@ -13,7 +13,6 @@ from typing import Union
 
 from .errors import Loc
 
-AGG_FUNCS = ("count", "sum", "avg", "min", "max", "count_distinct", "quantile")
 OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null")
 
 # A literal: int (any size), Decimal (an exact decimal literal such as 0.5 or 1e3), float (a

@@ -111,15 +111,6 @@ class Schema:
         """Columns with per-sub-window COUNT/SUM/MIN/MAX synopses: int64, float64 and decimals (scaled ints)."""
         return [n for n, t in self.columns if (t in NUMERIC or t.startswith("decimal(")) and n != self.time_column]
 
-    def type_of(self, column: str) -> str:
-        typ = self.types.get(column)
-        if typ is None:
-            raise InvalidInput(f"unknown column {column!r}", column=column)
-        return typ
-
-    def to_dict(self) -> dict[str, str]:
-        return dict(self.columns)
-
     def validate(self, batch: Any, strings: StringDictionary) -> tuple[dict[str, np.ndarray], int]:
         """Columns of `batch` as NumPy arrays (strings as dictionary codes) and the row count."""
         checked, rows = self.check(batch)

@@ -575,3 +575,39 @@ class Window:
         if self.latest < 0:
             return (None, None)
         return self.interval.probe(column, max(0, self.latest - n_q + 1), self.latest)
+
+    # -- its state for snapshots and digests, and its invariants ---------------------------------
+    def counters(self) -> dict:
+        """The scalars a snapshot keeps besides the sub-windows and the open rows (restore() takes
+        them back): latest, last_seal_ms, base_slot, max_event_ms, late_rows and the running totals."""
+        return {"latest": self.latest, "last_seal_ms": self.last_seal_ms, "base_slot": self._base_slot,
+                "max_event_ms": self.max_event_ms, "late_rows": self.late_rows, "prefix": dict(self._prefix)}
+
+    def open_chunks(self) -> tuple[list[dict[str, np.ndarray]], dict[int, list[dict[str, np.ndarray]]]]:
+        """The rows waiting for a slide, as the chunks appended (never changed: referenced, not
+        copied): the open buffer's, and (event time) each open sub-window's by slot. Not a cut
+        being sealed."""
+        return list(self._buffer.chunks), {slot: list(b.chunks) for slot, b in self._slots.items()}
+
+    def _check(self) -> None:
+        """The window's invariants (the engine's _check and the property tests call it after every
+        step)."""
+        assert self.latest >= -1
+        for pos, sub in enumerate(self.subs):
+            if sub is None:
+                assert self.latest < self.n and pos > self.latest, "an empty position only before the window fills"
+                continue
+            assert sub.position == pos and sub.slide % self.n == pos
+            assert self.latest - self.n < sub.slide <= self.latest, "every live sub-window is one of the n youngest"
+            for col in sub.columns.values():
+                assert len(col) == sub.rows and not col.flags.writeable
+        live = self.youngest(self.n)
+        for newer, older in zip(live, live[1:]):
+            assert newer.synopsis.prefix_before == older.synopsis.prefix_after, "running synopsis is continuous"
+        if live:
+            assert live[0].synopsis.prefix_after == self._prefix
+            assert self._prefix[COUNT_KEY] >= sum(s.rows for s in live)
+        for buf in [self._buffer, *self._slots.values()]:
+            assert buf.rows == sum(len(next(iter(chunk.values()))) for chunk in buf.chunks)
+        if self._base_slot is not None and self.spec.clock == "event":
+            assert all(slot > self._base_slot + self.latest for slot in self._slots), "open event-time slots are unsealed"

@@ -266,13 +266,14 @@ def test_a_write_whose_deadline_passed_in_the_queue_is_not_applied():
 
     from windowstore.server.config import ServerConfig
     from windowstore.server.driver import DeadlineExceeded, Driver
+    from windowstore.store import WindowSpec
     from windowstore.txn.commands import Append, CreateStream
 
     driver = Driver(ServerConfig(in_memory=True))
     driver.start()
     try:
-        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 2, 1000, None, "manual", 0, (), 16,
-                                    0)).result(10)
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=2, subwindow_ms=1000, clock="manual"), 0)).result(10)
         busy = driver.call(lambda: time.sleep(0.3))  # the driver is busy for a while
         late = driver.command(Append("s", pa.table({"ts": [1], "v": [1]}), "w", 1, 0), timeout_s=0.05)
         busy.result(10)
@@ -291,12 +292,14 @@ def test_a_snapshot_waits_for_as_much_log_as_the_last_one_held(tmp_path):
     import pyarrow as pa
 
     from windowstore.server.durability import Durability
+    from windowstore.store import WindowSpec
     from windowstore.txn.commands import Append, CreateStream, Slide
     from windowstore.txn.engine import Engine, EngineConfig
 
     engine = Engine(EngineConfig())
     dur = Durability(str(tmp_path), fsync="off", snapshot_every_bytes=1)
-    engine.apply(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 50, 1000, None, "manual", 0, (), 16, 0.0))
+    engine.apply(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                              WindowSpec(subwindows=50, subwindow_ms=1000, clock="manual"), 0.0))
     dur.log(engine.drain(), engine, lambda error: None)
     dur.snapshot(engine, wait=True)
     held, log_at = [], []
@@ -325,6 +328,7 @@ def test_a_snapshot_waits_for_a_seal_in_flight_but_not_for_ever(tmp_path, held_s
 
     from windowstore.server.config import ServerConfig
     from windowstore.server.driver import Driver
+    from windowstore.store import WindowSpec
     from windowstore.txn.commands import Append, CreateStream
 
     entered, release = held_seals
@@ -338,8 +342,8 @@ def test_a_snapshot_waits_for_a_seal_in_flight_but_not_for_ever(tmp_path, held_s
     clock = [1_000_000.0]
     driver = start(clock)
     try:
-        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None, "processing",
-                                    0, (), 16, 0)).result(10)
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1_000_000), 0)).result(10)
         driver.durability.snapshot_wait_s = 3600.0  # first: it waits
         driver.command(Append("s", pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}), "", None, 0)).result(10)
         stream = driver.run(lambda: driver.stream("s"))

@@ -10,12 +10,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
-from windowstore.store import InvalidInput, parse_query, plan_query
+from windowstore.store import InvalidInput, WindowSpec, parse_query, plan_query
+from windowstore.store.errors import ResourceLimit
 from windowstore.txn import StreamFailed, commands
 from windowstore.txn.answers import from_plain, to_plain
 from windowstore.txn.commands import (AbortBatch, Answered, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
                                       StageRows, Unregister)
-from windowstore.txn.engine import AlreadyExists, Engine, EngineConfig, FailedPrecondition, NotFound, ResourceExhausted
+from windowstore.txn.engine import AlreadyExists, Engine, EngineConfig, FailedPrecondition, NotFound
 
 COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"), ("f", "float64"), ("b", "boolean"))
 CLOCKS = [dict(clock="manual", subwindow_ms=100), dict(clock="processing", subwindow_ms=100),
@@ -24,8 +25,8 @@ CLOCKS = [dict(clock="manual", subwindow_ms=100), dict(clock="processing", subwi
 
 
 def create(name, now, n=3, group_by=("k",), **clock):
-    return CreateStream(name, COLUMNS, "ts", n, clock.get("subwindow_ms"), clock.get("subwindow_rows"), clock["clock"],
-                        clock.get("allowed_lateness_ms", 0), group_by, 4, now)
+    return CreateStream(name, COLUMNS, "ts", WindowSpec(n, clock.get("subwindow_ms"), clock.get("subwindow_rows"), clock["clock"],
+                                                    clock.get("allowed_lateness_ms", 0), group_by, 4), now)
 
 
 def batch(rows):
@@ -114,7 +115,7 @@ def run_live(engine: Engine, script, seal_elsewhere: bool = False) -> list:
                 engine.apply(CommitBatch(name, writer, batch_id, counts, slide, now))
             elif kind == "abort":
                 engine.apply(AbortBatch(f"s{act[1]}", act[2], act[3], now))
-        except (InvalidInput, NotFound, AlreadyExists, FailedPrecondition, ResourceExhausted, StreamFailed):
+        except (InvalidInput, NotFound, AlreadyExists, FailedPrecondition, ResourceLimit, StreamFailed):
             pass
         engine._check()
         log.extend(commands.decode(commands.encode(c)) for c in engine.drain())
@@ -466,12 +467,12 @@ def test_an_open_buffer_is_bounded_and_replay_never_refuses():
     e = Engine(EngineConfig(max_buffered_rows=5))
     e.apply(create("s", 0, clock="manual", subwindow_ms=10))
     e.apply(Append("s", batch([(i, "a", i, 0.0) for i in range(4)]), "", None, 1))
-    with pytest.raises(ResourceExhausted, match="rows waiting for a slide .*; slide it or append less"):
+    with pytest.raises(ResourceLimit, match="rows waiting for a slide .*; slide it or append less"):
         e.apply(Append("s", batch([(i, "a", i, 0.0) for i in range(2)]), "", None, 2))
     # a stream that slides on its own clock: the writer is told to back off, not to slide
     e.apply(create("t", 0, clock="processing", subwindow_ms=10))
     e.apply(Append("t", batch([(i, "a", i, 0.0) for i in range(5)]), "", None, 1))
-    with pytest.raises(ResourceExhausted, match="has not caught up with the rows arriving: retry after a backoff"):
+    with pytest.raises(ResourceLimit, match="has not caught up with the rows arriving: retry after a backoff"):
         e.apply(Append("t", batch([(0, "a", 0, 0.0)]), "", None, 1))
     e.apply(Slide("s", 3))
     e.apply(Append("s", batch([(i, "a", i, 0.0) for i in range(5)]), "", None, 4))

@@ -13,6 +13,7 @@ from windowstore.clients import Client
 from windowstore.server.app import WindowStoreServer
 from windowstore.server.config import ServerConfig
 from windowstore.server.driver import Driver
+from windowstore.store import WindowSpec
 from windowstore.txn.commands import Append, CreateStream
 
 
@@ -32,8 +33,8 @@ def test_a_due_slide_is_applied_before_a_read_that_arrives_after_its_due_time():
     driver.start()
     try:
         # processing time, 1,000 s sub-windows: no timer fires during the test
-        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None, "processing",
-                                    0, (), 16, 0)).result(10)
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1_000_000), 0)).result(10)
         driver.command(Append("s", pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}), "", None, 0)).result(10)
         stream = driver.run(lambda: driver.stream("s"))
         due = driver.run(lambda: stream.window.next_due_ms())
@@ -129,8 +130,8 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
     driver = Driver(ServerConfig(in_memory=True, offload_ms=0), clock=clock)
     driver.start()
     try:
-        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None, "processing",
-                                    0, (), 16, 0)).result(10)
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1_000_000), 0)).result(10)
         stream = driver.run(lambda: driver.stream("s"))
 
         def slide_with(v):
@@ -175,8 +176,8 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_sea
     driver.start()
     try:
         for name in ("a", "b"):
-            driver.command(CreateStream(name, (("ts", "int64"), ("v", "int64")), "ts", 4, 1_000_000, None,
-                                        "processing", 0, (), 16, 0)).result(10)
+            driver.command(CreateStream(name, (("ts", "int64"), ("v", "int64")), "ts",
+                                        WindowSpec(subwindows=4, subwindow_ms=1_000_000), 0)).result(10)
         driver.command(Append("a", pa.table({"ts": [1, 2, 3], "v": [1, 2, 3]}), "", None, 0)).result(10)
         driver.command(Append("b", pa.table({"ts": [1], "v": [7]}), "", None, 0)).result(10)
         a, b = driver.run(lambda: (driver.stream("a"), driver.stream("b")))

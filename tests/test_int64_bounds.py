@@ -30,8 +30,8 @@ SHAPES = {
 
 
 def create(name: str, now: int, n: int = 3, **shape) -> CreateStream:
-    return CreateStream(name, COLUMNS, "ts", n, shape.get("subwindow_ms"), shape.get("subwindow_rows"), shape["clock"],
-                        shape.get("allowed_lateness_ms", 0), (), 4, now)
+    return CreateStream(name, COLUMNS, "ts", WindowSpec(n, shape.get("subwindow_ms"), shape.get("subwindow_rows"), shape["clock"],
+                                                    shape.get("allowed_lateness_ms", 0), (), 4), now)
 
 
 def rows(ts: list[int]) -> pa.Table:

@@ -488,7 +488,7 @@ def test_dropping_a_joined_stream_withdraws_its_joins():
 def engine_with_streams(policy="ttu"):
     eng = Engine(EngineConfig(policy=policy), History())
     for name, n in N_SUB.items():
-        eng.apply(CreateStream(name, tuple(SCHEMA.items()), "ts", n, 1, None, "manual", 0, (), 16, 0.0))
+        eng.apply(CreateStream(name, tuple(SCHEMA.items()), "ts", WindowSpec(subwindows=n, subwindow_ms=1, clock="manual"), 0.0))
     return eng
 
 

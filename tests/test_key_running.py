@@ -93,8 +93,10 @@ def test_a_restored_window_has_the_same_totals():
         s.window.slide(0)
     w = s.window
     again = Window(w.schema, w.spec, 0)
-    again.restore([sub for sub in w.subs if sub is not None], w.latest, w._prefix, w.last_seal_ms, w._base_slot,
-                  w.max_event_ms, w.late_rows, [], {})
+    c = w.counters()
+    again.restore([sub for sub in w.subs if sub is not None], c["latest"], c["prefix"], c["last_seal_ms"], c["base_slot"],
+                  c["max_event_ms"], c["late_rows"], [], {})
+    again._check()
     for n_q in range(1, 5):
         a, b = w.key_totals("k", n_q), again.key_totals("k", n_q)
         assert a is not None and b is not None

@@ -12,8 +12,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from windowstore.clients import AsyncClient, ResourceExhausted as ClientResourceExhausted
 from windowstore.server.config import ServerConfig
-from windowstore.server.driver import Driver, ResourceExhausted, SubscriberQueue
+from windowstore.server.driver import Driver, ResourceLimit, SubscriberQueue
 from windowstore.server.process import ServerProcess
+from windowstore.store import WindowSpec
 from windowstore.txn.commands import CreateStream, Register
 
 
@@ -40,11 +41,12 @@ def test_subscriptions_are_capped_by_max_subscribers():
     driver = Driver(ServerConfig(in_memory=True, max_subscribers=4))
     driver.start()
     try:
-        driver.command(CreateStream("s", (("ts", "int64"),), "ts", 2, 1000, None, "manual", 0, (), 16, 0)).result(10)
+        driver.command(CreateStream("s", (("ts", "int64"),), "ts", WindowSpec(subwindows=2, subwindow_ms=1000, clock="manual"),
+                                    0)).result(10)
         p = driver.command(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 0)).result(10)
         for _ in range(4):
             driver.call(lambda: driver.subscribe(p.query_id)).result(10)
-        with pytest.raises(ResourceExhausted, match="4 subscriptions are open"):
+        with pytest.raises(ResourceLimit, match="4 subscriptions are open"):
             driver.call(lambda: driver.subscribe(p.query_id)).result(10)
     finally:
         driver.stop(5)

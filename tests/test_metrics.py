@@ -112,6 +112,7 @@ def test_stream_bytes_count_the_key_synopses():
 
     from windowstore.server.config import ServerConfig
     from windowstore.server.driver import Driver
+    from windowstore.store import WindowSpec
     from windowstore.txn.commands import Append, CreateStream, Slide
 
     driver = Driver(ServerConfig(in_memory=True))
@@ -119,8 +120,9 @@ def test_stream_bytes_count_the_key_synopses():
     try:
         keys, subs = 20_000, 3
         for name, group_by in (("plain", ()), ("grouped", ("k",))):
-            driver.command(CreateStream(name, (("ts", "int64"), ("k", "string"), ("v", "int64")), "ts", 4, 1000,
-                                        None, "manual", 0, group_by, 16, 0)).result(10)
+            driver.command(CreateStream(name, (("ts", "int64"), ("k", "string"), ("v", "int64")), "ts",
+                                        WindowSpec(subwindows=4, subwindow_ms=1000, clock="manual", group_by=group_by),
+                                        0)).result(10)
             for j in range(subs):
                 batch = pa.table({"ts": list(range(keys)), "k": [f"key{i}" for i in range(keys)], "v": list(range(keys))})
                 driver.command(Append(name, batch, "", None, 0)).result(10)

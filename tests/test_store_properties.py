@@ -75,8 +75,10 @@ def build(schema, spec, batches):
     for j, rows in enumerate(batches):
         if rows:
             stream.append({c: [r[c] for r in rows] for c in schema})
+            stream.window._check()
         if j < len(batches) - 1:
             stream.window.slide((j + 1) * 100)
+            stream.window._check()
             logical.append(rows)
     return stream, logical
 
@@ -163,6 +165,7 @@ def test_compacting_the_string_dictionary_changes_no_answer(scenario, data):
     paths = [(q, access) for q in qs for access in (None, "window")]
     before = [run_plan(plan_query(q, stream, access=a)).rows for q, a in paths]
     freed = stream.compact_strings()
+    stream.window._check()
     assert len(stream.strings) == len(stream.window.live_codes())
     assert freed >= 0
     after = [run_plan(plan_query(q, stream, access=a)).rows for q, a in paths]

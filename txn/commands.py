@@ -8,32 +8,33 @@ Slides are commands too: whatever made a slide happen (the processing clock, a w
 count, a client's Slide request), the engine records the slide it applied, with its time, in the
 order it happened relative to the appends around it. Replaying a Slide applies it directly.
 
-Encoding: one version byte, one kind byte, a 4-byte header length, a JSON header, and for Append
-the batch as an Arrow IPC stream.
+Encoding: one version byte, one kind byte (Kind: fixed numbers, never reused), a 4-byte header
+length, a JSON header, and for Append and StageRows the batch as an Arrow IPC stream.
 """
 from __future__ import annotations
 
+import enum
 import json
 import struct
 from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
 
+from windowstore.store.window import WindowSpec
+
 FORMAT = 1
 
 
 @dataclass(frozen=True)
 class CreateStream:
+    """Create stream `name` with window `spec`. The log's header holds the spec's fields flat,
+    between time_column and now_ms: a field added to WindowSpec (with a default) needs nothing here,
+    and older logs, without it, read as its default."""
+
     name: str
     columns: tuple[tuple[str, str], ...]
     time_column: str
-    subwindows: int
-    subwindow_ms: int | None
-    subwindow_rows: int | None
-    clock: str
-    allowed_lateness_ms: int
-    group_by: tuple[str, ...]
-    topk: int
+    spec: WindowSpec
     now_ms: float
 
 
@@ -150,11 +151,32 @@ class Answered:
 
 Command = (CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings | StageRows | CommitBatch
            | AbortBatch | Answered)
-_KINDS = [CreateStream, DropStream, Append, Slide, Register, Unregister, CompactStrings, StageRows, CommitBatch,
-          AbortBatch, Answered]
+
+
+class Kind(enum.IntEnum):
+    """A command's kind byte in the log. The number is what data directories on disk hold: never
+    change or reuse one (tests/test_log_format.py pins them); a new command takes the next."""
+
+    CREATE_STREAM = 0
+    DROP_STREAM = 1
+    APPEND = 2
+    SLIDE = 3
+    REGISTER = 4
+    UNREGISTER = 5
+    COMPACT_STRINGS = 6
+    STAGE_ROWS = 7
+    COMMIT_BATCH = 8
+    ABORT_BATCH = 9
+    ANSWERED = 10
+
+
+CLASS_OF: dict[Kind, type] = {
+    Kind.CREATE_STREAM: CreateStream, Kind.DROP_STREAM: DropStream, Kind.APPEND: Append, Kind.SLIDE: Slide,
+    Kind.REGISTER: Register, Kind.UNREGISTER: Unregister, Kind.COMPACT_STRINGS: CompactStrings,
+    Kind.STAGE_ROWS: StageRows, Kind.COMMIT_BATCH: CommitBatch, Kind.ABORT_BATCH: AbortBatch, Kind.ANSWERED: Answered}
+KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in CLASS_OF.items()}
 _WITH_ROWS = {Append: ("stream", "writer_id", "batch_id", "now_ms"),
               StageRows: ("stream", "writer_id", "batch_id", "attempt", "chunk", "now_ms")}
-_KIND_OF = {cls: i for i, cls in enumerate(_KINDS)}
 _HEAD = struct.Struct("<BBI")
 
 
@@ -165,12 +187,16 @@ def encode(cmd: Command) -> bytes:
 def encode_parts(cmd: Command) -> tuple[bytes, ...]:
     """encode(cmd) as consecutive parts: a batch's Arrow bytes are the last one, as they came
     (the log writes the parts one after the other, without copying a large batch into one)."""
-    kind = _KIND_OF[type(cmd)]
+    kind = KIND_OF[type(cmd)]
     if type(cmd) in _WITH_ROWS:
         header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
         body = cmd.payload()
     else:
         header, body = asdict(cmd), b""
+        if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms
+            now_ms = header.pop("now_ms")
+            header.update(header.pop("spec"))
+            header["now_ms"] = now_ms
     head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     head = _HEAD.pack(FORMAT, kind, len(head)) + head
     return (head, body) if body else (head,)
@@ -178,15 +204,20 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
 
 def decode(data: bytes | memoryview) -> Command:
     version, kind, n = _HEAD.unpack_from(data, 0)
-    if version != FORMAT or kind >= len(_KINDS):
+    cls = CLASS_OF.get(kind)
+    if version != FORMAT or cls is None:
         raise ValueError(f"unknown command format {version}/{kind}")
     header = json.loads(bytes(data[_HEAD.size:_HEAD.size + n]))
-    cls = _KINDS[kind]
     if cls in _WITH_ROWS:
         ipc = bytes(data[_HEAD.size + n:])
         with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
             table = reader.read_all()
         return cls(batch=table, ipc=ipc, **header)
+    if cls is CreateStream:
+        spec = {f.name: header.pop(f.name) for f in fields(WindowSpec) if f.name in header}
+        if "group_by" in spec:
+            spec["group_by"] = tuple(spec["group_by"])
+        header["spec"] = WindowSpec(**spec)
     for f in fields(cls):
         if isinstance(header.get(f.name), list):  # JSON has no tuples
             header[f.name] = tuple(tuple(x) if isinstance(x, list) else x for x in header[f.name])

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from windowstore.store import InvalidInput, Schema, Stream, StoreError, WindowSpec, plan_query
+from windowstore.store.errors import ResourceLimit
 from windowstore.store.join import DEFAULT_MAX_ROWS, plan_join
 from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery
 from windowstore.store.digest import batch_digest
-from windowstore.store.window import COUNT_KEY
 
 from .answers import AnswerLog, from_plain, to_plain
 from .commands import (AbortBatch, Answered, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream,
@@ -37,10 +37,6 @@ class NotFound(StoreError):
 
 
 class AlreadyExists(StoreError):
-    pass
-
-
-class ResourceExhausted(StoreError):
     pass
 
 
@@ -177,11 +173,6 @@ class Engine:
         for name in list(self.sched.sealing):
             self.sched.settle(name)
 
-    @property
-    def undrained(self) -> bool:
-        """Whether commands were applied since the last drain."""
-        return bool(self._out)
-
     def drain(self) -> list[Command]:
         """The commands applied since the last drain, in order (for the write-ahead log)."""
         out, self._out = self._out, []
@@ -307,11 +298,8 @@ class Engine:
         if cmd.name in self.sched.streams:
             raise AlreadyExists(f"stream {cmd.name!r} already exists")
         if len(self.sched.streams) >= self.config.max_streams and not self._replaying:
-            raise ResourceExhausted(f"at most {self.config.max_streams} streams")
-        spec = WindowSpec(subwindows=cmd.subwindows, subwindow_ms=cmd.subwindow_ms, subwindow_rows=cmd.subwindow_rows,
-                          clock=cmd.clock, allowed_lateness_ms=cmd.allowed_lateness_ms, group_by=tuple(cmd.group_by),
-                          topk=cmd.topk)
-        stream = Stream(cmd.name, Schema.of(dict(cmd.columns), cmd.time_column), spec, created_ms=int(cmd.now_ms))
+            raise ResourceLimit(f"at most {self.config.max_streams} streams")
+        stream = Stream(cmd.name, Schema.of(dict(cmd.columns), cmd.time_column), cmd.spec, created_ms=int(cmd.now_ms))
         self.sched.add_stream(stream)
         self.books[cmd.name] = StreamBook()
         self._emit(cmd)
@@ -379,8 +367,8 @@ class Engine:
         stream.spec.check_event_times(checked[stream.schema.time_column], stream.schema.time_column)
         size = cmd.batch.nbytes
         if self.staged_bytes + size > self.config.max_staged_bytes and not self._replaying:
-            raise ResourceExhausted(f"{self.staged_bytes} bytes are staged by uncommitted batches "
-                                    f"(limit {self.config.max_staged_bytes}): commit or abort them")
+            raise ResourceLimit(f"{self.staged_bytes} bytes are staged by uncommitted batches "
+                                f"(limit {self.config.max_staged_bytes}): commit or abort them")
         chunks = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, {})
         old = chunks.get(cmd.chunk)
         chunks[cmd.chunk] = cmd.batch
@@ -457,7 +445,7 @@ class Engine:
         if not self._replaying and stream.window.buffered_rows + rows > self.config.max_buffered_rows:
             advice = ("slide it or append less" if stream.spec.clock == "manual" else
                       "the next slide has not caught up with the rows arriving: retry after a backoff")
-            raise ResourceExhausted(
+            raise ResourceLimit(
                 f"stream {stream.name!r} has {stream.window.buffered_rows} rows waiting for a slide (limit "
                 f"{self.config.max_buffered_rows}); {advice}")
 
@@ -548,7 +536,7 @@ class Engine:
 
     def _register(self, cmd: Register) -> PeriodicDef:
         if len(self.periodic) >= self.config.max_periodic_queries and not self._replaying:
-            raise ResourceExhausted(f"at most {self.config.max_periodic_queries} periodic queries")
+            raise ResourceLimit(f"at most {self.config.max_periodic_queries} periodic queries")
         query = parse_statement(cmd.text)
         if isinstance(query, JoinQuery):
             plan = self.plan(query, periodic=True)
@@ -608,16 +596,16 @@ class Engine:
         streams = []
         for name, s in self.sched.streams.items():
             w = s.window
+            buffer, slots = w.open_chunks()
             book = self.books[name]
             streams.append({
                 "name": name, "columns": [list(c) for c in s.schema.columns], "time_column": s.schema.time_column,
                 "spec": {**s.spec.__dict__, "group_by": list(s.spec.group_by)}, "created_ms": s.created_ms,
                 "strings": (s.strings.values, len(s.strings)),
-                "window": {"latest": w.latest, "last_seal_ms": w.last_seal_ms, "base_slot": w._base_slot,
-                           "max_event_ms": w.max_event_ms, "late_rows": w.late_rows, "prefix": dict(w._prefix)},
+                "window": w.counters(),
                 "subs": [sub for sub in w.subs if sub is not None],
-                "buffer": list(w._buffer.chunks),
-                "slots": {slot: list(b.chunks) for slot, b in w._slots.items()},
+                "buffer": buffer,
+                "slots": slots,
                 "staged": [[w, b, a, dict(cs)] for (w, b), ats in book.staged.items() for a, cs in ats.items()],
                 "high_water": dict(book.high_water),
                 # (batch, ack) pairs: copied at C speed here, made plain data by the snapshot writer
@@ -693,7 +681,8 @@ class Engine:
             "cached plans are bounded and of live streams"
         sched._check()
         for stream in sched.streams.values():
-            _check_window(stream)
+            stream.window._check()
+            _check_codes(stream)
 
     def digest(self) -> str:
         """A hash of the durable state: equal digests, equal stores (between seals, as capture)."""
@@ -709,12 +698,14 @@ class Engine:
         for name in sorted(self.sched.streams):
             s = self.sched.streams[name]
             w = s.window
-            put(name, s.schema, s.spec, s.created_ms, s.strings.values, w.latest, w.last_seal_ms, w._base_slot,
-                w.max_event_ms, w.late_rows, sorted(w._prefix.items()))
-            for chunk in w._buffer.chunks:
+            counters = w.counters()
+            put(name, s.schema, s.spec, s.created_ms, s.strings.values, *(counters[k] for k in (
+                "latest", "last_seal_ms", "base_slot", "max_event_ms", "late_rows")), sorted(counters["prefix"].items()))
+            buffer, slots = w.open_chunks()
+            for chunk in buffer:
                 put(*(chunk[c].tobytes() for c in sorted(chunk)))
-            for slot in sorted(w._slots):
-                for chunk in w._slots[slot].chunks:
+            for slot in sorted(slots):
+                for chunk in slots[slot]:
                     put(slot, *(chunk[c].tobytes() for c in sorted(chunk)))
             for sub in w.subs:
                 if sub is not None:
@@ -772,27 +763,10 @@ def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:
     return out, sum(p[1] for p in parts)
 
 
-def _check_window(stream: Stream) -> None:
+def _check_codes(stream: Stream) -> None:
+    """Every string code a live sub-window holds is in the stream's dictionary."""
     w = stream.window
-    assert w.latest >= -1
-    for pos, sub in enumerate(w.subs):
-        if sub is None:
-            assert w.latest < w.n and pos > w.latest, "an empty position only before the window fills"
-            continue
-        assert sub.position == pos and sub.slide % w.n == pos
-        assert w.latest - w.n < sub.slide <= w.latest, "every live sub-window is one of the n youngest"
-        for col in sub.columns.values():
-            assert len(col) == sub.rows and not col.flags.writeable
     live = w.youngest(w.n)
-    for newer, older in zip(live, live[1:]):
-        assert newer.synopsis.prefix_before == older.synopsis.prefix_after, "running synopsis is continuous"
-    if live:
-        assert live[0].synopsis.prefix_after == w._prefix
-        assert w._prefix[COUNT_KEY] >= sum(s.rows for s in live)
-    for buf in [w._buffer, *w._slots.values()]:
-        assert buf.rows == sum(len(next(iter(chunk.values()))) for chunk in buf.chunks)
-    if w._base_slot is not None and stream.spec.clock == "event":
-        assert all(slot > w._base_slot + w.latest for slot in w._slots), "open event-time slots are unsealed"
     codes = [sub.columns[c] for sub in live for c, t in stream.schema.columns if t == "string"]
     if codes and any(len(c) for c in codes):
         assert int(max(int(c.max()) for c in codes if len(c))) < len(stream.strings)

@@ -114,14 +114,6 @@ def stream_names(plan) -> list[str]:
     return plan.names if isinstance(plan, JoinQueryPlan) else [plan.stream.name]
 
 
-def plan_reads(plan, name: str) -> bool:
-    return plan.reads_stream(name) if isinstance(plan, JoinQueryPlan) else plan.stream.name == name
-
-
-def is_join(plan) -> bool:
-    return isinstance(plan, JoinQueryPlan)
-
-
 def first_with_slide(sources: Sequence) -> int | None:
     """The SLIDE (in sub-windows) of the first source that has one."""
     return next((s.every for s in sources if s.every is not None), None)

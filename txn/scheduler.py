@@ -389,7 +389,7 @@ class Scheduler:
         """Run one atomic operation. Returns what it did: 'slide', 'read', 'probe', 'hold' (a query
         waits for a slide, see _hold), 'error' (a query or a slide's seal failed: last_error), or
         None if idle (or every query waits for a job or a slide)."""
-        name = self._due_slide()
+        name = self.stream_due_to_slide()
         if name is not None:
             return self._slide(name)
         self._spawn_due_tasks()
@@ -425,7 +425,7 @@ class Scheduler:
         calls go_on() (the caller may advance the clock there) and stops, the query left active for
         step(), when that returns False, when a slide has fallen due, or when the query waits for a
         job or a slide. None when it cannot start now: submit it."""
-        if isinstance(plan, JoinQueryPlan) or self._due_slide() is not None or plan.stream.name in self.sealing:
+        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None or plan.stream.name in self.sealing:
             return None
         self._spawn_due_tasks()
         if self._refresh or not all(self._waits_for_seal(t) for t in self.active):
@@ -465,7 +465,7 @@ class Scheduler:
             n += 1
         return n
 
-    def _due_slide(self) -> str | None:
+    def stream_due_to_slide(self) -> str | None:
         for name in self.streams:
             if name in self.sealing or name in self.failed or self.slides_due(name) <= 0:
                 continue

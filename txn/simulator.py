@@ -122,7 +122,6 @@ def simulate(cfg: SimConfig) -> dict:
             arrivals.append(at)
     arrivals.reverse()
     next_fill = 0  # the next sub-window whose rows must be buffered before its slide is due
-    busy_ms = 0.0
     while clock[0] < duration_ms:
         while next_fill * t <= clock[0] + t and next_fill * t < duration_ms + t:
             # rows of sub-window [next_fill*t, (next_fill+1)*t) arrive before it is sealed
@@ -144,7 +143,6 @@ def simulate(cfg: SimConfig) -> dict:
         if op == "probe":
             cost = cfg.read_fixed_us / 1000.0
         clock[0] += cost
-        busy_ms += cost
         for r in fresh:  # an answer is reported when its last operation finishes
             r.answered_ms += cost
             r.response_ms += cost

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -22,9 +23,14 @@ from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
 from .answer import Answer
 from .batches import arrow_wire, build, to_arrow, to_columnar
-from .errors import InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
+from .errors import AlreadyExists, InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
 
 DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+def default_target() -> str:
+    """$WINDOWSTORE_TARGET, else 127.0.0.1:50051: where a client connects when given no target."""
+    return os.environ.get("WINDOWSTORE_TARGET") or DEFAULT_TARGET
 _TYPES = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, "string": pb.COLUMN_TYPE_STRING,
           "boolean": pb.COLUMN_TYPE_BOOLEAN, "timestamp": pb.COLUMN_TYPE_TIMESTAMP, "date": pb.COLUMN_TYPE_DATE}
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")  # decimal(precision, scale)
@@ -103,6 +109,16 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
                  subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0, clock=_CLOCKS[clock],
                  allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk)
     return pb.CreateStreamRequest(spec=spec)
+
+
+def _existing(wanted: pb.StreamSpec, described: pb.DescribeStreamResponse) -> dict:
+    """create_stream(exist_ok=True): the stream there, if it was created as asked."""
+    got = described.stream.spec
+    if got != wanted:
+        a, b = _dict(wanted), _dict(got)
+        diff = "; ".join(f"{k} {b[k]!r}, not {a[k]!r}" for k in a if a[k] != b[k])
+        raise AlreadyExists(f"stream {wanted.name!r} exists with another definition: {diff}")
+    return _dict(described.stream)
 
 
 def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
@@ -213,10 +229,10 @@ class Client:
     TLS: `tls=True` (system roots) or `ca=` (PEM text, bytes or a file path); mutual TLS adds
     `cert=` and `key=`. `token=` sends `authorization: Bearer <token>` with every call."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3,
+    def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  channel: grpc.Channel | None = None, tls: bool = False, ca=None, cert=None, key=None,
                  token: str | None = None):
-        self.target = target
+        self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries
         creds, self._metadata = _security(tls, ca, cert, key, token)
@@ -251,10 +267,19 @@ class Client:
     # streams
     def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
-                      allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16) -> dict:
+                      allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
+                      exist_ok: bool = False) -> dict:
+        """Create a stream and return its description. With `exist_ok`, a stream of that name
+        created with the same schema and window is returned as it is (one created differently is
+        still AlreadyExists, saying how it differs)."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
                              allowed_lateness_ms, time_column, topk)
-        return _dict(self._call("CreateStream", req, False).stream)
+        try:
+            return _dict(self._call("CreateStream", req, False).stream)
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            return _existing(req.spec, self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True))
 
     def drop_stream(self, name: str) -> None:
         self._call("DropStream", build(pb.DropStreamRequest, name=name), False)
@@ -348,9 +373,9 @@ class Client:
 class AsyncClient:
     """asyncio client over grpc.aio; the same methods as Client, awaited."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, timeout: float | None = 60.0, retries: int = 3,
+    def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  tls: bool = False, ca=None, cert=None, key=None, token: str | None = None):
-        self.target = target
+        self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries
         creds, self._metadata = _security(tls, ca, cert, key, token)
@@ -385,10 +410,18 @@ class AsyncClient:
 
     async def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
                             subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
-                            allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16) -> dict:
+                            allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
+                            exist_ok: bool = False) -> dict:
+        """As Client.create_stream."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
                              allowed_lateness_ms, time_column, topk)
-        return _dict((await self._call("CreateStream", req, False)).stream)
+        try:
+            return _dict((await self._call("CreateStream", req, False)).stream)
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            return _existing(req.spec, await self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name),
+                                                        True))
 
     async def drop_stream(self, name: str) -> None:
         await self._call("DropStream", build(pb.DropStreamRequest, name=name), False)

@@ -132,19 +132,15 @@ def stage_rows(target, stream: str, writer: str, batch_id: int, attempt: str, ba
 
 def timestamps_to_ms(rb: pa.RecordBatch, column: str) -> pa.RecordBatch:
     """`column` (an Arrow timestamp: Spark's TimestampType, microseconds since the epoch UTC) as the
-    store's event time, int64 milliseconds since the epoch: floor(us / 1000), so a sub-millisecond
-    part is dropped towards the past (1969-12-31 23:59:59.999999 is -1 ms, not 0); NULLs stay NULL
-    (and the store refuses them in the event-time column)."""
+    store's event time, int64 milliseconds since the epoch, as the store converts one
+    (store.schema.event_time_ms: floor(us / 1000), NULLs kept, to be refused)."""
     i = rb.schema.get_field_index(column)
     col = rb.column(i)
     if not pa.types.is_timestamp(col.type):
         return rb
-    import numpy as np
+    from windowstore.store.schema import event_time_ms
 
-    us = col.cast(pa.timestamp("us", col.type.tz)).cast(pa.int64())
-    values = np.floor_divide(us.fill_null(0).to_numpy(zero_copy_only=False), 1000)
-    ms = pa.array(values, pa.int64(), mask=np.asarray(us.is_null()) if us.null_count else None)
-    return rb.set_column(i, pa.field(column, pa.int64()), ms)
+    return rb.set_column(i, pa.field(column, pa.int64()), event_time_ms(column, col))
 
 
 # -- the DataFrame's schema against the stream's, when a write starts ----------------------------------

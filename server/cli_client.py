@@ -17,7 +17,6 @@ from typing import Iterator
 
 from . import cli_output as out
 
-DEFAULT_TARGET = "127.0.0.1:50051"
 FORMATS = ("csv", "parquet", "jsonl", "arrow")
 APPEND_BATCH_ROWS = 100_000
 _ARROW_TYPES = {"COLUMN_TYPE_INT64": "int64", "COLUMN_TYPE_FLOAT64": "float64", "COLUMN_TYPE_STRING": "string",
@@ -40,8 +39,7 @@ def client(args):
         def timeout(self, seconds: float | None) -> None:
             self._deadline = None if seconds is None else time.monotonic() + seconds
 
-    target = args.target or os.environ.get("WINDOWSTORE_TARGET") or DEFAULT_TARGET
-    return DeadlineClient(target, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert,
+    return DeadlineClient(args.target, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert,
                           key=args.tls_key, token=args.token or os.environ.get("WINDOWSTORE_TOKEN"))
 
 
@@ -99,20 +97,13 @@ def _stream_row(info: dict) -> dict:
 
 @with_errors
 def create_stream(args) -> int:
-    from windowstore.clients import AlreadyExists
-
     schema = parse_schema(args.schema)
     with client(args) as ws:
-        try:
-            info = ws.create_stream(args.name, schema, subwindows=args.subwindows, subwindow_ms=args.subwindow_ms,
-                                    subwindow_rows=args.subwindow_rows, clock=args.clock,
-                                    group_by=[g for g in (args.group_by or "").split(",") if g],
-                                    allowed_lateness_ms=args.allowed_lateness_ms, time_column=args.time_column,
-                                    topk=args.topk)
-        except AlreadyExists:
-            if not args.exist_ok:
-                raise
-            info = ws.describe_stream(args.name)
+        info = ws.create_stream(args.name, schema, subwindows=args.subwindows, subwindow_ms=args.subwindow_ms,
+                                subwindow_rows=args.subwindow_rows, clock=args.clock,
+                                group_by=[g for g in (args.group_by or "").split(",") if g],
+                                allowed_lateness_ms=args.allowed_lateness_ms, time_column=args.time_column,
+                                topk=args.topk, exist_ok=args.exist_ok)
     out.records([_stream_row(info)], args.output, utc=args.utc)
     return 0
 
@@ -380,7 +371,7 @@ def client_args(p: argparse.ArgumentParser, timeout: float | None = 60.0,
                 timeout_help: str = "deadline in seconds for the whole command, retries included (default 60)",
                 output: bool = True) -> None:
     p.add_argument("--target", default=None,
-                   help=f"server address (default: $WINDOWSTORE_TARGET, else {DEFAULT_TARGET})")
+                   help="server address (default: $WINDOWSTORE_TARGET, else 127.0.0.1:50051)")
     p.add_argument("--timeout", type=float, default=timeout, help=timeout_help)
     p.add_argument("--tls", action="store_true", help="connect with TLS (system roots unless --tls-ca)")
     p.add_argument("--tls-ca", help="PEM CA certificates to verify the server with (implies --tls)")
@@ -411,7 +402,8 @@ def add_commands(sub) -> None:
     cs.add_argument("--allowed-lateness-ms", type=int, default=0, help="event clock: how late a row may be (default 0)")
     cs.add_argument("--time-column", default="ts", help="the int64 event-time column in ms (default ts)")
     cs.add_argument("--topk", type=int, default=16, help="per-key top-k list length per sub-window (default 16)")
-    cs.add_argument("--exist-ok", action="store_true", help="a stream of that name already there is not an error")
+    cs.add_argument("--exist-ok", action="store_true",
+                    help="a stream of that name created with the same definition is not an error")
     client_args(cs)
     cs.set_defaults(func=create_stream)
 

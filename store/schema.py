@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+import datetime
 import re
 from decimal import Decimal
 
@@ -138,7 +139,10 @@ class Schema:
         checked: dict[str, Any] = {}
         length = None
         for name, typ in self.columns:
-            col, valid = _check_column(name, typ, source[name])
+            values = source[name]
+            if name == self.time_column:
+                values = event_time_ms(name, values)
+            col, valid = _check_column(name, typ, values)
             if valid is not None and name == self.time_column:
                 raise InvalidInput(f"event-time column {name!r} may not be null", column=name)
             n = len(col)
@@ -160,6 +164,33 @@ class Schema:
             if v is not None:
                 out[valid_key(name)] = v
         return out
+
+
+def event_time_ms(name: str, values: Any) -> Any:
+    """An event-time column given as times (Arrow timestamps of any unit, as pandas' datetime64 and
+    Spark's TimestampType arrive; NumPy datetime64; Python datetimes) as int64 milliseconds since
+    the epoch: floor(us / 1000), so a sub-millisecond part is dropped towards the past; NULLs stay
+    NULL (and are refused). Integers are taken as milliseconds, as they are."""
+    if isinstance(values, np.ndarray):
+        if values.dtype.kind == "M":
+            values = pa.array(values)
+        elif values.dtype.kind == "O" and len(values) and isinstance(values[0], (datetime.datetime, datetime.date)):
+            values = values.tolist()
+    if isinstance(values, (list, tuple)) and values and isinstance(values[0], datetime.datetime):
+        try:
+            values = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+            raise InvalidInput(f"event-time column {name!r} must hold times or int64 ms", column=name) from None
+    if isinstance(values, pa.ChunkedArray) and pa.types.is_timestamp(values.type):
+        values = values.combine_chunks()
+    if not (isinstance(values, pa.Array) and pa.types.is_timestamp(values.type)):
+        return values
+    try:
+        us = values.cast(pa.timestamp("us", values.type.tz)).cast(pa.int64())
+    except pa.ArrowInvalid:  # nanoseconds beyond the microsecond range
+        raise InvalidInput(f"event-time column {name!r}: a time beyond the int64 microsecond range", column=name) from None
+    ms = np.floor_divide(us.fill_null(0).to_numpy(zero_copy_only=False), 1000)
+    return pa.array(ms, pa.int64(), mask=np.asarray(us.is_null()) if us.null_count else None)
 
 
 def _check_column(name: str, typ: str, values: Any) -> tuple[Any, np.ndarray | None]:

@@ -49,8 +49,11 @@ def test_a_stream_from_creation_to_drop_through_the_cli(target, tmp_path):
     # again: refused, unless --exist-ok
     again = cli(target, "create-stream", "pk", "--schema", "ts:int64", "--subwindows", "4", "--subwindow-ms", "10")
     assert again.returncode == 1 and again.stderr.startswith("error (ALREADY_EXISTS)")
-    ok(cli(target, "create-stream", "pk", "--schema", "ts:int64", "--subwindows", "4", "--subwindow-ms", "10",
-           "--exist-ok"))
+    ok(cli(target, "create-stream", "pk", "--schema", "ts:int64,src:string,bytes:int64", "--subwindows", "4",
+           "--subwindow-ms", "1000", "--clock", "manual", "--group-by", "src", "--exist-ok"))
+    other = cli(target, "create-stream", "pk", "--schema", "ts:int64", "--subwindows", "4", "--subwindow-ms", "10",
+                "--exist-ok")
+    assert other.returncode == 1 and "exists with another definition" in other.stderr
 
     rows = [{"ts": i, "src": "ab"[i % 2], "bytes": 10 * i} for i in range(1, 8)]
     with open(tmp_path / "a.csv", "w", newline="") as f:

@@ -463,3 +463,30 @@ def test_history_pages_continue_where_they_stopped(ws):
     assert [e.op for e in events] == ["w", "c"] * 3 + ["b", "r", "r", "r", "c"]   # a probe reads all three
     again = ws._stub.StreamHistory(pb.StreamHistoryRequest(stream=name, since_seq=rest.next_seq))
     assert list(again.events) == [] and again.next_seq == rest.next_seq
+
+
+def test_event_times_given_as_datetimes_arrive_as_milliseconds(ws):
+    """pandas datetime64, Python datetimes and NumPy datetime64 in the event-time column are taken
+    as times: int64 ms since the epoch, floor of any finer part (as Spark's timestamps are)."""
+    import datetime as dt
+
+    name = fresh(ws, group_by=[])
+    t = dt.datetime(2026, 11, 27, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    ms = int(t.timestamp() * 1000)
+    frame = pd.DataFrame({"ts": [pd.Timestamp(t)], "src": ["a"], "bytes": [1], "lat": [0.5]})
+    ws.append(name, frame)
+    ws.append(name, {"ts": [t, t + dt.timedelta(milliseconds=1)], "src": ["b", "b"], "bytes": [2, 3], "lat": [1.0, 1.5]})
+    ws.append(name, {"ts": np.array([np.datetime64(t.replace(tzinfo=None), "us")]), "src": ["c"], "bytes": [4],
+                     "lat": [2.0]})
+    ws.slide(name)
+    assert ws.query(f"SELECT MIN(ts), MAX(ts), COUNT(*) FROM {name}").rows == [(ms, ms + 1, 4)]
+
+
+def test_create_stream_with_exist_ok_returns_the_same_stream_and_refuses_another(ws):
+    name = fresh(ws)
+    again = ws.create_stream(name, SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual", group_by=["src"],
+                             exist_ok=True)
+    assert again["spec"]["name"] == name and again["latest_slide"] == -1
+    with pytest.raises(AlreadyExists, match="exists with another definition: subwindows 4, not 5"):
+        ws.create_stream(name, SCHEMA, subwindows=5, subwindow_ms=1000, clock="manual", group_by=["src"],
+                         exist_ok=True)

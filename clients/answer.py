@@ -53,7 +53,7 @@ class Answer:
     window_start_ms: int | None
     window_end_ms: int | None
     staleness_ms: float | None
-    response_ms: float             # server-side: submit to answer
+    response_ms: float             # server-side wall clock: the call's arrival to its answer (periodic: see the proto)
     restarts: int
     policy: str
     access: str

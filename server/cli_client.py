@@ -10,6 +10,7 @@ left of it. The server is --target, else $WINDOWSTORE_TARGET, else 127.0.0.1:500
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -137,7 +138,7 @@ def describe(args) -> int:
     with client(args) as ws:
         info = ws.describe_stream(args.name)
     if args.output == "json":
-        out.records([info], "json")
+        print(json.dumps(info, indent=1))
         return 0
     spec = info["spec"]
     out.records([_stream_row(info)], args.output, utc=args.utc)
@@ -352,7 +353,7 @@ def stats(args) -> int:
     with client(args) as ws:
         s = ws.stats(args.stream or "")
     if args.output == "json":
-        out.records([s], "json")
+        print(json.dumps(s, indent=1))
         return 0
     rows = [{"stream": st["stream"], "slides": st["slides"], "accepted_rows": st["accepted_rows"],
              "late_rows": st["late_rows"], "queries": st["queries"], "aborts": st["aborts"],

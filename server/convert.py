@@ -494,7 +494,8 @@ def _column_types(types: tuple[str, ...]) -> tuple[list[int], list[int], list[in
 
 def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | None = None) -> pb.Answer:
     """The answer as a message; filled into `out` (e.g. a reply's own Answer field) when given,
-    which costs half of building an Answer and copying it in."""
+    which costs half of building an Answer and copying it in. Its response_ms is the caller's to
+    set: it is measured at the edge (service.py, Driver.response_ms), not by the engine."""
     a: CoreAnswer = result.answer
     if out is None:
         out = pb.Answer()
@@ -509,7 +510,6 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
         for x in row:
             _set_value(values.add(), x)
     out.slide = int64(result.slide, "slide")
-    out.response_ms = result.response_ms
     out.restarts = result.restarts
     out.policy = result.policy
     out.access = ACCESS_TO_PB[a.access]

@@ -34,6 +34,12 @@ engine is served; requests that arrive meanwhile wait for it.
 
 The engine (windowstore.txn.engine) is where state changes; this module only moves commands in
 and results out, and keeps what is not state: subscribers and response-time statistics.
+
+Response times are measured at the edge, not by the engine (whose clock only advances between its
+operations): a one-time query's from the call's arrival at its handler to its reply ready to send
+(service.py, then `note_answer`), including the waits in the loop, for a seal or a due slide, and
+the restarts; a periodic execution's from its start (on the driver's clock, ticked into the engine
+before every operation) to its answer being handed to the subscribers (`_publish`).
 """
 from __future__ import annotations
 
@@ -134,7 +140,8 @@ class Subscribers:
 
 @dataclass
 class Metrics:
-    """Per-stream response statistics (not state: they start afresh with the process)."""
+    """Per-stream answer statistics, fed with the response times measured at the edge (not state:
+    they start afresh with the process)."""
 
     staleness: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))
     response: collections.deque = field(default_factory=lambda: collections.deque(maxlen=10_000))
@@ -210,6 +217,10 @@ class Driver:
         self.prometheus = None  # metrics.Metrics, when serving them
         self.subscribers: dict[str, Subscribers] = {}
         self.metrics: dict[str, Metrics] = collections.defaultdict(Metrics)
+        # per periodic query, execution -> its response time (ms) as published: what Subscribe and
+        # ReadAnswers report; as many as its answer log or a subscriber's queue can hold
+        self.periodic_response: dict[str, dict[int, float]] = {}
+        self._keep_responses = max(config.answer_log_keep, config.subscriber_buffer)
         self.inflight = 0
         self.recovered = threading.Event()  # recovery is over (then `ready`, or `recovery_error`)
         self.finished = threading.Event()   # shut down: the log closed, subscribers told
@@ -433,21 +444,17 @@ class Driver:
             raise ResourceLimit(f"{self.inflight} queries in flight (limit {self.config.max_concurrent_queries})")
         self._slides_first()
         plan = self.engine.plan(query)  # refuses SLIDE: a periodic query is registered instead
-        name = plan.stream.name
         txn = None
         idle = self._step_handle is None and not self._in_step and self.ready and not self._done
         if idle:
             txn = self.engine.run_now(plan, priority, go_on=self._go_on(_STEP_BUDGET_S))
             if txn is not None and txn.done:
-                if txn.result is not None:
-                    self._note_answer(name, txn.result)
                 return txn, None
         done = self.loop.create_future()
 
         def finished(txn):
             self.inflight -= 1
             if txn.result is not None:
-                self._note_answer(name, txn.result)
                 _settle(done, txn.result)
             else:
                 _settle(done, error=txn.error)
@@ -759,6 +766,7 @@ class Driver:
     def close_periodic(self, query_ids, reason: str) -> None:
         """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
         for qid in query_ids:
+            self.periodic_response.pop(qid, None)
             for q in self.subscribers.pop(qid, Subscribers()).queues:
                 _offer(q, (CLOSED, reason))
 
@@ -782,7 +790,15 @@ class Driver:
     def _publish(self, query_id: str, result: Result) -> None:
         p = self.engine.periodic.get(query_id)
         if p is not None:
-            self._note_answer(p.task.plan.stream.name, result, "periodic")
+            # the engine's clock when the execution was submitted (Result.response_ms is the
+            # engine's own figure, answered_ms - submitted), to the driver's clock now
+            started_ms = result.answered_ms - result.response_ms
+            response_ms = max(0.0, self.clock() - started_ms)
+            kept = self.periodic_response.setdefault(query_id, {})
+            kept[result.execution] = response_ms
+            while len(kept) > self._keep_responses:
+                del kept[next(iter(kept))]
+            self.note_answer(p.task.plan.stream.name, result, response_ms, "periodic")
         subs = self.subscribers.get(query_id)
         if subs is not None:
             for q in subs.queues:
@@ -795,6 +811,7 @@ class Driver:
             _offer(q, (error, str(error)))
         if query_id not in self.engine.periodic:  # failed for good: it is gone
             self.subscribers.pop(query_id, None)
+            self.periodic_response.pop(query_id, None)
 
     def metrics_snapshot(self) -> dict:
         """Everything the Prometheus collector exports, in one driver turn."""
@@ -817,13 +834,20 @@ class Driver:
         s["offload"] = {"jobs": sched.jobs, "discarded": sched.jobs_discarded, "holds": sched.holds}
         return s
 
-    def _note_answer(self, name: str, result: Result, query_class: str = "onetime") -> None:
+    def note_answer(self, name: str, result: Result, response_ms: float, query_class: str = "onetime") -> None:
+        """An answer given: its staleness and its response time measured at the edge, into the
+        stream's statistics and the Prometheus histograms (loop thread)."""
         if self.prometheus is not None:
-            self.prometheus.observe_answer(name, query_class, result)
+            self.prometheus.observe_answer(name, query_class, result, response_ms)
         m = self.metrics[name]
         if result.staleness_ms is not None:
             m.staleness.append(result.staleness_ms)
-        m.response.append(result.response_ms)
+        m.response.append(response_ms)
+
+    def response_ms(self, query_id: str, result: Result) -> float:
+        """A periodic answer's response time as it was published; 0.0 when this process did not
+        publish it (an answer recovered from the log after a restart) or no longer keeps it."""
+        return self.periodic_response.get(query_id, {}).get(result.execution, 0.0)
 
     def _close_subscribers(self, reason: str) -> None:
         self.close_periodic(list(self.subscribers), reason)

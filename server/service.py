@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from windowstore.store import InvalidInput, to_text
@@ -213,6 +214,7 @@ class WindowStoreService:
         return who
 
     async def Query(self, request, context):
+        arrived = time.perf_counter_ns()  # the answer's response_ms: from here to the reply ready to send
         query, _ = self._query(request)
         streams = _streams(query)
         self._allow_all(context, "read", streams)
@@ -239,6 +241,9 @@ class WindowStoreService:
             self._done(who)
         response = pb.QueryResponse()
         convert.answer_to_pb(result, streams[0], txn.id, response.answer)
+        response_ms = (time.perf_counter_ns() - arrived) / 1e6
+        response.answer.response_ms = response_ms
+        d.note_answer(streams[0], result, response_ms)
         return response
 
     async def RegisterQuery(self, request, context):
@@ -303,7 +308,9 @@ class WindowStoreService:
             while True:
                 item = await q.next()
                 if isinstance(item, Result):
-                    yield convert.answer_to_pb(item, stream_name, request.query_id)
+                    a = convert.answer_to_pb(item, stream_name, request.query_id)
+                    a.response_ms = self.driver.response_ms(request.query_id, item)
+                    yield a
                     continue
                 marker, text = item
                 if marker is CLOSED:
@@ -321,7 +328,8 @@ class WindowStoreService:
             request.query_id, request.after_slide, through, request.limit or 1000), context)
         response = pb.ReadAnswersResponse(latest_slide=latest, first_slide=first)
         for r in answers:
-            convert.answer_to_pb(r, stream, request.query_id, response.answers.add())
+            a = convert.answer_to_pb(r, stream, request.query_id, response.answers.add())
+            a.response_ms = self.driver.response_ms(request.query_id, r)
         return response
 
     # -- introspection -------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -12,6 +13,20 @@ settings.register_profile("ci", max_examples=60, deadline=None)
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile("deep", max_examples=1500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def wait_for(predicate, what: str, timeout: float = 30.0, poll: float = 0.02):
+    """Poll `predicate` until it returns something truthy and return that; past `timeout` seconds,
+    fail naming `what` was awaited. A wait for a condition, not for a length of time: the timeout
+    only bounds a test that would otherwise hang."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(poll)
 
 
 @pytest.fixture

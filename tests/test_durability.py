@@ -15,6 +15,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 import grpc
 
+from conftest import wait_for
 from windowstore.clients import Client, Unavailable
 from windowstore.server.process import ServerProcess
 
@@ -65,10 +66,19 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
             assert ws.slide("s") == latest + 1
             assert [q["query_id"] for q in ws.list_queries()] == [pid.id]
             answers_of = ws.subscribe(pid.id)
-            slider = threading.Timer(0.5, lambda: ws.slide("s"))  # once the subscription is open
+            errors = []
+
+            def slide_once_subscribed():
+                try:
+                    wait_for(lambda: [q["subscribers"] for q in ws.list_queries()] == [1], "the subscription to be open")
+                    ws.slide("s")
+                except BaseException as e:  # noqa: BLE001
+                    errors.append(e)
+            slider = threading.Thread(target=slide_once_subscribed)
             slider.start()
             first = next(iter(answers_of))
             slider.join()
+            assert not errors, errors
             assert first.query_id == pid.id and first.slide == latest + 2
     finally:
         srv.stop()
@@ -89,11 +99,9 @@ def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snaps
             ws.append("s", {"ts": [b * 10, b * 10 + 1], "k": ["a", None if b % 3 else "é"], "v": [2**62, b],
                             "d": ["1.25", None]})
             ws.slide("s")
-        for _ in range(100):  # the query answers each slide in its own time
-            kept, newest, oldest = ws.read_answers(q.id)
-            if newest == 7:
-                break
-            time.sleep(0.05)
+        # the query answers each slide in its own time
+        kept, newest, oldest = wait_for(lambda: (got := ws.read_answers(q.id))[1] == 7 and got,
+                                        "the periodic query's answer for slide 7")
         assert [a.slide for a in kept] == list(range(8)) and oldest == -1  # -1: the first, over the empty window
         ws.append("s", {"ts": [99], "k": ["z"], "v": [0], "d": ["0"]})  # acknowledged: everything before is durable
     kill(srv)
@@ -105,11 +113,8 @@ def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snaps
             assert [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.types) for a in after] == \
                 [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.types) for a in kept[3:]]
             ws.slide("s")  # the query goes on: the next answer follows the last one kept
-            for _ in range(100):
-                more, newest, _ = ws.read_answers(q.id, after_slide=7)
-                if more:
-                    break
-                time.sleep(0.05)
+            more, newest, _ = wait_for(lambda: (got := ws.read_answers(q.id, after_slide=7))[0] and got,
+                                       "an answer after slide 7")
             assert [a.slide for a in more] == [8]
     finally:
         srv.stop()
@@ -121,7 +126,9 @@ def test_snapshots_bound_the_log_and_recovery_uses_them(tmp_path):
     with Client(srv.target, timeout=30) as ws:
         fill(ws, batches=40)
         before = answers(ws)
-    time.sleep(0.5)  # let the last background snapshot finish (not required for correctness)
+        # the last background snapshot finishes by itself: a snapshot is kept and the log before it removed
+        wait_for(lambda: any(s.isdigit() for s in os.listdir(tmp_path / "snapshots"))
+                 and len(os.listdir(tmp_path / "wal")) <= 3, "a snapshot that leaves at most 3 log segments")
     kill(srv)
     snaps = os.listdir(tmp_path / "snapshots")
     assert len([s for s in snaps if s.isdigit()]) >= 1
@@ -273,9 +280,13 @@ def test_a_write_whose_deadline_passed_in_the_queue_is_not_applied():
     try:
         driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", 2, 1000, None, "manual", 0, (), 16,
                                     0)).result(10)
-        busy = driver.call(lambda: time.sleep(0.3))  # the driver is busy for a while
+        gate = threading.Event()
+        busy = driver.call(lambda: gate.wait(30))  # the driver is busy until the gate opens
         late = driver.command(Append("s", pa.table({"ts": [1], "v": [1]}), "w", 1, 0), timeout_s=0.05)
-        busy.result(10)
+        queued = time.monotonic()  # the write's deadline is at most 0.05 s after this
+        wait_for(lambda: time.monotonic() > queued + 0.05, "the queued write's deadline to pass", poll=0.01)
+        gate.set()
+        assert busy.result(10)
         with pytest.raises(DeadlineExceeded, match="nothing was done"):
             late.result(10)
         assert driver.call(lambda: driver.stream("s").window.buffered_rows).result(10) == 0

@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 
 import pytest
 
+from conftest import wait_for
 from pki import make_pki
 from windowstore.clients import Client, InvalidArgument, ResourceExhausted
 from windowstore.clients.errors import PermissionDenied
@@ -53,6 +53,11 @@ class Log:
     def window(self, name: str, slide: int, n_q: int) -> list[dict]:
         """The rows of the n_Q youngest sub-windows as of `slide`."""
         return [r for sub in self.subs[name][max(0, slide - n_q + 1): slide + 1] for r in sub]
+
+
+def subscribed(ws, query_id: str):
+    """A predicate: the server reports an open subscription to the query."""
+    return lambda: any(x["query_id"] == query_id and x["subscribers"] >= 1 for x in ws.list_queries())
 
 
 def rows(rng, count: int, keys: int = 4) -> list[dict]:
@@ -132,13 +137,19 @@ def test_periodic_join_answers_equal_the_recomputed_join(ws):
     listed = {x["query_id"]: x for x in ws.list_queries(right)}
     assert listed[q.id]["streams"] == [left, right] and listed[q.id]["stream"] == left
 
+    errors = []
+
     def feed():
-        time.sleep(0.5)  # the subscription is open by then
-        for _ in range(4):
-            for name in (right, left):   # a slide of b, then of a (which makes it due)
-                log.append(name, rows(rng, 10))
-                log.slide(name)
-            time.sleep(0.05)
+        try:
+            wait_for(subscribed(ws, q.id), "the subscription to be open")
+            for _ in range(4):
+                for name in (right, left):   # a slide of b, then of a (which makes it due)
+                    log.append(name, rows(rng, 10))
+                    log.slide(name)
+                slide = len(log.subs[left]) - 1
+                wait_for(lambda: ws.read_answers(q.id)[1] >= slide, f"the periodic join's answer for slide {slide}")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
     t = threading.Thread(target=feed)
     got = []
     with Client(ws.target, timeout=30) as sub:
@@ -149,6 +160,7 @@ def test_periodic_join_answers_equal_the_recomputed_join(ws):
             if {s.stream: s.slide for s in a.sources}[left] >= 9:
                 break
     t.join()
+    assert not errors, errors
     assert len(got) >= 2
     for a in got:
         assert a.access == "join" and a.query_id == q.id
@@ -250,14 +262,20 @@ def test_a_registered_periodic_join_survives_kill_9(tmp_path):
             assert listed["query_id"] == q.id and listed["streams"] == [left, right]
             answers = ws.subscribe(q.id, timeout=20)
 
+            errors = []
+
             def feed():
-                time.sleep(0.5)
-                log.append(left, rows(rng, 10))
-                log.slide(left)
+                try:
+                    wait_for(subscribed(ws, q.id), "the subscription to be open")
+                    log.append(left, rows(rng, 10))
+                    log.slide(left)
+                except BaseException as e:  # noqa: BLE001
+                    errors.append(e)
             t = threading.Thread(target=feed)
             t.start()
             first = next(iter(answers))
             t.join()
+            assert not errors, errors
             assert first.query_id == q.id and [s.slide for s in first.sources] == [6, 5]
             assert first.rows == expected(log, first, left, right)
             # the stream's drop takes the join with it, durably

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
+from conftest import examples
 from windowstore.store import InvalidInput, parse_query, plan_query
 from windowstore.txn import StreamFailed, commands
 from windowstore.txn.answers import from_plain, to_plain
@@ -160,7 +161,7 @@ def frequent_compaction():
         stream_module.COMPACT_MIN = saved
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replaying_the_log_rebuilds_the_same_state(script):
     live = Engine(EngineConfig(policy="ttu"))
@@ -312,7 +313,7 @@ def test_string_codes_of_expired_sub_windows_are_reclaimed():
     assert again.digest() == e.digest()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replay_with_frequent_string_compaction(script):
     with frequent_compaction():
@@ -327,7 +328,7 @@ seal_actions = st.sampled_from([append_action, append_action, time_action, steps
                                 sealed_action, slide_action, query_action, register_action, actions]).flatmap(lambda a: a)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(seal_actions, max_size=50))
 def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
     """Every slide's seal is a job handed back later (appends, queries, other streams' slides,
@@ -343,7 +344,7 @@ def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
         assert replay_log(log).digest() == live.digest()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.one_of(seal_actions, st.tuples(st.just("break"), st.integers(0, 2))), max_size=50),
        st.booleans())
 def test_streams_stopped_by_a_seal_that_raised_then_dropped_leave_what_replay_rebuilds(script, elsewhere):

@@ -42,6 +42,7 @@ def kill(srv):
     srv.proc.wait()
 
 
+@pytest.mark.slow
 def test_acknowledged_writes_survive_kill_9(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
     with Client(srv.target, timeout=30) as ws:
@@ -84,6 +85,7 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("snapshots", [False, True])
 def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snapshots):
     """The answer log is durable state: a reader that resumes after the newest slide it read gets
@@ -120,6 +122,7 @@ def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snaps
         srv.stop()
 
 
+@pytest.mark.slow
 def test_snapshots_bound_the_log_and_recovery_uses_them(tmp_path):
     # a tiny snapshot threshold: many snapshots, old segments deleted, same answers after kill -9
     srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))
@@ -148,6 +151,7 @@ def _last_segment(path: Path) -> Path:
     return sorted((path / "wal").iterdir())[-1]
 
 
+@pytest.mark.slow
 def test_a_torn_tail_is_truncated_with_a_warning(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
     with Client(srv.target, timeout=30) as ws:
@@ -164,6 +168,7 @@ def test_a_torn_tail_is_truncated_with_a_warning(tmp_path):
     assert "torn tail" in err and seg.name in err
 
 
+@pytest.mark.slow
 def test_a_damaged_record_in_the_middle_stops_start_up(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
     with Client(srv.target, timeout=30) as ws:
@@ -179,6 +184,7 @@ def test_a_damaged_record_in_the_middle_stops_start_up(tmp_path):
     assert seg.name in str(err.value) and "offset" in str(err.value) and "damaged record" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_crash_while_writing_a_snapshot_loses_nothing(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
     with Client(srv.target, timeout=30) as ws:
@@ -204,6 +210,7 @@ def _limit_file_size(limit: int):
     return apply
 
 
+@pytest.mark.slow
 def test_a_full_disk_refuses_writes_and_keeps_answering(tmp_path):
     # RLIMIT_FSIZE makes writes past 64 KiB fail with EFBIG, as a full disk fails them
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -236,6 +243,7 @@ def test_a_full_disk_refuses_writes_and_keeps_answering(tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_processing_clock_catches_up_after_downtime(tmp_path):
     """Slides fall due at the ends of the wall clock's 100 ms slots. Every slot that ended after the
     old server was dead and before the new one started was missed, and recovery applies it: bounds
@@ -267,6 +275,7 @@ def test_processing_clock_catches_up_after_downtime(tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_health_is_serving_after_recovery(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
     try:

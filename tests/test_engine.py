@@ -161,6 +161,7 @@ def frequent_compaction():
         stream_module.COMPACT_MIN = saved
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replaying_the_log_rebuilds_the_same_state(script):
@@ -288,6 +289,7 @@ def test_commands_round_trip_through_their_encoding():
         commands.decode(b"\x09\x00\x00\x00\x00\x00")
 
 
+@pytest.mark.slow
 def test_string_codes_of_expired_sub_windows_are_reclaimed():
     """10^5 distinct strings pass through a 3-sub-window window: the dictionary stays bounded by
     what the window holds, answers stay right, and replay reaches the same state."""
@@ -328,6 +330,7 @@ seal_actions = st.sampled_from([append_action, append_action, time_action, steps
                                 sealed_action, slide_action, query_action, register_action, actions]).flatmap(lambda a: a)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(st.lists(seal_actions, max_size=50))
 def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
@@ -344,6 +347,7 @@ def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
         assert replay_log(log).digest() == live.digest()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.one_of(seal_actions, st.tuples(st.just("break"), st.integers(0, 2))), max_size=50),
        st.booleans())

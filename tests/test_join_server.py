@@ -110,6 +110,7 @@ def two_streams(ws, seed: int = 1):
     return log, left, right, rng
 
 
+@pytest.mark.slow
 def test_one_time_join_text_and_structured_equal_the_reference(ws):
     log, left, right, _ = two_streams(ws)
     text = join_text(left, right)
@@ -220,6 +221,7 @@ def secured(tmp_path_factory):
     srv.stop()
 
 
+@pytest.mark.slow
 def test_a_join_needs_read_permission_on_every_stream(secured):
     srv, pki = secured
     with Client(srv.target, ca=pki["ca"], token="t-admin", timeout=10, retries=0) as admin:
@@ -242,6 +244,7 @@ def test_a_join_needs_read_permission_on_every_stream(secured):
         assert [x["query_id"] for x in r.list_queries()] == []   # it reads a stream the reader may not
 
 
+@pytest.mark.slow
 def test_a_registered_periodic_join_survives_kill_9(tmp_path):
     # tiny snapshots: recovery restores a snapshot (periodic queries by their text) and replays the log
     srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))

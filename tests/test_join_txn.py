@@ -228,6 +228,7 @@ def check_run(script) -> dict:
     return totals
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(40), deadline=None)
 @given(scripts)
 def test_join_histories_are_isolated_and_answers_match(script):
@@ -260,6 +261,7 @@ def busy_script(seed: int) -> list:
     return script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(60))
 def test_join_histories_with_slides_between_every_read(seed):
     totals = check_run(busy_script(seed))

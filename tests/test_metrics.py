@@ -5,6 +5,8 @@ import re
 import threading
 import urllib.request
 
+import pytest
+
 from windowstore.clients import Client, InvalidArgument
 from windowstore.server.process import ServerProcess
 
@@ -21,6 +23,7 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 def test_metrics_are_scraped_while_load_runs(tmp_path):
     srv = ServerProcess("--metrics-port", "0", "--offload-ms", "0", data_dir=str(tmp_path))
     url = re.search(r"metrics on (http://\S+)", srv.banner).group(1)
@@ -68,6 +71,7 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_overload_is_shed_with_resource_exhausted_and_the_server_recovers():
     from concurrent.futures import ThreadPoolExecutor
 

@@ -43,6 +43,7 @@ def client(srv, pki, token=None, **kw):
     return Client(srv.target, ca=pki["ca"], token=token, timeout=10, retries=0, **kw)
 
 
+@pytest.mark.slow
 def test_tokens_and_permissions(secured):
     srv, pki, _ = secured
     with client(srv, pki, "t-admin") as admin:
@@ -92,6 +93,7 @@ def test_a_streams_history_hides_the_names_of_joined_streams_the_reader_may_not_
     assert [e.get("as_of") for e in seen_by_reader] == [None, 0]  # a pinned read's begin carries its slide
 
 
+@pytest.mark.slow
 def test_mutual_tls_needs_a_client_certificate(pki, tmp_path):
     srv = ServerProcess("--tls-cert", pki["server"], "--tls-key", pki["server_key"], "--tls-client-ca", pki["ca"])
     try:
@@ -106,6 +108,7 @@ def test_mutual_tls_needs_a_client_certificate(pki, tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_the_tokens_file_is_reloaded(pki, tmp_path):
     tokens = tmp_path / "tokens.json"
     _tokens(tokens, {"a": {"*": ["admin"]}}, {"old": "a"})
@@ -131,6 +134,7 @@ def test_the_tokens_file_is_reloaded(pki, tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_protected_mode_refuses_an_open_address_without_tls_and_tokens(tmp_path):
     out = subprocess.run([sys.executable, "-m", "windowstore.server.cli", "serve", "--in-memory", "--host", "0.0.0.0",
                           "--port", "0"], capture_output=True, text=True, timeout=60)

@@ -58,6 +58,7 @@ def rows_of(batch) -> list[dict]:
     return [dict(zip(batch, vals)) for vals in zip(*batch.values())]
 
 
+@pytest.mark.slow
 def test_round_trips_equal_a_brute_force_reference(ws):
     name = fresh(ws)
     rng = np.random.default_rng(3)
@@ -123,6 +124,7 @@ def test_replayed_batches_are_ignored(ws):
     assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(4, 60)]
 
 
+@pytest.mark.slow
 def test_every_bad_input_gets_its_status_and_the_server_keeps_serving(ws):
     name = fresh(ws)
     cases = [
@@ -226,6 +228,7 @@ def test_undecodable_request_bodies_are_invalid_argument(server):
                 assert f"not a valid {method.input_type.full_name} message" in err.value.details()
 
 
+@pytest.mark.slow
 def test_compressed_arrow_is_sized_before_it_is_decompressed():
     """A small zstd payload that would decompress past --max-decompressed-mb is refused with
     RESOURCE_EXHAUSTED (the server never inflates it); one under the bound is appended."""
@@ -277,6 +280,7 @@ def test_the_sdk_raises_its_typed_error_for_values_protobuf_or_arrow_refuse(ws):
         assert text in err.value.message, (text, err.value.message)
 
 
+@pytest.mark.slow
 def test_deadline_withdraws_the_query(ws, server):
     name = fresh(ws, subwindows=50)
     big = {"ts": np.arange(40_000), "src": [f"k{i % 977}" for i in range(40_000)],
@@ -428,6 +432,7 @@ def test_subscriber_limit_and_unregister_ends_the_stream(ws):
     assert ws.list_queries(name) == []
 
 
+@pytest.mark.slow
 def test_ttu_history_is_lws_while_queries_and_slides_interleave(ws):
     name = fresh(ws, subwindows=30, subwindow_ms=20, clock="processing")
     stop = time.monotonic() + 2.0
@@ -487,6 +492,7 @@ def test_health_and_reflection_are_served(server):
         assert "windowstore.v1.WindowStoreService" in names
 
 
+@pytest.mark.slow
 def test_sigterm_shuts_down_gracefully_and_tells_subscribers():
     srv = ServerProcess()
     with Client(srv.target) as ws:

@@ -16,6 +16,7 @@ from windowstore.txn import commands
 from windowstore.txn.engine import Engine
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(40), deadline=None)
 @given(st.lists(actions, max_size=30), st.lists(actions, max_size=15))
 def test_a_snapshot_restores_the_captured_state(tmp_path_factory, before, after):

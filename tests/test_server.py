@@ -434,34 +434,49 @@ def test_subscriber_limit_and_unregister_ends_the_stream(ws):
 
 @pytest.mark.slow
 def test_ttu_history_is_lws_while_queries_and_slides_interleave(ws):
+    """Queries and processing-time slides interleave under load (the load goes on until the history
+    shows more than 50 verdicts and an attempt that saw a slide between its begin and its end, however
+    long that takes): the history is latest-window serializable."""
     name = fresh(ws, subwindows=30, subwindow_ms=20, clock="processing")
-    stop = time.monotonic() + 2.0
+    stop = threading.Event()
 
     def load():
         with Client(ws.target) as c:
-            while time.monotonic() < stop:
+            while not stop.is_set():
                 c.append(name, {"ts": np.zeros(3000, np.int64), "src": [f"h{i % 97}" for i in range(3000)],
                                 "bytes": np.arange(3000), "lat": np.zeros(3000)})
                 c.query(f"SELECT src, SUM(bytes), MEDIAN(bytes) FROM {name} WHERE bytes > 5 GROUP BY src")
+
+    def history():
+        return [e for e in ws.history(limit=1_000_000) if e["stream"] == name]
+
+    def interleaved(events) -> int:
+        """Slides applied while some query attempt was open (between its begin and commit or abort)."""
+        open_, n = set(), 0
+        for e in events:
+            if e["op"] == "b":
+                open_.add(e["txn"])
+            elif e["op"] in ("c", "a") and e["txn"] in open_:
+                open_.discard(e["txn"])
+            elif e["op"] == "w":
+                n += len(open_)
+        return n
+
     threads = [threading.Thread(target=load) for _ in range(8)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    events = [e for e in ws.history(limit=1_000_000) if e["stream"] == name]
+    try:
+        wait_for(lambda: (events := history()) and len(check(events).verdicts) > 50 and interleaved(events) > 0,
+                 "more than 50 verdicts and a query that saw a slide", timeout=120, poll=0.5)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    events = history()
     report = check(events)
     assert report.errors == [] and report.violations("lws") == []
     assert len(report.verdicts) > 50
-    # queries really did interleave with slides: some attempt saw a slide between begin and commit
-    open_, interleaved = set(), 0
-    for e in events:
-        if e["op"] == "b":
-            open_.add(e["txn"])
-        elif e["op"] in ("c", "a") and e["txn"] in open_:
-            open_.discard(e["txn"])
-        elif e["op"] == "w":
-            interleaved += len(open_)
-    assert interleaved > 0
+    assert interleaved(events) > 0   # queries really did interleave with slides
 
 
 def test_async_client_round_trip(server):

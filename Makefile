@@ -1,4 +1,6 @@
 # The two commands a newcomer needs: `make demo` and `make test`. Both install what they need.
+# `make test-fast` leaves out the Spark tests and those marked slow (meant to take under a minute
+# on an idle 2-core machine); `make test` runs everything.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python

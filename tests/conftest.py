@@ -1,6 +1,7 @@
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -8,10 +9,32 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from hypothesis import settings
 
-settings.register_profile("ci", max_examples=60, deadline=None)
+CI_EXAMPLES = 60
+settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None)
 settings.register_profile("dev", max_examples=30, deadline=None)
 settings.register_profile("deep", max_examples=1500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(n: int) -> int:
+    """A property test's example count that follows the selected profile: `n` under the default
+    (ci) profile, scaled by the profile's max_examples otherwise (HYPOTHESIS_PROFILE=deep runs 25x,
+    dev half), so a per-test count never pins a test to the default."""
+    return max(1, n * settings.default.max_examples // CI_EXAMPLES)
+
+
+def wait_for(predicate, what: str, timeout: float = 30.0, poll: float = 0.02):
+    """Poll `predicate` until it returns something truthy and return that; past `timeout` seconds,
+    fail naming `what` was awaited. A wait for a condition, not for a length of time: the timeout
+    only bounds a test that would otherwise hang."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(poll)
 
 
 @pytest.fixture

@@ -62,6 +62,7 @@ import random
 import re
 import signal
 import struct
+import subprocess
 import sys
 import threading
 import time
@@ -411,8 +412,11 @@ class Fuzzer:
         self.srv = ServerProcess()
         # ServerProcess pipes stdout and stderr; nobody else reads them, so drain them here (a full
         # pipe would block the server's logging, and with it the server), keeping stderr's tail.
-        for stream, keep in ((self.srv.proc.stdout, False), (self.srv.proc.stderr, True)):
-            threading.Thread(target=self._drain, args=(stream, keep), daemon=True).start()
+        drains = [threading.Thread(target=self._drain, args=(stream, keep), daemon=True)
+                  for stream, keep in ((self.srv.proc.stdout, False), (self.srv.proc.stderr, True))]
+        for t in drains:
+            t.start()
+        self.stderr_drain = drains[1]   # ends at the pipe's end of file, once the process is gone
         self.channel = grpc.insecure_channel(self.srv.target, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.WindowStoreServiceStub(self.channel)
         self.rss_base = None
@@ -450,6 +454,21 @@ class Fuzzer:
 
     def alive(self) -> bool:
         return self.srv is not None and self.srv.proc.poll() is None
+
+    def dying(self) -> bool:
+        """After an UNAVAILABLE: the server answers nothing (ListStreams) and its process exits
+        (waited for, bounded), rather than a live server refusing one request."""
+        try:
+            self.stub.ListStreams(pb.ListStreamsRequest(), timeout=DEFAULT_TIMEOUT_S)
+            return False
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE:
+                return False
+        try:
+            self.srv.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def rows_of(self, st: StreamState | None) -> int | None:
         """Buffered + window rows of a time-based manual-clock stream (nothing but a Slide request moves
@@ -630,11 +649,10 @@ class Fuzzer:
                 self.statuses[(case.kind, out.code.name)] += 1
                 crashed = not self.alive()
                 if not crashed and out.code == C.UNAVAILABLE:
-                    time.sleep(0.3)
-                    crashed = not self.alive()
+                    crashed = self.dying()
                 if crashed:
-                    time.sleep(0.2)   # let the drain thread read the last of stderr
-                    rc = self.srv.proc.poll()
+                    rc = self.srv.proc.wait()
+                    self.stderr_drain.join(10)   # it has read the last of stderr
                     new = list(self.stderr_tail)[-max(0, min(self.stderr_lines - stderr_before, 60)):] \
                         if self.stderr_lines > stderr_before else []
                     problems = [p for p in problems if "UNAVAILABLE" not in p[1]]

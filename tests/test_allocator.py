@@ -8,6 +8,8 @@ import platform
 import subprocess
 import sys
 
+import pytest
+
 PROBE = r"""
 import json, resource, sys, threading
 import numpy as np
@@ -42,6 +44,7 @@ def _probe(mode: str, **env) -> dict:
     return json.loads(out)
 
 
+@pytest.mark.slow
 def test_a_freed_large_block_is_reused_without_fresh_pages():
     kept, default = _probe("on"), _probe("off")
     if platform.libc_ver()[0] != "glibc":  # elsewhere the policy is not in force, and says so
@@ -55,5 +58,6 @@ def test_a_freed_large_block_is_reused_without_fresh_pages():
     assert kept["threaded"] < 24  # reused on another thread too (one arena), not mapped three times
 
 
+@pytest.mark.slow
 def test_the_operator_s_allocator_setting_wins():
     assert not _probe("on", MALLOC_TRIM_THRESHOLD_="1000000")["on"]

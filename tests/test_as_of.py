@@ -211,6 +211,7 @@ def test_a_projection_returns_the_rows_of_slide_k_with_nulls_and_filters_as_sqli
         plan_query(parse_query("SELECT ts, COUNT(*) FROM s"), s)
 
 
+@pytest.mark.slow
 def test_the_sdk_pins_text_and_structured_queries_and_the_server_refuses_with_failed_precondition():
     from windowstore.clients import Client
     from windowstore.clients import FailedPrecondition as ClientFailedPrecondition

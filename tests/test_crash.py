@@ -10,17 +10,21 @@ interval, off: a process kill loses nothing under any of them). `make crash` run
 """
 from __future__ import annotations
 
+import pytest
+
 import crash
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 
 
+@pytest.mark.slow
 def test_kill_9_loses_and_duplicates_nothing(tmp_path):
     res = crash.run(kills=6, seed=4, fsync="mixed", workdir=str(tmp_path / "crash"), out=None)
     assert (res.passed, res.failed) == (6, 0), res.report
     assert res.clean_restart == "passed", res.report
 
 
+@pytest.mark.slow
 def test_writes_are_acknowledged_after_a_clean_restart(tmp_path):
     """A clean shutdown (SIGTERM) followed by a start: the store must take writes again."""
     schema = {"ts": "int64", "v": "int64"}

@@ -17,6 +17,7 @@ SCHEMA = {"ts": "int64", "k": "string", "x": "int64", "y": "float64"}
 
 
 # -- bounded differential runs ---------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_core_agrees_with_duckdb(seed):
     """1,700 generated cases per seed: default, window and synopsis plans against DuckDB."""
@@ -25,6 +26,7 @@ def test_core_agrees_with_duckdb(seed):
     assert report.failed_cases == 0, "\n" + report.text(show=3, con=con)
 
 
+@pytest.mark.slow
 def test_server_agrees_with_duckdb():
     """150 generated cases through a real server and the SDK."""
     con = differential.duckdb_connection()
@@ -203,6 +205,7 @@ def _server_stream(ws, name: str, *subwindows: list) -> None:
         ws.slide(name)
 
 
+@pytest.mark.slow
 def test_server_sum_beyond_int64_arrives_as_exact_python_int(ws):
     _server_stream(ws, "reg_sum_2_63", [{"x": 2**62}, {"x": 2**62}])
     a = ws.query("SELECT SUM(x), AVG(x) FROM reg_sum_2_63")

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
+from conftest import examples
 from windowstore.store import InvalidInput, WindowSpec, parse_query, plan_query
 from windowstore.store.errors import ResourceLimit
 from windowstore.txn import StreamFailed, commands
@@ -161,7 +162,8 @@ def frequent_compaction():
         stream_module.COMPACT_MIN = saved
 
 
-@settings(max_examples=80, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replaying_the_log_rebuilds_the_same_state(script):
     live = Engine(EngineConfig(policy="ttu"))
@@ -288,6 +290,7 @@ def test_commands_round_trip_through_their_encoding():
         commands.decode(b"\x09\x00\x00\x00\x00\x00")
 
 
+@pytest.mark.slow
 def test_string_codes_of_expired_sub_windows_are_reclaimed():
     """10^5 distinct strings pass through a 3-sub-window window: the dictionary stays bounded by
     what the window holds, answers stay right, and replay reaches the same state."""
@@ -313,7 +316,7 @@ def test_string_codes_of_expired_sub_windows_are_reclaimed():
     assert again.digest() == e.digest()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(actions, max_size=40))
 def test_replay_with_frequent_string_compaction(script):
     with frequent_compaction():
@@ -328,7 +331,8 @@ seal_actions = st.sampled_from([append_action, append_action, time_action, steps
                                 sealed_action, slide_action, query_action, register_action, actions]).flatmap(lambda a: a)
 
 
-@settings(max_examples=80, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(seal_actions, max_size=50))
 def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
     """Every slide's seal is a job handed back later (appends, queries, other streams' slides,
@@ -344,7 +348,8 @@ def test_seals_off_the_engine_thread_log_what_replay_rebuilds(script):
         assert replay_log(log).digest() == live.digest()
 
 
-@settings(max_examples=80, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(80), deadline=None)
 @given(st.lists(st.one_of(seal_actions, st.tuples(st.just("break"), st.integers(0, 2))), max_size=50),
        st.booleans())
 def test_streams_stopped_by_a_seal_that_raised_then_dropped_leave_what_replay_rebuilds(script, elsewhere):

@@ -9,6 +9,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from conftest import wait_for
 from windowstore.clients import Client
 from windowstore.server.app import WindowStoreServer
 from windowstore.server.config import ServerConfig
@@ -108,8 +109,6 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
     """A window scan's final merge runs on the query thread (held here until released): a slide
     that falls due meanwhile is applied at once, not after the merge; the merge's result then no
     longer reflects the latest window, so the query (ttu) restarts and answers over the new one."""
-    import time
-
     import pyarrow as pa
 
     from windowstore.store import parse_query
@@ -146,9 +145,7 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
         assert slide_with(10) == before + 1  # applied while the merge is held
         assert not driver.run(lambda: txn.done)
         release.set()
-        deadline = time.monotonic() + 10
-        while not driver.run(lambda: txn.done) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: driver.run(lambda: txn.done), "the query to finish")
         assert txn.result is not None and txn.result.restarts == 1
         assert txn.result.answer.rows == [(2, 4)]  # 1, 2, 3, 10
         events = driver.run(lambda: driver.history.since(0, "s", 1000))
@@ -162,8 +159,6 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_sea
     """A slide's seal on the seal thread is held there: meanwhile an append to its stream is
     acknowledged (for the next slide), a query of another stream is answered, and a query of its
     stream waits; released, the sub-window is installed and that query reflects it."""
-    import time
-
     import pyarrow as pa
 
     from windowstore.store import parse_query
@@ -188,10 +183,7 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_sea
         ack = driver.command(Append("a", pa.table({"ts": [4], "v": [100]}), "", None, 0)).result(10)
         assert ack.accepted == 1 and ack.latest_slide == 0  # slide 0 has begun: this row is in slide 1
         def answered(txn) -> bool:
-            deadline = time.monotonic() + 10
-            while not driver.run(lambda: txn.done) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            return txn.done
+            return wait_for(lambda: driver.run(lambda: txn.done), "the query to be answered")
         mine, _ = driver.run(lambda: driver.submit(parse_query("SELECT SUM(v), COUNT(*) FROM a"), 0))
         other, _ = driver.run(lambda: driver.submit(parse_query("SELECT SUM(v), COUNT(*) FROM b"), 0))
         assert answered(other) and other.result.answer.rows == [(7, 1)]
@@ -216,7 +208,6 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
     stream's later writes and queries; the other stream is served; health says NOT_SERVING. After
     a restart on the same data directory (the defect gone) the slide is sealed again from the log
     and every acknowledged row is there."""
-    import time
     import urllib.request
 
     import numpy as np
@@ -253,10 +244,8 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
             with pytest.raises(FailedPrecondition, match="drop the stream, or restart"):
                 ws.query("SELECT COUNT(*) FROM bad")
             assert ws.query("SELECT COUNT(*), SUM(v) FROM good").rows == [(2, 3)]
-            deadline = time.monotonic() + 30
-            while health(srv.address) != health_pb2.HealthCheckResponse.NOT_SERVING and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert health(srv.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+            wait_for(lambda: health(srv.address) == health_pb2.HealthCheckResponse.NOT_SERVING,
+                     "health to report NOT_SERVING")
             assert ws.describe_stream("bad")["latest_slide"] == -1  # introspection still answers
             stopped = {st["stream"]: st["stopped"] for st in ws.stats()["streams"]}
             assert stopped["good"] is None and "sealing its slide 0 failed" in stopped["bad"]

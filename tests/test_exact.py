@@ -149,6 +149,7 @@ def structured_queries(draw):
                  draw(st.booleans()))
 
 
+@pytest.mark.slow
 @given(structured_queries())
 def test_text_structured_protobuf_round_trip(q):
     text = to_text(q)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 import fuzz_rpc
 
 REQUESTS = 2_000
@@ -18,6 +20,7 @@ SEED = 1
 HANG_GUARD_S = 900.0  # not a timing goal (about 40 s on an idle machine): only a stuck server reaches it
 
 
+@pytest.mark.slow
 def test_bounded_fuzz_run_has_no_failures():
     out = io.StringIO()
     report = fuzz_rpc.run(REQUESTS, SEED, exclude_known=True, time_limit=HANG_GUARD_S, out=out)

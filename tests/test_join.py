@@ -157,6 +157,7 @@ def join_queries(draw):
                      draw(st.one_of(st.none(), st.integers(0, 100))))
 
 
+@pytest.mark.slow
 @given(join_queries())
 def test_structured_join_queries_round_trip(q):
     assert parse_statement(to_text(q)) == q
@@ -504,6 +505,7 @@ def test_shifted_flags_what_leaves_int64(values, off):
 
 
 # -- against DuckDB --------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_joins_agree_with_duckdb(seed):
     """400 generated cases per seed (2-4 sources, eager/lazy/no cache, checkpoints, compactions,
@@ -622,6 +624,7 @@ def test_aggregates_skip_nulls_and_are_null_without_a_value():
     assert rows == [(1, 0, None, None, None, None, None)]
 
 
+@pytest.mark.slow
 def test_group_by_has_one_null_group_and_nulls_sort_last():
     for key in ("a.v", "a.s", "a.ok", "b.day", "a.d"):
         for order, sql_order in (("", "1 NULLS LAST"), (" ORDER BY 1 DESC", "1 DESC NULLS LAST"),

@@ -9,10 +9,10 @@ from __future__ import annotations
 import itertools
 import json
 import threading
-import time
 
 import pytest
 
+from conftest import wait_for
 from pki import make_pki
 from windowstore.clients import Client, InvalidArgument, ResourceExhausted
 from windowstore.clients.errors import PermissionDenied
@@ -53,6 +53,11 @@ class Log:
     def window(self, name: str, slide: int, n_q: int) -> list[dict]:
         """The rows of the n_Q youngest sub-windows as of `slide`."""
         return [r for sub in self.subs[name][max(0, slide - n_q + 1): slide + 1] for r in sub]
+
+
+def subscribed(ws, query_id: str):
+    """A predicate: the server reports an open subscription to the query."""
+    return lambda: any(x["query_id"] == query_id and x["subscribers"] >= 1 for x in ws.list_queries())
 
 
 def rows(rng, count: int, keys: int = 4) -> list[dict]:
@@ -105,6 +110,7 @@ def two_streams(ws, seed: int = 1):
     return log, left, right, rng
 
 
+@pytest.mark.slow
 def test_one_time_join_text_and_structured_equal_the_reference(ws):
     log, left, right, _ = two_streams(ws)
     text = join_text(left, right)
@@ -132,13 +138,19 @@ def test_periodic_join_answers_equal_the_recomputed_join(ws):
     listed = {x["query_id"]: x for x in ws.list_queries(right)}
     assert listed[q.id]["streams"] == [left, right] and listed[q.id]["stream"] == left
 
+    errors = []
+
     def feed():
-        time.sleep(0.5)  # the subscription is open by then
-        for _ in range(4):
-            for name in (right, left):   # a slide of b, then of a (which makes it due)
-                log.append(name, rows(rng, 10))
-                log.slide(name)
-            time.sleep(0.05)
+        try:
+            wait_for(subscribed(ws, q.id), "the subscription to be open")
+            for _ in range(4):
+                for name in (right, left):   # a slide of b, then of a (which makes it due)
+                    log.append(name, rows(rng, 10))
+                    log.slide(name)
+                slide = len(log.subs[left]) - 1
+                wait_for(lambda: ws.read_answers(q.id)[1] >= slide, f"the periodic join's answer for slide {slide}")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
     t = threading.Thread(target=feed)
     got = []
     with Client(ws.target, timeout=30) as sub:
@@ -149,6 +161,7 @@ def test_periodic_join_answers_equal_the_recomputed_join(ws):
             if {s.stream: s.slide for s in a.sources}[left] >= 9:
                 break
     t.join()
+    assert not errors, errors
     assert len(got) >= 2
     for a in got:
         assert a.access == "join" and a.query_id == q.id
@@ -208,6 +221,7 @@ def secured(tmp_path_factory):
     srv.stop()
 
 
+@pytest.mark.slow
 def test_a_join_needs_read_permission_on_every_stream(secured):
     srv, pki = secured
     with Client(srv.target, ca=pki["ca"], token="t-admin", timeout=10, retries=0) as admin:
@@ -230,6 +244,7 @@ def test_a_join_needs_read_permission_on_every_stream(secured):
         assert [x["query_id"] for x in r.list_queries()] == []   # it reads a stream the reader may not
 
 
+@pytest.mark.slow
 def test_a_registered_periodic_join_survives_kill_9(tmp_path):
     # tiny snapshots: recovery restores a snapshot (periodic queries by their text) and replays the log
     srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))
@@ -250,14 +265,20 @@ def test_a_registered_periodic_join_survives_kill_9(tmp_path):
             assert listed["query_id"] == q.id and listed["streams"] == [left, right]
             answers = ws.subscribe(q.id, timeout=20)
 
+            errors = []
+
             def feed():
-                time.sleep(0.5)
-                log.append(left, rows(rng, 10))
-                log.slide(left)
+                try:
+                    wait_for(subscribed(ws, q.id), "the subscription to be open")
+                    log.append(left, rows(rng, 10))
+                    log.slide(left)
+                except BaseException as e:  # noqa: BLE001
+                    errors.append(e)
             t = threading.Thread(target=feed)
             t.start()
             first = next(iter(answers))
             t.join()
+            assert not errors, errors
             assert first.query_id == q.id and [s.slide for s in first.sources] == [6, 5]
             assert first.rows == expected(log, first, left, right)
             # the stream's drop takes the join with it, durably

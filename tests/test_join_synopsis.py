@@ -44,6 +44,7 @@ def feed(rng, s: Stream, t: int, big: bool) -> None:
               "f": [rng.random() for _ in range(rows)]})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(24))
 def test_synopsis_answers_equal_recomputation_after_every_slide(seed):
     rng = random.Random(seed)
@@ -146,6 +147,7 @@ def test_periodic_join_through_the_scheduler_uses_the_synopsis():
 TYPED = {"ts": "int64", "k": "int64", "v": "int64", "d": "decimal(18,3)", "at": "timestamp", "b": "boolean"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_synopsis_with_nulls_and_typed_columns_agrees_with_duckdb(seed):
     """NULLs in the key, the aggregated columns (whole intervals of only NULLs too) and decimal sums beyond

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
+from conftest import examples
 from reference import same
 from windowstore.store import Stream, WindowSpec
 from windowstore.store.errors import ResourceLimit
@@ -227,7 +228,8 @@ def check_run(script) -> dict:
     return totals
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(40), deadline=None)
 @given(scripts)
 def test_join_histories_are_isolated_and_answers_match(script):
     totals = check_run(script)
@@ -259,6 +261,7 @@ def busy_script(seed: int) -> list:
     return script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(60))
 def test_join_histories_with_slides_between_every_read(seed):
     totals = check_run(busy_script(seed))

@@ -4,6 +4,7 @@ dictionary compaction, too many keys, and a window restored from its sub-windows
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
@@ -46,6 +47,7 @@ _rows = st.lists(st.tuples(st.sampled_from(_WORDS[:4] + [None]),
                            st.sampled_from(_WORDS)), max_size=8)  # t: codes k meets after larger ones
 
 
+@pytest.mark.slow
 @given(st.integers(1, 5), st.lists(st.tuples(_rows, st.booleans()), min_size=1, max_size=16))
 def test_a_running_grouped_answer_is_the_window_scans(n, steps):
     s = stream(n)
@@ -130,6 +132,7 @@ def test_compacting_the_dictionary_keeps_the_null_group_apart():
     assert run_plan(plan_query(top, s)).rows == [(None, 2), ("a", 1)]
 
 
+@pytest.mark.slow
 def test_keys_that_change_every_sub_window_keep_no_totals_and_slots_of_gone_keys_are_reclaimed():
     """Fresh keys in every sub-window: running totals would hold n times the key synopses' entries
     (more than KEEP_RATIO), so none are kept. Keys that stay are kept; slots of keys that left the

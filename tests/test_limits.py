@@ -52,6 +52,7 @@ def test_subscriptions_are_capped_by_max_subscribers():
         driver.stop(5)
 
 
+@pytest.mark.slow
 def test_open_subscriptions_hold_no_thread():
     """200 open Subscribe streams on a server with one worker thread: health, queries and writes
     still answer, every stream gets the next answer, and the 201st subscription is refused."""

@@ -5,6 +5,9 @@ import re
 import threading
 import urllib.request
 
+import pytest
+
+from conftest import wait_for
 from windowstore.clients import Client, InvalidArgument
 from windowstore.server.process import ServerProcess
 
@@ -21,6 +24,7 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
+@pytest.mark.slow
 def test_metrics_are_scraped_while_load_runs(tmp_path):
     srv = ServerProcess("--metrics-port", "0", "--offload-ms", "0", data_dir=str(tmp_path))
     url = re.search(r"metrics on (http://[^\s;)]+)", srv.banner).group(1)
@@ -42,7 +46,11 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
             t = threading.Thread(target=load)
             t.start()
             during = scrape(url)  # while the load runs
-            t.join(60)
+            # all 400 iterations, however long they take under load (the deadline only bounds a hang)
+            wait_for(lambda: not t.is_alive(), "the load's 400 appends and queries", timeout=600, poll=0.1)
+            # a processing-time slide and the periodic query's answer to it (100 ms sub-windows)
+            wait_for(lambda: scrape(url).get('windowstore_answer_staleness_seconds_count{query_class="periodic",'
+                                             'stream="m"}', 0) >= 1, "a periodic answer after a slide", poll=0.1)
             stop.set()
             try:
                 ws.query("SELECT nope FROM m")
@@ -68,6 +76,7 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
         srv.stop()
 
 
+@pytest.mark.slow
 def test_overload_is_shed_with_resource_exhausted_and_the_server_recovers():
     from concurrent.futures import ThreadPoolExecutor
 

@@ -9,13 +9,15 @@ import zlib
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from conftest import examples
 from test_engine import actions, run_live
 from windowstore.server import snapshot
 from windowstore.txn import commands
 from windowstore.txn.engine import Engine
 
 
-@settings(max_examples=40, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(40), deadline=None)
 @given(st.lists(actions, max_size=30), st.lists(actions, max_size=15))
 def test_a_snapshot_restores_the_captured_state(tmp_path_factory, before, after):
     live = Engine()
@@ -47,7 +49,7 @@ def _rewrite_state(path: str, change) -> None:
     open(state_path, "w").write(json.dumps(state))
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(st.lists(actions, min_size=5, max_size=30))
 def test_a_snapshot_of_the_previous_format_is_read_and_damage_is_found(tmp_path_factory, script):
     live = Engine()

@@ -178,27 +178,37 @@ def test_a_replay_with_another_partitioning_lands_once(spark, ws, server, tmp_pa
     assert int(ws.stats("rp")["streams"][0]["duplicate_batches"]) >= 1
 
 
-def _fail_first_attempt_late(df):
-    """Partition 0's first attempt passes 1,600 rows on (more than Spark buffers on the way to the
-    sink), then dies: the sink has staged some of them."""
-    def flaky(batches):
-        from pyspark import TaskContext
+def _fail_first_attempt_late(target, stream, batch_rows):
+    """A transform: partition 0's first attempt passes 1,600 rows on (more than Spark buffers on the
+    way to the sink), waits until the sink has staged some of them, then dies. The server counts
+    staged rows per stream: beyond what the other partition can hold (the batch's rows less those
+    this attempt passed on), some are this attempt's."""
+    def transform(df):
+        def flaky(batches):
+            from pyspark import TaskContext
 
-        ctx = TaskContext.get()
-        for i, b in enumerate(batches):
-            yield b
-            if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 200:
-                time.sleep(1.0)  # let the sink stage what it got
-                raise RuntimeError("the task dies after the sink staged rows")
-    return df.mapInArrow(flaky, df.schema)
+            ctx = TaskContext.get()
+            passed = 0
+            for i, b in enumerate(batches):
+                yield b
+                passed += b.num_rows
+                if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i >= 200:
+                    with Client(target) as c:   # (the test's wait_for is not importable on an executor)
+                        deadline = time.monotonic() + 60
+                        while (int(c.stats(stream)["streams"][0]["staged_rows"]) <= batch_rows - passed
+                               and time.monotonic() < deadline):
+                            time.sleep(0.05)
+                    raise RuntimeError("the task dies after the sink staged rows")
+        return df.mapInArrow(flaky, df.schema)
+    return transform
 
 
 def test_a_task_that_fails_after_staging_is_retried_and_lands_once(spark, ws, server, tmp_path):
     ws.create_stream("tf", SCHEMA, subwindows=20, subwindow_ms=1000, clock="manual")
     src = tmp_path / "in"
     _files(src, range(2), n=4000)
-    _run_file_stream(spark, src, tmp_path / "ckpt", server.target, "tf", partitions=2, transform=_fail_first_attempt_late,
-                     max_rows=500)
+    _run_file_stream(spark, src, tmp_path / "ckpt", server.target, "tf", partitions=2,
+                     transform=_fail_first_attempt_late(server.target, "tf", 4000), max_rows=500)
     counts = _counts(ws, "tf")
     assert len(counts) == 8000 and set(counts.values()) == {1}
     st = ws.stats("tf")["streams"][0]

@@ -1,6 +1,7 @@
 """Property tests: window scan == synopsis scan == probe == brute force over the logical window."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, strategies as st
 
 from reference import answer, same
@@ -83,6 +84,7 @@ def build(schema, spec, batches):
     return stream, logical
 
 
+@pytest.mark.slow
 @given(scenarios(), st.data())
 def test_every_access_path_equals_brute_force(scenario, data):
     schema, spec, batches = scenario
@@ -100,6 +102,7 @@ def test_every_access_path_equals_brute_force(scenario, data):
             assert same(syn.rows, expected)
 
 
+@pytest.mark.slow
 @given(scenarios(), st.data())
 def test_merge_order_and_removal(scenario, data):
     stream, logical = build(*scenario)
@@ -130,6 +133,7 @@ def test_merge_order_and_removal(scenario, data):
         assert plan.finish(shuffled).rows == plan.finish(in_order).rows
 
 
+@pytest.mark.slow
 @given(scenarios(), st.integers(1, 3))
 def test_approximate_topk_bounds_hold(scenario, k):
     schema, spec, batches = scenario
@@ -158,6 +162,7 @@ def test_forcing_an_access_path_that_cannot_answer_is_refused():
         raise AssertionError("synopsis scan accepted a filtered query")
 
 
+@pytest.mark.slow
 @given(scenarios(), st.data())
 def test_compacting_the_string_dictionary_changes_no_answer(scenario, data):
     stream, logical = build(*scenario)
@@ -175,6 +180,7 @@ def test_compacting_the_string_dictionary_changes_no_answer(scenario, data):
 _WORDS = st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h", "é", ""])
 
 
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.lists(_WORDS, max_size=8), st.lists(st.integers(0, 7), max_size=12),
                           st.booleans()), max_size=12))
 def test_string_dictionary_interns_as_a_python_dict_would(batches):

@@ -82,6 +82,7 @@ def test_ws_reads_its_snapshot_and_is_stale():
     assert [v.level for v in check(h.events).verdicts] == ["ws"]
 
 
+@pytest.mark.slow
 def test_check_history_cli(tmp_path):
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     good.write_text("\n".join(json.dumps(e) for e in to_events(THESIS["H_d"])))

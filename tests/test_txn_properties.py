@@ -4,6 +4,7 @@ state they claim, ttu never aborts more than lws, ttu-rescan never aborts. The s
 scans and seals offloaded as jobs (txn/scheduler.py) that complete in a random order, slides in between."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, strategies as st, target
 
 from reference import same
@@ -146,6 +147,7 @@ def assert_isolated_and_right(policy, history, results, seen) -> None:
         assert same(r.answer.rows, claimed_rows(plan, v.versions, v.stream, seen)), (policy, plan.query, r)
 
 
+@pytest.mark.slow
 @given(actions)
 def test_histories_are_isolated_and_answers_match_the_state_they_claim(script):
     for policy in POLICIES:
@@ -153,6 +155,7 @@ def test_histories_are_isolated_and_answers_match_the_state_they_claim(script):
         assert_isolated_and_right(policy, history, results, seen)
 
 
+@pytest.mark.slow
 @given(actions)
 def test_ttu_aborts_no_more_than_lws_and_rescan_never_aborts(script):
     aborts = {}
@@ -167,6 +170,7 @@ def test_ttu_aborts_no_more_than_lws_and_rescan_never_aborts(script):
     assert aborts["ttu-rescan"] == 0
 
 
+@pytest.mark.slow
 @given(offloaded_actions)
 def test_offloaded_window_scans_keep_histories_isolated_and_answers_right(script):
     """Every window-scan read, final merge and slide's seal is a job completed at a random later

@@ -209,6 +209,7 @@ def _answers(ws: Client, name: str) -> list:
     return [(a.rows, a.types) for a in (ws.query(q.format(s=name)) for q in TYPED_QUERIES)]
 
 
+@pytest.mark.slow
 def test_types_and_nulls_through_the_server_and_the_sdk(tmp_path):
     srv = ServerProcess("--snapshot-every-mb", "1000", data_dir=str(tmp_path))
     try:
@@ -332,6 +333,7 @@ def _temporal_random_stream(seed: int) -> tuple[Stream, list[tuple]]:
     return s, rows
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(12))
 def test_avg_and_quantile_over_timestamps_and_dates_match_duckdb(seed):
     """AVG of a timestamp or date is the mean instant (a timestamp: the microsecond the mean falls
@@ -372,6 +374,7 @@ def test_a_timestamp_event_time_column_is_refused():
         Stream("s", {"ts": "timestamp"}, WindowSpec(subwindows=2, subwindow_ms=10), 0)
 
 
+@pytest.mark.slow
 def test_timestamps_and_dates_through_the_server(tmp_path):
     import datetime as dt
 
@@ -446,6 +449,7 @@ def test_decimal_precision_beyond_18_is_refused():
         Stream("s", {"ts": "int64", "p": "decimal(2,3)"}, WindowSpec(subwindows=2, subwindow_ms=10), 0)
 
 
+@pytest.mark.slow
 def test_the_issue_schema_through_the_server(tmp_path):
     import datetime as dt
     from decimal import Decimal as D

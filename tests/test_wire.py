@@ -3,6 +3,7 @@ what protobuf's parse does; it answers for every well-formed request with an Arr
 other field; it never raises, whatever the bytes."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, strategies as st
 
 from windowstore.server.convert import parse_append
@@ -18,6 +19,7 @@ def same(w, m: pb.AppendRequest) -> bool:
         "arrow_ipc")
 
 
+@pytest.mark.slow
 @given(st.text(max_size=20), st.binary(max_size=300), st.text(max_size=20), st.none() | INT64)
 def test_every_request_with_an_arrow_payload_is_read_as_protobuf_reads_it(stream, payload, writer, batch_id):
     m = pb.AppendRequest(stream=stream, arrow_ipc=payload, writer_id=writer)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
-from windowstore.txn import History, QueryWithdrawn, RestartLimitExceeded, Scheduler, check
+from windowstore.txn import (POLICIES, History, JobKind, PolicyName, QueryKind, QueryWithdrawn, RestartLimitExceeded,
+                             Scheduler, Step, check)
 
 
 def setup(policy, n=4, fill=True, max_restarts=16):
@@ -252,6 +253,24 @@ def test_run_now_stops_at_its_budget_and_at_an_offloaded_job():
     txn = sched.run_now(scan(s))
     assert not txn.done and len(jobs) == 1 and txn.job is jobs[0] and sched.active == [txn]
     sched._check()
+
+
+def test_the_closed_sets_are_enums_with_the_wire_spellings():
+    """Policies, query kinds, job kinds and step() results are StrEnum members: they compare and
+    serialise as the strings the wire, the CLI and the counters use; an answer names its policy as
+    a plain string."""
+    assert POLICIES == ("serial", "ws", "lws", "ttu", "ttu-rescan") == tuple(p.value for p in PolicyName)
+    assert (QueryKind.ONETIME, QueryKind.PERIODIC) == ("onetime", "periodic")
+    assert (JobKind.READ, JobKind.FINISH) == ("read", "finish")
+    sched, s, h, now = setup("ttu-rescan", fill=False)
+    assert sched.policy is PolicyName.TTU_RESCAN and sched.policy == "ttu-rescan"
+    s.append({"ts": [1], "v": [1]})
+    sched.request_slide("s")
+    assert sched.step() is Step.SLIDE
+    txn = sched.submit(scan(s))
+    assert txn.kind is QueryKind.ONETIME and sched.step() is Step.READ and sched.step() is None
+    assert txn.result.policy == "ttu-rescan" and type(txn.result.policy) is str
+    assert set(sched.by_class) == {"onetime", "periodic"}
 
 
 def test_unknown_policy_is_refused():

@@ -69,12 +69,13 @@ from windowstore.store.window import Cut
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 
-from .history import History
+from .history import History, Op
+from .kinds import AbortCause, JobKind, PolicyName, QueryKind, SlideCause, Step
 from .joins import JoinQueryPlan, StreamWindow, stream_names
 
-POLICIES = ("serial", "ws", "lws", "ttu", "ttu-rescan")
+POLICIES = tuple(p.value for p in PolicyName)  # the wire and CLI spellings
 _START_MS, _END_MS = operator.attrgetter("start_ms"), operator.attrgetter("end_ms")
-ONETIME, PERIODIC = "onetime", "periodic"
+ONETIME, PERIODIC = QueryKind.ONETIME, QueryKind.PERIODIC
 
 
 class RestartLimitExceeded(StoreError):
@@ -107,7 +108,7 @@ class Result:
     staleness_ms: float | None  # reported - commit time of the newest slide reflected
     response_ms: float          # submit -> answer
     restarts: int
-    policy: str
+    policy: str                 # PolicyName.value
     txn: str
     answered_ms: float
     execution: int = 0          # periodic: the how-manieth answer
@@ -150,7 +151,7 @@ class Job:
     back with Scheduler.complete(job, value)."""
 
     txn: "QueryTxn"
-    kind: str                   # "read" (one sub-window) or "finish" (the final merge)
+    kind: JobKind               # one sub-window's read, or the final merge
     version: int | None         # read: the version it reads
     run: Callable[[], object]
     rows: int = 0               # rows it covers
@@ -163,7 +164,7 @@ class SealJob:
 
     stream: Stream
     cut: Cut
-    cause: str                  # 'due' on its clock, or 'manual'
+    cause: SlideCause
     delay: float | None         # ms the cut came after the slide fell due (processing time)
 
     def run(self) -> SubWindow:
@@ -174,7 +175,7 @@ class SealJob:
 class QueryTxn:
     id: str
     plan: Plan
-    kind: str
+    kind: QueryKind
     priority: int
     seq: int
     submitted_ms: float
@@ -227,7 +228,7 @@ class Scheduler:
                  max_restarts: int = 16):
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}")
-        self.policy = policy
+        self.policy = PolicyName(policy)
         self.clock = clock
         self.history = history
         self.max_restarts = max_restarts
@@ -321,10 +322,10 @@ class Scheduler:
                 continue
             waiting += 1
             assert job.txn is txn and txn.begun and self.offload is not None and not txn.join
-            if job.kind == "read":
+            if job.kind == JobKind.READ:
                 assert job.version in txn.read and job.version not in txn.partial.contributions
             else:
-                assert job.kind == "finish" and self._next_read(txn) is None
+                assert job.kind == JobKind.FINISH and self._next_read(txn) is None
         for txn in self.active:
             if txn.begun and not txn.join:  # what _all_read counts on
                 readable = {sub.slide for sub in txn.snapshot} if self.policy == "ws" else set(self._versions(txn))
@@ -347,7 +348,7 @@ class Scheduler:
         assert all(self.manual_requests.get(n, 0) > 0 for n in self.in_place), "sealed in place: a request pending"
 
     # -- queries -------------------------------------------------------------------------------
-    def submit(self, plan: Plan, kind: str = ONETIME, priority: int = 0,
+    def submit(self, plan: Plan, kind: QueryKind = ONETIME, priority: int = 0,
                on_done: Callable[[QueryTxn], None] | None = None, task: Task | None = None) -> QueryTxn:
         txn = QueryTxn(f"Q{next(self._ids)}", plan, kind, priority, next(self._seq), self.clock(), on_done, task)
         if self.sealing:
@@ -384,7 +385,7 @@ class Scheduler:
         return task
 
     # -- the state machine ---------------------------------------------------------------------
-    def step(self) -> str | None:
+    def step(self) -> Step | None:
         """Run one atomic operation. Returns what it did: 'slide', 'read', 'probe', 'hold' (a query
         waits for a slide, see _hold), 'error' (a query or a slide's seal failed: last_error), or
         None if idle (or every query waits for a job or a slide)."""
@@ -396,12 +397,12 @@ class Scheduler:
         if self._refresh and (txn is None or (txn.kind != ONETIME and not (self.policy == "serial" and txn.begun))):
             # eager join maintenance: its own operation, after due slides, before periodic reads
             self._refresh_one()
-            return "refresh"
+            return Step.REFRESH
         if txn is None:
             return None
         return self._run(txn)
 
-    def _run(self, txn: QueryTxn) -> str:
+    def _run(self, txn: QueryTxn) -> Step:
         """One operation of txn (_advance); an exception fails that query, not the scheduler."""
         try:
             return self._advance(txn)
@@ -411,7 +412,7 @@ class Scheduler:
             self.last_error = QueryFailed(f"internal error while executing the query: {type(e).__name__}: {e}")
             self.last_error.__cause__ = e
             self.fail(txn, self.last_error)
-            return "error"
+            return Step.ERROR
 
     def run_now(self, plan: Plan, priority: int = 0, on_done: Callable[[QueryTxn], None] | None = None,
                 go_on: Callable[[], bool] | None = None) -> QueryTxn | None:
@@ -474,14 +475,14 @@ class Scheduler:
             return name
         return None
 
-    def _slide(self, name: str) -> str:
+    def _slide(self, name: str) -> Step:
         """Begin (and unless offloaded, commit) the slide due on `name`: 'slide', or 'error' when
         sealing it raised (the stream failed; last_error says why)."""
         stream = self.streams[name]
-        cause, in_place = "due", False
+        cause, in_place = SlideCause.DUE, False
         if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
             self.manual_requests[name] -= 1
-            cause, in_place = "manual", name in self.in_place
+            cause, in_place = SlideCause.MANUAL, name in self.in_place
             self.in_place.discard(name)
         job = self._cut(stream, cause)
         if self.on_cut is not None:
@@ -491,13 +492,13 @@ class Scheduler:
             self.seals_offloaded += 1
             self._reselect = True  # its queries wait
             self.seal_offload(job)
-            return "slide"
-        return "slide" if self._seal_here(job) else "error"
+            return Step.SLIDE
+        return Step.SLIDE if self._seal_here(job) else Step.ERROR
 
     def apply_slide(self, name: str) -> SubWindow:
         """Write transaction T_j on `name`, now and at once (replay): cut, seal and install."""
         assert name not in self.sealing, "a slide of this stream is being sealed"
-        job = self._cut(self.streams[name], "due")
+        job = self._cut(self.streams[name], SlideCause.DUE)
         sub = self._timed_seal(job)
         self._install(job, sub, notify=False)
         return sub
@@ -509,7 +510,7 @@ class Scheduler:
         if job is not None:
             self._seal_here(job)
 
-    def _cut(self, stream: Stream, cause: str) -> SealJob:
+    def _cut(self, stream: Stream, cause: SlideCause) -> SealJob:
         """T_j begins: its rows are cut from the open buffer (Window.cut)."""
         now = self.clock()
         due_at = stream.window.next_due_ms()
@@ -574,8 +575,8 @@ class Scheduler:
         if job.delay is not None:
             self.slide_delays[name].append(job.delay)
         txn_id = f"T{j}"
-        self._record(name, "w", txn_id, subwindow=sub.position, version=j)
-        self._record(name, "c", txn_id)
+        self._record(name, Op.WRITE, txn_id, subwindow=sub.position, version=j)
+        self._record(name, Op.COMMIT, txn_id)
         self.by_stream[name].slides += 1
         self._reselect = True  # EDF deadlines moved
         self._tasks_changed = True
@@ -601,7 +602,7 @@ class Scheduler:
             # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
             stale = [v for v in txn.read if v <= j - txn.plan.n_q]
             if not stale:
-                if txn.job is not None and txn.job.kind == "finish":
+                if txn.job is not None and txn.job.kind == JobKind.FINISH:
                     txn.job = None  # a window not yet full gained a sub-window the merge lacks: orphaned
                     self._reselect = True
                 continue
@@ -611,10 +612,10 @@ class Scheduler:
                     txn.cursor = None
                     if v in txn.partial.contributions:  # (a read still in flight has none yet)
                         txn.partial.remove(v)
-                    self._record(name, "u", txn.id, subwindow=old.position, version=v)
+                    self._record(name, Op.REMOVE, txn.id, subwindow=old.position, version=v)
                     self._count(txn, "removals")
                 job = txn.job
-                if job is not None and (job.kind == "finish" or job.version not in txn.read):
+                if job is not None and (job.kind == JobKind.FINISH or job.version not in txn.read):
                     txn.job = None  # what it computes no longer counts: orphaned
                     self._reselect = True
             else:
@@ -710,7 +711,7 @@ class Scheduler:
         deadline = self._deadline(task) if task else 0
         return (1, not txn.begun, deadline, -txn.priority, txn.seq)
 
-    def _advance(self, txn: QueryTxn) -> str:
+    def _advance(self, txn: QueryTxn) -> Step:
         if txn.join:
             return self._advance_join(txn)
         plan = txn.plan
@@ -718,9 +719,9 @@ class Scheduler:
         if not txn.begun:
             if plan.as_of is not None and not _pinned_live(plan, window):
                 self._refuse(txn, _expired(plan, window))  # nothing recorded: it never began
-                return "read"
+                return Step.READ
             txn.begun = True
-            self._record(txn.stream, "b", txn.id, window_len=plan.n_q, as_of=plan.as_of)
+            self._record(txn.stream, Op.BEGIN, txn.id, window_len=plan.n_q, as_of=plan.as_of)
             if plan.access == "probe" and plan.probes_now():
                 # one atomic read of the window-level synopses: it reflects exactly these versions
                 # (window.youngest(n_q), as versions); the read set is not built sub-window by
@@ -731,7 +732,7 @@ class Scheduler:
                     self.history.record_reads(txn.stream, txn.id, self.clock(), versions, window.n)
                 newest = window.subs[window.latest % window.n] if versions else None
                 self._commit(txn, plan.probe(), (newest, *window.bounds(plan.n_q)))
-                return "probe"
+                return Step.PROBE
             txn.read = {}  # a restart begins afresh
             txn.partial = Partial()
             txn.cursor = None
@@ -743,29 +744,29 @@ class Scheduler:
             self.last_rows = rows = sub.rows
             may_offload = self.offload is not None and plan.access == "window"
             if may_offload and self._hold(txn, sub):
-                return "hold"
-            if may_offload and self._offloads(plan, "read", rows):
+                return Step.HOLD
+            if may_offload and self._offloads(plan, JobKind.READ, rows):
                 txn.read[v] = sub
-                self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
-                self._issue(txn, "read", lambda: plan.read(sub), v, rows)
-                return "read"
-            txn.partial.add(v, self._timed(plan, "read", rows, plan.read, sub))
+                self._record(txn.stream, Op.READ, txn.id, subwindow=sub.position, version=v)
+                self._issue(txn, JobKind.READ, lambda: plan.read(sub), v, rows)
+                return Step.READ
+            txn.partial.add(v, self._timed(plan, JobKind.READ, rows, plan.read, sub))
             txn.read[v] = sub
-            self._record(txn.stream, "r", txn.id, subwindow=sub.position, version=v)
+            self._record(txn.stream, Op.READ, txn.id, subwindow=sub.position, version=v)
         else:
             self.last_rows = 0
         if self._all_read(txn):
             rows = sum(s.rows for s in txn.read.values())
-            if self._offloads(plan, "finish", rows):
+            if self._offloads(plan, JobKind.FINISH, rows):
                 parts = Partial()
                 parts.contributions = dict(txn.partial.contributions)  # later removals do not reach it
-                self._issue(txn, "finish", lambda: plan.finish(parts), None, rows)
+                self._issue(txn, JobKind.FINISH, lambda: plan.finish(parts), None, rows)
             else:
-                self._commit(txn, self._timed(plan, "finish", rows, plan.finish, txn.partial))
-        return "read"
+                self._commit(txn, self._timed(plan, JobKind.FINISH, rows, plan.finish, txn.partial))
+        return Step.READ
 
     # -- offloaded computations ----------------------------------------------------------------------
-    def _offloads(self, plan: Plan, kind: str, rows: int) -> bool:
+    def _offloads(self, plan: Plan, kind: JobKind, rows: int) -> bool:
         if self.offload is None or plan.access != "window":
             return False
         if self.offload_ms <= 0:
@@ -775,7 +776,7 @@ class Scheduler:
             return rows >= self.offload_unmeasured_rows
         return ms >= self.offload_ms
 
-    def _timed(self, plan: Plan, kind: str, rows: int, fn, arg):
+    def _timed(self, plan: Plan, kind: JobKind, rows: int, fn, arg):
         """fn(arg), a window scan's read or merge run inline, its cost noted when there is a timer."""
         if self.timer is None or plan.access != "window":
             return fn(arg)
@@ -784,7 +785,7 @@ class Scheduler:
         self.costs.note(plan, kind, rows, (self.timer() - t0) * 1000.0)
         return out
 
-    def _issue(self, txn: QueryTxn, kind: str, run: Callable[[], object], version: int | None, rows: int) -> None:
+    def _issue(self, txn: QueryTxn, kind: JobKind, run: Callable[[], object], version: int | None, rows: int) -> None:
         txn.job = job = Job(txn, kind, version, run, rows)
         self.jobs += 1
         txn.held_at = None
@@ -805,10 +806,10 @@ class Scheduler:
         window = plan.stream.window
         due = window.next_due_ms()
         rows = sub.rows + sum(s.rows for s in txn.read.values())
-        if due is None or not self._offloads(plan, "finish", rows):  # (an inline merge commits in this step)
+        if due is None or not self._offloads(plan, JobKind.FINISH, rows):  # (an inline merge commits in this step)
             return False
-        merge = self.costs.estimate(plan, "finish", rows)
-        read = self.costs.estimate(plan, "read", sub.rows) if self._offloads(plan, "read", sub.rows) else 0.0
+        merge = self.costs.estimate(plan, JobKind.FINISH, rows)
+        read = self.costs.estimate(plan, JobKind.READ, sub.rows) if self._offloads(plan, JobKind.READ, sub.rows) else 0.0
         if merge is None or read is None or not (due - self.clock() < read + merge < window.spec.subwindow_ms / 2):
             return False
         txn.held_at = window.latest
@@ -817,7 +818,7 @@ class Scheduler:
         return True
 
     def complete(self, job: Job | SealJob, value: object = None, error: BaseException | None = None,
-                 ms: float | None = None) -> str:
+                 ms: float | None = None) -> Step:
         """An offloaded job's result (or the exception it raised), back on the scheduler's thread,
         with how long it ran (`ms`, when measured). A read adds its contribution; a final merge
         commits (nothing changed the read set since it was issued, or it would be orphaned); a
@@ -829,7 +830,7 @@ class Scheduler:
             self.costs.note(txn.plan, job.kind, job.rows, ms)
         if txn.job is not job or txn.done:
             self.jobs_discarded += 1
-            return "discarded"
+            return Step.DISCARDED
         txn.job = None
         self._reselect = True
         if error is not None:
@@ -837,26 +838,26 @@ class Scheduler:
                 f"internal error while executing the query: {type(error).__name__}: {error}")
             self.last_error.__cause__ = error
             self.fail(txn, self.last_error)
-            return "error"
-        if job.kind == "read":
+            return Step.ERROR
+        if job.kind == JobKind.READ:
             txn.partial.add(job.version, value)
-            return "read"
+            return Step.READ
         self._commit(txn, value)
-        return "commit"
+        return Step.COMMIT
 
-    def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> str:
+    def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> Step:
         name = job.stream.name
         if self.sealing.get(name) is not job:  # settled here already, or its stream dropped
             self.jobs_discarded += 1
-            return "discarded"
+            return Step.DISCARDED
         if error is not None:
             # sealing is a pure function of the cut: seal again here (memory may have run out there)
-            return "slide" if self._seal_here(job) else "error"
+            return Step.SLIDE if self._seal_here(job) else Step.ERROR
         self.last_seal_ms = None
         if ms is not None:
             self._note_seal(job, ms)
         self._install(job, sub, notify=True)
-        return "slide"
+        return Step.SLIDE
 
     def _versions(self, txn: QueryTxn) -> range:
         """The versions txn's attempt reads, ascending (not under ws, which reads its snapshot):
@@ -904,13 +905,13 @@ class Scheduler:
         return None
 
     # -- joins: read-only transactions over several windows ----------------------------------------
-    def _advance_join(self, txn: QueryTxn) -> str:
+    def _advance_join(self, txn: QueryTxn) -> Step:
         plan: JoinQueryPlan = txn.plan
         if not txn.begun:
             txn.begun = True
             txn.reads = {n: {} for n in plan.names}
             for s in plan.streams:
-                self._record(s.name, "b", txn.id, window_len=plan.n_q[s.name], streams=plan.names)
+                self._record(s.name, Op.BEGIN, txn.id, window_len=plan.n_q[s.name], streams=plan.names)
             if self.policy == "ws":  # every joined window as of this one moment
                 txn.snapshot = [(s.name, sub) for s in plan.streams for sub in reversed(s.window.youngest(plan.n_q[s.name]))]
         nxt = self._next_join_read(txn)
@@ -919,15 +920,15 @@ class Scheduler:
             name, sub = nxt
             txn.reads[name][sub.slide] = sub  # a reference: sealed sub-windows never change
             self.last_rows = sub.rows
-            self._record(name, "r", txn.id, subwindow=sub.position, version=sub.slide)
+            self._record(name, Op.READ, txn.id, subwindow=sub.position, version=sub.slide)
         if self._next_join_read(txn) is None:
             try:
                 answer = plan.evaluate(txn.reads)  # the join runs once, over exactly what was read
             except ResourceLimit as e:
                 self._refuse(txn, e)
-                return "read"
+                return Step.READ
             self._commit(txn, answer)
-        return "read"
+        return Step.READ
 
     def _next_join_read(self, txn: QueryTxn):
         """(stream, sub-window) this policy reads next, or None when the attempt has read everything."""
@@ -967,7 +968,7 @@ class Scheduler:
         if self.policy == "ttu-rescan":
             for v in sorted(stale):
                 old = got.pop(v)  # the join at commit never sees its rows
-                self._record(name, "u", txn.id, subwindow=old.position, version=v)
+                self._record(name, Op.REMOVE, txn.id, subwindow=old.position, version=v)
                 self._count(txn, "removals")
         else:
             self._abort(txn)
@@ -976,10 +977,7 @@ class Scheduler:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
         error (RESOURCE_EXHAUSTED). A periodic join stays registered: this execution is skipped (its
         subscribers are told), the next one comes after its SLIDE, over other windows."""
-        if txn.begun:
-            for name in txn.streams:
-                self._record(name, "a", txn.id)
-        self._count(txn, "failed")
+        self._aborted(txn, AbortCause.REFUSED)
         txn.error = error
         task = txn.task
         if task is not None:
@@ -997,7 +995,7 @@ class Scheduler:
         if txn.join:
             return self._commit_join(txn, answer)
         now = self.clock()
-        self._record(txn.stream, "c", txn.id)
+        self._record(txn.stream, Op.COMMIT, txn.id)
         read = txn.read
         if span is None:
             span = ((read[max(read)], min(map(_START_MS, read.values())), max(map(_END_MS, read.values())))
@@ -1012,7 +1010,7 @@ class Scheduler:
             staleness_ms=(now - newest.sealed_at_ms) if newest else None,
             response_ms=now - txn.submitted_ms,
             restarts=txn.restarts,
-            policy=self.policy,
+            policy=self.policy.value,
             txn=txn.id,
             answered_ms=now,
         )
@@ -1058,7 +1056,7 @@ class Scheduler:
         now = self.clock()
         plan: JoinQueryPlan = txn.plan
         for name in plan.names:
-            self._record(name, "c", txn.id)
+            self._record(name, Op.COMMIT, txn.id)
         sources = plan.provenance(txn.reads)
         subs = [sub for got in txn.reads.values() for sub in got.values()]
         first = sources[0]
@@ -1067,7 +1065,7 @@ class Scheduler:
             answer=answer, slide=first.slide, window_start_ms=first.window_start_ms,
             window_end_ms=first.window_end_ms,
             staleness_ms=(now - max(s.sealed_at_ms for s in subs)) if subs else None,
-            response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy, txn=txn.id,
+            response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy.value, txn=txn.id,
             answered_ms=now, sources=sources)
         late = None
         if task is not None:
@@ -1078,9 +1076,8 @@ class Scheduler:
         self._deliver(txn, result, now, late)
 
     def _abort(self, txn: QueryTxn) -> None:
-        for name in txn.streams:
-            self._record(name, "a", txn.id)
-        self._count(txn, "aborts")
+        """A slide expired a sub-window the attempt read: it aborts and restarts (or fails)."""
+        self._aborted(txn, AbortCause.CONFLICT)
         txn.begun = False
         txn.job = None  # a job in flight is orphaned
         txn.read = {}
@@ -1089,7 +1086,7 @@ class Scheduler:
         txn.snapshot = []
         txn.restarts += 1
         if txn.restarts > self.max_restarts:
-            self._count(txn, "failed")
+            self._aborted(txn, AbortCause.RESTART_LIMIT)
             txn.error = RestartLimitExceeded(
                 f"query aborted {txn.restarts} times by concurrent slides (limit {self.max_restarts}); "
                 f"try a shorter RANGE or the ttu policy")
@@ -1107,10 +1104,7 @@ class Scheduler:
         would fail again on every execution) and its on_error told."""
         if txn.done:
             return
-        if txn.begun:
-            for name in txn.streams:
-                self._record(name, "a", txn.id)
-        self._count(txn, "errors")
+        self._aborted(txn, AbortCause.ERROR)
         txn.error = error
         task = txn.task
         if task is not None:
@@ -1124,9 +1118,7 @@ class Scheduler:
             task.on_error(task, error)
 
     def _withdraw(self, txn: QueryTxn, error: Exception) -> None:
-        if txn.begun:
-            for name in txn.streams:
-                self._record(name, "a", txn.id)
+        self._aborted(txn, AbortCause.WITHDRAWN)
         txn.error = error
         if txn.task is not None:
             txn.task.running = None
@@ -1142,6 +1134,16 @@ class Scheduler:
         self._reselect = True
         if txn.on_done is not None:
             txn.on_done(txn)
+
+    def _aborted(self, txn: QueryTxn, cause: AbortCause) -> None:
+        """An attempt ends without commit: an abort record per stream it began on, and the counter
+        of its cause (_ABORT_COUNTERS)."""
+        if txn.begun:
+            for name in txn.streams:
+                self._record(name, Op.ABORT, txn.id)
+        what = _ABORT_COUNTERS[cause]
+        if what is not None:
+            self._count(txn, what)
 
     def _count(self, txn: QueryTxn, what: str) -> None:
         """Per class, and per stream (a join counts for each stream it reads)."""
@@ -1164,6 +1166,12 @@ class Scheduler:
                 setattr(out, k, getattr(out, k) + v)
         out.slides = sum(c.slides for c in self.by_stream.values())
         return out.as_dict()
+
+
+# An abort's cause -> the Counters field it counts in (a conflict's restart counts in `restarts` too;
+# a withdrawn query is not counted).
+_ABORT_COUNTERS = {AbortCause.CONFLICT: "aborts", AbortCause.RESTART_LIMIT: "failed",
+                   AbortCause.REFUSED: "failed", AbortCause.ERROR: "errors", AbortCause.WITHDRAWN: None}
 
 
 # -- pinned reads (AS OF SLIDE k) ------------------------------------------------------------------------

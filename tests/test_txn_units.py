@@ -311,3 +311,29 @@ def test_a_group_by_probe_is_one_operation_while_its_running_totals_are_kept_els
         want = plan_query(parse_query("SELECT k, SUM(v) FROM s GROUP BY k ORDER BY 1"), s, access="window")
         assert txn.result.answer.rows == run_plan(want).rows
         assert [v.level for v in check(h.events).verdicts] == ["lws"]
+
+
+def test_each_policy_is_a_class_chosen_once_and_a_new_one_plugs_in():
+    """The registry maps every PolicyName to its class; the scheduler takes a Policy instance as it
+    is. A policy that is LWS reading youngest first (TTU's order, without its holds) plugs in with
+    no change to the scheduler and aborts exactly where TTU does, where LWS aborts more."""
+    from windowstore.txn.policies import POLICY_CLASSES, Lws, Ttu
+
+    assert set(POLICY_CLASSES) == set(PolicyName) and all(c.name is p for p, c in POLICY_CLASSES.items())
+
+    class YoungestFirst(Lws):
+        def order(self, vs):
+            return Ttu.order(self, vs)
+
+    aborts = {}
+    for policy in ("lws", "ttu", YoungestFirst()):
+        sched, s, h, now = setup(policy)
+        txn = sched.submit(scan(s))
+        sched.step()                      # one read, then a slide before each of the others
+        for value in (10, 20, 30):
+            slide(sched, s, value)
+            sched.step()
+        sched.run_until_idle()
+        assert txn.result.answer.rows == [(10 + 20 + 30 + 3,)] and check(h.events).violations("lws") == []
+        aborts[policy if isinstance(policy, str) else "custom"] = sched.totals()["aborts"]
+    assert aborts["custom"] == aborts["ttu"] < aborts["lws"], aborts

@@ -5,28 +5,16 @@ at once. Read-only transactions are queries over the n_Q youngest sub-windows, o
 operation. `step()` runs exactly one atomic operation (one slide, or one read, with the begin and
 commit that bracket it) and records it in the history; the caller owns the loop and the clock.
 
-Policies (thesis chapter 7):
-- serial: a query that has begun runs to commit; slides of its stream wait; no pre-emption.
-- ws: a query reads the window as of its begin (it keeps the sub-window objects); never aborts.
-- lws: Algorithm 7. Reads oldest-first; a slide that expires a sub-window it already read
-  (the (j + n - n_Q) mod n rule, which is the overwritten one when n_Q = n) aborts it.
-- ttu: Algorithm 8. Reads the unread sub-window with the highest time-to-update (the youngest)
-  first, so the sub-window due to expire next is read last; aborts only when unavoidable.
-- ttu-rescan: as ttu, but on such a conflict removes the expired version's contribution and
-  goes on (the new sub-window is still unread), instead of aborting.
+The policy (thesis chapter 7: serial, ws, lws, ttu, ttu-rescan) is a class chosen once, when the
+scheduler is built (policies.py): it says which sub-window a query reads next, what a slide that
+expires a sub-window a query read does to it (abort, keep, or re-scan), whether a begun query
+holds its windows, and whether a window scan may wait for a slide. The scheduler never asks which
+policy it runs.
 
 Join queries (joins.py) are read-only transactions over several streams' windows, one sub-window
-per operation; the join itself runs once, at commit, over the sub-windows read:
-- serial: a begun join locks every stream it reads;
-- ws: the snapshot is every joined stream's youngest sub-windows at begin (one moment);
-- lws: reads stream by stream (FROM order), oldest first; a slide of any joined stream that
-  expires a sub-window the attempt read aborts it;
-- ttu: reads, across all joined streams, the unread sub-window with the highest time-to-update
-  first (the one due to expire soonest is read last); aborts only when unavoidable;
-- ttu-rescan: on such a conflict, drops the expired sub-window's reference instead (the join at
-  commit never sees its rows), so a join never aborts.
-The history has one begin, commit or abort record per joined stream (the begin with that stream's
-window length and the list of joined streams); reads name their stream.
+per operation; the join itself runs once, at commit, over the sub-windows read. The history has
+one begin, commit or abort record per joined stream (the begin with that stream's window length
+and the list of joined streams); reads name their stream.
 
 Every slide due is applied before the next read (except under serial, on purpose). One-time
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
@@ -70,7 +58,8 @@ from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 
 from .history import History, Op
-from .kinds import AbortCause, JobKind, PolicyName, QueryKind, SlideCause, Step
+from .kinds import AbortCause, JobKind, PolicyName, QueryKind, Reaction, SlideCause, Step
+from .policies import Policy, make_policy, pinned_versions
 from .joins import JoinQueryPlan, StreamWindow, stream_names
 
 POLICIES = tuple(p.value for p in PolicyName)  # the wire and CLI spellings
@@ -224,11 +213,10 @@ class Counters:
 
 
 class Scheduler:
-    def __init__(self, policy: str, clock: Callable[[], float], history: History | None = None,
+    def __init__(self, policy: "str | Policy", clock: Callable[[], float], history: History | None = None,
                  max_restarts: int = 16):
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r}: choose one of {', '.join(POLICIES)}")
-        self.policy = PolicyName(policy)
+        self.control: Policy = make_policy(policy)  # the concurrency-control hooks (policies.py)
+        self.policy: PolicyName = self.control.name
         self.clock = clock
         self.history = history
         self.max_restarts = max_restarts
@@ -328,9 +316,8 @@ class Scheduler:
                 assert job.kind == JobKind.FINISH and self._next_read(txn) is None
         for txn in self.active:
             if txn.begun and not txn.join:  # what _all_read counts on
-                readable = {sub.slide for sub in txn.snapshot} if self.policy == "ws" else set(self._versions(txn))
-                assert set(txn.read) <= readable, (txn.id, sorted(txn.read))
-                assert self._all_read(txn) == (self._next_read(txn) is None)
+                assert set(txn.read) <= set(self.control.readable(txn)), (txn.id, sorted(txn.read))
+                assert self.control.all_read(txn) == (self._next_read(txn) is None)
         assert waiting <= 1, "one job in flight at a time"
         assert self.running is None or self.running in self.active
         for name, stream in self.streams.items():
@@ -343,8 +330,8 @@ class Scheduler:
                 assert w.cutting is None, "a cut is sealed at once or in flight"
                 continue
             assert job.stream is stream and w.cutting is job.cut and job.cut.slide == w.latest + 1
-            if self.policy == "serial":
-                assert not any(t.begun and name in t.streams for t in self.active), "serial: cut only unlocked"
+            if self.control.locks:
+                assert not any(t.begun and name in t.streams for t in self.active), "locked windows are not cut"
         assert all(self.manual_requests.get(n, 0) > 0 for n in self.in_place), "sealed in place: a request pending"
 
     # -- queries -------------------------------------------------------------------------------
@@ -394,7 +381,7 @@ class Scheduler:
             return self._slide(name)
         self._spawn_due_tasks()
         txn = self._choose()
-        if self._refresh and (txn is None or (txn.kind != ONETIME and not (self.policy == "serial" and txn.begun))):
+        if self._refresh and (txn is None or (txn.kind != ONETIME and not (self.control.locks and txn.begun))):
             # eager join maintenance: its own operation, after due slides, before periodic reads
             self._refresh_one()
             return Step.REFRESH
@@ -469,9 +456,9 @@ class Scheduler:
         for name in self.streams:
             if name in self.sealing or name in self.failed or self.slides_due(name) <= 0:
                 continue
-            if (self.policy == "serial" and self._current is not None and self._current.begun
+            if (self.control.locks and self._current is not None and self._current.begun
                     and name in self._current.streams):
-                continue  # serial: the running query locks its window(s)
+                continue  # the running query locks its window(s)
             return name
         return None
 
@@ -589,14 +576,15 @@ class Scheduler:
 
     def _resolve_conflicts(self, stream: Stream, j: int) -> None:
         name = stream.name
-        if self.policy in ("ws", "serial"):
-            return
         for txn in [t for t in self.active if t.begun and name in t.streams]:
+            reaction = self.control.on_slide(txn.plan)
+            if reaction is Reaction.KEEP:
+                continue
             if txn.join:
-                self._join_conflict(txn, name, j)
+                self._join_conflict(txn, name, j, reaction)
                 continue
             if txn.plan.as_of is not None:  # pinned: only an unread sub-window of slide k overwritten matters
-                if any(v <= j - stream.window.n and v not in txn.read for v in _pinned_versions(txn.plan)):
+                if any(v <= j - stream.window.n and v not in txn.read for v in pinned_versions(txn.plan)):
                     self._refuse(txn, _expired(txn.plan, stream.window, during=True))
                 continue
             # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
@@ -606,7 +594,7 @@ class Scheduler:
                     txn.job = None  # a window not yet full gained a sub-window the merge lacks: orphaned
                     self._reselect = True
                 continue
-            if self.policy == "ttu-rescan" and txn.plan.supports_remove:
+            if reaction is Reaction.RESCAN:
                 for v in stale:
                     old = txn.read.pop(v)
                     txn.cursor = None
@@ -674,7 +662,7 @@ class Scheduler:
             self._current = None
             return None
         cur = self._current
-        if self.policy == "serial" and cur is not None and cur.begun and not cur.done:
+        if self.control.locks and cur is not None and cur.begun and not cur.done:
             return None if cur.job is not None else cur  # no pre-emption
         if self._reselect or cur is None or cur.done or cur.job is not None:
             # Not waiting for a job; and while one is in flight, no other window scan goes on: its
@@ -695,7 +683,7 @@ class Scheduler:
         concurrent write), so under sustained ingest, where the next seal starts as the last one
         is installed, a query still runs. Under serial a query begins only on a window no slide is
         being sealed into (its install would change the window under the query)."""
-        if self.policy == "serial" and not txn.begun and self.sealing and any(n in self.sealing for n in txn.streams):
+        if self.control.locks and not txn.begun and self.sealing and any(n in self.sealing for n in txn.streams):
             return True
         first = txn.sealed_first
         streams = self.streams
@@ -736,8 +724,7 @@ class Scheduler:
             txn.read = {}  # a restart begins afresh
             txn.partial = Partial()
             txn.cursor = None
-            if self.policy == "ws":  # (a probe reads in one step: it needs no snapshot)
-                txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
+            self.control.begin(txn)  # (a probe reads in one step: it needs no snapshot)
         sub = self._next_read(txn)
         if sub is not None:
             v = sub.slide
@@ -755,7 +742,7 @@ class Scheduler:
             self._record(txn.stream, Op.READ, txn.id, subwindow=sub.position, version=v)
         else:
             self.last_rows = 0
-        if self._all_read(txn):
+        if self.control.all_read(txn):
             rows = sum(s.rows for s in txn.read.values())
             if self._offloads(plan, JobKind.FINISH, rows):
                 parts = Partial()
@@ -800,7 +787,7 @@ class Scheduler:
         newest one is read instead. Only when the estimate is under half a slide period (no
         livelock)."""
         plan = txn.plan
-        if (self.offload is None or self.policy not in ("ttu", "ttu-rescan") or plan.as_of is not None
+        if (self.offload is None or not self.control.holds or plan.as_of is not None
                 or len(txn.read) + 1 < plan.n_q):
             return False
         window = plan.stream.window
@@ -859,50 +846,9 @@ class Scheduler:
         self._install(job, sub, notify=True)
         return Step.SLIDE
 
-    def _versions(self, txn: QueryTxn) -> range:
-        """The versions txn's attempt reads, ascending (not under ws, which reads its snapshot):
-        the pinned slide's (AS OF), or the n_Q youngest."""
-        plan = txn.plan
-        if plan.as_of is not None:
-            return _pinned_versions(plan)
-        latest = plan.stream.window.latest
-        return range(max(0, latest - plan.n_q + 1), latest + 1)
-
-    def _all_read(self, txn: QueryTxn) -> bool:
-        """_next_read(txn) is None, counted: the read set holds only versions this policy reads
-        now (a slide aborts, or removes, a version that has left the window: _check), so the
-        attempt has read everything once it holds as many."""
-        return len(txn.read) >= len(txn.snapshot if self.policy == "ws" else self._versions(txn))
-
     def _next_read(self, txn: QueryTxn):
         """The sub-window this policy reads next, or None when the attempt has read everything."""
-        if self.policy == "ws":
-            for sub in txn.snapshot:
-                if sub.slide not in txn.read:
-                    return sub
-            return None
-        window = txn.plan.stream.window
-        versions = self._versions(txn)
-        if txn.plan.as_of is not None:
-            # slide k's sub-windows, oldest (the next to be overwritten) first, under every policy
-            for v in versions:
-                if v not in txn.read:
-                    return window.subs[v % window.n]
-            return None
-        if self.policy != "lws":
-            versions = versions[::-1]  # time-to-update order: the youngest first
-        latest = window.latest
-        # Reads follow this order and the read set only grows while the window does not slide:
-        # go on from the last position found, not from the start (O(n_Q) per query, not O(n_Q^2))
-        cursor = txn.cursor
-        read = txn.read
-        for i in range(cursor[1] if cursor is not None and cursor[0] == latest else 0, len(versions)):
-            v = versions[i]
-            if v not in read:
-                txn.cursor = (latest, i)
-                return window.subs[v % window.n]
-        txn.cursor = (latest, len(versions))
-        return None
+        return self.control.next_read(txn)
 
     # -- joins: read-only transactions over several windows ----------------------------------------
     def _advance_join(self, txn: QueryTxn) -> Step:
@@ -912,8 +858,7 @@ class Scheduler:
             txn.reads = {n: {} for n in plan.names}
             for s in plan.streams:
                 self._record(s.name, Op.BEGIN, txn.id, window_len=plan.n_q[s.name], streams=plan.names)
-            if self.policy == "ws":  # every joined window as of this one moment
-                txn.snapshot = [(s.name, sub) for s in plan.streams for sub in reversed(s.window.youngest(plan.n_q[s.name]))]
+            self.control.begin_join(txn)
         nxt = self._next_join_read(txn)
         self.last_rows = 0
         if nxt is not None:
@@ -932,40 +877,16 @@ class Scheduler:
 
     def _next_join_read(self, txn: QueryTxn):
         """(stream, sub-window) this policy reads next, or None when the attempt has read everything."""
-        if self.policy == "ws":
-            for name, sub in txn.snapshot:
-                if sub.slide not in txn.reads[name]:
-                    return name, sub
-            return None
-        plan: JoinQueryPlan = txn.plan
-        if self.policy == "lws":  # fixed order: stream by stream, oldest first
-            for s in plan.streams:
-                w, got = s.window, txn.reads[s.name]
-                for v in range(max(0, w.latest - plan.n_q[s.name] + 1), w.latest + 1):
-                    if v not in got:
-                        return s.name, w.subs[v % w.n]
-            return None
-        # ttu (and serial, ttu-rescan): the unread sub-window with the highest time-to-update, across
-        # streams; within a stream that is its youngest unread one
-        best = None
-        for s in plan.streams:
-            w, got, n_q = s.window, txn.reads[s.name], plan.n_q[s.name]
-            for v in range(w.latest, max(0, w.latest - n_q + 1) - 1, -1):
-                if v not in got:
-                    key = _time_to_update(w, v, n_q)
-                    if best is None or key > best[0]:
-                        best = (key, s.name, w.subs[v % w.n])
-                    break
-        return None if best is None else (best[1], best[2])
+        return self.control.next_join_read(txn)
 
-    def _join_conflict(self, txn: QueryTxn, name: str, j: int) -> None:
+    def _join_conflict(self, txn: QueryTxn, name: str, j: int, reaction: Reaction) -> None:
         """Slide j of `name` happened while join `txn` was reading: versions up to j - n_Q of that
         stream have left the window it must reflect."""
         got = txn.reads[name]
         stale = [v for v in got if v <= j - txn.plan.n_q[name]]
         if not stale:
             return
-        if self.policy == "ttu-rescan":
+        if reaction is Reaction.RESCAN:
             for v in sorted(stale):
                 old = got.pop(v)  # the join at commit never sees its rows
                 self._record(name, Op.REMOVE, txn.id, subwindow=old.position, version=v)
@@ -1181,8 +1102,7 @@ _ABORT_COUNTERS = {AbortCause.CONFLICT: "aborts", AbortCause.RESTART_LIMIT: "fai
 # array; it begins only then, reads them oldest first (the next to be overwritten), and a slide that
 # overwrites one it has not read yet ends it (FAILED_PRECONDITION), since it can never be answered again.
 # Slides that only move the current window on do not conflict with it: it never aborts or restarts.
-def _pinned_versions(plan) -> range:
-    return range(max(0, plan.as_of - plan.n_q + 1), plan.as_of + 1)
+# (policies.pinned_versions)
 
 
 class Costs:
@@ -1238,21 +1158,3 @@ def _expired(plan, window, during: bool = False) -> Exception:
         why = f"slide {k}'s sub-windows have left the window (it holds slides {max(0, window.latest - window.n + 1)} to " \
               f"{window.latest})"
     return FailedPrecondition(f"AS OF SLIDE {k} on stream {plan.stream.name!r}: {why}; {can}")
-
-
-def _time_to_update(window, v: int, n_q: int) -> tuple[float, int]:
-    """When sub-window v leaves a window of the n_q youngest (at slide v + n_q): an estimate of that
-    clock time, and the slides still to come. Processing-time windows slide on schedule; others
-    (manual, event time, row counts) are extrapolated from the seal times of the live sub-windows,
-    and a window without such a history counts as never sliding (read first)."""
-    left = v + n_q - window.latest
-    due = window.next_due_ms()
-    if due is not None:
-        return float(due + (left - 1) * window.spec.subwindow_ms), left
-    latest, oldest = window.latest, max(0, window.latest - window.n + 1)
-    if latest > oldest:
-        newest_sub, oldest_sub = window.subs[latest % window.n], window.subs[oldest % window.n]
-        period = (newest_sub.sealed_at_ms - oldest_sub.sealed_at_ms) / (latest - oldest)
-        if period > 0:
-            return float(window.last_seal_ms + left * period), left
-    return float("inf"), left

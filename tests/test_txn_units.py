@@ -233,7 +233,7 @@ def test_run_now_stops_where_a_slide_falls_due_and_the_steps_go_on(policy):
         sched.step()
     now[0] = s.window.next_due_ms() - 4  # it falls due while the query reads
     txn = sched.run_now(scan(s))
-    assert not txn.done and len(txn.read) >= 1 and sched.active == [txn] and sched.running is txn
+    assert not txn.done and len(txn.sources[0].read) >= 1 and sched.active == [txn] and sched.running is txn
     assert now[0] >= s.window.next_due_ms()  # it stopped because a slide is due
     ops = []
     while not txn.done:
@@ -245,7 +245,7 @@ def test_run_now_stops_where_a_slide_falls_due_and_the_steps_go_on(policy):
 def test_run_now_stops_at_its_budget_and_at_an_offloaded_job():
     sched, s, h, now = setup("ttu")
     txn = sched.run_now(scan(s), go_on=lambda: False)  # the caller's budget allows one operation
-    assert not txn.done and len(txn.read) == 1 and sched.active == [txn]
+    assert not txn.done and len(txn.sources[0].read) == 1 and sched.active == [txn]
     sched.run_until_idle()
     assert txn.done and txn.result.answer.rows == [(0 + 1 + 2 + 3,)]
     jobs = []

@@ -4,15 +4,19 @@ holds its windows or waits for a slide). They read a query's state and its windo
 record history, count, or change the scheduler's queues: the scheduler core does that."""
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Sequence
 
 from windowstore.store import SubWindow
 
 from .kinds import PolicyName, Reaction
 
+if TYPE_CHECKING:
+    from .scheduler import Source
+
 
 class Policy:
-    """Latest-window serializability, reading oldest first (the base of the others)."""
+    """Latest-window serializability, reading oldest first (the base of the others). A query's
+    state is per source (scheduler.Source: one for a single-stream query, one per joined stream)."""
 
     name: ClassVar[PolicyName]
     # A begun query holds its windows: their slides wait for its commit, nothing pre-empts it, and it
@@ -22,62 +26,61 @@ class Policy:
     # overwrites last (Scheduler._hold): only where that sub-window is read last (time-to-update).
     holds: ClassVar[bool] = False
 
-    # -- single-stream queries -------------------------------------------------------------------
     def begin(self, txn) -> None:
-        """A single-stream attempt begins (not a probe): take what it needs at this moment."""
+        """An attempt begins (not a probe: it reads in one step): take what it needs now."""
 
-    def readable(self, txn) -> range | list[int]:
-        """The versions the begun attempt reads, as of now (the read set is a subset of them)."""
-        return versions(txn.plan)
+    def readable(self, src) -> Sequence[int]:
+        """The versions of src the begun attempt reads, as of now (its read set is a subset)."""
+        return src.versions()
+
+    def expected(self, src) -> int:
+        return len(src.versions())
 
     def all_read(self, txn) -> bool:
-        """next_read(txn) is None, counted: the read set holds only readable versions (a slide
-        aborts, or removes, one that has left the window), so it is complete once as large."""
-        return len(txn.read) >= len(self.readable(txn))
+        """next_read(txn) is None, counted: a read set holds only readable versions (a slide aborts,
+        or removes, one that has left the window), so a source is read once it holds as many."""
+        for src in txn.sources:
+            if len(src.read) < self.expected(src):
+                return False
+        return True
 
-    def next_read(self, txn) -> SubWindow | None:
-        """The sub-window txn reads next, or None when the attempt has read everything."""
-        window = txn.plan.stream.window
-        vs = versions(txn.plan)
-        if txn.plan.as_of is not None:
+    def next_read(self, txn) -> tuple[Source, SubWindow] | None:
+        """(source, sub-window) the attempt reads next, or None when it has read everything: source
+        by source (a join's FROM order), each in this policy's order."""
+        for src in txn.sources:
+            sub = self.next_of(src)
+            if sub is not None:
+                return src, sub
+        return None
+
+    def next_of(self, src) -> SubWindow | None:
+        """src's unread sub-window that comes first in this policy's order."""
+        window = src.window
+        vs = src.versions()
+        if src.as_of is not None:
             # slide k's sub-windows, oldest (the next to be overwritten) first, under every policy
             for v in vs:
-                if v not in txn.read:
+                if v not in src.read:
                     return window.subs[v % window.n]
             return None
         vs = self.order(vs)
         latest = window.latest
         # Reads follow this order and the read set only grows while the window does not slide:
         # go on from the last position found, not from the start (O(n_Q) per query, not O(n_Q^2))
-        cursor = txn.cursor
-        read = txn.read
+        cursor = src.cursor
+        read = src.read
         for i in range(cursor[1] if cursor is not None and cursor[0] == latest else 0, len(vs)):
             v = vs[i]
             if v not in read:
-                txn.cursor = (latest, i)
+                src.cursor = (latest, i)
                 return window.subs[v % window.n]
-        txn.cursor = (latest, len(vs))
+        src.cursor = (latest, len(vs))
         return None
 
     def order(self, vs: range) -> range:
-        """The window's versions (ascending) in the order this policy reads them."""
+        """A window's versions (ascending) in the order this policy reads them."""
         return vs
 
-    # -- joins -----------------------------------------------------------------------------------
-    def begin_join(self, txn) -> None:
-        """A join attempt begins: take what it needs at this moment."""
-
-    def next_join_read(self, txn) -> tuple[str, SubWindow] | None:
-        """(stream, sub-window) the join reads next: stream by stream (FROM order), oldest first."""
-        plan = txn.plan
-        for s in plan.streams:
-            w, got = s.window, txn.reads[s.name]
-            for v in range(max(0, w.latest - plan.n_q[s.name] + 1), w.latest + 1):
-                if v not in got:
-                    return s.name, w.subs[v % w.n]
-        return None
-
-    # -- slides ----------------------------------------------------------------------------------
     def on_slide(self, plan) -> Reaction:
         """What a slide that expires a sub-window a begun query read does to it."""
         return Reaction.ABORT
@@ -95,8 +98,9 @@ class Lws(Policy):
 
 
 class Ttu(Policy):
-    """Algorithm 8: reads the unread sub-window with the highest time-to-update (the youngest)
-    first, so the one due to expire next is read last; aborts only when unavoidable."""
+    """Algorithm 8: reads the unread sub-window with the highest time-to-update first (across all
+    joined streams; within a stream that is its youngest unread one), so the one due to expire
+    next is read last; aborts only when unavoidable."""
 
     name = PolicyName.TTU
     holds = True
@@ -104,19 +108,19 @@ class Ttu(Policy):
     def order(self, vs: range) -> range:
         return vs[::-1]
 
-    def next_join_read(self, txn) -> tuple[str, SubWindow] | None:
-        """Across all joined streams, the unread sub-window with the highest time-to-update; within
-        a stream that is its youngest unread one."""
-        plan = txn.plan
+    def next_read(self, txn) -> tuple[Source, SubWindow] | None:
+        sources = txn.sources
+        if len(sources) == 1:  # one candidate: no time-to-update to compare
+            src = sources[0]
+            sub = self.next_of(src)
+            return None if sub is None else (src, sub)
         best = None
-        for s in plan.streams:
-            w, got, n_q = s.window, txn.reads[s.name], plan.n_q[s.name]
-            for v in range(w.latest, max(0, w.latest - n_q + 1) - 1, -1):
-                if v not in got:
-                    key = time_to_update(w, v, n_q)
-                    if best is None or key > best[0]:
-                        best = (key, s.name, w.subs[v % w.n])
-                    break
+        for src in sources:
+            sub = self.next_of(src)
+            if sub is not None:
+                key = time_to_update(src.window, sub.slide, src.n_q)
+                if best is None or key > best[0]:
+                    best = (key, src, sub)
         return None if best is None else (best[1], best[2])
 
 
@@ -145,34 +149,27 @@ class Serial(Ttu):
 
 
 class Ws(Policy):
-    """Window serializability: a query reads the window as of its begin (it keeps the sub-window
-    objects, which never change; a join: every joined stream's youngest sub-windows at that one
-    moment); slides never meet it, so it never aborts."""
+    """Window serializability: a query reads the window as of its begin, youngest first (it keeps
+    the sub-window objects, which never change; a join: every joined stream's youngest sub-windows
+    at that one moment); slides never meet it, so it never aborts."""
 
     name = PolicyName.WS
 
     def begin(self, txn) -> None:
-        plan = txn.plan
-        window = plan.stream.window
-        txn.snapshot = window.youngest(plan.n_q) if plan.as_of is None else window.as_of(plan.as_of, plan.n_q)
+        for src in txn.sources:
+            w = src.window
+            src.snapshot = w.youngest(src.n_q) if src.as_of is None else w.as_of(src.as_of, src.n_q)
 
-    def readable(self, txn) -> list[int]:
-        return [sub.slide for sub in txn.snapshot]
+    def readable(self, src) -> list[int]:
+        return [sub.slide for sub in src.snapshot]
 
-    def next_read(self, txn) -> SubWindow | None:
-        for sub in txn.snapshot:
-            if sub.slide not in txn.read:
+    def expected(self, src) -> int:
+        return len(src.snapshot)
+
+    def next_of(self, src) -> SubWindow | None:
+        for sub in src.snapshot:
+            if sub.slide not in src.read:
                 return sub
-        return None
-
-    def begin_join(self, txn) -> None:
-        plan = txn.plan  # every joined window as of this one moment
-        txn.snapshot = [(s.name, sub) for s in plan.streams for sub in reversed(s.window.youngest(plan.n_q[s.name]))]
-
-    def next_join_read(self, txn) -> tuple[str, SubWindow] | None:
-        for name, sub in txn.snapshot:
-            if sub.slide not in txn.reads[name]:
-                return name, sub
         return None
 
     def on_slide(self, plan) -> Reaction:
@@ -192,20 +189,6 @@ def make_policy(name: "str | Policy") -> Policy:
     except ValueError:
         choices = ", ".join(p.value for p in PolicyName)
         raise ValueError(f"unknown policy {name!r}: choose one of {choices}") from None
-
-
-def versions(plan) -> range:
-    """The versions a single-stream query's attempt reads, ascending (not under ws, which reads its
-    snapshot): the pinned slide's (AS OF SLIDE k), or the n_Q youngest."""
-    if plan.as_of is not None:
-        return pinned_versions(plan)
-    latest = plan.stream.window.latest
-    return range(max(0, latest - plan.n_q + 1), latest + 1)
-
-
-def pinned_versions(plan) -> range:
-    """AS OF SLIDE k: exactly slide k's n_Q sub-windows (from 0 while the window filled)."""
-    return range(max(0, plan.as_of - plan.n_q + 1), plan.as_of + 1)
 
 
 def time_to_update(window, v: int, n_q: int) -> tuple[float, int]:

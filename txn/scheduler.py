@@ -59,7 +59,7 @@ from windowstore.store.aggregates import Partial
 
 from .history import History, Op
 from .kinds import AbortCause, JobKind, PolicyName, QueryKind, Reaction, SlideCause, Step
-from .policies import Policy, make_policy, pinned_versions
+from .policies import Policy, make_policy
 from .joins import JoinQueryPlan, StreamWindow, stream_names
 
 POLICIES = tuple(p.value for p in PolicyName)  # the wire and CLI spellings
@@ -161,6 +161,54 @@ class SealJob:
 
 
 @dataclass(eq=False)
+class Source:
+    """One stream a query reads, and what its current attempt has read of it: a single-stream
+    query has one source, a join one per distinct joined stream (FROM order). Only the policy
+    (the read order, the snapshot) and the scheduler's read and conflict paths change it."""
+
+    stream: Stream
+    n_q: int                    # it reads the n_q youngest sub-windows of the stream ...
+    as_of: int | None = None    # ... or, pinned (AS OF SLIDE k), slide k's
+    read: dict[int, SubWindow] = field(default_factory=dict)  # version -> sub-window read in this attempt
+    snapshot: list[SubWindow] | None = None  # ws: the sub-windows as of begin
+    cursor: tuple[int, int] | None = None    # (window.latest, i): the policy's order is read before i
+
+    @property
+    def name(self) -> str:
+        return self.stream.name
+
+    @property
+    def window(self):
+        return self.stream.window
+
+    def versions(self) -> range:
+        """The versions the attempt reads, ascending (not under ws, which reads its snapshot): the
+        pinned slide's (AS OF SLIDE k), or the n_q youngest."""
+        if self.as_of is not None:
+            return range(max(0, self.as_of - self.n_q + 1), self.as_of + 1)
+        latest = self.stream.window.latest
+        return range(max(0, latest - self.n_q + 1), latest + 1)
+
+    def reset(self) -> None:
+        """A (re)started attempt has read nothing."""
+        self.read = {}
+        self.snapshot = None
+        self.cursor = None
+
+    def _check(self) -> None:
+        assert all(sub.slide == v for v, sub in self.read.items()), "read: version -> its sub-window"
+        assert self.as_of is None or self.snapshot is not None or set(self.read) <= set(self.versions())
+        assert self.cursor is None or 0 <= self.cursor[1] <= len(self.versions()), self.cursor
+
+
+def sources_of(plan) -> list[Source]:
+    """A plan's sources: a join's distinct streams (FROM order), or the one stream of a query."""
+    if isinstance(plan, JoinQueryPlan):
+        return [Source(s, plan.n_q[s.name]) for s in plan.streams]
+    return [Source(plan.stream, plan.n_q, plan.as_of)]
+
+
+@dataclass(eq=False)
 class QueryTxn:
     id: str
     plan: Plan
@@ -172,18 +220,26 @@ class QueryTxn:
     task: Task | None = None
     restarts: int = 0
     begun: bool = False
-    partial: Partial = field(default_factory=Partial)
-    read: dict = field(default_factory=dict)       # version -> SubWindow read in this attempt
-    snapshot: list = field(default_factory=list)   # ws: the sub-windows as of begin
+    partial: Partial = field(default_factory=Partial)  # a window scan's contributions so far
     result: Result | None = None
     error: Exception | None = None
     done: bool = False
-    reads: dict = field(default_factory=dict)      # joins: stream -> version -> SubWindow read
     job: Job | None = None      # its offloaded computation in flight; it waits until complete()
     held_at: int | None = None  # it waits for the slide after this one of its stream (see _hold)
     # per stream being sealed when it was submitted, the slide it waits for (see _waits_for_seal)
     sealed_first: dict[str, int] | None = None
-    cursor: tuple[int, int] | None = None  # (window.latest, i): the policy's order is read before i (_next_read)
+    sources: list[Source] = field(default_factory=list)  # per stream it reads, its read state
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            self.sources = sources_of(self.plan)
+
+    def source(self, name: str) -> Source:
+        return next(src for src in self.sources if src.stream.name == name)
+
+    def read_sets(self) -> dict[str, dict[int, SubWindow]]:
+        """Per stream name, the sub-windows read (a join's evaluate and provenance take these)."""
+        return {src.stream.name: src.read for src in self.sources}
 
     @property
     def stream(self) -> str:
@@ -195,7 +251,7 @@ class QueryTxn:
 
     @property
     def streams(self) -> list[str]:
-        return stream_names(self.plan)
+        return [src.stream.name for src in self.sources]
 
 
 @dataclass
@@ -311,13 +367,16 @@ class Scheduler:
             waiting += 1
             assert job.txn is txn and txn.begun and self.offload is not None and not txn.join
             if job.kind == JobKind.READ:
-                assert job.version in txn.read and job.version not in txn.partial.contributions
+                assert job.version in txn.sources[0].read and job.version not in txn.partial.contributions
             else:
-                assert job.kind == JobKind.FINISH and self._next_read(txn) is None
+                assert job.kind == JobKind.FINISH and self.control.next_read(txn) is None
         for txn in self.active:
-            if txn.begun and not txn.join:  # what _all_read counts on
-                assert set(txn.read) <= set(self.control.readable(txn)), (txn.id, sorted(txn.read))
-                assert self.control.all_read(txn) == (self._next_read(txn) is None)
+            assert [src.stream.name for src in txn.sources] == stream_names(txn.plan), "a source per stream read"
+            if txn.begun:  # what the policy's all_read counts on
+                for src in txn.sources:
+                    src._check()
+                    assert set(src.read) <= set(self.control.readable(src)), (txn.id, src.name, sorted(src.read))
+                assert self.control.all_read(txn) == (self.control.next_read(txn) is None)
         assert waiting <= 1, "one job in flight at a time"
         assert self.running is None or self.running in self.active
         for name, stream in self.streams.items():
@@ -575,35 +634,35 @@ class Scheduler:
             self.on_slide(name, sub)
 
     def _resolve_conflicts(self, stream: Stream, j: int) -> None:
+        """Slide j of `stream` was installed: each begun query reading it meets it as its policy says
+        (Reaction): versions up to j - n_Q of that stream have left the window it must reflect
+        (thesis: bit (j + n - n_Q) mod n); they abort its attempt or are removed (re-scan)."""
         name = stream.name
         for txn in [t for t in self.active if t.begun and name in t.streams]:
             reaction = self.control.on_slide(txn.plan)
             if reaction is Reaction.KEEP:
                 continue
-            if txn.join:
-                self._join_conflict(txn, name, j, reaction)
-                continue
-            if txn.plan.as_of is not None:  # pinned: only an unread sub-window of slide k overwritten matters
-                if any(v <= j - stream.window.n and v not in txn.read for v in pinned_versions(txn.plan)):
+            src = txn.source(name)
+            if src.as_of is not None:  # pinned: only an unread sub-window of slide k overwritten matters
+                if any(v <= j - stream.window.n and v not in src.read for v in src.versions()):
                     self._refuse(txn, _expired(txn.plan, stream.window, during=True))
                 continue
-            # versions up to j - n_Q have left this query's window (thesis: bit (j + n - n_Q) mod n)
-            stale = [v for v in txn.read if v <= j - txn.plan.n_q]
+            stale = [v for v in src.read if v <= j - src.n_q]
             if not stale:
                 if txn.job is not None and txn.job.kind == JobKind.FINISH:
                     txn.job = None  # a window not yet full gained a sub-window the merge lacks: orphaned
                     self._reselect = True
                 continue
             if reaction is Reaction.RESCAN:
-                for v in stale:
-                    old = txn.read.pop(v)
-                    txn.cursor = None
+                for v in sorted(stale):
+                    old = src.read.pop(v)  # (a join at commit never sees its rows)
+                    src.cursor = None
                     if v in txn.partial.contributions:  # (a read still in flight has none yet)
                         txn.partial.remove(v)
                     self._record(name, Op.REMOVE, txn.id, subwindow=old.position, version=v)
                     self._count(txn, "removals")
                 job = txn.job
-                if job is not None and (job.kind == JobKind.FINISH or job.version not in txn.read):
+                if job is not None and (job.kind == JobKind.FINISH or job.version not in src.read):
                     txn.job = None  # what it computes no longer counts: orphaned
                     self._reselect = True
             else:
@@ -700,57 +759,85 @@ class Scheduler:
         return (1, not txn.begun, deadline, -txn.priority, txn.seq)
 
     def _advance(self, txn: QueryTxn) -> Step:
-        if txn.join:
-            return self._advance_join(txn)
-        plan = txn.plan
-        window = plan.stream.window
+        """One operation of txn: its begin (and a probe's one atomic read), or the read of the
+        sub-window its policy orders next, of whichever source; and its commit once all is read."""
         if not txn.begun:
-            if plan.as_of is not None and not _pinned_live(plan, window):
-                self._refuse(txn, _expired(plan, window))  # nothing recorded: it never began
-                return Step.READ
-            txn.begun = True
-            self._record(txn.stream, Op.BEGIN, txn.id, window_len=plan.n_q, as_of=plan.as_of)
-            if plan.access == "probe" and plan.probes_now():
-                # one atomic read of the window-level synopses: it reflects exactly these versions
-                # (window.youngest(n_q), as versions); the read set is not built sub-window by
-                # sub-window: a probe of 100 spent a third of its time on it
-                self.last_rows = 0
-                versions = range(window.latest, max(window.latest - plan.n_q, -1), -1)
-                if self.history is not None and versions:
-                    self.history.record_reads(txn.stream, txn.id, self.clock(), versions, window.n)
-                newest = window.subs[window.latest % window.n] if versions else None
-                self._commit(txn, plan.probe(), (newest, *window.bounds(plan.n_q)))
-                return Step.PROBE
-            txn.read = {}  # a restart begins afresh
-            txn.partial = Partial()
-            txn.cursor = None
-            self.control.begin(txn)  # (a probe reads in one step: it needs no snapshot)
-        sub = self._next_read(txn)
-        if sub is not None:
+            step = self._begin(txn)
+            if step is not None:
+                return step
+        plan = txn.plan
+        nxt = self.control.next_read(txn)
+        self.last_rows = 0
+        if nxt is not None:
+            src, sub = nxt
             v = sub.slide
             self.last_rows = rows = sub.rows
-            may_offload = self.offload is not None and plan.access == "window"
-            if may_offload and self._hold(txn, sub):
-                return Step.HOLD
-            if may_offload and self._offloads(plan, JobKind.READ, rows):
-                txn.read[v] = sub
-                self._record(txn.stream, Op.READ, txn.id, subwindow=sub.position, version=v)
-                self._issue(txn, JobKind.READ, lambda: plan.read(sub), v, rows)
-                return Step.READ
-            txn.partial.add(v, self._timed(plan, JobKind.READ, rows, plan.read, sub))
-            txn.read[v] = sub
-            self._record(txn.stream, Op.READ, txn.id, subwindow=sub.position, version=v)
-        else:
-            self.last_rows = 0
+            if not txn.join:  # a join keeps a reference (sealed sub-windows never change); it runs at commit
+                may_offload = self.offload is not None and plan.access == "window"
+                if may_offload and self._hold(txn, src, sub):
+                    return Step.HOLD
+                if may_offload and self._offloads(plan, JobKind.READ, rows):
+                    src.read[v] = sub
+                    self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
+                    self._issue(txn, JobKind.READ, lambda: plan.read(sub), v, rows)
+                    return Step.READ
+                txn.partial.add(v, self._timed(plan, JobKind.READ, rows, plan.read, sub))
+            src.read[v] = sub
+            self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
         if self.control.all_read(txn):
-            rows = sum(s.rows for s in txn.read.values())
-            if self._offloads(plan, JobKind.FINISH, rows):
-                parts = Partial()
-                parts.contributions = dict(txn.partial.contributions)  # later removals do not reach it
-                self._issue(txn, JobKind.FINISH, lambda: plan.finish(parts), None, rows)
-            else:
-                self._commit(txn, self._timed(plan, JobKind.FINISH, rows, plan.finish, txn.partial))
+            self._evaluate(txn)
         return Step.READ
+
+    def _begin(self, txn: QueryTxn) -> Step | None:
+        """Begin an attempt: a begin record per source, then the policy takes what it needs. A
+        probe reads and commits here (Step.PROBE); a pinned read whose slide has left the window is
+        refused before it begins. None: go on to the first read."""
+        plan = txn.plan
+        for src in txn.sources:
+            if src.as_of is not None and not _pinned_live(plan, src.window):
+                self._refuse(txn, _expired(plan, src.window))  # nothing recorded: it never began
+                return Step.READ
+        txn.begun = True
+        streams = stream_names(plan) if txn.join else None
+        for src in txn.sources:
+            self._record(src.name, Op.BEGIN, txn.id, window_len=src.n_q, streams=streams, as_of=src.as_of)
+        if plan.access == "probe" and plan.probes_now():
+            # one atomic read of the window-level synopses: it reflects exactly these versions
+            # (window.youngest(n_q), as versions); the read set is not built sub-window by
+            # sub-window: a probe of 100 spent a third of its time on it
+            window = plan.stream.window
+            self.last_rows = 0
+            versions = range(window.latest, max(window.latest - plan.n_q, -1), -1)
+            if self.history is not None and versions:
+                self.history.record_reads(txn.stream, txn.id, self.clock(), versions, window.n)
+            newest = window.subs[window.latest % window.n] if versions else None
+            self._commit(txn, plan.probe(), (newest, *window.bounds(plan.n_q)))
+            return Step.PROBE
+        for src in txn.sources:  # a restart begins afresh
+            src.reset()
+        txn.partial = Partial()
+        self.control.begin(txn)  # (a probe reads in one step: it needs no snapshot)
+        return None
+
+    def _evaluate(self, txn: QueryTxn) -> None:
+        """Everything is read: a join runs once over what was read; a window scan's final merge
+        runs here or as a job."""
+        plan = txn.plan
+        if txn.join:
+            try:
+                answer = plan.evaluate(txn.read_sets())  # the join runs once, over exactly what was read
+            except ResourceLimit as e:
+                self._refuse(txn, e)
+                return
+            self._commit(txn, answer)
+            return
+        rows = sum(s.rows for s in txn.sources[0].read.values())
+        if self._offloads(plan, JobKind.FINISH, rows):
+            parts = Partial()
+            parts.contributions = dict(txn.partial.contributions)  # later removals do not reach it
+            self._issue(txn, JobKind.FINISH, lambda: plan.finish(parts), None, rows)
+        else:
+            self._commit(txn, self._timed(plan, JobKind.FINISH, rows, plan.finish, txn.partial))
 
     # -- offloaded computations ----------------------------------------------------------------------
     def _offloads(self, plan: Plan, kind: JobKind, rows: int) -> bool:
@@ -779,7 +866,7 @@ class Scheduler:
         self._reselect = True
         self.offload(job)
 
-    def _hold(self, txn: QueryTxn, sub: SubWindow) -> bool:
+    def _hold(self, txn: QueryTxn, src: Source, sub: SubWindow) -> bool:
         """Under ttu, the last read is of the sub-window the next slide overwrites, and from it to
         the commit (the final merge) a slide means an abort. When the stream's next slide is due
         before the read and the merge would be done (as measured on the query's earlier runs), the
@@ -787,12 +874,12 @@ class Scheduler:
         newest one is read instead. Only when the estimate is under half a slide period (no
         livelock)."""
         plan = txn.plan
-        if (self.offload is None or not self.control.holds or plan.as_of is not None
-                or len(txn.read) + 1 < plan.n_q):
+        if (self.offload is None or not self.control.holds or src.as_of is not None
+                or len(src.read) + 1 < src.n_q):
             return False
-        window = plan.stream.window
+        window = src.window
         due = window.next_due_ms()
-        rows = sub.rows + sum(s.rows for s in txn.read.values())
+        rows = sub.rows + sum(s.rows for s in src.read.values())
         if due is None or not self._offloads(plan, JobKind.FINISH, rows):  # (an inline merge commits in this step)
             return False
         merge = self.costs.estimate(plan, JobKind.FINISH, rows)
@@ -846,54 +933,6 @@ class Scheduler:
         self._install(job, sub, notify=True)
         return Step.SLIDE
 
-    def _next_read(self, txn: QueryTxn):
-        """The sub-window this policy reads next, or None when the attempt has read everything."""
-        return self.control.next_read(txn)
-
-    # -- joins: read-only transactions over several windows ----------------------------------------
-    def _advance_join(self, txn: QueryTxn) -> Step:
-        plan: JoinQueryPlan = txn.plan
-        if not txn.begun:
-            txn.begun = True
-            txn.reads = {n: {} for n in plan.names}
-            for s in plan.streams:
-                self._record(s.name, Op.BEGIN, txn.id, window_len=plan.n_q[s.name], streams=plan.names)
-            self.control.begin_join(txn)
-        nxt = self._next_join_read(txn)
-        self.last_rows = 0
-        if nxt is not None:
-            name, sub = nxt
-            txn.reads[name][sub.slide] = sub  # a reference: sealed sub-windows never change
-            self.last_rows = sub.rows
-            self._record(name, Op.READ, txn.id, subwindow=sub.position, version=sub.slide)
-        if self._next_join_read(txn) is None:
-            try:
-                answer = plan.evaluate(txn.reads)  # the join runs once, over exactly what was read
-            except ResourceLimit as e:
-                self._refuse(txn, e)
-                return Step.READ
-            self._commit(txn, answer)
-        return Step.READ
-
-    def _next_join_read(self, txn: QueryTxn):
-        """(stream, sub-window) this policy reads next, or None when the attempt has read everything."""
-        return self.control.next_join_read(txn)
-
-    def _join_conflict(self, txn: QueryTxn, name: str, j: int, reaction: Reaction) -> None:
-        """Slide j of `name` happened while join `txn` was reading: versions up to j - n_Q of that
-        stream have left the window it must reflect."""
-        got = txn.reads[name]
-        stale = [v for v in got if v <= j - txn.plan.n_q[name]]
-        if not stale:
-            return
-        if reaction is Reaction.RESCAN:
-            for v in sorted(stale):
-                old = got.pop(v)  # the join at commit never sees its rows
-                self._record(name, Op.REMOVE, txn.id, subwindow=old.position, version=v)
-                self._count(txn, "removals")
-        else:
-            self._abort(txn)
-
     def _refuse(self, txn: QueryTxn, error: Exception) -> None:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
         error (RESOURCE_EXHAUSTED). A periodic join stays registered: this execution is skipped (its
@@ -917,7 +956,7 @@ class Scheduler:
             return self._commit_join(txn, answer)
         now = self.clock()
         self._record(txn.stream, Op.COMMIT, txn.id)
-        read = txn.read
+        read = txn.sources[0].read
         if span is None:
             span = ((read[max(read)], min(map(_START_MS, read.values())), max(map(_END_MS, read.values())))
                     if read else (None, None, None))
@@ -978,8 +1017,9 @@ class Scheduler:
         plan: JoinQueryPlan = txn.plan
         for name in plan.names:
             self._record(name, Op.COMMIT, txn.id)
-        sources = plan.provenance(txn.reads)
-        subs = [sub for got in txn.reads.values() for sub in got.values()]
+        reads = txn.read_sets()
+        sources = plan.provenance(reads)
+        subs = [sub for got in reads.values() for sub in got.values()]
         first = sources[0]
         task = txn.task
         result = Result(
@@ -1001,10 +1041,9 @@ class Scheduler:
         self._aborted(txn, AbortCause.CONFLICT)
         txn.begun = False
         txn.job = None  # a job in flight is orphaned
-        txn.read = {}
-        txn.reads = {}
+        for src in txn.sources:
+            src.reset()
         txn.partial = Partial()
-        txn.snapshot = []
         txn.restarts += 1
         if txn.restarts > self.max_restarts:
             self._aborted(txn, AbortCause.RESTART_LIMIT)
@@ -1102,7 +1141,7 @@ _ABORT_COUNTERS = {AbortCause.CONFLICT: "aborts", AbortCause.RESTART_LIMIT: "fai
 # array; it begins only then, reads them oldest first (the next to be overwritten), and a slide that
 # overwrites one it has not read yet ends it (FAILED_PRECONDITION), since it can never be answered again.
 # Slides that only move the current window on do not conflict with it: it never aborts or restarts.
-# (policies.pinned_versions)
+# (Source.versions)
 
 
 class Costs:

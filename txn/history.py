@@ -1,4 +1,4 @@
-"""History recording: one JSON object per operation, exactly the format of DESIGN.md.
+"""History recording: one JSON object per operation, in this format:
 
     {"seq", "stream", "op": "b"|"r"|"u"|"w"|"c"|"a", "txn", "subwindow", "version",
      "window_len", "t"}

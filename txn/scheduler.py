@@ -6,7 +6,7 @@ operation. `step()` runs exactly one atomic operation (one slide, or one read, w
 commit that bracket it) and records it in the history; the caller owns the loop and the clock.
 
 The policy (thesis chapter 7: serial, ws, lws, ttu, ttu-rescan) is a class chosen once, when the
-scheduler is built (policies.py): it says which sub-window a query reads next, what a slide that
+scheduler is built (policies/): it says which sub-window a query reads next, what a slide that
 expires a sub-window a query read does to it (abort, keep, or re-scan), whether a begun query
 holds its windows, and whether a window scan may wait for a slide. The scheduler never asks which
 policy it runs.
@@ -20,258 +20,50 @@ Every slide due is applied before the next read (except under serial, on purpose
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
 
-Offloaded work. A window scan's read of a sub-window, and its final merge, may take
-milliseconds. With `offload` set, such an operation, when its cost measured on earlier runs of the
-same query reaches `offload_ms` (`timer` measures the operations run inline; the caller reports
-a job's), is issued as a `Job` instead of computed in the step: the read is recorded (and its version is in the read set) when it is issued, because
-a sealed sub-window never changes, so when the computation runs does not change what it returns.
-The query waits (other queries and every slide go on) until the caller hands the result back with
-`complete()`, on the scheduler's thread. Conflicts are resolved at slide time exactly as without
-offloading; a job whose query was aborted, rescanned past it, withdrawn or finished since is
-orphaned and its result discarded. A final merge commits only if no slide changed the read set
-while it ran (LWS at commit). The scheduler itself still holds no thread: the server runs jobs on a
-worker thread (server/driver.py); without `offload` everything is computed inline, as before.
-
-Sealing off the scheduler's thread. A slide is a write transaction in two steps: its cut (T_j
-begins: the rows of sub-window j are detached from the open buffer, the Slide's place in the log)
-and its install (T_j commits: sub-window j takes its position, conflicts are resolved, the history
-records the write). Sealing in between (concatenating the rows, building the synopses) touches
-only the cut, which nothing changes, so with `seal_offload` set a cut of at least
-`seal_offload_rows` rows is sealed as a `SealJob` elsewhere and installed when `complete()` hands
-the sub-window back. Meanwhile the window is as of slide j - 1 and appends go on into slide j + 1;
-queries of the stream submitted meanwhile wait for the install (a due slide still runs before the
-next read), as does its next slide; other streams and their queries go on (see _waits_for_seal).
-`settle()` seals one in flight here and now, for a caller that must answer with the sub-window.
+Offloaded work (schedule/offload.py) and sealing off the scheduler's thread (schedule/seals.py)
+are parts of the Scheduler class kept in their own modules; the EDF order of periodic queries is
+schedule/edf.py; a query's state is txn/query.py.
 """
 from __future__ import annotations
 
 import collections
 import itertools
-import math
 import operator
-from dataclasses import dataclass, field
 from typing import Callable
 
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
-from windowstore.store.window import Cut
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 
 from .history import History, Op
-from .kinds import AbortCause, JobKind, PolicyName, QueryKind, Reaction, SlideCause, Step
+from .joins import JoinQueryPlan, stream_names
+from .kinds import AbortCause, JobKind, PolicyName, QueryKind, Reaction, Step
 from .policies import Policy, make_policy
-from .joins import JoinQueryPlan, StreamWindow, stream_names
+from .query import (QueryFailed, QueryTxn, QueryWithdrawn, RestartLimitExceeded, Result, StreamFailed, expired,
+                    may_offload, pinned_live)
+from .schedule.counters import ABORT_COUNTERS, Counters, total
+from .schedule.edf import Task, rank, task_due
+from .schedule.offload import Offload
+from .schedule.seals import SealJob, Slides
+
+# Its callers import these from here (engine, driver, answers, txn/__init__).
+__all__ = ["ONETIME", "PERIODIC", "POLICIES", "QueryFailed", "QueryTxn", "QueryWithdrawn", "RestartLimitExceeded",
+           "Result", "Scheduler", "SealJob", "StreamFailed", "Task"]
 
 POLICIES = tuple(p.value for p in PolicyName)  # the wire and CLI spellings
 _START_MS, _END_MS = operator.attrgetter("start_ms"), operator.attrgetter("end_ms")
 ONETIME, PERIODIC = QueryKind.ONETIME, QueryKind.PERIODIC
 
 
-class RestartLimitExceeded(StoreError):
-    """A query was aborted by concurrent slides more times than allowed."""
+class Scheduler(Slides, Offload):
+    """The core: the state machine step() runs, the queries and their reads, conflicts and commits.
+    Its policy (policies/) decides the read order and what a slide does to a query; the slide path
+    up to the install (Slides) and offloaded query work (Offload) are parts of this class kept in
+    txn/schedule/; so are the EDF order, the cost model and the counters it uses."""
 
-
-class QueryWithdrawn(StoreError):
-    """A query was cancelled by its client or its stream was dropped."""
-
-
-class StreamFailed(StoreError):
-    """Sealing a slide of the stream raised (a defect, or memory ran out): the stream stops
-    (Scheduler._seal_failed). Its queries and writes fail with this until it is dropped; the
-    server's log still holds its rows and the Slide, so a restart seals that slide again."""
-
-
-class QueryFailed(StoreError):
-    """A query's execution raised an unexpected error: the query fails with its message (the
-    client sees INTERNAL), it is counted, and the scheduler goes on with the others."""
-
-
-@dataclass
-class Result:
-    """An answer and the metadata DESIGN.md promises with every answer."""
-
-    answer: Answer
-    slide: int                  # newest slide reflected (-1: the window was still empty)
-    window_start_ms: int | None
-    window_end_ms: int | None
-    staleness_ms: float | None  # reported - commit time of the newest slide reflected
-    response_ms: float          # submit -> answer
-    restarts: int
-    policy: str                 # PolicyName.value
-    txn: str
-    answered_ms: float
-    execution: int = 0          # periodic: the how-manieth answer
-    late_slides: int = 0        # periodic: slides beyond its SLIDE when answered
-    inter_exec_ms: float | None = None
-    sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
-
-
-@dataclass(eq=False)
-class Task:
-    """A periodic query: re-executes once `every` slides have happened since the state it last
-    reflected (thesis 8.4.1), earliest deadline first among those due. every = 0 re-executes
-    continually, round-robin (the workload of the thesis's experiments, 7.5)."""
-
-    id: str
-    plan: Plan
-    every: int
-    priority: int = 0
-    on_answer: Callable[[Result], None] | None = None
-    on_error: Callable[["Task", Exception], None] | None = None
-    last_reflected: int | None = None
-    last_answer_ms: float | None = None
-    executions: int = 0
-    late: int = 0
-    running: "QueryTxn | None" = None
-    active: bool = True
-    reflected: dict[str, int] | None = None  # joins: per stream, the slide its last answer reflected
-
-    def slides_behind(self, latest: int) -> int:
-        return latest - (self.last_reflected if self.last_reflected is not None else latest - self.every)
-
-    def is_due(self, latest: int) -> bool:
-        return self.active and self.running is None and (self.last_reflected is None or latest - self.last_reflected >= self.every)
-
-
-@dataclass(eq=False)
-class Job:
-    """One query operation's computation, to run off the scheduler's thread: `run()` reads only
-    sealed sub-windows and the plan (immutable), so it can run while slides are applied. Handed
-    back with Scheduler.complete(job, value)."""
-
-    txn: "QueryTxn"
-    kind: JobKind               # one sub-window's read, or the final merge
-    version: int | None         # read: the version it reads
-    run: Callable[[], object]
-    rows: int = 0               # rows it covers
-
-
-@dataclass(eq=False)
-class SealJob:
-    """Sealing one slide's cut off the scheduler's thread (see the module docstring): `run()`
-    builds the sub-window from the cut alone. Handed back with Scheduler.complete(job, sub)."""
-
-    stream: Stream
-    cut: Cut
-    cause: SlideCause
-    delay: float | None         # ms the cut came after the slide fell due (processing time)
-
-    def run(self) -> SubWindow:
-        return self.stream.window.seal_cut(self.cut)
-
-
-@dataclass(eq=False)
-class Source:
-    """One stream a query reads, and what its current attempt has read of it: a single-stream
-    query has one source, a join one per distinct joined stream (FROM order). Only the policy
-    (the read order, the snapshot) and the scheduler's read and conflict paths change it."""
-
-    stream: Stream
-    n_q: int                    # it reads the n_q youngest sub-windows of the stream ...
-    as_of: int | None = None    # ... or, pinned (AS OF SLIDE k), slide k's
-    read: dict[int, SubWindow] = field(default_factory=dict)  # version -> sub-window read in this attempt
-    snapshot: list[SubWindow] | None = None  # ws: the sub-windows as of begin
-    cursor: tuple[int, int] | None = None    # (window.latest, i): the policy's order is read before i
-
-    @property
-    def name(self) -> str:
-        return self.stream.name
-
-    @property
-    def window(self):
-        return self.stream.window
-
-    def versions(self) -> range:
-        """The versions the attempt reads, ascending (not under ws, which reads its snapshot): the
-        pinned slide's (AS OF SLIDE k), or the n_q youngest."""
-        if self.as_of is not None:
-            return range(max(0, self.as_of - self.n_q + 1), self.as_of + 1)
-        latest = self.stream.window.latest
-        return range(max(0, latest - self.n_q + 1), latest + 1)
-
-    def reset(self) -> None:
-        """A (re)started attempt has read nothing."""
-        self.read = {}
-        self.snapshot = None
-        self.cursor = None
-
-    def _check(self) -> None:
-        assert all(sub.slide == v for v, sub in self.read.items()), "read: version -> its sub-window"
-        assert self.as_of is None or self.snapshot is not None or set(self.read) <= set(self.versions())
-        assert self.cursor is None or 0 <= self.cursor[1] <= len(self.versions()), self.cursor
-
-
-def sources_of(plan) -> list[Source]:
-    """A plan's sources: a join's distinct streams (FROM order), or the one stream of a query."""
-    if isinstance(plan, JoinQueryPlan):
-        return [Source(s, plan.n_q[s.name]) for s in plan.streams]
-    return [Source(plan.stream, plan.n_q, plan.as_of)]
-
-
-@dataclass(eq=False)
-class QueryTxn:
-    id: str
-    plan: Plan
-    kind: QueryKind
-    priority: int
-    seq: int
-    submitted_ms: float
-    on_done: Callable[["QueryTxn"], None] | None = None
-    task: Task | None = None
-    restarts: int = 0
-    begun: bool = False
-    partial: Partial = field(default_factory=Partial)  # a window scan's contributions so far
-    result: Result | None = None
-    error: Exception | None = None
-    done: bool = False
-    job: Job | None = None      # its offloaded computation in flight; it waits until complete()
-    held_at: int | None = None  # it waits for the slide after this one of its stream (see _hold)
-    # per stream being sealed when it was submitted, the slide it waits for (see _waits_for_seal)
-    sealed_first: dict[str, int] | None = None
-    sources: list[Source] = field(default_factory=list)  # per stream it reads, its read state
-
-    def __post_init__(self) -> None:
-        if not self.sources:
-            self.sources = sources_of(self.plan)
-
-    def source(self, name: str) -> Source:
-        return next(src for src in self.sources if src.stream.name == name)
-
-    def read_sets(self) -> dict[str, dict[int, SubWindow]]:
-        """Per stream name, the sub-windows read (a join's evaluate and provenance take these)."""
-        return {src.stream.name: src.read for src in self.sources}
-
-    @property
-    def stream(self) -> str:
-        return self.plan.stream.name
-
-    @property
-    def join(self) -> bool:
-        return isinstance(self.plan, JoinQueryPlan)
-
-    @property
-    def streams(self) -> list[str]:
-        return [src.stream.name for src in self.sources]
-
-
-@dataclass
-class Counters:
-    committed: int = 0
-    aborts: int = 0
-    restarts: int = 0
-    failed: int = 0
-    removals: int = 0
-    errors: int = 0
-    slides: int = 0
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-class Scheduler:
     def __init__(self, policy: "str | Policy", clock: Callable[[], float], history: History | None = None,
                  max_restarts: int = 16):
-        self.control: Policy = make_policy(policy)  # the concurrency-control hooks (policies.py)
+        self.control: Policy = make_policy(policy)  # the concurrency-control hooks (policies/)
         self.policy: PolicyName = self.control.name
         self.clock = clock
         self.history = history
@@ -279,8 +71,6 @@ class Scheduler:
         self.streams: dict[str, Stream] = {}
         self.active: list[QueryTxn] = []
         self.tasks: dict[str, Task] = {}
-        self.manual_requests: dict[str, int] = {}
-        self.in_place: set[str] = set()  # streams whose next slide asked for is sealed in place (request_slide)
         self.by_class = {ONETIME: Counters(), PERIODIC: Counters()}
         self.by_stream: dict[str, Counters] = {}
         self._ids = itertools.count(1)
@@ -288,39 +78,12 @@ class Scheduler:
         self._current: QueryTxn | None = None
         self._reselect = True
         self._tasks_changed = False
-        self.slide_delays: dict[str, collections.deque] = {}
-        self.seal_ms: dict[str, collections.deque] = {}  # how long each seal took (when measured)
-        self.last_seal_ms: float | None = None  # ... the last one installed
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
         self.last_error: StoreError | None = None  # the last query (or seal) failure, for the operator's log
-        self.last_slide_delay: float | None = None  # ms the last slide came after it fell due (processing time)
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
-        # Called when a slide step() applies begins, with its cut and cause ('due' on its clock, or
-        # 'manual'): the engine logs it as a command; and when it is installed, with the sub-window.
-        self.on_cut: Callable[[str, Cut, str], None] | None = None
-        self.on_slide: Callable[[str, SubWindow], None] | None = None
-        # Where the seals of cuts of at least seal_offload_rows rows run (see the module docstring);
-        # None: inline. The slides being sealed, by stream.
-        self.seal_offload: Callable[[SealJob], None] | None = None
-        self.seal_offload_rows = 100_000
-        self.sealing: dict[str, SealJob] = {}
-        self.seals_offloaded = 0
-        # Streams whose seal raised, and why: fail-stop (_seal_failed); their slides stop.
-        self.failed: dict[str, str] = {}
-        # Where window-scan reads and final merges that cost at least offload_ms run (see the module
-        # docstring; offload_ms <= 0: all of them); None: inline. `timer` (seconds, monotonic)
-        # measures the ones run inline; None: nothing is measured. One not measured yet (a query's
-        # first run) is a job when it covers offload_unmeasured_rows rows or more: a first final
-        # merge of a holistic aggregate over a large window would otherwise hold the thread once.
-        self.offload: Callable[[Job], None] | None = None
-        self.offload_ms = 0.25
-        self.offload_unmeasured_rows = 100_000
-        self.timer: Callable[[], float] | None = None
-        self.costs = Costs()
-        self.jobs = 0            # jobs issued
-        self.jobs_discarded = 0  # results of orphaned jobs thrown away
-        self.holds = 0           # queries that waited for a slide instead of risking an abort
+        self._init_slides()
+        self._init_offload()
 
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
@@ -343,55 +106,26 @@ class Scheduler:
         self.seal_ms.pop(name, None)
         self.by_stream.pop(name, None)
 
-    def request_slide(self, name: str, in_place: bool = False) -> None:
-        """A client asks to seal the open sub-window of a manual-clock stream now; `in_place`: that
-        slide is sealed where it is cut, never offloaded (its requester answers with the sub-window)."""
-        self.manual_requests[name] = self.manual_requests.get(name, 0) + 1
-        if in_place:
-            self.in_place.add(name)
-
-    def slides_due(self, name: str) -> int:
-        """Slides of `name` waiting to be applied: due on its clock, plus those asked for."""
-        return self.streams[name].window.due(int(self.clock())) + self.manual_requests.get(name, 0)
-
     def _check(self) -> None:
         """Invariants (property tests call this after every step): every active query is live and
-        its stream exists; a query waits for at most one job, only in a begun attempt, only for
-        what that attempt still needs; while a job is in flight no other window scan has one."""
-        waiting = 0
+        its stream exists, with a source per stream it reads, and a begun one has read only what
+        its policy reads now; then those of the slide path, offloaded jobs, tasks and counters."""
         for txn in self.active:
             assert not txn.done and all(n in self.streams for n in txn.streams), "active queries are live"
-            job = txn.job
-            if job is None:
-                continue
-            waiting += 1
-            assert job.txn is txn and txn.begun and self.offload is not None and not txn.join
-            if job.kind == JobKind.READ:
-                assert job.version in txn.sources[0].read and job.version not in txn.partial.contributions
-            else:
-                assert job.kind == JobKind.FINISH and self.control.next_read(txn) is None
-        for txn in self.active:
             assert [src.stream.name for src in txn.sources] == stream_names(txn.plan), "a source per stream read"
             if txn.begun:  # what the policy's all_read counts on
                 for src in txn.sources:
                     src._check()
                     assert set(src.read) <= set(self.control.readable(src)), (txn.id, src.name, sorted(src.read))
                 assert self.control.all_read(txn) == (self.control.next_read(txn) is None)
-        assert waiting <= 1, "one job in flight at a time"
         assert self.running is None or self.running in self.active
-        for name, stream in self.streams.items():
-            w, job = stream.window, self.sealing.get(name)
-            if name in self.failed:
-                assert job is None and w.cutting is not None, "a failed stream keeps the cut it could not seal"
-                assert not any(name in t.streams for t in self.active), "no query runs on a failed stream"
-                continue
-            if job is None:
-                assert w.cutting is None, "a cut is sealed at once or in flight"
-                continue
-            assert job.stream is stream and w.cutting is job.cut and job.cut.slide == w.latest + 1
-            if self.control.locks:
-                assert not any(t.begun and name in t.streams for t in self.active), "locked windows are not cut"
-        assert all(self.manual_requests.get(n, 0) > 0 for n in self.in_place), "sealed in place: a request pending"
+        self.control._check()
+        self._check_jobs()
+        self._check_slides()
+        for task in self.tasks.values():
+            task._check()
+        for c in (*self.by_class.values(), *self.by_stream.values()):
+            c._check()
 
     # -- queries -------------------------------------------------------------------------------
     def submit(self, plan: Plan, kind: QueryKind = ONETIME, priority: int = 0,
@@ -487,18 +221,6 @@ class Scheduler:
                     or (go_on is not None and not go_on()) or self.clock() >= due_at):
                 return txn
 
-    def next_due(self) -> tuple[float, Stream | None]:
-        """The clock time of the next processing-time slide and its stream ((inf, None): none;
-        a stream being sealed is left out)."""
-        due, first = math.inf, None
-        for stream in self.streams.values():
-            if stream.name in self.sealing or stream.name in self.failed:
-                continue  # its next slide waits for the install (or never comes)
-            d = stream.window.next_due_ms()
-            if d is not None and d < due:
-                due, first = d, stream
-        return due, first
-
     @property
     def running(self) -> QueryTxn | None:
         """The query the scheduler is executing, if any."""
@@ -520,92 +242,6 @@ class Scheduler:
                 continue  # the running query locks its window(s)
             return name
         return None
-
-    def _slide(self, name: str) -> Step:
-        """Begin (and unless offloaded, commit) the slide due on `name`: 'slide', or 'error' when
-        sealing it raised (the stream failed; last_error says why)."""
-        stream = self.streams[name]
-        cause, in_place = SlideCause.DUE, False
-        if self.manual_requests.get(name, 0) > 0 and stream.window.due(int(self.clock())) == 0:
-            self.manual_requests[name] -= 1
-            cause, in_place = SlideCause.MANUAL, name in self.in_place
-            self.in_place.discard(name)
-        job = self._cut(stream, cause)
-        if self.on_cut is not None:
-            self.on_cut(name, job.cut, cause)
-        if not in_place and self.seal_offload is not None and job.cut.rows >= self.seal_offload_rows:
-            self.sealing[name] = job
-            self.seals_offloaded += 1
-            self._reselect = True  # its queries wait
-            self.seal_offload(job)
-            return Step.SLIDE
-        return Step.SLIDE if self._seal_here(job) else Step.ERROR
-
-    def apply_slide(self, name: str) -> SubWindow:
-        """Write transaction T_j on `name`, now and at once (replay): cut, seal and install."""
-        assert name not in self.sealing, "a slide of this stream is being sealed"
-        job = self._cut(self.streams[name], SlideCause.DUE)
-        sub = self._timed_seal(job)
-        self._install(job, sub, notify=False)
-        return sub
-
-    def settle(self, name: str) -> None:
-        """Seal the slide of `name` in flight here and now and install it (its job's own result,
-        when it comes back, is discarded): for a caller that must answer with the sub-window."""
-        job = self.sealing.get(name)
-        if job is not None:
-            self._seal_here(job)
-
-    def _cut(self, stream: Stream, cause: SlideCause) -> SealJob:
-        """T_j begins: its rows are cut from the open buffer (Window.cut)."""
-        now = self.clock()
-        due_at = stream.window.next_due_ms()
-        cut = stream.window.cut(int(now))
-        self.last_rows = cut.rows
-        return SealJob(stream, cut, cause, None if due_at is None else max(0.0, now - due_at))
-
-    def _seal_here(self, job: SealJob) -> bool:
-        """Seal job's cut on this thread and install it; False when sealing raised (the stream
-        failed: _seal_failed)."""
-        try:
-            sub = self._timed_seal(job)
-        except Exception as e:  # noqa: BLE001 - one stream's defect must not stop the others
-            self._seal_failed(job, e)
-            return False
-        self._install(job, sub, notify=True)
-        return True
-
-    def _seal_failed(self, job: SealJob, error: Exception) -> None:
-        """Fail-stop for the stream: its cut stays uninstalled and it slides no more; the queries
-        reading it fail now (none may wait for a slide that will not come), as do its later
-        queries and writes (the engine refuses them) until it is dropped. Replay from the log
-        seals the same cut again, so a restart retries it."""
-        name = job.stream.name
-        if self.sealing.get(name) is job:
-            del self.sealing[name]
-        why = (f"stream {name!r} stopped: sealing its slide {job.cut.slide} failed "
-               f"({type(error).__name__}: {str(error)[:200]})")
-        self.failed[name] = why
-        self.manual_requests.pop(name, None)
-        self.in_place.discard(name)
-        self.last_error = StreamFailed(why)
-        self.last_error.__cause__ = error
-        for txn in [t for t in self.active if name in t.streams]:
-            self.fail(txn, self.last_error)
-        self._reselect = True
-
-    def _timed_seal(self, job: SealJob) -> SubWindow:
-        self.last_seal_ms = None
-        if self.timer is None:
-            return job.run()
-        t0 = self.timer()
-        sub = job.run()
-        self._note_seal(job, (self.timer() - t0) * 1000.0)
-        return sub
-
-    def _note_seal(self, job: SealJob, ms: float) -> None:
-        self.last_seal_ms = ms
-        self.seal_ms[job.stream.name].append(ms)
 
     def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None:
         """T_j commits: install its sub-window, record it, and resolve its conflicts with running
@@ -645,7 +281,7 @@ class Scheduler:
             src = txn.source(name)
             if src.as_of is not None:  # pinned: only an unread sub-window of slide k overwritten matters
                 if any(v <= j - stream.window.n and v not in src.read for v in src.versions()):
-                    self._refuse(txn, _expired(txn.plan, stream.window, during=True))
+                    self._refuse(txn, expired(txn.plan, stream.window, during=True))
                 continue
             stale = [v for v in src.read if v <= j - src.n_q]
             if not stale:
@@ -673,34 +309,8 @@ class Scheduler:
             return
         self._tasks_changed = False
         for task in self.tasks.values():
-            if self._task_due(task):
+            if task_due(task, self.failed):
                 task.running = self.submit(task.plan, PERIODIC, task.priority, task=task)
-
-    def _task_due(self, task: Task) -> bool:
-        plan = task.plan
-        if self.failed and any(n in self.failed for n in stream_names(plan)):
-            return False  # it would read a window that no longer slides (until the stream is dropped)
-        if not isinstance(plan, JoinQueryPlan):
-            return task.is_due(plan.stream.window.latest)
-        if not task.active or task.running is not None:
-            return False
-        if task.reflected is None:
-            return True
-        latest = {s.name: s.window.latest for s in plan.streams}
-        return any(latest[n] - task.reflected.get(n, -1) >= every for n, every in plan.every.items())
-
-    def _deadline(self, task: Task) -> int:
-        """Slides until the task is due (EDF, Algorithm 9); a join: the soonest of its SLIDEs."""
-        plan = task.plan
-        if not isinstance(plan, JoinQueryPlan):
-            return task.every - task.slides_behind(plan.stream.window.latest)
-        latest = {s.name: s.window.latest for s in plan.streams}
-        out = None
-        for n, every in plan.every.items():
-            behind = every if task.reflected is None else latest[n] - task.reflected.get(n, -1)
-            d = every - behind
-            out = d if out is None else min(out, d)
-        return 0 if out is None else out
 
     def _refresh_one(self) -> None:
         task_id, task = next(iter(self._refresh.items()))
@@ -728,10 +338,10 @@ class Scheduler:
             # jobs would only queue behind it and stretch both queries across more slides (more
             # aborts), while probes and synopsis scans still run between.
             busy = any(t.job is not None for t in self.active)
-            ready = [t for t in self.active if t.job is None and not (busy and _may_offload(t))
+            ready = [t for t in self.active if t.job is None and not (busy and may_offload(t))
                      and (t.held_at is None or t.plan.stream.window.latest > t.held_at)
                      and not self._waits_for_seal(t)]
-            self._current = min(ready, key=self._rank) if ready else None
+            self._current = min(ready, key=rank) if ready else None
             self._reselect = False
         return self._current
 
@@ -747,16 +357,6 @@ class Scheduler:
         first = txn.sealed_first
         streams = self.streams
         return first is not None and any(n in streams and streams[n].window.latest < j for n, j in first.items())
-
-    def _rank(self, txn: QueryTxn) -> tuple:
-        if txn.kind == ONETIME:
-            return (0, -txn.priority, 0, 0, txn.seq)
-        # Algorithm 9: the lowest time-until-deadline first. A periodic execution that has begun
-        # is not pre-empted by another periodic one (only one-time queries pre-empt it): Algorithm
-        # 9 runs tasks in isolation, and a half-read query left waiting only collects conflicts.
-        task = txn.task
-        deadline = self._deadline(task) if task else 0
-        return (1, not txn.begun, deadline, -txn.priority, txn.seq)
 
     def _advance(self, txn: QueryTxn) -> Step:
         """One operation of txn: its begin (and a probe's one atomic read), or the read of the
@@ -794,8 +394,8 @@ class Scheduler:
         refused before it begins. None: go on to the first read."""
         plan = txn.plan
         for src in txn.sources:
-            if src.as_of is not None and not _pinned_live(plan, src.window):
-                self._refuse(txn, _expired(plan, src.window))  # nothing recorded: it never began
+            if src.as_of is not None and not pinned_live(plan, src.window):
+                self._refuse(txn, expired(plan, src.window))  # nothing recorded: it never began
                 return Step.READ
         txn.begun = True
         streams = stream_names(plan) if txn.join else None
@@ -840,99 +440,6 @@ class Scheduler:
             self._commit(txn, self._timed(plan, JobKind.FINISH, rows, plan.finish, txn.partial))
 
     # -- offloaded computations ----------------------------------------------------------------------
-    def _offloads(self, plan: Plan, kind: JobKind, rows: int) -> bool:
-        if self.offload is None or plan.access != "window":
-            return False
-        if self.offload_ms <= 0:
-            return True
-        ms = self.costs.estimate(plan, kind, rows)
-        if ms is None:
-            return rows >= self.offload_unmeasured_rows
-        return ms >= self.offload_ms
-
-    def _timed(self, plan: Plan, kind: JobKind, rows: int, fn, arg):
-        """fn(arg), a window scan's read or merge run inline, its cost noted when there is a timer."""
-        if self.timer is None or plan.access != "window":
-            return fn(arg)
-        t0 = self.timer()
-        out = fn(arg)
-        self.costs.note(plan, kind, rows, (self.timer() - t0) * 1000.0)
-        return out
-
-    def _issue(self, txn: QueryTxn, kind: JobKind, run: Callable[[], object], version: int | None, rows: int) -> None:
-        txn.job = job = Job(txn, kind, version, run, rows)
-        self.jobs += 1
-        txn.held_at = None
-        self._reselect = True
-        self.offload(job)
-
-    def _hold(self, txn: QueryTxn, src: Source, sub: SubWindow) -> bool:
-        """Under ttu, the last read is of the sub-window the next slide overwrites, and from it to
-        the commit (the final merge) a slide means an abort. When the stream's next slide is due
-        before the read and the merge would be done (as measured on the query's earlier runs), the
-        query waits for that slide instead: the sub-window leaves unread (no conflict) and the
-        newest one is read instead. Only when the estimate is under half a slide period (no
-        livelock)."""
-        plan = txn.plan
-        if (self.offload is None or not self.control.holds or src.as_of is not None
-                or len(src.read) + 1 < src.n_q):
-            return False
-        window = src.window
-        due = window.next_due_ms()
-        rows = sub.rows + sum(s.rows for s in src.read.values())
-        if due is None or not self._offloads(plan, JobKind.FINISH, rows):  # (an inline merge commits in this step)
-            return False
-        merge = self.costs.estimate(plan, JobKind.FINISH, rows)
-        read = self.costs.estimate(plan, JobKind.READ, sub.rows) if self._offloads(plan, JobKind.READ, sub.rows) else 0.0
-        if merge is None or read is None or not (due - self.clock() < read + merge < window.spec.subwindow_ms / 2):
-            return False
-        txn.held_at = window.latest
-        self.holds += 1
-        self._reselect = True
-        return True
-
-    def complete(self, job: Job | SealJob, value: object = None, error: BaseException | None = None,
-                 ms: float | None = None) -> Step:
-        """An offloaded job's result (or the exception it raised), back on the scheduler's thread,
-        with how long it ran (`ms`, when measured). A read adds its contribution; a final merge
-        commits (nothing changed the read set since it was issued, or it would be orphaned); a
-        seal installs its sub-window. Returns 'read', 'commit', 'slide', 'error' or 'discarded'."""
-        if isinstance(job, SealJob):
-            return self._sealed(job, value, error, ms)
-        txn = job.txn
-        if ms is not None:
-            self.costs.note(txn.plan, job.kind, job.rows, ms)
-        if txn.job is not job or txn.done:
-            self.jobs_discarded += 1
-            return Step.DISCARDED
-        txn.job = None
-        self._reselect = True
-        if error is not None:
-            self.last_error = QueryFailed(
-                f"internal error while executing the query: {type(error).__name__}: {error}")
-            self.last_error.__cause__ = error
-            self.fail(txn, self.last_error)
-            return Step.ERROR
-        if job.kind == JobKind.READ:
-            txn.partial.add(job.version, value)
-            return Step.READ
-        self._commit(txn, value)
-        return Step.COMMIT
-
-    def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> Step:
-        name = job.stream.name
-        if self.sealing.get(name) is not job:  # settled here already, or its stream dropped
-            self.jobs_discarded += 1
-            return Step.DISCARDED
-        if error is not None:
-            # sealing is a pure function of the cut: seal again here (memory may have run out there)
-            return Step.SLIDE if self._seal_here(job) else Step.ERROR
-        self.last_seal_ms = None
-        if ms is not None:
-            self._note_seal(job, ms)
-        self._install(job, sub, notify=True)
-        return Step.SLIDE
-
     def _refuse(self, txn: QueryTxn, error: Exception) -> None:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
         error (RESOURCE_EXHAUSTED). A periodic join stays registered: this execution is skipped (its
@@ -1097,11 +604,11 @@ class Scheduler:
 
     def _aborted(self, txn: QueryTxn, cause: AbortCause) -> None:
         """An attempt ends without commit: an abort record per stream it began on, and the counter
-        of its cause (_ABORT_COUNTERS)."""
+        of its cause (ABORT_COUNTERS)."""
         if txn.begun:
             for name in txn.streams:
                 self._record(name, Op.ABORT, txn.id)
-        what = _ABORT_COUNTERS[cause]
+        what = ABORT_COUNTERS[cause]
         if what is not None:
             self._count(txn, what)
 
@@ -1120,80 +627,4 @@ class Scheduler:
                 self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams, as_of)
 
     def totals(self) -> dict:
-        out = Counters()
-        for c in self.by_class.values():
-            for k, v in c.as_dict().items():
-                setattr(out, k, getattr(out, k) + v)
-        out.slides = sum(c.slides for c in self.by_stream.values())
-        return out.as_dict()
-
-
-# An abort's cause -> the Counters field it counts in (a conflict's restart counts in `restarts` too;
-# a withdrawn query is not counted).
-_ABORT_COUNTERS = {AbortCause.CONFLICT: "aborts", AbortCause.RESTART_LIMIT: "failed",
-                   AbortCause.REFUSED: "failed", AbortCause.ERROR: "errors", AbortCause.WITHDRAWN: None}
-
-
-# -- pinned reads (AS OF SLIDE k) ------------------------------------------------------------------------
-# A one-time query may ask for the window as it stood right after slide k: it reads exactly slide k's
-# n_Q sub-windows (k - n_Q + 1 .. k, from 0 while the window filled), never one sealed later, so two
-# reads of the same k answer the same. It is answerable while all of them are still in the circular
-# array; it begins only then, reads them oldest first (the next to be overwritten), and a slide that
-# overwrites one it has not read yet ends it (FAILED_PRECONDITION), since it can never be answered again.
-# Slides that only move the current window on do not conflict with it: it never aborts or restarts.
-# (Source.versions)
-
-
-class Costs:
-    """What window-scan work costs, in ms per row, by query and kind ('read' of one sub-window,
-    'finish' over the rows read): a moving average of the runs measured, for the `keep` queries
-    seen last. It decides what runs off the scheduler's thread and how long a query's end takes."""
-
-    def __init__(self, keep: int = 1024):
-        self.keep = keep
-        self._by: collections.OrderedDict = collections.OrderedDict()
-
-    @staticmethod
-    def _key(plan: Plan):
-        return plan.stream.name, plan.query
-
-    def estimate(self, plan: Plan, kind: str, rows: int) -> float | None:
-        per_row = self._by.get(self._key(plan), {}).get(kind)
-        return None if per_row is None else per_row * max(rows, 1)
-
-    def note(self, plan: Plan, kind: str, rows: int, ms: float) -> None:
-        key = self._key(plan)
-        by_kind = self._by.get(key)
-        if by_kind is None:
-            by_kind = self._by[key] = {}
-            if len(self._by) > self.keep:
-                self._by.popitem(last=False)  # the query first seen longest ago
-        per_row = ms / max(rows, 1)
-        old = by_kind.get(kind)
-        by_kind[kind] = per_row if old is None else old + 0.25 * (per_row - old)
-
-
-def _may_offload(txn: QueryTxn) -> bool:
-    return not txn.join and txn.plan.access == "window"
-
-
-def _pinned_live(plan, window) -> bool:
-    span = window.answerable(plan.n_q)
-    return span is not None and span[0] <= plan.as_of <= span[1]
-
-
-def _expired(plan, window, during: bool = False) -> Exception:
-    from .engine import FailedPrecondition  # the engine's error (FAILED_PRECONDITION); it imports this module
-
-    span = window.answerable(plan.n_q)
-    can = (f"it can answer AS OF SLIDE {span[0]} to {span[1]} for this RANGE ({plan.n_q} sub-windows)"
-           if span else "it can answer no slide yet (nothing sealed)")
-    k = plan.as_of
-    if during:
-        why = f"slide {k}'s sub-windows left the window while the query read them"
-    elif k > window.latest:
-        why = f"slide {k} has not happened yet (the latest slide is {window.latest})"
-    else:
-        why = f"slide {k}'s sub-windows have left the window (it holds slides {max(0, window.latest - window.n + 1)} to " \
-              f"{window.latest})"
-    return FailedPrecondition(f"AS OF SLIDE {k} on stream {plan.stream.name!r}: {why}; {can}")
+        return total(self.by_class, self.by_stream)

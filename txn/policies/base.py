@@ -34,6 +34,7 @@ class Policy:
         return src.versions()
 
     def expected(self, src) -> int:
+        """How many sub-windows of src the attempt reads (all_read counts against it)."""
         return len(src.versions())
 
     def all_read(self, txn) -> bool:

@@ -15,13 +15,13 @@ There is no thread of its own and no hand-off per call. On the loop thread:
 
 A window scan's read of a sub-window and its final merge (a holistic aggregate's sort of the whole
 window) that took at least `offload_ms` on earlier runs of the same query are not run on the loop:
-the scheduler issues them as jobs (txn/scheduler.py, "Offloaded work") and the query thread
+the scheduler issues them as jobs (txn/schedule/offload.py) and the query thread
 computes them while the loop goes on with slides and other calls; the result comes back with
 `call_soon_threadsafe`. NumPy releases the GIL in its heavy loops, and
 the switch interval (config.switch_interval_ms) bounds how long the loop waits for it otherwise.
 A slide's seal (concatenating the cut rows, building the synopses) of at least
 `seal_offload_rows` rows (config.py; ~1 ms of work on the loop, about 11 ns a row here for 4
-columns with a group-by, above a hand-off's cost) runs on a seal thread likewise (txn/scheduler.py, "Sealing off the
+columns with a group-by, above a hand-off's cost) runs on a seal thread likewise (txn/schedule/seals.py, "Sealing off the
 scheduler's thread"): the loop cuts the rows and logs the Slide, goes on serving appends and
 other streams, and installs the sub-window when it comes back; queries of that stream that came
 meanwhile wait for it.

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from conftest import examples
 from reference import same
-from windowstore.store import Stream, WindowSpec
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.join import plan_join
 from windowstore.store.parser import parse_statement
@@ -649,3 +649,27 @@ def test_check_history_cli_classifies_joins(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     [v] = out["violations"]
     assert v["stream"] == "s0,s1" and v["level"] == "torn" and v["streams"]["s1"]["level"] == "torn"
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_single_stream_query_reads_as_a_join_of_one_source(policy):
+    """One read path: a scan of s0 and a self-join of s0 (one source: the stream is read once) meet
+    the same slides with the same reads, in the same order, and the same aborts, removals and
+    commit, under every policy."""
+    seen = []
+    for text in ("SELECT SUM(v) FROM s0", "SELECT COUNT(*) FROM s0 a JOIN s0 b ON a.key = b.key"):
+        sched, streams, h, now = setup(policy)
+        s0 = streams["s0"]
+        plan = join_plan(text, streams) if "JOIN" in text else plan_query(parse_query(text), s0, access="window")
+        txn = sched.submit(plan)
+        sched.step()
+        for value in (50, 60):            # a slide after each of its first reads
+            slide(sched, s0, value, request_only=True)
+            sched.step()
+            sched.step()
+        sched.run_until_idle()
+        assert txn.done and txn.error is None
+        seen.append([(e["op"], e["version"]) for e in h.events if e["txn"] == txn.id])
+        assert check(h.events).violations("ws" if policy == "ws" else "lws") == []
+    assert seen[0] == seen[1]
+    assert [op for op, _ in seen[0] if op == "r"] and seen[0][-1] == ("c", None)

@@ -1,4 +1,4 @@
-"""Offloaded window scans (txn/scheduler.py, "Offloaded work"): a large read or final merge is a
+"""Offloaded window scans (txn/schedule/offload.py, "Offloaded work"): a large read or final merge is a
 job the caller runs elsewhere and hands back; slides and other queries go on meanwhile. Each
 conflict path of a job in flight, deterministically (the jobs are run by hand here)."""
 from __future__ import annotations

@@ -10,7 +10,8 @@ import pytest
 
 from thesis_histories import N, THESIS, ops, to_events
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
-from windowstore.txn import History, Scheduler, check
+from windowstore.txn import History, Op, Scheduler, check
+from windowstore.txn.history import OPS, read_jsonl
 
 
 @pytest.mark.parametrize("name, level", [
@@ -152,3 +153,21 @@ def test_a_probe_s_reads_kept_as_one_record_are_the_same_events(tmp_path):
                 assert one.since(seq, stream, limit) == many.since(seq, stream, limit), (seq, stream, limit)
     lines = [json.loads(x) for x in (tmp_path / "one.jsonl").read_text().splitlines()]
     assert lines == [json.loads(x) for x in (tmp_path / "many.jsonl").read_text().splitlines()] == many.events
+
+
+def test_op_codes_are_an_enum_that_writes_the_format_s_spellings(tmp_path):
+    """History op codes are Op members; the file holds exactly the format's one-letter strings, and
+    a file written so reads back (read_jsonl) as events equal to the ones kept."""
+    assert [op.value for op in Op] == ["b", "r", "u", "w", "c", "a"] and OPS == ("b", "r", "u", "w", "c", "a")
+    h = History(str(tmp_path / "h.jsonl"))
+    h.record("s", Op.WRITE, "T0", 1.0, subwindow=0, version=0)
+    h.record("s", Op.COMMIT, "T0", 1.0)
+    h.record("s", Op.BEGIN, "Q1", 2.0, window_len=1)
+    h.record_reads("s", "Q1", 2.0, range(0, 1), 4)
+    h.record("s", Op.ABORT, "Q1", 2.0)
+    h.close()
+    text = (tmp_path / "h.jsonl").read_text()
+    assert [json.loads(x)["op"] for x in text.splitlines()] == ["w", "c", "b", "r", "a"]
+    assert '"op":"w"' in text and "Op." not in text
+    assert list(read_jsonl(text.splitlines())) == h.events
+    assert [type(ev["op"]) for ev in h.events] == [Op] * 5

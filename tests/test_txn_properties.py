@@ -1,7 +1,7 @@
 """Random arrivals of slides and queries (window lengths, priorities, classes, streams) under
 every policy: histories are LWS (WS for ws), answers equal the store's answer over the window
 state they claim, ttu never aborts more than lws, ttu-rescan never aborts. The same with window
-scans and seals offloaded as jobs (txn/scheduler.py) that complete in a random order, slides in between."""
+scans and seals offloaded as jobs (txn/schedule/) that complete in a random order, slides in between."""
 from __future__ import annotations
 
 import pytest

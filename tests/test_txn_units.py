@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
-from windowstore.txn import History, QueryWithdrawn, RestartLimitExceeded, Scheduler, check
+from windowstore.txn import (POLICIES, History, JobKind, PolicyName, QueryKind, QueryWithdrawn, RestartLimitExceeded,
+                             Scheduler, Step, check)
 
 
 def setup(policy, n=4, fill=True, max_restarts=16):
@@ -232,7 +233,7 @@ def test_run_now_stops_where_a_slide_falls_due_and_the_steps_go_on(policy):
         sched.step()
     now[0] = s.window.next_due_ms() - 4  # it falls due while the query reads
     txn = sched.run_now(scan(s))
-    assert not txn.done and len(txn.read) >= 1 and sched.active == [txn] and sched.running is txn
+    assert not txn.done and len(txn.sources[0].read) >= 1 and sched.active == [txn] and sched.running is txn
     assert now[0] >= s.window.next_due_ms()  # it stopped because a slide is due
     ops = []
     while not txn.done:
@@ -244,7 +245,7 @@ def test_run_now_stops_where_a_slide_falls_due_and_the_steps_go_on(policy):
 def test_run_now_stops_at_its_budget_and_at_an_offloaded_job():
     sched, s, h, now = setup("ttu")
     txn = sched.run_now(scan(s), go_on=lambda: False)  # the caller's budget allows one operation
-    assert not txn.done and len(txn.read) == 1 and sched.active == [txn]
+    assert not txn.done and len(txn.sources[0].read) == 1 and sched.active == [txn]
     sched.run_until_idle()
     assert txn.done and txn.result.answer.rows == [(0 + 1 + 2 + 3,)]
     jobs = []
@@ -252,6 +253,24 @@ def test_run_now_stops_at_its_budget_and_at_an_offloaded_job():
     txn = sched.run_now(scan(s))
     assert not txn.done and len(jobs) == 1 and txn.job is jobs[0] and sched.active == [txn]
     sched._check()
+
+
+def test_the_closed_sets_are_enums_with_the_wire_spellings():
+    """Policies, query kinds, job kinds and step() results are StrEnum members: they compare and
+    serialise as the strings the wire, the CLI and the counters use; an answer names its policy as
+    a plain string."""
+    assert POLICIES == ("serial", "ws", "lws", "ttu", "ttu-rescan") == tuple(p.value for p in PolicyName)
+    assert (QueryKind.ONETIME, QueryKind.PERIODIC) == ("onetime", "periodic")
+    assert (JobKind.READ, JobKind.FINISH) == ("read", "finish")
+    sched, s, h, now = setup("ttu-rescan", fill=False)
+    assert sched.policy is PolicyName.TTU_RESCAN and sched.policy == "ttu-rescan"
+    s.append({"ts": [1], "v": [1]})
+    sched.request_slide("s")
+    assert sched.step() is Step.SLIDE
+    txn = sched.submit(scan(s))
+    assert txn.kind is QueryKind.ONETIME and sched.step() is Step.READ and sched.step() is None
+    assert txn.result.policy == "ttu-rescan" and type(txn.result.policy) is str
+    assert set(sched.by_class) == {"onetime", "periodic"}
 
 
 def test_unknown_policy_is_refused():
@@ -292,3 +311,29 @@ def test_a_group_by_probe_is_one_operation_while_its_running_totals_are_kept_els
         want = plan_query(parse_query("SELECT k, SUM(v) FROM s GROUP BY k ORDER BY 1"), s, access="window")
         assert txn.result.answer.rows == run_plan(want).rows
         assert [v.level for v in check(h.events).verdicts] == ["lws"]
+
+
+def test_each_policy_is_a_class_chosen_once_and_a_new_one_plugs_in():
+    """The registry maps every PolicyName to its class; the scheduler takes a Policy instance as it
+    is. A policy that is LWS reading youngest first (TTU's order, without its holds) plugs in with
+    no change to the scheduler and aborts exactly where TTU does, where LWS aborts more."""
+    from windowstore.txn.policies import POLICY_CLASSES, Lws, Ttu
+
+    assert set(POLICY_CLASSES) == set(PolicyName) and all(c.name is p for p, c in POLICY_CLASSES.items())
+
+    class YoungestFirst(Lws):
+        def order(self, vs):
+            return Ttu.order(self, vs)
+
+    aborts = {}
+    for policy in ("lws", "ttu", YoungestFirst()):
+        sched, s, h, now = setup(policy)
+        txn = sched.submit(scan(s))
+        sched.step()                      # one read, then a slide before each of the others
+        for value in (10, 20, 30):
+            slide(sched, s, value)
+            sched.step()
+        sched.run_until_idle()
+        assert txn.result.answer.rows == [(10 + 20 + 30 + 3,)] and check(h.events).violations("lws") == []
+        aborts[policy if isinstance(policy, str) else "custom"] = sched.totals()["aborts"]
+    assert aborts["custom"] == aborts["ttu"] < aborts["lws"], aborts

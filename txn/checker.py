@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .history import Op
+
 
 @dataclass
 class Verdict:
@@ -87,13 +89,13 @@ def _mid_stream(events: list[dict]) -> set[str]:
     mid = set()
     for ev in events:
         stream, op = ev.get("stream"), ev.get("op")
-        if op == "w" and stream not in first_slide:
+        if op == Op.WRITE and stream not in first_slide:
             first_slide[stream] = ev["version"]
             if ev["version"] != 0:
                 mid.add(stream)
-        elif op == "b":
+        elif op == Op.BEGIN:
             begun.add((stream, ev.get("txn")))
-        elif op in ("r", "u") and (stream, ev.get("txn")) not in begun:
+        elif op in (Op.READ, Op.REMOVE) and (stream, ev.get("txn")) not in begun:
             mid.add(stream)
     return mid
 
@@ -111,7 +113,7 @@ def check(events: Iterable[dict]) -> Report:
     for ev in events:
         stream, op, txn = ev.get("stream"), ev.get("op"), ev.get("txn")
         key = (stream, txn)
-        if op == "w":
+        if op == Op.WRITE:
             v = ev["version"]
             if stream in mid and stream not in latest:
                 latest[stream] = v - 1  # the history starts here
@@ -121,7 +123,7 @@ def check(events: Iterable[dict]) -> Report:
             latest[stream] = v
             position_of[(stream, v)] = ev["subwindow"]
             applied_at[(stream, v)] = ev["seq"]
-        elif op == "b":
+        elif op == Op.BEGIN:
             group = None
             if ev.get("streams"):
                 group = tuple(ev["streams"])
@@ -136,14 +138,14 @@ def check(events: Iterable[dict]) -> Report:
                                          f"began with {list(g['streams'])}")
                 g["begun"].add(stream)
             open_txns[key] = {"reads": set(), "window_len": ev["window_len"], "group": group, "as_of": ev.get("as_of")}
-        elif op in ("r", "u"):
+        elif op in (Op.READ, Op.REMOVE):
             st = open_txns.get(key)
             v = ev["version"]
             if st is None:
                 if stream not in mid:
                     report.errors.append(f"seq {ev['seq']}: {op} by {txn!r} outside a begun attempt")
                 headless.add(key)
-            elif op == "r":
+            elif op == Op.READ:
                 # a version written before a mid-stream history starts: its sub-window is unknown
                 unknown = stream in mid and (stream, v) not in position_of and v <= latest.get(stream, v)
                 if not unknown and position_of.get((stream, v)) != ev["subwindow"]:
@@ -156,7 +158,7 @@ def check(events: Iterable[dict]) -> Report:
                 st["reads"].discard(v)
             else:
                 report.errors.append(f"seq {ev['seq']}: {txn!r} removed version {v} it had not read")
-        elif op == "c":
+        elif op == Op.COMMIT:
             st = open_txns.pop(key, None)
             if st is None:
                 if key in headless:
@@ -184,7 +186,7 @@ def check(events: Iterable[dict]) -> Report:
             if set(g["committed"]) == set(g["streams"]):
                 del groups[txn]
                 report.verdicts.append(_join_verdict(txn, g, latest, applied_at))
-        elif op == "a":
+        elif op == Op.ABORT:
             st = open_txns.pop(key, None)
             if st is None:
                 continue

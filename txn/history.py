@@ -1,4 +1,4 @@
-"""History recording: one JSON object per operation, exactly the format of DESIGN.md.
+"""History recording: one JSON object per operation, in this format:
 
     {"seq", "stream", "op": "b"|"r"|"u"|"w"|"c"|"a", "txn", "subwindow", "version",
      "window_len", "t"}
@@ -19,10 +19,24 @@ it stood after slide k (the checker judges it against slide k, not against its c
 from __future__ import annotations
 
 import collections
+import enum
 import json
 from typing import IO, Iterable, Iterator, NamedTuple
 
-OPS = ("b", "r", "u", "w", "c", "a")
+
+
+class Op(enum.StrEnum):
+    """A history event's op code; the values are the format's spellings (a member serialises as one)."""
+
+    BEGIN = "b"
+    READ = "r"
+    REMOVE = "u"
+    WRITE = "w"
+    COMMIT = "c"
+    ABORT = "a"
+
+
+OPS = tuple(op.value for op in Op)
 KEYS = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
 
 
@@ -46,7 +60,7 @@ class History:
         """The events kept, oldest first."""
         return [ev for item in self._log for ev in _expand(item)]
 
-    def record(self, stream: str, op: str, txn: str, t: float, subwindow: int | None = None,
+    def record(self, stream: str, op: Op, txn: str, t: float, subwindow: int | None = None,
                version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
                as_of: int | None = None) -> None:
         ev = (self.seq, stream, op, txn, subwindow, version, window_len, t)  # KEYS
@@ -118,7 +132,7 @@ def _expand(item) -> Iterator[dict]:
         yield dict(zip(KEYS, item)) if isinstance(item, tuple) else item
         return
     for i, version in enumerate(item.versions):
-        yield {"seq": item.seq + i, "stream": item.stream, "op": "r", "txn": item.txn, "subwindow": version % item.n,
+        yield {"seq": item.seq + i, "stream": item.stream, "op": Op.READ, "txn": item.txn, "subwindow": version % item.n,
                "version": version, "window_len": None, "t": item.t}
 
 

@@ -1,0 +1,141 @@
+"""Offloaded query work (Offload, a part of Scheduler): a window scan's read or final merge issued
+as a Job, complete(), and holding a read for the next slide. It owns what _init_offload sets; it
+must not pick the read order or commit except through the core (Scheduler._commit).
+
+Offloaded work. A window scan's read of a sub-window, and its final merge, may take
+milliseconds. With `offload` set, such an operation, when its cost measured on earlier runs of the
+same query reaches `offload_ms` (`timer` measures the operations run inline; the caller reports
+a job's), is issued as a `Job` instead of computed in the step: the read is recorded (and its version is in the read set) when it is issued, because
+a sealed sub-window never changes, so when the computation runs does not change what it returns.
+The query waits (other queries and every slide go on) until the caller hands the result back with
+`complete()`, on the scheduler's thread. Conflicts are resolved at slide time exactly as without
+offloading; a job whose query was aborted, rescanned past it, withdrawn or finished since is
+orphaned and its result discarded. A final merge commits only if no slide changed the read set
+while it ran (LWS at commit). The scheduler itself still holds no thread: the server runs jobs on a
+worker thread (server/driver.py); without `offload` everything is computed inline, as before.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from windowstore.store import Plan, SubWindow
+
+from ..kinds import JobKind, Step
+from ..query import Job, QueryFailed, QueryTxn, Source
+from .costs import Costs
+from .seals import SealJob
+
+
+class Offload:
+    """The offload half of Scheduler (a mixin: the core and this share `self`)."""
+
+    def _init_offload(self) -> None:
+        # Where window-scan reads and final merges that cost at least offload_ms run (see the module
+        # docstring; offload_ms <= 0: all of them); None: inline. `timer` (seconds, monotonic)
+        # measures the ones run inline; None: nothing is measured. One not measured yet (a query's
+        # first run) is a job when it covers offload_unmeasured_rows rows or more: a first final
+        # merge of a holistic aggregate over a large window would otherwise hold the thread once.
+        self.offload: Callable[[Job], None] | None = None
+        self.offload_ms = 0.25
+        self.offload_unmeasured_rows = 100_000
+        self.timer: Callable[[], float] | None = None
+        self.costs = Costs()
+        self.jobs = 0            # jobs issued
+        self.jobs_discarded = 0  # results of orphaned jobs thrown away
+        self.holds = 0           # queries that waited for a slide instead of risking an abort
+
+    def _check_jobs(self) -> None:
+        """A query waits for at most one job, only in a begun attempt, only for what that attempt
+        still needs; while a job is in flight no other window scan has one."""
+        self.costs._check()
+        waiting = 0
+        for txn in self.active:
+            job = txn.job
+            if job is None:
+                continue
+            waiting += 1
+            assert job.txn is txn and txn.begun and self.offload is not None and not txn.join
+            if job.kind == JobKind.READ:
+                assert job.version in txn.sources[0].read and job.version not in txn.partial.contributions
+            else:
+                assert job.kind == JobKind.FINISH and self.control.next_read(txn) is None
+        assert waiting <= 1, "one job in flight at a time"
+
+    def _offloads(self, plan: Plan, kind: JobKind, rows: int) -> bool:
+        if self.offload is None or plan.access != "window":
+            return False
+        if self.offload_ms <= 0:
+            return True
+        ms = self.costs.estimate(plan, kind, rows)
+        if ms is None:
+            return rows >= self.offload_unmeasured_rows
+        return ms >= self.offload_ms
+
+    def _timed(self, plan: Plan, kind: JobKind, rows: int, fn, arg):
+        """fn(arg), a window scan's read or merge run inline, its cost noted when there is a timer."""
+        if self.timer is None or plan.access != "window":
+            return fn(arg)
+        t0 = self.timer()
+        out = fn(arg)
+        self.costs.note(plan, kind, rows, (self.timer() - t0) * 1000.0)
+        return out
+
+    def _issue(self, txn: QueryTxn, kind: JobKind, run: Callable[[], object], version: int | None, rows: int) -> None:
+        txn.job = job = Job(txn, kind, version, run, rows)
+        self.jobs += 1
+        txn.held_at = None
+        self._reselect = True
+        self.offload(job)
+
+    def _hold(self, txn: QueryTxn, src: Source, sub: SubWindow) -> bool:
+        """Under ttu, the last read is of the sub-window the next slide overwrites, and from it to
+        the commit (the final merge) a slide means an abort. When the stream's next slide is due
+        before the read and the merge would be done (as measured on the query's earlier runs), the
+        query waits for that slide instead: the sub-window leaves unread (no conflict) and the
+        newest one is read instead. Only when the estimate is under half a slide period (no
+        livelock)."""
+        plan = txn.plan
+        if (self.offload is None or not self.control.holds or src.as_of is not None
+                or len(src.read) + 1 < src.n_q):
+            return False
+        window = src.window
+        due = window.next_due_ms()
+        rows = sub.rows + sum(s.rows for s in src.read.values())
+        if due is None or not self._offloads(plan, JobKind.FINISH, rows):  # (an inline merge commits in this step)
+            return False
+        merge = self.costs.estimate(plan, JobKind.FINISH, rows)
+        read = self.costs.estimate(plan, JobKind.READ, sub.rows) if self._offloads(plan, JobKind.READ, sub.rows) else 0.0
+        if merge is None or read is None or not (due - self.clock() < read + merge < window.spec.subwindow_ms / 2):
+            return False
+        txn.held_at = window.latest
+        self.holds += 1
+        self._reselect = True
+        return True
+
+    def complete(self, job: Job | SealJob, value: object = None, error: BaseException | None = None,
+                 ms: float | None = None) -> Step:
+        """An offloaded job's result (or the exception it raised), back on the scheduler's thread,
+        with how long it ran (`ms`, when measured). A read adds its contribution; a final merge
+        commits (nothing changed the read set since it was issued, or it would be orphaned); a
+        seal installs its sub-window. Returns 'read', 'commit', 'slide', 'error' or 'discarded'."""
+        if isinstance(job, SealJob):
+            return self._sealed(job, value, error, ms)
+        txn = job.txn
+        if ms is not None:
+            self.costs.note(txn.plan, job.kind, job.rows, ms)
+        if txn.job is not job or txn.done:
+            self.jobs_discarded += 1
+            return Step.DISCARDED
+        txn.job = None
+        self._reselect = True
+        if error is not None:
+            self.last_error = QueryFailed(
+                f"internal error while executing the query: {type(error).__name__}: {error}")
+            self.last_error.__cause__ = error
+            self.fail(txn, self.last_error)
+            return Step.ERROR
+        if job.kind == JobKind.READ:
+            txn.partial.add(job.version, value)
+            return Step.READ
+        self._commit(txn, value)
+        return Step.COMMIT

@@ -15,8 +15,9 @@ def _serve(args) -> int:
     from .app import serve
     from .config import ServerConfig
 
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .oplog import configure
+
+    configure(args.log_format, args.verbose)
     cfg = ServerConfig(host=args.host, port=args.port, policy=args.policy, max_message_mb=args.max_message_mb,
                        max_decompressed_mb=args.max_decompressed_mb,
                        idempotency_keep=args.idempotency_keep, idempotency_keep_total=args.idempotency_keep_total,
@@ -29,7 +30,7 @@ def _serve(args) -> int:
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
-                       http_port=args.http_port,
+                       http_port=args.http_port, slow_query_ms=args.slow_query_ms,
                        max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
@@ -160,7 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--http-port", type=int, help="serve the live status page at http://HOST:PORT/ (streams, windows, "
                                                    "periodic queries, staleness and aborts), with /metrics, /healthz "
                                                    "and /readyz (0: a free port; off by default)")
-    sv.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sv.add_argument("--log-format", choices=("text", "json"), default="text",
+                    help="operator log lines on stderr: text (default) or one JSON object per line; one line per "
+                         "stream created or dropped, periodic query registered, unregistered or stopped, client "
+                         "error, slow query and recovery step")
+    sv.add_argument("--slow-query-ms", type=float, default=1000.0,
+                    help="log a one-time query answered slower than this, measured at the edge (default 1000)")
+    sv.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' INFO lines")
     sv.set_defaults(func=_serve)
 
     from .cli_client import add_commands

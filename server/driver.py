@@ -63,6 +63,7 @@ from windowstore.txn.scheduler import SealJob
 from windowstore.txn.engine import (AlreadyExists, AppendAck, Engine, EngineConfig, FailedPrecondition, NotFound,
                                     SlideAck)
 
+from . import oplog
 from .config import ServerConfig
 from .durability import Durability
 
@@ -729,6 +730,7 @@ class Driver:
         if self.durability is None:
             return
         t0 = time.monotonic()
+        oplog.event("recovery_started", data_dir=self.durability.dir)
         stats = self.durability.recover(self.engine)
         self.engine.drain()  # recovered commands are on disk already
         now = self.clock()
@@ -740,7 +742,9 @@ class Driver:
         while self.engine.sched.step() == "slide":
             pass
         self.recovery_stats = {**stats, "seconds": time.monotonic() - t0}
-        log.info("recovered %s", self.recovery_stats)
+        oplog.event("recovered", **self.recovery_stats, catch_up_slides=sum(self.catch_up.values()))
+        for name, why in self.sched.failed.items():
+            oplog.event("stream_stopped", logging.ERROR, stream=name, reason=why)
 
     def _fail_current(self, error: Exception) -> None:
         txn = self.sched.running
@@ -806,6 +810,8 @@ class Driver:
                     subs.dropped += 1
 
     def _publish_error(self, query_id: str, error: Exception) -> None:
+        oplog.event("query_stopped", logging.WARNING, query_id=query_id, error=str(error)[:500],
+                    gone=query_id not in self.engine.periodic)
         subs = self.subscribers.get(query_id)
         for q in subs.queues if subs else ():
             _offer(q, (error, str(error)))

@@ -28,6 +28,7 @@ from windowstore.v1 import windowstore_pb2 as pb
 
 from .convert import parse_append
 from .driver import AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ShuttingDown, Unavailable
+from . import oplog
 from .security import ANONYMOUS, AccessPolicy
 
 log = logging.getLogger("windowstore.service")
@@ -137,6 +138,9 @@ class _Call:
         code = status(e)
         if code == grpc.StatusCode.INTERNAL:
             log.error("%s failed", self.name, exc_info=e)
+        else:
+            oplog.event("client_error", method=self.name, code=code.name, message=message(e, 300), client=principal(),
+                        peer=context.peer())
         await context.abort(code, message(e))
 
     def end(self, started: float, code: grpc.StatusCode) -> None:

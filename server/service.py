@@ -20,7 +20,7 @@ from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
                                       StageRows, Unregister)
 
-from . import convert
+from . import convert, oplog
 from .driver import CLOSED, Driver, NotFound, ResourceLimit, ShuttingDown
 from .rpc import PermissionDenied, principal
 from .security import AccessPolicy
@@ -127,12 +127,15 @@ class WindowStoreService:
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
         self._allow(context, "admin", name)
         await self._write(CreateStream(name, tuple(columns.items()), time_column, spec, 0.0), context)
+        oplog.event("stream_created", stream=name, clock=spec.clock, subwindows=spec.subwindows,
+                    subwindow_ms=spec.subwindow_ms, subwindow_rows=spec.subwindow_rows, client=principal())
         return pb.CreateStreamResponse(stream=await self._run(lambda: _info(self.driver, name), context))
 
     async def DropStream(self, request, context):
         self._allow(context, "admin", request.name)
         gone = await self._write(DropStream(request.name, 0.0), context)
         await self._run(lambda: self.driver.close_periodic(gone, f"stream {request.name!r} was dropped"), context)
+        oplog.event("stream_dropped", stream=request.name, periodic_queries_ended=len(gone), client=principal())
         return pb.DropStreamResponse()
 
     async def ListStreams(self, request, context):
@@ -244,18 +247,25 @@ class WindowStoreService:
         response_ms = (time.perf_counter_ns() - arrived) / 1e6
         response.answer.response_ms = response_ms
         d.note_answer(streams[0], result, response_ms)
+        if response_ms > self.config.slow_query_ms:
+            oplog.event("slow_query", response_ms=round(response_ms, 3), slow_query_ms=self.config.slow_query_ms,
+                        streams=streams, restarts=result.restarts, access=response.answer.access,
+                        query=(request.text or "(structured)")[:500], client=principal())
         return response
 
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
         owner = self._allow_all(context, "read", _streams(query))
         p = await self._write(Register("", text, request.priority, 0.0, owner), context)
+        oplog.event("query_registered", query_id=p.task.id, every_slides=p.task.every, query=text[:500],
+                    client=principal())
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
 
     async def UnregisterQuery(self, request, context):
         await self._check_owner(context, request.query_id)
         await self._write(Unregister(request.query_id, 0.0), context)
         await self._run(lambda: self.driver.close_periodic([request.query_id], "the periodic query was unregistered"), context)
+        oplog.event("query_unregistered", query_id=request.query_id, client=principal())
         return pb.UnregisterQueryResponse()
 
     async def _check_owner(self, context, query_id: str) -> None:

@@ -230,6 +230,7 @@ class Driver:
         self.write_failure: str | None = None
         self.heartbeat = time.monotonic()  # the last scheduler operation (health watches it)
         self.shed = 0  # requests refused for load (RESOURCE_EXHAUSTED)
+        self.seconds_like: collections.Counter = collections.Counter()  # by stream: see note_seconds_like
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ready = False  # recovered and serving (read on the loop thread)
         self._own_loop: threading.Thread | None = None  # a loop of our own (no server around it)
@@ -756,6 +757,12 @@ class Driver:
         """The stream, for introspection (describe, stats, history, metrics): a stopped one too."""
         return self.engine.stream(name, failed_ok=True)
 
+    def note_seconds_like(self, name: str) -> int:
+        """An Append to `name` whose event times look like seconds (service.looks_like_seconds);
+        returns how many so far."""
+        self.seconds_like[name] += 1
+        return self.seconds_like[name]
+
     def stopped(self, name: str) -> str | None:
         """Why the stream stopped (it refuses writes and queries until dropped), or None."""
         return self.sched.failed.get(name)
@@ -876,7 +883,8 @@ class Driver:
                         "duplicate_batches": book.duplicate_batches, "accepted_rows": book.accepted_rows,
                         "staleness_ms": percentiles(m.staleness), "response_ms": percentiles(m.response),
                         "slide_delay_ms": percentiles(self.sched.slide_delays[n]),
-                        "seal_ms": percentiles(self.sched.seal_ms[n]), "stopped": self.sched.failed.get(n)})
+                        "seal_ms": percentiles(self.sched.seal_ms[n]), "stopped": self.sched.failed.get(n),
+                        "seconds_like_batches": self.seconds_like[n]})
         return {"policy": self.sched.policy, "streams": out, "durability": self.durability_stats(),
                 "onetime": self.sched.by_class["onetime"].as_dict(), "periodic": self.sched.by_class["periodic"].as_dict()}
 

@@ -67,6 +67,8 @@ class _StoreCollector:
             "windowstore_batches_duplicate": ("replayed batches recognised and ignored", "duplicate_batches"),
             "windowstore_slides": ("slides applied", "slides"),
             "windowstore_rows_discarded": ("staged rows never published (failed attempts, aborts)", "discarded_rows"),
+            "windowstore_batches_seconds_like": ("Appends whose event times look like seconds, not milliseconds",
+                                                 "seconds_like_batches"),
         }
         for name, (doc, key) in per_stream.items():
             c = CounterMetricFamily(name, doc, labels=["stream"])

@@ -6,9 +6,12 @@ operations, an open Subscribe) awaits a future and holds no thread."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow as pa
 
 from windowstore.store import InvalidInput, to_text
 from windowstore.store.parser import parse_statement
@@ -51,6 +54,19 @@ def _streams(query) -> list[str]:
 
 def _info(driver: Driver, name: str) -> pb.StreamInfo:
     return convert.stream_info_to_pb(driver.stream(name), driver.stopped(name))
+
+
+def looks_like_seconds(column, now_ms: float) -> bool:
+    """Event times that are seconds since the epoch, given where milliseconds are expected: every
+    one is far (over a day) from the server's clock, and within a day of it once multiplied by 1000."""
+    import pyarrow.compute as pc
+
+    if len(column) == 0 or not (column.type.id == pa.int64().id):
+        return False
+    lo, hi = pc.min_max(column).values()
+    lo, hi = lo.as_py(), hi.as_py()
+    day = 86_400_000
+    return lo is not None and now_ms - day <= lo * 1000 and hi * 1000 <= now_ms + day and hi < now_ms - day
 
 
 def _short(name: str, limit: int = 100) -> str:
@@ -135,6 +151,7 @@ class WindowStoreService:
         self._allow(context, "admin", request.name)
         gone = await self._write(DropStream(request.name, 0.0), context)
         await self._run(lambda: self.driver.close_periodic(gone, f"stream {request.name!r} was dropped"), context)
+        self.driver.seconds_like.pop(request.name, None)
         oplog.event("stream_dropped", stream=request.name, periodic_queries_ended=len(gone), client=principal())
         return pb.DropStreamResponse()
 
@@ -167,8 +184,20 @@ class WindowStoreService:
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
         ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc), context)
+        if not ack.duplicate:
+            self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                  latest_slide=ack.latest_slide)
+
+    def _check_units(self, stream: str, batch) -> None:
+        """Count (and warn once per stream of) a batch whose event times look like seconds."""
+        try:
+            column = batch.column(self.driver.stream(stream).schema.time_column)
+        except (KeyError, NotFound):  # dropped meanwhile
+            return
+        if looks_like_seconds(column, time.time() * 1000.0) and self.driver.note_seconds_like(stream) == 1:
+            oplog.event("event_times_look_like_seconds", logging.WARNING, stream=stream,
+                        hint="event times are milliseconds since the epoch: multiply seconds by 1000")
 
     async def Slide(self, request, context):
         self._allow(context, "write", request.stream)
@@ -358,7 +387,8 @@ class WindowStoreService:
                 duplicate_batches=x["duplicate_batches"], accepted_rows=x["accepted_rows"],
                 staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),
                 slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"]),
-                seal_ms=pb.Percentiles(**x["seal_ms"]), stopped=x["stopped"]) for x in s["streams"]],
+                seal_ms=pb.Percentiles(**x["seal_ms"]), stopped=x["stopped"],
+                seconds_like_batches=x["seconds_like_batches"]) for x in s["streams"]],
             durability=pb.DurabilityStats(**s["durability"]),
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
             periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}))

@@ -56,3 +56,28 @@ def test_text_lines_carry_the_same_fields():
     lines = [ln for ln in err.splitlines() if " stream_created " in ln]
     assert len(lines) == 1 and "stream=ts1 clock=manual subwindows=2 subwindow_ms=1000" in lines[0]
     assert " slow_query " not in err  # faster than 100 s
+
+
+def test_event_times_in_seconds_are_counted_and_warned_of_once():
+    import time
+
+    from windowstore.server.service import looks_like_seconds
+    import pyarrow as pa
+
+    now_ms = time.time() * 1000
+    assert looks_like_seconds(pa.array([int(now_ms // 1000)], pa.int64()), now_ms)
+    assert not looks_like_seconds(pa.array([int(now_ms)], pa.int64()), now_ms)          # milliseconds
+    assert not looks_like_seconds(pa.array([1, 2, 3], pa.int64()), now_ms)              # small test times
+    assert not looks_like_seconds(pa.array([int(now_ms // 1000), int(now_ms)], pa.int64()), now_ms)  # mixed
+    with ServerProcess("--log-format", "json") as srv:
+        with Client(srv.target, timeout=30) as ws:
+            ws.create_stream("u", SCHEMA, subwindows=2, subwindow_ms=1000)
+            seconds = int(time.time())
+            for i in range(3):
+                ws.append("u", {"ts": [seconds + i], "v": [i]})
+            ws.append("u", {"ts": [int(time.time() * 1000)], "v": [9]})
+            (st,) = ws.stats("u")["streams"]
+        code, _, err = srv.stop()
+    assert st["seconds_like_batches"] == 3
+    warned = [e for e in events(err) if e["event"] == "event_times_look_like_seconds"]
+    assert len(warned) == 1 and warned[0]["stream"] == "u" and warned[0]["level"] == "WARNING"

@@ -693,7 +693,7 @@ class Percentiles(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped")
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped", "seconds_like_batches")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SLIDES_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -712,6 +712,7 @@ class StreamStats(_message.Message):
     DISCARDED_ROWS_FIELD_NUMBER: _ClassVar[int]
     SEAL_MS_FIELD_NUMBER: _ClassVar[int]
     STOPPED_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_LIKE_BATCHES_FIELD_NUMBER: _ClassVar[int]
     stream: str
     slides: int
     queries: int
@@ -730,7 +731,8 @@ class StreamStats(_message.Message):
     discarded_rows: int
     seal_ms: Percentiles
     stopped: str
-    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ...) -> None: ...
+    seconds_like_batches: int
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ..., seconds_like_batches: _Optional[int] = ...) -> None: ...
 
 class ClassStats(_message.Message):
     __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors")

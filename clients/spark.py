@@ -197,6 +197,62 @@ def describe(target, stream: str) -> dict:
         return ws.describe_stream(stream)["spec"]
 
 
+_STORE_TYPE = {"LongType": "int64", "IntegerType": "int64", "ShortType": "int64", "ByteType": "int64",
+               "DoubleType": "float64", "FloatType": "float64", "StringType": "string", "CharType": "string",
+               "VarcharType": "string", "BooleanType": "boolean", "TimestampType": "timestamp",
+               "TimestampNTZType": "timestamp", "DateType": "date"}
+
+
+def store_schema(schema, time_column: str) -> dict[str, str]:
+    """The stream schema a DataFrame's (Spark StructType) columns make: the event-time column int64
+    milliseconds (a Spark timestamp is converted when written), each other column its store type;
+    SchemaMismatch naming a column no store type holds."""
+    out, bad = {}, []
+    for f in schema.fields:
+        name = type(f.dataType).__name__
+        if f.name == time_column:
+            ok = name in _INTEGRAL or name in ("TimestampType", "TimestampNTZType")
+            typ = "int64"
+        elif name == "DecimalType":
+            ok, typ = f.dataType.precision <= 18, f"decimal({f.dataType.precision},{f.dataType.scale})"
+        else:
+            typ = _STORE_TYPE.get(name)
+            ok = typ is not None
+        if ok:
+            out[f.name] = typ
+        else:
+            bad.append(f"{f.name} ({f.dataType.simpleString()})")
+    if time_column not in out and not bad:
+        bad.append(f"no event-time column {time_column!r}")
+    if bad:
+        raise SchemaMismatch(f"cannot create a stream for this DataFrame: {', '.join(bad)} "
+                             "(event time: a long of ms or a timestamp; decimals: at most 18 digits)")
+    return out
+
+
+def describe_or_create(target, stream: str, schema, opts: dict) -> dict:
+    """The stream's spec; with option create_if_missing, a stream that does not exist is created
+    first, its schema from the DataFrame's and its window from the options."""
+    from .errors import NotFound
+
+    try:
+        return describe(target, stream)
+    except NotFound:
+        if not opts.get("create_if_missing"):
+            raise
+    if "subwindows" not in opts or ("subwindow_ms" in opts) == ("subwindow_rows" in opts):
+        raise ValueError("create_if_missing needs option subwindows and one of subwindow_ms or subwindow_rows")
+    time_column = opts.get("time_column", "ts")
+    with connect(target) as ws:
+        ws.create_stream(stream, store_schema(schema, time_column), subwindows=opts["subwindows"],
+                         subwindow_ms=opts.get("subwindow_ms"), subwindow_rows=opts.get("subwindow_rows"),
+                         clock=opts.get("clock", "processing"),
+                         group_by=[g for g in opts.get("group_by", "").split(",") if g],
+                         allowed_lateness_ms=opts.get("allowed_lateness_ms", 0), time_column=time_column,
+                         exist_ok=True)  # another writer may have created it meanwhile
+        return ws.describe_stream(stream)["spec"]
+
+
 class WindowStoreWriter:
     """A foreachBatch callable: `df.writeStream.foreachBatch(WindowStoreWriter(target, stream))`.
 
@@ -295,7 +351,11 @@ def _non_negative_int(name: str, value: str) -> int:
 
 _CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str}
 _WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_per_batch": _bool,
-                  "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v)}
+                  "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v),
+                  # create_if_missing: the stream is created when the write starts, with these
+                  "create_if_missing": _bool, "subwindows": _positive_int, "subwindow_ms": _positive_int,
+                  "subwindow_rows": _positive_int, "clock": str, "group_by": str, "time_column": str,
+                  "allowed_lateness_ms": _non_negative_int}
 _READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_as_timestamp": _bool,
                  "as_of_slide": lambda n, v: _non_negative_int(n, v), "filter_pushdown": _bool,
                  "partitions": _positive_int}
@@ -338,7 +398,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         self.slide_per_batch = opts.get("slide_per_batch", False)
         self.max_rows = opts.get("max_rows_per_append", 200_000)
         # checked on the driver when the query starts, not in a task later
-        self.time_to_ms = None if schema is None else check_write_schema(schema, describe(self.target, self.stream))
+        self.time_to_ms = None if schema is None else \
+            check_write_schema(schema, describe_or_create(self.target, self.stream, schema, opts))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, None, iterator,
@@ -369,7 +430,8 @@ class _BatchWriter(DataSourceArrowWriter):
             raise ValueError("the windowstore writer needs option('stream', NAME)")
         self.target = _connection(opts)
         self.stream = opts["stream"]
-        self.time_to_ms = None if schema is None else check_write_schema(schema, describe(self.target, self.stream))
+        self.time_to_ms = None if schema is None else \
+            check_write_schema(schema, describe_or_create(self.target, self.stream, schema, opts))
         # give writer_id and batch_id to make a re-run of the same job a no-op
         self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
         self.batch_id = opts.get("batch_id", 0)

@@ -720,3 +720,18 @@ def test_a_writer_staging_on_the_driver_is_exactly_once_across_replays_and_resta
     assert len(counts) == 30 + 4 * 50 and set(counts.values()) == {1}
     run(tmp_path / "ckpt2")  # a new checkpoint: a new query, whose rows land too
     assert sorted(set(_counts(ws, "drv").values())) == [1, 2] and sum(_counts(ws, "drv").values()) == 30 + 2 * 200
+
+
+def test_the_sink_creates_a_missing_stream_from_the_dataframe_when_asked(spark, ws, server):
+    df = spark.createDataFrame(rows(0, 30), DDL)
+    opts = {"target": server.target, "stream": "made", "slide_per_batch": "true"}
+    with pytest.raises(Exception, match="does not exist"):
+        df.write.format("windowstore").options(**opts).mode("append").save()
+    made = {**opts, "create_if_missing": "true", "subwindows": "4", "subwindow_ms": "1000", "clock": "manual",
+            "group_by": "src"}
+    df.write.format("windowstore").options(**made).mode("append").save()
+    df.write.format("windowstore").options(**made, writer_id="second", batch_id="1").mode("append").save()
+    spec = ws.describe_stream("made")["spec"]
+    assert [c["name"] for c in spec["columns"]] == [f.name for f in df.schema.fields]
+    assert spec["subwindows"] == 4 and spec["group_by"] == ["src"] and spec["clock"] == "CLOCK_MANUAL"
+    assert ws.query("SELECT COUNT(*) FROM made [RANGE 2 SUBWINDOWS]").rows == [(60,)]

@@ -12,7 +12,6 @@ time over windowstore's (above 1: windowstore faster)."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import queue
 import threading
 import time
 
@@ -68,7 +67,7 @@ class DuckWindow:
         self.con.execute("CREATE TABLE t (ts BIGINT, src VARCHAR, bytes BIGINT, lat DOUBLE)")
 
     def append(self, batch: pa.Table, con=None) -> None:
-        (con or self.con).execute("INSERT INTO t SELECT * FROM batch")
+        (con or self.con).from_arrow(batch).insert_into("t")
 
     def expire(self, end_s: int, con=None) -> None:
         (con or self.con).execute("DELETE FROM t WHERE ts < ?", [(end_s - WINDOW_S) * 1000])
@@ -167,8 +166,7 @@ class Checker:
 
     def check(self, kind: str, answer) -> None:
         while self.through * 1000 < answer.window_end_ms:
-            batch = self.batches.second(self.through)
-            self.con.execute("INSERT INTO t SELECT * FROM batch")
+            self.con.from_arrow(self.batches.second(self.through)).insert_into("t")
             self.through += 1
         want = self.con.execute(QUERIES[kind][1], [answer.window_start_ms, answer.window_end_ms]).fetchall()
         got = [tuple(r) for r in answer.rows]

@@ -10,7 +10,6 @@ import sys
 
 
 def _serve(args) -> int:
-    import logging
 
     from .app import serve
     from .config import ServerConfig

@@ -39,8 +39,22 @@ def _ms(x) -> str:
 
 
 def _fmt(a) -> str:
-    rows = ", ".join("(" + ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in r) + ")" for r in a.rows[:5])
+    """The first rows of an answer, each value labelled with its column."""
+    def value(v) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+    rows = "; ".join(", ".join(f"{c}={value(v)}" for c, v in zip(a.columns, r)) for r in a.rows[:5])
     return rows or "(empty)"
+
+
+LEGEND = """\
+What you see, every 2 s:
+  - each periodic query's newest answer: the slide (sub-window number) it reflects, its staleness (how
+    long after that slide's commit it was produced) and its first rows, each value named by its column;
+  - one one-time query, its answer, its response time (arrival to reply at the server) and the access
+    path it took (a synopsis probe, running per-key totals, or a scan of the window's rows).
+The stream slides every second (processing time) over a 30 s window. Spark's rate source makes rows
+for every second since its query started: the first micro-batches, sent while Spark warms up, carry
+that backlog, so the first windows hold more rows than the feed's rate; counts settle within ~20 s."""
 
 
 def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
@@ -70,7 +84,8 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
         while True:
             if t_end is None and ws.describe_stream("packets").get("window_rows") not in (None, "0", 0):
                 t_end = time.monotonic() + duration_s
-                print(f"data is flowing: showing answers for {duration_s:.0f} s", flush=True)
+                print(f"data is flowing at {rate:,} rows/s: showing answers for {duration_s:.0f} s\n{LEGEND}",
+                      flush=True)
             if t_end is not None and time.monotonic() >= t_end:
                 break
             if feeder.poll() is not None:
@@ -89,7 +104,7 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
             text = ONETIME[shown % len(ONETIME)]
             a = ws.query(text)
             print(f"  one-time: {text}\n    -> {_fmt(a)}   response {a.response_ms:.2f} ms, staleness "
-                  f"{_ms(a.staleness_ms).strip()} ms, {a.access} scan", flush=True)
+                  f"{_ms(a.staleness_ms).strip()} ms, access: {a.access}", flush=True)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
     finally:

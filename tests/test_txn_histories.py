@@ -52,7 +52,8 @@ def scenario(policy: str, history: History):
     sched.request_slide("s")
     stream.append({"ts": [5], "v": [100]})
     sched.step()            # T5 before the next read
-    sched.step(); sched.step(); sched.step()
+    for _ in range(3):
+        sched.step()
     sched.request_slide("s")
     stream.append({"ts": [6], "v": [1000]})
     sched.run_until_idle()

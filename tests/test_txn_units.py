@@ -99,7 +99,8 @@ def test_serial_holds_slides_until_the_running_query_commits():
     sched.step()
     sched.request_slide("s")
     assert sched.step() == "read"        # the due slide waits
-    sched.step(); sched.step()
+    sched.step()
+    sched.step()
     assert txn.done and txn.result.answer.rows == [(0 + 1 + 2 + 3,)]
     assert sched.step() == "slide"
 
@@ -110,7 +111,8 @@ def test_onetime_queries_preempt_periodic_ones_between_operations():
     sched.register(scan(s), every=1, on_answer=answers.append)
     sched.step()                          # the periodic query has begun
     one = sched.submit(scan(s, "SELECT COUNT(*) FROM s [RANGE 2 SUBWINDOWS]"))
-    sched.step(); sched.step()
+    sched.step()
+    sched.step()
     assert one.done and not answers       # ran to commit ahead of the periodic query
     sched.run_until_idle()
     assert len(answers) == 1 and answers[0].answer.rows == [(6,)]

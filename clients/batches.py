@@ -82,9 +82,8 @@ def arrow_wire(head, table: pa.Table) -> bytes:
     """A request carrying `table` as Arrow IPC (an AppendRequest or a StageRowsRequest), serialized:
     `head`'s fields, then its arrow_ipc field written around the IPC buffer in one join. Building
     the message instead (the IPC bytes copied out of Arrow, into the message and out again when
-    serialized) made three fresh copies of every batch; measured on 2026-11-27 for a 10^5-row
-    batch (2.8 MB), 8-10 ms of the writer's CPU (most of it faulting in those copies' pages)
-    against 2.3-2.7 ms."""
+    serialized) made three fresh copies of every batch, and the writer's CPU per batch several
+    times what it is now (docs/bench-history.md)."""
     buf = ipc_buffer(table)
     tag = _varint(head.DESCRIPTOR.fields_by_name["arrow_ipc"].number << 3 | 2)  # length-delimited
     return b"".join((head.SerializeToString(), tag, _varint(buf.size), buf))

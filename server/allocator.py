@@ -6,17 +6,14 @@ serves an allocation above its mmap threshold (at most 32 MB) with a fresh mappi
 when freed, so every seal faulted in new pages that the kernel zeroed first, while the sub-window
 that slid out a moment before had just handed back as much; received payloads (a few MB each)
 went the same way. With freed memory kept, a seal reuses what the sub-window that left held.
-Measured on 2026-11-27: perf on the server (3 writers of 10^5-row batches, --fsync always, window
-full) found zeroing faulted pages at 31% of its CPU; the store's own ingest of 5 M-row sub-windows
-(5 rounds of 55 M rows) took 8k page faults instead of 286k and 0.5-2.4 s of kernel time instead
-of 4.5-5.7 s; over gRPC the server's page faults per 10^5-row Append went 54-165 -> 11-14, its
-throughput within that bench's noise (the writer processes there used as much CPU as the server).
+Zeroing faulted pages was a large share of the server's CPU before; the page faults per Append fell
+by an order of magnitude with this (docs/bench-history.md).
 
 One arena for every thread: glibc gives a thread that allocates while another does an arena of
 its own, whose heaps are at most 64 MB each, so a large block there is mapped afresh every time
 and the kept memory of the main arena is not reused. Seals run on a thread of their own
-(server/driver.py): measured on 2026-11-27, a 10 M-row seal on that thread took 3,200 page faults
-and 500-1,100 ms; in one arena, 1-9 faults and 116-133 ms, as on the main thread (106-109 ms).
+(server/driver.py): in an arena of its own a large seal faulted in all its pages and took several
+times as long as on the main thread; in one arena it takes as long.
 
 The price: the process's resident size follows the largest its windows have been, not what they
 hold now (memory a dropped stream freed is reused by the others, not returned). An operator who

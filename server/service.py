@@ -29,10 +29,9 @@ from .rpc import PermissionDenied, principal
 from .security import AccessPolicy
 
 # Arrow payloads above this size are decoded and validated on a worker thread, so the event loop
-# keeps answering other calls meanwhile. Below it the hand-off costs more than it frees: a 10^4-row
-# batch (~370 KB) decodes in ~100 us on the loop; through the thread, three writers of such batches
-# got 3.2-3.3 instead of 4.0-4.1 M rows/s (A/B with a 64 KiB threshold, two rounds each), and
-# queries under ingest were faster only because the writer was slowed.
+# keeps answering other calls meanwhile. Below it the hand-off costs more than it frees (a 10^4-row
+# batch decodes in about 0.1 ms on the loop; with a lower threshold writers of such batches ingested
+# less: docs/bench-history.md).
 _OFF_LOOP_BYTES = 1 << 20
 # Parsed queries are immutable values: the same text (a dashboard's, a load generator's) is parsed
 # once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).

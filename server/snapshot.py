@@ -45,9 +45,8 @@ class _FileSink:
 
     Serializing a sub-window into memory first, then writing it, made two fresh copies of every
     sealed sub-window, and on this VM a fresh page costs ~10x the copy that fills it
-    (wal.drop_cached). Measured on 2026-11-27 with 3 writers of 10^5-row batches, --fsync always,
-    window full (a snapshot every ~10 s of log): the server's kernel time per Append 12.5 -> 5.4-5.8
-    ms, 5.2 -> 5.6-6.4 M rows/s (in memory: 7.8-8.1)."""
+    (wal.drop_cached); writing the parts where they are halved the kernel time per Append
+    (docs/bench-history.md)."""
 
     closed = False
     _SMALL = 1 << 16

@@ -51,11 +51,10 @@ class WalCorrupt(Exception):
 def crc32c(data, crc: int = 0) -> int:
     """CRC-32C of `data` (any buffer) continuing `crc`: the log's and the snapshots' checksum.
 
-    With the CPU's CRC instruction it runs at ~25 GB/s against zlib's CRC-32 at ~4 GB/s; measured
-    on 2026-11-27 on a 2.8 MB Append (10^5 rows): 0.10 vs 0.68-1.10 ms, and every Append is checked
-    twice (its log record, then its sealed sub-window's snapshot file): with 3 writers of 10^5-row
-    batches under --fsync always the server's user time per Append went 4.7-5.7 -> 4.0-4.4 ms and
-    ingest 5.6-6.4 -> 6.5-6.8 M rows/s (in memory 8.5-8.9). It releases the GIL for large buffers."""
+    With the CPU's CRC instruction it runs several times faster than zlib's CRC-32, and every
+    Append is checked twice (its log record, then its sealed sub-window's snapshot file), so it
+    shows in ingest under --fsync always (docs/bench-history.md). It releases the GIL for large
+    buffers."""
     return _crc32c.crc32c(data, crc)
 
 

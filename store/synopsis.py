@@ -37,8 +37,8 @@ def reuse_freed_malloc_memory() -> None:
     """The process's malloc now keeps what is freed: large arrays come from it, not from Arrow's
     pool. A sealed sub-window's columns then reuse the memory its buffered chunks (NumPy arrays,
     from malloc) just gave back, and Arrow's pool, which returns its large blocks to the kernel,
-    no longer faults in fresh pages for them. Measured on 2026-11-27, a 10 M-row sub-window sealed
-    while a 4-sub-window window fills: 600-750 ms -> 130-160 ms; once full, 110-140 ms either way."""
+    no longer faults in fresh pages for them: a seal while the window fills then costs what it costs
+    once the window is full (docs/bench-history.md)."""
     global _large_from_arrow
     _large_from_arrow = False
 

@@ -18,8 +18,11 @@ only where a join can be: they stay usable as names in single-stream queries, as
 
 Keywords are case-insensitive; strings use single quotes ('' escapes one); a name that is not a
 plain identifier (a stream called "s-1", a column called "order") goes in double quotes. Errors
-name the 0-based position and the offending token. `to_text` writes a structured query back as
-text.
+name the 0-based position and the offending token. SQL this grammar does not take is refused by
+name where it is written: a function other than the aggregates (`unknown function 'foo'`, with the
+list of known ones), arithmetic on a column or aggregate (`expressions are not supported`), CASE,
+SELECT DISTINCT, HAVING, OFFSET, UNION/INTERSECT/EXCEPT, WINDOW, QUALIFY, FETCH. `to_text` writes a
+structured query back as text.
 
 This module is syntax only: it builds query.Query with the position of every part; names, types,
 ORDER BY resolution and window lengths are checked by the binder (binder.py), which is shared with
@@ -43,7 +46,7 @@ _TOKEN = re.compile(r"""
   | (?P<qident>"(?:[^"]|"")+")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<op><=|>=|!=|<>|=|<|>)
-  | (?P<punct>[(),\[\]*;.+\-])
+  | (?P<punct>[(),\[\]*;.+\-/%])
 """, re.VERBOSE)
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -55,10 +58,15 @@ _UNITS = {"ms": ("ms", 1), "s": ("ms", 1000), "sec": ("ms", 1000), "second": ("m
           "hours": ("ms", 3_600_000), "subwindow": ("subwindows", 1),
           "subwindows": ("subwindows", 1), "row": ("rows", 1), "rows": ("rows", 1)}
 _AGGS = {"count", "sum", "avg", "min", "max", "quantile", "median"}
+FUNCTION_NAMES = ("count", "sum", "avg", "min", "max", "quantile", "median")  # in the order errors list them
 # Words with a meaning only in a join's FROM clause (never taken as an alias; quoted by to_text there).
 JOIN_WORDS = {"join", "inner", "on", "within", "between", "left", "right", "full", "outer", "cross", "natural",
               "using"}
 _JOIN_START = {"join", "inner", "left", "right", "full", "cross", "natural"}
+# SQL a user may write that this grammar does not take (yet): named in the error, never "expected FROM".
+_NOT_SUPPORTED = {"having": "HAVING", "offset": "OFFSET", "union": "UNION", "intersect": "INTERSECT",
+                  "except": "EXCEPT", "window": "WINDOW", "qualify": "QUALIFY", "fetch": "FETCH"}
+_ARITHMETIC = {"+", "-", "*", "/", "%"}
 MAX_OFFSET = 2**64  # band offsets beyond this are refused as syntax (the binder wants int64 anyway)
 MAX_CONJUNCTIONS = 64
 MAX_DEPTH = 32            # nested parentheses in WHERE
@@ -104,9 +112,33 @@ class _Parser:
     def tok(self) -> _Tok:
         return self.toks[self.i]
 
-    def fail(self, message: str, tok: _Tok | None = None):
+    def fail(self, message: str, tok: _Tok | None = None, hint: str | None = None):
         tok = tok or self.tok
-        raise QuerySyntaxError(message, tok.pos, tok.text or "end of query")
+        raise QuerySyntaxError(message, tok.pos, tok.text or "end of query", hint)
+
+    def is_call(self) -> bool:
+        """Is the current token a name followed by `(`: a function call?"""
+        nxt = self.toks[self.i + 1] if self.tok.kind != "eof" else self.tok
+        return self.tok.kind == "ident" and nxt.kind == "punct" and nxt.text == "("
+
+    def unknown_function(self):
+        """Refuse a call of a function this grammar does not have, naming the ones it has."""
+        tok = self.tok
+        self.fail(f"unknown function {tok.text!r}", tok,
+                  hint="the functions are " + ", ".join(f.upper() for f in FUNCTION_NAMES[:-1])
+                  + f" and {FUNCTION_NAMES[-1].upper()} (COUNT(*) and COUNT(DISTINCT col) too)")
+
+    def no_expression(self, what: str) -> None:
+        """After an operand: refuse arithmetic on it by name, not as an unexpected token."""
+        tok = self.tok
+        if (tok.kind == "punct" and tok.text in _ARITHMETIC) or (tok.kind == "number" and tok.text[0] == "-"):
+            self.fail("expressions are not supported", hint=f"{what} is a column or an aggregate of one")
+
+    def not_supported(self) -> None:
+        """Refuse a clause this grammar does not take (yet) by name."""
+        word = _NOT_SUPPORTED.get(self.tok.word)
+        if word is not None:
+            self.fail(f"{word} is not supported")
 
     def accept(self, word: str) -> bool:
         if self.tok.word == word or (self.tok.kind in ("punct", "op") and self.tok.text == word):
@@ -155,6 +187,8 @@ class _Parser:
     def query(self, nested: bool = False) -> Query:
         select = self.tok
         self.expect("select")
+        if self.tok.word == "distinct":
+            self.fail("SELECT DISTINCT is not supported", hint="GROUP BY the selected column instead")
         items = [self.select_item()]
         while self.accept(","):
             items.append(self.select_item())
@@ -214,7 +248,9 @@ class _Parser:
             self.i += 1
             self.expect("by")
             group_by_loc = self.tok.loc
-            group_by = self.column("a group-by column")
+            group_by = self.group_key()
+            if self.tok.text == "," and self.tok.kind == "punct":
+                self.fail("GROUP BY takes one column")
         order = []
         if self.accept("order"):
             self.expect("by")
@@ -226,11 +262,19 @@ class _Parser:
         approximate = self.accept("approximate")
         if approximate and join:
             self.fail("APPROXIMATE top k is not available for joins", approximate_tok)
+        self.not_supported()
         if not nested:
             self.accept(";")
             if self.tok.kind != "eof":
                 self.fail("unexpected token")
         return where, group_by, group_by_loc, tuple(order), limit, approximate
+
+    def group_key(self) -> str:
+        if self.is_call():
+            self.unknown_function()
+        column = self.column("a group-by column")
+        self.no_expression("a GROUP BY key")
+        return column
 
     # -- joins -----------------------------------------------------------------------------------
     def _is_join(self) -> bool:
@@ -358,12 +402,20 @@ class _Parser:
     def select_item(self):
         tok = self.tok
         word = tok.word
+        nxt = self.toks[self.i + 1] if tok.kind != "eof" else tok
+        if word == "case" and nxt.kind == "ident" and nxt.word not in ("from", "as"):
+            self.fail("CASE is not supported")
+        if tok.kind == "punct" and tok.text == "(":
+            self.fail("expressions are not supported", hint="a select item is a column or an aggregate of one")
         if word in _AGGS and self.toks[self.i + 1].text == "(":
             self.i += 2
             item = self.aggregate(word, tok)
             self.expect(")")
+        elif self.is_call():
+            self.unknown_function()
         else:
             item = KeyColumn(self.column("a column or aggregate"), loc=tok.loc)
+        self.no_expression("a select item")
         if self.accept("as"):
             item = replace(item, alias=self.ident("an alias"))
         return item
@@ -420,8 +472,11 @@ class _Parser:
             self.i += 2
             ref = dict(expr=self.aggregate(tok.word, tok))
             self.expect(")")
+        elif self.is_call():
+            self.unknown_function()
         else:
             ref = dict(name=self.column("an ordinal, an output name or an aggregate"))
+        self.no_expression("an ORDER BY key")
         desc = False
         if self.accept("desc"):
             desc = True
@@ -459,7 +514,10 @@ class _Parser:
             self.depth -= 1
             return dnf
         tok = self.tok
+        if self.is_call():
+            self.unknown_function()
         col = self.column("a column")
+        self.no_expression("each side of a condition")
         if self.tok.kind == "ident" and self.tok.word == "is":
             self.i += 1
             negate = self.accept("not")
@@ -481,7 +539,9 @@ class _Parser:
             self.fail("expected a comparison (=, !=, <, <=, >, >=, IN, IS [NOT] NULL)")
         self.i += 1
         op = "!=" if op_tok.text == "<>" else op_tok.text
-        return ((Predicate(col, op, self.literal(), loc=tok.loc),),)
+        value = self.literal()
+        self.no_expression("each side of a condition")
+        return ((Predicate(col, op, value, loc=tok.loc),),)
 
     def literal(self):
         """A string, an integer (exact, any size), a decimal number (exact: Decimal) or TRUE/FALSE."""

@@ -320,12 +320,28 @@ def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
     if not q.stream:
         raise QueryError("a query needs a stream", Loc(field="stream"))
     items, conjunctions, order = _select_from_pb(q)
-    return Query(q.stream, tuple(items), tuple(conjunctions), q.group_by or None, tuple(order),
+    group_by, group_by_loc, more, more_locs = _group_by_from_pb(q)
+    return Query(q.stream, tuple(items), tuple(conjunctions), group_by, tuple(order),
                  int(q.limit) if q.HasField("limit") else None, _length(q.range, "range"), _length(q.slide, "slide"),
                  tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)), q.approximate,
-                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"),
+                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=group_by_loc,
                  as_of_slide=int(q.as_of_slide) if q.HasField("as_of_slide") else None,
-                 as_of_loc=Loc(field="as_of_slide"))
+                 as_of_loc=Loc(field="as_of_slide"), group_by_more=more, group_by_more_locs=more_locs)
+
+
+def _group_by_from_pb(q: pb.StructuredQuery) -> tuple[str | None, Loc, tuple[str, ...], tuple[Loc, ...]]:
+    """(first GROUP BY column or None, its location, the further columns, their locations) from
+    group_by (one column) or group_by_columns (several)."""
+    columns = list(q.group_by_columns)
+    if not columns:
+        return q.group_by or None, Loc(field="group_by"), (), ()
+    if q.group_by:
+        raise QueryError("set group_by (one column) or group_by_columns, not both", Loc(field="group_by_columns"))
+    for i, c in enumerate(columns):
+        if not c:
+            raise QueryError("a GROUP BY column needs a name", Loc(field=f"group_by_columns[{i}]"))
+    locs = tuple(Loc(field=f"group_by_columns[{i}]") for i in range(len(columns)))
+    return columns[0], locs[0], tuple(columns[1:]), locs[1:]
 
 
 def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
@@ -365,15 +381,18 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
                               _length(src.slide, f"{where}.slide"), tuple(on), loc=Loc(field=where),
                               stream_loc=Loc(field=f"{where}.stream")))
     items, conjunctions, order = _select_from_pb(q)
+    group_by, group_by_loc, more, _ = _group_by_from_pb(q)
+    if more:
+        raise QueryError("a join's GROUP BY takes one column", Loc(field="group_by_columns[1]"))
     within = None
     if q.HasField("within"):  # WITHIN 0 ms is a length too (simultaneous events)
         if q.within.unit not in PB_TO_UNIT:
             raise QueryError("within needs a unit (LENGTH_UNIT_MS)", Loc(field="within"))
         within = Range(int(q.within.value), PB_TO_UNIT[q.within.unit], loc=Loc(field="within"))
     return JoinQuery(tuple(sources), tuple(items), tuple(conjunctions), within,
-                     q.group_by or None, tuple(order), int(q.limit) if q.HasField("limit") else None,
+                     group_by, tuple(order), int(q.limit) if q.HasField("limit") else None,
                      tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)),
-                     loc=Loc(field="items"), group_by_loc=Loc(field="group_by"))
+                     loc=Loc(field="items"), group_by_loc=group_by_loc)
 
 
 def _select_from_pb(q: pb.StructuredQuery) -> tuple[list, list, list]:
@@ -453,8 +472,11 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
         if q.within is not None:
             out.within.CopyFrom(_window_length(q.within))
     else:
-        out = pb.StructuredQuery(stream=q.stream, group_by=q.group_by or "", approximate=q.approximate,
-                                 outer=[_aggregate_to_pb(a) for a in q.outer])
+        out = pb.StructuredQuery(stream=q.stream, approximate=q.approximate, outer=[_aggregate_to_pb(a) for a in q.outer])
+        if q.group_by_more:  # several columns; one stays in the field every client knows
+            out.group_by_columns.extend(q.group_columns)
+        else:
+            out.group_by = q.group_by or ""
         if q.as_of_slide is not None:
             out.as_of_slide = q.as_of_slide
     for it in q.items:

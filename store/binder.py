@@ -5,10 +5,11 @@ query.Query whose parts carry their location. `bind` checks it against a stream'
 window and returns a BoundQuery the planner executes:
 
 - names: select items, WHERE, GROUP BY and the sub-query's columns must exist; a plain column in the
-  select list must be the GROUP BY column;
+  select list must be a GROUP BY column;
 - types: each aggregate function (functions.py) says which column types it takes and what it
-  returns; GROUP BY takes int64 or string columns; literals compare exactly (see Comparison);
-- ORDER BY: an ordinal, an output name (aliases and labels first, as SQL resolves them), the GROUP BY
+  returns; GROUP BY takes one or more columns of any type but float64 (a column named twice counts
+  once); literals compare exactly (see Comparison);
+- ORDER BY: an ordinal, an output name (aliases and labels first, as SQL resolves them), a GROUP BY
   column, or an aggregate expression (computed even when it is not selected);
 - RANGE and SLIDE: in the window's unit, a multiple of a sub-window, at most the window;
 - the sub-query: its outer aggregates take the inner query's output columns and their types;
@@ -52,7 +53,15 @@ class BoundAggregate:
 class OutputItem:
     label: str
     type: str
-    agg: int | None      # index into BoundQuery.aggs; None: the GROUP BY key
+    agg: int | None      # index into BoundQuery.aggs; None: a GROUP BY key
+    key: int = 0         # which GROUP BY key (index into BoundQuery.group_keys) when agg is None
+
+
+@dataclass(frozen=True)
+class KeyRef:
+    """An ORDER BY on the i-th GROUP BY key of several (one key is ordered by as None)."""
+
+    index: int
 
 
 @dataclass
@@ -71,6 +80,8 @@ class BoundQuery:
     approximate: bool = False
     projection: list[str] = field(default_factory=list)  # a plain projection: the column of each item
     projection_order: list[tuple[int, bool]] = field(default_factory=list)  # a projection's ORDER BY: (item, desc)
+    group_keys: list[str] = field(default_factory=list)   # every GROUP BY column (group_by is the first)
+    group_types: list[str] = field(default_factory=list)  # their types
 
     @property
     def columns(self) -> list[str]:
@@ -220,32 +231,38 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
-        group_type = None
-        if q.group_by is not None:
-            group_type = self.column_type(q.group_by, q.group_by_loc)
-            if group_type == "float64":
-                self.fail(f"GROUP BY column {q.group_by!r} must be string or int64, not float64", q.group_by_loc,
-                          q.group_by)
+        group_keys, group_types = [], []
+        more_locs = q.group_by_more_locs or (None,) * len(q.group_by_more)
+        for column, loc in zip(q.group_columns, (q.group_by_loc, *more_locs)):
+            typ = self.column_type(column, loc)
+            if typ == "float64":
+                self.fail(f"GROUP BY column {column!r} must be string or int64, not float64", loc, column)
+            if column not in group_keys:
+                group_keys.append(column)
+                group_types.append(typ)
+        group_type = group_types[0] if group_types else None
         items, aggs = [], []
         if q.group_by is None and not q.outer and all(isinstance(it, KeyColumn) for it in q.items):
             return self.bind_projection()
         for it in q.items:
             if isinstance(it, KeyColumn):
                 typ = self.column_type(it.column, it.loc)
-                if it.column != q.group_by:
-                    self.fail(f"column {it.column!r} must be aggregated or be the GROUP BY column", it.loc, it.column)
-                items.append(OutputItem(it.label, typ, None))
+                if it.column not in group_keys:
+                    which = "a GROUP BY column" if len(group_keys) > 1 else "the GROUP BY column"
+                    self.fail(f"column {it.column!r} must be aggregated or be {which}", it.loc, it.column)
+                items.append(OutputItem(it.label, typ, None, group_keys.index(it.column)))
             else:
                 aggs.append(self.aggregate(it, lambda c, loc: self.column_type(c, loc)))
                 items.append(OutputItem(it.label, aggs[-1].type, len(aggs) - 1))
         if not aggs:
             self.fail("select at least one aggregate", q.loc)
         where = tuple(tuple(self.predicate(p) for p in conj) for conj in q.where)
-        order = [self.order_item(o, items, aggs) for o in q.order_by]
+        order = [self.order_item(o, items, aggs, group_keys) for o in q.order_by]
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
         every = self.length(q.slide, "SLIDE") if q.slide is not None else None
         self.check_as_of(every)
-        bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit)
+        bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit,
+                           group_keys=group_keys, group_types=group_types)
         if q.outer:
             bound.outer = self.outer(items)
         if q.approximate:
@@ -366,7 +383,8 @@ class _Binder:
             return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
         return _int_comparison(p.column, p.op, _exact(p.value) * mult)
 
-    def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate]) -> tuple[int | None, bool]:
+    def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate],
+                   group_keys: list[str] = ()) -> tuple[int | KeyRef | None, bool]:
         q = self.q
         if o.expr is not None:
             target = o.expr
@@ -380,17 +398,24 @@ class _Binder:
             if len(hits) > 1:
                 self.fail(f"ORDER BY {o.name!r} is ambiguous: {len(hits)} select items are named so", o.loc)
             if hits:
-                return items[hits[0]].agg, o.descending
-            if o.name == q.group_by:
-                return None, o.descending
+                return self._order_ref(items[hits[0]], group_keys), o.descending
+            if o.name in group_keys:
+                return self._order_ref(OutputItem(o.name, "", None, group_keys.index(o.name)), group_keys), o.descending
             if o.name in self.types:
-                self.fail(f"ORDER BY {o.name!r}: the column must be the GROUP BY column or a select item", o.loc,
-                          o.name)
+                which = "a GROUP BY column" if len(group_keys) > 1 else "the GROUP BY column"
+                self.fail(f"ORDER BY {o.name!r}: the column must be {which} or a select item", o.loc, o.name)
             self.fail(f"ORDER BY {o.name!r} names no select item or column", o.loc)
         if o.item is None or not 0 <= o.item < len(items):
             n = "?" if o.item is None else o.item + 1
             self.fail(f"ORDER BY {n} is not a select item (1..{len(items)})", o.loc)
-        return items[o.item].agg, o.descending
+        return self._order_ref(items[o.item], group_keys), o.descending
+
+    @staticmethod
+    def _order_ref(item: OutputItem, group_keys) -> int | KeyRef | None:
+        """An ORDER BY item's reference: its aggregate, None for the only GROUP BY key, or KeyRef."""
+        if item.agg is not None or len(group_keys) <= 1:
+            return item.agg
+        return KeyRef(item.key)
 
     def length(self, r: Range, what: str) -> int:
         spec = self.spec
@@ -440,7 +465,7 @@ class _Binder:
 
     def check_approximate(self, b: BoundQuery) -> None:
         q = self.q
-        ok = (q.group_by in self.spec.group_by and len(b.aggs) == 1 and b.aggs[0].fn.name == "count"
+        ok = (q.group_by in self.spec.group_by and not q.group_by_more and len(b.aggs) == 1 and b.aggs[0].fn.name == "count"
               and b.order and b.order[0] == (0, True) and q.limit is not None and not q.where and not q.outer)
         if not ok:
             self.fail("APPROXIMATE needs GROUP BY a declared group-by column, one COUNT, ORDER BY it DESC, LIMIT, "

@@ -8,6 +8,9 @@
       ON a.src = b.src AND b.ts BETWEEN a.ts AND a.ts + 2000 WHERE a.port = 22
       GROUP BY a.src ORDER BY 2 DESC LIMIT 10
 
+GROUP BY takes one or more columns (`GROUP BY src, dst`; a join's takes one); ORDER BY names any
+of them, a select item, an ordinal or an aggregate.
+
 A join's FROM clause: `stream [[AS] alias] [window] [[AS] alias]`, then up to three more
 `[INNER] JOIN stream ... [ON condition AND ...]`, then optionally `WITHIN <length>` (every pair of
 joined tuples within that much event time of each other: the uniform W-join of seed 001). A join
@@ -211,7 +214,7 @@ class _Parser:
                 rng, slide = self.window_spec()
             as_of, as_of_tok = self.as_of()
         clause_tok = self.tok
-        where, group_by, group_by_loc, order, limit, approximate = self.clauses(nested)
+        where, (group_by, more, more_locs), group_by_loc, order, limit, approximate = self.clauses(nested)
         if inner is not None:
             # The outer query aggregates the sub-query's rows; the structured form has no place for
             # anything else, so this is syntax.
@@ -226,7 +229,8 @@ class _Parser:
             return replace(inner, outer=tuple(items), loc=select.loc)
         return Query(stream, tuple(items), where, group_by, tuple(order), limit, rng, slide, (), approximate,
                      loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc, as_of_slide=as_of,
-                     as_of_loc=as_of_tok.loc if as_of is not None else None)
+                     as_of_loc=as_of_tok.loc if as_of is not None else None, group_by_more=more,
+                     group_by_more_locs=more_locs)
 
     def as_of(self) -> tuple[int | None, _Tok]:
         """`AS OF SLIDE k` after the stream and its window: the window as of slide k."""
@@ -244,13 +248,17 @@ class _Parser:
         """WHERE, GROUP BY, ORDER BY, LIMIT and APPROXIMATE, then the end of the (outermost) query."""
         where = self.condition() if self.accept("where") else ()
         group_by = group_by_loc = None
+        more, more_locs = [], []
         if self.tok.word == "group":
             self.i += 1
             self.expect("by")
             group_by_loc = self.tok.loc
             group_by = self.group_key()
-            if self.tok.text == "," and self.tok.kind == "punct":
-                self.fail("GROUP BY takes one column")
+            while self.accept(","):
+                if join:
+                    self.fail("a join's GROUP BY takes one column", self.toks[self.i - 1])
+                more_locs.append(self.tok.loc)
+                more.append(self.group_key())
         order = []
         if self.accept("order"):
             self.expect("by")
@@ -267,7 +275,7 @@ class _Parser:
             self.accept(";")
             if self.tok.kind != "eof":
                 self.fail("unexpected token")
-        return where, group_by, group_by_loc, tuple(order), limit, approximate
+        return where, (group_by, tuple(more), tuple(more_locs)), group_by_loc, tuple(order), limit, approximate
 
     def group_key(self) -> str:
         if self.is_call():
@@ -317,7 +325,7 @@ class _Parser:
                 src = replace(src, on=self.join_conditions())
             sources.append(src)
         within = self.amount(zero=True) if self.accept("within") else None
-        where, group_by, group_by_loc, order, limit, _ = self.clauses(nested, join=True)
+        where, (group_by, _, _), group_by_loc, order, limit, _ = self.clauses(nested, join=True)
         return JoinQuery(tuple(sources), tuple(items), where, within, group_by, order, limit,
                          loc=select.loc, group_by_loc=group_by_loc)
 
@@ -634,7 +642,7 @@ def _select_text(q: Query, items, with_order: bool) -> str:
         parts.append("WHERE " + " OR ".join(
             "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))
     if q.group_by is not None:
-        parts.append(f"GROUP BY {quote_name(q.group_by)}")
+        parts.append(f"GROUP BY {', '.join(quote_name(c) for c in q.group_columns)}")
     if with_order and q.order_by:
         parts.append("ORDER BY " + ", ".join(_order_text(o) for o in q.order_by))
     if q.limit is not None:

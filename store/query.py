@@ -116,10 +116,18 @@ class Query:
     # slide k), not the current one; one-time queries only
     as_of_slide: int | None = None
     as_of_loc: Loc | None = _loc()
+    # GROUP BY a, b, ...: the columns after the first (group_by); empty for one column or none
+    group_by_more: tuple[str, ...] = ()
+    group_by_more_locs: tuple[Loc, ...] | None = _loc()
 
     @property
     def labels(self) -> list[str]:
         return [a.label for a in (self.outer or self.items)]
+
+    @property
+    def group_columns(self) -> tuple[str, ...]:
+        """Every GROUP BY column in the order written; () without GROUP BY."""
+        return () if self.group_by is None else (self.group_by, *self.group_by_more)
 
     def __hash__(self) -> int:
         # A query keys the plan cache on every call and the cost table on every read of a window

@@ -35,10 +35,11 @@ the youngest min(m, k) sub-windows; without RANGE, the whole window.
    float64 column vs literal: the literal is rounded to the nearest float64 first, then compared.
    Strings compare by Unicode code point (= DuckDB's byte-wise UTF-8 order). A string column vs a
    number, or a numeric column vs a string, is an error (InvalidInput).
-5. GROUP BY one int64 or string column: one row per group; without ORDER BY rows come sorted by key
-   ascending; with ORDER BY, ties are broken by the group key ascending. An ORDER BY name resolves
+5. GROUP BY one or several int64 or string columns (typed cases: boolean, temporal and decimal ones
+   too): one row per group; without ORDER BY rows come sorted by the keys ascending (in GROUP BY
+   order); with ORDER BY, ties are broken by the group keys ascending. An ORDER BY name resolves
    against the output names first (aliases, then un-aliased labels such as a key column's name), then
-   against the GROUP BY column (which need not be selected). -0.0 == 0.0 (ties broken by key).
+   against the GROUP BY columns (which need not be selected). -0.0 == 0.0 (ties broken by key).
 6. MIN/MAX work on strings too (code point order) and return the string.
 7. One level of sub-query: the inner rows (after its ORDER BY/LIMIT), then the outer aggregates over
    them (COUNT(*), COUNT, SUM, AVG, MIN, MAX, QUANTILE/MEDIAN; MIN/MAX also over a string column;
@@ -189,6 +190,11 @@ class Select:
     group_by: Optional[str] = None
     order_by: list = field(default_factory=list)
     limit: Optional[int] = None
+    group_more: list = field(default_factory=list)  # GROUP BY's columns after the first
+
+    @property
+    def keys(self) -> list:
+        return [] if self.group_by is None else [self.group_by, *self.group_more]
 
 
 @dataclass
@@ -291,7 +297,7 @@ def render_select(s: Select, st: Style, stream: str) -> str:
     if s.where is not None:
         out += f" {st.k('where')} " + render_cond(s.where, st)
     if s.group_by is not None:
-        out += f" {st.k('group')} {st.k('by')} {s.group_by}"
+        out += f" {st.k('group')} {st.k('by')} " + st.comma.join(s.keys)
     if s.order_by:
         out += f" {st.k('order')} {st.k('by')} " + st.comma.join(
             (render_agg(o.agg, st) if o.agg else o.ref) + (" " + st.k(o.direction) if o.direction else "")
@@ -321,9 +327,10 @@ def output_name(it: Item) -> Optional[str]:
     return it.col if isinstance(it, Key) else None
 
 
-def resolve_order(ref, items: list, group_by: Optional[str]):
-    """Rule 5: ('item', i), ('key',), ('agg', Agg) or None (unknown). Ordinals are 1-based.
-    `ref` is the ORDER BY text, or an OrderKey (which may carry an aggregate expression)."""
+def resolve_order(ref, items: list, group_by):
+    """Rule 5: ('item', i), ('key', j) (the j-th GROUP BY column), ('agg', Agg) or None (unknown).
+    Ordinals are 1-based. `ref` is the ORDER BY text, or an OrderKey (which may carry an aggregate
+    expression); `group_by` the GROUP BY column, or the list of them."""
     if isinstance(ref, OrderKey):
         if ref.agg is not None:
             return ("agg", ref.agg)
@@ -334,8 +341,9 @@ def resolve_order(ref, items: list, group_by: Optional[str]):
     for i, it in enumerate(items):
         if output_name(it) == ref:
             return ("item", i)
-    if group_by is not None and ref == group_by:
-        return ("key",)
+    keys = list(group_by) if isinstance(group_by, (list, tuple)) else [] if group_by is None else [group_by]
+    if ref in keys:
+        return ("key", keys.index(ref))
     return None
 
 
@@ -556,8 +564,19 @@ class QueryGen:
             if rng.random() < 0.8:
                 key = Key(group_by, rng.choice(ALIASES) if rng.random() < 0.25 else None)
                 items.insert(0 if rng.random() < 0.7 else rng.randint(0, len(items)), key)
+        more = []
+        if grouped and rng.random() < 0.3:  # GROUP BY several columns, each selected or not
+            others = [c for c in self.cols(*self.keyable) if c != group_by]
+            more = rng.sample(others, min(len(others), rng.choice([1, 1, 2, 3])))
+            for c in more:
+                if rng.random() < 0.7:
+                    taken = {output_name(it) for it in items}  # output names stay unique
+                    alias = rng.choice([a for a in ALIASES if a not in taken]) if rng.random() < 0.2 else None
+                    if alias is None and c in taken:
+                        continue
+                    items.insert(rng.randint(0, len(items)), Key(c, alias))
         self.assign_aliases(items, group_by, nested)
-        s = Select(items, group_by=group_by)
+        s = Select(items, group_by=group_by, group_more=more)
         if rng.random() < 0.5:
             m = rng.randint(1, self.n)
             value, unit = rng.choice([(str(m), rng.choice(["SUBWINDOWS", "subwindows", "SUBWINDOW"] if m == 1 else ["SUBWINDOWS", "subwindows"])),
@@ -566,7 +585,7 @@ class QueryGen:
         if rng.random() < 0.4:
             s.where = self.cond(rng.choice([1, 1, 2, 2, 3, 4]))
         if grouped and rng.random() < (0.4 if nested else 0.55):
-            s.order_by = self.order_by(items, group_by)
+            s.order_by = self.order_by(items, s.keys)
         elif not grouped and rng.random() < 0.03:
             s.order_by = [OrderKey("1", rng.choice(["", "asc", "desc"]))]
         if grouped and rng.random() < (0.4 if nested else 0.35):
@@ -589,9 +608,10 @@ class QueryGen:
                 it.alias = rng.choice(choices)
                 taken.add(it.alias)
 
-    def order_by(self, items: list, group_by: str) -> list:
+    def order_by(self, items: list, keys: list) -> list:
         rng = self.rng
-        refs = [str(i + 1) for i in range(len(items))] + [output_name(it) for it in items if output_name(it)] + [group_by] * 2
+        refs = [str(i + 1) for i in range(len(items))] + [output_name(it) for it in items if output_name(it)] + [keys[0]] * 2
+        refs += keys[1:]
         out = []
         for _ in range(rng.choice([1, 1, 2])):
             direction = rng.choice(["", "asc", "desc", "desc"])
@@ -603,7 +623,7 @@ class QueryGen:
                     out.append(OrderKey(render_agg(a, Style()), direction, a))
                 continue
             ref = rng.choice(refs)
-            target = resolve_order(ref, items, group_by)
+            target = resolve_order(ref, items, keys)
             if target[0] == "item" and not exact_sort_key(items[target[1]], self.types, self.profiles):
                 continue
             out.append(OrderKey(ref, direction))
@@ -736,6 +756,11 @@ class QueryGen:
             col = rng.choice(self.cols("float64"))
             s.items = [Key(col) if isinstance(it, Key) else it for it in s.items]
             s.group_by, s.order_by, q.outer = col, [], None
+            if s.group_more and rng.random() < 0.5:  # the float column among several
+                s.group_by, s.group_more = s.group_more[0], [col] + s.group_more[1:]
+                s.items = [it for it in s.items if not isinstance(it, Key) or it.col in s.keys]
+            else:
+                s.group_more = []
             return replace(q, invalid=kind, tokens=(col,))
         if kind == "RANGE too long":
             s.range = rng.choice([RangeSpec(str(self.n + 1), "SUBWINDOWS", None),
@@ -747,7 +772,7 @@ class QueryGen:
             return replace(q, invalid=kind, tokens=(s.range.value,))
         if kind == "ORDER BY unknown name":
             # a column that is aggregated but is neither an output name nor the GROUP BY column
-            names = {output_name(it) for it in s.items} | {s.group_by}
+            names = {output_name(it) for it in s.items} | set(s.keys)
             cands = [it.col for it in s.items if isinstance(it, Agg) and it.col and it.col not in names]
             name = rng.choice(cands) if cands and rng.random() < 0.6 else rng.choice(UNKNOWN_NAMES)
             s.order_by = [OrderKey(name, rng.choice(["", "desc"]))]
@@ -770,7 +795,7 @@ class QueryGen:
                     and self.types[it.col] == "string" and output_name(it)]
         if not strings:
             col = rng.choice(self.cols("string"))
-            s.group_by = col
+            s.group_by, s.group_more = col, []
             s.items = [Key(col)] + [it for it in s.items if isinstance(it, Agg)]
             s.order_by = []
             strings = [col]
@@ -972,23 +997,24 @@ def translate_select(s: Select, types: dict, profiles: dict):
             spec.tol = len(s.items) + len(tols)
             tols.append(f"{tol} AS {qi(f'__t{i}')}")
         specs.append(spec)
-    select_list = cols + tols + ([f"{qi(s.group_by)} AS \"__key\""] if grouped else [])
+    key_names = [qi("__key" if j == 0 else f"__key{j}") for j in range(len(s.keys))]
+    select_list = cols + tols + [f"{qi(c)} AS {name}" for c, name in zip(s.keys, key_names)]
     sql = "SELECT " + ", ".join(select_list) + " FROM t"
     if s.where is not None:
         sql += " WHERE " + sql_cond(s.where, types)
     if grouped:
-        sql += f" GROUP BY {qi(s.group_by)}"
+        sql += " GROUP BY " + ", ".join(qi(c) for c in s.keys)
     order = []
     for o in s.order_by:
-        target = resolve_order(o, s.items, s.group_by)
+        target = resolve_order(o, s.items, s.keys)
         assert target is not None, f"generator produced an unresolvable ORDER BY {o.ref!r}"
         if target[0] == "agg":
             expr = agg_over_table(target[1], types)[0]
         else:
-            expr = '"__key"' if target[0] == "key" else qi(f"__c{target[1]}")
+            expr = key_names[target[1]] if target[0] == "key" else qi(f"__c{target[1]}")
         order.append(expr + (" DESC" if o.direction == "desc" else " ASC") + " NULLS LAST")
-    if grouped:
-        order.append('"__key" ASC NULLS LAST')  # no ORDER BY: by key; with ORDER BY: ties broken by key
+    # no ORDER BY: by the keys in GROUP BY order; with ORDER BY: ties broken by them
+    order += [f"{name} ASC NULLS LAST" for name in key_names]
     if order:
         sql += " ORDER BY " + ", ".join(order)
     if s.limit is not None:

@@ -2,10 +2,15 @@
 supported, where, and in words a newcomer can act on; never a misleading "expected FROM"."""
 from __future__ import annotations
 
+from decimal import Decimal
+from random import Random
+
 import pytest
 
-from windowstore.store import QuerySyntaxError, parse_query
-from windowstore.store.parser import parse_statement
+from windowstore.server.convert import query_from_pb, query_to_pb
+from windowstore.store import QueryError, QuerySyntaxError, Stream, WindowSpec, parse_query, plan_query
+from windowstore.store.parser import parse_statement, to_text
+from windowstore.store.planner import run_plan
 
 
 def _refusal(text: str) -> QuerySyntaxError:
@@ -25,7 +30,6 @@ def _refusal(text: str) -> QuerySyntaxError:
     ("SELECT COUNT(*) FROM s HAVING COUNT(*) > 1", 23, "HAVING", "HAVING is not supported"),
     ("SELECT DISTINCT src FROM s", 7, "DISTINCT", "SELECT DISTINCT is not supported"),
     ("SELECT COUNT(*) FROM s LIMIT 3 OFFSET 2", 31, "OFFSET", "OFFSET is not supported"),
-    ("SELECT src, dst, SUM(bytes) FROM s GROUP BY src, dst", 47, ",", "GROUP BY takes one column"),
     ("SELECT src, SUM(bytes) * 8 / 60 AS bps FROM s GROUP BY src", 23, "*", "expressions are not supported"),
     ("SELECT SUM(bytes) / COUNT(*) FROM s", 18, "/", "expressions are not supported"),
     ("SELECT SUM(bytes) -1 FROM s", 18, "-1", "expressions are not supported"),
@@ -58,3 +62,156 @@ def test_a_name_that_is_no_function_call_stays_a_name():
     q = parse_query('SELECT COUNT(*) FROM s WHERE "having" = 1')
     assert q.where[0][0].column == "having"
 
+
+# -- GROUP BY several columns -------------------------------------------------------------------------
+
+KEYS_SCHEMA = {"ts": "int64", "src": "string", "dst": "string", "port": "int64", "ok": "boolean",
+               "at": "timestamp", "day": "date", "price": "decimal(12,2)", "bytes": "int64", "f": "float64"}
+
+
+def _keys_stream(seed: int, declared=("src",)) -> tuple[Stream, list[dict]]:
+    """A stream of 3 sub-windows after 5 slides of random rows with nulls in every key column, and
+    the rows the window holds (the oracle's input)."""
+    rng = Random(seed)
+    s = Stream("s", KEYS_SCHEMA, WindowSpec(subwindows=3, subwindow_ms=10, clock="manual", group_by=declared), 0)
+    visible = []
+    for slide in range(5):
+        batch = []
+        for i in range(rng.randrange(0, 30)):
+            def maybe(v):
+                return None if rng.random() < 0.15 else v
+            batch.append({"ts": slide * 10 + i % 10, "src": maybe(rng.choice("abc")), "dst": maybe(rng.choice("xyz")),
+                          "port": maybe(rng.choice([22, 80, 443, -2**63, 2**63 - 1])), "ok": maybe(rng.random() < 0.5),
+                          "at": maybe(rng.choice([0, -1, 10**15])), "day": maybe(rng.choice([0, -3, 20_000])),
+                          "price": maybe(rng.choice([Decimal("1.50"), Decimal("-0.25"), Decimal("0.00")])),
+                          "bytes": maybe(rng.randrange(-5, 1000)), "f": rng.random()})
+        if batch:
+            s.append({c: [r[c] for r in batch] for c in KEYS_SCHEMA})
+        s.window.slide((slide + 1) * 10)
+        visible.append(batch)
+    return s, [r for batch in visible[-3:] for r in batch]
+
+
+def _oracle(rows: list[dict], keys: list[str], desc_key: int | None = None, limit: int | None = None) -> list[tuple]:
+    """key columns, COUNT(*), SUM(bytes), MIN(dst) per group of `keys`, ordered by the keys ascending
+    (NULLs last), or first by key `desc_key` descending (NULLs last too); LIMIT."""
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    out = []
+    for key, members in groups.items():
+        b = [m["bytes"] for m in members if m["bytes"] is not None]
+        d = [m["dst"] for m in members if m["dst"] is not None]
+        out.append((*key, len(members), sum(b) if b else None, min(d) if d else None))
+    for i in reversed(range(len(keys))):
+        out.sort(key=lambda t: (t[i] is None, t[i] if t[i] is not None else 0))
+    if desc_key is not None:
+        out.sort(key=lambda t: (t[desc_key] is not None, t[desc_key] if t[desc_key] is not None else 0), reverse=True)
+    return out if limit is None else out[:limit]
+
+
+@pytest.mark.parametrize("keys", [["src", "dst"], ["dst", "src"], ["port", "ok"], ["at", "day", "src"],
+                                  ["price", "ok"], ["src", "port", "ok", "day"], ["ok", "ok", "src"]])
+@pytest.mark.parametrize("seed", range(4))
+def test_group_by_several_columns_matches_a_brute_force_oracle(keys, seed):
+    s, rows = _keys_stream(seed)
+    unique = list(dict.fromkeys(keys))
+    text = f"SELECT {', '.join(unique)}, COUNT(*), SUM(bytes), MIN(dst) FROM s GROUP BY {', '.join(keys)}"
+    for access in (None, "window"):
+        a = run_plan(plan_query(parse_query(text), s, access))
+        assert a.access == "window"  # the synopses are per column: several keys scan
+        assert a.rows == _oracle(rows, unique), text
+        assert a.columns[:len(unique)] == unique
+    a = run_plan(plan_query(parse_query(text + f" ORDER BY {unique[-1]} DESC LIMIT 3"), s))
+    assert a.rows == _oracle(rows, unique, desc_key=len(unique) - 1, limit=3)
+
+
+def test_group_by_several_columns_orders_by_a_key_that_is_not_selected_and_by_aggregates():
+    s, rows = _keys_stream(7)
+    a = run_plan(plan_query(parse_query("SELECT src, COUNT(*) AS n FROM s GROUP BY src, dst ORDER BY dst DESC, 1"), s))
+    expected = [(r[0], r[2]) for r in _oracle(rows, ["src", "dst"], desc_key=1)]
+    assert a.rows == expected
+    a = run_plan(plan_query(parse_query("SELECT dst, src, COUNT(*) FROM s GROUP BY src, dst ORDER BY 3 DESC LIMIT 4"), s))
+    full = _oracle(rows, ["src", "dst"])
+    full.sort(key=lambda t: t[2], reverse=True)  # stable: ties keep key order (src, dst)
+    assert a.rows == [(r[1], r[0], r[2]) for r in full[:4]]
+
+
+def test_group_by_several_columns_feeds_a_sub_query():
+    s, rows = _keys_stream(3)
+    a = run_plan(plan_query(parse_query(
+        "SELECT COUNT(*), SUM(n), MAX(n) FROM (SELECT src, dst, COUNT(*) AS n FROM s GROUP BY src, dst)"), s))
+    groups = _oracle(rows, ["src", "dst"])
+    assert a.rows == [(len(groups), sum(g[2] for g in groups), max(g[2] for g in groups))]
+
+
+def test_one_declared_key_keeps_its_synopsis_paths_and_several_scan():
+    s, _ = _keys_stream(1, declared=("src", "dst"))
+    assert plan_query(parse_query("SELECT src, COUNT(*), SUM(bytes) FROM s GROUP BY src"), s).access == "probe"
+    assert plan_query(parse_query("SELECT src, SUM(f) FROM s GROUP BY src"), s).access == "synopsis"
+    assert plan_query(parse_query("SELECT src, dst, COUNT(*) FROM s GROUP BY src, dst"), s).access == "window"
+    with pytest.raises(Exception, match="cannot answer"):
+        plan_query(parse_query("SELECT src, dst, COUNT(*) FROM s GROUP BY src, dst"), s, "synopsis")
+
+
+@pytest.mark.parametrize("text, pos, token, msg", [
+    ("SELECT src, COUNT(*) FROM s GROUP BY src, f", 42, "f", "GROUP BY column 'f' must be"),
+    ("SELECT src, COUNT(*) FROM s GROUP BY src, nope", 42, "nope", "unknown column 'nope'"),
+    ("SELECT port, COUNT(*) FROM s GROUP BY src, dst", 7, "port", "must be aggregated or be a GROUP BY column"),
+    ("SELECT src, COUNT(*) FROM s GROUP BY src, dst ORDER BY bytes", 55, "bytes", "a GROUP BY column or a select"),
+    ("SELECT src, dst, COUNT(*) FROM s GROUP BY src, dst LIMIT 3 APPROXIMATE", 0, "SELECT", "APPROXIMATE needs"),
+])
+def test_group_by_several_columns_errors_name_the_column(text, pos, token, msg):
+    s, _ = _keys_stream(0)
+    with pytest.raises(QueryError, match=msg) as err:
+        plan_query(parse_query(text), s)
+    assert (err.value.position, err.value.token) == (pos, token), str(err.value)
+
+
+def test_a_join_groups_by_one_column_and_says_so():
+    err = _refusal("SELECT a.src, COUNT(*) FROM s a JOIN t b ON a.src = b.src GROUP BY a.src, b.dst")
+    assert err.reason == "a join's GROUP BY takes one column" and err.token == ",", str(err)
+
+
+def test_group_by_several_columns_round_trips_through_text():
+    for text in ("SELECT src, dst, COUNT(*) FROM s GROUP BY src, dst ORDER BY dst DESC LIMIT 2",
+                 'SELECT "order", COUNT(*) FROM s GROUP BY src, "order", ok'):
+        q = parse_query(text)
+        assert parse_query(to_text(q)) == q
+        assert q.group_columns == (("src", "dst") if "dst" in text else ("src", "order", "ok"))
+    assert parse_query("SELECT COUNT(*) FROM s GROUP BY src").group_by_more == ()
+
+
+def test_group_by_several_columns_in_the_structured_form():
+    several = parse_query("SELECT src, dst, COUNT(*) FROM s GROUP BY src, dst ORDER BY dst DESC")
+    msg = query_to_pb(several)
+    assert list(msg.group_by_columns) == ["src", "dst"] and msg.group_by == ""
+    assert query_from_pb(msg) == several
+    one = parse_query("SELECT src, COUNT(*) FROM s GROUP BY src")
+    msg = query_to_pb(one)
+    assert msg.group_by == "src" and not msg.group_by_columns  # the field every client knows
+    assert query_from_pb(msg) == one
+    msg.ClearField("group_by")
+    msg.group_by_columns.append("src")
+    assert query_from_pb(msg) == one
+
+    s, rows = _keys_stream(2)
+    msg = query_to_pb(several)
+    msg.group_by = "src"
+    with pytest.raises(QueryError, match="not both") as err:
+        query_from_pb(msg)
+    assert err.value.field == "group_by_columns"
+    msg = query_to_pb(parse_query("SELECT src, COUNT(*) FROM s GROUP BY src, f"))
+    with pytest.raises(QueryError, match="GROUP BY column 'f'") as err:
+        plan_query(query_from_pb(msg), s)
+    assert err.value.field == "group_by_columns[1]"
+    msg.group_by_columns[1] = ""
+    with pytest.raises(QueryError, match="needs a name") as err:
+        query_from_pb(msg)
+    assert err.value.field == "group_by_columns[1]"
+    join = query_to_pb(parse_statement("SELECT a.src, COUNT(*) FROM s a JOIN t b ON a.src = b.src GROUP BY a.src"))
+    join.ClearField("group_by")
+    join.group_by_columns.extend(["a.src", "b.dst"])
+    with pytest.raises(QueryError, match="join's GROUP BY takes one column") as err:
+        query_from_pb(join)
+    assert err.value.field == "group_by_columns[1]"

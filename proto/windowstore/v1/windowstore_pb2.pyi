@@ -407,7 +407,7 @@ class JoinSource(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., alias: _Optional[str] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., on: _Optional[_Iterable[_Union[JoinCondition, _Mapping]]] = ...) -> None: ...
 
 class StructuredQuery(_message.Message):
-    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide")
+    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide", "group_by_columns")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WHERE_FIELD_NUMBER: _ClassVar[int]
@@ -421,6 +421,7 @@ class StructuredQuery(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     WITHIN_FIELD_NUMBER: _ClassVar[int]
     AS_OF_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     items: _containers.RepeatedCompositeFieldContainer[SelectItem]
     where: _containers.RepeatedCompositeFieldContainer[Conjunction]
@@ -434,7 +435,8 @@ class StructuredQuery(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[JoinSource]
     within: WindowLength
     as_of_slide: int
-    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ...) -> None: ...
+    group_by_columns: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ..., group_by_columns: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StageRowsRequest(_message.Message):
     __slots__ = ("stream", "writer_id", "batch_id", "attempt", "arrow_ipc", "columnar", "chunk")

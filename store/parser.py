@@ -9,7 +9,14 @@
       GROUP BY a.src ORDER BY 2 DESC LIMIT 10
 
 GROUP BY takes one or more columns (`GROUP BY src, dst`; a join's takes one); ORDER BY names any
-of them, a select item, an ordinal or an aggregate.
+of them, a select item, an ordinal or an aggregate. HAVING (single-stream queries) keeps the groups
+whose condition is true: tests `operand op literal`, `operand [NOT] IN (...)`, `operand IS [NOT]
+NULL`, the operand an aggregate (selected or not) or a name (a GROUP BY column, else an output
+name), combined with AND, OR, NOT and parentheses; without GROUP BY it keeps or drops the one row.
+`SELECT DISTINCT a, b` (columns only) is the GROUP BY of the selected columns.
+
+    SELECT src, dst, COUNT(*) AS n FROM packets GROUP BY src, dst HAVING n > 1000 AND NOT src = 'x'
+    SELECT DISTINCT src, dst FROM packets [RANGE 60 s] ORDER BY dst
 
 A join's FROM clause: `stream [[AS] alias] [window] [[AS] alias]`, then up to three more
 `[INNER] JOIN stream ... [ON condition AND ...]`, then optionally `WITHIN <length>` (every pair of
@@ -24,8 +31,8 @@ plain identifier (a stream called "s-1", a column called "order") goes in double
 name the 0-based position and the offending token. SQL this grammar does not take is refused by
 name where it is written: a function other than the aggregates (`unknown function 'foo'`, with the
 list of known ones), arithmetic on a column or aggregate (`expressions are not supported`), CASE,
-SELECT DISTINCT, HAVING, OFFSET, UNION/INTERSECT/EXCEPT, WINDOW, QUALIFY, FETCH. `to_text` writes a
-structured query back as text.
+OFFSET, UNION/INTERSECT/EXCEPT, WINDOW, QUALIFY, FETCH. `to_text` writes a structured query back as
+text.
 
 This module is syntax only: it builds query.Query with the position of every part; names, types,
 ORDER BY resolution and window lengths are checked by the binder (binder.py), which is shared with
@@ -39,8 +46,8 @@ from dataclasses import replace
 from decimal import Decimal
 
 from .errors import Loc, QueryError, QuerySyntaxError
-from .query import (Aggregate, Band, Equal, JoinQuery, KeyColumn, OrderBy, Predicate, Query, Range, SelectItem,
-                    Source)
+from .query import (Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query,
+                    Range, SelectItem, Source)
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -67,7 +74,7 @@ JOIN_WORDS = {"join", "inner", "on", "within", "between", "left", "right", "full
               "using"}
 _JOIN_START = {"join", "inner", "left", "right", "full", "cross", "natural"}
 # SQL a user may write that this grammar does not take (yet): named in the error, never "expected FROM".
-_NOT_SUPPORTED = {"having": "HAVING", "offset": "OFFSET", "union": "UNION", "intersect": "INTERSECT",
+_NOT_SUPPORTED = {"offset": "OFFSET", "union": "UNION", "intersect": "INTERSECT",
                   "except": "EXCEPT", "window": "WINDOW", "qualify": "QUALIFY", "fetch": "FETCH"}
 _ARITHMETIC = {"+", "-", "*", "/", "%"}
 MAX_OFFSET = 2**64  # band offsets beyond this are refused as syntax (the binder wants int64 anyway)
@@ -190,8 +197,8 @@ class _Parser:
     def query(self, nested: bool = False) -> Query:
         select = self.tok
         self.expect("select")
-        if self.tok.word == "distinct":
-            self.fail("SELECT DISTINCT is not supported", hint="GROUP BY the selected column instead")
+        select_i = self.i - 1
+        distinct = self.accept("distinct")
         items = [self.select_item()]
         while self.accept(","):
             items.append(self.select_item())
@@ -207,6 +214,8 @@ class _Parser:
             if self.accept("as"):
                 self.ident("an alias for the sub-query")
         elif self._is_join():
+            if distinct:
+                self.fail("SELECT DISTINCT is not available for joins", self.toks[select_i + 1])
             return self.join_query(select, items, nested)
         else:
             stream = self.ident("a stream name")
@@ -214,11 +223,11 @@ class _Parser:
                 rng, slide = self.window_spec()
             as_of, as_of_tok = self.as_of()
         clause_tok = self.tok
-        where, (group_by, more, more_locs), group_by_loc, order, limit, approximate = self.clauses(nested)
+        where, (group_by, more, more_locs, having), group_by_loc, order, limit, approximate = self.clauses(nested)
         if inner is not None:
             # The outer query aggregates the sub-query's rows; the structured form has no place for
             # anything else, so this is syntax.
-            if where or group_by or order or limit is not None or approximate:
+            if where or group_by or having or order or limit is not None or approximate:
                 self.fail("the outer query takes only aggregates over the sub-query's columns", clause_tok)
             if inner.outer:
                 self.fail("only one level of sub-query is supported", stream_tok)
@@ -226,11 +235,13 @@ class _Parser:
                 if not isinstance(it, Aggregate):
                     raise QuerySyntaxError(f"outer select item {it.label!r} must be an aggregate",
                                            it.loc.position, it.loc.token)
+            if distinct:
+                self.fail("the outer query takes only aggregates over the sub-query's columns", select)
             return replace(inner, outer=tuple(items), loc=select.loc)
         return Query(stream, tuple(items), where, group_by, tuple(order), limit, rng, slide, (), approximate,
                      loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc, as_of_slide=as_of,
                      as_of_loc=as_of_tok.loc if as_of is not None else None, group_by_more=more,
-                     group_by_more_locs=more_locs)
+                     group_by_more_locs=more_locs, having=having, distinct=distinct)
 
     def as_of(self) -> tuple[int | None, _Tok]:
         """`AS OF SLIDE k` after the stream and its window: the window as of slide k."""
@@ -259,6 +270,12 @@ class _Parser:
                     self.fail("a join's GROUP BY takes one column", self.toks[self.i - 1])
                 more_locs.append(self.tok.loc)
                 more.append(self.group_key())
+        having = None
+        if self.tok.word == "having":
+            if join:
+                self.fail("HAVING is not available for joins")
+            self.i += 1
+            having = self.having_condition()
         order = []
         if self.accept("order"):
             self.expect("by")
@@ -275,7 +292,71 @@ class _Parser:
             self.accept(";")
             if self.tok.kind != "eof":
                 self.fail("unexpected token")
-        return where, (group_by, tuple(more), tuple(more_locs)), group_by_loc, tuple(order), limit, approximate
+        return where, (group_by, tuple(more), tuple(more_locs), having), group_by_loc, tuple(order), limit, approximate
+
+    # HAVING: OR of AND of [NOT] (condition) or `operand op value`, kept as written (see query.Logical)
+    def having_condition(self):
+        tok = self.tok
+        parts = [self.having_conjunction()]
+        while self.accept("or"):
+            parts.append(self.having_conjunction())
+        return parts[0] if len(parts) == 1 else Logical("or", tuple(parts), loc=tok.loc)
+
+    def having_conjunction(self):
+        tok = self.tok
+        parts = [self.having_factor()]
+        while self.accept("and"):
+            parts.append(self.having_factor())
+        return parts[0] if len(parts) == 1 else Logical("and", tuple(parts), loc=tok.loc)
+
+    def having_factor(self):
+        tok = self.tok
+        if self.depth >= MAX_DEPTH:
+            self.fail(f"conditions nest more than {MAX_DEPTH} deep")
+        if self.accept("not"):
+            self.depth += 1
+            inner = self.having_factor()
+            self.depth -= 1
+            return Logical("not", (inner,), loc=tok.loc)
+        if tok.kind == "punct" and tok.text == "(":
+            self.i += 1
+            self.depth += 1
+            inner = self.having_condition()
+            self.expect(")")
+            self.depth -= 1
+            return inner
+        if tok.word in _AGGS and self.toks[self.i + 1].text == "(":
+            self.i += 2
+            operand = self.aggregate(tok.word, tok)
+            self.expect(")")
+        elif self.is_call():
+            self.unknown_function()
+        else:
+            operand = self.column("an aggregate, a GROUP BY column or an output name")
+        self.no_expression("each side of a HAVING condition")
+        if self.tok.word == "is":
+            self.i += 1
+            negate = self.accept("not")
+            if self.tok.word != "null":
+                self.fail("expected NULL after IS" + (" NOT" if negate else ""))
+            self.i += 1
+            return HavingTest(operand, "is not null" if negate else "is null", None, loc=tok.loc)
+        if self.tok.word in ("in", "not"):
+            negate = self.accept("not")
+            self.expect("in")
+            self.expect("(")
+            values = [self.literal()]
+            while self.accept(","):
+                values.append(self.literal())
+            self.expect(")")
+            return HavingTest(operand, "not in" if negate else "in", tuple(values), loc=tok.loc)
+        op_tok = self.tok
+        if op_tok.kind != "op":
+            self.fail("expected a comparison (=, !=, <, <=, >, >=, IN, IS [NOT] NULL)")
+        self.i += 1
+        value = self.literal()
+        self.no_expression("each side of a HAVING condition")
+        return HavingTest(operand, "!=" if op_tok.text == "<>" else op_tok.text, value, loc=tok.loc)
 
     def group_key(self) -> str:
         if self.is_call():
@@ -325,7 +406,7 @@ class _Parser:
                 src = replace(src, on=self.join_conditions())
             sources.append(src)
         within = self.amount(zero=True) if self.accept("within") else None
-        where, (group_by, _, _), group_by_loc, order, limit, _ = self.clauses(nested, join=True)
+        where, (group_by, _, _, _), group_by_loc, order, limit, _ = self.clauses(nested, join=True)
         return JoinQuery(tuple(sources), tuple(items), where, within, group_by, order, limit,
                          loc=select.loc, group_by_loc=group_by_loc)
 
@@ -628,7 +709,8 @@ def to_text(q: Query | JoinQuery) -> str:
 
 
 def _select_text(q: Query, items, with_order: bool) -> str:
-    parts = [f"SELECT {', '.join(_item_text(it) for it in items)} FROM {quote_name(q.stream)}"]
+    parts = [f"SELECT {'DISTINCT ' if q.distinct else ''}{', '.join(_item_text(it) for it in items)} FROM "
+             f"{quote_name(q.stream)}"]
     window = []
     if q.range is not None:
         window.append(f"RANGE {_length_text(q.range)}")
@@ -643,6 +725,8 @@ def _select_text(q: Query, items, with_order: bool) -> str:
             "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))
     if q.group_by is not None:
         parts.append(f"GROUP BY {', '.join(quote_name(c) for c in q.group_columns)}")
+    if q.having is not None:
+        parts.append("HAVING " + _having_text(q.having))
     if with_order and q.order_by:
         parts.append("ORDER BY " + ", ".join(_order_text(o) for o in q.order_by))
     if q.limit is not None:
@@ -728,16 +812,26 @@ def _order_text(o: OrderBy) -> str:
     return f"{ref} DESC" if o.descending else ref
 
 
+def _having_text(c) -> str:
+    if isinstance(c, Logical):
+        if c.op == "not":
+            return f"NOT ({_having_text(c.parts[0])})"
+        return "(" + f" {c.op.upper()} ".join(_having_text(p) for p in c.parts) + ")"
+    operand = _agg_text(c.operand) if isinstance(c.operand, Aggregate) else quote_name(c.operand)
+    return _predicate_text(Predicate(operand, c.op, c.value), quote=False)
+
+
 def _length_text(r: Range) -> str:
     return f"{r.value} {'ms' if r.unit == 'ms' else r.unit.upper()}"
 
 
-def _predicate_text(p: Predicate) -> str:
+def _predicate_text(p: Predicate, quote: bool = True) -> str:
+    column = quote_name(p.column) if quote else p.column
     if p.op in ("is null", "is not null"):
-        return f"{quote_name(p.column)} {p.op.upper()}"
+        return f"{column} {p.op.upper()}"
     if p.op in ("in", "not in"):
-        return f"{quote_name(p.column)} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
-    return f"{quote_name(p.column)} {p.op} {literal_text(p.value)}"
+        return f"{column} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
+    return f"{column} {p.op} {literal_text(p.value)}"
 
 
 def quote_name(name: str) -> str:

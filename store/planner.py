@@ -9,7 +9,8 @@ Access paths, best first:
 - window: a scan of the raw rows of each sub-window, with filters. Exact. GROUP BY several columns
   always takes this path: the synopses are kept per single column.
 
-Which path answers which aggregate is each function's own statement (functions.py).
+Which path answers which aggregate is each function's own statement (functions.py). HAVING filters
+the finished groups, so it takes whatever path its aggregates (selected or hidden) allow.
 """
 from __future__ import annotations
 
@@ -178,8 +179,15 @@ class Plan:
             return self._approximate(contributions)
         if b.group_by is None:
             values = [a.fn.finish(a, [c[i] for c in contributions], self.strings) for i, a in enumerate(self.aggs)]
-            return self._answer(self._limit([tuple(values[it.agg] for it in b.items)]))
+            return self._answer(self._limit(self._having_one(values)))
         return self._groups_answer(contributions)
+
+    def _having_one(self, values: list) -> list[tuple]:
+        """The one row of a query without GROUP BY, unless HAVING drops it."""
+        b = self.bound
+        if b.having is not None and not b.having.keep(1, lambda ref: [values[ref[1]]])[0]:
+            return []
+        return [tuple(values[it.agg] for it in b.items)]
 
     def _groups_answer(self, contributions: list) -> Answer:
         keys, results = self._finish_groups(contributions)
@@ -216,7 +224,7 @@ class Plan:
         """With ORDER BY an aggregate and LIMIT k, only keys whose value ties or beats the k-th
         best can make the answer: keep those before decoding and sorting."""
         b = self.bound
-        if not b.order or b.limit is None or len(keys) <= 4 * b.limit or b.limit == 0:
+        if not b.order or b.limit is None or len(keys) <= 4 * b.limit or b.limit == 0 or b.having is not None:
             return keys, results
         agg, descending = b.order[0]
         if not isinstance(agg, int) or results[agg].dtype.kind not in "if":
@@ -233,9 +241,14 @@ class Plan:
         b = self.bound
         if len(b.group_keys) > 1:
             columns = decode_composite_keys(keys, b.group_types, self.strings)
-            return group_rows(columns[0], [r.tolist() for r in results], b.order, b.limit, b.items, columns[1:])
-        return group_rows(decode_keys(keys, b.group_type, self.strings), [r.tolist() for r in results], b.order,
-                          b.limit, b.items)
+        else:
+            columns = [decode_keys(keys, b.group_type, self.strings)]
+        values = [r.tolist() for r in results]
+        if b.having is not None:  # HAVING: only the groups whose condition is true
+            keep = b.having.keep(len(columns[0]), lambda ref: values[ref[1]] if ref[0] == "agg" else columns[ref[1]])
+            columns = [[v for v, k in zip(col, keep) if k] for col in columns]
+            values = [[v for v, k in zip(col, keep) if k] for col in values]
+        return group_rows(columns[0], values, b.order, b.limit, b.items, columns[1:])
 
     def _outer_row(self, rows: list[tuple]) -> tuple:
         out = []
@@ -268,7 +281,7 @@ class Plan:
             return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
-        return self._answer(self._limit([tuple(values[it.agg] for it in self.bound.items)]))
+        return self._answer(self._limit(self._having_one(values)))
 
 
 def _decimal(n: int | None, scale: int) -> Decimal | None:

@@ -416,3 +416,22 @@ def test_having_and_distinct_in_the_structured_form():
         query_from_pb(join)
     err = _refusal("SELECT DISTINCT a.k FROM s a JOIN t b ON a.k = b.k")
     assert (err.reason, err.token) == ("SELECT DISTINCT is not available for joins", "DISTINCT")
+
+
+def test_the_spark_reader_maps_each_group_key_item_to_its_own_column():
+    """A Spark filter on a key's output column goes into WHERE on that key's column; the event-time
+    key comes as a TIMESTAMP wherever it stands in GROUP BY."""
+    pytest.importorskip("pyspark")
+    from windowstore.clients import Client
+    from windowstore.clients.spark import _answer_layout
+    from windowstore.server.process import ServerProcess
+
+    with ServerProcess() as server, Client(server.target) as ws:
+        ws.create_stream("p", {"ts": "int64", "src": "string", "port": "int64"}, subwindows=2, subwindow_ms=1000,
+                         clock="manual")
+        for text in ("SELECT src, port, COUNT(*) FROM p GROUP BY src, port", "SELECT DISTINCT src, port FROM p"):
+            layout = _answer_layout({"target": server.target, "query": text})
+            assert layout.pushable == {"src": ("src", "string"), "port": ("port", "int64")}, text
+        layout = _answer_layout({"target": server.target, "event_time_as_timestamp": "true",
+                                 "query": "SELECT src, ts, COUNT(*) FROM p GROUP BY src, ts"})
+        assert [t for _, t in layout.columns][:2] == ["STRING", "TIMESTAMP"]

@@ -494,7 +494,7 @@ def _answer_layout(options: dict) -> _Layout:
     event_time = set()
     if opts.get("event_time_as_timestamp") and not bound.outer:
         for i, it in enumerate(bound.items):
-            key = bound.projection[i] if bound.projection else bound.group_by
+            key = bound.projection[i] if bound.projection else bound.group_keys[it.key] if bound.group_keys else None
             src = key if it.agg is None else (
                 bound.aggs[it.agg].column if bound.aggs[it.agg].fn.name in _SAME_TYPE else None)
             if src == schema.time_column:
@@ -515,8 +515,8 @@ def _answer_layout(options: dict) -> _Layout:
     pushable = {}
     if bound.limit is None and not bound.outer and not bound.approximate:
         for i, it in enumerate(bound.items):
-            if it.agg is None:
-                column = bound.projection[i] if bound.projection else bound.group_by
+            if it.agg is None:  # (GROUP BY several columns, SELECT DISTINCT: each key item its own column)
+                column = bound.projection[i] if bound.projection else bound.group_keys[it.key]
                 pushable.setdefault(it.label, (column, "event_time" if i in event_time else schema.types[column]))
     # a projection is split by sub-windows, unless ORDER BY or LIMIT needs all of its rows at once
     split = bool(bound.projection) and not bound.projection_order and bound.limit is None

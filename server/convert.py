@@ -15,8 +15,8 @@ from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
 from windowstore.store.schema import decimal_type
-from windowstore.store.query import (OPS, Aggregate, Band, Equal, JoinQuery, KeyColumn, OrderBy, Predicate, Query, Range,
-                                     Source)
+from windowstore.store.query import (OPS, Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy,
+                                     Predicate, Query, Range, Source)
 from windowstore.store.window import WindowSpec
 from windowstore.txn import Result
 from windowstore.v1 import windowstore_pb2 as pb
@@ -320,17 +320,96 @@ def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
     if not q.stream:
         raise QueryError("a query needs a stream", Loc(field="stream"))
     items, conjunctions, order = _select_from_pb(q)
-    return Query(q.stream, tuple(items), tuple(conjunctions), q.group_by or None, tuple(order),
+    group_by, group_by_loc, more, more_locs = _group_by_from_pb(q)
+    return Query(q.stream, tuple(items), tuple(conjunctions), group_by, tuple(order),
                  int(q.limit) if q.HasField("limit") else None, _length(q.range, "range"), _length(q.slide, "slide"),
                  tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)), q.approximate,
-                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=Loc(field="group_by"),
+                 loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=group_by_loc,
                  as_of_slide=int(q.as_of_slide) if q.HasField("as_of_slide") else None,
-                 as_of_loc=Loc(field="as_of_slide"))
+                 as_of_loc=Loc(field="as_of_slide"), group_by_more=more, group_by_more_locs=more_locs,
+                 having=_having_from_pb(q.having, "having") if q.HasField("having") else None, distinct=q.distinct)
+
+
+_MAX_HAVING_DEPTH = 32
+
+
+def _having_from_pb(c: pb.HavingCondition, where: str, depth: int = 0):
+    """A HAVING condition (query.HavingTest / query.Logical), each part located by its field path."""
+    if depth > _MAX_HAVING_DEPTH:
+        raise QueryError(f"a HAVING condition nests more than {_MAX_HAVING_DEPTH} deep", Loc(field=where))
+    kind = c.WhichOneof("condition")
+    if kind in ("all_of", "any_of"):
+        parts = getattr(c, kind).parts
+        if len(parts) < 2:
+            raise QueryError(f"{kind} needs two or more parts", Loc(field=f"{where}.{kind}.parts"))
+        return Logical("and" if kind == "all_of" else "or",
+                       tuple(_having_from_pb(p, f"{where}.{kind}.parts[{i}]", depth + 1) for i, p in enumerate(parts)),
+                       loc=Loc(field=f"{where}.{kind}"))
+    if kind == "negate":
+        return Logical("not", (_having_from_pb(c.negate, f"{where}.negate", depth + 1),), loc=Loc(field=f"{where}.negate"))
+    if kind != "test":
+        raise QueryError("a HAVING condition needs test, all_of, any_of or negate", Loc(field=where))
+    t, at = c.test, f"{where}.test"
+    which = t.WhichOneof("operand")
+    if which == "aggregate":
+        operand, loc = _aggregate(t.aggregate, f"{at}.aggregate"), Loc(field=f"{at}.aggregate")
+    elif which == "name" and t.name:
+        operand, loc = t.name, Loc(field=f"{at}.name")
+    else:
+        raise QueryError("a HAVING test needs an aggregate or a name", Loc(field=f"{at}.operand"))
+    op = "!=" if t.op.strip().lower() == "<>" else " ".join(t.op.lower().split())
+    if op not in OPS:
+        raise QueryError(f"unknown comparison {t.op[:20]!r} (one of {', '.join(OPS)})", Loc(field=f"{at}.op"))
+    values = [value_from_pb(v, f"{at}.values[{i}]") for i, v in enumerate(t.values)]
+    if op in ("in", "not in"):
+        if not values:
+            raise QueryError(f"{op.upper()} needs at least one value", Loc(field=f"{at}.values"))
+        return HavingTest(operand, op, tuple(values), loc=loc)
+    if op in ("is null", "is not null"):
+        if values:
+            raise QueryError(f"{op.upper()} takes no value", Loc(field=f"{at}.values"))
+        return HavingTest(operand, op, None, loc=loc)
+    if len(values) != 1:
+        raise QueryError(f"{op} needs exactly one value", Loc(field=f"{at}.values"))
+    return HavingTest(operand, op, values[0], loc=loc)
+
+
+def _having_to_pb(c) -> pb.HavingCondition:
+    if isinstance(c, Logical):
+        if c.op == "not":
+            return pb.HavingCondition(negate=_having_to_pb(c.parts[0]))
+        parts = pb.HavingConditions(parts=[_having_to_pb(p) for p in c.parts])
+        return pb.HavingCondition(**{"all_of" if c.op == "and" else "any_of": parts})
+    values = c.value if c.op in ("in", "not in") else () if c.op in ("is null", "is not null") else (c.value,)
+    test = pb.HavingTest(op=c.op, values=[value_to_pb(v) for v in values])
+    if isinstance(c.operand, Aggregate):
+        test.aggregate.CopyFrom(_aggregate_to_pb(c.operand))
+    else:
+        test.name = c.operand
+    return pb.HavingCondition(test=test)
+
+
+def _group_by_from_pb(q: pb.StructuredQuery) -> tuple[str | None, Loc, tuple[str, ...], tuple[Loc, ...]]:
+    """(first GROUP BY column or None, its location, the further columns, their locations) from
+    group_by (one column) or group_by_columns (several)."""
+    columns = list(q.group_by_columns)
+    if not columns:
+        return q.group_by or None, Loc(field="group_by"), (), ()
+    if q.group_by:
+        raise QueryError("set group_by (one column) or group_by_columns, not both", Loc(field="group_by_columns"))
+    for i, c in enumerate(columns):
+        if not c:
+            raise QueryError("a GROUP BY column needs a name", Loc(field=f"group_by_columns[{i}]"))
+    locs = tuple(Loc(field=f"group_by_columns[{i}]") for i in range(len(columns)))
+    return columns[0], locs[0], tuple(columns[1:]), locs[1:]
 
 
 def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
     """A structured join: sources in FROM order with their ON conditions; the select list, filters,
     grouping and ordering as for one stream, with columns named "alias.col"."""
+    if q.distinct or q.HasField("having"):
+        name = "distinct" if q.distinct else "having"
+        raise QueryError(f"{'SELECT DISTINCT' if q.distinct else 'HAVING'} is not available for joins", Loc(field=name))
     for name in ("stream", "approximate"):
         if getattr(q, name):
             raise QueryError(f"a join names its streams in sources, not in {name}", Loc(field=name))
@@ -365,15 +444,18 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
                               _length(src.slide, f"{where}.slide"), tuple(on), loc=Loc(field=where),
                               stream_loc=Loc(field=f"{where}.stream")))
     items, conjunctions, order = _select_from_pb(q)
+    group_by, group_by_loc, more, _ = _group_by_from_pb(q)
+    if more:
+        raise QueryError("a join's GROUP BY takes one column", Loc(field="group_by_columns[1]"))
     within = None
     if q.HasField("within"):  # WITHIN 0 ms is a length too (simultaneous events)
         if q.within.unit not in PB_TO_UNIT:
             raise QueryError("within needs a unit (LENGTH_UNIT_MS)", Loc(field="within"))
         within = Range(int(q.within.value), PB_TO_UNIT[q.within.unit], loc=Loc(field="within"))
     return JoinQuery(tuple(sources), tuple(items), tuple(conjunctions), within,
-                     q.group_by or None, tuple(order), int(q.limit) if q.HasField("limit") else None,
+                     group_by, tuple(order), int(q.limit) if q.HasField("limit") else None,
                      tuple(_aggregate(a, f"outer[{i}]") for i, a in enumerate(q.outer)),
-                     loc=Loc(field="items"), group_by_loc=Loc(field="group_by"))
+                     loc=Loc(field="items"), group_by_loc=group_by_loc)
 
 
 def _select_from_pb(q: pb.StructuredQuery) -> tuple[list, list, list]:
@@ -453,10 +535,16 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
         if q.within is not None:
             out.within.CopyFrom(_window_length(q.within))
     else:
-        out = pb.StructuredQuery(stream=q.stream, group_by=q.group_by or "", approximate=q.approximate,
-                                 outer=[_aggregate_to_pb(a) for a in q.outer])
+        out = pb.StructuredQuery(stream=q.stream, approximate=q.approximate, outer=[_aggregate_to_pb(a) for a in q.outer])
+        if q.group_by_more:  # several columns; one stays in the field every client knows
+            out.group_by_columns.extend(q.group_columns)
+        else:
+            out.group_by = q.group_by or ""
         if q.as_of_slide is not None:
             out.as_of_slide = q.as_of_slide
+        out.distinct = q.distinct
+        if q.having is not None:
+            out.having.CopyFrom(_having_to_pb(q.having))
     for it in q.items:
         if isinstance(it, KeyColumn):
             out.items.append(pb.SelectItem(key_column=it.column, alias=it.alias or ""))

@@ -5,11 +5,16 @@ query.Query whose parts carry their location. `bind` checks it against a stream'
 window and returns a BoundQuery the planner executes:
 
 - names: select items, WHERE, GROUP BY and the sub-query's columns must exist; a plain column in the
-  select list must be the GROUP BY column;
+  select list must be a GROUP BY column;
 - types: each aggregate function (functions.py) says which column types it takes and what it
-  returns; GROUP BY takes int64 or string columns; literals compare exactly (see Comparison);
-- ORDER BY: an ordinal, an output name (aliases and labels first, as SQL resolves them), the GROUP BY
+  returns; GROUP BY takes one or more columns of any type but float64 (a column named twice counts
+  once); literals compare exactly (see Comparison);
+- ORDER BY: an ordinal, an output name (aliases and labels first, as SQL resolves them), a GROUP BY
   column, or an aggregate expression (computed even when it is not selected);
+- HAVING: operands are aggregates (a hidden one is computed when not selected), GROUP BY columns,
+  else output names; literals are checked against the operand's type and compare exactly
+  (GroupFilter, SQL's three-valued logic);
+- SELECT DISTINCT: bound as the GROUP BY of its columns (no aggregate, no GROUP BY, no HAVING);
 - RANGE and SLIDE: in the window's unit, a multiple of a sub-window, at most the window;
 - the sub-query: its outer aggregates take the inner query's output columns and their types;
 - APPROXIMATE top k: only where per-sub-window top-k lists answer it (thesis 6.2).
@@ -24,7 +29,7 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 
@@ -33,7 +38,7 @@ import numpy as np
 from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
-from .query import OPS, Aggregate, JoinQuery, KeyColumn, Query, Range
+from .query import OPS, Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, Query, Range
 from .schema import Schema, decimal_type, type_kind
 from .window import WindowSpec
 
@@ -52,7 +57,15 @@ class BoundAggregate:
 class OutputItem:
     label: str
     type: str
-    agg: int | None      # index into BoundQuery.aggs; None: the GROUP BY key
+    agg: int | None      # index into BoundQuery.aggs; None: a GROUP BY key
+    key: int = 0         # which GROUP BY key (index into BoundQuery.group_keys) when agg is None
+
+
+@dataclass(frozen=True)
+class KeyRef:
+    """An ORDER BY on the i-th GROUP BY key of several (one key is ordered by as None)."""
+
+    index: int
 
 
 @dataclass
@@ -71,6 +84,9 @@ class BoundQuery:
     approximate: bool = False
     projection: list[str] = field(default_factory=list)  # a plain projection: the column of each item
     projection_order: list[tuple[int, bool]] = field(default_factory=list)  # a projection's ORDER BY: (item, desc)
+    group_keys: list[str] = field(default_factory=list)   # every GROUP BY column (group_by is the first)
+    group_types: list[str] = field(default_factory=list)  # their types
+    having: "GroupFilter | None" = None                   # HAVING
 
     @property
     def columns(self) -> list[str]:
@@ -203,11 +219,43 @@ def _float_value(v) -> float:
     return float(v)
 
 
+class GroupFilter:
+    """A bound HAVING condition: "and" / "or" / "not" of `parts`, or a "test" of one group value
+    (`ref`: ("agg", i) or ("key", j)) with SQL's three-valued logic: a group is kept when it is True."""
+
+    __slots__ = ("op", "parts", "ref", "test")
+
+    def __init__(self, op: str, parts: list, ref: tuple | None = None, test=None):
+        self.op, self.parts, self.ref, self.test = op, parts, ref, test
+
+    def refs(self) -> list[tuple]:
+        return [self.ref] if self.op == "test" else [r for p in self.parts for r in p.refs()]
+
+    def keep(self, n: int, column) -> list[bool]:
+        """Which of n groups to keep; `column(ref)` gives a ref's values, one per group."""
+        return [v is True for v in self._values(n, column)]
+
+    def _values(self, n: int, column) -> list:
+        if self.op == "test":
+            return [self.test(v) for v in column(self.ref)]
+        parts = [p._values(n, column) for p in self.parts]
+        if self.op == "not":
+            return [None if v is None else not v for v in parts[0]]
+        out = []
+        for vs in zip(*parts):
+            if self.op == "and":
+                out.append(False if False in vs else None if None in vs else True)
+            else:
+                out.append(True if True in vs else None if None in vs else False)
+        return out
+
+
 # -- the binder ----------------------------------------------------------------------------------------
 class _Binder:
     def __init__(self, query: Query, schema: Schema, spec: WindowSpec):
         self.q, self.schema, self.spec = query, schema, spec
         self.types = schema.types
+        self.distinct = False  # binding SELECT DISTINCT as its GROUP BY (bind_distinct)
 
     def fail(self, message: str, loc: Loc | None, column: str | None = None):
         raise QueryError(message, loc or self.q.loc, column)
@@ -220,37 +268,74 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
-        group_type = None
-        if q.group_by is not None:
-            group_type = self.column_type(q.group_by, q.group_by_loc)
-            if group_type == "float64":
-                self.fail(f"GROUP BY column {q.group_by!r} must be string or int64, not float64", q.group_by_loc,
-                          q.group_by)
+        if q.distinct:
+            return self.bind_distinct()
+        group_keys, group_types = [], []
+        more_locs = q.group_by_more_locs or (None,) * len(q.group_by_more)
+        for column, loc in zip(q.group_columns, (q.group_by_loc, *more_locs)):
+            typ = self.column_type(column, loc)
+            if typ == "float64":
+                self.fail(f"GROUP BY column {column!r} must be string or int64, not float64", loc, column)
+            if column not in group_keys:
+                group_keys.append(column)
+                group_types.append(typ)
+        group_type = group_types[0] if group_types else None
         items, aggs = [], []
         if q.group_by is None and not q.outer and all(isinstance(it, KeyColumn) for it in q.items):
             return self.bind_projection()
         for it in q.items:
             if isinstance(it, KeyColumn):
                 typ = self.column_type(it.column, it.loc)
-                if it.column != q.group_by:
-                    self.fail(f"column {it.column!r} must be aggregated or be the GROUP BY column", it.loc, it.column)
-                items.append(OutputItem(it.label, typ, None))
+                if it.column not in group_keys:
+                    which = "a GROUP BY column" if len(group_keys) > 1 else "the GROUP BY column"
+                    self.fail(f"column {it.column!r} must be aggregated or be {which}", it.loc, it.column)
+                items.append(OutputItem(it.label, typ, None, group_keys.index(it.column)))
             else:
                 aggs.append(self.aggregate(it, lambda c, loc: self.column_type(c, loc)))
                 items.append(OutputItem(it.label, aggs[-1].type, len(aggs) - 1))
         if not aggs:
-            self.fail("select at least one aggregate", q.loc)
+            if not self.distinct:
+                self.fail("select at least one aggregate", q.loc)
+            aggs.append(self.aggregate(Aggregate("count"), None))  # hidden: the paths drop keys of no row alike
         where = tuple(tuple(self.predicate(p) for p in conj) for conj in q.where)
-        order = [self.order_item(o, items, aggs) for o in q.order_by]
+        order = [self.order_item(o, items, aggs, group_keys) for o in q.order_by]
+        having = self.having(q.having, items, aggs, group_keys, group_types) if q.having is not None else None
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
         every = self.length(q.slide, "SLIDE") if q.slide is not None else None
         self.check_as_of(every)
-        bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit)
+        bound = BoundQuery(q, n_q, every, q.group_by, group_type, items, aggs, where, order, q.limit,
+                           group_keys=group_keys, group_types=group_types, having=having)
         if q.outer:
             bound.outer = self.outer(items)
         if q.approximate:
             self.check_approximate(bound)
             bound.approximate = True
+        return bound
+
+    def bind_distinct(self) -> BoundQuery:
+        """SELECT DISTINCT cols: the query grouped by its selected columns (in the order selected),
+        with no aggregate; ORDER BY and LIMIT as for any grouped query."""
+        q = self.q
+        for it in q.items:
+            if isinstance(it, Aggregate):
+                self.fail("SELECT DISTINCT with an aggregate is not supported", it.loc)
+        if q.group_by is not None:
+            self.fail("SELECT DISTINCT with GROUP BY is not supported", q.group_by_loc)
+        if q.having is not None:
+            self.fail("SELECT DISTINCT with HAVING is not supported", q.having.loc)
+        for o in q.order_by:
+            if o.expr is not None:
+                self.fail("SELECT DISTINCT orders by its selected columns, not by an aggregate", o.loc)
+        for it in q.items:
+            if self.column_type(it.column, it.loc) == "float64":
+                self.fail(f"SELECT DISTINCT of float64 column {it.column!r} is not supported", it.loc, it.column)
+        grouped = replace(q, distinct=False, group_by=q.items[0].column, group_by_loc=q.items[0].loc,
+                          group_by_more=tuple(it.column for it in q.items[1:]),
+                          group_by_more_locs=tuple(it.loc for it in q.items[1:]))
+        binder = _Binder(grouped, self.schema, self.spec)
+        binder.distinct = True
+        bound = binder.bind()
+        bound.query = q
         return bound
 
     def bind_projection(self) -> BoundQuery:
@@ -260,6 +345,8 @@ class _Binder:
         q = self.q
         if q.approximate:
             self.fail("APPROXIMATE needs an aggregate", q.loc)
+        if q.having is not None:
+            self.fail("HAVING needs an aggregate or GROUP BY", q.having.loc)
         items = [OutputItem(it.label, self.column_type(it.column, it.loc), None) for it in q.items]
         where = tuple(tuple(self.predicate(p) for p in conj) for conj in q.where)
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
@@ -366,7 +453,8 @@ class _Binder:
             return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
         return _int_comparison(p.column, p.op, _exact(p.value) * mult)
 
-    def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate]) -> tuple[int | None, bool]:
+    def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate],
+                   group_keys: list[str] = ()) -> tuple[int | KeyRef | None, bool]:
         q = self.q
         if o.expr is not None:
             target = o.expr
@@ -380,17 +468,98 @@ class _Binder:
             if len(hits) > 1:
                 self.fail(f"ORDER BY {o.name!r} is ambiguous: {len(hits)} select items are named so", o.loc)
             if hits:
-                return items[hits[0]].agg, o.descending
-            if o.name == q.group_by:
-                return None, o.descending
+                return self._order_ref(items[hits[0]], group_keys), o.descending
+            if o.name in group_keys:
+                return self._order_ref(OutputItem(o.name, "", None, group_keys.index(o.name)), group_keys), o.descending
             if o.name in self.types:
-                self.fail(f"ORDER BY {o.name!r}: the column must be the GROUP BY column or a select item", o.loc,
-                          o.name)
+                which = "a GROUP BY column" if len(group_keys) > 1 else "the GROUP BY column"
+                self.fail(f"ORDER BY {o.name!r}: the column must be {which} or a select item", o.loc, o.name)
             self.fail(f"ORDER BY {o.name!r} names no select item or column", o.loc)
         if o.item is None or not 0 <= o.item < len(items):
             n = "?" if o.item is None else o.item + 1
             self.fail(f"ORDER BY {n} is not a select item (1..{len(items)})", o.loc)
-        return items[o.item].agg, o.descending
+        return self._order_ref(items[o.item], group_keys), o.descending
+
+    @staticmethod
+    def _order_ref(item: OutputItem, group_keys) -> int | KeyRef | None:
+        """An ORDER BY item's reference: its aggregate, None for the only GROUP BY key, or KeyRef."""
+        if item.agg is not None or len(group_keys) <= 1:
+            return item.agg
+        return KeyRef(item.key)
+
+    def having(self, c, items: list[OutputItem], aggs: list[BoundAggregate], group_keys: list[str],
+               group_types: list[str]) -> "GroupFilter":
+        """HAVING's condition over a group's values: an operand is an aggregate (a selected one, or a
+        hidden one computed for the filter), a GROUP BY column, or else an output name."""
+        q = self.q
+        if isinstance(c, Logical):
+            if c.op not in ("and", "or", "not") or not c.parts or (c.op == "not") != (len(c.parts) == 1):
+                self.fail(f"unknown HAVING connective {c.op!r}", c.loc)
+            return GroupFilter(c.op, [self.having(p, items, aggs, group_keys, group_types) for p in c.parts])
+        if not isinstance(c, HavingTest):
+            self.fail("a HAVING condition is a comparison, AND, OR or NOT", q.loc)
+        if c.op not in OPS:
+            self.fail(f"unknown comparison {c.op!r}", c.loc)
+        if isinstance(c.operand, Aggregate):
+            ref = None
+            for i, it in enumerate(q.items):
+                if isinstance(it, Aggregate) and it.same_expression(c.operand):
+                    ref = ("agg", items[i].agg)
+                    break
+            if ref is None:
+                aggs.append(self.aggregate(c.operand, lambda col, loc: self.column_type(col, loc)))  # hidden
+                ref = ("agg", len(aggs) - 1)
+            name, typ = c.operand.label, aggs[ref[1]].type
+        else:  # a GROUP BY column first (as DuckDB resolves it), then an output name
+            name = c.operand
+            hits = [i for i, it in enumerate(items) if it.label == name]
+            if name in group_keys:
+                ref, typ = ("key", group_keys.index(name)), group_types[group_keys.index(name)]
+            elif len(hits) > 1:
+                self.fail(f"HAVING {name!r} is ambiguous: {len(hits)} select items are named so", c.loc)
+            elif hits:
+                it = items[hits[0]]
+                ref = ("agg", it.agg) if it.agg is not None else ("key", it.key)
+                typ = it.type
+            elif name in self.types:
+                self.fail(f"HAVING {name!r}: the column must be a GROUP BY column, or be aggregated", c.loc, name)
+            else:
+                self.fail(f"HAVING {name!r} names no select item or column", c.loc)
+        return GroupFilter("test", [], ref, self.having_test(c, name, typ))
+
+    def having_test(self, c: HavingTest, name: str, typ: str):
+        """`value op literal` on one group's value (a Python value; decimals as their scaled
+        integers, as the planner holds them): True, False, or None (unknown: NULL)."""
+        op = c.op
+        if op in ("is null", "is not null"):
+            if c.value is not None:
+                self.fail(f"{op.upper()} takes no value", c.loc)
+            return (lambda v: v is None) if op == "is null" else (lambda v: v is not None)
+        listed = op in ("in", "not in")
+        values = c.value if listed else (c.value,)
+        if listed and (not isinstance(values, tuple) or not values):
+            self.fail(f"{op.upper()} needs a list of values", c.loc)
+        kind = type_kind(typ)
+        for v in values:
+            numeric = isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+            ok = (isinstance(v, bool) if kind == "boolean" else isinstance(v, str) if kind == "string" else numeric)
+            if not ok:
+                self.fail(f"{name!r} is {typ}; cannot compare it with {v!r}", c.loc)
+            if isinstance(v, float) and math.isnan(v) or isinstance(v, Decimal) and not v.is_finite():
+                self.fail(f"{v!r} is not a comparable value", c.loc)
+        if kind in ("boolean", "string"):
+            exact, literals = (lambda v: v), list(values)
+        elif kind == "float64":
+            exact, literals = float, [_float_value(v) for v in values]
+        else:  # integers, int128, temporal and decimal storage: exact rationals
+            scale = 10 ** (decimal_type(typ) or (0, 0))[1]
+            exact, literals = (lambda v: Fraction(v, scale) if not isinstance(v, float) else Fraction(v)), \
+                [_exact(v) for v in values]
+        if listed:
+            member = set(literals)
+            return (lambda v: None if v is None else (exact(v) in member) == (op == "in"))
+        compare, bound = _CMP[op], literals[0]
+        return lambda v: None if v is None else compare(exact(v), bound)
 
     def length(self, r: Range, what: str) -> int:
         spec = self.spec
@@ -440,7 +609,7 @@ class _Binder:
 
     def check_approximate(self, b: BoundQuery) -> None:
         q = self.q
-        ok = (q.group_by in self.spec.group_by and len(b.aggs) == 1 and b.aggs[0].fn.name == "count"
+        ok = (q.group_by in self.spec.group_by and not q.group_by_more and q.having is None and len(b.aggs) == 1 and b.aggs[0].fn.name == "count"
               and b.order and b.order[0] == (0, True) and q.limit is not None and not q.where and not q.outer)
         if not ok:
             self.fail("APPROXIMATE needs GROUP BY a declared group-by column, one COUNT, ORDER BY it DESC, LIMIT, "

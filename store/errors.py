@@ -57,11 +57,13 @@ class Loc:
 
 
 class QueryError(InvalidInput):
-    """A query the store refuses, with where in the query the problem is (`loc`)."""
+    """A query the store refuses, with where in the query the problem is (`loc`); `hint`, when
+    given, follows the location (what can be written instead)."""
 
-    def __init__(self, message: str, loc: Loc | None = None, column: str | None = None):
+    def __init__(self, message: str, loc: Loc | None = None, column: str | None = None, hint: str | None = None):
         where = loc.describe() if loc is not None else ""
-        super().__init__(f"{message} {where}" if where else message, column=column)
+        text = f"{message} {where}" if where else message
+        super().__init__(f"{text}; {hint}" if hint else text, column=column)
         self.reason = message
         self.loc = loc
         self.position = loc.position if loc is not None else None
@@ -72,8 +74,8 @@ class QueryError(InvalidInput):
 class QuerySyntaxError(QueryError):
     """Query text that does not parse; `position` is a 0-based character offset."""
 
-    def __init__(self, message: str, position: int, token: str):
-        super().__init__(message, Loc(position, token))
+    def __init__(self, message: str, position: int, token: str, hint: str | None = None):
+        super().__init__(message, Loc(position, token), hint=hint)
 
 
 class ResourceLimit(StoreError):

@@ -8,6 +8,16 @@
       ON a.src = b.src AND b.ts BETWEEN a.ts AND a.ts + 2000 WHERE a.port = 22
       GROUP BY a.src ORDER BY 2 DESC LIMIT 10
 
+GROUP BY takes one or more columns (`GROUP BY src, dst`; a join's takes one); ORDER BY names any
+of them, a select item, an ordinal or an aggregate. HAVING (single-stream queries) keeps the groups
+whose condition is true: tests `operand op literal`, `operand [NOT] IN (...)`, `operand IS [NOT]
+NULL`, the operand an aggregate (selected or not) or a name (a GROUP BY column, else an output
+name), combined with AND, OR, NOT and parentheses; without GROUP BY it keeps or drops the one row.
+`SELECT DISTINCT a, b` (columns only) is the GROUP BY of the selected columns.
+
+    SELECT src, dst, COUNT(*) AS n FROM packets GROUP BY src, dst HAVING n > 1000 AND NOT src = 'x'
+    SELECT DISTINCT src, dst FROM packets [RANGE 60 s] ORDER BY dst
+
 A join's FROM clause: `stream [[AS] alias] [window] [[AS] alias]`, then up to three more
 `[INNER] JOIN stream ... [ON condition AND ...]`, then optionally `WITHIN <length>` (every pair of
 joined tuples within that much event time of each other: the uniform W-join of seed 001). A join
@@ -18,7 +28,10 @@ only where a join can be: they stay usable as names in single-stream queries, as
 
 Keywords are case-insensitive; strings use single quotes ('' escapes one); a name that is not a
 plain identifier (a stream called "s-1", a column called "order") goes in double quotes. Errors
-name the 0-based position and the offending token. `to_text` writes a structured query back as
+name the 0-based position and the offending token. SQL this grammar does not take is refused by
+name where it is written: a function other than the aggregates (`unknown function 'foo'`, with the
+list of known ones), arithmetic on a column or aggregate (`expressions are not supported`), CASE,
+OFFSET, UNION/INTERSECT/EXCEPT, WINDOW, QUALIFY, FETCH. `to_text` writes a structured query back as
 text.
 
 This module is syntax only: it builds query.Query with the position of every part; names, types,
@@ -33,8 +46,8 @@ from dataclasses import replace
 from decimal import Decimal
 
 from .errors import Loc, QueryError, QuerySyntaxError
-from .query import (Aggregate, Band, Equal, JoinQuery, KeyColumn, OrderBy, Predicate, Query, Range, SelectItem,
-                    Source)
+from .query import (Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query,
+                    Range, SelectItem, Source)
 
 _TOKEN = re.compile(r"""
     (?P<ws>\s+)
@@ -43,7 +56,7 @@ _TOKEN = re.compile(r"""
   | (?P<qident>"(?:[^"]|"")+")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<op><=|>=|!=|<>|=|<|>)
-  | (?P<punct>[(),\[\]*;.+\-])
+  | (?P<punct>[(),\[\]*;.+\-/%])
 """, re.VERBOSE)
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -55,10 +68,15 @@ _UNITS = {"ms": ("ms", 1), "s": ("ms", 1000), "sec": ("ms", 1000), "second": ("m
           "hours": ("ms", 3_600_000), "subwindow": ("subwindows", 1),
           "subwindows": ("subwindows", 1), "row": ("rows", 1), "rows": ("rows", 1)}
 _AGGS = {"count", "sum", "avg", "min", "max", "quantile", "median"}
+FUNCTION_NAMES = ("count", "sum", "avg", "min", "max", "quantile", "median")  # in the order errors list them
 # Words with a meaning only in a join's FROM clause (never taken as an alias; quoted by to_text there).
 JOIN_WORDS = {"join", "inner", "on", "within", "between", "left", "right", "full", "outer", "cross", "natural",
               "using"}
 _JOIN_START = {"join", "inner", "left", "right", "full", "cross", "natural"}
+# SQL a user may write that this grammar does not take (yet): named in the error, never "expected FROM".
+_NOT_SUPPORTED = {"offset": "OFFSET", "union": "UNION", "intersect": "INTERSECT",
+                  "except": "EXCEPT", "window": "WINDOW", "qualify": "QUALIFY", "fetch": "FETCH"}
+_ARITHMETIC = {"+", "-", "*", "/", "%"}
 MAX_OFFSET = 2**64  # band offsets beyond this are refused as syntax (the binder wants int64 anyway)
 MAX_CONJUNCTIONS = 64
 MAX_DEPTH = 32            # nested parentheses in WHERE
@@ -104,9 +122,33 @@ class _Parser:
     def tok(self) -> _Tok:
         return self.toks[self.i]
 
-    def fail(self, message: str, tok: _Tok | None = None):
+    def fail(self, message: str, tok: _Tok | None = None, hint: str | None = None):
         tok = tok or self.tok
-        raise QuerySyntaxError(message, tok.pos, tok.text or "end of query")
+        raise QuerySyntaxError(message, tok.pos, tok.text or "end of query", hint)
+
+    def is_call(self) -> bool:
+        """Is the current token a name followed by `(`: a function call?"""
+        nxt = self.toks[self.i + 1] if self.tok.kind != "eof" else self.tok
+        return self.tok.kind == "ident" and nxt.kind == "punct" and nxt.text == "("
+
+    def unknown_function(self):
+        """Refuse a call of a function this grammar does not have, naming the ones it has."""
+        tok = self.tok
+        self.fail(f"unknown function {tok.text!r}", tok,
+                  hint="the functions are " + ", ".join(f.upper() for f in FUNCTION_NAMES[:-1])
+                  + f" and {FUNCTION_NAMES[-1].upper()} (COUNT(*) and COUNT(DISTINCT col) too)")
+
+    def no_expression(self, what: str) -> None:
+        """After an operand: refuse arithmetic on it by name, not as an unexpected token."""
+        tok = self.tok
+        if (tok.kind == "punct" and tok.text in _ARITHMETIC) or (tok.kind == "number" and tok.text[0] == "-"):
+            self.fail("expressions are not supported", hint=f"{what} is a column or an aggregate of one")
+
+    def not_supported(self) -> None:
+        """Refuse a clause this grammar does not take (yet) by name."""
+        word = _NOT_SUPPORTED.get(self.tok.word)
+        if word is not None:
+            self.fail(f"{word} is not supported")
 
     def accept(self, word: str) -> bool:
         if self.tok.word == word or (self.tok.kind in ("punct", "op") and self.tok.text == word):
@@ -155,6 +197,8 @@ class _Parser:
     def query(self, nested: bool = False) -> Query:
         select = self.tok
         self.expect("select")
+        select_i = self.i - 1
+        distinct = self.accept("distinct")
         items = [self.select_item()]
         while self.accept(","):
             items.append(self.select_item())
@@ -170,6 +214,8 @@ class _Parser:
             if self.accept("as"):
                 self.ident("an alias for the sub-query")
         elif self._is_join():
+            if distinct:
+                self.fail("SELECT DISTINCT is not available for joins", self.toks[select_i + 1])
             return self.join_query(select, items, nested)
         else:
             stream = self.ident("a stream name")
@@ -177,11 +223,11 @@ class _Parser:
                 rng, slide = self.window_spec()
             as_of, as_of_tok = self.as_of()
         clause_tok = self.tok
-        where, group_by, group_by_loc, order, limit, approximate = self.clauses(nested)
+        where, (group_by, more, more_locs, having), group_by_loc, order, limit, approximate = self.clauses(nested)
         if inner is not None:
             # The outer query aggregates the sub-query's rows; the structured form has no place for
             # anything else, so this is syntax.
-            if where or group_by or order or limit is not None or approximate:
+            if where or group_by or having or order or limit is not None or approximate:
                 self.fail("the outer query takes only aggregates over the sub-query's columns", clause_tok)
             if inner.outer:
                 self.fail("only one level of sub-query is supported", stream_tok)
@@ -189,10 +235,13 @@ class _Parser:
                 if not isinstance(it, Aggregate):
                     raise QuerySyntaxError(f"outer select item {it.label!r} must be an aggregate",
                                            it.loc.position, it.loc.token)
+            if distinct:
+                self.fail("the outer query takes only aggregates over the sub-query's columns", select)
             return replace(inner, outer=tuple(items), loc=select.loc)
         return Query(stream, tuple(items), where, group_by, tuple(order), limit, rng, slide, (), approximate,
                      loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc, as_of_slide=as_of,
-                     as_of_loc=as_of_tok.loc if as_of is not None else None)
+                     as_of_loc=as_of_tok.loc if as_of is not None else None, group_by_more=more,
+                     group_by_more_locs=more_locs, having=having, distinct=distinct)
 
     def as_of(self) -> tuple[int | None, _Tok]:
         """`AS OF SLIDE k` after the stream and its window: the window as of slide k."""
@@ -210,11 +259,23 @@ class _Parser:
         """WHERE, GROUP BY, ORDER BY, LIMIT and APPROXIMATE, then the end of the (outermost) query."""
         where = self.condition() if self.accept("where") else ()
         group_by = group_by_loc = None
+        more, more_locs = [], []
         if self.tok.word == "group":
             self.i += 1
             self.expect("by")
             group_by_loc = self.tok.loc
-            group_by = self.column("a group-by column")
+            group_by = self.group_key()
+            while self.accept(","):
+                if join:
+                    self.fail("a join's GROUP BY takes one column", self.toks[self.i - 1])
+                more_locs.append(self.tok.loc)
+                more.append(self.group_key())
+        having = None
+        if self.tok.word == "having":
+            if join:
+                self.fail("HAVING is not available for joins")
+            self.i += 1
+            having = self.having_condition()
         order = []
         if self.accept("order"):
             self.expect("by")
@@ -226,11 +287,83 @@ class _Parser:
         approximate = self.accept("approximate")
         if approximate and join:
             self.fail("APPROXIMATE top k is not available for joins", approximate_tok)
+        self.not_supported()
         if not nested:
             self.accept(";")
             if self.tok.kind != "eof":
                 self.fail("unexpected token")
-        return where, group_by, group_by_loc, tuple(order), limit, approximate
+        return where, (group_by, tuple(more), tuple(more_locs), having), group_by_loc, tuple(order), limit, approximate
+
+    # HAVING: OR of AND of [NOT] (condition) or `operand op value`, kept as written (see query.Logical)
+    def having_condition(self):
+        tok = self.tok
+        parts = [self.having_conjunction()]
+        while self.accept("or"):
+            parts.append(self.having_conjunction())
+        return parts[0] if len(parts) == 1 else Logical("or", tuple(parts), loc=tok.loc)
+
+    def having_conjunction(self):
+        tok = self.tok
+        parts = [self.having_factor()]
+        while self.accept("and"):
+            parts.append(self.having_factor())
+        return parts[0] if len(parts) == 1 else Logical("and", tuple(parts), loc=tok.loc)
+
+    def having_factor(self):
+        tok = self.tok
+        if self.depth >= MAX_DEPTH:
+            self.fail(f"conditions nest more than {MAX_DEPTH} deep")
+        if self.accept("not"):
+            self.depth += 1
+            inner = self.having_factor()
+            self.depth -= 1
+            return Logical("not", (inner,), loc=tok.loc)
+        if tok.kind == "punct" and tok.text == "(":
+            self.i += 1
+            self.depth += 1
+            inner = self.having_condition()
+            self.expect(")")
+            self.depth -= 1
+            return inner
+        if tok.word in _AGGS and self.toks[self.i + 1].text == "(":
+            self.i += 2
+            operand = self.aggregate(tok.word, tok)
+            self.expect(")")
+        elif self.is_call():
+            self.unknown_function()
+        else:
+            operand = self.column("an aggregate, a GROUP BY column or an output name")
+        self.no_expression("each side of a HAVING condition")
+        if self.tok.word == "is":
+            self.i += 1
+            negate = self.accept("not")
+            if self.tok.word != "null":
+                self.fail("expected NULL after IS" + (" NOT" if negate else ""))
+            self.i += 1
+            return HavingTest(operand, "is not null" if negate else "is null", None, loc=tok.loc)
+        if self.tok.word in ("in", "not"):
+            negate = self.accept("not")
+            self.expect("in")
+            self.expect("(")
+            values = [self.literal()]
+            while self.accept(","):
+                values.append(self.literal())
+            self.expect(")")
+            return HavingTest(operand, "not in" if negate else "in", tuple(values), loc=tok.loc)
+        op_tok = self.tok
+        if op_tok.kind != "op":
+            self.fail("expected a comparison (=, !=, <, <=, >, >=, IN, IS [NOT] NULL)")
+        self.i += 1
+        value = self.literal()
+        self.no_expression("each side of a HAVING condition")
+        return HavingTest(operand, "!=" if op_tok.text == "<>" else op_tok.text, value, loc=tok.loc)
+
+    def group_key(self) -> str:
+        if self.is_call():
+            self.unknown_function()
+        column = self.column("a group-by column")
+        self.no_expression("a GROUP BY key")
+        return column
 
     # -- joins -----------------------------------------------------------------------------------
     def _is_join(self) -> bool:
@@ -273,7 +406,7 @@ class _Parser:
                 src = replace(src, on=self.join_conditions())
             sources.append(src)
         within = self.amount(zero=True) if self.accept("within") else None
-        where, group_by, group_by_loc, order, limit, _ = self.clauses(nested, join=True)
+        where, (group_by, _, _, _), group_by_loc, order, limit, _ = self.clauses(nested, join=True)
         return JoinQuery(tuple(sources), tuple(items), where, within, group_by, order, limit,
                          loc=select.loc, group_by_loc=group_by_loc)
 
@@ -358,12 +491,20 @@ class _Parser:
     def select_item(self):
         tok = self.tok
         word = tok.word
+        nxt = self.toks[self.i + 1] if tok.kind != "eof" else tok
+        if word == "case" and nxt.kind == "ident" and nxt.word not in ("from", "as"):
+            self.fail("CASE is not supported")
+        if tok.kind == "punct" and tok.text == "(":
+            self.fail("expressions are not supported", hint="a select item is a column or an aggregate of one")
         if word in _AGGS and self.toks[self.i + 1].text == "(":
             self.i += 2
             item = self.aggregate(word, tok)
             self.expect(")")
+        elif self.is_call():
+            self.unknown_function()
         else:
             item = KeyColumn(self.column("a column or aggregate"), loc=tok.loc)
+        self.no_expression("a select item")
         if self.accept("as"):
             item = replace(item, alias=self.ident("an alias"))
         return item
@@ -420,8 +561,11 @@ class _Parser:
             self.i += 2
             ref = dict(expr=self.aggregate(tok.word, tok))
             self.expect(")")
+        elif self.is_call():
+            self.unknown_function()
         else:
             ref = dict(name=self.column("an ordinal, an output name or an aggregate"))
+        self.no_expression("an ORDER BY key")
         desc = False
         if self.accept("desc"):
             desc = True
@@ -459,7 +603,10 @@ class _Parser:
             self.depth -= 1
             return dnf
         tok = self.tok
+        if self.is_call():
+            self.unknown_function()
         col = self.column("a column")
+        self.no_expression("each side of a condition")
         if self.tok.kind == "ident" and self.tok.word == "is":
             self.i += 1
             negate = self.accept("not")
@@ -481,7 +628,9 @@ class _Parser:
             self.fail("expected a comparison (=, !=, <, <=, >, >=, IN, IS [NOT] NULL)")
         self.i += 1
         op = "!=" if op_tok.text == "<>" else op_tok.text
-        return ((Predicate(col, op, self.literal(), loc=tok.loc),),)
+        value = self.literal()
+        self.no_expression("each side of a condition")
+        return ((Predicate(col, op, value, loc=tok.loc),),)
 
     def literal(self):
         """A string, an integer (exact, any size), a decimal number (exact: Decimal) or TRUE/FALSE."""
@@ -560,7 +709,8 @@ def to_text(q: Query | JoinQuery) -> str:
 
 
 def _select_text(q: Query, items, with_order: bool) -> str:
-    parts = [f"SELECT {', '.join(_item_text(it) for it in items)} FROM {quote_name(q.stream)}"]
+    parts = [f"SELECT {'DISTINCT ' if q.distinct else ''}{', '.join(_item_text(it) for it in items)} FROM "
+             f"{quote_name(q.stream)}"]
     window = []
     if q.range is not None:
         window.append(f"RANGE {_length_text(q.range)}")
@@ -574,7 +724,9 @@ def _select_text(q: Query, items, with_order: bool) -> str:
         parts.append("WHERE " + " OR ".join(
             "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))
     if q.group_by is not None:
-        parts.append(f"GROUP BY {quote_name(q.group_by)}")
+        parts.append(f"GROUP BY {', '.join(quote_name(c) for c in q.group_columns)}")
+    if q.having is not None:
+        parts.append("HAVING " + _having_text(q.having))
     if with_order and q.order_by:
         parts.append("ORDER BY " + ", ".join(_order_text(o) for o in q.order_by))
     if q.limit is not None:
@@ -660,16 +812,26 @@ def _order_text(o: OrderBy) -> str:
     return f"{ref} DESC" if o.descending else ref
 
 
+def _having_text(c) -> str:
+    if isinstance(c, Logical):
+        if c.op == "not":
+            return f"NOT ({_having_text(c.parts[0])})"
+        return "(" + f" {c.op.upper()} ".join(_having_text(p) for p in c.parts) + ")"
+    operand = _agg_text(c.operand) if isinstance(c.operand, Aggregate) else quote_name(c.operand)
+    return _predicate_text(Predicate(operand, c.op, c.value), quote=False)
+
+
 def _length_text(r: Range) -> str:
     return f"{r.value} {'ms' if r.unit == 'ms' else r.unit.upper()}"
 
 
-def _predicate_text(p: Predicate) -> str:
+def _predicate_text(p: Predicate, quote: bool = True) -> str:
+    column = quote_name(p.column) if quote else p.column
     if p.op in ("is null", "is not null"):
-        return f"{quote_name(p.column)} {p.op.upper()}"
+        return f"{column} {p.op.upper()}"
     if p.op in ("in", "not in"):
-        return f"{quote_name(p.column)} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
-    return f"{quote_name(p.column)} {p.op} {literal_text(p.value)}"
+        return f"{column} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
+    return f"{column} {p.op} {literal_text(p.value)}"
 
 
 def quote_name(name: str) -> str:

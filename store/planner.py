@@ -6,9 +6,11 @@ Access paths, best first:
   per-key COUNT/integer SUM (key_running.py). Exact. No filter.
 - synopsis: a scan of the per-sub-window basic interval synopses (per-column COUNT/SUM/MIN/MAX,
   per-key COUNT/SUM of declared group-by columns, top-k lists). Exact, except APPROXIMATE top k.
-- window: a scan of the raw rows of each sub-window, with filters. Exact.
+- window: a scan of the raw rows of each sub-window, with filters. Exact. GROUP BY several columns
+  always takes this path: the synopses are kept per single column.
 
-Which path answers which aggregate is each function's own statement (functions.py).
+Which path answers which aggregate is each function's own statement (functions.py). HAVING filters
+the finished groups, so it takes whatever path its aggregates (selected or hidden) allow.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .aggregates import Partial
-from .binder import BoundQuery, bind
+from .binder import BoundQuery, KeyRef, bind
 from .errors import InvalidInput
 from .query import Query
 from .schema import decimal_type
@@ -98,8 +100,11 @@ class Plan:
                     values = values if m is None else values[m]
                 out.append(a.fn.from_rows(a, values, rows, strings))
             return tuple(out)
-        keys = keys_with_nulls(sel(b.group_by), valid(b.group_by))
-        uniq, inverse = group_keys(keys, dense=self._string_key)
+        if len(b.group_keys) > 1:
+            keys = composite_keys([(sel(c), valid(c)) for c in b.group_keys])
+        else:
+            keys = keys_with_nulls(sel(b.group_by), valid(b.group_by))
+        uniq, inverse = group_keys(keys, dense=self._string_key and len(b.group_keys) == 1)
         parts = []
         for a in self.aggs:
             if not a.column:
@@ -174,8 +179,15 @@ class Plan:
             return self._approximate(contributions)
         if b.group_by is None:
             values = [a.fn.finish(a, [c[i] for c in contributions], self.strings) for i, a in enumerate(self.aggs)]
-            return self._answer(self._limit([tuple(values[it.agg] for it in b.items)]))
+            return self._answer(self._limit(self._having_one(values)))
         return self._groups_answer(contributions)
+
+    def _having_one(self, values: list) -> list[tuple]:
+        """The one row of a query without GROUP BY, unless HAVING drops it."""
+        b = self.bound
+        if b.having is not None and not b.having.keep(1, lambda ref: [values[ref[1]]])[0]:
+            return []
+        return [tuple(values[it.agg] for it in b.items)]
 
     def _groups_answer(self, contributions: list) -> Answer:
         keys, results = self._finish_groups(contributions)
@@ -202,7 +214,8 @@ class Plan:
         if len(contributions) == 1:  # its keys are sorted and unique: nothing to merge
             keys, parts = contributions[0]
             return keys, [a.fn.finish_unique(a, parts[i], keys, self.strings) for i, a in enumerate(self.aggs)]
-        uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions]), dense=self._string_key)
+        uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions]),
+                                   dense=self._string_key and len(self.bound.group_keys) == 1)
         g = len(uniq)
         return uniq, [a.fn.finish_groups(a, inverse, g, [c[1][i] for c in contributions], uniq, self.strings)
                       for i, a in enumerate(self.aggs)]
@@ -211,10 +224,10 @@ class Plan:
         """With ORDER BY an aggregate and LIMIT k, only keys whose value ties or beats the k-th
         best can make the answer: keep those before decoding and sorting."""
         b = self.bound
-        if not b.order or b.limit is None or len(keys) <= 4 * b.limit or b.limit == 0:
+        if not b.order or b.limit is None or len(keys) <= 4 * b.limit or b.limit == 0 or b.having is not None:
             return keys, results
         agg, descending = b.order[0]
-        if agg is None or results[agg].dtype.kind not in "if":
+        if not isinstance(agg, int) or results[agg].dtype.kind not in "if":
             return keys, results
         col = results[agg]
         if descending:
@@ -226,8 +239,16 @@ class Plan:
 
     def _group_rows(self, keys: np.ndarray, results: list[np.ndarray]) -> list[tuple]:
         b = self.bound
-        return group_rows(decode_keys(keys, b.group_type, self.strings), [r.tolist() for r in results], b.order,
-                          b.limit, b.items)
+        if len(b.group_keys) > 1:
+            columns = decode_composite_keys(keys, b.group_types, self.strings)
+        else:
+            columns = [decode_keys(keys, b.group_type, self.strings)]
+        values = [r.tolist() for r in results]
+        if b.having is not None:  # HAVING: only the groups whose condition is true
+            keep = b.having.keep(len(columns[0]), lambda ref: values[ref[1]] if ref[0] == "agg" else columns[ref[1]])
+            columns = [[v for v, k in zip(col, keep) if k] for col in columns]
+            values = [[v for v, k in zip(col, keep) if k] for col in values]
+        return group_rows(columns[0], values, b.order, b.limit, b.items, columns[1:])
 
     def _outer_row(self, rows: list[tuple]) -> tuple:
         out = []
@@ -260,7 +281,7 @@ class Plan:
             return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
-        return self._answer(self._limit([tuple(values[it.agg] for it in self.bound.items)]))
+        return self._answer(self._limit(self._having_one(values)))
 
 
 def _decimal(n: int | None, scale: int) -> Decimal | None:
@@ -284,6 +305,59 @@ def decode_keys(keys: np.ndarray, typ: str | None, strings) -> list:
     return [None if k == NULL_KEY else k for k in keys.tolist()]
 
 
+# -- GROUP BY several columns -------------------------------------------------------------------------
+# One sub-window's composite keys are one fixed-width byte string per row, so that every step that
+# works on a single key column (np.unique, searchsorted, the functions' per-key merges) works on
+# them unchanged. Per column: a byte 1 (a value) or 2 (NULL), then the value as an int64 (dictionary
+# code, boolean, integer, temporal or decimal storage) with its sign bit flipped, in ten 7-bit groups,
+# most significant first, each with its high bit set. No byte is ever 0 (NumPy's fixed-width bytes
+# treat trailing zeros as padding), and equal keys are equal strings.
+_GROUPS = 10
+_KEY_WIDTH = 1 + _GROUPS
+
+
+def composite_keys(columns: list[tuple[np.ndarray, np.ndarray | None]]) -> np.ndarray:
+    """One byte string per row of the key columns [(values, validity or None)], as described above."""
+    n = len(columns[0][0])
+    out = np.empty((n, _KEY_WIDTH * len(columns)), dtype=np.uint8)
+    for j, (values, valid) in enumerate(columns):
+        u = values.astype(np.int64, copy=False).view(np.uint64) ^ np.uint64(1 << 63)
+        base = j * _KEY_WIDTH
+        if valid is None:
+            out[:, base] = 1
+        else:
+            u = np.where(valid, u, np.uint64(0))
+            out[:, base] = np.where(valid, 1, 2)
+        for g in range(_GROUPS):
+            shift = np.uint64(7 * (_GROUPS - 1 - g))
+            out[:, base + 1 + g] = ((u >> shift) & np.uint64(0x7F)).astype(np.uint8) | 0x80
+    return out.view(f"S{out.shape[1]}").reshape(n)
+
+
+def decode_composite_keys(keys: np.ndarray, types: list[str], strings) -> list[list]:
+    """The key columns' answer values (None for NULL) of composite keys, one list per column."""
+    width = _KEY_WIDTH * len(types)
+    if keys.dtype.kind != "S" or not len(keys):
+        return [[] for _ in types]
+    raw = np.frombuffer(keys.tobytes(), dtype=np.uint8).reshape(len(keys), width)
+    out = []
+    for j, typ in enumerate(types):
+        base = j * _KEY_WIDTH
+        u = np.zeros(len(keys), dtype=np.uint64)
+        for g in range(_GROUPS):
+            u = (u << np.uint64(7)) | (raw[:, base + 1 + g] & 0x7F).astype(np.uint64)
+        values = (u ^ np.uint64(1 << 63)).view(np.int64)
+        null = raw[:, base] == 2
+        if typ == "string":
+            decoded = strings.decode(np.where(null, 0, values)) if (~null).any() else [None] * len(keys)
+        elif typ == "boolean":
+            decoded = [bool(v) for v in values.tolist()]
+        else:
+            decoded = values.tolist()
+        out.append([None if z else v for z, v in zip(null.tolist(), decoded)])
+    return out
+
+
 def sorted_positions(n: int, keys: list[tuple[list, bool]]) -> list[int]:
     """0..n-1 ordered by each (column, descending) of `keys`, the first deciding first. Python's sort
     is stable (also with reverse=True), so ties keep their order; NULL sorts last either way."""
@@ -293,18 +367,23 @@ def sorted_positions(n: int, keys: list[tuple[list, bool]]) -> list[int]:
     return order
 
 
-def group_rows(key_values: list, agg_cols: list[list], order: list[tuple[int | None, bool]], limit: int | None,
-               items) -> list[tuple]:
-    """A grouped answer's rows: ordered by the ORDER BY items (`order`: an aggregate's index, or None
-    for the key), then by key; LIMIT; one value per select item (`items[i].agg`: its aggregate, or
-    None for the key). Shared by single-stream queries and joins."""
-    def column(agg):
-        return key_values if agg is None else agg_cols[agg]
+def group_rows(key_values: list, agg_cols: list[list], order: list[tuple[int | KeyRef | None, bool]],
+               limit: int | None, items, more_keys: list[list] = ()) -> list[tuple]:
+    """A grouped answer's rows: ordered by the ORDER BY items (`order`: an aggregate's index, None
+    for the key, KeyRef(i) for the i-th of several keys), then by the keys in GROUP BY order; LIMIT;
+    one value per select item (`items[i].agg`: its aggregate, or None for the key `items[i].key`).
+    `more_keys`: the columns of the second and later keys. Shared by single-stream queries and joins."""
+    keys = [key_values, *more_keys]
 
-    positions = sorted_positions(len(key_values), [(column(agg), d) for agg, d in order] + [(key_values, False)])
+    def column(agg):
+        if agg is None:
+            return key_values
+        return keys[agg.index] if isinstance(agg, KeyRef) else agg_cols[agg]
+
+    positions = sorted_positions(len(key_values), [(column(agg), d) for agg, d in order] + [(k, False) for k in keys])
     if limit is not None:
         positions = positions[:limit]
-    by_item = [column(it.agg) for it in items]
+    by_item = [keys[it.key] if it.agg is None else agg_cols[it.agg] for it in items]
     if len(positions) > 1:  # reorder each column at C speed (itemgetter), then zip into rows
         pick = operator.itemgetter(*positions)
         return list(zip(*[pick(col) for col in by_item]))
@@ -338,6 +417,8 @@ def plan_query(query: Query, stream: Stream, access: str | None = None) -> Plan:
 
 def _synopsis_answers(b: BoundQuery, stream: Stream) -> bool:
     declared = set(stream.spec.group_by)
+    if len(b.group_keys) > 1:
+        return False
     if b.group_by is None:
         return all(a.fn.synopsis_ok(a, declared) for a in b.aggs)
     return b.group_by in declared and all(a.fn.key_synopsis_ok(a) for a in b.aggs)
@@ -346,7 +427,7 @@ def _synopsis_answers(b: BoundQuery, stream: Stream) -> bool:
 def _choose_access(b: BoundQuery, stream: Stream) -> str:
     if b.approximate:
         return "synopsis"
-    if b.where or b.projection:
+    if b.where or b.projection or len(b.group_keys) > 1:
         return "window"
     # a probe reads the window-level synopses of the current state only: AS OF SLIDE scans
     if b.query.as_of_slide is None:

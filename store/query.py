@@ -76,6 +76,30 @@ SelectItem = Union[KeyColumn, Aggregate]
 
 
 @dataclass(frozen=True)
+class HavingTest:
+    """`operand op value` in HAVING: the operand is an aggregate, or a name (a GROUP BY column first,
+    else an output name); op and value as in Predicate."""
+
+    operand: Union[Aggregate, str]
+    op: str
+    value: object
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
+class Logical:
+    """AND / OR of two or more HAVING conditions, or NOT of one (`parts`), as written (not flattened
+    across parentheses)."""
+
+    op: str  # "and", "or" or "not"
+    parts: tuple
+    loc: Loc | None = _loc()
+
+
+HavingCondition = Union[HavingTest, Logical]
+
+
+@dataclass(frozen=True)
 class Range:
     """A window length: `value` in `unit` ('ms', 'subwindows' or 'rows')."""
 
@@ -115,10 +139,20 @@ class Query:
     # slide k), not the current one; one-time queries only
     as_of_slide: int | None = None
     as_of_loc: Loc | None = _loc()
+    # GROUP BY a, b, ...: the columns after the first (group_by); empty for one column or none
+    group_by_more: tuple[str, ...] = ()
+    group_by_more_locs: tuple[Loc, ...] | None = _loc()
+    having: HavingCondition | None = None  # a filter on the groups (after GROUP BY, before ORDER BY)
+    distinct: bool = False  # SELECT DISTINCT cols: GROUP BY the selected columns, without aggregates
 
     @property
     def labels(self) -> list[str]:
         return [a.label for a in (self.outer or self.items)]
+
+    @property
+    def group_columns(self) -> tuple[str, ...]:
+        """Every GROUP BY column in the order written; () without GROUP BY."""
+        return () if self.group_by is None else (self.group_by, *self.group_by_more)
 
     def __hash__(self) -> int:
         # A query keys the plan cache on every call and the cost table on every read of a window

@@ -35,10 +35,13 @@ the youngest min(m, k) sub-windows; without RANGE, the whole window.
    float64 column vs literal: the literal is rounded to the nearest float64 first, then compared.
    Strings compare by Unicode code point (= DuckDB's byte-wise UTF-8 order). A string column vs a
    number, or a numeric column vs a string, is an error (InvalidInput).
-5. GROUP BY one int64 or string column: one row per group; without ORDER BY rows come sorted by key
-   ascending; with ORDER BY, ties are broken by the group key ascending. An ORDER BY name resolves
+5. GROUP BY one or several int64 or string columns (typed cases: boolean, temporal and decimal ones
+   too): one row per group; without ORDER BY rows come sorted by the keys ascending (in GROUP BY
+   order); with ORDER BY, ties are broken by the group keys ascending. An ORDER BY name resolves
    against the output names first (aliases, then un-aliased labels such as a key column's name), then
-   against the GROUP BY column (which need not be selected). -0.0 == 0.0 (ties broken by key).
+   against the GROUP BY columns (which need not be selected). -0.0 == 0.0 (ties broken by key).
+   HAVING keeps the groups whose condition is TRUE (NULL is unknown: NOT keeps it unknown); its
+   names are a GROUP BY column first, else an output name. SELECT DISTINCT cols = GROUP BY cols.
 6. MIN/MAX work on strings too (code point order) and return the string.
 7. One level of sub-query: the inner rows (after its ORDER BY/LIMIT), then the outer aggregates over
    them (COUNT(*), COUNT, SUM, AVG, MIN, MAX, QUANTILE/MEDIAN; MIN/MAX also over a string column;
@@ -168,6 +171,16 @@ Cond = Union[Cmp, InList, IsNull, BoolOp]
 
 
 @dataclass
+class HCmp:
+    """A HAVING test `[NOT] operand op literal`: operand an Agg (written as its call) or a name (a
+    GROUP BY column, or an output name that is no column name: unambiguous in every engine)."""
+    operand: Any
+    op: str
+    lit: tuple
+    negate: bool = False
+
+
+@dataclass
 class RangeSpec:
     value: str                # as written
     unit: str                 # as written
@@ -189,6 +202,15 @@ class Select:
     group_by: Optional[str] = None
     order_by: list = field(default_factory=list)
     limit: Optional[int] = None
+    group_more: list = field(default_factory=list)  # GROUP BY's columns after the first
+    having: Any = None                               # HCmp, or BoolOp of them
+    distinct: bool = False                           # SELECT DISTINCT (items: Keys only; no group_by)
+
+    @property
+    def keys(self) -> list:
+        if self.distinct:
+            return list(dict.fromkeys(it.col for it in self.items))
+        return [] if self.group_by is None else [self.group_by, *self.group_more]
 
 
 @dataclass
@@ -283,15 +305,27 @@ def render_cond(c: Cond, st: Style) -> str:
     return f"({body})" if c.parens else body
 
 
+def render_having(c, st: Style) -> str:
+    if isinstance(c, HCmp):
+        operand = render_agg(replace(c.operand, alias=None), st) if isinstance(c.operand, Agg) else c.operand
+        body = f"{operand}{st.op_space}{c.op}{st.op_space}{render_lit(c.lit)}"
+        return f"{st.k('not')} ({body})" if c.negate else body
+    body = f" {st.k(c.op)} ".join(render_having(p, st) for p in c.parts)
+    return f"({body})" if c.parens else body
+
+
 def render_select(s: Select, st: Style, stream: str) -> str:
-    out = f"{st.k('select')} " + st.comma.join(render_item(it, st) for it in s.items)
+    out = f"{st.k('select')} " + (f"{st.k('distinct')} " if s.distinct else "")
+    out += st.comma.join(render_item(it, st) for it in s.items)
     out += f" {st.k('from')} {stream}"
     if s.range is not None:
         out += f"{st.range_space}[{st.k('range')} {s.range.value} {s.range.unit}]"
     if s.where is not None:
         out += f" {st.k('where')} " + render_cond(s.where, st)
-    if s.group_by is not None:
-        out += f" {st.k('group')} {st.k('by')} {s.group_by}"
+    if s.group_by is not None and not s.distinct:
+        out += f" {st.k('group')} {st.k('by')} " + st.comma.join(s.keys)
+    if s.having is not None:
+        out += f" {st.k('having')} " + render_having(s.having, st)
     if s.order_by:
         out += f" {st.k('order')} {st.k('by')} " + st.comma.join(
             (render_agg(o.agg, st) if o.agg else o.ref) + (" " + st.k(o.direction) if o.direction else "")
@@ -321,9 +355,10 @@ def output_name(it: Item) -> Optional[str]:
     return it.col if isinstance(it, Key) else None
 
 
-def resolve_order(ref, items: list, group_by: Optional[str]):
-    """Rule 5: ('item', i), ('key',), ('agg', Agg) or None (unknown). Ordinals are 1-based.
-    `ref` is the ORDER BY text, or an OrderKey (which may carry an aggregate expression)."""
+def resolve_order(ref, items: list, group_by):
+    """Rule 5: ('item', i), ('key', j) (the j-th GROUP BY column), ('agg', Agg) or None (unknown).
+    Ordinals are 1-based. `ref` is the ORDER BY text, or an OrderKey (which may carry an aggregate
+    expression); `group_by` the GROUP BY column, or the list of them."""
     if isinstance(ref, OrderKey):
         if ref.agg is not None:
             return ("agg", ref.agg)
@@ -334,8 +369,9 @@ def resolve_order(ref, items: list, group_by: Optional[str]):
     for i, it in enumerate(items):
         if output_name(it) == ref:
             return ("item", i)
-    if group_by is not None and ref == group_by:
-        return ("key",)
+    keys = list(group_by) if isinstance(group_by, (list, tuple)) else [] if group_by is None else [group_by]
+    if ref in keys:
+        return ("key", keys.index(ref))
     return None
 
 
@@ -556,8 +592,19 @@ class QueryGen:
             if rng.random() < 0.8:
                 key = Key(group_by, rng.choice(ALIASES) if rng.random() < 0.25 else None)
                 items.insert(0 if rng.random() < 0.7 else rng.randint(0, len(items)), key)
+        more = []
+        if grouped and rng.random() < 0.3:  # GROUP BY several columns, each selected or not
+            others = [c for c in self.cols(*self.keyable) if c != group_by]
+            more = rng.sample(others, min(len(others), rng.choice([1, 1, 2, 3])))
+            for c in more:
+                if rng.random() < 0.7:
+                    taken = {output_name(it) for it in items}  # output names stay unique
+                    alias = rng.choice([a for a in ALIASES if a not in taken]) if rng.random() < 0.2 else None
+                    if alias is None and c in taken:
+                        continue
+                    items.insert(rng.randint(0, len(items)), Key(c, alias))
         self.assign_aliases(items, group_by, nested)
-        s = Select(items, group_by=group_by)
+        s = Select(items, group_by=group_by, group_more=more)
         if rng.random() < 0.5:
             m = rng.randint(1, self.n)
             value, unit = rng.choice([(str(m), rng.choice(["SUBWINDOWS", "subwindows", "SUBWINDOW"] if m == 1 else ["SUBWINDOWS", "subwindows"])),
@@ -566,13 +613,28 @@ class QueryGen:
         if rng.random() < 0.4:
             s.where = self.cond(rng.choice([1, 1, 2, 2, 3, 4]))
         if grouped and rng.random() < (0.4 if nested else 0.55):
-            s.order_by = self.order_by(items, group_by)
+            s.order_by = self.order_by(items, s.keys)
         elif not grouped and rng.random() < 0.03:
             s.order_by = [OrderKey("1", rng.choice(["", "asc", "desc"]))]
         if grouped and rng.random() < (0.4 if nested else 0.35):
             s.limit = rng.choice([0, 1, 1, 2, 3, 5])
         elif not grouped and rng.random() < 0.08:
             s.limit = rng.choice([0, 0, 1, 3])
+        if grouped and rng.random() < 0.25:
+            s.having = self.having(rng.choice([1, 1, 2, 3]), items, s.keys)
+        return s
+
+    def distinct(self) -> Select:
+        """SELECT DISTINCT of one to three key columns, with WHERE, ORDER BY and LIMIT sometimes."""
+        rng = self.rng
+        cols = rng.sample(self.cols(*self.keyable), min(len(self.cols(*self.keyable)), rng.choice([1, 1, 2, 3])))
+        s = Select([Key(c) for c in cols], distinct=True)
+        if rng.random() < 0.3:
+            s.where = self.cond(rng.choice([1, 2]))
+        if rng.random() < 0.5:
+            s.order_by = self.order_by(s.items, s.keys, aggregates=False)  # (DISTINCT orders by its columns)
+        if rng.random() < 0.3:
+            s.limit = rng.choice([0, 1, 2, 5])
         return s
 
     def assign_aliases(self, items: list, group_by: Optional[str], nested: bool) -> None:
@@ -589,13 +651,14 @@ class QueryGen:
                 it.alias = rng.choice(choices)
                 taken.add(it.alias)
 
-    def order_by(self, items: list, group_by: str) -> list:
+    def order_by(self, items: list, keys: list, aggregates: bool = True) -> list:
         rng = self.rng
-        refs = [str(i + 1) for i in range(len(items))] + [output_name(it) for it in items if output_name(it)] + [group_by] * 2
+        refs = [str(i + 1) for i in range(len(items))] + [output_name(it) for it in items if output_name(it)] + [keys[0]] * 2
+        refs += keys[1:]
         out = []
         for _ in range(rng.choice([1, 1, 2])):
             direction = rng.choice(["", "asc", "desc", "desc"])
-            if rng.random() < 0.15:  # an aggregate expression: one of the selected ones or another
+            if aggregates and rng.random() < 0.15:  # an aggregate expression: one of the selected ones or another
                 selected = [it for it in items if isinstance(it, Agg)]
                 a = rng.choice(selected) if selected and rng.random() < 0.5 else self.agg()
                 a = Agg(a.func, a.col, a.q)
@@ -603,11 +666,58 @@ class QueryGen:
                     out.append(OrderKey(render_agg(a, Style()), direction, a))
                 continue
             ref = rng.choice(refs)
-            target = resolve_order(ref, items, group_by)
+            target = resolve_order(ref, items, keys)
             if target[0] == "item" and not exact_sort_key(items[target[1]], self.types, self.profiles):
                 continue
             out.append(OrderKey(ref, direction))
         return out
+
+    # -- HAVING: over values every correct engine computes exactly (counts, integer SUM/MIN/MAX, keys)
+    def having(self, atoms: int, items: list, keys: list):
+        rng = self.rng
+        if atoms == 1:
+            return self.having_atom(items, keys)
+        left = rng.randint(1, atoms - 1)
+        op = rng.choice(["and", "or"])
+        parts = [self.having(left, items, keys), self.having(atoms - left, items, keys)]
+        for p in parts:
+            if isinstance(p, BoolOp) and (op == "and" and p.op == "or" or rng.random() < 0.3):
+                p.parens = True
+        return BoolOp(op, parts)
+
+    def having_atom(self, items: list, keys: list) -> HCmp:
+        rng = self.rng
+        ints = self.cols("int64")
+        column_names = {c for c, _ in self.schema}
+
+        def exact(a: Agg) -> bool:
+            return a.func in ("count*", "count", "count_distinct") or (
+                a.func in ("sum", "min", "max") and self.types.get(a.col) == "int64")
+
+        choices = []
+        for it in items:
+            if isinstance(it, Agg) and exact(it):
+                choices.append(it.alias if it.alias and it.alias not in column_names else Agg(it.func, it.col))
+        choices += [k for k in keys if self.types[k] in ("int64", "string")]
+        choices.append(Agg("count*"))
+        if ints:
+            choices.append(Agg(rng.choice(["sum", "min", "max"]), rng.choice(ints)))
+        operand = rng.choice(choices)
+        if isinstance(operand, Agg):
+            kind = "int"
+        elif operand in keys:
+            kind = "string" if self.types[operand] == "string" else "int"
+        else:
+            kind = "int"  # an alias of an exact aggregate
+        if kind == "string":
+            pool = self.data[operand] or ["a"]
+            lit = ("str", rng.choice(pool))
+        else:
+            col = operand.col if isinstance(operand, Agg) and operand.col else operand if operand in keys else None
+            pool = self.data.get(col) if col in ints and self.data.get(col) else None
+            v = rng.choice(pool) if pool and rng.random() < 0.6 else rng.randint(-2, 12)
+            lit = ("num", str(v))
+        return HCmp(operand, rng.choice(["=", "!=", "<>", "<", "<=", ">", ">="]), lit, rng.random() < 0.2)
 
     # -- WHERE
     def cond(self, atoms: int) -> Cond:
@@ -680,6 +790,8 @@ class QueryGen:
         rng = self.rng
         if rng.random() < 0.15:
             return self.subquery()
+        if rng.random() < 0.06:
+            return Query(self.distinct())
         return Query(self.select())
 
     def subquery(self) -> Query:
@@ -718,6 +830,8 @@ class QueryGen:
             kinds.append("GROUP BY a float column")
         kind = rng.choice(kinds)
         q = self.query() if kind != "outer numeric aggregate of a string" else self.subquery()
+        if q.select.distinct:  # the deliberate errors are made in a GROUP BY or plain select
+            q = Query(self.select())
         s = q.select
         if kind == "unknown column":
             name = rng.choice(UNKNOWN_NAMES)
@@ -735,7 +849,12 @@ class QueryGen:
         if kind == "GROUP BY a float column":
             col = rng.choice(self.cols("float64"))
             s.items = [Key(col) if isinstance(it, Key) else it for it in s.items]
-            s.group_by, s.order_by, q.outer = col, [], None
+            s.group_by, s.order_by, q.outer, s.having = col, [], None, None
+            if s.group_more and rng.random() < 0.5:  # the float column among several
+                s.group_by, s.group_more = s.group_more[0], [col] + s.group_more[1:]
+                s.items = [it for it in s.items if not isinstance(it, Key) or it.col in s.keys]
+            else:
+                s.group_more = []
             return replace(q, invalid=kind, tokens=(col,))
         if kind == "RANGE too long":
             s.range = rng.choice([RangeSpec(str(self.n + 1), "SUBWINDOWS", None),
@@ -747,7 +866,7 @@ class QueryGen:
             return replace(q, invalid=kind, tokens=(s.range.value,))
         if kind == "ORDER BY unknown name":
             # a column that is aggregated but is neither an output name nor the GROUP BY column
-            names = {output_name(it) for it in s.items} | {s.group_by}
+            names = {output_name(it) for it in s.items} | set(s.keys)
             cands = [it.col for it in s.items if isinstance(it, Agg) and it.col and it.col not in names]
             name = rng.choice(cands) if cands and rng.random() < 0.6 else rng.choice(UNKNOWN_NAMES)
             s.order_by = [OrderKey(name, rng.choice(["", "desc"]))]
@@ -770,7 +889,7 @@ class QueryGen:
                     and self.types[it.col] == "string" and output_name(it)]
         if not strings:
             col = rng.choice(self.cols("string"))
-            s.group_by = col
+            s.group_by, s.group_more, s.having = col, [], None
             s.items = [Key(col)] + [it for it in s.items if isinstance(it, Agg)]
             s.order_by = []
             strings = [col]
@@ -856,6 +975,26 @@ def sql_cond(c: Cond, types: dict) -> str:
     if isinstance(c, IsNull):
         return f"({qi(c.col)} IS {'NOT ' if c.negate else ''}NULL)"
     return "(" + f" {c.op.upper()} ".join(sql_cond(p, types) for p in c.parts) + ")"
+
+
+def sql_having(c, s: Select, types: dict) -> str:
+    """A HAVING condition over the table's groups: names resolved by the contract (a GROUP BY
+    column, else an output name), aggregates written out."""
+    if isinstance(c, BoolOp):
+        return "(" + f" {c.op.upper()} ".join(sql_having(p, s, types) for p in c.parts) + ")"
+    operand = c.operand
+    if isinstance(operand, str) and operand not in s.keys:
+        operand = next(replace(it, alias=None) for it in s.items if output_name(it) == operand)
+    if isinstance(operand, Agg):
+        expr, typ = agg_over_table(operand, types)[0], "int64"
+    else:
+        expr, typ = qi(operand), types[operand]
+    op = "<>" if c.op == "!=" else c.op
+    if typ == "string":
+        body = f"({expr} {op} {sql_str(c.lit[1])})"
+    else:  # exact: an integer (a count, an integer SUM/MIN/MAX or an int64 key) against an integer literal
+        body = f"(CAST({expr} AS HUGEINT) {op} CAST('{c.lit[1]}' AS HUGEINT))"
+    return f"(NOT {body})" if c.negate else body
 
 
 def quantile_sql(col_sql: str, q_text: str) -> str:
@@ -958,7 +1097,7 @@ def translate_select(s: Select, types: dict, profiles: dict):
 
     Output columns are "__c0".., tolerance columns "__t0"..; a grouped select also carries the group
     key as "__key" so that ties are broken by it (rule 5)."""
-    grouped = s.group_by is not None
+    grouped = bool(s.keys)  # GROUP BY, or SELECT DISTINCT (the GROUP BY of its columns)
     cols, tols, specs = [], [], []
     for i, it in enumerate(s.items):
         if isinstance(it, Key):
@@ -972,23 +1111,26 @@ def translate_select(s: Select, types: dict, profiles: dict):
             spec.tol = len(s.items) + len(tols)
             tols.append(f"{tol} AS {qi(f'__t{i}')}")
         specs.append(spec)
-    select_list = cols + tols + ([f"{qi(s.group_by)} AS \"__key\""] if grouped else [])
+    key_names = [qi("__key" if j == 0 else f"__key{j}") for j in range(len(s.keys))]
+    select_list = cols + tols + [f"{qi(c)} AS {name}" for c, name in zip(s.keys, key_names)]
     sql = "SELECT " + ", ".join(select_list) + " FROM t"
     if s.where is not None:
         sql += " WHERE " + sql_cond(s.where, types)
     if grouped:
-        sql += f" GROUP BY {qi(s.group_by)}"
+        sql += " GROUP BY " + ", ".join(qi(c) for c in s.keys)
+    if s.having is not None:
+        sql += " HAVING " + sql_having(s.having, s, types)
     order = []
     for o in s.order_by:
-        target = resolve_order(o, s.items, s.group_by)
+        target = resolve_order(o, s.items, s.keys)
         assert target is not None, f"generator produced an unresolvable ORDER BY {o.ref!r}"
         if target[0] == "agg":
             expr = agg_over_table(target[1], types)[0]
         else:
-            expr = '"__key"' if target[0] == "key" else qi(f"__c{target[1]}")
+            expr = key_names[target[1]] if target[0] == "key" else qi(f"__c{target[1]}")
         order.append(expr + (" DESC" if o.direction == "desc" else " ASC") + " NULLS LAST")
-    if grouped:
-        order.append('"__key" ASC NULLS LAST')  # no ORDER BY: by key; with ORDER BY: ties broken by key
+    # no ORDER BY: by the keys in GROUP BY order; with ORDER BY: ties broken by them
+    order += [f"{name} ASC NULLS LAST" for name in key_names]
     if order:
         sql += " ORDER BY " + ", ".join(order)
     if s.limit is not None:

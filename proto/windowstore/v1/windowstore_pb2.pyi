@@ -407,7 +407,7 @@ class JoinSource(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., alias: _Optional[str] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., on: _Optional[_Iterable[_Union[JoinCondition, _Mapping]]] = ...) -> None: ...
 
 class StructuredQuery(_message.Message):
-    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide")
+    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide", "group_by_columns", "distinct", "having")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WHERE_FIELD_NUMBER: _ClassVar[int]
@@ -421,6 +421,9 @@ class StructuredQuery(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     WITHIN_FIELD_NUMBER: _ClassVar[int]
     AS_OF_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    HAVING_FIELD_NUMBER: _ClassVar[int]
     stream: str
     items: _containers.RepeatedCompositeFieldContainer[SelectItem]
     where: _containers.RepeatedCompositeFieldContainer[Conjunction]
@@ -434,7 +437,40 @@ class StructuredQuery(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[JoinSource]
     within: WindowLength
     as_of_slide: int
-    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ...) -> None: ...
+    group_by_columns: _containers.RepeatedScalarFieldContainer[str]
+    distinct: bool
+    having: HavingCondition
+    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ..., group_by_columns: _Optional[_Iterable[str]] = ..., distinct: _Optional[bool] = ..., having: _Optional[_Union[HavingCondition, _Mapping]] = ...) -> None: ...
+
+class HavingCondition(_message.Message):
+    __slots__ = ("test", "all_of", "any_of", "negate")
+    TEST_FIELD_NUMBER: _ClassVar[int]
+    ALL_OF_FIELD_NUMBER: _ClassVar[int]
+    ANY_OF_FIELD_NUMBER: _ClassVar[int]
+    NEGATE_FIELD_NUMBER: _ClassVar[int]
+    test: HavingTest
+    all_of: HavingConditions
+    any_of: HavingConditions
+    negate: HavingCondition
+    def __init__(self, test: _Optional[_Union[HavingTest, _Mapping]] = ..., all_of: _Optional[_Union[HavingConditions, _Mapping]] = ..., any_of: _Optional[_Union[HavingConditions, _Mapping]] = ..., negate: _Optional[_Union[HavingCondition, _Mapping]] = ...) -> None: ...
+
+class HavingConditions(_message.Message):
+    __slots__ = ("parts",)
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    parts: _containers.RepeatedCompositeFieldContainer[HavingCondition]
+    def __init__(self, parts: _Optional[_Iterable[_Union[HavingCondition, _Mapping]]] = ...) -> None: ...
+
+class HavingTest(_message.Message):
+    __slots__ = ("aggregate", "name", "op", "values")
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    aggregate: Aggregate
+    name: str
+    op: str
+    values: _containers.RepeatedCompositeFieldContainer[Value]
+    def __init__(self, aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., name: _Optional[str] = ..., op: _Optional[str] = ..., values: _Optional[_Iterable[_Union[Value, _Mapping]]] = ...) -> None: ...
 
 class StageRowsRequest(_message.Message):
     __slots__ = ("stream", "writer_id", "batch_id", "attempt", "arrow_ipc", "columnar", "chunk")

@@ -111,6 +111,12 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
     return pb.CreateStreamRequest(spec=spec)
 
 
+def _explained(resp: pb.ExplainResponse) -> dict:
+    out = _dict(resp)
+    out["access"] = out["access"].removeprefix("ACCESS_PATH_").lower()
+    return out
+
+
 def _existing(wanted: pb.StreamSpec, described: pb.DescribeStreamResponse) -> dict:
     """create_stream(exist_ok=True): the stream there, if it was created as asked."""
     got = described.stream.spec
@@ -339,6 +345,12 @@ class Client:
         (AS OF SLIDE; FailedPrecondition once it has left the window, naming the slides it can answer)."""
         return Answer.from_pb(self._call("Query", query_request(query, priority, as_of_slide), True, timeout).answer)
 
+    def explain(self, query: str | pb.StructuredQuery) -> dict:
+        """How the query would run, without running it: its access path and what that reads
+        (`how`), the sub-windows its window covers and the reads it takes, per aggregate where its
+        value comes from, its period in slides (0: one-time) and whether it shares its execution."""
+        return _explained(self._call("Explain", query_request(query, 0), True))
+
     def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
         r = self._call("RegisterQuery", register_request(query, priority), False)
         return PeriodicQuery(r.query_id, r.every_slides)
@@ -460,6 +472,10 @@ class AsyncClient:
                     as_of_slide: int | None = None) -> Answer:
         return Answer.from_pb((await self._call("Query", query_request(query, priority, as_of_slide), True,
                                                 timeout)).answer)
+
+    async def explain(self, query: str | pb.StructuredQuery) -> dict:
+        """As Client.explain."""
+        return _explained(await self._call("Explain", query_request(query, 0), True))
 
     async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
         r = await self._call("RegisterQuery", register_request(query, priority), False)

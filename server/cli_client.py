@@ -1,6 +1,6 @@
 """The client commands of `windowstore`, named as the SDK names its calls: create-stream,
-drop-stream, list-streams, describe, append, slide, query, register, unregister, list-queries,
-subscribe, answers, stats, and the interactive `sql` shell (cli_sql.py). Each is a thin use of the
+drop-stream, list-streams, describe, append, slide, query, explain, register, unregister,
+list-queries, subscribe, answers, stats, and the interactive `sql` shell (cli_sql.py). Each is a thin use of the
 SDK (windowstore.clients) printed by cli_output.py with `--output table|csv|json`; cli.py builds the
 parser and owns `serve` and the offline commands.
 
@@ -282,6 +282,26 @@ def query(args) -> int:
 
 
 @with_errors
+def explain(args) -> int:
+    """How a query would run: its access path, what it reads, its aggregates' sources, its sharing."""
+    with client(args) as ws:
+        e = ws.explain(args.query)
+    if args.output == "json":
+        print(json.dumps(e, indent=1))
+        return 0
+    if args.output == "table":
+        print(f"access path: {e['access']} on {', '.join(e['streams'])}\n  {e['how']}")
+        print(f"window: {e['subwindows']} sub-windows; reads per execution: {e['reads']}"
+              + (f"; GROUP BY {', '.join(e['group_by'])}" if e["group_by"] else ""))
+        print(f"period: {'every ' + str(e['every_slides']) + ' slides' if e['every_slides'] else 'one-time'}; "
+              f"sharing: {e['sharing']}")
+        if e["aggregates"]:
+            print()
+    out.records(e["aggregates"], args.output, columns=["label", "function", "source"])
+    return 0
+
+
+@with_errors
 def register(args) -> int:
     with client(args) as ws:
         q = ws.register(args.query, priority=args.priority)
@@ -450,6 +470,11 @@ def add_commands(sub) -> None:
     q.add_argument("--json", action="store_true", help="the same as --output json")
     client_args(q)
     q.set_defaults(func=query)
+
+    ex = sub.add_parser("explain", help="how a query would run, without running it (access path, reads, sharing)")
+    ex.add_argument("query", help="query text, one-time or periodic")
+    client_args(ex)
+    ex.set_defaults(func=explain)
 
     rg = sub.add_parser("register", help="register a periodic query (needs SLIDE) and print its id")
     rg.add_argument("query", help="e.g. \"SELECT src, SUM(bytes) FROM packets [RANGE 1 min SLIDE 10 s] GROUP BY src\"")

@@ -757,6 +757,25 @@ class Driver:
         """The stream, for introspection (describe, stats, history, metrics): a stopped one too."""
         return self.engine.stream(name, failed_ok=True)
 
+    def explain(self, query) -> dict:
+        """How `query` (parsed) would run now, without running it (Plan.explain), with its period
+        in slides (0: one-time) and whether it would share its execution."""
+        from windowstore.store.query import JoinQuery
+
+        if isinstance(query, JoinQuery):
+            periodic = any(s.slide is not None for s in query.sources)
+        else:
+            periodic = query.slide is not None
+        plan = self.engine.plan(query, periodic=periodic)
+        out = plan.explain()
+        if isinstance(query, JoinQuery):  # a join: its most frequent source
+            out["every_slides"] = min(plan.every.values()) if plan.every else 0
+        else:
+            out["every_slides"] = plan.bound.every or 0
+        out["sharing"] = ("runs alone: each periodic query is executed on its own (shared execution is not built "
+                          "yet)" if periodic else "a one-time query runs alone")
+        return out
+
     def note_seconds_like(self, name: str) -> int:
         """An Append to `name` whose event times look like seconds (service.looks_like_seconds);
         returns how many so far."""

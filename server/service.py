@@ -281,6 +281,15 @@ class WindowStoreService:
                         query=(request.text or "(structured)")[:500], client=principal())
         return response
 
+    async def Explain(self, request, context):
+        query, _ = self._query(request)
+        self._allow_all(context, "read", _streams(query))
+        e = await self._run(lambda: self.driver.explain(query), context)
+        return pb.ExplainResponse(
+            access=convert.ACCESS_TO_PB[e["access"]], how=e["how"], streams=e["streams"], subwindows=e["subwindows"],
+            reads=e["reads"], group_by=e["group_by"], every_slides=e["every_slides"], sharing=e["sharing"],
+            aggregates=[pb.AggregateSource(label=a, function=f, source=s) for a, f, s in e["aggregates"]])
+
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
         owner = self._allow_all(context, "read", _streams(query))

@@ -266,6 +266,31 @@ class Plan:
         return self._answer(rows, exact=False, guaranteed=est.guaranteed)
 
     # -- the probe path ----------------------------------------------------------------------------
+    def explain(self) -> dict:
+        """What this plan reads, for `windowstore explain`: its access path and why, the
+        sub-windows its window covers, how many reads the scheduler makes, and per aggregate where
+        its value comes from."""
+        if self.access == "probe" and self.probes_now():
+            reads, how = 1, ("one read of the window-level synopses of the current state: running totals "
+                             "(COUNT, integer SUM), dyadic MIN/MAX blocks, running per-key totals")
+        elif self.access in ("probe", "synopsis"):
+            reads, how = self.n_q, ("the per-sub-window synopses (counts, sums, minima and maxima, per key and "
+                                    "top-k lists), one sub-window per read, merged")
+        else:
+            why = ("WHERE" if self.bound.where else "a projection" if self.bound.projection else
+                   "several GROUP BY columns" if len(self.bound.group_keys) > 1 else
+                   "an aggregate no synopsis answers")
+            reads, how = self.n_q, f"a scan of the rows of each sub-window, one per read ({why} needs the rows)"
+        if self.access == "window":
+            source = "rows"
+        elif self.bound.approximate:
+            source = "top-k lists"
+        else:
+            source = "per-key synopses" if self.bound.group_by is not None else "synopses"
+        return {"access": self.access, "how": how, "streams": [self.stream.name], "subwindows": self.n_q,
+                "reads": reads, "group_by": list(self.bound.group_keys),
+                "aggregates": [(b.label, b.fn.name, source) for b in self.aggs]}
+
     def probes_now(self) -> bool:
         """Whether probe() answers from window-level synopses now. A GROUP BY's running per-key
         totals may not be kept (key_running.py): it is then read sub-window by sub-window, as a

@@ -141,3 +141,25 @@ def test_completion_offers_keywords_streams_and_columns():
     assert c.candidates("pa") == ["packets"] and c.candidates("sel") == ["SELECT"]
     assert c.candidates("S")[:3] == ["SELECT", "SLIDE", "SUBWINDOWS"] and "src" in c.candidates("s")
     assert [c.complete("b", i) for i in range(3)] == ["BETWEEN", "bytes", None]
+
+
+def test_explain_names_the_access_path_and_what_it_reads(target):
+    ok(cli(target, "create-stream", "ex", "--schema", "ts:int64,src:string,bytes:int64", "--subwindows", "10",
+           "--subwindow-ms", "1000", "--clock", "manual", "--group-by", "src"))
+    for i in range(3):
+        ok(cli(target, "append", "ex", "-", "--format", "jsonl", stdin=json.dumps({"ts": i, "src": "a", "bytes": i})))
+        ok(cli(target, "slide", "ex"))
+    probe = json.loads(ok(cli(target, "explain", "SELECT COUNT(*), SUM(bytes) FROM ex", "-o", "json")))
+    assert probe["access"] == "probe" and probe["reads"] == 1 and probe["subwindows"] == 10
+    assert [(a["function"], a["source"]) for a in probe["aggregates"]] == [("count", "synopses"), ("sum", "synopses")]
+    scan = json.loads(ok(cli(target, "explain", "SELECT COUNT(*) FROM ex [RANGE 4 s] WHERE bytes > 1", "-o", "json")))
+    assert scan["access"] == "window" and scan["reads"] == 4 and "WHERE needs the rows" in scan["how"]
+    periodic = json.loads(ok(cli(target, "explain", "SELECT src, SUM(bytes) FROM ex [RANGE 5 s SLIDE 2 s] GROUP BY src",
+                                 "-o", "json")))
+    assert periodic["every_slides"] == 2 and periodic["group_by"] == ["src"] and "runs alone" in periodic["sharing"]
+    # the access path explain names is the one the query then takes
+    for text, plan in [("SELECT COUNT(*), SUM(bytes) FROM ex", probe),
+                       ("SELECT COUNT(*) FROM ex [RANGE 4 s] WHERE bytes > 1", scan)]:
+        assert json.loads(ok(cli(target, "query", text, "-o", "json")))["access"] == plan["access"]
+    table = ok(cli(target, "explain", "SELECT MAX(bytes) FROM ex"))
+    assert table.startswith("access path: probe on ex") and "label" in table

@@ -76,6 +76,13 @@ class JoinQueryPlan:
     def stream_names(self) -> list[str]:
         return self.names
 
+    def explain(self) -> dict:
+        """As Plan.explain: a join reads every source stream's window and joins them."""
+        mode = "eagerly (after every slide)" if self.eager else "at each execution"
+        return {"access": "join", "how": f"each source stream's window, one sub-window per read, joined {mode}",
+                "streams": list(self.names), "subwindows": max(self.n_q.values()), "reads": sum(self.n_q.values()),
+                "group_by": [], "aggregates": []}
+
     def reads_stream(self, name: str) -> bool:
         return name in self.n_q
 

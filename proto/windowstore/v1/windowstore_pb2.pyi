@@ -612,6 +612,38 @@ class QueryResponse(_message.Message):
     answer: Answer
     def __init__(self, answer: _Optional[_Union[Answer, _Mapping]] = ...) -> None: ...
 
+class ExplainResponse(_message.Message):
+    __slots__ = ("access", "how", "streams", "subwindows", "reads", "group_by", "aggregates", "every_slides", "sharing")
+    ACCESS_FIELD_NUMBER: _ClassVar[int]
+    HOW_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    SUBWINDOWS_FIELD_NUMBER: _ClassVar[int]
+    READS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATES_FIELD_NUMBER: _ClassVar[int]
+    EVERY_SLIDES_FIELD_NUMBER: _ClassVar[int]
+    SHARING_FIELD_NUMBER: _ClassVar[int]
+    access: AccessPath
+    how: str
+    streams: _containers.RepeatedScalarFieldContainer[str]
+    subwindows: int
+    reads: int
+    group_by: _containers.RepeatedScalarFieldContainer[str]
+    aggregates: _containers.RepeatedCompositeFieldContainer[AggregateSource]
+    every_slides: int
+    sharing: str
+    def __init__(self, access: _Optional[_Union[AccessPath, str]] = ..., how: _Optional[str] = ..., streams: _Optional[_Iterable[str]] = ..., subwindows: _Optional[int] = ..., reads: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., aggregates: _Optional[_Iterable[_Union[AggregateSource, _Mapping]]] = ..., every_slides: _Optional[int] = ..., sharing: _Optional[str] = ...) -> None: ...
+
+class AggregateSource(_message.Message):
+    __slots__ = ("label", "function", "source")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    function: str
+    source: str
+    def __init__(self, label: _Optional[str] = ..., function: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
+
 class StreamWindow(_message.Message):
     __slots__ = ("stream", "slide", "window_start_ms", "window_end_ms")
     STREAM_FIELD_NUMBER: _ClassVar[int]

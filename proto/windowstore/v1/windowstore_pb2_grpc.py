@@ -84,6 +84,11 @@ class WindowStoreServiceStub:
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.SerializeToString,
                 response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.QueryResponse.FromString,
                 _registered_method=True)
+        self.Explain = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/Explain',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ExplainResponse.FromString,
+                _registered_method=True)
         self.RegisterQuery = channel.unary_unary(
                 '/windowstore.v1.WindowStoreService/RegisterQuery',
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.RegisterQueryRequest.SerializeToString,
@@ -192,6 +197,13 @@ class WindowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Explain(self, request, context):
+        """How a query would run, without running it: its access path, what it reads, its sharing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def RegisterQuery(self, request, context):
         """A periodic query: re-executed every SLIDE; answers go to subscribers.
         """
@@ -291,6 +303,11 @@ def add_WindowStoreServiceServicer_to_server(servicer, server):
                     servicer.Query,
                     request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.FromString,
                     response_serializer=windowstore_dot_v1_dot_windowstore__pb2.QueryResponse.SerializeToString,
+            ),
+            'Explain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Explain,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.ExplainResponse.SerializeToString,
             ),
             'RegisterQuery': grpc.unary_unary_rpc_method_handler(
                     servicer.RegisterQuery,
@@ -598,6 +615,33 @@ class WindowStoreService:
             '/windowstore.v1.WindowStoreService/Query',
             windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.SerializeToString,
             windowstore_dot_v1_dot_windowstore__pb2.QueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Explain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/Explain',
+            windowstore_dot_v1_dot_windowstore__pb2.QueryRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.ExplainResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -7,11 +7,11 @@ import json
 import re
 import threading
 import time
-import urllib.request
 
 import pytest
 
 from windowstore.clients import Client
+from test_metrics import scrape
 from windowstore.server import cli
 from windowstore.server.app import WindowStoreServer
 from windowstore.server.config import ServerConfig
@@ -19,14 +19,6 @@ from windowstore.server.config import ServerConfig
 SCHEMA = {"ts": "int64", "v": "int64"}
 
 
-def scrape(url: str) -> dict[str, float]:
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
 
 
 def histogram(metrics: dict[str, float], stream: str, query_class: str) -> tuple[float, float]:

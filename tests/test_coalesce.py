@@ -292,3 +292,18 @@ def test_choice_follows_the_papers_trends(cp1, cp2, oop1, oop2, split, lam):
 def test_choice_rejects_bad_input_naming_the_field(queries, wl, match):
     with pytest.raises(ValueError, match=match):
         choose_plan(queries, wl)
+
+
+# -- the experiment's synthetic streams (bench/coalesce_experiment.py) ------------------------------
+def test_experiment_streams_have_the_requested_extremes():
+    from bench.coalesce_experiment import stream
+    window = 100
+    in_order = stream(2000, 0.0, 0.0, window, seed=3)
+    assert [ts for ts, _, _ in in_order] == list(range(2000))
+    assert len({v for _, _, v in in_order}) == 2000  # cp = 0: no reading repeats a value
+    constant = stream(2000, 1.0, 1.0, window, seed=3)
+    assert len({(g, v) for _, g, v in constant}) == len({g for _, g, _ in constant})  # cp = 1
+    late = [ts for ts, _, _ in constant]
+    assert sorted(late) == list(range(2000)) and late != sorted(late)
+    c = EagerCoalescer(TUPLE, window)
+    assert all(c.insert(*row) for row in constant)  # late, but never too late

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable
 

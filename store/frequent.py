@@ -13,8 +13,8 @@ exceeds threshold + delta is always reported (its lower bound is at least its tr
 delta); keys between the two may be missed, and `complete` says when none can be.
 
 Values must be non-negative: the bounds rest on every unlisted value lying in [0, delta_i]. Sums
-are exact and independent of the lists' order (integers in int64 or Python ints, floats with
-math.fsum per key), so the answer does not depend on the order sub-windows are merged in.
+do not depend on the lists' order: integers are summed exactly (int64, or Python ints where int64
+could wrap), floats correctly rounded per key (math.fsum), so float bounds hold up to that rounding.
 """
 from __future__ import annotations
 

@@ -153,8 +153,8 @@ def _threshold(delta, threshold, fraction, total):
     if threshold is None:
         return delta
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer, np.floating)) \
-            or math.isnan(threshold):
-        raise InvalidInput(f"threshold must be a number, got {threshold!r}")
+            or math.isnan(threshold) or threshold < 0:
+        raise InvalidInput(f"threshold must be a non-negative number, got {threshold!r}")
     return threshold
 
 

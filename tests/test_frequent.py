@@ -46,7 +46,7 @@ def threshold_args(data, total, delta):
     if mode == "delta":
         return {}, delta
     if mode == "absolute":
-        t = data.draw(st.integers(-1, max(total, 0)))
+        t = data.draw(st.integers(0, max(total, 0)))
         return {"threshold": t}, t
     f = data.draw(st.sampled_from([0.0, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0]))
     return {"fraction": f, "total": total}, f * total
@@ -159,6 +159,7 @@ def test_empty_window():
     ([(np.array([1]), np.array([5]), 0)], {"fraction": 0.5}, "total"),
     ([(np.array([1]), np.array([5]), 0)], {"fraction": 1.5, "total": 5}, "fraction"),
     ([(np.array([1]), np.array([5]), 0)], {"threshold": float("nan")}, "threshold"),
+    ([(np.array([1]), np.array([5]), 0)], {"threshold": -1}, "non-negative"),
     ([(np.array([1, 2]), np.array([5]), 0)], {}, "one length"),
 ])
 def test_bad_input_is_invalid_input_naming_the_problem(lists, kwargs, words):

@@ -37,6 +37,7 @@ join's window bounding deadline and delay.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -237,11 +238,11 @@ def _sup(f: Callable[[float], tuple[bool, float]], good: float, bad: float) -> t
             good = mid
         else:
             bad = mid
-    step = abs(bad - good) or math.ulp(good)
+    step = max(abs(bad - good), 1e-9 * (1 + abs(good)))  # a few exact steps, not one per ulp
     while not f(good)[0]:
         good = good + (step if g0 > good else -step) if abs(g0 - good) > step else g0
         step *= 2
-    step = abs(bad - good) or math.ulp(bad)
+    step = max(abs(bad - good), 1e-9 * (1 + abs(bad)))
     while f(bad)[0]:
         bad = bad + (step if b0 > bad else -step) if abs(b0 - bad) > step else b0
         step *= 2
@@ -259,6 +260,7 @@ class _Lazy:
         return bool(self.fn())
 
 
+@functools.lru_cache(maxsize=8192)
 def regions(band: tuple[float | None, float | None], ct: float, base_len: float,
             rho: float, pi: float) -> Regions:
     """The regions for a base ``X ~ U[-base_len, 0]`` and targets ``Y ~ U[u - l, u]``, l in

@@ -210,7 +210,7 @@ def test_paper_workload(kind, ct):
     """The section 5 setting in small (pi 200, rho 20, d 1000, ms): same output, fewer evaluations
     for the bound-based algorithms, invalidation keeps the buffers bounded."""
     cond = {"deadline": T.deadline, "delay": T.delay, "mutual": T.mutual}[kind](1000, ct)
-    events = streams(11, 700, 20, 200, 4, 50)
+    events = streams(11, 400, 20, 200, 4, 50)
     results, evals = {}, {}
     for name, cls in T.ALGORITHMS.items():
         kw = {"block": 200} if name.startswith("lazy") else {}

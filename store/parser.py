@@ -1,4 +1,4 @@
-"""The CQL-style query text of DESIGN.md, parsed into query.Query (one stream) or query.JoinQuery
+"""The CQL-style query text (docs/query-language.md), parsed into query.Query (one stream) or query.JoinQuery
 (a join of several streams' windows, issue 14).
 
     SELECT src, SUM(bytes) FROM packets [RANGE 60 s SLIDE 10 s] WHERE proto = 'tcp'

@@ -1,5 +1,5 @@
 """Histories H_a..H_f of thesis sections 7.3.1 and 7.4.2, in the thesis's notation, converted to
-DESIGN.md history events (versions follow from which slide last wrote each sub-window)."""
+the history events of txn/history.py (versions follow from which slide last wrote each sub-window)."""
 from __future__ import annotations
 
 import re

@@ -152,6 +152,7 @@ class Scheduler(Slides, Offload):
             raise ValueError(f"periodic query {task.id!r} already exists")
         if isinstance(plan, JoinQueryPlan) and not plan.every:
             plan.every = {n: every for n in plan.names}  # no SLIDE anywhere: `every` slides of any stream
+        task.since = {s.name: s.window.latest for s in (plan.streams if isinstance(plan, JoinQueryPlan) else [plan.stream])}
         self.tasks[task.id] = task
         self._tasks_changed = True
         return task

@@ -151,12 +151,9 @@ def simulate(cfg: SimConfig) -> dict:
     fresh = []
     tasks = []
     for text in workload_queries(periodic_rng, n, cfg.periodic):
-        tasks.append(task := sched.register(access.plan(text, stream), every=0, on_answer=fresh.append))
-        # As if each had just answered the full window: the scheduler ranks a periodic query that
-        # never answered as exactly due (Task.slides_behind), so under this continual load those
-        # that answered once and fell behind would always go first and most of the workload would
-        # never run. From here on its earliest-deadline-first order is the thesis's round robin.
-        task.last_reflected = stream.window.latest
+        # a task that never answered ages from its registration (Task.since) like one that answered
+        # then: the earliest-deadline-first order of these continual tasks is the thesis's round robin
+        tasks.append(sched.register(access.plan(text, stream), every=0, on_answer=fresh.append))
     arrivals = []
     if cfg.onetime_rate > 0:
         at = 0.0

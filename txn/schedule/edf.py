@@ -35,9 +35,17 @@ class Task:
     running: "QueryTxn | None" = None
     active: bool = True
     reflected: dict[str, int] | None = None  # joins: per stream, the slide its last answer reflected
+    # per stream read, its latest slide when the task was registered: a task that never answered
+    # ages from there like one that answered then (it is due at once, and more overdue with every
+    # slide it goes without an answer), so under overload it is not starved by tasks that did
+    since: dict[str, int] | None = None
 
     def slides_behind(self, latest: int) -> int:
-        return latest - (self.last_reflected if self.last_reflected is not None else latest - self.every)
+        if self.last_reflected is not None:
+            return latest - self.last_reflected
+        if self.since:
+            return latest - (next(iter(self.since.values())) - self.every)
+        return self.every
 
     def _check(self) -> None:
         assert self.executions >= 0 and self.late <= self.executions, (self.id, self.executions, self.late)
@@ -71,7 +79,10 @@ def deadline(task: Task) -> int:
     latest = {s.name: s.window.latest for s in plan.streams}
     out = None
     for n, every in plan.every.items():
-        behind = every if task.reflected is None else latest[n] - task.reflected.get(n, -1)
+        if task.reflected is not None:
+            behind = latest[n] - task.reflected.get(n, -1)
+        else:
+            behind = every + (latest[n] - task.since[n] if task.since and n in task.since else 0)
         d = every - behind
         out = d if out is None else min(out, d)
     return 0 if out is None else out

@@ -735,3 +735,23 @@ def test_the_sink_creates_a_missing_stream_from_the_dataframe_when_asked(spark, 
     assert [c["name"] for c in spec["columns"]] == [f.name for f in df.schema.fields]
     assert spec["subwindows"] == 4 and spec["group_by"] == ["src"] and spec["clock"] == "CLOCK_MANUAL"
     assert ws.query("SELECT COUNT(*) FROM made [RANGE 2 SUBWINDOWS]").rows == [(60,)]
+
+
+def test_the_store_s_error_comes_out_of_spark_typed_with_its_message_first(spark, server):
+    from windowstore.clients import NotFound
+    from windowstore.clients.spark import SchemaMismatch, store_errors
+
+    df = spark.createDataFrame(rows(0, 3), DDL)
+    with pytest.raises(NotFound) as e:
+        with store_errors():
+            df.write.format("windowstore").options(target=server.target, stream="no_such_stream").mode("append").save()
+    assert str(e.value).splitlines()[0] == "stream 'no_such_stream' does not exist"
+    assert "PYTHON_DATA_SOURCE" in str(e.value.__cause__)  # Spark's own error, chained
+    with Client(server.target) as ws:
+        ws.create_stream("mism", {"ts": "int64", "src": "string"}, subwindows=2, subwindow_ms=1000, clock="manual")
+    with pytest.raises(SchemaMismatch, match="^the DataFrame does not fit windowstore stream 'mism'"):
+        with store_errors():
+            df.write.format("windowstore").options(target=server.target, stream="mism").mode("append").save()
+    with pytest.raises(ValueError, match="^unknown windowstore option 'strem'"):
+        with store_errors():
+            df.write.format("windowstore").options(target=server.target, strem="x").mode("append").save()

@@ -11,6 +11,8 @@ import pytest
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 SCHEMA = {"ts": "int64", "v": "int64"}
 SAFETY_NET_S = 120  # far beyond every --timeout here: hitting it means the command did not end by itself
 

@@ -19,6 +19,8 @@ from windowstore.server.cli_output import fmt_time
 from windowstore.server.cli_sql import Completer
 from windowstore.server.process import ServerProcess
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 SAFETY_NET_S = 120
 
 

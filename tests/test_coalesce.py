@@ -13,6 +13,8 @@ from windowstore.store.coalesce import (AFTER, BEFORE, CONTAINS, DCQ, DURATION, 
                                         coalescer, memory_eager, plan_cost, scan_eager, scan_lazy,
                                         update_eager, update_lazy)
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 BOTH = [EagerCoalescer, LazyCoalescer]
 
 

@@ -13,6 +13,8 @@ from windowstore.store.errors import InvalidInput
 from windowstore.store.frequent import frequent_items, frequent_items_arrays, weighted_top_k
 from windowstore.store.synopsis import TopKList, build_synopsis
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 # A window: sub-windows of (key, bytes) rows; a few keys so that lists overlap and miss keys.
 rows = st.tuples(st.integers(0, 9), st.integers(0, 1500))
 windows = st.lists(st.lists(rows, min_size=1, max_size=30), min_size=1, max_size=12)

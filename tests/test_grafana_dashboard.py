@@ -9,6 +9,9 @@ from pathlib import Path
 
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
+import pytest
+
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "docs" / "grafana" / "windowstore.json"
 _METRIC = re.compile(r"\b((?:windowstore|grpc_server)_[a-z_]+)")

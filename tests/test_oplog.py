@@ -9,6 +9,8 @@ import pytest
 from windowstore.clients import Client, NotFound
 from windowstore.server.process import ServerProcess
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 SCHEMA = {"ts": "int64", "v": "int64"}
 
 

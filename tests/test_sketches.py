@@ -10,6 +10,8 @@ import pytest
 from windowstore.store.errors import InvalidInput
 from windowstore.store.sketches import CpcDistinct, FrequentItemsSketch, HllDistinct, KllQuantiles
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 CASES = 1000
 
 

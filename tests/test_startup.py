@@ -18,6 +18,8 @@ from windowstore.server.datadir import DataDirInUse
 from windowstore.server.durability import Durability
 from windowstore.server.process import ServerProcess
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 SCHEMA = {"ts": "int64", "v": "int64"}
 CLI_TIMEOUT_S = 120  # a safety net only: each run must end by itself, long before
 

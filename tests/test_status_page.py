@@ -22,6 +22,8 @@ from windowstore.clients import Client
 from windowstore.server.http import Endpoints, Health
 from windowstore.server.process import ServerProcess
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
 CHROME = shutil.which("chromium-headless-shell") or shutil.which("chromium")
 DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"

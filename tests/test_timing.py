@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from windowstore.store import timing as T
 
+pytestmark = pytest.mark.slow  # servers in subprocesses, or long property runs: make test-fast skips them
+
 F = Fraction
 
 

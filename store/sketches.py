@@ -91,24 +91,64 @@ def _update_each(sketch, column: np.ndarray) -> None:
         sketch.update(x)
 
 
-class HllDistinct:
-    """APPROX_COUNT_DISTINCT with an HLL sketch (HLL_8 registers)."""
+class _DistinctSketch:
+    """APPROX_COUNT_DISTINCT over one DataSketches distinct-count family: a subclass names the
+    library's sketch, union and serialisation; building, merging and the estimate are shared."""
 
-    def __init__(self, sketch: "ds.hll_sketch"):
+    DEFAULT_LG_K = 12
+
+    def __init__(self, sketch):
         self.sketch = sketch
 
+    @staticmethod
+    def _new(lg_k: int):
+        raise NotImplementedError
+
+    @staticmethod
+    def _union(lg_k: int):
+        raise NotImplementedError
+
+    @staticmethod
+    def _result(union):
+        raise NotImplementedError
+
     @classmethod
-    def build(cls, column: np.ndarray, lg_k: int = 12) -> "HllDistinct":
-        s = ds.hll_sketch(lg_k, ds.HLL_8)
+    def build(cls, column: np.ndarray, lg_k: int | None = None):
+        s = cls._new(lg_k or cls.DEFAULT_LG_K)
         _update_each(s, column)
         return cls(s)
 
     @classmethod
-    def merged(cls, parts: Sequence["HllDistinct"], lg_k: int = 12) -> "HllDistinct":
-        u = ds.hll_union(lg_k)
+    def merged(cls, parts: Sequence["_DistinctSketch"], lg_k: int | None = None):
+        u = cls._union(lg_k or cls.DEFAULT_LG_K)
         for p in parts:
             u.update(p.sketch)
-        return cls(u.get_result(ds.HLL_8))
+        return cls(cls._result(u))
+
+    def estimate(self, num_std: int = 2) -> DistinctEstimate:
+        if num_std not in CONFIDENCE_STD:
+            raise InvalidInput(f"num_std must be 1, 2 or 3, got {num_std!r}")
+        s = self.sketch
+        return DistinctEstimate(s.get_estimate(), s.get_lower_bound(num_std), s.get_upper_bound(num_std),
+                                CONFIDENCE_STD[num_std])
+
+
+class HllDistinct(_DistinctSketch):
+    """APPROX_COUNT_DISTINCT with an HLL sketch (HLL_8 registers)."""
+
+    DEFAULT_LG_K = 12
+
+    @staticmethod
+    def _new(lg_k):
+        return ds.hll_sketch(lg_k, ds.HLL_8)
+
+    @staticmethod
+    def _union(lg_k):
+        return ds.hll_union(lg_k)
+
+    @staticmethod
+    def _result(union):
+        return union.get_result(ds.HLL_8)
 
     def to_bytes(self) -> bytes:
         return self.sketch.serialize_compact()
@@ -117,32 +157,23 @@ class HllDistinct:
     def from_bytes(cls, data: bytes) -> "HllDistinct":
         return cls(ds.hll_sketch.deserialize(data))
 
-    def estimate(self, num_std: int = 2) -> DistinctEstimate:
-        if num_std not in CONFIDENCE_STD:
-            raise InvalidInput(f"num_std must be 1, 2 or 3, got {num_std!r}")
-        s = self.sketch
-        return DistinctEstimate(s.get_estimate(), s.get_lower_bound(num_std), s.get_upper_bound(num_std),
-                                CONFIDENCE_STD[num_std])
 
-
-class CpcDistinct:
+class CpcDistinct(_DistinctSketch):
     """APPROX_COUNT_DISTINCT with a CPC sketch (smaller serialized than HLL for the same error)."""
 
-    def __init__(self, sketch: "ds.cpc_sketch"):
-        self.sketch = sketch
+    DEFAULT_LG_K = 11
 
-    @classmethod
-    def build(cls, column: np.ndarray, lg_k: int = 11) -> "CpcDistinct":
-        s = ds.cpc_sketch(lg_k)
-        _update_each(s, column)
-        return cls(s)
+    @staticmethod
+    def _new(lg_k):
+        return ds.cpc_sketch(lg_k)
 
-    @classmethod
-    def merged(cls, parts: Sequence["CpcDistinct"], lg_k: int = 11) -> "CpcDistinct":
-        u = ds.cpc_union(lg_k)
-        for p in parts:
-            u.update(p.sketch)
-        return cls(u.get_result())
+    @staticmethod
+    def _union(lg_k):
+        return ds.cpc_union(lg_k)
+
+    @staticmethod
+    def _result(union):
+        return union.get_result()
 
     def to_bytes(self) -> bytes:
         return self.sketch.serialize()
@@ -150,13 +181,6 @@ class CpcDistinct:
     @classmethod
     def from_bytes(cls, data: bytes) -> "CpcDistinct":
         return cls(ds.cpc_sketch.deserialize(data))
-
-    def estimate(self, num_std: int = 2) -> DistinctEstimate:
-        if num_std not in CONFIDENCE_STD:
-            raise InvalidInput(f"num_std must be 1, 2 or 3, got {num_std!r}")
-        s = self.sketch
-        return DistinctEstimate(s.get_estimate(), s.get_lower_bound(num_std), s.get_upper_bound(num_std),
-                                CONFIDENCE_STD[num_std])
 
 
 class FrequentItemsSketch:

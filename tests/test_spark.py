@@ -564,7 +564,8 @@ def _sqlite(appended: dict, lo: int, hi: int, where: str = "") -> list[tuple]:
 def test_batch_reader_pins_one_slide_pushes_filters_and_refuses_an_expired_slide(spark, ws, server):
     from pyspark.sql.datasource import EqualTo, GreaterThan, In
 
-    from windowstore.clients.spark import _answer_layout, _PushdownReader
+    from windowstore.clients.spark.layout import _answer_layout
+    from windowstore.clients.spark.pushdown import _PushdownReader
 
     ws.create_stream("pin", SCHEMA, subwindows=6, subwindow_ms=1000, clock="manual", group_by=["src"])
     appended = {}
@@ -755,3 +756,14 @@ def test_the_store_s_error_comes_out_of_spark_typed_with_its_message_first(spark
     with pytest.raises(ValueError, match="^unknown windowstore option 'strem'"):
         with store_errors():
             df.write.format("windowstore").options(target=server.target, strem="x").mode("append").save()
+
+
+def test_store_error_finds_each_error_under_the_name_python_prints_for_it():
+    from windowstore.clients import InvalidArgument, NotFound
+    from windowstore.clients.spark import SchemaMismatch, store_error
+
+    for cls in (SchemaMismatch, NotFound, InvalidArgument):
+        shown = f"{cls.__module__}.{cls.__qualname__}"  # the traceback's last line, as a Python worker prints it
+        found = store_error(RuntimeError(f"[PYTHON_DATA_SOURCE_ERROR] failed\nTraceback ...\n{shown}: it went wrong\n"))
+        assert type(found) is cls and str(found) == "it went wrong", (shown, found)
+    assert store_error(RuntimeError("ValueError: not ours")) is None

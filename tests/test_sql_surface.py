@@ -423,7 +423,7 @@ def test_the_spark_reader_maps_each_group_key_item_to_its_own_column():
     key comes as a TIMESTAMP wherever it stands in GROUP BY."""
     pytest.importorskip("pyspark")
     from windowstore.clients import Client
-    from windowstore.clients.spark import _answer_layout
+    from windowstore.clients.spark.layout import _answer_layout
     from windowstore.server.process import ServerProcess
 
     with ServerProcess() as server, Client(server.target) as ws:

@@ -1,0 +1,96 @@
+"""The batch reader: one one-time query, pinned on the driver to one slide (AS OF SLIDE) so that
+every task, retry and re-run reads the same window; a projection split into partitions by runs of
+sub-windows; delivered as Arrow record batches. Filter pushdown is pushdown.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from .layout import _answer_batch, _Layout
+from .options import _READ_OPTIONS, _connection, connect, parse_options
+
+_BATCH_ROWS = 65_536
+
+
+@dataclass
+class _PinnedQuery(InputPartition):
+    """One task's query: the reader's query pinned to one slide (AS OF SLIDE), filters in WHERE; a
+    projection's part reads a run of the pinned window's sub-windows (`slide`: the pinned slide)."""
+
+    index: int
+    text: str
+    slide: int | None
+
+
+class _QueryReader(DataSourceReader):
+    """`spark.read.format("windowstore").option("query", ...)`: the answer of one one-time query,
+    pinned on the driver to the stream's latest slide (or option as_of_slide, or the query's own
+    AS OF SLIDE) so that every task, every task retry and every re-run of the same plan reads the
+    same window; delivered as Arrow record batches.
+
+    A projection (SELECT columns, no aggregate) is split into up to `partitions` parts (default 8),
+    each reading a contiguous run of the pinned window's sub-windows: the part ending at slide j of
+    m sub-windows runs [RANGE m SUBWINDOWS] AS OF SLIDE j (still live whenever slide k is), so the
+    parts' union is exactly slide k's rows. An aggregate is one partition: the store computes it
+    (splitting it into per-sub-window partials for Spark to merge would move the store's work into
+    Spark, not spread it)."""
+
+    def __init__(self, options: dict, layout: _Layout, schema=None):
+        opts = parse_options(options, _READ_OPTIONS)
+        self.target = _connection(opts)
+        self.layout = layout
+        self.spark_schema = schema
+        self.as_of = opts.get("as_of_slide")
+        self.max_parts = opts.get("partitions", 8)
+        self.pushed: list = []   # store predicates ANDed into WHERE
+
+    def pinned(self) -> tuple[str, int | None]:
+        """(query text, slide): the whole query, as one partition runs it."""
+        from windowstore.store.parser import to_text
+
+        q, k = self._pinned_query()
+        return to_text(q), k
+
+    def _pinned_query(self):
+        from dataclasses import replace
+
+        q = self.layout.query
+        k = q.as_of_slide if q.as_of_slide is not None else self.as_of
+        if k is None:
+            with connect(self.target) as ws:
+                latest = int(ws.describe_stream(q.stream)["latest_slide"])
+            k = latest if latest >= 0 else None  # an empty window: nothing to pin yet
+        if self.pushed:
+            extra = tuple(self.pushed)
+            q = replace(q, where=tuple(conj + extra for conj in q.where) if q.where else (extra,))
+        return replace(q, as_of_slide=k), k
+
+    def partitions(self):
+        from dataclasses import replace
+
+        from windowstore.store.parser import to_text
+        from windowstore.store.query import Range
+
+        q, k = self._pinned_query()
+        if not self.layout.projection or k is None:
+            return [_PinnedQuery(0, to_text(q), k)]
+        lo = max(0, k - self.layout.n_q + 1)
+        count = k - lo + 1
+        parts = min(count, self.max_parts)
+        out, start = [], lo
+        for i in range(parts):  # contiguous runs of sub-windows, sizes differing by at most one
+            size = count // parts + (i < count % parts)
+            end = start + size - 1
+            out.append(_PinnedQuery(i, to_text(replace(q, range=Range(size, "subwindows"), as_of_slide=end)), k))
+            start = end + 1
+        return out
+
+    def read(self, partition: _PinnedQuery):
+        with connect(self.target) as ws:
+            a = ws.query(partition.text)
+        if partition.slide is not None:
+            a.slide = partition.slide  # the pinned slide (a projection's part reads a run of its window)
+        batch = _answer_batch(a, self.layout.conversions, self.spark_schema)
+        for start in range(0, max(batch.num_rows, 1), _BATCH_ROWS):  # Spark takes Arrow batches as they come
+            yield batch.slice(start, _BATCH_ROWS)

@@ -1,0 +1,61 @@
+"""The streaming reader: a periodic query's answers as a Spark stream, its offset the query's id and
+the newest slide delivered, so that a restart from the checkpoint resumes without gaps or repeats."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from .layout import _answer_rows
+from .options import _READ_OPTIONS, _connection, connect, parse_options
+
+
+@dataclass
+class _AnswerRange(InputPartition):
+    query_id: str
+    after_slide: int
+    through_slide: int
+
+
+class _AnswerStreamReader(DataSourceStreamReader):
+    """`spark.readStream.format("windowstore").option("query", "... [RANGE ... SLIDE ...]")`: the
+    answers of a periodic query as a stream. The offset is {query_id, slide}: the periodic query
+    (registered when the streaming query first starts, kept in its checkpoint through the offset)
+    and the newest slide whose answer was delivered, so a restart resumes after it, without gaps
+    or repeats, as long as the server still keeps those answers (its bounded answer log)."""
+
+    def __init__(self, options: dict, decimal_columns: list[tuple[int, str]]):
+        opts = parse_options(options, _READ_OPTIONS)
+        self.target = _connection(opts)
+        self.query = opts["query"]
+        self.query_id = opts.get("query_id")
+        self.decimal_columns = decimal_columns
+
+    def initialOffset(self) -> dict:
+        with connect(self.target) as ws:
+            query_id = self.query_id or ws.register(self.query).id
+        return {"query_id": query_id, "slide": -1}
+
+    def latestOffset(self, start: dict, limit=None) -> dict:
+        with connect(self.target) as ws:
+            _, latest, _ = ws.read_answers(start["query_id"], start["slide"], limit=1)
+        return {"query_id": start["query_id"], "slide": max(latest, start["slide"])}
+
+    def partitions(self, start: dict, end: dict):
+        if end["slide"] <= start["slide"]:
+            return []
+        return [_AnswerRange(end["query_id"], start["slide"], end["slide"])]
+
+    def read(self, partition: _AnswerRange):
+        after = partition.after_slide
+        with connect(self.target) as ws:
+            while after < partition.through_slide:
+                answers, _, first = ws.read_answers(partition.query_id, after, partition.through_slide)
+                if not answers:
+                    break
+                for a in answers:
+                    yield from _answer_rows(a, self.decimal_columns)
+                after = answers[-1].slide
+
+    def commit(self, end: dict) -> None:
+        return None  # the server's log is bounded by count; nothing to release

@@ -1,0 +1,161 @@
+"""The writers, driver side: the foreachBatch callable (WindowStoreWriter), the data source's
+streaming sink and batch writer. Each checks the DataFrame's schema when the write starts, has
+its tasks stage their partitions (staging.py), and commits exactly the successful attempts of a
+batch, once (a replay is a no-op, a replay with other rows refused), or aborts them."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from .options import _WRITE_OPTIONS, _connection, connect, parse_options
+from .schema import check_write_schema, describe, describe_or_create
+from .staging import QUERY_ID_PROPERTY, stage_partition, stage_rows, writer_identity
+
+
+class WindowStoreWriter:
+    """A foreachBatch callable: `df.writeStream.foreachBatch(WindowStoreWriter(target, stream))`.
+
+    Each micro-batch lands exactly once, atomically: executors stage their partitions' rows per
+    task attempt (Arrow; nothing but a small acknowledgement goes to the driver), and the driver
+    commits exactly the attempts Spark reports as successful, named by the streaming query's id
+    and the batch id. A replay of the batch (after a failure or a restart from the checkpoint) is
+    a no-op; one with other rows is refused. `writer_id` names the writer instead of the query id
+    (needed only outside streaming queries). With slide_per_batch=True (clock="manual") the
+    commit also seals one sub-window, atomically with the rows.
+
+    stage_on_driver=True is for small, latency-bound micro-batches (thousands of rows): the batch
+    comes to the driver as Arrow (`toArrow()`, one Spark job without a Python worker per task or
+    an acknowledgement collect), which stages it as one attempt of its own and commits it: still
+    exactly once (a replay stages under a new attempt and its commit is a no-op; what a failed
+    call staged is never committed). In the freshness benchmark (5,000 rows/s, local[2]) the
+    foreachBatch call took ~85-100 ms instead of ~150-175 ms. Every row passes through the driver:
+    keep the default for large micro-batches."""
+
+    def __init__(self, target: str, stream: str, writer_id: str | None = None, slide_per_batch: bool = False,
+                 max_rows_per_append: int = 200_000, stage_on_driver: bool = False, **security):
+        # security: tls, ca, cert, key, token (as Client takes them), for the executors too
+        self.target = {"target": target, **security} if security else target
+        self.stream = stream
+        self.writer_id = writer_id
+        self.slide_per_batch = slide_per_batch
+        self.max_rows = max_rows_per_append
+        self.stage_on_driver = stage_on_driver
+        self.last: dict | None = None   # the last micro-batch's totals, for monitoring and tests
+        self._checked: tuple | None = None  # (the schema checked, its event-time column to convert)
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        target, stream, writer_id, max_rows = self.target, self.stream, self.writer_id, self.max_rows
+        if self._checked is None or self._checked[0] != batch_df.schema:  # the first batch (or a new schema)
+            self._checked = (batch_df.schema, check_write_schema(batch_df.schema, describe(target, stream)))
+        time_to_ms = self._checked[1]
+
+        def stage(batches):
+            writer, attempt, rows, _ = stage_partition(target, stream, writer_id, batch_id, batches, max_rows,
+                                                       time_to_ms)
+            yield pa.RecordBatch.from_pydict({"writer": [writer], "attempt": [attempt], "rows": [rows]},
+                                              schema=_ACK_ARROW)
+        if self.stage_on_driver:
+            writer, attempt = self._driver_writer(batch_df), f"driver-{uuid.uuid4().hex}"
+            rows = stage_rows(target, stream, writer, batch_id, attempt, iter(batch_df.toArrow().to_batches()),
+                              max_rows, time_to_ms)
+            attempts, parts = ({attempt: rows} if rows else {}), 1
+        else:
+            acks = batch_df.mapInArrow(stage, ACK_SCHEMA).collect()
+            # no partitions at all: nothing to publish, but the batch may still slide
+            writer = acks[0].writer if acks else self._driver_writer(batch_df)
+            attempts, parts = {a.attempt: a.rows for a in acks}, len(acks)
+        with connect(target) as ws:
+            ack = ws.commit_batch(stream, writer, batch_id, attempts, slide=self.slide_per_batch)
+        self.last = {"batch_id": batch_id, "writer": writer, "accepted": ack.accepted, "late": ack.late,
+                     "duplicate": ack.duplicate, "partitions": parts, "latest_slide": ack.latest_slide}
+
+    def _driver_writer(self, batch_df: DataFrame) -> str:
+        """The writer identity as a task would name it: writer_id, or the streaming query's id."""
+        query_id = batch_df.sparkSession.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
+        return writer_identity(self.writer_id, {QUERY_ID_PROPERTY: query_id})
+
+
+
+ACK_SCHEMA = "writer STRING, attempt STRING, rows LONG"
+_ACK_ARROW = pa.schema([("writer", pa.string()), ("attempt", pa.string()), ("rows", pa.int64())])
+
+
+# -- the data source's writers: df.writeStream.format("windowstore") and df.write.format("windowstore") ----------
+@dataclass
+class StagedCommit(WriterCommitMessage):
+    writer: str
+    attempt: str
+    rows: int
+
+
+class _StreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: tasks stage per attempt; commit publishes the micro-batch atomically."""
+
+    def __init__(self, options: dict, schema=None):
+        opts = parse_options(options, _WRITE_OPTIONS)
+        if "stream" not in opts:
+            raise ValueError("the windowstore sink needs option('stream', NAME)")
+        self.target = _connection(opts)
+        self.stream = opts["stream"]
+        self.writer_id = opts.get("writer_id")
+        self.slide_per_batch = opts.get("slide_per_batch", False)
+        self.max_rows = opts.get("max_rows_per_append", 200_000)
+        # checked on the driver when the query starts, not in a task later
+        self.time_to_ms = None if schema is None else \
+            check_write_schema(schema, describe_or_create(self.target, self.stream, schema, opts))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
+        writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, None, iterator,
+                                                   self.max_rows, self.time_to_ms)
+        return StagedCommit(writer, attempt, rows)
+
+    def commit(self, messages, batchId: int) -> None:
+        messages = [m for m in messages if m is not None]
+        if not messages:
+            return  # no task ran: nothing was staged, nothing to publish
+        with connect(self.target) as ws:
+            ws.commit_batch(self.stream, messages[0].writer, batchId, {m.attempt: m.rows for m in messages},
+                            slide=self.slide_per_batch)
+
+    def abort(self, messages, batchId: int) -> None:
+        writers = {m.writer for m in messages if m is not None}
+        with connect(self.target) as ws:
+            for writer in writers:
+                ws.abort_batch(self.stream, writer, batchId)
+
+
+class _BatchWriter(DataSourceArrowWriter):
+    """`df.write.format("windowstore")`: one batch, exactly once per job (the same staging)."""
+
+    def __init__(self, options: dict, schema=None):
+        opts = parse_options(options, _WRITE_OPTIONS)
+        if "stream" not in opts:
+            raise ValueError("the windowstore writer needs option('stream', NAME)")
+        self.target = _connection(opts)
+        self.stream = opts["stream"]
+        self.time_to_ms = None if schema is None else \
+            check_write_schema(schema, describe_or_create(self.target, self.stream, schema, opts))
+        # give writer_id and batch_id to make a re-run of the same job a no-op
+        self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
+        self.batch_id = opts.get("batch_id", 0)
+        self.slide = opts.get("slide_per_batch", False)
+        self.max_rows = opts.get("max_rows_per_append", 200_000)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
+        writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, self.batch_id, iterator,
+                                                   self.max_rows, self.time_to_ms)
+        return StagedCommit(writer, attempt, rows)
+
+    def commit(self, messages) -> None:
+        with connect(self.target) as ws:
+            ws.commit_batch(self.stream, self.writer_id, self.batch_id,
+                            {m.attempt: m.rows for m in messages if m is not None}, slide=self.slide)
+
+    def abort(self, messages) -> None:
+        with connect(self.target) as ws:
+            ws.abort_batch(self.stream, self.writer_id, self.batch_id)

@@ -1,0 +1,273 @@
+"""Rows into the engine, each batch exactly once: appends (with an idempotency key, a replay is a
+no-op and a replay with other rows is refused), staged micro-batches (stage per task attempt, then
+commit or abort the batch), admission control, and the bounded idempotency tables that remember
+what was acknowledged.
+
+Part of the engine (txn/engine.py holds the Engine and dispatches commands here): these functions
+act on the engine's per-stream books (StreamBook), staged-byte and acknowledgement counts, and emit
+the commands they apply, as the engine's own methods. They do not slide, plan or run queries.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from windowstore.store import InvalidInput, Stream
+from windowstore.store.digest import batch_digest
+from windowstore.store.errors import ResourceLimit
+
+from .commands import AbortBatch, Append, CommitBatch, StageRows
+from .errors import FailedPrecondition
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass(frozen=True)
+class AppendAck:
+    accepted: int
+    late: int
+    duplicate: bool
+    latest_slide: int
+    digest: int = 0      # the batch's content (store/digest.py): a replay must carry the same rows
+
+
+@dataclass(frozen=True)
+class SlideAck:
+    slide: int
+    rows: int
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class StageAck:
+    rows: int            # staged by this attempt so far
+    committed: bool      # the batch is in already: its commit will only compare the rows
+
+
+@dataclass(frozen=True)
+class CommitAck:
+    accepted: int
+    late: int
+    duplicate: bool      # the batch was committed before: nothing changed
+    latest_slide: int
+
+
+@dataclass
+class StreamBook:
+    """Per-stream state the scheduler does not keep."""
+
+    accepted_rows: int = 0
+    duplicate_batches: int = 0     # a metric: replays are not logged
+    acks: dict[str, collections.OrderedDict] = field(default_factory=dict)        # writer -> batch -> AppendAck
+    slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> SlideAck
+    # staged, uncommitted batches: (writer, batch) -> attempt -> chunk -> table; and per writer the newest
+    # committed batch id (Spark's batch ids only grow: anything at or below it is a replay)
+    staged: dict[tuple[str, int], dict[str, dict[int, object]]] = field(default_factory=dict)
+    high_water: dict[str, int] = field(default_factory=dict)
+    discarded_rows: int = 0        # a metric: staged rows that were never published
+
+
+def append(engine: Engine, cmd: Append) -> AppendAck:
+    stream = engine.stream(cmd.stream)
+    book = engine.books[cmd.stream]
+    keyed = bool(cmd.writer_id) and cmd.batch_id is not None
+    checked, rows = stream.schema.check(cmd.batch)  # raises InvalidInput with nothing applied
+    digest = 0
+    if keyed:
+        digest = batch_digest(checked, stream.schema.columns, rows)
+        seen = book.acks.get(cmd.writer_id, {}).get(cmd.batch_id)
+        if seen is not None:
+            if seen.digest != digest:
+                raise FailedPrecondition(
+                    f"batch {cmd.batch_id} of writer {cmd.writer_id!r} was already appended with other rows "
+                    f"({seen.accepted + seen.late} then, {rows} now): an idempotency key names one batch")
+            book.duplicate_batches += 1
+            return AppendAck(seen.accepted, seen.late, True, seen.latest_slide, digest)
+    _admit(engine, stream, rows)
+    result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    book.accepted_rows += result.accepted
+    ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through, digest)
+    if keyed:
+        remember(engine, book.acks, cmd.writer_id, cmd.batch_id, ack)
+    engine._emit(cmd)
+    return ack
+
+
+# -- staged batches: exactly-once micro-batches -----------------------------------------------------
+def _committed(engine: Engine, book: StreamBook, writer_id: str, batch_id: int) -> AppendAck | bool:
+    """The ack of an earlier commit of this batch, True if it is older than what is remembered
+    but at or below the writer's high-water mark, or False."""
+    seen = book.acks.get(writer_id, {}).get(batch_id)
+    if seen is not None:
+        return seen
+    return batch_id <= book.high_water.get(writer_id, -1)
+
+
+def stage(engine: Engine, cmd: StageRows) -> StageAck:
+    stream = engine.stream(cmd.stream)
+    book = engine.books[cmd.stream]
+    if not cmd.writer_id or not cmd.attempt:
+        raise InvalidInput("staged rows need a writer_id, a batch_id and an attempt")
+    # Rows of a batch that is committed already are staged all the same: its commit then
+    # compares them with what was committed (a replay must carry the same rows).
+    checked, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
+    stream.spec.check_event_times(checked[stream.schema.time_column], stream.schema.time_column)
+    size = cmd.batch.nbytes
+    if engine.staged_bytes + size > engine.config.max_staged_bytes and not engine._replaying:
+        raise ResourceLimit(f"{engine.staged_bytes} bytes are staged by uncommitted batches "
+                            f"(limit {engine.config.max_staged_bytes}): commit or abort them")
+    chunks = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, {})
+    old = chunks.get(cmd.chunk)
+    chunks[cmd.chunk] = cmd.batch
+    engine.staged_bytes += size - (old.nbytes if old is not None else 0)
+    engine._emit(cmd)
+    return StageAck(sum(t.num_rows for t in chunks.values()),
+                    _committed(engine, book, cmd.writer_id, cmd.batch_id) is not False)
+
+
+def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
+    stream = engine.stream(cmd.stream)
+    book = engine.books[cmd.stream]
+    key = (cmd.writer_id, cmd.batch_id)
+    if not cmd.writer_id:
+        raise InvalidInput("a batch commit needs a writer_id and a batch_id")
+    staged = book.staged.get(key, {})
+    attempts = sorted(dict(cmd.attempts).items())
+    complete = all(_staged_rows(staged, a) == rows for a, rows in attempts)
+    seen = _committed(engine, book, cmd.writer_id, cmd.batch_id)
+    if seen is not False:
+        # a replay (Spark re-runs a batch after a restart): compare what it staged, if it did
+        if isinstance(seen, AppendAck) and attempts and staged and complete:
+            checked, rows = _checked_union(stream, _staged_tables(staged, attempts))
+            if batch_digest(checked, stream.schema.columns, rows) != seen.digest:
+                raise FailedPrecondition(
+                    f"batch {cmd.batch_id} of {cmd.writer_id!r} was already committed with other rows "
+                    f"({seen.accepted + seen.late} then, {rows} now): a replay must carry the same rows")
+        discard(engine, book, key)
+        engine._emit(cmd)
+        book.duplicate_batches += 1
+        ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.cut_through)
+        return CommitAck(ack.accepted, ack.late, True, stream.window.cut_through)
+    if not complete:
+        got = {a: _staged_rows(staged, a) for a, _ in attempts}
+        raise FailedPrecondition(f"batch {cmd.batch_id}: the attempts' tasks reported {dict(attempts)} rows but "
+                                 f"{got} are staged: it cannot be committed (abort and retry it)")
+    checked, rows = _checked_union(stream, _staged_tables(staged, attempts))
+    if cmd.slide and (stream.spec.clock != "manual" or stream.spec.count_based):
+        raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
+    _admit(engine, stream, rows)
+    result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    book.accepted_rows += result.accepted
+    ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through,
+                    batch_digest(checked, stream.schema.columns, rows))
+    remember(engine, book.acks, cmd.writer_id, cmd.batch_id, ack)
+    book.high_water[cmd.writer_id] = max(cmd.batch_id, book.high_water.get(cmd.writer_id, -1))
+    published = sum(_staged_rows(staged, a) for a, _ in attempts)
+    for older in [k for k in book.staged if k[0] == cmd.writer_id and k[1] <= cmd.batch_id]:
+        discard(engine, book, older)  # this batch's other attempts, and batches that can never commit
+    book.discarded_rows -= published  # those were published, not discarded
+    engine._emit(cmd)
+    if cmd.slide and not engine._replaying:  # in the log, the slide follows as its own command
+        engine._slide_now(cmd.stream)
+    return CommitAck(result.accepted, result.late, False, stream.window.cut_through)
+
+
+def abort_batch(engine: Engine, cmd: AbortBatch) -> int:
+    book = engine.books[engine.stream(cmd.stream).name]
+    rows = discard(engine, book, (cmd.writer_id, cmd.batch_id))
+    if rows is not None:
+        engine._emit(cmd)
+    return rows or 0
+
+
+def discard(engine: Engine, book: StreamBook, key: tuple[str, int]) -> int | None:
+    attempts = book.staged.pop(key, None)
+    if attempts is None:
+        return None
+    tables = [t for chunks in attempts.values() for t in chunks.values()]
+    engine.staged_bytes -= sum(t.nbytes for t in tables)
+    rows = sum(t.num_rows for t in tables)
+    book.discarded_rows += rows
+    return rows
+
+
+def _admit(engine: Engine, stream: Stream, rows: int) -> None:
+    """Admission control (never in replay: what was accepted once is applied again)."""
+    if not engine._replaying and stream.window.buffered_rows + rows > engine.config.max_buffered_rows:
+        advice = ("slide it or append less" if stream.spec.clock == "manual" else
+                  "the next slide has not caught up with the rows arriving: retry after a backoff")
+        raise ResourceLimit(
+            f"stream {stream.name!r} has {stream.window.buffered_rows} rows waiting for a slide (limit "
+            f"{engine.config.max_buffered_rows}); {advice}")
+
+
+# -- idempotency tables: bounded per writer and in all ---------------------------------------------
+def remember(engine: Engine, tables: dict[str, collections.OrderedDict], writer: str, batch_id: int, ack) -> None:
+    """Remember an acknowledgement for replays. A writer keeps its newest idempotency_keep; all
+    tables together keep at most idempotency_keep_total, beyond which the largest tables lose
+    their oldest entries (a replay of a forgotten batch is applied again: the price of a bound).
+    Eviction depends only on the commands applied, so replaying the log evicts the same."""
+    table = tables.setdefault(writer, collections.OrderedDict())
+    if batch_id not in table:
+        engine.acks_kept += 1
+    table[batch_id] = ack
+    if len(table) > engine.config.idempotency_keep:
+        table.popitem(last=False)
+        engine.acks_kept -= 1
+    if engine.acks_kept > engine.config.idempotency_keep_total:
+        _evict_acks(engine)
+
+
+def _evict_acks(engine: Engine) -> None:
+    """Down to 90% of the total bound, taking from the largest table first (ties by name)."""
+    target = engine.config.idempotency_keep_total * 9 // 10
+    while engine.acks_kept > target:
+        _, name, kind, writer = min((-len(t), name, kind, writer) for name, book in engine.books.items()
+                                    for kind, tables in (("acks", book.acks), ("slide_acks", book.slide_acks))
+                                    for writer, t in tables.items())
+        tables = getattr(engine.books[name], kind)
+        table = tables[writer]
+        for _ in range(min(len(table), max(1, engine.acks_kept - target, len(table) // 10))):
+            table.popitem(last=False)
+            engine.acks_kept -= 1
+        if not table:
+            del tables[writer]
+
+
+def _staged_rows(staged: dict, attempt: str) -> int:
+    return sum(t.num_rows for t in staged.get(attempt, {}).values())
+
+
+def _staged_tables(staged: dict, attempts: list[tuple[str, int]]) -> list:
+    """The staged tables of these attempts, in attempt and chunk order (deterministic)."""
+    return [staged[a][c] for a, _ in attempts if a in staged for c in sorted(staged[a])]
+
+
+def _checked_union(stream: Stream, tables: list) -> tuple[dict, int]:
+    """Schema-checked columns of several tables as one batch (their Arrow types may differ: a
+    dictionary-encoded or a plain string column, int32 or int64)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from windowstore.store.schema import valid_key
+
+    parts = [stream.schema.check(t) for t in tables]
+    if not parts:
+        return stream.schema.check({c: [] for c in stream.schema.names})
+    if len(parts) == 1:
+        return parts[0]
+    out = {}
+    for name, typ in stream.schema.columns:
+        cols = [p[0][name] for p in parts]
+        if typ == "string":
+            cols = [(c.dictionary_decode() if pa.types.is_dictionary(c.type) else c) for c in
+                    (c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols)]
+            out[name] = pa.concat_arrays([c.cast(pa.string()) for c in cols])
+        else:
+            out[name] = np.concatenate(cols)
+        vk = valid_key(name)
+        if any(vk in p[0] for p in parts):  # a null in some table: its validity, the others all valid
+            out[vk] = np.concatenate([p[0][vk] if vk in p[0] else np.ones(p[1], dtype=bool) for p in parts])
+    return out, sum(p[1] for p in parts)

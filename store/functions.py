@@ -74,7 +74,7 @@ class AggregateFunction(ABC):
     removable = True          # a sub-window's contribution can be dropped (ttu-rescan)
 
     def result_type(self, input_type: str | None) -> str:
-        return input_type
+        return input_type  # type: ignore[return-value]  # a function without a column overrides this
 
     # -- access paths (raw rows always work) -----------------------------------------------------
     def probe_ok(self, input_type: str | None) -> bool:

@@ -240,7 +240,7 @@ class Avg(Sum):
 
     def result_type(self, input_type):
         if _scale(input_type) is not None:
-            return f"decimal(38,{_scale(input_type) + 4})"
+            return f"decimal(38,{_scale(input_type) + 4})"  # type: ignore[operator]  # not None: the line above
         return "timestamp" if input_type in TEMPORAL else "float64"
 
     def synopsis_ok(self, b, declared):

@@ -110,14 +110,14 @@ class Answer:
 
         arrow = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "int128": pa.decimal128(38, 0),
                  "boolean": pa.bool_()}
-        cols = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
+        cols: list = list(zip(*self.rows)) if self.rows else [[] for _ in self.columns]
         types = self.types if len(self.types) == len(self.columns) else [None] * len(self.columns)
         temporal = {"timestamp": (pa.int64(), pa.timestamp("us", tz="UTC")), "date": (pa.int32(), pa.date32())}
         for t in types:
             if t and t.startswith("decimal("):  # decimal(p,s): Arrow decimal128 of that precision and scale
                 arrow[t] = pa.decimal128(*map(int, t[8:-1].split(",")))
         return pa.table({name: pa.array(values, temporal[t][0]).cast(temporal[t][1]) if t in temporal else
-                         pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values], type=arrow.get(t))
+                         pa.array([Decimal(v) if t == "int128" and v is not None else v for v in values], type=arrow.get(t))  # type: ignore[arg-type]  # no type known: inferred
                          for name, values, t in zip(self.columns, cols, types)})
 
     def to_pandas(self):

@@ -100,7 +100,7 @@ def to_columnar(batch: Mapping[str, Any], types: Mapping[str, str]) -> pb.Column
             nulls = [v is None or (isinstance(v, float) and v != v) for v in values]
             if any(nulls):  # NULL: a placeholder value and is_null set
                 col.is_null.extend(nulls)
-                fill = {"string": "", "float64": 0.0, "boolean": False}.get(kind, 0)
+                fill = {"string": "", "float64": 0.0, "boolean": False}.get(kind, 0)  # type: ignore[arg-type]  # an unknown type: 0
                 values = [fill if n else v for v, n in zip(values, nulls)]
             if kind == "string":
                 col.string_values.values.extend(values)

@@ -70,7 +70,7 @@ class PeriodicQuery:
 def _dict(msg) -> dict:
     """A message as plain Python: ints stay ints (protobuf's JSON mapping would make int64 strings),
     enums become their names, unset optional fields None."""
-    out = {}
+    out: dict[str, Any] = {}
     for field in msg.DESCRIPTOR.fields:
         value = getattr(msg, field.name)
         repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
@@ -103,7 +103,7 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
         raise InvalidArgument(f"clock is one of {', '.join(_CLOCKS)}; got {clock!r}")
     columns = [build(pb.Column, name=k, type=_TYPES[v]) if v in _TYPES else
                build(pb.Column, name=k, type=pb.COLUMN_TYPE_DECIMAL,
-                     **dict(zip(("precision", "scale"), map(int, _DECIMAL.fullmatch(str(v).lower().replace(" ", "")).groups()))))
+                     **dict(zip(("precision", "scale"), map(int, _DECIMAL.fullmatch(str(v).lower().replace(" ", "")).groups()))))  # type: ignore[union-attr]  # a decimal type (checked above)
                for k, v in schema.items()]
     spec = build(pb.StreamSpec, name=name, columns=columns, time_column=time_column, subwindows=subwindows,
                  subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0, clock=_CLOCKS[clock],

@@ -20,6 +20,7 @@ import socket
 import ssl
 import sys
 import threading
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -167,10 +168,11 @@ class WindowStoreServer:
             raise ConfigError(f"--tokens: {e}") from None
         if not config.in_memory:
             check_data_dir(config.data_dir)
-        self.metrics = None
-        self.metrics_port = self.http_port = None
+        self.metrics: Metrics | None = None
+        self.metrics_port: int | None = None
+        self.http_port: int | None = None
         self._endpoints: list[Endpoints] = []
-        self.grpc = None
+        self.grpc: Any = None  # the grpc.aio server, once bound
         self._stopped = threading.Event()
         self.loop = asyncio.new_event_loop()
         self._loop_thread = threading.Thread(target=self.loop.run_forever, name="windowstore-grpc", daemon=True)
@@ -258,14 +260,14 @@ class WindowStoreServer:
     async def _add_service(self, policy: AccessPolicy | None) -> None:
         if self.metrics is not None:
             self.metrics.bind(self.driver)
-            self.driver.prometheus = self.metrics
+            self.driver.prometheus = self.metrics  # type: ignore[assignment]  # Driver declares it None until then
             sched = self.driver.sched
 
             def slid(name: str) -> None:
                 if sched.last_slide_delay is not None:
-                    self.metrics.slide_delay.labels(name).observe(sched.last_slide_delay / 1000.0)
+                    self.metrics.slide_delay.labels(name).observe(sched.last_slide_delay / 1000.0)  # type: ignore[union-attr]  # set: only bound when there are metrics
                 if sched.last_seal_ms is not None:
-                    self.metrics.seal.labels(name).observe(sched.last_seal_ms / 1000.0)
+                    self.metrics.seal.labels(name).observe(sched.last_seal_ms / 1000.0)  # type: ignore[union-attr]  # set: only bound when there are metrics
             self.driver.engine.on_slide = slid
         self.service = WindowStoreService(self.driver, policy)
         self.grpc.add_generic_rpc_handlers((rpc.handlers(self.service, policy, self.metrics),))

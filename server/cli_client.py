@@ -193,7 +193,7 @@ def read_batches(path: str, fmt: str | None, schema, batch_rows: int) -> Iterato
 
         batches = iter(pajson.read_json(source).to_batches(max_chunksize=batch_rows))
     elif fmt == "arrow":
-        data = source.read() if path == "-" else open(path, "rb").read()
+        data = source.read() if path == "-" else open(path, "rb").read()  # type: ignore[union-attr]  # "-": source is stdin
         try:
             reader = pa.ipc.open_file(pa.BufferReader(data))
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))

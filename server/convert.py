@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 from functools import lru_cache
 from decimal import Decimal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -165,7 +166,7 @@ def parse_append(data: bytes) -> WireAppend | None:
     stream (1), arrow_ipc (2), writer_id (4) and batch_id (5), each once and well formed; None
     otherwise (a columnar batch, unknown or repeated fields, bad UTF-8, anything malformed), to
     be parsed by protobuf, which then decides and words the error."""
-    fields: dict[int, object] = {}
+    fields: dict[int, Any] = {}  # field number -> (start, end) of a bytes field, or the int64
     n = len(data)
     pos = 0
     try:
@@ -211,7 +212,7 @@ def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 
     if req.WhichOneof("batch") == "arrow_ipc":
         ipc = req.arrow_ipc
         return (lambda: (read_table(ipc, max_decompressed), ipc)), len(ipc)
-    return (lambda: (_columnar_batch(req), None)), req.ByteSize()
+    return (lambda: (_columnar_batch(req), None)), req.ByteSize()  # type: ignore[arg-type, union-attr]  # a WireAppend is always Arrow
 
 
 def _columnar_batch(req: pb.AppendRequest) -> pa.Table:
@@ -351,6 +352,7 @@ def _having_from_pb(c: pb.HavingCondition, where: str, depth: int = 0):
         raise QueryError("a HAVING condition needs test, all_of, any_of or negate", Loc(field=where))
     t, at = c.test, f"{where}.test"
     which = t.WhichOneof("operand")
+    operand: Aggregate | str
     if which == "aggregate":
         operand, loc = _aggregate(t.aggregate, f"{at}.aggregate"), Loc(field=f"{at}.aggregate")
     elif which == "name" and t.name:
@@ -423,7 +425,7 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
         where = f"sources[{i}]"
         if not src.stream:
             raise QueryError("a join source needs a stream", Loc(field=f"{where}.stream"))
-        on = []
+        on: list[Equal | Band] = []
         for ci, c in enumerate(src.on):
             at = f"{where}.on[{ci}]"
             kind = c.WhichOneof("condition")
@@ -460,7 +462,7 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
 
 def _select_from_pb(q: pb.StructuredQuery) -> tuple[list, list, list]:
     """The select items, WHERE (OR of ANDs) and ORDER BY of a structured query."""
-    items = []
+    items: list[KeyColumn | Aggregate] = []
     for i, it in enumerate(q.items):
         kind = it.WhichOneof("item")
         where = f"items[{i}]"
@@ -553,7 +555,7 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     for conj in q.where:
         out.where.append(pb.Conjunction(predicates=[
             pb.Predicate(column=p.column, op=p.op, values=[value_to_pb(v) for v in
-                                                           (p.value if p.op in ("in", "not in") else
+                                                           (p.value if p.op in ("in", "not in") else  # type: ignore[attr-defined]  # IN's value: a tuple
                                                             () if p.op in ("is null", "is not null") else (p.value,))])
             for p in conj]))
     for o in q.order_by:
@@ -609,7 +611,7 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     out.stream = stream
     if result.window_start_ms is not None:
         out.window_start_ms = int64(result.window_start_ms, "window_start_ms")
-        out.window_end_ms = int64(result.window_end_ms, "window_end_ms")
+        out.window_end_ms = int64(result.window_end_ms, "window_end_ms")  # type: ignore[arg-type]  # set with window_start_ms
     if result.staleness_ms is not None:
         out.staleness_ms = result.staleness_ms
     if a.guaranteed is not None:

@@ -33,6 +33,7 @@ class DataDirLock:
     the directory existed), for a start-up that fails to remove again."""
 
     def __init__(self, directory: str, fd: int, created: str | None):
+        self._fd: int | None
         self.dir, self._fd, self.created = directory, fd, created
 
     @classmethod

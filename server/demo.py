@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 
-from windowstore.clients import Client
+from windowstore.clients import Answer, Client
 from windowstore.clients.jobs.feeder import PACKET_SCHEMA
 
 PERIODIC = [
@@ -71,7 +71,7 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
                                str(duration_s + 30)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     print("starting the Spark feeder (the JVM takes a few seconds)...", flush=True)
-    latest: dict[str, object] = {}
+    latest: dict[str, Answer] = {}
     stop = threading.Event()
     queries = []
     for title, text in PERIODIC:
@@ -89,7 +89,7 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
             if t_end is not None and time.monotonic() >= t_end:
                 break
             if feeder.poll() is not None:
-                print(feeder.stdout.read(), flush=True)
+                print(feeder.stdout.read(), flush=True)  # type: ignore[union-attr]  # stdout=PIPE
                 print("the feeder stopped early", flush=True)
                 break
             time.sleep(2.0)

@@ -171,9 +171,9 @@ class Durability:
             if snapshot:
                 self.wal.flush()
                 self.wal.sync()
-                snapshot = not engine.sealing
+                snapshot = not engine.sealing  # type: ignore[union-attr]  # snapshot: there is an engine
             if snapshot:
-                self.snapshot(engine, wait=True)
+                self.snapshot(engine, wait=True)  # type: ignore[arg-type]  # snapshot: there is an engine
                 self.wal.roll()  # an empty new segment: the covered ones are deleted whole
                 self.wal.delete_through(self.wal.next_lsn - 1)
             elif self._thread is not None:

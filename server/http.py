@@ -139,10 +139,10 @@ class Endpoints:
     def _sample(self) -> None:
         while not self._stop.wait(SAMPLE_EVERY_S):
             try:
-                stats = self.driver.call(lambda: self.driver.stats(None)).result(10)
+                stats = self.driver.call(lambda: self.driver.stats(None)).result(10)  # type: ignore[attr-defined]  # attach() set the driver before starting this thread
             except Exception:  # noqa: BLE001 - not recovered yet, or shutting down: skip this sample
                 continue
-            self.history.add(time.time() * 1000.0, stats)
+            self.history.add(time.time() * 1000.0, stats)  # type: ignore[union-attr]  # started only when there is one
 
     def handle(self, req: BaseHTTPRequestHandler) -> None:
         path = req.path.split("?", 1)[0]

@@ -31,7 +31,7 @@ class TextFormatter(logging.Formatter):
         if fields is None:
             line = f"{t} {record.levelname} {record.name}: {record.getMessage()}"
         else:
-            line = f"{t} {record.levelname} {record.event}" + "".join(f" {k}={_text(v)}" for k, v in fields.items())
+            line = f"{t} {record.levelname} {record.event}" + "".join(f" {k}={_text(v)}" for k, v in fields.items())  # type: ignore[attr-defined]  # records with fields carry their event
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -46,7 +46,7 @@ class JsonFormatter(logging.Formatter):
         if fields is None:
             out["message"] = record.getMessage()
         else:
-            out["event"] = record.event
+            out["event"] = record.event  # type: ignore[attr-defined]  # records with fields carry their event
             out.update(fields)
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)

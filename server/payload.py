@@ -88,7 +88,7 @@ def decompressed_size(message: pa.ipc.Message) -> int:
     return total
 
 
-def read_table(ipc: bytes, max_decompressed: int) -> pa.Table:
+def read_table(ipc: bytes | memoryview, max_decompressed: int) -> pa.Table:
     """The payload as a validated Table; InvalidInput when malformed, ResourceLimit when it would
     decompress to more than `max_decompressed` bytes (checked before decompressing anything)."""
     try:

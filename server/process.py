@@ -22,12 +22,12 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "windowstore.server.cli", "serve", "--port", str(port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        line = self.proc.stdout.readline()
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]  # stdout=PIPE
         self.banner = line
         m = re.search(r"serving on (\S+)", line)
         if not m:
             self.proc.kill()
-            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+            raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")  # type: ignore[union-attr]  # stderr=PIPE
         self.target = m.group(1)
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 20.0) -> tuple[int, str, str]:

@@ -33,7 +33,7 @@ class AccessPolicy:
     def __init__(self, path: str):
         self.path = path
         self._lock = threading.Lock()
-        self._mtime = None
+        self._mtime: int | None = None
         self._checked = 0.0
         self.tokens: dict[str, str] = {}
         self.grants: dict[str, list[tuple[str, frozenset]]] = {}

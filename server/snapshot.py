@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import zlib
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -222,7 +223,7 @@ def latest(directory: str) -> str | None:
     return os.path.join(directory, done[-1]) if done else None
 
 
-def read(path: str) -> tuple[dict, int, callable]:
+def read(path: str) -> tuple[dict, int, Callable]:
     """(image for Engine.restore, lsn, the sub-window loader Engine.restore takes)."""
     def load(rel: str) -> bytes:
         full = os.path.join(path, rel)

@@ -258,7 +258,7 @@ class WriteAheadLog:
                 if self._fd is None or self._size >= self.segment_bytes or self._new_segment:
                     self._rotate(first)
                     self._new_segment = False
-                write_all(self._fd, parts)
+                write_all(self._fd, parts)  # type: ignore[arg-type]  # _rotate() opened one
             except OSError as e:
                 self._fail(f"writing the log failed: {e}")
             self._size += size
@@ -350,7 +350,7 @@ class WriteAheadLog:
         raise WalFailed(reason)
 
 
-def write_all(fd: int, data: bytes | list[bytes]) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview | list[bytes]) -> None:
     """Write everything (os.writev for a list of buffers, 1024 at a time; partial writes go on)."""
     parts = [memoryview(data)] if isinstance(data, (bytes, bytearray, memoryview)) else [memoryview(p) for p in data]
     parts = [p for p in parts if len(p)]  # an empty buffer would make writev return 0 for ever

@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
+from typing import NoReturn
 
 import numpy as np
 
@@ -78,7 +80,7 @@ class BoundQuery:
     items: list[OutputItem]
     aggs: list[BoundAggregate]            # the select list's aggregates, then hidden ORDER BY ones
     where: tuple[tuple["Comparison", ...], ...]
-    order: list[tuple[int | None, bool]]  # (agg index, or None for the key; descending)
+    order: list[tuple[int | KeyRef | None, bool]]  # (agg index, None for the only key, or KeyRef; descending)
     limit: int | None
     outer: list[tuple[BoundAggregate, int | None]] = field(default_factory=list)  # (agg, item index)
     approximate: bool = False
@@ -229,7 +231,7 @@ class GroupFilter:
         self.op, self.parts, self.ref, self.test = op, parts, ref, test
 
     def refs(self) -> list[tuple]:
-        return [self.ref] if self.op == "test" else [r for p in self.parts for r in p.refs()]
+        return [self.ref] if self.op == "test" else [r for p in self.parts for r in p.refs()]  # type: ignore[list-item]  # a test has its ref
 
     def keep(self, n: int, column) -> list[bool]:
         """Which of n groups to keep; `column(ref)` gives a ref's values, one per group."""
@@ -257,11 +259,11 @@ class _Binder:
         self.types = schema.types
         self.distinct = False  # binding SELECT DISTINCT as its GROUP BY (bind_distinct)
 
-    def fail(self, message: str, loc: Loc | None, column: str | None = None):
+    def fail(self, message: str, loc: Loc | None, column: str | None = None) -> NoReturn:
         raise QueryError(message, loc or self.q.loc, column)
 
     def column_type(self, column: str | None, loc: Loc | None) -> str:
-        typ = self.types.get(column)
+        typ = self.types.get(column)  # type: ignore[arg-type]  # None (no column) is not found
         if typ is None:
             self.fail(f"unknown column {column!r} (the stream has {', '.join(self.schema.names)})", loc, column)
         return typ
@@ -330,8 +332,8 @@ class _Binder:
             if self.column_type(it.column, it.loc) == "float64":
                 self.fail(f"SELECT DISTINCT of float64 column {it.column!r} is not supported", it.loc, it.column)
         grouped = replace(q, distinct=False, group_by=q.items[0].column, group_by_loc=q.items[0].loc,
-                          group_by_more=tuple(it.column for it in q.items[1:]),
-                          group_by_more_locs=tuple(it.loc for it in q.items[1:]))
+                          group_by_more=tuple(it.column for it in q.items[1:]),  # type: ignore[misc]  # DISTINCT selects columns (checked above)
+                          group_by_more_locs=tuple(it.loc for it in q.items[1:]))  # type: ignore[misc]  # the locs of those columns
         binder = _Binder(grouped, self.schema, self.spec)
         binder.distinct = True
         bound = binder.bind()
@@ -354,7 +356,7 @@ class _Binder:
         self.check_as_of(every)
         order = [self.projection_order_item(o, items) for o in q.order_by]
         return BoundQuery(q, n_q, every, None, None, items, [], where, [], q.limit,
-                          projection=[it.column for it in q.items], projection_order=order)
+                          projection=[it.column for it in q.items], projection_order=order)  # type: ignore[misc]  # a projection selects columns
 
     def projection_order_item(self, o, items: list[OutputItem]) -> tuple[int, bool]:
         if o.expr is not None:
@@ -454,7 +456,7 @@ class _Binder:
         return _int_comparison(p.column, p.op, _exact(p.value) * mult)
 
     def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate],
-                   group_keys: list[str] = ()) -> tuple[int | KeyRef | None, bool]:
+                   group_keys: Sequence[str] = ()) -> tuple[int | KeyRef | None, bool]:
         q = self.q
         if o.expr is not None:
             target = o.expr
@@ -509,7 +511,7 @@ class _Binder:
             if ref is None:
                 aggs.append(self.aggregate(c.operand, lambda col, loc: self.column_type(col, loc)))  # hidden
                 ref = ("agg", len(aggs) - 1)
-            name, typ = c.operand.label, aggs[ref[1]].type
+            name, typ = c.operand.label, aggs[ref[1]].type  # type: ignore[index]  # a select item that is an aggregate
         else:  # a GROUP BY column first (as DuckDB resolves it), then an output name
             name = c.operand
             hits = [i for i, it in enumerate(items) if it.label == name]
@@ -518,9 +520,9 @@ class _Binder:
             elif len(hits) > 1:
                 self.fail(f"HAVING {name!r} is ambiguous: {len(hits)} select items are named so", c.loc)
             elif hits:
-                it = items[hits[0]]
-                ref = ("agg", it.agg) if it.agg is not None else ("key", it.key)
-                typ = it.type
+                item = items[hits[0]]
+                ref = ("agg", item.agg) if item.agg is not None else ("key", item.key)
+                typ = item.type
             elif name in self.types:
                 self.fail(f"HAVING {name!r}: the column must be a GROUP BY column, or be aggregated", c.loc, name)
             else:
@@ -536,7 +538,7 @@ class _Binder:
                 self.fail(f"{op.upper()} takes no value", c.loc)
             return (lambda v: v is None) if op == "is null" else (lambda v: v is not None)
         listed = op in ("in", "not in")
-        values = c.value if listed else (c.value,)
+        values: tuple = c.value if listed else (c.value,)  # type: ignore[assignment]  # IN: a tuple (checked next)
         if listed and (not isinstance(values, tuple) or not values):
             self.fail(f"{op.upper()} needs a list of values", c.loc)
         kind = type_kind(typ)

@@ -190,7 +190,7 @@ class EagerCoalescer(_Window):
     def scan(self) -> list[Coalesced]:
         """The coalesced runs, by group then ts (a linear read of the maintained state)."""
         out = []
-        for group in sorted(self._groups):
+        for group in sorted(self._groups):  # type: ignore[type-var]  # one stream's group keys: mutually comparable
             for run in self._groups[group]:
                 out.append(Coalesced(group, run.stamps[0], run.te, run.value, len(run.stamps)))
         return out
@@ -481,10 +481,10 @@ def choose_plan(queries: Iterable[DCQ], wl: Workload, weights: Weights = Weights
         if best_cost is None or cost < best_cost:
             best, best_cost = assignment, cost
     return Plan(
-        choice={q.name: EAGER if e else LAZY for q, e in zip(qs, best)},
+        choice={q.name: EAGER if e else LAZY for q, e in zip(qs, best)},  # type: ignore[arg-type]  # set: the loop runs at least once
         costs=costs,
         shared_lazy=shared,
-        total=best_cost,
+        total=best_cost,  # type: ignore[arg-type]  # set: the loop runs at least once
         all_eager=plan_cost([True] * len(qs), costs, shared),
         all_lazy=plan_cost([False] * len(qs), costs, shared),
     )

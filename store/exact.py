@@ -43,7 +43,7 @@ def exact_sum(values: np.ndarray, lo: int | None = None, hi: int | None = None) 
         return 0
     if lo is None:
         lo, hi = int(values.min()), int(values.max())
-    if max_abs(lo, hi) * n <= INT64_MAX:
+    if max_abs(lo, hi) * n <= INT64_MAX:  # type: ignore[arg-type]  # lo and hi are given together
         return int(values.sum())
     high = values >> 32                    # arithmetic shift: floor(x / 2**32), in [-2**31, 2**31)
     low = values & _LOW_MASK               # x - high * 2**32, in [0, 2**32)

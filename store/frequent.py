@@ -167,9 +167,9 @@ def _sum_by_key(inverse: np.ndarray, parts: list[np.ndarray], n: int, floats: bo
             groups[g].append(x)
         return [math.fsum(g) for g in groups]
     if all(p.dtype.kind in "iu" for p in parts):
-        flat = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
-        if not len(flat) or int(flat.max()) * len(flat) < _INT64_SAFE:
-            return _int64_sums(inverse, flat.astype(np.int64), n)
+        ints = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        if not len(ints) or int(ints.max()) * len(ints) < _INT64_SAFE:
+            return _int64_sums(inverse, ints.astype(np.int64), n)
     out = [0] * n
     for g, x in zip(inverse.tolist(), (int(x) for p in parts for x in p.tolist())):
         out[g] += x

@@ -42,7 +42,7 @@ def bincount(bins: np.ndarray, minlength: int, weights: np.ndarray | None = None
             out = part
         else:
             out += part
-    return out
+    return out  # type: ignore[return-value]  # n > step: the loop ran
 
 
 def add_at(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:

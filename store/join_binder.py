@@ -147,6 +147,9 @@ def bind_join(query: JoinQuery, catalog: Catalog) -> BoundJoin:
 
 
 class _JoinBinder(_Binder):
+    # not a Query: the single-stream parts it reuses read only the fields the two share
+    q: JoinQuery  # type: ignore[assignment]
+
     def __init__(self, query: JoinQuery, catalog: Catalog):
         self.q = query
         self.catalog = catalog
@@ -199,7 +202,7 @@ class _JoinBinder(_Binder):
         return self.resolve(column, loc).type
 
     # -- the query -----------------------------------------------------------------------------
-    def bind(self) -> BoundJoin:
+    def bind(self) -> BoundJoin:  # type: ignore[override]  # a join's own entry point
         q = self.q
         if len(q.sources) < 2:
             self.fail("a join reads at least two streams", q.loc)
@@ -236,7 +239,7 @@ class _JoinBinder(_Binder):
                 self.fail(f"{what} {name!r} names two sources of the join: give each an alias", src.loc)
             seen[name] = i
             schema, spec = entry
-            one = _Binder(self.q, schema, spec)  # window lengths in this stream's own unit
+            one = _Binder(self.q, schema, spec)  # type: ignore[arg-type]  # window lengths in this stream's own unit (length() only)
             n_q = one.length(src.range, "RANGE") if src.range is not None else spec.subwindows
             every = one.length(src.slide, "SLIDE") if src.slide is not None else None
             self.sources.append(BoundSource(i, name, src.stream, schema, spec, n_q, every))
@@ -339,7 +342,7 @@ class _JoinBinder(_Binder):
             ref = self.resolve(target.column, target.loc) if target.column is not None else None
             for it, item in zip(q.items, b.items):
                 if (isinstance(it, Aggregate) and (it.func, it.q) == (target.func, target.q)
-                        and b.agg_refs[item.agg] == ref):
+                        and b.agg_refs[item.agg] == ref):  # type: ignore[index]  # an aggregate item
                     return item.agg, o.descending
             b.aggs.append(self.aggregate(target, self.column_type))  # hidden: sort only
             b.agg_refs.append(ref)
@@ -359,7 +362,7 @@ class _JoinBinder(_Binder):
             self.fail(f"ORDER BY {o.name!r} names no select item or column", o.loc)
         return b.items[self.ordinal(o, len(b.items))].agg, o.descending
 
-    def bind_projection(self, b: BoundJoin) -> None:
+    def bind_projection(self, b: BoundJoin) -> None:  # type: ignore[override]  # a join's own
         b.projection = True
         for it in self.q.items:
             ref = self.resolve(it.column, it.loc)

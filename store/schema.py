@@ -280,7 +280,7 @@ def _check_decimal(name: str, typ: str, values: list) -> tuple[np.ndarray, np.nd
     """Decimal values (Decimal, int, decimal text; Arrow decimals) as int64 value * 10**scale, exactly:
     a value with more fractional digits than the scale, or more digits than the precision, is
     refused (never rounded); floats are refused (not exact decimals)."""
-    p, sc = decimal_type(typ)
+    p, sc = decimal_type(typ)  # type: ignore[misc]  # typ is a decimal type
     limit = 10 ** p
     out = np.zeros(len(values), dtype=np.int64)
     valid = None

@@ -180,7 +180,7 @@ class _Groups:
             if lo:
                 self.bins -= lo
             present = gil.bincount(self.bins, hi - lo + 1)
-            self.select = np.flatnonzero(present)
+            self.select: np.ndarray | None = np.flatnonzero(present)
             self.uniq = (self.select + lo).astype(keys.dtype, copy=False)
             self.size = len(present)
             self.counts = present[self.select].astype(np.int64, copy=False)
@@ -204,7 +204,7 @@ class _Groups:
         bins = self.bins if mask is None else self.bins[mask]
         values = values if mask is None else values[mask]
         lo, hi = (summary.min, summary.max) if values.dtype.kind in "iu" and summary.count else (None, None)
-        return self._pick(grouped_sum(bins, values, self.size, lo, hi))
+        return self._pick(grouped_sum(bins, values, self.size, lo, hi))  # type: ignore[arg-type]  # integer values: int bounds
 
 
 def top_k(keys: np.ndarray, counts: np.ndarray, k: int) -> TopKList:

@@ -481,7 +481,7 @@ class SimpleCorrelator(Correlator):
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
-        self.bufs = {"left": [], "right": []}
+        self.bufs: dict[str, list] = {"left": [], "right": []}
 
     def insert(self, side, row, now):
         self._validate(side, row)

@@ -79,6 +79,12 @@ class WindowSpec:
     def count_based(self) -> bool:
         return self.subwindow_rows is not None
 
+    @property
+    def slot_ms(self) -> int:
+        """subwindow_ms of a time-based window (validate() requires it there)."""
+        assert self.subwindow_ms is not None, "a count-based window has no sub-window length"
+        return self.subwindow_ms
+
     def event_time_limits(self) -> tuple[int, int]:
         """The event times a row may carry, inclusive: every bound derived from them must be an
         int64, since answers, listings and the log carry bounds as int64. An event-time
@@ -88,7 +94,7 @@ class WindowSpec:
         if self.count_based:
             return INT64_MIN, INT64_MAX - 1
         if self.clock == "event":
-            t = self.subwindow_ms
+            t = self.slot_ms
             first_slot = -(-INT64_MIN // t)        # the first slot whose start is >= INT64_MIN
             last_slot = INT64_MAX // t - 1         # the last slot whose end is <= INT64_MAX
             return first_slot * t, (last_slot + 1) * t - 1
@@ -266,7 +272,8 @@ class Window:
     def youngest(self, n_q: int) -> list[SubWindow]:
         """The n_q youngest sealed sub-windows, youngest first (fewer while the window fills)."""
         subs, n = self.subs, self.n
-        return [subs[v % n] for v in range(self.latest, max(self.latest - n_q, -1), -1)]
+        # slides latest - n_q + 1 .. latest are live, so sealed: none of these is None
+        return [subs[v % n] for v in range(self.latest, max(self.latest - n_q, -1), -1)]  # type: ignore[misc]
 
     def answerable(self, n_q: int) -> tuple[int, int] | None:
         """The slides k whose window of n_q sub-windows (slides k - n_q + 1 .. k, from 0 while the
@@ -281,7 +288,13 @@ class Window:
         """Slide k's window of n_q sub-windows (AS OF SLIDE k), youngest first; the caller checks
         answerable() first."""
         subs, n = self.subs, self.n
-        return [subs[v % n] for v in range(k, max(k - n_q, -1), -1)]
+        return [subs[v % n] for v in range(k, max(k - n_q, -1), -1)]  # type: ignore[misc]  # live slides: sealed
+
+    def sealed(self, slide: int) -> SubWindow:
+        """The sub-window of live slide `slide` (the caller knows it is live)."""
+        sub = self.subs[slide % self.n]
+        assert sub is not None, f"slide {slide} is not sealed"
+        return sub
 
     def version_at(self, position: int) -> int | None:
         sub = self.subs[position]
@@ -313,7 +326,7 @@ class Window:
             subs = self.youngest(n_q)
             return min(s.start_ms for s in subs), max(s.end_ms for s in subs)
         oldest = max(self.latest - min(n_q, self.n) + 1, 0)
-        return self.subs[oldest % self.n].start_ms, self.subs[self.latest % self.n].end_ms
+        return self.sealed(oldest).start_ms, self.sealed(self.latest).end_ms
 
     def refused_state(self) -> str | None:
         """Why this window holds what the current code would have refused (a state restored from
@@ -350,7 +363,7 @@ class Window:
         self.spec.check_event_times(ts, self.schema.time_column)
         if self.spec.clock != "event" or not len(ts):
             return
-        t = self.spec.subwindow_ms
+        t = self.spec.slot_ms
         base = self._base_slot if self._base_slot is not None else int(ts.min()) // t
         horizon = max(base + self.cut_through + 1, self._watermark_slot()) + 10 * self.n
         if int(ts.max()) // t > horizon:
@@ -387,15 +400,15 @@ class Window:
     def _watermark_slot(self) -> int:
         if self.max_event_ms is None:
             return -(2**62)
-        return (self.max_event_ms - self.spec.allowed_lateness_ms) // self.spec.subwindow_ms
+        return (self.max_event_ms - self.spec.allowed_lateness_ms) // self.spec.slot_ms
 
     def due(self, now_ms: int) -> int:
         """How many slides are due at clock time now_ms (0 for manual windows)."""
         spec = self.spec
         if spec.count_based:
-            return self._buffer.rows // spec.subwindow_rows
+            return self._buffer.rows // spec.subwindow_rows  # type: ignore[operator]  # count-based: subwindow_rows is set
         if spec.clock == "processing":
-            return max(0, now_ms // spec.subwindow_ms - self._base_slot - (self.cut_through + 1))
+            return max(0, now_ms // spec.slot_ms - self._base_slot - (self.cut_through + 1))  # type: ignore[operator]  # processing time: set at creation
         if spec.clock == "event":
             if self._base_slot is None:
                 return 0
@@ -406,7 +419,7 @@ class Window:
     def next_due_ms(self) -> int | None:
         """Clock time of the next scheduled slide (processing time only)."""
         if self.spec.clock == "processing" and not self.spec.count_based:
-            return (self._base_slot + self.cut_through + 2) * self.spec.subwindow_ms
+            return (self._base_slot + self.cut_through + 2) * self.spec.slot_ms  # type: ignore[operator]  # processing time: set at creation
         return None
 
     def slide(self, now_ms: int) -> SubWindow:
@@ -425,20 +438,20 @@ class Window:
             chunks, rows = self._buffer.detach(spec.subwindow_rows)
             start = end = None
         elif spec.clock == "event":
-            slot = self._base_slot + j if self._base_slot is not None else now_ms // spec.subwindow_ms
+            slot = self._base_slot + j if self._base_slot is not None else now_ms // spec.slot_ms
             if self._base_slot is None:
                 self._base_slot = slot
             buf = self._slots.pop(slot, None)
             chunks, rows = buf.detach() if buf else ((), 0)
-            start, end = slot * spec.subwindow_ms, (slot + 1) * spec.subwindow_ms
+            start, end = slot * spec.slot_ms, (slot + 1) * spec.slot_ms
         elif spec.clock == "processing":
             chunks, rows = self._buffer.detach()
-            slot = self._base_slot + j
-            start, end = slot * spec.subwindow_ms, (slot + 1) * spec.subwindow_ms
+            slot = self._base_slot + j  # type: ignore[operator]  # processing time: set at creation
+            start, end = slot * spec.slot_ms, (slot + 1) * spec.slot_ms
         else:
             chunks, rows = self._buffer.detach()
             start, end = self.last_seal_ms, max(now_ms, self.last_seal_ms)
-        after = self.subs[self.latest % self.n].end_ms if self.latest >= 0 else 0
+        after = self.sealed(self.latest).end_ms if self.latest >= 0 else 0
         self.cutting = Cut(j, start, end, chunks, rows, now_ms, dict(self._prefix), after)
         self.last_seal_ms = now_ms
         return self.cutting
@@ -451,7 +464,7 @@ class Window:
             ts = cols[self.schema.time_column]
             start = int(ts.min()) if cut.rows else cut.after_ms
             end = int(ts.max()) + 1 if cut.rows else start
-        return self.seal(cut.slide, start, end, cols, cut.rows, cut.now_ms, dict(cut.prefix_before))
+        return self.seal(cut.slide, start, end, cols, cut.rows, cut.now_ms, dict(cut.prefix_before))  # type: ignore[arg-type]  # bounds: both set or both None
 
     def install(self, sub: SubWindow) -> None:
         """Commit T_j: its sealed sub-window takes position j mod n."""
@@ -479,12 +492,12 @@ class Window:
         prefix_before = {**after, **prefix_before}
         after[COUNT_KEY] += rows
         for c in self._int_columns:
-            after[c] += syn.columns[c].sum
+            after[c] += syn.columns[c].sum  # type: ignore[assignment]  # integer columns sum to int
         for c in self._names:
             after[count_key(c)] += rows - syn.nulls.get(c, 0)
         syn = replace(syn, prefix_before=prefix_before, prefix_after=after)
         ts = syn.columns[self.schema.time_column]  # its summary: the event times' min and max
-        return SubWindow(j, j % self.n, start, end, ts.min if rows else None, ts.max if rows else None,
+        return SubWindow(j, j % self.n, start, end, ts.min if rows else None, ts.max if rows else None,  # type: ignore[arg-type]  # int64 times
                          rows, cols, syn, now_ms)
 
     def _place(self, sub: SubWindow) -> None:
@@ -560,7 +573,7 @@ class Window:
         if self.latest < 0:
             return 0
         lo = max(0, self.latest - n_q + 1)
-        return self.subs[self.latest % self.n].synopsis.prefix_after[key] - self.subs[lo % self.n].synopsis.prefix_before[key]
+        return self.sealed(self.latest).synopsis.prefix_after[key] - self.sealed(lo).synopsis.prefix_before[key]
 
     def key_totals(self, column: str, n_q: int, of: tuple[str, ...] | None = None) -> KeySummary | None:
         """COUNT(*), and COUNT(c) and integer SUM(c) of the numeric columns `of` (default: all),

@@ -28,7 +28,7 @@ version older than the history cannot have its sub-window checked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from .history import Op
 
@@ -85,8 +85,9 @@ def _mid_stream(events: list[dict]) -> set[str]:
     """The streams a history shows from the middle: its first slide of them is not slide 0, or a
     read comes before that transaction's begin (it began before the history did)."""
     first_slide: dict[str, int] = {}
-    begun: set[tuple[str, str]] = set()
+    begun: set[tuple[str, str | None]] = set()
     mid = set()
+    stream: Any  # an event's fields: JSON values
     for ev in events:
         stream, op = ev.get("stream"), ev.get("op")
         if op == Op.WRITE and stream not in first_slide:
@@ -110,6 +111,8 @@ def check(events: Iterable[dict]) -> Report:
     open_txns: dict[tuple[str, str], dict] = {}
     groups: dict[str, dict] = {}                  # join txn -> its attempt's parts
     headless: set[tuple[str, str]] = set()        # attempts begun before a mid-stream history starts
+    stream: Any  # an event's fields: JSON values
+    txn: Any
     for ev in events:
         stream, op, txn = ev.get("stream"), ev.get("op"), ev.get("txn")
         key = (stream, txn)

@@ -190,7 +190,7 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
     kind = KIND_OF[type(cmd)]
     if type(cmd) in _WITH_ROWS:
         header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
-        body = cmd.payload()
+        body = cmd.payload()  # type: ignore[union-attr, misc]  # the commands with rows: Append's payload()
     else:
         header, body = asdict(cmd), b""
         if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms

@@ -63,7 +63,7 @@ class History:
     def record(self, stream: str, op: Op, txn: str, t: float, subwindow: int | None = None,
                version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
                as_of: int | None = None) -> None:
-        ev = (self.seq, stream, op, txn, subwindow, version, window_len, t)  # KEYS
+        ev: tuple | dict = (self.seq, stream, op, txn, subwindow, version, window_len, t)  # KEYS
         if streams is not None or as_of is not None:
             ev = dict(zip(KEYS, ev))
             if streams is not None:

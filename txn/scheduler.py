@@ -317,14 +317,14 @@ class Scheduler(Slides, Offload):
         task_id, task = next(iter(self._refresh.items()))
         del self._refresh[task_id]
         try:
-            task.plan.refresh()
+            task.plan.refresh()  # type: ignore[attr-defined]  # Task.plan: a join's plan here
         except ResourceLimit:
             # too large a join result: what is kept stays consistent; the next execution evaluates
             # again and reports the error to its subscribers
             self.refresh_errors += 1
         except Exception:  # noqa: BLE001 - maintenance must not stop the scheduler
             self.refresh_errors += 1
-            task.plan.join.clear()  # a bug: forget what is kept, the next execution starts afresh
+            task.plan.join.clear()  # type: ignore[attr-defined]  # a join's plan; a bug: forget what is kept, the next execution starts afresh
         self.last_rows = 0
 
     def _choose(self) -> QueryTxn | None:
@@ -426,7 +426,7 @@ class Scheduler(Slides, Offload):
         plan = txn.plan
         if txn.join:
             try:
-                answer = plan.evaluate(txn.read_sets())  # the join runs once, over exactly what was read
+                answer = plan.evaluate(txn.read_sets())  # type: ignore[attr-defined]  # txn.join; the join runs once, over exactly what was read
             except ResourceLimit as e:
                 self._refuse(txn, e)
                 return
@@ -522,7 +522,7 @@ class Scheduler(Slides, Offload):
         """Commit a join: its answer reflects, per joined stream, the sub-windows read; Result.slide
         and the window bounds are the first source's stream's, `sources` has every stream's."""
         now = self.clock()
-        plan: JoinQueryPlan = txn.plan
+        plan: JoinQueryPlan = txn.plan  # type: ignore[assignment]  # QueryTxn.plan: a join's plan here
         for name in plan.names:
             self._record(name, Op.COMMIT, txn.id)
         reads = txn.read_sets()
@@ -619,7 +619,7 @@ class Scheduler(Slides, Offload):
             if c is not None:
                 setattr(c, what, getattr(c, what) + 1)
 
-    def _record(self, stream: str, op: str, txn: str, subwindow=None, version=None, window_len=None,
+    def _record(self, stream: str, op: Op, txn: str, subwindow=None, version=None, window_len=None,
                 streams=None, as_of=None) -> None:
         if self.history is not None:
             if as_of is None:

@@ -37,6 +37,7 @@ import pyarrow as pa
 from windowstore.store import InvalidInput, Plan, Stream, WindowSpec, parse_query, plan_query
 
 from .history import History
+from .query import Result
 from .scheduler import Scheduler
 
 # Calibrated on this store's window scan of the workload's group-by query and its seal
@@ -147,8 +148,9 @@ def simulate(cfg: SimConfig) -> dict:
         clock[0] = float(-(n - j - 1) * t)
         assert sched.step() == "slide"
     clock[0] = 0.0
-    answers, onetime = [], []
-    fresh = []
+    answers: list[Result] = []
+    onetime: list[Result] = []
+    fresh: list[Result] = []
     tasks = []
     for text in workload_queries(periodic_rng, n, cfg.periodic):
         # a task that never answered ages from its registration (Task.since) like one that answered

@@ -65,7 +65,7 @@ def main(argv=None) -> int:
                          "values": [None if v is None else str(v) for v in r]}
                         for text, a in batch for i, r in enumerate(a.rows)]
                 if rows:
-                    spark.createDataFrame(rows).write.mode("append").parquet(args.path)
+                    spark.createDataFrame(rows).write.mode("append").parquet(args.path)  # type: ignore[union-attr]  # the parquet sink made a session
                     written += len(rows)
     except KeyboardInterrupt:
         pass

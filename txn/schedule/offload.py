@@ -16,7 +16,7 @@ worker thread (server/driver.py); without `offload` everything is computed inlin
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, SubWindow
 
@@ -25,9 +25,25 @@ from ..query import Job, QueryFailed, QueryTxn, Source
 from .costs import Costs
 from .seals import SealJob
 
+if TYPE_CHECKING:
+    from windowstore.store import Answer, StoreError
+
+    from ..policies import Policy
+
 
 class Offload:
     """The offload half of Scheduler (a mixin: the core and this share `self`)."""
+
+    if TYPE_CHECKING:  # what it uses of the core (Scheduler) and of Slides
+        active: list[QueryTxn]
+        control: Policy
+        clock: Callable[[], float]
+        last_error: StoreError | None
+        _reselect: bool
+
+        def _commit(self, txn: QueryTxn, answer: Answer, span: tuple | None = None) -> None: ...
+        def fail(self, txn: QueryTxn, error: Exception) -> None: ...
+        def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> Step: ...
 
     def _init_offload(self) -> None:
         # Where window-scan reads and final merges that cost at least offload_ms run (see the module
@@ -85,7 +101,7 @@ class Offload:
         self.jobs += 1
         txn.held_at = None
         self._reselect = True
-        self.offload(job)
+        self.offload(job)  # type: ignore[misc]  # issued only when offload is set
 
     def _hold(self, txn: QueryTxn, src: Source, sub: SubWindow) -> bool:
         """Under ttu, the last read is of the sub-window the next slide overwrites, and from it to
@@ -119,7 +135,7 @@ class Offload:
         commits (nothing changed the read set since it was issued, or it would be orphaned); a
         seal installs its sub-window. Returns 'read', 'commit', 'slide', 'error' or 'discarded'."""
         if isinstance(job, SealJob):
-            return self._sealed(job, value, error, ms)
+            return self._sealed(job, value, error, ms)  # type: ignore[arg-type]  # a seal job's value: its sub-window
         txn = job.txn
         if ms is not None:
             self.costs.note(txn.plan, job.kind, job.rows, ms)
@@ -135,7 +151,7 @@ class Offload:
             self.fail(txn, self.last_error)
             return Step.ERROR
         if job.kind == JobKind.READ:
-            txn.partial.add(job.version, value)
+            txn.partial.add(job.version, value)  # type: ignore[arg-type]  # a read job has its version
             return Step.READ
-        self._commit(txn, value)
+        self._commit(txn, value)  # type: ignore[arg-type]  # a final merge's value: its answer
         return Step.COMMIT

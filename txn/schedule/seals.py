@@ -18,13 +18,19 @@ from __future__ import annotations
 import collections
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Stream, SubWindow
 from windowstore.store.window import Cut
 
 from ..kinds import SlideCause, Step
 from ..query import StreamFailed
+
+if TYPE_CHECKING:
+    from windowstore.store import StoreError
+
+    from ..policies import Policy
+    from ..query import QueryTxn
 
 
 @dataclass(eq=False)
@@ -43,6 +49,18 @@ class SealJob:
 
 class Slides:
     """The slide half of Scheduler (a mixin: the core and this share `self`)."""
+
+    if TYPE_CHECKING:  # what it uses of the core (Scheduler) and of Offload
+        streams: dict[str, Stream]
+        active: list[QueryTxn]
+        control: Policy
+        clock: Callable[[], float]
+        timer: Callable[[], float] | None
+        jobs_discarded: int
+        last_error: StoreError | None
+
+        def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None: ...
+        def fail(self, txn: QueryTxn, error: Exception) -> None: ...
 
     def _init_slides(self) -> None:
         self.manual_requests: dict[str, int] = {}
@@ -207,5 +225,5 @@ class Slides:
         self.last_seal_ms = None
         if ms is not None:
             self._note_seal(job, ms)
-        self._install(job, sub, notify=True)
+        self._install(job, sub, notify=True)  # type: ignore[arg-type]  # no error: sealed
         return Step.SLIDE

@@ -5,6 +5,7 @@ same digest and a batch with other rows almost surely has another. Deterministic
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +35,7 @@ def _string_hashes(values) -> np.ndarray:
     return words[idx] if len(idx) else np.empty(0, dtype=np.uint64)
 
 
-def batch_digest(columns: dict, types: list[tuple[str, str]], rows: int) -> int:
+def batch_digest(columns: dict, types: Sequence[tuple[str, str]], rows: int) -> int:
     """Digest of schema-checked columns (Schema.check's output: NumPy numbers, pyarrow strings)."""
     with np.errstate(over="ignore"):
         h = np.zeros(rows, dtype=np.uint64)

@@ -278,7 +278,7 @@ class Engine:
         stream = self.stream(cmd.stream)
         book = self.books[cmd.stream]
         if cmd.writer_id and cmd.batch_id is not None:
-            seen = book.slide_acks.get(cmd.writer_id, {}).get(cmd.batch_id)
+            seen = book.slide_ack(cmd.writer_id, cmd.batch_id)
             if seen is not None:
                 return SlideAck(seen.slide, seen.rows, True)
         if stream.spec.clock != "manual" or stream.spec.count_based:
@@ -291,6 +291,7 @@ class Engine:
         finally:
             self._slide_key = ("", None)
         sub = stream.window.subs[stream.window.latest % stream.window.n]  # a manual clock: the newest is it
+        assert sub is not None, "a slide leaves its newest sub-window in place"
         return SlideAck(sub.slide, sub.rows, False)
 
     def _slide_now(self, name: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from windowstore.store import InvalidInput, Stream
 from windowstore.store.digest import batch_digest
@@ -60,24 +60,34 @@ class StreamBook:
 
     accepted_rows: int = 0
     duplicate_batches: int = 0     # a metric: replays are not logged
-    acks: dict[str, collections.OrderedDict] = field(default_factory=dict)        # writer -> batch -> AppendAck
-    slide_acks: dict[str, collections.OrderedDict] = field(default_factory=dict)  # writer -> batch -> SlideAck
+    acks: dict[str, collections.OrderedDict[int, Any]] = field(default_factory=dict)        # writer -> batch -> AppendAck
+    slide_acks: dict[str, collections.OrderedDict[int, Any]] = field(default_factory=dict)  # writer -> batch -> SlideAck
     # staged, uncommitted batches: (writer, batch) -> attempt -> chunk -> table; and per writer the newest
     # committed batch id (Spark's batch ids only grow: anything at or below it is a replay)
-    staged: dict[tuple[str, int], dict[str, dict[int, object]]] = field(default_factory=dict)
+    staged: dict[tuple[str, int], dict[str, dict[int, Any]]] = field(default_factory=dict)  # chunks: pyarrow Tables
     high_water: dict[str, int] = field(default_factory=dict)
     discarded_rows: int = 0        # a metric: staged rows that were never published
+
+    def append_ack(self, writer: str, batch_id: int) -> Any:
+        """The remembered AppendAck of a writer's batch, or None."""
+        acks = self.acks.get(writer)
+        return None if acks is None else acks.get(batch_id)
+
+    def slide_ack(self, writer: str, batch_id: int) -> Any:
+        """The remembered SlideAck of a writer's slide, or None."""
+        acks = self.slide_acks.get(writer)
+        return None if acks is None else acks.get(batch_id)
 
 
 def append(engine: Engine, cmd: Append) -> AppendAck:
     stream = engine.stream(cmd.stream)
     book = engine.books[cmd.stream]
-    keyed = bool(cmd.writer_id) and cmd.batch_id is not None
+    batch_id = cmd.batch_id if cmd.writer_id else None  # the idempotency key, if the append has one
     checked, rows = stream.schema.check(cmd.batch)  # raises InvalidInput with nothing applied
     digest = 0
-    if keyed:
+    if batch_id is not None:
         digest = batch_digest(checked, stream.schema.columns, rows)
-        seen = book.acks.get(cmd.writer_id, {}).get(cmd.batch_id)
+        seen = book.append_ack(cmd.writer_id, batch_id)
         if seen is not None:
             if seen.digest != digest:
                 raise FailedPrecondition(
@@ -89,8 +99,8 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
     result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
     book.accepted_rows += result.accepted
     ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through, digest)
-    if keyed:
-        remember(engine, book.acks, cmd.writer_id, cmd.batch_id, ack)
+    if batch_id is not None:
+        remember(engine, book.acks, cmd.writer_id, batch_id, ack)
     engine._emit(cmd)
     return ack
 
@@ -99,7 +109,7 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
 def _committed(engine: Engine, book: StreamBook, writer_id: str, batch_id: int) -> AppendAck | bool:
     """The ack of an earlier commit of this batch, True if it is older than what is remembered
     but at or below the writer's high-water mark, or False."""
-    seen = book.acks.get(writer_id, {}).get(batch_id)
+    seen = book.append_ack(writer_id, batch_id)
     if seen is not None:
         return seen
     return batch_id <= book.high_water.get(writer_id, -1)
@@ -204,7 +214,7 @@ def _admit(engine: Engine, stream: Stream, rows: int) -> None:
 
 
 # -- idempotency tables: bounded per writer and in all ---------------------------------------------
-def remember(engine: Engine, tables: dict[str, collections.OrderedDict], writer: str, batch_id: int, ack) -> None:
+def remember(engine: Engine, tables: dict[str, collections.OrderedDict[int, Any]], writer: str, batch_id: int, ack) -> None:
     """Remember an acknowledgement for replays. A writer keeps its newest idempotency_keep; all
     tables together keep at most idempotency_keep_total, beyond which the largest tables lose
     their oldest entries (a replay of a forgotten batch is applied again: the price of a bound).

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ..errors import InvalidInput
-from ..exact import INT64_MAX, INT64_MIN, exact_sum, grouped_sum, max_abs
-from ..functions import _grouped_extreme, _string_group_extreme
 from ..join_binder import BoundJoin, ColumnRef
 from ..planner import Answer
 from ..schema import valid_key as _valid_key
@@ -32,17 +30,15 @@ from .index import DTYPES, Prepared
 if TYPE_CHECKING:
     from .plan import JoinPlan
 
-_BY_KEY_FUNCS = ("count", "sum", "avg", "min", "max")
-
-
 def by_key_answers(b: BoundJoin, residual: bool) -> bool:
-    """Can per-key partial aggregates answer this query (JoinPlan._aggregate_by_key)? Two sources
+    """Can per-key partial aggregates answer this query (aggregate_by_key)? Two sources
     joined by equalities only (a band pairs rows, not key values), WHERE pushed down whole to one
-    source at a time (no OR across sources), COUNT, SUM, AVG, MIN and MAX (distributive and algebraic
-    aggregates: per-key partial results combine; the holistic QUANTILE and COUNT(DISTINCT) need the
-    rows), at most one GROUP BY column (of either source). Projections need the joined rows too."""
+    source at a time (no OR across sources), aggregates whose class says per-key partials answer them
+    (join_by_key_ok: COUNT, SUM, AVG, MIN and MAX, distributive and algebraic; the holistic QUANTILE
+    and COUNT(DISTINCT) need the rows), at most one GROUP BY column (of either source). Projections
+    need the joined rows too."""
     return (len(b.sources) == 2 and bool(b.equalities) and not b.bands and not residual and not b.projection
-            and bool(b.aggs) and all(a.fn.name in _BY_KEY_FUNCS for a in b.aggs))
+            and bool(b.aggs) and all(a.fn.join_by_key_ok(a) for a in b.aggs))
 
 
 def _dense_keys(ka: list[np.ndarray], kb: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
@@ -92,48 +88,18 @@ def _side_column(xs: list[Prepared], ref: ColumnRef) -> tuple[np.ndarray, np.nda
     return values, _concat_rows([x.column(vkey) for x in xs], bool)
 
 
-def _collapse(name: str, part):
-    """A per-row contribution (functions.py's from_group_rows form) reduced to one entry: COUNT's
-    counts, SUM's and AVG's (exact sum, values counted), MIN's and MAX's (extreme, present)."""
-    if name == "count":
-        return np.array([int(part.sum())], dtype=np.int64)
-    if name in ("sum", "avg"):
-        total = exact_sum(part[0]) if len(part[0]) else 0
-        out = np.array([total], dtype=part[0].dtype if part[0].dtype.kind == "f" else
-                       np.int64 if INT64_MIN <= total <= INT64_MAX else object)
-        return out, np.array([int(part[1].sum())], dtype=np.int64)
-    values, present = part
-    if not present.all():
-        values = values[present]
-    if not len(values):
-        return values[:0].copy(), np.zeros(0, dtype=bool)
-    ext = values.max() if name == "max" else values.min()
-    return np.array([ext], dtype=values.dtype), np.ones(1, dtype=bool)
-
-
-def _times(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """values * counts elementwise, exactly for integers (object array of Python ints where a product
-    may leave int64), float64 for floats."""
-    if values.dtype.kind == "f":
-        return values * counts
-    if not len(values):
-        return values.astype(np.int64)
-    if max_abs(values.min(), values.max()) * int(counts.max()) <= INT64_MAX:
-        return values.astype(np.int64) * counts
-    return values.astype(object) * counts.astype(object)
-
-
-
 def aggregate_by_key(plan: JoinPlan, inputs: Sequence[Sequence[SubWindow]]) -> Answer:
     """Aggregates of a two-way equi-join computed per join key, never forming the joined rows
     (one-time queries; see by_key_answers for which). One side, the "key side", is aggregated per
-    join key: its rows per key and, per aggregate reading it, its per-key count of values, exact sum
-    and extreme. Every row of the other side, the "row side" (the GROUP BY column's source, else the
-    smaller), joins the rows of its key: it stands for cnt(k) joined rows. So, per group, COUNT(*) =
-    sum of cnt(k); SUM(row.x) = sum of x * cnt(k); SUM(key.y) = sum of sum_y(k); COUNT likewise; MIN
-    and MAX over the values of rows whose key the other side has; AVG = SUM / COUNT. The sums are
-    exact (integers: exact.py; a product leaving int64 is taken as a Python int), the answer is
-    finished by functions.py as for joined rows. Cost: linear in the windows (keys are dense ids:
+    join key: its rows per key and, per aggregate reading it, the function's from_group_rows partial
+    per key (COUNT: values counted; SUM, AVG: exact sum, values counted; MIN, MAX: extreme, present).
+    Every row of the other side, the "row side" (the GROUP BY column's source, else the smaller),
+    joins the rows of its key: it stands for cnt(k) joined rows, and the function's weighted_rows says
+    what such a row contributes. So, per group, COUNT(*) = sum of cnt(k); SUM(row.x) = sum of x *
+    cnt(k); SUM(key.y) = sum of sum_y(k); COUNT likewise; MIN and MAX over the values of rows whose key
+    the other side has; AVG = SUM / COUNT. The sums are exact (integers: exact.py; a product leaving
+    int64 is taken as a Python int), the answer is finished by the function's finish_groups as for
+    joined rows. Cost: linear in the windows (keys are dense ids:
     a table lookup, or a sort of the distinct keys), not in the join's result (thesis 5.1's
     cardinality argument: per key value, the join pairs every row of one side with every row of
     the other). The row bound is still the join's size (its count is known exactly), so a join is
@@ -176,38 +142,24 @@ def aggregate_by_key(plan: JoinPlan, inputs: Sequence[Sequence[SubWindow]]) -> A
     else:
         uniq, inverse = np.zeros(1, dtype=np.int64), np.zeros(len(kr), dtype=np.int64)
     g = len(uniq)
-    key_side: dict[ColumnRef, tuple] = {}
+    key_side: dict[tuple, object] = {}
     results = []
     for a, ref in zip(b.aggs, b.agg_refs):
-        name = a.fn.name
-        if ref is None:  # COUNT(*)
-            part = per_row
-        elif ref.source == r:
-            values, valid = row_side(ref)
-            counted = per_row if valid is None else np.where(valid, per_row, 0)
-            if name == "count":
-                part = counted
-            elif name in ("sum", "avg"):
-                part = (_times(values if valid is None else np.where(valid, values, 0), per_row), counted)
-            else:
-                part = (values, np.ones(len(values), dtype=bool) if valid is None else valid)
-        else:
-            what = "sum" if name == "avg" else name
-            stats = key_side.get((ref, what))
-            if stats is None:
-                stats = key_side[(ref, what)] = _key_stats(plan, ref, what, preps[o], ko, span, cnt_o)
-            nonnull, per_key = stats
-            counted = nonnull[kr]
-            if name == "count":
-                part = counted
-            elif name in ("sum", "avg"):
-                part = (per_key[kr], counted)
-            else:
-                part = (per_key[kr], counted > 0)
+        fn = a.fn
         s = plan.strings[ref.source if ref is not None else 0]
-        if b.group_by is None and (ref is None or ref.type != "string"):
-            part = _collapse(name, part)  # one group: reduce the rows first (cheaper)
-            inv = np.zeros(len(part if name == "count" else part[0]), dtype=np.int64)
+        if ref is None:  # COUNT(*)
+            part = fn.weighted_rows(a, None, None, per_row)
+        elif ref.source == r:
+            part = fn.weighted_rows(a, *row_side(ref), per_row)
+        else:  # the key side's partial per join key, taken at each joining row's key
+            per_key = key_side.get((ref, fn.name))
+            if per_key is None:
+                per_key = key_side[(ref, fn.name)] = _key_partial(a, ref, preps[o], ko, span, s)
+            part = _take(per_key, kr)
+        reduced = fn.reduce_rows(a, part) if b.group_by is None else None
+        if reduced is not None:  # one group: the rows reduced first (cheaper)
+            part = reduced
+            inv = np.zeros(len(part if isinstance(part, np.ndarray) else part[0]), dtype=np.int64)
         else:
             inv = inverse
         results.append(a.fn.finish_groups(a, inv, g, [part], uniq, s))
@@ -221,20 +173,15 @@ def aggregate_by_key(plan: JoinPlan, inputs: Sequence[Sequence[SubWindow]]) -> A
             rows = [tuple(a.fn.over(a, rows if item is None else [r[item] for r in rows]) for a, item in b.outer)]
     return Answer(plan.labels, typed_rows(rows, plan.types), "join", types=plan.types)
 
-def _key_stats(plan: JoinPlan, ref: ColumnRef, what: str, xs: list[Prepared], key: np.ndarray, span: int,
-               cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Per dense join key of the key side: (values counted, nulls left out; for "sum" the exact
-    sums, for "min"/"max" the extreme value (strings: the dictionary code of the extreme string))."""
+def _key_partial(a, ref: ColumnRef, xs: list[Prepared], key: np.ndarray, span: int, strings):
+    """Per dense join key of the key side: the aggregate's from_group_rows partial of its non-null
+    values (functions.py's partial algebra, as one sub-window's per-key contribution)."""
     values, valid = _side_column(xs, ref)
     if valid is not None and not valid.all():
         values, key = values[valid], key[valid]
-        nonnull = np.bincount(key, minlength=span).astype(np.int64)
-    else:
-        nonnull = cnt
-    if what == "sum":
-        return nonnull, grouped_sum(key, values, span)
-    if what in ("min", "max"):
-        if ref.type == "string":
-            return nonnull, _string_group_extreme(key, span, values, plan.strings[ref.source], what == "max")
-        return nonnull, _grouped_extreme(what == "max", key, values, span)
-    return nonnull, None
+    return a.fn.from_group_rows(a, key, span, values, key, strings)
+
+
+def _take(part, at: np.ndarray):
+    """A partial (one array, or a tuple of arrays, one entry per key) at the keys `at`."""
+    return part[at] if isinstance(part, np.ndarray) else tuple(x[at] for x in part)

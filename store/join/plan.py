@@ -120,7 +120,7 @@ class JoinPlan:
         self._chunks: list[Chunk] = []
         self._combined: dict[tuple, Combined] = {}
         if getattr(self, "synopsis", False):
-            self._intervals = Intervals(self.k, self.bound)
+            self._intervals = Intervals(self.k, self.bound, self.strings)
 
     # -- static analysis of the conditions ------------------------------------------------------------
     def _classes(self) -> None:

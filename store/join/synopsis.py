@@ -17,56 +17,48 @@ Owns the intervals; the plan decides when rows are added or expire.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-from ..exact import exact_sum, grouped_sum
-from ..functions import _grouped_extreme, decimal_avg
-from ..join_binder import BoundJoin, exact_number
-from ..schema import decimal_type
+from ..dictionary import StringDictionary
+from ..join_binder import BoundJoin
 from .index import Inter
-
-_SYNOPSIS_FUNCS = ("count", "sum", "avg", "min", "max")
 
 
 def synopsis_answers(b: BoundJoin) -> bool:
-    """Can intervals of pre-aggregated join results answer this query exactly? COUNT of any column;
-    SUM, AVG, MIN, MAX of int64 and decimal columns (integers: exact sums); MIN, MAX of timestamps and
-    dates (integers too). NULLs are left out per interval (values counted), so an interval of only
-    NULLs contributes nothing. Float sums (they depend on the order of addition), string extremes
-    (decoding) and boolean extremes are recomputed from the kept result rows instead."""
+    """Can intervals of pre-aggregated join results answer this query exactly? When every aggregate's
+    class says so (join_synopsis_ok: COUNT of any column; SUM, AVG, MIN, MAX of int64 and decimal
+    columns, integers: exact sums; MIN, MAX of timestamps and dates, integers too). NULLs are left
+    out per interval (values counted), so an interval of only NULLs contributes nothing. Float sums
+    (they depend on the order of addition), string extremes (decoding) and boolean extremes are
+    recomputed from the kept result rows instead."""
     if b.projection or b.group_by is not None or b.outer or not b.aggs:
         return False
-    for a in b.aggs:
-        name = a.fn.name
-        if name not in _SYNOPSIS_FUNCS:
-            return False
-        if name == "count":
-            continue
-        exact = a.input_type is not None and exact_number(a.input_type)
-        if not exact and not (name in ("min", "max") and a.input_type in ("timestamp", "date")):
-            return False
-    return True
+    return all(a.fn.join_synopsis_ok(a) for a in b.aggs)
 
 
 class Intervals:
     """Join results pre-aggregated per label (the combination of sub-windows they were joined from, so
-    every row of an interval expires at the same slide): labels[i] is the version of each source, counts[i]
-    the rows under it, and per aggregate a tuple of per-label arrays: COUNT(col) (values counted); SUM and
-    AVG (exact sum, values counted); MIN and MAX (extreme, values counted). Values counted leave out
-    nulls (a sub-window's validity mask, when it has one)."""
+    every row of an interval expires at the same slide): labels[i] is the version of each source,
+    counts[i] the rows under it, and per aggregate its function's from_group_rows partial with one
+    entry per label (functions.py: COUNT the values counted, SUM and AVG (exact sum, values counted),
+    MIN and MAX (extreme, present)), so an answer merges them with the function's finish_groups, as
+    the single-stream path merges sub-windows' per-key contributions. Values counted leave out nulls
+    (a sub-window's validity mask, when it has one)."""
 
-    def __init__(self, k: int, bound: BoundJoin):
-        self.k, self.bound = k, bound
+    def __init__(self, k: int, bound: BoundJoin, strings: Sequence[StringDictionary]):
+        self.k, self.bound, self.strings = k, bound, strings
         self.labels = np.zeros((0, k), dtype=np.int64)
         self.counts = np.zeros(0, dtype=np.int64)
-        self.parts: list[tuple | None] = []
-        for a, ref in zip(bound.aggs, bound.agg_refs):
-            empty = np.zeros(0, dtype=np.int64)
-            self.parts.append(None if ref is None else (empty,) if a.fn.name == "count" else (empty, empty))
+        self.parts: list = [None] * len(bound.aggs)  # None until the first interval
 
     @property
     def rows(self) -> int:
         return int(self.counts.sum())
+
+    def _strings(self, ref) -> StringDictionary:
+        return self.strings[ref.source if ref is not None else 0]
 
     def add(self, inter: Inter, gather, max_rows: int, too_many) -> None:
         """Pre-aggregate new result rows (each has at least one newly incorporated sub-window, so its
@@ -78,26 +70,16 @@ class Intervals:
         g = len(labels)
         counts = np.bincount(inverse, minlength=g).astype(np.int64)
         parts = []
-        for a, ref, old in zip(self.bound.aggs, self.bound.agg_refs, self.parts):
-            if old is None:
-                parts.append(None)
-                continue
-            values, valid = gather(ref, inter.ver[ref.source], inter.row[ref.source])
-            inv, counted = inverse, counts
-            if valid is not None:
-                inv, values = inverse[valid], values[valid]
-                counted = np.bincount(inv, minlength=g).astype(np.int64)
-            name = a.fn.name
-            if name == "count":
-                parts.append((counted,))
-            elif name in ("sum", "avg"):
-                parts.append((grouped_sum(inv, values, g), counted))
-            else:
-                parts.append((_grouped_extreme(name == "max", inv, values, g), counted))
+        for a, ref in zip(self.bound.aggs, self.bound.agg_refs):
+            values, inv = None, inverse  # COUNT(*)
+            if ref is not None:
+                values, valid = gather(ref, inter.ver[ref.source], inter.row[ref.source])
+                if valid is not None:
+                    inv, values = inverse[valid], values[valid]
+            parts.append(a.fn.from_group_rows(a, inv, g, values, inv, self._strings(ref)))
         self.labels = np.concatenate([self.labels, labels])
         self.counts = np.concatenate([self.counts, counts])
-        self.parts = [None if old is None else tuple(_concat_values(o, n) for o, n in zip(old, new))
-                      for old, new in zip(self.parts, parts)]
+        self.parts = [new if old is None else _map(_concat_values, old, new) for old, new in zip(self.parts, parts)]
 
     def expire(self, p: int, gone: np.ndarray) -> int:
         """Drop the intervals holding an expired sub-window of source p; the rows they summarised."""
@@ -107,35 +89,29 @@ class Intervals:
         dropped = int(self.counts[hit].sum())
         keep = ~hit
         self.labels, self.counts = self.labels[keep], self.counts[keep]
-        self.parts = [None if part is None else tuple(x[keep] for x in part) for part in self.parts]
+        self.parts = [None if part is None else _map(lambda x: x[keep], part) for part in self.parts]
         return dropped
 
     def answer(self) -> list[tuple]:
         b = self.bound
+        n = len(self.labels)
         values = []
-        for a, part in zip(b.aggs, self.parts):
-            name = a.fn.name
-            if part is None:  # COUNT(*)
-                values.append(int(self.counts.sum()))
-                continue
-            counted = part[-1]
-            n = int(counted.sum())
-            if name == "count":
-                values.append(n)
-            elif not n:
-                values.append(None)
-            elif name in ("sum", "avg"):
-                sums = part[0]
-                total = sum(sums.tolist()) if sums.dtype.kind == "O" else exact_sum(sums)
-                if name == "sum":
-                    values.append(total)
-                else:  # AVG(decimal): scale s+4, half away from zero, as functions.Avg
-                    values.append(decimal_avg(total, n) if decimal_type(a.input_type) else total / n)
-            else:
-                ext = part[0][counted > 0]
-                values.append((ext.max() if name == "max" else ext.min()).item())
+        for a, ref, part in zip(b.aggs, b.agg_refs, self.parts):
+            s = self._strings(ref)
+            if part is None or not n:
+                values.append(a.fn.finish(a, [], s))  # no interval: the aggregate of no row
+            else:  # every interval into one group
+                one = np.zeros(1, dtype=np.int64)
+                values.append(a.fn.finish_groups(a, np.zeros(n, dtype=np.int64), 1, [part], one, s).tolist()[0])
         rows = [tuple(values[it.agg] for it in b.items)]
         return rows if b.limit is None else rows[: b.limit]
+
+
+def _map(f, *parts):
+    """f applied to the arrays of partials (one array, or tuples of arrays alike)."""
+    if isinstance(parts[0], np.ndarray):
+        return f(*parts)
+    return tuple(f(*xs) for xs in zip(*parts))
 
 
 def _labels(vers: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """Window-join benchmarks (issue 14): join result rows/s against DuckDB over the same window contents
 (a one-time two-way equi-join aggregate is answered per join key, without forming its joined rows:
-store/join.py JoinPlan._aggregate_by_key; the same join with the joined rows formed is measured in the
+store/join/by_key.py; the same join with the joined rows formed is measured in the
 same run for comparison),
 eager vs lazy evaluation of a periodic join, and the thesis's join-order heuristic against the worst
 order (chapter 5's experiments, in miniature).
@@ -212,7 +212,7 @@ def _inputs_of(plan: JoinPlan, streams):
     orig = plan._order.__func__
 
     def spy(self, inputs, preps):
-        from windowstore.store import join as J
+        from windowstore.store.join import plan as J  # the module JoinPlan._order calls choose_order from
         real_choose = J.choose_order
 
         def capture(m):

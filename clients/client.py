@@ -166,6 +166,17 @@ def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[st
                  attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()])
 
 
+def aggregate(function: str, column: str | None = None, *, q: float | None = None,
+              alias: str | None = None) -> pb.Aggregate:
+    """An aggregate of a structured query by the function's name (any the server has registered,
+    e.g. "sum", "count_distinct", or one added with windowstore.store.functions.register): the
+    AggregateFunction value where the proto has one, so older servers read it, else by name."""
+    enum_name = "AGGREGATE_FUNCTION_" + function.upper()
+    number = pb.AggregateFunction.Value(enum_name) if enum_name in pb.AggregateFunction.keys() else 0
+    return pb.Aggregate(func=number, function_name="" if number else function, column=column or "",
+                        q=q or 0.0, alias=alias or "")
+
+
 def query_request(query: str | pb.StructuredQuery, priority: int, as_of_slide: int | None = None) -> pb.QueryRequest:
     if as_of_slide is not None:
         query = pinned(query, as_of_slide)

@@ -13,6 +13,7 @@ import pyarrow as pa
 from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.errors import Unrepresentable
 from windowstore.store.exact import INT64_MAX, INT64_MIN
+from windowstore.store.functions import FUNCTIONS
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
 from windowstore.store.schema import decimal_type
@@ -32,10 +33,12 @@ CLOCK_TO_PB = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manu
 PB_TO_CLOCK = {v: k for k, v in CLOCK_TO_PB.items()} | {pb.CLOCK_UNSPECIFIED: "processing"}
 ACCESS_TO_PB = {"probe": pb.ACCESS_PATH_PROBE, "synopsis": pb.ACCESS_PATH_SYNOPSIS, "window": pb.ACCESS_PATH_WINDOW,
                 "join": pb.ACCESS_PATH_JOIN}
-FUNC_TO_PB = {"count": pb.AGGREGATE_FUNCTION_COUNT, "sum": pb.AGGREGATE_FUNCTION_SUM, "avg": pb.AGGREGATE_FUNCTION_AVG,
-              "min": pb.AGGREGATE_FUNCTION_MIN, "max": pb.AGGREGATE_FUNCTION_MAX,
-              "count_distinct": pb.AGGREGATE_FUNCTION_COUNT_DISTINCT, "quantile": pb.AGGREGATE_FUNCTION_QUANTILE}
-PB_TO_FUNC = {v: k for k, v in FUNC_TO_PB.items()}
+# An aggregate travels as its AggregateFunction value where the enum has one (AGGREGATE_FUNCTION_ + its
+# registered name in upper case), else by name in Aggregate.function_name: the registry
+# (store/functions.py FUNCTIONS) is the list of functions, the enum only an older spelling of some.
+_FUNC_PREFIX = "AGGREGATE_FUNCTION_"
+PB_TO_FUNC = {v.number: v.name[len(_FUNC_PREFIX):].lower() for v in pb.AggregateFunction.DESCRIPTOR.values if v.number}
+FUNC_TO_PB = {name: number for number, name in PB_TO_FUNC.items()}
 UNIT_TO_PB = {"ms": pb.LENGTH_UNIT_MS, "subwindows": pb.LENGTH_UNIT_SUBWINDOWS, "rows": pb.LENGTH_UNIT_ROWS}
 PB_TO_UNIT = {v: k for k, v in UNIT_TO_PB.items()}
 
@@ -299,9 +302,17 @@ def _length(w: pb.WindowLength, where: str) -> Range | None:
 
 
 def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
-    if a.func not in PB_TO_FUNC:
+    if a.function_name:
+        func = a.function_name
+        if func not in FUNCTIONS:
+            raise QueryError(f"unknown aggregate function {func!r}", Loc(field=f"{where}.function_name"))
+        if a.func and PB_TO_FUNC.get(a.func) != func:
+            raise QueryError(f"func and function_name name different aggregates ({func!r})",
+                             Loc(field=f"{where}.function_name"))
+    elif a.func not in PB_TO_FUNC:
         raise QueryError("an aggregate needs a function", Loc(field=f"{where}.func"))
-    func = PB_TO_FUNC[a.func]
+    else:
+        func = PB_TO_FUNC[a.func]
     if not a.column and func != "count":
         raise QueryError(f"{func.upper()} needs a column", Loc(field=f"{where}.column"))
     # q travels as a double; its shortest decimal is the fraction meant (0.1 means 0.1)
@@ -310,7 +321,9 @@ def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
 
 
 def _aggregate_to_pb(a: Aggregate) -> pb.Aggregate:
-    return pb.Aggregate(func=FUNC_TO_PB[a.func], column=a.column or "", q=float(a.q or 0), alias=a.alias or "")
+    number = FUNC_TO_PB.get(a.func)
+    return pb.Aggregate(func=number or pb.AGGREGATE_FUNCTION_UNSPECIFIED, function_name="" if number else a.func,
+                        column=a.column or "", q=float(a.q or 0), alias=a.alias or "")
 
 
 def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:

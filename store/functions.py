@@ -3,9 +3,13 @@
 Each class says which column types it takes and what it returns, which access paths can answer
 it (probe: window-level running/interval synopses; synopsis: per-sub-window basic interval or
 per-key synopses; window: raw rows), what one sub-window contributes, how contributions combine
-(`finish`, in version order: see aggregates.Partial), and how it aggregates a plain list (the outer
-query over a sub-query's rows). Adding a function means adding a class here (and, for the
-structured API, a value of the AggregateFunction enum).
+(`finish`, in version order: see aggregates.Partial), how it aggregates a plain list (the outer
+query over a sub-query's rows), and which of a join's aggregate paths take it (store/join/: per-key
+partials, the 8.3.2 join synopsis; raw joined rows always work). FUNCTIONS is the only list of
+aggregates: the parser's keywords and error hint (SQL_NAMES), the binder, the protobuf conversion
+(server/convert.py: an enum value where the proto has one, else the function's name) and the join
+paths all ask it. Adding a function means writing one class and calling register(); see "Adding an
+aggregate" in docs/architecture.md.
 
 A bound aggregate `b` (binder.BoundAggregate) carries the column, its type and QUANTILE's q.
 String columns hold dictionary codes; `strings` (the stream's StringDictionary) decodes them.
@@ -17,6 +21,7 @@ of no value gives NULL (None; per group too). `over` skips None itself.
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from decimal import Decimal
 from fractions import Fraction
@@ -24,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .exact import exact_sum, grouped_count, grouped_sum, narrow, ratio
-from .synopsis import NULL_KEY, group_keys
+from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, narrow, ratio
+from .kernels import (concat_sums, grouped_extreme, null_where_empty, string_group_extreme, unique_pairs, weighted,
+                      without_null_key)
 
 # Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
 # holds value * 10**s as int64: SUM, MIN, MAX, QUANTILE and every synopsis work on those integers
@@ -69,6 +75,7 @@ def decimal_avg(total: int, count: int) -> int:
 
 class AggregateFunction(ABC):
     name = ""                 # the structured form's name (query.Aggregate.func)
+    sql_names: tuple[str, ...] | None = None  # the words the query text calls it by (None: its name)
     inputs: frozenset = ANY   # column types it accepts
     exact = True
     removable = True          # a sub-window's contribution can be dropped (ttu-rescan)
@@ -118,6 +125,30 @@ class AggregateFunction(ABC):
     @abstractmethod
     def over(self, b, values: list) -> Any:
         """The aggregate over a plain list of Python values (the outer query)."""
+
+    # -- joins (store/join/): which aggregate paths answer it, with from_group_rows' partials -----------
+    def join_by_key_ok(self, b) -> bool:
+        """Per-key partials answer it over a two-way equi-join, never forming the joined rows
+        (join/by_key.py): the key side's from_group_rows partial per join key, taken once per row of
+        the other side, merges through finish_groups with weighted_rows' partials of that side."""
+        return False
+
+    def weighted_rows(self, b, values: np.ndarray | None, valid: np.ndarray | None, weights: np.ndarray) -> Any:
+        """A from_group_rows-form partial with one entry per row, each row standing for `weights`
+        joined rows (those with weight 0 are already left out); `valid` masks nulls (None: none),
+        `values` is None for COUNT(*). Needed when join_by_key_ok."""
+        raise NotImplementedError(f"{self.name} has no per-key join partial")
+
+    def reduce_rows(self, b, part) -> Any:
+        """A per-row partial (weighted_rows' form) reduced to one entry, or None to leave it to
+        finish_groups: the ungrouped per-key join answer reduces the rows first (cheaper)."""
+        return None
+
+    def join_synopsis_ok(self, b) -> bool:
+        """Intervals of pre-aggregated joined rows answer it exactly (join/synopsis.py, thesis
+        8.3.2): per interval the from_group_rows partial, merged by finish_groups in any order of
+        intervals with the same result (so not float sums: their rounding depends on the order)."""
+        return False
 
 
 class Count(AggregateFunction):
@@ -170,6 +201,18 @@ class Count(AggregateFunction):
     def over(self, b, values):
         return len(values) if b.column is None else sum(v is not None for v in values)
 
+    def join_by_key_ok(self, b):
+        return True
+
+    def weighted_rows(self, b, values, valid, weights):
+        return weights if valid is None else np.where(valid, weights, 0)
+
+    def reduce_rows(self, b, part):
+        return np.array([int(part.sum())], dtype=np.int64)
+
+    def join_synopsis_ok(self, b):
+        return True
+
 
 class Sum(AggregateFunction):
     """Exact over integers: SUM(int64) is an int128 (it never wraps; see exact.py)."""
@@ -219,16 +262,32 @@ class Sum(AggregateFunction):
         return (grouped_sum(inverse, values, groups), np.bincount(inverse, minlength=groups).astype(np.int64))
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
+        sums = grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups)
         counts = grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups)
-        return _null_where_empty(sums, counts)
+        return null_where_empty(sums, counts)
 
     def finish_unique(self, b, part, keys, strings):
-        return _null_where_empty(narrow(part[0]), part[1])
+        return null_where_empty(narrow(part[0]), part[1])
 
     def over(self, b, values):
         values = [v for v in values if v is not None]
         return sum(values) if values else None
+
+    def join_by_key_ok(self, b):
+        return True
+
+    def weighted_rows(self, b, values, valid, weights):
+        counted = weights if valid is None else np.where(valid, weights, 0)
+        return (weighted(values if valid is None else np.where(valid, values, 0), weights), counted)
+
+    def reduce_rows(self, b, part):
+        total = exact_sum(part[0]) if len(part[0]) else 0
+        out = np.array([total], dtype=part[0].dtype if part[0].dtype.kind == "f" else
+                       np.int64 if INT64_MIN <= total <= INT64_MAX else object)
+        return out, np.array([int(part[1].sum())], dtype=np.int64)
+
+    def join_synopsis_ok(self, b):
+        return _kind(b.input_type) in _INTEGERS  # exact sums; float sums depend on the order of addition
 
 
 class Avg(Sum):
@@ -274,7 +333,7 @@ class Avg(Sum):
         return (grouped_sum(inverse, values, groups), np.bincount(inverse, minlength=groups).astype(np.int64))
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        sums = grouped_sum(inverse, _concat([p[0] for p in parts]), groups)
+        sums = grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups)
         counts = grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups)
         return self._means(b, sums, counts)
 
@@ -338,8 +397,8 @@ class _Extreme(AggregateFunction):
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
         present = np.bincount(inverse, minlength=groups) > 0
         if b.input_type == "string":
-            return (_string_group_extreme(inverse, groups, values, strings, self.maximum), present)
-        return (_grouped_extreme(self.maximum, inverse, values, groups), present)
+            return (string_group_extreme(inverse, groups, values, strings, self.maximum), present)
+        return (grouped_extreme(self.maximum, inverse, values, groups), present)
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
         present = np.concatenate([p[1] for p in parts])
@@ -348,11 +407,11 @@ class _Extreme(AggregateFunction):
             inverse, values = inverse[present], values[present]
         found = np.bincount(inverse, minlength=groups) > 0
         if b.input_type == "string":
-            codes = _string_group_extreme(inverse, groups, values, strings, self.maximum)
+            codes = string_group_extreme(inverse, groups, values, strings, self.maximum)
             out = np.empty(groups, dtype=object)
             out[found] = strings.decode(codes[found]) if found.any() else []
         else:
-            out = _grouped_extreme(self.maximum, inverse, values, groups)
+            out = grouped_extreme(self.maximum, inverse, values, groups)
             if b.input_type == "boolean":
                 out = out.astype(bool)
         if not found.all():
@@ -366,6 +425,26 @@ class _Extreme(AggregateFunction):
             return None
         return max(values) if self.maximum else min(values)
 
+    def join_by_key_ok(self, b):
+        return True
+
+    def weighted_rows(self, b, values, valid, weights):
+        return (values, np.ones(len(values), dtype=bool) if valid is None else valid)
+
+    def reduce_rows(self, b, part):
+        if b.input_type == "string":
+            return None  # codes are not ordered like their strings: finish_groups decodes
+        values, present = part
+        if not present.all():
+            values = values[present]
+        if not len(values):
+            return values[:0].copy(), np.zeros(0, dtype=bool)
+        ext = values.max() if self.maximum else values.min()
+        return np.array([ext], dtype=values.dtype), np.ones(1, dtype=bool)
+
+    def join_synopsis_ok(self, b):
+        return _kind(b.input_type) in _INTEGERS or b.input_type in TEMPORAL  # integers: exact, no decoding
+
 
 class Min(_Extreme):
     name = "min"
@@ -378,6 +457,7 @@ class Max(_Extreme):
 
 class CountDistinct(AggregateFunction):
     name = "count_distinct"
+    sql_names = ()  # written COUNT(DISTINCT col)
 
     def result_type(self, input_type):
         return "int64"
@@ -387,7 +467,7 @@ class CountDistinct(AggregateFunction):
 
     def read_synopsis(self, b):
         column = b.column
-        return lambda sub: _without_null_key(sub.synopsis.by_key[column].keys)
+        return lambda sub: without_null_key(sub.synopsis.by_key[column].keys)
 
     def from_rows(self, b, values, rows, strings):
         return np.unique(values)
@@ -396,10 +476,10 @@ class CountDistinct(AggregateFunction):
         return int(len(np.unique(np.concatenate(parts)))) if parts else 0
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
-        return _unique_pairs(keys, values)
+        return unique_pairs(keys, values)
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        k, _ = _unique_pairs(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+        k, _ = unique_pairs(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
         return np.bincount(np.searchsorted(uniq, k), minlength=groups).astype(np.int64)
 
     def over(self, b, values):
@@ -411,6 +491,7 @@ class Quantile(AggregateFunction):
     <= v (q = 0 gives MIN). Holistic: contributions keep the values."""
 
     name = "quantile"
+    sql_names = ("quantile", "median")  # MEDIAN(c) is QUANTILE(c, 0.5)
     inputs = NUMERIC | TEMPORAL  # a timestamp's or date's quantile is one of its values: same type
 
     def from_rows(self, b, values, rows, strings):
@@ -457,8 +538,35 @@ class Quantile(AggregateFunction):
         return sorted(values)[quantile_index(b.q, len(values))]
 
 
-FUNCTIONS: dict[str, AggregateFunction] = {f.name: f for f in (
-    Count(), Sum(), Avg(), Min(), Max(), CountDistinct(), Quantile())}
+FUNCTIONS: dict[str, AggregateFunction] = {}
+SQL_NAMES: dict[str, str] = {}  # a word of the query text -> the function it calls, in the order errors list them
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def register(fn: AggregateFunction) -> AggregateFunction:
+    """Add an aggregate function: from then on the parser, the binder, the protobuf conversion and
+    the join paths know it by its name (and its sql_names). Refuses a name already taken."""
+    words = (fn.name,) if fn.sql_names is None else tuple(fn.sql_names)
+    for word in (fn.name, *words):
+        if not isinstance(word, str) or not _NAME.fullmatch(word):
+            raise ValueError(f"an aggregate's name is a lower-case word, not {word!r}")
+    if fn.name in FUNCTIONS or any(w in SQL_NAMES for w in words):
+        raise ValueError(f"an aggregate named {fn.name!r} is registered already")
+    FUNCTIONS[fn.name] = fn
+    for w in words:
+        SQL_NAMES[w] = fn.name
+    return fn
+
+
+def unregister(name: str) -> None:
+    """Remove the aggregate `name` (and the words that call it) from the registry."""
+    del FUNCTIONS[name]
+    for w in [w for w, f in SQL_NAMES.items() if f == name]:
+        del SQL_NAMES[w]
+
+
+for _fn in (Count(), Sum(), Avg(), Min(), Max(), CountDistinct(), Quantile()):
+    register(_fn)
 
 
 def quantile_index(q: Decimal | float, n: int) -> int:
@@ -471,68 +579,3 @@ def quantile_index(q: Decimal | float, n: int) -> int:
 # -- helpers -------------------------------------------------------------------------------------------
 def _count_key(column: str) -> str:
     return "#" + column  # window.count_key (not imported: window imports this module's users)
-
-
-def _null_where_empty(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Per-group sums, None where a group had no value (only nulls)."""
-    empty = counts == 0
-    if not empty.any():
-        return sums
-    out = sums.astype(object)
-    out[empty] = None
-    return out
-
-
-def _without_null_key(keys: np.ndarray) -> np.ndarray:
-    """A synopsis' distinct keys without the null group's key (synopsis.keys_with_nulls)."""
-    if keys.dtype == np.int32:
-        return keys[keys >= 0] if len(keys) and keys[0] < 0 else keys
-    if keys.dtype == np.int8:
-        return keys[keys != 2]
-    if keys.dtype.kind == "O":
-        return keys[keys != NULL_KEY]
-    return keys
-
-
-def _concat(parts: list[np.ndarray]) -> np.ndarray:
-    """Concatenate per-key integer sums, some of which may be object arrays of Python ints."""
-    if any(p.dtype.kind == "O" for p in parts):
-        return np.concatenate([p.astype(object) for p in parts])
-    return np.concatenate(parts)
-
-
-def _grouped_extreme(maximum: bool, inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
-    if values.dtype.kind == "f":
-        out = np.full(groups, -np.inf if maximum else np.inf)
-    else:
-        info = np.iinfo(values.dtype)
-        out = np.full(groups, info.min if maximum else info.max, dtype=values.dtype)
-    (np.maximum if maximum else np.minimum).at(out, inverse, values)
-    return out
-
-
-def _string_group_extreme(inverse, groups, codes, strings, maximum) -> np.ndarray:
-    """Per group, the code of its smallest (largest) string. Codes are not ordered like their
-    strings, so the distinct codes present are ranked by their decoded values first."""
-    uniq, local = group_keys(codes)
-    decoded = strings.decode(uniq)
-    order = sorted(range(len(uniq)), key=decoded.__getitem__)
-    rank = np.empty(len(uniq), dtype=np.int64)
-    rank[order] = np.arange(len(uniq))
-    if not len(uniq):
-        return np.full(groups, -1, dtype=np.int64)
-    best = _grouped_extreme(maximum, inverse, rank[local], groups)
-    found = np.bincount(inverse, minlength=groups) > 0
-    out = uniq[order][np.where(found, best, 0)].astype(np.int64)
-    out[~found] = -1  # a group without a value (only nulls)
-    return out
-
-
-def _unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    if len(keys) == 0:
-        return keys, values
-    order = np.lexsort((values, keys))
-    k, v = keys[order], values[order]
-    keep = np.ones(len(k), dtype=bool)
-    keep[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
-    return k[keep], v[keep]

@@ -3,7 +3,7 @@ windows, on top of the single-stream binder (binder.py), whose rules for aggrega
 comparisons, window lengths and the outer sub-query it reuses unchanged.
 
 `bind_join(query, catalog)` checks a JoinQuery against the joined streams' schemas and window specs
-and returns a BoundJoin that join.py evaluates:
+and returns a BoundJoin that join/ evaluates:
 
 - sources: 2..MAX_JOIN_STREAMS streams, each known; a stream joined twice needs an alias per
   occurrence (names qualify columns, so they must be unique); RANGE and SLIDE per source in that
@@ -25,7 +25,7 @@ and returns a BoundJoin that join.py evaluates:
 
 NULLs (thesis 8.3.2 keeps answers exact; SQL semantics as for one stream): a NULL in an ON column makes
 its condition unknown, so the row joins nothing; WHERE, aggregates, GROUP BY and ORDER BY treat NULLs
-as single-stream queries do (join.py reads the validity masks).
+as single-stream queries do (join/ reads the validity masks).
 
 Every error is a QueryError naming the position and token (text) or the field (structured form).
 """

@@ -46,6 +46,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 from .errors import Loc, QueryError, QuerySyntaxError
+from .functions import SQL_NAMES
 from .query import (Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query,
                     Range, SelectItem, Source)
 
@@ -67,8 +68,7 @@ _UNITS = {"ms": ("ms", 1), "s": ("ms", 1000), "sec": ("ms", 1000), "second": ("m
           "minutes": ("ms", 60_000), "h": ("ms", 3_600_000), "hour": ("ms", 3_600_000),
           "hours": ("ms", 3_600_000), "subwindow": ("subwindows", 1),
           "subwindows": ("subwindows", 1), "row": ("rows", 1), "rows": ("rows", 1)}
-_AGGS = {"count", "sum", "avg", "min", "max", "quantile", "median"}
-FUNCTION_NAMES = ("count", "sum", "avg", "min", "max", "quantile", "median")  # in the order errors list them
+_AGGS = SQL_NAMES  # the aggregates' words, from the function registry (functions.register adds to it)
 # Words with a meaning only in a join's FROM clause (never taken as an alias; quoted by to_text there).
 JOIN_WORDS = {"join", "inner", "on", "within", "between", "left", "right", "full", "outer", "cross", "natural",
               "using"}
@@ -134,9 +134,10 @@ class _Parser:
     def unknown_function(self):
         """Refuse a call of a function this grammar does not have, naming the ones it has."""
         tok = self.tok
+        names = [f.upper() for f in SQL_NAMES]
         self.fail(f"unknown function {tok.text!r}", tok,
-                  hint="the functions are " + ", ".join(f.upper() for f in FUNCTION_NAMES[:-1])
-                  + f" and {FUNCTION_NAMES[-1].upper()} (COUNT(*) and COUNT(DISTINCT col) too)")
+                  hint="the functions are " + ", ".join(names[:-1])
+                  + f" and {names[-1]} (COUNT(*) and COUNT(DISTINCT col) too)")
 
     def no_expression(self, what: str) -> None:
         """After an operand: refuse arithmetic on it by name, not as an unexpected token."""

@@ -1,4 +1,4 @@
-"""Differential tester of window joins (store/join.py) against DuckDB, in the style of
+"""Differential tester of window joins (store/join/) against DuckDB, in the style of
 tests/differential.py (whose SQL helpers and answer comparison it reuses).
 
 Each case is generated from (seed, index) alone: 2-4 sources over 1-4 streams (a stream may be joined

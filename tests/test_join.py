@@ -1,5 +1,5 @@
 """Window joins (issue 14): the text form and its round trip, the join binder's errors with
-positions, evaluation (store/join.py) on hand-checked examples, eager/lazy/no-cache agreement and
+positions, evaluation (store/join/) on hand-checked examples, eager/lazy/no-cache agreement and
 re-use, the result bound, the thesis's join-order cost model (chapter 5), NULLs and the typed columns
 (boolean, timestamp, date, decimal) checked against DuckDB, and bounded differential runs against
 DuckDB (tests/join_differential.py; a longer run: python tests/join_differential.py)."""

@@ -1,4 +1,4 @@
-"""The basic-interval-join synopsis (thesis 8.3.2; store/join.py _Intervals): periodic COUNT, SUM, AVG,
+"""The basic-interval-join synopsis (thesis 8.3.2; store/join/synopsis.py Intervals): periodic COUNT, SUM, AVG,
 MIN and MAX over a join keep pre-aggregated intervals labelled by when their rows expire, never the
 result rows, and answer exactly what recomputing the join from scratch answers: after every slide of
 every joined stream, eager or lazy, with sums beyond int64, self-joins, three-way joins, string

@@ -315,16 +315,18 @@ class WindowLength(_message.Message):
     def __init__(self, value: _Optional[int] = ..., unit: _Optional[_Union[LengthUnit, str]] = ...) -> None: ...
 
 class Aggregate(_message.Message):
-    __slots__ = ("func", "column", "q", "alias")
+    __slots__ = ("func", "column", "q", "alias", "function_name")
     FUNC_FIELD_NUMBER: _ClassVar[int]
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     Q_FIELD_NUMBER: _ClassVar[int]
     ALIAS_FIELD_NUMBER: _ClassVar[int]
+    FUNCTION_NAME_FIELD_NUMBER: _ClassVar[int]
     func: AggregateFunction
     column: str
     q: float
     alias: str
-    def __init__(self, func: _Optional[_Union[AggregateFunction, str]] = ..., column: _Optional[str] = ..., q: _Optional[float] = ..., alias: _Optional[str] = ...) -> None: ...
+    function_name: str
+    def __init__(self, func: _Optional[_Union[AggregateFunction, str]] = ..., column: _Optional[str] = ..., q: _Optional[float] = ..., alias: _Optional[str] = ..., function_name: _Optional[str] = ...) -> None: ...
 
 class SelectItem(_message.Message):
     __slots__ = ("key_column", "aggregate", "alias")

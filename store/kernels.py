@@ -1,0 +1,87 @@
+"""Per-group array kernels of the aggregate functions (functions.py): extremes per group (numbers,
+and strings by their decoded order), exact integer products, per-group sums with NULL where a group
+had no value, distinct (key, value) pairs. Vectorised NumPy over one contribution's arrays; they
+know nothing of windows, sub-windows or queries."""
+from __future__ import annotations
+
+import numpy as np
+
+from .exact import INT64_MAX, max_abs
+from .synopsis import NULL_KEY, group_keys
+
+
+def weighted(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """values * counts elementwise, exactly for integers (object array of Python ints where a product
+    may leave int64), float64 for floats."""
+    if values.dtype.kind == "f":
+        return values * counts
+    if not len(values):
+        return values.astype(np.int64)
+    if max_abs(values.min(), values.max()) * int(counts.max()) <= INT64_MAX:
+        return values.astype(np.int64) * counts
+    return values.astype(object) * counts.astype(object)
+
+
+def null_where_empty(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per-group sums, None where a group had no value (only nulls)."""
+    empty = counts == 0
+    if not empty.any():
+        return sums
+    out = sums.astype(object)
+    out[empty] = None
+    return out
+
+
+def without_null_key(keys: np.ndarray) -> np.ndarray:
+    """A synopsis' distinct keys without the null group's key (synopsis.keys_with_nulls)."""
+    if keys.dtype == np.int32:
+        return keys[keys >= 0] if len(keys) and keys[0] < 0 else keys
+    if keys.dtype == np.int8:
+        return keys[keys != 2]
+    if keys.dtype.kind == "O":
+        return keys[keys != NULL_KEY]
+    return keys
+
+
+def concat_sums(parts: list[np.ndarray]) -> np.ndarray:
+    """Concatenate per-key integer sums, some of which may be object arrays of Python ints."""
+    if any(p.dtype.kind == "O" for p in parts):
+        return np.concatenate([p.astype(object) for p in parts])
+    return np.concatenate(parts)
+
+
+def grouped_extreme(maximum: bool, inverse: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    if values.dtype.kind == "f":
+        out = np.full(groups, -np.inf if maximum else np.inf)
+    else:
+        info = np.iinfo(values.dtype)
+        out = np.full(groups, info.min if maximum else info.max, dtype=values.dtype)
+    (np.maximum if maximum else np.minimum).at(out, inverse, values)
+    return out
+
+
+def string_group_extreme(inverse, groups, codes, strings, maximum) -> np.ndarray:
+    """Per group, the code of its smallest (largest) string. Codes are not ordered like their
+    strings, so the distinct codes present are ranked by their decoded values first."""
+    uniq, local = group_keys(codes)
+    decoded = strings.decode(uniq)
+    order = sorted(range(len(uniq)), key=decoded.__getitem__)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq))
+    if not len(uniq):
+        return np.full(groups, -1, dtype=np.int64)
+    best = grouped_extreme(maximum, inverse, rank[local], groups)
+    found = np.bincount(inverse, minlength=groups) > 0
+    out = uniq[order][np.where(found, best, 0)].astype(np.int64)
+    out[~found] = -1  # a group without a value (only nulls)
+    return out
+
+
+def unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if len(keys) == 0:
+        return keys, values
+    order = np.lexsort((values, keys))
+    k, v = keys[order], values[order]
+    keep = np.ones(len(k), dtype=bool)
+    keep[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
+    return k[keep], v[keep]

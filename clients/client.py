@@ -172,8 +172,9 @@ def aggregate(function: str, column: str | None = None, *, q: float | None = Non
     e.g. "sum", "count_distinct", or one added with windowstore.store.functions.register): the
     AggregateFunction value where the proto has one, so older servers read it, else by name."""
     enum_name = "AGGREGATE_FUNCTION_" + function.upper()
-    number = pb.AggregateFunction.Value(enum_name) if enum_name in pb.AggregateFunction.keys() else 0
-    return pb.Aggregate(func=number, function_name="" if number else function, column=column or "",
+    known = enum_name in pb.AggregateFunction.keys()
+    number = pb.AggregateFunction.Value(enum_name) if known else pb.AGGREGATE_FUNCTION_UNSPECIFIED
+    return pb.Aggregate(func=number, function_name="" if known else function, column=column or "",
                         q=q or 0.0, alias=alias or "")
 
 

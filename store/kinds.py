@@ -1,7 +1,7 @@
-"""The closed sets of the store's core, as enums: a query's access path. Each is a StrEnum whose
-values are the spellings the wire, the CLI and `explain` already use, so a member compares, hashes
-and serialises as that string. This module holds names only; it must not import the rest of the
-store."""
+"""The closed sets of the store's core, as enums: a query's access path and a window's clock. Each
+is a StrEnum whose values are the spellings the wire, the CLI, `explain` and the snapshots already
+use, so a member compares, hashes and serialises as that string. This module holds names only; it
+must not import the rest of the store."""
 from __future__ import annotations
 
 import enum
@@ -15,3 +15,10 @@ class AccessPath(enum.StrEnum):
     WINDOW = "window"        # the rows of each sub-window, one sub-window per read
     JOIN = "join"            # a join of several streams' windows (store/join.py)
 
+
+class Clock(enum.StrEnum):
+    """What makes a stream's slides due (window.py)."""
+
+    PROCESSING = "processing"  # the server's clock: one slide per sub-window length
+    EVENT = "event"            # the rows' event times, through the watermark
+    MANUAL = "manual"          # only when a client asks

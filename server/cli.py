@@ -61,12 +61,13 @@ def _check_history(args) -> int:
 
 
 def _simulate(args) -> int:
+    from windowstore.txn import POLICIES
     from windowstore.txn.simulator import calibrate, run_many
 
     if args.calibrate:
         print(json.dumps(calibrate()))
         return 0
-    out = run_many(args.policy or ["serial", "ws", "lws", "ttu", "ttu-rescan"], history_dir=args.history_dir,
+    out = run_many(args.policy or list(POLICIES), history_dir=args.history_dir,
                    subwindows=args.subwindows, subwindow_ms=args.subwindow_ms, periodic=args.periodic,
                    onetime_rate=args.onetime_rate, duration_s=args.duration_s, seed=args.seed,
                    rows_per_ms=args.rows_per_ms, row_cost_us=args.row_cost_us,
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     from windowstore.txn import POLICIES
+    from .wal import Fsync
     sv = sub.add_parser("serve", help="run the gRPC server", description="Run the windowstore gRPC server. "
                         "SIGTERM or SIGINT shut it down gracefully: in-flight queries finish, subscribers are told.")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
@@ -132,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")
     sv.add_argument("--in-memory", action="store_true",
                     help="keep nothing on disk: every stream is lost on restart (tests, benchmarks)")
-    sv.add_argument("--fsync", choices=("always", "interval", "off"), default="always",
+    sv.add_argument("--fsync", choices=[f.value for f in Fsync], default=Fsync.ALWAYS.value,
                     help="always (default): a write is acknowledged once it is on disk; interval: fsync about once "
                          "a second (up to ~1 s of acknowledged writes at risk on a machine crash); off: the OS decides")
     sv.add_argument("--snapshot-every-mb", type=float, default=256.0,
@@ -171,9 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .cli_client import add_commands
     add_commands(sub)
+    from windowstore.txn.kinds import Level
     ch = sub.add_parser("check-history", help="classify every committed query of a history as LWS, WS only or torn")
     ch.add_argument("file", help="a history: JSON lines as recorded with --history")
-    ch.add_argument("--expect", choices=["lws", "ws"], help="exit 1 if any committed query is below this level")
+    ch.add_argument("--expect", choices=[Level.LWS.value, Level.WS.value], help="exit 1 if any committed query is below this level")
     ch.set_defaults(func=_check_history)
 
     from windowstore.txn.simulator import DEFAULT_READ_FIXED_US, DEFAULT_ROW_COST_US, DEFAULT_SEAL_ROW_US, Access
@@ -181,7 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Runs the real scheduler and store in virtual time with a cost model on the "
                                      "workload of thesis section 7.5.1 and prints, per policy, aborts, staleness, "
                                      "response and inter-execution times, throughput and slide delay.")
-    sim.add_argument("--policy", action="append", choices=["serial", "ws", "lws", "ttu", "ttu-rescan"],
+    sim.add_argument("--policy", action="append", choices=POLICIES,
                      help="a policy to run (repeatable; default: all five)")
     sim.add_argument("--subwindows", type=int, default=20, help="n, sub-windows per window (default 20)")
     sim.add_argument("--subwindow-ms", type=int, default=1000, help="t, sub-window length in ms (default 1000)")

@@ -14,6 +14,7 @@ from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.errors import Unrepresentable
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.functions import FUNCTIONS
+from windowstore.store.kinds import Clock
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.planner import Answer as CoreAnswer
 from windowstore.store.schema import decimal_type
@@ -29,8 +30,8 @@ TYPE_TO_PB = {"int64": pb.COLUMN_TYPE_INT64, "float64": pb.COLUMN_TYPE_FLOAT64, 
               "boolean": pb.COLUMN_TYPE_BOOLEAN, "timestamp": pb.COLUMN_TYPE_TIMESTAMP, "date": pb.COLUMN_TYPE_DATE}
 PB_TO_TYPE = {v: k for k, v in TYPE_TO_PB.items()}  # column types of a schema
 ANSWER_TYPE_TO_PB = {**TYPE_TO_PB, "int128": pb.COLUMN_TYPE_INT128}
-CLOCK_TO_PB = {"processing": pb.CLOCK_PROCESSING, "event": pb.CLOCK_EVENT, "manual": pb.CLOCK_MANUAL}
-PB_TO_CLOCK = {v: k for k, v in CLOCK_TO_PB.items()} | {pb.CLOCK_UNSPECIFIED: "processing"}
+CLOCK_TO_PB = {Clock.PROCESSING: pb.CLOCK_PROCESSING, Clock.EVENT: pb.CLOCK_EVENT, Clock.MANUAL: pb.CLOCK_MANUAL}
+PB_TO_CLOCK = {v: k for k, v in CLOCK_TO_PB.items()} | {pb.CLOCK_UNSPECIFIED: Clock.PROCESSING}
 ACCESS_TO_PB = {"probe": pb.ACCESS_PATH_PROBE, "synopsis": pb.ACCESS_PATH_SYNOPSIS, "window": pb.ACCESS_PATH_WINDOW,
                 "join": pb.ACCESS_PATH_JOIN}
 # An aggregate travels as its AggregateFunction value where the enum has one (AGGREGATE_FUNCTION_ + its

@@ -27,7 +27,7 @@ from windowstore.txn import commands
 from windowstore.txn.engine import Engine
 
 from . import datadir, snapshot
-from .wal import WriteAheadLog
+from .wal import Fsync, WriteAheadLog
 
 log = logging.getLogger("windowstore.durability")
 
@@ -54,7 +54,7 @@ class Durability:
         self.last_capture_ms = 0.0      # loop pause to capture the state for the last snapshot
         self.max_capture_ms = 0.0
         self.snapshot_error: str | None = None
-        self._syncer = Syncer(self.wal) if fsync == "always" else None
+        self._syncer = Syncer(self.wal) if fsync == Fsync.ALWAYS else None
         # A snapshot waits while a slide is being sealed, but not for ever: with several streams
         # ingesting, one may always be in flight. Once one has waited this long the driver seals
         # those in flight on the loop (snapshot_overdue) so that it can be taken.

@@ -13,6 +13,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from windowstore.txn.kinds import QueryKind
+
 _LATENCY = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _STALENESS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
@@ -91,7 +93,7 @@ class _StoreCollector:
                          ("restarts", "query restarts after an abort"), ("failed", "queries failed (restart limit)"),
                          ("errors", "queries failed by an internal error"), ("removals", "contributions removed")):
             c = CounterMetricFamily(f"windowstore_queries_{key}", doc, labels=["policy", "query_class"])
-            for cls in ("onetime", "periodic"):
+            for cls in QueryKind:
                 c.add_metric([s["policy"], cls], s[cls][key])
             yield c
         yield CounterMetricFamily("windowstore_subscriber_drops", "answers dropped for slow subscribers",

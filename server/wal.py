@@ -20,6 +20,7 @@ writes (retrying an fsync after a failure is not safe: PostgreSQL's fsyncgate).
 """
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import struct
@@ -36,7 +37,18 @@ log = logging.getLogger("windowstore.wal")
 MAGIC = b"WSWAL02\n"      # records checked by CRC-32C
 MAGIC_V1 = b"WSWAL01\n"   # records checked by zlib's CRC-32: read, never written
 _REC = struct.Struct("<IIQ")
-FSYNC_POLICIES = ("always", "interval", "off")
+
+
+class Fsync(enum.StrEnum):
+    """When the log reaches the disk (--fsync): before a write is acknowledged, about every
+    interval_s, or when the OS decides."""
+
+    ALWAYS = "always"
+    INTERVAL = "interval"
+    OFF = "off"
+
+
+FSYNC_POLICIES = tuple(Fsync)
 MAX_RECORD = 1 << 31
 
 
@@ -178,7 +190,7 @@ class WriteAheadLog:
             raise ValueError(f"fsync policy is one of {', '.join(FSYNC_POLICIES)}")
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
-        self.policy = fsync
+        self.policy = Fsync(fsync)
         self.segment_bytes = segment_bytes
         self.interval_s = interval_s
         self.next_lsn = 1
@@ -237,7 +249,7 @@ class WriteAheadLog:
     def flush(self) -> None:
         """Write the pending records (one write), then fsync as the policy says."""
         self.write()
-        if self.policy == "always" or (self.policy == "interval" and time.monotonic() - self._last_sync >= self.interval_s):
+        if self.policy == Fsync.ALWAYS or (self.policy == Fsync.INTERVAL and time.monotonic() - self._last_sync >= self.interval_s):
             self.sync()
 
     def write(self, records: list[tuple[int, tuple]] | None = None) -> int:

@@ -8,12 +8,12 @@ window and returns a BoundQuery the planner executes:
   select list must be a GROUP BY column;
 - types: each aggregate function (functions.py) says which column types it takes and what it
   returns; GROUP BY takes one or more columns of any type but float64 (a column named twice counts
-  once); literals compare exactly (see Comparison);
+  once); literals compare exactly (see predicates.Comparison);
 - ORDER BY: an ordinal, an output name (aliases and labels first, as SQL resolves them), a GROUP BY
   column, or an aggregate expression (computed even when it is not selected);
 - HAVING: operands are aggregates (a hidden one is computed when not selected), GROUP BY columns,
   else output names; literals are checked against the operand's type and compare exactly
-  (GroupFilter, SQL's three-valued logic);
+  (predicates.GroupFilter, SQL's three-valued logic);
 - SELECT DISTINCT: bound as the GROUP BY of its columns (no aggregate, no GROUP BY, no HAVING);
 - RANGE and SLIDE: in the window's unit, a multiple of a sub-window, at most the window;
 - the sub-query: its outer aggregates take the inner query's output columns and their types;
@@ -28,7 +28,6 @@ lengths, the outer sub-query) through this class.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -40,6 +39,7 @@ import numpy as np
 from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
+from .predicates import COMPARE, Comparison, GroupFilter, exact_value, float_value, int_comparison
 from .query import OPS, Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, Query, Range
 from .schema import Schema, decimal_type, type_kind
 from .window import WindowSpec
@@ -105,151 +105,7 @@ def bind(query: Query, schema: Schema, spec: WindowSpec) -> BoundQuery:
     return _Binder(query, schema, spec).bind()
 
 
-# -- comparisons -------------------------------------------------------------------------------------
-_CMP = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-        ">=": operator.ge}
-_HUGE = Fraction(10**400)
 _TINY_Q = Decimal("1e-30")  # beyond every int64 and float64: stands for any larger magnitude
-
-
-class Comparison:
-    """`column op literal`, normalised at bind time so that evaluating it is one NumPy operation
-    with the column's own dtype and exact:
-
-    - int64 column: the literal is taken as the exact rational it writes (an int, a decimal, or a
-      double's exact value) and the comparison is rewritten over integers (x < 2.5 is x <= 2;
-      x = 2.5 is false; a bound beyond int64 makes it always true or false), as in PostgreSQL and
-      DuckDB, never through float64;
-    - float64 column: the literal is rounded to the nearest float64 first, as SQL engines do;
-    - string column: by Unicode code point; equality and IN compare dictionary codes, an order
-      comparison is evaluated once per distinct string of the stream and cached.
-    """
-
-    __slots__ = ("column", "kind", "op", "value", "_table", "_generation")
-
-    def __init__(self, column: str, kind: str, op: str, value):
-        self.column, self.kind, self.op, self.value = column, kind, op, value
-        self._table: np.ndarray | None = None
-        self._generation = -1
-
-    def mask(self, col: np.ndarray, strings, valid: np.ndarray | None = None) -> np.ndarray:
-        """The rows where the comparison is true; a null (valid False) is never equal, less or
-        greater than anything: unknown, so the row is dropped. IS [NOT] NULL test `valid`.
-        Always a new array (Plan._mask ANDs the next predicates into it)."""
-        op = self.op
-        if op == "is null":
-            return np.zeros(len(col), dtype=bool) if valid is None else ~valid
-        if op == "is not null":
-            return np.ones(len(col), dtype=bool) if valid is None else valid.copy()
-        m = self._mask(col, strings)
-        return m if valid is None else (m & valid)
-
-    def _mask(self, col: np.ndarray, strings) -> np.ndarray:
-        op, value = self.op, self.value
-        if op == "true":
-            return np.ones(len(col), dtype=bool)
-        if op == "false":
-            return np.zeros(len(col), dtype=bool)
-        if self.kind == "string":
-            if op in ("=", "!="):
-                hit = col == strings.lookup(value)
-                return hit if op == "=" else ~hit
-            if op in ("in", "not in"):
-                hit = np.isin(col, [strings.lookup(v) for v in value])
-                return hit if op == "in" else ~hit
-            table = self._string_table(strings)
-            return table[col] if len(col) else np.zeros(0, dtype=bool)
-        if op in ("in", "not in"):
-            hit = np.isin(col, value)
-            return hit if op == "in" else ~hit
-        return _CMP[op](col, value)
-
-    def _string_table(self, strings) -> np.ndarray:
-        """The comparison's result for every code of the stream's dictionary, extended as it grows."""
-        if self._generation != strings.generation:  # codes were renumbered: start over
-            self._table, self._generation = None, strings.generation
-        table, n = self._table, len(strings)
-        if table is None or len(table) < n:
-            done = 0 if table is None else len(table)
-            fn, value = _CMP[self.op], self.value
-            more = np.fromiter((fn(s, value) for s in strings.values[done:n]), dtype=bool, count=n - done)
-            self._table = table = more if table is None else np.concatenate([table, more])
-        return table
-
-
-def _exact(v) -> Fraction:
-    """A numeric literal as an exact rational; magnitudes beyond 1e400 (or below 1e-400) are
-    clamped, which changes no comparison with an int64 or a float64."""
-    if isinstance(v, int):
-        return Fraction(v)
-    if isinstance(v, float):
-        return (_HUGE if v > 0 else -_HUGE) if math.isinf(v) else Fraction(v)
-    if v.is_zero():
-        return Fraction(0)
-    sign = -1 if v.is_signed() else 1
-    if v.adjusted() > 400:
-        return sign * _HUGE
-    if v.adjusted() < -400:
-        return Fraction(sign, 10**400)
-    return Fraction(v)
-
-
-def _int_comparison(column: str, op: str, v: Fraction) -> Comparison:
-    """`x op v` over int64 x, rewritten over integers."""
-    if op in ("=", "!="):
-        hit = v.denominator == 1 and INT64_MIN <= v <= INT64_MAX
-        if not hit:
-            return Comparison(column, "int64", "false" if op == "=" else "true", None)
-        return Comparison(column, "int64", op, int(v))
-    if op in ("<", ">="):      # x < v  <=>  x < ceil(v);  x >= v  <=>  x >= ceil(v)
-        bound = math.ceil(v)
-    else:                      # x <= v <=> x <= floor(v); x > v   <=>  x > floor(v)
-        bound = math.floor(v)
-    if bound > INT64_MAX or bound < INT64_MIN:
-        above = bound > INT64_MAX
-        always = above if op in ("<", "<=") else not above
-        return Comparison(column, "int64", "true" if always else "false", None)
-    return Comparison(column, "int64", op, bound)
-
-
-def _float_value(v) -> float:
-    if isinstance(v, int):
-        try:
-            return float(v)
-        except OverflowError:
-            return math.inf if v > 0 else -math.inf
-    return float(v)
-
-
-class GroupFilter:
-    """A bound HAVING condition: "and" / "or" / "not" of `parts`, or a "test" of one group value
-    (`ref`: ("agg", i) or ("key", j)) with SQL's three-valued logic: a group is kept when it is True."""
-
-    __slots__ = ("op", "parts", "ref", "test")
-
-    def __init__(self, op: str, parts: list, ref: tuple | None = None, test=None):
-        self.op, self.parts, self.ref, self.test = op, parts, ref, test
-
-    def refs(self) -> list[tuple]:
-        return [self.ref] if self.op == "test" else [r for p in self.parts for r in p.refs()]  # type: ignore[list-item]  # a test has its ref
-
-    def keep(self, n: int, column) -> list[bool]:
-        """Which of n groups to keep; `column(ref)` gives a ref's values, one per group."""
-        return [v is True for v in self._values(n, column)]
-
-    def _values(self, n: int, column) -> list:
-        if self.op == "test":
-            return [self.test(v) for v in column(self.ref)]
-        parts = [p._values(n, column) for p in self.parts]
-        if self.op == "not":
-            return [None if v is None else not v for v in parts[0]]
-        out = []
-        for vs in zip(*parts):
-            if self.op == "and":
-                out.append(False if False in vs else None if None in vs else True)
-            else:
-                out.append(True if True in vs else None if None in vs else False)
-        return out
 
 
 # -- the binder ----------------------------------------------------------------------------------------
@@ -444,16 +300,16 @@ class _Binder:
             return Comparison(p.column, typ, p.op, tuple(values) if listed else p.value)
         if typ == "float64":
             if listed:
-                return Comparison(p.column, typ, p.op, np.array([_float_value(v) for v in values], dtype=np.float64))
-            return Comparison(p.column, typ, p.op, _float_value(p.value))
+                return Comparison(p.column, typ, p.op, np.array([float_value(v) for v in values], dtype=np.float64))
+            return Comparison(p.column, typ, p.op, float_value(p.value))
         mult = 10 ** (decimal_type(typ) or (0, 0))[1]  # a decimal(p,s) column holds value * 10**s
         if listed:
-            exact = (_exact(v) * mult for v in values)
+            exact = (exact_value(v) * mult for v in values)
             members = sorted({int(v) for v in exact if v.denominator == 1 and INT64_MIN <= v <= INT64_MAX})
             if not members:
                 return Comparison(p.column, typ, "false" if p.op == "in" else "true", None)
             return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
-        return _int_comparison(p.column, p.op, _exact(p.value) * mult)
+        return int_comparison(p.column, p.op, exact_value(p.value) * mult)
 
     def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate],
                    group_keys: Sequence[str] = ()) -> tuple[int | KeyRef | None, bool]:
@@ -552,15 +408,15 @@ class _Binder:
         if kind in ("boolean", "string"):
             exact, literals = (lambda v: v), list(values)
         elif kind == "float64":
-            exact, literals = float, [_float_value(v) for v in values]
+            exact, literals = float, [float_value(v) for v in values]
         else:  # integers, int128, temporal and decimal storage: exact rationals
             scale = 10 ** (decimal_type(typ) or (0, 0))[1]
             exact, literals = (lambda v: Fraction(v, scale) if not isinstance(v, float) else Fraction(v)), \
-                [_exact(v) for v in values]
+                [exact_value(v) for v in values]
         if listed:
             member = set(literals)
             return (lambda v: None if v is None else (exact(v) in member) == (op == "in"))
-        compare, bound = _CMP[op], literals[0]
+        compare, bound = COMPARE[op], literals[0]
         return lambda v: None if v is None else compare(exact(v), bound)
 
     def length(self, r: Range, what: str) -> int:

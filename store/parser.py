@@ -31,10 +31,11 @@ plain identifier (a stream called "s-1", a column called "order") goes in double
 name the 0-based position and the offending token. SQL this grammar does not take is refused by
 name where it is written: a function other than the aggregates (`unknown function 'foo'`, with the
 list of known ones), arithmetic on a column or aggregate (`expressions are not supported`), CASE,
-OFFSET, UNION/INTERSECT/EXCEPT, WINDOW, QUALIFY, FETCH. `to_text` writes a structured query back as
-text.
+OFFSET, UNION/INTERSECT/EXCEPT, WINDOW, QUALIFY, FETCH. `to_text` (query_text.py) writes a structured
+query back as text.
 
-This module is syntax only: it builds query.Query with the position of every part; names, types,
+Tokens and the vocabulary are lexer.py's, a join's FROM clause join_syntax.py's. This module is
+syntax only: it builds query.Query with the position of every part; names, types,
 ORDER BY resolution and window lengths are checked by the binder (binder.py), which is shared with
 the structured (protobuf) form.
 """
@@ -45,74 +46,20 @@ import re
 from dataclasses import replace
 from decimal import Decimal
 
-from .errors import Loc, QueryError, QuerySyntaxError
+from .errors import QuerySyntaxError
 from .functions import SQL_NAMES
-from .query import (Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query,
-                    Range, SelectItem, Source)
+from .join_syntax import JoinClauses
+from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYWORDS, MAX_CONJUNCTIONS,
+                    MAX_DEPTH, MAX_NUMBER_LENGTH, MAX_OFFSET, _Tok, _tokenize)
+from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range
+from .query_text import literal_text, quote_name, to_text
 
-_TOKEN = re.compile(r"""
-    (?P<ws>\s+)
-  | (?P<number>-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)
-  | (?P<string>'(?:[^']|'')*')
-  | (?P<qident>"(?:[^"]|"")+")
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
-  | (?P<op><=|>=|!=|<>|=|<|>)
-  | (?P<punct>[(),\[\]*;.+\-/%])
-""", re.VERBOSE)
-
-_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
-KEYWORDS = {"select", "from", "where", "group", "by", "order", "limit", "asc", "desc", "and",
-            "or", "not", "in", "as", "range", "slide", "distinct", "approximate"}
-_UNITS = {"ms": ("ms", 1), "s": ("ms", 1000), "sec": ("ms", 1000), "second": ("ms", 1000),
-          "seconds": ("ms", 1000), "min": ("ms", 60_000), "minute": ("ms", 60_000),
-          "minutes": ("ms", 60_000), "h": ("ms", 3_600_000), "hour": ("ms", 3_600_000),
-          "hours": ("ms", 3_600_000), "subwindow": ("subwindows", 1),
-          "subwindows": ("subwindows", 1), "row": ("rows", 1), "rows": ("rows", 1)}
-_AGGS = SQL_NAMES  # the aggregates' words, from the function registry (functions.register adds to it)
-# Words with a meaning only in a join's FROM clause (never taken as an alias; quoted by to_text there).
-JOIN_WORDS = {"join", "inner", "on", "within", "between", "left", "right", "full", "outer", "cross", "natural",
-              "using"}
-_JOIN_START = {"join", "inner", "left", "right", "full", "cross", "natural"}
-# SQL a user may write that this grammar does not take (yet): named in the error, never "expected FROM".
-_NOT_SUPPORTED = {"offset": "OFFSET", "union": "UNION", "intersect": "INTERSECT",
-                  "except": "EXCEPT", "window": "WINDOW", "qualify": "QUALIFY", "fetch": "FETCH"}
-_ARITHMETIC = {"+", "-", "*", "/", "%"}
-MAX_OFFSET = 2**64  # band offsets beyond this are refused as syntax (the binder wants int64 anyway)
-MAX_CONJUNCTIONS = 64
-MAX_DEPTH = 32            # nested parentheses in WHERE
-MAX_NUMBER_LENGTH = 400   # characters of one numeric literal
+# The vocabulary (lexer.py) and the text form (query_text.py), importable from here as well.
+__all__ = ["JOIN_WORDS", "KEYWORDS", "MAX_CONJUNCTIONS", "MAX_DEPTH", "MAX_NUMBER_LENGTH", "MAX_OFFSET",
+           "literal_text", "parse_query", "parse_statement", "quote_name", "temporal_literal", "to_text"]
 
 
-class _Tok:
-    __slots__ = ("kind", "text", "pos")
-
-    def __init__(self, kind: str, text: str, pos: int):
-        self.kind, self.text, self.pos = kind, text, pos
-
-    @property
-    def word(self) -> str:
-        return self.text.lower() if self.kind == "ident" else ""
-
-    @property
-    def loc(self) -> Loc:
-        return Loc(self.pos, self.text or "end of query")
-
-
-def _tokenize(text: str) -> list[_Tok]:
-    out, pos = [], 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise QuerySyntaxError("unexpected character", pos, text[pos])
-        kind = m.lastgroup
-        if kind != "ws":
-            out.append(_Tok(kind, m.group(), pos))
-        pos = m.end()
-    out.append(_Tok("eof", "", len(text)))
-    return out
-
-
-class _Parser:
+class _Parser(JoinClauses):
     def __init__(self, text: str):
         self.toks = _tokenize(text)
         self.i = 0
@@ -366,128 +313,6 @@ class _Parser:
         self.no_expression("a GROUP BY key")
         return column
 
-    # -- joins -----------------------------------------------------------------------------------
-    def _is_join(self) -> bool:
-        """Does a JOIN follow the stream at the current token (`stream [[AS] alias] [window]
-        [[AS] alias]`)? Looks ahead only, never fails: other FROM clauses parse exactly as before."""
-        toks, i = self.toks, self.i
-
-        def name(i: int) -> int:
-            return i + 1 if toks[i].kind == "qident" or (toks[i].kind == "ident" and toks[i].word not in KEYWORDS) else i
-
-        def alias(i: int) -> int:
-            if toks[i].word == "as":
-                return name(i + 1)
-            if toks[i].kind == "qident" or (toks[i].kind == "ident" and toks[i].word not in KEYWORDS | JOIN_WORDS):
-                return i + 1
-            return i
-
-        j = name(i)
-        if j == i:
-            return False
-        j = alias(j)
-        if toks[j].text == "[":
-            while toks[j].kind != "eof" and toks[j].text != "]":
-                j += 1
-            j = alias(j + 1) if toks[j].kind != "eof" else j
-        return toks[j].word in _JOIN_START
-
-    def join_query(self, select: _Tok, items: list, nested: bool) -> JoinQuery:
-        sources = [self.source(self.tok)]
-        while True:
-            join_tok = self.tok
-            if join_tok.word in ("left", "right", "full", "cross", "natural"):
-                self.fail("only inner joins are supported: JOIN or INNER JOIN")
-            if self.accept("inner"):
-                self.expect("join")
-            elif not self.accept("join"):
-                break
-            src = self.source(join_tok)
-            if self.accept("on"):
-                src = replace(src, on=self.join_conditions())
-            sources.append(src)
-        within = self.amount(zero=True) if self.accept("within") else None
-        where, (group_by, _, _, _), group_by_loc, order, limit, _ = self.clauses(nested, join=True)
-        return JoinQuery(tuple(sources), tuple(items), where, within, group_by, order, limit,
-                         loc=select.loc, group_by_loc=group_by_loc)
-
-    def source(self, loc_tok: _Tok) -> Source:
-        stream_tok = self.tok
-        if stream_tok.word in JOIN_WORDS:  # `JOIN ON ...`: a stream called "on" needs quotes here
-            self.fail("expected a stream name")
-        stream = self.ident("a stream name")
-        alias = self.alias()
-        rng = slide = None
-        if self.accept("["):
-            rng, slide = self.window_spec()
-            if alias is None:
-                alias = self.alias()
-        return Source(stream, alias, rng, slide, loc=loc_tok.loc, stream_loc=stream_tok.loc)
-
-    def alias(self) -> str | None:
-        if self.accept("as"):
-            return self.ident("an alias")
-        tok = self.tok
-        if tok.kind == "qident" or (tok.kind == "ident" and tok.word not in KEYWORDS | JOIN_WORDS):
-            return self.ident("an alias")
-        return None
-
-    def join_conditions(self) -> tuple:
-        conds = list(self.join_condition())
-        while self.accept("and"):
-            conds.extend(self.join_condition())
-        return tuple(conds)
-
-    def join_condition(self) -> tuple:
-        tok = self.tok
-        col = self.column("a column")
-        if self.accept("between"):
-            base, low, base_tok, _ = self.band_bound()
-            self.expect("and")
-            base2, high, base2_tok, _ = self.band_bound()
-            if base2 == base:
-                return (Band(col, base, low, high, loc=tok.loc, base_loc=base_tok.loc),)
-            return (Band(col, base, low, None, loc=tok.loc, base_loc=base_tok.loc),
-                    Band(col, base2, None, high, loc=tok.loc, base_loc=base2_tok.loc))
-        op_tok = self.tok
-        if op_tok.kind != "op" or op_tok.text in ("!=", "<>"):
-            self.fail("expected =, <, <=, >, >= or BETWEEN (a join condition compares two sources' columns)")
-        self.i += 1
-        base, offset, base_tok, written = self.band_bound()
-        op = op_tok.text
-        if op == "=":
-            if not written:
-                return (Equal(col, base, loc=tok.loc, right_loc=base_tok.loc),)
-            return (Band(col, base, offset, offset, loc=tok.loc, base_loc=base_tok.loc),)
-        low = {">=": offset, ">": offset + 1}.get(op)
-        high = {"<=": offset, "<": offset - 1}.get(op)
-        return (Band(col, base, low, high, loc=tok.loc, base_loc=base_tok.loc),)
-
-    def band_bound(self) -> tuple[str, int, _Tok, bool]:
-        """`column [+|- n [unit]]`: (column, offset in ms, the column's token, offset written?)."""
-        base_tok = self.tok
-        base = self.column("a column")
-        tok = self.tok
-        sign = 1
-        if tok.kind == "punct" and tok.text in "+-":
-            sign = -1 if tok.text == "-" else 1
-            self.i += 1
-        elif not (tok.kind == "number" and tok.text.startswith("-")):
-            return base, 0, base_tok, False
-        tok = self.tok
-        if tok.kind != "number" or not re.fullmatch(r"-?\d+", tok.text) or len(tok.text) > 25:
-            self.fail("expected an offset (an integer number of ms, or with a unit: ms, s, min, h)")
-        self.i += 1
-        value = sign * int(tok.text)
-        unit = _UNITS.get(self.tok.word)
-        if unit is not None:
-            if unit[0] != "ms":
-                self.fail("a band offset is in ms, s, min or h")
-            self.i += 1
-            value *= unit[1]
-        if abs(value) >= MAX_OFFSET:
-            self.fail("a band offset is too large", tok)
-        return base, value, base_tok, True
 
     def select_item(self):
         tok = self.tok
@@ -696,162 +521,3 @@ def parse_query(text: str) -> Query:
         raise QuerySyntaxError("a join of several streams where a single-stream query is expected",
                                at.position if at.position is not None else 0, at.token or "JOIN")
     return q
-
-
-# -- the text form of a structured query --------------------------------------------------------------
-def to_text(q: Query | JoinQuery) -> str:
-    """The query text that parses back to `q` (parse_statement(to_text(q)) == q)."""
-    if isinstance(q, JoinQuery):
-        return _join_text(q)
-    inner = _select_text(q, q.items, with_order=True)
-    if not q.outer:
-        return inner
-    return f"SELECT {', '.join(_item_text(a) for a in q.outer)} FROM ({inner})"
-
-
-def _select_text(q: Query, items, with_order: bool) -> str:
-    parts = [f"SELECT {'DISTINCT ' if q.distinct else ''}{', '.join(_item_text(it) for it in items)} FROM "
-             f"{quote_name(q.stream)}"]
-    window = []
-    if q.range is not None:
-        window.append(f"RANGE {_length_text(q.range)}")
-    if q.slide is not None:
-        window.append(f"SLIDE {_length_text(q.slide)}")
-    if window:
-        parts.append(f"[{' '.join(window)}]")
-    if q.as_of_slide is not None:
-        parts.append(f"AS OF SLIDE {q.as_of_slide}")
-    if q.where:
-        parts.append("WHERE " + " OR ".join(
-            "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))
-    if q.group_by is not None:
-        parts.append(f"GROUP BY {', '.join(quote_name(c) for c in q.group_columns)}")
-    if q.having is not None:
-        parts.append("HAVING " + _having_text(q.having))
-    if with_order and q.order_by:
-        parts.append("ORDER BY " + ", ".join(_order_text(o) for o in q.order_by))
-    if q.limit is not None:
-        parts.append(f"LIMIT {q.limit}")
-    if q.approximate:
-        parts.append("APPROXIMATE")
-    return " ".join(parts)
-
-
-def _join_text(q: JoinQuery) -> str:
-    parts = [f"SELECT {', '.join(_item_text(it) for it in q.items)} FROM"]
-    for i, src in enumerate(q.sources):
-        parts.append(("JOIN " if i else "") + _join_name(src.stream))
-        if src.alias is not None:
-            parts.append(_join_name(src.alias))
-        window = []
-        if src.range is not None:
-            window.append(f"RANGE {_length_text(src.range)}")
-        if src.slide is not None:
-            window.append(f"SLIDE {_length_text(src.slide)}")
-        if window:
-            parts.append(f"[{' '.join(window)}]")
-        if src.on:
-            parts.append("ON " + " AND ".join(_condition_text(c) for c in src.on))
-    if q.within is not None:
-        parts.append(f"WITHIN {_length_text(q.within)}")
-    if q.where:
-        parts.append("WHERE " + " OR ".join(
-            "(" + " AND ".join(_predicate_text(p) for p in conj) + ")" for conj in q.where))
-    if q.group_by is not None:
-        parts.append(f"GROUP BY {quote_name(q.group_by)}")
-    if q.order_by:
-        parts.append("ORDER BY " + ", ".join(_order_text(o) for o in q.order_by))
-    if q.limit is not None:
-        parts.append(f"LIMIT {q.limit}")
-    inner = " ".join(parts)
-    if not q.outer:
-        return inner
-    return f"SELECT {', '.join(_item_text(a) for a in q.outer)} FROM ({inner})"
-
-
-def _join_name(name: str) -> str:
-    """A stream name or alias in a join's FROM clause: also quoted when it is a join keyword."""
-    return '"' + name.replace('"', '""') + '"' if name.lower() in JOIN_WORDS else quote_name(name)
-
-
-def _condition_text(c) -> str:
-    if isinstance(c, Equal):
-        return f"{quote_name(c.left)} = {quote_name(c.right)}"
-    col = quote_name(c.column)
-    if c.low is not None and c.high is not None:
-        return f"{col} BETWEEN {_offset_text(c.base, c.low)} AND {_offset_text(c.base, c.high)}"
-    if c.low is not None:
-        return f"{col} >= {_offset_text(c.base, c.low)}"
-    if c.high is not None:
-        return f"{col} <= {_offset_text(c.base, c.high)}"
-    raise QueryError("a band condition needs a lower or an upper bound", c.loc)
-
-
-def _offset_text(base: str, offset: int) -> str:
-    if offset == 0:
-        return quote_name(base)
-    return f"{quote_name(base)} {'-' if offset < 0 else '+'} {abs(offset)}"
-
-
-def _item_text(it: SelectItem) -> str:
-    text = quote_name(it.column) if isinstance(it, KeyColumn) else _agg_text(it)
-    return f"{text} AS {quote_name(it.alias)}" if it.alias else text
-
-
-def _agg_text(a: Aggregate) -> str:
-    if a.func == "count" and a.column is None:
-        return "COUNT(*)"
-    if a.func == "count_distinct":
-        return f"COUNT(DISTINCT {quote_name(a.column)})"
-    if a.func == "quantile":
-        return f"QUANTILE({quote_name(a.column)}, {a.q if isinstance(a.q, Decimal) else repr(a.q)})"
-    return f"{a.func.upper()}({quote_name(a.column)})"
-
-
-def _order_text(o: OrderBy) -> str:
-    ref = quote_name(o.name) if o.name is not None else _agg_text(o.expr) if o.expr is not None else str(o.item + 1)
-    return f"{ref} DESC" if o.descending else ref
-
-
-def _having_text(c) -> str:
-    if isinstance(c, Logical):
-        if c.op == "not":
-            return f"NOT ({_having_text(c.parts[0])})"
-        return "(" + f" {c.op.upper()} ".join(_having_text(p) for p in c.parts) + ")"
-    operand = _agg_text(c.operand) if isinstance(c.operand, Aggregate) else quote_name(c.operand)
-    return _predicate_text(Predicate(operand, c.op, c.value), quote=False)
-
-
-def _length_text(r: Range) -> str:
-    return f"{r.value} {'ms' if r.unit == 'ms' else r.unit.upper()}"
-
-
-def _predicate_text(p: Predicate, quote: bool = True) -> str:
-    column = quote_name(p.column) if quote else p.column
-    if p.op in ("is null", "is not null"):
-        return f"{column} {p.op.upper()}"
-    if p.op in ("in", "not in"):
-        return f"{column} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
-    return f"{column} {p.op} {literal_text(p.value)}"
-
-
-def quote_name(name: str) -> str:
-    """A name as query text: bare when it is a plain identifier, else in double quotes."""
-    if _PLAIN_NAME.fullmatch(name) and name.lower() not in KEYWORDS:
-        return name
-    return '"' + name.replace('"', '""') + '"'
-
-
-def literal_text(v) -> str:
-    """A literal as query text, exactly (a float is written as its exact decimal value)."""
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, float):
-        if v != v:
-            raise QueryError("NaN is not a comparable value")
-        if v in (float("inf"), float("-inf")):
-            return "1e999" if v > 0 else "-1e999"  # beyond every double: compares as infinity does
-        return str(int(v)) if v.is_integer() else format(Decimal(v), "f")
-    return str(v)

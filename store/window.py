@@ -21,9 +21,10 @@ from .exact import INT64_MAX, INT64_MIN
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
 from .key_running import RunningKeys
+from .kinds import Clock
 from .synopsis import KeySummary, Synopsis, build_synopsis, concat
 
-CLOCKS = ("processing", "event", "manual")
+CLOCKS = tuple(Clock)
 COUNT_KEY = "__count__"
 
 
@@ -39,10 +40,14 @@ class WindowSpec:
     subwindows: int
     subwindow_ms: int | None = None
     subwindow_rows: int | None = None
-    clock: str = "processing"
+    clock: Clock = Clock.PROCESSING  # a plain string (the wire's, the log's) becomes its Clock
     allowed_lateness_ms: int = 0
     group_by: tuple[str, ...] = ()
     topk: int = 16
+
+    def __post_init__(self) -> None:
+        if isinstance(self.clock, str) and self.clock in CLOCKS:  # (others: validate() names them)
+            object.__setattr__(self, "clock", Clock(self.clock))
 
     def validate(self, schema: Schema) -> None:
         if not isinstance(self.subwindows, int) or not 1 <= self.subwindows <= MAX_SUBWINDOWS:
@@ -56,13 +61,13 @@ class WindowSpec:
             raise InvalidInput(f"subwindow_rows must be between 1 and {2**31}, got {self.subwindow_rows!r}")
         if self.clock not in CLOCKS:
             raise InvalidInput(f"clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
-        if self.subwindow_rows is not None and self.clock != "manual" and self.clock != "processing":
+        if self.subwindow_rows is not None and self.clock != Clock.MANUAL and self.clock != Clock.PROCESSING:
             raise InvalidInput("count-based windows slide every subwindow_rows rows; use the default clock")
         if not 0 <= self.allowed_lateness_ms <= MAX_MS:
             raise InvalidInput(f"allowed_lateness_ms must be between 0 and {MAX_MS}")
         if self.allowed_lateness_ms < 0:
             raise InvalidInput("allowed_lateness_ms must be >= 0")
-        if self.allowed_lateness_ms and self.clock != "event":
+        if self.allowed_lateness_ms and self.clock != Clock.EVENT:
             raise InvalidInput("allowed_lateness_ms applies only to clock='event'")
         if not 1 <= self.topk <= 10_000:
             raise InvalidInput("topk must be between 1 and 10000")
@@ -93,7 +98,7 @@ class WindowSpec:
         from the server's clock, so any int64 is accepted."""
         if self.count_based:
             return INT64_MIN, INT64_MAX - 1
-        if self.clock == "event":
+        if self.clock == Clock.EVENT:
             t = self.slot_ms
             first_slot = -(-INT64_MIN // t)        # the first slot whose start is >= INT64_MIN
             last_slot = INT64_MAX // t - 1         # the last slot whose end is <= INT64_MAX
@@ -262,7 +267,7 @@ class Window:
         self.running_keys = {g: RunningKeys(g, self.n, self._numeric, self._int_columns)
                              for g in spec.group_by if schema.types[g] == "string"}
         t = spec.subwindow_ms
-        self._base_slot: int | None = created_ms // t if (t and spec.clock == "processing") else None
+        self._base_slot: int | None = created_ms // t if (t and spec.clock == Clock.PROCESSING) else None
         self._buffer = _Buffer()
         self._slots: dict[int, _Buffer] = {}   # event time: open sub-windows by slot
         self.max_event_ms: int | None = None
@@ -352,7 +357,7 @@ class Window:
         if rows == 0:
             return AppendResult(0, 0)
         ts = columns[self.schema.time_column]
-        if self.spec.clock == "event":
+        if self.spec.clock == Clock.EVENT:
             return self._append_event(columns, rows, ts)
         self._note_event_time(ts)
         self._buffer.add(columns, rows)
@@ -361,7 +366,7 @@ class Window:
     def check_append(self, ts: np.ndarray) -> None:
         """Raise InvalidInput if append() would refuse rows with these event times; changes nothing."""
         self.spec.check_event_times(ts, self.schema.time_column)
-        if self.spec.clock != "event" or not len(ts):
+        if self.spec.clock != Clock.EVENT or not len(ts):
             return
         t = self.spec.slot_ms
         base = self._base_slot if self._base_slot is not None else int(ts.min()) // t
@@ -407,9 +412,9 @@ class Window:
         spec = self.spec
         if spec.count_based:
             return self._buffer.rows // spec.subwindow_rows  # type: ignore[operator]  # count-based: subwindow_rows is set
-        if spec.clock == "processing":
+        if spec.clock == Clock.PROCESSING:
             return max(0, now_ms // spec.slot_ms - self._base_slot - (self.cut_through + 1))  # type: ignore[operator]  # processing time: set at creation
-        if spec.clock == "event":
+        if spec.clock == Clock.EVENT:
             if self._base_slot is None:
                 return 0
             # slot s is complete once the watermark reaches its end: watermark_slot > s
@@ -418,7 +423,7 @@ class Window:
 
     def next_due_ms(self) -> int | None:
         """Clock time of the next scheduled slide (processing time only)."""
-        if self.spec.clock == "processing" and not self.spec.count_based:
+        if self.spec.clock == Clock.PROCESSING and not self.spec.count_based:
             return (self._base_slot + self.cut_through + 2) * self.spec.slot_ms  # type: ignore[operator]  # processing time: set at creation
         return None
 
@@ -437,14 +442,14 @@ class Window:
         if spec.count_based:
             chunks, rows = self._buffer.detach(spec.subwindow_rows)
             start = end = None
-        elif spec.clock == "event":
+        elif spec.clock == Clock.EVENT:
             slot = self._base_slot + j if self._base_slot is not None else now_ms // spec.slot_ms
             if self._base_slot is None:
                 self._base_slot = slot
             buf = self._slots.pop(slot, None)
             chunks, rows = buf.detach() if buf else ((), 0)
             start, end = slot * spec.slot_ms, (slot + 1) * spec.slot_ms
-        elif spec.clock == "processing":
+        elif spec.clock == Clock.PROCESSING:
             chunks, rows = self._buffer.detach()
             slot = self._base_slot + j  # type: ignore[operator]  # processing time: set at creation
             start, end = slot * spec.slot_ms, (slot + 1) * spec.slot_ms
@@ -622,5 +627,5 @@ class Window:
             assert self._prefix[COUNT_KEY] >= sum(s.rows for s in live)
         for buf in [self._buffer, *self._slots.values()]:
             assert buf.rows == sum(len(next(iter(chunk.values()))) for chunk in buf.chunks)
-        if self._base_slot is not None and self.spec.clock == "event":
+        if self._base_slot is not None and self.spec.clock == Clock.EVENT:
             assert all(slot > self._base_slot + self.latest for slot in self._slots), "open event-time slots are unsealed"

@@ -49,7 +49,7 @@ def test_wheel_and_sdist_hold_the_package_and_the_generated_protobuf_modules(dis
     names = set(zipfile.ZipFile(wheels[0]).namelist())
     for module in ("windowstore/v1/windowstore_pb2.py", "windowstore/v1/windowstore_pb2_grpc.py",
                    "windowstore/clients/client.py", "windowstore/clients/spark/source.py", "windowstore/server/cli.py",
-                   "windowstore/store/parser.py", "windowstore/txn/scheduler.py"):
+                   "windowstore/store/parser.py", "windowstore/store/planner/plan.py", "windowstore/txn/scheduler.py"):
         assert module in names, f"{module} missing from the wheel"
     assert not any(n.startswith(("tests/", "bench/", "docs/")) for n in names)
     entry_points = zipfile.ZipFile(wheels[0]).read(f"windowstore-{VERSION}.dist-info/entry_points.txt").decode()

@@ -336,3 +336,33 @@ def test_a_query_hashes_once_and_as_equal_queries_do():
     c = pickle.loads(pickle.dumps(a))       # another process hashes strings differently: not carried
     assert "_hash" not in c.__dict__ and c == a and hash(c) == hash(a)
     assert parse_query(text.replace("> 3", "> 4")) != a
+
+
+def test_access_paths_and_clocks_are_enums_with_the_wire_spellings():
+    """A plan's access path and a window's clock are StrEnum members whose values are the wire's
+    spellings (the protobuf enums' names, lower-cased, are the independent oracle); a plain string
+    from the log or a client becomes the member; an answer names its path as a plain string (answers
+    are logged state); the forced-path error still quotes plain names."""
+    from windowstore.store.kinds import AccessPath, Clock
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    wire = {n.removeprefix("ACCESS_PATH_").lower() for n in pb.AccessPath.keys()} - {"unspecified"}
+    assert {p.value for p in AccessPath} == wire
+    assert {c.value for c in Clock} == {n.removeprefix("CLOCK_").lower() for n in pb.Clock.keys()} - {"unspecified"}
+    s = Stream("s", {**SCHEMA, "f": "float64"}, WindowSpec(subwindows=2, subwindow_ms=10, clock="manual",
+                                                           group_by=("src",)), 0)
+    assert s.spec.clock is Clock.MANUAL and s.spec == WindowSpec(subwindows=2, subwindow_ms=10, clock=Clock.MANUAL,
+                                                                  group_by=("src",))
+    assert WindowSpec(subwindows=2, subwindow_ms=10).clock is Clock.PROCESSING
+    for text, path in [("SELECT COUNT(*) FROM s", AccessPath.PROBE), ("SELECT src, SUM(f) FROM s GROUP BY src",
+                                                                       AccessPath.SYNOPSIS),
+                       ("SELECT COUNT(*) FROM s WHERE bytes > 1", AccessPath.WINDOW)]:
+        plan = plan_query(parse_query(text), s)
+        answer = run_plan(plan)
+        assert plan.access is path and answer.access == path.value and type(answer.access) is str
+        assert plan.explain()["access"] == path.value
+    with pytest.raises(InvalidInput) as e:
+        plan_query(parse_query("SELECT COUNT(*) FROM s WHERE bytes > 1"), s, "synopsis")
+    assert str(e.value) == "access path 'synopsis' cannot answer this query (best: 'window')"
+    with pytest.raises(InvalidInput, match="clock must be one of processing, event, manual, got 'wall'"):
+        WindowSpec(subwindows=2, subwindow_ms=10, clock="wall").validate(Schema(SCHEMA))

@@ -172,3 +172,15 @@ def test_op_codes_are_an_enum_that_writes_the_format_s_spellings(tmp_path):
     assert '"op":"w"' in text and "Op." not in text
     assert list(read_jsonl(text.splitlines())) == h.events
     assert [type(ev["op"]) for ev in h.events] == [Op] * 5
+
+
+def test_checker_levels_are_an_enum_with_the_report_s_spellings():
+    """A verdict's level is a checker.Level member: it equals the string the CLI's --expect and the
+    JSON report use, and violations() takes either."""
+    from windowstore.txn.kinds import Level
+
+    report = check(to_events(THESIS["H_b"]))
+    assert [v.level for v in report.verdicts] == [Level.WS] and report.verdicts[0].level is Level.WS
+    assert report.violations(Level.LWS) == report.violations("lws") == report.verdicts
+    assert report.summary()["ws_only"] == 1 and json.loads(json.dumps(report.summary()))["ws_only"] == 1
+    assert json.dumps([v.level for v in report.verdicts]) == '["ws"]'

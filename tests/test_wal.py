@@ -95,3 +95,14 @@ def test_a_torn_last_record_is_truncated(tmp_path, previous_format):
     os.truncate(seg.path, size - 3)
     assert _records(tmp_path) == list(enumerate(PAYLOADS[:-1], 1))
     assert os.path.getsize(seg.path) == size - 16 - len(PAYLOADS[-1])
+
+
+def test_the_fsync_policy_is_an_enum_with_the_cli_s_spellings(tmp_path):
+    """--fsync's values are wal.Fsync's; a plain string becomes its member, an unknown one is
+    refused naming the choices."""
+    assert [f.value for f in wal.Fsync] == ["always", "interval", "off"]
+    log = wal.WriteAheadLog(str(tmp_path / "a"), "interval")
+    assert log.policy is wal.Fsync.INTERVAL and log.policy == "interval"
+    log.close()
+    with pytest.raises(ValueError, match="fsync policy is one of always, interval, off"):
+        wal.WriteAheadLog(str(tmp_path / "b"), "sometimes")

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from .history import Op
+from .kinds import Level
 
 
 @dataclass
 class Verdict:
     stream: str
     txn: str
-    level: str                 # "lws" | "ws" | "as_of" | "torn"
+    level: Level
     versions: list[int]
     latest_at_commit: int
     window_len: int
@@ -54,16 +55,16 @@ class Report:
     aborts: int = 0
     unjudged: int = 0  # a history starting mid-stream: queries it does not show whole
 
-    def count(self, level: str) -> int:
+    def count(self, level: Level) -> int:
         return sum(v.level == level for v in self.verdicts)
 
-    def violations(self, expect: str) -> list[Verdict]:
-        ok = {"lws": ("lws", "as_of"), "ws": ("lws", "ws", "as_of")}[expect]
+    def violations(self, expect: Level) -> list[Verdict]:
+        ok = {Level.LWS: (Level.LWS, Level.AS_OF), Level.WS: (Level.LWS, Level.WS, Level.AS_OF)}[expect]
         return [v for v in self.verdicts if v.level not in ok]
 
     def summary(self) -> dict:
-        return {"committed": len(self.verdicts), "lws": self.count("lws"), "ws_only": self.count("ws"),
-                "as_of": self.count("as_of"), "torn": self.count("torn"), "aborts": self.aborts,
+        return {"committed": len(self.verdicts), "lws": self.count(Level.LWS), "ws_only": self.count(Level.WS),
+                "as_of": self.count(Level.AS_OF), "torn": self.count(Level.TORN), "aborts": self.aborts,
                 "errors": len(self.errors), **({"unjudged": self.unjudged} if self.unjudged else {})}
 
 
@@ -71,14 +72,14 @@ def _window(latest: int, length: int) -> set[int]:
     return set(range(max(0, latest - length + 1), latest + 1))
 
 
-def classify(versions: set[int], latest: int, window_len: int) -> tuple[str, int | None]:
-    """("lws" | "ws" | "torn", the slide L of the window state read)."""
+def classify(versions: set[int], latest: int, window_len: int) -> tuple[Level, int | None]:
+    """(LWS, WS or TORN, the slide L of the window state read)."""
     if versions == _window(latest, window_len):
-        return "lws", latest
+        return Level.LWS, latest
     top = max(versions, default=-1)
     if top <= latest and versions == _window(top, window_len):
-        return "ws", top
-    return "torn", None
+        return Level.WS, top
+    return Level.TORN, None
 
 
 def _mid_stream(events: list[dict]) -> set[str]:
@@ -176,7 +177,7 @@ def check(events: Iterable[dict]) -> Report:
                 if st["as_of"] is not None:  # pinned: judged against slide k
                     k = st["as_of"]
                     ok = k <= lat and st["reads"] == _window(k, st["window_len"])
-                    level, reflects = ("as_of", k) if ok else ("torn", None)
+                    level, reflects = (Level.AS_OF, k) if ok else (Level.TORN, None)
                 else:
                     level, reflects = classify(st["reads"], lat, st["window_len"])
                 report.verdicts.append(Verdict(stream, txn, level, sorted(st["reads"]), lat, st["window_len"], reflects))
@@ -214,7 +215,7 @@ def _join_verdict(txn: str, g: dict, latest: dict[str, int], applied_at: dict[tu
     reads are exactly that stream's window then; WS when they are every stream's window as of ONE
     earlier moment (the per-stream window states read were all current at once); torn otherwise."""
     parts: dict[str, dict] = {}
-    level = "lws"
+    level = Level.LWS
     starts, ends = [], []
     for name in g["streams"]:
         st = g["committed"][name]
@@ -222,16 +223,16 @@ def _join_verdict(txn: str, g: dict, latest: dict[str, int], applied_at: dict[tu
         lv, reflects = classify(st["reads"], lat, st["window_len"])
         parts[name] = {"level": lv, "versions": sorted(st["reads"]), "latest_at_commit": lat,
                        "window_len": st["window_len"], "reflects": reflects}
-        if lv == "torn":
-            level = "torn"
-        elif lv == "ws" and level == "lws":
-            level = "ws"
+        if lv == Level.TORN:
+            level = Level.TORN
+        elif lv == Level.WS and level == Level.LWS:
+            level = Level.WS
         if reflects is not None:
             # the state `reflects` was current from its slide until the next slide of the stream
             starts.append(applied_at.get((name, reflects), -1) if reflects >= 0 else -1)
             ends.append(applied_at.get((name, reflects + 1), float("inf")) if reflects < lat else float("inf"))
-    if level == "ws" and not max(starts) < min(ends):
-        level = "torn"  # each stream's window as of some moment, but not one moment for all
+    if level == Level.WS and not max(starts) < min(ends):
+        level = Level.TORN  # each stream's window as of some moment, but not one moment for all
     first = parts[g["streams"][0]]
     return Verdict(",".join(g["streams"]), txn, level, first["versions"], first["latest_at_commit"],
-                   first["window_len"], first["reflects"] if level != "torn" else None, parts)
+                   first["window_len"], first["reflects"] if level != Level.TORN else None, parts)

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 
 from windowstore.store import Answer, Stream, SubWindow
 from windowstore.store.join import JoinPlan
+from windowstore.store.kinds import AccessPath
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class StreamWindow:
 class JoinQueryPlan:
     """A join query bound to the scheduler's streams."""
 
-    access = "join"
+    access = AccessPath.JOIN
     supports_remove = True  # reads are references: dropping one removes its contribution exactly
 
     def __init__(self, join: JoinPlan, streams: Mapping[str, Stream], eager: bool = True):
@@ -79,7 +80,7 @@ class JoinQueryPlan:
     def explain(self) -> dict:
         """As Plan.explain: a join reads every source stream's window and joins them."""
         mode = "eagerly (after every slide)" if self.eager else "at each execution"
-        return {"access": "join", "how": f"each source stream's window, one sub-window per read, joined {mode}",
+        return {"access": AccessPath.JOIN, "how": f"each source stream's window, one sub-window per read, joined {mode}",
                 "streams": list(self.names), "subwindows": max(self.n_q.values()), "reads": sum(self.n_q.values()),
                 "group_by": [], "aggregates": []}
 

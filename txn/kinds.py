@@ -1,7 +1,8 @@
 """The closed sets of the transaction side, as enums: policies, query and job kinds, slide and abort
-causes, what one scheduler operation did. Each is a StrEnum whose values are the spellings the
-wire, the CLI flags, the history and the counters already use, so a member compares, hashes and
-serialises as that string. This module holds names only; it must not import the scheduler."""
+causes, what one scheduler operation did, the history checker's verdicts. Each is a StrEnum whose
+values are the spellings the wire, the CLI flags, the history and the counters already use, so a
+member compares, hashes and serialises as that string. This module holds names only; it must not
+import the scheduler."""
 from __future__ import annotations
 
 import enum
@@ -68,3 +69,12 @@ class Reaction(enum.StrEnum):
     KEEP = "keep"      # nothing: it reads a snapshot, or holds the window (serial)
     ABORT = "abort"    # the attempt aborts and restarts
     RESCAN = "rescan"  # the expired version's contribution is removed; it goes on
+
+
+class Level(enum.StrEnum):
+    """The history checker's verdict on a committed query (checker.py, thesis 7.3.2)."""
+
+    LWS = "lws"      # it read exactly the window as of its commit (Definition 7.2)
+    WS = "ws"        # ... as of some earlier moment only (Definition 7.1)
+    AS_OF = "as_of"  # AS OF SLIDE k: exactly the window as of slide k
+    TORN = "torn"    # anything else

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
 from windowstore.store.aggregates import Partial
+from windowstore.store.kinds import AccessPath
 
 from .joins import JoinQueryPlan, StreamWindow
 from .kinds import JobKind, QueryKind
@@ -164,7 +165,7 @@ class QueryTxn:
 
 
 def may_offload(txn: QueryTxn) -> bool:
-    return not txn.join and txn.plan.access == "window"
+    return not txn.join and txn.plan.access == AccessPath.WINDOW
 
 
 # -- pinned reads (AS OF SLIDE k) ------------------------------------------------------------------------

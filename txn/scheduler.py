@@ -34,6 +34,7 @@ from typing import Callable
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
+from windowstore.store.kinds import AccessPath
 
 from .history import History, Op
 from .joins import JoinQueryPlan, stream_names
@@ -374,7 +375,7 @@ class Scheduler(Slides, Offload):
             v = sub.slide
             self.last_rows = rows = sub.rows
             if not txn.join:  # a join keeps a reference (sealed sub-windows never change); it runs at commit
-                may_offload = self.offload is not None and plan.access == "window"
+                may_offload = self.offload is not None and plan.access == AccessPath.WINDOW
                 if may_offload and self._hold(txn, src, sub):
                     return Step.HOLD
                 if may_offload and self._offloads(plan, JobKind.READ, rows):
@@ -402,7 +403,7 @@ class Scheduler(Slides, Offload):
         streams = stream_names(plan) if txn.join else None
         for src in txn.sources:
             self._record(src.name, Op.BEGIN, txn.id, window_len=src.n_q, streams=streams, as_of=src.as_of)
-        if plan.access == "probe" and plan.probes_now():
+        if plan.access == AccessPath.PROBE and plan.probes_now():
             # one atomic read of the window-level synopses: it reflects exactly these versions
             # (window.youngest(n_q), as versions); the read set is not built sub-window by
             # sub-window: a probe of 100 spent a third of its time on it

@@ -35,9 +35,11 @@ import numpy as np
 import pyarrow as pa
 
 from windowstore.store import InvalidInput, Plan, Stream, WindowSpec, parse_query, plan_query
+from windowstore.store.kinds import AccessPath
 
 from .history import History
 from .query import Result
+from .kinds import Step
 from .scheduler import Scheduler
 
 # Calibrated on this store's window scan of the workload's group-by query and its seal
@@ -49,7 +51,7 @@ ADDRESSES = 1000
 PERCENTILES = (0.25, 0.5, 0.75, 0.9, 0.95, 0.99)
 
 
-class Access(str, enum.Enum):
+class Access(enum.StrEnum):
     """How a simulated query reads the window (see the module docstring)."""
 
     THESIS = "thesis"  # sub-window by sub-window, each read costed per row
@@ -57,14 +59,14 @@ class Access(str, enum.Enum):
 
     def plan(self, text: str, stream: Stream) -> Plan:
         plan = plan_query(parse_query(text), stream)
-        if self is Access.STORE or plan.access != "probe":
+        if self is Access.STORE or plan.access != AccessPath.PROBE:
             return plan
         # The same answer from the per-sub-window synopses (or raw rows where they do not answer):
         # the scheduler then reads it one sub-window per operation, as the thesis's queries do.
         try:
-            return plan_query(plan.query, stream, access="synopsis")
+            return plan_query(plan.query, stream, access=AccessPath.SYNOPSIS)
         except InvalidInput:
-            return plan_query(plan.query, stream, access="window")
+            return plan_query(plan.query, stream, access=AccessPath.WINDOW)
 
 
 @dataclass
@@ -146,7 +148,7 @@ def simulate(cfg: SimConfig) -> dict:
     for j in range(n):
         stream.append(packets(rows_rng, _rows_for_subwindow(rows_rng, cfg), -(n - j) * t, t))
         clock[0] = float(-(n - j - 1) * t)
-        assert sched.step() == "slide"
+        assert sched.step() == Step.SLIDE
     clock[0] = 0.0
     answers: list[Result] = []
     onetime: list[Result] = []
@@ -183,9 +185,9 @@ def simulate(cfg: SimConfig) -> dict:
             upcoming = [(stream.window.next_due_ms() or duration_ms)] + ([arrivals[-1]] if arrivals else [])
             clock[0] = max(clock[0], min(upcoming))
             continue
-        cost = (sched.last_rows * cfg.seal_row_us if op == "slide"
+        cost = (sched.last_rows * cfg.seal_row_us if op == Step.SLIDE
                 else cfg.read_fixed_us + sched.last_rows * cfg.row_cost_us) / 1000.0
-        if op == "probe":
+        if op == Step.PROBE:
             cost = cfg.read_fixed_us / 1000.0
         clock[0] += cost
         for r in fresh:  # an answer is reported when its last operation finishes
@@ -261,7 +263,7 @@ def calibrate(repeat: int = 5) -> dict:
         t0 = time.perf_counter()
         sub = s.window.slide(1000)
         seal = time.perf_counter() - t0
-        plan = plan_query(parse_query(workload_queries(rng, 1, 1)[0]), s, access="window")
+        plan = plan_query(parse_query(workload_queries(rng, 1, 1)[0]), s, access=AccessPath.WINDOW)
         t0 = time.perf_counter()
         for _ in range(repeat):
             plan.read(sub)

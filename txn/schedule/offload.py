@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, SubWindow
+from windowstore.store.kinds import AccessPath
 
 from ..kinds import JobKind, Step
 from ..query import Job, QueryFailed, QueryTxn, Source
@@ -78,7 +79,7 @@ class Offload:
         assert waiting <= 1, "one job in flight at a time"
 
     def _offloads(self, plan: Plan, kind: JobKind, rows: int) -> bool:
-        if self.offload is None or plan.access != "window":
+        if self.offload is None or plan.access != AccessPath.WINDOW:
             return False
         if self.offload_ms <= 0:
             return True
@@ -89,7 +90,7 @@ class Offload:
 
     def _timed(self, plan: Plan, kind: JobKind, rows: int, fn, arg):
         """fn(arg), a window scan's read or merge run inline, its cost noted when there is a timer."""
-        if self.timer is None or plan.access != "window":
+        if self.timer is None or plan.access != AccessPath.WINDOW:
             return fn(arg)
         t0 = self.timer()
         out = fn(arg)

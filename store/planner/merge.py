@@ -1,0 +1,35 @@
+"""Merging the partials of a plan's sub-windows (in window order) into each aggregate's finished
+values: one value per aggregate without GROUP BY, one array per aggregate over the merged, sorted
+group keys with it, and the merged top-k lists of APPROXIMATE. The merges themselves are each
+function's own (functions.py); this module only lines the partials up. It must not read sub-windows,
+filter (HAVING), order or decode."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..binder import BoundQuery
+from ..synopsis import group_keys, merge_topk_lists
+
+
+def finish_values(b: BoundQuery, contributions: list, strings) -> list:
+    """Without GROUP BY: each aggregate's value over all contributions."""
+    return [a.fn.finish(a, [c[i] for c in contributions], strings) for i, a in enumerate(b.aggs)]
+
+
+def finish_groups(b: BoundQuery, contributions: list, strings) -> tuple[np.ndarray, list[np.ndarray]]:
+    """With GROUP BY: the sorted unique keys of all contributions, and per aggregate its values."""
+    if not contributions:
+        return np.empty(0, dtype=np.int64), [np.empty(0) for _ in b.aggs]
+    if len(contributions) == 1:  # its keys are sorted and unique: nothing to merge
+        keys, parts = contributions[0]
+        return keys, [a.fn.finish_unique(a, parts[i], keys, strings) for i, a in enumerate(b.aggs)]
+    uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions]),
+                               dense=b.group_type == "string" and len(b.group_keys) == 1)
+    g = len(uniq)
+    return uniq, [a.fn.finish_groups(a, inverse, g, [c[1][i] for c in contributions], uniq, strings)
+                  for i, a in enumerate(b.aggs)]
+
+
+def merge_topk(b: BoundQuery, contributions: list):
+    """APPROXIMATE: the sub-windows' top-k lists merged into one estimate (synopsis.merge_topk_lists)."""
+    return merge_topk_lists(contributions, b.limit)

@@ -1,0 +1,196 @@
+"""A plan: a bound query (binder.py) on one stream with its access path, and the steps that turn
+sub-window partials into an Answer (merge, HAVING, ORDER BY/LIMIT, decoding, the outer query),
+each delegated to its module in this package. Also the probe path's one atomic read, `explain`,
+and run_plan for callers without a scheduler. It owns the order of those steps, not their work."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..aggregates import Partial
+from ..binder import BoundQuery, bind
+from ..kinds import AccessPath
+from ..query import Query
+from ..schema import decimal_type
+from ..stream import Stream
+from ..subwindow import SubWindow
+from ..synopsis import NULL_KEY
+from ..window import COUNT_KEY
+from .access import resolve_access
+from .decode import decimal_rows, decode_composite_keys, decode_keys, decode_values
+from .merge import finish_groups, finish_values, merge_topk
+from .order import group_rows, limit_rows, sorted_positions, top_candidates
+from .read import reader
+from .subquery import outer_row
+
+
+@dataclass
+class Answer:
+    columns: list[str]
+    rows: list[tuple]
+    access: str
+    exact: bool = True
+    guaranteed: bool | None = None  # APPROXIMATE top k: provably the true top k
+    types: list[str] | None = None  # int64, int128, float64 or string per column
+
+
+class Plan:
+    def __init__(self, bound: BoundQuery, stream: Stream, access: AccessPath):
+        self.bound = bound
+        self.query: Query = bound.query
+        self.stream = stream
+        self.strings = stream.strings
+        self.n_q = bound.n_q
+        self.access = access
+        self.aggs = bound.aggs
+        self.labels = bound.columns
+        self.types = bound.types
+        self.supports_remove = all(b.fn.removable for b in bound.aggs)
+        self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
+        self._scales = {i: decimal_type(t)[1] for i, t in enumerate(self.types) if t.startswith("decimal(")}
+        self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
+        # Resolved once: a read is on the hot path of every query (one per sub-window).
+        self.read = reader(bound, access, self.strings)
+
+    # -- reading: one sub-window at a time (read.py) ---------------------------------------------
+    def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__
+        raise AssertionError("unreachable")
+
+    # -- finishing -----------------------------------------------------------------------------
+    def finish(self, partial: Partial) -> Answer:
+        b = self.bound
+        contributions = partial.ordered()
+        if b.projection:
+            rows = self._projection_rows(contributions)
+            if b.projection_order:  # ties keep window order
+                rows = [rows[i] for i in sorted_positions(len(rows), [([r[item] for r in rows], descending)
+                                                                      for item, descending in b.projection_order])]
+            return self._answer(limit_rows(rows, b.limit))
+        if b.approximate:
+            return self._approximate(contributions)
+        if b.group_by is None:
+            values = finish_values(b, contributions, self.strings)
+            return self._answer(limit_rows(self._having_one(values), b.limit))
+        return self._groups_answer(contributions)
+
+    def _projection_rows(self, contributions: list) -> list[tuple]:
+        b = self.bound
+        by_column = {}
+        for i, c in enumerate(dict.fromkeys(b.projection)):
+            typ = self.stream.schema.types[c]
+            values = [v for part in contributions for v in decode_values(part[i][1], typ, self.strings)]
+            valid = [part[i][2] for part in contributions]
+            if any(m is not None for m in valid):
+                flags = [ok for part, m in zip(contributions, valid)
+                         for ok in (m.tolist() if m is not None else [True] * len(part[i][1]))]
+                values = [v if ok else None for v, ok in zip(values, flags)]
+            by_column[c] = values
+        return list(zip(*(by_column[c] for c in b.projection)))
+
+    def _having_one(self, values: list) -> list[tuple]:
+        """The one row of a query without GROUP BY, unless HAVING drops it."""
+        b = self.bound
+        if b.having is not None and not b.having.keep(1, lambda ref: [values[ref[1]]])[0]:
+            return []
+        return [tuple(values[it.agg] for it in b.items)]
+
+    def _groups_answer(self, contributions: list) -> Answer:
+        keys, results = finish_groups(self.bound, contributions, self.strings)
+        keys, results = top_candidates(self.bound, keys, results)
+        rows = self._group_rows(keys, results)
+        if self.bound.outer:
+            rows = [outer_row(self.bound.outer, rows)]
+        return self._answer(rows)
+
+    def _answer(self, rows: list[tuple], **kw) -> Answer:
+        if self._scales:  # decimal results are computed on value * 10**s integers: as Decimals now
+            rows = decimal_rows(rows, self._scales)
+        # the path's plain spelling: an answer is state (answer logs), compared and digested as logged
+        return Answer(self.labels, rows, str(self.access), types=self.types, **kw)
+
+    def _group_rows(self, keys: np.ndarray, results: list[np.ndarray]) -> list[tuple]:
+        b = self.bound
+        if len(b.group_keys) > 1:
+            columns = decode_composite_keys(keys, b.group_types, self.strings)
+        else:
+            columns = [decode_keys(keys, b.group_type, self.strings)]
+        values = [r.tolist() for r in results]
+        if b.having is not None:  # HAVING: only the groups whose condition is true
+            keep = b.having.keep(len(columns[0]), lambda ref: values[ref[1]] if ref[0] == "agg" else columns[ref[1]])
+            columns = [[v for v, k in zip(col, keep) if k] for col in columns]
+            values = [[v for v, k in zip(col, keep) if k] for col in values]
+        return group_rows(columns[0], values, b.order, b.limit, b.items, columns[1:])
+
+    def _approximate(self, contributions: list) -> Answer:
+        b = self.bound
+        est = merge_topk(b, contributions)
+        keys = decode_keys(np.asarray(est.keys, dtype=object if any(k == NULL_KEY for k in est.keys) else None),
+                           b.group_type, self.strings)
+        rows = [tuple(k if it.agg is None else lo for it in b.items) for k, lo in zip(keys, est.lower)]
+        return self._answer(rows, exact=False, guaranteed=est.guaranteed)
+
+    # -- the probe path ----------------------------------------------------------------------------
+    def explain(self) -> dict:
+        """What this plan reads, for `windowstore explain`: its access path and why, the
+        sub-windows its window covers, how many reads the scheduler makes, and per aggregate where
+        its value comes from."""
+        if self.access == AccessPath.PROBE and self.probes_now():
+            reads, how = 1, ("one read of the window-level synopses of the current state: running totals "
+                             "(COUNT, integer SUM), dyadic MIN/MAX blocks, running per-key totals")
+        elif self.access in (AccessPath.PROBE, AccessPath.SYNOPSIS):
+            reads, how = self.n_q, ("the per-sub-window synopses (counts, sums, minima and maxima, per key and "
+                                    "top-k lists), one sub-window per read, merged")
+        else:
+            why = ("WHERE" if self.bound.where else "a projection" if self.bound.projection else
+                   "several GROUP BY columns" if len(self.bound.group_keys) > 1 else
+                   "an aggregate no synopsis answers")
+            reads, how = self.n_q, f"a scan of the rows of each sub-window, one per read ({why} needs the rows)"
+        if self.access == AccessPath.WINDOW:
+            source = "rows"
+        elif self.bound.approximate:
+            source = "top-k lists"
+        else:
+            source = "per-key synopses" if self.bound.group_by is not None else "synopses"
+        return {"access": self.access, "how": how, "streams": [self.stream.name], "subwindows": self.n_q,
+                "reads": reads, "group_by": list(self.bound.group_keys),
+                "aggregates": [(b.label, b.fn.name, source) for b in self.aggs]}
+
+    def probes_now(self) -> bool:
+        """Whether probe() answers from window-level synopses now. A GROUP BY's running per-key
+        totals may not be kept (key_running.py): it is then read sub-window by sub-window, as a
+        synopsis scan (its `read`), so that a long merge does not become one atomic operation."""
+        g = self.bound.group_by
+        return g is None or self.stream.window.running_keys[g].kept(self.stream.window.latest)
+
+    def probe(self) -> Answer:
+        """Answer from the window-level synopses in one atomic read of the current state."""
+        w = self.stream.window
+        if self.bound.group_by is not None:  # (only while probes_now(): otherwise it is scanned)
+            ks = w.key_totals(self.bound.group_by, self.n_q, self._key_columns)
+            return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
+        count = w.running_total(COUNT_KEY, self.n_q)
+        values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
+        return self._answer(limit_rows(self._having_one(values), self.bound.limit))
+
+
+def plan_query(query: Query, stream: Stream, access: str | None = None) -> Plan:
+    """Bind `query` to `stream` and choose the cheapest exact access path.
+
+    `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
+    the query): tests compare paths, operators diagnose."""
+    bound = bind(query, stream.schema, stream.spec)
+    return Plan(bound, stream, resolve_access(bound, stream, access))
+
+
+def run_plan(plan: Plan) -> Answer:
+    """Execute a plan against the current window in one go (no concurrency: tests, tools)."""
+    if plan.access == AccessPath.PROBE and plan.probes_now():  # (as the scheduler runs it)
+        return plan.probe()
+    partial = Partial()
+    w = plan.stream.window
+    subs = w.youngest(plan.n_q) if plan.as_of is None else w.as_of(plan.as_of, plan.n_q)
+    for sub in subs:
+        partial.add(sub.slide, plan.read(sub))
+    return plan.finish(partial)

@@ -80,11 +80,13 @@ class LocalScheduler:
     def d(self, task: Task) -> int:
         return task.period - max(self.since[m] for m in task.member_ids)
 
-    def pick(self) -> Execution | None:
-        """The tasks to execute now, jointly, or None when none is due."""
-        if not self.tasks:
+    def pick(self, exclude=frozenset()) -> Execution | None:
+        """The tasks to execute now, jointly, or None when none is due; a task with a member in
+        `exclude` (being answered already) waits."""
+        ds = [(self.d(t), i, t) for i, t in enumerate(self.tasks)
+              if not exclude or not any(m in exclude for m in t.member_ids)]
+        if not ds:
             return None
-        ds = [(self.d(t), i, t) for i, t in enumerate(self.tasks)]
         v, _, first = min(ds, key=lambda x: (x[0], x[1]))
         if v > 0:
             return None

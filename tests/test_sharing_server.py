@@ -49,3 +49,42 @@ def test_a_group_answers_early_says_so_and_equals_each_query_alone(server):
         s = ws.stats()["sharing"]
         assert s["mode"] == "aggressive" and s["groups"] == 1 and s["members_per_group"] == [2]
         assert s["executions_saved"] == s["answers"] - s["executions"] > 0 and s["early_runs"] > 0
+
+
+POLICY_OF = {"none": "lws", "aggressive": "ttu", "conservative": "ttu-rescan", "hybrid": "lws", "hybrid-late": "ttu",
+             "hybrid-lp": "ttu-rescan"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(POLICY_OF))
+def test_random_dashboards_on_a_server_answer_as_each_query_alone(mode):
+    """A random dashboard (tests/test_sharing_engine.py's) registered on a real server: every
+    answer each query receives for slide k equals the query run alone AS OF SLIDE k, checked while
+    slide k is still held."""
+    import random
+
+    from test_sharing_engine import dashboard
+
+    rng = random.Random(hash(mode) % 1000)
+    with ServerProcess("--sharing", mode, "--policy", POLICY_OF[mode]) as srv, Client(srv.target, timeout=30) as ws:
+        ws.create_stream("p", schema={"ts": "int64", "k": "string", "v": "int64", "f": "float64"}, subwindows=8,
+                         subwindow_ms=10, clock="manual", group_by=["k"])
+        board = dashboard(rng, 10)
+        ids = {ws.register(text).id: tmpl for text, tmpl in board}
+        seen = dict.fromkeys(ids, -1)
+        checked = 0
+        for i in range(14):
+            n = rng.randint(1, 4)
+            ws.append("p", {"ts": [i * 10] * n, "k": [rng.choice("abcd") for _ in range(n)],
+                            "v": [rng.randint(-5, 20) for _ in range(n)], "f": [rng.random() for _ in range(n)]})
+            ws.slide("p")
+            wait_for(lambda: all(q["last_slide"] >= i - q["every_slides"] + 1 for q in ws.list_queries("p")),
+                     f"every query answered within its SLIDE of slide {i}")
+            for qid, tmpl in ids.items():
+                for a in ws.read_answers(qid, after_slide=seen[qid])[0]:
+                    alone = ws.query(tmpl.format(k=a.slide))
+                    assert a.rows == alone.rows, (mode, qid, a.slide, tmpl)
+                    seen[qid] = a.slide
+                    checked += 1
+        assert checked >= 10 and all(s >= 0 for s in seen.values()), seen
+        assert ws.stats()["sharing"]["mode"] == mode

@@ -4,28 +4,31 @@ query answered; synopsis maintenance is the same under every schedule and is lef
 choose_periods decides which sub-groups of a group shorten their period to run with another."""
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from .rules import Synopsis
 
-HORIZON_CAP = 10_000  # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
-EXHAUSTIVE = 6        # sub-groups up to which every choice of periods is costed; greedy beyond
+HORIZON_CAP = 720     # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
+EXHAUSTIVE = 5        # sub-groups up to which every choice of periods is costed; greedy beyond
+NEAREST = 3           # greedy: a sub-group may join one of the nearest shorter anchors
 
 
 @dataclass(frozen=True)
 class CostModel:
     """Costs of one execution: `access` per interval read, `combine` per two intervals' values
     combined (n - 1 for n intervals), `probe` intervals read by a probe of the window-level
-    synopses, `post` per query answered. The thesis's worked example counts comparisons only:
+    synopses, `post` per query answered, `finish` per interval a query's own answer combines
+    (where each query merges its own intervals' values, as the store's finish does, rather than
+    along the shared scan). The thesis's worked example counts comparisons only:
     CostModel(access=0, combine=1, post=0)."""
 
     access: float = 1.0
     combine: float = 1.0
     probe: int = 1
     post: float = 0.0
+    finish: float = 0.0
 
     def scan(self, n: int) -> float:
         """Scanning n intervals youngest to oldest and combining them."""
@@ -40,10 +43,16 @@ class CostModel:
         syn = outputs[0].leader.synopsis
         reads = self.probe if syn == Synopsis.PROBE else max(o.length for o in outputs)
         work = (self.access * reads if syn == Synopsis.PROBE else self.scan(reads))
-        return work + self.post * len(outputs)
+        own = 0 if syn == Synopsis.PROBE else sum(o.length - 1 for o in outputs)
+        return work + self.post * len(outputs) + self.finish * own
 
     def alone(self, output) -> float:
         return self.joint([output])
+
+
+# The store's executions: a scan reads each sub-window once for the group (its contribution
+# computed once per reader), then every query merges its own sub-windows' contributions.
+STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0)
 
 
 def lcm(values: Iterable[int]) -> int:
@@ -107,14 +116,15 @@ def choose_periods(subgroups: dict[int, list], model: CostModel) -> dict[int, in
     cost = schedule_cost(_tasks(subgroups, target), model)
     while True:
         move = None
-        for p, q in itertools.product(periods[1:], periods):
-            followers = [r for r in periods if r != p and target[r] == p]
-            if q >= p or followers or target[q] != q or target[p] == q:
-                continue  # only a sub-group nobody follows joins a shorter anchor
-            trial = target | {p: q}
-            c = schedule_cost(_tasks(subgroups, trial), model)
-            if c < cost - 1e-9 and (move is None or c < move[0]):
-                move = (c, trial)
+        followed = {target[r] for r in periods if target[r] != r}
+        for p in periods[1:]:
+            if p in followed or target[p] != p:
+                continue  # only an anchor nobody follows joins a shorter anchor
+            for q in [a for a in periods if a < p and target[a] == a][-NEAREST:]:
+                trial = target | {p: q}
+                c = schedule_cost(_tasks(subgroups, trial), model)
+                if c < cost - 1e-9 and (move is None or c < move[0]):
+                    move = (c, trial)
         if move is None:
             return target
         cost, target = move

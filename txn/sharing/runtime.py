@@ -19,7 +19,7 @@ from windowstore.store.aggregates import Partial
 
 from ..kinds import QueryKind
 from ..schedule.edf import Task, task_due
-from .cost import CostModel
+from .cost import STORE, CostModel
 from .groups import Groups
 from .modes import SharingMode
 from .rules import Synopsis, describe, group_key, reason
@@ -117,7 +117,7 @@ class SharedTasks:
     def __init__(self, mode: "SharingMode | str", model: CostModel | None = None):
         self.mode = SharingMode(mode)
         self.groups = Groups()
-        self.local = make_scheduler(self.mode, self.groups, model)
+        self.local = make_scheduler(self.mode, self.groups, model or STORE)
         self.tasks: dict[str, Task] = {}  # member id -> its scheduler task
         self.busy: dict[str, QueryTxn] = {}  # member id -> the shared execution answering it now
         self.executions = 0      # shared executions committed
@@ -128,6 +128,7 @@ class SharedTasks:
         self.aborts_by_query: collections.Counter = collections.Counter()
         self.failures = 0
         self._seq = 0
+        self._blocked = False
 
     # -- queries come and go -------------------------------------------------------------------
     def add(self, task: Task) -> None:
@@ -168,6 +169,10 @@ class SharedTasks:
         while (ex := self.local.pick(excluded)) is not None:
             excluded |= set(ex.members)
             self._submit(sched, ex)
+        # a due task held back by a member being answered: look again when an execution ends
+        busy = self.busy
+        self._blocked = bool(busy) and any(self.local.d(t) <= 0 for t in self.local.tasks
+                                           if any(m in busy for m in t.member_ids))
 
     def _submit(self, sched: "Scheduler", ex: Execution) -> None:
         if len(ex.members) == 1:  # no partner: the query runs as before
@@ -233,7 +238,8 @@ class SharedTasks:
                 if result.restarts:
                     self.aborts_by_query[mid] += result.restarts
                 answers.append((task, r))
-        sched._tasks_changed = True  # whatever waited for these members may be due now
+        if self._blocked:
+            sched._tasks_changed = True  # a due task waited for these members
         for task, r in answers:
             if task.on_answer is not None and task.active:
                 task.on_answer(r)

@@ -20,10 +20,10 @@ class Task:
     gid: Hashable
     period: int
     outputs: list[Output]
+    member_ids: list[str] = field(default_factory=list)  # (tasks are formed again when members change)
 
-    @property
-    def member_ids(self) -> list[str]:
-        return [m for o in self.outputs for m in o.members]
+    def __post_init__(self):
+        self.member_ids = [m for o in self.outputs for m in o.members]
 
 
 @dataclass
@@ -166,7 +166,13 @@ class Hybrid(Conservative):
     mode = SharingMode.HYBRID
 
     def _periods(self, gid, subgroups):
-        return choose_periods(subgroups, self.model)
+        # the choice depends only on the periods and the outputs' lengths and paths: kept per
+        # group while those stay (registrations elsewhere re-form the tasks without re-costing)
+        sig = tuple((p, tuple(sorted((o.length, o.leader.synopsis) for o in outs))) for p, outs in subgroups.items())
+        cache = self.__dict__.setdefault("_chosen", {})
+        if cache.get(gid, (None,))[0] != sig:
+            cache[gid] = (sig, choose_periods(subgroups, self.model))
+        return cache[gid][1]
 
 
 class HybridLate(Hybrid):

@@ -4,6 +4,9 @@ own SLIDE), each equals the same query run alone AS OF its slide, `stats` counts
 and `explain` says which group a periodic query would join, or why it runs alone."""
 from __future__ import annotations
 
+import re
+import urllib.request
+
 import pytest
 
 from conftest import wait_for
@@ -15,7 +18,7 @@ SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerProcess("--sharing", "aggressive") as s:
+    with ServerProcess("--sharing", "aggressive", "--metrics-port", "0") as s:
         yield s
 
 
@@ -49,6 +52,13 @@ def test_a_group_answers_early_says_so_and_equals_each_query_alone(server):
         s = ws.stats()["sharing"]
         assert s["mode"] == "aggressive" and s["groups"] == 1 and s["members_per_group"] == [2]
         assert s["executions_saved"] == s["answers"] - s["executions"] > 0 and s["early_runs"] > 0
+        url = re.search(r"metrics on (http://[^\s;)]+)", server.banner).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        m = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if line.startswith("windowstore_sharing")}
+        assert m["windowstore_sharing_groups"] == 1 and m["windowstore_sharing_group_members_max"] == 2
+        assert m["windowstore_sharing_executions_saved_total"] == s["executions_saved"]
+        assert m["windowstore_sharing_early_runs_total"] == s["early_runs"]
 
 
 POLICY_OF = {"none": "lws", "aggressive": "ttu", "conservative": "ttu-rescan", "hybrid": "lws", "hybrid-late": "ttu",

@@ -174,6 +174,13 @@ class Hybrid(Conservative):
             cache[gid] = (sig, choose_periods(subgroups, self.model))
         return cache[gid][1]
 
+    def _tasks(self) -> list[Task]:
+        tasks = super()._tasks()
+        cache = self.__dict__.get("_chosen", {})
+        for gid in [g for g in cache if g not in self.groups.groups]:
+            del cache[gid]  # a group that is gone
+        return tasks
+
 
 class HybridLate(Hybrid):
     """Late sharing (8.4.5): under overload (lowest d < 0) every late task of the group joins."""

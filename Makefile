@@ -57,6 +57,13 @@ experiment: $(STAMP)
 experiment-sim: $(STAMP)
 	$(PY) -m bench.experiment_sim
 
+.PHONY: sharing-experiment sharing-bench
+sharing-experiment: $(STAMP)
+	$(PY) -m bench.sharing_experiment --out docs/sharing --updates 200
+
+sharing-bench: $(STAMP)
+	$(PY) -m bench.sharing_bench
+
 fuzz: $(STAMP)
 	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}
 

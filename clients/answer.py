@@ -71,6 +71,10 @@ class Answer:
     # A join (access "join"): every joined stream's slide and window bounds, FROM order; `stream`,
     # `slide` and the window bounds above are its first source's stream's.
     sources: list[StreamWindow] = field(default_factory=list)
+    # A periodic answer from a shared execution (docs/sharing.md): how many slides before its SLIDE
+    # it came (it ran with its group), and the group; 0 and "" when it ran on its own.
+    early_slides: int = 0
+    group: str = ""
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
@@ -101,7 +105,8 @@ class Answer:
             answered_ms=a.answered_ms, stream=a.stream, types=types,
             sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
                                   s.window_end_ms if s.HasField("window_end_ms") else None)
-                     for s in a.sources])
+                     for s in a.sources],
+            early_slides=a.early_slides, group=a.group)
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as

@@ -17,7 +17,8 @@ def _serve(args) -> int:
     from .oplog import configure
 
     configure(args.log_format, args.verbose)
-    cfg = ServerConfig(host=args.host, port=args.port, policy=args.policy, max_message_mb=args.max_message_mb,
+    cfg = ServerConfig(host=args.host, port=args.port, policy=args.policy, sharing=args.sharing,
+                       max_message_mb=args.max_message_mb,
                        max_decompressed_mb=args.max_decompressed_mb,
                        idempotency_keep=args.idempotency_keep, idempotency_keep_total=args.idempotency_keep_total,
                        max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
@@ -98,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--policy", choices=POLICIES, default="ttu",
                     help="concurrency control: serial, ws, lws, ttu (default; latest-window serializable, fewest aborts) "
                          "or ttu-rescan")
+    from windowstore.txn.sharing import SharingMode
+    sv.add_argument("--sharing", choices=[m.value for m in SharingMode], default="none",
+                    help="shared execution of periodic queries (thesis 8.3-8.4; docs/sharing.md): none (default: "
+                         "the least CPU measured so far, bench/sharing_bench.py), aggressive, conservative, hybrid, "
+                         "hybrid-late or hybrid-lp")
     sv.add_argument("--max-message-mb", type=int, default=64, help="largest request in MiB (default 64)")
     sv.add_argument("--idempotency-keep", type=int, default=100_000,
                     help="acknowledged batch ids remembered per writer, to recognise replays (default 100000)")

@@ -383,6 +383,11 @@ def stats(args) -> int:
     if args.output == "table":
         print(f"policy {s['policy']}")
     out.records(rows, args.output)
+    sh = s.get("sharing") or {}
+    if args.output == "table" and sh.get("mode"):
+        print(f"sharing {sh['mode']}: {sh['groups']} groups (members {sh['members_per_group'] or '-'}), "
+              f"{sh['executions']} shared executions answered {sh['answers']} ({sh['executions_saved']} saved), "
+              f"early {sh['early_runs']}, late {sh['late_runs']}, aborts {sh['aborts']}")
     return 0
 
 

@@ -9,6 +9,7 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 50051
     policy: str = "ttu"
+    sharing: str = "none"              # shared execution of periodic queries (txn/sharing/; docs/sharing.md)
     max_message_mb: int = 64           # gRPC receive limit per message
     max_decompressed_mb: int = 512     # an Arrow payload's size once decompressed (checked before)
     max_rows_per_batch: int = 1_000_000

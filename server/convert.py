@@ -621,6 +621,9 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     out.query_id = query_id
     out.execution = result.execution
     out.late_slides = result.late_slides
+    if result.early_slides or result.group:  # a shared execution (txn/sharing/)
+        out.early_slides = result.early_slides
+        out.group = result.group
     out.answered_ms = result.answered_ms
     out.stream = stream
     if result.window_start_ms is not None:

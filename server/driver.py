@@ -190,7 +190,7 @@ class Driver:
         self.config = config
         self.clock = clock
         self.history = History(config.history_path, keep=config.history_keep)
-        self.engine = Engine(EngineConfig(policy=config.policy, max_restarts=config.max_restarts,
+        self.engine = Engine(EngineConfig(policy=config.policy, sharing=config.sharing, max_restarts=config.max_restarts,
                                           max_streams=config.max_streams,
                                           max_periodic_queries=config.max_periodic_queries,
                                           idempotency_keep=config.idempotency_keep,
@@ -772,8 +772,14 @@ class Driver:
             out["every_slides"] = min(plan.every.values()) if plan.every else 0
         else:
             out["every_slides"] = plan.bound.every or 0
-        out["sharing"] = ("runs alone: each periodic query is executed on its own (shared execution is not built "
-                          "yet)" if periodic else "a one-time query runs alone")
+        sharing = self.sched.sharing
+        if not periodic:
+            out["sharing"] = "a one-time query runs alone"
+        elif sharing is None or isinstance(query, JoinQuery):
+            out["sharing"] = ("runs alone: shared execution is off (--sharing none)" if sharing is None
+                              else "runs alone: the join synopses of 8.3.2 are not shared yet")
+        else:  # which group it would join and why (txn/sharing/runtime.py)
+            out["sharing"] = sharing.explain(plan, out["every_slides"])
         return out
 
     def note_seconds_like(self, name: str) -> int:
@@ -905,7 +911,8 @@ class Driver:
                         "seal_ms": percentiles(self.sched.seal_ms[n]), "stopped": self.sched.failed.get(n),
                         "seconds_like_batches": self.seconds_like[n]})
         return {"policy": self.sched.policy, "streams": out, "durability": self.durability_stats(),
-                "onetime": self.sched.by_class["onetime"].as_dict(), "periodic": self.sched.by_class["periodic"].as_dict()}
+                "onetime": self.sched.by_class["onetime"].as_dict(), "periodic": self.sched.by_class["periodic"].as_dict(),
+                "sharing": self.sched.sharing.stats() if self.sched.sharing is not None else {"mode": "none"}}
 
     def durability_stats(self) -> dict:
         dur = self.durability

@@ -109,6 +109,19 @@ class _StoreCollector:
         yield CounterMetricFamily("windowstore_query_holds",
                                   "queries that waited for a due slide rather than read what it overwrites",
                                   value=o["holds"])
+        sh = s["sharing"]  # shared execution of periodic queries (txn/sharing/)
+        if sh["mode"] != "none":
+            yield GaugeMetricFamily("windowstore_sharing_groups", "groups of periodic queries executed together",
+                                    value=sh["groups"])
+            yield GaugeMetricFamily("windowstore_sharing_group_members_max", "members of the largest group",
+                                    value=max(sh["members_per_group"], default=0))
+            for key, doc in (("executions", "shared executions committed"),
+                             ("answers", "answers delivered by shared executions"),
+                             ("executions_saved", "executions saved: answers beyond one per shared execution"),
+                             ("early_runs", "answers earlier than their query's SLIDE (run with a group)"),
+                             ("late_runs", "answers later than their query's SLIDE"),
+                             ("aborts", "aborts of shared executions")):
+                yield CounterMetricFamily(f"windowstore_sharing_{key}", doc, value=sh[key])
         d = s["durability"]
         if d.get("enabled"):
             yield CounterMetricFamily("windowstore_log_bytes", "write-ahead log bytes written", value=d["log_bytes"])

@@ -399,7 +399,8 @@ class WindowStoreService:
                 seconds_like_batches=x["seconds_like_batches"]) for x in s["streams"]],
             durability=pb.DurabilityStats(**s["durability"]),
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
-            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}))
+            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}),
+            sharing=pb.SharingStats(**s["sharing"]))
 
     async def StreamHistory(self, request, context):
         self._allow(context, "read", request.stream) if request.stream else self._allow(context, "admin", "*")

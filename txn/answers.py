@@ -94,6 +94,8 @@ def to_plain(r: Result) -> dict:
     out = {"columns": list(a.columns), "rows": rows, "access": a.access, "exact": a.exact,
            "guaranteed": a.guaranteed, "types": None if a.types is None else list(a.types)}
     out.update({k: getattr(r, k) for k in _META})
+    if r.early_slides or r.group:  # a shared execution's provenance (txn/sharing/)
+        out["early_slides"], out["group"] = r.early_slides, r.group
     if r.sources is not None:
         out["sources"] = [[s.stream, s.slide, s.window_start_ms, s.window_end_ms] for s in r.sources]
     return out
@@ -110,4 +112,5 @@ def from_plain(d: dict) -> Result:
         rows.append(tuple(row))
     answer = Answer(list(d["columns"]), rows, d["access"], d["exact"], d["guaranteed"], types)
     sources = [StreamWindow(*s) for s in d["sources"]] if d.get("sources") is not None else None
-    return Result(answer, sources=sources, **{k: d[k] for k in _META})
+    return Result(answer, sources=sources, early_slides=d.get("early_slides", 0), group=d.get("group", ""),
+                  **{k: d[k] for k in _META})

@@ -54,6 +54,7 @@ class EngineConfig:
     max_join_rows: int = DEFAULT_MAX_ROWS  # rows of a join's result (and of each intermediate)
     answer_log_keep: int = 1_000     # answers kept per periodic query (answers.py)
     answer_log_bytes: int = 64 << 20  # and at most this many bytes of them (the newest always kept)
+    sharing: str = "none"            # shared execution of periodic queries (txn/sharing/): a SharingMode
 
 
 @dataclass
@@ -73,6 +74,9 @@ class Engine:
         self.config = config or EngineConfig()
         self.now_ms = 0.0
         self.sched = Scheduler(self.config.policy, lambda: self.now_ms, history, self.config.max_restarts)
+        if self.config.sharing != "none":  # (txn/sharing/runtime.py hooks into the scheduler)
+            from .sharing.runtime import SharedTasks
+            self.sched.sharing = SharedTasks(self.config.sharing)
         self.sched.on_cut = self._cut
         self.sched.on_slide = self._slid
         self.books: dict[str, StreamBook] = {}

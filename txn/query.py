@@ -53,6 +53,8 @@ class Result:
     answered_ms: float
     execution: int = 0          # periodic: the how-manieth answer
     late_slides: int = 0        # periodic: slides beyond its SLIDE when answered
+    early_slides: int = 0       # periodic, shared: slides before its SLIDE when answered (txn/sharing/)
+    group: str = ""             # periodic, shared: the group whose joint execution answered it
     inter_exec_ms: float | None = None
     sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
 

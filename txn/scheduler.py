@@ -83,6 +83,7 @@ class Scheduler(Slides, Offload):
         self.last_error: StoreError | None = None  # the last query (or seal) failure, for the operator's log
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
+        self.sharing = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
         self._init_slides()
         self._init_offload()
 
@@ -125,6 +126,8 @@ class Scheduler(Slides, Offload):
         self._check_slides()
         for task in self.tasks.values():
             task._check()
+        if self.sharing is not None:
+            self.sharing._check()
         for c in (*self.by_class.values(), *self.by_stream.values()):
             c._check()
 
@@ -156,11 +159,15 @@ class Scheduler(Slides, Offload):
         task.since = {s.name: s.window.latest for s in (plan.streams if isinstance(plan, JoinQueryPlan) else [plan.stream])}
         self.tasks[task.id] = task
         self._tasks_changed = True
+        if self.sharing is not None:
+            self.sharing.add(task)
         return task
 
     def unregister(self, task_id: str) -> Task:
         task = self.tasks.pop(task_id)
         task.active = False
+        if self.sharing is not None:
+            self.sharing.remove(task_id)
         self._refresh.pop(task_id, None)
         if task.running is not None and not task.running.done:
             self._withdraw(task.running, QueryWithdrawn("periodic query unregistered"))
@@ -310,6 +317,8 @@ class Scheduler(Slides, Offload):
         if not self._tasks_changed:
             return
         self._tasks_changed = False
+        if self.sharing is not None:
+            return self.sharing.spawn(self)
         for task in self.tasks.values():
             if task_due(task, self.failed):
                 task.running = self.submit(task.plan, PERIODIC, task.priority, task=task)
@@ -491,6 +500,8 @@ class Scheduler(Slides, Offload):
     def _deliver(self, txn: QueryTxn, result: Result, now: float, late: int | None) -> None:
         """A committed answer: counted, a periodic task's execution noted (`late`: slides it lagged
         behind its period, None on its first), the transaction finished and the answer published."""
+        if txn.task is not None and getattr(txn.task, "shared", None) is not None:
+            return self.sharing.deliver(self, txn, result, now)  # a shared execution: answered per member
         self._count(txn, "committed")
         task = txn.task
         if task is not None:
@@ -582,6 +593,8 @@ class Scheduler(Slides, Offload):
             if self.tasks.pop(task.id, None) is not None:
                 task.active = False
                 self._tasks_changed = True
+                if self.sharing is not None:
+                    self.sharing.remove(task.id)
         self._finish(txn)
         if task is not None and task.on_error is not None:
             task.on_error(task, error)

@@ -561,7 +561,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -584,6 +584,8 @@ class Answer(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     COLUMN_PRECISIONS_FIELD_NUMBER: _ClassVar[int]
     COLUMN_SCALES_FIELD_NUMBER: _ClassVar[int]
+    EARLY_SLIDES_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     slide: int
@@ -606,7 +608,9 @@ class Answer(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[StreamWindow]
     column_precisions: _containers.RepeatedScalarFieldContainer[int]
     column_scales: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ...) -> None: ...
+    early_slides: int
+    group: str
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("answer",)
@@ -855,18 +859,46 @@ class DurabilityStats(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., fsync: _Optional[str] = ..., last_lsn: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., last_snapshot_pause_ms: _Optional[float] = ..., max_snapshot_pause_ms: _Optional[float] = ..., write_failure: _Optional[str] = ..., snapshot_error: _Optional[str] = ..., recovery_s: _Optional[float] = ..., recovered_records: _Optional[int] = ..., snapshot_lsn: _Optional[int] = ...) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("policy", "streams", "onetime", "periodic", "durability")
+    __slots__ = ("policy", "streams", "onetime", "periodic", "durability", "sharing")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     ONETIME_FIELD_NUMBER: _ClassVar[int]
     PERIODIC_FIELD_NUMBER: _ClassVar[int]
     DURABILITY_FIELD_NUMBER: _ClassVar[int]
+    SHARING_FIELD_NUMBER: _ClassVar[int]
     policy: str
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     onetime: ClassStats
     periodic: ClassStats
     durability: DurabilityStats
-    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ...) -> None: ...
+    sharing: SharingStats
+    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ..., sharing: _Optional[_Union[SharingStats, _Mapping]] = ...) -> None: ...
+
+class SharingStats(_message.Message):
+    __slots__ = ("mode", "groups", "members_per_group", "executions", "answers", "executions_saved", "early_runs", "late_runs", "aborts", "failures", "tasks")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
+    EXECUTIONS_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    EXECUTIONS_SAVED_FIELD_NUMBER: _ClassVar[int]
+    EARLY_RUNS_FIELD_NUMBER: _ClassVar[int]
+    LATE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    ABORTS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    mode: str
+    groups: int
+    members_per_group: _containers.RepeatedScalarFieldContainer[int]
+    executions: int
+    answers: int
+    executions_saved: int
+    early_runs: int
+    late_runs: int
+    aborts: int
+    failures: int
+    tasks: int
+    def __init__(self, mode: _Optional[str] = ..., groups: _Optional[int] = ..., members_per_group: _Optional[_Iterable[int]] = ..., executions: _Optional[int] = ..., answers: _Optional[int] = ..., executions_saved: _Optional[int] = ..., early_runs: _Optional[int] = ..., late_runs: _Optional[int] = ..., aborts: _Optional[int] = ..., failures: _Optional[int] = ..., tasks: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
     __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t", "streams", "as_of")

@@ -1,0 +1,139 @@
+"""Shared execution of periodic queries in the engine (txn/sharing/runtime.py): random dashboards
+registered with sharing on, under every scheduler and policy; every answer a member receives for
+slide k equals the same query run alone AS OF SLIDE k (the pinned read, an independent path: one
+query, its own transaction); the history checker accepts the history; nothing registered goes
+unanswered, and the sharing counters add up."""
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from windowstore.store import WindowSpec, parse_query, plan_query
+from windowstore.txn.checker import check
+from windowstore.txn.commands import Append, CreateStream, Register, Slide, Unregister
+from windowstore.txn.engine import Engine, EngineConfig
+from windowstore.txn.history import History
+from windowstore.txn.sharing import SharingMode
+
+COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"), ("f", "float64"))
+N = 8  # sub-windows in the stream's window
+
+SELECTS = ["SUM(v)", "COUNT(*)", "MIN(v)", "MAX(v)", "AVG(v)", "SUM(v), COUNT(v), AVG(v)", "QUANTILE(v, 0.5)",
+           "MAX(f), MIN(f)", "COUNT(DISTINCT k)"]
+
+
+def dashboard(rng: random.Random, n: int) -> list[tuple[str, str]]:
+    """(registered text, its template with {window} for the RANGE/SLIDE or AS OF part)."""
+    out = []
+    for _ in range(n):
+        where = rng.choice(["", "", "WHERE v > 3", "WHERE k = 'a'"])
+        kind = rng.random()
+        length = rng.randint(1, N)
+        if kind < 0.25:  # top k by key
+            tmpl = (f"SELECT k, SUM(v) AS t FROM p {{window}} {where} GROUP BY k ORDER BY t DESC, k "
+                    f"LIMIT {rng.randint(1, 3)}")
+        elif kind < 0.45:
+            tmpl = f"SELECT k, {rng.choice(['SUM(v)', 'COUNT(*)', 'MAX(v)'])} FROM p {{window}} {where} GROUP BY k"
+        else:
+            tmpl = f"SELECT {rng.choice(SELECTS)} FROM p {{window}} {where}"
+        slide = rng.randint(1, max(1, length))
+        text = tmpl.format(window=f"[RANGE {length} SUBWINDOWS SLIDE {slide} SUBWINDOWS]")
+        out.append((text, tmpl.replace("{window}", f"[RANGE {length} SUBWINDOWS] AS OF SLIDE {{k}}")))
+        if rng.random() < 0.2:  # an exact duplicate, or the same with a longer SLIDE (CS8)
+            again = tmpl.format(window=f"[RANGE {length} SUBWINDOWS SLIDE {slide + rng.randint(0, 2)} SUBWINDOWS]")
+            out.append((again, out[-1][1]))
+    return out
+
+
+def rows(rng: random.Random, ts: int, n: int) -> pa.Table:
+    return pa.table({"ts": pa.array([ts] * n, pa.int64()),
+                     "k": pa.array([rng.choice("abcd") for _ in range(n)], pa.string()),
+                     "v": pa.array([rng.randint(-5, 20) for _ in range(n)], pa.int64()),
+                     "f": pa.array([rng.random() for _ in range(n)], pa.float64())})
+
+
+def run(mode: str, policy: str, seed: int, slides: int = 30):
+    rng = random.Random(seed)
+    history = History(None, keep=10_000_000)
+    e = Engine(EngineConfig(policy=policy, sharing=mode), history)
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, ("k",), 4), 0))
+    got: list[tuple[str, object]] = []
+    e.on_answer = lambda qid, r: got.append((qid, r))
+    board = dashboard(rng, rng.randint(3, 12))
+    templates = {}
+    for i, (text, tmpl) in enumerate(board):
+        e.apply(Register(f"Q{i}", text, 0, 0))
+        templates[f"Q{i}"] = tmpl
+    checked = 0
+    answered = {qid: 0 for qid in templates}
+    ts = 0
+    for j in range(slides):
+        for _ in range(rng.randint(0, 3)):
+            ts += 1
+            e.apply(Append("p", rows(rng, ts, rng.randint(0, 4)), "", None, ts))
+            if rng.random() < 0.5:  # slides interleave with executions: conflicts, aborts, restarts
+                e.sched.step()
+        e.apply(Slide("p", ts))
+        for _ in range(rng.randint(0, 6)):
+            e.sched.step()
+        if j == slides // 2 and templates:  # one goes, mid-run
+            gone = rng.choice(sorted(templates))
+            e.apply(Unregister(gone, ts))
+            del templates[gone], answered[gone]
+        e.sched.run_until_idle()
+        e.sched._check()
+        for qid, r in got:
+            if qid not in templates or r.slide < 0:
+                continue
+            answered[qid] += 1
+            alone = plan_query(parse_query(templates[qid].format(k=r.slide)), e.stream("p"))
+            txn = e.sched.submit(alone)
+            e.sched.run_until_idle()
+            assert txn.result is not None, (qid, txn.error)
+            assert r.answer.rows == txn.result.answer.rows, (mode, policy, qid, r.slide, templates[qid])
+            assert (r.window_start_ms, r.window_end_ms) == (txn.result.window_start_ms, txn.result.window_end_ms)
+            if r.early_slides:
+                assert r.group, "an early answer comes from a shared execution"
+            checked += 1
+        got.clear()
+    assert all(n > 0 for n in answered.values()), answered  # nothing registered goes unanswered
+    report = check(history.events)
+    assert report.errors == [], report.errors[:3]
+    assert report.violations("ws" if policy == "ws" else "lws") == [], report.violations("lws")[:3]
+    assert report.verdicts
+    return e, checked
+
+
+@pytest.mark.parametrize("policy", ["lws", "ttu", "ttu-rescan", "ws"])
+@pytest.mark.parametrize("mode", [m.value for m in SharingMode])
+@pytest.mark.parametrize("seed", range(3))
+def test_shared_answers_equal_the_query_run_alone_as_of_its_slide(mode, policy, seed):
+    e, checked = run(mode, policy, seed)
+    assert checked > 0
+    sharing = e.sched.sharing
+    if mode == "none":
+        assert sharing is None
+        return
+    s = sharing.stats()
+    assert s["executions_saved"] == s["answers"] - s["executions"] >= 0
+    if policy == "ttu-rescan":
+        assert e.sched.by_class["periodic"].aborts == 0 and s["aborts"] == 0
+    sharing._check()
+
+
+def test_a_dashboard_of_duplicates_is_one_execution_per_slide():
+    e = Engine(EngineConfig(policy="ttu", sharing="hybrid"))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, ("k",), 4), 0))
+    text = "SELECT k, SUM(v) FROM p [RANGE {} SUBWINDOWS SLIDE 1 SUBWINDOWS] WHERE v > 0 GROUP BY k"
+    for i in range(6):
+        e.apply(Register(f"Q{i}", text.format(2 + i % 3), 0, 0))
+    rng = random.Random(1)
+    for ts in range(1, 11):
+        e.apply(Append("p", rows(rng, ts, 3), "", None, ts))
+        e.apply(Slide("p", ts))
+        e.sched.run_until_idle()
+    s = e.sched.sharing.stats()
+    assert s["groups"] == 1 and s["members_per_group"] == [6]
+    assert s["answers"] == 6 * s["executions"] and s["executions"] == 10  # one per slide (the first answers the registrations)

@@ -1,0 +1,130 @@
+"""The relative cost model of hybrid scheduling (thesis 8.4.4): a schedule's cost is the synopsis
+work of its executions (intervals accessed, and combining their values) plus post-processing per
+query answered; synopsis maintenance is the same under every schedule and is left out. From it,
+choose_periods decides which sub-groups of a group shorten their period to run with another."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .rules import Synopsis
+
+HORIZON_CAP = 720     # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
+EXHAUSTIVE = 5        # sub-groups up to which every choice of periods is costed; greedy beyond
+NEAREST = 3           # greedy: a sub-group may join one of the nearest shorter anchors
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Costs of one execution: `access` per interval read, `combine` per two intervals' values
+    combined (n - 1 for n intervals), `probe` intervals read by a probe of the window-level
+    synopses, `post` per query answered, `finish` per interval a query's own answer combines
+    (where each query merges its own intervals' values, as the store's finish does, rather than
+    along the shared scan). The thesis's worked example counts comparisons only:
+    CostModel(access=0, combine=1, post=0)."""
+
+    access: float = 1.0
+    combine: float = 1.0
+    probe: int = 1
+    post: float = 0.0
+    finish: float = 0.0
+
+    def scan(self, n: int) -> float:
+        """Scanning n intervals youngest to oldest and combining them."""
+        return self.access * n + self.combine * max(n - 1, 0)
+
+    def joint(self, outputs: Iterable) -> float:
+        """One joint execution of outputs of one group: a CS2 group scans once, to its longest
+        window; a CS1 group probes once; a lone output pays its own scan."""
+        outputs = list(outputs)
+        if not outputs:
+            return 0.0
+        syn = outputs[0].leader.synopsis
+        reads = self.probe if syn == Synopsis.PROBE else max(o.length for o in outputs)
+        work = (self.access * reads if syn == Synopsis.PROBE else self.scan(reads))
+        own = 0 if syn == Synopsis.PROBE else sum(o.length - 1 for o in outputs)
+        return work + self.post * len(outputs) + self.finish * own
+
+    def alone(self, output) -> float:
+        return self.joint([output])
+
+
+# The store's executions: a scan reads each sub-window once for the group (its contribution
+# computed once per reader), then every query merges its own sub-windows' contributions.
+STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0)
+
+
+def lcm(values: Iterable[int]) -> int:
+    return math.lcm(*values) if values else 1
+
+
+def schedule_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel) -> float:
+    """Cost per slide of running tasks (period, outputs) of one group, each at its period from a
+    common start, the tasks due at the same slide jointly (Algorithm 10). Exact over the LCM of
+    the periods (up to HORIZON_CAP slides, a prefix beyond)."""
+    if not tasks:
+        return 0.0
+    horizon = min(lcm([p for p, _ in tasks]), HORIZON_CAP)
+    total = 0.0
+    for t in range(horizon):
+        due = [o for p, outs in tasks if t % p == 0 for o in outs]
+        if due:
+            total += model.joint(due)
+    return total / horizon
+
+
+def _tasks(subgroups: dict[int, list], target: dict[int, int]) -> list[tuple[int, list]]:
+    by: dict[int, list] = {}
+    for p, outs in subgroups.items():
+        by.setdefault(target[p], []).extend(outs)
+    return sorted(by.items())
+
+
+def _choices(periods: list[int]):
+    """Every assignment of each period to itself (an anchor) or to a shorter anchor: the
+    shortest is always an anchor. The assignment with no change comes first."""
+    def go(i: int, target: dict[int, int]):
+        if i == len(periods):
+            yield dict(target)
+            return
+        p = periods[i]
+        anchors = [q for q in periods[:i] if target[q] == q]
+        for t in [p] + (anchors if i else []):
+            target[p] = t
+            yield from go(i + 1, target)
+        del target[p]
+    yield from go(0, {})
+
+
+def choose_periods(subgroups: dict[int, list], model: CostModel) -> dict[int, int]:
+    """Hybrid scheduling: for a group's sub-groups (period -> outputs), the period each runs at,
+    either its own or a shorter sub-group's (then they always run together), the cheapest per
+    slide by schedule_cost. Every choice is costed up to EXHAUSTIVE sub-groups; beyond, one
+    sub-group moves at a time while that lowers the cost. Ties keep the longer periods."""
+    periods = sorted(subgroups)
+    if len(periods) <= 1:
+        return {p: p for p in periods}
+    if len(periods) <= EXHAUSTIVE:
+        best, best_cost = None, math.inf
+        for target in _choices(periods):
+            c = schedule_cost(_tasks(subgroups, target), model)
+            if c < best_cost - 1e-9:
+                best, best_cost = target, c
+        return best
+    target = {p: p for p in periods}
+    cost = schedule_cost(_tasks(subgroups, target), model)
+    while True:
+        move = None
+        followed = {target[r] for r in periods if target[r] != r}
+        for p in periods[1:]:
+            if p in followed or target[p] != p:
+                continue  # only an anchor nobody follows joins a shorter anchor
+            for q in [a for a in periods if a < p and target[a] == a][-NEAREST:]:
+                trial = target | {p: q}
+                c = schedule_cost(_tasks(subgroups, trial), model)
+                if c < cost - 1e-9 and (move is None or c < move[0]):
+                    move = (c, trial)
+        if move is None:
+            return target
+        cost, target = move

@@ -1,0 +1,123 @@
+"""The sharing rules of thesis 8.3 that apply to the store's periodic queries, as pure functions
+of a Member (what the rules need to know of a registered query):
+
+- exact duplicates: the same normalised query (same text but for spelling and positions) and the
+  same SLIDE are one execution with several subscribers;
+- CS8: the same query but for a longer SLIDE reuses the shorter one's output (its answers come
+  early, and say so);
+- SS1/CS1: queries answered by a probe of the window-level running or interval synopses share
+  that synopsis at any length, and run together when their length is equal (and their GROUP BY);
+- CS2: queries answered by a scan of the per-sub-window (basic interval) synopses, or of the
+  sub-windows' rows, run together in one youngest-to-oldest scan that answers the shorter windows
+  on the way: at most b intervals read for the whole group;
+- SS2/CS3: AVG(x) is SUM(x) / COUNT(x): the values a member needs per interval (`needs`) say
+  which aggregates a joint execution computes once for several members.
+
+Joins (8.3.2) and predicate covers (8.3.3) are not shared: such a query runs alone, and `reason`
+says why."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+from typing import Hashable
+
+
+class Synopsis(enum.StrEnum):
+    """What a query's execution reads (the store's access paths, thesis 2.3.4's synopses)."""
+
+    PROBE = "probe"        # running (COUNT/SUM) or interval (MIN/MAX) window-level synopses
+    BASIC = "basic"        # per-sub-window synopses (basic intervals)
+    ROWS = "rows"          # the sub-windows' rows (basic intervals of raw data, with filters)
+    ALONE = "alone"        # not shared (joins, AS OF)
+
+
+@dataclass(frozen=True)
+class Member:
+    """A registered periodic query as the rules see it: `key` is its normalised text without its
+    SLIDE (equal keys: the same query), `length` its window in sub-windows (intervals), `period`
+    its SLIDE in synopsis updates, `shape` what must also be equal to share a probe (GROUP BY),
+    `needs` the per-interval values it reads (AVG(x) needs SUM(x) and COUNT(x))."""
+
+    id: str
+    stream: str
+    key: Hashable
+    synopsis: Synopsis
+    length: int
+    period: int
+    shape: Hashable = None
+    needs: frozenset = frozenset()
+    alone_reason: str = ""
+
+    def __post_init__(self):
+        if self.length < 1 or self.period < 1:
+            raise ValueError(f"a periodic query needs a length and a SLIDE of at least 1 ({self.length}, {self.period})")
+
+
+def group_key(m: Member) -> tuple | None:
+    """The group G_i a query (its output) belongs to, or None when it runs alone."""
+    if m.synopsis == Synopsis.PROBE:
+        return (m.stream, "CS1", m.length, m.shape)
+    if m.synopsis in (Synopsis.BASIC, Synopsis.ROWS):
+        return (m.stream, "CS2", m.synopsis.value)
+    return None
+
+
+def rule_of(key: tuple | None) -> str:
+    """The rule a group was formed by (explain)."""
+    if key is None:
+        return "alone"
+    return key[1]
+
+
+def reason(m: Member, key: tuple | None) -> str:
+    """Why a query joined its group, or why it runs alone, in words (explain)."""
+    if key is None:
+        return m.alone_reason or "runs alone: no sharing rule applies to it"
+    if key[1] == "CS1":
+        return (f"SS1/CS1: probes the window-level synopses of {m.stream!r}; runs with the queries of the same "
+                f"length ({m.length} sub-windows)" + (f" and GROUP BY {m.shape}" if m.shape else ""))
+    what = "per-sub-window synopses" if key[2] == Synopsis.BASIC.value else "sub-windows' rows"
+    return (f"CS2: scans the {what} of {m.stream!r}; one youngest-to-oldest scan answers every query of the "
+            f"group, the shorter windows on the way")
+
+
+def cs3(members) -> list[str]:
+    """SS2/CS3: the columns whose AVG a joint execution of `members` derives from the SUM and
+    COUNT it computes anyway for other members."""
+    needs = set()
+    for m in members:
+        needs |= {n for n in m.needs if not n.startswith("avg(")}
+    return sorted(n[4:-1] for m in members for n in m.needs
+                  if n.startswith("avg(") and f"sum({n[4:-1]})" in needs and f"count({n[4:-1]})" in needs)
+
+
+_NEEDS = {"avg": ("sum", "count")}
+
+
+def needs_of(aggs) -> frozenset:
+    """Per-interval values a query's aggregates read: AVG(x) needs SUM(x) and COUNT(x) (SS2)."""
+    out = set()
+    for func, column in aggs:
+        out.add(f"{func}({column or '*'})")
+        for base in _NEEDS.get(func, ()):
+            out.add(f"{base}({column or '*'})")
+    return frozenset(out)
+
+
+def describe(plan, query_id: str, every: int) -> Member:
+    """The Member of a planned periodic query (a store Plan or a join plan)."""
+    from ..joins import JoinQueryPlan  # (the store's types stay out of the pure rules above)
+    if isinstance(plan, JoinQueryPlan):
+        return Member(query_id, ",".join(plan.names), ("join", query_id), Synopsis.ALONE, 1, max(every, 1),
+                      alone_reason="runs alone: the join synopses of 8.3.2 are not shared yet")
+    query = plan.query
+    key = (plan.stream.name, dataclasses.replace(query, slide=None))
+    aggs = [(a.fn.name, a.column) for a in plan.aggs]
+    synopsis = {"probe": Synopsis.PROBE, "synopsis": Synopsis.BASIC, "window": Synopsis.ROWS}.get(plan.access)
+    if query.as_of_slide is not None or synopsis is None:
+        return Member(query_id, plan.stream.name, key, Synopsis.ALONE, max(plan.n_q, 1), max(every, 1),
+                      alone_reason="runs alone: a pinned read (AS OF SLIDE)")
+    shape = tuple(plan.bound.group_keys) if synopsis == Synopsis.PROBE else None
+    return Member(query_id, plan.stream.name, key, synopsis, max(plan.n_q, 1), max(every, 1), shape or None,
+                  needs_of(aggs))

@@ -1,0 +1,314 @@
+"""Shared execution inside the transaction scheduler: the registered periodic queries of the
+store arranged by the rules (Groups) and scheduled by a LocalScheduler, each joint execution one
+read-only transaction (a SharedPlan) under the stream's policy, like any periodic execution: it
+begins, reads its sub-windows one operation at a time (the longest window of the group's members
+it runs, youngest to oldest, once for all of them), may be aborted by a slide and restarts, and
+commits; its answer is then split per member (each over its own RANGE, the n youngest of the
+sub-windows read) and delivered as that member's answer, with how early (or late) it came.
+A query with no partner (or a continual one, SLIDE 0) runs as before, on its own.
+
+The scheduler calls add/remove when queries come and go, spawn instead of its own due-task loop,
+deliver when a shared execution commits, and group_failed when one fails."""
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from windowstore.store.aggregates import Partial
+
+from ..kinds import QueryKind
+from ..schedule.edf import Task, task_due
+from .cost import STORE, CostModel
+from .groups import Groups
+from .modes import SharingMode
+from .rules import Synopsis, describe, group_key, reason
+from .schedulers import Execution, make_scheduler
+
+if TYPE_CHECKING:
+    from ..query import QueryTxn, Result
+    from ..scheduler import Scheduler
+
+
+@dataclasses.dataclass
+class SharedAnswer:
+    """A joint execution's answer: one per output, in the SharedPlan's order."""
+
+    answers: list
+    access: str = "shared"
+    exact: bool = True
+    guaranteed: bool | None = None
+
+
+class SharedPlan:
+    """The plans of a joint execution's outputs (one stream) as one read-only transaction: it
+    reads the youngest n_q sub-windows, n_q the longest of them, youngest to oldest under the
+    policies that allow it. Plans that read the same thing from a sub-window (the same query but
+    for RANGE, SLIDE and LIMIT: CS2's same synopsis) share one reader, and a sub-window's
+    contribution is computed once per reader, for the readers whose members' windows hold it;
+    the finish answers each member from its own n youngest (computing any contribution still
+    missing, e.g. under ws, whose snapshot lags the window). A probe group (CS1: equal lengths)
+    probes once per member plan, atomically."""
+
+    def __init__(self, plans: list):
+        self.plans = plans
+        self.stream = plans[0].stream
+        self.strings = self.stream.strings
+        self.n_q = max(p.n_q for p in plans)
+        accesses = {p.access for p in plans}
+        self.access = accesses.pop() if len(accesses) == 1 else "window"
+        self.as_of = None
+        self.supports_remove = all(p.supports_remove for p in plans)
+        self.query = ("shared", *(p.query for p in plans))  # the cost model's key
+        self.aggs = [a for p in plans for a in p.aggs]
+        keys: dict = {}
+        self.reader_of = [keys.setdefault(_read_key(p), len(keys)) for p in plans]
+        self.readers = [None] * len(keys)
+        self.reach = [0] * len(keys)  # per reader, the longest window of its plans
+        for p, r in zip(plans, self.reader_of):
+            self.readers[r] = self.readers[r] or p
+            self.reach[r] = max(self.reach[r], p.n_q)
+
+    def read(self, sub) -> tuple:
+        oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
+        return sub, [p.read(sub) if oldest < n else None for p, n in zip(self.readers, self.reach)]
+
+    def finish(self, partial: Partial) -> SharedAnswer:
+        c = partial.contributions
+        newest_first = sorted(c, reverse=True)
+        out = []
+        for p, r in zip(self.plans, self.reader_of):
+            mine = Partial()
+            for v in newest_first[: p.n_q]:
+                sub, values = c[v]
+                if values[r] is None:
+                    values[r] = self.readers[r].read(sub)
+                mine.add(v, values[r])
+            out.append(p.finish(mine))
+        return SharedAnswer(out)
+
+    def probes_now(self) -> bool:
+        return all(p.access == "probe" and p.probes_now() for p in self.plans)
+
+    def probe(self) -> SharedAnswer:
+        return SharedAnswer([p.probe() for p in self.plans])
+
+
+def _read_key(plan) -> tuple:
+    """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT."""
+    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
+
+
+@dataclasses.dataclass(eq=False)
+class Joint:
+    """What a shared execution in flight runs: the execution the local scheduler chose, its
+    member tasks per output, and its group's id."""
+
+    execution: Execution
+    outputs: list[list[str]]   # per plan of the SharedPlan: the member ids it answers
+    gid: Any
+    txn: "QueryTxn | None" = None
+
+
+class SharedTasks:
+    """The sharing state of one scheduler (one per engine): the groups, the local scheduler, the
+    member tasks and what sharing has done (stats)."""
+
+    def __init__(self, mode: "SharingMode | str", model: CostModel | None = None):
+        self.mode = SharingMode(mode)
+        self.groups = Groups()
+        self.local = make_scheduler(self.mode, self.groups, model or STORE)
+        self.tasks: dict[str, Task] = {}  # member id -> its scheduler task
+        self.busy: dict[str, QueryTxn] = {}  # member id -> the shared execution answering it now
+        self.executions = 0      # shared executions committed
+        self.answers = 0         # answers they delivered
+        self.early_runs = 0      # answers earlier than the member's SLIDE
+        self.late_runs = 0       # answers later than the member's SLIDE
+        self.aborts_by_group: collections.Counter = collections.Counter()
+        self.aborts_by_query: collections.Counter = collections.Counter()
+        self.failures = 0
+        self._seq = 0
+        self._blocked = False
+
+    # -- queries come and go -------------------------------------------------------------------
+    def add(self, task: Task) -> None:
+        if task.every < 1:
+            return  # continual (SLIDE 0): round robin on its own, as before
+        m = describe(task.plan, task.id, task.every)
+        self.groups.add(m)
+        self.tasks[task.id] = task
+        self.local.sync()
+
+    def remove(self, task_id: str) -> None:
+        if self.tasks.pop(task_id, None) is None:
+            return
+        self.groups.remove(task_id)
+        self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
+        self.local.sync()
+
+    def shared(self, task: Task) -> bool:
+        return task.id in self.tasks
+
+    # -- the scheduler's due-task loop ---------------------------------------------------------
+    def spawn(self, sched: "Scheduler") -> None:
+        for task in sched.tasks.values():  # those sharing does not hold: as before
+            if task.id not in self.tasks and task_due(task, sched.failed):
+                task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
+        period = {mid: t.period for t in self.local.tasks for mid in t.member_ids}
+        for mid in [m for m, txn in self.busy.items() if txn.done]:
+            del self.busy[mid]  # withdrawn without an answer or an error (its stream dropped)
+        excluded = set(self.busy)
+        for mid, task in self.tasks.items():
+            latest = task.plan.stream.window.latest
+            if task.last_reflected is not None:
+                self.local.since[mid] = latest - task.last_reflected
+            else:  # never answered: due at once (at its task's period), later with every slide since
+                self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))
+            if task.running is not None or not task.active or task.plan.stream.name in sched.failed:
+                excluded.add(mid)
+        while (ex := self.local.pick(excluded)) is not None:
+            excluded |= set(ex.members)
+            self._submit(sched, ex)
+        # a due task held back by a member being answered: look again when an execution ends
+        busy = self.busy
+        self._blocked = bool(busy) and any(self.local.d(t) <= 0 for t in self.local.tasks
+                                           if any(m in busy for m in t.member_ids))
+
+    def _submit(self, sched: "Scheduler", ex: Execution) -> None:
+        if len(ex.members) == 1:  # no partner: the query runs as before
+            task = self.tasks[ex.members[0]]
+            task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
+            return
+        outputs = [[mid for mid in o.members if mid in self.tasks] for o in ex.outputs]
+        plans = [self.tasks[mids[0]].plan for mids in outputs]
+        members = [self.tasks[mid] for mids in outputs for mid in mids]
+        self._seq += 1
+        group = Task(f"G{self._seq}", SharedPlan(plans), min(t.every for t in members),
+                     max(t.priority for t in members), on_error=self.group_failed)
+        group.since = dict(members[0].since or {})
+        reflected = [t.last_reflected for t in members]
+        group.last_reflected = None if None in reflected else min(reflected)
+        group.shared = Joint(ex, outputs, ex.gid)
+        txn = sched.submit(group.plan, QueryKind.PERIODIC, group.priority, task=group)
+        group.running = joint_txn = txn
+        group.shared.txn = joint_txn
+        for mid in ex.members:
+            self.busy[mid] = txn
+
+    # -- a shared execution ends ---------------------------------------------------------------
+    def deliver(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float) -> None:
+        """A shared execution committed: counted once, then each member answered from its part."""
+        group = txn.task
+        joint: Joint = group.shared
+        sched._count(txn, "committed")
+        group.running = None
+        txn.result = result
+        sched._finish(txn)
+        self.executions += 1
+        if result.restarts:
+            self.aborts_by_group[str(joint.gid)] += result.restarts
+        read = txn.sources[0].read
+        newest_first = sorted(read, reverse=True)
+        latest = group.plan.stream.window.latest
+        answers = []
+        for answer, mids in zip(result.answer.answers, joint.outputs):
+            for mid in mids:
+                if self.busy.get(mid) is not txn:
+                    continue  # unregistered (or re-registered) while it ran
+                del self.busy[mid]
+                task = self.tasks[mid]
+                mine = [read[v] for v in newest_first[: task.plan.n_q]]
+                start = min(s.start_ms for s in mine) if mine else result.window_start_ms
+                end = max(s.end_ms for s in mine) if mine else result.window_end_ms
+                late = early = 0
+                if task.last_reflected is not None:
+                    late = max(0, latest - task.last_reflected - task.every)
+                    early = max(0, task.every - (result.slide - task.last_reflected))
+                r = dataclasses.replace(result, answer=answer, window_start_ms=start, window_end_ms=end,
+                                        late_slides=late, early_slides=early, group=group_label(joint.gid))
+                task.late += late > 0
+                r.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
+                task.last_reflected = result.slide
+                task.last_answer_ms = now
+                task.executions += 1
+                r.execution = task.executions
+                self.answers += 1
+                self.early_runs += early > 0
+                self.late_runs += late > 0
+                if result.restarts:
+                    self.aborts_by_query[mid] += result.restarts
+                answers.append((task, r))
+        if self._blocked:
+            sched._tasks_changed = True  # a due task waited for these members
+        for task, r in answers:
+            if task.on_answer is not None and task.active:
+                task.on_answer(r)
+
+    def group_failed(self, group: Task, error: Exception) -> None:
+        """A shared execution failed (too many aborts, or an error): each member hears of it as
+        it would of its own execution failing; the members stay registered."""
+        joint: Joint = group.shared
+        group.running = None
+        self.failures += 1
+        for mids in joint.outputs:
+            for mid in mids:
+                if self.busy.get(mid) is not joint.txn:
+                    continue
+                del self.busy[mid]
+                task = self.tasks.get(mid)
+                if task is not None and task.active and task.on_error is not None:
+                    task.on_error(task, error)
+
+    # -- what operators see --------------------------------------------------------------------
+    def explain(self, plan, every: int) -> str:
+        """Which group a periodic query (planned, not registered) would join and why, or why it
+        runs alone."""
+        if every < 1:
+            return "runs alone: SLIDE 0 re-executes continually, on its own"
+        m = describe(plan, "?", every)
+        if self.groups.outputs.get(m.key) is not None:
+            lead = self.groups.outputs[m.key].leader
+            same = "an exact duplicate of" if lead.period == m.period else "by CS8, reuses the output of"
+            return f"{self.mode.value}: {same} {lead.id!r} ({lead.period} slides)"
+        key = group_key(m)
+        if key is None:
+            return f"{self.mode.value}: {reason(m, key)}"
+        gid = key
+        peers = [o.leader.id for o in self.groups.groups.get(gid, [])]
+        if not peers:
+            return f"{self.mode.value}: runs alone for now: no registered query shares with it ({reason(m, key)})"
+        return (f"{self.mode.value}: joins group {group_label(gid)} with {len(peers)} output(s) "
+                f"({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {reason(m, key)}")
+
+    def stats(self) -> dict:
+        sizes = [sum(len(o.members) for o in outs) for outs in self.groups.groups.values()]
+        return {
+            "mode": self.mode.value,
+            "groups": sum(1 for n in sizes if n > 1),
+            "members_per_group": sorted((n for n in sizes if n > 1), reverse=True),
+            "tasks": len(self.local.tasks),
+            "executions": self.executions,
+            "answers": self.answers,
+            "executions_saved": self.answers - self.executions,
+            "early_runs": self.early_runs,
+            "late_runs": self.late_runs,
+            "aborts": sum(self.aborts_by_group.values()),
+            "failures": self.failures,
+        }
+
+    def _check(self) -> None:
+        self.groups._check()
+        self.local._check()
+        assert set(self.tasks) == set(self.groups.members), "a task per grouped member"
+        assert set(self.busy) <= set(self.tasks)
+        assert all(not txn.done for txn in self.busy.values()), "busy members wait for a live execution"
+
+
+def group_label(gid) -> str:
+    if gid is None:
+        return ""
+    parts = [str(p) for p in (gid if isinstance(gid, tuple) else (gid,)) if p is not None]
+    return "/".join(parts)
+
+
+__all__ = ["SharedAnswer", "SharedPlan", "SharedTasks", "Synopsis"]

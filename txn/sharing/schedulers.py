@@ -1,0 +1,208 @@
+"""The local schedulers of thesis 8.4, one class each behind one interface (LocalScheduler):
+update() is an update notification (every synopsis of the stream updated once: a slide), pick()
+says which tasks to execute now, jointly, and done() records that they ran. A task is what is
+scheduled as one: a query (NONE), a group G_i (AGGRESSIVE), a sub-group G_ij (CONSERVATIVE) or
+sub-groups merged by the cost model (HYBRID*). d(T) is the thesis's time-until-deadline: the
+task's period minus the updates since its members last answered; a task is due at d <= 0, and
+late at d < 0. Nothing is dropped: a late task stays in the queue, the most overdue first."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable
+
+from .cost import CostModel, choose_periods
+from .groups import Groups, Output
+from .modes import SharingMode
+
+
+@dataclass(eq=False)
+class Task:
+    gid: Hashable
+    period: int
+    outputs: list[Output]
+    member_ids: list[str] = field(default_factory=list)  # (tasks are formed again when members change)
+
+    def __post_init__(self):
+        self.member_ids = [m for o in self.outputs for m in o.members]
+
+
+@dataclass
+class Execution:
+    """Tasks of one group executed jointly now: the outputs computed (each by one execution of
+    the group's shared scan or probe), per member how many updates early or late it is answered,
+    and the cost of the joint execution in the cost model."""
+
+    gid: Hashable
+    tasks: list[Task]
+    outputs: list[Output]
+    early: dict[str, int] = field(default_factory=dict)
+    late: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+
+    @property
+    def members(self) -> list[str]:
+        return list(self.early)
+
+    @property
+    def saved(self) -> int:
+        """Executions saved: queries answered beyond the one execution."""
+        return len(self.early) - 1
+
+
+class LocalScheduler:
+    """Algorithm 9 over the tasks `_tasks()` forms; subclasses say what a task is and which
+    due tasks of a group run together (`_joinable`)."""
+
+    mode: SharingMode = SharingMode.NONE
+
+    def __init__(self, groups: Groups, model: CostModel | None = None):
+        self.groups = groups
+        self.model = model or CostModel()
+        self.since: dict[str, int] = {}  # per member: updates since it last answered
+        self.tasks: list[Task] = []
+        self.sync()
+
+    # -- the interface -------------------------------------------------------------------------
+    def sync(self) -> None:
+        """The groups changed (queries registered or gone): form the tasks again. A new query is
+        due at once, not late: as if it last answered one period of its task ago."""
+        self.tasks = self._tasks()
+        since = {}
+        for t in self.tasks:
+            for mid in t.member_ids:
+                since[mid] = self.since.get(mid, t.period)
+        self.since = since
+
+    def update(self) -> None:
+        for mid in self.since:
+            self.since[mid] += 1
+
+    def d(self, task: Task) -> int:
+        return task.period - max(self.since[m] for m in task.member_ids)
+
+    def pick(self, exclude=frozenset()) -> Execution | None:
+        """The tasks to execute now, jointly, or None when none is due; a task with a member in
+        `exclude` (being answered already) waits."""
+        ds = [(self.d(t), i, t) for i, t in enumerate(self.tasks)
+              if not exclude or not any(m in exclude for m in t.member_ids)]
+        if not ds:
+            return None
+        v, _, first = min(ds, key=lambda x: (x[0], x[1]))
+        if v > 0:
+            return None
+        chosen = [first] + [t for dt, _, t in sorted(ds, key=lambda x: (x[0], x[1]))
+                            if t is not first and t.gid == first.gid and self._joinable(dt, v)]
+        outputs = [o for t in chosen for o in t.outputs]
+        ex = Execution(first.gid, chosen, outputs, cost=self.model.joint(outputs))
+        for o in outputs:
+            for mid, m in o.members.items():
+                ex.early[mid] = max(0, m.period - self.since[mid])
+                ex.late[mid] = max(0, self.since[mid] - m.period)
+        return ex
+
+    def done(self, ex: Execution) -> None:
+        for mid in ex.early:
+            if mid in self.since:
+                self.since[mid] = 0
+
+    # -- what subclasses decide ----------------------------------------------------------------
+    def _tasks(self) -> list[Task]:
+        return [Task(("query", mid), m.period, [Output(("query", mid), {mid: m})])
+                for mid, m in self.groups.members.items()]
+
+    def _joinable(self, d: int, v: int) -> bool:
+        return False
+
+    def _check(self) -> None:
+        assert set(self.since) == set(self.groups.members), "a deadline per member"
+        assert all(s >= 0 for s in self.since.values())
+        ids = [m for t in self.tasks for m in t.member_ids]
+        assert sorted(ids) == sorted(self.groups.members), "every member in exactly one task"
+        for t in self.tasks:
+            assert t.outputs and all(t.period <= o.period for o in t.outputs), "a task never runs less often than asked"
+
+
+class NoSharing(LocalScheduler):
+    """Every query its own task (no rule applied): what the store did before sharing."""
+
+
+class Aggressive(LocalScheduler):
+    """A group is one task, at the shortest period of its queries (8.4.3)."""
+
+    mode = SharingMode.AGGRESSIVE
+
+    def _tasks(self) -> list[Task]:
+        return [Task(gid, min(o.period for o in outs), list(outs)) for gid, outs in self.groups.groups.items()]
+
+
+class Conservative(LocalScheduler):
+    """Algorithm 10: a task per sub-group G_ij; the due tasks of the group with the lowest d run
+    together with the chosen one."""
+
+    mode = SharingMode.CONSERVATIVE
+
+    def _periods(self, gid, subgroups: dict[int, list[Output]]) -> dict[int, int]:
+        return {p: p for p in subgroups}
+
+    def _tasks(self) -> list[Task]:
+        tasks = []
+        for gid in self.groups.groups:
+            subgroups = self.groups.subgroups(gid)
+            target = self._periods(gid, subgroups)
+            by: dict[int, list[Output]] = {}
+            for p, outs in subgroups.items():
+                by.setdefault(target[p], []).extend(outs)
+            tasks += [Task(gid, p, outs) for p, outs in sorted(by.items())]
+        return tasks
+
+    def _joinable(self, d: int, v: int) -> bool:
+        return d == v
+
+
+class Hybrid(Conservative):
+    """8.4.4: the cost model shortens some sub-groups' periods to a shorter sub-group's, and
+    those always run together; then Algorithm 10."""
+
+    mode = SharingMode.HYBRID
+
+    def _periods(self, gid, subgroups):
+        # the choice depends only on the periods and the outputs' lengths and paths: kept per
+        # group while those stay (registrations elsewhere re-form the tasks without re-costing)
+        sig = tuple((p, tuple(sorted((o.length, o.leader.synopsis) for o in outs))) for p, outs in subgroups.items())
+        cache = self.__dict__.setdefault("_chosen", {})
+        if cache.get(gid, (None,))[0] != sig:
+            cache[gid] = (sig, choose_periods(subgroups, self.model))
+        return cache[gid][1]
+
+    def _tasks(self) -> list[Task]:
+        tasks = super()._tasks()
+        cache = self.__dict__.get("_chosen", {})
+        for gid in [g for g in cache if g not in self.groups.groups]:
+            del cache[gid]  # a group that is gone
+        return tasks
+
+
+class HybridLate(Hybrid):
+    """Late sharing (8.4.5): under overload (lowest d < 0) every late task of the group joins."""
+
+    mode = SharingMode.HYBRID_LATE
+
+    def _joinable(self, d: int, v: int) -> bool:
+        return d < 0 if v < 0 else d == v
+
+
+class HybridLatePending(Hybrid):
+    """Algorithm 11, late-pending sharing: under overload the late and the pending (d = 0) tasks
+    of the group join."""
+
+    mode = SharingMode.HYBRID_LP
+
+    def _joinable(self, d: int, v: int) -> bool:
+        return d <= 0 if v < 0 else d == v
+
+
+SCHEDULERS = {c.mode: c for c in (NoSharing, Aggressive, Conservative, Hybrid, HybridLate, HybridLatePending)}
+
+
+def make_scheduler(mode: "SharingMode | str", groups: Groups, model: CostModel | None = None) -> LocalScheduler:
+    return SCHEDULERS[SharingMode(mode)](groups, model)

@@ -1,0 +1,144 @@
+"""Partitioned streams: the row hash and the partition map (store/partitions.py) against a plain
+reimplementation of their documented definition, and the partition metadata a stream keeps."""
+from __future__ import annotations
+
+import hashlib
+
+import pyarrow as pa
+import pytest
+
+from windowstore.store import InvalidInput
+from windowstore.store.partitions import StaticCluster, key_hash, partition_name, partition_of_rows, split_rows
+from windowstore.store.schema import Schema
+from windowstore.store.window import WindowSpec
+
+M = 2**64
+
+
+def ref_mix(x: int) -> int:
+    """SplitMix64's finalizer, written from its definition with Python ints."""
+    z = (x + 0x9E3779B97F4A7C15) % M
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) % M
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) % M
+    return z ^ (z >> 31)
+
+
+def ref_word(v) -> int:
+    if v is None:
+        return 0
+    if isinstance(v, str):
+        return int.from_bytes(hashlib.blake2b(v.encode(), digest_size=8).digest(), "little")
+    return v % M
+
+
+def ref_partition(values: tuple, partitions: int) -> int:
+    h = 0
+    for v in values:
+        h = ref_mix(h ^ ref_word(v))
+    return h % partitions
+
+
+def test_row_partitions_follow_the_documented_hash():
+    src = ["a", "b", None, "ünï", "a", "", "zz" * 40] * 3
+    port = [1, -1, 7, None, 2**63 - 1, -(2**63), 0] * 3
+    table = pa.table({"src": pa.array(src, pa.string()), "port": pa.array(port, pa.int64())})
+    for partitions in (1, 2, 3, 7):
+        got = partition_of_rows(table, ["src", "port"], partitions).tolist()
+        assert got == [ref_partition((s, p), partitions) for s, p in zip(src, port)]
+        got = partition_of_rows(table, ["port"], partitions).tolist()
+        assert got == [ref_partition((p,), partitions) for p in port]
+
+
+def test_hash_is_the_same_for_a_dictionary_or_chunked_column():
+    values = ["x", "y", None, "x", "w"]
+    plain = key_hash([pa.array(values)])
+    assert key_hash([pa.array(values).dictionary_encode()]).tolist() == plain.tolist()
+    assert key_hash([pa.chunked_array([values[:2], values[2:]])]).tolist() == plain.tolist()
+
+
+def test_split_keeps_every_row_once_in_order():
+    table = pa.table({"k": [f"k{i % 13}" for i in range(200)], "v": list(range(200))})
+    parts = split_rows(table, ["k"], 3)
+    seen = sorted(v for t in parts.values() for v in t.column("v").to_pylist())
+    assert seen == list(range(200))
+    for p, t in parts.items():
+        vs = t.column("v").to_pylist()
+        assert vs == sorted(vs)
+        assert all(ref_partition((k,), 3) == p for k in t.column("k").to_pylist())
+
+
+def test_split_refuses_a_float_key_or_a_missing_column():
+    with pytest.raises(InvalidInput, match="'x' must be int64 or string"):
+        split_rows(pa.table({"x": [1.5]}), ["x"], 2)
+    with pytest.raises(InvalidInput, match="no column 'k'"):
+        split_rows(pa.table({"x": [1]}), ["k"], 2)
+
+
+def test_static_cluster_places_consecutive_partitions_on_consecutive_nodes(tmp_path):
+    path = tmp_path / "cluster.toml"
+    path.write_text('nodes = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]\n')
+    c = StaticCluster.load(str(path))
+    assert c.addresses == ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
+    for stream in ("packets", "a", "b.c"):
+        start = ref_mix(ref_word(stream)) % 3
+        assert [c.owner(stream, i) for i in range(5)] == [(start + i) % 3 for i in range(5)]
+    assert len({c.owner(f"s{i}", 0) for i in range(30)}) == 3  # streams start on different nodes
+    assert partition_name("packets", 2) == "packets.p2"
+
+
+@pytest.mark.parametrize("text, message", [("nodes = []", "at least one"), ("nodes = [1]", "list of server"),
+                                           ("nodes = [\"a\", \"a\"]", "twice"), ("nodes = [", "cluster file")])
+def test_bad_cluster_files_are_refused(tmp_path, text, message):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput, match=message):
+        StaticCluster.load(str(path))
+
+
+SCHEMA = Schema.of({"ts": "int64", "src": "string", "x": "float64", "v": "int64"})
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(partitions=2, partition=2, partition_of="s", partition_by=("src",)), "partition must be between 0 and 1"),
+    (dict(partitions=2, partition=0, partition_by=("src",)), "needs partition_of"),
+    (dict(partitions=2, partition_of="s"), "needs partition_by"),
+    (dict(partitions=2, partition_of="s", partition_by=("nope",)), "unknown column 'nope'"),
+    (dict(partitions=2, partition_of="s", partition_by=("x",)), "'x' must be int64 or string"),
+    (dict(partitions=2, partition_of="s", partition_by=("src",), clock="event"), "slide by processing time"),
+    (dict(partitions=0, partition_of="s"), "need partitions"),
+    (dict(partitions=5000, partition_of="s", partition_by=("src",)), "between 1 and 1024"),
+    (dict(origin_ms=5, clock="manual"), "only to clock='processing'"),
+])
+def test_partition_metadata_is_validated(fields, message):
+    with pytest.raises(InvalidInput, match=message):
+        WindowSpec(subwindows=4, subwindow_ms=1000, **fields).validate(SCHEMA)
+
+
+def test_origin_aligns_processing_time_slots():
+    from windowstore.store.stream import Stream
+
+    spec = WindowSpec(subwindows=4, subwindow_ms=1000, partitions=2, partition_of="s", partition_by=("src",),
+                      origin_ms=10_500)
+    spec.validate(SCHEMA)
+    early = Stream("s.p0", SCHEMA, spec, created_ms=10_900)
+    late = Stream("s.p1", SCHEMA, WindowSpec(**{**spec.__dict__, "partition": 1}), created_ms=12_100)
+    # both count sub-windows from the slot of 10_500: the same slide is due on both at any instant
+    for now in (12_000, 13_999, 14_000, 20_000):
+        assert early.window.due(now) == late.window.due(now)
+    assert early.window.next_due_ms() == late.window.next_due_ms()
+
+
+def test_serve_checks_its_cluster_flags(tmp_path):
+    from windowstore.server.app import ConfigError, load_cluster
+    from windowstore.server.config import ServerConfig
+
+    path = tmp_path / "cluster.toml"
+    path.write_text('nodes = ["127.0.0.1:1", "127.0.0.1:2"]\n')
+    assert load_cluster(ServerConfig()) is None
+    assert load_cluster(ServerConfig(cluster=str(path), node=1)).nodes == ("127.0.0.1:1", "127.0.0.1:2")
+    with pytest.raises(ConfigError, match="--cluster and --node go together"):
+        load_cluster(ServerConfig(node=1))
+    with pytest.raises(ConfigError, match="--node 2: the cluster file lists nodes 0 to 1"):
+        load_cluster(ServerConfig(cluster=str(path), node=2))
+    with pytest.raises(ConfigError, match="--cluster cluster file .*nope.toml"):
+        load_cluster(ServerConfig(cluster=str(tmp_path / "nope.toml"), node=0))

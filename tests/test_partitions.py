@@ -142,3 +142,23 @@ def test_serve_checks_its_cluster_flags(tmp_path):
         load_cluster(ServerConfig(cluster=str(path), node=2))
     with pytest.raises(ConfigError, match="--cluster cluster file .*nope.toml"):
         load_cluster(ServerConfig(cluster=str(tmp_path / "nope.toml"), node=0))
+
+
+def test_partition_metadata_survives_the_log_and_a_snapshot(tmp_path):
+    from windowstore.server import snapshot
+    from windowstore.txn import commands
+    from windowstore.txn.commands import CreateStream
+    from windowstore.txn.engine import Engine
+
+    spec = WindowSpec(subwindows=4, subwindow_ms=1000, partition_of="s", partition=1, partitions=3,
+                      partition_by=("src", "v"), origin_ms=123_456)
+    cmd = CreateStream("s.p1", tuple(SCHEMA.columns), "ts", spec, 0.0)
+    back = commands.decode(commands.encode(cmd))
+    assert back.spec == spec and back.spec.partition_by == ("src", "v")
+    live = Engine()
+    live.apply(back)
+    path = snapshot.SnapshotWriter(str(tmp_path)).write(live.capture(), lsn=1)
+    state, _, subwindow = snapshot.read(path)
+    restored = Engine()
+    restored.restore(state, subwindow)
+    assert restored.sched.streams["s.p1"].spec == spec

@@ -71,6 +71,9 @@ class Answer:
     # A join (access "join"): every joined stream's slide and window bounds, FROM order; `stream`,
     # `slide` and the window bounds above are its first source's stream's.
     sources: list[StreamWindow] = field(default_factory=list)
+    # A partitioned stream's answer given with partial=True: the partitions it leaves out (they did
+    # not answer); empty when every partition's rows are in it.
+    missing_partitions: list[int] = field(default_factory=list)
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":

@@ -29,6 +29,7 @@ from .errors import InvalidArgument
 
 _DECOMPOSABLE = ("count", "sum", "min", "max", "avg")
 _HOLISTIC = ("quantile", "count_distinct")
+_VALUE_TYPES = ("int64", "string")  # columns the store groups by: the holistic aggregates' values are counted so
 
 
 def _expr(a: Aggregate) -> tuple:
@@ -168,9 +169,9 @@ def _combine(func: str, x, y):
     return min(x, y) if func == "min" else max(x, y)
 
 
-def plan_merge(q: Query, partition_by: tuple[str, ...]) -> MergePlan:
-    """How `q` runs on the partitions of a stream partitioned by `partition_by`; InvalidArgument for
-    what does not merge exactly (yet)."""
+def plan_merge(q: Query, partition_by: tuple[str, ...], types: dict[str, str] | None = None) -> MergePlan:
+    """How `q` runs on the partitions of a stream partitioned by `partition_by` (column `types`:
+    the stream's schema); InvalidArgument for what does not merge exactly (yet)."""
     if q.outer:
         raise InvalidArgument("outer aggregates (SELECT ... FROM (subquery)) on a partitioned stream are not "
                               "supported yet")
@@ -192,7 +193,7 @@ def plan_merge(q: Query, partition_by: tuple[str, ...]) -> MergePlan:
     if q.having is not None:
         raise InvalidArgument(f"HAVING on a partitioned stream needs GROUP BY to include the partition key "
                               f"({', '.join(partition_by)})")
-    return _plan_partial(q, group, labels)
+    return _plan_partial(q, group, labels, types or {})
 
 
 def _plan_pushdown(q: Query, group: list[str], labels: list[str]) -> MergePlan:
@@ -234,7 +235,7 @@ def _order_ref(q: Query, o, items: list, add) -> int:
     return o.item
 
 
-def _plan_partial(q: Query, group: list[str], labels: list[str]) -> MergePlan:
+def _plan_partial(q: Query, group: list[str], labels: list[str], types: dict[str, str]) -> MergePlan:
     exprs: list[tuple] = []
     for it in q.items:
         if isinstance(it, Aggregate):
@@ -265,6 +266,12 @@ def _plan_partial(q: Query, group: list[str], labels: list[str]) -> MergePlan:
         if f not in _DECOMPOSABLE + _HOLISTIC:
             raise InvalidArgument(f"{f.upper()} on a partitioned stream is not supported yet")
     values = list(dict.fromkeys(c for f, c, _ in exprs if f in _HOLISTIC and c not in group))
+    for f, c, q_ in exprs:
+        if f in _HOLISTIC and c in values and types.get(c, "int64") not in _VALUE_TYPES:
+            raise InvalidArgument(f"{Aggregate(f, c, q_).label} of {types[c]} column {c!r} "
+                                  f"on a partitioned stream is exact only grouped by the partition key: GROUP BY "
+                                  f"columns including it (its values are counted per partition as a group column, "
+                                  f"and a {types[c]} column cannot be one)")
     parts: list[tuple] = []
     for f, c, _ in exprs:
         for p in ([("sum", c), ("count", c)] if f == "avg" else [("count", None)] if f in _HOLISTIC else [(f, c)]):

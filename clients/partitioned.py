@@ -38,6 +38,7 @@ class Layout:
     partitions: int
     partition_by: tuple[str, ...]
     node: int | None = None
+    types: dict | None = None  # column -> int64, string, float64, ... (as the stream declares them)
 
 
 def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
@@ -134,7 +135,8 @@ class ClusterClient:
                 spec = info["spec"]
                 part = spec.get("partition")
                 if part is not None and part["count"] and part["stream"] == stream:
-                    found = Layout(stream, part["count"], tuple(part["key"]))
+                    types = {c["name"]: c["type"].removeprefix("COLUMN_TYPE_").lower() for c in spec["columns"]}
+                    found = Layout(stream, part["count"], tuple(part["key"]), types=types)
                 elif spec["name"] == stream and not (part and part["count"]):
                     found = Layout(stream, 0, (), node=i)
         if found is None:
@@ -175,7 +177,7 @@ class ClusterClient:
         if not partition_by:
             raise InvalidArgument("a partitioned stream needs partition_by, the columns whose hash places a row")
         origin = int(time.time() * 1000) if clock == "processing" else None
-        layout = Layout(name, partitions, partition_by)
+        layout = Layout(name, partitions, partition_by, types=dict(schema))
 
         def create(p: int, node) -> dict:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
@@ -293,7 +295,7 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
-        plan = plan_merge(parsed, lay.partition_by)
+        plan = plan_merge(parsed, lay.partition_by, lay.types)
         missing: list[int] = []
         if as_of_slide is None:
             latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])

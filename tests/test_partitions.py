@@ -162,3 +162,95 @@ def test_partition_metadata_survives_the_log_and_a_snapshot(tmp_path):
     restored = Engine()
     restored.restore(state, subwindow)
     assert restored.sched.streams["s.p1"].spec == spec
+
+
+# -- merging the partitions' answers (clients/merge.py), against the store over the union -----------------
+MERGED = [
+    "SELECT COUNT(*), COUNT(v), SUM(v), AVG(v), MIN(v), MAX(v), SUM(x), AVG(x) FROM {s}",
+    "SELECT src, COUNT(*), SUM(v), AVG(x) FROM {s} GROUP BY src ORDER BY 2 DESC LIMIT 3",
+    "SELECT src, MAX(v) AS m FROM {s} GROUP BY src HAVING SUM(v) > 300 ORDER BY MIN(v), m DESC",
+    "SELECT dst, src, SUM(v) FROM {s} GROUP BY dst, src ORDER BY SUM(v) DESC LIMIT 4",
+    "SELECT dst, SUM(v), AVG(v), MIN(x) FROM {s} WHERE v > 3 GROUP BY dst ORDER BY 2 DESC LIMIT 2",
+    "SELECT dst, QUANTILE(v, 0.5), QUANTILE(v, 0.9), COUNT(DISTINCT src) FROM {s} GROUP BY dst",
+    "SELECT src, QUANTILE(x, 0.9), COUNT(DISTINCT dst), AVG(v) FROM {s} GROUP BY src ORDER BY 2 LIMIT 2",
+    "SELECT QUANTILE(v, 0.25), COUNT(DISTINCT dst) FROM {s} [RANGE 2 SUBWINDOWS]",
+    "SELECT SUM(v) FROM {s} GROUP BY dst ORDER BY dst DESC",
+    "SELECT DISTINCT dst FROM {s} ORDER BY dst",
+    "SELECT DISTINCT src, dst FROM {s}",
+    "SELECT dst, COUNT(*) FROM {s} WHERE v > 1000 GROUP BY dst",
+]
+
+
+def _answer(a, slide: int):
+    from windowstore.clients.answer import Answer
+
+    return Answer(columns=a.columns, rows=a.rows, slide=slide, window_start_ms=None, window_end_ms=None,
+                  staleness_ms=None, response_ms=0.0, restarts=0, policy="ttu", access=a.access, exact=a.exact,
+                  guaranteed=a.guaranteed, query_id="", execution=0, late_slides=0, inter_exec_ms=None,
+                  answered_ms=0.0, stream="", types=list(a.types))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_merged_answers_equal_the_store_over_the_union(seed):
+    import random
+
+    from windowstore.clients.merge import plan_merge
+    from windowstore.store import parse_query, plan_query
+    from windowstore.store.planner import run_plan
+    from windowstore.store.stream import Stream
+
+    rng = random.Random(seed)
+    P = 3
+    schema = {"ts": "int64", "src": "string", "dst": "int64", "v": "int64", "x": "float64"}
+
+    def make(name, **part):
+        return Stream(name, schema, WindowSpec(subwindows=3, subwindow_ms=1, clock="manual", **part), 0)
+
+    union = make("u")
+    parts = [make(partition_name("s", p), partition_of="s", partition=p, partitions=P, partition_by=("src",))
+             for p in range(P)]
+    for j in range(5):
+        n = rng.randrange(0, 40)
+        batch = pa.table({"ts": pa.array(range(n), pa.int64()),
+                          "src": pa.array([rng.choice(["a", "b", "c", "d", None]) for _ in range(n)], pa.string()),
+                          "dst": pa.array([rng.choice([1, 2, None]) for _ in range(n)], pa.int64()),
+                          "v": pa.array([rng.choice([None, *range(-5, 60)]) for _ in range(n)], pa.int64()),
+                          "x": pa.array([rng.choice([None, 0.5, 1.25, -3.0, 7.75]) for _ in range(n)], pa.float64())})
+        union.append(batch)
+        for p, rows in split_rows(batch, ["src"], P).items():
+            parts[p].append(rows)
+        for s in (union, *parts):
+            s.window.slide(j)
+    k = 4
+    for text in MERGED:
+        q = parse_query(text.format(s="s"))
+        plan = plan_merge(q, ("src",), schema)
+        got = plan.merge([_answer(run_plan(plan_query(parse_query(plan.partition_text(s.name, k)), s)), k)
+                          for s in parts])
+        want = run_plan(plan_query(parse_query(text.format(s="u")), union))
+        assert got.columns == want.columns, text
+        assert got.types == want.types, text
+        if "ORDER BY" not in text:
+            got.rows, want.rows = sorted(got.rows, key=repr), sorted(want.rows, key=repr)
+        assert len(got.rows) == len(want.rows), text
+        for g, w in zip(got.rows, want.rows):
+            assert len(g) == len(w)
+            for a, b in zip(g, w):  # float sums add in another order: equal to the last bits
+                assert a == (pytest.approx(b, rel=1e-12) if isinstance(b, float) else b), (text, g, w)
+
+
+def test_what_does_not_merge_exactly_is_refused_by_name():
+    from windowstore.clients import InvalidArgument
+    from windowstore.clients.merge import plan_merge
+    from windowstore.store import parse_query
+
+    types = {"ts": "int64", "src": "string", "dst": "int64", "x": "float64"}
+    for text, message in [
+        ("SELECT QUANTILE(x, 0.5) FROM s", "quantile\\(x, 0.5\\) of float64 column 'x'"),
+        ("SELECT dst, SUM(x) FROM s GROUP BY dst HAVING SUM(x) > 1", "HAVING on a partitioned stream"),
+        ("SELECT src, COUNT(*) FROM s GROUP BY src APPROXIMATE", "APPROXIMATE"),
+        ("SELECT MAX(n) FROM (SELECT dst, COUNT(*) AS n FROM s GROUP BY dst)", "outer aggregates"),
+        ("SELECT COUNT(*) FROM s [RANGE 10 ROWS]", "RANGE in ROWS"),
+    ]:
+        with pytest.raises(InvalidArgument, match=message):
+            plan_merge(parse_query(text), ("src",), types)

@@ -15,18 +15,24 @@ single-address client.
 from __future__ import annotations
 
 import itertools
+import queue
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Iterator, Sequence
 
+import grpc
+
+from windowstore.store.parser import to_text
 from windowstore.store.partitions import ClusterView, StaticCluster, partition_name, split_rows
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .answer import Answer
 from .batches import build, to_arrow
-from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, WindowStoreError)
+from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, WindowStoreError,
+                     from_rpc_error)
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class ClusterClient:
         # slides each partition once
         self._slide_writer = writer_id or f"sdk-slide-{uuid.uuid4().hex}"
         self._slide_batches = itertools.count(1)
+        self._periodic: dict[str, tuple] = {}  # a partitioned stream's periodic query: (layout, plan, {partition: id})
 
     @property
     def target(self) -> list[str]:
@@ -333,6 +340,120 @@ class ClusterClient:
             raise Unavailable("; ".join(f"{self._where(lay, p)} is unavailable: {results[p].message}"
                                         for p in down)) from results[down[0]]
         return down
+
+    # -- periodic queries ---------------------------------------------------------------------------
+    def register(self, query: str, priority: int = 0):
+        """Register a periodic query. On a partitioned stream: on every partition (each in its
+        partial form); `subscribe` merges their answers per slide. The merge plan is kept by this
+        client: subscribe to the returned id through the same client."""
+        from windowstore.store.parser import parse_statement
+        from windowstore.store.query import JoinQuery
+
+        from .client import PeriodicQuery
+        from .merge import plan_merge
+
+        parsed = parse_statement(query) if isinstance(query, str) else None
+        if parsed is None:
+            raise InvalidArgument("a query on a cluster is SQL text")
+        stream = parsed.streams[0] if isinstance(parsed, JoinQuery) else parsed.stream
+        node = self._plain(stream)
+        if node is not None or isinstance(parsed, JoinQuery):
+            if node is None:
+                raise InvalidArgument("a join on a cluster reads ordinary streams on one server")
+            return node.register(query, priority)
+        if parsed.slide is None:
+            raise InvalidArgument("a periodic query needs SLIDE")
+        lay = self.layout(stream)
+        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
+        texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
+                 for p in range(lay.partitions)}
+        out = self._each(lay, lambda p, n: n.register(texts[p], priority))
+        failed = [p for p, r in out.items() if isinstance(r, WindowStoreError)]
+        if failed:  # leave nothing half-registered
+            for p, r in out.items():
+                if p not in failed:
+                    self._owner(stream, p)[1].unregister(r.id)
+            r = out[failed[0]]
+            raise _error_like(r, f"{self._where(lay, failed[0])}: {r.message}") from r
+        qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
+        self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
+        return PeriodicQuery(qid, out[0].every_slides)
+
+    def unregister(self, query_id: str) -> None:
+        if query_id not in self._periodic:
+            return self._node_of_query(query_id).unregister(query_id)
+        lay, _, ids = self._periodic.pop(query_id)
+        out = self._each(lay, lambda p, n: n.unregister(ids[p]))
+        for p, r in out.items():
+            if isinstance(r, WindowStoreError) and not isinstance(r, NotFound):
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+
+    def list_queries(self, stream: str = "") -> list[dict]:
+        """Every server's periodic queries (a partitioned stream's: one per partition)."""
+        return [q for f in [self._pool.submit(n.list_queries, stream) for n in self.nodes] for q in f.result()]
+
+    def _node_of_query(self, query_id: str):
+        for n, qs in zip(self.nodes, [self._pool.submit(n.list_queries) for n in self.nodes]):
+            if any(q["query_id"] == query_id for q in qs.result()):
+                return n
+        raise NotFound(f"periodic query {query_id!r} not found on any server of the cluster")
+
+    def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
+        """Answers of a periodic query as they are produced. On a partitioned stream: one merged
+        answer per slide once every partition has answered for it (a slide some partition did not
+        answer for is passed over when a later one completes); ends when it is unregistered."""
+        if query_id not in self._periodic:
+            yield from self._node_of_query(query_id).subscribe(query_id, timeout)
+            return
+        from .client import build as _build
+
+        lay, plan, ids = self._periodic[query_id]
+        inbox: queue.Queue = queue.Queue()
+        calls = {}
+        for p, qid in ids.items():
+            node = self._owner(lay.name, p)[1]
+            calls[p] = node._stub.Subscribe(_build(pb.SubscribeRequest, query_id=qid), timeout=timeout,
+                                            metadata=node._metadata)
+
+        def pump(p: int, call) -> None:
+            try:
+                for a in call:
+                    inbox.put((p, Answer.from_pb(a)))
+                inbox.put((p, None))
+            except grpc.RpcError as e:
+                inbox.put((p, None if e.code() == grpc.StatusCode.CANCELLED and call.cancelled()
+                           else from_rpc_error(e)))
+
+        threads = [threading.Thread(target=pump, args=(p, c), daemon=True, name=f"windowstore-sub-{p}")
+                   for p, c in calls.items()]
+        for t in threads:
+            t.start()
+        pending: dict[int, dict[int, Answer]] = {}
+        ended: set[int] = set()
+        last = None
+        try:
+            while len(ended) < len(calls):
+                p, a = inbox.get()
+                if a is None:
+                    ended.add(p)
+                    continue
+                if isinstance(a, WindowStoreError):
+                    raise _error_like(a, f"{self._where(lay, p)}: {a.message}") from a
+                if last is not None and a.slide <= last:
+                    continue
+                got = pending.setdefault(a.slide, {})
+                got[p] = a
+                if len(got) == len(calls):
+                    for k in [k for k in pending if k <= a.slide]:
+                        del pending[k]
+                    last = a.slide
+                    out = plan.merge([got[q] for q in sorted(got)])
+                    out.stream, out.query_id = lay.name, query_id
+                    out.execution = max(x.execution for x in got.values())
+                    yield out
+        finally:
+            for c in calls.values():
+                c.cancel()
 
     def explain(self, query: str) -> dict:
         node = self._plain(_stream_of(query))

@@ -283,3 +283,37 @@ def test_appends_are_applied_once_per_partition_across_a_retried_batch(tmp_path)
             assert a.rows == duck(pa.table(batch), "SELECT COUNT(*), SUM(v) FROM w")
     finally:
         c.stop()
+
+
+def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(cluster):
+    import threading
+
+    rng = random.Random(11)
+    with Client(cluster.addresses, timeout=60) as ws:
+        ws.create_stream("s", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
+                         partition_by=["src"])
+        q = ws.register("SELECT dst, SUM(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY dst "
+                        "ORDER BY 2 DESC LIMIT 2")
+        assert len(ws.list_queries()) == 3  # one per partition
+        got: list = []
+        sub = ws.subscribe(q.id)
+        reader = threading.Thread(target=lambda: got.extend(sub), daemon=True)
+        reader.start()
+        wait_for(lambda: all(x["subscribers"] == 1 for x in ws.list_queries()), "every partition's subscription")
+        sealed = {}
+        for b in range(5):
+            batch = rows(rng, 50, b * 50)
+            ws.append("s", batch, writer_id="w", batch_id=b)
+            sealed[ws.slide("s")] = pa.table(batch)
+            wait_for(lambda: any(a.slide == b for a in got), f"the merged answer of slide {b}")
+        wait_for(lambda: any(a.slide == 4 for a in got), "the merged answer of slide 4")
+        ws.unregister(q.id)
+        reader.join(30)
+        assert not reader.is_alive()  # the subscription ended with the query
+        assert [a.slide for a in got] == sorted({a.slide for a in got})  # one answer per slide, in order
+        assert [a.slide for a in got] == [0, 1, 2, 3, 4]
+        for a in got:
+            assert a.query_id == q.id and a.stream == "s"
+            same(a.rows, duck(window(sealed, a.slide), "SELECT dst, SUM(v), COUNT(*) FROM w GROUP BY dst "
+                                                       "ORDER BY 2 DESC NULLS LAST, dst NULLS LAST LIMIT 2"))
+        assert ws.list_queries() == []

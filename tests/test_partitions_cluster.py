@@ -317,3 +317,24 @@ def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(
             same(a.rows, duck(window(sealed, a.slide), "SELECT dst, SUM(v), COUNT(*) FROM w GROUP BY dst "
                                                        "ORDER BY 2 DESC NULLS LAST, dst NULLS LAST LIMIT 2"))
         assert ws.list_queries() == []
+
+
+def test_the_cli_creates_a_partitioned_stream(cluster):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "windowstore.server.cli", *args], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "WINDOWSTORE_TARGET": ",".join(cluster.addresses)})
+
+    out = cli("create-stream", "c", "--schema", "ts:int64,src:string,v:int64", "--subwindows", "4",
+              "--subwindow-ms", "1000", "--clock", "manual", "--partitions", "4", "--partition-by", "src", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert [r["stream"] for r in json.loads(out.stdout)] == [partition_name("c", p) for p in range(4)]
+    with Client(cluster.addresses) as ws:
+        assert ws.layout("c").partitions == 4 and ws.layout("c").partition_by == ("src",)
+    bad = cli("create-stream", "d", "--schema", "ts:int64,x:float64", "--subwindows", "4", "--subwindow-ms", "1000",
+              "--partitions", "2", "--partition-by", "x")
+    assert bad.returncode == 1 and bad.stderr.startswith("error (INVALID_ARGUMENT)") and "'x'" in bad.stderr

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from windowstore.store.functions import quantile_index
 from windowstore.store.parser import to_text
@@ -120,7 +120,9 @@ class MergePlan:
                 t = part_types[("sum", column)]
                 if t.startswith("decimal("):
                     scale = int(t[8:-1].split(",")[1]) + 4
-                    return (Decimal(s) / Decimal(n)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
+                    with localcontext() as ctx:  # exact enough for 38 digits, then rounded once
+                        ctx.prec = 80
+                        return (Decimal(s) / Decimal(n)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
                 return s / n
             values = counted[key][column] if key in counted else Counter()
             if func == "count_distinct":

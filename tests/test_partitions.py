@@ -3,6 +3,7 @@ reimplementation of their documented definition, and the partition metadata a st
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -166,7 +167,8 @@ def test_partition_metadata_survives_the_log_and_a_snapshot(tmp_path):
 
 # -- merging the partitions' answers (clients/merge.py), against the store over the union -----------------
 MERGED = [
-    "SELECT COUNT(*), COUNT(v), SUM(v), AVG(v), MIN(v), MAX(v), SUM(x), AVG(x) FROM {s}",
+    "SELECT COUNT(*), COUNT(v), SUM(v), AVG(v), MIN(v), MAX(v), SUM(x), AVG(x), SUM(d), AVG(d), MAX(d) FROM {s}",
+    "SELECT dst, AVG(d), MIN(d) FROM {s} GROUP BY dst ORDER BY AVG(d) DESC",
     "SELECT src, COUNT(*), SUM(v), AVG(x) FROM {s} GROUP BY src ORDER BY 2 DESC LIMIT 3",
     "SELECT src, MAX(v) AS m FROM {s} GROUP BY src HAVING SUM(v) > 300 ORDER BY MIN(v), m DESC",
     "SELECT dst, src, SUM(v) FROM {s} GROUP BY dst, src ORDER BY SUM(v) DESC LIMIT 4",
@@ -201,7 +203,7 @@ def test_merged_answers_equal_the_store_over_the_union(seed):
 
     rng = random.Random(seed)
     P = 3
-    schema = {"ts": "int64", "src": "string", "dst": "int64", "v": "int64", "x": "float64"}
+    schema = {"ts": "int64", "src": "string", "dst": "int64", "v": "int64", "x": "float64", "d": "decimal(10,2)"}
 
     def make(name, **part):
         return Stream(name, schema, WindowSpec(subwindows=3, subwindow_ms=1, clock="manual", **part), 0)
@@ -215,7 +217,9 @@ def test_merged_answers_equal_the_store_over_the_union(seed):
                           "src": pa.array([rng.choice(["a", "b", "c", "d", None]) for _ in range(n)], pa.string()),
                           "dst": pa.array([rng.choice([1, 2, None]) for _ in range(n)], pa.int64()),
                           "v": pa.array([rng.choice([None, *range(-5, 60)]) for _ in range(n)], pa.int64()),
-                          "x": pa.array([rng.choice([None, 0.5, 1.25, -3.0, 7.75]) for _ in range(n)], pa.float64())})
+                          "x": pa.array([rng.choice([None, 0.5, 1.25, -3.0, 7.75]) for _ in range(n)], pa.float64()),
+                          "d": pa.array([rng.choice([None, Decimal("0.01"), Decimal("-2.50"), Decimal("1234.57")])
+                                         for _ in range(n)], pa.decimal128(10, 2))})
         union.append(batch)
         for p, rows in split_rows(batch, ["src"], P).items():
             parts[p].append(rows)

@@ -397,6 +397,8 @@ class AsyncClient:
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  tls: bool = False, ca=None, cert=None, key=None, token: str | None = None):
+        if isinstance(target, (list, tuple)) or hasattr(target, "owner"):
+            raise InvalidArgument("AsyncClient connects to one server; a cluster's client is Client([addresses])")
         self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries

@@ -258,3 +258,17 @@ def test_what_does_not_merge_exactly_is_refused_by_name():
     ]:
         with pytest.raises(InvalidArgument, match=message):
             plan_merge(parse_query(text), ("src",), types)
+
+
+def test_a_list_of_addresses_makes_a_cluster_client():
+    from windowstore.clients import AsyncClient, Client, InvalidArgument
+    from windowstore.clients.partitioned import ClusterClient
+
+    with Client(["127.0.0.1:1", "127.0.0.1:2"]) as c:  # channels connect lazily: no server needed
+        assert isinstance(c, ClusterClient) and c.target == ["127.0.0.1:1", "127.0.0.1:2"]
+    with Client(StaticCluster(("127.0.0.1:3",))) as c:
+        assert isinstance(c, ClusterClient) and c.cluster.owner("s", 5) == 0
+    with Client("127.0.0.1:1") as c:
+        assert type(c) is Client
+    with pytest.raises(InvalidArgument, match="one server"):
+        AsyncClient(["127.0.0.1:1"])

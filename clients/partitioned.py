@@ -307,6 +307,9 @@ class ClusterClient:
         if as_of_slide is None:
             latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])
             missing = self._unavailable(lay, latest, partial)
+            for p, r in latest.items():
+                if isinstance(r, WindowStoreError) and p not in missing:
+                    raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
             alive = [s for p, s in latest.items() if p not in missing]
             if not alive:
                 raise Unavailable(f"no partition of stream {lay.name!r} answered")

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import wait_for
-from windowstore.clients import Client, FailedPrecondition, InvalidArgument, Unavailable
+from windowstore.clients import Client, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from windowstore.clients.partitioned import ClusterClient
 from windowstore.server.process import ServerProcess
 from windowstore.store.partitions import StaticCluster, partition_name, partition_of_rows
@@ -180,6 +180,11 @@ def test_partitions_are_placed_by_the_map_and_describe_the_layout(cluster):
         # an ordinary stream lives on its partition 0's node
         ws.create_stream("plain", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual")
         assert ws.layout("plain").node == placed.owner("plain", 0)
+        # a partition gone from its server: named, not a crash; dropping the stream skips it
+        with Client(cluster.addresses[placed.owner("s", 3)]) as one:
+            one.drop_stream(partition_name("s", 3))
+        with pytest.raises(NotFound, match="partition 3 of stream 's'"):
+            ws.query("SELECT COUNT(*) FROM s")
         ws.drop_stream("s")
         for address in cluster.addresses:
             with Client(address) as one:

@@ -75,6 +75,9 @@ class Answer:
     # it came (it ran with its group), and the group; 0 and "" when it ran on its own.
     early_slides: int = 0
     group: str = ""
+    # A partitioned stream's answer given with partial=True: the partitions it leaves out (they did
+    # not answer); empty when every partition's rows are in it.
+    missing_partitions: list[int] = field(default_factory=list)
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":

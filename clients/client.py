@@ -245,7 +245,17 @@ class Client:
     """Blocking client. Idempotent calls (reads, and appends with a batch_id) retry on UNAVAILABLE.
 
     TLS: `tls=True` (system roots) or `ca=` (PEM text, bytes or a file path); mutual TLS adds
-    `cert=` and `key=`. `token=` sends `authorization: Bearer <token>` with every call."""
+    `cert=` and `key=`. `token=` sends `authorization: Bearer <token>` with every call.
+
+    Given a list of addresses (or a ClusterView) instead of one, it is a client of the cluster
+    they form (partitioned.ClusterClient; docs/partitions.md)."""
+
+    def __new__(cls, target=None, *args, **kwargs):
+        if cls is Client and (isinstance(target, (list, tuple)) or hasattr(target, "owner")):
+            from .partitioned import ClusterClient
+
+            return ClusterClient(target, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  channel: grpc.Channel | None = None, tls: bool = False, ca=None, cert=None, key=None,
@@ -399,6 +409,8 @@ class AsyncClient:
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  tls: bool = False, ca=None, cert=None, key=None, token: str | None = None):
+        if isinstance(target, (list, tuple)) or hasattr(target, "owner"):
+            raise InvalidArgument("AsyncClient connects to one server; a cluster's client is Client([addresses])")
         self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries

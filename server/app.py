@@ -143,6 +143,23 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
+def load_cluster(config: ServerConfig):
+    """The cluster file (--cluster) and this server's node in it (--node), or None without one."""
+    if config.cluster is None and config.node is None:
+        return None
+    if config.cluster is None or config.node is None:
+        raise ConfigError("--cluster and --node go together (the file, and this server's index in it)")
+    from windowstore.store.partitions import StaticCluster
+
+    try:
+        cluster = StaticCluster.load(config.cluster)
+    except ValueError as e:
+        raise ConfigError(f"--cluster {e}") from None
+    if not 0 <= config.node < len(cluster.nodes):
+        raise ConfigError(f"--node {config.node}: the cluster file lists nodes 0 to {len(cluster.nodes) - 1}")
+    return cluster
+
+
 class WindowStoreServer:
     """A running server; `port` is the bound port (useful with port=0)."""
 
@@ -168,6 +185,7 @@ class WindowStoreServer:
             raise ConfigError(f"--tokens: {e}") from None
         if not config.in_memory:
             check_data_dir(config.data_dir)
+        self.cluster = load_cluster(config)
         self.metrics: Metrics | None = None
         self.metrics_port: int | None = None
         self.http_port: int | None = None
@@ -269,7 +287,7 @@ class WindowStoreServer:
                 if sched.last_seal_ms is not None:
                     self.metrics.seal.labels(name).observe(sched.last_seal_ms / 1000.0)  # type: ignore[union-attr]  # set: only bound when there are metrics
             self.driver.engine.on_slide = slid
-        self.service = WindowStoreService(self.driver, policy)
+        self.service = WindowStoreService(self.driver, policy, self.cluster)
         self.grpc.add_generic_rpc_handlers((rpc.handlers(self.service, policy, self.metrics),))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)

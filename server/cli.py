@@ -33,7 +33,8 @@ def _serve(args) -> int:
                        http_port=args.http_port, slow_query_ms=args.slow_query_ms,
                        max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
-                       snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s)
+                       snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s,
+                       cluster=args.cluster, node=args.node)
     return serve(cfg)
 
 
@@ -174,6 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "error, slow query and recovery step")
     sv.add_argument("--slow-query-ms", type=float, default=1000.0,
                     help="log a one-time query answered slower than this, measured at the edge (default 1000)")
+    sv.add_argument("--cluster", metavar="FILE",
+                    help="a cluster file (TOML: nodes = [\"host:port\", ...]): this server accepts only the "
+                         "partitions of partitioned streams that the file places on it (docs/partitions.md)")
+    sv.add_argument("--node", type=int, help="this server's index in --cluster's nodes (0 first)")
     sv.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' INFO lines")
     sv.set_defaults(func=_serve)
 

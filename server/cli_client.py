@@ -99,14 +99,30 @@ def _stream_row(info: dict) -> dict:
 @with_errors
 def create_stream(args) -> int:
     schema = parse_schema(args.schema)
-    with client(args) as ws:
+    partitioned = {}
+    if args.partitions is not None or args.partition_by:
+        partitioned = {"partitions": args.partitions,
+                       "partition_by": [c for c in (args.partition_by or "").split(",") if c]}
+    with cluster_client(args) if partitioned or "," in (args.target or "") else client(args) as ws:
         info = ws.create_stream(args.name, schema, subwindows=args.subwindows, subwindow_ms=args.subwindow_ms,
                                 subwindow_rows=args.subwindow_rows, clock=args.clock,
                                 group_by=[g for g in (args.group_by or "").split(",") if g],
                                 allowed_lateness_ms=args.allowed_lateness_ms, time_column=args.time_column,
-                                topk=args.topk, exist_ok=args.exist_ok)
-    out.records([_stream_row(info)], args.output, utc=args.utc)
+                                topk=args.topk, exist_ok=args.exist_ok, **partitioned)
+    out.records([_stream_row(i) for i in info["streams"]] if "streams" in info else [_stream_row(info)],
+                args.output, utc=args.utc)
     return 0
+
+
+def cluster_client(args):
+    """The SDK's cluster client over --target's comma-separated addresses (docs/partitions.md); each
+    call gets --timeout."""
+    from windowstore.clients.partitioned import ClusterClient
+    from windowstore.clients.client import default_target
+
+    targets = [t.strip() for t in (args.target or default_target()).split(",") if t.strip()]
+    return ClusterClient(targets, timeout=args.timeout, tls=args.tls, ca=args.tls_ca, cert=args.tls_cert,
+                         key=args.tls_key, token=args.token or os.environ.get("WINDOWSTORE_TOKEN"))
 
 
 @with_errors
@@ -430,6 +446,10 @@ def add_commands(sub) -> None:
     cs.add_argument("--topk", type=int, default=16, help="per-key top-k list length per sub-window (default 16)")
     cs.add_argument("--exist-ok", action="store_true",
                     help="a stream of that name created with the same definition is not an error")
+    cs.add_argument("--partitions", type=int,
+                    help="spread the stream over this many partitions on the servers of --target (comma-separated "
+                         "addresses, node 0 first, as in the cluster file), split by --partition-by")
+    cs.add_argument("--partition-by", help="the columns whose hash places a row in a partition, comma-separated")
     client_args(cs)
     cs.set_defaults(func=create_stream)
 

@@ -49,3 +49,5 @@ class ServerConfig:
     fsync: str = "always"              # always | interval (at most ~1 s at risk) | off
     snapshot_every_bytes: int = 256 << 20  # snapshot after this much log (or the last snapshot's size, if more)
     snapshot_every_s: float = 300.0    # ... or this long with anything logged
+    cluster: str | None = None         # a cluster file (store/partitions.py StaticCluster): partitions this node owns
+    node: int | None = None            # this server's index in the cluster file's nodes

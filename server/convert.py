@@ -66,6 +66,11 @@ def spec_from_pb(spec: pb.StreamSpec) -> tuple[str, dict[str, str], str, WindowS
         allowed_lateness_ms=int(spec.allowed_lateness_ms),
         group_by=tuple(spec.group_by),
         topk=int(spec.topk) or 16,
+        partition_of=spec.partition.stream,
+        partition=int(spec.partition.index),
+        partitions=int(spec.partition.count),
+        partition_by=tuple(spec.partition.key),
+        origin_ms=spec.origin_ms if spec.HasField("origin_ms") else None,
     )
     return spec.name, columns, spec.time_column or "ts", window
 
@@ -86,7 +91,10 @@ def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
         name=name, columns=[column_to_pb(n, t) for n, t in schema.columns],
         time_column=schema.time_column, subwindows=window.subwindows, subwindow_ms=window.subwindow_ms or 0,
         subwindow_rows=window.subwindow_rows or 0, clock=CLOCK_TO_PB[window.clock],
-        allowed_lateness_ms=window.allowed_lateness_ms, group_by=list(window.group_by), topk=window.topk)
+        allowed_lateness_ms=window.allowed_lateness_ms, group_by=list(window.group_by), topk=window.topk,
+        partition=pb.PartitionSpec(stream=window.partition_of, index=window.partition, count=window.partitions,
+                                   key=list(window.partition_by)) if window.partitions else None,
+        origin_ms=window.origin_ms)
 
 
 def int64(value: int, field: str) -> int:

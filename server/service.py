@@ -24,7 +24,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
                                       StageRows, Unregister)
 
 from . import convert, oplog
-from .driver import CLOSED, Driver, NotFound, ResourceLimit, ShuttingDown
+from .driver import CLOSED, Driver, FailedPrecondition, NotFound, ResourceLimit, ShuttingDown
 from .rpc import PermissionDenied, principal
 from .security import AccessPolicy
 
@@ -73,8 +73,9 @@ def _short(name: str, limit: int = 100) -> str:
 
 
 class WindowStoreService:
-    def __init__(self, driver: Driver, policy: AccessPolicy | None = None):
+    def __init__(self, driver: Driver, policy: AccessPolicy | None = None, cluster=None):
         self.driver = driver
+        self.cluster = cluster  # a StaticCluster (--cluster, --node config.node) or None
         self.config = driver.config
         self.policy = policy
         self._per_client: dict[str, int] = {}  # touched only on the event loop: no lock
@@ -141,10 +142,27 @@ class WindowStoreService:
     async def CreateStream(self, request, context):
         name, columns, time_column, spec = convert.spec_from_pb(request.spec)
         self._allow(context, "admin", name)
+        if spec.partitions:
+            self._check_placement(name, spec)
         await self._write(CreateStream(name, tuple(columns.items()), time_column, spec, 0.0), context)
         oplog.event("stream_created", stream=name, clock=spec.clock, subwindows=spec.subwindows,
                     subwindow_ms=spec.subwindow_ms, subwindow_rows=spec.subwindow_rows, client=principal())
         return pb.CreateStreamResponse(stream=await self._run(lambda: _info(self.driver, name), context))
+
+    def _check_placement(self, name: str, spec) -> None:
+        """A partition is named for its stream and index, and, with a cluster file, lives on the
+        node the file places it on."""
+        from windowstore.store.partitions import partition_name
+
+        if 0 <= spec.partition < spec.partitions and name != partition_name(spec.partition_of, spec.partition):
+            raise InvalidInput(f"partition {spec.partition} of stream {_short(spec.partition_of)!r} is named "
+                               f"{partition_name(_short(spec.partition_of), spec.partition)!r}, not {_short(name)!r}")
+        if self.cluster is not None and 0 <= spec.partition < spec.partitions:
+            owner = self.cluster.owner(spec.partition_of, spec.partition)
+            if owner != self.config.node:
+                raise FailedPrecondition(
+                    f"partition {spec.partition} of stream {_short(spec.partition_of)!r} belongs on node {owner} "
+                    f"({self.cluster.nodes[owner]}) by the cluster file, not on this node {self.config.node}")
 
     async def DropStream(self, request, context):
         self._allow(context, "admin", request.name)

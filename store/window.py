@@ -44,8 +44,20 @@ class WindowSpec:
     allowed_lateness_ms: int = 0
     group_by: tuple[str, ...] = ()
     topk: int = 16
+    # One partition of a partitioned stream (store/partitions.py): of which stream, which of how
+    # many, split by which columns. partitions == 0: an ordinary stream.
+    partition_of: str = ""
+    partition: int = 0
+    partitions: int = 0
+    partition_by: tuple[str, ...] = ()
+    # Processing time: number sub-window slots from this instant's slot rather than the creation's,
+    # so the partitions of a stream, created one after another, count the same slides.
+    origin_ms: int | None = None
 
     def __post_init__(self) -> None:
+        for name in ("group_by", "partition_by"):  # lists when read back from JSON
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         if isinstance(self.clock, str) and self.clock in CLOCKS:  # (others: validate() names them)
             object.__setattr__(self, "clock", Clock(self.clock))
 
@@ -79,6 +91,39 @@ class WindowSpec:
                 raise InvalidInput(f"group_by column {g!r} must be string or int64", column=g)
         if len(set(self.group_by)) != len(self.group_by):
             raise InvalidInput("group_by names a column twice")
+        self._validate_partition(types)
+
+    def _validate_partition(self, types: dict[str, str]) -> None:
+        from .partitions import KEY_TYPES, MAX_PARTITIONS
+
+        if self.origin_ms is not None and not (isinstance(self.origin_ms, int) and abs(self.origin_ms) < 2**62):
+            raise InvalidInput(f"origin_ms must be an int64 instant in ms, got {self.origin_ms!r}")
+        if self.origin_ms is not None and self.clock != "processing":
+            raise InvalidInput("origin_ms applies only to clock='processing'")
+        if not self.partitions:
+            if self.partition_of or self.partition or self.partition_by:
+                raise InvalidInput("partition_of, partition and partition_by need partitions")
+            return
+        if not 1 <= self.partitions <= MAX_PARTITIONS:
+            raise InvalidInput(f"partitions must be between 1 and {MAX_PARTITIONS}, got {self.partitions}")
+        if not 0 <= self.partition < self.partitions:
+            raise InvalidInput(f"partition must be between 0 and {self.partitions - 1}, got {self.partition}")
+        if not self.partition_of:
+            raise InvalidInput("a partition needs partition_of, the partitioned stream's name")
+        if not self.partition_by:
+            raise InvalidInput("a partitioned stream needs partition_by, the columns whose hash places a row")
+        if len(set(self.partition_by)) != len(self.partition_by):
+            raise InvalidInput("partition_by names a column twice")
+        for c in self.partition_by:
+            if c not in types:
+                raise InvalidInput(f"partition_by names unknown column {c!r}", column=c)
+            if types[c] not in KEY_TYPES:
+                raise InvalidInput(f"partition_by column {c!r} must be {' or '.join(KEY_TYPES)}, not {types[c]}",
+                                   column=c)
+        if self.count_based or self.clock == "event":
+            raise InvalidInput("partitioned streams slide by processing time or manually (clock 'processing' or "
+                               "'manual' with subwindow_ms); event-time and count-based partitions would not slide "
+                               "together")
 
     @property
     def count_based(self) -> bool:
@@ -267,7 +312,8 @@ class Window:
         self.running_keys = {g: RunningKeys(g, self.n, self._numeric, self._int_columns)
                              for g in spec.group_by if schema.types[g] == "string"}
         t = spec.subwindow_ms
-        self._base_slot: int | None = created_ms // t if (t and spec.clock == Clock.PROCESSING) else None
+        origin = created_ms if spec.origin_ms is None else spec.origin_ms
+        self._base_slot: int | None = origin // t if (t and spec.clock == Clock.PROCESSING) else None
         self._buffer = _Buffer()
         self._slots: dict[int, _Buffer] = {}   # event time: open sub-windows by slot
         self.max_event_ms: int | None = None

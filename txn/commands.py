@@ -195,11 +195,17 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         header, body = asdict(cmd), b""
         if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms
             now_ms = header.pop("now_ms")
-            header.update(header.pop("spec"))
+            header.update((k, v) for k, v in header.pop("spec").items() if _OMITTED_AT.get(k, _KEEP) != v)
             header["now_ms"] = now_ms
     head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
     head = _HEAD.pack(FORMAT, kind, len(head)) + head
     return (head, body) if body else (head,)
+
+
+# Spec fields written only when set (a partition's), so an ordinary stream's record is written as
+# before they existed, byte for byte; decoding fills in the defaults.
+_OMITTED_AT = {"partition_of": "", "partition": 0, "partitions": 0, "partition_by": (), "origin_ms": None}
+_KEEP = object()
 
 
 def decode(data: bytes | memoryview) -> Command:

@@ -95,7 +95,7 @@ class Column(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ..., precision: _Optional[int] = ..., scale: _Optional[int] = ...) -> None: ...
 
 class StreamSpec(_message.Message):
-    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk")
+    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk", "partition", "origin_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     TIME_COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,8 @@ class StreamSpec(_message.Message):
     ALLOWED_LATENESS_MS_FIELD_NUMBER: _ClassVar[int]
     GROUP_BY_FIELD_NUMBER: _ClassVar[int]
     TOPK_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     time_column: str
@@ -116,7 +118,21 @@ class StreamSpec(_message.Message):
     allowed_lateness_ms: int
     group_by: _containers.RepeatedScalarFieldContainer[str]
     topk: int
-    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ...) -> None: ...
+    partition: PartitionSpec
+    origin_ms: int
+    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ..., partition: _Optional[_Union[PartitionSpec, _Mapping]] = ..., origin_ms: _Optional[int] = ...) -> None: ...
+
+class PartitionSpec(_message.Message):
+    __slots__ = ("stream", "index", "count", "key")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    index: int
+    count: int
+    key: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stream: _Optional[str] = ..., index: _Optional[int] = ..., count: _Optional[int] = ..., key: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StreamInfo(_message.Message):
     __slots__ = ("spec", "latest_slide", "buffered_rows", "window_rows", "created_ms", "window_start_ms", "window_end_ms", "next_slide_ms", "stopped")

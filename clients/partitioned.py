@@ -1,0 +1,477 @@
+"""The SDK over a cluster: `Client(["host1:port", "host2:port", ...])` (docs/partitions.md).
+
+A partitioned stream S of P partitions is P ordinary streams S.p0 ... S.p{P-1}, placed on the
+cluster's servers by the partition map (store/partitions.py). This client
+- creates the P partitions, each on its owner, with the partition metadata in its spec;
+- splits an append's rows by the hash of the partition key and sends each partition its rows, in
+  parallel, with the caller's writer id and batch id (so a retried batch is applied once per
+  partition);
+- broadcasts manual slides (with an idempotency key, so a retry does not slide twice);
+- answers a query by scatter-gather: every partition AS OF the newest slide all of them have
+  sealed, in partial form, merged here (merge.py).
+A stream that is not partitioned lives on the owner of its partition 0 and is used as through a
+single-address client.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Iterator, Sequence
+
+import grpc
+
+from windowstore.store.parser import to_text
+from windowstore.store.partitions import ClusterView, StaticCluster, partition_name, split_rows
+from windowstore.v1 import windowstore_pb2 as pb
+
+from .answer import Answer
+from .batches import build, to_arrow
+from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, WindowStoreError,
+                     from_rpc_error)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a stream lives: `partitions` 0 for an ordinary stream (on node `node`), else its
+    partition count and key."""
+
+    name: str
+    partitions: int
+    partition_by: tuple[str, ...]
+    node: int | None = None
+    types: dict | None = None  # column -> int64, string, float64, ... (as the stream declares them)
+
+
+def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
+    """An error of the same type (and status) as `e`, with `message`."""
+    out = type(e)(message)
+    out.code = e.code
+    return out
+
+
+class ClusterClient:
+    """The blocking client over several servers (see the module docstring); the methods of Client,
+    plus `partitions=` and `partition_by=` on create_stream and `partial=` on query."""
+
+    def __init__(self, cluster: Sequence[str] | ClusterView, timeout: float | None = 60.0, retries: int = 3,
+                 channel=None, tls: bool = False, ca=None, cert=None, key=None, token: str | None = None,
+                 writer_id: str | None = None):
+        from .client import Client
+
+        if not isinstance(cluster, (list, tuple)) and not hasattr(cluster, "owner"):
+            raise InvalidArgument("a cluster is a list of server addresses or a ClusterView")
+        if channel is not None:
+            raise InvalidArgument("channel= is for a single server; a cluster client opens one per server")
+        self.cluster = StaticCluster(tuple(cluster)) if isinstance(cluster, (list, tuple)) else cluster
+        self.timeout = timeout
+        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token)
+                      for a in self.cluster.addresses]
+        self._pool = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.nodes)), thread_name_prefix="windowstore-sdk")
+        self._layouts: dict[str, Layout] = {}
+        # manual slides are broadcast with this writer id and growing batch ids: a retried broadcast
+        # slides each partition once
+        self._slide_writer = writer_id or f"sdk-slide-{uuid.uuid4().hex}"
+        self._slide_batches = itertools.count(1)
+        self._periodic: dict[str, tuple] = {}  # a partitioned stream's periodic query: (layout, plan, {partition: id})
+
+    @property
+    def target(self) -> list[str]:
+        return self.cluster.addresses
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> "ClusterClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- placement --------------------------------------------------------------------------------
+    def _owner(self, stream: str, partition: int):
+        node = self.cluster.owner(stream, partition)
+        return node, self.nodes[node]
+
+    def _where(self, layout: Layout, partition: int) -> str:
+        node = self.cluster.owner(layout.name, partition)
+        return (f"partition {partition} of stream {layout.name!r} (stream {partition_name(layout.name, partition)!r} "
+                f"on node {node}, {self.cluster.addresses[node]})")
+
+    def _each(self, layout: Layout, fn, partitions: Iterable[int] | None = None) -> dict[int, Any]:
+        """fn(partition, node client) for each partition in parallel: {partition: result or the
+        WindowStoreError it raised}."""
+        parts = range(layout.partitions) if partitions is None else partitions
+        futures = {p: self._pool.submit(fn, p, self._owner(layout.name, p)[1]) for p in parts}
+        out = {}
+        for p, f in futures.items():
+            try:
+                out[p] = f.result()
+            except WindowStoreError as e:
+                out[p] = e
+        return out
+
+    def _all(self, layout: Layout, fn, partitions: Iterable[int] | None = None) -> dict[int, Any]:
+        """As _each, raising the first partition's error (with its partition named)."""
+        out = self._each(layout, fn, partitions)
+        for p, r in out.items():
+            if isinstance(r, WindowStoreError):
+                raise _error_like(r, f"{self._where(layout, p)}: {r.message}") from r
+        return out
+
+    def layout(self, stream: str, refresh: bool = False) -> Layout:
+        """Where `stream` lives, read from the servers (every server is asked, in parallel; any one
+        holding a partition describes the whole layout) and kept until the stream is dropped here."""
+        if not refresh and stream in self._layouts:
+            return self._layouts[stream]
+        futures = [self._pool.submit(n.list_streams) for n in self.nodes]
+        found, down = None, []
+        for i, f in enumerate(futures):
+            try:
+                infos = f.result()
+            except Unavailable as e:
+                down.append(f"node {i} ({self.cluster.addresses[i]}): {e.message}")
+                continue
+            for info in infos:
+                spec = info["spec"]
+                part = spec.get("partition")
+                if part is not None and part["count"] and part["stream"] == stream:
+                    types = {c["name"]: c["type"].removeprefix("COLUMN_TYPE_").lower() for c in spec["columns"]}
+                    found = Layout(stream, part["count"], tuple(part["key"]), types=types)
+                elif spec["name"] == stream and not (part and part["count"]):
+                    found = Layout(stream, 0, (), node=i)
+        if found is None:
+            if down:
+                raise Unavailable(f"stream {stream!r} is on no server that answered; unreachable: {'; '.join(down)}")
+            raise NotFound(f"stream {stream!r} not found on any server of the cluster")
+        self._layouts[stream] = found
+        return found
+
+    def _plain(self, stream: str):
+        """The client of the node holding ordinary stream `stream` (or None when partitioned)."""
+        lay = self.layout(stream)
+        return None if lay.partitions else self.nodes[lay.node]
+
+    # -- streams ----------------------------------------------------------------------------------
+    def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
+                      subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
+                      allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
+                      exist_ok: bool = False, partitions: int | None = None,
+                      partition_by: Iterable[str] = ()) -> dict:
+        """Create a stream. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
+        its server (in parallel); returns {"name", "partitions", "partition_by", "streams": each
+        partition's description}. If some partitions could not be created, call again with
+        `exist_ok=True` to create the rest."""
+        from .client import _dict, create_request
+
+        partition_by = tuple(partition_by)
+        if partitions is None:
+            if partition_by:
+                raise InvalidArgument("partition_by needs partitions")
+            node = self._owner(name, 0)[1]
+            out = node.create_stream(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
+                                     allowed_lateness_ms, time_column, topk, exist_ok)
+            self._layouts.pop(name, None)
+            return out
+        if not isinstance(partitions, int) or partitions < 1:
+            raise InvalidArgument(f"partitions must be a positive integer, got {partitions!r}")
+        if not partition_by:
+            raise InvalidArgument("a partitioned stream needs partition_by, the columns whose hash places a row")
+        origin = int(time.time() * 1000) if clock == "processing" else None
+        layout = Layout(name, partitions, partition_by, types=dict(schema))
+
+        def create(p: int, node) -> dict:
+            req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
+                                 group_by, allowed_lateness_ms, time_column, topk)
+            req.spec.partition.CopyFrom(pb.PartitionSpec(stream=name, index=p, count=partitions, key=partition_by))
+            if origin is not None:
+                req.spec.origin_ms = origin
+            try:
+                return _dict(node._call("CreateStream", req, False).stream)
+            except AlreadyExists:
+                if not exist_ok:
+                    raise
+                got = node._call("DescribeStream", build(pb.DescribeStreamRequest, name=req.spec.name), True).stream
+                there = pb.StreamSpec()
+                there.CopyFrom(got.spec)
+                there.ClearField("origin_ms")
+                req.spec.ClearField("origin_ms")
+                if there != req.spec:
+                    raise AlreadyExists(f"stream {req.spec.name!r} exists with another definition") from None
+                return _dict(got)
+
+        streams = self._all(layout, create)
+        self._layouts[name] = layout
+        return {"name": name, "partitions": partitions, "partition_by": list(partition_by),
+                "streams": [streams[p] for p in range(partitions)]}
+
+    def drop_stream(self, name: str) -> None:
+        """Drop a stream (every partition of a partitioned one; those already gone are skipped)."""
+        lay = self.layout(name, refresh=True)
+        self._layouts.pop(name, None)
+        if not lay.partitions:
+            self.nodes[lay.node].drop_stream(name)
+            return
+        out = self._each(lay, lambda p, n: n.drop_stream(partition_name(name, p)))
+        for p, r in out.items():
+            if isinstance(r, WindowStoreError) and not isinstance(r, NotFound):
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+
+    def list_streams(self) -> list[dict]:
+        """Every server's streams (partitions as the streams they are on their servers)."""
+        return [s for f in [self._pool.submit(n.list_streams) for n in self.nodes] for s in f.result()]
+
+    def describe_stream(self, name: str) -> dict:
+        """An ordinary stream's description; for a partitioned one {"name", "partitions",
+        "partition_by", "streams": each partition's description}."""
+        node = self._plain(name)
+        if node is not None:
+            return node.describe_stream(name)
+        lay = self.layout(name)
+        streams = self._all(lay, lambda p, n: n.describe_stream(partition_name(name, p)))
+        return {"name": name, "partitions": lay.partitions, "partition_by": list(lay.partition_by),
+                "streams": [streams[p] for p in range(lay.partitions)]}
+
+    # -- writes -----------------------------------------------------------------------------------
+    def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
+               columnar_types: dict[str, str] | None = None):
+        """Append a batch. To a partitioned stream: its rows split by partition (key hash), one
+        Append per partition that gets rows, in parallel, each with this writer_id and batch_id:
+        retrying a batch after an error applies it once on every partition (the partitions that
+        had it acknowledge a duplicate). The result sums the partitions' (duplicate: all were)."""
+        from .client import AppendResult
+
+        node = self._plain(stream)
+        if node is not None:
+            return node.append(stream, columns, writer_id, batch_id, columnar_types)
+        if columnar_types is not None:
+            raise InvalidArgument("columnar_types: a partitioned stream's rows are sent as Arrow")
+        lay = self.layout(stream)
+        parts = split_rows(to_arrow(columns), lay.partition_by, lay.partitions)
+        acks = self._all(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id),
+                         sorted(parts))
+        if not acks:
+            return AppendResult(0, 0, False, -1)
+        return AppendResult(sum(a.accepted for a in acks.values()), sum(a.late for a in acks.values()),
+                            all(a.duplicate for a in acks.values()), min(a.latest_slide for a in acks.values()))
+
+    def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
+        """Seal the open sub-window now (clock='manual'); on a partitioned stream on every
+        partition, in parallel, with an idempotency key (this client's own when none is given), so
+        slide k is the same slide everywhere. FailedPrecondition if the partitions disagree."""
+        node = self._plain(stream)
+        if node is not None:
+            return node.slide(stream, writer_id, batch_id)
+        if not writer_id or batch_id is None:
+            writer_id, batch_id = self._slide_writer, next(self._slide_batches)
+        lay = self.layout(stream)
+        slides = self._all(lay, lambda p, n: n.slide(partition_name(stream, p), writer_id, batch_id))
+        if len(set(slides.values())) != 1:
+            raise FailedPrecondition(f"the partitions of stream {stream!r} made different slides: "
+                                     + ", ".join(f"partition {p}: {s}" for p, s in sorted(slides.items())))
+        return slides[0]
+
+    # -- queries ----------------------------------------------------------------------------------
+    def query(self, query: str, priority: int = 0, timeout: float | None = None,
+              as_of_slide: int | None = None, partial: bool = False) -> Answer:
+        """Run a one-time query. On a partitioned stream: every partition AS OF the same slide (the
+        newest all of them have sealed, or `as_of_slide`), merged (merge.py) into one answer whose
+        slide and window are that slide's, staleness the slowest partition's. A partition that
+        cannot answer: Unavailable naming it; with `partial=True` the answer leaves it out and
+        lists it in `missing_partitions`."""
+        from windowstore.store.parser import parse_statement
+        from windowstore.store.query import JoinQuery
+
+        from .merge import plan_merge
+
+        if not isinstance(query, str):
+            raise InvalidArgument("a query on a cluster is SQL text")
+        parsed = parse_statement(query)
+        if isinstance(parsed, JoinQuery):
+            nodes = {id(self._plain(s) or self): self._plain(s) for s in parsed.streams}
+            if len(nodes) != 1 or None in nodes.values():
+                raise InvalidArgument("a join on a cluster reads ordinary streams on one server")
+            return next(iter(nodes.values())).query(query, priority, timeout, as_of_slide)
+        node = self._plain(parsed.stream)
+        if node is not None:
+            return node.query(query, priority, timeout, as_of_slide)
+        lay = self.layout(parsed.stream)
+        plan = plan_merge(parsed, lay.partition_by, lay.types)
+        missing: list[int] = []
+        if as_of_slide is None:
+            latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])
+            missing = self._unavailable(lay, latest, partial)
+            for p, r in latest.items():
+                if isinstance(r, WindowStoreError) and p not in missing:
+                    raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+            alive = [s for p, s in latest.items() if p not in missing]
+            if not alive:
+                raise Unavailable(f"no partition of stream {lay.name!r} answered")
+            as_of_slide = min(alive)
+            if as_of_slide < 0:
+                raise FailedPrecondition(f"a partition of stream {lay.name!r} has not sealed a slide yet: no window "
+                                         f"all partitions share (slides: {dict(sorted(latest.items()))})")
+        k = as_of_slide
+
+        def run(p: int, n) -> Answer:
+            text = plan.partition_text(partition_name(lay.name, p), k)
+            return n.query(text, priority, timeout)
+
+        answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
+        missing += self._unavailable(lay, answers, partial)
+        for p, a in answers.items():
+            if isinstance(a, WindowStoreError) and p not in missing:
+                raise _error_like(a, f"{self._where(lay, p)}: {a.message}") from a
+        got = [a for p, a in sorted(answers.items()) if p not in missing]
+        if not got:
+            raise Unavailable(f"no partition of stream {lay.name!r} answered")
+        out = plan.merge(got)
+        out.stream = lay.name
+        out.missing_partitions = sorted(missing)
+        return out
+
+    def _unavailable(self, lay: Layout, results: dict[int, Any], partial: bool) -> list[int]:
+        """The partitions whose result is Unavailable: raised (naming them) unless `partial`."""
+        down = [p for p, r in sorted(results.items()) if isinstance(r, Unavailable)]
+        if down and not partial:
+            raise Unavailable("; ".join(f"{self._where(lay, p)} is unavailable: {results[p].message}"
+                                        for p in down)) from results[down[0]]
+        return down
+
+    # -- periodic queries ---------------------------------------------------------------------------
+    def register(self, query: str, priority: int = 0):
+        """Register a periodic query. On a partitioned stream: on every partition (each in its
+        partial form); `subscribe` merges their answers per slide. The merge plan is kept by this
+        client: subscribe to the returned id through the same client."""
+        from windowstore.store.parser import parse_statement
+        from windowstore.store.query import JoinQuery
+
+        from .client import PeriodicQuery
+        from .merge import plan_merge
+
+        parsed = parse_statement(query) if isinstance(query, str) else None
+        if parsed is None:
+            raise InvalidArgument("a query on a cluster is SQL text")
+        stream = parsed.streams[0] if isinstance(parsed, JoinQuery) else parsed.stream
+        node = self._plain(stream)
+        if node is not None or isinstance(parsed, JoinQuery):
+            if node is None:
+                raise InvalidArgument("a join on a cluster reads ordinary streams on one server")
+            return node.register(query, priority)
+        if parsed.slide is None:
+            raise InvalidArgument("a periodic query needs SLIDE")
+        lay = self.layout(stream)
+        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
+        texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
+                 for p in range(lay.partitions)}
+        out = self._each(lay, lambda p, n: n.register(texts[p], priority))
+        failed = [p for p, r in out.items() if isinstance(r, WindowStoreError)]
+        if failed:  # leave nothing half-registered
+            for p, r in out.items():
+                if p not in failed:
+                    self._owner(stream, p)[1].unregister(r.id)
+            r = out[failed[0]]
+            raise _error_like(r, f"{self._where(lay, failed[0])}: {r.message}") from r
+        qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
+        self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
+        return PeriodicQuery(qid, out[0].every_slides)
+
+    def unregister(self, query_id: str) -> None:
+        if query_id not in self._periodic:
+            return self._node_of_query(query_id).unregister(query_id)
+        lay, _, ids = self._periodic.pop(query_id)
+        out = self._each(lay, lambda p, n: n.unregister(ids[p]))
+        for p, r in out.items():
+            if isinstance(r, WindowStoreError) and not isinstance(r, NotFound):
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+
+    def list_queries(self, stream: str = "") -> list[dict]:
+        """Every server's periodic queries (a partitioned stream's: one per partition)."""
+        return [q for f in [self._pool.submit(n.list_queries, stream) for n in self.nodes] for q in f.result()]
+
+    def _node_of_query(self, query_id: str):
+        for n, qs in zip(self.nodes, [self._pool.submit(n.list_queries) for n in self.nodes]):
+            if any(q["query_id"] == query_id for q in qs.result()):
+                return n
+        raise NotFound(f"periodic query {query_id!r} not found on any server of the cluster")
+
+    def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
+        """Answers of a periodic query as they are produced. On a partitioned stream: one merged
+        answer per slide once every partition has answered for it (a slide some partition did not
+        answer for is passed over when a later one completes); ends when it is unregistered."""
+        if query_id not in self._periodic:
+            yield from self._node_of_query(query_id).subscribe(query_id, timeout)
+            return
+        from .client import build as _build
+
+        lay, plan, ids = self._periodic[query_id]
+        inbox: queue.Queue = queue.Queue()
+        calls = {}
+        for p, qid in ids.items():
+            node = self._owner(lay.name, p)[1]
+            calls[p] = node._stub.Subscribe(_build(pb.SubscribeRequest, query_id=qid), timeout=timeout,
+                                            metadata=node._metadata)
+
+        def pump(p: int, call) -> None:
+            try:
+                for a in call:
+                    inbox.put((p, Answer.from_pb(a)))
+                inbox.put((p, None))
+            except grpc.RpcError as e:
+                inbox.put((p, None if e.code() == grpc.StatusCode.CANCELLED and call.cancelled()
+                           else from_rpc_error(e)))
+
+        threads = [threading.Thread(target=pump, args=(p, c), daemon=True, name=f"windowstore-sub-{p}")
+                   for p, c in calls.items()]
+        for t in threads:
+            t.start()
+        pending: dict[int, dict[int, Answer]] = {}
+        ended: set[int] = set()
+        last = None
+        try:
+            while len(ended) < len(calls):
+                p, a = inbox.get()
+                if a is None:
+                    ended.add(p)
+                    continue
+                if isinstance(a, WindowStoreError):
+                    raise _error_like(a, f"{self._where(lay, p)}: {a.message}") from a
+                if last is not None and a.slide <= last:
+                    continue
+                got = pending.setdefault(a.slide, {})
+                got[p] = a
+                if len(got) == len(calls):
+                    for k in [k for k in pending if k <= a.slide]:
+                        del pending[k]
+                    last = a.slide
+                    out = plan.merge([got[q] for q in sorted(got)])
+                    out.stream, out.query_id = lay.name, query_id
+                    out.execution = max(x.execution for x in got.values())
+                    yield out
+        finally:
+            for c in calls.values():
+                c.cancel()
+
+    def explain(self, query: str) -> dict:
+        node = self._plain(_stream_of(query))
+        if node is None:
+            raise InvalidArgument("explain on a partitioned stream: explain the query on one of its partitions")
+        return node.explain(query)
+
+    def stats(self, stream: str = "") -> list[dict]:
+        """Every server's statistics, node 0 first."""
+        return [f.result() for f in [self._pool.submit(n.stats, stream) for n in self.nodes]]
+
+
+def _stream_of(query: str) -> str:
+    from windowstore.store.parser import parse_statement
+    from windowstore.store.query import JoinQuery
+
+    q = parse_statement(query)
+    return q.streams[0] if isinstance(q, JoinQuery) else q.stream

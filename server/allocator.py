@@ -12,7 +12,7 @@ by an order of magnitude with this (docs/bench-history.md).
 One arena for every thread: glibc gives a thread that allocates while another does an arena of
 its own, whose heaps are at most 64 MB each, so a large block there is mapped afresh every time
 and the kept memory of the main arena is not reused. Seals run on a thread of their own
-(server/driver.py): in an arena of its own a large seal faulted in all its pages and took several
+(server/driver/job_threads.py): in an arena of its own a large seal faulted in all its pages and took several
 times as long as on the main thread; in one arena it takes as long.
 
 The price: the process's resident size follows the largest its windows have been, not what they

@@ -1,7 +1,7 @@
 """Assembles the gRPC server: the service, health checking, reflection, limits, shutdown.
 
 The server is grpc.aio on an event loop of its own thread, and the engine runs on that same loop
-(driver.py): every call is a coroutine that runs its read or write on the engine inline, and a call
+(driver/): every call is a coroutine that runs its read or write on the engine inline, and a call
 that waits (a query of several operations, a write being made durable, an open Subscribe) awaits
 a future and holds no thread. Other threads: the log's syncer, the snapshot writer, the decoders
 of large Arrow payloads (--workers), the HTTP servers (http.py: metrics, health, the status page)

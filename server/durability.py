@@ -5,7 +5,7 @@
     DIR/snapshots/<lsn>/       the newest complete snapshot (snapshot.py): the state through <lsn>
 
 Every command the engine applied is appended to the log once per event-loop iteration (group
-commit; the engine runs on the server's event loop, driver.py). Under `--fsync always` a thread of
+commit; the engine runs on the server's event loop, driver/). Under `--fsync always` a thread of
 its own (the syncer) frames, writes and fdatasyncs each iteration's records and acknowledges them
 only then, so the loop goes on while the disk works, and one sync covers every iteration written
 meanwhile; under `interval` and `off` the loop writes them. A query may therefore reflect a write

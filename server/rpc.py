@@ -8,7 +8,7 @@ For each method of the service (from its descriptor, so none is forgotten):
 - errors become their status code (the table below); anything unexpected is INTERNAL and logged;
 - with metrics on, each call is counted and timed by method and status code.
 
-Handlers are coroutines on the server's event loop, where the engine runs too (driver.py): a
+Handlers are coroutines on the server's event loop, where the engine runs too (driver/): a
 call that waits (a write until durable, a long query, an open Subscribe) holds no thread, so open
 Subscribe streams cost memory, not handler threads.
 """

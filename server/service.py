@@ -1,6 +1,6 @@
 """WindowStoreService: maps RPCs onto the driver. Handlers are coroutines on the server's event
 loop (rpc.py receives the call, authenticates it and maps errors to status codes): they parse and
-convert (pure work), then run their read or write on the engine right there (driver.py: the engine
+convert (pure work), then run their read or write on the engine right there (driver/: the engine
 runs on the same loop). What waits (a write until it is durable, a query of several scheduler
 operations, an open Subscribe) awaits a future and holds no thread."""
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Large NumPy steps that hold the GIL, in slices.
 
-A seal runs on a thread of its own beside the event loop's (server/driver.py), and both want the
+A seal runs on a thread of its own beside the event loop's (server/driver/job_threads.py), and both want the
 GIL. np.bincount and np.add.at hold it for as long as they run (1.3-1.6 ms per million rows
 here), so the loop's thread waited that long in the middle of a call. Here they run in slices
 of SLICE_ROWS rows, and the loop's thread gets the GIL between two of them. A slice of 2^16 rows

@@ -1,4 +1,4 @@
-"""The engine runs on the server's event loop (server/driver.py): a slide that is due is applied
+"""The engine runs on the server's event loop (server/driver/): a slide that is due is applied
 before a read that arrives after its due time, and the scheduler's multi-step work runs one
 operation per loop callback, so other calls are answered between its operations."""
 from __future__ import annotations

@@ -42,7 +42,7 @@ def dashboard(rng: random.Random, n: int) -> list[tuple[str, str]]:
         text = tmpl.format(window=f"[RANGE {length} SUBWINDOWS SLIDE {slide} SUBWINDOWS]")
         out.append((text, tmpl.replace("{window}", f"[RANGE {length} SUBWINDOWS] AS OF SLIDE {{k}}")))
         if rng.random() < 0.2:  # an exact duplicate, or the same with a longer SLIDE (CS8)
-            again = tmpl.format(window=f"[RANGE {length} SUBWINDOWS SLIDE {slide + rng.randint(0, 2)} SUBWINDOWS]")
+            again = tmpl.format(window=f"[RANGE {length} SUBWINDOWS SLIDE {min(N, slide + rng.randint(0, 2))} SUBWINDOWS]")
             out.append((again, out[-1][1]))
     return out
 

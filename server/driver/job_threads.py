@@ -1,0 +1,56 @@
+"""The query thread and the seal thread: scheduler jobs run off the event loop.
+
+A window scan's read of a sub-window and its final merge (a holistic aggregate's sort of the whole
+window) that took at least `offload_ms` on earlier runs of the same query are not run on the loop:
+the scheduler issues them as jobs (txn/schedule/offload.py) and the query thread computes them
+while the loop goes on with slides and other calls. NumPy releases the GIL in its heavy loops, and
+the switch interval (config.switch_interval_ms) bounds how long the loop waits for it otherwise.
+A slide's seal (concatenating the cut rows, building the synopses) of at least `seal_offload_rows`
+rows (config.py: above a hand-off's cost) runs on the seal thread likewise (txn/schedule/seals.py,
+"Sealing off the scheduler's thread"): the loop cuts the rows and logs the Slide, goes on serving
+appends and other streams, and installs the sub-window when it comes back; queries of that stream
+that came meanwhile wait for it.
+
+Owns the two threads. A job's result goes back to the loop (`done`, posted with its running time);
+nothing here touches the engine.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+__all__ = ["JobThreads"]
+
+
+class JobThreads:
+    def __init__(self, post: Callable[..., bool], done: Callable[..., None]):
+        """`post(fn, *args)` runs fn on the loop; `done(job, value, error, ms)` is posted there
+        when a job has run."""
+        self.post, self.done = post, done
+        # one thread for offloaded query work (more would only contend for the GIL); jobs in flight
+        # are bounded by the queries admitted (at most one per query)
+        self._query_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-query")
+        # seals on a thread of their own: one does not queue behind a scan's reads, nor they behind it
+        self._seal_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-seal")
+
+    def offload(self, job) -> None:
+        """Run a scheduler job on the query thread; its result comes back to the loop."""
+        self._query_thread.submit(self._run, job)
+
+    def seal(self, job) -> None:
+        """Seal a slide's cut on the seal thread; the sub-window comes back to the loop."""
+        self._seal_thread.submit(self._run, job)
+
+    def shutdown(self) -> None:
+        """Jobs not started are dropped; one running finishes, its result is no longer taken."""
+        for pool in (self._query_thread, self._seal_thread):
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self, job) -> None:
+        t0 = time.perf_counter()
+        try:
+            value, error = job.run(), None
+        except Exception as e:  # noqa: BLE001 - the query fails (INTERNAL), the server goes on
+            value, error = None, e
+        self.post(self.done, job, value, error, (time.perf_counter() - t0) * 1000.0)

@@ -12,7 +12,6 @@ deliver when a shared execution commits, and group_failed when one fails."""
 from __future__ import annotations
 
 import collections
-import copy
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +19,7 @@ from windowstore.store.aggregates import Partial
 from windowstore.store.planner.merge import combine_contributions, combines
 
 from ..kinds import QueryKind
+from ..query import Result
 from ..schedule.edf import Task, task_due
 from .cost import STORE, CostModel
 from .groups import Groups
@@ -28,7 +28,7 @@ from .rules import Synopsis, describe, group_key, reason
 from .schedulers import Execution, make_scheduler
 
 if TYPE_CHECKING:
-    from ..query import QueryTxn, Result
+    from ..query import QueryTxn
     from ..scheduler import Scheduler
 
 
@@ -254,6 +254,7 @@ class SharedTasks:
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
         latest = group.plan.stream.window.latest
         label = group_label(joint.gid)
+        fields = vars(result)
         answers = []
         for answer, mids in zip(result.answer.answers, joint.outputs):
             for mid in mids:
@@ -267,9 +268,9 @@ class SharedTasks:
                 if task.last_reflected is not None:
                     late = max(0, latest - task.last_reflected - task.every)
                     early = max(0, task.every - (result.slide - task.last_reflected))
-                r = copy.copy(result)  # (dataclasses.replace re-runs __init__: per member, it shows)
-                r.answer, r.window_start_ms, r.window_end_ms = answer, start, end
-                r.late_slides, r.early_slides, r.group = late, early, label
+                r = object.__new__(Result)  # (a copy: dataclasses.replace re-runs __init__, per member)
+                r.__dict__.update(fields, answer=answer, window_start_ms=start, window_end_ms=end,
+                                  late_slides=late, early_slides=early, group=label)
                 task.late += late > 0
                 r.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
                 task.last_reflected = result.slide

@@ -150,6 +150,23 @@ class AggregateFunction(ABC):
         intervals with the same result (so not float sums: their rounding depends on the order)."""
         return False
 
+    # -- contributions combined into one (the shared scan of periodic queries, txn/sharing/) ------
+    def combine_ok(self, b) -> bool:
+        """Contributions combine into one contribution of the same form (combine, combine_groups)
+        whose finish is the finish of them all, in any order of sub-windows with the same result:
+        distributive and algebraic aggregates over exact values (the intervals of join_synopsis_ok).
+        A youngest-to-oldest scan then answers every shorter window on the way."""
+        return self.join_synopsis_ok(b)
+
+    def combine(self, b, parts: list, strings) -> Any:
+        """Ungrouped contributions (from_rows' form) combined into one of that form."""
+        raise NotImplementedError(f"{self.name} does not combine contributions")
+
+    def combine_groups(self, b, inverse: np.ndarray, groups: int, parts: list, strings) -> Any:
+        """Per-key contributions (from_group_rows' form) combined into one per key of 0..groups-1;
+        `inverse` maps the concatenated contributions to them."""
+        raise NotImplementedError(f"{self.name} does not combine contributions")
+
 
 class Count(AggregateFunction):
     """COUNT(*) counts rows; COUNT(col) the non-null values of col."""
@@ -193,6 +210,12 @@ class Count(AggregateFunction):
         return np.bincount(inverse, minlength=groups).astype(np.int64)
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
+        return grouped_count(inverse, np.concatenate(parts), groups)
+
+    def combine(self, b, parts, strings):
+        return int(sum(parts))
+
+    def combine_groups(self, b, inverse, groups, parts, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
 
     def finish_unique(self, b, part, keys, strings):
@@ -268,6 +291,13 @@ class Sum(AggregateFunction):
 
     def finish_unique(self, b, part, keys, strings):
         return null_where_empty(narrow(part[0]), part[1])
+
+    def combine(self, b, parts, strings):
+        return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+
+    def combine_groups(self, b, inverse, groups, parts, strings):
+        return (grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups),
+                grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups))
 
     def over(self, b, values):
         values = [v for v in values if v is not None]
@@ -424,6 +454,16 @@ class _Extreme(AggregateFunction):
         if not values:
             return None
         return max(values) if self.maximum else min(values)
+
+    def combine(self, b, parts, strings):
+        return self.finish(b, parts, strings)
+
+    def combine_groups(self, b, inverse, groups, parts, strings):
+        present = np.concatenate([p[1] for p in parts])
+        values = np.concatenate([p[0] for p in parts])
+        if not present.all():
+            inverse, values = inverse[present], values[present]
+        return (grouped_extreme(self.maximum, inverse, values, groups), np.bincount(inverse, minlength=groups) > 0)
 
     def join_by_key_ok(self, b):
         return True

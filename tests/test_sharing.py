@@ -61,6 +61,21 @@ def test_duplicates_and_cs8_share_one_output():
     assert g.output_of("c").period == 5  # back to its own SLIDE
 
 
+def test_the_cost_of_a_scan_counts_one_running_combine_for_the_queries_that_combine():
+    s = stream()
+    g = Groups()
+    sums = "SELECT src, SUM(bytes) FROM s [RANGE {} ms SLIDE 10 ms] WHERE bytes > 3 GROUP BY src"
+    quantile = "SELECT QUANTILE(bytes, 0.5) FROM s [RANGE {} ms SLIDE 10 ms] WHERE bytes > 3"
+    for qid, text, ms in [("a", sums, 20), ("b", sums, 50), ("c", sums, 80), ("q", quantile, 60)]:
+        g.add(member(s, qid, text.format(ms)))
+    assert [g.members[q].combines for q in "abcq"] == [True, True, True, False]
+    outs = [g.output_of(q) for q in "abcq"]
+    model = CostModel(access=0, combine=0, post=0, finish=1)
+    # the sums are answered along one combine to the longest (8 sub-windows: 7); the quantile merges its own 6
+    assert model.joint(outs) == 7 + 5
+    assert model.joint(outs[:1]) == 1 and model.alone(outs[3]) == 5
+
+
 def test_cs1_groups_by_equal_length_and_cs3_derives_avg():
     g = Groups()
     mk = lambda i, n, p, needs: Member(i, "s", ("q", i), Synopsis.PROBE, n, p, None, frozenset(needs))

@@ -137,3 +137,63 @@ def test_a_dashboard_of_duplicates_is_one_execution_per_slide():
     s = e.sched.sharing.stats()
     assert s["groups"] == 1 and s["members_per_group"] == [6]
     assert s["answers"] == 6 * s["executions"] and s["executions"] == 10  # one per slide (the first answers the registrations)
+
+
+def test_a_group_reads_each_sub_window_once_and_combines_once_per_length(monkeypatch):
+    """CS2's one scan: a joint execution computes each sub-window's contribution once for the
+    plans that read the same thing, and answers the shorter windows on the way: one combine per
+    distinct length, each member finishing one already-combined contribution (not its own merge
+    of its n sub-windows). Counted, so that a regression to k merges (or k reads) fails."""
+    from windowstore.store.planner.plan import Plan
+    from windowstore.txn.sharing import runtime
+
+    e = Engine(EngineConfig(policy="ttu", sharing="conservative"))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, ("k",), 4), 0))
+    texts = {}
+    for i, n in enumerate([1, 2, 3, 5, 8, 8, 3]):  # the same query at several lengths, two repeated
+        texts[f"G{i}"] = (f"SELECT k, SUM(v) AS t, COUNT(*), MAX(v) FROM p {{window}} WHERE v > 0 GROUP BY k "
+                          f"ORDER BY t DESC, k LIMIT {2 + i % 2}", n)
+        texts[f"U{i}"] = ("SELECT SUM(v), COUNT(*), AVG(v), MIN(v) FROM p {window} WHERE v > 2", n)
+    for qid, (tmpl, n) in texts.items():
+        e.apply(Register(qid, tmpl.format(window=f"[RANGE {n} SUBWINDOWS SLIDE 1 SUBWINDOWS]"), 0, 0))
+    sharing = e.sched.sharing
+    reads: dict = {}
+    for qid, task in sharing.tasks.items():
+        def counted(sub, _read=task.plan.read, _kind=qid[0]):
+            key = (sharing.executions, _kind, sub.slide)
+            reads[key] = reads.get(key, 0) + 1
+            return _read(sub)
+        task.plan.read = counted
+    combined: list = []
+    real_combine = runtime.combine_contributions
+    monkeypatch.setattr(runtime, "combine_contributions",
+                        lambda b, parts, strings: combined.append((sharing.executions, len(parts)))
+                        or real_combine(b, parts, strings))
+    finished: list = []
+    real_finish = Plan.finish
+    monkeypatch.setattr(Plan, "finish", lambda self, partial: finished.append(len(partial.contributions))
+                        or real_finish(self, partial))
+    got: list = []
+    e.on_answer = lambda qid, r: got.append((qid, r))
+    rng = random.Random(3)
+    for ts in range(1, 13):
+        e.apply(Append("p", rows(rng, ts, 6), "", None, ts))
+        e.apply(Slide("p", ts))
+        e.sched.run_until_idle()
+    s = sharing.stats()
+    assert s["executions"] == 12 and s["answers"] == 12 * len(texts)
+    assert reads and set(reads.values()) == {1}, "a sub-window's contribution computed once per reader"
+    for ex in range(s["executions"]):
+        held = min(ex + 1, N)  # sub-windows in the window at that slide
+        assert sum(1 for (x, _, _) in reads if x == ex) == 2 * held  # two readers, each the longest window
+        mine = [k for x, k in combined if x == ex]
+        lengths = len({min(n, held) for _, n in texts.values()})
+        assert len(mine) <= 2 * lengths and sum(mine) <= 2 * (lengths + held)
+    assert finished and set(finished) <= {0, 1}, "every member finishes one combined contribution"
+    for qid, r in got[-len(texts):]:  # the last slide's answers against each query alone
+        tmpl, n = texts[qid]
+        alone = plan_query(parse_query(tmpl.format(window=f"[RANGE {n} SUBWINDOWS] AS OF SLIDE {r.slide}")),
+                           e.stream("p"))
+        txn = e.sched.submit(alone)
+        e.sched.run_until_idle()
+        assert r.answer.rows == txn.result.answer.rows, qid

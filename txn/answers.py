@@ -36,10 +36,13 @@ class AnswerLog:
         self.keep, self.keep_bytes = keep, keep_bytes
         self._logs: dict[str, collections.deque] = {}
         self._bytes: dict[str, int] = {}
+        self._last: tuple = (None, 0)  # the last answer sized: a shared execution's members add the same one in turn
 
     def add(self, query_id: str, result: Result) -> None:
         log = self._logs.setdefault(query_id, collections.deque())
-        log.append((result, answer_size(result)))
+        if self._last[0] is not result.answer:
+            self._last = (result.answer, answer_size(result))
+        log.append((result, self._last[1]))
         total = self._bytes.get(query_id, 0) + log[-1][1]
         while len(log) > 1 and (len(log) > self.keep or total > self.keep_bytes):
             total -= log.popleft()[1]

@@ -5,6 +5,8 @@ function's own (functions.py); this module only lines the partials up. It must n
 filter (HAVING), order or decode."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..binder import BoundQuery
@@ -28,6 +30,26 @@ def finish_groups(b: BoundQuery, contributions: list, strings) -> tuple[np.ndarr
     g = len(uniq)
     return uniq, [a.fn.finish_groups(a, inverse, g, [c[1][i] for c in contributions], uniq, strings)
                   for i, a in enumerate(b.aggs)]
+
+
+def combines(b: BoundQuery) -> bool:
+    """Whether the contributions of `b` combine into one (combine_contributions): every aggregate
+    combines (functions.combine_ok), and there is no projection or APPROXIMATE top k."""
+    return bool(b.aggs) and not b.projection and not b.approximate and all(a.fn.combine_ok(a) for a in b.aggs)
+
+
+def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
+    """Contributions combined into one of the same form (only where `combines(b)`): finishing it
+    gives what finishing them all gives. With GROUP BY its keys are sorted and unique."""
+    if len(contributions) == 1:
+        return contributions[0]
+    if b.group_by is None:
+        return tuple(a.fn.combine(a, [c[i] for c in contributions], strings) for i, a in enumerate(b.aggs))
+    uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions]),
+                               dense=b.group_type == "string" and len(b.group_keys) == 1)
+    g = len(uniq)
+    return uniq, tuple(a.fn.combine_groups(a, inverse, g, [c[1][i] for c in contributions], strings)
+                       for i, a in enumerate(b.aggs))
 
 
 def merge_topk(b: BoundQuery, contributions: list):

@@ -19,10 +19,11 @@ NEAREST = 3           # greedy: a sub-group may join one of the nearest shorter 
 class CostModel:
     """Costs of one execution: `access` per interval read, `combine` per two intervals' values
     combined (n - 1 for n intervals), `probe` intervals read by a probe of the window-level
-    synopses, `post` per query answered, `finish` per interval a query's own answer combines
-    (where each query merges its own intervals' values, as the store's finish does, rather than
-    along the shared scan). The thesis's worked example counts comparisons only:
-    CostModel(access=0, combine=1, post=0)."""
+    synopses, `post` per query answered, `finish` per interval whose value is merged outside the
+    scan: a query whose contributions do not combine (quantiles, COUNT DISTINCT, float sums)
+    merges its own intervals' values; those that combine (Member.combines) are answered along the
+    shared scan, by one running combine to the longest of them. The thesis's worked example counts
+    comparisons only: CostModel(access=0, combine=1, post=0)."""
 
     access: float = 1.0
     combine: float = 1.0
@@ -43,7 +44,10 @@ class CostModel:
         syn = outputs[0].leader.synopsis
         reads = self.probe if syn == Synopsis.PROBE else max(o.length for o in outputs)
         work = (self.access * reads if syn == Synopsis.PROBE else self.scan(reads))
-        own = 0 if syn == Synopsis.PROBE else sum(o.length - 1 for o in outputs)
+        own = 0
+        if syn != Synopsis.PROBE:
+            along = [o.length for o in outputs if o.leader.combines]
+            own = sum(o.length - 1 for o in outputs if not o.leader.combines) + (max(along) - 1 if along else 0)
         return work + self.post * len(outputs) + self.finish * own
 
     def alone(self, output) -> float:
@@ -51,7 +55,7 @@ class CostModel:
 
 
 # The store's executions: a scan reads each sub-window once for the group (its contribution
-# computed once per reader), then every query merges its own sub-windows' contributions.
+# computed once per reader); queries that combine are answered along it, the others merge their own.
 STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0)
 
 

@@ -48,6 +48,7 @@ class Member:
     shape: Hashable = None
     needs: frozenset = frozenset()
     alone_reason: str = ""
+    combines: bool = False  # its sub-windows' contributions combine into one (a scan answers it on the way)
 
     def __post_init__(self):
         if self.length < 1 or self.period < 1:
@@ -108,6 +109,7 @@ def needs_of(aggs) -> frozenset:
 def describe(plan, query_id: str, every: int) -> Member:
     """The Member of a planned periodic query (a store Plan or a join plan)."""
     from ..joins import JoinQueryPlan  # (the store's types stay out of the pure rules above)
+    from windowstore.store.planner.merge import combines
     if isinstance(plan, JoinQueryPlan):
         return Member(query_id, ",".join(plan.names), ("join", query_id), Synopsis.ALONE, 1, max(every, 1),
                       alone_reason="runs alone: the join synopses of 8.3.2 are not shared yet")
@@ -120,4 +122,4 @@ def describe(plan, query_id: str, every: int) -> Member:
                       alone_reason="runs alone: a pinned read (AS OF SLIDE)")
     shape = tuple(plan.bound.group_keys) if synopsis == Synopsis.PROBE else None
     return Member(query_id, plan.stream.name, key, synopsis, max(plan.n_q, 1), max(every, 1), shape or None,
-                  needs_of(aggs))
+                  needs_of(aggs), combines=combines(plan.bound))

@@ -16,8 +16,10 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from windowstore.store.aggregates import Partial
+from windowstore.store.planner.merge import combine_contributions, combines
 
 from ..kinds import QueryKind
+from ..query import Result
 from ..schedule.edf import Task, task_due
 from .cost import STORE, CostModel
 from .groups import Groups
@@ -26,7 +28,7 @@ from .rules import Synopsis, describe, group_key, reason
 from .schedulers import Execution, make_scheduler
 
 if TYPE_CHECKING:
-    from ..query import QueryTxn, Result
+    from ..query import QueryTxn
     from ..scheduler import Scheduler
 
 
@@ -63,28 +65,64 @@ class SharedPlan:
         self.aggs = [a for p in plans for a in p.aggs]
         keys: dict = {}
         self.reader_of = [keys.setdefault(_read_key(p), len(keys)) for p in plans]
-        self.readers = [None] * len(keys)
+        self.readers: list = [None] * len(keys)  # per reader, the first plan that reads so
         self.reach = [0] * len(keys)  # per reader, the longest window of its plans
         for p, r in zip(plans, self.reader_of):
             self.readers[r] = self.readers[r] or p
             self.reach[r] = max(self.reach[r], p.n_q)
+        # per reader, its plans' indexes, shortest window first, and whether their contributions combine
+        self.members: list[list[int]] = [[] for _ in keys]
+        for i in sorted(range(len(plans)), key=lambda i: plans[i].n_q):
+            self.members[self.reader_of[i]].append(i)
+        self.combines = [combines(p.bound) for p in self.readers]
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
         return sub, [p.read(sub) if oldest < n else None for p, n in zip(self.readers, self.reach)]
 
     def finish(self, partial: Partial) -> SharedAnswer:
+        """Each member's answer over its own n youngest sub-windows. A reader whose aggregates
+        combine (merge.combines: COUNT, exact SUM/AVG, MIN, MAX, per key too) keeps one running
+        contribution, youngest to oldest, and each of its plans, shortest window first, finishes
+        that one contribution when the scan reaches its RANGE: one combine per distinct length,
+        not one merge per plan. Other readers (quantiles, COUNT DISTINCT, float sums) share the
+        sub-windows' contributions, and each plan merges its own."""
         c = partial.contributions
         newest_first = sorted(c, reverse=True)
-        out = []
-        for p, r in zip(self.plans, self.reader_of):
-            mine = Partial()
-            for v in newest_first[: p.n_q]:
-                sub, values = c[v]
-                if values[r] is None:
-                    values[r] = self.readers[r].read(sub)
-                mine.add(v, values[r])
-            out.append(p.finish(mine))
+
+        def values(r: int, upto: int, start: int = 0) -> list:
+            out = []
+            for v in newest_first[start:upto]:
+                sub, vals = c[v]
+                if vals[r] is None:
+                    vals[r] = self.readers[r].read(sub)
+                out.append(vals[r])
+            return out
+
+        out: list = [None] * len(self.plans)
+        for r, members in enumerate(self.members):
+            lead = self.readers[r]
+            if not self.combines[r]:
+                for i in members:
+                    mine = Partial()
+                    for v, val in zip(newest_first, values(r, self.plans[i].n_q)):
+                        mine.add(v, val)
+                    out[i] = self.plans[i].finish(mine)
+                continue
+            running, reached, at = None, 0, {}
+            for i in members:  # shortest window first
+                n = min(self.plans[i].n_q, len(newest_first))
+                if n not in at:
+                    more = values(r, n, reached)
+                    if more:
+                        running = combine_contributions(lead.bound, ([running] if reached else []) + more,
+                                                        self.strings)
+                    reached = n
+                    at[n] = running
+                mine = Partial()
+                if n:
+                    mine.add(newest_first[n - 1], at[n])
+                out[i] = self.plans[i].finish(mine)
         return SharedAnswer(out)
 
     def probes_now(self) -> bool:
@@ -208,8 +246,15 @@ class SharedTasks:
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
         read = txn.sources[0].read
-        newest_first = sorted(read, reverse=True)
+        # the bounds of the n youngest sub-windows read, for every n: one pass, not one per member
+        bounds: list[tuple] = []
+        for v in sorted(read, reverse=True):
+            s = read[v]
+            bounds.append((s.start_ms, s.end_ms) if not bounds else
+                          (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
         latest = group.plan.stream.window.latest
+        label = group_label(joint.gid)
+        fields = vars(result)
         answers = []
         for answer, mids in zip(result.answer.answers, joint.outputs):
             for mid in mids:
@@ -217,15 +262,15 @@ class SharedTasks:
                     continue  # unregistered (or re-registered) while it ran
                 del self.busy[mid]
                 task = self.tasks[mid]
-                mine = [read[v] for v in newest_first[: task.plan.n_q]]
-                start = min(s.start_ms for s in mine) if mine else result.window_start_ms
-                end = max(s.end_ms for s in mine) if mine else result.window_end_ms
+                n = min(task.plan.n_q, len(bounds))
+                start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
                 late = early = 0
                 if task.last_reflected is not None:
                     late = max(0, latest - task.last_reflected - task.every)
                     early = max(0, task.every - (result.slide - task.last_reflected))
-                r = dataclasses.replace(result, answer=answer, window_start_ms=start, window_end_ms=end,
-                                        late_slides=late, early_slides=early, group=group_label(joint.gid))
+                r = object.__new__(Result)  # (a copy: dataclasses.replace re-runs __init__, per member)
+                r.__dict__.update(fields, answer=answer, window_start_ms=start, window_end_ms=end,
+                                  late_slides=late, early_slides=early, group=label)
                 task.late += late > 0
                 r.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
                 task.last_reflected = result.slide

@@ -108,6 +108,14 @@ def bind(query: Query, schema: Schema, spec: WindowSpec, periodic: bool = False)
     return _Binder(query, schema, spec, periodic).bind()
 
 
+def _nearest(value: int, unit: int, n: int, word: str) -> str:
+    """The exact lengths nearest a length that is not a whole number of sub-windows (never rounded
+    to silently: the query is refused and told them)."""
+    lo, hi = value // unit * unit, (value // unit + 1) * unit
+    exact = [x for x in (lo, hi) if unit <= x <= n * unit]
+    return f" (nearest exact: {' or '.join(f'{x} {word}' for x in exact)})" if exact else ""
+
+
 _TINY_Q = Decimal("1e-30")  # beyond every int64 and float64: stands for any larger magnitude
 
 
@@ -434,15 +442,15 @@ class _Binder:
                 self.fail(f"{what} in time units needs a time-based window; this one is count-based "
                           "(use ROWS or SUBWINDOWS)", r.loc)
             if r.value % spec.subwindow_ms:
-                self.fail(f"{what} {r.value} ms is not a multiple of the sub-window length {spec.subwindow_ms} ms",
-                          r.loc)
+                self.fail(f"{what} {r.value} ms is not a multiple of the sub-window length {spec.subwindow_ms} ms"
+                          + _nearest(r.value, spec.subwindow_ms, spec.subwindows, "ms"), r.loc)
             n = r.value // spec.subwindow_ms
         elif r.unit == "rows":
             if spec.subwindow_rows is None:
                 self.fail(f"{what} in ROWS needs a count-based window; this one is time-based", r.loc)
             if r.value % spec.subwindow_rows:
-                self.fail(f"{what} {r.value} rows is not a multiple of the sub-window size {spec.subwindow_rows} rows",
-                          r.loc)
+                self.fail(f"{what} {r.value} rows is not a multiple of the sub-window size {spec.subwindow_rows} rows"
+                          + _nearest(r.value, spec.subwindow_rows, spec.subwindows, "rows"), r.loc)
             n = r.value // spec.subwindow_rows
         else:
             self.fail(f"unknown {what} unit {r.unit!r}", r.loc)

@@ -172,9 +172,10 @@ def test_tumbling_and_shared_partials_on_count_based_and_manual_streams():
     ("SELECT window_start, COUNT(*) FROM s [RANGE 2 s SLIDE 1 s] GROUP BY window_start ORDER BY 2",
      "ORDER BY is not supported with window_start"),
     ("SELECT window_start, COUNT(*) FROM s [RANGE 1500 ms SLIDE 1 s] GROUP BY window_start",
-     r"RANGE 1500 ms is not a multiple of the sub-window length 1000 ms"),
+     r"RANGE 1500 ms is not a multiple of the sub-window length 1000 ms \(nearest exact: 1000 ms or 2000 ms\)"),
     ("SELECT window_start, COUNT(*) FROM s [RANGE 2 s SLIDE 2500 ms] GROUP BY window_start",
-     r"SLIDE 2500 ms is not a multiple"),
+     r"SLIDE 2500 ms is not a multiple .* \(nearest exact: 2000 ms or 3000 ms\)"),
+    ("SELECT COUNT(*) FROM s [RANGE 3500 ms]", r"\(nearest exact: 3000 ms\)"),  # 4000 ms > the window
     ("SELECT window_start, COUNT(*) FROM s [RANGE 2 s SLIDE 1 s] WHERE window_start > 0 GROUP BY window_start",
      "unknown column 'window_start'"),
 ])
@@ -221,7 +222,23 @@ def test_one_time_and_periodic_through_the_server():
         assert sum(r[3] for r in newest) == per_slide[-1]
         for bad, why in [("SELECT window_start, COUNT(*) FROM h [RANGE 3 s] GROUP BY window_start", "SLIDE"),
                          ("SELECT COUNT(*) FROM h [RANGE 3 s SLIDE 1 s]", "register it instead"),
-                         ("SELECT COUNT(*) FROM h [RANGE 2500 ms]", "not a multiple")]:
+                         ("SELECT COUNT(*) FROM h [RANGE 2500 ms]", "nearest exact: 2000 ms or 3000 ms")]:
             with pytest.raises(InvalidArgument, match=why):
                 ws.query(bad)
         ws.unregister(q.id)
+
+
+def test_a_length_not_a_whole_number_of_sub_windows_names_the_structured_field():
+    """Never rounded: the structured form's refusal names the field and the nearest exact lengths."""
+    from windowstore.server.convert import query_from_pb, query_to_pb
+
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=1000, clock="event"), 0)
+    for text, field, nearest in [
+            ("SELECT window_start, COUNT(*) FROM s [RANGE 1700 ms SLIDE 1 s] GROUP BY window_start", "range",
+             "1000 ms or 2000 ms"),
+            ("SELECT window_start, COUNT(*) FROM s [RANGE 2 s SLIDE 999 ms] GROUP BY window_start", "slide",
+             "1000 ms"),
+            ("SELECT COUNT(*) FROM s [RANGE 3001 ms]", "range", "3000 ms")]:
+        with pytest.raises(QueryError) as e:
+            plan_query(query_from_pb(query_to_pb(parse_query(text))), s)
+        assert e.value.field == field and f"(nearest exact: {nearest})" in str(e.value)

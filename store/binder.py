@@ -39,6 +39,7 @@ import numpy as np
 from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
+from .hop import Hop, bind_hop, mentions_bounds
 from .predicates import COMPARE, Comparison, GroupFilter, exact_value, float_value, int_comparison
 from .query import OPS, Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, Query, Range
 from .schema import Schema, decimal_type, type_kind
@@ -89,6 +90,7 @@ class BoundQuery:
     group_keys: list[str] = field(default_factory=list)   # every GROUP BY column (group_by is the first)
     group_types: list[str] = field(default_factory=list)  # their types
     having: "GroupFilter | None" = None                   # HAVING
+    hop: "Hop | None" = None  # answered per window, with its bounds as columns (hop.py)
 
     @property
     def columns(self) -> list[str]:
@@ -99,10 +101,19 @@ class BoundQuery:
         return [a.type for a, _ in self.outer] if self.outer else [it.type for it in self.items]
 
 
-def bind(query: Query, schema: Schema, spec: WindowSpec) -> BoundQuery:
+def bind(query: Query, schema: Schema, spec: WindowSpec, periodic: bool = False) -> BoundQuery:
+    """`periodic`: bound for registration (a query answered per window then answers the newest)."""
     if isinstance(query, JoinQuery):  # one stream's schema cannot bind a join: refuse it, do not crash
         raise QueryError("a join of several streams where a single-stream query is expected", query.loc)
-    return _Binder(query, schema, spec).bind()
+    return _Binder(query, schema, spec, periodic).bind()
+
+
+def _nearest(value: int, unit: int, n: int, word: str) -> str:
+    """The exact lengths nearest a length that is not a whole number of sub-windows (never rounded
+    to silently: the query is refused and told them)."""
+    lo, hi = value // unit * unit, (value // unit + 1) * unit
+    exact = [x for x in (lo, hi) if unit <= x <= n * unit]
+    return f" (nearest exact: {' or '.join(f'{x} {word}' for x in exact)})" if exact else ""
 
 
 _TINY_Q = Decimal("1e-30")  # beyond every int64 and float64: stands for any larger magnitude
@@ -110,8 +121,9 @@ _TINY_Q = Decimal("1e-30")  # beyond every int64 and float64: stands for any lar
 
 # -- the binder ----------------------------------------------------------------------------------------
 class _Binder:
-    def __init__(self, query: Query, schema: Schema, spec: WindowSpec):
+    def __init__(self, query: Query, schema: Schema, spec: WindowSpec, periodic: bool = False):
         self.q, self.schema, self.spec = query, schema, spec
+        self.periodic = periodic
         self.types = schema.types
         self.distinct = False  # binding SELECT DISTINCT as its GROUP BY (bind_distinct)
 
@@ -126,6 +138,8 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
+        if mentions_bounds(q, self.types):
+            return bind_hop(self, q, self.periodic)
         if q.distinct:
             return self.bind_distinct()
         group_keys, group_types = [], []
@@ -428,15 +442,15 @@ class _Binder:
                 self.fail(f"{what} in time units needs a time-based window; this one is count-based "
                           "(use ROWS or SUBWINDOWS)", r.loc)
             if r.value % spec.subwindow_ms:
-                self.fail(f"{what} {r.value} ms is not a multiple of the sub-window length {spec.subwindow_ms} ms",
-                          r.loc)
+                self.fail(f"{what} {r.value} ms is not a multiple of the sub-window length {spec.subwindow_ms} ms"
+                          + _nearest(r.value, spec.subwindow_ms, spec.subwindows, "ms"), r.loc)
             n = r.value // spec.subwindow_ms
         elif r.unit == "rows":
             if spec.subwindow_rows is None:
                 self.fail(f"{what} in ROWS needs a count-based window; this one is time-based", r.loc)
             if r.value % spec.subwindow_rows:
-                self.fail(f"{what} {r.value} rows is not a multiple of the sub-window size {spec.subwindow_rows} rows",
-                          r.loc)
+                self.fail(f"{what} {r.value} rows is not a multiple of the sub-window size {spec.subwindow_rows} rows"
+                          + _nearest(r.value, spec.subwindow_rows, spec.subwindows, "rows"), r.loc)
             n = r.value // spec.subwindow_rows
         else:
             self.fail(f"unknown {what} unit {r.unit!r}", r.loc)

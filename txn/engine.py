@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from windowstore.store import InvalidInput, Schema, Stream, StoreError, plan_query
+from windowstore.store.hop import mentions_bounds
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.join import DEFAULT_MAX_ROWS, plan_join
 from windowstore.store.parser import parse_statement
@@ -223,6 +224,9 @@ class Engine:
         else:
             has_slide = query.slide is not None
             streams = None
+            # a one-time query answered per window (window_start, window_end) takes SLIDE: its hop
+            if has_slide and not periodic and mentions_bounds(query, self.stream(query.stream).schema.types):
+                has_slide = False
         if has_slide and not periodic:
             raise InvalidInput("a query with SLIDE is periodic: register it instead")
         if not has_slide and periodic:
@@ -230,7 +234,7 @@ class Engine:
         if streams is None:
             stream = self.stream(query.stream)
             if periodic:
-                return plan_query(query, stream)
+                return plan_query(query, stream, periodic=True)
             key = (query.stream, query)
             hit = self._plans.get(key)
             if hit is not None and hit.stream is stream:
@@ -341,7 +345,7 @@ class Engine:
             plan = self.plan(query, periodic=True)
             every = first_with_slide(plan.join.sources)
         else:
-            plan = plan_query(query, self.stream(query.stream))
+            plan = plan_query(query, self.stream(query.stream), periodic=True)
             every = plan.bound.every
         if every is None:
             raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")

@@ -14,6 +14,8 @@ def resolve_access(bound: BoundQuery, stream: Stream, access: str | None) -> Acc
     """The path a plan takes: the best one, or `access` when forced and able to answer the query
     ('window' always is; 'synopsis' and 'probe' only where they answer it)."""
     best = _choose_access(bound, stream)
+    if bound.hop is not None and best == AccessPath.PROBE:  # a probe reads one window, not each
+        best = AccessPath.SYNOPSIS if _synopsis_answers(bound, stream) else AccessPath.WINDOW
     if access is None or access == best:
         return best
     if access == AccessPath.SYNOPSIS and best == AccessPath.PROBE and _synopsis_answers(bound, stream):

@@ -53,6 +53,10 @@ class Plan:
         self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         self.read = reader(bound, access, self.strings)
+        self._inner: Plan | None = None
+        if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
+            self._inner = Plan(bound.hop.inner, stream, access)
+            self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)
 
     # -- reading: one sub-window at a time (read.py) ---------------------------------------------
     def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__
@@ -61,6 +65,10 @@ class Plan:
     # -- finishing -----------------------------------------------------------------------------
     def finish(self, partial: Partial) -> Answer:
         b = self.bound
+        if b.hop is not None:
+            inner = self._inner
+            assert inner is not None
+            return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types)
         contributions = partial.ordered()
         if b.projection:
             rows = self._projection_rows(contributions)
@@ -175,12 +183,12 @@ class Plan:
         return self._answer(limit_rows(self._having_one(values), self.bound.limit))
 
 
-def plan_query(query: Query, stream: Stream, access: str | None = None) -> Plan:
+def plan_query(query: Query, stream: Stream, access: str | None = None, periodic: bool = False) -> Plan:
     """Bind `query` to `stream` and choose the cheapest exact access path.
 
     `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
-    the query): tests compare paths, operators diagnose."""
-    bound = bind(query, stream.schema, stream.spec)
+    the query): tests compare paths, operators diagnose. `periodic`: planned for registration."""
+    bound = bind(query, stream.schema, stream.spec, periodic)
     return Plan(bound, stream, resolve_access(bound, stream, access))
 
 

@@ -242,3 +242,42 @@ def test_a_length_not_a_whole_number_of_sub_windows_names_the_structured_field()
         with pytest.raises(QueryError) as e:
             plan_query(query_from_pb(query_to_pb(parse_query(text))), s)
         assert e.value.field == field and f"(nearest exact: {nearest})" in str(e.value)
+
+
+@pytest.mark.parametrize("mode", ["conservative", "hybrid-lp"])
+def test_hop_queries_beside_shared_ones_answer_as_with_sharing_off(mode):
+    """Registered hop queries (and plain ones of the same RANGE and SLIDE, which sharing groups)
+    give the same answers for every slide with shared execution on as with it off; a hop query
+    runs alone and says why."""
+    from windowstore.store import WindowSpec as Spec
+    from windowstore.txn.commands import Append, CreateStream, Register, Slide
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    texts = ["SELECT src, window_start, SUM(b) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY window_start, src",
+             "SELECT window_end, COUNT(*) FROM s [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY window_end",
+             "SELECT src, SUM(b) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src",
+             "SELECT COUNT(*) FROM s [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS]"]
+
+    def answers(sharing: str) -> dict:
+        e = Engine(EngineConfig(policy="ttu", sharing=sharing))
+        e.apply(CreateStream("s", SCHEMA, "ts", Spec(6, 10, None, "manual", 0, (), 4), 0))
+        got: dict = {}
+        e.on_answer = lambda qid, r: got.setdefault((qid, r.slide), r.answer.rows)
+        for i, text in enumerate(texts):
+            e.apply(Register(f"Q{i}", text, 0, 0))
+        rng = random.Random(7)
+        for ts in range(1, 13):
+            e.apply(Append("s", {"ts": [ts] * 3, "src": [rng.choice("ab") for _ in range(3)],
+                                 "b": [rng.randint(-3, 9) for _ in range(3)]}, "", None, ts))
+            e.apply(Slide("s", ts))
+            e.sched.run_until_idle()
+        if sharing != "none":
+            other = texts[0].replace("RANGE 2", "RANGE 4")  # not an exact duplicate of Q0
+            why = e.sched.sharing.explain(e.plan(parse_query(other), periodic=True), 1)
+            assert "runs alone: windows with their bounds" in why, why
+        return got
+
+    alone, shared = answers("none"), answers(mode)
+    assert any(rows for (qid, _), rows in alone.items() if qid == "Q0"), "the hop query answered with rows"
+    assert {k: v for k, v in shared.items() if k in alone} == {k: alone[k] for k in shared if k in alone}
+    assert {k for k in alone if k[0] in ("Q0", "Q1")} <= set(shared)

@@ -313,6 +313,11 @@ class Scheduler(Slides, Offload, Outcomes):
             else:
                 self._abort(txn)
 
+    def recheck_due_tasks(self) -> None:
+        """Look again at the next step for periodic tasks that are due (one may have waited for
+        something that is now over, such as a shared execution holding its members)."""
+        self._tasks_changed = True
+
     def _spawn_due_tasks(self) -> None:
         if not self._tasks_changed:
             return

@@ -111,6 +111,14 @@ class Outcomes:
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
+    def finish_committed(self, txn: QueryTxn, result: Result) -> None:
+        """A commit whose answer the caller delivers itself (a shared execution's, answered per
+        member by txn/sharing/runtime.py): counted as committed, and the transaction finished
+        with `result`."""
+        self._count(txn, "committed")
+        txn.result = result
+        self._finish(txn)
+
     def resume(self, task_id: str, result: Result) -> None:
         """Recovery: `result` is a periodic task's newest logged answer. The task goes on from it
         as it would have (its next execution after `every` more slides, its execution count), so

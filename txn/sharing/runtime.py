@@ -200,10 +200,8 @@ class SharedTasks:
         """A shared execution committed: counted once, then each member answered from its part."""
         group = txn.task
         joint: Joint = group.shared
-        sched._count(txn, "committed")
         group.running = None
-        txn.result = result
-        sched._finish(txn)
+        sched.finish_committed(txn, result)
         self.executions += 1
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
@@ -239,7 +237,7 @@ class SharedTasks:
                     self.aborts_by_query[mid] += result.restarts
                 answers.append((task, r))
         if self._blocked:
-            sched._tasks_changed = True  # a due task waited for these members
+            sched.recheck_due_tasks()  # a due task waited for these members
         for task, r in answers:
             if task.on_answer is not None and task.active:
                 task.on_answer(r)

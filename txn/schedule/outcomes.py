@@ -100,11 +100,7 @@ class Outcomes:
             if late is not None:
                 result.late_slides = late
                 task.late += late > 0
-            result.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
-            task.last_reflected = result.slide
-            task.last_answer_ms = now
-            task.executions += 1
-            result.execution = task.executions
+            task.answered(result, now)
             task.running = None
         txn.result = result
         self._finish(txn)

@@ -225,11 +225,7 @@ class SharedTasks:
                 r = dataclasses.replace(result, answer=answer, window_start_ms=start, window_end_ms=end,
                                         late_slides=late, early_slides=early, group=group_label(joint.gid))
                 task.late += late > 0
-                r.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
-                task.last_reflected = result.slide
-                task.last_answer_ms = now
-                task.executions += 1
-                r.execution = task.executions
+                task.answered(r, now)  # (r: the result with this member's answer; the same slide)
                 self.answers += 1
                 self.early_runs += early > 0
                 self.late_runs += late > 0

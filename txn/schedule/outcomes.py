@@ -7,7 +7,7 @@ choose what runs next or read a sub-window (the core, txn/scheduler.py, and the 
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from windowstore.store.aggregates import Partial
 
@@ -20,6 +20,7 @@ from .counters import ABORT_COUNTERS, Counters, total
 if TYPE_CHECKING:
     from windowstore.store import Answer
 
+    from ..sharing.runtime import SharedTasks
     from .edf import Task
 
 _START_MS, _END_MS = operator.attrgetter("start_ms"), operator.attrgetter("end_ms")
@@ -37,7 +38,7 @@ class Outcomes:
         tasks: dict[str, Task]
         by_class: dict[QueryKind, Counters]
         by_stream: dict[str, Counters]
-        sharing: Any
+        sharing: SharedTasks | None
         _current: QueryTxn | None
         _reselect: bool
         _tasks_changed: bool

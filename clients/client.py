@@ -278,7 +278,11 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+    def call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+        """One unary RPC by its method name, with this client's timeout (or `timeout`) and
+        credentials; an `idempotent` one is retried while the server is unavailable. Raises the
+        SDK's exception for the status (errors.py). Every method here calls through it, and a
+        ClusterClient (partitioned.py) calls its nodes so."""
         fn = getattr(self._stub, method)
         attempt = 0
         while True:
@@ -303,20 +307,20 @@ class Client:
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
                              allowed_lateness_ms, time_column, topk)
         try:
-            return _dict(self._call("CreateStream", req, False).stream)
+            return _dict(self.call("CreateStream", req, False).stream)
         except AlreadyExists:
             if not exist_ok:
                 raise
-            return _existing(req.spec, self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True))
+            return _existing(req.spec, self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True))
 
     def drop_stream(self, name: str) -> None:
-        self._call("DropStream", build(pb.DropStreamRequest, name=name), False)
+        self.call("DropStream", build(pb.DropStreamRequest, name=name), False)
 
     def list_streams(self) -> list[dict]:
-        return [_dict(s) for s in self._call("ListStreams", pb.ListStreamsRequest(), True).streams]
+        return [_dict(s) for s in self.call("ListStreams", pb.ListStreamsRequest(), True).streams]
 
     def describe_stream(self, name: str) -> dict:
-        return _dict(self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True).stream)
+        return _dict(self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True).stream)
 
     def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
                columnar_types: dict[str, str] | None = None) -> AppendResult:
@@ -324,14 +328,14 @@ class Client:
         a replay is acknowledged as a duplicate and changes nothing. `columnar_types` sends the
         plain protobuf form instead of Arrow."""
         req = append_request(stream, columns, writer_id, batch_id, columnar_types)
-        r = self._call("Append", req, idempotent=batch_id is not None and bool(writer_id))
+        r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed
         call does not slide again and returns the slide it made the first time."""
         req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
-        return self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
+        return self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
                      limit: int = 1000) -> tuple[list[Answer], int, int]:
@@ -339,7 +343,7 @@ class Client:
         (answers, the newest answer's slide, the oldest kept answer's slide)."""
         req = build(pb.ReadAnswersRequest, query_id=query_id, after_slide=after_slide, limit=limit,
                     through_slide=through_slide)
-        r = self._call("ReadAnswers", req, True)
+        r = self.call("ReadAnswers", req, True)
         return [Answer.from_pb(a) for a in r.answers], r.latest_slide, r.first_slide
 
     # exactly-once batches
@@ -347,17 +351,17 @@ class Client:
               chunk: int = 0) -> StageResult:
         """Stage rows of one attempt of batch (writer_id, batch_id): invisible until commit_batch.
         An attempt sends its rows as chunks 0, 1, ...; sending a chunk again replaces it."""
-        r = self._call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
+        r = self.call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
         return StageResult(r.staged_rows, r.committed)
 
     def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
                      slide: bool = False) -> CommitResult:
         """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op."""
-        r = self._call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
-        return self._call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id),
+        return self.call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id),
                           True).discarded_rows
 
     # queries
@@ -365,27 +369,32 @@ class Client:
               as_of_slide: int | None = None) -> Answer:
         """Run a one-time query; `as_of_slide`: over the window as it stood right after that slide
         (AS OF SLIDE; FailedPrecondition once it has left the window, naming the slides it can answer)."""
-        return Answer.from_pb(self._call("Query", query_request(query, priority, as_of_slide), True, timeout).answer)
+        return Answer.from_pb(self.call("Query", query_request(query, priority, as_of_slide), True, timeout).answer)
 
     def explain(self, query: str | pb.StructuredQuery) -> dict:
         """How the query would run, without running it: its access path and what that reads
         (`how`), the sub-windows its window covers and the reads it takes, per aggregate where its
         value comes from, its period in slides (0: one-time) and whether it shares its execution."""
-        return _explained(self._call("Explain", query_request(query, 0), True))
+        return _explained(self.call("Explain", query_request(query, 0), True))
 
     def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        r = self._call("RegisterQuery", register_request(query, priority), False)
+        r = self.call("RegisterQuery", register_request(query, priority), False)
         return PeriodicQuery(r.query_id, r.every_slides)
 
     def unregister(self, query_id: str) -> None:
-        self._call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
+        self.call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
 
     def list_queries(self, stream: str = "") -> list[dict]:
-        return [_dict(q) for q in self._call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True).queries]
+        return [_dict(q) for q in self.call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True).queries]
+
+    def subscription(self, query_id: str, timeout: float | None = None):
+        """The Subscribe RPC's call, started: an iterator of pb.Answer messages that cancel()
+        ends (subscribe() reads one; a ClusterClient reads one per partition)."""
+        return self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
 
     def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
         """Answers of a periodic query as they are produced; ends when it is unregistered."""
-        call = self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
+        call = self.subscription(query_id, timeout)
         try:
             for a in call:
                 yield Answer.from_pb(a)
@@ -397,11 +406,11 @@ class Client:
             call.cancel()
 
     def stats(self, stream: str = "") -> dict:
-        return _dict(self._call("GetStats", build(pb.GetStatsRequest, stream=stream), True))
+        return _dict(self.call("GetStats", build(pb.GetStatsRequest, stream=stream), True))
 
     def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
         req = build(pb.StreamHistoryRequest, stream=stream, since_seq=since_seq, limit=limit)
-        return history_events(self._call("StreamHistory", req, True))
+        return history_events(self.call("StreamHistory", req, True))
 
 
 class AsyncClient:
@@ -429,7 +438,8 @@ class AsyncClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def _call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+    async def call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+        """As Client.call, awaited."""
         fn = getattr(self._stub, method)
         attempt = 0
         while True:
@@ -452,64 +462,64 @@ class AsyncClient:
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
                              allowed_lateness_ms, time_column, topk)
         try:
-            return _dict((await self._call("CreateStream", req, False)).stream)
+            return _dict((await self.call("CreateStream", req, False)).stream)
         except AlreadyExists:
             if not exist_ok:
                 raise
-            return _existing(req.spec, await self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name),
+            return _existing(req.spec, await self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name),
                                                         True))
 
     async def drop_stream(self, name: str) -> None:
-        await self._call("DropStream", build(pb.DropStreamRequest, name=name), False)
+        await self.call("DropStream", build(pb.DropStreamRequest, name=name), False)
 
     async def list_streams(self) -> list[dict]:
-        return [_dict(s) for s in (await self._call("ListStreams", pb.ListStreamsRequest(), True)).streams]
+        return [_dict(s) for s in (await self.call("ListStreams", pb.ListStreamsRequest(), True)).streams]
 
     async def describe_stream(self, name: str) -> dict:
-        return _dict((await self._call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True)).stream)
+        return _dict((await self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True)).stream)
 
     async def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
                      columnar_types: dict[str, str] | None = None) -> AppendResult:
         req = append_request(stream, columns, writer_id, batch_id, columnar_types)
-        r = await self._call("Append", req, idempotent=batch_id is not None and bool(writer_id))
+        r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
-        return (await self._call("Slide", req, idempotent=batch_id is not None and bool(writer_id))).slide
+        return (await self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id))).slide
 
     async def stage(self, stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
                     chunk: int = 0) -> StageResult:
-        r = await self._call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
+        r = await self.call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
         return StageResult(r.staged_rows, r.committed)
 
     async def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
                            slide: bool = False) -> CommitResult:
-        r = await self._call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
-        return (await self._call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id,
+        return (await self.call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id,
                                                                     batch_id=batch_id), True)).discarded_rows
 
     async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
                     as_of_slide: int | None = None) -> Answer:
-        return Answer.from_pb((await self._call("Query", query_request(query, priority, as_of_slide), True,
+        return Answer.from_pb((await self.call("Query", query_request(query, priority, as_of_slide), True,
                                                 timeout)).answer)
 
     async def explain(self, query: str | pb.StructuredQuery) -> dict:
         """As Client.explain."""
-        return _explained(await self._call("Explain", query_request(query, 0), True))
+        return _explained(await self.call("Explain", query_request(query, 0), True))
 
     async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        r = await self._call("RegisterQuery", register_request(query, priority), False)
+        r = await self.call("RegisterQuery", register_request(query, priority), False)
         return PeriodicQuery(r.query_id, r.every_slides)
 
     async def unregister(self, query_id: str) -> None:
-        await self._call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
+        await self.call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
 
     async def list_queries(self, stream: str = "") -> list[dict]:
-        return [_dict(q) for q in (await self._call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True)).queries]
+        return [_dict(q) for q in (await self.call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True)).queries]
 
     async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
         call = self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
@@ -522,11 +532,11 @@ class AsyncClient:
             call.cancel()
 
     async def stats(self, stream: str = "") -> dict:
-        return _dict(await self._call("GetStats", build(pb.GetStatsRequest, stream=stream), True))
+        return _dict(await self.call("GetStats", build(pb.GetStatsRequest, stream=stream), True))
 
     async def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
         req = build(pb.StreamHistoryRequest, stream=stream, since_seq=since_seq, limit=limit)
-        return history_events(await self._call("StreamHistory", req, True))
+        return history_events(await self.call("StreamHistory", req, True))
 
 
 __all__ = ["AppendResult", "AsyncClient", "Client", "PeriodicQuery", "WindowStoreError"]

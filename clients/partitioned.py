@@ -193,11 +193,11 @@ class ClusterClient:
             if origin is not None:
                 req.spec.origin_ms = origin
             try:
-                return _dict(node._call("CreateStream", req, False).stream)
+                return _dict(node.call("CreateStream", req, False).stream)
             except AlreadyExists:
                 if not exist_ok:
                     raise
-                got = node._call("DescribeStream", build(pb.DescribeStreamRequest, name=req.spec.name), True).stream
+                got = node.call("DescribeStream", build(pb.DescribeStreamRequest, name=req.spec.name), True).stream
                 there = pb.StreamSpec()
                 there.CopyFrom(got.spec)
                 there.ClearField("origin_ms")
@@ -408,15 +408,12 @@ class ClusterClient:
         if query_id not in self._periodic:
             yield from self._node_of_query(query_id).subscribe(query_id, timeout)
             return
-        from .client import build as _build
-
         lay, plan, ids = self._periodic[query_id]
         inbox: queue.Queue = queue.Queue()
         calls = {}
         for p, qid in ids.items():
             node = self._owner(lay.name, p)[1]
-            calls[p] = node._stub.Subscribe(_build(pb.SubscribeRequest, query_id=qid), timeout=timeout,
-                                            metadata=node._metadata)
+            calls[p] = node.subscription(qid, timeout)
 
         def pump(p: int, call) -> None:
             try:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 
@@ -71,8 +71,25 @@ class KeyRef:
     index: int
 
 
+class AnswerColumns:
+    """The answer's column labels and types, a part of BoundQuery and BoundJoin: the outer
+    query's aggregates over a sub-query's rows where there is one, else the select list's items."""
+
+    if TYPE_CHECKING:  # the bound query's fields it reads
+        items: list[OutputItem]
+        outer: list[tuple[BoundAggregate, int | None]]
+
+    @property
+    def columns(self) -> list[str]:
+        return [a.label for a, _ in self.outer] if self.outer else [it.label for it in self.items]
+
+    @property
+    def types(self) -> list[str]:
+        return [a.type for a, _ in self.outer] if self.outer else [it.type for it in self.items]
+
+
 @dataclass
-class BoundQuery:
+class BoundQuery(AnswerColumns):
     query: Query
     n_q: int                              # sub-windows read
     every: int | None                     # SLIDE in sub-windows (periodic queries)
@@ -91,14 +108,6 @@ class BoundQuery:
     group_types: list[str] = field(default_factory=list)  # their types
     having: "GroupFilter | None" = None                   # HAVING
     hop: "Hop | None" = None  # answered per window, with its bounds as columns (hop.py)
-
-    @property
-    def columns(self) -> list[str]:
-        return [a.label for a, _ in self.outer] if self.outer else [it.label for it in self.items]
-
-    @property
-    def types(self) -> list[str]:
-        return [a.type for a, _ in self.outer] if self.outer else [it.type for it in self.items]
 
 
 def bind(query: Query, schema: Schema, spec: WindowSpec, periodic: bool = False) -> BoundQuery:

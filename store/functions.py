@@ -7,7 +7,7 @@ per-key synopses; window: raw rows), what one sub-window contributes, how contri
 query over a sub-query's rows), and which of a join's aggregate paths take it (store/join/: per-key
 partials, the 8.3.2 join synopsis; raw joined rows always work). FUNCTIONS is the only list of
 aggregates: the parser's keywords and error hint (SQL_NAMES), the binder, the protobuf conversion
-(server/convert.py: an enum value where the proto has one, else the function's name) and the join
+(server/convert_query.py: an enum value where the proto has one, else the function's name) and the join
 paths all ask it. Adding a function means writing one class and calling register(); see "Adding an
 aggregate" in docs/architecture.md.
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from .binder import BoundAggregate, Comparison, OutputItem, _Binder
+from .binder import AnswerColumns, BoundAggregate, Comparison, OutputItem, _Binder
 from .errors import Loc, QueryError
 from .exact import INT64_MAX
 from .query import (
@@ -89,7 +89,7 @@ class BoundBand:
 
 
 @dataclass
-class BoundJoin:
+class BoundJoin(AnswerColumns):
     query: JoinQuery
     sources: list[BoundSource]
     equalities: list[BoundEqual]
@@ -109,14 +109,6 @@ class BoundJoin:
     @property
     def group_type(self) -> str | None:
         return self.group_by.type if self.group_by is not None else None
-
-    @property
-    def columns(self) -> list[str]:
-        return [a.label for a, _ in self.outer] if self.outer else [it.label for it in self.items]
-
-    @property
-    def types(self) -> list[str]:
-        return [a.type for a, _ in self.outer] if self.outer else [it.type for it in self.items]
 
     def refs(self) -> set[ColumnRef]:
         """Every column the evaluation reads besides the join conditions' (outputs and filters)."""

@@ -9,6 +9,9 @@ Sub-window j (the j-th slide, its version) lives at position j mod n. Clocks:
   a sub-window already sealed are late: counted and reported, not stored.
 - manual: a slide happens only when asked.
 - count-based (subwindow_rows=N): a slide is due whenever N rows are buffered.
+
+The window's shape and its validation are WindowSpec's (window_spec.py), the MIN/MAX blocks
+IntervalSynopsis's (interval.py); the window owns its sub-windows, buffers and running totals.
 """
 from __future__ import annotations
 
@@ -16,156 +19,26 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import InvalidInput, OutOfRange
+from .errors import InvalidInput
 from .exact import INT64_MAX, INT64_MIN
+from .interval import IntervalSynopsis
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
 from .key_running import RunningKeys
 from .kinds import Clock
-from .synopsis import KeySummary, Synopsis, build_synopsis, concat
+from .synopsis import KeySummary, build_synopsis, concat
+from .window_spec import CLOCKS, MAX_MS, MAX_SUBWINDOWS, WindowSpec
 
-CLOCKS = tuple(Clock)
+# The window's shape (window_spec.py) and its interval synopsis (interval.py) import from here too.
+__all__ = ["CLOCKS", "COUNT_KEY", "MAX_MS", "MAX_SUBWINDOWS", "AppendResult", "Cut", "IntervalSynopsis", "Window",
+           "WindowSpec", "count_key", "merge_chunks"]
+
 COUNT_KEY = "__count__"
 
 
 def count_key(column: str) -> str:
     """The running synopsis' key of COUNT(column): its non-null values."""
     return "#" + column
-MAX_SUBWINDOWS = 100_000
-MAX_MS = 366 * 24 * 3_600_000  # the longest sub-window (and lateness) accepted: a year
-
-
-@dataclass(frozen=True)
-class WindowSpec:
-    subwindows: int
-    subwindow_ms: int | None = None
-    subwindow_rows: int | None = None
-    clock: Clock = Clock.PROCESSING  # a plain string (the wire's, the log's) becomes its Clock
-    allowed_lateness_ms: int = 0
-    group_by: tuple[str, ...] = ()
-    topk: int = 16
-    # One partition of a partitioned stream (store/partitions.py): of which stream, which of how
-    # many, split by which columns. partitions == 0: an ordinary stream.
-    partition_of: str = ""
-    partition: int = 0
-    partitions: int = 0
-    partition_by: tuple[str, ...] = ()
-    # Processing time: number sub-window slots from this instant's slot rather than the creation's,
-    # so the partitions of a stream, created one after another, count the same slides.
-    origin_ms: int | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("group_by", "partition_by"):  # lists when read back from JSON
-            if isinstance(getattr(self, name), list):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
-        if isinstance(self.clock, str) and self.clock in CLOCKS:  # (others: validate() names them)
-            object.__setattr__(self, "clock", Clock(self.clock))
-
-    def validate(self, schema: Schema) -> None:
-        if not isinstance(self.subwindows, int) or not 1 <= self.subwindows <= MAX_SUBWINDOWS:
-            raise InvalidInput(f"subwindows must be between 1 and {MAX_SUBWINDOWS}, got {self.subwindows!r}")
-        if (self.subwindow_ms is None) == (self.subwindow_rows is None):
-            raise InvalidInput("give exactly one of subwindow_ms (time-based) or subwindow_rows (count-based)")
-        if self.subwindow_ms is not None and not (isinstance(self.subwindow_ms, int) and 1 <= self.subwindow_ms <= MAX_MS):
-            raise InvalidInput(f"subwindow_ms must be between 1 and {MAX_MS} (a year), got {self.subwindow_ms!r}")
-        if self.subwindow_rows is not None and not (isinstance(self.subwindow_rows, int)
-                                                    and 1 <= self.subwindow_rows <= 2**31):
-            raise InvalidInput(f"subwindow_rows must be between 1 and {2**31}, got {self.subwindow_rows!r}")
-        if self.clock not in CLOCKS:
-            raise InvalidInput(f"clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
-        if self.subwindow_rows is not None and self.clock != Clock.MANUAL and self.clock != Clock.PROCESSING:
-            raise InvalidInput("count-based windows slide every subwindow_rows rows; use the default clock")
-        if not 0 <= self.allowed_lateness_ms <= MAX_MS:
-            raise InvalidInput(f"allowed_lateness_ms must be between 0 and {MAX_MS}")
-        if self.allowed_lateness_ms < 0:
-            raise InvalidInput("allowed_lateness_ms must be >= 0")
-        if self.allowed_lateness_ms and self.clock != Clock.EVENT:
-            raise InvalidInput("allowed_lateness_ms applies only to clock='event'")
-        if not 1 <= self.topk <= 10_000:
-            raise InvalidInput("topk must be between 1 and 10000")
-        types = schema.types
-        for g in self.group_by:
-            if g not in types:
-                raise InvalidInput(f"group_by names unknown column {g!r}", column=g)
-            if types[g] == "float64":
-                raise InvalidInput(f"group_by column {g!r} must be string or int64", column=g)
-        if len(set(self.group_by)) != len(self.group_by):
-            raise InvalidInput("group_by names a column twice")
-        self._validate_partition(types)
-
-    def _validate_partition(self, types: dict[str, str]) -> None:
-        from .partitions import KEY_TYPES, MAX_PARTITIONS
-
-        if self.origin_ms is not None and not (isinstance(self.origin_ms, int) and abs(self.origin_ms) < 2**62):
-            raise InvalidInput(f"origin_ms must be an int64 instant in ms, got {self.origin_ms!r}")
-        if self.origin_ms is not None and self.clock != "processing":
-            raise InvalidInput("origin_ms applies only to clock='processing'")
-        if not self.partitions:
-            if self.partition_of or self.partition or self.partition_by:
-                raise InvalidInput("partition_of, partition and partition_by need partitions")
-            return
-        if not 1 <= self.partitions <= MAX_PARTITIONS:
-            raise InvalidInput(f"partitions must be between 1 and {MAX_PARTITIONS}, got {self.partitions}")
-        if not 0 <= self.partition < self.partitions:
-            raise InvalidInput(f"partition must be between 0 and {self.partitions - 1}, got {self.partition}")
-        if not self.partition_of:
-            raise InvalidInput("a partition needs partition_of, the partitioned stream's name")
-        if not self.partition_by:
-            raise InvalidInput("a partitioned stream needs partition_by, the columns whose hash places a row")
-        if len(set(self.partition_by)) != len(self.partition_by):
-            raise InvalidInput("partition_by names a column twice")
-        for c in self.partition_by:
-            if c not in types:
-                raise InvalidInput(f"partition_by names unknown column {c!r}", column=c)
-            if types[c] not in KEY_TYPES:
-                raise InvalidInput(f"partition_by column {c!r} must be {' or '.join(KEY_TYPES)}, not {types[c]}",
-                                   column=c)
-        if self.count_based or self.clock == "event":
-            raise InvalidInput("partitioned streams slide by processing time or manually (clock 'processing' or "
-                               "'manual' with subwindow_ms); event-time and count-based partitions would not slide "
-                               "together")
-
-    @property
-    def count_based(self) -> bool:
-        return self.subwindow_rows is not None
-
-    @property
-    def slot_ms(self) -> int:
-        """subwindow_ms of a time-based window (validate() requires it there)."""
-        assert self.subwindow_ms is not None, "a count-based window has no sub-window length"
-        return self.subwindow_ms
-
-    def event_time_limits(self) -> tuple[int, int]:
-        """The event times a row may carry, inclusive: every bound derived from them must be an
-        int64, since answers, listings and the log carry bounds as int64. An event-time
-        sub-window is [slot * t, (slot + 1) * t), so its slot's start and end must both fit; a
-        count-based one ends one past its largest event time; the other clocks take their bounds
-        from the server's clock, so any int64 is accepted."""
-        if self.count_based:
-            return INT64_MIN, INT64_MAX - 1
-        if self.clock == Clock.EVENT:
-            t = self.slot_ms
-            first_slot = -(-INT64_MIN // t)        # the first slot whose start is >= INT64_MIN
-            last_slot = INT64_MAX // t - 1         # the last slot whose end is <= INT64_MAX
-            return first_slot * t, (last_slot + 1) * t - 1
-        return INT64_MIN, INT64_MAX
-
-    def check_event_times(self, ts: np.ndarray, time_column: str) -> None:
-        """Raise OutOfRange naming the column and the limit if an event time is outside
-        event_time_limits(); changes nothing."""
-        if not len(ts):
-            return
-        lo, hi = self.event_time_limits()
-        if lo == INT64_MIN and hi == INT64_MAX:
-            return
-        least, most = int(ts.min()), int(ts.max())
-        shape = "count-based sub-windows" if self.count_based else f"{self.subwindow_ms} ms event-time sub-windows"
-        if most > hi:
-            raise OutOfRange(f"event time {most} in column {time_column!r} is beyond {hi}, the latest a stream of "
-                             f"{shape} can bound in int64", field=time_column, limit=hi, column=time_column)
-        if least < lo:
-            raise OutOfRange(f"event time {least} in column {time_column!r} is before {lo}, the earliest a stream "
-                             f"of {shape} can bound in int64", field=time_column, limit=lo, column=time_column)
 
 
 @dataclass(frozen=True)
@@ -244,51 +117,6 @@ def _without_full_masks(columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     if not any(c.startswith("?") for c in columns):
         return columns
     return {c: a for c, a in columns.items() if not (c.startswith("?") and a.all())}
-
-
-class IntervalSynopsis:
-    """MIN/MAX per numeric column over dyadic blocks of slides (thesis 2.3.4): about 2n blocks,
-    any window answered from O(log n) of them."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.blocks: dict[tuple[int, int], dict[str, tuple]] = {}
-
-    def add(self, slide: int, synopsis: Synopsis) -> None:
-        self.blocks[(0, slide)] = {c: (s.min, s.max) for c, s in synopsis.columns.items()}
-        level, index = 0, slide
-        while index % 2 == 1:
-            left, right = self.blocks.get((level, index - 1)), self.blocks[(level, index)]
-            level, index = level + 1, index // 2
-            if left is None:
-                break
-            self.blocks[(level, index)] = {c: _combine(left[c], right[c]) for c in right}
-        # Slide `oldest - 1` just left the window: the blocks that end with it expire. A block
-        # (level, i) covers slides [i << level, (i + 1) << level), so those are the levels whose
-        # size divides `oldest` (O(log n) per slide; scanning every block made a slide cost O(n)).
-        oldest = slide - self.n + 1
-        level = 0
-        while oldest > 0 and oldest % (1 << level) == 0:
-            self.blocks.pop((level, (oldest >> level) - 1), None)
-            level += 1
-
-    def probe(self, column: str, lo: int, hi: int) -> tuple:
-        """(min, max) of `column` over slides lo..hi inclusive."""
-        acc: tuple = (None, None)
-        pos = lo
-        while pos <= hi:
-            level = 0
-            while pos % (2 << level) == 0 and pos + (2 << level) - 1 <= hi and (level + 1, pos >> (level + 1)) in self.blocks:
-                level += 1
-            acc = _combine(acc, self.blocks[(level, pos >> level)][column])
-            pos += 1 << level
-        return acc
-
-
-def _combine(a: tuple, b: tuple) -> tuple:
-    lo = b[0] if a[0] is None else a[0] if b[0] is None else min(a[0], b[0])
-    hi = b[1] if a[1] is None else a[1] if b[1] is None else max(a[1], b[1])
-    return lo, hi
 
 
 class Window:

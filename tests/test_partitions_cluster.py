@@ -172,11 +172,11 @@ def test_partitions_are_placed_by_the_map_and_describe_the_layout(cluster):
         req.spec.partition.CopyFrom(pb.PartitionSpec(stream="t", index=0, count=2, key=["src"]))
         with Client(cluster.addresses[wrong]) as one, pytest.raises(FailedPrecondition,
                                                                     match=f"belongs on node {placed.owner('t', 0)}"):
-            one._call("CreateStream", req, False)
+            one.call("CreateStream", req, False)
         req.spec.name = "t-0"
         with Client(cluster.addresses[placed.owner("t", 0)]) as one, pytest.raises(InvalidArgument,
                                                                                    match="is named 't.p0'"):
-            one._call("CreateStream", req, False)
+            one.call("CreateStream", req, False)
         # an ordinary stream lives on its partition 0's node
         ws.create_stream("plain", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual")
         assert ws.layout("plain").node == placed.owner("plain", 0)

@@ -130,6 +130,12 @@ class Engine:
         for name in list(self.sched.sealing):
             self.sched.settle(name)
 
+    @property
+    def replaying(self) -> bool:
+        """Whether the command being applied comes from the log (replay): what was accepted once
+        is applied again, past the limits that refuse a client's command."""
+        return self._replaying
+
     def drain(self) -> list[Command]:
         """The commands applied since the last drain, in order (for the write-ahead log)."""
         out, self._out = self._out, []
@@ -251,7 +257,9 @@ class Engine:
             join = plan_join(query, streams, self.config.max_join_rows, cache=False)
         return JoinQueryPlan(join, streams)
 
-    def _emit(self, cmd: Command) -> None:
+    def emit(self, cmd: Command) -> None:
+        """Record a command as applied: drain() hands it to the write-ahead log (ingest.py's
+        functions emit the commands they apply, as the engine's own methods do)."""
         self._out.append(cmd)
 
     def _create(self, cmd: CreateStream) -> Stream:
@@ -262,7 +270,7 @@ class Engine:
         stream = Stream(cmd.name, Schema.of(dict(cmd.columns), cmd.time_column), cmd.spec, created_ms=int(cmd.now_ms))
         self.sched.add_stream(stream)
         self.books[cmd.name] = StreamBook()
-        self._emit(cmd)
+        self.emit(cmd)
         return stream
 
     def _drop(self, cmd: DropStream) -> list[str]:
@@ -279,7 +287,7 @@ class Engine:
         self.sched.drop_stream(cmd.name)
         book = self.books.pop(cmd.name)
         self.acks_kept -= sum(len(t) for tables in (book.acks, book.slide_acks) for t in tables.values())
-        self._emit(cmd)
+        self.emit(cmd)
         return gone
 
     def _manual_slide(self, cmd: Slide) -> SlideAck:
@@ -295,14 +303,14 @@ class Engine:
                 "clock; Slide applies to clock='manual' streams")
         self._slide_key = (cmd.writer_id, cmd.batch_id)
         try:
-            self._slide_now(cmd.stream)
+            self.slide_now(cmd.stream)
         finally:
             self._slide_key = ("", None)
         sub = stream.window.subs[stream.window.latest % stream.window.n]  # a manual clock: the newest is it
         assert sub is not None, "a slide leaves its newest sub-window in place"
         return SlideAck(sub.slide, sub.rows, False)
 
-    def _slide_now(self, name: str) -> None:
+    def slide_now(self, name: str) -> None:
         """Request a slide of `name` and apply it through its install, in this call (its answer
         names the sub-window): slides due run first, under serial after the running query. The
         slide asked for is sealed in place; one of this stream that fell due first and went to be
@@ -320,7 +328,7 @@ class Engine:
         the buffer (a seal in flight is installed later; replay cuts, seals and installs at once)."""
         writer_id, batch_id = self._slide_key if cause == "manual" else ("", None)
         self._note_slide_key(name, writer_id, batch_id, cut.slide, cut.rows)
-        self._emit(Slide(name, self.now_ms, writer_id, batch_id))
+        self.emit(Slide(name, self.now_ms, writer_id, batch_id))
 
     def _slid(self, name: str, sub) -> None:
         """The scheduler installed a slide. If the string dictionary holds far more codes than the
@@ -331,7 +339,7 @@ class Engine:
         stream = self.sched.streams[name]
         if stream.strings_need_compaction() and not any(t.begun and name in t.streams for t in self.sched.active):
             stream.compact_strings()
-            self._emit(CompactStrings(name, self.now_ms))
+            self.emit(CompactStrings(name, self.now_ms))
 
     def _note_slide_key(self, name: str, writer_id: str, batch_id: int | None, slide: int, rows: int) -> None:
         if writer_id and batch_id is not None:
@@ -360,7 +368,7 @@ class Engine:
                                    on_error=self._task_failed)
         p = PeriodicDef(query_id, cmd.text, cmd.priority, task, cmd.owner)
         self.periodic[query_id] = p
-        self._emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner))
+        self.emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner))
         return p
 
     def _answered(self, query_id: str, result: Result) -> None:
@@ -368,7 +376,7 @@ class Engine:
         the shell hears of it."""
         if query_id in self.periodic:
             self.answers.add(query_id, result)
-            self._emit(Answered(query_id, to_plain(result), self.now_ms))
+            self.emit(Answered(query_id, to_plain(result), self.now_ms))
         if self.on_answer is not None:
             self.on_answer(query_id, result)
 
@@ -378,14 +386,14 @@ class Engine:
             raise NotFound(f"periodic query {cmd.query_id!r} does not exist")
         self.answers.drop(cmd.query_id)
         self.sched.unregister(cmd.query_id)
-        self._emit(cmd)
+        self.emit(cmd)
         return p
 
     def _task_failed(self, task: Task, error: Exception) -> None:
         if not task.active and self.periodic.pop(task.id, None) is not None:
             # failed for good (an internal error): its definition goes, durably
             self.answers.drop(task.id)
-            self._emit(Unregister(task.id, self.now_ms))
+            self.emit(Unregister(task.id, self.now_ms))
         if self.on_error is not None:
             self.on_error(task.id, error)
 

@@ -79,7 +79,7 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
         engine.books[st["name"]] = book
         engine.acks_kept += sum(len(t) for tables in (book.acks, book.slide_acks) for t in tables.values())
     for query_id, text, priority, owner in image["periodic"]:
-        engine._register(Register(query_id, text, priority, engine.now_ms, owner))
+        engine.apply(Register(query_id, text, priority, engine.now_ms, owner))
     engine.answers.restore(image.get("answers", {}))  # a snapshot from before answer logs has none
     for query_id in engine.answers.queries():
         engine.sched.resume(query_id, engine.answers.newest(query_id))
@@ -89,7 +89,7 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
         if why is not None:
             engine.sched.stop_stream(stream.name, f"stream {stream.name!r} stopped at recovery: its snapshot holds "
                                                 f"a state this server refuses ({why}); drop the stream to go on")
-    engine._out.clear()
+    engine.drain()  # what restoring applied is in the snapshot, not for the log
 
 
 def digest(engine: Engine) -> str:

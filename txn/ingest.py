@@ -101,7 +101,7 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
     ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through, digest)
     if batch_id is not None:
         remember(engine, book.acks, cmd.writer_id, batch_id, ack)
-    engine._emit(cmd)
+    engine.emit(cmd)
     return ack
 
 
@@ -125,14 +125,14 @@ def stage(engine: Engine, cmd: StageRows) -> StageAck:
     checked, rows = stream.schema.check(cmd.batch)  # refused now, not at commit; nothing is interned yet
     stream.spec.check_event_times(checked[stream.schema.time_column], stream.schema.time_column)
     size = cmd.batch.nbytes
-    if engine.staged_bytes + size > engine.config.max_staged_bytes and not engine._replaying:
+    if engine.staged_bytes + size > engine.config.max_staged_bytes and not engine.replaying:
         raise ResourceLimit(f"{engine.staged_bytes} bytes are staged by uncommitted batches "
                             f"(limit {engine.config.max_staged_bytes}): commit or abort them")
     chunks = book.staged.setdefault((cmd.writer_id, cmd.batch_id), {}).setdefault(cmd.attempt, {})
     old = chunks.get(cmd.chunk)
     chunks[cmd.chunk] = cmd.batch
     engine.staged_bytes += size - (old.nbytes if old is not None else 0)
-    engine._emit(cmd)
+    engine.emit(cmd)
     return StageAck(sum(t.num_rows for t in chunks.values()),
                     _committed(engine, book, cmd.writer_id, cmd.batch_id) is not False)
 
@@ -156,7 +156,7 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
                     f"batch {cmd.batch_id} of {cmd.writer_id!r} was already committed with other rows "
                     f"({seen.accepted + seen.late} then, {rows} now): a replay must carry the same rows")
         discard(engine, book, key)
-        engine._emit(cmd)
+        engine.emit(cmd)
         book.duplicate_batches += 1
         ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.cut_through)
         return CommitAck(ack.accepted, ack.late, True, stream.window.cut_through)
@@ -178,9 +178,9 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
     for older in [k for k in book.staged if k[0] == cmd.writer_id and k[1] <= cmd.batch_id]:
         discard(engine, book, older)  # this batch's other attempts, and batches that can never commit
     book.discarded_rows -= published  # those were published, not discarded
-    engine._emit(cmd)
-    if cmd.slide and not engine._replaying:  # in the log, the slide follows as its own command
-        engine._slide_now(cmd.stream)
+    engine.emit(cmd)
+    if cmd.slide and not engine.replaying:  # in the log, the slide follows as its own command
+        engine.slide_now(cmd.stream)
     return CommitAck(result.accepted, result.late, False, stream.window.cut_through)
 
 
@@ -188,7 +188,7 @@ def abort_batch(engine: Engine, cmd: AbortBatch) -> int:
     book = engine.books[engine.stream(cmd.stream).name]
     rows = discard(engine, book, (cmd.writer_id, cmd.batch_id))
     if rows is not None:
-        engine._emit(cmd)
+        engine.emit(cmd)
     return rows or 0
 
 
@@ -205,7 +205,7 @@ def discard(engine: Engine, book: StreamBook, key: tuple[str, int]) -> int | Non
 
 def _admit(engine: Engine, stream: Stream, rows: int) -> None:
     """Admission control (never in replay: what was accepted once is applied again)."""
-    if not engine._replaying and stream.window.buffered_rows + rows > engine.config.max_buffered_rows:
+    if not engine.replaying and stream.window.buffered_rows + rows > engine.config.max_buffered_rows:
         advice = ("slide it or append less" if stream.spec.clock == "manual" else
                   "the next slide has not caught up with the rows arriving: retry after a backoff")
         raise ResourceLimit(

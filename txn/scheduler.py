@@ -20,31 +20,32 @@ Every slide due is applied before the next read (except under serial, on purpose
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
 
-Offloaded work (schedule/offload.py) and sealing off the scheduler's thread (schedule/seals.py)
-are parts of the Scheduler class kept in their own modules; the EDF order of periodic queries is
+Offloaded work (schedule/offload.py), sealing off the scheduler's thread (schedule/seals.py) and
+how an attempt ends (schedule/outcomes.py: commit, delivery, abort, refusal, failure) are parts of
+the Scheduler class kept in their own modules; the EDF order of periodic queries is
 schedule/edf.py; a query's state is txn/query.py.
 """
 from __future__ import annotations
 
 import collections
 import itertools
-import operator
 from typing import Callable
 
-from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
+from windowstore.store import Plan, Stream, StoreError, SubWindow
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 from windowstore.store.kinds import AccessPath
 
 from .history import History, Op
 from .joins import JoinQueryPlan, stream_names
-from .kinds import AbortCause, JobKind, PolicyName, QueryKind, Reaction, Step
+from .kinds import JobKind, PolicyName, QueryKind, Reaction, Step
 from .policies import Policy, make_policy
 from .query import (QueryFailed, QueryTxn, QueryWithdrawn, RestartLimitExceeded, Result, StreamFailed, expired,
                     may_offload, pinned_live)
-from .schedule.counters import ABORT_COUNTERS, Counters, total
+from .schedule.counters import Counters
 from .schedule.edf import Task, rank, task_due
 from .schedule.offload import Offload
+from .schedule.outcomes import Outcomes
 from .schedule.seals import SealJob, Slides
 
 # Its callers import these from here (engine, driver, answers, txn/__init__).
@@ -52,15 +53,14 @@ __all__ = ["ONETIME", "PERIODIC", "POLICIES", "QueryFailed", "QueryTxn", "QueryW
            "Result", "Scheduler", "SealJob", "StreamFailed", "Task"]
 
 POLICIES = tuple(p.value for p in PolicyName)  # the wire and CLI spellings
-_START_MS, _END_MS = operator.attrgetter("start_ms"), operator.attrgetter("end_ms")
 ONETIME, PERIODIC = QueryKind.ONETIME, QueryKind.PERIODIC
 
 
-class Scheduler(Slides, Offload):
+class Scheduler(Slides, Offload, Outcomes):
     """The core: the state machine step() runs, the queries and their reads, conflicts and commits.
     Its policy (policies/) decides the read order and what a slide does to a query; the slide path
-    up to the install (Slides) and offloaded query work (Offload) are parts of this class kept in
-    txn/schedule/; so are the EDF order, the cost model and the counters it uses."""
+    up to the install (Slides), offloaded query work (Offload) and commits and aborts (Outcomes) are
+    parts of this class kept in txn/schedule/; so are the EDF order, the cost model and the counters it uses."""
 
     def __init__(self, policy: "str | Policy", clock: Callable[[], float], history: History | None = None,
                  max_restarts: int = 16):
@@ -313,6 +313,11 @@ class Scheduler(Slides, Offload):
             else:
                 self._abort(txn)
 
+    def recheck_due_tasks(self) -> None:
+        """Look again at the next step for periodic tasks that are due (one may have waited for
+        something that is now over, such as a shared execution holding its members)."""
+        self._tasks_changed = True
+
     def _spawn_due_tasks(self) -> None:
         if not self._tasks_changed:
             return
@@ -450,196 +455,3 @@ class Scheduler(Slides, Offload):
         else:
             self._commit(txn, self._timed(plan, JobKind.FINISH, rows, plan.finish, txn.partial))
 
-    # -- offloaded computations ----------------------------------------------------------------------
-    def _refuse(self, txn: QueryTxn, error: Exception) -> None:
-        """End a query the store refused to answer (a join beyond its row limit): the client gets the
-        error (RESOURCE_EXHAUSTED). A periodic join stays registered: this execution is skipped (its
-        subscribers are told), the next one comes after its SLIDE, over other windows."""
-        self._aborted(txn, AbortCause.REFUSED)
-        txn.error = error
-        task = txn.task
-        if task is not None:
-            task.running = None
-            if isinstance(txn.plan, JoinQueryPlan):
-                task.reflected = {s.name: s.window.latest for s in txn.plan.streams}
-                task.last_reflected = txn.plan.stream.window.latest
-        self._finish(txn)
-        if task is not None and task.on_error is not None:
-            task.on_error(task, error)
-
-    def _commit(self, txn: QueryTxn, answer: Answer, span: tuple | None = None) -> None:
-        """`span`: (newest sub-window, start, end) of what the query read; from its read set if
-        not given."""
-        if txn.join:
-            return self._commit_join(txn, answer)
-        now = self.clock()
-        self._record(txn.stream, Op.COMMIT, txn.id)
-        read = txn.sources[0].read
-        if span is None:
-            span = ((read[max(read)], min(map(_START_MS, read.values())), max(map(_END_MS, read.values())))
-                    if read else (None, None, None))
-        newest, start_ms, end_ms = span
-        task = txn.task
-        result = Result(
-            answer=answer,
-            slide=newest.slide if newest else -1,
-            window_start_ms=start_ms,
-            window_end_ms=end_ms,
-            staleness_ms=(now - newest.sealed_at_ms) if newest else None,
-            response_ms=now - txn.submitted_ms,
-            restarts=txn.restarts,
-            policy=self.policy.value,
-            txn=txn.id,
-            answered_ms=now,
-        )
-        late = None
-        if task is not None and task.last_reflected is not None:
-            late = max(0, txn.plan.stream.window.latest - task.last_reflected - task.every)
-        self._deliver(txn, result, now, late)
-
-    def _deliver(self, txn: QueryTxn, result: Result, now: float, late: int | None) -> None:
-        """A committed answer: counted, a periodic task's execution noted (`late`: slides it lagged
-        behind its period, None on its first), the transaction finished and the answer published."""
-        if txn.task is not None and getattr(txn.task, "shared", None) is not None:
-            return self.sharing.deliver(self, txn, result, now)  # a shared execution: answered per member
-        self._count(txn, "committed")
-        task = txn.task
-        if task is not None:
-            if late is not None:
-                result.late_slides = late
-                task.late += late > 0
-            result.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
-            task.last_reflected = result.slide
-            task.last_answer_ms = now
-            task.executions += 1
-            result.execution = task.executions
-            task.running = None
-        txn.result = result
-        self._finish(txn)
-        if task is not None and task.on_answer is not None and task.active:
-            task.on_answer(result)
-
-    def resume(self, task_id: str, result: Result) -> None:
-        """Recovery: `result` is a periodic task's newest logged answer. The task goes on from it
-        as it would have (its next execution after `every` more slides, its execution count), so
-        a restart never answers a slide twice."""
-        task = self.tasks[task_id]
-        task.last_reflected = result.slide
-        task.last_answer_ms = result.answered_ms
-        task.executions = result.execution
-        if result.sources is not None:
-            task.reflected = {s.stream: s.slide for s in result.sources}
-
-    def _commit_join(self, txn: QueryTxn, answer: Answer) -> None:
-        """Commit a join: its answer reflects, per joined stream, the sub-windows read; Result.slide
-        and the window bounds are the first source's stream's, `sources` has every stream's."""
-        now = self.clock()
-        plan: JoinQueryPlan = txn.plan  # type: ignore[assignment]  # QueryTxn.plan: a join's plan here
-        for name in plan.names:
-            self._record(name, Op.COMMIT, txn.id)
-        reads = txn.read_sets()
-        sources = plan.provenance(reads)
-        subs = [sub for got in reads.values() for sub in got.values()]
-        first = sources[0]
-        task = txn.task
-        result = Result(
-            answer=answer, slide=first.slide, window_start_ms=first.window_start_ms,
-            window_end_ms=first.window_end_ms,
-            staleness_ms=(now - max(s.sealed_at_ms for s in subs)) if subs else None,
-            response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy.value, txn=txn.id,
-            answered_ms=now, sources=sources)
-        late = None
-        if task is not None:
-            if task.reflected is not None:
-                latest = {s.name: s.window.latest for s in plan.streams}
-                late = max([0] + [latest[n] - task.reflected.get(n, -1) - every for n, every in plan.every.items()])
-            task.reflected = {s.stream: s.slide for s in sources}
-        self._deliver(txn, result, now, late)
-
-    def _abort(self, txn: QueryTxn) -> None:
-        """A slide expired a sub-window the attempt read: it aborts and restarts (or fails)."""
-        self._aborted(txn, AbortCause.CONFLICT)
-        txn.begun = False
-        txn.job = None  # a job in flight is orphaned
-        for src in txn.sources:
-            src.reset()
-        txn.partial = Partial()
-        txn.restarts += 1
-        if txn.restarts > self.max_restarts:
-            self._aborted(txn, AbortCause.RESTART_LIMIT)
-            txn.error = RestartLimitExceeded(
-                f"query aborted {txn.restarts} times by concurrent slides (limit {self.max_restarts}); "
-                f"try a shorter RANGE or the ttu policy")
-            self._finish(txn)
-            if txn.task is not None:
-                txn.task.running = None
-                if txn.task.on_error is not None:
-                    txn.task.on_error(txn.task, txn.error)
-        else:
-            self._count(txn, "restarts")
-        self._reselect = True
-
-    def fail(self, txn: QueryTxn, error: Exception) -> None:
-        """End a query with an internal error. A periodic query that fails so is unregistered (it
-        would fail again on every execution) and its on_error told."""
-        if txn.done:
-            return
-        self._aborted(txn, AbortCause.ERROR)
-        txn.error = error
-        task = txn.task
-        if task is not None:
-            task.running = None
-            self._refresh.pop(task.id, None)
-            if self.tasks.pop(task.id, None) is not None:
-                task.active = False
-                self._tasks_changed = True
-                if self.sharing is not None:
-                    self.sharing.remove(task.id)
-        self._finish(txn)
-        if task is not None and task.on_error is not None:
-            task.on_error(task, error)
-
-    def _withdraw(self, txn: QueryTxn, error: Exception) -> None:
-        self._aborted(txn, AbortCause.WITHDRAWN)
-        txn.error = error
-        if txn.task is not None:
-            txn.task.running = None
-        self._finish(txn)
-
-    def _finish(self, txn: QueryTxn) -> None:
-        txn.done = True
-        txn.job = None
-        self._tasks_changed |= txn.task is not None
-        self.active.remove(txn)
-        if self._current is txn:
-            self._current = None
-        self._reselect = True
-        if txn.on_done is not None:
-            txn.on_done(txn)
-
-    def _aborted(self, txn: QueryTxn, cause: AbortCause) -> None:
-        """An attempt ends without commit: an abort record per stream it began on, and the counter
-        of its cause (ABORT_COUNTERS)."""
-        if txn.begun:
-            for name in txn.streams:
-                self._record(name, Op.ABORT, txn.id)
-        what = ABORT_COUNTERS[cause]
-        if what is not None:
-            self._count(txn, what)
-
-    def _count(self, txn: QueryTxn, what: str) -> None:
-        """Per class, and per stream (a join counts for each stream it reads)."""
-        for c in (self.by_class[txn.kind], *(self.by_stream.get(n) for n in txn.streams)):
-            if c is not None:
-                setattr(c, what, getattr(c, what) + 1)
-
-    def _record(self, stream: str, op: Op, txn: str, subwindow=None, version=None, window_len=None,
-                streams=None, as_of=None) -> None:
-        if self.history is not None:
-            if as_of is None:
-                self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams)
-            else:
-                self.history.record(stream, op, txn, self.clock(), subwindow, version, window_len, streams, as_of)
-
-    def totals(self) -> dict:
-        return total(self.by_class, self.by_stream)

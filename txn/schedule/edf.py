@@ -47,6 +47,15 @@ class Task:
             return latest - (next(iter(self.since.values())) - self.every)
         return self.every
 
+    def answered(self, result: Result, now: float) -> None:
+        """An execution of the task answered `result` at `now`: the result gets the time since
+        the task's last answer and the execution's number; the task reflects its slide from here."""
+        result.inter_exec_ms = None if self.last_answer_ms is None else now - self.last_answer_ms
+        self.last_reflected = result.slide
+        self.last_answer_ms = now
+        self.executions += 1
+        result.execution = self.executions
+
     def _check(self) -> None:
         assert self.executions >= 0 and self.late <= self.executions, (self.id, self.executions, self.late)
         assert self.running is None or (self.running.task is self and self.active), self.id

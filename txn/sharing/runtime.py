@@ -238,10 +238,8 @@ class SharedTasks:
         """A shared execution committed: counted once, then each member answered from its part."""
         group = txn.task
         joint: Joint = group.shared
-        sched._count(txn, "committed")
         group.running = None
-        txn.result = result
-        sched._finish(txn)
+        sched.finish_committed(txn, result)
         self.executions += 1
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
@@ -272,11 +270,7 @@ class SharedTasks:
                 r.__dict__.update(fields, answer=answer, window_start_ms=start, window_end_ms=end,
                                   late_slides=late, early_slides=early, group=label)
                 task.late += late > 0
-                r.inter_exec_ms = None if task.last_answer_ms is None else now - task.last_answer_ms
-                task.last_reflected = result.slide
-                task.last_answer_ms = now
-                task.executions += 1
-                r.execution = task.executions
+                task.answered(r, now)  # (r: the result with this member's answer; the same slide)
                 self.answers += 1
                 self.early_runs += early > 0
                 self.late_runs += late > 0
@@ -284,7 +278,7 @@ class SharedTasks:
                     self.aborts_by_query[mid] += result.restarts
                 answers.append((task, r))
         if self._blocked:
-            sched._tasks_changed = True  # a due task waited for these members
+            sched.recheck_due_tasks()  # a due task waited for these members
         for task, r in answers:
             if task.on_answer is not None and task.active:
                 task.on_answer(r)

@@ -45,3 +45,19 @@ def test_mypy_finds_nothing():
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600,
                          env={**os.environ, "MYPYPATH": str(base)})
     assert out.returncode == 0 and not out.stdout.strip(), out.stdout[-8000:] + out.stderr[-2000:]
+
+
+def test_every_package_directory_is_in_the_wheel():
+    """A package directory missing from pyproject's list works in this tree (editable) and fails
+    only once installed from the wheel: every folder with an __init__.py is listed."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    found = set()
+    for name, src in setup["package-dir"].items():
+        for init in (ROOT / src).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / src)
+            if "node_modules" not in rel.parts:
+                found.add(".".join((name, *rel.parts)))
+    assert found - listed == set(), f"add to [tool.setuptools] packages: {sorted(found - listed)}"

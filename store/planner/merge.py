@@ -32,4 +32,4 @@ def finish_groups(b: BoundQuery, contributions: list, strings) -> tuple[np.ndarr
 
 def merge_topk(b: BoundQuery, contributions: list):
     """APPROXIMATE: the sub-windows' top-k lists merged into one estimate (synopsis.merge_topk_lists)."""
-    return merge_topk_lists(contributions, b.limit)
+    return merge_topk_lists(contributions, b.limit)  # type: ignore[arg-type]  # APPROXIMATE has a LIMIT (binder)

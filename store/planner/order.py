@@ -20,7 +20,7 @@ def sorted_positions(n: int, keys: list[tuple[list, bool]]) -> list[int]:
     return order
 
 
-def group_rows(key_values: list, agg_cols: list[list], order: list[tuple[int | KeyRef | None, bool]],
+def group_rows(key_values: list, agg_cols: list[list], order: Sequence[tuple[int | KeyRef | None, bool]],
                limit: int | None, items, more_keys: Sequence[list] = ()) -> list[tuple]:
     """A grouped answer's rows: ordered by the ORDER BY items (`order`: an aggregate's index, None
     for the key, KeyRef(i) for the i-th of several keys), then by the keys in GROUP BY order; LIMIT;

@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
 from windowstore.store.errors import ResourceLimit
@@ -46,6 +46,9 @@ from .schedule.counters import ABORT_COUNTERS, Counters, total
 from .schedule.edf import Task, rank, task_due
 from .schedule.offload import Offload
 from .schedule.seals import SealJob, Slides
+
+if TYPE_CHECKING:
+    from .sharing.runtime import SharedTasks
 
 # Its callers import these from here (engine, driver, answers, txn/__init__).
 __all__ = ["ONETIME", "PERIODIC", "POLICIES", "QueryFailed", "QueryTxn", "QueryWithdrawn", "RestartLimitExceeded",
@@ -83,7 +86,7 @@ class Scheduler(Slides, Offload):
         self.last_error: StoreError | None = None  # the last query (or seal) failure, for the operator's log
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
-        self.sharing = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
+        self.sharing: SharedTasks | None = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
         self._init_slides()
         self._init_offload()
 
@@ -501,7 +504,8 @@ class Scheduler(Slides, Offload):
         """A committed answer: counted, a periodic task's execution noted (`late`: slides it lagged
         behind its period, None on its first), the transaction finished and the answer published."""
         if txn.task is not None and getattr(txn.task, "shared", None) is not None:
-            return self.sharing.deliver(self, txn, result, now)  # a shared execution: answered per member
+            self.sharing.deliver(self, txn, result, now)  # type: ignore[union-attr]  # a shared execution: answered per member
+            return
         self._count(txn, "committed")
         task = txn.task
         if task is not None:

@@ -13,7 +13,7 @@ class AccessPath(enum.StrEnum):
     PROBE = "probe"          # one read of the window-level synopses (running totals, MIN/MAX blocks)
     SYNOPSIS = "synopsis"    # the per-sub-window synopses, one sub-window per read
     WINDOW = "window"        # the rows of each sub-window, one sub-window per read
-    JOIN = "join"            # a join of several streams' windows (store/join.py)
+    JOIN = "join"            # a join of several streams' windows (store/join/)
 
 
 class Clock(enum.StrEnum):

@@ -17,6 +17,7 @@ import pytest
 
 from windowstore.store import Stream, WindowSpec
 from windowstore.txn.checker import check
+from windowstore.txn import simulator
 from windowstore.txn.history import read_jsonl
 from windowstore.txn.simulator import Access, SimConfig, simulate, workload_queries
 
@@ -120,3 +121,53 @@ def test_the_store_access_path_answers_the_workload_in_one_probe():
 def test_same_seed_same_output():
     cfg = dict(policy="lws", subwindows=10, duration_s=5.0, row_cost_us=8.0, seed=7, onetime_rate=1.0)
     assert simulate(SimConfig(**cfg)) == simulate(SimConfig(**cfg))
+
+
+@pytest.mark.parametrize("cfg", [
+    dict(policy="lws", subwindows=10, duration_s=5.0, row_cost_us=8.0, seed=7, onetime_rate=1.0),
+    dict(policy="ttu-rescan", subwindows=20, duration_s=8.0, row_cost_us=8.0, seed=1, onetime_rate=2.0),
+    dict(policy="lws", subwindows=10, duration_s=3.0, read_fixed_us=5000.0, seed=0, onetime_rate=5.0,
+         access="store"),  # (probes across three slides)
+], ids=["lws-thesis", "rescan-thesis", "lws-store"])
+def test_remembered_answers_change_nothing(tmp_path, monkeypatch, cfg):
+    """Remembering a merge's or a probe's answer over unchanged inputs (the simulator's speed-up)
+    gives the same answers, figures and history as computing every answer again."""
+    answered = []
+    summarize = simulator.summarize
+
+    def keep_answers(cfg, sched, periodic, onetime, duration_ms):
+        answered.append([(r.slide, r.answered_ms, r.answer.rows) for r in periodic + onetime])
+        return summarize(cfg, sched, periodic, onetime, duration_ms)
+
+    monkeypatch.setattr(simulator, "summarize", keep_answers)
+    runs = [simulate(SimConfig(remember=remember, history_path=str(tmp_path / f"{remember}.jsonl"), **cfg))
+            for remember in (False, True)]
+    assert runs[0] == runs[1]
+    assert runs[0]["committed"] > 0
+    assert answered[0] == answered[1]
+    assert len({repr(a[2]) for a in answered[0]}) > 1  # the answers differ over time
+    assert (tmp_path / "False.jsonl").read_bytes() == (tmp_path / "True.jsonl").read_bytes()
+
+
+def test_the_report_states_the_shape_against_its_figures():
+    """docs/simulation.md's shape lines say 'holds' only where the figures show it."""
+    from bench.experiment_sim import POLICIES, shape
+
+    def rows(lws_at_100: float, ttu_aborts: float, ttu_stale: float, ttu_qps: float) -> list[dict]:
+        out = []
+        for n in (10, 100):
+            for p in POLICIES:
+                ttu = p.startswith("ttu")
+                out.append(dict(t_ms=1000, n=n, onetime_rate=0.0, policy=p,
+                                abort_pct={"lws": 5.0 if n == 10 else lws_at_100, "ttu": ttu_aborts}.get(p, 0.0),
+                                staleness_ms_mean=ttu_stale if ttu else 600.0, throughput_qps=ttu_qps if ttu else 2.0))
+        return out
+
+    good = shape(rows(lws_at_100=50.0, ttu_aborts=0.0, ttu_stale=500.0, ttu_qps=2.0))
+    assert ["holds" in line for line in good if line.startswith("-")] == [True] * 5
+    assert not any("does not hold" in line for line in good)
+    for bad, broken in [(dict(lws_at_100=4.0), "grow with n"), (dict(lws_at_100=90.0), "about half"),
+                        (dict(ttu_aborts=1.0), "TTU aborts none"), (dict(ttu_stale=700.0), "the freshest"),
+                        (dict(ttu_qps=1.8), "throughput")]:
+        lines = shape(rows(**{**dict(lws_at_100=50.0, ttu_aborts=0.0, ttu_stale=500.0, ttu_qps=2.0), **bad}))
+        assert [line for line in lines if "does not hold" in line and broken in line], bad

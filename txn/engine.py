@@ -11,7 +11,7 @@ queries. Appends and staged batches with their idempotency tables are applied in
 state as one image (capture, restore, digest) is image.py; the refusals are errors.py.
 
 No threads, sockets, files or wall clock: time is the `now_ms` each command carries, and `tick`
-for the scheduler's reads. The server (server/driver.py, on its event loop) moves commands in and results out.
+for the scheduler's reads. The server (server/driver/, on its event loop) moves commands in and results out.
 """
 from __future__ import annotations
 

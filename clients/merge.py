@@ -42,13 +42,13 @@ class MergePlan:
     labels: list[str]                 # the answer's columns
     pushdown: bool
     group: list[str]                  # the GROUP BY (or DISTINCT) columns
-    order: list[tuple[object, bool]]  # per ORDER BY key: what it reads (see _column), descending
+    order: list[tuple[int | tuple, bool]]  # per ORDER BY key: what it reads (see _column), descending
     limit: int | None
     shown: int = 0                    # pushdown: the partition answer's columns that are the answer's
     key_at: list[int] = field(default_factory=list)  # pushdown: each group column's position in its rows
     values: list[str] = field(default_factory=list)  # partial: value columns (holistic aggregates)
     parts: list[tuple] = field(default_factory=list)  # partial: (func, column) of each part column
-    finals: list[object] = field(default_factory=list)  # partial: per answer column, a key index or an expression
+    finals: list[int | tuple] = field(default_factory=list)  # partial: per answer column, a key index or an expression
 
     def partition_text(self, stream: str, slide: int) -> str:
         return to_text(replace(self.query, stream=stream, as_of_slide=slide))
@@ -74,7 +74,7 @@ class MergePlan:
         rows = [r for a in answers for r in a.rows]
         cols = list(zip(*rows)) if rows else [()] * len(answers[0].columns)
         keys = [(list(cols[self.key_at[i]]), False) for i in range(len(self.group))]
-        order = [(list(cols[ref]), d) for ref, d in self.order]
+        order = [(list(cols[ref]), d) for ref, d in self.order]  # type: ignore[index]  # pushdown: positions
         positions = sorted_positions(len(rows), order + keys)
         if self.limit is not None:
             positions = positions[:self.limit]
@@ -98,7 +98,7 @@ class MergePlan:
                 if v:
                     for c, value in zip(self.values, row[m:m + v]):
                         if value is not None:
-                            counted[key][c][value] += parts[weight]
+                            counted[key][c][value] += parts[weight]  # type: ignore[index]  # holistic: a ("count", None) part
         if not self.group and () not in acc:  # an ungrouped query has one row, also over no rows
             acc[()] = [0 if f == "count" else None for f, _ in self.parts]
         part_types = dict(zip(self.parts, answers[0].types[m + v:]))
@@ -188,7 +188,7 @@ def plan_merge(q: Query, partition_by: tuple[str, ...], types: dict[str, str] | 
     for it in q.items:
         if isinstance(it, Aggregate) and it.func not in _DECOMPOSABLE + _HOLISTIC:
             raise InvalidArgument(f"{it.label} on a partitioned stream is not supported yet")
-    group = [it.column for it in q.items] if q.distinct else list(q.group_columns)
+    group: list[str] = [it.column for it in q.items] if q.distinct else list(q.group_columns)  # type: ignore[misc]  # DISTINCT selects columns
     labels = q.labels
     if group and set(partition_by) <= set(group):
         return _plan_pushdown(q, group, labels)
@@ -208,7 +208,7 @@ def _plan_pushdown(q: Query, group: list[str], labels: list[str]) -> MergePlan:
         hidden += 1
         return len(items) - 1
 
-    order = [(_order_ref(q, o, items, add), o.descending) for o in q.order_by]
+    order: list[tuple[int | tuple, bool]] = [(_order_ref(q, o, items, add), o.descending) for o in q.order_by]
     key_at = []
     for g in group:
         at = next((i for i, it in enumerate(items) if isinstance(it, KeyColumn) and it.column == g), None)
@@ -242,7 +242,7 @@ def _plan_partial(q: Query, group: list[str], labels: list[str], types: dict[str
     for it in q.items:
         if isinstance(it, Aggregate):
             exprs.append(_expr(it))
-    order = []
+    order: list[tuple[int | tuple, bool]] = []
     for o in q.order_by:
         if o.expr is not None:
             exprs.append(_expr(o.expr))

@@ -67,7 +67,7 @@ class ClusterClient:
             raise InvalidArgument("a cluster is a list of server addresses or a ClusterView")
         if channel is not None:
             raise InvalidArgument("channel= is for a single server; a cluster client opens one per server")
-        self.cluster = StaticCluster(tuple(cluster)) if isinstance(cluster, (list, tuple)) else cluster
+        self.cluster: ClusterView = StaticCluster(tuple(cluster)) if isinstance(cluster, (list, tuple)) else cluster  # type: ignore[assignment]  # checked above
         self.timeout = timeout
         self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token)
                       for a in self.cluster.addresses]
@@ -156,7 +156,7 @@ class ClusterClient:
     def _plain(self, stream: str):
         """The client of the node holding ordinary stream `stream` (or None when partitioned)."""
         lay = self.layout(stream)
-        return None if lay.partitions else self.nodes[lay.node]
+        return None if lay.partitions else self.nodes[lay.node]  # type: ignore[index]  # an ordinary stream has its node
 
     # -- streams ----------------------------------------------------------------------------------
     def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
@@ -216,7 +216,7 @@ class ClusterClient:
         lay = self.layout(name, refresh=True)
         self._layouts.pop(name, None)
         if not lay.partitions:
-            self.nodes[lay.node].drop_stream(name)
+            self.nodes[lay.node].drop_stream(name)  # type: ignore[index]  # an ordinary stream has its node
             return
         out = self._each(lay, lambda p, n: n.drop_stream(partition_name(name, p)))
         for p, r in out.items():

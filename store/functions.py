@@ -25,7 +25,7 @@ import re
 from abc import ABC, abstractmethod
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -97,6 +97,20 @@ class AggregateFunction(ABC):
         """Answered from running per-key totals (COUNT(*), COUNT(c), integer SUM(c): key_running.py)
         through read_key_synopsis."""
         return False
+
+    # the readers of those paths: only called where the check above said yes
+    def probe(self, b, window, n_q: int, count: int) -> Any:
+        """The answer from the window's running totals (`count`: its rows). Needed when probe_ok."""
+        raise NotImplementedError(f"{self.name} has no probe")
+
+    def read_synopsis(self, b) -> Callable[[Any], Any]:
+        """The function reading one sub-window's partial from its synopsis. Needed when synopsis_ok."""
+        raise NotImplementedError(f"{self.name} has no synopsis reader")
+
+    def read_key_synopsis(self, b, ks) -> Any:
+        """One sub-window's per-key partial from its per-key synopsis (or running totals) `ks`.
+        Needed when key_synopsis_ok or key_running_ok."""
+        raise NotImplementedError(f"{self.name} has no per-key synopsis reader")
 
     # -- one sub-window's raw rows ---------------------------------------------------------------
     @abstractmethod

@@ -7,12 +7,30 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any, NoReturn, Protocol
 
 from .lexer import _JOIN_START, _UNITS, JOIN_WORDS, KEYWORDS, MAX_OFFSET, _Tok
-from .query import Band, Equal, JoinQuery, Source
+from .query import Band, Equal, JoinQuery, Range, Source
 
 
-class JoinClauses:
+class _ParserPrimitives(Protocol):
+    """What the mixin uses of the parser (parser._Parser has them all)."""
+    toks: list[_Tok]
+    i: int
+
+    @property
+    def tok(self) -> _Tok: ...
+    def fail(self, message: str, tok: _Tok | None = None, hint: str | None = None) -> NoReturn: ...
+    def accept(self, word: str) -> bool: ...
+    def expect(self, word: str) -> None: ...
+    def ident(self, what: str) -> str: ...
+    def column(self, what: str) -> str: ...
+    def window_spec(self) -> tuple[Range | None, Range | None]: ...
+    def amount(self, zero: bool = False) -> Range: ...
+    def clauses(self, nested: bool, join: bool = False) -> tuple[Any, ...]: ...
+
+
+class JoinClauses(_ParserPrimitives):
     # -- joins -----------------------------------------------------------------------------------
     def _is_join(self) -> bool:
         """Does a JOIN follow the stream at the current token (`stream [[AS] alias] [window]
@@ -88,6 +106,8 @@ class JoinClauses:
     def join_condition(self) -> tuple:
         tok = self.tok
         col = self.column("a column")
+        low: int | None  # a band's bounds: None where it is open
+        high: int | None
         if self.accept("between"):
             base, low, base_tok, _ = self.band_bound()
             self.expect("and")

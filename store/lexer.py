@@ -65,7 +65,7 @@ def _tokenize(text: str) -> list[_Tok]:
             raise QuerySyntaxError("unexpected character", pos, text[pos])
         kind = m.lastgroup
         if kind != "ws":
-            out.append(_Tok(kind, m.group(), pos))
+            out.append(_Tok(kind, m.group(), pos))  # type: ignore[arg-type]  # every alternative is a named group
         pos = m.end()
     out.append(_Tok("eof", "", len(text)))
     return out

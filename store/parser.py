@@ -45,8 +45,9 @@ import datetime
 import re
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any, NoReturn
 
-from .errors import QuerySyntaxError
+from .errors import Loc, QuerySyntaxError
 from .functions import SQL_NAMES
 from .join_syntax import JoinClauses
 from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYWORDS, MAX_CONJUNCTIONS,
@@ -69,7 +70,7 @@ class _Parser(JoinClauses):
     def tok(self) -> _Tok:
         return self.toks[self.i]
 
-    def fail(self, message: str, tok: _Tok | None = None, hint: str | None = None):
+    def fail(self, message: str, tok: _Tok | None = None, hint: str | None = None) -> NoReturn:
         tok = tok or self.tok
         raise QuerySyntaxError(message, tok.pos, tok.text or "end of query", hint)
 
@@ -78,7 +79,7 @@ class _Parser(JoinClauses):
         nxt = self.toks[self.i + 1] if self.tok.kind != "eof" else self.tok
         return self.tok.kind == "ident" and nxt.kind == "punct" and nxt.text == "("
 
-    def unknown_function(self):
+    def unknown_function(self) -> NoReturn:
         """Refuse a call of a function this grammar does not have, naming the ones it has."""
         tok = self.tok
         names = [f.upper() for f in SQL_NAMES]
@@ -142,7 +143,7 @@ class _Parser(JoinClauses):
         return int(tok.text)
 
     # -- grammar -----------------------------------------------------------------------------
-    def query(self, nested: bool = False) -> Query:
+    def query(self, nested: bool = False) -> Query | JoinQuery:
         select = self.tok
         self.expect("select")
         select_i = self.i - 1
@@ -273,6 +274,7 @@ class _Parser(JoinClauses):
             self.expect(")")
             self.depth -= 1
             return inner
+        operand: Aggregate | str
         if tok.word in _AGGS and self.toks[self.i + 1].text == "(":
             self.i += 2
             operand = self.aggregate(tok.word, tok)
@@ -322,6 +324,7 @@ class _Parser(JoinClauses):
             self.fail("CASE is not supported")
         if tok.kind == "punct" and tok.text == "(":
             self.fail("expressions are not supported", hint="a select item is a column or an aggregate of one")
+        item: Aggregate | KeyColumn
         if word in _AGGS and self.toks[self.i + 1].text == "(":
             self.i += 2
             item = self.aggregate(word, tok)
@@ -381,6 +384,7 @@ class _Parser(JoinClauses):
 
     def order_item(self) -> OrderBy:
         tok = self.tok
+        ref: dict[str, Any]  # the one OrderBy field the key sets
         if tok.kind == "number":
             ref = dict(item=self.integer("an ordinal") - 1)
         elif tok.word in _AGGS and self.toks[self.i + 1].text == "(":
@@ -517,7 +521,7 @@ def parse_query(text: str) -> Query:
     receive a JoinQuery; parse_statement takes both."""
     q = parse_statement(text)
     if isinstance(q, JoinQuery):
-        at = q.sources[1].loc or q.loc
+        at = q.sources[1].loc or q.loc or Loc()
         raise QuerySyntaxError("a join of several streams where a single-stream query is expected",
                                at.position if at.position is not None else 0, at.token or "JOIN")
     return q

@@ -112,15 +112,17 @@ def _item_text(it: SelectItem) -> str:
 def _agg_text(a: Aggregate) -> str:
     if a.func == "count" and a.column is None:
         return "COUNT(*)"
+    col = quote_name(a.column)  # type: ignore[arg-type]  # None only for COUNT(*)
     if a.func == "count_distinct":
-        return f"COUNT(DISTINCT {quote_name(a.column)})"
+        return f"COUNT(DISTINCT {col})"
     if a.func == "quantile":
-        return f"QUANTILE({quote_name(a.column)}, {a.q if isinstance(a.q, Decimal) else repr(a.q)})"
-    return f"{a.func.upper()}({quote_name(a.column)})"
+        return f"QUANTILE({col}, {a.q if isinstance(a.q, Decimal) else repr(a.q)})"
+    return f"{a.func.upper()}({col})"
 
 
 def _order_text(o: OrderBy) -> str:
-    ref = quote_name(o.name) if o.name is not None else _agg_text(o.expr) if o.expr is not None else str(o.item + 1)
+    ref = (quote_name(o.name) if o.name is not None else _agg_text(o.expr) if o.expr is not None
+           else str(o.item + 1))  # type: ignore[operator]  # neither a name nor an aggregate: an ordinal
     return f"{ref} DESC" if o.descending else ref
 
 
@@ -142,7 +144,8 @@ def _predicate_text(p: Predicate, quote: bool = True) -> str:
     if p.op in ("is null", "is not null"):
         return f"{column} {p.op.upper()}"
     if p.op in ("in", "not in"):
-        return f"{column} {p.op.upper()} ({', '.join(literal_text(v) for v in p.value)})"
+        values: tuple = p.value  # type: ignore[assignment]  # IN's value: a tuple of literals
+        return f"{column} {p.op.upper()} ({', '.join(literal_text(v) for v in values)})"
     return f"{column} {p.op} {literal_text(p.value)}"
 
 

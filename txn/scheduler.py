@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, Stream, StoreError, SubWindow
 from windowstore.store.errors import ResourceLimit
@@ -47,6 +47,9 @@ from .schedule.edf import Task, rank, task_due
 from .schedule.offload import Offload
 from .schedule.outcomes import Outcomes
 from .schedule.seals import SealJob, Slides
+
+if TYPE_CHECKING:
+    from .sharing.runtime import SharedTasks
 
 # Its callers import these from here (engine, driver, answers, txn/__init__).
 __all__ = ["ONETIME", "PERIODIC", "POLICIES", "QueryFailed", "QueryTxn", "QueryWithdrawn", "RestartLimitExceeded",
@@ -83,7 +86,7 @@ class Scheduler(Slides, Offload, Outcomes):
         self.last_error: StoreError | None = None  # the last query (or seal) failure, for the operator's log
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
-        self.sharing = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
+        self.sharing: SharedTasks | None = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
         self._init_slides()
         self._init_offload()
 

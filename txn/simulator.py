@@ -109,8 +109,8 @@ def remembered(plan: Plan) -> Plan:
             answer = answers[key] = compute()
         return answer
 
-    plan.finish = lambda partial: once(("finish", *partial.versions()), lambda: finish(partial))
-    plan.probe = lambda: once(("probe", window.latest), probe)
+    plan.finish = lambda partial: once(("finish", *partial.versions()), lambda: finish(partial))  # type: ignore[method-assign]  # this plan's own
+    plan.probe = lambda: once(("probe", window.latest), probe)  # type: ignore[method-assign]  # this plan's own
     return plan
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
 
 from windowstore.store import bind, parse_query
 from windowstore.store.join_binder import bind_join
 from windowstore.store.parser import parse_statement
-from windowstore.store.query import JoinQuery
+from windowstore.store.query import JoinQuery, Query
 
 from .options import _READ_OPTIONS, _connection, connect, parse_options
 from .schema import _schema_and_window
@@ -32,7 +33,7 @@ def _spark_type(t: str) -> str:
 
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-_CONVERT = {"decimal": Decimal, "timestamp": lambda us: _EPOCH + datetime.timedelta(microseconds=us),
+_CONVERT: dict[str, Callable[[Any], Any]] = {"decimal": Decimal, "timestamp": lambda us: _EPOCH + datetime.timedelta(microseconds=us),
             "event_time": lambda ms: _EPOCH + datetime.timedelta(milliseconds=ms),
             "date": lambda days: _EPOCH.date() + datetime.timedelta(days=days)}
 _KINDS = {"timestamp": "timestamp", "date": "date", "int128": "decimal"}
@@ -43,7 +44,7 @@ _SAME_TYPE = ("min", "max", "quantile")  # aggregates whose result is one of the
 class _Layout:
     """A read query bound on the driver: its answer columns, their conversions, and what Spark may push."""
 
-    query: object                           # the parsed Query
+    query: Query | JoinQuery                # the parsed query
     spec: dict                              # the stream's spec (DescribeStream)
     columns: list[tuple[str, str]]          # (label, Spark type)
     conversions: list[tuple[int, str]]      # (index, kind) of the values to convert for Spark
@@ -53,7 +54,7 @@ class _Layout:
     join: bool = False                      # a join of several streams (the streaming reader only)
 
 
-def _answer_layout(options: dict) -> _Layout:
+def _answer_layout(options: Mapping[str, str]) -> _Layout:
     """The answer's columns [(label, Spark type)] typed from the stream's schema (the query bound on
     the driver as the server binds it), and (index, kind) of those whose values need converting.
     With event_time_as_timestamp, the event-time column's values (the GROUP BY key, MIN, MAX,
@@ -90,7 +91,7 @@ def _answer_layout(options: dict) -> _Layout:
     # A filter on the GROUP BY key's output column selects the same groups as that filter on the rows
     # (not after LIMIT, nor on a sub-query's outer aggregates): those go into WHERE.
     # A projection's filters all go into WHERE.
-    pushable = {}
+    pushable: dict[str, tuple[str, str]] = {}
     if bound.limit is None and not bound.outer and not bound.approximate:
         for i, it in enumerate(bound.items):
             if it.agg is None:  # (GROUP BY several columns, SELECT DISTINCT: each key item its own column)

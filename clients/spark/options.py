@@ -3,6 +3,8 @@ and the store connection they name (target, TLS, token). Shared by the writers a
 nothing here calls Spark or the store."""
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..client import Client
 
 
@@ -57,7 +59,7 @@ _READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_
 _SPARK_OPTIONS = {"path", "checkpointlocation"}  # Spark's own, passed along
 
 
-def parse_options(options: dict, allowed: dict) -> dict:
+def parse_options(options: Mapping[str, str], allowed: dict) -> dict:
     """Options checked strictly: an unknown one is an error listing the valid ones."""
     out = {}
     by_lower = {k.lower(): k for k in allowed}

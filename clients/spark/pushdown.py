@@ -86,7 +86,7 @@ def _to_predicate(f, layout: _Layout):
     from dataclasses import replace
 
     try:  # the binder's word on it (types, literal ranges): what it refuses stays with Spark
-        bind(replace(layout.query, where=((p,),), as_of_slide=None), *_schema_and_window(layout.spec))
+        bind(replace(layout.query, where=((p,),), as_of_slide=None), *_schema_and_window(layout.spec))  # type: ignore[arg-type]  # one stream's
     except QueryError:
         return None
     return p

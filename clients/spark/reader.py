@@ -4,11 +4,15 @@ sub-windows; delivered as Arrow record batches. Filter pushdown is pushdown.py."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .layout import _answer_batch, _Layout
 from .options import _READ_OPTIONS, _connection, connect, parse_options
+
+if TYPE_CHECKING:
+    from windowstore.store.query import Query
 
 _BATCH_ROWS = 65_536
 
@@ -55,7 +59,7 @@ class _QueryReader(DataSourceReader):
     def _pinned_query(self):
         from dataclasses import replace
 
-        q = self.layout.query
+        q: Query = self.layout.query  # type: ignore[assignment]  # one stream's: the batch reader refuses joins
         k = q.as_of_slide if q.as_of_slide is not None else self.as_of
         if k is None:
             with connect(self.target) as ws:
@@ -86,7 +90,7 @@ class _QueryReader(DataSourceReader):
             start = end + 1
         return out
 
-    def read(self, partition: _PinnedQuery):
+    def read(self, partition: _PinnedQuery):  # type: ignore[override]  # Spark hands back partitions() ones
         with connect(self.target) as ws:
             a = ws.query(partition.text)
         if partition.slide is not None:

@@ -81,7 +81,7 @@ def store_schema(schema, time_column: str) -> dict[str, str]:
         elif name == "DecimalType":
             ok, typ = f.dataType.precision <= 18, f"decimal({f.dataType.precision},{f.dataType.scale})"
         else:
-            typ = _STORE_TYPE.get(name)
+            typ = _STORE_TYPE.get(name)  # type: ignore[assignment]  # None: not ok, never stored
             ok = typ is not None
         if ok:
             out[f.name] = typ

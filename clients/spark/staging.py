@@ -37,7 +37,7 @@ def writer_identity(writer_id: str | None, props: dict) -> str:
     return f"spark-query:{query_id}"
 
 
-def stage_partition(target: str, stream: str, writer_id: str | None, batch_id: int | None,
+def stage_partition(target: str | dict, stream: str, writer_id: str | None, batch_id: int | None,
                     batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
                     time_to_ms: str | None = None) -> tuple[str, str, int, int]:
     """Stage one partition's rows under this task attempt (invisible until the batch commits);
@@ -58,6 +58,7 @@ def stage_rows(target, stream: str, writer: str, batch_id: int, attempt: str, ba
                max_rows: int = 200_000, time_to_ms: str | None = None) -> int:
     """Stage record batches under (writer, batch id, attempt) in chunks of at most max_rows;
     returns the rows this attempt has staged."""
+    pending: list[pa.RecordBatch]
     staged, chunk, pending, rows = 0, 0, [], 0
     with connect(target) as ws:
         def flush():

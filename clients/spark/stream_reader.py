@@ -46,7 +46,7 @@ class _AnswerStreamReader(DataSourceStreamReader):
             return []
         return [_AnswerRange(end["query_id"], start["slide"], end["slide"])]
 
-    def read(self, partition: _AnswerRange):
+    def read(self, partition: _AnswerRange):  # type: ignore[override]  # Spark hands back partitions() ones
         after = partition.after_slide
         with connect(self.target) as ws:
             while after < partition.through_slide:

@@ -162,7 +162,7 @@ class Driver:
 
     def _post(self, fn, *args) -> bool:
         """Run fn on the loop (from any thread); False when the loop is gone."""
-        return post(self.loop, fn, *args)
+        return post(self.loop, fn, *args)  # type: ignore[arg-type]  # set by start()
 
     def _recovery_failed(self, error: Exception) -> None:
         self._closed = True
@@ -193,7 +193,7 @@ class Driver:
             return
         if self._closed:
             raise ShuttingDown("the server is shutting down")
-        fut = self.loop.create_future()
+        fut = self.loop.create_future()  # type: ignore[union-attr]  # set by start()
         self._ready_waiters.append(fut)
         try:
             await fut
@@ -314,7 +314,7 @@ class Driver:
                 settle(fut, result)
             return result, fut
         if fut is None:
-            fut = self.loop.create_future()
+            fut = self.loop.create_future()  # type: ignore[union-attr]  # set by start()
         self.group_commit.add(fut, result)
         return result, fut
 
@@ -334,7 +334,7 @@ class Driver:
             txn = self.engine.run_now(plan, priority, go_on=stepper.go_on())
             if txn is not None and txn.done:
                 return txn, None
-        done = self.loop.create_future()
+        done = self.loop.create_future()  # type: ignore[union-attr]  # set by start()
 
         def finished(txn):
             self.inflight -= 1

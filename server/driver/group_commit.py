@@ -47,7 +47,7 @@ class GroupCommit:
     def dirty(self) -> None:
         """Something may have been applied: log it at the end of this loop iteration."""
         if self._flush_handle is None:
-            self._flush_handle = self.loop.call_soon(self.flush)
+            self._flush_handle = self.loop.call_soon(self.flush)  # type: ignore[union-attr]  # set by start()
 
     def flush(self) -> None:
         """Log what the engine applied since the last flush (group commit); each (future, result)
@@ -71,7 +71,7 @@ class GroupCommit:
     def _durable(self, acks, error: str | None) -> None:
         if on_loop_thread(self.loop):
             self._acknowledge(acks, error)
-        elif not post(self.loop, self._acknowledge, acks, error):  # the loop is gone: answer from here
+        elif not post(self.loop, self._acknowledge, acks, error):  # type: ignore[arg-type]  # started; False: the loop is gone, answer from here
             self._acknowledge(acks, error)
 
     def _acknowledge(self, acks, error: str | None) -> None:

@@ -59,7 +59,7 @@ class Stepper:
         self.halted = False   # closed: the engine is no longer touched on the loop (halt)
         self._on_drained: Callable[[], None] | None = None  # stopping: called once nothing is left
         self._step_handle: asyncio.Handle | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._timer_due: float | None = None
         self._next_due_ms = -math.inf  # no slide is due before this clock time (-inf: look)
         self._spin = False  # the next slide's stream slides no faster than _SPIN_MIN_PERIOD_MS (_next_due)
@@ -129,7 +129,7 @@ class Stepper:
         if self.sched.stream_due_to_slide() is not None:
             return -math.inf, False
         due, stream = self.sched.next_due()
-        return due, stream is not None and stream.spec.subwindow_ms >= _SPIN_MIN_PERIOD_MS
+        return due, stream is not None and stream.spec.subwindow_ms >= _SPIN_MIN_PERIOD_MS  # type: ignore[operator]  # a time-based window
 
     def go_on(self, budget_s: float = STEP_BUDGET_S) -> Callable[[], bool]:
         """Between two operations run in one call: the engine's clock advanced (a slide falls due
@@ -146,7 +146,7 @@ class Stepper:
     # -- the scheduler, a budget of operations per loop callback -------------------------------
     def kick(self) -> None:
         if self._step_handle is None and self.serving and not self.halted:
-            self._step_handle = self.loop.call_soon(self.step)
+            self._step_handle = self.loop.call_soon(self.step)  # type: ignore[union-attr]  # set by start()
 
     def _fail_current(self, error: Exception) -> None:
         txn = self.sched.running
@@ -163,7 +163,7 @@ class Stepper:
             self._fail_current(e)
             return "error"
         if op == "error":
-            log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
+            log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)  # type: ignore[union-attr]  # an "error" step sets it
         return op
 
     def step(self) -> None:
@@ -188,7 +188,7 @@ class Stepper:
             if held >= _LONG_STEP_S and self._step_handle is None and not self.halted:
                 # the operation held the loop: give the loop time for I/O (accepting a call and
                 # answering one take a few iterations each) before the next one
-                self._step_handle = self.loop.call_later(min(held * _IO_SHARE, _IO_PAUSE_MAX_S), self.step)
+                self._step_handle = self.loop.call_later(min(held * _IO_SHARE, _IO_PAUSE_MAX_S), self.step)  # type: ignore[union-attr]  # set by start()
             else:
                 self.kick()
         elif self._on_drained is not None and not self.sched.active and not self.sched.sealing:
@@ -206,7 +206,7 @@ class Stepper:
             log.error("sealing slide %d of %r failed on the seal thread (%s: %s): sealing it again on the loop",
                       job.cut.slide, job.stream.name, type(error).__name__, error)
         if self.engine.complete(job, value, error, ms) == "error":
-            log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)
+            log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)  # type: ignore[union-attr]  # an "error" step sets it
         self._next_due_ms = -math.inf  # an installed seal: its stream's next slide may be due already
         self.dirty()
         self.kick()
@@ -228,7 +228,7 @@ class Stepper:
         spin = _SPIN_MS if self._spin else -0.2  # (without the spin: wake just after it is due)
         delay = min(1.0, max(0.0, (due - self.clock() - spin) / 1000.0))
         self._timer_due = due
-        self._timer = self.loop.call_later(delay, self._on_timer)
+        self._timer = self.loop.call_later(delay, self._on_timer)  # type: ignore[union-attr]  # set by start()
 
     def _on_timer(self) -> None:
         due = self._timer_due
@@ -238,7 +238,7 @@ class Stepper:
         left = due - self.clock() if due is not None else 0.0
         if 0.0 < left <= _SPIN_MS:  # the last stretch before a slide: check again next iteration
             self._timer_due = due
-            self._timer = self.loop.call_soon(self._on_timer)
+            self._timer = self.loop.call_soon(self._on_timer)  # type: ignore[union-attr]  # set by start()
             return
         if self._step_handle is None:
             self.step()

@@ -6,6 +6,8 @@ behind them. Pure functions; the join state is plan.JoinPlan's.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..exact import INT64_MAX, INT64_MIN
@@ -23,7 +25,7 @@ def band_interval(inter: Inter, q: int, b: BoundBand) -> dict:
         d = inter.attrs[(b.column.source, b.column.column)]
         low = None if b.high is None else -b.high
         high = None if b.low is None else -b.low
-    out = {"L": None, "H": None, "sorted": None}
+    out: dict[str, Any] = {"L": None, "H": None, "sorted": None}
     if low is not None:
         out["L"] = shifted(d, low)
     if high is not None:
@@ -40,7 +42,7 @@ def candidate_rows(interval: dict | None, x: Prepared, band_col: str | None) -> 
     order, ls, width = interval["sorted"]
     if width < 0:
         return order[:0]
-    tmin, tmax = x.value_range(band_col)
+    tmin, tmax = x.value_range(band_col)  # type: ignore[arg-type]  # an interval has a band column
     lo_bound = max(INT64_MIN, tmin - width)
     a = np.searchsorted(ls, lo_bound, side="left")
     z = np.searchsorted(ls, tmax, side="right")

@@ -126,7 +126,7 @@ def aggregate_by_key(plan: JoinPlan, inputs: Sequence[Sequence[SubWindow]]) -> A
     if keep is not None:
         kr, per_row = kr[keep], per_row[keep]
 
-    def row_side(ref):  # (values, validity or None) of the row side's joining rows
+    def row_side(ref) -> tuple[np.ndarray, np.ndarray | None]:  # (values, validity or None) of the row side's joining rows
         values, valid = _side_column(preps[r], ref)
         if keep is not None:
             values, valid = values[keep], (None if valid is None else valid[keep])
@@ -165,7 +165,7 @@ def aggregate_by_key(plan: JoinPlan, inputs: Sequence[Sequence[SubWindow]]) -> A
         results.append(a.fn.finish_groups(a, inv, g, [part], uniq, s))
     if b.group_by is None:
         values = [res.tolist()[0] for res in results]
-        rows = [tuple(values[it.agg] for it in b.items)]
+        rows = [tuple(values[it.agg] for it in b.items)]  # type: ignore[index]  # no GROUP BY: aggregates only
         rows = rows if b.limit is None else rows[: b.limit]
     else:
         rows = grouped_rows(b, uniq, results, plan.strings[b.group_by.source])

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def typed_rows(rows: list[tuple], types: Sequence[str]) -> list[tuple]:
     """Answer rows with decimal columns (computed on value * 10**s integers, as planner.Plan does) as
     Decimals of their type's scale; NULLs stay None."""
-    scales = {i: decimal_type(t)[1] for i, t in enumerate(types) if decimal_type(t)}
+    scales = {i: decimal_type(t)[1] for i, t in enumerate(types) if decimal_type(t)}  # type: ignore[index]  # not None: the condition
     if not scales:
         return rows
     return [tuple(_decimal(v, scales[i]) if i in scales else v for i, v in enumerate(r)) for r in rows]
@@ -34,8 +34,8 @@ def typed_rows(rows: list[tuple], types: Sequence[str]) -> list[tuple]:
 
 def grouped_rows(b: BoundJoin, uniq: np.ndarray, results: list[np.ndarray], strings: StringDictionary) -> list[tuple]:
     """The grouped answer's rows: keys decoded (NULL as None), ordered as planner.Plan orders them."""
-    return group_rows(decode_keys(uniq, b.group_by.type, strings), [r.tolist() for r in results], b.order, b.limit,
-                      b.items)
+    return group_rows(decode_keys(uniq, b.group_by.type, strings),  # type: ignore[union-attr]  # grouped
+                      [r.tolist() for r in results], b.order, b.limit, b.items)
 
 
 class Finisher:
@@ -80,7 +80,7 @@ class Finisher:
             for a, ref in zip(b.aggs, b.agg_refs):
                 s = self.strings(ref)
                 values.append(a.fn.finish(a, [a.fn.from_rows(a, self.nonnull(ref), self.n, s)], s))
-            rows = [tuple(values[it.agg] for it in b.items)]
+            rows = [tuple(values[it.agg] for it in b.items)]  # type: ignore[index]  # no GROUP BY: aggregates only
             rows = rows if b.limit is None else rows[: b.limit]
         else:
             rows = self.groups()
@@ -90,9 +90,9 @@ class Finisher:
 
     def groups(self) -> list[tuple]:
         b = self.b
-        keys, kvalid = self.col(b.group_by)
+        keys, kvalid = self.col(b.group_by)  # type: ignore[arg-type]  # grouped
         keys = keys_with_nulls(keys, kvalid)
-        uniq, inverse = group_keys(keys, dense=b.group_by.type == "string")
+        uniq, inverse = group_keys(keys, dense=b.group_by.type == "string")  # type: ignore[union-attr]  # grouped
         g = len(uniq)
         results = []
         for a, ref in zip(b.aggs, b.agg_refs):
@@ -124,6 +124,7 @@ class Finisher:
         for ref in b.item_refs:
             values, valid = self.col(ref)
             picked = values[order]
+            vals: list
             if ref.type == "string":
                 vals = self.strings(ref).decode(picked)
             elif ref.type == "boolean":

@@ -41,6 +41,7 @@ class Index:
                 uf, acc = np.unique(acc * len(u) + d, return_inverse=True)
                 acc = acc.reshape(-1).astype(np.int64)
                 self.folds.append(uf)
+        self.tu: np.ndarray | None  # the band's distinct values (None: no band)
         if band is not None:
             self.tu, rank = np.unique(band, return_inverse=True)
             comp = acc * (len(self.tu) + 1) + rank.reshape(-1)
@@ -48,7 +49,7 @@ class Index:
             self.tu, comp = None, acc
         self.order = np.argsort(comp, kind="stable")
         self.comp = comp[self.order]
-        self._bounds = None
+        self._bounds: np.ndarray | None = None
 
     def key_ranges(self, kid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Without a band: [start, end) in `order` of the rows with each key id (kid >= 0)."""
@@ -70,14 +71,14 @@ class Index:
                 acc, valid = d.astype(np.int64), hit
             else:
                 uf = self.folds[i - 1]
-                comb = np.where(valid & hit, acc * len(u) + d, 0)
+                comb = np.where(valid & hit, acc * len(u) + d, 0)  # type: ignore[operator]  # set at i == 0
                 pos = np.searchsorted(uf, comb)
-                ok = valid & hit & (pos < len(uf))
+                ok = valid & hit & (pos < len(uf))  # type: ignore[operator]  # set at i == 0
                 ok[ok] = uf[pos[ok]] == comb[ok]
                 acc, valid = pos.astype(np.int64), ok
         if acc is None:
             return np.zeros(0, dtype=np.int64)
-        return np.where(valid, acc, -1)
+        return np.where(valid, acc, -1)  # type: ignore[arg-type]  # set with acc
 
 
 class Prepared:
@@ -109,8 +110,8 @@ class Prepared:
         if values is None and name.startswith(VALID):
             return np.ones(len(rows), dtype=bool)
         if pos is None and self.n == self.sub.rows:  # every row selected: the sealed column itself (read only)
-            return values
-        return values[rows]
+            return values  # type: ignore[return-value]  # a column of the sub-window
+        return values[rows]  # type: ignore[index]  # a column of the sub-window
 
     def index(self, classes: tuple[int, ...], band: str | None) -> Index:
         sig = (classes, band)
@@ -144,7 +145,7 @@ class Inter:
         out = Inter(len(idx))
         for d_in, d_out in ((self.ver, out.ver), (self.row, out.row), (self.keys, out.keys), (self.attrs, out.attrs)):
             for k, a in d_in.items():
-                d_out[k] = a[idx]
+                d_out[k] = a[idx]  # type: ignore[index]  # each pair's keys are of one type
         return out
 
     def filter(self, mask: np.ndarray) -> "Inter":

@@ -76,7 +76,7 @@ def order_cost(order: Sequence[int], m: OrderInputs) -> float:
     tuple reaching a level scans the next window)."""
     total = 0.0
     for i in range(len(order)):
-        seq = probe_sequence(order[i], order, m.adjacency)
+        seq = probe_sequence(order[i], order, m.adjacency)  # type: ignore[arg-type]  # set by __post_init__
         size, v_cur, joined, cost = 1.0, dict(m.distinct[seq[0]]), {seq[0]}, 0.0
         for j in seq[1:]:
             cost += size * m.size[j]
@@ -95,7 +95,7 @@ def initial_order(m: OrderInputs) -> list[int]:
         return [0]
     best = None
     for i, j in itertools.combinations(range(n), 2):
-        if j not in m.adjacency[i]:
+        if j not in m.adjacency[i]:  # type: ignore[index]  # set by __post_init__
             continue
         v = dict(m.distinct[i])
         phi = _step(m.size[i], v, {i}, j, m)
@@ -109,7 +109,7 @@ def initial_order(m: OrderInputs) -> list[int]:
     while len(order) < n:
         cands = []
         for s in range(n):
-            if s in order or not (m.adjacency[s] & set(order)):
+            if s in order or not (m.adjacency[s] & set(order)):  # type: ignore[index]  # set by __post_init__
                 continue
             v = dict(v_cur)
             cands.append((_step(size, v, set(order), s, m), s, v))

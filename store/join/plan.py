@@ -136,9 +136,9 @@ class JoinPlan:
 
         types: dict[tuple[int, str], str] = {}
         for e in self.bound.equalities:
-            a, b = (e.left.source, e.left.column), (e.right.source, e.right.column)
-            types[a], types[b] = e.left.type, e.right.type
-            parent[root(a)] = root(b)
+            left, right = (e.left.source, e.left.column), (e.right.source, e.right.column)
+            types[left], types[right] = e.left.type, e.right.type
+            parent[root(left)] = root(right)
         roots = sorted({root(x) for x in parent})
         self.class_type = [types[r] for r in roots]
         cid = {r: i for i, r in enumerate(roots)}
@@ -146,7 +146,7 @@ class JoinPlan:
         # every member's key is its value at the class's largest scale, value * 10**(S - s). A value
         # whose rescaled magnitude leaves int64 equals no value of the class (all of which are int64 at
         # scale S), so its row joins nothing (prepare drops it).
-        top = {}
+        top: dict[tuple[int, str], int] = {}
         for x, t in types.items():
             if exact_number(t):
                 r = root(x)
@@ -198,7 +198,7 @@ class JoinPlan:
         mask = None
         if self.pushdown[p] is not None:  # a comparison with a NULL is unknown: the row is dropped
             strings = self.strings[p]
-            for conj in self.pushdown[p]:
+            for conj in self.pushdown[p]:  # type: ignore[union-attr]  # not None: checked above
                 m = np.ones(sub.rows, dtype=bool)
                 for ref, cmp in conj:
                     m &= cmp.mask(cols[ref.column], strings, cols.get(_valid_key(ref.column)))
@@ -429,8 +429,8 @@ class JoinPlan:
             kid = ix.key_ids(sub_keys) if classes else np.zeros(inter.n if rows is None else len(rows), dtype=np.int64)
             width = 1
             if band_col is not None:
-                width = len(ix.tu) + 1
-                lo, hi = band_ranks(interval, ix.tu, rows)
+                width = len(ix.tu) + 1  # type: ignore[arg-type]  # an index on a band column has its values
+                lo, hi = band_ranks(interval, ix.tu, rows)  # type: ignore[arg-type]  # a band column has its interval
             ok = kid >= 0
             if band_col is not None:
                 base = np.where(ok, kid, 0) * width
@@ -506,7 +506,7 @@ class JoinPlan:
                 m &= cmp.mask(inter.attrs[(ref.source, ref.column)], self.strings[ref.source],
                               inter.attrs[(ref.source, _valid_key(ref.column))])
             out = m if out is None else (out | m)
-        return out
+        return out  # type: ignore[return-value]  # called with a WHERE (self.residual)
 
     # -- answering -----------------------------------------------------------------------------------------
     def evaluate(self, inputs: Sequence[Sequence[SubWindow]]) -> Answer:

@@ -54,4 +54,4 @@ def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
 
 def merge_topk(b: BoundQuery, contributions: list):
     """APPROXIMATE: the sub-windows' top-k lists merged into one estimate (synopsis.merge_topk_lists)."""
-    return merge_topk_lists(contributions, b.limit)
+    return merge_topk_lists(contributions, b.limit)  # type: ignore[arg-type]  # APPROXIMATE has a LIMIT (binder)

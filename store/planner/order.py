@@ -4,6 +4,7 @@ orders values it is given; it must not read sub-windows, merge partials or decod
 from __future__ import annotations
 
 import operator
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,8 +20,8 @@ def sorted_positions(n: int, keys: list[tuple[list, bool]]) -> list[int]:
     return order
 
 
-def group_rows(key_values: list, agg_cols: list[list], order: list[tuple[int | KeyRef | None, bool]],
-               limit: int | None, items, more_keys: list[list] = ()) -> list[tuple]:
+def group_rows(key_values: list, agg_cols: list[list], order: Sequence[tuple[int | KeyRef | None, bool]],
+               limit: int | None, items, more_keys: Sequence[list] = ()) -> list[tuple]:
     """A grouped answer's rows: ordered by the ORDER BY items (`order`: an aggregate's index, None
     for the key, KeyRef(i) for the i-th of several keys), then by the keys in GROUP BY order; LIMIT;
     one value per select item (`items[i].agg`: its aggregate, or None for the key `items[i].key`).

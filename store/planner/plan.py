@@ -49,14 +49,14 @@ class Plan:
         self.types = bound.types
         self.supports_remove = all(b.fn.removable for b in bound.aggs)
         self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
-        self._scales = {i: decimal_type(t)[1] for i, t in enumerate(self.types) if t.startswith("decimal(")}
+        self._scales = {i: decimal_type(t)[1] for i, t in enumerate(self.types) if t.startswith("decimal(")}  # type: ignore[index]  # a decimal type
         self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
         # Resolved once: a read is on the hot path of every query (one per sub-window).
-        self.read = reader(bound, access, self.strings)
+        self.read = reader(bound, access, self.strings)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
-            self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)
+            self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
 
     # -- reading: one sub-window at a time (read.py) ---------------------------------------------
     def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__
@@ -102,7 +102,7 @@ class Plan:
         b = self.bound
         if b.having is not None and not b.having.keep(1, lambda ref: [values[ref[1]]])[0]:
             return []
-        return [tuple(values[it.agg] for it in b.items)]
+        return [tuple(values[it.agg] for it in b.items)]  # type: ignore[index]  # no GROUP BY: aggregates only
 
     def _groups_answer(self, contributions: list) -> Answer:
         keys, results = finish_groups(self.bound, contributions, self.strings)
@@ -177,7 +177,8 @@ class Plan:
         w = self.stream.window
         if self.bound.group_by is not None:  # (only while probes_now(): otherwise it is scanned)
             ks = w.key_totals(self.bound.group_by, self.n_q, self._key_columns)
-            return self._groups_answer([(ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
+            return self._groups_answer([(ks.keys,  # type: ignore[union-attr]  # kept while probes_now()
+                                         tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
         count = w.running_total(COUNT_KEY, self.n_q)
         values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
         return self._answer(limit_rows(self._having_one(values), self.bound.limit))

@@ -24,7 +24,7 @@ def reader(bound: BoundQuery, access: AccessPath, strings) -> Callable[[SubWindo
         return partial(read_rows, bound, strings)
     if bound.approximate:
         g = bound.group_by
-        return lambda sub: sub.synopsis.by_key[g].topk
+        return lambda sub: sub.synopsis.by_key[g].topk  # type: ignore[index]  # APPROXIMATE: grouped
     if bound.group_by is None:
         getters = [b.fn.read_synopsis(b) for b in bound.aggs]
         return lambda sub: tuple(get(sub) for get in getters)
@@ -87,7 +87,7 @@ def read_projection(b: BoundQuery, strings, sub: SubWindow) -> Any:
 
 def read_key_synopsis(b: BoundQuery, sub: SubWindow) -> Any:
     """A GROUP BY's share from the sub-window's per-key synopsis of its declared column."""
-    ks = sub.synopsis.by_key[b.group_by]
+    ks = sub.synopsis.by_key[b.group_by]  # type: ignore[index]  # with GROUP BY only
     return ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in b.aggs])
 
 
@@ -101,4 +101,4 @@ def where_mask(b: BoundQuery, strings, cols, rows: int) -> np.ndarray:
             m = pm if m is None else np.logical_and(m, pm, out=m)
         m = np.ones(rows, dtype=bool) if m is None else m
         out = m if out is None else (out | m)
-    return out
+    return out  # type: ignore[return-value]  # callers pass a WHERE

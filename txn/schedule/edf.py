@@ -14,6 +14,7 @@ from ..kinds import QueryKind
 
 if TYPE_CHECKING:
     from ..query import QueryTxn, Result
+    from ..sharing.runtime import Joint
 
 
 @dataclass(eq=False)
@@ -39,6 +40,7 @@ class Task:
     # ages from there like one that answered then (it is due at once, and more overdue with every
     # slide it goes without an answer), so under overload it is not starved by tasks that did
     since: dict[str, int] | None = None
+    shared: Joint | None = None  # a shared execution's task: whom it answers (txn/sharing/runtime.py)
 
     def slides_behind(self, latest: int) -> int:
         if self.last_reflected is not None:

@@ -94,7 +94,8 @@ class Outcomes:
         """A committed answer: counted, a periodic task's execution noted (`late`: slides it lagged
         behind its period, None on its first), the transaction finished and the answer published."""
         if txn.task is not None and getattr(txn.task, "shared", None) is not None:
-            return self.sharing.deliver(self, txn, result, now)  # a shared execution: answered per member
+            self.sharing.deliver(self, txn, result, now)  # type: ignore[union-attr,arg-type]  # a shared execution: answered per member
+            return
         self._count(txn, "committed")
         task = txn.task
         if task is not None:

@@ -115,7 +115,7 @@ def choose_periods(subgroups: dict[int, list], model: CostModel) -> dict[int, in
             c = schedule_cost(_tasks(subgroups, target), model)
             if c < best_cost - 1e-9:
                 best, best_cost = target, c
-        return best
+        return best  # type: ignore[return-value]  # some choice has a finite cost
     target = {p: p for p in periods}
     cost = schedule_cost(_tasks(subgroups, target), model)
     while True:

@@ -43,7 +43,7 @@ class Groups:
     def __init__(self):
         self.members: dict[str, Member] = {}
         self.outputs: dict[Hashable, Output] = {}
-        self.groups: dict[Hashable, list[Output]] = {}  # group id -> outputs (a lone output: its own id)
+        self.groups: dict[tuple, list[Output]] = {}  # group id -> outputs (a lone output: its own id)
 
     # -- changes -------------------------------------------------------------------------------
     def add(self, m: Member) -> Output:
@@ -75,18 +75,18 @@ class Groups:
         return m
 
     @staticmethod
-    def _gid(out: Output) -> Hashable:
+    def _gid(out: Output) -> tuple:
         g = out.group
         return g if g is not None else ("alone", out.key)
 
     # -- reading -------------------------------------------------------------------------------
-    def group_id(self, member_id: str) -> Hashable:
+    def group_id(self, member_id: str) -> tuple:
         return self._gid(self.outputs[self.members[member_id].key])
 
     def output_of(self, member_id: str) -> Output:
         return self.outputs[self.members[member_id].key]
 
-    def subgroups(self, gid: Hashable) -> dict[int, list[Output]]:
+    def subgroups(self, gid: tuple) -> dict[int, list[Output]]:
         """G_ij: the group's outputs by equal period, shortest first."""
         out: dict[int, list[Output]] = {}
         for o in self.groups[gid]:

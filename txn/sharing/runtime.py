@@ -65,7 +65,7 @@ class SharedPlan:
         self.aggs = [a for p in plans for a in p.aggs]
         keys: dict = {}
         self.reader_of = [keys.setdefault(_read_key(p), len(keys)) for p in plans]
-        self.readers: list = [None] * len(keys)  # per reader, the first plan that reads so
+        self.readers: list[Any] = [None] * len(keys)  # per reader, the first plan that reads so
         self.reach = [0] * len(keys)  # per reader, the longest window of its plans
         for p, r in zip(plans, self.reader_of):
             self.readers[r] = self.readers[r] or p
@@ -201,7 +201,7 @@ class SharedTasks:
             if task.last_reflected is not None:
                 self.local.since[mid] = latest - task.last_reflected
             else:  # never answered: due at once (at its task's period), later with every slide since
-                self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))
+                self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or task.plan.stream.name in sched.failed:
                 excluded.add(mid)
         while (ex := self.local.pick(excluded)) is not None:
@@ -221,11 +221,11 @@ class SharedTasks:
         plans = [self.tasks[mids[0]].plan for mids in outputs]
         members = [self.tasks[mid] for mids in outputs for mid in mids]
         self._seq += 1
-        group = Task(f"G{self._seq}", SharedPlan(plans), min(t.every for t in members),
+        group = Task(f"G{self._seq}", SharedPlan(plans), min(t.every for t in members),  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
         reflected = [t.last_reflected for t in members]
-        group.last_reflected = None if None in reflected else min(reflected)
+        group.last_reflected = None if None in reflected else min(reflected)  # type: ignore[type-var]  # no None: checked
         group.shared = Joint(ex, outputs, ex.gid)
         txn = sched.submit(group.plan, QueryKind.PERIODIC, group.priority, task=group)
         group.running = joint_txn = txn
@@ -236,8 +236,8 @@ class SharedTasks:
     # -- a shared execution ends ---------------------------------------------------------------
     def deliver(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float) -> None:
         """A shared execution committed: counted once, then each member answered from its part."""
-        group = txn.task
-        joint: Joint = group.shared
+        group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
+        joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
         sched.finish_committed(txn, result)
         self.executions += 1
@@ -254,7 +254,7 @@ class SharedTasks:
         label = group_label(joint.gid)
         fields = vars(result)
         answers = []
-        for answer, mids in zip(result.answer.answers, joint.outputs):
+        for answer, mids in zip(result.answer.answers, joint.outputs):  # type: ignore[attr-defined]  # a SharedAnswer
             for mid in mids:
                 if self.busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran
@@ -286,7 +286,7 @@ class SharedTasks:
     def group_failed(self, group: Task, error: Exception) -> None:
         """A shared execution failed (too many aborts, or an error): each member hears of it as
         it would of its own execution failing; the members stay registered."""
-        joint: Joint = group.shared
+        joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
         self.failures += 1
         for mids in joint.outputs:

@@ -106,3 +106,31 @@ def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark
             a = cc.query(sql)
             assert a.slide == 1
             assert a.rows == duck(sql + (" NULLS LAST" if "ORDER" in sql else ""), both), sql
+
+
+def test_batch_reader_reads_each_partition_pinned_to_the_common_slide(spark, cluster):
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("pr", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual",
+                         partitions=P, partition_by=["src"])
+        data = {b: rows(b, 120) for b in range(4)}
+        for b in range(4):
+            cc.append("pr", pa.Table.from_pylist(data[b]), writer_id="w", batch_id=b)
+            cc.slide("pr")
+        cc.append("pr", pa.Table.from_pylist(rows(9, 200)), writer_id="w", batch_id=9)  # not sealed: not read
+        window = data[1] + data[2] + data[3]  # slide 3's window: the batches sealed by slides 1..3
+        view = StaticCluster(tuple(cluster.addresses))
+        assert len({view.owner("pr", p) for p in range(P)}) == 2  # the partitions are on both servers
+        target = ",".join(cluster.addresses)
+
+        def read(query: str):
+            return spark.read.format("windowstore").option("target", target).option("query", query).load()
+
+        df = read("SELECT ts, src, bytes FROM pr")
+        assert df.rdd.getNumPartitions() == P
+        got = sorted((r.ts, r.src, r.bytes) for r in df.collect())
+        assert got == sorted(duck("SELECT ts, src, bytes FROM pf", window))
+        assert {r._slide for r in df.select("_slide").collect()} == {3}
+        agg = read("SELECT src, COUNT(*), SUM(bytes) FROM pr GROUP BY src ORDER BY src").collect()
+        assert [(r[0], r[1], r[2]) for r in agg] == duck(
+            "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", window)
+        assert {r._slide for r in agg} == {3}

@@ -83,3 +83,35 @@ def describe_partition(nodes: Sequence[str], stream: str, layout: Layout, partit
     cluster = StaticCluster(tuple(nodes))
     with Client(cluster.addresses[cluster.owner(stream, partition)]) as ws:
         return ws.describe_stream(partition_name(stream, partition))["spec"]
+
+
+# -- reads ----------------------------------------------------------------------------------------
+def cluster_nodes(target: str) -> list[str] | None:
+    """The addresses of a cluster target ("host1:port,host2:port"), or None for one server."""
+    nodes = [a.strip() for a in target.split(",") if a.strip()]
+    return nodes if len(nodes) > 1 or "," in target else None
+
+
+def describe_on_cluster(nodes: Sequence[str], stream: str) -> dict:
+    """The spec a read binds against: an ordinary stream's, or a partitioned one's partition 0 (every
+    partition has the stream's schema and window), named as the stream."""
+    with ClusterClient(list(nodes)) as cc:
+        lay = cc.layout(stream)
+        if not lay.partitions:
+            return cc.nodes[lay.node].describe_stream(stream)["spec"]
+    return {**describe_partition(nodes, stream, lay), "name": stream}
+
+
+def newest_common_slide(nodes: Sequence[str], stream: str) -> tuple[Layout, int]:
+    """(layout, k): k the newest slide every partition has sealed (-1: some partition none yet)."""
+    with ClusterClient(list(nodes)) as cc:
+        lay = cc.layout(stream)
+        if not lay.partitions:
+            return lay, int(cc.nodes[lay.node].describe_stream(stream)["latest_slide"])
+        slides = cc._all(lay, lambda p, n: int(n.describe_stream(partition_name(stream, p))["latest_slide"]))
+    return lay, min(slides.values())
+
+
+def partition_address(nodes: Sequence[str], stream: str, partition: int) -> str:
+    cluster = StaticCluster(tuple(nodes))
+    return cluster.addresses[cluster.owner(stream, partition)]

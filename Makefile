@@ -64,6 +64,10 @@ sharing-experiment: $(STAMP)
 sharing-bench: $(STAMP)
 	$(PY) -m bench.sharing_bench
 
+.PHONY: partition-bench
+partition-bench: $(STAMP)
+	$(PY) -m bench.partition_bench --json bench/results/partition_bench.json
+
 fuzz: $(STAMP)
 	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}
 

@@ -78,6 +78,9 @@ class Answer:
     # A partitioned stream's answer given with partial=True: the partitions it leaves out (they did
     # not answer); empty when every partition's rows are in it.
     missing_partitions: list[int] = field(default_factory=list)
+    # A scatter-gather answer: each partition's query id on its server (its transaction in that
+    # server's history), so the partition reads can be checked as one (txn.checker.check_partitioned).
+    partition_queries: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":

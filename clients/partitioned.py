@@ -334,6 +334,7 @@ class ClusterClient:
         out = plan.merge(got)
         out.stream = lay.name
         out.missing_partitions = sorted(missing)
+        out.partition_queries = {p: a.query_id for p, a in sorted(answers.items()) if p not in missing}
         return out
 
     def _unavailable(self, lay: Layout, results: dict[int, Any], partial: bool) -> list[int]:

@@ -236,3 +236,38 @@ def _join_verdict(txn: str, g: dict, latest: dict[str, int], applied_at: dict[tu
     first = parts[g["streams"][0]]
     return Verdict(",".join(g["streams"]), txn, level, first["versions"], first["latest_at_commit"],
                    first["window_len"], first["reflects"] if level != Level.TORN else None, parts)
+
+
+def check_partitioned(histories: dict[str, Iterable[dict]], reads: Iterable[tuple[str, int, dict[str, str]]]) -> Report:
+    """A partitioned stream's scatter-gather queries judged as one read each.
+
+    `histories`: each partition's stream name -> its server's history of it (servers number their
+    events independently, so each is checked on its own first); `reads`: one (name, slide k,
+    {partition stream: its txn}) per scatter-gather query. The query is one read of slide k
+    (Level.AS_OF, reflects k) when every partition's txn committed as a pinned read of exactly that
+    partition's window as of the same slide k; torn when any did not, read another slide, or is
+    missing from its history. Errors: the per-partition histories' own, prefixed by the partition."""
+    out = Report()
+    by_txn: dict[str, dict[str, Verdict]] = {}
+    for name, events in histories.items():
+        rep = check(events)
+        out.errors += [f"{name}: {e}" for e in rep.errors]
+        by_txn[name] = {v.txn: v for v in rep.verdicts}
+    for query, k, txns in reads:
+        parts: dict[str, dict] = {}
+        level = Level.AS_OF
+        for name, txn in sorted(txns.items()):
+            v = by_txn.get(name, {}).get(txn)
+            if v is None:
+                parts[name] = {"level": None, "txn": txn}
+                level = Level.TORN
+                continue
+            parts[name] = {"level": v.level, "txn": txn, "versions": v.versions, "latest_at_commit": v.latest_at_commit,
+                           "window_len": v.window_len, "reflects": v.reflects}
+            if v.level != Level.AS_OF or v.reflects != k:
+                level = Level.TORN
+        first = next(iter(parts.values()), {})
+        out.verdicts.append(Verdict(",".join(sorted(txns)), query, level, first.get("versions", []),
+                                    first.get("latest_at_commit", -1), first.get("window_len", 0),
+                                    k if level == Level.AS_OF else None, parts))
+    return out

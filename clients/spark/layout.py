@@ -17,6 +17,7 @@ from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery, Query
 
 from .options import _READ_OPTIONS, _connection, connect, parse_options
+from .partitioned import cluster_nodes, describe_on_cluster
 from .schema import _schema_and_window
 
 META_COLUMNS = [("_slide", "LONG"), ("_window_start_ms", "LONG"), ("_window_end_ms", "LONG"),
@@ -66,8 +67,12 @@ def _answer_layout(options: Mapping[str, str]) -> _Layout:
     if isinstance(statement, JoinQuery):
         return _join_layout(opts, statement)
     query = parse_query(opts["query"])
-    with connect(_connection(opts)) as ws:
-        spec = ws.describe_stream(query.stream)["spec"]
+    nodes = cluster_nodes(opts.get("target", ""))
+    if nodes:  # a cluster: bound against the stream's (a partitioned stream's partition 0's) spec
+        spec = describe_on_cluster(nodes, query.stream)
+    else:
+        with connect(_connection(opts)) as ws:
+            spec = ws.describe_stream(query.stream)["spec"]
     schema, window = _schema_and_window(spec)
     bound = bind(query, schema, window)
     event_time = set()

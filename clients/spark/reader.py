@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .layout import _answer_batch, _Layout
+from windowstore.store.partitions import partition_name
+
 from .options import _READ_OPTIONS, _connection, connect, parse_options
+from .partitioned import cluster_nodes, newest_common_slide, partition_address
 
 if TYPE_CHECKING:
     from windowstore.store.query import Query
@@ -25,6 +28,8 @@ class _PinnedQuery(InputPartition):
     index: int
     text: str
     slide: int | None
+    # on a cluster: the server that runs `text` (a partition's), or every server (a merged scatter-gather)
+    node: str | list[str] | None = None
 
 
 class _QueryReader(DataSourceReader):
@@ -38,7 +43,12 @@ class _QueryReader(DataSourceReader):
     m sub-windows runs [RANGE m SUBWINDOWS] AS OF SLIDE j (still live whenever slide k is), so the
     parts' union is exactly slide k's rows. An aggregate is one partition: the store computes it
     (splitting it into per-sub-window partials for Spark to merge would move the store's work into
-    Spark, not spread it)."""
+    Spark, not spread it).
+
+    On a cluster (option target "host1:port,host2:port,..."), a partitioned stream is pinned to the
+    newest slide every partition has sealed: a projection is one Spark partition per store
+    partition, each reading `S.p{i}` AS OF that slide on its server; an aggregate is one Spark
+    partition running the SDK's scatter-gather query AS OF it (clients/merge.py)."""
 
     def __init__(self, options: dict, layout: _Layout, schema=None):
         opts = parse_options(options, _READ_OPTIONS)
@@ -48,6 +58,9 @@ class _QueryReader(DataSourceReader):
         self.as_of = opts.get("as_of_slide")
         self.max_parts = opts.get("partitions", 8)
         self.pushed: list = []   # store predicates ANDed into WHERE
+        self.nodes = cluster_nodes(opts.get("target", ""))
+        self.store_partitions = 0  # a partitioned stream's partition count, once pinned
+        self.plain_node: str | None = None  # an ordinary stream's server on the cluster
 
     def pinned(self) -> tuple[str, int | None]:
         """(query text, slide): the whole query, as one partition runs it."""
@@ -61,7 +74,13 @@ class _QueryReader(DataSourceReader):
 
         q: Query = self.layout.query  # type: ignore[assignment]  # one stream's: the batch reader refuses joins
         k = q.as_of_slide if q.as_of_slide is not None else self.as_of
-        if k is None:
+        if self.nodes:
+            lay, latest = newest_common_slide(self.nodes, q.stream)
+            self.store_partitions = lay.partitions
+            self.plain_node = None if lay.partitions else self.nodes[lay.node]  # type: ignore[index]  # an ordinary stream: one node
+            if k is None:
+                k = latest if latest >= 0 else None
+        elif k is None:
             with connect(self.target) as ws:
                 latest = int(ws.describe_stream(q.stream)["latest_slide"])
             k = latest if latest >= 0 else None  # an empty window: nothing to pin yet
@@ -77,6 +96,14 @@ class _QueryReader(DataSourceReader):
         from windowstore.store.query import Range
 
         q, k = self._pinned_query()
+        if self.nodes:
+            if self.store_partitions and self.layout.projection and k is not None:
+                return [_PinnedQuery(p, to_text(replace(q, stream=partition_name(q.stream, p))), k,
+                                     partition_address(self.nodes, q.stream, p)) for p in range(self.store_partitions)]
+            if self.plain_node:
+                return [_PinnedQuery(0, to_text(q), k, self.plain_node)]
+            # the scatter-gather query takes the slide as as_of_slide (read() passes k)
+            return [_PinnedQuery(0, to_text(replace(q, as_of_slide=None)), k, self.nodes)]
         if not self.layout.projection or k is None:
             return [_PinnedQuery(0, to_text(q), k)]
         lo = max(0, k - self.layout.n_q + 1)
@@ -91,8 +118,14 @@ class _QueryReader(DataSourceReader):
         return out
 
     def read(self, partition: _PinnedQuery):  # type: ignore[override]  # Spark hands back partitions() ones
-        with connect(self.target) as ws:
-            a = ws.query(partition.text)
+        if isinstance(partition.node, list):  # a partitioned stream's aggregate: scatter-gather, merged
+            from ..partitioned import ClusterClient
+
+            with ClusterClient(partition.node) as cc:
+                a = cc.query(partition.text, as_of_slide=partition.slide)
+        else:
+            with connect(partition.node or self.target) as ws:
+                a = ws.query(partition.text)
         if partition.slide is not None:
             a.slide = partition.slide  # the pinned slide (a projection's part reads a run of its window)
         batch = _answer_batch(a, self.layout.conversions, self.spark_schema)

@@ -1,0 +1,122 @@
+"""Spark writes to a partitioned stream (docs/partitions.md): executors route rows to partitions
+by the SDK's hash and stage each partition's share on its server; the driver commits the batch on
+every partition under one writer id and batch id.
+
+Routing needs no shuffle and no per-row UDF: each Spark task hashes its Arrow record batches with
+`store.partitions.partition_of_rows` (vectorized, the same function the SDK uses) and stages the
+rows of store partition p under `S.p{p}` on p's server, as attempt `<task attempt>` there. The
+driver then commits, on every partition (also those that got no rows, so each one records the
+batch), exactly the attempts Spark reports as successful. A replay of the batch (a retried
+micro-batch, a restart from the checkpoint) stages again under new attempts; partitions that
+committed it acknowledge a duplicate and discard them, the others commit them: exactly once on
+every partition, whichever partitions a failed commit had reached.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+
+from windowstore.store.partitions import StaticCluster, partition_name, split_rows
+
+from ..client import Client
+from ..partitioned import ClusterClient, Layout
+from .staging import _task, stage_rows, writer_identity
+
+PART_ACK_SCHEMA = "partition INT, writer STRING, attempt STRING, rows LONG"
+_PART_ACK_ARROW = pa.schema([("partition", pa.int32()), ("writer", pa.string()), ("attempt", pa.string()),
+                             ("rows", pa.int64())])
+
+
+def cluster_layout(nodes: Sequence[str], stream: str) -> Layout:
+    """The stream's layout, read from the cluster's servers (ClusterClient.layout)."""
+    with ClusterClient(list(nodes)) as cc:
+        return cc.layout(stream)
+
+
+def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by: Sequence[str],
+                writer_id: str | None, batch_id: int, batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
+                time_to_ms: str | None = None) -> Iterator[pa.RecordBatch]:
+    """A Spark task's rows split by store partition and staged on each partition's server under
+    this task attempt; yields one acknowledgement row per store partition that got rows."""
+    _, attempt, props = _task()
+    writer = writer_identity(writer_id, props)
+    cluster = StaticCluster(tuple(nodes))
+    shares: dict[int, list[pa.RecordBatch]] = defaultdict(list)
+    for rb in batches:
+        if rb.num_rows:
+            for p, part in split_rows(pa.Table.from_batches([rb]), partition_by, partitions).items():
+                shares[p].extend(part.to_batches())
+    parts, writers, attempts, counts = [], [], [], []
+    for p in sorted(shares):
+        addr = cluster.addresses[cluster.owner(stream, p)]
+        staged = stage_rows(addr, partition_name(stream, p), writer, batch_id, attempt, iter(shares[p]), max_rows,
+                            time_to_ms)
+        parts.append(p)
+        writers.append(writer)
+        attempts.append(attempt)
+        counts.append(staged)
+    yield pa.RecordBatch.from_arrays([pa.array(parts, pa.int32()), pa.array(writers, pa.string()),
+                                      pa.array(attempts, pa.string()), pa.array(counts, pa.int64())],
+                                     schema=_PART_ACK_ARROW)
+
+
+def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, acks, slide: bool = False) -> dict:
+    """Commit batch (writer, batch_id) on every partition with exactly its acknowledged attempts
+    ([(partition, attempt, rows)]), in parallel; an error names the partition that raised it.
+    Returns the sums: accepted, late, duplicate (every partition had it), latest_slide (the least),
+    and per partition: by_partition (accepted rows) and duplicate_partitions (those that had it)."""
+    attempts: dict[int, dict[str, int]] = defaultdict(dict)
+    for p, attempt, rows in acks:
+        attempts[p][attempt] = rows
+    with ClusterClient(list(nodes)) as cc:
+        lay = cc.layout(stream)
+        done = cc._all(lay, lambda p, n: n.commit_batch(partition_name(stream, p), writer, batch_id,
+                                                         attempts.get(p, {}), slide=slide))
+    return {"accepted": sum(r.accepted for r in done.values()), "late": sum(r.late for r in done.values()),
+            "duplicate": all(r.duplicate for r in done.values()),
+            "latest_slide": min(r.latest_slide for r in done.values()),
+            "by_partition": {p: r.accepted for p, r in sorted(done.items())},
+            "duplicate_partitions": sorted(p for p, r in done.items() if r.duplicate)}
+
+
+def describe_partition(nodes: Sequence[str], stream: str, layout: Layout, partition: int = 0) -> dict:
+    """The spec of one partition (its schema is the stream's), from its server."""
+    cluster = StaticCluster(tuple(nodes))
+    with Client(cluster.addresses[cluster.owner(stream, partition)]) as ws:
+        return ws.describe_stream(partition_name(stream, partition))["spec"]
+
+
+# -- reads ----------------------------------------------------------------------------------------
+def cluster_nodes(target: str) -> list[str] | None:
+    """The addresses of a cluster target ("host1:port,host2:port"), or None for one server."""
+    nodes = [a.strip() for a in target.split(",") if a.strip()]
+    return nodes if len(nodes) > 1 or "," in target else None
+
+
+def describe_on_cluster(nodes: Sequence[str], stream: str) -> dict:
+    """The spec a read binds against: an ordinary stream's, or a partitioned one's partition 0 (every
+    partition has the stream's schema and window), named as the stream."""
+    with ClusterClient(list(nodes)) as cc:
+        lay = cc.layout(stream)
+        if not lay.partitions:
+            assert lay.node is not None, "an ordinary stream lives on one node"
+            return cc.nodes[lay.node].describe_stream(stream)["spec"]
+    return {**describe_partition(nodes, stream, lay), "name": stream}
+
+
+def newest_common_slide(nodes: Sequence[str], stream: str) -> tuple[Layout, int]:
+    """(layout, k): k the newest slide every partition has sealed (-1: some partition none yet)."""
+    with ClusterClient(list(nodes)) as cc:
+        lay = cc.layout(stream)
+        if not lay.partitions:
+            assert lay.node is not None, "an ordinary stream lives on one node"
+            return lay, int(cc.nodes[lay.node].describe_stream(stream)["latest_slide"])
+        slides = cc._all(lay, lambda p, n: int(n.describe_stream(partition_name(stream, p))["latest_slide"]))
+    return lay, min(slides.values())
+
+
+def partition_address(nodes: Sequence[str], stream: str, partition: int) -> str:
+    cluster = StaticCluster(tuple(nodes))
+    return cluster.addresses[cluster.owner(stream, partition)]

@@ -1,0 +1,136 @@
+"""Spark writes to a partitioned stream on 2 real servers (127.0.0.1) and a local SparkSession:
+rows routed by the SDK's hash, every row exactly once after a batch whose commit failed on one
+partition and was retried, no scatter-gather query seeing that batch on some partitions only, and
+answers equal DuckDB over the rows written."""
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from test_partitions_cluster import Cluster  # noqa: E402
+
+from windowstore.clients import Client, Unavailable  # noqa: E402
+from windowstore.clients import client as client_module  # noqa: E402
+from windowstore.clients.partitioned import ClusterClient  # noqa: E402
+from windowstore.clients.spark import WindowStoreWriter, local_session  # noqa: E402
+from windowstore.store.partitions import StaticCluster, partition_name, partition_of_rows  # noqa: E402
+
+pytestmark = pytest.mark.spark
+SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
+DDL = "ts LONG, src STRING, bytes LONG"
+P = 4
+
+
+@pytest.fixture(scope="module")
+def spark():
+    s = local_session("windowstore-partition-tests", cores=2, max_failures=3,
+                      spark__sql__execution__arrow__maxRecordsPerBatch="16")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, nodes=2)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def rows(batch: int, n: int) -> list[dict]:
+    return [{"ts": batch * 1_000_000 + i, "src": None if i % 17 == 0 else f"h{(i * 7 + batch) % 11}",
+             "bytes": (i * 13 + batch) % 97} for i in range(n)]
+
+
+def duck(sql: str, data: list[dict]) -> list[tuple]:
+    t = pa.Table.from_pylist(data, schema=pa.schema([("ts", pa.int64()), ("src", pa.string()), ("bytes", pa.int64())]))
+    con = duckdb.connect()
+    con.register("pf", t)
+    return [tuple(r) for r in con.execute(sql).fetchall()]
+
+
+def per_partition(data: list[dict]) -> dict[int, int]:
+    t = pa.Table.from_pylist(data)
+    parts = partition_of_rows(t, ["src"], P)
+    return {p: int((parts == p).sum()) for p in range(P)}
+
+
+def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark, cluster, monkeypatch):
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("pf", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual",
+                         partitions=P, partition_by=["src"])
+        writer = WindowStoreWriter(cluster.addresses, "pf", writer_id="job1", slide_per_batch=True)
+        b0, b1 = rows(0, 300), rows(1, 240)
+        writer(spark.createDataFrame(b0, DDL).repartition(3), 0)
+        assert (writer.last["accepted"], writer.last["duplicate"], writer.last["latest_slide"]) == (300, False, 0)
+        assert writer.last["by_partition"] == per_partition(b0)
+
+        # batch 1's commit fails on partition 1 after the others committed theirs
+        real = client_module.Client.commit_batch
+        failed = []
+
+        def flaky(self, stream, *args, **kwargs):
+            if stream == partition_name("pf", 1) and not failed:
+                failed.append(stream)
+                raise Unavailable("injected: partition 1's server did not answer the commit")
+            return real(self, stream, *args, **kwargs)
+        monkeypatch.setattr(client_module.Client, "commit_batch", flaky)
+        with pytest.raises(Unavailable, match="partition 1"):
+            writer(spark.createDataFrame(b1, DDL).repartition(2), 1)
+        # no scatter-gather read sees batch 1 on the partitions that committed it: they sealed
+        # slide 1 with it, partition 1 did not, so the newest slide all have sealed is 0
+        a = cc.query("SELECT COUNT(*), SUM(bytes) FROM pf")
+        assert (a.slide, a.rows) == (0, duck("SELECT COUNT(*), SUM(bytes) FROM pf", b0))
+
+        # Spark replays batch 1, split otherwise: partition 1 commits, the others acknowledge a duplicate
+        writer(spark.createDataFrame(b1, DDL).repartition(5), 1)
+        assert writer.last["latest_slide"] == 1
+        assert writer.last["duplicate_partitions"] == [0, 2, 3]
+        assert writer.last["by_partition"][1] == per_partition(b1)[1]
+        writer(spark.createDataFrame(b1, DDL), 1)  # a replay of a committed batch is a no-op
+        assert writer.last["duplicate"] is True
+
+        # every row once on its partition's server, and answers equal DuckDB over the rows
+        view = StaticCluster(tuple(cluster.addresses))
+        for p in range(P):
+            with Client(view.addresses[view.owner("pf", p)]) as ws:
+                got = ws.query(f'SELECT COUNT(*) FROM "{partition_name("pf", p)}"').rows
+            assert got == [(per_partition(b0)[p] + per_partition(b1)[p],)]
+        both = b0 + b1
+        for sql in ("SELECT COUNT(*), SUM(bytes), MIN(bytes), MAX(bytes) FROM pf",
+                    "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src"):
+            a = cc.query(sql)
+            assert a.slide == 1
+            assert a.rows == duck(sql + (" NULLS LAST" if "ORDER" in sql else ""), both), sql
+
+
+def test_batch_reader_reads_each_partition_pinned_to_the_common_slide(spark, cluster):
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("pr", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual",
+                         partitions=P, partition_by=["src"])
+        data = {b: rows(b, 120) for b in range(4)}
+        for b in range(4):
+            cc.append("pr", pa.Table.from_pylist(data[b]), writer_id="w", batch_id=b)
+            cc.slide("pr")
+        cc.append("pr", pa.Table.from_pylist(rows(9, 200)), writer_id="w", batch_id=9)  # not sealed: not read
+        window = data[1] + data[2] + data[3]  # slide 3's window: the batches sealed by slides 1..3
+        view = StaticCluster(tuple(cluster.addresses))
+        assert len({view.owner("pr", p) for p in range(P)}) == 2  # the partitions are on both servers
+        target = ",".join(cluster.addresses)
+
+        def read(query: str):
+            return spark.read.format("windowstore").option("target", target).option("query", query).load()
+
+        df = read("SELECT ts, src, bytes FROM pr")
+        assert df.rdd.getNumPartitions() == P
+        got = sorted((r.ts, r.src, r.bytes) for r in df.collect())
+        assert got == sorted(duck("SELECT ts, src, bytes FROM pf", window))
+        assert {r._slide for r in df.select("_slide").collect()} == {3}
+        agg = read("SELECT src, COUNT(*), SUM(bytes) FROM pr GROUP BY src ORDER BY src").collect()
+        assert [(r[0], r[1], r[2]) for r in agg] == duck(
+            "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", window)
+        assert {r._slide for r in agg} == {3}

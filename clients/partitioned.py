@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import grpc
 
+from windowstore.store.kinds import Clock
 from windowstore.store.parser import to_text
 from windowstore.store.partitions import ClusterView, StaticCluster, partition_name, split_rows
 from windowstore.v1 import windowstore_pb2 as pb
@@ -117,7 +118,7 @@ class ClusterClient:
                 out[p] = e
         return out
 
-    def _all(self, layout: Layout, fn, partitions: Iterable[int] | None = None) -> dict[int, Any]:
+    def on_partitions(self, layout: Layout, fn, partitions: Iterable[int] | None = None) -> dict[int, Any]:
         """As _each, raising the first partition's error (with its partition named)."""
         out = self._each(layout, fn, partitions)
         for p, r in out.items():
@@ -183,7 +184,7 @@ class ClusterClient:
             raise InvalidArgument(f"partitions must be a positive integer, got {partitions!r}")
         if not partition_by:
             raise InvalidArgument("a partitioned stream needs partition_by, the columns whose hash places a row")
-        origin = int(time.time() * 1000) if clock == "processing" else None
+        origin = int(time.time() * 1000) if clock == Clock.PROCESSING else None
         layout = Layout(name, partitions, partition_by, types=dict(schema))
 
         def create(p: int, node) -> dict:
@@ -206,7 +207,7 @@ class ClusterClient:
                     raise AlreadyExists(f"stream {req.spec.name!r} exists with another definition") from None
                 return _dict(got)
 
-        streams = self._all(layout, create)
+        streams = self.on_partitions(layout, create)
         self._layouts[name] = layout
         return {"name": name, "partitions": partitions, "partition_by": list(partition_by),
                 "streams": [streams[p] for p in range(partitions)]}
@@ -234,7 +235,7 @@ class ClusterClient:
         if node is not None:
             return node.describe_stream(name)
         lay = self.layout(name)
-        streams = self._all(lay, lambda p, n: n.describe_stream(partition_name(name, p)))
+        streams = self.on_partitions(lay, lambda p, n: n.describe_stream(partition_name(name, p)))
         return {"name": name, "partitions": lay.partitions, "partition_by": list(lay.partition_by),
                 "streams": [streams[p] for p in range(lay.partitions)]}
 
@@ -254,7 +255,7 @@ class ClusterClient:
             raise InvalidArgument("columnar_types: a partitioned stream's rows are sent as Arrow")
         lay = self.layout(stream)
         parts = split_rows(to_arrow(columns), lay.partition_by, lay.partitions)
-        acks = self._all(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id),
+        acks = self.on_partitions(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id),
                          sorted(parts))
         if not acks:
             return AppendResult(0, 0, False, -1)
@@ -271,7 +272,7 @@ class ClusterClient:
         if not writer_id or batch_id is None:
             writer_id, batch_id = self._slide_writer, next(self._slide_batches)
         lay = self.layout(stream)
-        slides = self._all(lay, lambda p, n: n.slide(partition_name(stream, p), writer_id, batch_id))
+        slides = self.on_partitions(lay, lambda p, n: n.slide(partition_name(stream, p), writer_id, batch_id))
         if len(set(slides.values())) != 1:
             raise FailedPrecondition(f"the partitions of stream {stream!r} made different slides: "
                                      + ", ".join(f"partition {p}: {s}" for p, s in sorted(slides.items())))

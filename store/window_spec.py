@@ -104,7 +104,7 @@ class WindowSpec:
             if types[c] not in KEY_TYPES:
                 raise InvalidInput(f"partition_by column {c!r} must be {' or '.join(KEY_TYPES)}, not {types[c]}",
                                    column=c)
-        if self.count_based or self.clock == "event":
+        if self.count_based or self.clock == Clock.EVENT:
             raise InvalidInput("partitioned streams slide by processing time or manually (clock 'processing' or "
                                "'manual' with subwindow_ms); event-time and count-based partitions would not slide "
                                "together")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from windowstore.store import InvalidInput, Stream
 from windowstore.store.digest import batch_digest
 from windowstore.store.errors import ResourceLimit
+from windowstore.store.kinds import Clock
 
 from .commands import AbortBatch, Append, CommitBatch, StageRows
 from .errors import FailedPrecondition
@@ -206,7 +207,7 @@ def discard(engine: Engine, book: StreamBook, key: tuple[str, int]) -> int | Non
 def _admit(engine: Engine, stream: Stream, rows: int) -> None:
     """Admission control (never in replay: what was accepted once is applied again)."""
     if not engine.replaying and stream.window.buffered_rows + rows > engine.config.max_buffered_rows:
-        advice = ("slide it or append less" if stream.spec.clock == "manual" else
+        advice = ("slide it or append less" if stream.spec.clock == Clock.MANUAL else
                   "the next slide has not caught up with the rows arriving: retry after a backoff")
         raise ResourceLimit(
             f"stream {stream.name!r} has {stream.window.buffered_rows} rows waiting for a slide (limit "

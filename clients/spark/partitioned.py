@@ -72,7 +72,7 @@ def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, ac
         attempts[p][attempt] = rows
     with ClusterClient(list(nodes)) as cc:
         lay = cc.layout(stream)
-        done = cc._all(lay, lambda p, n: n.commit_batch(partition_name(stream, p), writer, batch_id,
+        done = cc.on_partitions(lay, lambda p, n: n.commit_batch(partition_name(stream, p), writer, batch_id,
                                                          attempts.get(p, {}), slide=slide))
     return {"accepted": sum(r.accepted for r in done.values()), "late": sum(r.late for r in done.values()),
             "duplicate": all(r.duplicate for r in done.values()),
@@ -113,7 +113,7 @@ def newest_common_slide(nodes: Sequence[str], stream: str) -> tuple[Layout, int]
         if not lay.partitions:
             assert lay.node is not None, "an ordinary stream lives on one node"
             return lay, int(cc.nodes[lay.node].describe_stream(stream)["latest_slide"])
-        slides = cc._all(lay, lambda p, n: int(n.describe_stream(partition_name(stream, p))["latest_slide"]))
+        slides = cc.on_partitions(lay, lambda p, n: int(n.describe_stream(partition_name(stream, p))["latest_slide"]))
     return lay, min(slides.values())
 
 

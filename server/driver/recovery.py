@@ -10,7 +10,9 @@ import logging
 import time
 from typing import Callable
 
+from windowstore.store.kinds import Clock
 from windowstore.txn.engine import Engine
+from windowstore.txn.kinds import Step
 
 from .. import oplog
 from ..durability import Durability
@@ -30,9 +32,9 @@ def recover(engine: Engine, durability: Durability, clock: Callable[[], float]) 
     # processing time went on while the server was down: the slides that fell due are applied
     # now, before serving (the first seals what was buffered, the rest are empty), and logged
     catch_up = {n: s.window.due(int(now)) for n, s in sched.streams.items()
-                if s.spec.clock == "processing" and not s.spec.count_based}
+                if s.spec.clock == Clock.PROCESSING and not s.spec.count_based}
     engine.tick(now)
-    while sched.step() == "slide":
+    while sched.step() == Step.SLIDE:
         pass
     recovery_stats = {**stats, "seconds": time.monotonic() - t0}
     oplog.event("recovered", **recovery_stats, catch_up_slides=sum(catch_up.values()))

@@ -20,6 +20,7 @@ from typing import Callable
 
 from windowstore.txn import QueryFailed
 from windowstore.txn.engine import Engine
+from windowstore.txn.kinds import Step
 from windowstore.txn.scheduler import SealJob
 
 log = logging.getLogger("windowstore.driver")
@@ -161,8 +162,8 @@ class Stepper:
         except Exception as e:  # a bug must not take the server down: fail the query, keep serving
             log.exception("scheduler step failed")
             self._fail_current(e)
-            return "error"
-        if op == "error":
+            return Step.ERROR
+        if op == Step.ERROR:
             log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)  # type: ignore[union-attr]  # an "error" step sets it
         return op
 
@@ -205,7 +206,7 @@ class Stepper:
         if error is not None and isinstance(job, SealJob):
             log.error("sealing slide %d of %r failed on the seal thread (%s: %s): sealing it again on the loop",
                       job.cut.slide, job.stream.name, type(error).__name__, error)
-        if self.engine.complete(job, value, error, ms) == "error":
+        if self.engine.complete(job, value, error, ms) == Step.ERROR:
             log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)  # type: ignore[union-attr]  # an "error" step sets it
         self._next_due_ms = -math.inf  # an installed seal: its stream's next slide may be due already
         self.dirty()

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from windowstore.clients import Client
+from conftest import wait_for
 from test_metrics import scrape
 from windowstore.server import cli
 from windowstore.server.app import WindowStoreServer
@@ -26,14 +27,6 @@ def histogram(metrics: dict[str, float], stream: str, query_class: str) -> tuple
     labels = f'{{query_class="{query_class}",stream="{stream}"}}'
     return (metrics.get(f"windowstore_query_response_seconds_count{labels}", 0.0),
             metrics.get(f"windowstore_query_response_seconds_sum{labels}", 0.0))
-
-
-def wait_for(condition, what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 @pytest.fixture

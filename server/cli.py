@@ -101,9 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="concurrency control: serial, ws, lws, ttu (default; latest-window serializable, fewest aborts) "
                          "or ttu-rescan")
     from windowstore.txn.sharing import SharingMode
-    sv.add_argument("--sharing", choices=[m.value for m in SharingMode], default="none",
-                    help="shared execution of periodic queries (thesis 8.3-8.4; docs/sharing.md): none (default), aggressive, "
-                         "conservative (the least CPU measured, bench/sharing_bench.py), hybrid, "
+    sv.add_argument("--sharing", choices=[m.value for m in SharingMode], default="conservative",
+                    help="shared execution of periodic queries (thesis 8.3-8.4; docs/sharing.md): none, aggressive, "
+                         "conservative (default: the least CPU measured, bench/sharing_bench.py), hybrid, "
                          "hybrid-late or hybrid-lp")
     sv.add_argument("--max-message-mb", type=int, default=64, help="largest request in MiB (default 64)")
     sv.add_argument("--idempotency-keep", type=int, default=100_000,

@@ -128,10 +128,10 @@ def _existing(wanted: pb.StreamSpec, described: pb.DescribeStreamResponse) -> di
 
 
 def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
-                   columnar_types: dict[str, str] | None) -> pb.AppendRequest | bytes:
+                   columnar_types: dict[str, str] | None, event_time_ms: int | None = None) -> pb.AppendRequest | bytes:
     """The Append request: already serialized when it carries Arrow (arrow_wire), a message for
     the plain protobuf form."""
-    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
+    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, event_time_ms=event_time_ms)
     if columnar_types is None:
         return arrow_wire(req, to_arrow(columns))
     req.columnar.CopyFrom(to_columnar(columns, columnar_types))
@@ -323,11 +323,12 @@ class Client:
         return _dict(self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True).stream)
 
     def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
-               columnar_types: dict[str, str] | None = None) -> AppendResult:
+               columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
         """Send a batch (dict of lists/NumPy arrays, pandas or pyarrow). With writer_id and batch_id
         a replay is acknowledged as a duplicate and changes nothing. `columnar_types` sends the
-        plain protobuf form instead of Arrow."""
-        req = append_request(stream, columns, writer_id, batch_id, columnar_types)
+        plain protobuf form instead of Arrow. `event_time_ms` (clock='event'): the writer's event
+        time has reached it, rows or not; the watermark moves as if a row of that time had come."""
+        req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
@@ -479,8 +480,8 @@ class AsyncClient:
         return _dict((await self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True)).stream)
 
     async def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
-                     columnar_types: dict[str, str] | None = None) -> AppendResult:
-        req = append_request(stream, columns, writer_id, batch_id, columnar_types)
+                     columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
+        req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 

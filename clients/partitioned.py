@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Sequence
 
 import grpc
+import pyarrow.compute as pc
 
 from windowstore.store.kinds import Clock
 from windowstore.store.parser import to_text
@@ -46,6 +47,7 @@ class Layout:
     partition_by: tuple[str, ...]
     node: int | None = None
     types: dict | None = None  # column -> int64, string, float64, ... (as the stream declares them)
+    event_time: str | None = None  # clock='event': the time column, whose newest value every partition hears
 
 
 def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
@@ -144,7 +146,9 @@ class ClusterClient:
                 part = spec.get("partition")
                 if part is not None and part["count"] and part["stream"] == stream:
                     types = {c["name"]: c["type"].removeprefix("COLUMN_TYPE_").lower() for c in spec["columns"]}
-                    found = Layout(stream, part["count"], tuple(part["key"]), types=types)
+                    event = spec.get("clock") == "CLOCK_EVENT"
+                    found = Layout(stream, part["count"], tuple(part["key"]), types=types,
+                                   event_time=(spec.get("time_column") or "ts") if event else None)
                 elif spec["name"] == stream and not (part and part["count"]):
                     found = Layout(stream, 0, (), node=i)
         if found is None:
@@ -164,11 +168,15 @@ class ClusterClient:
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                       exist_ok: bool = False, partitions: int | None = None,
-                      partition_by: Iterable[str] = ()) -> dict:
+                      partition_by: Iterable[str] = (), origin_ms: int | None = None) -> dict:
         """Create a stream. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
         its server (in parallel); returns {"name", "partitions", "partition_by", "streams": each
         partition's description}. If some partitions could not be created, call again with
-        `exist_ok=True` to create the rest."""
+        `exist_ok=True` to create the rest.
+
+        The partitions' sub-windows start at one instant, `origin_ms` (default: now), so slide k
+        is the same window on each: with clock='event', rows older than the origin's sub-window
+        are late, so give the event time the stream starts at when it is not now."""
         from .client import _dict, create_request
 
         partition_by = tuple(partition_by)
@@ -184,8 +192,12 @@ class ClusterClient:
             raise InvalidArgument(f"partitions must be a positive integer, got {partitions!r}")
         if not partition_by:
             raise InvalidArgument("a partitioned stream needs partition_by, the columns whose hash places a row")
-        origin = int(time.time() * 1000) if clock == Clock.PROCESSING else None
-        layout = Layout(name, partitions, partition_by, types=dict(schema))
+        timed = clock in (Clock.PROCESSING, Clock.EVENT) and not subwindow_rows
+        if origin_ms is not None and not timed:
+            raise InvalidArgument("origin_ms applies to time sub-windows with clock='processing' or 'event'")
+        origin = (int(time.time() * 1000) if origin_ms is None else origin_ms) if timed else None
+        layout = Layout(name, partitions, partition_by, types=dict(schema),
+                        event_time=time_column if clock == Clock.EVENT else None)
 
         def create(p: int, node) -> dict:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
@@ -254,9 +266,18 @@ class ClusterClient:
         if columnar_types is not None:
             raise InvalidArgument("columnar_types: a partitioned stream's rows are sent as Arrow")
         lay = self.layout(stream)
-        parts = split_rows(to_arrow(columns), lay.partition_by, lay.partitions)
-        acks = self.on_partitions(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id),
-                         sorted(parts))
+        table = to_arrow(columns)
+        parts = split_rows(table, lay.partition_by, lay.partitions)
+        hint = None
+        if lay.event_time is not None and table.num_rows:
+            # event time: every partition hears the batch's newest event time, rows or not, so a
+            # partition whose keys are idle advances its watermark and slides with the others
+            hint = pc.max(table.column(lay.event_time)).as_py()
+            empty = table.slice(0, 0)
+            parts = {p: parts.get(p, empty) for p in range(lay.partitions)}
+        acks = self.on_partitions(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id,
+                                                          event_time_ms=hint),
+                                  sorted(parts))
         if not acks:
             return AppendResult(0, 0, False, -1)
         return AppendResult(sum(a.accepted for a in acks.values()), sum(a.late for a in acks.values()),
@@ -383,6 +404,59 @@ class ClusterClient:
         qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
         self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
         return PeriodicQuery(qid, out[0].every_slides)
+
+    def attach(self, query_id: str, query: str) -> None:
+        """Make a periodic query on a partitioned stream that another client registered (its id,
+        `stream/id0,id1,...`, and the text it was registered with) readable through this one:
+        `subscribe` and `read_answers` merge its partitions' answers as they would here."""
+        from windowstore.store.parser import parse_statement
+
+        from .merge import plan_merge
+
+        if query_id in self._periodic:
+            return
+        stream, _, ids = query_id.partition("/")
+        parsed = parse_statement(query)
+        if not ids or getattr(parsed, "stream", None) != stream or parsed.slide is None:  # type: ignore[union-attr]  # a Query's
+            raise InvalidArgument(f"query_id {query_id!r} is not a periodic query on a partitioned stream registered "
+                                  f"with this text (expected '{getattr(parsed, 'stream', '?')}/<one id per partition>')")
+        lay = self.layout(stream)
+        each = ids.split(",")
+        if len(each) != lay.partitions:
+            raise InvalidArgument(f"query_id {query_id!r} names {len(each)} partitions' queries; stream {stream!r} "
+                                  f"has {lay.partitions} partitions")
+        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)  # type: ignore[arg-type]  # a Query
+        self._periodic[query_id] = (lay, plan, dict(enumerate(each)))
+
+    def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
+                     limit: int = 1000) -> tuple[list[Answer], int, int]:
+        """A periodic query's kept answers reflecting slides in (after_slide, through_slide], as
+        Client.read_answers. On a partitioned stream (registered or attached here): one merged
+        answer per slide every partition has answered for (a slide one partition passed over is
+        passed over); the newest slide is the oldest of the partitions' newest, the oldest kept
+        the newest of their oldest, so both hold on every partition."""
+        if query_id not in self._periodic:
+            return self._node_of_query(query_id).read_answers(query_id, after_slide, through_slide, limit)
+        lay, plan, ids = self._periodic[query_id]
+        got = self._each(lay, lambda p, n: n.read_answers(ids[p], after_slide, through_slide, limit))
+        for p, r in got.items():
+            if isinstance(r, WindowStoreError):
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+        by_slide: dict[int, dict[int, Answer]] = {}
+        for p, (answers, _, _) in got.items():
+            for a in answers:
+                by_slide.setdefault(a.slide, {})[p] = a
+        merged = []
+        for k in sorted(by_slide):
+            parts = by_slide[k]
+            if len(parts) == lay.partitions:
+                out = plan.merge([parts[q] for q in sorted(parts)])
+                out.stream, out.query_id = lay.name, query_id
+                out.execution = max(x.execution for x in parts.values())
+                merged.append(out)
+        newest = min(r[1] for r in got.values())
+        oldest = max(r[2] for r in got.values())
+        return merged[:limit], newest, oldest
 
     def unregister(self, query_id: str) -> None:
         if query_id not in self._periodic:

@@ -200,7 +200,9 @@ class WindowStoreService:
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
-        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc), context)
+        event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
+        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms),
+                                context)
         if not ack.duplicate:
             self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,

@@ -134,3 +134,43 @@ def test_batch_reader_reads_each_partition_pinned_to_the_common_slide(spark, clu
         assert [(r[0], r[1], r[2]) for r in agg] == duck(
             "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", window)
         assert {r._slide for r in agg} == {3}
+
+
+def test_streaming_reader_merges_a_partitioned_periodic_query_per_slide(spark, cluster, tmp_path):
+    """The streaming reader on a cluster target: the periodic query registered on every partition,
+    each slide's answers merged into one, each slide delivered once across a restart from the
+    checkpoint, and every answer equal to DuckDB over the rows of that slide's window."""
+    from conftest import wait_for
+    from test_spark import _read_stream_to_parquet
+
+    target = ",".join(cluster.addresses)
+    text = "SELECT src, SUM(bytes) AS total, COUNT(*) AS n FROM ps [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src"
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    sealed: dict[int, list[dict]] = {}
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("ps", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual", partitions=P,
+                         partition_by=["src"])
+
+        def feed(batches):
+            for b in batches:
+                cc.append("ps", pa.Table.from_pylist(rows(b, 60)), writer_id="w", batch_id=b)
+                sealed[cc.slide("ps")] = rows(b, 60)
+            last = max(sealed)
+            wait_for(lambda: all(q["last_slide"] == last for q in cc.list_queries("")),
+                     f"every partition's query to answer slide {last}")
+
+        _read_stream_to_parquet(spark, target, text, ckpt, out)  # registers it on every partition
+        assert len(cc.list_queries("")) == P
+        feed(range(3))
+        _read_stream_to_parquet(spark, target, text, ckpt, out)
+        feed(range(3, 5))
+        _read_stream_to_parquet(spark, target, text, ckpt, out)  # from the checkpoint: only what is new
+    got = spark.read.parquet(str(out)).collect()
+    by_slide: dict[int, list[tuple]] = {}
+    for r in got:
+        by_slide.setdefault(r["_slide"], []).append((r["src"], r["total"], r["n"]))
+    assert sorted(by_slide) == [0, 1, 2, 3, 4]
+    for k, answer in by_slide.items():
+        window = sealed[k] + sealed.get(k - 1, [])
+        assert sorted(answer, key=repr) == sorted(duck("SELECT src, SUM(bytes), COUNT(*) FROM pf GROUP BY src",
+                                                       window), key=repr), k

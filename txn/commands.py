@@ -55,6 +55,7 @@ class Append:
     batch_id: int | None
     now_ms: float
     ipc: bytes | None = field(default=None, repr=False)
+    event_time_ms: int | None = None  # the writer's event time has reached this (watermark hint)
 
     def payload(self) -> bytes:
         if self.ipc is not None:
@@ -190,6 +191,8 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
     kind = KIND_OF[type(cmd)]
     if type(cmd) in _WITH_ROWS:
         header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
+        if getattr(cmd, "event_time_ms", None) is not None:  # written only when set: older records stay as they were
+            header["event_time_ms"] = cmd.event_time_ms  # type: ignore[union-attr]  # an Append's
         body = cmd.payload()  # type: ignore[union-attr, misc]  # the commands with rows: Append's payload()
     else:
         header, body = asdict(cmd), b""

@@ -57,6 +57,11 @@ def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
     return out
 
 
+# A query pinned to the newest common slide k fails on a partition that has meanwhile slid so far
+# that k's window has left it (processing time, under load): read k again, this many times.
+_SLID_PAST_RETRIES = 2
+
+
 class ClusterClient:
     """The blocking client over several servers (see the module docstring); the methods of Client,
     plus `partitions=` and `partition_by=` on create_stream and `partial=` on query."""
@@ -325,31 +330,26 @@ class ClusterClient:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
         plan = plan_merge(parsed, lay.partition_by, lay.types)
-        missing: list[int] = []
-        if as_of_slide is None:
-            latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])
-            missing = self._unavailable(lay, latest, partial)
-            for p, r in latest.items():
-                if isinstance(r, WindowStoreError) and p not in missing:
-                    raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
-            alive = [s for p, s in latest.items() if p not in missing]
-            if not alive:
-                raise Unavailable(f"no partition of stream {lay.name!r} answered")
-            as_of_slide = min(alive)
-            if as_of_slide < 0:
-                raise FailedPrecondition(f"a partition of stream {lay.name!r} has not sealed a slide yet: no window "
-                                         f"all partitions share (slides: {dict(sorted(latest.items()))})")
-        k = as_of_slide
+        pinned = as_of_slide is not None
+        for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
+            missing: list[int] = []
+            if not pinned:
+                as_of_slide, missing = self._common_slide(lay, partial)
+            k = as_of_slide
 
-        def run(p: int, n) -> Answer:
-            text = plan.partition_text(partition_name(lay.name, p), k)
-            return n.query(text, priority, timeout)
+            def run(p: int, n) -> Answer:
+                text = plan.partition_text(partition_name(lay.name, p), k)  # type: ignore[arg-type]  # set above
+                return n.query(text, priority, timeout)
 
-        answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
-        missing += self._unavailable(lay, answers, partial)
-        for p, a in answers.items():
-            if isinstance(a, WindowStoreError) and p not in missing:
+            answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
+            missing += self._unavailable(lay, answers, partial)
+            failed = {p: a for p, a in answers.items() if isinstance(a, WindowStoreError) and p not in missing}
+            if failed and not pinned and attempt < _SLID_PAST_RETRIES and all(
+                    isinstance(a, FailedPrecondition) for a in failed.values()):
+                continue  # a partition slid past k while the others were asked: the newest common slide again
+            for p, a in failed.items():
                 raise _error_like(a, f"{self._where(lay, p)}: {a.message}") from a
+            break
         got = [a for p, a in sorted(answers.items()) if p not in missing]
         if not got:
             raise Unavailable(f"no partition of stream {lay.name!r} answered")
@@ -358,6 +358,23 @@ class ClusterClient:
         out.missing_partitions = sorted(missing)
         out.partition_queries = {p: a.query_id for p, a in sorted(answers.items()) if p not in missing}
         return out
+
+    def _common_slide(self, lay: Layout, partial: bool) -> tuple[int, list[int]]:
+        """(k, the partitions left out): k is the newest slide every partition that answered has
+        sealed; unreachable partitions are left out only with `partial`."""
+        latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])
+        missing = self._unavailable(lay, latest, partial)
+        for p, r in latest.items():
+            if isinstance(r, WindowStoreError) and p not in missing:
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+        alive = [s for p, s in latest.items() if p not in missing]
+        if not alive:
+            raise Unavailable(f"no partition of stream {lay.name!r} answered")
+        k = min(alive)
+        if k < 0:
+            raise FailedPrecondition(f"a partition of stream {lay.name!r} has not sealed a slide yet: no window "
+                                     f"all partitions share (slides: {dict(sorted(latest.items()))})")
+        return k, missing
 
     def _unavailable(self, lay: Layout, results: dict[int, Any], partial: bool) -> list[int]:
         """The partitions whose result is Unavailable: raised (naming them) unless `partial`."""

@@ -216,6 +216,34 @@ def test_scatter_gather_answers_equal_duckdb_over_the_union(cluster):
             ws.query("SELECT dst, SUM(v) FROM s GROUP BY dst HAVING SUM(v) > 1")
 
 
+def test_a_query_reads_the_common_slide_again_when_a_partition_slid_past_it(cluster, monkeypatch):
+    """The newest common slide is read first, then each partition is asked AS OF it: a partition
+    that slid so far meanwhile that the slide left its window fails that read, and the client
+    reads the common slide again (here the first reading is made stale on purpose: slide 0,
+    which has left the 3-sub-window windows by slide 5)."""
+    rng = random.Random(3)
+    with Client(cluster.addresses, timeout=60) as ws:
+        ws.create_stream("s", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
+                         partition_by=["src"])
+        sealed = fill(ws, rng, "s", slides=6)
+        real = Client.describe_stream
+        stale = {"left": 3}  # the first reading of every partition's newest slide says 0
+
+        def describe(self, name):
+            out = real(self, name)
+            if stale["left"] > 0 and "." in name:
+                stale["left"] -= 1
+                out = {**out, "latest_slide": 0}
+            return out
+
+        monkeypatch.setattr(Client, "describe_stream", describe)
+        with pytest.raises(FailedPrecondition):  # pinned by the caller: no second reading
+            ws.query("SELECT COUNT(*) FROM s", as_of_slide=0)
+        a = ws.query("SELECT COUNT(*), SUM(v) FROM s")
+        assert stale["left"] == 0 and a.slide == 5
+        same(a.rows, duck(window(sealed, 5), "SELECT COUNT(*), SUM(v) FROM w"))
+
+
 def test_processing_time_partitions_slide_at_the_same_boundaries(cluster):
     with Client(cluster.addresses, timeout=60) as ws:
         ws.create_stream("p", SCHEMA, subwindows=4, subwindow_ms=100, partitions=3, partition_by=["src"])

@@ -161,9 +161,11 @@ def stage_request(stream: str, columns: Any, writer_id: str, batch_id: int, atte
                             attempt=attempt, chunk=chunk), to_arrow(columns))
 
 
-def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool):
+def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool,
+                   event_time_ms: int | None = None):
     return build(pb.CommitBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, slide=slide,
-                 attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()])
+                 attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()],
+                 event_time_ms=event_time_ms)
 
 
 def aggregate(function: str, column: str | None = None, *, q: float | None = None,
@@ -356,9 +358,10 @@ class Client:
         return StageResult(r.staged_rows, r.committed)
 
     def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
-                     slide: bool = False) -> CommitResult:
-        """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op."""
-        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+                     slide: bool = False, event_time_ms: int | None = None) -> CommitResult:
+        """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op.
+        `event_time_ms` as append's: the writers' event time has reached it (clock='event')."""
+        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms), True)
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
@@ -495,8 +498,9 @@ class AsyncClient:
         return StageResult(r.staged_rows, r.committed)
 
     async def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
-                           slide: bool = False) -> CommitResult:
-        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+                           slide: bool = False, event_time_ms: int | None = None) -> CommitResult:
+        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms),
+                            True)
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:

@@ -237,8 +237,9 @@ class WindowStoreService:
         attempts = tuple((a.attempt, a.rows) for a in request.attempts)
         if len({a for a, _ in attempts}) != len(attempts):
             raise InvalidInput("an attempt is listed twice")
+        event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
         ack = await self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts,
-                                            request.slide, 0.0), context)
+                                            request.slide, 0.0, event_time_ms), context)
         return pb.CommitBatchResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                       latest_slide=ack.latest_slide)
 

@@ -135,7 +135,9 @@ def test_event_time_partitions_start_at_the_origin_and_advance_on_a_writers_even
     """Two event-time partitions from one origin: one gets rows, the other only the writer's event
     time; both make the same slides over the same event time, and a hint is checked like a row."""
     from windowstore.store.errors import OutOfRange
-    from windowstore.txn.commands import Append, CreateStream, decode, encode
+    from dataclasses import replace
+
+    from windowstore.txn.commands import Append, CommitBatch, CreateStream, decode, encode
     from windowstore.txn.engine import Engine
 
     e = Engine()
@@ -157,6 +159,13 @@ def test_event_time_partitions_start_at_the_origin_and_advance_on_a_writers_even
     with pytest.raises(OutOfRange, match="event_time_ms") as err:
         e.apply(Append("s.p1", batch.slice(0, 0), "", None, 0.0, event_time_ms=2**63 - 1))
     assert err.value.field == "event_time_ms"
+    # a micro-batch commit carries the writers' event time too (Spark's writers on a cluster)
+    commit = CommitBatch("s.p1", "spark", 4, (), False, 0.0, event_time_ms=1_041)
+    assert decode(encode(commit)) == commit
+    assert "event_time_ms" not in encode(replace(commit, event_time_ms=None)).decode("latin-1")  # as before: unset
+    e.apply(commit)
+    e.sched.run_until_idle()
+    assert [w.latest for w in windows] == [1, 3]  # through [1030, 1040) on the partition told 1_041
     e.apply(CreateStream("t", tuple(SCHEMA.columns), "ts", WindowSpec(subwindows=3, subwindow_ms=10), 0.0))
     with pytest.raises(InvalidInput, match="event_time_ms applies only to a stream with clock='event'"):
         e.apply(Append("t", batch, "", None, 0.0, event_time_ms=5))

@@ -246,7 +246,8 @@ def test_a_query_reads_the_common_slide_again_when_a_partition_slid_past_it(clus
 
 def test_processing_time_partitions_slide_at_the_same_boundaries(cluster):
     with Client(cluster.addresses, timeout=60) as ws:
-        ws.create_stream("p", SCHEMA, subwindows=4, subwindow_ms=100, partitions=3, partition_by=["src"])
+        # a long window (60 s of 100-ms sub-windows): slide 3 is still held when a loaded machine reads it
+        ws.create_stream("p", SCHEMA, subwindows=600, subwindow_ms=100, partitions=3, partition_by=["src"])
         ws.append("p", rows(random.Random(1), 200, 0))
         wait_for(lambda: min(x["latest_slide"] for x in ws.describe_stream("p")["streams"]) >= 3,
                  "every partition to seal slide 3")

@@ -174,3 +174,52 @@ def test_streaming_reader_merges_a_partitioned_periodic_query_per_slide(spark, c
         window = sealed[k] + sealed.get(k - 1, [])
         assert sorted(answer, key=repr) == sorted(duck("SELECT src, SUM(bytes), COUNT(*) FROM pf GROUP BY src",
                                                        window), key=repr), k
+
+
+def test_data_source_writers_on_a_cluster_batch_once_and_event_time_sink_slides_every_partition(spark, cluster,
+                                                                                               tmp_path):
+    """`df.write.format("windowstore")` and `df.writeStream.format("windowstore")` with a cluster
+    target: rows routed by the partition key and committed on every partition exactly once (a
+    re-run of the same job is a no-op). The sink feeds an event-time stream whose last batches
+    have one key only: the partitions without rows still slide (the commit carries the batch's
+    newest event time), and the answer equals DuckDB over the rows in the window it reports."""
+    target = ",".join(cluster.addresses)
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("dw", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual", partitions=P,
+                         partition_by=["src"])
+        data = rows(1, 150)
+        opts = {"target": target, "stream": "dw", "writer_id": "nightly", "batch_id": "7", "slide_per_batch": "true"}
+        df = spark.createDataFrame(data, DDL).repartition(3)
+        df.write.format("windowstore").options(**opts).mode("append").save()
+        df.write.format("windowstore").options(**opts).mode("append").save()  # the same job again: a no-op
+        assert [s["latest_slide"] for s in cc.describe_stream("dw")["streams"]] == [0] * P
+        for p, n in per_partition(data).items():
+            assert cc.nodes[cc.cluster.owner("dw", p)].query(
+                f"SELECT COUNT(*) FROM {partition_name('dw', p)}").rows == [(n,)]
+        assert cc.query("SELECT src, SUM(bytes) FROM dw GROUP BY src ORDER BY src").rows == \
+            duck("SELECT src, SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", data)
+        with pytest.raises(Exception, match="create_if_missing: on a cluster target, create the"):
+            df.write.format("windowstore").options(**{**opts, "stream": "nope", "create_if_missing": "true",
+                                                      "subwindows": "3", "subwindow_ms": "1000"}).mode("append").save()
+
+        cc.create_stream("ev", SCHEMA, subwindows=3, subwindow_ms=100, clock="event", partitions=P,
+                         partition_by=["src"], origin_ms=0)
+        src_dir, sent = tmp_path / "in", []
+        for b in range(6):
+            batch = [{"ts": b * 100 + i, "src": "h1" if b >= 4 else f"h{i % 11}", "bytes": i} for i in range(100)]
+            spark.createDataFrame(batch, DDL).coalesce(1).write.parquet(str(src_dir / f"b{b}"))
+            sent += batch
+        stream_df = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1) \
+            .option("recursiveFileLookup", "true").parquet(str(src_dir))
+        q = (stream_df.writeStream.format("windowstore").option("target", target).option("stream", "ev")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination(180)
+        assert q.exception() is None, q.exception()
+        # the newest event time, 599, completes [0, 100) ... [400, 500) on every partition: slide 4
+        from conftest import wait_for
+        wait_for(lambda: [s["latest_slide"] for s in cc.describe_stream("ev")["streams"]] == [4] * P,
+                 "every partition to seal slide 4")
+        a = cc.query("SELECT src, COUNT(*), SUM(bytes) FROM ev GROUP BY src ORDER BY src")
+        assert (a.slide, a.window_start_ms, a.window_end_ms) == (4, 200, 500)
+        assert a.rows == duck("SELECT src, COUNT(*), SUM(bytes) FROM pf WHERE ts >= 200 AND ts < 500 GROUP BY src "
+                              "ORDER BY src NULLS LAST", sent)

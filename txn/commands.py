@@ -105,6 +105,7 @@ class CommitBatch:
     attempts: tuple[tuple[str, int], ...]
     slide: bool
     now_ms: float
+    event_time_ms: int | None = None  # the writers' event time has reached this (watermark hint)
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,8 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         body = cmd.payload()  # type: ignore[union-attr, misc]  # the commands with rows: Append's payload()
     else:
         header, body = asdict(cmd), b""
+        if header.get("event_time_ms", 0) is None:  # written only when set: older records stay as they were
+            del header["event_time_ms"]
         if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms
             now_ms = header.pop("now_ms")
             header.update((k, v) for k, v in header.pop("spec").items() if _OMITTED_AT.get(k, _KEEP) != v)

@@ -148,6 +148,8 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
     key = (cmd.writer_id, cmd.batch_id)
     if not cmd.writer_id:
         raise InvalidInput("a batch commit needs a writer_id and a batch_id")
+    if cmd.event_time_ms is not None:
+        stream.window.check_event_time(cmd.event_time_ms)
     staged = book.staged.get(key, {})
     attempts = sorted(dict(cmd.attempts).items())
     complete = all(_staged_rows(staged, a) == rows for a, rows in attempts)
@@ -174,6 +176,8 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
         raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
     _admit(engine, stream, rows)
     result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    if cmd.event_time_ms is not None:
+        stream.window.reach_event_time(cmd.event_time_ms)
     book.accepted_rows += result.accepted
     ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through,
                     batch_digest(checked, stream.schema.columns, rows))

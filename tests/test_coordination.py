@@ -6,6 +6,9 @@ Coordinators here run their passes when the test calls `step()` (no background l
 decision happens at a known point; etcd itself is the oracle, read afresh with a plain range."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -176,3 +179,33 @@ def test_a_stopped_coordinator_hands_its_partitions_over_at_once(nodes):
     assert b.view.wait(lambda v: v.leader("s", 0) is None, 10)
     step(b)
     assert b.table.get("s.p0") == Assignment(Role.LEADER, 2, None)
+
+
+def test_cluster_status_and_place_on_the_command_line(nodes, etcd):
+    cs = nodes(2)
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "windowstore.server.cli", "cluster", *args, "--etcd", etcd.url],
+                              capture_output=True, text=True, timeout=60)
+    out = cli("place", "s", "--partitions", "2", "--replication", "2")
+    assert out.returncode == 0, out.stderr
+    replicas = json.loads(out.stdout)["replicas"]
+    assert sorted(map(sorted, replicas)) == [[0, 1], [0, 1]] and replicas[0][0] != replicas[1][0]
+    again = cli("place", "s", "--partitions", "2")
+    assert again.returncode == 1 and "already placed" in again.stderr
+    too_many = cli("place", "t", "--partitions", "1", "--replication", "3")
+    assert too_many.returncode == 2 and "--replication 3" in too_many.stderr
+    step(*cs)
+    status = cli("status", "--json")
+    assert status.returncode == 0, status.stderr
+    doc = json.loads(status.stdout)
+    assert doc["nodes"] == [{"node": 0, "address": "127.0.0.1:7000", "live": True},
+                            {"node": 1, "address": "127.0.0.1:7001", "live": True}]
+    for p, part in enumerate(doc["partitions"]):
+        assert part["name"] == f"s.p{p}" and part["epoch"] == 1
+        assert part["leader"] == replicas[p][0] and part["in_sync"] == replicas[p]
+    table = cli("status")
+    assert table.returncode == 0 and "s.p0" in table.stdout and "live" in table.stdout
+    down = subprocess.run([sys.executable, "-m", "windowstore.server.cli", "cluster", "status", "--etcd",
+                           "http://127.0.0.1:1"], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 2 and "127.0.0.1:1" in down.stderr

@@ -7,6 +7,7 @@ decision happens at a known point; etcd itself is the oracle, read afresh with a
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -209,3 +210,37 @@ def test_cluster_status_and_place_on_the_command_line(nodes, etcd):
     down = subprocess.run([sys.executable, "-m", "windowstore.server.cli", "cluster", "status", "--etcd",
                            "http://127.0.0.1:1"], capture_output=True, text=True, timeout=60)
     assert down.returncode == 2 and "127.0.0.1:1" in down.stderr
+
+
+def test_serve_with_etcd_refuses_bad_settings_naming_the_flag(etcd):
+    from windowstore.server.app import ConfigError, WindowStoreServer
+    from windowstore.server.config import ServerConfig
+
+    for config, says in ((ServerConfig(port=0, in_memory=True, etcd=etcd.url), "--etcd needs --node"),
+                         (ServerConfig(port=0, in_memory=True, etcd=etcd.url, node=0, cluster="c.toml"),
+                          "--etcd and --cluster are alternatives"),
+                         (ServerConfig(port=0, in_memory=True, etcd=etcd.url, node=0, lease_ttl_s=0), "--lease-ttl-s 0"),
+                         (ServerConfig(port=0, in_memory=True, etcd="ftp://127.0.0.1:1", node=0), "--etcd ftp://"),
+                         (ServerConfig(port=0, in_memory=True, etcd="http://127.0.0.1:1", node=0), "--etcd http://127.0.0.1:1")):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            WindowStoreServer(config)
+
+
+def test_a_server_with_etcd_registers_leads_its_partition_and_hands_it_over_on_stop(etcd):
+    from windowstore.server.app import WindowStoreServer
+    from windowstore.server.config import ServerConfig
+
+    server = WindowStoreServer(ServerConfig(port=0, in_memory=True, etcd=etcd.url, node=3, lease_ttl_s=TTL)).start()
+    with EtcdClusterView(etcd.url) as view:
+        try:
+            assert view.wait(lambda v: 3 in v.live(), 30)
+            assert view.addresses[3] == server.address
+            assert place(view.etcd, KEYS, "s", [[3]])
+            leader = view.wait(lambda v: v.leader("s", 0), 30)
+            assert leader is not None and (leader.node, leader.epoch) == (3, 1)
+            wait_for(lambda: server.coordinator.table.get("s.p0") == Assignment(Role.LEADER, 1, None),
+                     "the server to be told it leads")
+        finally:
+            server.stop()
+        assert view.wait(lambda v: 3 not in v.live() and v.leader("s", 0) is None, 30), "the lease was revoked"
+        assert view.addresses[3] == server.address, "the node's address stays registered"

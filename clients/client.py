@@ -418,12 +418,18 @@ class Client:
 
 
 class AsyncClient:
-    """asyncio client over grpc.aio; the same methods as Client, awaited."""
+    """asyncio client over grpc.aio; the same methods as Client, awaited. With a list of
+    addresses (or a ClusterView): the cluster client, awaited (async_cluster.py)."""
+
+    def __new__(cls, target=None, *args, **kwargs):
+        if cls is AsyncClient and (isinstance(target, (list, tuple)) or hasattr(target, "owner")):
+            from .async_cluster import AsyncClusterClient
+
+            return AsyncClusterClient(target, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  tls: bool = False, ca=None, cert=None, key=None, token: str | None = None):
-        if isinstance(target, (list, tuple)) or hasattr(target, "owner"):
-            raise InvalidArgument("AsyncClient connects to one server; a cluster's client is Client([addresses])")
         self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries

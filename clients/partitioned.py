@@ -498,55 +498,29 @@ class ClusterClient:
         """Answers of a periodic query as they are produced. On a partitioned stream: one merged
         answer per slide once every partition has answered for it (a slide some partition did not
         answer for is passed over when a later one completes); ends when it is unregistered."""
-        if query_id not in self._periodic:
-            yield from self._node_of_query(query_id).subscribe(query_id, timeout)
-            return
-        lay, plan, ids = self._periodic[query_id]
-        inbox: queue.Queue = queue.Queue()
-        calls = {}
-        for p, qid in ids.items():
-            node = self._owner(lay.name, p)[1]
-            calls[p] = node.subscription(qid, timeout)
-
-        def pump(p: int, call) -> None:
-            try:
-                for a in call:
-                    inbox.put((p, Answer.from_pb(a)))
-                inbox.put((p, None))
-            except grpc.RpcError as e:
-                inbox.put((p, None if e.code() == grpc.StatusCode.CANCELLED and call.cancelled()
-                           else from_rpc_error(e)))
-
-        threads = [threading.Thread(target=pump, args=(p, c), daemon=True, name=f"windowstore-sub-{p}")
-                   for p, c in calls.items()]
-        for t in threads:
-            t.start()
-        pending: dict[int, dict[int, Answer]] = {}
-        ended: set[int] = set()
-        last = None
+        sub = self.subscription(query_id, timeout)
         try:
-            while len(ended) < len(calls):
-                p, a = inbox.get()
-                if a is None:
-                    ended.add(p)
-                    continue
-                if isinstance(a, WindowStoreError):
-                    raise _error_like(a, f"{self._where(lay, p)}: {a.message}") from a
-                if last is not None and a.slide <= last:
-                    continue
-                got = pending.setdefault(a.slide, {})
-                got[p] = a
-                if len(got) == len(calls):
-                    for k in [k for k in pending if k <= a.slide]:
-                        del pending[k]
-                    last = a.slide
-                    out = plan.merge([got[q] for q in sorted(got)])
-                    out.stream, out.query_id = lay.name, query_id
-                    out.execution = max(x.execution for x in got.values())
-                    yield out
+            yield from sub
         finally:
-            for c in calls.values():
-                c.cancel()
+            sub.cancel()
+
+    def subscription(self, query_id: str, timeout: float | None = None) -> "Subscription":
+        """A periodic query's subscription, started: an iterator of answers (merged per slide on a
+        partitioned stream, registered or attached here) that cancel() ends from any thread."""
+        if query_id not in self._periodic:
+            node = self._node_of_query(query_id)
+            return Subscription({0: node.subscription(query_id, timeout)}, lambda got: got[0],
+                                lambda p: f"periodic query {query_id!r} on {node.target}")
+        lay, plan, ids = self._periodic[query_id]
+
+        def merge(got: list[Answer]) -> Answer:
+            out = plan.merge(got)
+            out.stream, out.query_id = lay.name, query_id
+            out.execution = max(x.execution for x in got)
+            return out
+
+        calls = {p: self._owner(lay.name, p)[1].subscription(qid, timeout) for p, qid in ids.items()}
+        return Subscription(calls, merge, lambda p: self._where(lay, p))
 
     def explain(self, query: str) -> dict:
         node = self._plain(_stream_of(query))
@@ -557,6 +531,73 @@ class ClusterClient:
     def stats(self, stream: str = "") -> list[dict]:
         """Every server's statistics, node 0 first."""
         return [f.result() for f in [self._pool.submit(n.stats, stream) for n in self.nodes]]
+
+
+class Subscription:
+    """One Subscribe stream per partition (or one, for an ordinary stream), merged per slide: an
+    answer once every stream has answered for its slide. A thread per stream reads it into a
+    bounded inbox (a consumer that stops reading holds the streams back, and their servers drop
+    the oldest answers, counted, rather than this process growing). cancel() ends it from any
+    thread; iterating ends when every stream has ended."""
+
+    INBOX = 256  # answers waiting to be merged, over all streams
+
+    def __init__(self, calls: dict, merge, where):
+        self._calls, self._merge, self._where = calls, merge, where
+        self._inbox: queue.Queue = queue.Queue(maxsize=self.INBOX)
+        self._closed = threading.Event()
+        for p, c in calls.items():
+            threading.Thread(target=self._pump, args=(p, c), daemon=True, name=f"windowstore-sub-{p}").start()
+        self._answers = self._merged()
+
+    def __iter__(self) -> Iterator[Answer]:
+        return self._answers
+
+    def cancel(self) -> None:
+        for c in self._calls.values():
+            c.cancel()
+
+    def _put(self, item) -> None:
+        while not self._closed.is_set():  # once the merge has ended, nobody takes it
+            try:
+                self._inbox.put(item, timeout=0.2)
+                return
+            except queue.Full:
+                continue
+
+    def _pump(self, p: int, call) -> None:
+        try:
+            for a in call:
+                self._put((p, Answer.from_pb(a)))
+            self._put((p, None))
+        except grpc.RpcError as e:
+            self._put((p, None if e.code() == grpc.StatusCode.CANCELLED and call.cancelled() else from_rpc_error(e)))
+
+    def _merged(self) -> Iterator[Answer]:
+        n = len(self._calls)
+        pending: dict[int, dict[int, Answer]] = {}
+        ended: set[int] = set()
+        last = None
+        try:
+            while len(ended) < n:
+                p, a = self._inbox.get()
+                if a is None:
+                    ended.add(p)
+                    continue
+                if isinstance(a, WindowStoreError):
+                    raise _error_like(a, f"{self._where(p)}: {a.message}") from a
+                if last is not None and a.slide <= last:
+                    continue
+                got = pending.setdefault(a.slide, {})
+                got[p] = a
+                if len(got) == n:
+                    for k in [k for k in pending if k <= a.slide]:
+                        del pending[k]
+                    last = a.slide
+                    yield self._merge([got[q] for q in sorted(got)])
+        finally:
+            self._closed.set()
+            self.cancel()
 
 
 def _stream_of(query: str) -> str:

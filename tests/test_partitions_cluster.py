@@ -394,6 +394,67 @@ def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(
         assert ws.list_queries() == []
 
 
+def test_the_async_client_on_a_cluster(cluster):
+    """AsyncClient([addresses]): the cluster client's calls awaited, and a subscription merged
+    per slide that ends when the caller stops iterating (its partitions' streams cancelled)."""
+    import asyncio
+
+    from windowstore.clients import AsyncClient
+
+    rng = random.Random(13)
+
+    async def until(condition, what: str) -> None:  # wait for a condition, bounded
+        for _ in range(600):
+            if await condition():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    async def main():
+        async with AsyncClient(cluster.addresses, timeout=60) as ws:
+            await ws.create_stream("s", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
+                                   partition_by=["src"])
+            q = await ws.register("SELECT COUNT(*), SUM(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+            sealed, got = {}, []
+            answers = ws.subscribe(q.id)
+
+            async def collect():
+                async for x in answers:
+                    got.append(x)
+            reader = asyncio.create_task(collect())
+
+            async def subscribed():
+                return all(x["subscribers"] == 1 for x in await ws.list_queries())
+            await until(subscribed, "every partition's subscription")
+            for b in range(3):
+                batch = rows(rng, 40, b * 40)
+                await ws.append("s", batch, writer_id="w", batch_id=b)
+                sealed[await ws.slide("s")] = pa.table(batch)
+
+                async def answered(b=b):
+                    return any(x.slide == b for x in got)
+                await until(answered, f"the merged answer of slide {b}")
+            reader.cancel()  # the caller stops iterating: the partitions' streams end
+            await asyncio.gather(reader, return_exceptions=True)
+            await answers.aclose()
+
+            async def unsubscribed():
+                return all(x["subscribers"] == 0 for x in await ws.list_queries())
+            await until(unsubscribed, "the partitions' subscriptions to end")
+            a = await ws.query("SELECT COUNT(*), SUM(v) FROM s")
+            queries = await ws.list_queries()
+            await ws.unregister(q.id)
+            return sealed, got, a, queries, await ws.list_queries()
+
+    sealed, got, a, queries, after = asyncio.run(main())
+    assert a.slide == 2 and a.rows == duck(window(sealed, 2), "SELECT COUNT(*), SUM(v) FROM w")
+    assert [x.slide for x in got if x.slide >= 0] == [0, 1, 2]
+    for x in got:
+        if x.slide >= 0:
+            assert x.rows == duck(window(sealed, x.slide, 2), "SELECT COUNT(*), SUM(v) FROM w"), x.slide
+    assert len(queries) == 3 and after == []
+
+
 def test_the_cli_creates_a_partitioned_stream(cluster):
     import json
     import os

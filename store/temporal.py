@@ -34,11 +34,12 @@ restores the sub-windows, restores it: it is rebuilt on the first read after a r
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from .coalesce import DCQ, EAGER, LAZY, OpCosts, Weights, Workload, choose_plan
+from .coalesce import DCQ, EAGER, LAZY, OpCosts, Weights, Workload, choose_plan, normalizers
 from .errors import Loc
 from .query import Aggregate, KeyColumn, Predicate, Query
 
@@ -540,12 +541,16 @@ def answer_rows(spec: Temporal, runs: Runs) -> list[tuple]:
 
 # -- the plan's side: strategy, reads, finish ---------------------------------------------------------------
 _EAGER_RUNS: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDictionary()
+_EAGER_LOCK = threading.Lock()
 
-# Per-operation costs (µs) measured by bench/coalesce_experiment.py (docs/coalesce/results.json,
-# ops_us): the eager extent's read/insert/merge/split/detach/delete, the lazy one's read/insert/delete.
-MEASURED_EAGER = OpCosts(read=1.62, insert=1.67, delete=1.67, detach=1.64, merge=1.64, split=1.58, coalesce=0.0)
-MEASURED_LAZY = OpCosts(read=5.0, insert=1.89, delete=1.89, coalesce=0.0)
-WEIGHTS = Weights(1, 1, 1)
+# Per-operation costs (µs) of the store's two paths, measured by `python -m bench.temporal_experiment
+# --calibrate` (its docstring says which corner cell gives which): eager insert / merge = building a
+# sealed sub-window's runs per row (a new value / a repeated one), read = merging a window's runs
+# and answering, per run, split = that merge's extra per window row when every part interleaves;
+# lazy read = one lazy execution per window row (its coalescing costs no more when values repeat).
+# Nothing happens at expiry in either (the runs go with their sub-window).
+STORE_EAGER = OpCosts(read=2.2, insert=1.9, delete=0.0, detach=0.0, merge=1.05, split=1.55, coalesce=0.0)
+STORE_LAZY = OpCosts(read=2.9, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=0.0)
 
 
 def rates(rows: list[tuple[tuple, int, Any]]) -> tuple[float, float]:
@@ -566,11 +571,20 @@ def rates(rows: list[tuple[tuple, int, Any]]) -> tuple[float, float]:
     return same / total, late / len(rows)
 
 
-def choose(cp: float, oop: float, window_rows: int, arrivals: int, columns: int, used: int):
-    """Section 6.2's choice for one DCQ: (strategy, coalesce.Plan)."""
-    wl = Workload(w=max(window_rows, 1), k=max(arrivals, window_rows, 1), r_lazy=8.0 * columns + 8,
-                  ops=MEASURED_LAZY)
-    plan = choose_plan([DCQ("q", cp, oop, r_eager=8.0 * used + 8, ops=MEASURED_EAGER)], wl, WEIGHTS)
+def choose(cp: float, oop: float, window_rows: int, reads_per_row: float):
+    """Section 6.2's choice for one DCQ: (strategy, coalesce.Plan). The objective is CPU time over
+    the life of a window's rows: each row is coalesced into its sub-window's runs once (eager's
+    update), and read `reads_per_row` times (a periodic query's executions that see it; 1 for a
+    one-time query), each read a scan; eager's re-merge of interleaved parts recurs per read, so
+    its split cost is scaled by it. The memory weight is 0: the store keeps the window's rows for
+    every query whatever the strategy, and the weights undo the per-item normalisation (section
+    7.5 allows weights to compensate), so that the weighted sum is time in µs."""
+    w = max(window_rows, 1)
+    wl = Workload(w=w, k=w, r_lazy=1.0, m=0.0, ops=STORE_LAZY)
+    ops = replace(STORE_EAGER, split=STORE_EAGER.split * reads_per_row)
+    q = DCQ("q", cp, oop, r_eager=1.0, ops=ops)
+    norm = normalizers([q], wl)
+    plan = choose_plan([q], wl, Weights(0.0, norm.update, reads_per_row * norm.scan))
     return plan.choice["q"], plan
 
 
@@ -581,9 +595,10 @@ class TemporalPlan:
         self.spec: Temporal = bound.temporal  # type: ignore[assignment]  # set: a temporal query
         self.project = project  # a projection partial's contributions -> decoded rows
         self.inner_read = inner_read
-        self.where_key = repr(bound.query.where)
+        self.where_key = repr(tuple(tuple(p for p in conj if isinstance(p, Predicate)) for conj in bound.query.where))
         self.stream = stream
         self.n_q = bound.n_q
+        self.every = bound.every  # a periodic query's SLIDE in sub-windows
         self.model: Any = None
         self.cp = self.oop = 0.0
         self.strategy = self._choose()
@@ -592,11 +607,10 @@ class TemporalPlan:
         w = self.stream.window
         subs = w.youngest(self.n_q) if w.latest >= 0 else []
         rows = sum(s.rows for s in subs)
-        sample = self.decoded(subs[0]) if subs else []
+        sample = [r for sub in reversed(subs[:2]) for r in self.decoded(sub)]  # the two newest, arrival order
         self.cp, self.oop = rates(sample)
-        arrivals = subs[0].synopsis.prefix_after.get("__count__", rows) if subs else 0
-        strategy, self.model = choose(self.cp, self.oop, rows, arrivals, len(self.stream.schema.names),
-                                      len(self.spec.keys) + 2)
+        reads = self.n_q / self.every if self.every else 1.0
+        strategy, self.model = choose(self.cp, self.oop, rows, reads)
         return strategy
 
     def use(self, strategy: str) -> None:
@@ -613,11 +627,13 @@ class TemporalPlan:
     def read(self, sub) -> Any:
         if self.strategy == LAZY:
             return (LAZY, self.inner_read(sub))
-        cache = _EAGER_RUNS.setdefault(sub, {})
         key = (self.spec.dcq_key, self.where_key)
-        runs = cache.get(key)
-        if runs is None:
-            runs = cache[key] = coalesce_rows(self.decoded(sub))
+        with _EAGER_LOCK:  # reads run on the loop and on the query thread
+            runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
+        if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
+            runs = coalesce_rows(self.decoded(sub))
+            with _EAGER_LOCK:
+                _EAGER_RUNS.setdefault(sub, {})[key] = runs
         return (EAGER, runs)
 
     def finish(self, contributions: list) -> list[tuple]:
@@ -637,4 +653,4 @@ class TemporalPlan:
     def explain(self) -> str:
         m = self.model
         return (f"coalesced {self.strategy} (section 6.2 cost model: cp {self.cp:.2f}, oop {self.oop:.2f} "
-                f"from the newest sub-window; cost eager {m.all_eager:.3f}, lazy {m.all_lazy:.3f})")
+                f"from the two newest sub-windows; estimated eager {m.all_eager:,.0f} us, lazy {m.all_lazy:,.0f} us)")

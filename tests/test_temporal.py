@@ -219,3 +219,14 @@ def test_the_plan_says_which_strategy_the_cost_model_chose():
     plan = plan_query(parse_query("SELECT MAX(DURATION(VALID(temp))) FROM readings"), s)
     how = plan.explain()["how"]
     assert f"coalesced {plan._temporal.strategy}" in how and "cp 0.98" in how and "oop 0.00" in how
+
+
+def test_the_cost_model_follows_cp_and_oop_and_picks_the_cheaper_estimate():
+    from windowstore.store.temporal import choose
+
+    assert choose(0.9, 0.0, 5000, 10)[0] == EAGER   # long runs in order: few runs to merge per read
+    assert choose(0.0, 0.9, 5000, 10)[0] == LAZY    # new values arriving late: every read re-merges
+    for cp, oop, reads in ((0.5, 0.5, 1), (0.2, 0.1, 24), (0.8, 0.9, 3)):
+        strategy, m = choose(cp, oop, 1000, reads)
+        assert m.total == min(m.all_eager, m.all_lazy)
+        assert strategy == (EAGER if m.all_eager < m.all_lazy else LAZY)

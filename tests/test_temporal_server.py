@@ -97,3 +97,23 @@ def test_answers_are_the_same_after_kill_9_and_restart(tmp_path, snapshots):
             assert [(a.slide, a.rows) for a in ws.read_answers(periodic.id)[0]] == logged
     finally:
         srv.stop()
+
+
+def test_under_shared_execution_a_temporal_query_runs_alone_and_answers_the_same():
+    con = duckdb.connect()
+    with ServerProcess("--sharing", "aggressive") as srv, Client(srv.target, timeout=30) as ws:
+        ws.create_stream("readings", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")
+        other = ws.register("SELECT sensor, COUNT(*) FROM readings [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS] "
+                            "WHERE temp > 0 GROUP BY sensor")
+        assert "runs alone: temporal coalescing" in ws.explain(EXAMPLE_2)["sharing"]
+        periodic = ws.register(EXAMPLE_2)
+        held: list[list[tuple]] = []
+        for k, batch in enumerate(batches(4)):
+            ws.append("readings", columns(batch))
+            ws.slide("readings")
+            held.append(batch)
+            window = [r for b in held[-3:] for r in b]
+            answers = wait_for(lambda: (got := ws.read_answers(periodic.id)[0]) and got[-1].slide == k and got,
+                               f"the periodic answer of slide {k}")
+            assert answers[-1].rows == oracle(con, window, LONGEST)
+        assert ws.read_answers(other.id)[1] == k

@@ -418,8 +418,9 @@ def coalesce_rows(rows) -> Runs:
 def merge_runs(parts: list[Runs]) -> Runs:
     """A window's runs from its sub-windows' runs (in slide order). Where a group's next part
     starts no earlier than the runs so far end, the two lists are joined at the boundary
-    (mergeTuples when the values are equal); where a late row's part interleaves, the readings
-    are split out and re-merged in ts order (splitTuple / mergeTuples)."""
+    (mergeTuples when the values are equal); where a late row's part interleaves, the runs it
+    overlaps (those ending after it starts) are split into their readings and re-merged with it
+    in ts order (splitTuple / mergeTuples); the earlier runs stay as they are."""
     out: Runs = {}
     for part in parts:
         for key, runs in part.items():
@@ -432,9 +433,16 @@ def merge_runs(parts: list[Runs]) -> Runs:
                     have[-1][1].extend(runs[0][1])
                     first = 1
                 have.extend([v, list(s)] for v, s in runs[first:])
-            else:
-                readings = [(ts, v) for v, s in have for ts in s] + [(ts, v) for v, s in runs for ts in s]
-                out[key] = coalesce_rows([(key, ts, v) for ts, v in readings])[key]
+            else:  # the runs that end after the part starts are split out and re-merged with it
+                j = len(have)
+                while j and have[j - 1][1][-1] > runs[0][1][0]:  # from the end: late rows are recent
+                    j -= 1
+                readings = [(ts, v) for v, s in have[j:] for ts in s] + [(ts, v) for v, s in runs for ts in s]
+                merged = coalesce_rows([(key, ts, v) for ts, v in readings])[key]
+                if j and have[j - 1][0] == merged[0][0]:
+                    have[j - 1][1].extend(merged.pop(0)[1])
+                del have[j:]
+                have.extend(merged)
     return out
 
 
@@ -549,8 +557,8 @@ _EAGER_LOCK = threading.Lock()
 # and answering, per run, split = that merge's extra per window row when every part interleaves;
 # lazy read = one lazy execution per window row (its coalescing costs no more when values repeat).
 # Nothing happens at expiry in either (the runs go with their sub-window).
-STORE_EAGER = OpCosts(read=2.2, insert=1.9, delete=0.0, detach=0.0, merge=1.05, split=1.55, coalesce=0.0)
-STORE_LAZY = OpCosts(read=2.9, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=0.0)
+STORE_EAGER = OpCosts(read=2.6, insert=1.9, delete=0.0, detach=0.0, merge=1.05, split=0.7, coalesce=0.0)
+STORE_LAZY = OpCosts(read=3.4, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=0.0)
 
 
 def rates(rows: list[tuple[tuple, int, Any]]) -> tuple[float, float]:
@@ -581,7 +589,10 @@ def choose(cp: float, oop: float, window_rows: int, reads_per_row: float):
     7.5 allows weights to compensate), so that the weighted sum is time in µs."""
     w = max(window_rows, 1)
     wl = Workload(w=w, k=w, r_lazy=1.0, m=0.0, ops=STORE_LAZY)
-    ops = replace(STORE_EAGER, split=STORE_EAGER.split * reads_per_row)
+    split = STORE_EAGER.split * reads_per_row
+    # A late row makes its part interleave whatever its value, so its re-merge is paid on coalescing
+    # arrivals too: C_merge grows with oop (as section 7.2 observes of the paper's own C_merge).
+    ops = replace(STORE_EAGER, split=split, merge=STORE_EAGER.merge + oop * split)
     q = DCQ("q", cp, oop, r_eager=1.0, ops=ops)
     norm = normalizers([q], wl)
     plan = choose_plan([q], wl, Weights(0.0, norm.update, reads_per_row * norm.scan))

@@ -158,7 +158,7 @@ class Plan:
             reads, how = self.n_q, ("the per-sub-window synopses (counts, sums, minima and maxima, per key and "
                                     "top-k lists), one sub-window per read, merged")
         else:
-            why = ("WHERE" if self.bound.where else "a projection" if self.bound.projection else
+            why = ("coalescing" if self._temporal is not None else "WHERE" if self.bound.where else "a projection" if self.bound.projection else
                    "several GROUP BY columns" if len(self.bound.group_keys) > 1 else
                    "an aggregate no synopsis answers")
             reads, how = self.n_q, f"a scan of the rows of each sub-window, one per read ({why} needs the rows)"

@@ -64,6 +64,13 @@ sharing-experiment: $(STAMP)
 sharing-bench: $(STAMP)
 	$(PY) -m bench.sharing_bench
 
+# Section 7 of the temporal coalescing paper (docs/coalesce.md): the module's eager and lazy extents,
+# then the store's query path, over the cp x oop grid, with plots; QUICK=1 for 20,000 / 10,000 tuples.
+.PHONY: coalesce-experiment
+coalesce-experiment: $(STAMP)
+	$(PY) -m bench.coalesce_experiment --out docs/coalesce $${QUICK:+--quick}
+	$(PY) -m bench.temporal_experiment --out docs/coalesce $${QUICK:+--quick}
+
 .PHONY: partition-bench
 partition-bench: $(STAMP)
 	$(PY) -m bench.partition_bench --json bench/results/partition_bench.json

@@ -40,6 +40,7 @@ from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
 from .hop import Hop, bind_hop, mentions_bounds
+from .temporal import Temporal, bind_temporal, mentions_temporal
 from .predicates import COMPARE, Comparison, GroupFilter, exact_value, float_value, int_comparison
 from .query import OPS, Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, Query, Range
 from .schema import Schema, decimal_type, type_kind
@@ -108,6 +109,7 @@ class BoundQuery(AnswerColumns):
     group_types: list[str] = field(default_factory=list)  # their types
     having: "GroupFilter | None" = None                   # HAVING
     hop: "Hop | None" = None  # answered per window, with its bounds as columns (hop.py)
+    temporal: "Temporal | None" = None  # over coalesced intervals (temporal.py)
 
 
 def bind(query: Query, schema: Schema, spec: WindowSpec, periodic: bool = False) -> BoundQuery:
@@ -149,6 +151,8 @@ class _Binder:
         q = self.q
         if mentions_bounds(q, self.types):
             return bind_hop(self, q, self.periodic)
+        if mentions_temporal(q):  # temporal functions over coalesced intervals
+            return bind_temporal(self, q, self.periodic)
         if q.distinct:
             return self.bind_distinct()
         group_keys, group_types = [], []

@@ -54,6 +54,7 @@ from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYW
                     MAX_DEPTH, MAX_NUMBER_LENGTH, MAX_OFFSET, _Tok, _tokenize)
 from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range
 from .query_text import literal_text, quote_name, to_text
+from . import temporal
 
 # The vocabulary (lexer.py) and the text form (query_text.py), importable from here as well.
 __all__ = ["JOIN_WORDS", "KEYWORDS", "MAX_CONJUNCTIONS", "MAX_DEPTH", "MAX_NUMBER_LENGTH", "MAX_OFFSET",
@@ -324,11 +325,13 @@ class _Parser(JoinClauses):
             self.fail("CASE is not supported")
         if tok.kind == "punct" and tok.text == "(":
             self.fail("expressions are not supported", hint="a select item is a column or an aggregate of one")
-        item: Aggregate | KeyColumn
+        item: Aggregate | KeyColumn | temporal.TemporalItem
         if word in _AGGS and self.toks[self.i + 1].text == "(":
             self.i += 2
             item = self.aggregate(word, tok)
             self.expect(")")
+        elif temporal.starts_call(self):  # DURATION(VALID(col)), ... (temporal.py)
+            item = temporal.parse_item(self)
         elif self.is_call():
             self.unknown_function()
         else:
@@ -345,7 +348,11 @@ class _Parser(JoinClauses):
                 return Aggregate("count", loc=loc)
             if self.accept("distinct"):
                 return Aggregate("count_distinct", self.column("a column"), loc=loc)
+            if temporal.starts_call(self):
+                return Aggregate("count", temporal.parse_argument(self), loc=loc)  # type: ignore[arg-type]  # an interval (temporal.py)
             return Aggregate("count", self.column("a column or *"), loc=loc)
+        if temporal.starts_call(self):  # an aggregate over intervals: MAX(DURATION(VALID(col)))
+            return Aggregate(word, temporal.parse_argument(self), loc=loc)  # type: ignore[arg-type]  # (temporal.py)
         col = self.column("a column")
         if word == "median":
             return Aggregate("quantile", col, Decimal("0.5"), loc=loc)
@@ -433,6 +440,8 @@ class _Parser(JoinClauses):
             self.depth -= 1
             return dnf
         tok = self.tok
+        if temporal.starts_call(self):  # a test on coalesced intervals (temporal.py)
+            return ((temporal.parse_test(self),),)
         if self.is_call():
             self.unknown_function()
         col = self.column("a column")

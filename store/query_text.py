@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from . import temporal
 from .errors import QueryError
 from .lexer import _PLAIN_NAME, JOIN_WORDS, KEYWORDS
 from .query import Aggregate, Equal, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range, SelectItem
@@ -105,6 +106,9 @@ def _offset_text(base: str, offset: int) -> str:
 
 
 def _item_text(it: SelectItem) -> str:
+    if isinstance(it, temporal.TemporalItem):
+        text = temporal.text(it.expr)
+        return f"{text} AS {quote_name(it.alias)}" if it.alias else text
     text = quote_name(it.column) if isinstance(it, KeyColumn) else _agg_text(it)
     return f"{text} AS {quote_name(it.alias)}" if it.alias else text
 
@@ -112,6 +116,8 @@ def _item_text(it: SelectItem) -> str:
 def _agg_text(a: Aggregate) -> str:
     if a.func == "count" and a.column is None:
         return "COUNT(*)"
+    if temporal.is_node(a.column):  # over intervals: MAX(DURATION(VALID(col)))
+        return f"{a.func.upper()}({temporal.text(a.column)})"
     col = quote_name(a.column)  # type: ignore[arg-type]  # None only for COUNT(*)
     if a.func == "count_distinct":
         return f"COUNT(DISTINCT {col})"
@@ -140,6 +146,8 @@ def _length_text(r: Range) -> str:
 
 
 def _predicate_text(p: Predicate, quote: bool = True) -> str:
+    if temporal.is_node(p):  # a test on coalesced intervals
+        return temporal.text(p)
     column = quote_name(p.column) if quote else p.column
     if p.op in ("is null", "is not null"):
         return f"{column} {p.op.upper()}"

@@ -76,7 +76,7 @@ def _answer_layout(options: Mapping[str, str]) -> _Layout:
     schema, window = _schema_and_window(spec)
     bound = bind(query, schema, window)
     event_time = set()
-    if opts.get("event_time_as_timestamp") and not bound.outer:
+    if opts.get("event_time_as_timestamp") and not bound.outer and bound.temporal is None:
         for i, it in enumerate(bound.items):
             key = bound.projection[i] if bound.projection else bound.group_keys[it.key] if bound.group_keys else None
             src = key if it.agg is None else (
@@ -93,6 +93,12 @@ def _answer_layout(options: Mapping[str, str]) -> _Layout:
         kind = "decimal" if t.startswith("decimal(") else _KINDS.get(t)
         if kind:
             conversions.append((i, kind))
+    if bound.temporal is not None:  # over coalesced intervals (store/temporal.py): one partition, since
+        # runs cross sub-windows; only a GROUP BY key's filter selects whole groups of readings
+        keys = bound.temporal.keys
+        pushable_keys = {o.label: (keys[o.ref], schema.types[keys[o.ref]]) for o in bound.temporal.outs
+                         if o.kind == "key" and bound.limit is None}
+        return _Layout(query, spec, cols, conversions, pushable_keys, bound.n_q, False)
     # A filter on the GROUP BY key's output column selects the same groups as that filter on the rows
     # (not after LIMIT, nor on a sub-query's outer aggregates): those go into WHERE.
     # A projection's filters all go into WHERE.

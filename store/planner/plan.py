@@ -24,6 +24,7 @@ from .merge import finish_groups, finish_values, merge_topk
 from .order import group_rows, limit_rows, sorted_positions, top_candidates
 from .read import reader
 from .subquery import outer_row
+from ..temporal import TemporalPlan
 
 
 @dataclass
@@ -57,6 +58,10 @@ class Plan:
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
             self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
+        self._temporal: TemporalPlan | None = None
+        if bound.temporal is not None:  # over coalesced intervals (temporal.py): eager or lazy, chosen here
+            self._temporal = TemporalPlan(bound, stream, self._projection_rows, self.read)
+            self.read = self._temporal.read  # type: ignore[method-assign]  # shadows the method
 
     # -- reading: one sub-window at a time (read.py) ---------------------------------------------
     def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__
@@ -70,6 +75,8 @@ class Plan:
             assert inner is not None
             return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types)
         contributions = partial.ordered()
+        if self._temporal is not None:
+            return self._answer(self._temporal.finish(contributions))
         if b.projection:
             rows = self._projection_rows(contributions)
             if b.projection_order:  # ties keep window order
@@ -151,10 +158,12 @@ class Plan:
             reads, how = self.n_q, ("the per-sub-window synopses (counts, sums, minima and maxima, per key and "
                                     "top-k lists), one sub-window per read, merged")
         else:
-            why = ("WHERE" if self.bound.where else "a projection" if self.bound.projection else
+            why = ("coalescing" if self._temporal is not None else "WHERE" if self.bound.where else "a projection" if self.bound.projection else
                    "several GROUP BY columns" if len(self.bound.group_keys) > 1 else
                    "an aggregate no synopsis answers")
             reads, how = self.n_q, f"a scan of the rows of each sub-window, one per read ({why} needs the rows)"
+            if self._temporal is not None:
+                how += "; " + self._temporal.explain()
         if self.access == AccessPath.WINDOW:
             source = "rows"
         elif self.bound.approximate:

@@ -121,6 +121,9 @@ def describe(plan, query_id: str, every: int) -> Member:
         return Member(query_id, plan.stream.name, key, Synopsis.ALONE, max(plan.n_q, 1), max(every, 1),
                       alone_reason="runs alone: windows with their bounds as columns (window_start, "
                                    "window_end) are not shared yet")
+    if plan.bound.temporal is not None:  # coalesced intervals: its reads and finish are temporal.py's
+        return Member(query_id, plan.stream.name, key, Synopsis.ALONE, max(plan.n_q, 1), max(every, 1),
+                      alone_reason="runs alone: temporal coalescing queries are not shared yet")
     if query.as_of_slide is not None or synopsis is None:
         return Member(query_id, plan.stream.name, key, Synopsis.ALONE, max(plan.n_q, 1), max(every, 1),
                       alone_reason="runs alone: a pinned read (AS OF SLIDE)")

@@ -1,0 +1,667 @@
+"""Temporal coalescing queries (seed 000, issue 34): the syntax nodes of the temporal functions,
+their binding, and the evaluation of a query over a window's coalesced intervals, eagerly or lazily.
+
+A reading of column `v` stands for the half-open interval `[ts, te)` of its group (the GROUP BY
+columns), `te` the `ts` of the group's next reading in the window, `ts` itself for the group's
+last one (store/coalesce.py, section 2.3). `VALID(v)` is the interval of a maximal run of
+value-equivalent adjacent readings (NULL is equivalent to NULL). Only the window's rows count: a
+run whose first readings have left the window starts at its first reading still in it (partial
+expiry); a row that arrives late lands in the sub-window it was appended to and splits or joins
+the runs around it when the window is coalesced. Readings of one group are ordered by ts, ties
+by window order (slide, then append order).
+
+    SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [RANGE 24 h SLIDE 1 h] GROUP BY sensor
+    SELECT sensor, temp, START(VALID(temp)), END(VALID(temp)) FROM readings GROUP BY sensor
+    SELECT COUNT(*) FROM readings WHERE VALID(temp) OVERLAPS PERIOD(0, 3600000)
+
+Functions: VALID(col) and PERIOD(start, end) (a literal interval) and INTERSECT(i, j) are
+intervals; DURATION(i), START(i) and END(i) their numbers (NULL for an empty INTERSECT);
+i OVERLAPS j, i CONTAINS j, i BEFORE j, i AFTER j and DURATION(i) <op> n are tests on the
+intervals in WHERE (ANDed with the row conditions, which select readings before coalescing).
+The aggregates COUNT, SUM, MIN, MAX and AVG take DURATION/START/END(i); COUNT(*) and
+COUNT(VALID(col)) count intervals.
+
+Two strategies give the same answers (tests/test_temporal.py checks both against DuckDB):
+- eager: each sealed sub-window's rows are coalesced once, per group, into runs with the vector
+  of their readings' timestamps (Algorithm 2's state), kept with the sub-window while it lives;
+  a window's runs are its sub-windows' runs merged at their boundaries, or split and re-merged
+  where a late row's sub-window interleaves with its neighbours (mergeTuples / splitTuple);
+- lazy: the window's rows are coalesced at every execution (Algorithm 1, then one pass).
+The plan picks one per query with section 6.2's cost model (coalesce.choose_plan), from the
+coalescing and out-of-order rates of the newest sealed sub-window; `explain` says which.
+Eager state is derived from sealed sub-windows only, so recovery (log replay, snapshots), which
+restores the sub-windows, restores it: it is rebuilt on the first read after a restart.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Callable, Union
+
+from .coalesce import DCQ, EAGER, LAZY, OpCosts, Weights, Workload, choose_plan, normalizers
+from .errors import Loc
+from .query import Aggregate, KeyColumn, Predicate, Query
+
+if TYPE_CHECKING:
+    from .binder import BoundQuery
+    from .subwindow import SubWindow
+
+# Function words: a name followed by `(`; none is a keyword, so columns may still be called so.
+INTERVAL_FUNCS = ("valid", "period", "intersect")
+SCALAR_FUNCS = ("duration", "start", "end")
+CALLS = INTERVAL_FUNCS + SCALAR_FUNCS
+TESTS = ("overlaps", "contains", "before", "after")
+INTERVAL_AGGS = ("count", "sum", "min", "max", "avg")
+
+
+def _loc():
+    return field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Valid:
+    """VALID(column): the coalesced interval of the column's value."""
+    column: str
+    loc: Loc | None = _loc()
+
+    def __str__(self) -> str:
+        return f"valid({self.column})"
+
+
+@dataclass(frozen=True)
+class Period:
+    """PERIOD(start, end): the literal interval [start, end) (event time, ms)."""
+    start: int
+    end: int
+    loc: Loc | None = _loc()
+
+    def __str__(self) -> str:
+        return f"period({self.start}, {self.end})"
+
+
+@dataclass(frozen=True)
+class Intersect:
+    """INTERSECT(a, b): the common part of two intervals, NULL when they do not overlap."""
+    left: "IntervalExpr"
+    right: "IntervalExpr"
+    loc: Loc | None = _loc()
+
+    def __str__(self) -> str:
+        return f"intersect({self.left}, {self.right})"
+
+
+IntervalExpr = Union[Valid, Period, Intersect]
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """DURATION(i), START(i) or END(i): a number of an interval (int64, NULL for NULL)."""
+    func: str
+    arg: IntervalExpr
+    loc: Loc | None = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.func}({self.arg})"
+
+
+@dataclass(frozen=True)
+class TemporalItem:
+    """A select item DURATION/START/END(i): one value per coalesced interval."""
+    expr: Scalar
+    alias: str | None = None
+    loc: Loc | None = _loc()
+
+    @property
+    def label(self) -> str:
+        return self.alias or str(self.expr)
+
+
+@dataclass(frozen=True)
+class TemporalTest:
+    """A WHERE test on the coalesced intervals: `left op right` with op one of TESTS (intervals
+    on both sides), or `DURATION(i) <op> n` (left a Scalar, right an int)."""
+    left: Any
+    op: str
+    right: Any
+    loc: Loc | None = _loc()
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+def text(node) -> str:
+    """A temporal node as query text (query_text.to_text): upper-case function names."""
+    from .query_text import quote_name
+    if isinstance(node, Valid):
+        return f"VALID({quote_name(node.column)})"
+    if isinstance(node, Period):
+        return f"PERIOD({node.start}, {node.end})"
+    if isinstance(node, Intersect):
+        return f"INTERSECT({text(node.left)}, {text(node.right)})"
+    if isinstance(node, Scalar):
+        return f"{node.func.upper()}({text(node.arg)})"
+    if isinstance(node, TemporalTest):
+        op = node.op.upper() if node.op in TESTS else node.op
+        return f"{text(node.left)} {op} {text(node.right) if not isinstance(node.right, int) else node.right}"
+    raise TypeError(f"not a temporal node: {node!r}")
+
+
+def is_node(x) -> bool:
+    return isinstance(x, (Valid, Period, Intersect, Scalar, TemporalTest, TemporalItem))
+
+
+# -- parsing (called by parser._Parser where a temporal function may start) ---------------------------
+def starts_call(p) -> bool:
+    """Is the parser at a temporal function call (`VALID(`, `DURATION(`, ...)?"""
+    return p.is_call() and p.tok.word in CALLS
+
+
+def parse_interval(p) -> IntervalExpr:
+    tok = p.tok
+    word = tok.word
+    if not starts_call(p) or word not in INTERVAL_FUNCS:
+        p.fail("expected an interval: VALID(column), PERIOD(start, end) or INTERSECT(i, j)")
+    p.i += 2
+    node: IntervalExpr
+    if word == "valid":
+        node = Valid(p.column("a column"), loc=tok.loc)
+    elif word == "period":
+        start = _signed(p, "the start of a PERIOD")
+        p.expect(",")
+        end = _signed(p, "the end of a PERIOD")
+        if end < start:
+            p.fail("a PERIOD ends before it starts", tok)
+        node = Period(start, end, loc=tok.loc)
+    else:
+        left = parse_interval(p)
+        p.expect(",")
+        node = Intersect(left, parse_interval(p), loc=tok.loc)
+    p.expect(")")
+    return node
+
+
+def _signed(p, what: str) -> int:
+    tok = p.tok
+    if tok.kind != "number" or not tok.text.lstrip("-").isdigit() or len(tok.text) > 20:
+        p.fail(f"expected {what} (an integer, ms)")
+    value = int(tok.text)
+    if not -(2**63) <= value < 2**63:
+        p.fail(f"{what} is beyond int64")
+    p.i += 1
+    return value
+
+
+def parse_scalar(p) -> Scalar:
+    tok = p.tok
+    if not (starts_call(p) and tok.word in SCALAR_FUNCS):
+        p.fail("expected DURATION(i), START(i) or END(i)")
+    p.i += 2
+    node = Scalar(tok.word, parse_interval(p), loc=tok.loc)
+    p.expect(")")
+    return node
+
+
+def parse_argument(p) -> Scalar | IntervalExpr:
+    """An aggregate's argument that is temporal: DURATION/START/END(i), or an interval (COUNT)."""
+    return parse_scalar(p) if p.tok.word in SCALAR_FUNCS else parse_interval(p)
+
+
+def parse_item(p) -> TemporalItem:
+    tok = p.tok
+    if tok.word in INTERVAL_FUNCS:
+        p.fail(f"{tok.text.upper()}(...) is an interval: select START(...), END(...) or DURATION(...) of it")
+    return TemporalItem(parse_scalar(p), loc=tok.loc)
+
+
+def parse_test(p) -> TemporalTest:
+    """`i OVERLAPS|CONTAINS|BEFORE|AFTER j`, or `DURATION(i) <op> n`."""
+    tok = p.tok
+    if tok.word in SCALAR_FUNCS:
+        left = parse_scalar(p)
+        op_tok = p.tok
+        if op_tok.kind != "op":
+            p.fail("expected a comparison (=, !=, <, <=, >, >=) after " + left.func.upper() + "(...)")
+        p.i += 1
+        return TemporalTest(left, "!=" if op_tok.text == "<>" else op_tok.text, _signed(p, "a number"), loc=tok.loc)
+    interval = parse_interval(p)
+    op = p.tok.word
+    if op not in TESTS:
+        p.fail("expected OVERLAPS, CONTAINS, BEFORE or AFTER after an interval")
+    p.i += 1
+    return TemporalTest(interval, op, parse_interval(p), loc=tok.loc)
+
+
+# -- binding ------------------------------------------------------------------------------------------
+def mentions_temporal(q: Query) -> bool:
+    """Does the query use a temporal function (select list, aggregate argument or WHERE)?"""
+    for it in q.items:
+        if isinstance(it, TemporalItem) or (isinstance(it, Aggregate) and is_node(it.column)):
+            return True
+    return any(isinstance(p, TemporalTest) for conj in q.where for p in conj)
+
+
+@dataclass(frozen=True)
+class _Out:
+    """One output column: a GROUP BY key or the coalesced column (kind 'key', index into the
+    interval's key tuple; 'value'), a Scalar per interval ('scalar'), or an aggregate ('agg')."""
+    kind: str
+    label: str
+    type: str
+    ref: Any = None
+    func: str | None = None
+
+
+@dataclass
+class Temporal:
+    """A bound temporal query: what the plan reads (the inner projection's columns, in order
+    `keys + [ts, value]`), the tests on intervals, and the output."""
+    keys: list[str]
+    value: str
+    time_column: str
+    tests: list[TemporalTest]
+    outs: list[_Out]
+    aggregated: bool
+    order: list[tuple[int, bool]]
+    limit: int | None
+
+    @property
+    def dcq_key(self) -> tuple:
+        """What an eager run list depends on besides the sub-window: groups, value and the rows
+        WHERE selects (the inner query's WHERE, part of the caller's key)."""
+        return (tuple(self.keys), self.value)
+
+
+def bind_temporal(binder, q: Query, periodic: bool) -> "BoundQuery":
+    """Bind a query using temporal functions (binder._Binder `binder`)."""
+    from .binder import OutputItem, _Binder
+
+    fail = binder.fail
+    schema = binder.schema
+    for what, bad, loc in (("HAVING", q.having is not None, q.having.loc if q.having is not None else None),
+                           ("a sub-query", bool(q.outer), q.outer[0].loc if q.outer else None),
+                           ("APPROXIMATE", q.approximate, q.loc), ("SELECT DISTINCT", q.distinct, q.loc)):
+        if bad:
+            fail(f"{what} is not supported with temporal functions", loc)
+    keys = []
+    more_locs = q.group_by_more_locs or (None,) * len(q.group_by_more)
+    for column, loc in zip(q.group_columns, (q.group_by_loc, *more_locs)):
+        binder.column_type(column, loc)
+        if column not in keys:
+            keys.append(column)
+    valids: list[Valid] = []
+
+    def walk(node) -> None:
+        if isinstance(node, Valid):
+            valids.append(node)
+        elif isinstance(node, Intersect):
+            walk(node.left)
+            walk(node.right)
+        elif isinstance(node, (Scalar, TemporalItem)):
+            walk(node.arg if isinstance(node, Scalar) else node.expr)
+        elif isinstance(node, TemporalTest):
+            walk(node.left)
+            walk(node.right)
+
+    tests: list[TemporalTest] = []
+    row_where: list[tuple] = []
+    if q.where:
+        temporal_in = [any(isinstance(p, TemporalTest) for p in conj) for conj in q.where]
+        if any(temporal_in) and len(q.where) > 1:
+            first = next(p for conj in q.where for p in conj if isinstance(p, TemporalTest))
+            fail("a test on intervals (OVERLAPS, CONTAINS, BEFORE, AFTER, DURATION) cannot be under OR",
+                 first.loc)
+        for conj in q.where:
+            row_where.append(tuple(p for p in conj if isinstance(p, Predicate)))
+            tests.extend(p for p in conj if isinstance(p, TemporalTest))
+        row_where = [c for c in row_where if c] if len(q.where) == 1 else row_where
+    for t in tests:
+        walk(t)
+    for it in q.items:
+        if isinstance(it, TemporalItem):
+            walk(it)
+        elif isinstance(it, Aggregate) and is_node(it.column):
+            walk(it.column)
+    if not valids:
+        fail("a temporal query needs VALID(column): the column whose value is coalesced", q.loc)
+    value = valids[0].column
+    for v in valids:
+        binder.column_type(v.column, v.loc)
+        if v.column != value:
+            fail(f"one query coalesces one column: VALID({value}) and VALID({v.column})", v.loc, v.column)
+    if value in keys:
+        fail(f"VALID({value}) of a GROUP BY column: its value never changes within a group", valids[0].loc, value)
+    aggregated = any(isinstance(it, Aggregate) for it in q.items)
+    outs: list[_Out] = []
+    for it in q.items:
+        if isinstance(it, KeyColumn):
+            if it.column in keys:
+                outs.append(_Out("key", it.label, binder.column_type(it.column, it.loc), keys.index(it.column)))
+            elif it.column == value and not aggregated:
+                outs.append(_Out("value", it.label, binder.column_type(it.column, it.loc)))
+            else:
+                what = "a GROUP BY column" + ("" if aggregated else f" or {value!r}")
+                binder.column_type(it.column, it.loc)
+                fail(f"column {it.column!r} must be {what} in a temporal query", it.loc, it.column)
+        elif isinstance(it, TemporalItem):
+            if aggregated:
+                fail(f"{it.expr} needs an aggregate (one value per interval, the query one row per group)",
+                     it.loc)
+            outs.append(_Out("scalar", it.label, "int64", it.expr))
+        else:
+            arg = it.column
+            if it.func not in INTERVAL_AGGS:
+                fail(f"{it.func.upper()} is not available over intervals (COUNT, SUM, MIN, MAX, AVG are)", it.loc)
+            if arg is None:
+                if it.func != "count":
+                    fail(f"{it.func.upper()}(*) is not a function", it.loc)
+                outs.append(_Out("agg", it.label, "int64", None, "count"))
+                continue
+            if not is_node(arg):
+                fail(f"{it.func.upper()}({arg}) in a temporal query: aggregate DURATION, START or END of an "
+                     "interval, or COUNT(*)", it.loc, arg)
+            if not isinstance(arg, Scalar) and it.func != "count":
+                fail(f"{it.func.upper()} of an interval: take DURATION, START or END of it", it.loc)
+            typ = "float64" if it.func == "avg" else "int128" if it.func == "sum" else "int64"
+            outs.append(_Out("agg", it.label, typ, arg, it.func))
+    order = []
+    for o in q.order_by:
+        if o.expr is not None:
+            hits = [i for i, it in enumerate(q.items) if isinstance(it, Aggregate) and it.same_expression(o.expr)]
+            if not hits:
+                fail("ORDER BY an aggregate of a temporal query: select it", o.loc)
+            order.append((hits[0], o.descending))
+        elif o.name is not None:
+            hits = [i for i, out in enumerate(outs) if out.label == o.name]
+            if not hits:
+                fail(f"ORDER BY {o.name!r} names no select item", o.loc)
+            order.append((hits[0], o.descending))
+        else:
+            if o.item is None or not 0 <= o.item < len(outs):
+                fail(f"ORDER BY {(o.item or 0) + 1} is not a select item (1..{len(outs)})", o.loc)
+            assert o.item is not None
+            order.append((o.item, o.descending))
+    columns = [*keys, schema.time_column, value]
+    inner_q = replace(q, items=tuple(KeyColumn(c) for c in columns), where=tuple(row_where), group_by=None,
+                      group_by_loc=None, group_by_more=(), group_by_more_locs=None, order_by=(), limit=None)
+    inner = _Binder(inner_q, schema, binder.spec, periodic).bind()
+    spec = Temporal(keys, value, schema.time_column, tests, outs, aggregated, order, q.limit)
+    items = [OutputItem(o.label, o.type, None) for o in outs]
+    return replace(inner, query=q, items=items, limit=q.limit, temporal=spec)
+
+
+# -- coalescing -----------------------------------------------------------------------------------------
+# A run: [value, stamps] with stamps the sorted timestamps of its readings (stamps[0] is t_s, the
+# paper's vector v the rest). A group's runs are in ts order, adjacent runs of different values.
+Runs = dict  # group key tuple -> list of [value, list[int]]
+
+
+def coalesce_rows(rows) -> Runs:
+    """Runs per group from (key tuple, ts, value) rows in window order (one pass after a stable
+    sort by ts: ties keep window order)."""
+    by_group: dict[tuple, list] = {}
+    for key, ts, value in rows:
+        by_group.setdefault(key, []).append((ts, value))
+    out: Runs = {}
+    for key, readings in by_group.items():
+        readings.sort(key=lambda r: r[0])
+        runs: list = []
+        for ts, value in readings:
+            if runs and runs[-1][0] == value:
+                runs[-1][1].append(ts)
+            else:
+                runs.append([value, [ts]])
+        out[key] = runs
+    return out
+
+
+def merge_runs(parts: list[Runs]) -> Runs:
+    """A window's runs from its sub-windows' runs (in slide order). Where a group's next part
+    starts no earlier than the runs so far end, the two lists are joined at the boundary
+    (mergeTuples when the values are equal); where a late row's part interleaves, the runs it
+    overlaps (those ending after it starts) are split into their readings and re-merged with it
+    in ts order (splitTuple / mergeTuples); the earlier runs stay as they are."""
+    out: Runs = {}
+    for part in parts:
+        for key, runs in part.items():
+            have = out.get(key)
+            if have is None:
+                out[key] = [[v, list(s)] for v, s in runs]
+            elif runs[0][1][0] >= have[-1][1][-1]:
+                first = 0
+                if have[-1][0] == runs[0][0]:
+                    have[-1][1].extend(runs[0][1])
+                    first = 1
+                have.extend([v, list(s)] for v, s in runs[first:])
+            else:  # the runs that end after the part starts are split out and re-merged with it
+                j = len(have)
+                while j and have[j - 1][1][-1] > runs[0][1][0]:  # from the end: late rows are recent
+                    j -= 1
+                readings = [(ts, v) for v, s in have[j:] for ts in s] + [(ts, v) for v, s in runs for ts in s]
+                merged = coalesce_rows([(key, ts, v) for ts, v in readings])[key]
+                if j and have[j - 1][0] == merged[0][0]:
+                    have[j - 1][1].extend(merged.pop(0)[1])
+                del have[j:]
+                have.extend(merged)
+    return out
+
+
+def intervals(runs: Runs) -> list[tuple[tuple, Any, int, int, int]]:
+    """(key, value, ts, te, readings) per coalesced interval, by key then ts: te is the next run's
+    first reading, the last run's own last reading."""
+    out = []
+    for key in sorted(runs, key=_key_order):
+        rs = runs[key]
+        for i, (value, stamps) in enumerate(rs):
+            te = rs[i + 1][1][0] if i + 1 < len(rs) else stamps[-1]
+            out.append((key, value, stamps[0], te, len(stamps)))
+    return out
+
+
+def _key_order(key: tuple) -> tuple:
+    return tuple((v is None, v if v is not None else 0) for v in key)
+
+
+# -- temporal functions on (ts, te) pairs, None for NULL ---------------------------------------------
+def interval_of(node, ts: int, te: int):
+    if isinstance(node, Valid):
+        return (ts, te)
+    if isinstance(node, Period):
+        return (node.start, node.end)
+    a, b = interval_of(node.left, ts, te), interval_of(node.right, ts, te)
+    if a is None or b is None:
+        return None
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo < hi else None
+
+
+def scalar_of(node: Scalar, ts: int, te: int):
+    i = interval_of(node.arg, ts, te)
+    if i is None:
+        return None
+    return i[1] - i[0] if node.func == "duration" else i[0] if node.func == "start" else i[1]
+
+
+def test_holds(t: TemporalTest, ts: int, te: int) -> bool:
+    if isinstance(t.left, Scalar):
+        v = scalar_of(t.left, ts, te)
+        if v is None:
+            return False
+        r = t.right
+        return {"=": v == r, "!=": v != r, "<": v < r, "<=": v <= r, ">": v > r, ">=": v >= r}[t.op]
+    a, b = interval_of(t.left, ts, te), interval_of(t.right, ts, te)
+    if a is None or b is None:
+        return False
+    if t.op == "overlaps":
+        return a[0] < b[1] and b[0] < a[1]
+    if t.op == "contains":
+        return a[0] <= b[0] and b[1] <= a[1]
+    if t.op == "before":
+        return a[1] <= b[0]
+    return b[1] <= a[0]  # after
+
+
+def answer_rows(spec: Temporal, runs: Runs) -> list[tuple]:
+    """The answer's rows from the window's runs."""
+    ivs = [iv for iv in intervals(runs) if all(test_holds(t, iv[2], iv[3]) for t in spec.tests)]
+    if not spec.aggregated:
+        rows = [tuple(key[o.ref] if o.kind == "key" else value if o.kind == "value" else scalar_of(o.ref, ts, te)
+                      for o in spec.outs) for key, value, ts, te, _ in ivs]
+    else:
+        groups: dict[tuple, list] = {}
+        for iv in ivs:
+            groups.setdefault(iv[0] if spec.keys else (), []).append(iv)
+        if not spec.keys:
+            groups.setdefault((), [])
+        rows = []
+        for key in sorted(groups, key=_key_order):
+            members = groups[key]
+            row = []
+            for o in spec.outs:
+                if o.kind == "key":
+                    row.append(key[o.ref])
+                    continue
+                if o.ref is None:
+                    row.append(len(members))
+                    continue
+                vals = [(scalar_of(o.ref, ts, te) if isinstance(o.ref, Scalar) else
+                         interval_of(o.ref, ts, te)) for _, _, ts, te, _ in members]
+                vals = [v for v in vals if v is not None]
+                if o.func == "count":
+                    row.append(len(vals))
+                elif not vals:
+                    row.append(None)
+                elif o.func == "sum":
+                    row.append(sum(vals))
+                elif o.func == "min":
+                    row.append(min(vals))
+                elif o.func == "max":
+                    row.append(max(vals))
+                else:
+                    row.append(sum(vals) / len(vals))
+            rows.append(tuple(row))
+    for i, desc in reversed(spec.order):  # stable: the last key first; NULLs last both ways
+        present = [r for r in rows if r[i] is not None]
+        present.sort(key=lambda r: r[i], reverse=desc)
+        rows = present + [r for r in rows if r[i] is None]
+    return rows if spec.limit is None else rows[: spec.limit]
+
+
+# -- the plan's side: strategy, reads, finish ---------------------------------------------------------------
+_EAGER_RUNS: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDictionary()
+_EAGER_LOCK = threading.Lock()
+
+# Per-operation costs (µs) of the store's two paths, measured by `python -m bench.temporal_experiment
+# --calibrate` (its docstring says which corner cell gives which): eager insert / merge = building a
+# sealed sub-window's runs per row (a new value / a repeated one), read = merging a window's runs
+# and answering, per run, split = that merge's extra per window row when every part interleaves;
+# lazy read = one lazy execution per window row (its coalescing costs no more when values repeat).
+# Nothing happens at expiry in either (the runs go with their sub-window).
+STORE_EAGER = OpCosts(read=2.6, insert=1.9, delete=0.0, detach=0.0, merge=1.05, split=0.7, coalesce=0.0)
+STORE_LAZY = OpCosts(read=3.4, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=0.0)
+
+
+def rates(rows: list[tuple[tuple, int, Any]]) -> tuple[float, float]:
+    """(cp, oop) of rows in arrival order: the share of readings equal to their group's previous
+    one in ts order, and the share arriving after a reading with a larger ts."""
+    if len(rows) < 2:
+        return 0.0, 0.0
+    late, top = 0, None
+    for _, ts, _ in rows:
+        if top is not None and ts < top:
+            late += 1
+        top = ts if top is None else max(top, ts)
+    same = total = 0
+    for runs in coalesce_rows(rows).values():
+        for _, stamps in runs:
+            same += len(stamps) - 1
+            total += len(stamps)
+    return same / total, late / len(rows)
+
+
+def choose(cp: float, oop: float, window_rows: int, reads_per_row: float):
+    """Section 6.2's choice for one DCQ: (strategy, coalesce.Plan). The objective is CPU time over
+    the life of a window's rows: each row is coalesced into its sub-window's runs once (eager's
+    update), and read `reads_per_row` times (a periodic query's executions that see it; 1 for a
+    one-time query), each read a scan; eager's re-merge of interleaved parts recurs per read, so
+    its split cost is scaled by it. The memory weight is 0: the store keeps the window's rows for
+    every query whatever the strategy, and the weights undo the per-item normalisation (section
+    7.5 allows weights to compensate), so that the weighted sum is time in µs."""
+    w = max(window_rows, 1)
+    wl = Workload(w=w, k=w, r_lazy=1.0, m=0.0, ops=STORE_LAZY)
+    split = STORE_EAGER.split * reads_per_row
+    # A late row makes its part interleave whatever its value, so its re-merge is paid on coalescing
+    # arrivals too: C_merge grows with oop (as section 7.2 observes of the paper's own C_merge).
+    ops = replace(STORE_EAGER, split=split, merge=STORE_EAGER.merge + oop * split)
+    q = DCQ("q", cp, oop, r_eager=1.0, ops=ops)
+    norm = normalizers([q], wl)
+    plan = choose_plan([q], wl, Weights(0.0, norm.update, reads_per_row * norm.scan))
+    return plan.choice["q"], plan
+
+
+class TemporalPlan:
+    """How a Plan reads and finishes a temporal query (planner/plan.py delegates to it)."""
+
+    def __init__(self, bound: "BoundQuery", stream, project: Callable[[list], list[tuple]], inner_read):
+        self.spec: Temporal = bound.temporal  # type: ignore[assignment]  # set: a temporal query
+        self.project = project  # a projection partial's contributions -> decoded rows
+        self.inner_read = inner_read
+        self.where_key = repr(tuple(tuple(p for p in conj if isinstance(p, Predicate)) for conj in bound.query.where))
+        self.stream = stream
+        self.n_q = bound.n_q
+        self.every = bound.every  # a periodic query's SLIDE in sub-windows
+        self.model: Any = None
+        self.cp = self.oop = 0.0
+        self.strategy = self._choose()
+
+    def _choose(self) -> str:
+        w = self.stream.window
+        subs = w.youngest(self.n_q) if w.latest >= 0 else []
+        rows = sum(s.rows for s in subs)
+        sample = [r for sub in reversed(subs[:2]) for r in self.decoded(sub)]  # the two newest, arrival order
+        self.cp, self.oop = rates(sample)
+        reads = self.n_q / self.every if self.every else 1.0
+        strategy, self.model = choose(self.cp, self.oop, rows, reads)
+        return strategy
+
+    def use(self, strategy: str) -> None:
+        """Force a strategy (tests and experiments compare them)."""
+        if strategy not in (EAGER, LAZY):
+            raise ValueError(f"strategy must be {EAGER!r} or {LAZY!r}")
+        self.strategy = strategy
+
+    def decoded(self, sub) -> list[tuple[tuple, int, Any]]:
+        """(key tuple, ts, value) of one sub-window's selected rows, in append order."""
+        k = len(self.spec.keys)
+        return [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([self.inner_read(sub)])]
+
+    def read(self, sub) -> Any:
+        if self.strategy == LAZY:
+            return (LAZY, self.inner_read(sub))
+        key = (self.spec.dcq_key, self.where_key)
+        with _EAGER_LOCK:  # reads run on the loop and on the query thread
+            runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
+        if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
+            runs = coalesce_rows(self.decoded(sub))
+            with _EAGER_LOCK:
+                _EAGER_RUNS.setdefault(sub, {})[key] = runs
+        return (EAGER, runs)
+
+    def finish(self, contributions: list) -> list[tuple]:
+        if all(c[0] == EAGER for c in contributions):
+            runs = merge_runs([c[1] for c in contributions])
+        else:
+            k = len(self.spec.keys)
+            parts = [c[1] if c[0] == LAZY else None for c in contributions]
+            if any(p is None for p in parts):  # (a strategy changed mid-query: re-read nothing, merge both)
+                runs = merge_runs([c[1] if c[0] == EAGER else coalesce_rows(
+                    [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([c[1]])]) for c in contributions])
+            else:
+                rows = self.project(parts)
+                runs = coalesce_rows([(tuple(r[:k]), r[k], r[k + 1]) for r in rows])
+        return answer_rows(self.spec, runs)
+
+    def explain(self) -> str:
+        m = self.model
+        return (f"coalesced {self.strategy} (section 6.2 cost model: cp {self.cp:.2f}, oop {self.oop:.2f} "
+                f"from the two newest sub-windows; estimated eager {m.all_eager:,.0f} us, lazy {m.all_lazy:,.0f} us)")

@@ -15,6 +15,7 @@ import pytest
 from conftest import wait_for
 from test_timing_join import reference
 from windowstore.clients import Client, InvalidArgument
+from windowstore.server import snapshot
 from windowstore.server.process import ServerProcess
 from windowstore.txn import check
 
@@ -140,8 +141,9 @@ def test_periodic_timing_join_answers_equal_the_oracle_and_commit_serializably(w
     ws.unregister(q.id)
 
 
-def test_a_periodic_timing_join_survives_kill_9(tmp_path):
-    srv = ServerProcess("--snapshot-every-mb", "0.001", data_dir=str(tmp_path))
+@pytest.mark.parametrize("snapshot_mb", ["0.001", "1000"])  # a snapshot and the log's tail; the log alone
+def test_a_periodic_timing_join_survives_kill_9(tmp_path, snapshot_mb):
+    srv = ServerProcess("--snapshot-every-mb", snapshot_mb, data_dir=str(tmp_path))
     try:
         with Client(srv.target, timeout=30) as ws:
             log, a, b = two_streams(ws, 3)
@@ -151,6 +153,8 @@ def test_a_periodic_timing_join_survives_kill_9(tmp_path):
     finally:
         srv.proc.kill()
         srv.proc.wait()
+    snapshots = [p for p in tmp_path.rglob("snapshots") if p.is_dir()]
+    assert any(snapshot.latest(str(p)) for p in snapshots) == (snapshot_mb == "0.001")
     srv = ServerProcess(data_dir=str(tmp_path))
     try:
         with Client(srv.target, timeout=30) as ws:

@@ -330,3 +330,39 @@ def test_the_plan_says_which_algorithm_ran_and_invalidation_drops_obsolete_rows(
     assert t["algorithm"] == "lazy-lookup" and "ct 0.9 >= 0.5" in t["why"] and "900/s" in t["why"]
     assert t["lookup_hits"] > 0 and t["invalidated"] > 0 and t["evaluations"] < t["probes"]
     assert "look-up table when ct >= 0.5" in info["how"]
+
+
+def test_a_three_way_join_with_two_timing_conditions_aggregates_the_reference_rows():
+    """a ~ b and b ~ c by timing conditions, c = a by key, grouped: the synopsis of aggregates
+    (periodic plans) and the one-time path over the same joined rows as the nested loop."""
+    rng = random.Random(2)
+    streams = {n: make(n, 3) for n in "abc"}
+    log: dict[str, list[list[dict]]] = {n: [] for n in streams}
+    for j in range(5):
+        for n, s in streams.items():
+            rows = []
+            for i in range(15):
+                hi = j * 1000 + rng.randrange(1000)
+                rows.append({"ts": j * 1000, "id": j * 100 + i, "lo": hi - rng.randrange(150), "hi": hi,
+                             "tag": rng.choice("xy")})
+            seal(s, rows, (j + 1) * 1000)
+            log[n].append(rows)
+    w = {n: window_rows(log[n], 3) for n in streams}
+    ab = reference("mutual", 200, "0.6", w["a"], w["b"])
+    bc = reference("mutual", 300, "0.5", w["b"], w["c"])
+    want: dict[str, list[int]] = {}
+    for x in w["a"]:
+        for y in w["b"]:
+            if (x["id"], y["id"]) in ab:
+                for z in w["c"]:
+                    if z["tag"] == x["tag"] and (y["id"], z["id"]) in bc:
+                        g = want.setdefault(x["tag"], [0, -1])
+                        g[0] += 1
+                        g[1] = max(g[1], z["id"])
+    text = ("SELECT a.tag, COUNT(*), MAX(c.id) FROM a JOIN b ON PROB(ABS(INTERVAL(a.lo, a.hi) - INTERVAL(b.lo, b.hi)) "
+            "<= 200 ms) >= 0.6 JOIN c ON PROB(ABS(INTERVAL(b.lo, b.hi) - INTERVAL(c.lo, c.hi)) <= 300 ms) >= 0.5 "
+            "AND c.tag = a.tag GROUP BY a.tag")
+    expected = sorted((k, n, m) for k, (n, m) in want.items())
+    assert expected
+    for cache in (True, False):
+        assert run_join(plan_join(parse_statement(text), streams, cache=cache), streams).rows == expected

@@ -553,7 +553,7 @@ class JoinPlan:
         tcols = t.columns(q)
         tlo = np.concatenate([x.column(tcols[0]) for x in xs])
         thi = np.concatenate([x.column(tcols[1]) for x in xs])
-        access, run = choose(inter.n, self._rate, t.cond.ct, self.timing_algorithm)
+        access, run = choose(inter.n, len(tlo), self._rate, t.cond.ct, self.timing_algorithm)
         bi, ti = access.join(t.cond, base == t.left, blo, bhi, tlo, thi, run)
         self.stats.timing.add(run)  # type: ignore[union-attr]  # set when the query has timing conditions
         self.stats.pairs_probed += len(xs)

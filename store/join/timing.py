@@ -29,12 +29,15 @@ from ..timing import (ALGORITHMS, Correlator, EagerCorrelator, LazyCorrelator, L
                       SimpleCorrelator, SSortCorrelator, TimingCondition, band_probability)
 from ..timing_binder import EXACT_FLOAT
 
-# The paper's findings the choice follows (section 5): below about 400 tuples/s the simple family
-# answers fastest (SSort beats Simple: its invalidation is cheaper); Eager has the best response
-# time, the lazy family the best throughput once a block is worth forming (the smallest block the
-# paper measures is 200 rows); the look-up table's hit ratio levels off at a block of 1,200 and it
-# pays most at high thresholds (the left probe region, where it helps, shrinks with ct).
-SLOW_RATE = 400.0      # tuples/s of the bases' sub-windows
+# The paper's findings the choice follows (section 5). At low rates the simple family is as good
+# as any (the bounds' bookkeeping does not pay; SSort beats Simple: its invalidation is cheaper).
+# What a low rate means in the store is the pairs a step could form (rows arriving at a low rate
+# over the window): measured with bench/timing_experiment.py's in-store runs, SSort is the fastest
+# below about 2 x 10**4 pairs per step and falls behind above. Eager has the best response time,
+# the lazy family the best throughput once a block is worth forming (the smallest block the paper
+# measures is 200 rows); the look-up table's hit ratio levels off at a block of 1,200 and it pays
+# most at high thresholds (the left probe region, where it helps, shrinks with ct).
+SMALL_PAIRS = 16_384
 MIN_BLOCK = 200
 MAX_BLOCK = 1200
 LOOKUP_CT = 0.5
@@ -199,22 +202,26 @@ ACCESS_PATHS: dict[str, type[TimingAccess]] = {
 assert set(ACCESS_PATHS) == set(ALGORITHMS)
 
 
-def choose(bases: int, rate: float | None, ct: float, forced: str | None = None) -> tuple[TimingAccess, TimingRun]:
-    """The access path for a step of `bases` rows arriving at `rate` tuples/s (None: unknown)."""
+def choose(bases: int, targets: int, rate: float | None, ct: float,
+           forced: str | None = None) -> tuple[TimingAccess, TimingRun]:
+    """The access path for a step of `bases` rows (arriving at `rate` tuples/s, None: unknown)
+    against `targets` rows."""
     if forced is not None:
         cls = ACCESS_PATHS[forced]
         block = min(max(bases, 1), MAX_BLOCK) if issubclass(cls, LazyAccess) else None
         return cls(block), TimingRun(cls.name, "forced", block)
-    shown = "unknown" if rate is None else f"{rate:.0f}/s"
-    if rate is not None and rate < SLOW_RATE:
-        return SSortAccess(), TimingRun("ssort", f"rate {shown} < {SLOW_RATE:.0f}/s: the simple family, sorted")
+    shown = "unknown rate" if rate is None else f"{rate:.0f} rows/s"
+    pairs = bases * targets
+    if pairs <= SMALL_PAIRS:
+        return SSortAccess(), TimingRun("ssort", f"{bases} x {targets} = {pairs} pairs <= {SMALL_PAIRS} ({shown}): "
+                                        "the simple family, sorted")
     if bases < MIN_BLOCK:
-        return EagerAccess(), TimingRun("eager", f"rate {shown}, {bases} rows < a block of {MIN_BLOCK}: eager")
+        return EagerAccess(), TimingRun("eager", f"{shown}, {bases} rows < a block of {MIN_BLOCK}: eager")
     block = min(bases, MAX_BLOCK)
     if ct >= LOOKUP_CT:
-        return LazyLookupAccess(block), TimingRun("lazy-lookup", f"rate {shown}, {bases} rows: blocks of {block}, "
+        return LazyLookupAccess(block), TimingRun("lazy-lookup", f"{shown}, {bases} rows: blocks of {block}, "
                                                   f"ct {ct:g} >= {LOOKUP_CT}: with the look-up table", block)
-    return LazyAccess(block), TimingRun("lazy", f"rate {shown}, {bases} rows: blocks of {block}, ct {ct:g} < "
+    return LazyAccess(block), TimingRun("lazy", f"{shown}, {bases} rows: blocks of {block}, ct {ct:g} < "
                                         f"{LOOKUP_CT}: without the look-up table", block)
 
 
@@ -222,9 +229,9 @@ def describe_rule(forced: str | None = None) -> str:
     """The choice rule in words (explain)."""
     if forced is not None:
         return f"always {forced} (forced)"
-    return (f"the algorithm chosen per join step: SSort below {SLOW_RATE:.0f} rows/s of the new sub-windows, "
-            f"else Eager below a block of {MIN_BLOCK} rows, else blocks of up to {MAX_BLOCK} rows, Lazy with "
-            f"the look-up table when ct >= {LOOKUP_CT}, plain Lazy below")
+    return (f"the algorithm chosen per join step: SSort up to {SMALL_PAIRS} pairs (new rows x the other "
+            f"source's), else Eager below a block of {MIN_BLOCK} new rows, else blocks of up to {MAX_BLOCK} rows, "
+            f"Lazy with the look-up table when ct >= {LOOKUP_CT}, plain Lazy below")
 
 
 def satisfied_mask(cond: TimingCondition, llo, lhi, rlo, rhi) -> np.ndarray:

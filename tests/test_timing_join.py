@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from windowstore.store import Stream, WindowSpec
-from windowstore.store.errors import QueryError, QuerySyntaxError
+from windowstore.store.errors import QueryError, QuerySyntaxError, ResourceLimit
 from windowstore.store.join import plan_join, run_join, window_inputs
 from windowstore.store.join.timing import ACCESS_PATHS, choose
 from windowstore.store.parser import parse_statement, to_text
@@ -365,3 +365,19 @@ def test_a_three_way_join_with_two_timing_conditions_aggregates_the_reference_ro
     assert expected
     for cache in (True, False):
         assert run_join(plan_join(parse_statement(text), streams, cache=cache), streams).rows == expected
+
+
+@pytest.mark.parametrize("algorithm", [None, *ACCESS_PATHS])
+def test_a_timing_join_beyond_the_row_limit_is_a_resource_limit_and_leaves_the_plan_usable(algorithm):
+    a, b = make("a"), make("b")
+    rows = [{"ts": 0, "id": i, "lo": 10 * i, "hi": 10 * i + 5, "tag": "x"} for i in range(40)]
+    seal(a, rows, 1000)
+    seal(b, rows, 1000)
+    streams = {"a": a, "b": b}
+    text = MUTUAL.format(d=10_000, ct=0.5)  # every pair: 1,600 rows
+    plan = plan_join(parse_statement(text), streams, max_rows=1000)
+    plan.timing_algorithm = algorithm
+    with pytest.raises(ResourceLimit):
+        run_join(plan, streams)
+    plan.max_rows = 2000
+    assert len(run_join(plan, streams).rows) == 1600

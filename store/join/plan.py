@@ -554,12 +554,11 @@ class JoinPlan:
         tlo = np.concatenate([x.column(tcols[0]) for x in xs])
         thi = np.concatenate([x.column(tcols[1]) for x in xs])
         access, run = choose(inter.n, len(tlo), self._rate, t.cond.ct, self.timing_algorithm)
-        bi, ti = access.join(t.cond, base == t.left, blo, bhi, tlo, thi, run)
+        bi, ti = access.join(t.cond, base == t.left, blo, bhi, tlo, thi, run, self.max_rows,
+                             lambda n: self.too_many(n, "an intermediate join result"))
         self.stats.timing.add(run)  # type: ignore[union-attr]  # set when the query has timing conditions
         self.stats.pairs_probed += len(xs)
         self.stats.rows_probed += inter.n
-        if len(bi) > self.max_rows:
-            self.too_many(len(bi), "an intermediate join result")
         if not len(bi):
             return Inter(0)
         order = np.lexsort((ti, bi))  # a deterministic order: by base row, then target

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -125,7 +126,10 @@ class TimingAccess:
         return len(corr.bufs[side])  # type: ignore[attr-defined]  # every correlator here has buffers
 
     def join(self, cond: TimingCondition, base_is_left: bool, base_lo: np.ndarray, base_hi: np.ndarray,
-             tgt_lo: np.ndarray, tgt_hi: np.ndarray, run: TimingRun) -> tuple[np.ndarray, np.ndarray]:
+             tgt_lo: np.ndarray, tgt_hi: np.ndarray, run: TimingRun, limit: int | None = None,
+             too_many: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The satisfying (base, target) index pairs; past `limit` pairs, `too_many(pairs)` is called
+        (it raises) before more are collected."""
         nb, nt = len(base_lo), len(tgt_lo)
         run.bases, run.targets = nb, nt
         if nb == 0 or nt == 0:
@@ -148,7 +152,11 @@ class TimingAccess:
             hi = hlist[i]
             matches += corr.expire(hi)
             matches += corr.insert(bside, Row(i, blist[i], hi), hi)
+            if limit is not None and too_many is not None and len(matches) > limit:
+                too_many(len(matches))
         matches += corr.flush()
+        if limit is not None and too_many is not None and len(matches) > limit:
+            too_many(len(matches))
         run.invalidated = nt - self._remaining(corr, tside)
         run.evaluations, run.probes, run.hits = corr.evaluations, corr.probes, corr.hits
         run.pairs = len(matches)

@@ -57,6 +57,11 @@ experiment: $(STAMP)
 experiment-sim: $(STAMP)
 	$(PY) -m bench.experiment_sim
 
+# Section 5 of Lee and Lee (Sensors 2010), timing correlation, scaled to minutes (docs/timing.md)
+.PHONY: timing-experiment
+timing-experiment: $(STAMP)
+	$(PY) -m bench.timing_experiment --out docs/timing
+
 .PHONY: sharing-experiment sharing-bench
 sharing-experiment: $(STAMP)
 	$(PY) -m bench.sharing_experiment --out docs/sharing --updates 200

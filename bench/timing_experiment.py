@@ -11,6 +11,9 @@ the watermark 100 ms behind the arrival clock. One simulated processor: a row is
 max(its arrival, the processor free), taking the thread CPU time its expire + insert measured (1:1
 with stream time), and a match's response time is its completion minus the later of the two
 rows' latest times. The execution time is the total measured CPU time.
+
+The same workload then runs as a one-time join query in the store (store/join/timing.py): each
+access path forced, and the planner's choice, over two streams' windows holding the whole run.
 """
 from __future__ import annotations
 
@@ -120,6 +123,51 @@ def by_threshold(cts, seconds):
     return rows
 
 
+def in_store(rates, seconds, skip_simple_above):
+    """The same workload as a one-time join query over two streams' sliding windows (1 s
+    sub-windows, the whole run in the window): the planner's choice against each access path
+    forced, the CPU time of one evaluation (each plan fresh), all answers checked equal."""
+    from windowstore.store import Stream, WindowSpec
+    from windowstore.store.join import plan_join, run_join
+    from windowstore.store.parser import parse_statement
+
+    text = ("SELECT a.id, b.id FROM a JOIN b ON PROB(ABS(INTERVAL(a.lo, a.hi) - INTERVAL(b.lo, b.hi)) "
+            "<= 500 ms) >= 0.8")
+    schema = {"ts": "int64", "id": "int64", "lo": "int64", "hi": "int64"}
+    rows = []
+    for rate in rates:
+        streams = {n: Stream(n, schema, WindowSpec(subwindows=seconds, subwindow_ms=1000, clock="manual"),
+                             created_ms=0) for n in ("a", "b")}
+        events = workload(rate, seconds, seed=rate)
+        for j in range(seconds):
+            for n, side in (("a", "left"), ("b", "right")):
+                part = [r for sd, r, arr in events if sd == side and j * 1000 <= arr < (j + 1) * 1000]
+                if part:
+                    streams[n].append({"ts": [int(r.hi) for r in part], "id": [r.id for r in part],
+                                       "lo": [int(r.lo) for r in part], "hi": [int(r.hi) for r in part]})
+                streams[n].window.slide((j + 1) * 1000)
+        ref = None
+        for alg in (None, *T.ALGORITHMS):
+            if alg in ("simple", "ssort") and rate > skip_simple_above:
+                continue
+            T.regions.cache_clear()
+            plan = plan_join(parse_statement(text), streams, cache=False)
+            plan.timing_algorithm = alg
+            t0 = time.thread_time()
+            ans = run_join(plan, streams)
+            dt = time.thread_time() - t0
+            got = sorted(ans.rows)
+            ref = ref if ref is not None else got
+            assert got == ref, (rate, alg)
+            tot = plan.stats.timing
+            chosen = ",".join(sorted(tot.by_algorithm))
+            rows.append({"rate": rate, "alg": alg or f"planner ({chosen})", "chosen": chosen, "exec_s": dt,
+                         "pairs": len(got), "evaluations": tot.evaluations})
+            print(f"store rate {rate:>5} {alg or 'planner -> ' + chosen:<22} exec {dt:8.3f} s  "
+                  f"evals {tot.evaluations:>9}  pairs {len(got)}", flush=True)
+    return rows
+
+
 def plot(res: dict, out: Path):
     import matplotlib
     matplotlib.use("Agg")
@@ -162,6 +210,22 @@ def plot(res: dict, out: Path):
         plt.tight_layout()
         plt.savefig(out / f"{fig}.png", dpi=110)
         plt.close()
+    if res.get("in_store"):
+        plt.figure(figsize=(6, 4))
+        for a in [*algs, "planner"]:
+            pts = [(r["rate"], r["exec_s"]) for r in res["in_store"] if r["alg"].split(" ")[0] == a]
+            if pts:
+                plt.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=a,
+                         linestyle="--" if a == "planner" else "-")
+        plt.xscale("log")
+        plt.yscale("log")
+        plt.xlabel("arrival rate (tuples/s), one-time join over the whole run")
+        plt.ylabel("execution time (s, CPU)")
+        plt.legend()
+        plt.grid(alpha=.3)
+        plt.tight_layout()
+        plt.savefig(out / "fig9_store_join_by_rate.png", dpi=110)
+        plt.close()
     plt.figure(figsize=(6, 4))
     for a in ("eager", "lazy", "lazy-lookup"):
         xs, ys = series(res["by_threshold"], "ct", "exec_s", a)
@@ -175,24 +239,35 @@ def plot(res: dict, out: Path):
     plt.close()
 
 
+# (rates, seconds by rate, blocks, seconds by block, cts, seconds by threshold, Simple/SSort up to
+# this rate, seconds in the store): "paper" has every point of section 5 on short streams (make
+# timing-experiment), "quick" fewer points, "long" longer streams and more thresholds.
+SCALES = {
+    "quick": ([12, 100, 400, 800], 2, [200, 600, 1200], 8, [1.0, 0.4], 4, 400, 2),
+    "paper": ([12, 25, 50, 100, 200, 400, 800, 1600], 2, [200, 400, 600, 800, 1000, 1200], 6,
+              [1.0, 0.7, 0.4, 0.1], 4, 800, 2),
+    "long": ([12, 25, 50, 100, 200, 400, 800, 1600], 6, [200, 400, 600, 800, 1000, 1200], 24,
+             [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1], 8, 800, 3),
+}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="CI-sized: shorter streams, fewer points")
+    ap.add_argument("--scale", choices=list(SCALES), default="paper",
+                    help="quick: fewer points; paper: every point of section 5, short streams; long: longer streams")
+    ap.add_argument("--quick", action="store_true", help="the same as --scale quick")
     ap.add_argument("--out", type=Path, default=None, help="write results.json and the figures here")
     a = ap.parse_args(argv)
-    if a.quick:
-        rates, secs, blocks, bsecs, cts, tsecs, skip = [12, 100, 400, 800], 2, [200, 600, 1200], 8, [1.0, 0.4], 4, 400
-    else:
-        rates, secs = [12, 25, 50, 100, 200, 400, 800, 1600], 6
-        blocks, bsecs = [200, 400, 600, 800, 1000, 1200], 24
-        cts, tsecs, skip = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1], 8, 800
-    params = {"quick": a.quick, "rates": rates, "seconds_by_rate": secs, "blocks": blocks,
+    scale = "quick" if a.quick else a.scale
+    rates, secs, blocks, bsecs, cts, tsecs, skip, ssecs = SCALES[scale]
+    params = {"scale": scale, "rates": rates, "seconds_by_rate": secs, "blocks": blocks,
               "seconds_by_block": bsecs, "cts": cts, "seconds_by_threshold": tsecs,
-              "simple_up_to_rate": skip, "rho": RHO, "pi": PI, "lag_ms": LAG}
+              "simple_up_to_rate": skip, "seconds_in_store": ssecs, "rho": RHO, "pi": PI, "lag_ms": LAG}
     res = {"params": params,
            "by_rate": by_rate(rates, secs, skip),
            "by_block": by_block(blocks, bsecs),
-           "by_threshold": by_threshold(cts, tsecs)}
+           "by_threshold": by_threshold(cts, tsecs),
+           "in_store": in_store(rates, ssecs, skip)}
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "results.json").write_text(json.dumps(res, indent=1) + "\n")

@@ -323,6 +323,8 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
             for c in src.on:
                 if isinstance(c, Equal):
                     ps.on.add(equal=pb.JoinEqual(left=c.left, right=c.right))
+                elif not isinstance(c, Band):  # a timing condition (PROB(...) >= ct): text only
+                    raise QueryError("a timing condition has no structured form: send the query as text", c.loc)
                 else:
                     band = pb.JoinBand(column=c.column, base=c.base)
                     if c.low is not None:

@@ -48,6 +48,8 @@ from .query import (
     split_column,
 )
 from .schema import Schema, decimal_type
+from .timing_binder import BoundTiming, bind_timing
+from .timing_syntax import PROB_COLUMN, Timing
 from .window import WindowSpec
 
 
@@ -105,6 +107,7 @@ class BoundJoin(AnswerColumns):
     item_refs: list[ColumnRef] = field(default_factory=list)   # projection: the column of each item
     sort: list[tuple[ColumnRef, bool]] = field(default_factory=list)  # projection: ORDER BY columns
     outer: list[tuple[BoundAggregate, int | None]] = field(default_factory=list)
+    timings: list[BoundTiming] = field(default_factory=list)  # PROB(...) >= ct conditions (timing_binder.py)
 
     @property
     def group_type(self) -> str | None:
@@ -112,7 +115,8 @@ class BoundJoin(AnswerColumns):
 
     def refs(self) -> set[ColumnRef]:
         """Every column the evaluation reads besides the join conditions' (outputs and filters)."""
-        out = {r for r in self.agg_refs if r is not None} | set(self.item_refs) | {r for r, _ in self.sort}
+        out = {r for r in self.agg_refs if r is not None} | {r for r in self.item_refs if r.source >= 0}
+        out |= {r for r, _ in self.sort if r.source >= 0}
         out |= {ref for conj in self.where for ref, _ in conj}
         if self.group_by is not None:
             out.add(self.group_by)
@@ -147,6 +151,7 @@ class _JoinBinder(_Binder):
         self.catalog = catalog
         self.types = {}
         self.sources: list[BoundSource] = []
+        self.timings: list[BoundTiming] = []
 
     # -- names ---------------------------------------------------------------------------------
     def resolve(self, name: str | None, loc: Loc | None, upto: int | None = None) -> ColumnRef:
@@ -212,7 +217,8 @@ class _JoinBinder(_Binder):
                 self.fail(f"GROUP BY column {q.group_by!r} must be string or int64, not float64", q.group_by_loc,
                           q.group_by)
         has_aggs = any(isinstance(it, Aggregate) for it in q.items)
-        bound = BoundJoin(q, self.sources, equalities, bands, where, group_by, [], [], [], [], q.limit)
+        bound = BoundJoin(q, self.sources, equalities, bands, where, group_by, [], [], [], [], q.limit,
+                          timings=self.timings)
         if has_aggs or group_by is not None or q.outer:
             self.bind_aggregates(bound)
         else:
@@ -264,6 +270,8 @@ class _JoinBinder(_Binder):
                                                 or abs(off) > INT64_MAX):
                             self.fail(f"a band offset must be an integer within int64, got {str(off)[:40]}", c.loc)
                     bands.append(BoundBand(column, base, c.low, c.high))
+                elif isinstance(c, Timing):
+                    self.timings.append(bind_timing(self, c, k))
                 else:
                     self.fail(f"unknown join condition {type(c).__name__}", self.q.sources[k].loc)
         within = self.q.within
@@ -300,12 +308,13 @@ class _JoinBinder(_Binder):
             return i
 
         for a, b in [(e.left.source, e.right.source) for e in equalities] + [(b.column.source, b.base.source)
-                                                                            for b in bands]:
+                                                                            for b in bands] + \
+                [(t.left, t.right) for t in self.timings]:
             parent[root(a)] = root(b)
         for k in range(1, len(self.sources)):
             if root(k) != root(0):
                 src = self.q.sources[k]
-                self.fail(f"no equality or band condition joins {self.sources[k].name} to the other streams: "
+                self.fail(f"no equality, band or timing condition joins {self.sources[k].name} to the other streams: "
                           "a cross product is refused (add a condition to its ON clause, or WITHIN)", src.loc)
 
     # -- select list -----------------------------------------------------------------------------
@@ -313,6 +322,9 @@ class _JoinBinder(_Binder):
         q = self.q
         for it in q.items:
             if isinstance(it, KeyColumn):
+                if it.column == PROB_COLUMN:
+                    self.fail("PROB() is a column of a projection of joined rows; it cannot be grouped or "
+                              "aggregated", it.loc)
                 ref = self.resolve(it.column, it.loc)
                 if ref != b.group_by:
                     self.fail(f"column {it.column!r} must be aggregated or be the GROUP BY column", it.loc, it.column)
@@ -357,7 +369,7 @@ class _JoinBinder(_Binder):
     def bind_projection(self, b: BoundJoin) -> None:  # type: ignore[override]  # a join's own
         b.projection = True
         for it in self.q.items:
-            ref = self.resolve(it.column, it.loc)
+            ref = self.prob_ref(it.loc) if it.column == PROB_COLUMN else self.resolve(it.column, it.loc)
             b.item_refs.append(ref)
             b.items.append(OutputItem(it.label, ref.type, None))
         for o in self.q.order_by:
@@ -371,6 +383,14 @@ class _JoinBinder(_Binder):
             else:
                 ref = b.item_refs[self.ordinal(o, len(b.items))]
             b.sort.append((ref, o.descending))
+
+    def prob_ref(self, loc: Loc | None) -> ColumnRef:
+        """PROB(): the probability of the join's one timing condition, per joined row (source -1:
+        computed from the pair's intervals, not read from a stream)."""
+        if len(self.timings) != 1:
+            self.fail("PROB() is the probability of a timing condition: the join needs exactly one "
+                      f"PROB(...) >= ct in its ON clauses (it has {len(self.timings)})", loc)
+        return ColumnRef(-1, PROB_COLUMN, "float64", "prob()")
 
     def ordinal(self, o, n: int) -> int:
         if o.item is None or not 0 <= o.item < n:

@@ -28,6 +28,8 @@ class _ParserPrimitives(Protocol):
     def window_spec(self) -> tuple[Range | None, Range | None]: ...
     def amount(self, zero: bool = False) -> Range: ...
     def clauses(self, nested: bool, join: bool = False) -> tuple[Any, ...]: ...
+    def is_timing(self) -> bool: ...
+    def timing_condition(self) -> Any: ...
 
 
 class JoinClauses(_ParserPrimitives):
@@ -104,6 +106,8 @@ class JoinClauses(_ParserPrimitives):
         return tuple(conds)
 
     def join_condition(self) -> tuple:
+        if self.is_timing():  # PROB(...) >= ct: a timing condition (timing_syntax.py)
+            return (self.timing_condition(),)
         tok = self.tok
         col = self.column("a column")
         low: int | None  # a band's bounds: None where it is open

@@ -50,6 +50,7 @@ from typing import Any, NoReturn
 from .errors import Loc, QuerySyntaxError
 from .functions import SQL_NAMES
 from .join_syntax import JoinClauses
+from .timing_syntax import PROB_COLUMN, TimingClauses
 from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYWORDS, MAX_CONJUNCTIONS,
                     MAX_DEPTH, MAX_NUMBER_LENGTH, MAX_OFFSET, _Tok, _tokenize)
 from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range
@@ -61,7 +62,7 @@ __all__ = ["JOIN_WORDS", "KEYWORDS", "MAX_CONJUNCTIONS", "MAX_DEPTH", "MAX_NUMBE
            "literal_text", "parse_query", "parse_statement", "quote_name", "temporal_literal", "to_text"]
 
 
-class _Parser(JoinClauses):
+class _Parser(JoinClauses, TimingClauses):
     def __init__(self, text: str):
         self.toks = _tokenize(text)
         self.i = 0
@@ -332,6 +333,9 @@ class _Parser(JoinClauses):
             self.expect(")")
         elif temporal.starts_call(self):  # DURATION(VALID(col)), ... (temporal.py)
             item = temporal.parse_item(self)
+        elif word == "prob" and nxt.text == "(" and self.toks[self.i + 2].text == ")":
+            self.i += 3  # PROB(): a timing join's pair probability (timing_syntax.py)
+            item = KeyColumn(PROB_COLUMN, loc=tok.loc)
         elif self.is_call():
             self.unknown_function()
         else:

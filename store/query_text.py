@@ -9,6 +9,7 @@ from . import temporal
 from .errors import QueryError
 from .lexer import _PLAIN_NAME, JOIN_WORDS, KEYWORDS
 from .query import Aggregate, Equal, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range, SelectItem
+from .timing_syntax import PROB_COLUMN, Timing
 
 
 def to_text(q: Query | JoinQuery) -> str:
@@ -89,6 +90,8 @@ def _join_name(name: str) -> str:
 def _condition_text(c) -> str:
     if isinstance(c, Equal):
         return f"{quote_name(c.left)} = {quote_name(c.right)}"
+    if isinstance(c, Timing):
+        return _timing_text(c)
     col = quote_name(c.column)
     if c.low is not None and c.high is not None:
         return f"{col} BETWEEN {_offset_text(c.base, c.low)} AND {_offset_text(c.base, c.high)}"
@@ -97,6 +100,16 @@ def _condition_text(c) -> str:
     if c.high is not None:
         return f"{col} <= {_offset_text(c.base, c.high)}"
     raise QueryError("a band condition needs a lower or an upper bound", c.loc)
+
+
+def _timing_text(c: Timing) -> str:
+    i1 = f"INTERVAL({quote_name(c.left[0])}, {quote_name(c.left[1])})"
+    i2 = f"INTERVAL({quote_name(c.right[0])}, {quote_name(c.right[1])})"
+    if c.kind == "mutual":
+        pred = f"ABS({i1} - {i2}) <= {c.d} ms"
+    else:
+        pred = f"{i1} {'-' if c.d < 0 else '+'} {abs(c.d)} ms {'>=' if c.kind == 'deadline' else '<='} {i2}"
+    return f"PROB({pred}) >= {c.ct}"
 
 
 def _offset_text(base: str, offset: int) -> str:
@@ -108,8 +121,10 @@ def _offset_text(base: str, offset: int) -> str:
 def _item_text(it: SelectItem) -> str:
     if isinstance(it, temporal.TemporalItem):
         text = temporal.text(it.expr)
-        return f"{text} AS {quote_name(it.alias)}" if it.alias else text
-    text = quote_name(it.column) if isinstance(it, KeyColumn) else _agg_text(it)
+    elif isinstance(it, KeyColumn):
+        text = "PROB()" if it.column == PROB_COLUMN else quote_name(it.column)
+    else:
+        text = _agg_text(it)
     return f"{text} AS {quote_name(it.alias)}" if it.alias else text
 
 

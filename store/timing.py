@@ -26,14 +26,14 @@ window`` (a time-based sliding window over the rows' latest times; deadline and 
 since they do not bound the distance on one side). ``expire(w)`` promises that no later row has
 ``hi < w``; rows that then cannot match any later row are invalidated.
 
-Proposed query syntax (not parsed yet), in the shape of today's band joins::
+Queries reach these correlators through a join's ON clause (timing_syntax.py parses it,
+timing_binder.py binds it, join/timing.py runs a correlator per join step as an access path)::
 
     ... JOIN b ON PROB(ABS(INTERVAL(a.lo, a.hi) - INTERVAL(b.lo, b.hi)) <= 5 s) >= 0.8   -- mutual
     ... JOIN b ON PROB(INTERVAL(a.lo, a.hi) + 5 s >= INTERVAL(b.lo, b.hi)) >= 0.8        -- deadline
     ... JOIN b ON PROB(INTERVAL(a.lo, a.hi) + 5 s <= INTERVAL(b.lo, b.hi)) >= 0.8        -- delay
 
-with ``PROBABILITY()`` (or ``PROB()`` in the select list) naming the pair's probability and the
-join's window bounding deadline and delay.
+with ``PROB()`` in the select list naming the pair's probability.
 """
 from __future__ import annotations
 

@@ -80,9 +80,11 @@ class JoinQueryPlan:
     def explain(self) -> dict:
         """As Plan.explain: a join reads every source stream's window and joins them."""
         mode = "eagerly (after every slide)" if self.eager else "at each execution"
-        return {"access": AccessPath.JOIN, "how": f"each source stream's window, one sub-window per read, joined {mode}",
+        timing = self.join.explain_timing()  # timing conditions: the rule choosing the paper's algorithm
+        return {"access": AccessPath.JOIN, "how": f"each source stream's window, one sub-window per read, joined {mode}"
+                + timing.pop("how", ""),
                 "streams": list(self.names), "subwindows": max(self.n_q.values()), "reads": sum(self.n_q.values()),
-                "group_by": [], "aggregates": []}
+                "group_by": [], "aggregates": []} | timing
 
     def reads_stream(self, name: str) -> bool:
         return name in self.n_q

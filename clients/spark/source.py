@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource
 
+from .join_reader import _JoinReader
 from .layout import META_COLUMNS, _answer_layout
 from .options import _READ_OPTIONS, parse_options
 from .pushdown import _PushdownReader
@@ -34,10 +35,11 @@ class WindowStoreDataSource(DataSource):
         # that DataFrame's later plans, filtered or not (df.where(...).collect() then df.count()
         # counts the filtered rows); use a DataFrame read with filter_pushdown for one filter only.
         layout = _answer_layout(self.options)
-        if layout.join:
-            raise ValueError("the windowstore batch reader reads one stream's window, pinned to one slide (AS OF "
-                             "SLIDE) so every partition and retry reads the same; a join cannot be pinned yet: read a "
-                             "periodic join (with SLIDE) through spark.readStream.format('windowstore')")
+        if layout.join:  # run once on the driver (join_reader.py); nothing to push down into it
+            if opts.get("filter_pushdown", False) or opts.get("as_of_slide") is not None:
+                raise ValueError("a join's batch read runs the join once on the driver: filter_pushdown and "
+                                 "as_of_slide are for one stream's query")
+            return _JoinReader(dict(self.options), layout, schema)
         cls = _QueryReader
         if opts.get("filter_pushdown", False):
             if not self._pushdown:

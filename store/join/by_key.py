@@ -37,7 +37,7 @@ def by_key_answers(b: BoundJoin, residual: bool) -> bool:
     (join_by_key_ok: COUNT, SUM, AVG, MIN and MAX, distributive and algebraic; the holistic QUANTILE
     and COUNT(DISTINCT) need the rows), at most one GROUP BY column (of either source). Projections
     need the joined rows too."""
-    return (len(b.sources) == 2 and bool(b.equalities) and not b.bands and not residual and not b.projection
+    return (len(b.sources) == 2 and bool(b.equalities) and not b.bands and not b.timings and not residual and not b.projection
             and bool(b.aggs) and all(a.fn.join_by_key_ok(a) for a in b.aggs))
 
 

@@ -55,6 +55,8 @@ class Finisher:
     def col(self, ref: ColumnRef) -> tuple[np.ndarray, np.ndarray | None]:
         """(values, validity or None when no row of them is NULL)."""
         out = self._cols.get(ref)
+        if out is None and ref.source < 0:  # PROB(): computed from the pair's intervals
+            out = self._cols[ref] = (self.plan.timing_probabilities(self.ver, self.row), None)
         if out is None:
             values, valid = self.plan.gather(ref, self.ver[ref.source], self.row[ref.source])
             if valid is not None and valid.all():

@@ -60,6 +60,7 @@ from .finish import Finisher, typed_rows
 from .index import DTYPES, Chunk, Combined, Inter, Prepared
 from .order import OrderInputs, choose_order, probe_sequence
 from .synopsis import Intervals, synopsis_answers
+from .timing import TimingTotals, choose, describe_rule, interval_ok, probabilities, satisfied_mask
 
 DEFAULT_MAX_ROWS = 2_000_000
 
@@ -78,6 +79,7 @@ class JoinStats:
     order_cost: float = 0.0
     orders_costed: int = 0
     by_key: int = 0          # evaluations answered from per-key aggregates, without joined rows
+    timing: TimingTotals | None = None  # timing conditions: the access paths chosen and their counters
 
 
 # -- the plan --------------------------------------------------------------------------------------------
@@ -99,7 +101,9 @@ class JoinPlan:
         self.k = len(bound.sources)
         self.labels = bound.columns
         self.types = bound.types
-        self.stats = JoinStats()
+        self.stats = JoinStats(timing=TimingTotals() if bound.timings else None)
+        self.timing_algorithm: str | None = None  # force one access path for timing steps (tests, bench)
+        self._rate: float | None = None
         self._classes()
         self._filters()
         self.synopsis = cache and synopsis_answers(bound)
@@ -168,9 +172,16 @@ class JoinPlan:
             self.adjacency[b.base.source].add(b.column.source)
             self.band_cols[b.column.source].add(b.column.column)
             self.band_cols[b.base.source].add(b.base.column)
+        self.timing_cols: list[set[str]] = [set() for _ in range(self.k)]
+        for tc in self.bound.timings:
+            self.adjacency[tc.left].add(tc.right)
+            self.adjacency[tc.right].add(tc.left)
+            for src in (tc.left, tc.right):
+                self.timing_cols[src] |= set(tc.columns(src))
         # the columns of each source an ON condition reads: a NULL there makes the condition unknown
-        self.cond_cols: list[list[str]] = [sorted(self.band_cols[p] | {n for ns in self.class_cols[p].values()
-                                                                         for n in ns}) for p in range(self.k)]
+        self.cond_cols: list[list[str]] = [sorted(self.band_cols[p] | self.timing_cols[p]
+                                                  | {n for ns in self.class_cols[p].values() for n in ns})
+                                           for p in range(self.k)]
 
     def _filters(self) -> None:
         """WHERE pushed down to each source (selection before join): for source p, the OR over the
@@ -183,7 +194,7 @@ class JoinPlan:
             self.pushdown.append(conjs if conjs and all(conjs) else None)
         touched = {r.source for conj in where for r, _ in conj}
         self.residual = len(where) > 1 and len(touched) > 1
-        self.attr_cols: list[set[str]] = [set(c) for c in self.band_cols]
+        self.attr_cols: list[set[str]] = [set(c) | t for c, t in zip(self.band_cols, self.timing_cols)]
         if self.residual:
             for conj in where:
                 for r, _ in conj:
@@ -207,6 +218,11 @@ class JoinPlan:
             valid = cols.get(_valid_key(name))
             if valid is not None:
                 mask = valid.copy() if mask is None else (mask & valid)
+        for t in self.bound.timings:  # an interval a timing condition cannot read joins nothing
+            if p in (t.left, t.right):
+                lo, hi = t.columns(p)
+                ok = interval_ok(cols[lo], cols[hi])
+                mask = ok if mask is None else (mask & ok)
         values: dict[int, np.ndarray] = {}
         for c, names in self.class_cols[p].items():
             first = None
@@ -352,6 +368,10 @@ class JoinPlan:
         # With no (selected) row in some other source, the new sub-windows join with nothing.
         if all(any(self._prepared[q][v].n for v in self._incorporated[q]) for q in others):
             self.stats.groups += 1
+            starts = [pr.sub.start_ms for pr in group if pr.sub.start_ms is not None]
+            ends = [pr.sub.end_ms for pr in group if pr.sub.end_ms is not None]
+            span = (max(ends) - min(starts)) if starts and ends else 0
+            self._rate = sum(pr.n for pr in group) * 1000.0 / span if span > 0 else None
             inter = self._start(p, group)
             for q in probe_sequence(p, order, self.adjacency)[1:]:
                 if inter.n == 0:
@@ -388,9 +408,14 @@ class JoinPlan:
             inter.attrs[(p, col)] = np.concatenate([pr.column(col) for pr in group])
         return inter
 
-    def _join_step(self, inter: Inter, q: int) -> Inter:
+    def _join_step(self, inter: Inter, q: int, timing: bool = True) -> Inter:
         """inter joined with every incorporated sub-window of source q (one hash join per pair)."""
         joined = set(inter.ver)
+        if timing and self.bound.timings:
+            steps = [t for t in self.bound.timings if (t.left == q and t.right in joined)
+                     or (t.right == q and t.left in joined)]
+            if steps:
+                return self._timing_step(inter, q, steps)
         classes = tuple(sorted(c for c in self.class_cols[q] if c in inter.keys))
         bands = [b for b in self.bound.bands if (b.column.source == q and b.base.source in joined)
                  or (b.base.source == q and b.column.source in joined)]
@@ -496,6 +521,82 @@ class JoinPlan:
         for col, values in comb.attrs.items():
             out.attrs[(q, col)] = values[pos]
         return out
+
+    # -- timing conditions (store/join/timing.py) -----------------------------------------------------------
+    def _timing_step(self, inter: Inter, q: int, steps: list) -> Inter:
+        """A step with timing conditions: with an equality or band to q as well, the hash join then the
+        conditions as filters; otherwise the first condition's access path (the paper's algorithms)
+        joins inter with all of q's incorporated rows, the others filter."""
+        joined = set(inter.ver)
+        keyed = any(c in inter.keys for c in self.class_cols[q]) or any(
+            (b.column.source == q and b.base.source in joined) or (b.base.source == q and b.column.source in joined)
+            for b in self.bound.bands)
+        if keyed:
+            out, rest = self._join_step(inter, q, timing=False), steps
+        else:
+            out, rest = self._timing_access(inter, q, steps[0]), steps[1:]
+        for t in rest:
+            if out.n:
+                out = out.filter(satisfied_mask(t.cond, out.attrs[(t.left, t.left_lo.column)],
+                                                out.attrs[(t.left, t.left_hi.column)],
+                                                out.attrs[(t.right, t.right_lo.column)],
+                                                out.attrs[(t.right, t.right_hi.column)]))
+        return out
+
+    def _timing_access(self, inter: Inter, q: int, t) -> Inter:
+        versions = sorted(self._incorporated[q])
+        xs = [self._prepared[q][v] for v in versions if self._prepared[q][v].n]
+        if not xs or inter.n == 0:
+            return Inter(0)
+        base = t.right if t.left == q else t.left
+        blo, bhi = (inter.attrs[(base, c)] for c in t.columns(base))
+        tcols = t.columns(q)
+        tlo = np.concatenate([x.column(tcols[0]) for x in xs])
+        thi = np.concatenate([x.column(tcols[1]) for x in xs])
+        access, run = choose(inter.n, len(tlo), self._rate, t.cond.ct, self.timing_algorithm)
+        bi, ti = access.join(t.cond, base == t.left, blo, bhi, tlo, thi, run, self.max_rows,
+                             lambda n: self.too_many(n, "an intermediate join result"))
+        self.stats.timing.add(run)  # type: ignore[union-attr]  # set when the query has timing conditions
+        self.stats.pairs_probed += len(xs)
+        self.stats.rows_probed += inter.n
+        if not len(bi):
+            return Inter(0)
+        order = np.lexsort((ti, bi))  # a deterministic order: by base row, then target
+        bi, ti = bi[order], ti[order]
+        ver = np.concatenate([np.full(x.n, x.sub.slide, dtype=np.int64) for x in xs])
+        row = np.concatenate([x.sel for x in xs])
+        out = inter.take(bi)
+        out.ver[q] = ver[ti]
+        out.row[q] = row[ti]
+        for c in self.class_cols[q]:
+            if c not in out.keys:
+                out.keys[c] = np.concatenate([x.keys[c] for x in xs])[ti]
+        for col in self.attr_cols[q]:
+            out.attrs[(q, col)] = np.concatenate([x.column(col) for x in xs])[ti]
+        return out
+
+    def timing_probabilities(self, ver: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """PROB() of result rows (ver, row: [k, n]): the one timing condition's probability."""
+        t = self.bound.timings[0]
+        cols = [self.gather(ref, ver[ref.source], row[ref.source])[0]
+                for ref in (t.left_lo, t.left_hi, t.right_lo, t.right_hi)]
+        return probabilities(t.cond, *cols)
+
+    def explain_timing(self) -> dict:
+        """For explain, when the query has timing conditions: `how` (a sentence to append: each
+        condition and the rule choosing its access path per step) and `timing` (per condition, the
+        last step's algorithm and why, and the counters so far)."""
+        tot = self.stats.timing
+        if tot is None:
+            return {}
+        rule = describe_rule(self.timing_algorithm)
+        last = tot.last
+        how = "".join(f"; {t.text} by interval timing correlation (Lee and Lee, Sensors 2010), {rule}" for t in self.bound.timings)
+        return {"how": how, "timing": [
+            {"condition": t.text, "algorithm": self.timing_algorithm or (last.algorithm if last else None),
+             "why": "forced" if self.timing_algorithm else (last.reason if last else "no step has run yet"),
+             "steps": dict(tot.by_algorithm), "evaluations": tot.evaluations, "probes": tot.probes,
+             "lookup_hits": tot.hits, "invalidated": tot.invalidated} for t in self.bound.timings]}
 
     # -- bands --------------------------------------------------------------------------------------------
     def _residual_mask(self, inter: Inter) -> np.ndarray:

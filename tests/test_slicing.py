@@ -331,3 +331,42 @@ def test_periodic_executions_answer_each_window_once_under_lws():
         assert [tuple(r[2:]) for r in rows] == [tuple(x) for x in p] or (not rows and p in ([(0, None)], []))
     report = check(history.events)
     assert report.errors == [] and report.violations("lws") == [], (report.errors, report.violations("lws"))
+
+
+def test_one_time_and_periodic_through_the_server():
+    """Through gRPC on an event-time stream of 7 s sub-windows: a one-time [RANGE 90 s SLIDE 20 s]
+    query with window_start answers every retained window, as DuckDB over the rows sent (none
+    late: sent in order); a registered one answers the newest window; the same shape on a
+    processing-time stream is INVALID_ARGUMENT naming RANGE."""
+    from conftest import wait_for
+    from windowstore.clients import Client, InvalidArgument
+    from windowstore.server.process import ServerProcess
+
+    rng = random.Random(3)
+    rows = sorted((rng.randrange(0, 300_000), rng.choice("ab"), rng.randint(0, 99)) for _ in range(600))
+    with ServerProcess() as server, Client(server.target, timeout=30) as ws:
+        ws.create_stream("e", schema=SCHEMA, subwindows=30, subwindow_ms=7000, clock="event")
+        ws.create_stream("p", schema=SCHEMA, subwindows=30, subwindow_ms=7000, clock="processing")
+        q = ws.register("SELECT window_start, window_end, COUNT(*), SUM(b) FROM e [RANGE 90 s SLIDE 20 s] "
+                        "GROUP BY window_start")
+        for i in range(0, len(rows), 50):
+            part = rows[i:i + 50]
+            ws.append("e", {"ts": [x[0] for x in part], "src": [x[1] for x in part], "b": [x[2] for x in part]})
+        ws.append("e", {"ts": [310_000], "src": ["a"], "b": [0]})  # the watermark passes 308 s: slots through 43 sealed
+        text = "SELECT window_start, window_end, COUNT(*), SUM(b) FROM e [RANGE 90 s SLIDE 20 s] GROUP BY window_start"
+        a = wait_for(lambda: (lambda got: got if got.rows and got.rows[-1][1] == 290_000 else None)(ws.query(text)),
+                     "the window ending at 290 s")
+        con = duckdb.connect()
+        con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+        con.executemany("INSERT INTO r VALUES (?, ?, ?)", rows)
+        assert a.rows[0][0] >= 308_000 - 30 * 7000
+        for ws_, we, count, total in a.rows:
+            assert we - ws_ == 90_000 and ws_ % 20_000 == 0
+            assert (count, total) == tuple(con.execute("SELECT count(*), sum(b) FROM r WHERE ts >= ? AND ts < ?",
+                                                       [ws_, we]).fetchone())
+        answers = wait_for(lambda: (lambda got: got if got and got[-1].rows and got[-1].rows[-1][1] == 290_000 else None)(
+            ws.read_answers(q.id)[0]), "the periodic answer for the window ending at 290 s")
+        assert answers[-1].rows == [a.rows[-1]]
+        with pytest.raises(InvalidArgument, match="event-time streams only"):
+            ws.query("SELECT window_start, COUNT(*) FROM p [RANGE 90 s SLIDE 20 s] GROUP BY window_start")
+        ws.unregister(q.id)

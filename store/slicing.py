@@ -88,13 +88,18 @@ _kept: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDictionary(
 _lock = threading.Lock()  # reads may run on worker threads (offloaded query work)
 
 
-def _order(sub: "SubWindow", time_column: str, kept: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The sub-window's rows in time order (positions, times), once per sub-window."""
+def _order(sub: "SubWindow", time_column: str, kept: dict) -> tuple[np.ndarray | None, np.ndarray]:
+    """The sub-window's rows in time order (positions, or None when they already are; times),
+    once per sub-window."""
     got = kept.get(("order", time_column))
     if got is None:
         ts = sub.columns[time_column]
-        order = np.argsort(ts, kind="stable")
-        got = kept[("order", time_column)] = (order, ts[order])
+        if len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all()):
+            got = (None, ts)
+        else:
+            order = np.argsort(ts, kind="stable")
+            got = (order, ts[order])
+        kept[("order", time_column)] = got
     return got
 
 
@@ -104,11 +109,24 @@ def part_of(sub: "SubWindow", lo: int, hi: int, time_column: str, kept: dict | N
     order, ts = _order(sub, time_column, {} if kept is None else kept)
     i, j = np.searchsorted(ts, [lo, hi], side="left").tolist()
     if i == 0 and j == sub.rows:
-        picked = None
+        cols = sub.columns
+    elif order is None:  # rows in time order: the part is a range of them (views, no copy)
+        cols = {c: a[i:j] for c, a in sub.columns.items()}
     else:
         picked = np.sort(order[i:j])
-    cols = sub.columns if picked is None else {c: a[picked] for c, a in sub.columns.items()}
+        cols = {c: a[picked] for c, a in sub.columns.items()}
     return replace(sub, columns=cols, rows=j - i, start_ms=lo, end_ms=hi, min_ts=None, max_ts=None)
+
+
+def kept_for(sub: "SubWindow") -> dict:
+    """The partials kept for `sub` (created empty on first use)."""
+    kept = _kept.get(sub)
+    if kept is None:
+        with _lock:
+            kept = _kept.get(sub)
+            if kept is None:
+                kept = _kept[sub] = {}
+    return kept
 
 
 def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable, rows: Callable,
@@ -116,10 +134,7 @@ def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable,
     """The sub-window's slices between `cuts` (edges inside it), each (start, end, partial): the
     whole sub-window read by `whole`, a part of it by `rows`. Partials are kept per sub-window under
     `key` (the inner query and its path) and reused by any plan asking for the same slice."""
-    with _lock:
-        kept = _kept.get(sub)
-        if kept is None:
-            kept = _kept[sub] = {}
+    kept = kept_for(sub)
     edges = [sub.start_ms, *cuts, sub.end_ms]
     out = []
     for lo, hi in zip(edges, edges[1:]):
@@ -138,7 +153,7 @@ def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable,
 def kept_slices(sub: "SubWindow") -> int:
     """How many slice partials are kept for `sub` (tests, benchmarks)."""
     kept = _kept.get(sub)
-    return 0 if kept is None else sum(1 for k in kept if k[0] != "order")
+    return 0 if kept is None else sum(1 for k in kept if k[0] not in ("order", "read"))
 
 
 # -- a query answered per window over slices -------------------------------------------------------
@@ -169,8 +184,16 @@ class SlicedHop:
                       access: Any) -> Callable[["SubWindow"], Any]:
         """A sub-window's read: its bounds and its slices' partials."""
         key, shape, tc = (self.key, str(access)), self.shape, self.time_column
-        return lambda sub: (sub.slide, sub.start_ms, sub.end_ms,
-                            slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc))
+        mine = ("read", key, shape)
+
+        def read(sub: "SubWindow") -> tuple:
+            kept = kept_for(sub)
+            got = kept.get(mine)  # this shape's read of the sub-window, made once
+            if got is None:
+                got = kept[mine] = (sub.slide, sub.start_ms, sub.end_ms,
+                                    slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc))
+            return got
+        return read
 
     def windows(self, reads: list) -> tuple[list[int], list[tuple[int, int, Any]]]:
         """The windows lying entirely within the sub-windows read (consecutive in time) and the

@@ -311,7 +311,7 @@ def bind_sliced(binder, q: Query, periodic: bool, bounds: bool) -> "BoundQuery":
             fail(f"{what2} is not supported with a RANGE or SLIDE that cuts sub-windows", loc)
     shape = Shape(r, s)
     n_q = min(n, _cdiv(r + s, t) + 1) if periodic else n
-    every = max(1, s // t)
+    every = _cdiv(s, t)  # the most slides between two windows (a late execution is one past it)
     tc = binder.schema.time_column
     if not bounds:
         if not periodic:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 # At most this many window edges inside one sub-window (2 t / s for SLIDE s < sub-window t): a
 # finer SLIDE is refused, naming it, rather than cut into ever more slices.
 MAX_CUTS_PER_SUBWINDOW = 1_000
+MAX_KEPT = 20_000  # slice partials and reads kept per sub-window, at most (then recomputed)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -119,12 +120,13 @@ def part_of(sub: "SubWindow", lo: int, hi: int, time_column: str, kept: dict | N
 
 
 def kept_for(sub: "SubWindow") -> dict:
-    """The partials kept for `sub` (created empty on first use)."""
+    """The partials kept for `sub` (created empty on first use; emptied past MAX_KEPT entries, so
+    many distinct one-time queries cannot grow it without bound: it is a cache, recomputed)."""
     kept = _kept.get(sub)
-    if kept is None:
+    if kept is None or len(kept) > MAX_KEPT:
         with _lock:
             kept = _kept.get(sub)
-            if kept is None:
+            if kept is None or len(kept) > MAX_KEPT:
                 kept = _kept[sub] = {}
     return kept
 

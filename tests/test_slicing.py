@@ -392,3 +392,24 @@ def test_one_time_and_periodic_through_the_server():
         with pytest.raises(InvalidArgument, match="event-time streams only"):
             ws.query("SELECT window_start, COUNT(*) FROM p [RANGE 90 s SLIDE 20 s] GROUP BY window_start")
         ws.unregister(q.id)
+
+
+def test_kept_partials_are_bounded_per_sub_window(monkeypatch):
+    """Partials are a cache: past MAX_KEPT entries a sub-window's are dropped and recomputed, with
+    the same answers (many distinct one-time shapes cannot grow memory without bound)."""
+    from windowstore.store import slicing
+
+    rng = random.Random(9)
+    fed = Fed(10, 700, 0)
+    feed_random(rng, fed, 0, 7000, 200, 0)
+    monkeypatch.setattr(slicing, "MAX_KEPT", 6)
+    texts = [f"SELECT window_start, COUNT(*), SUM(b) FROM s [RANGE {r} ms SLIDE {sl} ms] GROUP BY window_start"
+             for r, sl in [(1000, 300), (1500, 450), (2100, 650), (1000, 300)]]
+    first = [run_plan(plan_query(parse_query(x), fed.s)).rows for x in texts]
+    assert max(kept_slices(sub) for sub in fed.s.window.youngest(10)) <= 6 + 8
+    lo, hi = fed.retained()
+    for x, got in zip(texts, first):
+        r, sl = (int(v) for v in x.split("RANGE ")[1].replace(" ms SLIDE", "").split(" ms]")[0].split())
+        want = [(a, len(v), sum(y[2] for y in v if y[2] is not None) if any(y[2] is not None for y in v) else None)
+                for (a, _), v in sorted(definition_10(fed.accepted, lo, hi, r, sl).items()) if v]
+        assert got == want

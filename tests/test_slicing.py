@@ -301,18 +301,20 @@ def test_what_cannot_be_exact_is_refused_naming_the_field(spec, text, message, f
         assert e.value.field == field, e.value.field
 
 
-def test_periodic_executions_answer_each_window_once_under_lws():
+@pytest.mark.parametrize("sharing", ["none", "conservative"])
+def test_periodic_executions_answer_each_window_once_under_lws(sharing):
     """Registered on the engine (TTU), a sliced query executes when a slide completes a window
     (the slides between two windows of SLIDE 20 s on 7 s sub-windows vary: 2 or 3), so with the
     scheduler kept idle every window is answered exactly once, in order, each as Definition 10 says;
-    the history passes the checker (LWS)."""
+    the history passes the checker (LWS). With shared execution on, such a query runs on its own,
+    as due by the same rule."""
     from windowstore.txn.checker import check
     from windowstore.txn.commands import Append, CreateStream, Register
     from windowstore.txn.engine import Engine, EngineConfig
     from windowstore.txn.history import History
 
     history = History()
-    e = Engine(EngineConfig(policy="ttu"), history=history)
+    e = Engine(EngineConfig(policy="ttu", sharing=sharing), history=history)
     e.apply(CreateStream("s", SCHEMA, "ts", WindowSpec(20, 7000, None, "event", 2000, (), 4), 0))
     got: list = []
     e.on_answer = lambda qid, res: got.append((qid, res.slide, res.answer.rows))

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 # At most this many window edges inside one sub-window (2 t / s for SLIDE s < sub-window t): a
 # finer SLIDE is refused, naming it, rather than cut into ever more slices.
 MAX_CUTS_PER_SUBWINDOW = 1_000
+MAX_WINDOWS = 100_000  # windows a one-time query may answer (the aligned ones answer at most one per sub-window)
 MAX_KEPT = 20_000  # slice partials and reads kept per sub-window, at most (then recomputed)
 
 
@@ -311,6 +312,10 @@ def bind_sliced(binder, q: Query, periodic: bool, bounds: bool) -> "BoundQuery":
     for what2, bad2, loc in (("APPROXIMATE", q.approximate, q.loc), ("AS OF SLIDE", q.as_of_slide is not None, q.as_of_loc)):
         if bad2:
             fail(f"{what2} is not supported with a RANGE or SLIDE that cuts sub-windows", loc)
+    if bounds and not periodic and n * t // s > MAX_WINDOWS:
+        fail(f"SLIDE {s} ms would answer up to {n * t // s} windows of a window of {n} sub-windows of {t} ms, at most "
+             f"{MAX_WINDOWS} (register the query for the newest window, or give a SLIDE of at least "
+             f"{_cdiv(n * t, MAX_WINDOWS)} ms)", sld.loc)
     shape = Shape(r, s)
     n_q = min(n, _cdiv(r + s, t) + 1) if periodic else n
     every = _cdiv(s, t)  # the most slides between two windows (a late execution is one past it)

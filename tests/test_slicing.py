@@ -285,6 +285,9 @@ def test_bounds_at_the_edges_of_int64_are_exact(edge):
     (dict(clock="event"), "SELECT window_start, COUNT(*) FROM s [RANGE 2500 ms SLIDE 1 s] GROUP BY window_start",
      r"RANGE 2500 ms spans up to 4 sub-windows of 1000 ms but the window holds 3", "range"),
     (dict(clock="event"), "SELECT COUNT(*) FROM s [RANGE 1500 ms]", r"give SLIDE", "range"),
+    (dict(clock="event", subwindows=100_000), "SELECT window_start, COUNT(*) FROM s [RANGE 1500 ms SLIDE 900 ms] "
+     "GROUP BY window_start", r"would answer up to 111111 windows .* at most 100000 .* SLIDE of at least 1000 ms",
+     "slide"),
     (dict(clock="event"), "SELECT COUNT(*) FROM s [RANGE 1500 ms SLIDE 1 s]", r"periodic: register it", "slide"),
     (dict(clock="event"), "SELECT window_start, COUNT(*) FROM s [RANGE 1500 ms SLIDE 1 s] GROUP BY window_start ORDER BY 2",
      "ORDER BY is not supported", None),
@@ -292,7 +295,7 @@ def test_bounds_at_the_edges_of_int64_are_exact(edge):
 def test_what_cannot_be_exact_is_refused_naming_the_field(spec, text, message, field):
     from windowstore.server.convert import query_from_pb, query_to_pb
 
-    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=1000, **spec), 0)
+    s = Stream("s", SCHEMA, WindowSpec(**{"subwindows": 3, "subwindow_ms": 1000, **spec}), 0)
     with pytest.raises(QueryError, match=message):
         plan_query(parse_query(text), s)
     with pytest.raises(QueryError) as e:

@@ -82,6 +82,7 @@ partition-bench: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}
+	$(PY) tests/slicing_fuzz.py --cases $${SLICING_CASES:-5000} --seed $${SEED:-1}
 
 crash: $(STAMP)
 	$(PY) tests/crash.py --kills $${KILLS:-100} --seed $${SEED:-1} --sharing $${SHARING:-mixed}

@@ -40,6 +40,8 @@ from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from .functions import FUNCTIONS, AggregateFunction
 from .hop import Hop, bind_hop, mentions_bounds
+from .kinds import Clock
+from .slicing import SlicedHop, bind_sliced, unaligned
 from .temporal import Temporal, bind_temporal, mentions_temporal
 from .predicates import COMPARE, Comparison, GroupFilter, exact_value, float_value, int_comparison
 from .query import OPS, Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, Query, Range
@@ -108,7 +110,7 @@ class BoundQuery(AnswerColumns):
     group_keys: list[str] = field(default_factory=list)   # every GROUP BY column (group_by is the first)
     group_types: list[str] = field(default_factory=list)  # their types
     having: "GroupFilter | None" = None                   # HAVING
-    hop: "Hop | None" = None  # answered per window, with its bounds as columns (hop.py)
+    hop: "Hop | SlicedHop | None" = None  # answered per window, with its bounds as columns (hop.py, slicing.py)
     temporal: "Temporal | None" = None  # over coalesced intervals (temporal.py)
 
 
@@ -149,6 +151,8 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
+        if unaligned(q, self.spec) and self.spec.clock == Clock.EVENT:  # windows cut sub-windows (slicing.py)
+            return bind_sliced(self, q, self.periodic, mentions_bounds(q, self.types))
         if mentions_bounds(q, self.types):
             return bind_hop(self, q, self.periodic)
         if mentions_temporal(q):  # temporal functions over coalesced intervals
@@ -456,7 +460,8 @@ class _Binder:
                           "(use ROWS or SUBWINDOWS)", r.loc)
             if r.value % spec.subwindow_ms:
                 self.fail(f"{what} {r.value} ms is not a multiple of the sub-window length {spec.subwindow_ms} ms"
-                          + _nearest(r.value, spec.subwindow_ms, spec.subwindows, "ms"), r.loc)
+                          + _nearest(r.value, spec.subwindow_ms, spec.subwindows, "ms")
+                          + " (windows that cut sub-windows are answered exactly on event-time streams only)", r.loc)
             n = r.value // spec.subwindow_ms
         elif r.unit == "rows":
             if spec.subwindow_rows is None:

@@ -180,7 +180,8 @@ def test_tumbling_and_shared_partials_on_count_based_and_manual_streams():
      "unknown column 'window_start'"),
 ])
 def test_refusals_name_the_reason(text, message):
-    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=1000, clock="event"), 0)
+    # processing time: an edge inside a sub-window cannot be placed (event time answers them: test_slicing.py)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=1000, clock="processing"), 0)
     with pytest.raises(QueryError, match=message):
         plan_query(parse_query(text), s)
 
@@ -229,10 +230,11 @@ def test_one_time_and_periodic_through_the_server():
 
 
 def test_a_length_not_a_whole_number_of_sub_windows_names_the_structured_field():
-    """Never rounded: the structured form's refusal names the field and the nearest exact lengths."""
+    """Never rounded: the structured form's refusal names the field and the nearest exact lengths
+    (on a processing-time stream; event time answers such windows exactly, test_slicing.py)."""
     from windowstore.server.convert import query_from_pb, query_to_pb
 
-    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=1000, clock="event"), 0)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=1000, clock="processing"), 0)
     for text, field, nearest in [
             ("SELECT window_start, COUNT(*) FROM s [RANGE 1700 ms SLIDE 1 s] GROUP BY window_start", "range",
              "1000 ms or 2000 ms"),

@@ -14,6 +14,7 @@ from ..binder import BoundQuery, bind
 from ..kinds import AccessPath
 from ..query import Query
 from ..schema import decimal_type
+from ..slicing import SlicedHop
 from ..stream import Stream
 from ..subwindow import SubWindow
 from ..synopsis import NULL_KEY
@@ -57,7 +58,11 @@ class Plan:
         self._inner: Plan | None = None
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
-            self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
+            if isinstance(bound.hop, SlicedHop):  # windows that cut sub-windows (slicing.py): parts read from rows
+                rows = self._inner if access == AccessPath.WINDOW else Plan(bound.hop.inner, stream, AccessPath.WINDOW)
+                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access)  # type: ignore[method-assign,assignment]  # shadows the method
+            else:
+                self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
         self._temporal: TemporalPlan | None = None
         if bound.temporal is not None:  # over coalesced intervals (temporal.py): eager or lazy, chosen here
             self._temporal = TemporalPlan(bound, stream, self._projection_rows, self.read)
@@ -73,6 +78,9 @@ class Plan:
         if b.hop is not None:
             inner = self._inner
             assert inner is not None
+            if isinstance(b.hop, SlicedHop) and b.hop.picks is None:  # without its bounds: the newest window's answer
+                got = b.hop.finish_newest(inner.finish, partial)
+                return got if got is not None else inner._answer([])
             return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types)
         contributions = partial.ordered()
         if self._temporal is not None:

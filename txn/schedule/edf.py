@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from windowstore.store import Plan
+from windowstore.store.slicing import sliced_task, slides_until_due
 
 from ..joins import JoinQueryPlan, stream_names
 from ..kinds import QueryKind
@@ -63,6 +64,10 @@ class Task:
         assert self.running is None or (self.running.task is self and self.active), self.id
 
     def is_due(self, latest: int) -> bool:
+        sliced = sliced_task(self)  # windows that cut sub-windows: due when a slide completes one
+        if sliced is not None:
+            return (self.active and self.running is None
+                    and slides_until_due(sliced, self.plan.stream.window, self.last_reflected) <= 0)
         return self.active and self.running is None and (self.last_reflected is None or latest - self.last_reflected >= self.every)
 
 
@@ -85,6 +90,9 @@ def task_due(task: Task, failed: Mapping[str, str]) -> bool:
 def deadline(task: Task) -> int:
     """Slides until the task is due (EDF, Algorithm 9); a join: the soonest of its SLIDEs."""
     plan = task.plan
+    sliced = sliced_task(task)
+    if sliced is not None:
+        return slides_until_due(sliced, plan.stream.window, task.last_reflected)
     if not isinstance(plan, JoinQueryPlan):
         return task.every - task.slides_behind(plan.stream.window.latest)
     latest = {s.name: s.window.latest for s in plan.streams}

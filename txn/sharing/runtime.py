@@ -20,6 +20,8 @@ from windowstore.store.planner.merge import combine_contributions, combines
 
 from ..kinds import QueryKind
 from ..query import Result
+from windowstore.store.slicing import sliced_task
+
 from ..schedule.edf import Task, task_due
 from .cost import STORE, CostModel
 from .groups import Groups
@@ -170,8 +172,8 @@ class SharedTasks:
 
     # -- queries come and go -------------------------------------------------------------------
     def add(self, task: Task) -> None:
-        if task.every < 1:
-            return  # continual (SLIDE 0): round robin on its own, as before
+        if task.every < 1 or sliced_task(task) is not None:
+            return  # continual (SLIDE 0), or due when a slide completes a window (store/slicing.py): on its own
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
         self.tasks[task.id] = task

@@ -1,0 +1,138 @@
+"""Scotty's setting (general stream slicing, issue 31) on this machine: 1, 10, 100 and 1,000
+concurrent sliding windows of random RANGE and SLIDE (whole milliseconds, not whole sub-windows)
+over one event-time stream, each answered as a periodic query whenever a slide completes one of
+its windows. Measured: tuples per second sustained with every window answered before the next
+sub-window is ingested (so none is late), for
+
+- shared: the store as it runs them (store/slicing.py: slice partials kept per sub-window and
+  read by every window that covers them);
+- one by one: the same windows, each computing its own slices (the kept partials dropped before
+  each execution);
+- DuckDB: each window answered by SQL over the raw rows with its bounds.
+
+The answers of the three agree (checked on every execution of the runs with few windows).
+
+    python -m bench.slicing_bench [--windows 1 10 100 1000] [--slides 30]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import time
+import weakref
+
+import numpy as np
+import pyarrow as pa
+
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
+from windowstore.store import slicing
+from windowstore.store.slicing import slides_until_due
+
+T_MS = 1_000            # sub-window length
+N_SUB = 64              # sub-windows kept (the longest RANGE is 60 s)
+ROWS_PER_SUB = 20_000   # tuples per second of event time
+SCHEMA = {"ts": "int64", "v": "int64"}
+
+
+def shapes(count: int, rng: random.Random) -> list[tuple[int, int]]:
+    out = []
+    while len(out) < count:
+        r, s = rng.randint(2_000, 60_000), rng.randint(1_000, 10_000)
+        if r % T_MS or s % T_MS:
+            out.append((r, s))
+    return out
+
+
+def text(r: int, s: int) -> str:
+    return (f"SELECT window_start, window_end, COUNT(*), SUM(v), MAX(v) FROM s [RANGE {r} ms SLIDE {s} ms] "
+            "GROUP BY window_start")
+
+
+def _batch(slot: int, rng: np.random.Generator) -> dict:
+    ts = np.sort(rng.integers(slot * T_MS, (slot + 1) * T_MS, ROWS_PER_SUB))
+    return {"ts": ts, "v": rng.integers(-1000, 1000, ROWS_PER_SUB)}
+
+
+def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = False) -> dict:
+    """Feed N_SUB sub-windows (warm-up, not timed), then `slides` more, answering every window
+    due after each; returns tuples/s over the timed part and the answers."""
+    rng, data = random.Random(seed), np.random.default_rng(seed)
+    shp = shapes(count, rng)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=N_SUB, subwindow_ms=T_MS, clock="event"), 0)
+    plans = [plan_query(parse_query(text(r, sl)), s, periodic=True) for r, sl in shp]
+    reflected: list[int | None] = [None] * count
+    con = None
+    if mode == "duckdb":
+        import duckdb
+        con = duckdb.connect()
+        con.execute("CREATE TABLE r (ts BIGINT, v BIGINT)").fetchall()
+    answers: list = []
+    elapsed, tuples = 0.0, 0
+    for slot in range(N_SUB + slides):
+        batch = _batch(slot, data)
+        timed = slot >= N_SUB
+        t0 = time.perf_counter()
+        s.append(batch)
+        if con is not None:
+            b = pa.table(batch)  # noqa: F841  (DuckDB reads the local by name)
+            con.execute("INSERT INTO r SELECT * FROM b").fetchall()
+            con.execute(f"DELETE FROM r WHERE ts < {(slot - N_SUB) * T_MS}").fetchall()
+        # the watermark passes this slot when the next one's first row arrives: seal it now
+        s.window.slide(0)
+        if slot < N_SUB - 1:  # filling the window: the first executions come with its last warm-up slide
+            continue
+        for i, plan in enumerate(plans):
+            if slides_until_due(plan.bound.hop, s.window, reflected[i]) > 0:
+                continue
+            if mode == "one-by-one":
+                slicing._kept = weakref.WeakKeyDictionary()
+            if con is not None:
+                r, sl = shp[i]
+                k = (s.window.sealed(s.window.latest).end_ms - r) // sl
+                lo, hi = k * sl, k * sl + r
+                row = con.execute(f"SELECT count(*), sum(v), max(v) FROM r WHERE ts >= {lo} AND ts < {hi}").fetchone()
+                rows = [(lo, hi, *row)] if row[0] else []
+            else:
+                rows = run_plan(plan).rows
+            reflected[i] = s.window.latest
+            if check and timed:
+                answers.append((slot, i, [tuple(int(x) for x in r) for r in rows]))
+        if timed:
+            elapsed += time.perf_counter() - t0
+            tuples += ROWS_PER_SUB
+    if mode == "one-by-one":
+        slicing._kept = weakref.WeakKeyDictionary()
+    return {"rate": tuples / elapsed, "answers": answers}
+
+
+def run(windows=(1, 10, 100, 1000), slides: int = 30) -> list[dict]:
+    out: list[dict] = []
+    rates: dict = {}
+    for count in windows:
+        check = count <= 10
+        got = {}
+        for mode in ("shared", "one-by-one", "duckdb"):
+            n_slides = slides if (count < 1000 or mode == "shared") else max(5, slides // 3)
+            res = run_mode(mode, count, n_slides, check=check)
+            rates[(mode, count)] = res["rate"]
+            got[mode] = res["answers"]
+        if check:
+            assert got["shared"] == got["one-by-one"] == got["duckdb"], "the three disagree"
+        base = rates[("shared", windows[0])]
+        out.append({"name": f"{count} concurrent sliding windows of random RANGE/SLIDE, tuples/s sustained",
+                    "value": rates[("shared", count)],
+                    "shown": (f"shared {rates[('shared', count)]:,.0f}/s ({rates[('shared', count)] / base:.2f}x of 1 window); "
+                              f"one by one {rates[('one-by-one', count)]:,.0f}/s "
+                              f"(shared {rates[('shared', count)] / rates[('one-by-one', count)]:.1f}x); "
+                              f"DuckDB {rates[('duckdb', count)]:,.0f}/s"),
+                    "target": ">= 0.5x of 1 window and >= 10x one by one" if count == 1000 else ""})
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--windows", type=int, nargs="+", default=[1, 10, 100, 1000])
+    ap.add_argument("--slides", type=int, default=30)
+    a = ap.parse_args()
+    for r in run(tuple(a.windows), a.slides):
+        print(f"{r['name']}: {r['shown']}" + (f"   (target {r['target']})" if r["target"] else ""))

@@ -1,0 +1,362 @@
+"""General stream slicing (issue 31): time windows of any RANGE and SLIDE over an event-time
+stream's sub-windows, answered exactly.
+
+A window sequence [RANGE r SLIDE s] is, as Definition 10 of seed 003 with temporal bounds,
+windows W_k = [k s, k s + r) for integer k (they start at multiples of s since the epoch, as the
+aligned windows of hop.py do). When r and s are whole sub-windows hop.py answers them; otherwise a
+window's edges fall inside sub-windows, and the store cuts slices where windows start and end, as
+Scotty's general stream slicing does: a sub-window is one slice when no edge falls inside it, else
+the slices between consecutive edges. A window is then the union of the slices between its
+start and its end, and its answer merges their partials with the aggregate functions' own merges
+(functions.py, through the inner plan's finish), so overlapping windows share the partials of
+the slices they have in common.
+
+Only event-time streams are answered this way: there a row's own time places it in its
+sub-window, so the rows with start <= t < end are exactly the window's. On processing-time,
+manual and count-based streams a sub-window is what arrived between two slides, so an edge inside
+one cannot be placed exactly: such a query is refused, naming RANGE or SLIDE (binder).
+
+A slice that is a whole sub-window is read on the plan's own path (synopses where they answer);
+a slice of part of one is read from the rows whose time lies in it. Slice partials are kept per
+sealed sub-window (weakly: they go with it) and shared by every plan of the same inner query,
+whatever its RANGE and SLIDE: a whole sub-window is read once for all of them, and a slice once
+for every window sequence that cuts it at the same edges.
+
+A one-time query answers every window lying entirely within the sub-windows it read, in start
+order; a periodic one the newest such window, and it is due when a slide completes a window
+(`slides_until_due`): with s not a whole number of sub-windows the slides between two windows
+vary (seed 003's aperiodic Definition 12 in effect), so SLIDE cannot be a fixed count of slides.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+import weakref
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Hashable
+
+import numpy as np
+
+from .aggregates import Partial
+from .kinds import Clock
+from .query import Aggregate, KeyColumn, Query
+
+if TYPE_CHECKING:
+    from .binder import BoundQuery
+    from .subwindow import SubWindow
+    from .window import Window, WindowSpec
+
+# At most this many window edges inside one sub-window (2 t / s for SLIDE s < sub-window t): a
+# finer SLIDE is refused, naming it, rather than cut into ever more slices.
+MAX_CUTS_PER_SUBWINDOW = 1_000
+MAX_WINDOWS = 100_000  # windows a one-time query may answer (the aligned ones answer at most one per sub-window)
+MAX_KEPT = 20_000  # slice partials and reads kept per sub-window, at most (then recomputed)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One window sequence: W_k = [k slide, k slide + range), in ms (Python ints: exact at any
+    int64 bound)."""
+
+    range_ms: int
+    slide_ms: int
+
+    def cuts(self, lo: int, hi: int) -> list[int]:
+        """The window edges strictly inside (lo, hi), ascending: starts k s and ends k s + r."""
+        s, r = self.slide_ms, self.range_ms
+        starts = range((lo // s + 1) * s, hi, s)
+        ends = range(((lo - r) // s + 1) * s + r, hi, s)
+        if not len(ends):
+            return list(starts)
+        if not len(starts):
+            return list(ends)
+        return sorted(set(starts) | set(ends))
+
+    def indexes(self, lo: int, hi: int) -> range:
+        """The windows k lying entirely within [lo, hi): k s >= lo and k s + r <= hi."""
+        return range(_cdiv(lo, self.slide_ms), (hi - self.range_ms) // self.slide_ms + 1)
+
+    def completed(self, end: int) -> int:
+        """The newest window k whose end k s + r is at most `end`."""
+        return (end - self.range_ms) // self.slide_ms
+
+
+# -- slice partials, kept per sealed sub-window and shared by every plan ---------------------------
+_kept: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()  # reads may run on worker threads (offloaded query work)
+
+
+def _order(sub: "SubWindow", time_column: str, kept: dict) -> tuple[np.ndarray | None, np.ndarray]:
+    """The sub-window's rows in time order (positions, or None when they already are; times),
+    once per sub-window."""
+    got = kept.get(("order", time_column))
+    if got is None:
+        ts = sub.columns[time_column]
+        if len(ts) < 2 or bool((ts[1:] >= ts[:-1]).all()):
+            got = (None, ts)
+        else:
+            order = np.argsort(ts, kind="stable")
+            got = (order, ts[order])
+        kept[("order", time_column)] = got
+    return got
+
+
+def part_of(sub: "SubWindow", lo: int, hi: int, time_column: str, kept: dict | None = None) -> "SubWindow":
+    """The rows of `sub` whose time lies in [lo, hi), as a sub-window of their own (row order kept;
+    its synopses are the whole sub-window's, so it is read from its rows only)."""
+    order, ts = _order(sub, time_column, {} if kept is None else kept)
+    i, j = np.searchsorted(ts, [lo, hi], side="left").tolist()
+    if i == 0 and j == sub.rows:
+        cols = sub.columns
+    elif order is None:  # rows in time order: the part is a range of them (views, no copy)
+        cols = {c: a[i:j] for c, a in sub.columns.items()}
+    else:
+        picked = np.sort(order[i:j])
+        cols = {c: a[picked] for c, a in sub.columns.items()}
+    return replace(sub, columns=cols, rows=j - i, start_ms=lo, end_ms=hi, min_ts=None, max_ts=None)
+
+
+def kept_for(sub: "SubWindow") -> dict:
+    """The partials kept for `sub` (created empty on first use; emptied past MAX_KEPT entries, so
+    many distinct one-time queries cannot grow it without bound: it is a cache, recomputed)."""
+    kept = _kept.get(sub)
+    if kept is None or len(kept) > MAX_KEPT:
+        with _lock:
+            kept = _kept.get(sub)
+            if kept is None or len(kept) > MAX_KEPT:
+                kept = _kept[sub] = {}
+    return kept
+
+
+def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable, rows: Callable,
+              time_column: str) -> list[tuple[int, int, Any]]:
+    """The sub-window's slices between `cuts` (edges inside it), each (start, end, partial): the
+    whole sub-window read by `whole`, a part of it by `rows`. Partials are kept per sub-window under
+    `key` (the inner query and its path) and reused by any plan asking for the same slice."""
+    kept = kept_for(sub)
+    edges = [sub.start_ms, *cuts, sub.end_ms]
+    out = []
+    for lo, hi in zip(edges, edges[1:]):
+        k = (key, lo, hi)
+        got = kept.get(k)
+        if got is None:
+            if lo == sub.start_ms and hi == sub.end_ms:
+                got = whole(sub)
+            else:
+                got = rows(part_of(sub, lo, hi, time_column, kept))
+            kept[k] = got
+        out.append((lo, hi, got))
+    return out
+
+
+def kept_slices(sub: "SubWindow") -> int:
+    """How many slice partials are kept for `sub` (tests, benchmarks)."""
+    kept = _kept.get(sub)
+    return 0 if kept is None else sum(1 for k in kept if k[0] not in ("order", "read"))
+
+
+# -- a query answered per window over slices -------------------------------------------------------
+@dataclass(frozen=True)
+class SlicedHop:
+    """How a bound query answers per window when its RANGE or SLIDE is not a whole number of
+    sub-windows: the window sequence, the query per window (`inner`), and per output item where
+    its value comes from ('start', 'end' or the inner answer's column). `picks` is None for a query
+    that does not show the bounds (a periodic [RANGE r SLIDE s] query without window_start: its
+    answer is the newest window's inner answer, ORDER BY and LIMIT included)."""
+
+    shape: Shape
+    newest_only: bool
+    inner: "BoundQuery"
+    picks: tuple[Any, ...] | None
+    hidden_rows: bool
+    limit: int | None
+    time_column: str
+    slot_ms: int
+    sliced: bool = True
+
+    @property
+    def key(self) -> Hashable:
+        """What makes two plans' slice partials interchangeable: the inner query (window aside)."""
+        return replace(self.inner.query, range=None, slide=None)
+
+    def sliced_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
+                      access: Any) -> Callable[["SubWindow"], Any]:
+        """A sub-window's read: its bounds and its slices' partials."""
+        key, shape, tc = (self.key, str(access)), self.shape, self.time_column
+        mine = ("read", key, shape)
+
+        def read(sub: "SubWindow") -> tuple:
+            kept = kept_for(sub)
+            got = kept.get(mine)  # this shape's read of the sub-window, made once
+            if got is None:
+                got = kept[mine] = (sub.slide, sub.start_ms, sub.end_ms,
+                                    slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc))
+            return got
+        return read
+
+    def windows(self, reads: list) -> tuple[list[int], list[tuple[int, int, Any]]]:
+        """The windows lying entirely within the sub-windows read (consecutive in time) and the
+        slices they are made of, in time order."""
+        reads = sorted(reads, key=lambda c: c[1])
+        if not reads:
+            return [], []
+        for a, b in zip(reads, reads[1:]):
+            assert a[2] == b[1], "the sub-windows read are consecutive"
+        ks = list(self.shape.indexes(reads[0][1], reads[-1][2]))
+        slices = [s for c in reads for s in c[3]]
+        return (ks[-1:] if self.newest_only else ks), slices
+
+    def answers(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple[int, int, Any]]:
+        """Per window answered (start order): its bounds and its inner answer."""
+        ks, slices = self.windows(list(partial.contributions.values()))
+        starts = [s[0] for s in slices]
+        s, r = self.shape.slide_ms, self.shape.range_ms
+        answers = []
+        for k in ks:
+            lo, hi = k * s, k * s + r
+            i, j = bisect.bisect_left(starts, lo), bisect.bisect_left(starts, hi)
+            assert starts[i] == lo and (j == len(slices) or starts[j] == hi) and slices[j - 1][1] == hi
+            part = Partial()
+            for x in range(i, j):
+                part.add(x, slices[x][2])
+            answers.append((lo, hi, inner_finish(part)))
+        return answers
+
+    def finish_newest(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> Any:
+        """A query without the bounds (picks None): the newest window's inner answer as it is, or
+        None before a window lies within the sub-windows read."""
+        got = self.answers(inner_finish, partial)
+        return got[-1][2] if got else None
+
+    def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
+        """The answer rows: per window (start order), its inner answer's rows with the bounds."""
+        assert self.picks is not None
+        rows: list[tuple] = []
+        for lo, hi, ans in self.answers(inner_finish, partial):
+            for row in ans.rows:
+                if self.hidden_rows and row[-1] == 0:
+                    continue
+                rows.append(tuple(lo if p == "start" else hi if p == "end" else row[p] for p in self.picks))
+        return rows if self.limit is None else rows[: self.limit]
+
+
+def slides_until_due(hop: SlicedHop, window: "Window", last_reflected: int | None) -> int:
+    """Slides until a periodic sliced query is due: 0 (or less) once a slide after the one its
+    last answer reflected has completed a window (event-time sub-windows are consecutive slots of
+    slot_ms, so slide j ends at the latest's end less (latest - j) slots)."""
+    if last_reflected is None:
+        return 0
+    if window.latest < 0:  # answered before the first slide: due again once one completes a window
+        return 1
+    t = hop.slot_ms
+    latest_end = window.sealed(window.latest).end_ms
+    reflected_end = latest_end - (window.latest - last_reflected) * t
+    nxt = hop.shape.completed(reflected_end) + 1
+    needed_end = nxt * hop.shape.slide_ms + hop.shape.range_ms
+    return _cdiv(needed_end - latest_end, t)
+
+
+def sliced_task(task) -> SlicedHop | None:
+    """The sliced hop of a periodic task's plan, if it has one (txn/schedule/edf.py asks)."""
+    hop = getattr(getattr(task.plan, "bound", None), "hop", None)
+    return hop if isinstance(hop, SlicedHop) else None
+
+
+# -- binding -----------------------------------------------------------------------------------------
+def unaligned(q: Query, spec: "WindowSpec") -> bool:
+    """Is RANGE or SLIDE a time length that is not a whole number of sub-windows?"""
+    t = spec.subwindow_ms
+    return t is not None and any(x is not None and x.unit == "ms" and x.value % t
+                                 for x in (q.range, q.slide))
+
+
+def bind_sliced(binder, q: Query, periodic: bool, bounds: bool) -> "BoundQuery":
+    """Bind a query whose RANGE or SLIDE is not a whole number of sub-windows (binder._Binder
+    `binder`); `bounds`: it names window_start or window_end."""
+    from .binder import OutputItem, _Binder
+    from .hop import BOUNDS, WINDOW_START, _ROWS
+
+    spec: WindowSpec = binder.spec
+    fail = binder.fail
+    rng, sld = q.range, q.slide
+    bad = rng if rng is not None and rng.value % spec.slot_ms else sld
+    assert bad is not None  # (unaligned: one of them cuts sub-windows)
+    what = "RANGE" if bad is rng else "SLIDE"
+    if spec.clock != Clock.EVENT:
+        fail(f"{what} {bad.value} ms is not a multiple of the sub-window length {spec.slot_ms} ms: windows that cut "
+             "sub-windows are answered exactly on event-time streams only (there a row's time places it; on a "
+             f"{spec.clock} stream a sub-window is what arrived between two slides)", bad.loc)
+    for name, x in (("RANGE", q.range), ("SLIDE", q.slide)):
+        if x is not None and x.unit != "ms":
+            fail(f"{name} in {x.unit} with a {what} in time units: give both in time units", x.loc)
+        if x is not None and x.value < 1:
+            fail(f"{name} must be positive", x.loc)
+    t, n = spec.slot_ms, spec.subwindows
+    r = rng.value if rng is not None else n * t
+    if rng is not None and _cdiv(r, t) + 1 > n:
+        fail(f"RANGE {r} ms spans up to {_cdiv(r, t) + 1} sub-windows of {t} ms but the window holds {n}", rng.loc)
+    if sld is None:
+        if not bounds:
+            fail(f"RANGE {r} ms is not a multiple of the sub-window length {t} ms: give SLIDE (windows [k s, k s + r) "
+                 "are cut exactly) or a whole number of sub-windows", bad.loc)
+        fail(f"GROUP BY {WINDOW_START} needs a window with SLIDE: [RANGE r SLIDE s] (tumbling: s = r)", q.group_by_loc)
+    assert sld is not None
+    s = sld.value
+    if 2 * t > MAX_CUTS_PER_SUBWINDOW * s:
+        fail(f"SLIDE {s} ms would cut each {t} ms sub-window into more than {MAX_CUTS_PER_SUBWINDOW} slices; "
+             f"the shortest SLIDE on this stream is {_cdiv(2 * t, MAX_CUTS_PER_SUBWINDOW)} ms", sld.loc)
+    for what2, bad2, loc in (("APPROXIMATE", q.approximate, q.loc), ("AS OF SLIDE", q.as_of_slide is not None, q.as_of_loc)):
+        if bad2:
+            fail(f"{what2} is not supported with a RANGE or SLIDE that cuts sub-windows", loc)
+    if bounds and not periodic and n * t // s > MAX_WINDOWS:
+        fail(f"SLIDE {s} ms would answer up to {n * t // s} windows of a window of {n} sub-windows of {t} ms, at most "
+             f"{MAX_WINDOWS} (register the query for the newest window, or give a SLIDE of at least "
+             f"{_cdiv(n * t, MAX_WINDOWS)} ms)", sld.loc)
+    shape = Shape(r, s)
+    n_q = min(n, _cdiv(r + s, t) + 1) if periodic else n
+    every = _cdiv(s, t)  # the most slides between two windows (a late execution is one past it)
+    tc = binder.schema.time_column
+    if not bounds:
+        if not periodic:
+            fail(f"a query with SLIDE is periodic: register it (or GROUP BY {WINDOW_START} for every window)", sld.loc)
+        inner_q = replace(q, range=None, slide=None)
+        inner = _Binder(inner_q, binder.schema, spec).bind()
+        hop = SlicedHop(shape, True, inner, None, False, None, tc, t)
+        return replace(inner, query=q, n_q=n_q, every=every, hop=hop)
+    grouped = [c for c in q.group_columns if c in BOUNDS]
+    if not grouped:
+        named = next(c for c in q.items if isinstance(c, KeyColumn) and c.column in BOUNDS)
+        fail(f"{named.column} needs GROUP BY {named.column} (a query answered per window groups by its bounds)",
+             named.loc, named.column)
+    for what3, bad3, loc in (("ORDER BY", q.order_by, q.order_by[0].loc if q.order_by else None),
+                             ("a sub-query", q.outer, q.outer[0].loc if q.outer else None),
+                             ("SELECT DISTINCT", q.distinct, q.loc)):
+        if bad3:
+            fail(f"{what3} is not supported with {grouped[0]} (rows come by window, then by key)", loc)
+    keys = [c for c in q.group_columns if c not in BOUNDS]
+    more_locs = q.group_by_more_locs or (None,) * len(q.group_by_more)
+    key_locs = [loc for c, loc in zip(q.group_columns, (q.group_by_loc, *more_locs)) if c not in BOUNDS]
+    items: list[KeyColumn | Aggregate] = []
+    picks: list[Any] = []
+    for it in q.items:
+        if isinstance(it, KeyColumn) and it.column in BOUNDS:
+            picks.append("start" if it.column == WINDOW_START else "end")
+        else:
+            picks.append(len(items))
+            items.append(it)
+    hidden = not keys or not any(isinstance(it, Aggregate) for it in items)
+    if hidden:  # a window's row count: no row, no group
+        items.append(Aggregate("count", alias=_ROWS))
+    inner_q = replace(q, items=tuple(items), group_by=keys[0] if keys else None,
+                      group_by_loc=key_locs[0] if keys else None, group_by_more=tuple(keys[1:]),
+                      group_by_more_locs=tuple(key_locs[1:]) if keys else None,
+                      order_by=(), limit=None, range=None, slide=None)
+    inner = _Binder(inner_q, binder.schema, spec).bind()
+    out_items = [OutputItem(it.label, "int64", None, -1) if isinstance(k, str) else inner.items[k]
+                 for it, k in zip(q.items, picks)]
+    hop = SlicedHop(shape, periodic, inner, tuple(picks), hidden, q.limit, tc, t)
+    return replace(inner, query=q, n_q=n_q, every=every, items=out_items, order=[], limit=q.limit, hop=hop)

@@ -147,6 +147,9 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
+        if q.shape is not None:  # SESSION, ROWS, PARTITION BY windows (window_shapes.py)
+            from .window_shapes import bind_shape
+            return bind_shape(self, q, self.periodic)
         if mentions_bounds(q, self.types):
             return bind_hop(self, q, self.periodic)
         if q.distinct:

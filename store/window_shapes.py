@@ -139,7 +139,9 @@ class Shaped:
     def reader(self, inner_read: Callable[[SubWindow], Any], slot_ms: int | None) -> Callable[[SubWindow], Any]:
         """A sub-window's share: the sub-window itself (its rows are cut into windows at finish) and
         the inner plan's read, which finish applies to the window's rows."""
-        return lambda sub: (sub, inner_read)
+        if self.shape.kind == PARTITION:  # the rows kept per key as of the sub-window's slide (last_rows.py)
+            return lambda sub: (sub, inner_read, sub.last_rows.at(sub.slide) if sub.last_rows is not None else None)
+        return lambda sub: (sub, inner_read, None)
 
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         contributions = partial.ordered()  # slide order: the arrival order of the rows
@@ -150,8 +152,10 @@ class Shaped:
         if self.shape.kind == SESSION:
             return self._sessions(subs, inner_read, inner_finish)
         if self.shape.kind == PARTITION:  # the per-key state the youngest sub-window carries
-            state = getattr(subs[-1], "last_rows", None)
-            cols, n = state.last(self.shape.rows) if state is not None else _columns(subs[-1:], none=True)
+            state = contributions[-1][2]
+            if state is None:  # (a stream that keeps no rows per key is refused at binding)
+                return []
+            cols, n = state.last(self.shape.rows)
             return self._answer(inner_read, inner_finish, cols, n, subs[-1])
         cols, n = _columns(subs)
         ts = cols[self.time_column]
@@ -212,10 +216,8 @@ class Shaped:
         return rows if self.limit is None else rows[: self.limit]
 
 
-def _columns(subs: list[SubWindow], none: bool = False) -> tuple[dict[str, np.ndarray], int]:
+def _columns(subs: list[SubWindow]) -> tuple[dict[str, np.ndarray], int]:
     """The rows of `subs`, in order, as one set of columns (validity masks where any has one)."""
-    if none or not subs:
-        return ({c: a[:0] for c, a in subs[0].columns.items()} if subs else {}), 0
     names = [c for c in subs[0].columns if not c.startswith("?")]
     out = {c: np.concatenate([s.columns[c] for s in subs]) for c in names}
     for c in names:

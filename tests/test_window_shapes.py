@@ -81,7 +81,8 @@ def session_rows(sessions, pred=lambda r: True):
 def duckdb_sessions(rows, lo: int, hi: int, gap: int, where: str = "TRUE"):
     con = duckdb.connect()
     con.execute("CREATE TABLE r (ts BIGINT, k VARCHAR, v BIGINT, arrival BIGINT)")
-    con.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", [(*r, i) for i, r in enumerate(rows)])
+    if rows:
+        con.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", [(*r, i) for i, r in enumerate(rows)])
     got = con.execute(f"""
         WITH w AS (SELECT * FROM r WHERE ts >= {lo} AND ts < {hi}),
         l AS (SELECT *, CASE WHEN LAG(ts) OVER (PARTITION BY k ORDER BY ts, arrival) IS NULL
@@ -107,7 +108,8 @@ def last_rows_definition(rows, lo: int, hi: int, n: int):
 def duckdb_last_rows(rows, lo: int, hi: int, n: int):
     con = duckdb.connect()
     con.execute("CREATE TABLE r (ts BIGINT, k VARCHAR, v BIGINT, arrival BIGINT)")
-    con.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", [(*r, i) for i, r in enumerate(rows)])
+    if rows:
+        con.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", [(*r, i) for i, r in enumerate(rows)])
     return con.execute(f"""
         SELECT k, COUNT(*), SUM(v), MAX(ts) FROM (
             SELECT *, ROW_NUMBER() OVER (ORDER BY ts DESC, arrival DESC) AS pos FROM r WHERE ts >= {lo} AND ts < {hi})

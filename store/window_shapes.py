@@ -11,7 +11,8 @@ seed 003's window sequence operator (Definition 10) defines them:
   sub-window) extends a session, bridges two into one, or makes a new one in a gap. Only sessions
   lying entirely within the retained window are answered: closed (last + g <= the window's end,
   so no row still to come can join it) and not cut off at the start (first - g + 1 >= the
-  window's start, so no evicted row could have belonged to it). One row per session and key, in
+  window's start, so no evicted row could have belonged to it; while slide 0 is in the window
+  nothing was evicted, and an event-time stream keeps no row before it). One row per session and key, in
   (window_start, key) order, with window_start and window_end as columns. A periodic query answers
   the sessions that closed since its previous execution: each session once.
 - ROWS n: the last n rows of the retained window in the positional order of seed 003 (event time,
@@ -196,7 +197,8 @@ class Shaped:
         starts = [int(v) for v in t[firsts]]
         ends = [int(v) + gap for v in t[lasts]]  # Python ints: last + gap may pass int64
         lo = window_end - self.every * self.slot_ms if self.every is not None else None  # type: ignore[operator]
-        answered = [s - gap + 1 >= window_start and e <= window_end and (lo is None or e > lo)
+        whole = subs[0].slide == 0  # nothing evicted yet: no row before the window was ever kept
+        answered = [(whole or s - gap + 1 >= window_start) and e <= window_end and (lo is None or e > lo)
                     for s, e in zip(starts, ends)]
         if not any(answered):
             return []

@@ -144,6 +144,21 @@ class Shaped:
             return lambda sub: (sub, inner_read, sub.last_rows.at(sub.slide) if sub.last_rows is not None else None)
         return lambda sub: (sub, inner_read, None)
 
+    def describe(self, reads: int) -> dict:
+        """What `windowstore explain` says of such a query (planner.Plan.explain)."""
+        if self.shape.kind == SESSION:
+            how = (f"a scan of the rows of the {reads} sub-windows, one per read, cut at finish into sessions "
+                   f"per key (gap {self.shape.gap_ms} ms)")
+            keys = self.inner.group_keys[:-1]
+        elif self.shape.kind == ROWS:
+            how = f"a scan of the rows of the {reads} sub-windows, one per read; the last {self.shape.rows} rows"
+            keys = self.inner.group_keys
+        else:
+            how = (f"one read of the youngest sub-window: the last {self.shape.rows} rows of each key of "
+                   f"{', '.join(self.shape.partition_by)} kept as of its slide (last_rows)")
+            keys = self.inner.group_keys
+        return {"how": how, "group_by": list(keys)}
+
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         contributions = partial.ordered()  # slide order: the arrival order of the rows
         if not contributions:

@@ -10,6 +10,8 @@ import random
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from windowstore.store import InvalidInput, QueryError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.errors import OutOfRange, ResourceLimit
@@ -259,3 +261,54 @@ def test_an_older_sub_window_still_gives_the_state_of_its_slide(seed):
             elif old < s.window.latest - s.window.n:
                 with pytest.raises(StateGone, match=f"as of slide {old}"):
                     old_sub.last_rows.at(old)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 50), st.sampled_from(["a", "b", "c", None]),
+                                   st.integers(-3, 3)), max_size=5), max_size=12),
+       st.integers(1, 3), st.integers(1, 3))
+def test_last_rows_property_against_the_definition(batches, n, subwindows):
+    """Any batches, each followed by a slide, on a manual stream: Definition 11 over every row."""
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=10, clock="manual", last_rows=3,
+                                       last_rows_by=("k",)), 0)
+    rows = []
+    for j, batch in enumerate(batches):
+        part = [(ts, k, 0, v) for ts, k, v in batch]
+        rows += part
+        if part:
+            s.append({"ts": [r[0] for r in part], "k": [r[1] for r in part], "g": [0] * len(part),
+                      "v": [r[3] for r in part]})
+        s.window.slide(j)
+    got = run_plan(plan_query(parse_query(f"SELECT ts, k, g, v FROM s [PARTITION BY k ROWS {n}]"), s)).rows
+    assert sorted(got, key=repr) == sorted(definition_11(rows, (1,), n), key=repr)
+
+
+@pytest.mark.parametrize("policy", ["ttu", "lws", "ws"])
+def test_periodic_answers_per_slide_under_each_policy(policy):
+    """Registered with SLIDE: each answer is Definition 11 over the rows of the slides up to the
+    answer's slide, whatever the read policy (ws reads a snapshot taken at begin)."""
+    from windowstore.txn.commands import Append, CreateStream, Register, Slide
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    e = Engine(EngineConfig(policy=policy))
+    e.apply(CreateStream("s", tuple(SCHEMA.items()), "ts", WindowSpec(3, 10, None, "manual", 0, (), 4, last_rows=2,
+                                                                      last_rows_by=("k",)), 0))
+    got: dict = {}
+    e.on_answer = lambda qid, r: got.setdefault(r.slide, r.answer.rows)
+    e.apply(Register("Q", "SELECT k, ts, v FROM s [PARTITION BY k ROWS 2 SLIDE 10 ms]", 0, 0))
+    rng = random.Random(4)
+    by_slide: list = []
+    for j in range(15):
+        part = [(100 * j + i, rng.choice("abcd"), 0, rng.randint(0, 9)) for i in range(rng.randint(0, 4))]
+        if part:
+            e.apply(Append("s", {"ts": [r[0] for r in part], "k": [r[1] for r in part], "g": [0] * len(part),
+                                 "v": [r[3] for r in part]}, "", None, j))
+        by_slide.append(part)
+        e.apply(Slide("s", j))
+        if j % 2:
+            e.sched.run_until_idle()
+    e.sched.run_until_idle()
+    assert len(got) >= 7
+    for slide, rows in got.items():
+        upto = [r for part in by_slide[: slide + 1] for r in part]
+        assert sorted(rows) == sorted((r[1], r[0], r[3]) for r in definition_11(upto, (1,), 2)), slide

@@ -390,3 +390,36 @@ def test_one_time_and_periodic_through_the_server():
             ws.create_stream("p", schema=SCHEMA, subwindows=10, subwindow_ms=100)
             ws.query("SELECT COUNT(*) FROM p [SESSION GAP 100 ms]")
         ws.unregister(q.id)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["a", "b", None]), st.integers(-3, 3)), max_size=40),
+       st.integers(1, 50), st.integers(1, 6))
+def test_last_n_rows_property_against_the_definition(events, n, subwindows):
+    """Any rows (disorder bounded by the lateness) and any n: [ROWS n] reads Definition 10's last n."""
+    rows, newest = [], 0
+    for ts, k, v in events:
+        newest = max(newest, ts)
+        rows.append((max(ts, newest - 10), k, v))
+    rows = [(0, "a", 0)] + rows + [(45, "z", 0)]  # 45: the watermark passes every row before it
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=5, clock="event", allowed_lateness_ms=10), 0)
+    feed(s, rows, 4, random.Random(2))
+    plan = plan_query(parse_query(f"SELECT ts, k, v FROM s [ROWS {n}]"), s)
+    lo, hi = s.window.bounds(plan.n_q)
+    got = run_plan(plan).rows
+    assert sorted(got, key=repr) == sorted(last_rows_definition(rows, lo, hi, n), key=repr)
+
+
+def test_explain_and_sharing_say_what_these_windows_read():
+    from windowstore.txn.commands import CreateStream
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=10, subwindow_ms=1000, clock="event"), 0)
+    e = plan_query(parse_query("SELECT k, window_start, COUNT(*) FROM s [SESSION GAP 1 s] GROUP BY k"), s).explain()
+    assert e["group_by"] == ["k"] and "sessions per key (gap 1000 ms)" in e["how"] and e["reads"] == 10
+    assert "the last 5 rows" in plan_query(parse_query("SELECT COUNT(*) FROM s [ROWS 5]"), s).explain()["how"]
+    eng = Engine(EngineConfig(policy="ttu", sharing="conservative"))
+    eng.apply(CreateStream("s", tuple(SCHEMA.items()), "ts", WindowSpec(subwindows=10, subwindow_ms=1000,
+                                                                         clock="event"), 0))
+    why = eng.sched.sharing.explain(eng.plan(parse_query("SELECT COUNT(*) FROM s [ROWS 5 SLIDE 1 s]"), periodic=True), 1)
+    assert "runs alone: rows windows are cut from the rows" in why, why

@@ -312,3 +312,21 @@ def test_periodic_answers_per_slide_under_each_policy(policy):
     for slide, rows in got.items():
         upto = [r for part in by_slide[: slide + 1] for r in part]
         assert sorted(rows) == sorted((r[1], r[0], r[3]) for r in definition_11(upto, (1,), 2)), slide
+
+
+def test_the_command_line_creates_a_stream_that_keeps_last_rows():
+    import subprocess
+    import sys
+
+    from windowstore.clients import Client
+    from windowstore.server.process import ServerProcess
+
+    with ServerProcess() as server:
+        r = subprocess.run([sys.executable, "-m", "windowstore.server.cli", "create-stream", "m", "--target",
+                            server.target, "--schema", "ts:int64,meter:string,kwh:int64", "--subwindows", "2",
+                            "--subwindow-ms", "1000", "--clock", "manual", "--last-rows", "2", "--last-rows-by",
+                            "meter", "--last-rows-keys", "5"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        with Client(server.target, timeout=30) as ws:
+            spec = ws.describe_stream("m")["spec"]
+            assert (spec["last_rows"], spec["last_rows_by"], spec["last_rows_keys"]) == (2, ["meter"], 5)

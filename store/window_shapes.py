@@ -14,7 +14,9 @@ seed 003's window sequence operator (Definition 10) defines them:
   window's start, so no evicted row could have belonged to it; while slide 0 is in the window
   nothing was evicted, and an event-time stream keeps no row before it). One row per session and key, in
   (window_start, key) order, with window_start and window_end as columns. A periodic query answers
-  the sessions that closed since its previous execution: each session once.
+  the same at each execution: every session the window holds whole, so an execution that comes
+  late (the scheduler catching up) misses none, and a session's row is the same in every answer
+  from its closing until it leaves the window (sealed sub-windows never change).
 - ROWS n: the last n rows of the retained window in the positional order of seed 003 (event time,
   then arrival), all of them while fewer are retained; any query over them.
 - PARTITION BY a, ... ROWS n: the last n rows of each key (Definition 11), from the per-key state
@@ -131,8 +133,6 @@ class Shaped:
     shape: WindowShape
     inner: "BoundQuery"
     picks: tuple[Any, ...]
-    every: int | None       # periodic: SLIDE in sub-windows
-    slot_ms: int | None
     hidden_rows: bool       # the inner answer has a hidden COUNT(*) column before the session column
     limit: int | None
     time_column: str
@@ -211,10 +211,8 @@ class Shaped:
         lasts = np.append(firsts[1:] - 1, n - 1)
         starts = [int(v) for v in t[firsts]]
         ends = [int(v) + gap for v in t[lasts]]  # Python ints: last + gap may pass int64
-        lo = window_end - self.every * self.slot_ms if self.every is not None else None  # type: ignore[operator]
         whole = subs[0].slide == 0  # nothing evicted yet: no row before the window was ever kept
-        answered = [(whole or s - gap + 1 >= window_start) and e <= window_end and (lo is None or e > lo)
-                    for s, e in zip(starts, ends)]
+        answered = [(whole or s - gap + 1 >= window_start) and e <= window_end for s, e in zip(starts, ends)]
         if not any(answered):
             return []
         session = np.empty(n, dtype=np.int64)
@@ -278,8 +276,7 @@ def bind_shape(binder, q: Query, periodic: bool) -> "BoundQuery":
         inner = _Binder(replace(q, shape=None, slide=None), binder.schema, spec).bind()
         # one read of the youngest sub-window (the per-key state it carries) or of the whole window
         n_q = 1 if shape.kind == PARTITION else spec.subwindows
-        shaped = Shaped(shape, inner, tuple(range(len(inner.items))), every, spec.subwindow_ms, False, None,
-                        binder.schema.time_column)
+        shaped = Shaped(shape, inner, tuple(range(len(inner.items))), False, None, binder.schema.time_column)
         return replace(inner, query=q, n_q=n_q, every=every, hop=shaped,  # type: ignore[arg-type]  # duck-types hop.Hop
                        projection=inner.projection or [binder.schema.time_column])
     if spec.clock != Clock.EVENT or spec.subwindow_ms is None:  # (event time: subwindow_ms is set)
@@ -319,7 +316,7 @@ def bind_shape(binder, q: Query, periodic: bool) -> "BoundQuery":
     inner = _Binder(inner_q, extended, spec).bind()
     out_items = [OutputItem(it.label, "int64", None, -1) if isinstance(k, str) else inner.items[k]
                  for it, k in zip(q.items, picks)]
-    shaped = Shaped(shape, inner, tuple(picks), every, spec.subwindow_ms, hidden, q.limit, binder.schema.time_column)
+    shaped = Shaped(shape, inner, tuple(picks), hidden, q.limit, binder.schema.time_column)
     return replace(inner, query=q, n_q=spec.subwindows, every=every, items=out_items, order=[], limit=q.limit,
                    hop=shaped, projection=[binder.schema.time_column])  # type: ignore[arg-type]  # duck-types hop.Hop
 

@@ -94,7 +94,8 @@ def _value(field, value):
 # -- requests (shared by both clients) ---------------------------------------------------------------
 def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None,
                    subwindow_rows: int | None, clock: str, group_by: Iterable[str], allowed_lateness_ms: int,
-                   time_column: str, topk: int) -> pb.CreateStreamRequest:
+                   time_column: str, topk: int, last_rows: int = 0, last_rows_by: Iterable[str] = (),
+                   last_rows_keys: int = 0) -> pb.CreateStreamRequest:
     bad = [t for t in schema.values() if t not in _TYPES and not _DECIMAL.fullmatch(str(t).lower().replace(" ", ""))]
     if bad:
         raise InvalidArgument(f"column types are int64, float64, string, boolean, timestamp, date or decimal(p,s); "
@@ -107,7 +108,8 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
                for k, v in schema.items()]
     spec = build(pb.StreamSpec, name=name, columns=columns, time_column=time_column, subwindows=subwindows,
                  subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0, clock=_CLOCKS[clock],
-                 allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk)
+                 allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk, last_rows=last_rows,
+                 last_rows_by=list(last_rows_by), last_rows_keys=last_rows_keys)
     return pb.CreateStreamRequest(spec=spec)
 
 
@@ -302,12 +304,14 @@ class Client:
     def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
-                      exist_ok: bool = False) -> dict:
+                      exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
+                      last_rows_keys: int = 0) -> dict:
         """Create a stream and return its description. With `exist_ok`, a stream of that name
         created with the same schema and window is returned as it is (one created differently is
-        still AlreadyExists, saying how it differs)."""
+        still AlreadyExists, saying how it differs). `last_rows` rows of each key of `last_rows_by`
+        are kept beyond the window for `[PARTITION BY ... ROWS n]`, for at most `last_rows_keys` keys."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                             allowed_lateness_ms, time_column, topk)
+                             allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys)
         try:
             return _dict(self.call("CreateStream", req, False).stream)
         except AlreadyExists:
@@ -467,10 +471,11 @@ class AsyncClient:
     async def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
                             subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                             allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
-                            exist_ok: bool = False) -> dict:
+                            exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
+                            last_rows_keys: int = 0) -> dict:
         """As Client.create_stream."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                             allowed_lateness_ms, time_column, topk)
+                             allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys)
         try:
             return _dict((await self.call("CreateStream", req, False)).stream)
         except AlreadyExists:

@@ -104,7 +104,10 @@ def create_stream(args) -> int:
         partitioned = {"partitions": args.partitions,
                        "partition_by": [c for c in (args.partition_by or "").split(",") if c],
                        "origin_ms": args.origin_ms}
-    with cluster_client(args) if partitioned or "," in (args.target or "") else client(args) as ws:
+    if args.last_rows:  # partitioned windows, [PARTITION BY a ROWS n] (docs/windows-session.md)
+        partitioned.update(last_rows=args.last_rows, last_rows_keys=args.last_rows_keys,
+                           last_rows_by=[c for c in (args.last_rows_by or "").split(",") if c])
+    with cluster_client(args) if "partitions" in partitioned or "," in (args.target or "") else client(args) as ws:
         info = ws.create_stream(args.name, schema, subwindows=args.subwindows, subwindow_ms=args.subwindow_ms,
                                 subwindow_rows=args.subwindow_rows, clock=args.clock,
                                 group_by=[g for g in (args.group_by or "").split(",") if g],
@@ -445,6 +448,12 @@ def add_commands(sub) -> None:
     cs.add_argument("--allowed-lateness-ms", type=int, default=0, help="event clock: how late a row may be (default 0)")
     cs.add_argument("--time-column", default="ts", help="the int64 event-time column in ms (default ts)")
     cs.add_argument("--topk", type=int, default=16, help="per-key top-k list length per sub-window (default 16)")
+    cs.add_argument("--last-rows", type=int, default=0,
+                    help="keep this many last rows of each key of --last-rows-by beyond the window "
+                         "([PARTITION BY ... ROWS n] queries)")
+    cs.add_argument("--last-rows-by", help="the key columns of --last-rows, comma-separated")
+    cs.add_argument("--last-rows-keys", type=int, default=0,
+                    help="the most keys whose last rows are kept (default 100000); past it appends are refused")
     cs.add_argument("--exist-ok", action="store_true",
                     help="a stream of that name created with the same definition is not an error")
     cs.add_argument("--partitions", type=int,

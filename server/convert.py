@@ -63,6 +63,7 @@ def spec_from_pb(spec: pb.StreamSpec) -> tuple[str, dict[str, str], str, WindowS
         partitions=int(spec.partition.count),
         partition_by=tuple(spec.partition.key),
         origin_ms=spec.origin_ms if spec.HasField("origin_ms") else None,
+        last_rows=int(spec.last_rows), last_rows_by=tuple(spec.last_rows_by), last_rows_keys=int(spec.last_rows_keys),
     )
     return spec.name, columns, spec.time_column or "ts", window
 
@@ -86,7 +87,8 @@ def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
         allowed_lateness_ms=window.allowed_lateness_ms, group_by=list(window.group_by), topk=window.topk,
         partition=pb.PartitionSpec(stream=window.partition_of, index=window.partition, count=window.partitions,
                                    key=list(window.partition_by)) if window.partitions else None,
-        origin_ms=window.origin_ms)
+        origin_ms=window.origin_ms, last_rows=window.last_rows, last_rows_by=list(window.last_rows_by),
+        last_rows_keys=window.last_rows_keys)
 
 
 def int64(value: int, field: str) -> int:

@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from decimal import Decimal
 
-from windowstore.store import Loc, QueryError
+from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.functions import FUNCTIONS
 from windowstore.store.parser import MAX_NUMBER_LENGTH
@@ -312,6 +312,8 @@ def _window_length(r: Range) -> pb.WindowLength:
 
 def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
+    if getattr(q, "shape", None) is not None:  # (window_shapes.py) never dropped silently
+        raise InvalidInput("the structured form has no SESSION, ROWS or PARTITION BY window: send the query text")
     if isinstance(q, JoinQuery):
         out = pb.StructuredQuery(group_by=q.group_by or "", outer=[_aggregate_to_pb(a) for a in q.outer])
         for src in q.sources:

@@ -151,6 +151,9 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
+        if q.shape is not None:  # SESSION, ROWS, PARTITION BY windows (window_shapes.py)
+            from .window_shapes import bind_shape
+            return bind_shape(self, q, self.periodic)
         if unaligned(q, self.spec) and self.spec.clock == Clock.EVENT:  # windows cut sub-windows (slicing.py)
             return bind_sliced(self, q, self.periodic, mentions_bounds(q, self.types))
         if mentions_bounds(q, self.types):

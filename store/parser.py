@@ -56,6 +56,7 @@ from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYW
 from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range
 from .query_text import literal_text, quote_name, to_text
 from . import temporal
+from .window_shapes import SHAPE_WORDS, parse_shape
 
 # The vocabulary (lexer.py) and the text form (query_text.py), importable from here as well.
 __all__ = ["JOIN_WORDS", "KEYWORDS", "MAX_CONJUNCTIONS", "MAX_DEPTH", "MAX_NUMBER_LENGTH", "MAX_OFFSET",
@@ -155,7 +156,7 @@ class _Parser(JoinClauses, TimingClauses):
             items.append(self.select_item())
         self.expect("from")
         inner = None
-        rng = slide = None
+        rng = slide = shape = None
         stream_tok = self.tok
         if self.accept("("):
             if nested:
@@ -171,7 +172,10 @@ class _Parser(JoinClauses, TimingClauses):
         else:
             stream = self.ident("a stream name")
             if self.accept("["):
-                rng, slide = self.window_spec()
+                if self.tok.word in SHAPE_WORDS:  # SESSION, ROWS, PARTITION BY (window_shapes.py)
+                    shape, slide = parse_shape(self)
+                else:
+                    rng, slide = self.window_spec()
             as_of, as_of_tok = self.as_of()
         clause_tok = self.tok
         where, (group_by, more, more_locs, having), group_by_loc, order, limit, approximate = self.clauses(nested)
@@ -192,7 +196,7 @@ class _Parser(JoinClauses, TimingClauses):
         return Query(stream, tuple(items), where, group_by, tuple(order), limit, rng, slide, (), approximate,
                      loc=select.loc, stream_loc=stream_tok.loc, group_by_loc=group_by_loc, as_of_slide=as_of,
                      as_of_loc=as_of_tok.loc if as_of is not None else None, group_by_more=more,
-                     group_by_more_locs=more_locs, having=having, distinct=distinct)
+                     group_by_more_locs=more_locs, having=having, distinct=distinct, shape=shape)
 
     def as_of(self) -> tuple[int | None, _Tok]:
         """`AS OF SLIDE k` after the stream and its window: the window as of slide k."""

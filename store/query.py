@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
-from typing import Union
+from typing import Any, Union
 
 from .errors import Loc
 
@@ -144,6 +144,7 @@ class Query:
     group_by_more_locs: tuple[Loc, ...] | None = _loc()
     having: HavingCondition | None = None  # a filter on the groups (after GROUP BY, before ORDER BY)
     distinct: bool = False  # SELECT DISTINCT cols: GROUP BY the selected columns, without aggregates
+    shape: Any = None  # a session, count-based or partitioned window (window_shapes.WindowShape)
 
     @property
     def labels(self) -> list[str]:

@@ -26,6 +26,9 @@ def _select_text(q: Query, items, with_order: bool) -> str:
     parts = [f"SELECT {'DISTINCT ' if q.distinct else ''}{', '.join(_item_text(it) for it in items)} FROM "
              f"{quote_name(q.stream)}"]
     window = []
+    if q.shape is not None:  # a session, count-based or partitioned window (window_shapes.py)
+        from .window_shapes import shape_text
+        window.append(shape_text(q.shape, quote_name))
     if q.range is not None:
         window.append(f"RANGE {_length_text(q.range)}")
     if q.slide is not None:

@@ -51,4 +51,8 @@ class Stream:
         """Buffer columns that passed Schema.check; raises InvalidInput with nothing applied."""
         if rows:
             self.window.check_append(checked[self.schema.time_column])
-        return self.window.append(self.schema.encode(checked, self.strings), rows)
+        new_keys = self.window.check_keys(checked, rows)  # partitioned windows: the key limit
+        result = self.window.append(self.schema.encode(checked, self.strings), rows)
+        if new_keys:
+            self.window.key_book.keys |= new_keys  # type: ignore[union-attr]  # set when keys are kept
+        return result

@@ -2,7 +2,8 @@
 circular array; a query that must see an older state keeps its reference, nothing is copied."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,8 @@ class SubWindow:
     columns: dict[str, np.ndarray]
     synopsis: Synopsis
     sealed_at_ms: int   # clock time of the slide's commit
+    # the last rows per key as of this slide while it is the youngest (store/last_rows.py), else None
+    last_rows: Any = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return f"SubWindow(slide={self.slide}, position={self.position}, rows={self.rows})"

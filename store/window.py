@@ -16,6 +16,7 @@ IntervalSynopsis's (interval.py); the window owns its sub-windows, buffers and r
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from .interval import IntervalSynopsis
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
 from .key_running import RunningKeys
+from .last_rows import History, KeyBook, LastRows
 from .kinds import Clock
 from .synopsis import KeySummary, build_synopsis, concat
 from .window_spec import CLOCKS, MAX_MS, MAX_SUBWINDOWS, WindowSpec
@@ -149,6 +151,13 @@ class Window:
         self._slots: dict[int, _Buffer] = {}   # event time: open sub-windows by slot
         self.max_event_ms: int | None = None
         self.late_rows = 0
+        # partitioned windows: the last rows per key as of `latest`, and the keys accepted (last_rows.py)
+        self.last_rows: History | None = None
+        self.key_book: KeyBook | None = None
+        if spec.last_rows:
+            self.last_rows = History(LastRows(spec.last_rows_by, spec.last_rows, schema.time_column,
+                                              self.empty_columns(), 0))
+            self.key_book = KeyBook(spec.last_rows_by, spec.keys_limit)
 
     # -- reading -----------------------------------------------------------------------------
     def youngest(self, n_q: int) -> list[SubWindow]:
@@ -370,8 +379,31 @@ class Window:
         """Commit T_j: its sealed sub-window takes position j mod n."""
         assert self.cutting is not None and sub.slide == self.cutting.slide, "install the sub-window cut last"
         self._prefix = dict(sub.synopsis.prefix_after)
+        if self.last_rows is not None:  # (sub is not placed yet: no query has it)
+            self.last_rows.install(sub.slide, sub.columns, sub.rows, self.n)
+            object.__setattr__(sub, "last_rows", self.last_rows)
         self._place(sub)
         self.cutting = None
+
+    def check_keys(self, checked: dict, rows: int) -> set:
+        """The keys of a checked batch new to a stream that keeps last rows per key; raises
+        ResourceLimit, changing nothing, when they would pass its key limit."""
+        if self.key_book is None or not rows:
+            return set()
+        return self.key_book.check(KeyBook.batch_keys(checked, self.spec.last_rows_by, rows))
+
+    def restore_last_rows(self, plain: dict | None, keys: list | None) -> None:
+        """Put back what counters() kept of the last rows per key (a snapshot)."""
+        if self.last_rows is None or plain is None:
+            return
+        spec = self.spec
+        state = LastRows.from_plain(spec.last_rows_by, spec.last_rows, self.schema.time_column, plain)
+        self.last_rows.snap = (self.latest, state, ())
+        for sub in self.subs:  # (restored, not yet read by any query)
+            if sub is not None:
+                object.__setattr__(sub, "last_rows", self.last_rows)
+        assert self.key_book is not None
+        self.key_book.keys = {tuple(k) for k in keys or ()}
 
     def empty_columns(self) -> dict[str, np.ndarray]:
         dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32,
@@ -434,6 +466,8 @@ class Window:
         for chunks in [self._buffer.chunks, *(b.chunks for b in self._slots.values()),
                        self.cutting.chunks if self.cutting is not None else ()]:
             parts += [chunk[c] for chunk in chunks for c in self._strings]
+        if self.last_rows is not None:
+            parts += self.last_rows.codes(self._strings)
         parts = [p for p in parts if len(p)]
         return np.unique(np.concatenate(parts)).astype(np.int32) if parts else np.empty(0, dtype=np.int32)
 
@@ -462,6 +496,8 @@ class Window:
                     ks = replace(ks, keys=key_codes(ks.keys), topk=replace(ks.topk, keys=key_codes(ks.topk.keys)))
                 by_key[g] = ks
             self.subs[i] = replace(sub, columns=cols, synopsis=replace(sub.synopsis, by_key=by_key))
+        if self.last_rows is not None:  # (the sub-windows' copies above refer to it too)
+            self.last_rows.remap(remap, self._strings)
         for buf in [self._buffer, *self._slots.values()]:
             buf.chunks = [{c: remap[a] if c in self._strings else a for c, a in chunk.items()} for chunk in buf.chunks]
         for keys in self.running_keys.values():
@@ -493,8 +529,13 @@ class Window:
     def counters(self) -> dict:
         """The scalars a snapshot keeps besides the sub-windows and the open rows (restore() takes
         them back): latest, last_seal_ms, base_slot, max_event_ms, late_rows and the running totals."""
-        return {"latest": self.latest, "last_seal_ms": self.last_seal_ms, "base_slot": self._base_slot,
-                "max_event_ms": self.max_event_ms, "late_rows": self.late_rows, "prefix": dict(self._prefix)}
+        out: dict[str, Any] = {"latest": self.latest, "last_seal_ms": self.last_seal_ms, "base_slot": self._base_slot,
+                               "max_event_ms": self.max_event_ms, "late_rows": self.late_rows,
+                               "prefix": dict(self._prefix)}
+        if self.last_rows is not None and self.key_book is not None:  # partitioned windows (last_rows.py)
+            out["last_rows"] = self.last_rows.state.to_plain()
+            out["last_rows_keys"] = self.key_book.to_plain()
+        return out
 
     def open_chunks(self) -> tuple[list[dict[str, np.ndarray]], dict[int, list[dict[str, np.ndarray]]]]:
         """The rows waiting for a slide, as the chunks appended (never changed: referenced, not

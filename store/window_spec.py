@@ -17,6 +17,10 @@ from .schema import Schema
 CLOCKS = tuple(Clock)
 MAX_SUBWINDOWS = 100_000
 MAX_MS = 366 * 24 * 3_600_000  # the longest sub-window (and lateness) accepted: a year
+MAX_LAST_ROWS = 10_000               # rows kept per key for partitioned windows
+MAX_LAST_ROWS_KEYS = 10_000_000      # keys whose last rows a stream may keep
+DEFAULT_LAST_ROWS_KEYS = 100_000
+MAX_LAST_ROWS_HELD = 10_000_000      # last_rows * keys: the rows kept beyond the window
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,15 @@ class WindowSpec:
     # Processing time: number sub-window slots from this instant's slot rather than the creation's,
     # so the partitions of a stream, created one after another, count the same slides.
     origin_ms: int | None = None
+    # Partitioned windows ([PARTITION BY a ROWS n], store/last_rows.py): keep the last `last_rows`
+    # rows of each key of `last_rows_by` beyond the time window, for at most `last_rows_keys` keys
+    # (0: DEFAULT_LAST_ROWS_KEYS).
+    last_rows: int = 0
+    last_rows_by: tuple[str, ...] = ()
+    last_rows_keys: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("group_by", "partition_by"):  # lists when read back from JSON
+        for name in ("group_by", "partition_by", "last_rows_by"):  # lists when read back from JSON
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
         if isinstance(self.clock, str) and self.clock in CLOCKS:  # (others: validate() names them)
@@ -76,6 +86,35 @@ class WindowSpec:
         if len(set(self.group_by)) != len(self.group_by):
             raise InvalidInput("group_by names a column twice")
         self._validate_partition(types)
+        self._validate_last_rows(types)
+
+    def _validate_last_rows(self, types: dict[str, str]) -> None:
+        if not (isinstance(self.last_rows, int) and 0 <= self.last_rows <= MAX_LAST_ROWS):
+            raise OutOfRange(f"last_rows must be between 0 and {MAX_LAST_ROWS}, got {self.last_rows!r}",
+                             field="last_rows", limit=MAX_LAST_ROWS)
+        if not (isinstance(self.last_rows_keys, int) and 0 <= self.last_rows_keys <= MAX_LAST_ROWS_KEYS):
+            raise OutOfRange(f"last_rows_keys must be between 0 and {MAX_LAST_ROWS_KEYS}, got {self.last_rows_keys!r}",
+                             field="last_rows_keys", limit=MAX_LAST_ROWS_KEYS)
+        if bool(self.last_rows) != bool(self.last_rows_by):
+            raise InvalidInput("give last_rows (how many rows per key) and last_rows_by (the key columns) together")
+        if self.last_rows_keys and not self.last_rows:
+            raise InvalidInput("last_rows_keys needs last_rows and last_rows_by")
+        if self.last_rows * self.keys_limit > MAX_LAST_ROWS_HELD:
+            raise OutOfRange(f"last_rows * last_rows_keys is {self.last_rows * self.keys_limit}, more than the "
+                             f"{MAX_LAST_ROWS_HELD} rows a stream may keep beyond its window", field="last_rows_keys",
+                             limit=MAX_LAST_ROWS_HELD)
+        if len(set(self.last_rows_by)) != len(self.last_rows_by):
+            raise InvalidInput("last_rows_by names a column twice")
+        for c in self.last_rows_by:
+            if c not in types:
+                raise InvalidInput(f"last_rows_by names unknown column {c!r}", column=c)
+            if types[c] == "float64":
+                raise InvalidInput(f"last_rows_by column {c!r} must not be float64", column=c)
+
+    @property
+    def keys_limit(self) -> int:
+        """The most keys whose last rows are kept (last_rows_keys, or its default)."""
+        return self.last_rows_keys or DEFAULT_LAST_ROWS_KEYS
 
     def _validate_partition(self, types: dict[str, str]) -> None:
         from .partitions import KEY_TYPES, MAX_PARTITIONS

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 
+# Spec fields a snapshot holds only when set: a stream without partitioned windows is captured as
+# before they existed; restore fills in the defaults.
+_UNSET = {"last_rows": 0, "last_rows_by": (), "last_rows_keys": 0}
+_KEEP = object()
+
+
 def capture(engine: Engine) -> dict:
     """The durable state as plain data, cheap to take on the engine's thread: sealed sub-windows
     and buffered chunks are immutable and referenced, not copied; the string dictionary only
@@ -34,7 +40,9 @@ def capture(engine: Engine) -> dict:
         book = engine.books[name]
         streams.append({
             "name": name, "columns": [list(c) for c in s.schema.columns], "time_column": s.schema.time_column,
-            "spec": {**s.spec.__dict__, "group_by": list(s.spec.group_by)}, "created_ms": s.created_ms,
+            "spec": {k: v for k, v in {**s.spec.__dict__, "group_by": list(s.spec.group_by)}.items()
+                     if _UNSET.get(k, _KEEP) != v},  # (partitioned windows' fields only when set)
+            "created_ms": s.created_ms,
             "strings": (s.strings.values, len(s.strings)),
             "window": w.counters(),
             "subs": [sub for sub in w.subs if sub is not None],
@@ -66,6 +74,7 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
         w.restore([subwindow(w, meta) for meta in st["subs"]], ws["latest"], ws["prefix"], ws["last_seal_ms"],
                   ws["base_slot"], ws["max_event_ms"], ws["late_rows"], st["buffer"],
                   {int(k): v for k, v in st["slots"].items()})
+        w.restore_last_rows(ws.get("last_rows"), ws.get("last_rows_keys"))  # partitioned windows
         engine.sched.add_stream(stream)
         book = StreamBook(accepted_rows=st["book"]["accepted_rows"])
         for writer, entries in st["book"]["acks"].items():
@@ -109,6 +118,8 @@ def digest(engine: Engine) -> str:
         counters = w.counters()
         put(name, s.schema, s.spec, s.created_ms, s.strings.values, *(counters[k] for k in (
             "latest", "last_seal_ms", "base_slot", "max_event_ms", "late_rows")), sorted(counters["prefix"].items()))
+        if "last_rows" in counters:  # partitioned windows: the rows and keys kept beyond the window
+            put(counters["last_rows"], counters["last_rows_keys"])
         buffer, slots = w.open_chunks()
         for chunk in buffer:
             put(*(chunk[c].tobytes() for c in sorted(chunk)))

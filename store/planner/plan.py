@@ -178,9 +178,11 @@ class Plan:
             source = "top-k lists"
         else:
             source = "per-key synopses" if self.bound.group_by is not None else "synopses"
-        return {"access": self.access, "how": how, "streams": [self.stream.name], "subwindows": self.n_q,
-                "reads": reads, "group_by": list(self.bound.group_keys),
-                "aggregates": [(b.label, b.fn.name, source) for b in self.aggs]}
+        out = {"access": self.access, "how": how, "streams": [self.stream.name], "subwindows": self.n_q,
+               "reads": reads, "group_by": list(self.bound.group_keys),
+               "aggregates": [(b.label, b.fn.name, source) for b in self.aggs]}
+        describe = getattr(self.bound.hop, "describe", None)  # session, ROWS, PARTITION BY (window_shapes.py)
+        return {**out, **describe(self.n_q)} if describe is not None else out
 
     def probes_now(self) -> bool:
         """Whether probe() answers from window-level synopses now. A GROUP BY's running per-key

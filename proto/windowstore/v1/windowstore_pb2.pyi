@@ -95,7 +95,7 @@ class Column(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ..., precision: _Optional[int] = ..., scale: _Optional[int] = ...) -> None: ...
 
 class StreamSpec(_message.Message):
-    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk", "partition", "origin_ms")
+    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk", "partition", "origin_ms", "last_rows", "last_rows_by", "last_rows_keys")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     TIME_COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,9 @@ class StreamSpec(_message.Message):
     TOPK_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ROWS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ROWS_BY_FIELD_NUMBER: _ClassVar[int]
+    LAST_ROWS_KEYS_FIELD_NUMBER: _ClassVar[int]
     name: str
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     time_column: str
@@ -120,7 +123,10 @@ class StreamSpec(_message.Message):
     topk: int
     partition: PartitionSpec
     origin_ms: int
-    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ..., partition: _Optional[_Union[PartitionSpec, _Mapping]] = ..., origin_ms: _Optional[int] = ...) -> None: ...
+    last_rows: int
+    last_rows_by: _containers.RepeatedScalarFieldContainer[str]
+    last_rows_keys: int
+    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ..., partition: _Optional[_Union[PartitionSpec, _Mapping]] = ..., origin_ms: _Optional[int] = ..., last_rows: _Optional[int] = ..., last_rows_by: _Optional[_Iterable[str]] = ..., last_rows_keys: _Optional[int] = ...) -> None: ...
 
 class PartitionSpec(_message.Message):
     __slots__ = ("stream", "index", "count", "key")

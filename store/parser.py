@@ -322,7 +322,7 @@ class _Parser(JoinClauses):
         nxt = self.toks[self.i + 1] if tok.kind != "eof" else tok
         if word == "case" and nxt.kind == "ident" and nxt.word not in ("from", "as"):
             self.fail("CASE is not supported")
-        if tok.kind == "punct" and tok.text == "(":
+        if (tok.kind == "punct" and tok.text == "(") or word in ("true", "false", "null"):
             self.fail("expressions are not supported", hint="a select item is a column or an aggregate of one")
         item: Aggregate | KeyColumn
         if word in _AGGS and self.toks[self.i + 1].text == "(":
@@ -510,7 +510,20 @@ def parse_statement(text: str) -> Query | JoinQuery:
     binder.bind and join_binder.bind_join."""
     if not isinstance(text, str) or not text.strip():
         raise QuerySyntaxError("empty query", 0, "")
-    return _Parser(text).query()
+    try:
+        return _Parser(text).query()
+    except QuerySyntaxError as first:
+        # the grammar with expressions (expr_syntax.py) takes what this one refuses; when it refuses
+        # too, this one's error stands where it names the problem, else the one that got further
+        from .expr_syntax import parse_select
+        try:
+            return parse_select(text)
+        except QuerySyntaxError as second:
+            generic = first.reason.startswith(("expressions are not supported", "CASE is not supported",
+                                               "unknown function", "expected", "unexpected token"))
+            if not generic or (first.position or 0) > (second.position or 0):
+                raise first from None
+            raise second from None
 
 
 def parse_query(text: str) -> Query:

@@ -144,6 +144,9 @@ class Query:
     group_by_more_locs: tuple[Loc, ...] | None = _loc()
     having: HavingCondition | None = None  # a filter on the groups (after GROUP BY, before ORDER BY)
     distinct: bool = False  # SELECT DISTINCT cols: GROUP BY the selected columns, without aggregates
+    # a query with expressions (expr_query.Select; items are then its SelectExprs): the fields above
+    # that it does not use stay at their defaults
+    expr: object | None = None
 
     @property
     def labels(self) -> list[str]:

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from windowstore.store import InvalidInput, QuerySyntaxError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.parser import parse_statement, to_text
 
+from conftest import wait_for
+
 SCHEMA = {"ts": "int64", "rid": "int64", "src": "string", "port": "int64", "bytes": "int64", "f": "float64",
           "ok": "boolean"}
 SUB_MS = 10_000  # 10 s sub-windows
@@ -406,3 +408,71 @@ def test_errors_name_what_is_unsupported_and_where(text, pos, token, reason):
     assert "expected FROM" not in str(e)
     if isinstance(e, QuerySyntaxError):
         assert str(e).startswith(f"{reason}")
+
+
+# -- through a real server and the SDK (the text form) -------------------------------------------------
+def test_expressions_through_the_server_and_the_sdk():
+    from windowstore.clients import Client, InvalidArgument
+    from windowstore.server.process import ServerProcess
+    s, rows = _stream(4)
+    con = _duck(rows)
+    with ServerProcess() as srv, Client(srv.target, timeout=30) as ws:
+        ws.create_stream("s", schema=SCHEMA, subwindows=3, subwindow_ms=SUB_MS, clock="manual", group_by=["src", "port"])
+        rng_rows = _stream_batches(4)
+        for batch in rng_rows:
+            if batch:
+                ws.append("s", {c: [r[c] for r in batch] for c in SCHEMA})
+            ws.slide("s")
+        for text in ("SELECT src, SUM(bytes) * 8 / 60 AS bps FROM s GROUP BY src ORDER BY src",
+                     "SELECT CASE WHEN port < 1024 THEN 'system' ELSE 'user' END AS kind, COUNT(*) FROM s "
+                     "GROUP BY 1 ORDER BY 1"):
+            answer = ws.query(text)
+            exp = [tuple(r) for r in con.execute(text).fetchall()]
+            assert _rows_equal([tuple(r) for r in answer.rows], exp), (text, answer.rows, exp)
+        assert ws.explain("SELECT src, SUM(bytes) / COUNT(*) FROM s GROUP BY src")["access"] in ("probe", "synopsis")
+        assert ws.explain("SELECT COUNT(*) FROM s WHERE bytes * 8 > 100")["access"] == "window"
+        # AS OF SLIDE through the SDK re-writes the text (to_text of a query with expressions)
+        pinned = ws.query("SELECT SUM(bytes) / COUNT(*) FROM s", as_of_slide=4)
+        assert pinned.rows[0][0] is not None
+        # a periodic query with expressions: registered (logged as text), answered at the next slide
+        p = ws.register("SELECT src, SUM(bytes) * 8 AS bits FROM s [RANGE 20 s SLIDE 10 s] GROUP BY src")
+        ws.append("s", {c: [v] for c, v in zip(SCHEMA, (50_001, 999, "a", 22, 7, 1.0, True))})
+        ws.slide("s")
+        answers = wait_for(lambda: ws.read_answers(p.id)[0], "the periodic query's first answer")
+        newest = [r for r in con.execute("SELECT * FROM s").fetchall() if r[0] >= 40_000] + \
+            [(50_001, 999, "a", 22, 7, 1.0, True)]
+        exp = sorted({r[2] for r in newest}, key=lambda v: (v is None, v or ""))
+        assert [r[0] for r in answers[-1].rows] == exp
+        assert dict((r[0], r[1]) for r in answers[-1].rows)["a"] == 8 * sum(r[4] for r in newest if r[2] == "a")
+        ws.unregister(p.id)
+        with pytest.raises(InvalidArgument, match="unknown function 'foo' at position 7"):
+            ws.query("SELECT foo(bytes) FROM s")
+        with pytest.raises(InvalidArgument, match="integer overflow"):
+            ws.query("SELECT bytes * 9223372036854775807 FROM s")
+
+
+def _stream_batches(seed: int) -> list[list[dict]]:
+    """The batches _stream(seed) appends, one per slide (for a server)."""
+    rng = Random(seed)
+    out, rid = [], 0
+    for slide in range(5):
+        batch = []
+        for _ in range(rng.randrange(0, 40)):
+            def maybe(v):
+                return None if rng.random() < 0.1 else v
+            batch.append({"ts": slide * SUB_MS + rng.randrange(SUB_MS), "rid": rid,
+                          "src": maybe(rng.choice(["a", "B", "Cd", "", "ab%", "éx"])),
+                          "port": maybe(rng.choice([22, 80, 443, 8080, 0, -3])),
+                          "bytes": rng.randrange(-50, 5000), "f": maybe(round(rng.uniform(-100, 100), 2)),
+                          "ok": maybe(rng.random() < 0.5)})
+            rid += 1
+        out.append(batch)
+    return out
+
+
+def test_a_partitioned_stream_refuses_expressions_rather_than_merge_them_wrongly():
+    from windowstore.clients import InvalidArgument
+    from windowstore.clients.partitioned import _no_expressions
+    _no_expressions(parse_statement("SELECT src, SUM(bytes) FROM s GROUP BY src"))  # the first grammar: merged
+    with pytest.raises(InvalidArgument, match="expressions on a partitioned stream"):
+        _no_expressions(parse_statement("SELECT src, SUM(bytes) * 8 FROM s GROUP BY src"))

@@ -258,7 +258,10 @@ def _output(c: Compiled, columns: dict[str, Any], raw: dict[str, list], n: int, 
             if isinstance(n, Col) and n.name.startswith("#a") and columns.get(n.name) is None:
                 raise QueryError(f"{sql(c.aggs[int(n.name[2:])])} is beyond BIGINT: it can be selected but not "
                                  "computed with", n.loc)
-        return evaluate(e, batch, c.type).to_pylist()
+        try:
+            return evaluate(e, batch, c.type).to_pylist()
+        except QueryError as err:  # name the keys and aggregates as written, not as the columns #k/#a
+            raise QueryError(_written(c, err.reason), err.loc) from None
 
     keep = list(range(n))
     if c.having is not None:
@@ -288,6 +291,16 @@ def _output(c: Compiled, columns: dict[str, Any], raw: dict[str, list], n: int, 
     if c.sel.limit is not None:
         out = out[:c.sel.limit]
     return out
+
+
+def _written(c: Compiled, text: str) -> str:
+    """`text` with the output step's columns (#k<i>, #a<j>) as the expressions they stand for."""
+    import re
+
+    def back(m: re.Match) -> str:
+        i = int(m.group(2))
+        return sql(c.keys[i] if m.group(1) == "k" else c.aggs[i])
+    return re.sub(r'"#([ka])(\d+)"', back, text)
 
 
 def _norm(v):

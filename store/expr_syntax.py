@@ -13,6 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from .errors import QuerySyntaxError
+from .functions import SQL_NAMES
 from .expr import (AGGREGATES, CAST_TYPES, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp, Col, Expr,
                    Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now)
 from .lexer import _NOT_SUPPORTED, _UNITS, MAX_DEPTH, MAX_NUMBER_LENGTH
@@ -366,6 +367,9 @@ class ExprParser(_Parser):
         if name == "now":
             self.expect(")")
             return Now(loc=t.loc)
+        if name in SQL_NAMES:  # an aggregate of the function registry that this grammar does not compute
+            self.fail(f"{t.text.upper()} cannot be combined with expressions yet", t,
+                      hint="write it as the first grammar has it: over a column, without arithmetic around it")
         if name not in SCALAR_FUNCTIONS:
             known = [f.upper() for f in sorted(set(SCALAR_FUNCTIONS) | set(AGGREGATES) | {"now"})]
             self.fail(f"unknown function {t.text!r}", t, hint="the functions are " + ", ".join(known)

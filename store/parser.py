@@ -519,8 +519,9 @@ def parse_statement(text: str) -> Query | JoinQuery:
         try:
             return parse_select(text)
         except QuerySyntaxError as second:
-            generic = first.reason.startswith(("expressions are not supported", "CASE is not supported",
-                                               "unknown function", "expected", "unexpected token"))
+            if first.reason.startswith(("expressions are not supported", "CASE is not supported")):
+                raise second from None  # (what the grammar with expressions says about them)
+            generic = first.reason.startswith(("unknown function", "expected", "unexpected token"))
             if not generic or (first.position or 0) > (second.position or 0):
                 raise first from None
             raise second from None

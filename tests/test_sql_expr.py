@@ -476,3 +476,13 @@ def test_a_partitioned_stream_refuses_expressions_rather_than_merge_them_wrongly
     _no_expressions(parse_statement("SELECT src, SUM(bytes) FROM s GROUP BY src"))  # the first grammar: merged
     with pytest.raises(InvalidArgument, match="expressions on a partitioned stream"):
         _no_expressions(parse_statement("SELECT src, SUM(bytes) * 8 FROM s GROUP BY src"))
+
+
+def test_a_registry_aggregate_this_grammar_does_not_compute_is_named(monkeypatch):
+    """An aggregate of the function registry (functions.register) that expressions cannot take yet
+    is refused by name, not as an unknown function."""
+    from windowstore.store import functions
+    monkeypatch.setitem(functions.SQL_NAMES, "approx_thing", "approx_thing")
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_statement("SELECT approx_thing(bytes) * 2 FROM s")
+    assert (err.value.reason, err.value.position) == ("APPROX_THING cannot be combined with expressions yet", 7)

@@ -313,7 +313,9 @@ def _decode(values: np.ndarray, valid: np.ndarray | None, typ: str, strings) -> 
     if typ == "string":
         codes = values.astype(np.int64, copy=False)
         if valid is not None:
-            codes = np.where(valid, codes, 0)
+            if not valid.any():  # (no string at all: the dictionary may be empty)
+                return pa.nulls(len(codes), pa.string())
+            codes = np.where(valid, codes, codes[valid][0])
         if not len(codes):
             return pa.array([], type=pa.string())
         uniq, inverse = np.unique(codes, return_inverse=True)

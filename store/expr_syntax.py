@@ -371,7 +371,7 @@ class ExprParser(_Parser):
             self.fail(f"{t.text.upper()} cannot be combined with expressions yet", t,
                       hint="write it as the first grammar has it: over a column, without arithmetic around it")
         if name not in SCALAR_FUNCTIONS:
-            known = [f.upper() for f in sorted(set(SCALAR_FUNCTIONS) | set(AGGREGATES) | {"now"})]
+            known = [f.upper() for f in sorted(set(SCALAR_FUNCTIONS) | set(AGGREGATES) | set(SQL_NAMES) | {"now"})]
             self.fail(f"unknown function {t.text!r}", t, hint="the functions are " + ", ".join(known)
                       + " (COUNT(*) and COUNT(DISTINCT ...) too)")
         args = [] if self.tok.text == ")" else [self.expression()]

@@ -486,3 +486,11 @@ def test_a_registry_aggregate_this_grammar_does_not_compute_is_named(monkeypatch
     with pytest.raises(QuerySyntaxError) as err:
         parse_statement("SELECT approx_thing(bytes) * 2 FROM s")
     assert (err.value.reason, err.value.position) == ("APPROX_THING cannot be combined with expressions yet", 7)
+
+
+def test_a_string_column_of_nulls_only_reads_as_nulls():
+    s = Stream("z", {"ts": "int64", "k": "string"}, WindowSpec(subwindows=2, subwindow_ms=1000, clock="manual"), 0)
+    s.append({"ts": [1, 2], "k": [None, None]})
+    s.window.slide(1000)
+    for access in (None, "window"):
+        assert _run(s, "SELECT COALESCE(k, 'none') AS k2, COUNT(*) FROM z GROUP BY 1", access).rows == [("none", 2)]

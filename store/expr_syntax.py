@@ -110,9 +110,7 @@ class ExprParser(_Parser):
         tok = self.tok
         e = self.expression()
         alias = None
-        if self.accept("as"):
-            alias = self.ident("an alias")
-        elif self.tok.kind == "qident" or (self.tok.kind == "ident" and self.tok.word not in _RESERVED):
+        if self.accept("as"):  # (AS is not optional: `COUNT(*) FORM s` reads as a misspelt FROM)
             alias = self.ident("an alias")
         return SelectExpr(e, alias, text=None, loc=tok.loc)
 

@@ -494,3 +494,10 @@ def test_a_string_column_of_nulls_only_reads_as_nulls():
     s.window.slide(1000)
     for access in (None, "window"):
         assert _run(s, "SELECT COALESCE(k, 'none') AS k2, COUNT(*) FROM z GROUP BY 1", access).rows == [("none", 2)]
+
+
+def test_the_structured_form_refuses_a_query_with_expressions_by_name():
+    from windowstore.server.convert import query_to_pb
+    with pytest.raises(InvalidInput, match="no structured .protobuf. form yet: send it as text"):
+        query_to_pb(parse_statement("SELECT SUM(bytes) * 8 FROM s"))
+    assert query_to_pb(parse_statement("SELECT SUM(bytes) FROM s")).stream == "s"

@@ -329,6 +329,7 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
+        _no_expressions(parsed)
         plan = plan_merge(parsed, lay.partition_by, lay.types)
         pinned = as_of_slide is not None
         for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
@@ -407,6 +408,7 @@ class ClusterClient:
         if parsed.slide is None:
             raise InvalidArgument("a periodic query needs SLIDE")
         lay = self.layout(stream)
+        _no_expressions(parsed)
         plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
         texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
                  for p in range(lay.partitions)}
@@ -598,6 +600,14 @@ class Subscription:
         finally:
             self._closed.set()
             self.cancel()
+
+
+def _no_expressions(parsed) -> None:
+    """Refuse a query with expressions (issue 32) on a partitioned stream: the merge of partitions'
+    answers (merge.py) knows the first grammar's aggregates only."""
+    if getattr(parsed, "expr", None) is not None:
+        raise InvalidArgument("a query with expressions on a partitioned stream is not supported yet "
+                              "(the partitions' answers are merged for columns and aggregates only)")
 
 
 def _stream_of(query: str) -> str:

@@ -328,7 +328,7 @@ class _Parser(JoinClauses, TimingClauses):
         nxt = self.toks[self.i + 1] if tok.kind != "eof" else tok
         if word == "case" and nxt.kind == "ident" and nxt.word not in ("from", "as"):
             self.fail("CASE is not supported")
-        if tok.kind == "punct" and tok.text == "(":
+        if (tok.kind == "punct" and tok.text == "(") or word in ("true", "false", "null"):
             self.fail("expressions are not supported", hint="a select item is a column or an aggregate of one")
         item: Aggregate | KeyColumn | temporal.TemporalItem
         if word in _AGGS and self.toks[self.i + 1].text == "(":
@@ -527,7 +527,21 @@ def parse_statement(text: str) -> Query | JoinQuery:
     binder.bind and join_binder.bind_join."""
     if not isinstance(text, str) or not text.strip():
         raise QuerySyntaxError("empty query", 0, "")
-    return _Parser(text).query()
+    try:
+        return _Parser(text).query()
+    except QuerySyntaxError as first:
+        # the grammar with expressions (expr_syntax.py) takes what this one refuses; when it refuses
+        # too, this one's error stands where it names the problem, else the one that got further
+        from .expr_syntax import parse_select
+        try:
+            return parse_select(text)
+        except QuerySyntaxError as second:
+            if first.reason.startswith(("expressions are not supported", "CASE is not supported")):
+                raise second from None  # (what the grammar with expressions says about them)
+            generic = first.reason.startswith(("unknown function", "expected", "unexpected token"))
+            if not generic or (first.position or 0) > (second.position or 0):
+                raise first from None
+            raise second from None
 
 
 def parse_query(text: str) -> Query:

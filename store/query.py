@@ -145,6 +145,9 @@ class Query:
     having: HavingCondition | None = None  # a filter on the groups (after GROUP BY, before ORDER BY)
     distinct: bool = False  # SELECT DISTINCT cols: GROUP BY the selected columns, without aggregates
     shape: Any = None  # a session, count-based or partitioned window (window_shapes.WindowShape)
+    # a query with expressions (expr_query.Select; items are then its SelectExprs): the fields above
+    # that it does not use stay at their defaults
+    expr: object | None = None
 
     @property
     def labels(self) -> list[str]:

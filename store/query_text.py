@@ -16,6 +16,9 @@ def to_text(q: Query | JoinQuery) -> str:
     """The query text that parses back to `q` (parse_statement(to_text(q)) == q)."""
     if isinstance(q, JoinQuery):
         return _join_text(q)
+    if q.expr is not None:
+        from .expr_query import select_text
+        return select_text(q)
     inner = _select_text(q, q.items, with_order=True)
     if not q.outer:
         return inner

@@ -133,6 +133,26 @@ def test_reader_returns_the_sdk_answer_with_metadata(spark, ws, server):
     assert all(r["_window_end_ms"] >= r["_window_start_ms"] for r in got)
 
 
+def test_reader_takes_a_query_with_expressions(spark, ws, server):
+    """A query with expressions (issue 32) reads as the SDK answers it, its columns typed from the
+    expressions; Spark computes the same from the same rows."""
+    ws.create_stream("rx", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual", group_by=["src"])
+    for b in range(3):
+        ws.append("rx", {k: [r[k] for r in rows(b)] for k in SCHEMA})
+        ws.slide("rx")
+    text = ("SELECT upper(src) AS u, SUM(bytes) * 8 AS bits, SUM(bytes) / COUNT(*) AS mean, "
+            "CASE WHEN MAX(bytes) > 90 THEN 'big' ELSE 'small' END AS kind FROM rx GROUP BY src ORDER BY u")
+    df = spark.read.format("windowstore").option("target", server.target).option("query", text).load()
+    assert df.columns[:4] == ["u", "bits", "mean", "kind"]
+    got = [tuple(r)[:4] for r in df.collect()]
+    assert got == [tuple(r) for r in ws.query(text).rows]
+    src = spark.createDataFrame([r for b in range(3) for r in rows(b)])
+    want = (src.groupBy("src").agg((F.sum("bytes") * 8).alias("bits"), (F.sum("bytes") / F.count("*")).alias("mean"),
+                                   F.when(F.max("bytes") > 90, "big").otherwise("small").alias("kind"))
+            .select(F.upper("src").alias("u"), "bits", "mean", "kind").orderBy("u").collect())
+    assert got == [(r["u"], r["bits"], r["mean"], r["kind"]) for r in want]
+
+
 def test_store_answers_equal_spark_over_the_same_rows(spark, ws, server, tmp_path):
     ws.create_stream("det", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual", group_by=["src"])
     src, ckpt = tmp_path / "in", tmp_path / "ckpt"

@@ -74,6 +74,15 @@ def _answer_layout(options: Mapping[str, str]) -> _Layout:
         with connect(_connection(opts)) as ws:
             spec = ws.describe_stream(query.stream)["spec"]
     schema, window = _schema_and_window(spec)
+    if query.expr is not None:  # a query with expressions (expr_query.py): its answer's columns, nothing pushed down
+        from windowstore.store.expr_query import compile_query
+        compiled, _, n_q, _ = compile_query(query, schema, window)
+        cols, conversions = [], []
+        for i, (label, t) in enumerate(zip(compiled.labels, compiled.types)):
+            cols.append((label, _spark_type(t)))
+            if _KINDS.get(t):
+                conversions.append((i, _KINDS[t]))
+        return _Layout(query, spec, cols, conversions, {}, n_q, False)
     bound = bind(query, schema, window)
     event_time = set()
     if opts.get("event_time_as_timestamp") and not bound.outer and bound.temporal is None:

@@ -208,6 +208,9 @@ def plan_query(query: Query, stream: Stream, access: str | None = None, periodic
 
     `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
     the query): tests compare paths, operators diagnose. `periodic`: planned for registration."""
+    if query.expr is not None:  # a query with expressions (expr_query.py)
+        from ..expr_query import ExprPlan
+        return ExprPlan(query, stream, access, periodic)  # type: ignore[return-value]  # a Plan's interface
     bound = bind(query, stream.schema, stream.spec, periodic)
     return Plan(bound, stream, resolve_access(bound, stream, access))
 

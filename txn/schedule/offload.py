@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, SubWindow
+from windowstore.store.errors import QueryError
 from windowstore.store.kinds import AccessPath
 
 from ..kinds import JobKind, Step
@@ -146,9 +147,12 @@ class Offload:
         txn.job = None
         self._reselect = True
         if error is not None:
-            self.last_error = QueryFailed(
-                f"internal error while executing the query: {type(error).__name__}: {error}")
-            self.last_error.__cause__ = error
+            if isinstance(error, QueryError):  # the query's own data error (an integer overflow): bad input
+                self.last_error = error
+            else:
+                self.last_error = QueryFailed(
+                    f"internal error while executing the query: {type(error).__name__}: {error}")
+                self.last_error.__cause__ = error
             self.fail(txn, self.last_error)
             return Step.ERROR
         if job.kind == JobKind.READ:

@@ -96,6 +96,20 @@ def _stream_row(info: dict) -> dict:
             "state": f"stopped: {info['stopped']}" if info.get("stopped") else "running"}
 
 
+def parse_sketches(specs: list[str]) -> dict:
+    """--sketch COLUMN=KIND[:SIZE] flags as the SDK's sketches mapping."""
+    out: dict = {}
+    for spec in specs:
+        column, eq, how = spec.partition("=")
+        kind, colon, size = how.partition(":")
+        if not eq or not column or not kind or (colon and not size.isdigit()):
+            raise SystemExit(f"--sketch takes COLUMN=KIND[:SIZE] (e.g. bytes=kll:200), got {spec!r}")
+        if column in out:
+            raise SystemExit(f"--sketch names column {column!r} twice")
+        out[column] = (kind, int(size) if colon else 0)
+    return out
+
+
 @with_errors
 def create_stream(args) -> int:
     schema = parse_schema(args.schema)
@@ -108,7 +122,8 @@ def create_stream(args) -> int:
                                 subwindow_rows=args.subwindow_rows, clock=args.clock,
                                 group_by=[g for g in (args.group_by or "").split(",") if g],
                                 allowed_lateness_ms=args.allowed_lateness_ms, time_column=args.time_column,
-                                topk=args.topk, exist_ok=args.exist_ok, **partitioned)
+                                topk=args.topk, exist_ok=args.exist_ok, **partitioned,
+                                **({"sketches": parse_sketches(args.sketch)} if args.sketch else {}))
     out.records([_stream_row(i) for i in info["streams"]] if "streams" in info else [_stream_row(info)],
                 args.output, utc=args.utc)
     return 0
@@ -444,6 +459,9 @@ def add_commands(sub) -> None:
     cs.add_argument("--allowed-lateness-ms", type=int, default=0, help="event clock: how late a row may be (default 0)")
     cs.add_argument("--time-column", default="ts", help="the int64 event-time column in ms (default ts)")
     cs.add_argument("--topk", type=int, default=16, help="per-key top-k list length per sub-window (default 16)")
+    cs.add_argument("--sketch", action="append", metavar="COLUMN=KIND[:SIZE]",
+                    help="a sketch of a column for APPROX_QUANTILE (kll), APPROX_COUNT_DISTINCT (hll, cpc) or "
+                         "APPROX_TOP_K (frequent), e.g. --sketch bytes=kll:200 --sketch src=hll:12; repeatable")
     cs.add_argument("--exist-ok", action="store_true",
                     help="a stream of that name created with the same definition is not an error")
     cs.add_argument("--partitions", type=int,

@@ -204,7 +204,8 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
 
 # Spec fields written only when set (a partition's), so an ordinary stream's record is written as
 # before they existed, byte for byte; decoding fills in the defaults.
-_OMITTED_AT = {"partition_of": "", "partition": 0, "partitions": 0, "partition_by": (), "origin_ms": None}
+_OMITTED_AT = {"partition_of": "", "partition": 0, "partitions": 0, "partition_by": (), "origin_ms": None,
+               "sketches": ()}
 _KEEP = object()
 
 

@@ -64,6 +64,11 @@ sharing-experiment: $(STAMP)
 sharing-bench: $(STAMP)
 	$(PY) -m bench.sharing_bench
 
+# Section 6.3 of the thesis (frequent items from top-k lists): docs/frequent-items.md compares its figures
+.PHONY: frequent-experiment
+frequent-experiment: $(STAMP)
+	$(PY) -m bench.frequent_experiment
+
 .PHONY: partition-bench
 partition-bench: $(STAMP)
 	$(PY) -m bench.partition_bench --json bench/results/partition_bench.json

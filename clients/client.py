@@ -113,12 +113,19 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
     return pb.CreateStreamRequest(spec=spec)
 
 
+def _each_sketch(sketches: Mapping) -> Iterator[tuple[str, Any]]:
+    for column, how in sketches.items():
+        for one in (how if isinstance(how, list) else [how]):
+            yield column, one
+
+
 def sketch_specs(sketches: Mapping | None) -> list:
-    """`sketches` as the proto's SketchSpecs: column -> kind, or column -> (kind, size) (size 0 or
-    absent: the kind's default; the server checks kinds, sizes and columns), in the order the
-    server describes them (so exist_ok compares like with like)."""
+    """`sketches` as the proto's SketchSpecs: column -> kind, column -> (kind, size) (size 0 or
+    absent: the kind's default; the server checks kinds, sizes and columns), or column -> a list of
+    those (one sketch per family), in the order the server describes them (so exist_ok compares
+    like with like)."""
     out = []
-    for column, how in (sketches or {}).items():
+    for column, how in _each_sketch(sketches or {}):
         kind, size = (how, 0) if isinstance(how, str) else (tuple(how) + (0,))[:2]
         if not isinstance(kind, str) or isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise InvalidArgument(f"sketches: column {column!r} takes a kind or (kind, size), got {how!r}")

@@ -104,9 +104,7 @@ def parse_sketches(specs: list[str]) -> dict:
         kind, colon, size = how.partition(":")
         if not eq or not column or not kind or (colon and not size.isdigit()):
             raise SystemExit(f"--sketch takes COLUMN=KIND[:SIZE] (e.g. bytes=kll:200), got {spec!r}")
-        if column in out:
-            raise SystemExit(f"--sketch names column {column!r} twice")
-        out[column] = (kind, int(size) if colon else 0)
+        out.setdefault(column, []).append((kind, int(size) if colon else 0))  # (the server refuses two of a family)
     return out
 
 

@@ -1,7 +1,9 @@
 """Snapshots: the engine's captured state (Engine.capture) on disk, written atomically.
 
     snapshots/<lsn>/state.json        streams, window counters, idempotency tables, periodic
-                                      queries and their answer logs, and a CRC-32C of every file below
+                                      queries and their answer logs, each sealed sub-window's declared
+                                      sketches (base64: restored as built, store/sketch_columns.py),
+                                      and a CRC-32C of every file below
                                       (format 2; format 1, still read, kept zlib's CRC-32)
     snapshots/<lsn>/s<i>/sw-<slide>.arrow   a sealed sub-window (Arrow IPC; its metadata in the schema)
     snapshots/<lsn>/s<i>/strings.arrow      the string dictionary (code = row number)

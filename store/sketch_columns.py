@@ -36,12 +36,13 @@ FAMILY_KINDS = {"quantile": ("kll",), "distinct": ("hll", "cpc"), "frequent": ("
 
 
 def normalize(sketches: Any) -> tuple[tuple[str, str, int], ...]:
-    """Declarations as sorted (column, kind, size) tuples: from a mapping column -> kind or
-    (kind, size), or from a sequence of (column, kind[, size]) (JSON's lists too); a size of 0 or
+    """Declarations as sorted (column, kind, size) tuples: from a mapping column -> kind, (kind,
+    size) or a list of those, or from a sequence of (column, kind[, size]) (JSON's lists too); a size of 0 or
     None is the kind's default. Malformed input is left for validate() to name."""
     if not sketches:
         return ()
-    items = sketches.items() if isinstance(sketches, Mapping) else sketches
+    items = [(c, one) for c, how in sketches.items() for one in (how if isinstance(how, list) else [how])] \
+        if isinstance(sketches, Mapping) else sketches
     out = []
     for entry in items:
         if isinstance(sketches, Mapping):

@@ -98,9 +98,11 @@ def test_the_truth_lies_within_the_stated_bound_in_the_stated_fraction_of_random
         assert hits >= stated[kind] * tried[kind], (kind, hits, tried[kind], stated[kind])
 
 
-def test_the_stated_bounds_are_the_librarys():
+def test_the_stated_bounds_are_the_librarys_and_the_plan_says_sketches():
     s = _stream({"bytes": ("kll", 200), "src": ("hll", 12)})
     _fill(s, np.random.default_rng(1), 3, 3000)
+    plan = plan_query(parse_query("SELECT APPROX_QUANTILE(bytes, 0.5), COUNT(*) FROM s"), s)
+    assert [a[2] for a in plan.explain()["aggregates"]] == ["sketches", "synopses"]
     a = _ask(s, "SELECT APPROX_QUANTILE(bytes, 0.5), APPROX_COUNT_DISTINCT(src) FROM s")
     import datasketches as ds
     assert a.bounds[0][2].rank_error == ds.kll_doubles_sketch(200).normalized_rank_error(False)
@@ -157,6 +159,12 @@ def test_a_column_without_a_declared_sketch_is_refused_naming_it_and_how_to_decl
 def test_bad_sketch_declarations_are_refused_naming_the_column(sketches, message):
     with pytest.raises(InvalidInput, match=message):
         _stream(sketches)
+
+
+def test_a_column_takes_one_sketch_of_each_family():
+    assert _stream({"src": ["hll", ("frequent", 5)]}).spec.sketches == (("src", "frequent", 5), ("src", "hll", 12))
+    with pytest.raises(InvalidInput, match="two APPROX_COUNT_DISTINCT sketches"):
+        _stream({"src": ["hll", "cpc"]})
 
 
 def test_string_sketches_take_text_not_codes_and_survive_string_compaction():
@@ -253,3 +261,14 @@ def test_the_logs_replay_rebuilds_hll_cpc_and_frequent_items_identically_and_kll
     for i, q in enumerate((0.5, 0.9)):
         v, err = after[0][0][0][i], after[0][1][i][2].rank_error
         assert (rows < v).mean() <= q + err and (rows <= v).mean() >= q - err
+
+
+def test_a_partitioned_stream_refuses_the_sketch_aggregates_clearly():
+    """Their partitions' answers carry no sketch to merge yet: refused, never a wrong answer."""
+    from windowstore.clients import InvalidArgument
+    from windowstore.clients.merge import plan_merge
+
+    for text in ["SELECT APPROX_QUANTILE(bytes, 0.5) FROM s", "SELECT APPROX_TOP_K(src, 3) FROM s",
+                 "SELECT src, COUNT(*) FROM s GROUP BY src HAVING COUNT(*) > 0.1 * TOTAL APPROXIMATE"]:
+        with pytest.raises(InvalidArgument, match="partitioned stream is not supported yet"):
+            plan_merge(parse_query(text), ("src",), SCHEMA)

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import wait_for
 from windowstore.clients import Client, InvalidArgument
 from windowstore.server.process import ServerProcess
 
@@ -92,11 +93,18 @@ def test_the_cli_declares_sketches_and_prints_the_bounds(server):
 @pytest.mark.parametrize("snapshots", [False, True])
 def test_the_same_answers_after_kill_9_and_restart(tmp_path, snapshots):
     """Sub-windows of 50 rows: KLL (k = 64) keeps them without compacting, so its replay from the
-    log is exact too (larger sub-windows: see test_approx's replay test)."""
+    log is exact too (larger sub-windows: see test_approx's replay test). A periodic query's
+    logged answers keep their bounds."""
     args = ("--snapshot-every-mb", "0.001") if snapshots else ()
     srv = ServerProcess(*args, data_dir=str(tmp_path))
     with Client(srv.target, timeout=30) as ws:
         fill(ws)
+        periodic = ws.register("SELECT APPROX_COUNT_DISTINCT(src), APPROX_QUANTILE(bytes, 0.9) FROM s "
+                               "[RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+        ws.append("s", {"ts": [9000], "src": ["x"], "bytes": [1], "port": [1]})
+        ws.slide("s")
+        kept = wait_for(lambda: ws.read_answers(periodic.id)[0], "a periodic answer")
+        assert all(len(a.bounds) == 2 and a.bounds[0].sketch == "hll" for a in kept)
         before = answers(ws)
     srv.proc.kill()
     srv.proc.wait()
@@ -104,5 +112,7 @@ def test_the_same_answers_after_kill_9_and_restart(tmp_path, snapshots):
     try:
         with Client(srv.target, timeout=30) as ws:
             assert answers(ws) == before
+            after = ws.read_answers(periodic.id)[0]
+            assert [(a.slide, a.rows, a.bounds) for a in after] == [(a.slide, a.rows, a.bounds) for a in kept]
     finally:
         srv.stop()

@@ -169,7 +169,8 @@ class Plan:
             source = "per-key synopses" if self.bound.group_by is not None else "synopses"
         return {"access": self.access, "how": how, "streams": [self.stream.name], "subwindows": self.n_q,
                 "reads": reads, "group_by": list(self.bound.group_keys),
-                "aggregates": [(b.label, b.fn.name, source) for b in self.aggs]}
+                "aggregates": [(b.label, b.fn.name, "sketches" if is_sketch(b.fn) and source != "rows" else source)
+                               for b in self.aggs]}
 
     def probes_now(self) -> bool:
         """Whether probe() answers from window-level synopses now. A GROUP BY's running per-key

@@ -291,6 +291,8 @@ class _Binder:
             if 0 < q < _TINY_Q:
                 q = _TINY_Q  # the same rank (1) for any window of fewer than 10^30 values; no huge exact powers
         if approx.is_sketch(fn):  # answered from the column's declared sketch
+            if not hasattr(self, "spec"):  # a join's binder (join_binder.py): no one stream's sketches
+                self.fail(f"{a.func.upper()} is answered from one stream's sketches: a join cannot take it", a.loc)
             q = approx.parameter(a.func, a.q, self.fail, a.loc)
             sketch = approx.declared_sketch(fn, a.column, self.spec, self.fail, a.loc) if column_type is not None \
                 and a.column in self.types and self.types[a.column] == typ else None

@@ -272,3 +272,13 @@ def test_a_partitioned_stream_refuses_the_sketch_aggregates_clearly():
                  "SELECT src, COUNT(*) FROM s GROUP BY src HAVING COUNT(*) > 0.1 * TOTAL APPROXIMATE"]:
         with pytest.raises(InvalidArgument, match="partitioned stream is not supported yet"):
             plan_merge(parse_query(text), ("src",), SCHEMA)
+
+
+def test_a_join_refuses_the_sketch_aggregates_naming_them():
+    from windowstore.store.join import plan_join
+    from windowstore.store.parser import parse_statement
+
+    s, t = _stream({"bytes": "kll"}), Stream("t", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1000), created_ms=0)
+    with pytest.raises(QueryError, match="APPROX_QUANTILE is answered from one stream's sketches"):
+        plan_join(parse_statement("SELECT APPROX_QUANTILE(s.bytes, 0.5) FROM s JOIN t ON s.src = t.src"),
+                  {"s": s, "t": t})

@@ -76,6 +76,11 @@ coalesce-experiment: $(STAMP)
 	$(PY) -m bench.coalesce_experiment --out docs/coalesce $${QUICK:+--quick}
 	$(PY) -m bench.temporal_experiment --out docs/coalesce $${QUICK:+--quick}
 
+# Section 6.3 of the thesis (frequent items from top-k lists): docs/frequent-items.md compares its figures
+.PHONY: frequent-experiment
+frequent-experiment: $(STAMP)
+	$(PY) -m bench.frequent_experiment
+
 .PHONY: partition-bench
 partition-bench: $(STAMP)
 	$(PY) -m bench.partition_bench --json bench/results/partition_bench.json

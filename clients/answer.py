@@ -45,6 +45,26 @@ class StreamWindow:
     window_end_ms: int | None
 
 
+@dataclass(frozen=True)
+class Bound:
+    """How far the approximate cell rows[row][column] may be from the truth (docs/approximate.md):
+    APPROX_QUANTILE (sketch "kll"): its true normalized rank lies within q +- rank_error;
+    APPROX_COUNT_DISTINCT ("hll", "cpc"): the true count lies in [lower, upper]; APPROX_TOP_K
+    ("frequent"): the value's true count lies in [lower, upper], `estimate` its estimate; each with
+    probability `confidence`. APPROXIMATE over the top-k lists ("top-k lists"): the key's true COUNT
+    or SUM lies in [lower, upper] (always); `delta` as in the thesis's Algorithm 6."""
+
+    row: int
+    column: int
+    sketch: str
+    confidence: float
+    rank_error: float | None = None
+    estimate: float | None = None
+    lower: float | None = None
+    upper: float | None = None
+    delta: float | None = None  # APPROXIMATE (sketch "top-k lists"): the most a key on no list can have
+
+
 @dataclass
 class Answer:
     columns: list[str]
@@ -81,6 +101,8 @@ class Answer:
     # A scatter-gather answer: each partition's query id on its server (its transaction in that
     # server's history), so the partition reads can be checked as one (txn.checker.check_partitioned).
     partition_queries: dict[int, str] = field(default_factory=dict)
+    # Approximate cells (APPROX_QUANTILE, APPROX_COUNT_DISTINCT, APPROX_TOP_K): one Bound each.
+    bounds: list[Bound] = field(default_factory=list)
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
@@ -112,7 +134,10 @@ class Answer:
             sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
                                   s.window_end_ms if s.HasField("window_end_ms") else None)
                      for s in a.sources],
-            early_slides=a.early_slides, group=a.group)
+            early_slides=a.early_slides, group=a.group,
+            bounds=[Bound(b.row, b.column, b.sketch, b.confidence,
+                          *(getattr(b, k) if b.HasField(k) else None for k in ("rank_error", "estimate", "lower", "upper", "delta")))
+                    for b in a.bounds])
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as

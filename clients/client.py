@@ -14,10 +14,11 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterable, Iterator
+from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
 
 import grpc
 
+from windowstore.store.sketch_columns import KINDS as SKETCH_KINDS
 from windowstore.v1 import windowstore_pb2 as pb
 from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 
@@ -95,7 +96,7 @@ def _value(field, value):
 def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None,
                    subwindow_rows: int | None, clock: str, group_by: Iterable[str], allowed_lateness_ms: int,
                    time_column: str, topk: int, last_rows: int = 0, last_rows_by: Iterable[str] = (),
-                   last_rows_keys: int = 0) -> pb.CreateStreamRequest:
+                   last_rows_keys: int = 0, sketches: Mapping | None = None) -> pb.CreateStreamRequest:
     bad = [t for t in schema.values() if t not in _TYPES and not _DECIMAL.fullmatch(str(t).lower().replace(" ", ""))]
     if bad:
         raise InvalidArgument(f"column types are int64, float64, string, boolean, timestamp, date or decimal(p,s); "
@@ -109,8 +110,29 @@ def create_request(name: str, schema: dict[str, str], subwindows: int, subwindow
     spec = build(pb.StreamSpec, name=name, columns=columns, time_column=time_column, subwindows=subwindows,
                  subwindow_ms=subwindow_ms or 0, subwindow_rows=subwindow_rows or 0, clock=_CLOCKS[clock],
                  allowed_lateness_ms=allowed_lateness_ms, group_by=list(group_by), topk=topk, last_rows=last_rows,
-                 last_rows_by=list(last_rows_by), last_rows_keys=last_rows_keys)
+                 last_rows_by=list(last_rows_by), last_rows_keys=last_rows_keys, sketches=sketch_specs(sketches))
     return pb.CreateStreamRequest(spec=spec)
+
+
+def _each_sketch(sketches: Mapping) -> Iterator[tuple[str, Any]]:
+    for column, how in sketches.items():
+        for one in (how if isinstance(how, list) else [how]):
+            yield column, one
+
+
+def sketch_specs(sketches: Mapping | None) -> list:
+    """`sketches` as the proto's SketchSpecs: column -> kind, column -> (kind, size) (size 0 or
+    absent: the kind's default; the server checks kinds, sizes and columns), or column -> a list of
+    those (one sketch per family), in the order the server describes them (so exist_ok compares
+    like with like)."""
+    out = []
+    for column, how in _each_sketch(sketches or {}):
+        kind, size = (how, 0) if isinstance(how, str) else (tuple(how) + (0,))[:2]
+        if not isinstance(kind, str) or isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InvalidArgument(f"sketches: column {column!r} takes a kind or (kind, size), got {how!r}")
+        kind = kind.lower()
+        out.append(build(pb.SketchSpec, column=column, kind=kind, size=size or SKETCH_KINDS.get(kind, (0, 0))[1]))
+    return sorted(out, key=lambda s: (s.column, s.kind))
 
 
 def _explained(resp: pb.ExplainResponse) -> dict:
@@ -305,13 +327,16 @@ class Client:
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                       exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
-                      last_rows_keys: int = 0) -> dict:
+                      last_rows_keys: int = 0, sketches: Mapping | None = None) -> dict:
         """Create a stream and return its description. With `exist_ok`, a stream of that name
         created with the same schema and window is returned as it is (one created differently is
         still AlreadyExists, saying how it differs). `last_rows` rows of each key of `last_rows_by`
-        are kept beyond the window for `[PARTITION BY ... ROWS n]`, for at most `last_rows_keys` keys."""
+        are kept beyond the window for `[PARTITION BY ... ROWS n]`, for at most `last_rows_keys` keys.
+        `sketches`: column -> kind or (kind, size), kinds "kll", "hll", "cpc", "frequent"
+        (docs/approximate.md)."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                             allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys)
+                             allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys,
+                             sketches)
         try:
             return _dict(self.call("CreateStream", req, False).stream)
         except AlreadyExists:
@@ -472,10 +497,11 @@ class AsyncClient:
                             subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                             allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                             exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
-                            last_rows_keys: int = 0) -> dict:
+                            last_rows_keys: int = 0, sketches: Mapping | None = None) -> dict:
         """As Client.create_stream."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                             allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys)
+                             allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys,
+                             sketches)
         try:
             return _dict((await self.call("CreateStream", req, False)).stream)
         except AlreadyExists:

@@ -96,6 +96,18 @@ def _stream_row(info: dict) -> dict:
             "state": f"stopped: {info['stopped']}" if info.get("stopped") else "running"}
 
 
+def parse_sketches(specs: list[str]) -> dict:
+    """--sketch COLUMN=KIND[:SIZE] flags as the SDK's sketches mapping."""
+    out: dict = {}
+    for spec in specs:
+        column, eq, how = spec.partition("=")
+        kind, colon, size = how.partition(":")
+        if not eq or not column or not kind or (colon and not size.isdigit()):
+            raise SystemExit(f"--sketch takes COLUMN=KIND[:SIZE] (e.g. bytes=kll:200), got {spec!r}")
+        out.setdefault(column, []).append((kind, int(size) if colon else 0))  # (the server refuses two of a family)
+    return out
+
+
 @with_errors
 def create_stream(args) -> int:
     schema = parse_schema(args.schema)
@@ -112,7 +124,8 @@ def create_stream(args) -> int:
                                 subwindow_rows=args.subwindow_rows, clock=args.clock,
                                 group_by=[g for g in (args.group_by or "").split(",") if g],
                                 allowed_lateness_ms=args.allowed_lateness_ms, time_column=args.time_column,
-                                topk=args.topk, exist_ok=args.exist_ok, **partitioned)
+                                topk=args.topk, exist_ok=args.exist_ok, **partitioned,
+                                **({"sketches": parse_sketches(args.sketch)} if args.sketch else {}))
     out.records([_stream_row(i) for i in info["streams"]] if "streams" in info else [_stream_row(info)],
                 args.output, utc=args.utc)
     return 0
@@ -454,6 +467,9 @@ def add_commands(sub) -> None:
     cs.add_argument("--last-rows-by", help="the key columns of --last-rows, comma-separated")
     cs.add_argument("--last-rows-keys", type=int, default=0,
                     help="the most keys whose last rows are kept (default 100000); past it appends are refused")
+    cs.add_argument("--sketch", action="append", metavar="COLUMN=KIND[:SIZE]",
+                    help="a sketch of a column for APPROX_QUANTILE (kll), APPROX_COUNT_DISTINCT (hll, cpc) or "
+                         "APPROX_TOP_K (frequent), e.g. --sketch bytes=kll:200 --sketch src=hll:12; repeatable")
     cs.add_argument("--exist-ok", action="store_true",
                     help="a stream of that name created with the same definition is not an error")
     cs.add_argument("--partitions", type=int,

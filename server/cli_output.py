@@ -80,6 +80,9 @@ def answer(a, output: str, utc: bool = False, out=None, header: str | None = Non
             "policy": a.policy, "access": a.access, "exact": a.exact}
     if getattr(a, "query_id", ""):
         meta.update(query_id=a.query_id, execution=a.execution)
+    bounds = getattr(a, "bounds", None) or []
+    if bounds:
+        meta["bounds"] = [{k: v for k, v in vars(b).items() if v is not None} for b in bounds]
     if output == "json":
         print(json.dumps({"columns": list(a.columns), "rows": [list(r) for r in a.rows], **meta},
                          default=_json_value), file=out)
@@ -98,3 +101,16 @@ def answer(a, output: str, utc: bool = False, out=None, header: str | None = Non
     extra = "" if a.exact else f"; approximate, guaranteed={a.guaranteed}"
     print(f"({len(a.rows)} row{'s' if len(a.rows) != 1 else ''}; slide {a.slide}, window {window}, "
           f"staleness {staleness}, response {a.response_ms:.2f} ms, {a.access}/{a.policy}{extra})", file=out)
+    for b in bounds:
+        print(bound_text(a, b), file=out)
+
+
+def bound_text(a, b) -> str:
+    """One approximate cell's error bound in words (docs/approximate.md)."""
+    cell = f"row {b.row + 1} {a.columns[b.column]} = {a.rows[b.row][b.column]}"
+    if b.rank_error is not None:
+        return f"{cell}: true rank within +-{b.rank_error:.4g} of the one asked ({b.confidence:.4g} confidence, {b.sketch})"
+    what = {"frequent": "count", "top-k lists": "value"}.get(b.sketch, "distinct count")
+    est = f", estimate {b.estimate:.6g}" if b.sketch == "frequent" and b.estimate is not None else ""
+    est += f", delta {b.delta:.6g}" if getattr(b, "delta", None) is not None else ""
+    return f"{cell}: true {what} in [{b.lower:.6g}, {b.upper:.6g}]{est} ({b.confidence:.4g} confidence, {b.sketch})"

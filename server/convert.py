@@ -64,6 +64,7 @@ def spec_from_pb(spec: pb.StreamSpec) -> tuple[str, dict[str, str], str, WindowS
         partition_by=tuple(spec.partition.key),
         origin_ms=spec.origin_ms if spec.HasField("origin_ms") else None,
         last_rows=int(spec.last_rows), last_rows_by=tuple(spec.last_rows_by), last_rows_keys=int(spec.last_rows_keys),
+        sketches=tuple((s.column, s.kind, int(s.size) or None) for s in spec.sketches),
     )
     return spec.name, columns, spec.time_column or "ts", window
 
@@ -88,7 +89,8 @@ def spec_to_pb(name: str, schema, window: WindowSpec) -> pb.StreamSpec:
         partition=pb.PartitionSpec(stream=window.partition_of, index=window.partition, count=window.partitions,
                                    key=list(window.partition_by)) if window.partitions else None,
         origin_ms=window.origin_ms, last_rows=window.last_rows, last_rows_by=list(window.last_rows_by),
-        last_rows_keys=window.last_rows_keys)
+        last_rows_keys=window.last_rows_keys,
+        sketches=[pb.SketchSpec(column=c, kind=k, size=n) for c, k, n in window.sketches])
 
 
 def int64(value: int, field: str) -> int:
@@ -170,6 +172,10 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
         out.staleness_ms = result.staleness_ms
     if a.guaranteed is not None:
         out.guaranteed = a.guaranteed
+    for row, column, b in a.bounds or ():
+        out.bounds.add(row=row, column=column, sketch=b.sketch, confidence=b.confidence,
+                       **{k: getattr(b, k) for k in ("rank_error", "estimate", "lower", "upper", "delta")
+                          if getattr(b, k) is not None})
     if result.inter_exec_ms is not None:
         out.inter_exec_ms = result.inter_exec_ms
     for sw in result.sources or ():

@@ -84,6 +84,9 @@ def _length(w: pb.WindowLength, where: str) -> Range | None:
     return Range(int(w.value), PB_TO_UNIT[w.unit], loc=Loc(field=where))
 
 
+_WITH_Q = ("quantile", "approx_quantile", "approx_top_k")  # q: the fraction, or APPROX_TOP_K's k
+
+
 def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
     if a.function_name:
         func = a.function_name
@@ -99,7 +102,7 @@ def _aggregate(a: pb.Aggregate, where: str) -> Aggregate:
     if not a.column and func != "count":
         raise QueryError(f"{func.upper()} needs a column", Loc(field=f"{where}.column"))
     # q travels as a double; its shortest decimal is the fraction meant (0.1 means 0.1)
-    return Aggregate(func, a.column or None, Decimal(repr(a.q)) if func == "quantile" else None, a.alias or None,
+    return Aggregate(func, a.column or None, Decimal(repr(a.q)) if func in _WITH_Q else None, a.alias or None,
                      loc=Loc(field=f"{where}.column" if a.column else where))
 
 

@@ -1,7 +1,9 @@
 """Snapshots: the engine's captured state (Engine.capture) on disk, written atomically.
 
     snapshots/<lsn>/state.json        streams, window counters, idempotency tables, periodic
-                                      queries and their answer logs, and a CRC-32C of every file below
+                                      queries and their answer logs, each sealed sub-window's declared
+                                      sketches (base64: restored as built, store/sketch_columns.py),
+                                      and a CRC-32C of every file below
                                       (format 2; format 1, still read, kept zlib's CRC-32)
     snapshots/<lsn>/s<i>/sw-<slide>.arrow   a sealed sub-window (Arrow IPC; its metadata in the schema)
     snapshots/<lsn>/s<i>/strings.arrow      the string dictionary (code = row number)
@@ -16,6 +18,7 @@ not written again. `<lsn>` is the last log record the snapshot reflects.
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -25,6 +28,7 @@ from typing import Callable
 import numpy as np
 import pyarrow as pa
 
+from windowstore.store import sketch_columns
 from windowstore.store.schema import valid_key
 from windowstore.store.window import Window
 from windowstore.txn.answers import to_plain
@@ -146,6 +150,9 @@ class SnapshotWriter:
                 meta = {"slide": sub.slide, "start_ms": sub.start_ms, "end_ms": sub.end_ms, "rows": sub.rows,
                         "sealed_at_ms": sub.sealed_at_ms, "prefix_before": sub.synopsis.prefix_before,
                         "prefix_after": sub.synopsis.prefix_after, "file": rel}
+                if sub.synopsis.sketches:  # as sealed: a KLL sketch is not rebuilt bit for bit (sketch_columns)
+                    meta["sketches"] = {k: base64.b64encode(v).decode() for k, v in
+                                        sketch_columns.to_bytes(sub.synopsis.sketches).items()}
                 old = self._files.get(id(sub))
                 if old is not None and old[0] is sub and os.path.exists(old[1]):
                     os.link(old[1], os.path.join(tmp, rel))  # immutable: the previous snapshot's file will do
@@ -270,8 +277,12 @@ def read(path: str) -> tuple[dict, int, Callable]:
         # the columns and their validity masks ("?c", bool: kept where a sub-window has a null)
         keep = [*window.schema.names, *(valid_key(c) for c in window.schema.names if valid_key(c) in cols)]
         cols = {c: np.ascontiguousarray(cols[c]) for c in keep}
+        sketches = None
+        if window.spec.sketches and "sketches" in meta:
+            sketches = sketch_columns.from_bytes(window.spec.sketches, window.schema.types,
+                                                 {k: base64.b64decode(v) for k, v in meta["sketches"].items()})
         sub = window.seal(meta["slide"], meta["start_ms"], meta["end_ms"], cols, meta["rows"], meta["sealed_at_ms"],
-                          meta["prefix_before"])
+                          meta["prefix_before"], sketches)
         # a snapshot from before nulls has no running COUNT(c) ("#c"): the rebuilt one adds them
         if {k: v for k, v in sub.synopsis.prefix_after.items() if k in meta["prefix_after"]} != meta["prefix_after"]:
             raise SnapshotCorrupt(f"{path}/{meta['file']}: contents do not match the running synopsis")

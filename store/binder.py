@@ -38,6 +38,7 @@ import numpy as np
 
 from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
+from . import approx, frequent_query
 from .functions import FUNCTIONS, AggregateFunction
 from .hop import Hop, bind_hop, mentions_bounds
 from .kinds import Clock
@@ -57,6 +58,7 @@ class BoundAggregate:
     q: Decimal | None     # QUANTILE's fraction, exactly
     label: str
     type: str            # result type: int64, int128, float64 or string
+    sketch: tuple[str, int] | None = None  # (kind, size) of the declared sketch answering it (approx.py)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class BoundQuery(AnswerColumns):
     having: "GroupFilter | None" = None                   # HAVING
     hop: "Hop | SlicedHop | None" = None  # answered per window, with its bounds as columns (hop.py, slicing.py)
     temporal: "Temporal | None" = None  # over coalesced intervals (temporal.py)
+    approximate_spec: "frequent_query.Approximate | None" = None  # APPROXIMATE: what it asks
 
 
 def bind(query: Query, schema: Schema, spec: WindowSpec, periodic: bool = False) -> BoundQuery:
@@ -191,7 +194,8 @@ class _Binder:
             aggs.append(self.aggregate(Aggregate("count"), None))  # hidden: the paths drop keys of no row alike
         where = tuple(tuple(self.predicate(p) for p in conj) for conj in q.where)
         order = [self.order_item(o, items, aggs, group_keys) for o in q.order_by]
-        having = self.having(q.having, items, aggs, group_keys, group_types) if q.having is not None else None
+        having = self.having(q.having, items, aggs, group_keys, group_types) \
+            if q.having is not None and not q.approximate else None  # (APPROXIMATE: frequent_query.bind)
         n_q = self.length(q.range, "RANGE") if q.range is not None else self.spec.subwindows
         every = self.length(q.slide, "SLIDE") if q.slide is not None else None
         self.check_as_of(every)
@@ -202,6 +206,7 @@ class _Binder:
         if q.approximate:
             self.check_approximate(bound)
             bound.approximate = True
+        approx.check_query(q, bound, self.fail)
         return bound
 
     def bind_distinct(self) -> BoundQuery:
@@ -296,6 +301,13 @@ class _Binder:
                 self.fail(f"quantile fraction must be between 0 and 1, got {str(a.q)[:40]}", a.loc)
             if 0 < q < _TINY_Q:
                 q = _TINY_Q  # the same rank (1) for any window of fewer than 10^30 values; no huge exact powers
+        if approx.is_sketch(fn):  # answered from the column's declared sketch
+            if not hasattr(self, "spec"):  # a join's binder (join_binder.py): no one stream's sketches
+                self.fail(f"{a.func.upper()} is answered from one stream's sketches: a join cannot take it", a.loc)
+            q = approx.parameter(a.func, a.q, self.fail, a.loc)
+            sketch = approx.declared_sketch(fn, a.column, self.spec, self.fail, a.loc) if column_type is not None \
+                and a.column in self.types and self.types[a.column] == typ else None
+            return BoundAggregate(fn, a.column, typ, q, a.label, fn.result_type(typ), sketch)
         return BoundAggregate(fn, a.column, typ, q, a.label, fn.result_type(typ))
 
     def predicate(self, p) -> Comparison:
@@ -501,9 +513,4 @@ class _Binder:
         return out
 
     def check_approximate(self, b: BoundQuery) -> None:
-        q = self.q
-        ok = (q.group_by in self.spec.group_by and not q.group_by_more and q.having is None and len(b.aggs) == 1 and b.aggs[0].fn.name == "count"
-              and b.order and b.order[0] == (0, True) and q.limit is not None and not q.where and not q.outer)
-        if not ok:
-            self.fail("APPROXIMATE needs GROUP BY a declared group-by column, one COUNT, ORDER BY it DESC, LIMIT, "
-                      "no WHERE and no sub-query", q.loc)
+        b.approximate_spec = frequent_query.bind(self, b)

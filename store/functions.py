@@ -633,3 +633,6 @@ def quantile_index(q: Decimal | float, n: int) -> int:
 # -- helpers -------------------------------------------------------------------------------------------
 def _count_key(column: str) -> str:
     return "#" + column  # window.count_key (not imported: window imports this module's users)
+
+
+from . import approx as _approx  # noqa: E402,F401  # registers APPROX_QUANTILE, APPROX_COUNT_DISTINCT, APPROX_TOP_K

@@ -53,7 +53,7 @@ from .join_syntax import JoinClauses
 from .timing_syntax import PROB_COLUMN, TimingClauses
 from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYWORDS, MAX_CONJUNCTIONS,
                     MAX_DEPTH, MAX_NUMBER_LENGTH, MAX_OFFSET, _Tok, _tokenize)
-from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range
+from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OfTotal, OrderBy, Predicate, Query, Range
 from .query_text import literal_text, quote_name, to_text
 from . import temporal
 from .window_shapes import SHAPE_WORDS, parse_shape
@@ -311,6 +311,9 @@ class _Parser(JoinClauses, TimingClauses):
             self.fail("expected a comparison (=, !=, <, <=, >, >=, IN, IS [NOT] NULL)")
         self.i += 1
         value = self.literal()
+        if self.tok.text == "*" and self.toks[self.i + 1].word == "total":  # a fraction of the window's total
+            self.i += 2
+            value = OfTotal(value)
         self.no_expression("each side of a HAVING condition")
         return HavingTest(operand, "!=" if op_tok.text == "<>" else op_tok.text, value, loc=tok.loc)
 
@@ -371,6 +374,14 @@ class _Parser(JoinClauses, TimingClauses):
                 self.fail("expected a quantile fraction between 0 and 1")
             self.i += 1
             return Aggregate("quantile", col, Decimal(qtok.text), loc=loc)
+        if word in ("approx_quantile", "approx_top_k"):  # (column, a number: the fraction, or k)
+            self.expect(",")
+            qtok = self.tok
+            if qtok.kind != "number" or len(qtok.text) > MAX_NUMBER_LENGTH:
+                self.fail("expected a quantile fraction between 0 and 1" if word == "approx_quantile"
+                          else "expected k, the number of values to list")
+            self.i += 1
+            return Aggregate(word, col, Decimal(qtok.text), loc=loc)
         return Aggregate(word, col, loc=loc)
 
     def window_spec(self) -> tuple[Range | None, Range | None]:

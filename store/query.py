@@ -37,7 +37,8 @@ class Predicate:
 class Aggregate:
     func: str
     column: str | None = None  # None only for COUNT(*)
-    q: Decimal | float | None = None  # QUANTILE's fraction: the decimal written (a float: its shortest decimal)
+    q: Decimal | float | None = None  # (APPROX_)QUANTILE's fraction: the decimal written (a float: its shortest
+    # decimal); APPROX_TOP_K's k
     alias: str | None = None
     loc: Loc | None = _loc()
 
@@ -53,8 +54,8 @@ class Aggregate:
             return "count(*)"
         if self.func == "count_distinct":
             return f"count(distinct {self.column})"
-        if self.func == "quantile":
-            return f"quantile({self.column}, {self.q:g})"
+        if self.func in ("quantile", "approx_quantile", "approx_top_k"):
+            return f"{self.func}({self.column}, {self.q:g})"
         return f"{self.func}({self.column})"
 
     def same_expression(self, other: "Aggregate") -> bool:
@@ -73,6 +74,14 @@ class KeyColumn:
 
 
 SelectItem = Union[KeyColumn, Aggregate]
+
+
+@dataclass(frozen=True)
+class OfTotal:
+    """`fraction * TOTAL` as a HAVING value: that fraction of the window's total of the aggregate
+    (APPROXIMATE threshold queries only, store/frequent_query.py)."""
+
+    fraction: int | Decimal
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ from decimal import Decimal
 from . import temporal
 from .errors import QueryError
 from .lexer import _PLAIN_NAME, JOIN_WORDS, KEYWORDS
-from .query import Aggregate, Equal, JoinQuery, KeyColumn, Logical, OrderBy, Predicate, Query, Range, SelectItem
+from .query import (Aggregate, Equal, JoinQuery, KeyColumn, Logical, OfTotal, OrderBy, Predicate, Query, Range,
+                    SelectItem)
 from .timing_syntax import PROB_COLUMN, Timing
 
 
@@ -142,8 +143,8 @@ def _agg_text(a: Aggregate) -> str:
     col = quote_name(a.column)  # type: ignore[arg-type]  # None only for COUNT(*)
     if a.func == "count_distinct":
         return f"COUNT(DISTINCT {col})"
-    if a.func == "quantile":
-        return f"QUANTILE({col}, {a.q if isinstance(a.q, Decimal) else repr(a.q)})"
+    if a.func in ("quantile", "approx_quantile", "approx_top_k"):
+        return f"{a.func.upper()}({col}, {a.q if isinstance(a.q, Decimal) else repr(a.q)})"
     return f"{a.func.upper()}({col})"
 
 
@@ -159,6 +160,8 @@ def _having_text(c) -> str:
             return f"NOT ({_having_text(c.parts[0])})"
         return "(" + f" {c.op.upper()} ".join(_having_text(p) for p in c.parts) + ")"
     operand = _agg_text(c.operand) if isinstance(c.operand, Aggregate) else quote_name(c.operand)
+    if isinstance(c.value, OfTotal):
+        return f"{operand} {c.op} {literal_text(c.value.fraction)} * TOTAL"
     return _predicate_text(Predicate(operand, c.op, c.value), quote=False)
 
 

@@ -52,6 +52,17 @@ class KllQuantiles:
     def to_bytes(self) -> bytes:
         return self.sketch.serialize()
 
+    def weighted_items(self) -> tuple[np.ndarray, np.ndarray]:
+        """The items the sketch retains and their weights (float64, int64), read once: a sealed
+        sub-window's sketch does not change, and a query pools them (store/approx.py)."""
+        cached = getattr(self, "_items", None)
+        if cached is None:
+            pairs = list(self.sketch)
+            items, weights = zip(*pairs) if pairs else ((), ())
+            cached = (np.array(items, dtype=np.float64), np.array(weights, dtype=np.int64))
+            self._items = cached
+        return cached
+
     @classmethod
     def from_bytes(cls, data: bytes) -> "KllQuantiles":
         return cls(ds.kll_doubles_sketch.deserialize(data))

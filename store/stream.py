@@ -23,6 +23,7 @@ class Stream:
         self.spec = spec
         self.strings = StringDictionary()
         self.window = Window(self.schema, spec, created_ms)
+        self.window.dictionary = self.strings
         self.created_ms = created_ms
         self._live_strings = 0
 

@@ -97,6 +97,7 @@ class Synopsis:
     prefix_before: dict[str, int] = field(default_factory=dict)
     prefix_after: dict[str, int] = field(default_factory=dict)
     nulls: dict[str, int] = field(default_factory=dict)  # null count of each column that has a null
+    sketches: dict = field(default_factory=dict)  # the declared sketches (sketch_columns.py), by sketch_key
 
     @property
     def nbytes(self) -> int:

@@ -29,6 +29,7 @@ from .key_running import RunningKeys
 from .last_rows import History, KeyBook, LastRows
 from .kinds import Clock
 from .synopsis import KeySummary, build_synopsis, concat
+from . import sketch_columns
 from .window_spec import CLOCKS, MAX_MS, MAX_SUBWINDOWS, WindowSpec
 
 # The window's shape (window_spec.py) and its interval synopsis (interval.py) import from here too.
@@ -136,6 +137,7 @@ class Window:
         self._numeric = schema.numeric_columns() + [schema.time_column]
         self._int_columns = [c for c in self._numeric if schema.types[c] == "int64" or schema.types[c].startswith("decimal(")]
         self._strings = {c for c, t in schema.columns if t == "string"}
+        self.dictionary: Any = None  # the stream's StringDictionary (Stream sets it): string sketches take text
         # running COUNT(*), COUNT(c) (non-null values: key "#c") and integer SUMs
         self._prefix = {COUNT_KEY: 0, **{c: 0 for c in self._int_columns}, **{count_key(c): 0 for c in self._names}}
         self.interval = IntervalSynopsis(self.n)
@@ -411,13 +413,17 @@ class Window:
         return {c: np.empty(0, dtype=dtypes.get(self.schema.types[c], np.int64)) for c in self._names}  # decimals: int64
 
     def seal(self, j: int, start: int, end: int, cols: dict[str, np.ndarray], rows: int, now_ms: int,
-             prefix_before: dict[str, int]) -> SubWindow:
+             prefix_before: dict[str, int], sketches: dict | None = None) -> SubWindow:
         """The immutable sub-window of slide j: columns frozen, synopses built (a snapshot restores
-        sub-windows through here too, so they come back exactly as sealed)."""
+        sub-windows through here too, so they come back exactly as sealed; it passes the declared
+        sketches as they were sealed, `sketches`)."""
         cols = _without_full_masks(cols)
         for a in cols.values():
             a.flags.writeable = False
         syn = build_synopsis(cols, rows, self._numeric, self.spec.group_by, self.spec.topk, self._strings)
+        if self.spec.sketches:
+            syn = replace(syn, sketches=sketches if sketches is not None else
+                          sketch_columns.build(self.spec.sketches, cols, self.schema.types, self.dictionary))
         after = dict(prefix_before)
         for c in self._names:  # a snapshot from before nulls: every value counted
             after.setdefault(count_key(c), after[COUNT_KEY])

@@ -47,11 +47,17 @@ class WindowSpec:
     last_rows: int = 0
     last_rows_by: tuple[str, ...] = ()
     last_rows_keys: int = 0
+    # Sketches per column (store/sketch_columns.py): sorted (column, kind, size) tuples, built when a
+    # sub-window is sealed; a mapping column -> kind or (kind, size) is taken too.
+    sketches: tuple = ()
 
     def __post_init__(self) -> None:
         for name in ("group_by", "partition_by", "last_rows_by"):  # lists when read back from JSON
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not isinstance(self.sketches, tuple) or self.sketches:  # (JSON's [] too)
+            from .sketch_columns import normalize
+            object.__setattr__(self, "sketches", normalize(self.sketches))
         if isinstance(self.clock, str) and self.clock in CLOCKS:  # (others: validate() names them)
             object.__setattr__(self, "clock", Clock(self.clock))
 
@@ -85,6 +91,9 @@ class WindowSpec:
                 raise InvalidInput(f"group_by column {g!r} must be string or int64", column=g)
         if len(set(self.group_by)) != len(self.group_by):
             raise InvalidInput("group_by names a column twice")
+        if self.sketches:
+            from .sketch_columns import validate
+            validate(self.sketches, types, schema.time_column)
         self._validate_partition(types)
         self._validate_last_rows(types)
 

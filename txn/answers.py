@@ -17,6 +17,7 @@ import collections
 from decimal import Decimal
 
 from windowstore.store import Answer
+from windowstore.store.approx import ErrorBound
 
 from .joins import StreamWindow
 from .scheduler import Result
@@ -96,6 +97,8 @@ def to_plain(r: Result) -> dict:
                 row[i] = str(row[i])
     out = {"columns": list(a.columns), "rows": rows, "access": a.access, "exact": a.exact,
            "guaranteed": a.guaranteed, "types": None if a.types is None else list(a.types)}
+    if a.bounds:  # sketch aggregates (store/approx.py); absent otherwise, so other logs are unchanged
+        out["bounds"] = [[row, column, vars(b)] for row, column, b in a.bounds]
     out.update({k: getattr(r, k) for k in _META})
     if r.early_slides or r.group:  # a shared execution's provenance (txn/sharing/)
         out["early_slides"], out["group"] = r.early_slides, r.group
@@ -114,6 +117,8 @@ def from_plain(d: dict) -> Result:
                 row[i] = Decimal(row[i])
         rows.append(tuple(row))
     answer = Answer(list(d["columns"]), rows, d["access"], d["exact"], d["guaranteed"], types)
+    if d.get("bounds"):
+        answer.bounds = [(row, column, ErrorBound(**b)) for row, column, b in d["bounds"]]
     sources = [StreamWindow(*s) for s in d["sources"]] if d.get("sources") is not None else None
     return Result(answer, sources=sources, early_slides=d.get("early_slides", 0), group=d.get("group", ""),
                   **{k: d[k] for k in _META})

@@ -211,7 +211,7 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
 # Spec fields written only when set (a partition's), so an ordinary stream's record is written as
 # before they existed, byte for byte; decoding fills in the defaults.
 _OMITTED_AT = {"partition_of": "", "partition": 0, "partitions": 0, "partition_by": (), "origin_ms": None,
-               "last_rows": 0, "last_rows_by": (), "last_rows_keys": 0}
+               "last_rows": 0, "last_rows_by": (), "last_rows_keys": 0, "sketches": ()}
 _KEEP = object()
 
 

@@ -13,7 +13,8 @@
   unknown one is an error listing the valid ones); and a batch reader running one one-time query
   (`spark.read.format("windowstore").option("target", ...).option("query", ...).load()`) whose
   DataFrame holds the answer rows plus its metadata as columns `_slide`, `_window_start_ms`,
-  `_window_end_ms`, `_staleness_ms`, `_response_ms`, `_restarts`, `_policy`.
+  `_window_end_ms`, `_staleness_ms`, `_response_ms`, `_restarts`, `_policy`, and `_bounds` (the
+  row's approximate cells' error bounds as JSON, docs/approximate.md; null for exact rows).
 - Every writer compares the DataFrame's schema with the stream's when the write starts
   (check_write_schema: missing, extra and mistyped columns named); a Spark timestamp feeds the
   event-time column as milliseconds (timestamps_to_ms).

@@ -5,6 +5,7 @@ answer's rows converted, as Python rows (streaming reads) or as one Arrow batch 
 from __future__ import annotations
 
 import datetime
+import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Mapping
@@ -21,7 +22,8 @@ from .partitioned import cluster_nodes, describe_on_cluster
 from .schema import _schema_and_window
 
 META_COLUMNS = [("_slide", "LONG"), ("_window_start_ms", "LONG"), ("_window_end_ms", "LONG"),
-                ("_staleness_ms", "DOUBLE"), ("_response_ms", "DOUBLE"), ("_restarts", "INT"), ("_policy", "STRING")]
+                ("_staleness_ms", "DOUBLE"), ("_response_ms", "DOUBLE"), ("_restarts", "INT"), ("_policy", "STRING"),
+                ("_bounds", "STRING")]  # _bounds: the row's approximate cells' error bounds as JSON (else null)
 # int128: exact integer sums (SUM over int64 never wraps), as DuckDB exports its HUGEINT to Arrow.
 # boolean, timestamp (the store's microseconds since the epoch, UTC), date (days since the epoch) and
 # decimal(p,s) answer columns are Spark's BOOLEAN, TIMESTAMP, DATE and DECIMAL(p,s).
@@ -141,12 +143,23 @@ def _answer_rows(a, converted: list[tuple[int, str]]):
     """An answer's rows as Spark rows: its columns (exact sums as Decimal, timestamps and dates as
     Python datetimes and dates), then its provenance."""
     meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
-    for row in a.rows:
+    bounds = _row_bounds(a)
+    for r, row in enumerate(a.rows):
         if converted:
             row = list(row)
             for i, kind in converted:
                 row[i] = None if row[i] is None else _CONVERT[kind](row[i])
-        yield tuple(row) + meta
+        yield tuple(row) + meta + (bounds[r],)
+
+
+def _row_bounds(a) -> list[str | None]:
+    """Per answer row, the error bounds of its approximate cells (docs/approximate.md) as JSON: a
+    list of {"column": label, "sketch", "confidence", and "rank_error" or "lower"/"upper"...}."""
+    per_row: list[list[dict]] = [[] for _ in a.rows]
+    for b in getattr(a, "bounds", None) or ():
+        cell = {k: v for k, v in vars(b).items() if v is not None and k not in ("row", "column")}
+        per_row[b.row].append({"column": a.columns[b.column], **cell})
+    return [json.dumps(cells) if cells else None for cells in per_row]
 
 
 def _answer_batch(a, conversions: list[tuple[int, str]], spark_schema) -> pa.RecordBatch:
@@ -174,4 +187,5 @@ def _answer_batch(a, conversions: list[tuple[int, str]], spark_schema) -> pa.Rec
     meta = (a.slide, a.window_start_ms, a.window_end_ms, a.staleness_ms, a.response_ms, a.restarts, a.policy)
     for j, value in enumerate(meta):
         arrays.append(pa.array([value] * n, target.field(len(cols) + j).type))
+    arrays.append(pa.array(_row_bounds(a), target.field(len(cols) + len(meta)).type))
     return pa.RecordBatch.from_arrays(arrays, schema=target)

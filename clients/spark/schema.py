@@ -126,5 +126,6 @@ def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:
                         subwindow_rows=spec["subwindow_rows"] or None,
                         clock=spec["clock"].replace("CLOCK_", "").lower().replace("unspecified", "processing"),
                         allowed_lateness_ms=spec["allowed_lateness_ms"], group_by=tuple(spec["group_by"]),
-                        topk=spec["topk"] or 16)
+                        topk=spec["topk"] or 16,
+                        sketches=tuple((s["column"], s["kind"], s["size"]) for s in spec.get("sketches", ())))
     return Schema.of(columns, spec["time_column"] or "ts"), window

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..binder import BoundQuery
-from ..synopsis import group_keys, merge_topk_lists
+from ..synopsis import group_keys
 
 
 def finish_values(b: BoundQuery, contributions: list, strings) -> list:
@@ -52,6 +52,3 @@ def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
                        for i, a in enumerate(b.aggs))
 
 
-def merge_topk(b: BoundQuery, contributions: list):
-    """APPROXIMATE: the sub-windows' top-k lists merged into one estimate (synopsis.merge_topk_lists)."""
-    return merge_topk_lists(contributions, b.limit)  # type: ignore[arg-type]  # APPROXIMATE has a LIMIT (binder)

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import frequent_query
 from ..aggregates import Partial
+from ..approx import estimates_out, is_sketch
 from ..binder import BoundQuery, bind
 from ..kinds import AccessPath
 from ..query import Query
@@ -21,7 +23,7 @@ from ..synopsis import NULL_KEY
 from ..window import COUNT_KEY
 from .access import resolve_access
 from .decode import decimal_rows, decode_composite_keys, decode_keys, decode_values
-from .merge import finish_groups, finish_values, merge_topk
+from .merge import finish_groups, finish_values
 from .order import group_rows, limit_rows, sorted_positions, top_candidates
 from .read import reader
 from .subquery import outer_row
@@ -36,6 +38,8 @@ class Answer:
     exact: bool = True
     guaranteed: bool | None = None  # APPROXIMATE top k: provably the true top k
     types: list[str] | None = None  # int64, int128, float64 or string per column
+    # sketch aggregates (store/approx.py): one bound per approximate cell, as (row, column, ErrorBound)
+    bounds: list | None = None
 
 
 class Plan:
@@ -53,8 +57,9 @@ class Plan:
         self.as_of: int | None = bound.query.as_of_slide  # AS OF SLIDE k: a pinned read (see the scheduler)
         self._scales = {i: decimal_type(t)[1] for i, t in enumerate(self.types) if t.startswith("decimal(")}  # type: ignore[index]  # a decimal type
         self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
+        self._sketched = any(is_sketch(a.fn) for a in self.aggs)
         # Resolved once: a read is on the hot path of every query (one per sub-window).
-        self.read = reader(bound, access, self.strings)  # type: ignore[method-assign,assignment]  # shadows the method
+        self.read = reader(bound, access, self.strings, stream.spec.topk)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
@@ -128,6 +133,9 @@ class Plan:
         return self._answer(rows)
 
     def _answer(self, rows: list[tuple], **kw) -> Answer:
+        if self._sketched and rows:
+            rows, kw["bounds"] = estimates_out(rows)
+            kw["exact"] = False
         if self._scales:  # decimal results are computed on value * 10**s integers: as Decimals now
             rows = decimal_rows(rows, self._scales)
         # the path's plain spelling: an answer is state (answer logs), compared and digested as logged
@@ -148,11 +156,9 @@ class Plan:
 
     def _approximate(self, contributions: list) -> Answer:
         b = self.bound
-        est = merge_topk(b, contributions)
-        keys = decode_keys(np.asarray(est.keys, dtype=object if any(k == NULL_KEY for k in est.keys) else None),
-                           b.group_type, self.strings)
-        rows = [tuple(k if it.agg is None else lo for it in b.items) for k, lo in zip(keys, est.lower)]
-        return self._answer(rows, exact=False, guaranteed=est.guaranteed)
+        rows, fields = frequent_query.answer(b, contributions, lambda keys: decode_keys(
+            np.asarray(keys, dtype=object if any(k == NULL_KEY for k in keys) else None), b.group_type, self.strings))
+        return self._answer(rows, **fields)
 
     # -- the probe path ----------------------------------------------------------------------------
     def explain(self) -> dict:
@@ -180,7 +186,8 @@ class Plan:
             source = "per-key synopses" if self.bound.group_by is not None else "synopses"
         out = {"access": self.access, "how": how, "streams": [self.stream.name], "subwindows": self.n_q,
                "reads": reads, "group_by": list(self.bound.group_keys),
-               "aggregates": [(b.label, b.fn.name, source) for b in self.aggs]}
+               "aggregates": [(b.label, b.fn.name, "sketches" if is_sketch(b.fn) and source != "rows" else source)
+                              for b in self.aggs]}
         describe = getattr(self.bound.hop, "describe", None)  # session, ROWS, PARTITION BY (window_shapes.py)
         return {**out, **describe(self.n_q)} if describe is not None else out
 

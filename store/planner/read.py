@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .. import frequent_query
 from ..binder import BoundQuery
 from ..kinds import AccessPath
 from ..subwindow import SubWindow
@@ -16,15 +17,14 @@ from ..synopsis import group_keys, keys_with_nulls
 from .decode import composite_keys
 
 
-def reader(bound: BoundQuery, access: AccessPath, strings) -> Callable[[SubWindow], Any]:
+def reader(bound: BoundQuery, access: AccessPath, strings, topk: int = 16) -> Callable[[SubWindow], Any]:
     """The function that reads one sub-window's partial for `bound` on path `access`."""
     if bound.projection:
         return partial(read_projection, bound, strings)
     if access == AccessPath.WINDOW:
         return partial(read_rows, bound, strings)
     if bound.approximate:
-        g = bound.group_by
-        return lambda sub: sub.synopsis.by_key[g].topk  # type: ignore[index]  # APPROXIMATE: grouped
+        return frequent_query.reader(bound, strings, topk)
     if bound.group_by is None:
         getters = [b.fn.read_synopsis(b) for b in bound.aggs]
         return lambda sub: tuple(get(sub) for get in getters)

@@ -95,7 +95,7 @@ class Column(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ColumnType, str]] = ..., precision: _Optional[int] = ..., scale: _Optional[int] = ...) -> None: ...
 
 class StreamSpec(_message.Message):
-    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk", "partition", "origin_ms", "last_rows", "last_rows_by", "last_rows_keys")
+    __slots__ = ("name", "columns", "time_column", "subwindows", "subwindow_ms", "subwindow_rows", "clock", "allowed_lateness_ms", "group_by", "topk", "partition", "origin_ms", "last_rows", "last_rows_by", "last_rows_keys", "sketches")
     NAME_FIELD_NUMBER: _ClassVar[int]
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     TIME_COLUMN_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +111,7 @@ class StreamSpec(_message.Message):
     LAST_ROWS_FIELD_NUMBER: _ClassVar[int]
     LAST_ROWS_BY_FIELD_NUMBER: _ClassVar[int]
     LAST_ROWS_KEYS_FIELD_NUMBER: _ClassVar[int]
+    SKETCHES_FIELD_NUMBER: _ClassVar[int]
     name: str
     columns: _containers.RepeatedCompositeFieldContainer[Column]
     time_column: str
@@ -126,7 +127,18 @@ class StreamSpec(_message.Message):
     last_rows: int
     last_rows_by: _containers.RepeatedScalarFieldContainer[str]
     last_rows_keys: int
-    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ..., partition: _Optional[_Union[PartitionSpec, _Mapping]] = ..., origin_ms: _Optional[int] = ..., last_rows: _Optional[int] = ..., last_rows_by: _Optional[_Iterable[str]] = ..., last_rows_keys: _Optional[int] = ...) -> None: ...
+    sketches: _containers.RepeatedCompositeFieldContainer[SketchSpec]
+    def __init__(self, name: _Optional[str] = ..., columns: _Optional[_Iterable[_Union[Column, _Mapping]]] = ..., time_column: _Optional[str] = ..., subwindows: _Optional[int] = ..., subwindow_ms: _Optional[int] = ..., subwindow_rows: _Optional[int] = ..., clock: _Optional[_Union[Clock, str]] = ..., allowed_lateness_ms: _Optional[int] = ..., group_by: _Optional[_Iterable[str]] = ..., topk: _Optional[int] = ..., partition: _Optional[_Union[PartitionSpec, _Mapping]] = ..., origin_ms: _Optional[int] = ..., last_rows: _Optional[int] = ..., last_rows_by: _Optional[_Iterable[str]] = ..., last_rows_keys: _Optional[int] = ..., sketches: _Optional[_Iterable[_Union[SketchSpec, _Mapping]]] = ...) -> None: ...
+
+class SketchSpec(_message.Message):
+    __slots__ = ("column", "kind", "size")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    kind: str
+    size: int
+    def __init__(self, column: _Optional[str] = ..., kind: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
 
 class PartitionSpec(_message.Message):
     __slots__ = ("stream", "index", "count", "key")
@@ -587,7 +599,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "bounds")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -612,6 +624,7 @@ class Answer(_message.Message):
     COLUMN_SCALES_FIELD_NUMBER: _ClassVar[int]
     EARLY_SLIDES_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     slide: int
@@ -636,7 +649,30 @@ class Answer(_message.Message):
     column_scales: _containers.RepeatedScalarFieldContainer[int]
     early_slides: int
     group: str
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ...) -> None: ...
+    bounds: _containers.RepeatedCompositeFieldContainer[ErrorBound]
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ...) -> None: ...
+
+class ErrorBound(_message.Message):
+    __slots__ = ("row", "column", "sketch", "confidence", "rank_error", "estimate", "lower", "upper", "delta")
+    ROW_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    SKETCH_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    RANK_ERROR_FIELD_NUMBER: _ClassVar[int]
+    ESTIMATE_FIELD_NUMBER: _ClassVar[int]
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    row: int
+    column: int
+    sketch: str
+    confidence: float
+    rank_error: float
+    estimate: float
+    lower: float
+    upper: float
+    delta: float
+    def __init__(self, row: _Optional[int] = ..., column: _Optional[int] = ..., sketch: _Optional[str] = ..., confidence: _Optional[float] = ..., rank_error: _Optional[float] = ..., estimate: _Optional[float] = ..., lower: _Optional[float] = ..., upper: _Optional[float] = ..., delta: _Optional[float] = ...) -> None: ...
 
 class QueryResponse(_message.Message):
     __slots__ = ("answer",)

@@ -291,7 +291,7 @@ class ExprParser(_Parser):
             value = temporal_literal(w, text_tok.text[1:-1], lambda m: self.fail(m, text_tok))
             return Lit(value, "int64", loc=t.loc)
         if w == "interval":
-            return self.interval()
+            return self.interval_literal()
         if w == "case":
             return self.case()
         if w == "cast" and self.is_call():
@@ -317,7 +317,7 @@ class ExprParser(_Parser):
             return Col(self.column("a column"), loc=t.loc)
         self.fail("expected an expression")
 
-    def interval(self) -> Lit:
+    def interval_literal(self) -> Lit:
         t = self.tok
         self.i += 1
         tok = self.tok

@@ -304,7 +304,7 @@ def test_what_does_not_merge_exactly_is_refused_by_name():
 
 
 def test_a_list_of_addresses_makes_a_cluster_client():
-    from windowstore.clients import AsyncClient, Client, InvalidArgument
+    from windowstore.clients import AsyncClient, Client
     from windowstore.clients.partitioned import ClusterClient
 
     with Client(["127.0.0.1:1", "127.0.0.1:2"]) as c:  # channels connect lazily: no server needed
@@ -313,5 +313,10 @@ def test_a_list_of_addresses_makes_a_cluster_client():
         assert isinstance(c, ClusterClient) and c.cluster.owner("s", 5) == 0
     with Client("127.0.0.1:1") as c:
         assert type(c) is Client
-    with pytest.raises(InvalidArgument, match="one server"):
-        AsyncClient(["127.0.0.1:1"])
+    from windowstore.clients.async_cluster import AsyncClusterClient
+
+    c = AsyncClient(["127.0.0.1:1", "127.0.0.1:2"])  # the cluster client, awaited
+    assert isinstance(c, AsyncClusterClient) and c.cluster_client.target == ["127.0.0.1:1", "127.0.0.1:2"]
+    with pytest.raises(AttributeError):
+        c.stage  # noqa: B018 - not a cluster client's call
+    c.cluster_client.close()

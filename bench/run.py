@@ -9,7 +9,7 @@ import platform
 import sys
 from pathlib import Path
 
-SECTIONS = ["store", "server", "durability", "spark", "floor", "join", "peer"]
+SECTIONS = ["store", "server", "durability", "spark", "floor", "join", "peer", "replication"]
 
 
 def main(argv=None) -> int:

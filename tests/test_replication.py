@@ -226,6 +226,7 @@ class Pair:
 
     def __init__(self, tmp_path):
         self.ports = _free_ports(2)
+        self.metrics_port = _free_ports(1)[0]  # node 0's --metrics-port
         self.addresses = [f"127.0.0.1:{p}" for p in self.ports]
         self.file = tmp_path / "cluster.toml"
         self.file.write_text("nodes = [" + ", ".join(f'"{a}"' for a in self.addresses) + "]\n"
@@ -234,7 +235,18 @@ class Pair:
         self.servers: list[ServerProcess | None] = [self.start(0), self.start(1)]
 
     def start(self, i: int) -> ServerProcess:
-        return ServerProcess("--cluster", str(self.file), "--node", str(i), port=self.ports[i], data_dir=self.dirs[i])
+        metrics = ("--metrics-port", str(self.metrics_port)) if i == 0 else ()
+        return ServerProcess("--cluster", str(self.file), "--node", str(i), *metrics, port=self.ports[i],
+                             data_dir=self.dirs[i])
+
+    def lag_metric(self) -> float | None:
+        """Node 0's windowstore_replica_lag_records for stream pk, from its /metrics."""
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith('windowstore_replica_lag_records{stream="pk"}'):
+                return float(line.split()[-1])
+        return None
 
     def client(self, i: int) -> Client:
         return Client(self.addresses[i], timeout=30, retries=0)
@@ -384,6 +396,7 @@ def test_a_follower_down_at_creation_is_named_then_catches_up_from_the_start(pai
             ws.append("pk", t, writer_id="w", batch_id=b)
             batches[b] = (t, ws.slide("pk", writer_id="w", batch_id=b))
         end = ws.replica_status("pk")["end_offset"]
+    assert pair.lag_metric() == end   # node 1 holds nothing of the leader's log
     pair.servers[1] = pair.start(1)
     with pair.client(1) as f:
         f.set_replica_role("pk", "follower", epoch=1, leader=0, replicas=[0, 1])
@@ -392,6 +405,7 @@ def test_a_follower_down_at_creation_is_named_then_catches_up_from_the_start(pai
         assert a.slide == batches[4][1] and _answer_rows(a) == _expected(batches, a.slide, WINDOW)
     with pair.client(0) as ws:
         wait_for(lambda: ws.replica_status("pk")["in_sync"] == [0, 1], "node 1 in sync")
+    assert pair.lag_metric() == 0
 
 
 @pytest.mark.slow

@@ -623,7 +623,10 @@ class Fetcher(threading.Thread):
                 except Fenced as e:
                     self.error = str(e)
                     log.error("stream %s: %s", p.stream, e)
-                self._halt.wait(0.2)
+                except Exception as e:  # noqa: BLE001 - the log could not be written, ...: say so, try again
+                    self.error = str(e)
+                    log.exception("stream %s: fetching from node %d failed", p.stream, leader)
+                self._halt.wait(0.2)  # (before fetching again)
 
     def _batch(self, stub, msg, epoch: int) -> None:
         from windowstore.v1 import windowstore_pb2 as pb

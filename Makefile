@@ -72,7 +72,7 @@ fuzz: $(STAMP)
 	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}
 
 crash: $(STAMP)
-	$(PY) tests/crash.py --kills $${KILLS:-100} --seed $${SEED:-1}
+	$(PY) tests/crash.py --kills $${KILLS:-100} --seed $${SEED:-1} --sharing $${SHARING:-mixed}
 
 fuzz-rpc: $(STAMP)
 	$(PY) tests/fuzz_rpc.py --requests $${REQUESTS:-100000} --seed $${SEED:-1}

@@ -128,10 +128,10 @@ def _existing(wanted: pb.StreamSpec, described: pb.DescribeStreamResponse) -> di
 
 
 def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
-                   columnar_types: dict[str, str] | None) -> pb.AppendRequest | bytes:
+                   columnar_types: dict[str, str] | None, event_time_ms: int | None = None) -> pb.AppendRequest | bytes:
     """The Append request: already serialized when it carries Arrow (arrow_wire), a message for
     the plain protobuf form."""
-    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
+    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, event_time_ms=event_time_ms)
     if columnar_types is None:
         return arrow_wire(req, to_arrow(columns))
     req.columnar.CopyFrom(to_columnar(columns, columnar_types))
@@ -161,9 +161,11 @@ def stage_request(stream: str, columns: Any, writer_id: str, batch_id: int, atte
                             attempt=attempt, chunk=chunk), to_arrow(columns))
 
 
-def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool):
+def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool,
+                   event_time_ms: int | None = None):
     return build(pb.CommitBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, slide=slide,
-                 attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()])
+                 attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()],
+                 event_time_ms=event_time_ms)
 
 
 def aggregate(function: str, column: str | None = None, *, q: float | None = None,
@@ -345,11 +347,12 @@ class Client:
         return _dict(self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True).stream)
 
     def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
-               columnar_types: dict[str, str] | None = None) -> AppendResult:
+               columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
         """Send a batch (dict of lists/NumPy arrays, pandas or pyarrow). With writer_id and batch_id
         a replay is acknowledged as a duplicate and changes nothing. `columnar_types` sends the
-        plain protobuf form instead of Arrow."""
-        req = append_request(stream, columns, writer_id, batch_id, columnar_types)
+        plain protobuf form instead of Arrow. `event_time_ms` (clock='event'): the writer's event
+        time has reached it, rows or not; the watermark moves as if a row of that time had come."""
+        req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
@@ -377,9 +380,10 @@ class Client:
         return StageResult(r.staged_rows, r.committed)
 
     def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
-                     slide: bool = False) -> CommitResult:
-        """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op."""
-        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+                     slide: bool = False, event_time_ms: int | None = None) -> CommitResult:
+        """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op.
+        `event_time_ms` as append's: the writers' event time has reached it (clock='event')."""
+        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms), True)
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
@@ -517,8 +521,8 @@ class AsyncClient:
         return _dict((await self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True)).stream)
 
     async def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
-                     columnar_types: dict[str, str] | None = None) -> AppendResult:
-        req = append_request(stream, columns, writer_id, batch_id, columnar_types)
+                     columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
+        req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
@@ -532,8 +536,9 @@ class AsyncClient:
         return StageResult(r.staged_rows, r.committed)
 
     async def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
-                           slide: bool = False) -> CommitResult:
-        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide), True)
+                           slide: bool = False, event_time_ms: int | None = None) -> CommitResult:
+        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms),
+                            True)
         return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:

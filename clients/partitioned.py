@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Sequence
 
 import grpc
+import pyarrow.compute as pc
 
 from windowstore.store.kinds import Clock
 from windowstore.store.parser import to_text
@@ -46,6 +47,7 @@ class Layout:
     partition_by: tuple[str, ...]
     node: int | None = None
     types: dict | None = None  # column -> int64, string, float64, ... (as the stream declares them)
+    event_time: str | None = None  # clock='event': the time column, whose newest value every partition hears
 
 
 def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
@@ -53,6 +55,11 @@ def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
     out = type(e)(message)
     out.code = e.code
     return out
+
+
+# A query pinned to the newest common slide k fails on a partition that has meanwhile slid so far
+# that k's window has left it (processing time, under load): read k again, this many times.
+_SLID_PAST_RETRIES = 2
 
 
 class ClusterClient:
@@ -144,7 +151,9 @@ class ClusterClient:
                 part = spec.get("partition")
                 if part is not None and part["count"] and part["stream"] == stream:
                     types = {c["name"]: c["type"].removeprefix("COLUMN_TYPE_").lower() for c in spec["columns"]}
-                    found = Layout(stream, part["count"], tuple(part["key"]), types=types)
+                    event = spec.get("clock") == "CLOCK_EVENT"
+                    found = Layout(stream, part["count"], tuple(part["key"]), types=types,
+                                   event_time=(spec.get("time_column") or "ts") if event else None)
                 elif spec["name"] == stream and not (part and part["count"]):
                     found = Layout(stream, 0, (), node=i)
         if found is None:
@@ -164,11 +173,16 @@ class ClusterClient:
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                       exist_ok: bool = False, partitions: int | None = None,
-                      partition_by: Iterable[str] = (), replication: int = 1, acks: str = "") -> dict:
+                      partition_by: Iterable[str] = (), origin_ms: int | None = None,
+                      replication: int = 1, acks: str = "") -> dict:
         """Create a stream. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
         its server (in parallel); returns {"name", "partitions", "partition_by", "streams": each
         partition's description}. If some partitions could not be created, call again with
-        `exist_ok=True` to create the rest."""
+        `exist_ok=True` to create the rest.
+
+        The partitions' sub-windows start at one instant, `origin_ms` (default: now), so slide k
+        is the same window on each: with clock='event', rows older than the origin's sub-window
+        are late, so give the event time the stream starts at when it is not now."""
         from .client import _dict, create_request
 
         partition_by = tuple(partition_by)
@@ -184,8 +198,12 @@ class ClusterClient:
             raise InvalidArgument(f"partitions must be a positive integer, got {partitions!r}")
         if not partition_by:
             raise InvalidArgument("a partitioned stream needs partition_by, the columns whose hash places a row")
-        origin = int(time.time() * 1000) if clock == Clock.PROCESSING else None
-        layout = Layout(name, partitions, partition_by, types=dict(schema))
+        timed = clock in (Clock.PROCESSING, Clock.EVENT) and not subwindow_rows
+        if origin_ms is not None and not timed:
+            raise InvalidArgument("origin_ms applies to time sub-windows with clock='processing' or 'event'")
+        origin = (int(time.time() * 1000) if origin_ms is None else origin_ms) if timed else None
+        layout = Layout(name, partitions, partition_by, types=dict(schema),
+                        event_time=time_column if clock == Clock.EVENT else None)
 
         def create(p: int, node) -> dict:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
@@ -255,9 +273,18 @@ class ClusterClient:
         if columnar_types is not None:
             raise InvalidArgument("columnar_types: a partitioned stream's rows are sent as Arrow")
         lay = self.layout(stream)
-        parts = split_rows(to_arrow(columns), lay.partition_by, lay.partitions)
-        acks = self.on_partitions(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id),
-                         sorted(parts))
+        table = to_arrow(columns)
+        parts = split_rows(table, lay.partition_by, lay.partitions)
+        hint = None
+        if lay.event_time is not None and table.num_rows:
+            # event time: every partition hears the batch's newest event time, rows or not, so a
+            # partition whose keys are idle advances its watermark and slides with the others
+            hint = pc.max(table.column(lay.event_time)).as_py()
+            empty = table.slice(0, 0)
+            parts = {p: parts.get(p, empty) for p in range(lay.partitions)}
+        acks = self.on_partitions(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id,
+                                                          event_time_ms=hint),
+                                  sorted(parts))
         if not acks:
             return AppendResult(0, 0, False, -1)
         return AppendResult(sum(a.accepted for a in acks.values()), sum(a.late for a in acks.values()),
@@ -305,31 +332,26 @@ class ClusterClient:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
         plan = plan_merge(parsed, lay.partition_by, lay.types)
-        missing: list[int] = []
-        if as_of_slide is None:
-            latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])
-            missing = self._unavailable(lay, latest, partial)
-            for p, r in latest.items():
-                if isinstance(r, WindowStoreError) and p not in missing:
-                    raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
-            alive = [s for p, s in latest.items() if p not in missing]
-            if not alive:
-                raise Unavailable(f"no partition of stream {lay.name!r} answered")
-            as_of_slide = min(alive)
-            if as_of_slide < 0:
-                raise FailedPrecondition(f"a partition of stream {lay.name!r} has not sealed a slide yet: no window "
-                                         f"all partitions share (slides: {dict(sorted(latest.items()))})")
-        k = as_of_slide
+        pinned = as_of_slide is not None
+        for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
+            missing: list[int] = []
+            if not pinned:
+                as_of_slide, missing = self._common_slide(lay, partial)
+            k = as_of_slide
 
-        def run(p: int, n) -> Answer:
-            text = plan.partition_text(partition_name(lay.name, p), k)
-            return n.query(text, priority, timeout)
+            def run(p: int, n) -> Answer:
+                text = plan.partition_text(partition_name(lay.name, p), k)  # type: ignore[arg-type]  # set above
+                return n.query(text, priority, timeout)
 
-        answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
-        missing += self._unavailable(lay, answers, partial)
-        for p, a in answers.items():
-            if isinstance(a, WindowStoreError) and p not in missing:
+            answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
+            missing += self._unavailable(lay, answers, partial)
+            failed = {p: a for p, a in answers.items() if isinstance(a, WindowStoreError) and p not in missing}
+            if failed and not pinned and attempt < _SLID_PAST_RETRIES and all(
+                    isinstance(a, FailedPrecondition) for a in failed.values()):
+                continue  # a partition slid past k while the others were asked: the newest common slide again
+            for p, a in failed.items():
                 raise _error_like(a, f"{self._where(lay, p)}: {a.message}") from a
+            break
         got = [a for p, a in sorted(answers.items()) if p not in missing]
         if not got:
             raise Unavailable(f"no partition of stream {lay.name!r} answered")
@@ -338,6 +360,23 @@ class ClusterClient:
         out.missing_partitions = sorted(missing)
         out.partition_queries = {p: a.query_id for p, a in sorted(answers.items()) if p not in missing}
         return out
+
+    def _common_slide(self, lay: Layout, partial: bool) -> tuple[int, list[int]]:
+        """(k, the partitions left out): k is the newest slide every partition that answered has
+        sealed; unreachable partitions are left out only with `partial`."""
+        latest = self._each(lay, lambda p, n: n.describe_stream(partition_name(lay.name, p))["latest_slide"])
+        missing = self._unavailable(lay, latest, partial)
+        for p, r in latest.items():
+            if isinstance(r, WindowStoreError) and p not in missing:
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+        alive = [s for p, s in latest.items() if p not in missing]
+        if not alive:
+            raise Unavailable(f"no partition of stream {lay.name!r} answered")
+        k = min(alive)
+        if k < 0:
+            raise FailedPrecondition(f"a partition of stream {lay.name!r} has not sealed a slide yet: no window "
+                                     f"all partitions share (slides: {dict(sorted(latest.items()))})")
+        return k, missing
 
     def _unavailable(self, lay: Layout, results: dict[int, Any], partial: bool) -> list[int]:
         """The partitions whose result is Unavailable: raised (naming them) unless `partial`."""
@@ -384,6 +423,59 @@ class ClusterClient:
         qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
         self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
         return PeriodicQuery(qid, out[0].every_slides)
+
+    def attach(self, query_id: str, query: str) -> None:
+        """Make a periodic query on a partitioned stream that another client registered (its id,
+        `stream/id0,id1,...`, and the text it was registered with) readable through this one:
+        `subscribe` and `read_answers` merge its partitions' answers as they would here."""
+        from windowstore.store.parser import parse_statement
+
+        from .merge import plan_merge
+
+        if query_id in self._periodic:
+            return
+        stream, _, ids = query_id.partition("/")
+        parsed = parse_statement(query)
+        if not ids or getattr(parsed, "stream", None) != stream or parsed.slide is None:  # type: ignore[union-attr]  # a Query's
+            raise InvalidArgument(f"query_id {query_id!r} is not a periodic query on a partitioned stream registered "
+                                  f"with this text (expected '{getattr(parsed, 'stream', '?')}/<one id per partition>')")
+        lay = self.layout(stream)
+        each = ids.split(",")
+        if len(each) != lay.partitions:
+            raise InvalidArgument(f"query_id {query_id!r} names {len(each)} partitions' queries; stream {stream!r} "
+                                  f"has {lay.partitions} partitions")
+        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)  # type: ignore[arg-type]  # a Query
+        self._periodic[query_id] = (lay, plan, dict(enumerate(each)))
+
+    def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
+                     limit: int = 1000) -> tuple[list[Answer], int, int]:
+        """A periodic query's kept answers reflecting slides in (after_slide, through_slide], as
+        Client.read_answers. On a partitioned stream (registered or attached here): one merged
+        answer per slide every partition has answered for (a slide one partition passed over is
+        passed over); the newest slide is the oldest of the partitions' newest, the oldest kept
+        the newest of their oldest, so both hold on every partition."""
+        if query_id not in self._periodic:
+            return self._node_of_query(query_id).read_answers(query_id, after_slide, through_slide, limit)
+        lay, plan, ids = self._periodic[query_id]
+        got = self._each(lay, lambda p, n: n.read_answers(ids[p], after_slide, through_slide, limit))
+        for p, r in got.items():
+            if isinstance(r, WindowStoreError):
+                raise _error_like(r, f"{self._where(lay, p)}: {r.message}") from r
+        by_slide: dict[int, dict[int, Answer]] = {}
+        for p, (answers, _, _) in got.items():
+            for a in answers:
+                by_slide.setdefault(a.slide, {})[p] = a
+        merged = []
+        for k in sorted(by_slide):
+            parts = by_slide[k]
+            if len(parts) == lay.partitions:
+                out = plan.merge([parts[q] for q in sorted(parts)])
+                out.stream, out.query_id = lay.name, query_id
+                out.execution = max(x.execution for x in parts.values())
+                merged.append(out)
+        newest = min(r[1] for r in got.values())
+        oldest = max(r[2] for r in got.values())
+        return merged[:limit], newest, oldest
 
     def unregister(self, query_id: str) -> None:
         if query_id not in self._periodic:

@@ -144,7 +144,10 @@ def _one_line(error: BaseException) -> str:
 
 
 def load_cluster(config: ServerConfig):
-    """The cluster file (--cluster) and this server's node in it (--node), or None without one."""
+    """The cluster file (--cluster) and this server's node in it (--node), or None without one;
+    with --etcd, the cluster as etcd holds it (coordination/view.py)."""
+    if config.etcd is not None:
+        return load_etcd_cluster(config)
     if config.cluster is None and config.node is None:
         return None
     if config.cluster is None or config.node is None:
@@ -158,6 +161,24 @@ def load_cluster(config: ServerConfig):
     if not 0 <= config.node < len(cluster.nodes):
         raise ConfigError(f"--node {config.node}: the cluster file lists nodes 0 to {len(cluster.nodes) - 1}")
     return cluster
+
+
+def load_etcd_cluster(config: ServerConfig):
+    """--etcd URL with --node I: the cluster view read from etcd (its map, leaders and epochs)."""
+    assert config.etcd is not None, "called with --etcd only"
+    if config.cluster is not None:
+        raise ConfigError("--etcd and --cluster are alternatives: the cluster is in etcd or in a file")
+    if config.node is None or config.node < 0:
+        raise ConfigError("--etcd needs --node (this server's id in the cluster, 0 or more)")
+    if config.lease_ttl_s < 1:
+        raise ConfigError(f"--lease-ttl-s {config.lease_ttl_s}: at least 1 (etcd leases are whole seconds)")
+    from .coordination.etcd import Etcd, EtcdError
+    from .coordination.view import EtcdClusterView
+
+    try:
+        return EtcdClusterView(Etcd(config.etcd), config.etcd_prefix)
+    except (ValueError, EtcdError) as e:
+        raise ConfigError(f"--etcd {config.etcd}: {e}") from None
 
 
 class WindowStoreServer:
@@ -186,6 +207,7 @@ class WindowStoreServer:
         if not config.in_memory:
             check_data_dir(config.data_dir)
         self.cluster = load_cluster(config)
+        self.coordinator: Any = None  # with --etcd, the node's Coordinator once serving
         self.metrics: Metrics | None = None
         self.metrics_port: int | None = None
         self.http_port: int | None = None
@@ -208,7 +230,7 @@ class WindowStoreServer:
                     self.driver = Driver(config)
             else:
                 self.driver = Driver(config)
-            if self.cluster is not None and not config.in_memory:
+            if config.cluster is not None and not config.in_memory:  # (static roles: a cluster file, not --etcd)
                 from .replication import Replication
                 self.driver.replication = Replication(self.driver, config.data_dir, config.node or 0,
                                                       self.cluster.addresses, config.fsync)
@@ -217,6 +239,8 @@ class WindowStoreServer:
                 endpoints.attach(self.driver)
             self._on_loop(self._add_service(policy))
         except BaseException as e:
+            if config.etcd is not None and self.cluster is not None:
+                self.cluster.close()
             self._abandon(lock)
             if isinstance(e, OSError) and config.history_path and e.filename == config.history_path:
                 raise ConfigError(f"--history {config.history_path}: {e.strerror}") from None
@@ -330,8 +354,21 @@ class WindowStoreServer:
         threading.Thread(target=self._serving_after_recovery, name="windowstore-recovery", daemon=True).start()
         if wait_recovery:
             self.driver.recovered.wait()
+        if self.config.etcd is not None:
+            self._coordinate()
         log.info("windowstore listening on %s (policy %s)", self.address, self.config.policy)
         return self
+
+    def _coordinate(self) -> None:
+        """Register this node in etcd under its address and take part in its partitions' elections."""
+        from .coordination.coordinator import Coordinator
+        from .coordination.metrics import CoordinationCollector
+
+        assert self.config.node is not None, "--etcd needs --node (checked at start-up)"
+        self.coordinator = Coordinator(self.cluster.etcd, self.config.node, self.address, ttl_s=self.config.lease_ttl_s,
+                                       prefix=self.config.etcd_prefix, view=self.cluster).start()
+        if self.metrics is not None:
+            self.metrics.registry.register(CoordinationCollector(self.coordinator))
 
     def live(self) -> tuple[bool, str]:
         """(alive, why not): the engine has made progress within stuck_after_s whenever work waited."""
@@ -391,6 +428,10 @@ class WindowStoreServer:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        if self.coordinator is not None:
+            self.coordinator.stop()  # the lease ends now: another replica leads without waiting for its TTL
+        elif self.config.etcd is not None and self.cluster is not None:
+            self.cluster.close()
         for endpoints in self._endpoints:
             endpoints.close()
         grace = self.config.grace_s if grace_s is None else grace_s

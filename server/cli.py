@@ -34,7 +34,8 @@ def _serve(args) -> int:
                        max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s,
-                       cluster=args.cluster, node=args.node)
+                       cluster=args.cluster, node=args.node, etcd=args.etcd, etcd_prefix=args.etcd_prefix,
+                       lease_ttl_s=args.lease_ttl_s)
     return serve(cfg)
 
 
@@ -101,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="concurrency control: serial, ws, lws, ttu (default; latest-window serializable, fewest aborts) "
                          "or ttu-rescan")
     from windowstore.txn.sharing import SharingMode
-    sv.add_argument("--sharing", choices=[m.value for m in SharingMode], default="none",
-                    help="shared execution of periodic queries (thesis 8.3-8.4; docs/sharing.md): none (default), aggressive, "
-                         "conservative (the least CPU measured, bench/sharing_bench.py), hybrid, "
+    sv.add_argument("--sharing", choices=[m.value for m in SharingMode], default="conservative",
+                    help="shared execution of periodic queries (thesis 8.3-8.4; docs/sharing.md): none, aggressive, "
+                         "conservative (default: the least CPU measured, bench/sharing_bench.py), hybrid, "
                          "hybrid-late or hybrid-lp")
     sv.add_argument("--max-message-mb", type=int, default=64, help="largest request in MiB (default 64)")
     sv.add_argument("--idempotency-keep", type=int, default=100_000,
@@ -178,12 +179,22 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--cluster", metavar="FILE",
                     help="a cluster file (TOML: nodes = [\"host:port\", ...]): this server accepts only the "
                          "partitions of partitioned streams that the file places on it (docs/partitions.md)")
-    sv.add_argument("--node", type=int, help="this server's index in --cluster's nodes (0 first)")
+    sv.add_argument("--node", type=int, help="this server's index in --cluster's nodes (0 first), or its id with --etcd")
+    sv.add_argument("--etcd", metavar="URL",
+                    help="an etcd endpoint (http://127.0.0.1:2379), the alternative to --cluster: the partition map, "
+                         "leaders, epochs and in-sync sets live there, and this node takes part in its partitions' "
+                         "elections (docs/cluster.md)")
+    sv.add_argument("--etcd-prefix", default="/windowstore/", help="the cluster's keys in etcd (default /windowstore/)")
+    sv.add_argument("--lease-ttl-s", type=int, default=3,
+                    help="the leader lease in seconds: a leader that cannot renew it for this long loses its "
+                         "partitions to an in-sync replica (default 3)")
     sv.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' INFO lines")
     sv.set_defaults(func=_serve)
 
     from .cli_client import add_commands
     add_commands(sub)
+    from .cli_cluster import add_commands as add_cluster_commands
+    add_cluster_commands(sub)
     from windowstore.txn.kinds import Level
     ch = sub.add_parser("check-history", help="classify every committed query of a history as LWS, WS only or torn")
     ch.add_argument("file", help="a history: JSON lines as recorded with --history")

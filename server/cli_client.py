@@ -102,7 +102,8 @@ def create_stream(args) -> int:
     partitioned = {}
     if args.partitions is not None or args.partition_by:
         partitioned = {"partitions": args.partitions,
-                       "partition_by": [c for c in (args.partition_by or "").split(",") if c]}
+                       "partition_by": [c for c in (args.partition_by or "").split(",") if c],
+                       "origin_ms": args.origin_ms}
     with cluster_client(args) if partitioned or "," in (args.target or "") else client(args) as ws:
         info = ws.create_stream(args.name, schema, subwindows=args.subwindows, subwindow_ms=args.subwindow_ms,
                                 subwindow_rows=args.subwindow_rows, clock=args.clock,
@@ -478,6 +479,9 @@ def add_commands(sub) -> None:
                     help="spread the stream over this many partitions on the servers of --target (comma-separated "
                          "addresses, node 0 first, as in the cluster file), split by --partition-by")
     cs.add_argument("--partition-by", help="the columns whose hash places a row in a partition, comma-separated")
+    cs.add_argument("--origin-ms", type=int,
+                    help="partitioned stream: the instant (ms) every partition's first sub-window starts at "
+                         "(default now; with --clock event, rows before it are late)")
     cs.add_argument("--replication", type=int, help="replicas of the stream (or of each partition) on the servers "
                                                     "of the cluster file, leader first (docs/replication.md)")
     cs.add_argument("--acks", choices=("leader", "all"),

@@ -51,3 +51,6 @@ class ServerConfig:
     snapshot_every_s: float = 300.0    # ... or this long with anything logged
     cluster: str | None = None         # a cluster file (store/partitions.py StaticCluster): partitions this node owns
     node: int | None = None            # this server's index in the cluster file's nodes
+    etcd: str | None = None            # an etcd endpoint (http://host:port): the cluster's map and leaders (coordination/)
+    etcd_prefix: str = "/windowstore/"  # the cluster's keys in etcd
+    lease_ttl_s: int = 3               # the leader lease: a leader silent this long loses its partitions

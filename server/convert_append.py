@@ -28,14 +28,18 @@ class WireAppend:
     process, and twice the payload's size of fresh memory). The fields and methods the Append
     handler reads of a request, with protobuf's meaning."""
 
-    __slots__ = ("stream", "writer_id", "batch_id", "arrow_ipc")
+    __slots__ = ("stream", "writer_id", "batch_id", "arrow_ipc", "event_time_ms")
 
-    def __init__(self, stream: str, writer_id: str, batch_id: int | None, arrow_ipc: memoryview):
+    def __init__(self, stream: str, writer_id: str, batch_id: int | None, arrow_ipc: memoryview,
+                 event_time_ms: int | None = None):
         self.stream, self.writer_id, self.batch_id, self.arrow_ipc = stream, writer_id, batch_id, arrow_ipc
+        self.event_time_ms = event_time_ms
 
     def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
         if name == "batch_id":
             return self.batch_id is not None
+        if name == "event_time_ms":
+            return self.event_time_ms is not None
         if name == "arrow_ipc":
             return True
         raise ValueError(f"AppendRequest has no optional field {name!r}")
@@ -60,7 +64,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def parse_append(data: bytes) -> WireAppend | None:
     """An AppendRequest's bytes as a WireAppend when they hold an Arrow payload and no field but
-    stream (1), arrow_ipc (2), writer_id (4) and batch_id (5), each once and well formed; None
+    stream (1), arrow_ipc (2), writer_id (4), batch_id (5) and event_time_ms (6), each once and well formed; None
     otherwise (a columnar batch, unknown or repeated fields, bad UTF-8, anything malformed), to
     be parsed by protobuf, which then decides and words the error."""
     fields: dict[int, Any] = {}  # field number -> (start, end) of a bytes field, or the int64
@@ -79,11 +83,11 @@ def parse_append(data: bytes) -> WireAppend | None:
                     return None
                 fields[number] = (pos, end)
                 pos = end
-            elif wire == 0 and number == 5:
+            elif wire == 0 and number in (5, 6):
                 value, pos = _varint(data, pos)
                 if value >= 1 << 64:
                     return None
-                fields[5] = value - (1 << 64) if value >= 1 << 63 else value  # int64: two's complement
+                fields[number] = value - (1 << 64) if value >= 1 << 63 else value  # int64: two's complement
             else:
                 return None
         if 2 not in fields:
@@ -95,7 +99,7 @@ def parse_append(data: bytes) -> WireAppend | None:
             writer = data[slice(*fields[4])].decode("utf-8")
     except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
-    return WireAppend(stream, writer, fields.get(5), memoryview(data)[slice(*fields[2])])
+    return WireAppend(stream, writer, fields.get(5), memoryview(data)[slice(*fields[2])], fields.get(6))
 
 
 def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 << 30):

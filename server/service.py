@@ -208,7 +208,9 @@ class WindowStoreService(ReplicationRpcs):
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
-        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc), context)
+        event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
+        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms),
+                                context)
         if not ack.duplicate:
             self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
@@ -243,8 +245,9 @@ class WindowStoreService(ReplicationRpcs):
         attempts = tuple((a.attempt, a.rows) for a in request.attempts)
         if len({a for a, _ in attempts}) != len(attempts):
             raise InvalidInput("an attempt is listed twice")
+        event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
         ack = await self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts,
-                                            request.slide, 0.0), context)
+                                            request.slide, 0.0, event_time_ms), context)
         return pb.CommitBatchResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                       latest_slide=ack.latest_slide)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .errors import InvalidInput
+from .errors import InvalidInput, OutOfRange
 from .exact import INT64_MAX, INT64_MIN
 from .interval import IntervalSynopsis
 from .schema import Schema, valid_key
@@ -141,7 +141,10 @@ class Window:
                              for g in spec.group_by if schema.types[g] == "string"}
         t = spec.subwindow_ms
         origin = created_ms if spec.origin_ms is None else spec.origin_ms
-        self._base_slot: int | None = origin // t if (t and spec.clock == Clock.PROCESSING) else None
+        # processing time, and event time given an origin (a partitioned stream's partitions all
+        # start at the same sub-window, so slide k is the same window on each): the first sub-window
+        starts = spec.clock == Clock.PROCESSING or (spec.clock == Clock.EVENT and spec.origin_ms is not None)
+        self._base_slot: int | None = origin // t if (t and starts) else None
         self._buffer = _Buffer()
         self._slots: dict[int, _Buffer] = {}   # event time: open sub-windows by slot
         self.max_event_ms: int | None = None
@@ -249,6 +252,24 @@ class Window:
             raise InvalidInput(
                 f"event time {int(ts.max())} is more than {10 * self.n} sub-windows ahead of the watermark",
                 column=self.schema.time_column)
+
+    def check_event_time(self, ms: int) -> None:
+        """Raise InvalidInput naming `event_time_ms` if reach_event_time(ms) would be refused."""
+        if self.spec.clock != Clock.EVENT:
+            raise InvalidInput("event_time_ms applies only to a stream with clock='event'", column="event_time_ms")
+        try:
+            self.check_append(np.array([ms], dtype=np.int64))
+        except OutOfRange as e:
+            raise OutOfRange(f"event_time_ms: {e}", field="event_time_ms", limit=e.limit) from e
+        except InvalidInput as e:
+            raise InvalidInput(f"event_time_ms: {e}", column="event_time_ms") from e
+
+    def reach_event_time(self, ms: int) -> None:
+        """The writer's event time has reached `ms` (checked by check_event_time): the watermark
+        moves as if a row of that time had come, and the slides it completes fall due. With no
+        first sub-window yet (no origin, no row) it waits for the rows that fix one."""
+        if self._base_slot is not None:
+            self._note_event_time(np.array([ms], dtype=np.int64))
 
     def _append_event(self, columns, rows, ts) -> AppendResult:
         self.check_append(ts)

@@ -82,8 +82,8 @@ class WindowSpec:
 
         if self.origin_ms is not None and not (isinstance(self.origin_ms, int) and abs(self.origin_ms) < 2**62):
             raise InvalidInput(f"origin_ms must be an int64 instant in ms, got {self.origin_ms!r}")
-        if self.origin_ms is not None and self.clock != "processing":
-            raise InvalidInput("origin_ms applies only to clock='processing'")
+        if self.origin_ms is not None and (self.clock not in ("processing", "event") or self.count_based):
+            raise InvalidInput("origin_ms applies only to time sub-windows with clock='processing' or 'event'")
         if not self.partitions:
             if self.partition_of or self.partition or self.partition_by:
                 raise InvalidInput("partition_of, partition and partition_by need partitions")
@@ -104,10 +104,12 @@ class WindowSpec:
             if types[c] not in KEY_TYPES:
                 raise InvalidInput(f"partition_by column {c!r} must be {' or '.join(KEY_TYPES)}, not {types[c]}",
                                    column=c)
-        if self.count_based or self.clock == Clock.EVENT:
-            raise InvalidInput("partitioned streams slide by processing time or manually (clock 'processing' or "
-                               "'manual' with subwindow_ms); event-time and count-based partitions would not slide "
-                               "together")
+        if self.count_based:
+            raise InvalidInput("partitioned streams slide by time or manually (subwindow_ms); count-based "
+                               "partitions would not slide together")
+        if self.clock == Clock.EVENT and self.origin_ms is None:
+            raise InvalidInput("an event-time partition needs origin_ms (the event time its first sub-window "
+                               "starts at), so that slide k is the same window on every partition")
 
     @property
     def count_based(self) -> bool:

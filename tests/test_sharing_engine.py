@@ -82,8 +82,12 @@ def run(mode: str, policy: str, seed: int, slides: int = 30):
             gone = rng.choice(sorted(templates))
             e.apply(Unregister(gone, ts))
             del templates[gone], answered[gone]
+        if j == slides // 3:  # others come, mid-run, beside partners that have answered already
+            for i, (text, tmpl) in enumerate(dashboard(rng, rng.randint(1, 4))):
+                e.apply(Register(f"L{i}", text, 0, ts))
+                templates[f"L{i}"], answered[f"L{i}"] = tmpl, 0
         e.sched.run_until_idle()
-        e.sched._check()
+        e._check()
         for qid, r in got:
             if qid not in templates or r.slide < 0:
                 continue
@@ -137,6 +141,35 @@ def test_a_dashboard_of_duplicates_is_one_execution_per_slide():
     s = e.sched.sharing.stats()
     assert s["groups"] == 1 and s["members_per_group"] == [6]
     assert s["answers"] == 6 * s["executions"] and s["executions"] == 10  # one per slide (the first answers the registrations)
+
+
+@pytest.mark.parametrize("mode", [m.value for m in SharingMode if m.value != "none"])
+def test_a_query_registered_later_never_makes_a_partner_answer_a_slide_again(mode):
+    """P3 answers slide 0 alone; P4, registered next with the same shape, is due at once. A
+    shared execution of both must not answer P3 at slide 0 a second time (an "early" answer of a
+    whole SLIDE is the same slide again): P4 is answered, P3 waits for a new slide."""
+    e = Engine(EngineConfig(policy="ttu", sharing=mode))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, ("k",), 4), 0))
+    got: list[tuple[str, int]] = []
+    e.on_answer = lambda qid, r: got.append((qid, r.slide))
+    text = "SELECT k, COUNT(*), MAX(v) FROM p [RANGE 2 SUBWINDOWS SLIDE 2 SUBWINDOWS] WHERE ts <> -{} GROUP BY k"
+    rng = random.Random(3)
+    e.apply(Append("p", rows(rng, 1, 4), "", None, 1))
+    e.apply(Slide("p", 1))
+    e.apply(Register("P3", text.format(3), 0, 1))
+    e.sched.run_until_idle()
+    assert got == [("P3", 0)]
+    e.apply(Register("P4", text.format(4), 0, 1))
+    e.sched.run_until_idle()
+    e._check()
+    assert got == [("P3", 0), ("P4", 0)]
+    for ts in (2, 3):
+        e.apply(Append("p", rows(rng, ts, 4), "", None, ts))
+        e.apply(Slide("p", ts))
+        e.sched.run_until_idle()
+        e._check()
+    slides = {q: [k for qid, k in got if qid == q] for q in ("P3", "P4")}
+    assert slides == {"P3": [0, 2], "P4": [0, 2]}, got
 
 
 def test_a_group_reads_each_sub_window_once_and_combines_once_per_length(monkeypatch):

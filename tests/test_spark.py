@@ -297,6 +297,7 @@ def test_streaming_reader_delivers_periodic_answers_once_across_restarts(spark, 
         raise AssertionError("the periodic query did not catch up")
 
     run()  # registers the periodic query (its id goes into the checkpoint with the offset)
+    assert len(ws.list_queries("sr2")) == 1  # once, although Spark asks for the initial offset more than once
     feed(range(3))
     run()
     feed(range(3, 5))

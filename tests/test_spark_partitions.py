@@ -134,3 +134,92 @@ def test_batch_reader_reads_each_partition_pinned_to_the_common_slide(spark, clu
         assert [(r[0], r[1], r[2]) for r in agg] == duck(
             "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", window)
         assert {r._slide for r in agg} == {3}
+
+
+def test_streaming_reader_merges_a_partitioned_periodic_query_per_slide(spark, cluster, tmp_path):
+    """The streaming reader on a cluster target: the periodic query registered on every partition,
+    each slide's answers merged into one, each slide delivered once across a restart from the
+    checkpoint, and every answer equal to DuckDB over the rows of that slide's window."""
+    from conftest import wait_for
+    from test_spark import _read_stream_to_parquet
+
+    target = ",".join(cluster.addresses)
+    text = "SELECT src, SUM(bytes) AS total, COUNT(*) AS n FROM ps [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] GROUP BY src"
+    ckpt, out = tmp_path / "ckpt", tmp_path / "out"
+    sealed: dict[int, list[dict]] = {}
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("ps", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual", partitions=P,
+                         partition_by=["src"])
+
+        def feed(batches):
+            for b in batches:
+                cc.append("ps", pa.Table.from_pylist(rows(b, 60)), writer_id="w", batch_id=b)
+                sealed[cc.slide("ps")] = rows(b, 60)
+            last = max(sealed)
+            wait_for(lambda: all(q["last_slide"] == last for q in cc.list_queries("")),
+                     f"every partition's query to answer slide {last}")
+
+        _read_stream_to_parquet(spark, target, text, ckpt, out)  # registers it on every partition
+        assert len(cc.list_queries("")) == P
+        feed(range(3))
+        _read_stream_to_parquet(spark, target, text, ckpt, out)
+        feed(range(3, 5))
+        _read_stream_to_parquet(spark, target, text, ckpt, out)  # from the checkpoint: only what is new
+    got = spark.read.parquet(str(out)).collect()
+    by_slide: dict[int, list[tuple]] = {}
+    for r in got:
+        by_slide.setdefault(r["_slide"], []).append((r["src"], r["total"], r["n"]))
+    assert sorted(by_slide) == [0, 1, 2, 3, 4]
+    for k, answer in by_slide.items():
+        window = sealed[k] + sealed.get(k - 1, [])
+        assert sorted(answer, key=repr) == sorted(duck("SELECT src, SUM(bytes), COUNT(*) FROM pf GROUP BY src",
+                                                       window), key=repr), k
+
+
+def test_data_source_writers_on_a_cluster_batch_once_and_event_time_sink_slides_every_partition(spark, cluster,
+                                                                                               tmp_path):
+    """`df.write.format("windowstore")` and `df.writeStream.format("windowstore")` with a cluster
+    target: rows routed by the partition key and committed on every partition exactly once (a
+    re-run of the same job is a no-op). The sink feeds an event-time stream whose last batches
+    have one key only: the partitions without rows still slide (the commit carries the batch's
+    newest event time), and the answer equals DuckDB over the rows in the window it reports."""
+    target = ",".join(cluster.addresses)
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("dw", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual", partitions=P,
+                         partition_by=["src"])
+        data = rows(1, 150)
+        opts = {"target": target, "stream": "dw", "writer_id": "nightly", "batch_id": "7", "slide_per_batch": "true"}
+        df = spark.createDataFrame(data, DDL).repartition(3)
+        df.write.format("windowstore").options(**opts).mode("append").save()
+        df.write.format("windowstore").options(**opts).mode("append").save()  # the same job again: a no-op
+        assert [s["latest_slide"] for s in cc.describe_stream("dw")["streams"]] == [0] * P
+        for p, n in per_partition(data).items():
+            assert cc.nodes[cc.cluster.owner("dw", p)].query(
+                f"SELECT COUNT(*) FROM {partition_name('dw', p)}").rows == [(n,)]
+        assert cc.query("SELECT src, SUM(bytes) FROM dw GROUP BY src ORDER BY src").rows == \
+            duck("SELECT src, SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", data)
+        with pytest.raises(Exception, match="create_if_missing: on a cluster target, create the"):
+            df.write.format("windowstore").options(**{**opts, "stream": "nope", "create_if_missing": "true",
+                                                      "subwindows": "3", "subwindow_ms": "1000"}).mode("append").save()
+
+        cc.create_stream("ev", SCHEMA, subwindows=3, subwindow_ms=100, clock="event", partitions=P,
+                         partition_by=["src"], origin_ms=0)
+        src_dir, sent = tmp_path / "in", []
+        for b in range(6):
+            batch = [{"ts": b * 100 + i, "src": "h1" if b >= 4 else f"h{i % 11}", "bytes": i} for i in range(100)]
+            spark.createDataFrame(batch, DDL).coalesce(1).write.parquet(str(src_dir / f"b{b}"))
+            sent += batch
+        stream_df = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1) \
+            .option("recursiveFileLookup", "true").parquet(str(src_dir))
+        q = (stream_df.writeStream.format("windowstore").option("target", target).option("stream", "ev")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+        q.awaitTermination(180)
+        assert q.exception() is None, q.exception()
+        # the newest event time, 599, completes [0, 100) ... [400, 500) on every partition: slide 4
+        from conftest import wait_for
+        wait_for(lambda: [s["latest_slide"] for s in cc.describe_stream("ev")["streams"]] == [4] * P,
+                 "every partition to seal slide 4")
+        a = cc.query("SELECT src, COUNT(*), SUM(bytes) FROM ev GROUP BY src ORDER BY src")
+        assert (a.slide, a.window_start_ms, a.window_end_ms) == (4, 200, 500)
+        assert a.rows == duck("SELECT src, COUNT(*), SUM(bytes) FROM pf WHERE ts >= 200 AND ts < 500 GROUP BY src "
+                              "ORDER BY src NULLS LAST", sent)

@@ -78,7 +78,7 @@ class AnswerLog:
         assert set(self._logs) <= set(periodic), "an answer log per live periodic query only"
         for qid, log in self._logs.items():
             results = [r for r, _ in log]
-            assert all(a.slide <= b.slide for a, b in zip(results, results[1:])), "a log is in slide order"
+            assert all(a.slide < b.slide for a, b in zip(results, results[1:])), "one answer per slide, in slide order"
             assert self._bytes[qid] == sum(n for _, n in log), "its size is accounted"
             assert len(log) <= self.keep and (len(log) == 1 or self._bytes[qid] <= self.keep_bytes), "a log is bounded"
 

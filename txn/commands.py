@@ -55,6 +55,7 @@ class Append:
     batch_id: int | None
     now_ms: float
     ipc: bytes | None = field(default=None, repr=False)
+    event_time_ms: int | None = None  # the writer's event time has reached this (watermark hint)
 
     def payload(self) -> bytes:
         if self.ipc is not None:
@@ -104,6 +105,7 @@ class CommitBatch:
     attempts: tuple[tuple[str, int], ...]
     slide: bool
     now_ms: float
+    event_time_ms: int | None = None  # the writers' event time has reached this (watermark hint)
 
 
 @dataclass(frozen=True)
@@ -190,9 +192,13 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
     kind = KIND_OF[type(cmd)]
     if type(cmd) in _WITH_ROWS:
         header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
+        if getattr(cmd, "event_time_ms", None) is not None:  # written only when set: older records stay as they were
+            header["event_time_ms"] = cmd.event_time_ms  # type: ignore[union-attr]  # an Append's
         body = cmd.payload()  # type: ignore[union-attr, misc]  # the commands with rows: Append's payload()
     else:
         header, body = asdict(cmd), b""
+        if header.get("event_time_ms", 0) is None:  # written only when set: older records stay as they were
+            del header["event_time_ms"]
         if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms
             now_ms = header.pop("now_ms")
             header.update((k, v) for k, v in header.pop("spec").items() if _OMITTED_AT.get(k, _KEEP) != v)

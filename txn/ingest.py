@@ -85,6 +85,8 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
     book = engine.books[cmd.stream]
     batch_id = cmd.batch_id if cmd.writer_id else None  # the idempotency key, if the append has one
     checked, rows = stream.schema.check(cmd.batch)  # raises InvalidInput with nothing applied
+    if cmd.event_time_ms is not None:
+        stream.window.check_event_time(cmd.event_time_ms)
     digest = 0
     if batch_id is not None:
         digest = batch_digest(checked, stream.schema.columns, rows)
@@ -98,6 +100,8 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
             return AppendAck(seen.accepted, seen.late, True, seen.latest_slide, digest)
     _admit(engine, stream, rows)
     result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    if cmd.event_time_ms is not None:
+        stream.window.reach_event_time(cmd.event_time_ms)
     book.accepted_rows += result.accepted
     ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through, digest)
     if batch_id is not None:
@@ -144,6 +148,8 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
     key = (cmd.writer_id, cmd.batch_id)
     if not cmd.writer_id:
         raise InvalidInput("a batch commit needs a writer_id and a batch_id")
+    if cmd.event_time_ms is not None:
+        stream.window.check_event_time(cmd.event_time_ms)
     staged = book.staged.get(key, {})
     attempts = sorted(dict(cmd.attempts).items())
     complete = all(_staged_rows(staged, a) == rows for a, rows in attempts)
@@ -170,6 +176,8 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
         raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
     _admit(engine, stream, rows)
     result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    if cmd.event_time_ms is not None:
+        stream.window.reach_event_time(cmd.event_time_ms)
     book.accepted_rows += result.accepted
     ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through,
                     batch_digest(checked, stream.schema.columns, rows))

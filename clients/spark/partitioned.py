@@ -17,16 +17,17 @@ from collections import defaultdict
 from typing import Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from windowstore.store.partitions import StaticCluster, partition_name, split_rows
 
 from ..client import Client
 from ..partitioned import ClusterClient, Layout
-from .staging import _task, stage_rows, writer_identity
+from .staging import _task, stage_rows, timestamps_to_ms, writer_identity
 
-PART_ACK_SCHEMA = "partition INT, writer STRING, attempt STRING, rows LONG"
+PART_ACK_SCHEMA = "partition INT, writer STRING, attempt STRING, rows LONG, max_event_ms LONG"
 _PART_ACK_ARROW = pa.schema([("partition", pa.int32()), ("writer", pa.string()), ("attempt", pa.string()),
-                             ("rows", pa.int64())])
+                             ("rows", pa.int64()), ("max_event_ms", pa.int64())])
 
 
 def cluster_layout(nodes: Sequence[str], stream: str) -> Layout:
@@ -37,34 +38,40 @@ def cluster_layout(nodes: Sequence[str], stream: str) -> Layout:
 
 def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by: Sequence[str],
                 writer_id: str | None, batch_id: int, batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
-                time_to_ms: str | None = None) -> Iterator[pa.RecordBatch]:
+                time_to_ms: str | None = None, event_time: str | None = None) -> Iterator[pa.RecordBatch]:
     """A Spark task's rows split by store partition and staged on each partition's server under
-    this task attempt; yields one acknowledgement row per store partition that got rows."""
+    this task attempt; yields one acknowledgement row per store partition that got rows, with the
+    newest event time of its rows when the stream slides by `event_time` (the driver tells every
+    partition the newest of all, so partitions whose keys are idle slide too)."""
     _, attempt, props = _task()
     writer = writer_identity(writer_id, props)
     cluster = StaticCluster(tuple(nodes))
     shares: dict[int, list[pa.RecordBatch]] = defaultdict(list)
     for rb in batches:
         if rb.num_rows:
+            rb = timestamps_to_ms(rb, time_to_ms) if time_to_ms else rb
             for p, part in split_rows(pa.Table.from_batches([rb]), partition_by, partitions).items():
                 shares[p].extend(part.to_batches())
-    parts, writers, attempts, counts = [], [], [], []
+    parts, writers, attempts, counts, newest = [], [], [], [], []
     for p in sorted(shares):
         addr = cluster.addresses[cluster.owner(stream, p)]
-        staged = stage_rows(addr, partition_name(stream, p), writer, batch_id, attempt, iter(shares[p]), max_rows,
-                            time_to_ms)
+        staged = stage_rows(addr, partition_name(stream, p), writer, batch_id, attempt, iter(shares[p]), max_rows)
         parts.append(p)
         writers.append(writer)
         attempts.append(attempt)
         counts.append(staged)
+        newest.append(pc.max(pa.Table.from_batches(shares[p]).column(event_time)).as_py() if event_time else None)
     yield pa.RecordBatch.from_arrays([pa.array(parts, pa.int32()), pa.array(writers, pa.string()),
-                                      pa.array(attempts, pa.string()), pa.array(counts, pa.int64())],
+                                      pa.array(attempts, pa.string()), pa.array(counts, pa.int64()),
+                                      pa.array(newest, pa.int64())],
                                      schema=_PART_ACK_ARROW)
 
 
-def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, acks, slide: bool = False) -> dict:
+def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, acks, slide: bool = False,
+               event_time_ms: int | None = None) -> dict:
     """Commit batch (writer, batch_id) on every partition with exactly its acknowledged attempts
-    ([(partition, attempt, rows)]), in parallel; an error names the partition that raised it.
+    ([(partition, attempt, rows)]), in parallel, each told `event_time_ms` (the batch's newest
+    event time, on an event-time stream); an error names the partition that raised it.
     Returns the sums: accepted, late, duplicate (every partition had it), latest_slide (the least),
     and per partition: by_partition (accepted rows) and duplicate_partitions (those that had it)."""
     attempts: dict[int, dict[str, int]] = defaultdict(dict)
@@ -73,7 +80,8 @@ def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, ac
     with ClusterClient(list(nodes)) as cc:
         lay = cc.layout(stream)
         done = cc.on_partitions(lay, lambda p, n: n.commit_batch(partition_name(stream, p), writer, batch_id,
-                                                         attempts.get(p, {}), slide=slide))
+                                                         attempts.get(p, {}), slide=slide,
+                                                         event_time_ms=event_time_ms))
     return {"accepted": sum(r.accepted for r in done.values()), "late": sum(r.late for r in done.values()),
             "duplicate": all(r.duplicate for r in done.values()),
             "latest_slide": min(r.latest_slide for r in done.values()),

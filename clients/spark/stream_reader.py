@@ -8,6 +8,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from .layout import _answer_rows
 from .options import _READ_OPTIONS, _connection, connect, parse_options
+from .partitioned import cluster_nodes
 
 
 @dataclass
@@ -22,7 +23,10 @@ class _AnswerStreamReader(DataSourceStreamReader):
     answers of a periodic query as a stream. The offset is {query_id, slide}: the periodic query
     (registered when the streaming query first starts, kept in its checkpoint through the offset)
     and the newest slide whose answer was delivered, so a restart resumes after it, without gaps
-    or repeats, as long as the server still keeps those answers (its bounded answer log)."""
+    or repeats, as long as the server still keeps those answers (its bounded answer log).
+
+    On a cluster target ("host1:port,host2:port") and a partitioned stream, the query is registered
+    on every partition and each slide's answers are merged into one (ClusterClient.read_answers)."""
 
     def __init__(self, options: dict, decimal_columns: list[tuple[int, str]]):
         opts = parse_options(options, _READ_OPTIONS)
@@ -30,14 +34,28 @@ class _AnswerStreamReader(DataSourceStreamReader):
         self.query = opts["query"]
         self.query_id = opts.get("query_id")
         self.decimal_columns = decimal_columns
+        self.nodes = cluster_nodes(self.target["target"] or "")
+
+    def _connect(self, query_id: str | None = None):
+        """A client of the target; on a cluster, one that merges `query_id`'s partitions' answers."""
+        if self.nodes is None:
+            return connect(self.target)
+        from ..partitioned import ClusterClient
+
+        ws = ClusterClient(self.nodes, **{k: v for k, v in self.target.items() if k != "target"})
+        if query_id is not None and "/" in query_id:  # a partitioned stream's: stream/id0,id1,...
+            ws.attach(query_id, self.query)
+        return ws
 
     def initialOffset(self) -> dict:
-        with connect(self.target) as ws:
-            query_id = self.query_id or ws.register(self.query).id
-        return {"query_id": query_id, "slide": -1}
+        # Spark asks more than once at a first start: register once per reader
+        if self.query_id is None:
+            with self._connect() as ws:
+                self.query_id = ws.register(self.query).id
+        return {"query_id": self.query_id, "slide": -1}
 
     def latestOffset(self, start: dict, limit=None) -> dict:
-        with connect(self.target) as ws:
+        with self._connect(start["query_id"]) as ws:
             _, latest, _ = ws.read_answers(start["query_id"], start["slide"], limit=1)
         return {"query_id": start["query_id"], "slide": max(latest, start["slide"])}
 
@@ -48,7 +66,7 @@ class _AnswerStreamReader(DataSourceStreamReader):
 
     def read(self, partition: _AnswerRange):  # type: ignore[override]  # Spark hands back partitions() ones
         after = partition.after_slide
-        with connect(self.target) as ws:
+        with self._connect(partition.query_id) as ws:
             while after < partition.through_slide:
                 answers, _, first = ws.read_answers(partition.query_id, after, partition.through_slide)
                 if not answers:

@@ -14,9 +14,11 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from ..partitioned import Layout
 from .options import _WRITE_OPTIONS, _connection, connect, parse_options
-from .partitioned import PART_ACK_SCHEMA, cluster_layout, commit_all, describe_partition, stage_split
+from windowstore.store.partitions import partition_name
+
+from .partitioned import PART_ACK_SCHEMA, cluster_layout, cluster_nodes, commit_all, describe_partition, stage_split
 from .schema import check_write_schema, describe, describe_or_create
-from .staging import QUERY_ID_PROPERTY, stage_partition, stage_rows, writer_identity
+from .staging import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, _task, stage_partition, stage_rows, writer_identity
 
 
 class WindowStoreWriter:
@@ -104,11 +106,12 @@ class WindowStoreWriter:
 
         def stage(batches):
             yield from stage_split(nodes, stream, lay.partitions, lay.partition_by, writer_id, batch_id, batches,
-                                   max_rows, time_to_ms)
+                                   max_rows, time_to_ms, lay.event_time)
         acks = batch_df.mapInArrow(stage, PART_ACK_SCHEMA).collect()
         writer = acks[0].writer if acks else self._driver_writer(batch_df)
+        newest = [a.max_event_ms for a in acks if a.max_event_ms is not None]
         done = commit_all(nodes, stream, writer, batch_id, [(a.partition, a.attempt, a.rows) for a in acks],
-                          slide=self.slide_per_batch)
+                          slide=self.slide_per_batch, event_time_ms=max(newest) if newest else None)
         self.last = {"batch_id": batch_id, "writer": writer, "accepted": done["accepted"], "late": done["late"],
                      "duplicate": done["duplicate"], "partitions": len({a.partition for a in acks}),
                      "latest_slide": done["latest_slide"], "by_partition": done["by_partition"],
@@ -133,6 +136,74 @@ class StagedCommit(WriterCommitMessage):
     rows: int
 
 
+@dataclass
+class PartitionsStaged(WriterCommitMessage):
+    """A task's rows staged on a partitioned stream: [(partition, attempt, rows, newest event time)]."""
+    writer: str
+    staged: list
+
+
+class _OnCluster:
+    """A data source writer's target when it is a cluster ("host1:port,host2:port"): a partitioned
+    stream's tasks split their rows by partition and stage each share on its partition's server;
+    the driver commits the batch on every partition (partitioned.py). An ordinary stream on one of
+    the servers is written as on one server."""
+
+    def __init__(self, nodes: list[str], stream: str, opts: dict):
+        if opts.get("create_if_missing"):
+            raise ValueError("create_if_missing: on a cluster target, create the (partitioned) stream first "
+                             "(ClusterClient.create_stream or `windowstore create-stream --partitions`)")
+        if any(opts.get(k) for k in ("tls", "tls_ca", "tls_cert", "tls_key", "token")):
+            raise ValueError("a cluster target takes no TLS or token options yet")
+        self.nodes, self.stream = nodes, stream
+        self.layout = cluster_layout(nodes, stream)
+
+    def address(self) -> str | None:
+        """An ordinary stream's server (None for a partitioned stream)."""
+        return None if self.layout.partitions else self.nodes[self.layout.node]  # type: ignore[index]  # set then
+
+    def spec(self) -> dict:
+        return describe_partition(self.nodes, self.stream, self.layout)
+
+    def stage(self, writer_id: str | None, batch_id: int, batches, max_rows: int, time_to_ms) -> PartitionsStaged:
+        lay = self.layout
+        acks = [rb.to_pylist() for rb in stage_split(self.nodes, self.stream, lay.partitions, lay.partition_by,
+                                                     writer_id, batch_id, batches, max_rows, time_to_ms,
+                                                     lay.event_time)]
+        rows = [r for batch in acks for r in batch]
+        writer = rows[0]["writer"] if rows else writer_identity(writer_id, _task()[2])
+        return PartitionsStaged(writer, [(r["partition"], r["attempt"], r["rows"], r["max_event_ms"]) for r in rows])
+
+    def commit(self, messages, batch_id: int, slide: bool) -> None:
+        messages = [m for m in messages if m is not None]
+        if not messages:
+            return  # no task ran: nothing was staged, nothing to publish
+        newest = [t for m in messages for *_, t in m.staged if t is not None]
+        commit_all(self.nodes, self.stream, messages[0].writer, batch_id, [(p, a, n) for m in messages for p, a, n, _ in m.staged],
+                   slide=slide, event_time_ms=max(newest) if newest else None)
+
+    def abort(self, messages, batch_id: int) -> None:
+        from ..partitioned import ClusterClient
+
+        writers = {m.writer for m in messages if m is not None}
+        with ClusterClient(self.nodes) as cc:
+            for writer in writers:
+                cc.on_partitions(self.layout, lambda p, n: n.abort_batch(partition_name(self.stream, p), writer,
+                                                                          batch_id))
+
+
+def _cluster_target(opts: dict) -> _OnCluster | None:
+    nodes = cluster_nodes(opts.get("target", ""))
+    if nodes is None:
+        return None
+    on = _OnCluster(nodes, opts["stream"], opts)
+    address = on.address()
+    if address is not None:  # an ordinary stream on one server of the cluster
+        opts["target"] = address
+        return None
+    return on
+
+
 class _StreamWriter(DataSourceStreamArrowWriter):
     """Streaming sink: tasks stage per attempt; commit publishes the micro-batch atomically."""
 
@@ -140,21 +211,30 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore sink needs option('stream', NAME)")
+        self.cluster = _cluster_target(opts)
         self.target = _connection(opts)
         self.stream = opts["stream"]
         self.writer_id = opts.get("writer_id")
         self.slide_per_batch = opts.get("slide_per_batch", False)
         self.max_rows = opts.get("max_rows_per_append", 200_000)
         # checked on the driver when the query starts, not in a task later
-        self.time_to_ms = None if schema is None else \
-            check_write_schema(schema, describe_or_create(self.target, self.stream, schema, opts))
+        self.time_to_ms = None if schema is None else check_write_schema(
+            schema, self.cluster.spec() if self.cluster else describe_or_create(self.target, self.stream, schema, opts))
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit | PartitionsStaged:
+        if self.cluster is not None:
+            props = _task()[2]
+            if props.get(BATCH_ID_PROPERTY) is None:
+                raise RuntimeError("windowstore sink: no micro-batch id on this task (use it from writeStream)")
+            return self.cluster.stage(self.writer_id, int(props[BATCH_ID_PROPERTY]), iterator, self.max_rows,
+                                      self.time_to_ms)
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, None, iterator,
                                                    self.max_rows, self.time_to_ms)
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages, batchId: int) -> None:
+        if self.cluster is not None:
+            return self.cluster.commit(messages, batchId, self.slide_per_batch)
         messages = [m for m in messages if m is not None]
         if not messages:
             return  # no task ran: nothing was staged, nothing to publish
@@ -163,6 +243,8 @@ class _StreamWriter(DataSourceStreamArrowWriter):
                             slide=self.slide_per_batch)
 
     def abort(self, messages, batchId: int) -> None:
+        if self.cluster is not None:
+            return self.cluster.abort(messages, batchId)
         writers = {m.writer for m in messages if m is not None}
         with connect(self.target) as ws:
             for writer in writers:
@@ -176,26 +258,34 @@ class _BatchWriter(DataSourceArrowWriter):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore writer needs option('stream', NAME)")
+        self.cluster = _cluster_target(opts)
         self.target = _connection(opts)
         self.stream = opts["stream"]
-        self.time_to_ms = None if schema is None else \
-            check_write_schema(schema, describe_or_create(self.target, self.stream, schema, opts))
+        self.time_to_ms = None if schema is None else check_write_schema(
+            schema, self.cluster.spec() if self.cluster else describe_or_create(self.target, self.stream, schema, opts))
         # give writer_id and batch_id to make a re-run of the same job a no-op
         self.writer_id = opts.get("writer_id") or f"spark-write:{uuid.uuid4()}"
         self.batch_id = opts.get("batch_id", 0)
         self.slide = opts.get("slide_per_batch", False)
         self.max_rows = opts.get("max_rows_per_append", 200_000)
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit:
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedCommit | PartitionsStaged:
+        if self.cluster is not None:
+            return self.cluster.stage(self.writer_id, self.batch_id, iterator, self.max_rows, self.time_to_ms)
         writer, attempt, rows, _ = stage_partition(self.target, self.stream, self.writer_id, self.batch_id, iterator,
                                                    self.max_rows, self.time_to_ms)
         return StagedCommit(writer, attempt, rows)
 
     def commit(self, messages) -> None:
+        if self.cluster is not None:
+            return self.cluster.commit([m or PartitionsStaged(self.writer_id, []) for m in messages], self.batch_id,
+                                       self.slide)
         with connect(self.target) as ws:
             ws.commit_batch(self.stream, self.writer_id, self.batch_id,
                             {m.attempt: m.rows for m in messages if m is not None}, slide=self.slide)
 
     def abort(self, messages) -> None:
+        if self.cluster is not None:
+            return self.cluster.abort([PartitionsStaged(self.writer_id, [])], self.batch_id)
         with connect(self.target) as ws:
             ws.abort_batch(self.stream, self.writer_id, self.batch_id)

@@ -28,7 +28,7 @@ class ReplicationRpcs:
         repl = getattr(self.driver, "replication", None)
         if repl is None:
             raise FailedPrecondition("this server keeps no replicas: replication needs `serve --cluster FILE --node I` "
-                                     "and a data directory")
+                                     "and a data directory (not yet with --etcd)")
         return repl
 
     # -- hooks on client requests ---------------------------------------------------------------------

@@ -260,6 +260,8 @@ class SharedTasks:
                     continue  # unregistered (or re-registered) while it ran
                 del self.busy[mid]
                 task = self.tasks[mid]
+                if task.last_reflected is not None and result.slide <= task.last_reflected:
+                    continue  # it has answered this slide (run for a due partner): never twice
                 n = min(task.plan.n_q, len(bounds))
                 start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
                 late = early = 0

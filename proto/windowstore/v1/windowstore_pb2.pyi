@@ -260,18 +260,20 @@ class ColumnarBatch(_message.Message):
     def __init__(self, columns: _Optional[_Iterable[_Union[ColumnValues, _Mapping]]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
-    __slots__ = ("stream", "arrow_ipc", "columnar", "writer_id", "batch_id")
+    __slots__ = ("stream", "arrow_ipc", "columnar", "writer_id", "batch_id", "event_time_ms")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
     COLUMNAR_FIELD_NUMBER: _ClassVar[int]
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     arrow_ipc: bytes
     columnar: ColumnarBatch
     writer_id: str
     batch_id: int
-    def __init__(self, stream: _Optional[str] = ..., arrow_ipc: _Optional[bytes] = ..., columnar: _Optional[_Union[ColumnarBatch, _Mapping]] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, stream: _Optional[str] = ..., arrow_ipc: _Optional[bytes] = ..., columnar: _Optional[_Union[ColumnarBatch, _Mapping]] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
     __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide")
@@ -538,18 +540,20 @@ class AttemptRows(_message.Message):
     def __init__(self, attempt: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class CommitBatchRequest(_message.Message):
-    __slots__ = ("stream", "writer_id", "batch_id", "attempts", "slide")
+    __slots__ = ("stream", "writer_id", "batch_id", "attempts", "slide", "event_time_ms")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     writer_id: str
     batch_id: int
     attempts: _containers.RepeatedCompositeFieldContainer[AttemptRows]
     slide: bool
-    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptRows, _Mapping]]] = ..., slide: _Optional[bool] = ...) -> None: ...
+    event_time_ms: int
+    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptRows, _Mapping]]] = ..., slide: _Optional[bool] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
 
 class CommitBatchResponse(_message.Message):
     __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide")

@@ -9,7 +9,8 @@ import platform
 import sys
 from pathlib import Path
 
-SECTIONS = ["store", "server", "durability", "spark", "floor", "join", "peer", "slicing", "sketch"]
+SECTIONS = ["store", "server", "durability", "spark", "floor", "join", "peer", "slicing", "sketch",
+            "replication"]
 
 
 def main(argv=None) -> int:

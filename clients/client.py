@@ -212,6 +212,26 @@ def query_request(query: str | pb.StructuredQuery, priority: int, as_of_slide: i
     return build(pb.QueryRequest, text=query, priority=priority)
 
 
+def replica_query(req: pb.QueryRequest, read_from: str, min_slide: int | None, min_slide_wait_ms: int) -> pb.QueryRequest:
+    """A query request's replica options (docs/replication.md)."""
+    req.read_from = read_from
+    if min_slide is not None:
+        req.min_slide = min_slide
+    req.min_slide_wait_ms = min_slide_wait_ms
+    return req
+
+
+_ROLES = {"leader": pb.REPLICA_ROLE_LEADER, "follower": pb.REPLICA_ROLE_FOLLOWER}
+
+
+def role_request(stream: str, role: str, epoch: int, leader: int, replicas: Iterable[int],
+                 acks: str) -> pb.SetReplicaRoleRequest:
+    if role not in _ROLES:
+        raise InvalidArgument(f"role is 'leader' or 'follower'; got {role!r}")
+    return pb.SetReplicaRoleRequest(stream=stream, role=_ROLES[role], epoch=epoch, leader=leader,
+                                    replicas=list(replicas), acks=acks)
+
+
 def pinned(query: str | pb.StructuredQuery, slide: int) -> str | pb.StructuredQuery:
     """The query AS OF SLIDE `slide` (replacing any AS OF it has): text stays text (re-written from
     its parse), a structured query gets as_of_slide set on a copy."""
@@ -327,16 +347,19 @@ class Client:
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                       exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
-                      last_rows_keys: int = 0, sketches: Mapping | None = None) -> dict:
+                      last_rows_keys: int = 0, sketches: Mapping | None = None, replication: int = 1,
+                      acks: str = "") -> dict:
         """Create a stream and return its description. With `exist_ok`, a stream of that name
         created with the same schema and window is returned as it is (one created differently is
         still AlreadyExists, saying how it differs). `last_rows` rows of each key of `last_rows_by`
         are kept beyond the window for `[PARTITION BY ... ROWS n]`, for at most `last_rows_keys` keys.
         `sketches`: column -> kind or (kind, size), kinds "kll", "hll", "cpc", "frequent"
-        (docs/approximate.md)."""
+        (docs/approximate.md). `replication` > 1 keeps that many replicas on the cluster's servers
+        (sent to its leader), `acks` "leader" or "all" (docs/replication.md)."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
                              allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys,
                              sketches)
+        req.replication, req.acks = replication, acks
         try:
             return _dict(self.call("CreateStream", req, False).stream)
         except AlreadyExists:
@@ -399,10 +422,25 @@ class Client:
 
     # queries
     def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
-              as_of_slide: int | None = None) -> Answer:
+              as_of_slide: int | None = None, read_from: str = "", min_slide: int | None = None,
+              min_slide_wait_ms: int = 0) -> Answer:
         """Run a one-time query; `as_of_slide`: over the window as it stood right after that slide
-        (AS OF SLIDE; FailedPrecondition once it has left the window, naming the slides it can answer)."""
-        return Answer.from_pb(self.call("Query", query_request(query, priority, as_of_slide), True, timeout).answer)
+        (AS OF SLIDE; FailedPrecondition once it has left the window, naming the slides it can answer).
+        `read_from="follower"` lets a follower replica answer from the slides it has applied
+        (Answer.slide); `min_slide`: only once that slide is applied there (waiting up to
+        `min_slide_wait_ms`, then Unavailable naming the slide)."""
+        req = replica_query(query_request(query, priority, as_of_slide), read_from, min_slide, min_slide_wait_ms)
+        return Answer.from_pb(self.call("Query", req, True, timeout).answer)
+
+    def set_replica_role(self, stream: str, role: str, epoch: int, leader: int = 0, replicas: Iterable[int] = (),
+                         acks: str = "") -> dict:
+        """Make this server the "leader" or a "follower" (of node `leader`) of a replicated stream at
+        `epoch` (docs/replication.md); returns its replica status."""
+        return _dict(self.call("SetReplicaRole", role_request(stream, role, epoch, leader, replicas, acks), False))
+
+    def replica_status(self, stream: str) -> dict:
+        """Where this server's replica of `stream` stands: role, epoch, offsets, in-sync set, lag."""
+        return _dict(self.call("GetReplicaStatus", build(pb.GetReplicaStatusRequest, stream=stream), True))
 
     def explain(self, query: str | pb.StructuredQuery) -> dict:
         """How the query would run, without running it: its access path and what that reads
@@ -497,11 +535,13 @@ class AsyncClient:
                             subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                             allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                             exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
-                            last_rows_keys: int = 0, sketches: Mapping | None = None) -> dict:
+                            last_rows_keys: int = 0, sketches: Mapping | None = None, replication: int = 1,
+                            acks: str = "") -> dict:
         """As Client.create_stream."""
         req = create_request(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
                              allowed_lateness_ms, time_column, topk, last_rows, last_rows_by, last_rows_keys,
                              sketches)
+        req.replication, req.acks = replication, acks
         try:
             return _dict((await self.call("CreateStream", req, False)).stream)
         except AlreadyExists:
@@ -545,9 +585,10 @@ class AsyncClient:
                                                                     batch_id=batch_id), True)).discarded_rows
 
     async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
-                    as_of_slide: int | None = None) -> Answer:
-        return Answer.from_pb((await self.call("Query", query_request(query, priority, as_of_slide), True,
-                                                timeout)).answer)
+                    as_of_slide: int | None = None, read_from: str = "", min_slide: int | None = None,
+                    min_slide_wait_ms: int = 0) -> Answer:
+        req = replica_query(query_request(query, priority, as_of_slide), read_from, min_slide, min_slide_wait_ms)
+        return Answer.from_pb((await self.call("Query", req, True, timeout)).answer)
 
     async def explain(self, query: str | pb.StructuredQuery) -> dict:
         """As Client.explain."""

@@ -174,7 +174,7 @@ class ClusterClient:
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
                       exist_ok: bool = False, partitions: int | None = None,
                       partition_by: Iterable[str] = (), origin_ms: int | None = None,
-                      sketches: dict | None = None) -> dict:
+                      sketches: dict | None = None, replication: int = 1, acks: str = "") -> dict:
         """Create a stream. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
         its server (in parallel); returns {"name", "partitions", "partition_by", "streams": each
         partition's description}. If some partitions could not be created, call again with
@@ -191,7 +191,8 @@ class ClusterClient:
                 raise InvalidArgument("partition_by needs partitions")
             node = self._owner(name, 0)[1]
             out = node.create_stream(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                                     allowed_lateness_ms, time_column, topk, exist_ok, sketches=sketches)
+                                     allowed_lateness_ms, time_column, topk, exist_ok, sketches=sketches,
+                                     replication=replication, acks=acks)
             self._layouts.pop(name, None)
             return out
         if not isinstance(partitions, int) or partitions < 1:
@@ -209,6 +210,7 @@ class ClusterClient:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
                                  group_by, allowed_lateness_ms, time_column, topk, sketches=sketches)
             req.spec.partition.CopyFrom(pb.PartitionSpec(stream=name, index=p, count=partitions, key=partition_by))
+            req.replication, req.acks = replication, acks  # (docs/replication.md)
             if origin is not None:
                 req.spec.origin_ms = origin
             try:

@@ -230,6 +230,11 @@ class WindowStoreServer:
                     self.driver = Driver(config)
             else:
                 self.driver = Driver(config)
+            if config.cluster is not None and not config.in_memory:  # (static roles: a cluster file, not --etcd)
+                from .replication import Replication
+                self.driver.replication = Replication(self.driver, config.data_dir, config.node or 0,
+                                                      self.cluster.addresses, config.fsync)
+                self.driver.group_commit.replication = self.driver.replication
             for endpoints in self._endpoints:
                 endpoints.attach(self.driver)
             self._on_loop(self._add_service(policy))

@@ -125,9 +125,37 @@ def create_stream(args) -> int:
                                 group_by=[g for g in (args.group_by or "").split(",") if g],
                                 allowed_lateness_ms=args.allowed_lateness_ms, time_column=args.time_column,
                                 topk=args.topk, exist_ok=args.exist_ok, **partitioned,
-                                **({"sketches": parse_sketches(args.sketch)} if args.sketch else {}))
+                                **({"sketches": parse_sketches(args.sketch)} if args.sketch else {}),
+                                **({"replication": args.replication, "acks": args.acks or ""}
+                                   if args.replication is not None or args.acks else {}))
     out.records([_stream_row(i) for i in info["streams"]] if "streams" in info else [_stream_row(info)],
                 args.output, utc=args.utc)
+    return 0
+
+
+def _replica_row(st: dict) -> dict:
+    return {"stream": st["stream"], "role": st["role"].removeprefix("REPLICA_ROLE_").lower(), "epoch": st["epoch"],
+            "leader": st["leader"], "replicas": ",".join(map(str, st["replicas"])), "acks": st["acks"],
+            "end_offset": st["end_offset"], "high_watermark": st["high_watermark"],
+            "applied_offset": st["applied_offset"], "applied_slide": st["applied_slide"],
+            "in_sync": ",".join(map(str, st["in_sync"])), "lag_records": st["lag_records"]}
+
+
+@with_errors
+def replica_role(args) -> int:
+    """Make the server of --target the leader or a follower of a replicated stream (by hand: static roles)."""
+    with client(args) as ws:
+        st = ws.set_replica_role(args.stream, args.role, args.epoch, leader=args.leader or 0,
+                                 replicas=[int(n) for n in (args.replicas or "").split(",") if n.strip()])
+    out.records([_replica_row(st)], args.output, utc=args.utc)
+    return 0
+
+
+@with_errors
+def replica_status(args) -> int:
+    with client(args) as ws:
+        st = ws.replica_status(args.stream)
+    out.records([_replica_row(st)], args.output, utc=args.utc)
     return 0
 
 
@@ -309,7 +337,7 @@ def slide(args) -> int:
 @with_errors
 def query(args) -> int:
     with client(args) as ws:
-        a = ws.query(args.query, priority=args.priority)
+        a = ws.query(args.query, priority=args.priority, read_from=args.read_from or "", min_slide=args.min_slide)
     out.answer(a, "json" if args.json else args.output, utc=args.utc)
     return 0
 
@@ -479,8 +507,29 @@ def add_commands(sub) -> None:
     cs.add_argument("--origin-ms", type=int,
                     help="partitioned stream: the instant (ms) every partition's first sub-window starts at "
                          "(default now; with --clock event, rows before it are late)")
+    cs.add_argument("--replication", type=int, help="replicas of the stream (or of each partition) on the servers "
+                                                    "of the cluster file, leader first (docs/replication.md)")
+    cs.add_argument("--acks", choices=("leader", "all"),
+                    help="acknowledge a write once in the leader's log, or in every in-sync replica's log "
+                         "(default: all with --replication > 1)")
     client_args(cs)
     cs.set_defaults(func=create_stream)
+
+    rr = sub.add_parser("replica-role", help="make the server of --target the leader or a follower of a replicated "
+                                             "stream at an epoch (docs/replication.md)")
+    rr.add_argument("stream")
+    rr.add_argument("role", choices=("leader", "follower"))
+    rr.add_argument("--epoch", type=int, required=True, help="newer than the replica's (a promotion: the old + 1)")
+    rr.add_argument("--leader", type=int, help="follower: the leader's node index in the cluster file")
+    rr.add_argument("--replicas", help="follower, on a server that holds no replica of the stream yet: its replica "
+                                       "nodes, leader first, comma-separated")
+    client_args(rr)
+    rr.set_defaults(func=replica_role)
+
+    rs = sub.add_parser("replica-status", help="where the --target server's replica of a stream stands")
+    rs.add_argument("stream")
+    client_args(rs)
+    rs.set_defaults(func=replica_status)
 
     ds = sub.add_parser("drop-stream", help="drop a stream, its rows and its periodic queries")
     ds.add_argument("name")
@@ -521,6 +570,9 @@ def add_commands(sub) -> None:
     q = sub.add_parser("query", help="run a one-time query and print its answer")
     q.add_argument("query", help="query text, e.g. \"SELECT COUNT(*) FROM packets\"")
     q.add_argument("--priority", type=int, default=0)
+    q.add_argument("--read-from", choices=("leader", "follower"),
+                   help="follower: a follower replica of a replicated stream may answer (docs/replication.md)")
+    q.add_argument("--min-slide", type=int, help="answer only once this slide is applied on the replica asked")
     q.add_argument("--json", action="store_true", help="the same as --output json")
     client_args(q)
     q.set_defaults(func=query)

@@ -122,6 +122,13 @@ class _StoreCollector:
                              ("late_runs", "answers later than their query's SLIDE"),
                              ("aborts", "aborts of shared executions")):
                 yield CounterMetricFamily(f"windowstore_sharing_{key}", doc, value=sh[key])
+        if s.get("replica_lag"):  # replicated streams (server/replication/)
+            g = GaugeMetricFamily("windowstore_replica_lag_records", "records the slowest replica of the stream lags: "
+                                  "on its leader, its followers' acknowledged offsets behind the log's end; on a "
+                                  "follower, its applied offset behind the high watermark", labels=["stream"])
+            for name, lag in sorted(s["replica_lag"].items()):
+                g.add_metric([name], lag)
+            yield g
         d = s["durability"]
         if d.get("enabled"):
             yield CounterMetricFamily("windowstore_log_bytes", "write-ahead log bytes written", value=d["log_bytes"])

@@ -25,6 +25,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
 
 from . import convert, oplog
 from .driver import CLOSED, Driver, FailedPrecondition, NotFound, ResourceLimit, ShuttingDown
+from .replication.rpcs import ReplicationRpcs
 from .rpc import PermissionDenied, principal
 from .security import AccessPolicy
 
@@ -72,7 +73,7 @@ def _short(name: str, limit: int = 100) -> str:
     return name if len(name) <= limit else name[:limit] + "..."
 
 
-class WindowStoreService:
+class WindowStoreService(ReplicationRpcs):
     def __init__(self, driver: Driver, policy: AccessPolicy | None = None, cluster=None):
         self.driver = driver
         self.cluster = cluster  # a StaticCluster (--cluster, --node config.node) or None
@@ -129,11 +130,13 @@ class WindowStoreService:
             await d.until_ready()
         who = self._admit(context)
         try:
+            self._check_replica_write(cmd)
             result, durable = d.write(cmd)
             if durable is not None:
                 # no timer of ours for the caller's deadline: gRPC cancels this handler when it
                 # passes (the caller gets DEADLINE_EXCEEDED); asyncio.wait_for cost ~12 us a call
                 await durable
+                await self._replica_committed(cmd)
             return result
         finally:
             self._done(who)
@@ -144,7 +147,12 @@ class WindowStoreService:
         self._allow(context, "admin", name)
         if spec.partitions:
             self._check_placement(name, spec)
-        await self._write(CreateStream(name, tuple(columns.items()), time_column, spec, 0.0), context)
+        create = CreateStream(name, tuple(columns.items()), time_column, spec, 0.0)
+        replicated = self._replicas_for(name, spec, request.replication, request.acks)
+        if replicated is None:
+            await self._write(create, context)
+        else:
+            await self._create_replicated(name, *replicated, lambda: self._write(create, context))
         oplog.event("stream_created", stream=name, clock=spec.clock, subwindows=spec.subwindows,
                     subwindow_ms=spec.subwindow_ms, subwindow_rows=spec.subwindow_rows, client=principal())
         return pb.CreateStreamResponse(stream=await self._run(lambda: _info(self.driver, name), context))
@@ -273,6 +281,8 @@ class WindowStoreService:
         d = self.driver
         if not d.ready:
             await d.until_ready()
+        if request.read_from or request.HasField("min_slide") or getattr(d, "replication", None) is not None:
+            await self._replica_read(request, streams)
         who = self._admit(context)
         txn = None
         try:
@@ -314,6 +324,7 @@ class WindowStoreService:
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
         owner = self._allow_all(context, "read", _streams(query))
+        self._refuse_periodic_on_replicas(_streams(query))
         p = await self._write(Register("", text, request.priority, 0.0, owner), context)
         oplog.event("query_registered", query_id=p.task.id, every_slides=p.task.every, query=text[:500],
                     client=principal())

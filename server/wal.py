@@ -156,6 +156,27 @@ def read(directory: str) -> Iterator[tuple[int, memoryview]]:
             raise WalCorrupt(f"{seg.path}: offset {off}: damaged record (lsn {expected}: {problem})")
 
 
+def records_after(directory: str, after: int) -> Iterator[tuple[int, memoryview]]:
+    """The records after lsn `after` as the segments hold them now, unchecked (read back while the
+    log is open, e.g. to ship them: recovery has checked them); stops at one still being written."""
+    segs = segments(directory)
+    start = 0
+    for i, seg in enumerate(segs):
+        if seg.first_lsn <= after + 1:
+            start = i
+    for seg in segs[start:]:
+        with open(seg.path, "rb") as f:
+            data = f.read()
+        off, view = len(MAGIC), memoryview(data)
+        while off + _REC.size <= len(data):
+            n, _, lsn = _REC.unpack_from(view, off)
+            if off + _REC.size + n > len(data):
+                return
+            if lsn > after:
+                yield lsn, view[off + _REC.size: off + _REC.size + n]
+            off += _REC.size + n
+
+
 def _check_record(view: memoryview, off: int, expected: int, checksum: Checksum) -> str | None:
     if off + _REC.size > len(view):
         return "incomplete header"
@@ -339,6 +360,37 @@ class WriteAheadLog:
                 gone += 1
         if gone:
             fsync_dir(self.directory)
+        return gone
+
+    def truncate_after(self, lsn: int) -> int:
+        """Remove every record after `lsn` from the disk (a replica's log truncated to its leader's:
+        server/replication/); the next record is lsn + 1, in a new segment. Returns how many went."""
+        self.flush()
+        self.sync()
+        with self._fd_lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+        gone = max(0, self.next_lsn - 1 - lsn)
+        for seg in segments(self.directory):
+            if seg.first_lsn > lsn:
+                os.remove(seg.path)
+                continue
+            with open(seg.path, "rb") as f:
+                data = f.read()
+            off, view = len(MAGIC), memoryview(data)
+            while off + _REC.size <= len(data):
+                n, _, rec_lsn = _REC.unpack_from(view, off)
+                if rec_lsn > lsn:
+                    with open(seg.path, "r+b") as f:
+                        f.truncate(off)
+                        os.fsync(f.fileno())
+                    break
+                off += _REC.size + n
+        fsync_dir(self.directory)
+        self.next_lsn = lsn + 1
+        self.written_lsn = self.synced_lsn = lsn
+        self._new_segment = True
         return gone
 
     def close(self) -> None:

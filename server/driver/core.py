@@ -87,6 +87,7 @@ class Driver:
                                                                    config.snapshot_every_bytes,
                                                                    config.snapshot_every_s)
         self.group_commit = GroupCommit(self.engine, self.durability)
+        self.replication: Any = None  # server/replication's Replication, set before start() with a cluster
         self.stepper = Stepper(self.engine, clock, self.group_commit.dirty)
         self.calls = CallQueue(self._admit, lambda: self._post(self._run_calls))
         self.job_threads = None  # the query and seal threads (none with offload_ms < 0: all inline)
@@ -152,7 +153,8 @@ class Driver:
     def _recover_then_serve(self) -> None:
         try:
             if self.durability is not None:
-                self.catch_up, self.recovery_stats = recover(self.engine, self.durability, self.clock)
+                self.catch_up, self.recovery_stats = recover(self.engine, self.durability, self.clock,
+                                                             self.replication)
         except Exception as e:  # noqa: BLE001 - start-up fails loudly, nothing is served
             log.critical("recovery failed: %s", e)
             self.recovery_error = e
@@ -176,6 +178,8 @@ class Driver:
             self.sched.seal_offload = self.job_threads.seal
             self.sched.seal_offload_rows = max(0, self.config.seal_offload_rows)
         self.ready = True
+        if self.replication is not None:
+            self.replication.start()
         self.stepper.start()
         self.recovered.set()
         for fut in self._ready_waiters:
@@ -242,6 +246,8 @@ class Driver:
 
         def close():
             try:
+                if self.replication is not None:
+                    self.replication.close()
                 if self.durability is not None:
                     self.durability.close(engine)
                 self.history.close()

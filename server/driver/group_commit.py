@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from windowstore.txn.engine import Engine
 
@@ -33,6 +34,7 @@ class GroupCommit:
         self._acks: list = []   # (future, result) of this iteration's writes: answered once durable
         self._unacked = 0       # writes applied, not yet acknowledged
         self._flush_handle: asyncio.Handle | None = None
+        self.replication: Any = None  # server/replication: takes the commands of replicated streams to their own logs
 
     @property
     def unacked(self) -> int:
@@ -57,6 +59,8 @@ class GroupCommit:
         if self.durability is not None and self.durability.snapshot_overdue() and not self.failure:
             self.engine.settle()  # seals in flight, sealed here once: a snapshot does not wait for ever
         cmds = self.engine.drain()
+        if self.replication is not None:
+            cmds = self.replication.take(cmds)
         acks, self._acks = self._acks, []
         if not acks and not cmds:
             return

@@ -20,12 +20,15 @@ from ..durability import Durability
 __all__ = ["recover"]
 
 
-def recover(engine: Engine, durability: Durability, clock: Callable[[], float]) -> tuple[dict[str, int], dict]:
-    """Recover `engine` from `durability`'s data directory; returns (catch-up slides by stream,
-    the recovery's statistics)."""
+def recover(engine: Engine, durability: Durability, clock: Callable[[], float],
+            replication=None) -> tuple[dict[str, int], dict]:
+    """Recover `engine` from `durability`'s data directory (and its replicated streams from their
+    replica logs); returns (catch-up slides by stream, the recovery's statistics)."""
     t0 = time.monotonic()
     oplog.event("recovery_started", data_dir=durability.dir)
     stats = durability.recover(engine)
+    if replication is not None:
+        stats["replicated_records"] = sum(replication.recover(engine).values())
     engine.drain()  # recovered commands are on disk already
     now = clock()
     sched = engine.sched

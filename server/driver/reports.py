@@ -80,6 +80,7 @@ def metrics_snapshot(driver) -> dict:
     s["shed"] = driver.shed
     sched = driver.sched
     s["offload"] = {"jobs": sched.jobs, "discarded": sched.jobs_discarded, "holds": sched.holds}
+    s["replica_lag"] = driver.replication.lag() if driver.replication is not None else {}
     return s
 
 

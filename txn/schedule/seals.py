@@ -64,6 +64,9 @@ class Slides:
 
     def _init_slides(self) -> None:
         self.manual_requests: dict[str, int] = {}
+        # streams whose slides come only as commands (a follower replica's: its leader's Slides):
+        # their own clock never makes a slide due here
+        self.passive: set[str] = set()
         self.in_place: set[str] = set()  # streams whose next slide asked for is sealed in place (request_slide)
         self.slide_delays: dict[str, collections.deque] = {}
         self.seal_ms: dict[str, collections.deque] = {}  # how long each seal took (when measured)
@@ -109,6 +112,8 @@ class Slides:
 
     def slides_due(self, name: str) -> int:
         """Slides of `name` waiting to be applied: due on its clock, plus those asked for."""
+        if name in self.passive:
+            return self.manual_requests.get(name, 0)
         return self.streams[name].window.due(int(self.clock())) + self.manual_requests.get(name, 0)
 
     def next_due(self) -> tuple[float, Stream | None]:
@@ -116,8 +121,8 @@ class Slides:
         a stream being sealed is left out)."""
         due, first = math.inf, None
         for stream in self.streams.values():
-            if stream.name in self.sealing or stream.name in self.failed:
-                continue  # its next slide waits for the install (or never comes)
+            if stream.name in self.sealing or stream.name in self.failed or stream.name in self.passive:
+                continue  # its next slide waits for the install (or never comes, or comes as a command)
             d = stream.window.next_due_ms()
             if d is not None and d < due:
                 due, first = d, stream

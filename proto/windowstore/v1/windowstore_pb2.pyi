@@ -51,6 +51,12 @@ class LengthUnit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LENGTH_UNIT_MS: _ClassVar[LengthUnit]
     LENGTH_UNIT_SUBWINDOWS: _ClassVar[LengthUnit]
     LENGTH_UNIT_ROWS: _ClassVar[LengthUnit]
+
+class ReplicaRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REPLICA_ROLE_UNSPECIFIED: _ClassVar[ReplicaRole]
+    REPLICA_ROLE_LEADER: _ClassVar[ReplicaRole]
+    REPLICA_ROLE_FOLLOWER: _ClassVar[ReplicaRole]
 COLUMN_TYPE_UNSPECIFIED: ColumnType
 COLUMN_TYPE_INT64: ColumnType
 COLUMN_TYPE_FLOAT64: ColumnType
@@ -81,6 +87,9 @@ LENGTH_UNIT_UNSPECIFIED: LengthUnit
 LENGTH_UNIT_MS: LengthUnit
 LENGTH_UNIT_SUBWINDOWS: LengthUnit
 LENGTH_UNIT_ROWS: LengthUnit
+REPLICA_ROLE_UNSPECIFIED: ReplicaRole
+REPLICA_ROLE_LEADER: ReplicaRole
+REPLICA_ROLE_FOLLOWER: ReplicaRole
 
 class Column(_message.Message):
     __slots__ = ("name", "type", "precision", "scale")
@@ -175,10 +184,14 @@ class StreamInfo(_message.Message):
     def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ..., latest_slide: _Optional[int] = ..., buffered_rows: _Optional[int] = ..., window_rows: _Optional[int] = ..., created_ms: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., next_slide_ms: _Optional[int] = ..., stopped: _Optional[str] = ...) -> None: ...
 
 class CreateStreamRequest(_message.Message):
-    __slots__ = ("spec",)
+    __slots__ = ("spec", "replication", "acks")
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    REPLICATION_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
     spec: StreamSpec
-    def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ...) -> None: ...
+    replication: int
+    acks: str
+    def __init__(self, spec: _Optional[_Union[StreamSpec, _Mapping]] = ..., replication: _Optional[int] = ..., acks: _Optional[str] = ...) -> None: ...
 
 class CreateStreamResponse(_message.Message):
     __slots__ = ("stream",)
@@ -589,14 +602,20 @@ class AbortBatchResponse(_message.Message):
     def __init__(self, discarded_rows: _Optional[int] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("text", "structured", "priority")
+    __slots__ = ("text", "structured", "priority", "read_from", "min_slide", "min_slide_wait_ms")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    READ_FROM_FIELD_NUMBER: _ClassVar[int]
+    MIN_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    MIN_SLIDE_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     text: str
     structured: StructuredQuery
     priority: int
-    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
+    read_from: str
+    min_slide: int
+    min_slide_wait_ms: int
+    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., read_from: _Optional[str] = ..., min_slide: _Optional[int] = ..., min_slide_wait_ms: _Optional[int] = ...) -> None: ...
 
 class Answer(_message.Message):
     __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "bounds")
@@ -1003,3 +1022,115 @@ class StreamHistoryResponse(_message.Message):
     events: _containers.RepeatedCompositeFieldContainer[HistoryEvent]
     next_seq: int
     def __init__(self, events: _Optional[_Iterable[_Union[HistoryEvent, _Mapping]]] = ..., next_seq: _Optional[int] = ...) -> None: ...
+
+class ReplicaFetchRequest(_message.Message):
+    __slots__ = ("stream", "node", "epoch", "end_offset", "last_epoch")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    node: int
+    epoch: int
+    end_offset: int
+    last_epoch: int
+    def __init__(self, stream: _Optional[str] = ..., node: _Optional[int] = ..., epoch: _Optional[int] = ..., end_offset: _Optional[int] = ..., last_epoch: _Optional[int] = ...) -> None: ...
+
+class ReplicaRecords(_message.Message):
+    __slots__ = ("epoch", "truncate_to", "first_offset", "records", "high_watermark")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATE_TO_FIELD_NUMBER: _ClassVar[int]
+    FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    truncate_to: int
+    first_offset: int
+    records: _containers.RepeatedScalarFieldContainer[bytes]
+    high_watermark: int
+    def __init__(self, epoch: _Optional[int] = ..., truncate_to: _Optional[int] = ..., first_offset: _Optional[int] = ..., records: _Optional[_Iterable[bytes]] = ..., high_watermark: _Optional[int] = ...) -> None: ...
+
+class ReplicaAckRequest(_message.Message):
+    __slots__ = ("stream", "node", "epoch", "offset")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    node: int
+    epoch: int
+    offset: int
+    def __init__(self, stream: _Optional[str] = ..., node: _Optional[int] = ..., epoch: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ReplicaAckResponse(_message.Message):
+    __slots__ = ("high_watermark",)
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    high_watermark: int
+    def __init__(self, high_watermark: _Optional[int] = ...) -> None: ...
+
+class SetReplicaRoleRequest(_message.Message):
+    __slots__ = ("stream", "role", "epoch", "leader", "replicas", "acks")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    role: ReplicaRole
+    epoch: int
+    leader: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    acks: str
+    def __init__(self, stream: _Optional[str] = ..., role: _Optional[_Union[ReplicaRole, str]] = ..., epoch: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., acks: _Optional[str] = ...) -> None: ...
+
+class GetReplicaStatusRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class FollowerStatus(_message.Message):
+    __slots__ = ("node", "acked_offset", "lag_records", "in_sync")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    ACKED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAG_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    node: int
+    acked_offset: int
+    lag_records: int
+    in_sync: bool
+    def __init__(self, node: _Optional[int] = ..., acked_offset: _Optional[int] = ..., lag_records: _Optional[int] = ..., in_sync: _Optional[bool] = ...) -> None: ...
+
+class ReplicaStatus(_message.Message):
+    __slots__ = ("stream", "role", "epoch", "leader", "replicas", "acks", "end_offset", "high_watermark", "applied_offset", "applied_slide", "in_sync", "followers", "lag_records", "durable_offset")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ACKS_FIELD_NUMBER: _ClassVar[int]
+    END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    IN_SYNC_FIELD_NUMBER: _ClassVar[int]
+    FOLLOWERS_FIELD_NUMBER: _ClassVar[int]
+    LAG_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    role: ReplicaRole
+    epoch: int
+    leader: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    acks: str
+    end_offset: int
+    high_watermark: int
+    applied_offset: int
+    applied_slide: int
+    in_sync: _containers.RepeatedScalarFieldContainer[int]
+    followers: _containers.RepeatedCompositeFieldContainer[FollowerStatus]
+    lag_records: int
+    durable_offset: int
+    def __init__(self, stream: _Optional[str] = ..., role: _Optional[_Union[ReplicaRole, str]] = ..., epoch: _Optional[int] = ..., leader: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., acks: _Optional[str] = ..., end_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., applied_offset: _Optional[int] = ..., applied_slide: _Optional[int] = ..., in_sync: _Optional[_Iterable[int]] = ..., followers: _Optional[_Iterable[_Union[FollowerStatus, _Mapping]]] = ..., lag_records: _Optional[int] = ..., durable_offset: _Optional[int] = ...) -> None: ...

@@ -124,6 +124,26 @@ class WindowStoreServiceStub:
                 request_serializer=windowstore_dot_v1_dot_windowstore__pb2.StreamHistoryRequest.SerializeToString,
                 response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.StreamHistoryResponse.FromString,
                 _registered_method=True)
+        self.ReplicaFetch = channel.unary_stream(
+                '/windowstore.v1.WindowStoreService/ReplicaFetch',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaFetchRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaRecords.FromString,
+                _registered_method=True)
+        self.ReplicaAck = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/ReplicaAck',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaAckRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaAckResponse.FromString,
+                _registered_method=True)
+        self.SetReplicaRole = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/SetReplicaRole',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.SetReplicaRoleRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaStatus.FromString,
+                _registered_method=True)
+        self.GetReplicaStatus = channel.unary_unary(
+                '/windowstore.v1.WindowStoreService/GetReplicaStatus',
+                request_serializer=windowstore_dot_v1_dot_windowstore__pb2.GetReplicaStatusRequest.SerializeToString,
+                response_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaStatus.FromString,
+                _registered_method=True)
 
 
 class WindowStoreServiceServicer:
@@ -251,6 +271,34 @@ class WindowStoreServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReplicaFetch(self, request, context):
+        """Replicated partitions (docs/replication.md). A follower fetches its leader's log records from
+        an offset (a stream of batches, open while it follows) and reports what it holds durably.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplicaAck(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetReplicaRole(self, request, context):
+        """Make this server the leader or a follower of a replicated stream at an epoch (an operator, or
+        a coordinator, drives it); and where each replica stands.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetReplicaStatus(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WindowStoreServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -343,6 +391,26 @@ def add_WindowStoreServiceServicer_to_server(servicer, server):
                     servicer.StreamHistory,
                     request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.StreamHistoryRequest.FromString,
                     response_serializer=windowstore_dot_v1_dot_windowstore__pb2.StreamHistoryResponse.SerializeToString,
+            ),
+            'ReplicaFetch': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReplicaFetch,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaFetchRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaRecords.SerializeToString,
+            ),
+            'ReplicaAck': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReplicaAck,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaAckRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaAckResponse.SerializeToString,
+            ),
+            'SetReplicaRole': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetReplicaRole,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.SetReplicaRoleRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaStatus.SerializeToString,
+            ),
+            'GetReplicaStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReplicaStatus,
+                    request_deserializer=windowstore_dot_v1_dot_windowstore__pb2.GetReplicaStatusRequest.FromString,
+                    response_serializer=windowstore_dot_v1_dot_windowstore__pb2.ReplicaStatus.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -831,6 +899,114 @@ class WindowStoreService:
             '/windowstore.v1.WindowStoreService/StreamHistory',
             windowstore_dot_v1_dot_windowstore__pb2.StreamHistoryRequest.SerializeToString,
             windowstore_dot_v1_dot_windowstore__pb2.StreamHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplicaFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/ReplicaFetch',
+            windowstore_dot_v1_dot_windowstore__pb2.ReplicaFetchRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.ReplicaRecords.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplicaAck(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/ReplicaAck',
+            windowstore_dot_v1_dot_windowstore__pb2.ReplicaAckRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.ReplicaAckResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetReplicaRole(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/SetReplicaRole',
+            windowstore_dot_v1_dot_windowstore__pb2.SetReplicaRoleRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.ReplicaStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReplicaStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/windowstore.v1.WindowStoreService/GetReplicaStatus',
+            windowstore_dot_v1_dot_windowstore__pb2.GetReplicaStatusRequest.SerializeToString,
+            windowstore_dot_v1_dot_windowstore__pb2.ReplicaStatus.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,659 @@
+"""Roles of this server's replicated streams, and the data path between a leader and its followers.
+
+A replicated stream has a leader and followers on other nodes of the cluster, each with the
+stream's replica log (log.py) and the stream in its engine rebuilt from that log alone: the
+stream's commands are kept out of the server's own write-ahead log, and at start-up the stream is
+replayed from its replica log (so the window and the log never disagree after a crash).
+
+- **Leader.** The commands the engine applied to the stream (drained by the group commit, `take`)
+  are appended to its log with the leader's epoch and synced on a thread of their own. Followers
+  fetch them (`fetch`, a server stream) and report what they hold durably (`ack`). The in-sync
+  set is the leader and the followers not lagging more than `lag_records` records or, while
+  behind, `lag_s` seconds since they last caught up; the high watermark is the offset every in-sync
+  replica holds. A write waits (`committed`) for the leader's log (acks=leader) or the high
+  watermark (acks=all).
+- **Follower.** A thread fetches from the leader, refuses records of an older epoch than its own
+  (fencing), truncates its log where the leader's says its last epoch ended (KIP-101) and rebuilds
+  the stream from what is left, appends and syncs what it gets, acknowledges it, and applies it to
+  the engine through the same replay as recovery. Its own clock never slides the stream
+  (Scheduler.passive): slides come as the leader's commands.
+
+Roles are given from outside, `become_leader(stream, epoch)` and `become_follower(stream, leader,
+epoch)`: by the leader when it creates the stream (static roles from the cluster file), by an
+operator (`SetReplicaRole`) or a coordinator. Each is kept in `role.json` next to the log.
+Runs on the server's event loop except the follower's fetch thread and the leader's log syncer.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from windowstore.store.errors import InvalidInput
+from windowstore.txn import commands
+from windowstore.txn.commands import CreateStream, DropStream
+from windowstore.txn.errors import FailedPrecondition
+
+from .. import oplog
+from ..driver.errors import Unavailable
+from ..driver.loop_util import post, settle
+from ..durability import Syncer
+from ..wal import fsync_dir
+from .log import Record, ReplicaLog
+
+log = logging.getLogger("windowstore.replication")
+
+LEADER, FOLLOWER = "leader", "follower"
+ACKS = ("leader", "all")
+
+
+class NotLeader(FailedPrecondition):
+    """This replica does not take writes (or reads without read_from=follower): FAILED_PRECONDITION."""
+
+
+class Fenced(FailedPrecondition):
+    """A record or request of an older epoch than the replica's: refused."""
+
+
+def stream_of(cmd) -> str | None:
+    if isinstance(cmd, (CreateStream, DropStream)):
+        return cmd.name
+    return getattr(cmd, "stream", None)
+
+
+@dataclass
+class FollowerState:
+    acked: int = 0            # durable on the follower through this offset
+    target: int = 0           # the leader's end at the follower's previous ack
+    caught_up_at: float = 0.0  # when it last held what the leader had at its previous ack
+
+
+@dataclass
+class Partition:
+    stream: str
+    log: ReplicaLog
+    role: str
+    epoch: int
+    leader: int
+    replicas: list[int]
+    acks: str
+    applied: int = 0          # the last offset applied to the engine
+    synced: int = 0           # leader: the last offset durable in its own log
+    hw: int = 0
+    followers: dict[int, FollowerState] = field(default_factory=dict)
+    isr: set[int] = field(default_factory=set)
+    waiters: list = field(default_factory=list)       # (offset, needs, future)
+    slide_waiters: list = field(default_factory=list)  # (slide, future)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)  # new records for the fetch streams
+    syncer: Syncer | None = None
+    fetcher: "Fetcher | None" = None
+    failure: str | None = None
+
+
+class Replication:
+    def __init__(self, driver, data_dir: str, node: int, addresses: list[str], fsync: str = "always",
+                 clock: Callable[[], float] = time.monotonic):
+        self.driver = driver
+        self.engine = driver.engine
+        self.dir = os.path.join(os.path.abspath(data_dir), "replicas")
+        os.makedirs(self.dir, exist_ok=True)
+        self.node = node
+        self.addresses = addresses
+        self.fsync = fsync
+        self.clock = clock
+        self.lag_records = 1_000_000
+        self.lag_s = 10.0
+        self.parts: dict[str, Partition] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._plain_slide_waiters: dict[str, list] = {}  # min_slide reads of streams not replicated
+
+    # -- start-up (the recovery thread, before serving) ---------------------------------------------
+    def recover(self, engine) -> dict:
+        """Rebuild every replicated stream from its replica log (the copy a snapshot may hold is
+        dropped first), and take up the roles on disk. Returns {stream: records replayed}."""
+        out = {}
+        for name in sorted(os.listdir(self.dir)):
+            path = os.path.join(self.dir, name)
+            role_file = os.path.join(path, "role.json")
+            if not os.path.exists(role_file):
+                continue
+            with open(role_file) as f:
+                role = json.load(f)
+            rlog = ReplicaLog(path, self.fsync)
+            stream = role["stream"]
+            if stream in engine.sched.streams:
+                engine.replay(DropStream(stream, engine.now_ms))
+            n = 0
+            for rec in rlog.recover():
+                engine.replay(commands.decode(rec.command))
+                n += 1
+            engine.drain()
+            p = Partition(stream, rlog, role["role"], role["epoch"], role["leader"], role["replicas"], role["acks"],
+                          applied=rlog.end, synced=rlog.end, hw=rlog.end)
+            self.parts[stream] = p
+            if p.role == FOLLOWER:
+                engine.sched.passive.add(stream)
+            out[stream] = n
+        return out
+
+    def start(self) -> None:
+        """On the loop, serving: fetch threads of the followers, the in-sync check timer."""
+        for p in self.parts.values():
+            if p.role == LEADER:
+                self._lead(p, fresh=False)
+            else:
+                self._follow(p)
+        self._arm()
+
+    def _arm(self) -> None:
+        self._timer = self.driver.loop.call_later(min(1.0, self.lag_s / 4), self._tick)
+
+    def _tick(self) -> None:
+        for p in self.parts.values():
+            if p.role == LEADER:
+                self._check_isr(p)
+        self._arm()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for p in self.parts.values():
+            if p.fetcher is not None:
+                p.fetcher.stop()
+            if p.syncer is not None:
+                p.syncer.stop()
+        for p in self.parts.values():
+            if p.fetcher is not None:
+                p.fetcher.join(5)
+            try:
+                p.log.close()
+            except OSError as e:
+                log.error("closing the replica log of %s: %s", p.stream, e)
+
+    # -- roles ---------------------------------------------------------------------------------------
+    def _save(self, p: Partition) -> None:
+        path = os.path.join(p.log.directory, "role.json")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"stream": p.stream, "role": p.role, "epoch": p.epoch, "leader": p.leader,
+                       "replicas": p.replicas, "acks": p.acks}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(p.log.directory)
+
+    def _new_partition(self, stream: str, role: str, epoch: int, leader: int, replicas: list[int],
+                       acks: str) -> Partition:
+        path = os.path.join(self.dir, _dirname(stream))
+        p = Partition(stream, ReplicaLog(path, self.fsync), role, epoch, leader, list(replicas), acks)
+        list(p.log.recover())  # (empty, or left by a stream of this name that was dropped: positions it)
+        p.applied = p.synced = p.hw = p.log.end
+        self.parts[stream] = p
+        self._save(p)
+        return p
+
+    def create_leader(self, stream: str, replicas: list[int], acks: str) -> None:
+        """Before the stream's CreateStream is applied: this node leads it at epoch 1, and every
+        replica starts in sync (a write with acks=all waits for the followers to fetch it)."""
+        if acks not in ACKS:
+            raise InvalidInput(f"acks must be one of {', '.join(ACKS)}, got {acks!r}")
+        if stream in self.engine.sched.streams or stream in self.parts:
+            from windowstore.txn.engine import AlreadyExists
+            raise AlreadyExists(f"stream {stream!r} already exists")
+        p = self._new_partition(stream, LEADER, 1, self.node, replicas, acks)
+        self._lead(p, fresh=True)
+
+    def forget(self, stream: str) -> None:
+        """The stream could not be created: its replica state goes."""
+        p = self.parts.pop(stream, None)
+        if p is not None:
+            if p.syncer is not None:
+                p.syncer.stop()
+            p.log.remove()
+            os.remove(os.path.join(p.log.directory, "role.json"))
+
+    def _lead(self, p: Partition, fresh: bool) -> None:
+        p.role, p.leader = LEADER, self.node
+        p.syncer = p.syncer or Syncer(p.log.wal)
+        now = self.clock()
+        others = [n for n in p.replicas if n != self.node]
+        p.followers = {n: FollowerState(caught_up_at=now) for n in others}
+        p.isr = {self.node, *others} if fresh else {self.node}
+        self.engine.sched.passive.discard(p.stream)
+        self._update_hw(p)
+
+    def become_leader(self, stream: str, epoch: int) -> Partition:
+        """Take writes for `stream` from now on, at `epoch` (greater than this replica's). What the
+        follower had fetched is applied first; its records are kept (the others truncate to them)."""
+        p = self._part(stream)
+        if epoch <= p.epoch:
+            raise Fenced(f"stream {stream!r}: epoch {epoch} is not newer than this replica's epoch {p.epoch}")
+        if p.fetcher is not None:
+            p.fetcher.stop()
+            p.fetcher.join(10)
+            p.fetcher = None
+        self._apply_pending(p)
+        # what that applied is drained now, while this replica still follows: it is in the log already
+        self.driver.group_commit.flush()
+        p.epoch = epoch
+        p.synced = p.log.end
+        p.failure = None
+        self._lead(p, fresh=False)
+        self._save(p)
+        oplog.event("replica_leader", stream=stream, epoch=epoch, end_offset=p.log.end)
+        self.engine.sched.passive.discard(stream)
+        self.driver.stepper.slide_may_be_due()
+        self.driver.stepper.kick()
+        return p
+
+    def become_follower(self, stream: str, leader: int, epoch: int, replicas: list[int] | None = None,
+                        acks: str = "all") -> Partition:
+        """Follow node `leader` at `epoch`: stop taking writes (those waiting fail UNAVAILABLE),
+        fetch from it, truncating first where it says."""
+        if not 0 <= leader < len(self.addresses) or leader == self.node:
+            raise InvalidInput(f"leader must be another node of the cluster (0 to {len(self.addresses) - 1}, "
+                               f"not {self.node}), got {leader}")
+        p = self.parts.get(stream)
+        if p is None and stream in self.engine.sched.streams:
+            from windowstore.txn.engine import AlreadyExists
+            raise AlreadyExists(f"stream {stream!r} exists on this server and is not replicated")
+        if p is None:
+            if not replicas:
+                raise InvalidInput(f"this server holds no replica of {stream!r}: give its replicas")
+            p = self._new_partition(stream, FOLLOWER, epoch, leader, replicas, acks)
+        else:
+            if epoch < p.epoch or (epoch == p.epoch and (p.role == LEADER or leader != p.leader)):
+                raise Fenced(f"stream {stream!r}: epoch {epoch} is older than this replica's epoch {p.epoch}"
+                             if epoch < p.epoch else f"stream {stream!r}: epoch {epoch} already has leader {p.leader}")
+            if p.fetcher is not None:
+                p.fetcher.stop()
+                p.fetcher.join(10)
+                p.fetcher = None
+            was_leader = p.role == LEADER
+            p.role, p.epoch, p.leader = FOLLOWER, epoch, leader
+            if replicas:
+                p.replicas = list(replicas)
+            self._fail_waiters(p, f"node {self.node} is no longer the leader of {stream!r} (epoch {epoch}: node {leader})")
+            if was_leader and p.syncer is not None:
+                p.syncer.stop()  # everything it had is written and synced
+                p.syncer = None
+            p.wake.set()
+            self._save(p)
+        oplog.event("replica_follower", stream=stream, epoch=epoch, leader=leader, end_offset=p.log.end)
+        self._follow(p)
+        return p
+
+    def _follow(self, p: Partition) -> None:
+        self.engine.sched.passive.add(p.stream)
+        p.fetcher = Fetcher(self, p)
+        p.fetcher.start()
+
+    def _part(self, stream: str) -> Partition:
+        p = self.parts.get(stream)
+        if p is None:
+            from windowstore.txn.engine import NotFound
+            raise NotFound(f"this server holds no replica of stream {stream!r}")
+        return p
+
+    # -- client requests ------------------------------------------------------------------------------
+    def check_write(self, stream: str) -> None:
+        p = self.parts.get(stream)
+        if p is not None and (p.role != LEADER or p.failure):
+            raise NotLeader(self._elsewhere(p))
+
+    def check_read(self, stream: str, read_from: str) -> None:
+        if read_from not in ("", "leader", "follower"):
+            raise InvalidInput(f"read_from must be 'leader' or 'follower', got {read_from!r}")
+        p = self.parts.get(stream)
+        if p is not None and p.role != LEADER and read_from != "follower":
+            raise NotLeader(self._elsewhere(p) + "; or read from this follower with read_from='follower'")
+
+    def _elsewhere(self, p: Partition) -> str:
+        if p.failure:
+            return f"node {self.node} stopped leading {p.stream!r}: {p.failure}"
+        addr = self.addresses[p.leader] if 0 <= p.leader < len(self.addresses) else "?"
+        return (f"node {self.node} holds a follower replica of {p.stream!r} (epoch {p.epoch}); its leader is "
+                f"node {p.leader} ({addr})")
+
+    def committed(self, stream: str) -> asyncio.Future | None:
+        """A future that resolves once every record of `stream` logged so far is acknowledged as its
+        acks setting says; None when there is nothing to wait for."""
+        p = self.parts.get(stream)
+        if p is None or p.role != LEADER:
+            return None
+        fut = self.driver.loop.create_future()
+        p.waiters.append((p.log.end, fut))
+        self._release(p)
+        return fut if not fut.done() else None
+
+    def wait_slide(self, stream: str, slide: int) -> asyncio.Future | None:
+        """A future resolved once the stream's newest slide is >= `slide`; None if it is already."""
+        if _latest_slide(self.engine, stream) >= slide:
+            return None
+        p = self.parts.get(stream)
+        fut = self.driver.loop.create_future()
+        if p is None:
+            self._plain_slide_waiters.setdefault(stream, []).append((slide, fut))
+        else:
+            p.slide_waiters.append((slide, fut))
+        return fut
+
+    def _release(self, p: Partition) -> None:
+        keep = []
+        for offset, fut in p.waiters:
+            done_at = p.synced if p.acks == "leader" else p.hw
+            if fut.done():
+                continue
+            if done_at >= offset:
+                settle(fut, None)
+            else:
+                keep.append((offset, fut))
+        p.waiters = keep
+
+    def _fail_waiters(self, p: Partition, why: str) -> None:
+        for _, fut in p.waiters:
+            settle(fut, error=Unavailable(why))
+        p.waiters = []
+
+    def _slides(self, stream: str) -> None:
+        p = self.parts.get(stream)
+        waiters = p.slide_waiters if p is not None else self._plain_slide_waiters.get(stream, [])
+        if not waiters:
+            return
+        latest = _latest_slide(self.engine, stream)
+        keep = []
+        for slide, fut in waiters:
+            if fut.done():
+                continue
+            if latest >= slide:
+                settle(fut, None)
+            else:
+                keep.append((slide, fut))
+        waiters[:] = keep
+
+    # -- leader: the log ------------------------------------------------------------------------------
+    def take(self, cmds: list) -> list:
+        """The commands of one group commit: those of replicated streams go to their replica logs
+        (a leader's; a follower's are there already), the others are returned for the server's log."""
+        if not self.parts:
+            return cmds
+        out, touched = [], {}
+        slid = set()
+        for cmd in cmds:
+            name = stream_of(cmd)
+            p = self.parts.get(name) if name is not None else None
+            if p is None:
+                out.append(cmd)
+                if isinstance(cmd, commands.Slide):
+                    slid.add(cmd.stream)
+                continue
+            if isinstance(cmd, commands.Slide):
+                slid.add(cmd.stream)
+            if p.role == LEADER and not p.failure:
+                rec = p.log.append(p.epoch, commands.encode(cmd))
+                p.applied = rec.offset
+                touched[p.stream] = p
+        for p in touched.values():
+            self._sync(p)
+            p.wake.set()
+        for name in slid:
+            self._slides(name)
+        return out
+
+    def _sync(self, p: Partition) -> None:
+        end, epoch = p.log.end, p.epoch
+        assert p.syncer is not None, "a leader has its log's syncer"
+
+        def durable(error):
+            post(self.driver.loop, self._synced, p, epoch, end, error)
+        p.syncer.write(p.log.wal.take(), durable)
+
+    def _synced(self, p: Partition, epoch: int, end: int, error) -> None:
+        if error:
+            p.failure = f"its replica log cannot be written: {error}"
+            log.error("stream %s: %s", p.stream, p.failure)
+            self._fail_waiters(p, p.failure)
+            return
+        if p.epoch == epoch and p.role == LEADER:
+            p.synced = max(p.synced, end)
+            self._update_hw(p)
+
+    def _update_hw(self, p: Partition) -> None:
+        held = [p.synced] + [p.followers[n].acked for n in p.isr if n in p.followers]
+        p.hw = max(p.hw, min(held))
+        self._release(p)
+
+    def out_of_sync(self, stream: str, nodes: list[int]) -> None:
+        """Take followers out of the in-sync set now (they could not be told to follow)."""
+        p = self._part(stream)
+        for n in nodes:
+            if n in p.isr and n != self.node:
+                p.isr.discard(n)
+                oplog.event("replica_out_of_sync", logging.WARNING, stream=stream, node=n, lag_records=p.log.end,
+                            epoch=p.epoch)
+        self._update_hw(p)
+
+    def _check_isr(self, p: Partition) -> None:
+        now = self.clock()
+        for n in list(p.isr):
+            f = p.followers.get(n)
+            if f is None:
+                continue
+            behind = p.log.end - f.acked
+            if behind > self.lag_records or (behind > 0 and now - f.caught_up_at > self.lag_s):
+                p.isr.discard(n)
+                oplog.event("replica_out_of_sync", logging.WARNING, stream=p.stream, node=n, lag_records=behind,
+                            epoch=p.epoch)
+        self._update_hw(p)
+
+    # -- leader: serving followers --------------------------------------------------------------------
+    def _leader_of(self, stream: str, node: int, epoch: int) -> Partition:
+        p = self._part(stream)
+        if epoch > p.epoch:
+            if p.role == LEADER:
+                p.failure = f"a follower follows epoch {epoch}, newer than this leader's {p.epoch}: fenced"
+                self._fail_waiters(p, p.failure)
+            raise Fenced(f"stream {stream!r}: node {self.node} is at epoch {p.epoch}, the follower at {epoch}")
+        if p.role != LEADER or p.failure:
+            raise NotLeader(self._elsewhere(p))
+        if epoch < p.epoch:
+            raise Fenced(f"stream {stream!r}: the follower's epoch {epoch} is older than the leader's {p.epoch}")
+        if node not in p.followers:
+            raise InvalidInput(f"node {node} is not a replica of {stream!r} (replicas {p.replicas})")
+        return p
+
+    async def fetch(self, request):
+        """The records a follower fetches: first where its log must be truncated to (the end of its
+        last epoch in this log), then batches as they are appended, and an empty batch each second
+        (the high watermark) while there is nothing new."""
+        from windowstore.v1 import windowstore_pb2 as pb
+
+        p = self._leader_of(request.stream, request.node, request.epoch)
+        epoch = p.epoch
+        keep = p.log.end_of_epoch(request.last_epoch) if request.end_offset else 0
+        pos = min(request.end_offset, keep)
+        f = p.followers[request.node]
+        f.acked = pos  # what it holds that this log holds too
+        yield pb.ReplicaRecords(epoch=epoch, truncate_to=pos, first_offset=pos + 1, high_watermark=p.hw)
+        while True:
+            if p.role != LEADER or p.epoch != epoch or p.failure:
+                raise NotLeader(self._elsewhere(p))
+            if pos < p.log.end:
+                recs = p.log.read(pos)
+                if recs and recs[0].offset != pos + 1:
+                    raise Unavailable(f"stream {p.stream!r}: offset {pos + 1} is no longer in the leader's log")
+                if recs:
+                    pos = recs[-1].offset
+                    yield pb.ReplicaRecords(epoch=epoch, first_offset=recs[0].offset,
+                                            records=[r.payload() for r in recs], high_watermark=p.hw)
+                    continue
+            p.wake.clear()
+            try:
+                await asyncio.wait_for(p.wake.wait(), 1.0)
+            except asyncio.TimeoutError:
+                yield pb.ReplicaRecords(epoch=epoch, first_offset=pos + 1, high_watermark=p.hw)
+
+    def ack(self, stream: str, node: int, epoch: int, offset: int) -> int:
+        """A follower holds every record through `offset` durably: it may join the in-sync set (once
+        it holds the high watermark), and the high watermark may move."""
+        p = self._leader_of(stream, node, epoch)
+        f = p.followers[node]
+        if offset > p.log.end:
+            raise InvalidInput(f"offset {offset} is past the leader's log end {p.log.end}")
+        f.acked = max(f.acked, offset)
+        now = self.clock()
+        if f.acked >= p.log.end or f.acked >= f.target:
+            f.caught_up_at = now
+        f.target = p.log.end
+        if node not in p.isr and f.acked >= p.hw and p.log.end - f.acked <= self.lag_records:
+            p.isr.add(node)
+            oplog.event("replica_in_sync", stream=stream, node=node, epoch=p.epoch, offset=f.acked)
+        self._update_hw(p)
+        return p.hw
+
+    # -- follower: applying -----------------------------------------------------------------------------
+    def apply_fetched(self, p: Partition, recs: list[Record]) -> None:
+        """On the loop: replay fetched records (durable in the log) that were not applied yet."""
+        if p.role == LEADER:
+            return  # (a batch posted before this replica was made the leader: applied then)
+        for rec in recs:
+            if rec.offset != p.applied + 1:
+                continue
+            self.engine.replay(commands.decode(rec.command))
+            p.applied = rec.offset
+        self.driver.group_commit.dirty()
+        self._slides(p.stream)
+
+    def _apply_pending(self, p: Partition) -> None:
+        if p.applied < p.log.end:
+            self.apply_fetched(p, list(p.log.read_disk(p.applied, p.log.end)))
+
+    def rebuild(self, p: Partition, through: int) -> None:
+        """On the loop: the stream as of offset `through` (its log was truncated there)."""
+        if p.stream in self.engine.sched.streams:
+            self.engine.replay(DropStream(p.stream, self.engine.now_ms))
+        p.applied = 0
+        self.apply_fetched(p, list(p.log.read_disk(0, through)))
+        oplog.event("replica_truncated", stream=p.stream, offset=through, epoch=p.epoch)
+
+    # -- status ---------------------------------------------------------------------------------------
+    def status(self, stream: str):
+        from windowstore.v1 import windowstore_pb2 as pb
+
+        p = self._part(stream)
+        role = pb.REPLICA_ROLE_LEADER if p.role == LEADER else pb.REPLICA_ROLE_FOLLOWER
+        out = pb.ReplicaStatus(stream=p.stream, role=role, epoch=p.epoch, leader=p.leader, replicas=p.replicas,
+                               acks=p.acks, end_offset=p.log.end, high_watermark=p.hw, applied_offset=p.applied,
+                               applied_slide=_latest_slide(self.engine, p.stream),
+                               durable_offset=p.synced if p.role == LEADER else p.log.wal.synced_lsn)
+        if p.role == LEADER:
+            out.in_sync.extend(sorted(p.isr))
+            for n, f in sorted(p.followers.items()):
+                out.followers.add(node=n, acked_offset=f.acked, lag_records=max(0, p.log.end - f.acked),
+                                  in_sync=n in p.isr)
+        else:
+            out.lag_records = max(0, p.hw - p.applied)
+        return out
+
+    def lag(self) -> dict[str, int]:
+        """Records each replicated stream's slowest replica lags behind (leader: its followers' acks
+        behind its log end; follower: its applied offset behind the high watermark it last heard)."""
+        out = {}
+        for name, p in self.parts.items():
+            if p.role == LEADER:
+                out[name] = max([p.log.end - f.acked for f in p.followers.values()] or [0])
+            else:
+                out[name] = max(0, p.hw - p.applied)
+        return out
+
+
+def _latest_slide(engine, stream: str) -> int:
+    s = engine.sched.streams.get(stream)
+    return -1 if s is None else int(s.window.latest)
+
+
+def _dirname(stream: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else f"%{ord(c):02x}" for c in stream)
+
+
+class Fetcher(threading.Thread):
+    """A follower's fetch loop: one ReplicaFetch stream from the leader at a time, started again
+    (after a pause) when it ends."""
+
+    def __init__(self, repl: Replication, p: Partition):
+        super().__init__(name=f"windowstore-fetch-{p.stream}", daemon=True)
+        self.repl, self.p = repl, p
+        self._halt = threading.Event()
+        self._call: Any = None  # the ReplicaFetch call in progress
+        self.error: str | None = None
+
+    def stop(self) -> None:
+        self._halt.set()
+        call = self._call
+        if call is not None:
+            call.cancel()
+
+    def run(self) -> None:
+        import grpc
+
+        from windowstore.v1 import windowstore_pb2 as pb
+        from windowstore.v1 import windowstore_pb2_grpc as pbg
+
+        p, repl = self.p, self.repl
+        epoch, leader = p.epoch, p.leader
+        with grpc.insecure_channel(repl.addresses[leader], options=[("grpc.max_receive_message_length", -1)]) as ch:
+            stub = pbg.WindowStoreServiceStub(ch)
+            while not self._halt.is_set():
+                try:
+                    self._call = stub.ReplicaFetch(pb.ReplicaFetchRequest(
+                        stream=p.stream, node=repl.node, epoch=epoch, end_offset=p.log.end, last_epoch=p.log.last_epoch))
+                    for msg in self._call:
+                        if self._halt.is_set():
+                            return
+                        self._batch(stub, msg, epoch)
+                except grpc.RpcError as e:
+                    if self._halt.is_set():
+                        return
+                    self.error = f"{e.code().name}: {e.details()}"
+                except Fenced as e:
+                    self.error = str(e)
+                    log.error("stream %s: %s", p.stream, e)
+                except Exception as e:  # noqa: BLE001 - the log could not be written, ...: say so, try again
+                    self.error = str(e)
+                    log.exception("stream %s: fetching from node %d failed", p.stream, leader)
+                self._halt.wait(0.2)  # (before fetching again)
+
+    def _batch(self, stub, msg, epoch: int) -> None:
+        from windowstore.v1 import windowstore_pb2 as pb
+
+        p, repl = self.p, self.repl
+        if msg.epoch < epoch:
+            raise Fenced(f"stream {p.stream!r}: records of epoch {msg.epoch} refused, this follower is at epoch {epoch}")
+        if msg.HasField("truncate_to") and msg.truncate_to < p.log.end:
+            gone = p.log.truncate_after(msg.truncate_to)
+            log.warning("stream %s: truncated %d records after offset %d (the leader's log)", p.stream, gone,
+                        msg.truncate_to)
+            post(repl.driver.loop, repl.rebuild, p, msg.truncate_to)
+        recs = []
+        for i, payload in enumerate(msg.records):
+            rec = Record.of(msg.first_offset + i, payload)
+            if rec.epoch > msg.epoch or rec.epoch < p.log.last_epoch:
+                raise Fenced(f"stream {p.stream!r}: offset {rec.offset} of epoch {rec.epoch} refused (the leader is at "
+                             f"{msg.epoch}, this log at {p.log.last_epoch})")
+            if rec.offset != p.log.end + 1:
+                raise Fenced(f"stream {p.stream!r}: offset {rec.offset} does not follow this log's end {p.log.end}")
+            p.log.append(rec.epoch, rec.command)
+            recs.append(rec)
+        if recs:
+            p.log.wal.flush()
+            p.log.wal.sync()
+        p.hw = max(p.hw, min(msg.high_watermark, p.log.end))
+        if recs:
+            stub.ReplicaAck(pb.ReplicaAckRequest(stream=p.stream, node=repl.node, epoch=epoch, offset=p.log.end),
+                            timeout=10)
+            post(repl.driver.loop, repl.apply_fetched, p, recs)

@@ -1,0 +1,463 @@
+"""Replicated streams (docs/replication.md): the replica log's offsets, epochs and truncation
+(KIP-101's end-of-epoch answer) against a list model; and on real servers (two `windowstore serve`
+processes on 127.0.0.1, one cluster file, the SDK): ingest with acks=all, kill -9 of the leader,
+the follower promoted by hand, the old leader back as a follower truncated to the new leader's log,
+every acknowledged row there exactly once and each answer equal to DuckDB over the rows of the
+slide it reports, on the leader and on the follower (read_from='follower', min_slide)."""
+from __future__ import annotations
+
+import random
+import signal
+import threading
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from conftest import wait_for
+from windowstore.clients import Client, FailedPrecondition, InvalidArgument, Unavailable
+from windowstore.server.process import ServerProcess
+from windowstore.server.replication import Fenced, NotLeader
+from windowstore.server.replication.log import ReplicaLog
+from windowstore.txn import commands
+from windowstore.txn.commands import Slide
+
+
+# -- the replica log, against a list of (offset, epoch, command) ------------------------------------
+def _cmd(i: int) -> bytes:
+    return commands.encode(Slide(f"s{i % 3}", float(i)))
+
+
+def test_replica_log_offsets_epochs_truncation_against_a_list(tmp_path):
+    rng = random.Random(7)
+    path = str(tmp_path / "r")
+    log = ReplicaLog(path)
+    model: list[tuple[int, bytes]] = []   # (epoch, command) at offset index + 1
+    epoch = 1
+    for step in range(300):
+        action = rng.random()
+        if action < 0.08:
+            epoch += 1
+        elif action < 0.14 and model:
+            keep = rng.randrange(0, len(model) + 1)
+            assert log.truncate_after(keep) == max(0, len(model) - keep)
+            del model[keep:]
+            epoch = max(epoch, model[-1][0] if model else 1)
+        else:
+            c = _cmd(step)
+            rec = log.append(epoch, c)
+            model.append((epoch, c))
+            assert rec.offset == len(model)
+            if rng.random() < 0.3:
+                log.wal.flush()
+        assert log.end == len(model)
+        # the end of each epoch: the last offset of an epoch <= e
+        for e in range(0, epoch + 2):
+            # KIP-101 answers the offset before the first record of a later epoch, else the end
+            later = [i + 1 for i, (ep, _) in enumerate(model) if ep > e]
+            expected = later[0] - 1 if later else len(model)
+            assert log.end_of_epoch(e) == expected, (step, e)
+        after = rng.randrange(0, len(model) + 1)
+        got = log.read(after, max_bytes=1 << 30)
+        assert [(r.offset, r.epoch, r.command) for r in got] == [
+            (i + 1, ep, c) for i, (ep, c) in enumerate(model) if i + 1 > after]
+    log.close()
+    again = ReplicaLog(path)
+    assert [(r.offset, r.epoch, r.command) for r in again.recover()] == [
+        (i + 1, ep, c) for i, (ep, c) in enumerate(model)]
+    assert again.end == len(model) and again.last_epoch == (model[-1][0] if model else 0)
+    again.close()
+
+
+def test_replica_log_refuses_an_older_epoch_after_a_newer_one(tmp_path):
+    log = ReplicaLog(str(tmp_path / "r"))
+    log.append(3, _cmd(1))
+    with pytest.raises(ValueError, match="epoch 2 after epoch 3"):
+        log.append(2, _cmd(2))
+    log.close()
+
+
+# -- the leader's in-sync set and high watermark, the follower's fencing (no servers) ---------------
+class _Driver:
+    """What Replication needs of the driver: the engine, the loop, the group commit and the stepper."""
+
+    def __init__(self, loop):
+        from windowstore.txn.engine import Engine
+        self.engine = Engine()
+        self.loop = loop
+
+        class _Dirty:
+            def dirty(self):
+                pass
+
+            def slide_may_be_due(self):
+                pass
+
+            def kick(self):
+                pass
+        self.group_commit = self.stepper = _Dirty()
+
+
+def _run_until(loop, predicate, what: str, timeout: float = 30.0) -> None:
+    """Run the loop (its posted callbacks) until predicate() holds; fail after `timeout` seconds."""
+    import asyncio
+    import time as _time
+
+    async def until():
+        deadline = _time.monotonic() + timeout
+        while not predicate():
+            assert _time.monotonic() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.005)
+    loop.run_until_complete(until())
+
+
+def test_isr_and_high_watermark_follow_acks_and_the_lag_bounds(tmp_path):
+    import asyncio
+
+    from windowstore.server.replication import Replication
+    from windowstore.store.window import WindowSpec
+    from windowstore.txn.commands import Append, CreateStream
+
+    loop = asyncio.new_event_loop()
+    now = [0.0]
+    repl = Replication(_Driver(loop), str(tmp_path), node=0, addresses=["a:1", "b:2", "c:3"], clock=lambda: now[0])
+    repl.lag_records, repl.lag_s = 5, 10.0
+    eng = repl.engine
+    repl.create_leader("s", [0, 1, 2], "all")
+    p = repl.parts["s"]
+    assert p.isr == {0, 1, 2}
+    eng.apply(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", WindowSpec(subwindows=4, subwindow_ms=1000,
+                                                                                    clock="manual"), 0.0))
+    for i in range(4):
+        eng.apply(Append("s", pa.table({"ts": [i], "v": [i]}), "w", i, 1.0))
+    assert repl.take(eng.drain()) == []   # the stream's commands go to its replica log, not the server's
+    assert p.log.end == 5
+    fut = loop.run_until_complete(_committed(repl, "s"))
+    _run_until(loop, lambda: p.synced == 5, "the leader's own sync")
+    assert p.hw == 0 and not fut.done()     # acks=all: the followers hold nothing yet
+    repl.ack("s", 1, 1, 5)
+    assert p.hw == 0 and not fut.done()     # node 2 is in sync and holds nothing
+    repl.ack("s", 2, 1, 3)
+    assert p.hw == 3 and not fut.done()
+    now[0] = 11.0                           # node 2 has been behind for longer than lag_s
+    repl._check_isr(p)
+    assert p.isr == {0, 1} and p.hw == 5 and fut.done()
+    with pytest.raises(Exception, match="past the leader's log end"):
+        repl.ack("s", 2, 1, 6)
+    repl.ack("s", 2, 1, 5)                  # caught up: back in the in-sync set
+    assert p.isr == {0, 1, 2}
+    for i in range(4, 4 + 7):               # 7 records: node 1 and 2 fall more than lag_records behind
+        eng.apply(Append("s", pa.table({"ts": [i], "v": [i]}), "w", i, 12.0))
+    repl.take(eng.drain())
+    _run_until(loop, lambda: p.synced == 12, "the leader's own sync")
+    repl.ack("s", 1, 1, 12)
+    repl._check_isr(p)
+    assert p.isr == {0, 1} and p.hw == 12
+    assert repl.lag() == {"s": 7}
+    # a follower at a newer epoch fences this leader: writes are refused from then on
+    with pytest.raises(Fenced):
+        repl.ack("s", 1, 2, 12)
+    with pytest.raises(NotLeader, match="stopped leading"):
+        repl.check_write("s")
+    repl.close()
+    loop.close()
+
+
+async def _committed(repl, stream):
+    return repl.committed(stream)
+
+
+def test_follower_refuses_records_of_an_older_epoch_and_truncates(tmp_path):
+    import asyncio
+
+    from windowstore.server.replication.log import Record
+    from windowstore.server.replication.manager import FOLLOWER, Fetcher, Partition
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    loop = asyncio.new_event_loop()
+
+    class _Repl:
+        node = 1
+        driver = _Driver(loop)
+
+        def rebuild(self, p, through):
+            rebuilt.append(through)
+    rebuilt: list[int] = []
+    log = ReplicaLog(str(tmp_path / "r"))
+    for i in range(1, 4):
+        log.append(1, _cmd(i))
+    log.append(2, _cmd(4))
+    p = Partition("s", log, FOLLOWER, 2, 0, [0, 1], "all")
+    f = Fetcher(_Repl(), p)
+    with pytest.raises(Fenced, match="epoch 1 refused"):   # a batch from a leader of an older epoch
+        f._batch(None, pb.ReplicaRecords(epoch=1, first_offset=5, records=[Record(5, 1, _cmd(5)).payload()]), 2)
+    with pytest.raises(Fenced, match="epoch 1 refused"):   # a record older than this log's last epoch
+        f._batch(None, pb.ReplicaRecords(epoch=3, first_offset=5, records=[Record(5, 1, _cmd(5)).payload()]), 3)
+    with pytest.raises(Fenced, match="epoch 4 refused"):   # a record newer than its leader's epoch
+        f._batch(None, pb.ReplicaRecords(epoch=3, first_offset=5, records=[Record(5, 4, _cmd(5)).payload()]), 3)
+    assert log.end == 4
+    # the leader says this log's epoch 1 ended at offset 2 (KIP-101): 3 and 4 go, then its record 3 comes
+    f._batch(None, pb.ReplicaRecords(epoch=3, truncate_to=2, first_offset=3), 3)
+    assert log.end == 2 and log.epochs == [(1, 1)]
+    loop.run_until_complete(asyncio.sleep(0))  # the posted rebuild runs
+    assert rebuilt == [2]
+    log.close()
+    loop.close()
+
+
+# -- two servers ---------------------------------------------------------------------------------------
+SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+class Pair:
+    """Two durable servers, node 0 and node 1; stream `pk` listed with replicas [0, 1]."""
+
+    def __init__(self, tmp_path):
+        self.ports = _free_ports(2)
+        self.metrics_port = _free_ports(1)[0]  # node 0's --metrics-port
+        self.addresses = [f"127.0.0.1:{p}" for p in self.ports]
+        self.file = tmp_path / "cluster.toml"
+        self.file.write_text("nodes = [" + ", ".join(f'"{a}"' for a in self.addresses) + "]\n"
+                             "[replicas]\npk = [0, 1]\n")
+        self.dirs = [str(tmp_path / f"node{i}") for i in range(2)]
+        self.servers: list[ServerProcess | None] = [self.start(0), self.start(1)]
+
+    def start(self, i: int) -> ServerProcess:
+        metrics = ("--metrics-port", str(self.metrics_port)) if i == 0 else ()
+        return ServerProcess("--cluster", str(self.file), "--node", str(i), *metrics, port=self.ports[i],
+                             data_dir=self.dirs[i])
+
+    def lag_metric(self) -> float | None:
+        """Node 0's windowstore_replica_lag_records for stream pk, from its /metrics."""
+        import urllib.request
+        text = urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10).read().decode()
+        for line in text.splitlines():
+            if line.startswith('windowstore_replica_lag_records{stream="pk"}'):
+                return float(line.split()[-1])
+        return None
+
+    def client(self, i: int) -> Client:
+        return Client(self.addresses[i], timeout=30, retries=0)
+
+    def stop(self) -> None:
+        for s in self.servers:
+            if s is not None:
+                s.stop()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    p = Pair(tmp_path)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def _batch(rng: random.Random, b: int, n: int) -> pa.Table:
+    return pa.table({"ts": pa.array(range(b * n, b * n + n), pa.int64()),
+                     "k": pa.array([rng.choice("abcde") for _ in range(n)]),
+                     "v": pa.array([rng.randrange(-100, 1000) for _ in range(n)], pa.int64())})
+
+
+def _expected(batches: dict[int, tuple[pa.Table, int]], slide: int, window: int) -> list[tuple]:
+    """DuckDB over the rows sealed by slides (slide - window, slide]: COUNT, SUM(v) per k."""
+    tables = [t for t, s in batches.values() if slide - window < s <= slide]
+    rows = pa.concat_tables(tables)  # noqa: F841 - DuckDB reads it by name
+    return duckdb.sql("SELECT k, COUNT(*), SUM(v) FROM rows GROUP BY k ORDER BY k").fetchall()
+
+
+QUERY = "SELECT k, COUNT(*), SUM(v) FROM pk GROUP BY k ORDER BY k"
+WINDOW = 1000
+
+
+def _answer_rows(answer) -> list[tuple]:
+    return [tuple(r) for r in answer.rows]
+
+
+@pytest.mark.slow
+def test_acks_all_kill_leader_promote_follower_rejoin_truncated(pair):
+    rng = random.Random(11)
+    with pair.client(0) as ws:
+        ws.create_stream("pk", SCHEMA, subwindows=WINDOW, subwindow_ms=1000, clock="manual", replication=2)
+        status = ws.replica_status("pk")
+        assert status["role"] == "REPLICA_ROLE_LEADER" and status["acks"] == "all" and status["replicas"] == [0, 1]
+    with pair.client(1) as f:
+        wait_for(lambda: f.replica_status("pk")["role"] == "REPLICA_ROLE_FOLLOWER", "node 1 follows pk")
+        with pytest.raises(FailedPrecondition, match="follower replica of 'pk'.*node 0"):
+            f.append("pk", _batch(rng, 0, 3), writer_id="x", batch_id=0)
+        with pytest.raises(FailedPrecondition, match="read_from='follower'"):
+            f.query(QUERY)
+
+    batches: dict[int, tuple[pa.Table, int]] = {}   # acknowledged: batch id -> (rows, the slide that sealed them)
+    leader = {"i": 0}
+    total, per = 60, 200
+    done = threading.Event()
+    errors: list[str] = []
+
+    def writer():
+        clients = [pair.client(0), pair.client(1)]
+        try:
+            for b in range(total):
+                t = _batch(rng, b, per)
+                while True:
+                    ws = clients[leader["i"]]
+                    try:
+                        ws.append("pk", t, writer_id="w", batch_id=b)
+                        slide = ws.slide("pk", writer_id="w", batch_id=b)
+                        break
+                    except (Unavailable, FailedPrecondition) as e:
+                        errors.append(str(e))
+                        done.wait(0.05)  # backoff before the retry (same ids: exactly once)
+                batches[b] = (t, slide)
+        finally:
+            for c in clients:
+                c.close()
+            done.set()
+
+    th = threading.Thread(target=writer)
+    th.start()
+    wait_for(lambda: len(batches) >= 20, "20 batches acknowledged")
+    pair.servers[0].proc.send_signal(signal.SIGKILL)
+    pair.servers[0].proc.wait()
+    acked_before_kill = dict(batches)
+    with pair.client(1) as f:
+        st = f.set_replica_role("pk", "leader", epoch=2)
+        assert st["role"] == "REPLICA_ROLE_LEADER" and st["epoch"] == 2
+    leader["i"] = 1
+    th.join(120)
+    assert not th.is_alive() and len(batches) == total, errors[-3:]
+
+    with pair.client(1) as ws:
+        a = ws.query(QUERY)
+        assert _answer_rows(a) == _expected(batches, a.slide, WINDOW)
+        assert sum(r[1] for r in a.rows) == total * per  # every acknowledged row, none twice
+        for b, (t, s) in acked_before_kill.items():
+            assert batches[b][1] == s  # what was acknowledged before the kill kept its slide
+        # an old epoch is refused
+        with pytest.raises(FailedPrecondition, match="epoch 1"):
+            ws.set_replica_role("pk", "follower", epoch=1, leader=0)
+        leader_end = ws.replica_status("pk")["end_offset"]
+
+    # the old leader comes back (it still thinks it leads at epoch 1) and is made a follower
+    pair.servers[0] = pair.start(0)
+    with pair.client(0) as old:
+        st = old.set_replica_role("pk", "follower", epoch=2, leader=1)
+        assert st["epoch"] == 2
+        wait_for(lambda: old.replica_status("pk")["applied_offset"] >= leader_end, "the old leader caught up")
+        st = old.replica_status("pk")
+        assert st["end_offset"] == leader_end and st["lag_records"] == 0
+        a0 = old.query(QUERY, read_from="follower", min_slide=batches[total - 1][1])
+        assert _answer_rows(a0) == _expected(batches, a0.slide, WINDOW)
+        assert a0.slide == batches[total - 1][1]
+        with pytest.raises(Unavailable, match=f"slide {a0.slide + 5} .*not applied"):
+            old.query(QUERY, read_from="follower", min_slide=a0.slide + 5, min_slide_wait_ms=200)
+        with pytest.raises(InvalidArgument, match="read_from"):
+            old.query(QUERY, read_from="nearest")
+    with pair.client(1) as ws:
+        st = ws.replica_status("pk")
+        wait_for(lambda: ws.replica_status("pk")["in_sync"] == [0, 1], "node 0 back in the in-sync set")
+        assert ws.replica_status("pk")["followers"][0]["lag_records"] == 0
+        # new writes reach the rejoined follower
+        t = _batch(rng, total, per)
+        ws.append("pk", t, writer_id="w", batch_id=total)
+        batches[total] = (t, ws.slide("pk", writer_id="w", batch_id=total))
+    with pair.client(0) as old:
+        a0 = old.query(QUERY, read_from="follower", min_slide=batches[total][1], min_slide_wait_ms=30_000)
+        assert a0.slide == batches[total][1]
+        assert _answer_rows(a0) == _expected(batches, a0.slide, WINDOW)
+
+
+@pytest.mark.slow
+def test_a_follower_down_at_creation_is_named_then_catches_up_from_the_start(pair):
+    rng = random.Random(5)
+    pair.servers[1].stop()
+    pair.servers[1] = None
+    with pair.client(0) as ws:
+        with pytest.raises(Unavailable, match=r"could not be told to follow it: node 1 \(127\.0\.0\.1:"):
+            ws.create_stream("pk", SCHEMA, subwindows=WINDOW, subwindow_ms=1000, clock="manual", replication=2)
+        st = ws.replica_status("pk")
+        assert st["in_sync"] == [0] and st["role"] == "REPLICA_ROLE_LEADER"
+        batches = {}
+        for b in range(5):   # acks=all with the leader alone in sync
+            t = _batch(rng, b, 50)
+            ws.append("pk", t, writer_id="w", batch_id=b)
+            batches[b] = (t, ws.slide("pk", writer_id="w", batch_id=b))
+        end = ws.replica_status("pk")["end_offset"]
+    assert pair.lag_metric() == end   # node 1 holds nothing of the leader's log
+    pair.servers[1] = pair.start(1)
+    with pair.client(1) as f:
+        f.set_replica_role("pk", "follower", epoch=1, leader=0, replicas=[0, 1])
+        wait_for(lambda: f.replica_status("pk")["applied_offset"] == end, "node 1 caught up from offset 1")
+        a = f.query(QUERY, read_from="follower", min_slide=batches[4][1])
+        assert a.slide == batches[4][1] and _answer_rows(a) == _expected(batches, a.slide, WINDOW)
+    with pair.client(0) as ws:
+        wait_for(lambda: ws.replica_status("pk")["in_sync"] == [0, 1], "node 1 in sync")
+    assert pair.lag_metric() == 0
+
+
+@pytest.mark.slow
+def test_the_old_leader_loses_exactly_its_unacknowledged_suffix(pair):
+    """A write the leader logged but no follower received (the follower down): never acknowledged
+    under acks=all; after the leader's kill -9 and the follower's restart and promotion, the old
+    leader rejoins, truncates it away, and holds the new leader's log exactly."""
+    rng = random.Random(3)
+    with pair.client(0) as ws:
+        ws.create_stream("pk", SCHEMA, subwindows=WINDOW, subwindow_ms=1000, clock="manual", replication=2)
+        batches = {}
+        for b in range(3):
+            t = _batch(rng, b, 40)
+            ws.append("pk", t, writer_id="w", batch_id=b)
+            batches[b] = (t, ws.slide("pk", writer_id="w", batch_id=b))
+        end = ws.replica_status("pk")["end_offset"]
+    with pair.client(1) as f:
+        wait_for(lambda: f.replica_status("pk")["durable_offset"] == end, "node 1 holds everything")
+    pair.servers[1].proc.send_signal(signal.SIGKILL)
+    pair.servers[1].proc.wait()
+    outcome: list = []
+
+    def unacknowledged():
+        with pair.client(0) as ws:
+            try:
+                ws.append("pk", _batch(rng, 99, 40), writer_id="w", batch_id=99)
+                outcome.append("acknowledged")
+            except Exception as e:  # noqa: BLE001 - the leader dies under it
+                outcome.append(e)
+    th = threading.Thread(target=unacknowledged)
+    th.start()
+    with pair.client(0) as ws:
+        wait_for(lambda: ws.replica_status("pk")["durable_offset"] == end + 1, "batch 99 on the leader's disk")
+    pair.servers[0].proc.send_signal(signal.SIGKILL)
+    pair.servers[0].proc.wait()
+    th.join(30)
+    assert len(outcome) == 1 and outcome[0] != "acknowledged"
+    pair.servers[1] = pair.start(1)
+    with pair.client(1) as f:
+        f.set_replica_role("pk", "leader", epoch=2)
+        t = _batch(rng, 3, 40)
+        f.append("pk", t, writer_id="w", batch_id=3)
+        batches[3] = (t, f.slide("pk", writer_id="w", batch_id=3))
+        new_end = f.replica_status("pk")["end_offset"]
+    assert new_end == end + 2  # batch 3 and its slide, at the offsets batch 99 had on node 0
+    pair.servers[0] = pair.start(0)
+    with pair.client(0) as old:
+        assert old.replica_status("pk")["end_offset"] == end + 1   # batch 99 is still in its log
+        old.set_replica_role("pk", "follower", epoch=2, leader=1)
+        wait_for(lambda: old.replica_status("pk")["applied_offset"] == new_end, "the old leader caught up")
+        a = old.query(QUERY, read_from="follower", min_slide=batches[3][1])
+        assert _answer_rows(a) == _expected(batches, a.slide, WINDOW)   # no row of batch 99
+        assert sum(r[1] for r in a.rows) == 4 * 40
+    assert "truncated 1 records after offset" in pair.servers[0].stop()[2]
+    pair.servers[0] = None

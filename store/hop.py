@@ -93,8 +93,6 @@ class Hop:
 
 def bind_hop(binder, q: Query, periodic: bool) -> "BoundQuery":
     """Bind a query naming window_start / window_end (binder._Binder `binder`)."""
-    from .binder import OutputItem, _Binder
-
     spec: WindowSpec = binder.spec
     fail = binder.fail
     grouped = [c for c in q.group_columns if c in BOUNDS]
@@ -113,6 +111,23 @@ def bind_hop(binder, q: Query, periodic: bool) -> "BoundQuery":
             fail(f"{what} is not supported with {grouped[0]} (rows come by window, then by key)", loc)
     length = binder.length(q.range, "RANGE") if q.range is not None else spec.subwindows
     every = binder.length(q.slide, "SLIDE")
+    inner, picks, hidden = bind_per_window(binder, q, spec)
+    if inner.projection:  # (cannot happen: grouped by the bounds)
+        fail("a query answered per window needs GROUP BY", q.loc)
+    out_items = window_items(q, inner, picks)
+    n_q = min(spec.subwindows, length + every - 1) if periodic else spec.subwindows
+    slots = spec.subwindow_ms is not None and spec.clock in (Clock.PROCESSING, Clock.EVENT)
+    hop = Hop(length, every, periodic, slots, inner, tuple(picks), hidden, q.limit)
+    return replace(inner, query=q, n_q=n_q, every=every, items=out_items, order=[], limit=q.limit, hop=hop)
+
+
+def bind_per_window(binder, q: Query, spec) -> tuple["BoundQuery", list[Any], bool]:
+    """The query each window's rows answer (the bounds taken out of SELECT and GROUP BY; a row
+    count added when nothing else tells a window's groups apart), bound: (inner, picks, hidden).
+    picks: per SELECT item, "start"/"end" for a bound or the inner item's index; hidden: the row
+    count is not an output. Hop windows and sliced ones (slicing.py) alike."""
+    from .binder import _Binder
+
     keys = [c for c in q.group_columns if c not in BOUNDS]
     more_locs = q.group_by_more_locs or (None,) * len(q.group_by_more)
     key_locs = [loc for c, loc in zip(q.group_columns, (q.group_by_loc, *more_locs)) if c not in BOUNDS]
@@ -131,14 +146,12 @@ def bind_hop(binder, q: Query, periodic: bool) -> "BoundQuery":
                       group_by_loc=key_locs[0] if keys else None, group_by_more=tuple(keys[1:]),
                       group_by_more_locs=tuple(key_locs[1:]) if keys else None,
                       order_by=(), limit=None, range=None, slide=None)
-    inner = _Binder(inner_q, binder.schema, spec).bind()
-    if inner.projection:  # (cannot happen: grouped by the bounds)
-        fail("a query answered per window needs GROUP BY", q.loc)
-    out_items = []
-    for it, k in zip(q.items, picks):
-        out_items.append(OutputItem(it.label, "int64", None, -1) if isinstance(k, str) else inner.items[k])
-    n_q = min(spec.subwindows, length + every - 1) if periodic else spec.subwindows
-    slots = spec.subwindow_ms is not None and spec.clock in (Clock.PROCESSING, Clock.EVENT)
-    hop = Hop(length, every, periodic, slots, inner, tuple(picks), hidden, q.limit)
-    return replace(inner, query=q, n_q=n_q, every=every, items=out_items, order=[], limit=q.limit, hop=hop)
+    return _Binder(inner_q, binder.schema, spec).bind(), picks, hidden
 
+
+def window_items(q: Query, inner: "BoundQuery", picks: list[Any]) -> list:
+    """The output columns of a per-window query: the bounds as int64, the rest the inner query's."""
+    from .binder import OutputItem
+
+    return [OutputItem(it.label, "int64", None, -1) if isinstance(k, str) else inner.items[k]
+            for it, k in zip(q.items, picks)]

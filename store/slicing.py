@@ -39,7 +39,7 @@ import numpy as np
 
 from .aggregates import Partial
 from .kinds import Clock
-from .query import Aggregate, KeyColumn, Query
+from .query import KeyColumn, Query
 
 if TYPE_CHECKING:
     from .binder import BoundQuery
@@ -277,8 +277,8 @@ def unaligned(q: Query, spec: "WindowSpec") -> bool:
 def bind_sliced(binder, q: Query, periodic: bool, bounds: bool) -> "BoundQuery":
     """Bind a query whose RANGE or SLIDE is not a whole number of sub-windows (binder._Binder
     `binder`); `bounds`: it names window_start or window_end."""
-    from .binder import OutputItem, _Binder
-    from .hop import BOUNDS, WINDOW_START, _ROWS
+    from .binder import _Binder
+    from .hop import BOUNDS, WINDOW_START, bind_per_window, window_items
 
     spec: WindowSpec = binder.spec
     fail = binder.fail
@@ -337,26 +337,7 @@ def bind_sliced(binder, q: Query, periodic: bool, bounds: bool) -> "BoundQuery":
                              ("SELECT DISTINCT", q.distinct, q.loc)):
         if bad3:
             fail(f"{what3} is not supported with {grouped[0]} (rows come by window, then by key)", loc)
-    keys = [c for c in q.group_columns if c not in BOUNDS]
-    more_locs = q.group_by_more_locs or (None,) * len(q.group_by_more)
-    key_locs = [loc for c, loc in zip(q.group_columns, (q.group_by_loc, *more_locs)) if c not in BOUNDS]
-    items: list[KeyColumn | Aggregate] = []
-    picks: list[Any] = []
-    for it in q.items:
-        if isinstance(it, KeyColumn) and it.column in BOUNDS:
-            picks.append("start" if it.column == WINDOW_START else "end")
-        else:
-            picks.append(len(items))
-            items.append(it)
-    hidden = not keys or not any(isinstance(it, Aggregate) for it in items)
-    if hidden:  # a window's row count: no row, no group
-        items.append(Aggregate("count", alias=_ROWS))
-    inner_q = replace(q, items=tuple(items), group_by=keys[0] if keys else None,
-                      group_by_loc=key_locs[0] if keys else None, group_by_more=tuple(keys[1:]),
-                      group_by_more_locs=tuple(key_locs[1:]) if keys else None,
-                      order_by=(), limit=None, range=None, slide=None)
-    inner = _Binder(inner_q, binder.schema, spec).bind()
-    out_items = [OutputItem(it.label, "int64", None, -1) if isinstance(k, str) else inner.items[k]
-                 for it, k in zip(q.items, picks)]
+    inner, picks, hidden = bind_per_window(binder, q, spec)
+    out_items = window_items(q, inner, picks)
     hop = SlicedHop(shape, periodic, inner, tuple(picks), hidden, q.limit, tc, t)
     return replace(inner, query=q, n_q=n_q, every=every, items=out_items, order=[], limit=q.limit, hop=hop)

@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
+
 from windowstore.store import InvalidInput, QueryError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.errors import OutOfRange, ResourceLimit
 
@@ -263,7 +265,7 @@ def test_an_older_sub_window_still_gives_the_state_of_its_slide(seed):
                     old_sub.last_rows.at(old)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.lists(st.tuples(st.integers(0, 50), st.sampled_from(["a", "b", "c", None]),
                                    st.integers(-3, 3)), max_size=5), max_size=12),
        st.integers(1, 3), st.integers(1, 3))

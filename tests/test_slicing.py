@@ -11,6 +11,8 @@ import duckdb
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from conftest import examples
+
 from windowstore.store import QueryError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.slicing import Shape, kept_slices
@@ -172,7 +174,7 @@ def shapes_and_batches(draw):
     return n, t, lateness, r, s, start, batches, draw(st.booleans()), draw(st.sampled_from(list(WHERE)))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(shapes_and_batches())
 def test_random_shapes_hypothesis(case):
     n, t, lateness, r, s, start, batches, keyed, where = case

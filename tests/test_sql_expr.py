@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from windowstore.store import InvalidInput, QuerySyntaxError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.parser import parse_statement, to_text
 
-from conftest import wait_for
+from conftest import examples, wait_for
 
 SCHEMA = {"ts": "int64", "rid": "int64", "src": "string", "port": "int64", "bytes": "int64", "f": "float64",
           "ok": "boolean"}
@@ -329,7 +329,7 @@ def _compare(text: str, duck_text: str, seed: int, ordered: bool) -> None:
         assert _rows_equal(g, e), f"{text} [{access}]\n got {g[:6]}\nwant {e[:6]}\n{duck_text}"
 
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
+
 from windowstore.store import Stream, WindowSpec
 from windowstore.store.errors import QueryError, QuerySyntaxError, ResourceLimit
 from windowstore.store.join import plan_join, run_join, window_inputs
@@ -72,7 +74,7 @@ BAND = {"mutual": lambda d: (-d, d), "deadline": lambda d: (None, d), "delay": l
 ends = st.fractions(min_value=-50, max_value=50, max_denominator=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.sampled_from(["mutual", "deadline", "delay"]), ends, ends, ends, st.fractions(0, 30, max_denominator=6),
        st.fractions(0, 30, max_denominator=6), st.sampled_from([0, 1]), st.sampled_from([0, 1]))
 def test_the_exact_probability_equals_the_trapezoid_oracle(kind, d, a1, a2, l1, l2, point1, point2):
@@ -241,7 +243,7 @@ def check_answer(ans, want: dict) -> None:
         assert abs(p - float(want[k])) <= 1e-9, (k, p, want[k])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(scenarios())
 def test_every_access_path_returns_exactly_the_reference_set(scenario):
     kind, d, ct, slides = scenario

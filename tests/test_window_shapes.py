@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
+
 from windowstore.store import QueryError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.exact import INT64_MAX
 
@@ -151,7 +153,7 @@ def test_sessions_match_definition_10_and_duckdb(seed):
         assert want == duckdb_sessions(rows, lo, hi, gap, "s.v > 3" if where else "TRUE", whole)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["a", "b"]), st.integers(-3, 3)), max_size=40),
        st.integers(1, 12))
 def test_sessions_property_against_the_definition(events, gap):
@@ -393,7 +395,7 @@ def test_one_time_and_periodic_through_the_server():
         ws.unregister(q.id)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["a", "b", None]), st.integers(-3, 3)), max_size=40),
        st.integers(1, 50), st.integers(1, 6))
 def test_last_n_rows_property_against_the_definition(events, n, subwindows):

@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install test test-fast bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
+.PHONY: install test test-fast test-long bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -21,10 +21,14 @@ $(BROWSER):
 	-command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null
 
 test: $(STAMP) $(BROWSER)
-	$(PY) -m pytest
+	$(PY) -m pytest -m "not long"
+
+# what make test leaves out to stay within its time: more seeds and examples of checks it runs once
+test-long: $(STAMP) $(BROWSER)
+	$(PY) -m pytest -m long
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not spark and not slow"
+	$(PY) -m pytest -m "not spark and not slow and not long"
 
 bench: $(STAMP)
 	$(PY) -m bench.run

@@ -136,6 +136,7 @@ def streams(draw):
     return ops
 
 
+@pytest.mark.long  # make test-long (the query path's own oracle test, tests/test_temporal.py, runs in make test)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), st.sampled_from([TUPLE, TIME]), st.integers(1, 12))
 def test_eager_lazy_and_gaps_and_islands_agree_on_every_slide(ops, kind, size):

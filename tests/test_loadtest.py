@@ -25,6 +25,7 @@ def test_smoke_load_run_passes_its_thresholds_and_is_lws(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-long (TLS and tokens themselves: tests/test_security.py in make test)
 def test_smoke_load_run_over_mutual_tls_with_tokens(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "loadtest" / "run.py"), "--policy", "ttu", "--duration-s", "10",
                            "--users", "8", "--secure", "--no-plots", "--out", str(tmp_path)],

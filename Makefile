@@ -21,7 +21,7 @@ $(BROWSER):
 	-command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null
 
 test: $(STAMP) $(BROWSER)
-	$(PY) -m pytest -m "not long"
+	$(PY) -m pytest -p no:randomly -m "not long"
 
 # what make test leaves out to stay within its time: more seeds and examples of checks it runs once
 test-long: $(STAMP) $(BROWSER)

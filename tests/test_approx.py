@@ -54,6 +54,7 @@ def _ask(s: Stream, text: str):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # 1,000 cases: make test-long
 def test_the_truth_lies_within_the_stated_bound_in_the_stated_fraction_of_random_cases():
     rng = np.random.default_rng(20261127)
     con = duckdb.connect()

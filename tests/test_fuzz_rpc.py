@@ -21,6 +21,7 @@ HANG_GUARD_S = 900.0  # not a timing goal (about 40 s on an idle machine): only 
 
 
 @pytest.mark.slow
+@pytest.mark.long  # make test-long, and the full run: make fuzz-rpc
 def test_bounded_fuzz_run_has_no_failures():
     out = io.StringIO()
     report = fuzz_rpc.run(REQUESTS, SEED, exclude_known=True, time_limit=HANG_GUARD_S, out=out)

@@ -153,11 +153,20 @@ class ApproxTopK(_SketchFunction):
 
     def finish(self, b, parts, strings):
         kind, size = self._declared(b)
-        merged = FrequentSketch.merged(canonical(parts), b.input_type, size)
+        ordered = canonical(parts)
+        merged = FrequentSketch.merged(ordered, b.input_type, size)
         out = []
-        for key, est, lo, hi in merged.top(int(b.q)):
+        for key, est, _, _ in merged.top(2**62):
+            # the bounds summed over the parts: the library's merge drops the error of a part whose
+            # map was purged empty, so the merged sketch's own bounds can miss the true count
+            lo = sum(p.sketch.get_lower_bound(key) for p in ordered)
+            hi = sum(p.sketch.get_upper_bound(key) for p in ordered)
+            if lo <= hi - lo:  # no false positives: listed only when provably above the error
+                continue
             out.append((bool(key) if b.input_type == "boolean" else key,
                         ErrorBound("frequent", 1.0, estimate=float(est), lower=float(lo), upper=float(hi))))
+            if len(out) == int(b.q):
+                break
         return Estimate(out, None)
 
 

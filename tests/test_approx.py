@@ -283,3 +283,16 @@ def test_a_join_refuses_the_sketch_aggregates_naming_them():
     with pytest.raises(QueryError, match="APPROX_QUANTILE is answered from one stream's sketches"):
         plan_join(parse_statement("SELECT APPROX_QUANTILE(s.bytes, 0.5) FROM s JOIN t ON s.src = t.src"),
                   {"s": s, "t": t})
+
+
+def test_top_k_bounds_hold_when_a_part_was_purged_empty():
+    """A sub-window whose sketch purged every item (more distinct values than its map holds) still
+    counts in the bounds: 0 is seen once in each of two sub-windows, so its upper bound is >= 2
+    (the library's merge alone drops the purged part's error and says 1)."""
+    parts = [[0], [0, 1, -1, 2, -2, 3, -3]]
+    sketches = [build_one("frequent", 3, np.asarray(p, dtype=np.int64), "int64", None) for p in parts]
+    B = SimpleNamespace(sketch=("frequent", 3), input_type="int64", q=Decimal(3))
+    got = FUNCTIONS_BY_NAME["approx_top_k"].finish(B, sketches, None).value
+    for key, bound in got:
+        assert bound.lower <= {0: 2, 1: 1, -1: 1, 2: 1, -2: 1, 3: 1, -3: 1}[key] <= bound.upper
+    assert got == []  # 0's lower bound (1) is not above the error (1): no value is provably frequent

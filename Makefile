@@ -96,5 +96,9 @@ fuzz: $(STAMP)
 crash: $(STAMP)
 	$(PY) tests/crash.py --kills $${KILLS:-100} --seed $${SEED:-1} --sharing $${SHARING:-mixed}
 
+.PHONY: partition-kills
+partition-kills: $(STAMP)
+	$(PY) tests/partition_kills.py --kills $${KILLS:-40} --seed $${SEED:-1}
+
 fuzz-rpc: $(STAMP)
 	$(PY) tests/fuzz_rpc.py --requests $${REQUESTS:-100000} --seed $${SEED:-1}

@@ -474,3 +474,14 @@ def test_the_cli_creates_a_partitioned_stream(cluster):
     bad = cli("create-stream", "d", "--schema", "ts:int64,x:float64", "--subwindows", "4", "--subwindow-ms", "1000",
               "--partitions", "2", "--partition-by", "x")
     assert bad.returncode == 1 and bad.stderr.startswith("error (INVALID_ARGUMENT)") and "'x'" in bad.stderr
+
+
+@pytest.mark.long  # ~1-1.5 min of server restarts; make test keeps the single-kill test above
+def test_rows_are_exactly_once_across_random_kills_and_restarts_of_single_servers(tmp_path):
+    """The bounded run of tests/partition_kills.py (`make partition-kills` runs a long one): kill -9
+    at random moments (before a batch, while it is in flight, after its acknowledgement), restarts,
+    a writer retrying with its keys; every row once on its partition and in the merged window."""
+    from partition_kills import run
+
+    counts = run(tmp_path, kills=6, seed=3, log=lambda line: None)
+    assert counts["kills"] == 6 and counts["restarts"] == 6 and counts["batches"] > 6

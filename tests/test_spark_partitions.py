@@ -198,9 +198,19 @@ def test_data_source_writers_on_a_cluster_batch_once_and_event_time_sink_slides_
                 f"SELECT COUNT(*) FROM {partition_name('dw', p)}").rows == [(n,)]
         assert cc.query("SELECT src, SUM(bytes) FROM dw GROUP BY src ORDER BY src").rows == \
             duck("SELECT src, SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", data)
-        with pytest.raises(Exception, match="create_if_missing: on a cluster target, create the"):
-            df.write.format("windowstore").options(**{**opts, "stream": "nope", "create_if_missing": "true",
-                                                      "subwindows": "3", "subwindow_ms": "1000"}).mode("append").save()
+        # create_if_missing on a cluster target: a partitioned stream from the DataFrame and the options
+        made = {**opts, "stream": "made", "create_if_missing": "true", "subwindows": "3", "subwindow_ms": "1000",
+                "clock": "manual", "partitions": "3", "partition_by": "src"}
+        df.write.format("windowstore").options(**made).mode("append").save()
+        lay = cc.layout("made", refresh=True)
+        assert (lay.partitions, lay.partition_by) == (3, ("src",))
+        assert cc.describe_stream("made")["streams"][0]["spec"]["columns"][1]["name"] == "src"
+        assert [s["latest_slide"] for s in cc.describe_stream("made")["streams"]] == [0] * 3
+        assert cc.query("SELECT src, COUNT(*), SUM(bytes) FROM made GROUP BY src ORDER BY src").rows == \
+            duck("SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src NULLS LAST", data)
+        with pytest.raises(Exception, match="partition_by and origin_ms need option partitions"):
+            unsized = {k: v for k, v in made.items() if k != "partitions"}
+            df.write.format("windowstore").options(**{**unsized, "stream": "other"}).mode("append").save()
 
         cc.create_stream("ev", SCHEMA, subwindows=3, subwindow_ms=100, clock="event", partitions=P,
                          partition_by=["src"], origin_ms=0)

@@ -52,7 +52,9 @@ _WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_pe
                   # create_if_missing: the stream is created when the write starts, with these
                   "create_if_missing": _bool, "subwindows": _positive_int, "subwindow_ms": _positive_int,
                   "subwindow_rows": _positive_int, "clock": str, "group_by": str, "time_column": str,
-                  "allowed_lateness_ms": _non_negative_int}
+                  "allowed_lateness_ms": _non_negative_int,
+                  # ... and on a cluster target, a partitioned stream
+                  "partitions": _positive_int, "partition_by": str, "origin_ms": _non_negative_int}
 _READ_OPTIONS = {**_CONNECT_OPTIONS, "query": str, "query_id": str, "event_time_as_timestamp": _bool,
                  "as_of_slide": lambda n, v: _non_negative_int(n, v), "filter_pushdown": _bool,
                  "partitions": _positive_int}

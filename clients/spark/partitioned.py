@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from windowstore.store.partitions import StaticCluster, partition_name, split_rows
 
 from ..client import Client
+from ..errors import NotFound
 from ..partitioned import ClusterClient, Layout
 from .staging import _task, stage_rows, timestamps_to_ms, writer_identity
 
@@ -87,6 +88,28 @@ def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, ac
             "latest_slide": min(r.latest_slide for r in done.values()),
             "by_partition": {p: r.accepted for p, r in sorted(done.items())},
             "duplicate_partitions": sorted(p for p, r in done.items() if r.duplicate)}
+
+
+def create_on_cluster(nodes: Sequence[str], stream: str, schema, opts: dict) -> None:
+    """Option create_if_missing on a cluster target: a stream on no server yet is created from the
+    DataFrame's schema and the options (schema.creation): partitioned when option `partitions` is
+    given (split by option `partition_by`, comma-separated; partitions start at `origin_ms`, default
+    now), else an ordinary stream on the server the partition map names."""
+    from .schema import column_list, creation
+
+    try:
+        cluster_layout(nodes, stream)
+        return
+    except NotFound:
+        pass
+    args = creation(schema, opts)
+    if "partitions" in opts:
+        args.update(partitions=opts["partitions"], partition_by=column_list(opts.get("partition_by", "")),
+                    origin_ms=opts.get("origin_ms"))
+    elif "partition_by" in opts or "origin_ms" in opts:
+        raise ValueError("options partition_by and origin_ms need option partitions (the stream's partition count)")
+    with ClusterClient(list(nodes)) as cc:
+        cc.create_stream(stream, **args)
 
 
 def describe_partition(nodes: Sequence[str], stream: str, layout: Layout, partition: int = 0) -> dict:

@@ -105,17 +105,27 @@ def describe_or_create(target, stream: str, schema, opts: dict) -> dict:
     except NotFound:
         if not opts.get("create_if_missing"):
             raise
+    with connect(target) as ws:
+        ws.create_stream(stream, **creation(schema, opts))  # exist_ok: another writer may have created it
+        return ws.describe_stream(stream)["spec"]
+
+
+def creation(schema, opts: dict) -> dict:
+    """create_stream's arguments for option create_if_missing: the columns from the DataFrame's
+    schema, the window from the options (on a cluster target also `partitions`, `partition_by` and
+    `origin_ms`, for a partitioned stream)."""
     if "subwindows" not in opts or ("subwindow_ms" in opts) == ("subwindow_rows" in opts):
         raise ValueError("create_if_missing needs option subwindows and one of subwindow_ms or subwindow_rows")
     time_column = opts.get("time_column", "ts")
-    with connect(target) as ws:
-        ws.create_stream(stream, store_schema(schema, time_column), subwindows=opts["subwindows"],
-                         subwindow_ms=opts.get("subwindow_ms"), subwindow_rows=opts.get("subwindow_rows"),
-                         clock=opts.get("clock", "processing"),
-                         group_by=[g for g in opts.get("group_by", "").split(",") if g],
-                         allowed_lateness_ms=opts.get("allowed_lateness_ms", 0), time_column=time_column,
-                         exist_ok=True)  # another writer may have created it meanwhile
-        return ws.describe_stream(stream)["spec"]
+    return dict(schema=store_schema(schema, time_column), subwindows=opts["subwindows"],
+                subwindow_ms=opts.get("subwindow_ms"), subwindow_rows=opts.get("subwindow_rows"),
+                clock=opts.get("clock", "processing"), group_by=column_list(opts.get("group_by", "")),
+                allowed_lateness_ms=opts.get("allowed_lateness_ms", 0), time_column=time_column, exist_ok=True)
+
+
+def column_list(option: str) -> list[str]:
+    """A comma-separated option's names."""
+    return [g.strip() for g in option.split(",") if g.strip()]
 
 
 def _schema_and_window(spec: dict) -> tuple[Schema, WindowSpec]:

@@ -16,7 +16,8 @@ from ..partitioned import Layout
 from .options import _WRITE_OPTIONS, _connection, connect, parse_options
 from windowstore.store.partitions import partition_name
 
-from .partitioned import PART_ACK_SCHEMA, cluster_layout, cluster_nodes, commit_all, describe_partition, stage_split
+from .partitioned import (PART_ACK_SCHEMA, cluster_layout, cluster_nodes, commit_all, create_on_cluster,
+                          describe_partition, stage_split)
 from .schema import check_write_schema, describe, describe_or_create
 from .staging import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, _task, stage_partition, stage_rows, writer_identity
 
@@ -149,13 +150,12 @@ class _OnCluster:
     the driver commits the batch on every partition (partitioned.py). An ordinary stream on one of
     the servers is written as on one server."""
 
-    def __init__(self, nodes: list[str], stream: str, opts: dict):
-        if opts.get("create_if_missing"):
-            raise ValueError("create_if_missing: on a cluster target, create the (partitioned) stream first "
-                             "(ClusterClient.create_stream or `windowstore create-stream --partitions`)")
+    def __init__(self, nodes: list[str], stream: str, opts: dict, schema=None):
         if any(opts.get(k) for k in ("tls", "tls_ca", "tls_cert", "tls_key", "token")):
             raise ValueError("a cluster target takes no TLS or token options yet")
         self.nodes, self.stream = nodes, stream
+        if opts.get("create_if_missing") and schema is not None:
+            create_on_cluster(nodes, stream, schema, opts)
         self.layout = cluster_layout(nodes, stream)
 
     def address(self) -> str | None:
@@ -192,11 +192,11 @@ class _OnCluster:
                                                                           batch_id))
 
 
-def _cluster_target(opts: dict) -> _OnCluster | None:
+def _cluster_target(opts: dict, schema=None) -> _OnCluster | None:
     nodes = cluster_nodes(opts.get("target", ""))
     if nodes is None:
         return None
-    on = _OnCluster(nodes, opts["stream"], opts)
+    on = _OnCluster(nodes, opts["stream"], opts, schema)
     address = on.address()
     if address is not None:  # an ordinary stream on one server of the cluster
         opts["target"] = address
@@ -211,7 +211,7 @@ class _StreamWriter(DataSourceStreamArrowWriter):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore sink needs option('stream', NAME)")
-        self.cluster = _cluster_target(opts)
+        self.cluster = _cluster_target(opts, schema)
         self.target = _connection(opts)
         self.stream = opts["stream"]
         self.writer_id = opts.get("writer_id")
@@ -258,7 +258,7 @@ class _BatchWriter(DataSourceArrowWriter):
         opts = parse_options(options, _WRITE_OPTIONS)
         if "stream" not in opts:
             raise ValueError("the windowstore writer needs option('stream', NAME)")
-        self.cluster = _cluster_target(opts)
+        self.cluster = _cluster_target(opts, schema)
         self.target = _connection(opts)
         self.stream = opts["stream"]
         self.time_to_ms = None if schema is None else check_write_schema(

@@ -70,8 +70,8 @@ def run_policy(policy: str, args, out: Path) -> dict:
                "--host", srv.target, "--csv", str(out / policy), "--only-summary", "--stop-timeout", "5",
                "--exit-code-on-error", "0", "--loglevel", "WARNING"]
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.duration_s + 120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"locust failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        if proc.returncode != 0 or "Traceback" in proc.stderr:
+            raise RuntimeError(f"locust failed ({proc.returncode}): {proc.stderr[-3000:]}")
         with Client(srv.target, ca=env.get("WS_TLS_CA"), cert=env.get("WS_TLS_CERT"), key=env.get("WS_TLS_KEY"),
                     token=env.get("WS_TOKEN")) as ws:
             server_stats = ws.stats("ls_packets")
@@ -122,10 +122,10 @@ def verdict(r: dict, args) -> list[str]:
     problems = []
     if r["error_ratio"] > args.max_error_ratio:
         problems.append(f"error ratio {r['error_ratio']:.3%} > {args.max_error_ratio:.3%}")
-    if r["query_p95_ms"] > args.max_p95_ms:
+    if args.timing_goals and r["query_p95_ms"] > args.max_p95_ms:
         problems.append(f"query p95 {r['query_p95_ms']:.0f} ms > {args.max_p95_ms:.0f} ms")
     stale = max(r["staleness_onetime_p95_ms"], r["staleness_periodic_p95_ms"])
-    if stale > args.max_staleness_p95_ms:
+    if args.timing_goals and stale > args.max_staleness_p95_ms:
         problems.append(f"staleness p95 {stale:.0f} ms > {args.max_staleness_p95_ms:.0f} ms")
     if r["queries"] == 0:
         problems.append("no query was answered")
@@ -204,6 +204,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-error-ratio", type=float, default=0.01)
     ap.add_argument("--max-p95-ms", type=float, default=1000.0)
     ap.add_argument("--max-staleness-p95-ms", type=float, default=2000.0)
+    ap.add_argument("--no-timing-goals", dest="timing_goals", action="store_false",
+                    help="judge errors and the history only, not the p95 goals (the tests: their timing depends on the machine's load)")
     ap.add_argument("--out", default=str(ROOT / "out" / "loadtest"))
     ap.add_argument("--no-plots", action="store_true")
     ap.add_argument("--secure", action="store_true",

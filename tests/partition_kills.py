@@ -60,6 +60,7 @@ class Run:
         self.slides = 0
         self.kills = self.restarts = self.retries = 0
         self.next_id = 0
+        self.events: list[str] = []  # what happened, for the report of a failed check
 
     def close(self) -> None:
         self.ws.close()
@@ -72,13 +73,15 @@ class Run:
     def dead(self) -> list[int]:
         return [i for i, s in enumerate(self.cluster.servers) if s is None]
 
-    def kill(self, i: int) -> None:
+    def kill(self, i: int, why: str = "") -> None:
+        self.events.append(f"kill node {i} {why}")
         self.cluster.servers[i].stop(signal.SIGKILL)  # type: ignore[union-attr]  # i is live
         self.cluster.servers[i] = None
         self.kills += 1
 
     def restart_dead(self) -> None:
         for i in self.dead():
+            self.events.append(f"restart node {i}")
             self.cluster.servers[i] = self.cluster.start(i)  # returns once it serves (recovered)
             self.restarts += 1
 
@@ -118,19 +121,21 @@ class Run:
             victim = self.rng.choice(live)
             when = self.rng.choice(["before", "in-flight", "after"])
             if when == "before":
-                self.kill(victim)
+                self.kill(victim, f"before batch {b}")
             elif when == "in-flight":
                 result: list = []
                 t = threading.Thread(target=lambda: result.append(self._try(send)))
                 t.start()
-                self.kill(victim)
+                self.kill(victim, f"while batch {b} is in flight")
                 t.join()
+                self.events.append(f"in-flight batch {b}: {result[0]!r}")
             self.deliver(send)
             if when == "after":
-                self.kill(victim)
+                self.kill(victim, f"after batch {b} was acknowledged")
         else:
             self.deliver(send)
         self.sent.append(table)
+        self.events.append(f"batch {b} acknowledged: ids {table['id'][0]}..{table['id'][-1]}")
         if b % SLIDE_EVERY == SLIDE_EVERY - 1:
             self.slide()
 
@@ -144,30 +149,40 @@ class Run:
         key = self.slides
         got = self.deliver(lambda: self.ws.slide("k", writer_id="slider", batch_id=key))
         self.slides += 1
+        self.events.append(f"slide {key} acknowledged")
         assert got == key, f"slide key {key} acknowledged as slide {got}: the partitions' slides drifted"
 
     # -- checks -----------------------------------------------------------------------------------
+    def partition_query(self, p: int, sql: str):
+        """`sql` on partition p's own stream, on its server."""
+        with Client(self.cluster.addresses[self.ws.cluster.owner("k", p)], timeout=30) as one:
+            return one.query(sql.format(partition_name("k", p)))
+
     def check(self, final: bool = False) -> None:
         self.restart_dead()
         self.slide()  # seal the open sub-window so every row sent is visible
         every = pa.concat_tables(self.sent)
         con = duckdb.connect()
         con.register("w", every)
-        want = con.execute("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM w").fetchall()
-        got = self.deliver(lambda: self.ws.query("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM k"))
-        assert [tuple(r) for r in want] == got.rows, (want, got.rows)
-        want = con.execute("SELECT src, COUNT(*), SUM(id) FROM w GROUP BY src ORDER BY src").fetchall()
-        got = self.deliver(lambda: self.ws.query("SELECT src, COUNT(*), SUM(id) FROM k GROUP BY src ORDER BY src"))
-        assert [tuple(r) for r in want] == got.rows, "per-source counts differ from the rows sent"
         split = partition_of_rows(every, ["src"], self.partitions)
         for p in range(self.partitions):
             mine = every.filter(pa.array(split == p))
             con.register("mine", mine)
             want_p = con.execute("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM mine").fetchall()
-            node = self.ws.cluster.owner("k", p)
-            with Client(self.cluster.addresses[node], timeout=30) as one:
-                got_p = one.query(f"SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM {partition_name('k', p)}")
-            assert [tuple(r) for r in want_p] == got_p.rows, f"partition {p}: {got_p.rows} != {want_p}"
+            got_p = self.partition_query(p, "SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM {}")
+            if [tuple(r) for r in want_p] != got_p.rows:
+                held = {r[0] for r in self.partition_query(p, "SELECT id FROM {}").rows}
+                sent = set(mine.column("id").to_pylist())
+                raise AssertionError(
+                    f"partition {p} (node {self.ws.cluster.owner('k', p)}): {got_p.rows} != {want_p}; "
+                    f"missing ids {sorted(sent - held)[:40]}, extra {sorted(held - sent)[:40]}; "
+                    f"events: {self.events[-60:]}")
+        want = con.execute("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM w").fetchall()
+        got = self.deliver(lambda: self.ws.query("SELECT COUNT(*), COUNT(DISTINCT id), SUM(id) FROM k"))
+        assert [tuple(r) for r in want] == got.rows, (want, got.rows, got.slide)
+        want = con.execute("SELECT src, COUNT(*), SUM(id) FROM w GROUP BY src ORDER BY src").fetchall()
+        got = self.deliver(lambda: self.ws.query("SELECT src, COUNT(*), SUM(id) FROM k GROUP BY src ORDER BY src"))
+        assert [tuple(r) for r in want] == got.rows, "per-source counts differ from the rows sent"
         if final:
             for b, table in enumerate(self.sent):
                 again = self.deliver(lambda: self.ws.append("k", table, writer_id="w", batch_id=b))

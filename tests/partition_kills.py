@@ -117,6 +117,7 @@ class Run:
         live = self.live()
         if self.dead() and fault < 0.25:
             self.restart_dead()
+            self.deliver(send)
         elif fault < 0.55 and len(live) > 1:
             victim = self.rng.choice(live)
             when = self.rng.choice(["before", "in-flight", "after"])

@@ -111,7 +111,10 @@ class Run:
         table = self.batch()
 
         def send():
-            return self.ws.append("k", table, writer_id="w", batch_id=b)
+            ack = self.ws.append("k", table, writer_id="w", batch_id=b)
+            # a partition that had the batch answers a duplicate with the count it took then
+            assert ack.accepted == table.num_rows, f"batch {b}: {ack} for {table.num_rows} rows"
+            return ack
 
         fault = self.rng.random()
         live = self.live()

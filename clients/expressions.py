@@ -252,3 +252,13 @@ def threshold_query(stream: str, group_by: str, *, weight: str | None = None, ab
     if wl is not None:
         out.range.CopyFrom(wl)
     return out
+
+
+def session_window(gap_ms: int) -> pb.SessionRowsWindow:
+    """[SESSION GAP gap_ms ms], for StructuredQuery.window_shape."""
+    return pb.SessionRowsWindow(session_gap_ms=gap_ms)
+
+
+def rows_window(n: int, partition_by: Iterable[str] = ()) -> pb.SessionRowsWindow:
+    """[ROWS n], or [PARTITION BY a, ... ROWS n], for StructuredQuery.window_shape."""
+    return pb.SessionRowsWindow(rows=n, partition_by=list(partition_by))

@@ -17,7 +17,7 @@ from windowstore.store.query import (OPS, Aggregate, Band, Equal, HavingTest, Jo
                                      OrderBy, Predicate, Query, Range, Source)
 from windowstore.v1 import windowstore_pb2 as pb
 
-from . import convert_expr
+from . import convert_expr, convert_window
 
 # An aggregate travels as its AggregateFunction value where the enum has one (AGGREGATE_FUNCTION_ + its
 # registered name in upper case), else by name in Aggregate.function_name: the registry
@@ -131,7 +131,17 @@ def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
                  loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=group_by_loc,
                  as_of_slide=int(q.as_of_slide) if q.HasField("as_of_slide") else None,
                  as_of_loc=Loc(field="as_of_slide"), group_by_more=more, group_by_more_locs=more_locs,
-                 having=_having_from_pb(q.having, "having") if q.HasField("having") else None, distinct=q.distinct)
+                 having=_having_from_pb(q.having, "having") if q.HasField("having") else None, distinct=q.distinct,
+                 shape=_shape_from_pb(q))
+
+
+def _shape_from_pb(q: pb.StructuredQuery):
+    """The session, ROWS or PARTITION BY window (window_shapes.WindowShape) of a query, or None."""
+    if not q.HasField("window_shape"):
+        return None
+    if _length(q.range, "range") is not None:
+        raise QueryError("set range or window_shape, not both", Loc(field="range"))
+    return convert_window.shape_from_pb(q.window_shape)
 
 
 _MAX_HAVING_DEPTH = 32
@@ -227,6 +237,8 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
             raise QueryError(f"a join names its streams in sources, not in {name}", Loc(field=name))
     if q.HasField("as_of_slide"):
         raise QueryError("AS OF SLIDE is not available for joins", Loc(field="as_of_slide"))
+    if q.HasField("window_shape"):
+        raise QueryError("a session, ROWS or PARTITION BY window is not available for joins", Loc(field="window_shape"))
     for name in ("range", "slide"):
         if _length(getattr(q, name), name) is not None:
             raise QueryError(f"a join's {name.upper()} is per source (sources[i].{name})", Loc(field=name))
@@ -326,8 +338,8 @@ def _window_length(r: Range) -> pb.WindowLength:
 
 def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
-    if getattr(q, "shape", None) is not None:  # (window_shapes.py) never dropped silently
-        raise InvalidInput("the structured form has no SESSION, ROWS or PARTITION BY window: send the query text")
+    if getattr(q, "shape", None) is not None and (isinstance(q, JoinQuery) or q.expr is not None):
+        raise InvalidInput("a SESSION, ROWS or PARTITION BY window goes with a single-stream query without expressions")
     if isinstance(q, JoinQuery):
         out = pb.StructuredQuery(group_by=q.group_by or "", outer=[_aggregate_to_pb(a) for a in q.outer])
         for src in q.sources:
@@ -363,6 +375,8 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
         out.distinct = q.distinct
         if q.having is not None:
             out.having.CopyFrom(_having_to_pb(q.having))
+        if q.shape is not None:
+            out.window_shape.CopyFrom(convert_window.shape_to_pb(q.shape))
     for it in q.items:
         if isinstance(it, KeyColumn):
             out.items.append(pb.SelectItem(key_column=it.column, alias=it.alias or ""))

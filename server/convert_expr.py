@@ -254,6 +254,8 @@ def _aggregate(a: pb.ExprAggregate, at: str, depth: int) -> Agg:
         raise QueryError(f"{name.upper()} takes one argument", Loc(field=f"{at}.args[1]"))
     q = None
     if name == "quantile":
+        if not 0 <= a.q <= 1:  # (NaN too)
+            raise QueryError("a quantile fraction is between 0 and 1", Loc(field=f"{at}.q"))
         q = Decimal(repr(a.q))  # the double's shortest decimal is the fraction meant (0.1 means 0.1)
         if not 0 <= q <= 1:
             raise QueryError("a quantile fraction is between 0 and 1", Loc(field=f"{at}.q"))

@@ -306,6 +306,8 @@ def _bad(q: pb.StructuredQuery) -> QueryError:
      "APPROX_QUANTILE cannot be combined with expressions yet"),
     (E.expr_query("s", [E.quantile(bytes_, 1.5)]), "select_exprs[0].expr.aggregate.q",
      "a quantile fraction is between 0 and 1"),
+    (E.expr_query("s", [E.quantile(bytes_, float("nan"))]), "select_exprs[0].expr.aggregate.q",
+     "a quantile fraction is between 0 and 1"),
     (E.expr_query("s", [E.agg("sum", bytes_, distinct=True)]), "select_exprs[0].expr.aggregate.distinct",
      "SUM(DISTINCT ...) is not supported"),
     (E.expr_query("s", [X(pb.Expr())]), "select_exprs[0].expr", "an expression needs column"),
@@ -406,3 +408,60 @@ def test_structured_expressions_through_the_server_and_the_sdk():
             ws.query(E.expr_query("s", [col("nope")]))
         with pytest.raises(InvalidArgument, match=r"\(field select_exprs\[0\].expr.op.op\)"):
             ws.query(E.expr_query("s", [E.op("**", bytes_, 2)]))
+
+
+# -- arbitrary Expr messages: an answer or a refusal naming the input, never another error ------------
+_values = st.one_of(
+    st.just(pb.Value()), st.integers(-(2**63), 2**63 - 1).map(lambda v: pb.Value(int64_value=v)),
+    st.floats(allow_nan=True).map(lambda v: pb.Value(float64_value=v)),
+    st.text(max_size=4).map(lambda v: pb.Value(string_value=v)), st.booleans().map(lambda v: pb.Value(bool_value=v)),
+    st.sampled_from(["1.5", "-0", "1e3", "x", "", "99999999999999999999"]).map(lambda v: pb.Value(decimal_value=v)),
+    st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**64 - 1)).map(
+        lambda hl: pb.Value(int128_value=pb.Int128(high=hl[0], low=hl[1]))))
+_names = st.sampled_from(["bytes", "port", "src", "f", "ok", "ts", "nope", "", "BYTES"])
+
+
+def _exprs(depth: int = 3):
+    leaf = st.one_of(_names.map(lambda n: pb.Expr(column=n)), _values.map(lambda v: pb.Expr(literal=v)),
+                     st.integers(-(2**63), 2**63 - 1).map(lambda v: pb.Expr(interval_ms=v)), st.just(pb.Expr()))
+    if depth <= 0:
+        return leaf
+    sub = st.deferred(lambda: _exprs(depth - 1))
+    args = st.lists(sub, max_size=4)
+    return st.one_of(
+        leaf,
+        st.builds(lambda o, a: pb.Expr(op=pb.ExprOp(op=o, args=a)),
+                  st.sampled_from(["+", "-", "*", "/", "%", "=", "<>", "<", "and", "or", "not", "is null", "like",
+                                   "not between", "in", "is distinct from", "^", ""]), args),
+        st.builds(lambda n, a: pb.Expr(call=pb.ExprCall(name=n, args=a)),
+                  st.sampled_from(["lower", "substr", "round", "coalesce", "time_bucket", "date_trunc", "now", "sum",
+                                   "approx_quantile", "zzz", ""]), args),
+        st.builds(lambda o, w, d: pb.Expr(case=pb.ExprCase(operand=o, whens=w, default=d)), st.one_of(st.none(), sub),
+                  st.lists(st.builds(lambda a, b: pb.ExprWhen(when=a, then=b), sub, sub), max_size=2),
+                  st.one_of(st.none(), sub)),
+        st.builds(lambda a, t: pb.Expr(cast=pb.ExprCast(arg=a, type=t)), sub,
+                  st.sampled_from(["BIGINT", "double", "VARCHAR", "boolean", "date", ""])),
+        st.builds(lambda f, a, dist, filt, q: pb.Expr(aggregate=pb.ExprAggregate(function=f, args=a, distinct=dist,
+                                                                                 filter=filt, q=q)),
+                  st.sampled_from(["count", "sum", "avg", "min", "max", "quantile", "median", "stddev", ""]),
+                  st.lists(sub, max_size=2), st.booleans(), st.one_of(st.none(), sub),
+                  st.floats(allow_nan=True)),
+    )
+
+
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_exprs(), min_size=1, max_size=3), st.one_of(st.none(), _exprs()), st.lists(_exprs(2), max_size=2),
+       st.one_of(st.none(), _exprs()), st.lists(st.tuples(_exprs(2), st.booleans()), max_size=2), st.booleans())
+def test_arbitrary_expr_messages_are_answered_or_refused_by_name(select, where, group_by, having, order, distinct):
+    q = pb.StructuredQuery(stream="s", select_exprs=[pb.ExprItem(expr=e) for e in select], distinct=distinct,
+                           group_by_exprs=group_by, order_by_exprs=[pb.ExprOrder(expr=e, descending=d) for e, d in order])
+    if where is not None:
+        q.where_expr.CopyFrom(where)
+    if having is not None:
+        q.having_expr.CopyFrom(having)
+    s, _ = _fixture(0)
+    try:
+        query = convert.query_from_pb(pb.StructuredQuery.FromString(q.SerializeToString()))
+        run_plan(plan_query(query, s))
+    except InvalidInput as err:  # a refusal (the server's INVALID_ARGUMENT)
+        assert str(err)

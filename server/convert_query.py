@@ -13,9 +13,11 @@ from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.functions import FUNCTIONS
 from windowstore.store.parser import MAX_NUMBER_LENGTH
-from windowstore.store.query import (OPS, Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OrderBy,
-                                     Predicate, Query, Range, Source)
+from windowstore.store.query import (OPS, Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OfTotal,
+                                     OrderBy, Predicate, Query, Range, Source)
 from windowstore.v1 import windowstore_pb2 as pb
+
+from . import convert_expr, convert_window
 
 # An aggregate travels as its AggregateFunction value where the enum has one (AGGREGATE_FUNCTION_ + its
 # registered name in upper case), else by name in Aggregate.function_name: the registry
@@ -115,6 +117,8 @@ def _aggregate_to_pb(a: Aggregate) -> pb.Aggregate:
 def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
     """The structured query as query.Query (or query.JoinQuery when it has sources), each part
     located by its field path."""
+    if convert_expr.has_expressions(q):  # select_exprs and the rest: a query with expressions
+        return convert_expr.query_from_pb(q)
     if len(q.sources):
         return join_from_pb(q)
     if not q.stream:
@@ -127,7 +131,17 @@ def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
                  loc=Loc(field="items"), stream_loc=Loc(field="stream"), group_by_loc=group_by_loc,
                  as_of_slide=int(q.as_of_slide) if q.HasField("as_of_slide") else None,
                  as_of_loc=Loc(field="as_of_slide"), group_by_more=more, group_by_more_locs=more_locs,
-                 having=_having_from_pb(q.having, "having") if q.HasField("having") else None, distinct=q.distinct)
+                 having=_having_from_pb(q.having, "having") if q.HasField("having") else None, distinct=q.distinct,
+                 shape=_shape_from_pb(q))
+
+
+def _shape_from_pb(q: pb.StructuredQuery):
+    """The session, ROWS or PARTITION BY window (window_shapes.WindowShape) of a query, or None."""
+    if not q.HasField("window_shape"):
+        return None
+    if _length(q.range, "range") is not None:
+        raise QueryError("set range or window_shape, not both", Loc(field="range"))
+    return convert_window.shape_from_pb(q.window_shape)
 
 
 _MAX_HAVING_DEPTH = 32
@@ -162,6 +176,10 @@ def _having_from_pb(c: pb.HavingCondition, where: str, depth: int = 0):
     if op not in OPS:
         raise QueryError(f"unknown comparison {t.op[:20]!r} (one of {', '.join(OPS)})", Loc(field=f"{at}.op"))
     values = [value_from_pb(v, f"{at}.values[{i}]") for i, v in enumerate(t.values)]
+    if t.of_total:  # APPROXIMATE threshold: A > fraction * TOTAL
+        if op in ("in", "not in", "is null", "is not null") or len(values) != 1:
+            raise QueryError("of_total takes a comparison with one value (the fraction)", Loc(field=f"{at}.of_total"))
+        return HavingTest(operand, op, OfTotal(values[0]), loc=loc)
     if op in ("in", "not in"):
         if not values:
             raise QueryError(f"{op.upper()} needs at least one value", Loc(field=f"{at}.values"))
@@ -182,7 +200,10 @@ def _having_to_pb(c) -> pb.HavingCondition:
         parts = pb.HavingConditions(parts=[_having_to_pb(p) for p in c.parts])
         return pb.HavingCondition(**{"all_of" if c.op == "and" else "any_of": parts})
     values = c.value if c.op in ("in", "not in") else () if c.op in ("is null", "is not null") else (c.value,)
-    test = pb.HavingTest(op=c.op, values=[value_to_pb(v) for v in values])
+    of_total = isinstance(c.value, OfTotal)
+    if of_total:
+        values = (c.value.fraction,)
+    test = pb.HavingTest(op=c.op, values=[value_to_pb(v) for v in values], of_total=of_total)
     if isinstance(c.operand, Aggregate):
         test.aggregate.CopyFrom(_aggregate_to_pb(c.operand))
     else:
@@ -216,6 +237,8 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
             raise QueryError(f"a join names its streams in sources, not in {name}", Loc(field=name))
     if q.HasField("as_of_slide"):
         raise QueryError("AS OF SLIDE is not available for joins", Loc(field="as_of_slide"))
+    if q.HasField("window_shape"):
+        raise QueryError("a session, ROWS or PARTITION BY window is not available for joins", Loc(field="window_shape"))
     for name in ("range", "slide"):
         if _length(getattr(q, name), name) is not None:
             raise QueryError(f"a join's {name.upper()} is per source (sources[i].{name})", Loc(field=name))
@@ -315,8 +338,8 @@ def _window_length(r: Range) -> pb.WindowLength:
 
 def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
-    if getattr(q, "shape", None) is not None:  # (window_shapes.py) never dropped silently
-        raise InvalidInput("the structured form has no SESSION, ROWS or PARTITION BY window: send the query text")
+    if getattr(q, "shape", None) is not None and (isinstance(q, JoinQuery) or q.expr is not None):
+        raise InvalidInput("a SESSION, ROWS or PARTITION BY window goes with a single-stream query without expressions")
     if isinstance(q, JoinQuery):
         out = pb.StructuredQuery(group_by=q.group_by or "", outer=[_aggregate_to_pb(a) for a in q.outer])
         for src in q.sources:
@@ -340,8 +363,8 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
         if q.within is not None:
             out.within.CopyFrom(_window_length(q.within))
     else:
-        if q.expr is not None:  # (expr_query.py) the protobuf form has no fields for expressions yet
-            raise QueryError("a query with expressions has no structured (protobuf) form yet: send it as text", q.loc)
+        if q.expr is not None:  # (expr_query.py) select_exprs and the Expr tree
+            return convert_expr.query_to_pb(q)
         out = pb.StructuredQuery(stream=q.stream, approximate=q.approximate, outer=[_aggregate_to_pb(a) for a in q.outer])
         if q.group_by_more:  # several columns; one stays in the field every client knows
             out.group_by_columns.extend(q.group_columns)
@@ -352,6 +375,8 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
         out.distinct = q.distinct
         if q.having is not None:
             out.having.CopyFrom(_having_to_pb(q.having))
+        if q.shape is not None:
+            out.window_shape.CopyFrom(convert_window.shape_to_pb(q.shape))
     for it in q.items:
         if isinstance(it, KeyColumn):
             out.items.append(pb.SelectItem(key_column=it.column, alias=it.alias or ""))

@@ -263,6 +263,9 @@ def _fail(message: str, e: Expr, hint: str | None = None) -> NoReturn:
 
 def common_type(types: list[str], e: Expr, what: str) -> str:
     """The type values of `types` share (int64 and float64 meet at float64; null goes with all)."""
+    if "timestamp" in types and "date" in types:  # microseconds against days: refused, never misread
+        _fail(f"{what} mixes date and timestamp values", e, hint="move the date by an INTERVAL constant to compare "
+              "it as a timestamp (d + INTERVAL '0 ms')")
     real = ["int64" if t in TEMPORAL else t for t in types if t != "null"]
     if not real:
         return "null"
@@ -289,6 +292,9 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
         return "int64" if a == "null" else a
     if isinstance(e, Arith):
         lt, rt = t(e.left), t(e.right)
+        if lt in TEMPORAL or rt in TEMPORAL:  # timestamp +/- INTERVAL, date - date (expr_temporal.py)
+            from .expr_temporal import infer_arith
+            return infer_arith(e, lt, rt)
         for side, typ in ((e.left, lt), (e.right, rt)):
             if typ not in NUMERIC + ("null",):
                 _fail(f"arithmetic ({e.op}) needs numbers; this operand is {typ}", side)
@@ -524,6 +530,9 @@ def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
     if isinstance(e, Neg):
         a = _as(ev(e.arg), typ)
         return _checked(lambda: pc.negate_checked(a), e)
+    if isinstance(e, Arith) and typ == "timestamp":
+        from .expr_temporal import evaluate_arith
+        return evaluate_arith(e, ev(e.left), ev(e.right), types)
     if isinstance(e, Arith):
         return _arith(e, _as(ev(e.left), "float64" if typ == "float64" else types(e.left)),
                       _as(ev(e.right), "float64" if typ == "float64" else types(e.right)), typ)

@@ -125,3 +125,74 @@ def test_the_threshold_form_round_trips_through_the_query_text():
 def test_shapes_the_lists_cannot_answer_are_refused(text, message):
     with pytest.raises(QueryError, match=message):
         plan_query(parse_query(text), _stream(2, 4))
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 12), st.integers(1, 6)), min_size=1, max_size=6),
+       st.integers(1, 4), st.sampled_from([None, "bytes"]), st.sampled_from(["fraction", "absolute"]),
+       st.integers(0, 2**32 - 1))
+def test_threshold_bounds_hold_when_where_purges_whole_lists(parts, topk, weight, how, seed):
+    """Sub-windows whose top-k lists hold only keys WHERE rejects (lists purged empty) still bound
+    the kept keys missing from them by their delta: each part has heavy rejected keys `a...` (which
+    fill its list when they outnumber topk) and light kept keys `k...`; an upper bound below a
+    key's true value, a false positive, or a guaranteed answer that misses a key over the threshold
+    fails."""
+    rng = np.random.default_rng(seed)
+    s = _stream(len(parts), topk)
+    batches = []
+    for j, (heavy_rows, light_keys, light_rows) in enumerate(parts):
+        src = [f"a{int(i)}" for i in rng.integers(0, topk + 1, heavy_rows)]
+        src += [f"k{int(i)}" for i in rng.integers(0, light_keys + 1, light_rows * light_keys)]
+        batch = {"ts": [j * 1000] * len(src), "src": src, "port": [0] * len(src),
+                 "bytes": [int(b) for b in rng.integers(0, 50, len(src))]}
+        if src:
+            s.append(batch)
+        s.window.slide((j + 1) * 1000)
+        batches.append(batch)
+    agg = "COUNT(*)" if weight is None else f"SUM({weight})"
+    truth = _truth(batches, "src", weight, lambda k: k >= "k")
+    total = sum(truth.values())
+    if how == "fraction":
+        f = float(rng.choice([0.01, 0.05, 0.1, 0.3]))
+        threshold, clause = f * total, f"{f} * TOTAL"
+    else:
+        threshold = int(rng.integers(0, max(1, total // 3) + 1))
+        clause = str(threshold)
+    a = _ask(s, f"SELECT src, {agg} FROM s WHERE src >= 'k' GROUP BY src HAVING {agg} > {clause} APPROXIMATE")
+    reported = {r[0] for r in a.rows}
+    for (key, lower), (_, _, b) in zip(a.rows, a.bounds):
+        assert key.startswith("k") and truth[key] > threshold, "a false positive"
+        assert b.lower == lower <= truth[key] <= b.upper, (key, truth[key], b)
+    if a.guaranteed:
+        assert reported == {k for k, v in truth.items() if v > threshold}
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from("abcdef"), st.integers(1, 30), max_size=6), min_size=1, max_size=6),
+       st.integers(1, 3), st.sets(st.sampled_from("abcdef")), st.integers(0, 60))
+def test_algorithm_6_bounds_every_key_when_lists_are_purged_empty(counts, k, rejected, threshold):
+    """frequent_items over per-part top-k lists from which a filter removed its rejected keys (so
+    that some lists are purged to no key, their delta kept): every kept key's [lower, upper] holds
+    its true total, and a complete answer is exactly the kept keys over the threshold."""
+    from windowstore.store.frequent import frequent_items
+    lists = []
+    for part in counts:
+        ranked = sorted(part.items(), key=lambda kv: (-kv[1], kv[0]))
+        top = ranked[:k]
+        delta = top[-1][1] if len(ranked) > k else 0
+        top = [(key, v) for key, v in top if key not in rejected]
+        lists.append((np.array([key for key, _ in top], dtype=object), np.array([v for _, v in top], dtype=np.int64),
+                      delta))
+    truth: Counter = Counter()
+    for part in counts:
+        truth.update({key: v for key, v in part.items() if key not in rejected})
+    got = frequent_items(lists, threshold=threshold)
+    listed = {it.key: it for it in got.items}
+    for key, it in listed.items():
+        assert truth[key] > threshold and it.lower <= truth[key] <= it.upper
+    missing_bound = got.delta  # a kept key in no list has at most the summed deltas
+    for key, v in truth.items():
+        if key not in listed and all(key not in lst[0].tolist() for lst in lists):
+            assert v <= missing_bound
+    if got.complete:
+        assert set(listed) == {key for key, v in truth.items() if v > threshold}

@@ -458,7 +458,7 @@ class JoinSource(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., alias: _Optional[str] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., on: _Optional[_Iterable[_Union[JoinCondition, _Mapping]]] = ...) -> None: ...
 
 class StructuredQuery(_message.Message):
-    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide", "group_by_columns", "distinct", "having")
+    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide", "group_by_columns", "distinct", "having", "select_exprs", "where_expr", "group_by_exprs", "having_expr", "order_by_exprs", "from_query", "window_shape")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WHERE_FIELD_NUMBER: _ClassVar[int]
@@ -475,6 +475,13 @@ class StructuredQuery(_message.Message):
     GROUP_BY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     DISTINCT_FIELD_NUMBER: _ClassVar[int]
     HAVING_FIELD_NUMBER: _ClassVar[int]
+    SELECT_EXPRS_FIELD_NUMBER: _ClassVar[int]
+    WHERE_EXPR_FIELD_NUMBER: _ClassVar[int]
+    GROUP_BY_EXPRS_FIELD_NUMBER: _ClassVar[int]
+    HAVING_EXPR_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_EXPRS_FIELD_NUMBER: _ClassVar[int]
+    FROM_QUERY_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_SHAPE_FIELD_NUMBER: _ClassVar[int]
     stream: str
     items: _containers.RepeatedCompositeFieldContainer[SelectItem]
     where: _containers.RepeatedCompositeFieldContainer[Conjunction]
@@ -491,7 +498,116 @@ class StructuredQuery(_message.Message):
     group_by_columns: _containers.RepeatedScalarFieldContainer[str]
     distinct: bool
     having: HavingCondition
-    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ..., group_by_columns: _Optional[_Iterable[str]] = ..., distinct: _Optional[bool] = ..., having: _Optional[_Union[HavingCondition, _Mapping]] = ...) -> None: ...
+    select_exprs: _containers.RepeatedCompositeFieldContainer[ExprItem]
+    where_expr: Expr
+    group_by_exprs: _containers.RepeatedCompositeFieldContainer[Expr]
+    having_expr: Expr
+    order_by_exprs: _containers.RepeatedCompositeFieldContainer[ExprOrder]
+    from_query: StructuredQuery
+    window_shape: SessionRowsWindow
+    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ..., group_by_columns: _Optional[_Iterable[str]] = ..., distinct: _Optional[bool] = ..., having: _Optional[_Union[HavingCondition, _Mapping]] = ..., select_exprs: _Optional[_Iterable[_Union[ExprItem, _Mapping]]] = ..., where_expr: _Optional[_Union[Expr, _Mapping]] = ..., group_by_exprs: _Optional[_Iterable[_Union[Expr, _Mapping]]] = ..., having_expr: _Optional[_Union[Expr, _Mapping]] = ..., order_by_exprs: _Optional[_Iterable[_Union[ExprOrder, _Mapping]]] = ..., from_query: _Optional[_Union[StructuredQuery, _Mapping]] = ..., window_shape: _Optional[_Union[SessionRowsWindow, _Mapping]] = ...) -> None: ...
+
+class SessionRowsWindow(_message.Message):
+    __slots__ = ("session_gap_ms", "rows", "partition_by")
+    SESSION_GAP_MS_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_BY_FIELD_NUMBER: _ClassVar[int]
+    session_gap_ms: int
+    rows: int
+    partition_by: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_gap_ms: _Optional[int] = ..., rows: _Optional[int] = ..., partition_by: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Expr(_message.Message):
+    __slots__ = ("column", "literal", "interval_ms", "op", "call", "case", "cast", "aggregate")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    LITERAL_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    CALL_FIELD_NUMBER: _ClassVar[int]
+    CASE_FIELD_NUMBER: _ClassVar[int]
+    CAST_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    column: str
+    literal: Value
+    interval_ms: int
+    op: ExprOp
+    call: ExprCall
+    case: ExprCase
+    cast: ExprCast
+    aggregate: ExprAggregate
+    def __init__(self, column: _Optional[str] = ..., literal: _Optional[_Union[Value, _Mapping]] = ..., interval_ms: _Optional[int] = ..., op: _Optional[_Union[ExprOp, _Mapping]] = ..., call: _Optional[_Union[ExprCall, _Mapping]] = ..., case: _Optional[_Union[ExprCase, _Mapping]] = ..., cast: _Optional[_Union[ExprCast, _Mapping]] = ..., aggregate: _Optional[_Union[ExprAggregate, _Mapping]] = ...) -> None: ...
+
+class ExprOp(_message.Message):
+    __slots__ = ("op", "args")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    args: _containers.RepeatedCompositeFieldContainer[Expr]
+    def __init__(self, op: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Expr, _Mapping]]] = ...) -> None: ...
+
+class ExprCall(_message.Message):
+    __slots__ = ("name", "args")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    args: _containers.RepeatedCompositeFieldContainer[Expr]
+    def __init__(self, name: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Expr, _Mapping]]] = ...) -> None: ...
+
+class ExprCase(_message.Message):
+    __slots__ = ("operand", "whens", "default")
+    OPERAND_FIELD_NUMBER: _ClassVar[int]
+    WHENS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    operand: Expr
+    whens: _containers.RepeatedCompositeFieldContainer[ExprWhen]
+    default: Expr
+    def __init__(self, operand: _Optional[_Union[Expr, _Mapping]] = ..., whens: _Optional[_Iterable[_Union[ExprWhen, _Mapping]]] = ..., default: _Optional[_Union[Expr, _Mapping]] = ...) -> None: ...
+
+class ExprWhen(_message.Message):
+    __slots__ = ("when", "then")
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    THEN_FIELD_NUMBER: _ClassVar[int]
+    when: Expr
+    then: Expr
+    def __init__(self, when: _Optional[_Union[Expr, _Mapping]] = ..., then: _Optional[_Union[Expr, _Mapping]] = ...) -> None: ...
+
+class ExprCast(_message.Message):
+    __slots__ = ("arg", "type")
+    ARG_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    arg: Expr
+    type: str
+    def __init__(self, arg: _Optional[_Union[Expr, _Mapping]] = ..., type: _Optional[str] = ...) -> None: ...
+
+class ExprAggregate(_message.Message):
+    __slots__ = ("function", "args", "distinct", "filter", "q")
+    FUNCTION_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    Q_FIELD_NUMBER: _ClassVar[int]
+    function: str
+    args: _containers.RepeatedCompositeFieldContainer[Expr]
+    distinct: bool
+    filter: Expr
+    q: float
+    def __init__(self, function: _Optional[str] = ..., args: _Optional[_Iterable[_Union[Expr, _Mapping]]] = ..., distinct: _Optional[bool] = ..., filter: _Optional[_Union[Expr, _Mapping]] = ..., q: _Optional[float] = ...) -> None: ...
+
+class ExprItem(_message.Message):
+    __slots__ = ("expr", "alias")
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    ALIAS_FIELD_NUMBER: _ClassVar[int]
+    expr: Expr
+    alias: str
+    def __init__(self, expr: _Optional[_Union[Expr, _Mapping]] = ..., alias: _Optional[str] = ...) -> None: ...
+
+class ExprOrder(_message.Message):
+    __slots__ = ("expr", "descending")
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    DESCENDING_FIELD_NUMBER: _ClassVar[int]
+    expr: Expr
+    descending: bool
+    def __init__(self, expr: _Optional[_Union[Expr, _Mapping]] = ..., descending: _Optional[bool] = ...) -> None: ...
 
 class HavingCondition(_message.Message):
     __slots__ = ("test", "all_of", "any_of", "negate")
@@ -512,16 +628,18 @@ class HavingConditions(_message.Message):
     def __init__(self, parts: _Optional[_Iterable[_Union[HavingCondition, _Mapping]]] = ...) -> None: ...
 
 class HavingTest(_message.Message):
-    __slots__ = ("aggregate", "name", "op", "values")
+    __slots__ = ("aggregate", "name", "op", "values", "of_total")
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     OP_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    OF_TOTAL_FIELD_NUMBER: _ClassVar[int]
     aggregate: Aggregate
     name: str
     op: str
     values: _containers.RepeatedCompositeFieldContainer[Value]
-    def __init__(self, aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., name: _Optional[str] = ..., op: _Optional[str] = ..., values: _Optional[_Iterable[_Union[Value, _Mapping]]] = ...) -> None: ...
+    of_total: bool
+    def __init__(self, aggregate: _Optional[_Union[Aggregate, _Mapping]] = ..., name: _Optional[str] = ..., op: _Optional[str] = ..., values: _Optional[_Iterable[_Union[Value, _Mapping]]] = ..., of_total: _Optional[bool] = ...) -> None: ...
 
 class StageRowsRequest(_message.Message):
     __slots__ = ("stream", "writer_id", "batch_id", "attempt", "arrow_ipc", "columnar", "chunk")

@@ -20,6 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import examples
+
 from windowstore.store import WindowSpec, parse_query, plan_query
 from windowstore.store.predicates import Comparison
 from windowstore.txn.checker import check
@@ -62,7 +64,7 @@ def members(s) -> frozenset:
     return frozenset(x for x in DOMAIN if s.contains(x, True)) | ({None} if s.null else frozenset())
 
 
-@settings(deadline=None)
+@settings(deadline=None, max_examples=examples(100))
 @given(wheres)
 def test_a_where_set_holds_what_the_masks_keep(where):
     got = where_set(where)
@@ -70,6 +72,37 @@ def test_a_where_set_holds_what_the_masks_keep(where):
     column, s, integer = got
     assert integer and column in (None, "v")
     assert members(s) == kept(where)
+
+
+FLOATS = [-2.5, -1.0, -0.0, 0.5, 1.0, 2.0, 2.5, 7.25, float("inf")]
+
+
+def float_comparison(op: str, values: list) -> Comparison:
+    if op in ("in", "not in"):
+        return Comparison("f", "float64", op, np.array(sorted(set(values)), dtype=np.float64))
+    return Comparison("f", "float64", op, None if "null" in op else values[0])
+
+
+float_wheres = st.lists(st.lists(st.builds(float_comparison, st.sampled_from(OPS),
+                                           st.lists(st.sampled_from(FLOATS + [0.0, 1.5]), min_size=1, max_size=3)),
+                                 min_size=1, max_size=3).map(tuple), min_size=1, max_size=3).map(tuple)
+
+
+@settings(deadline=None, max_examples=examples(100))
+@given(float_wheres)
+def test_a_float_where_set_holds_what_the_masks_keep(where):
+    """Over float64 the sets are not integer ranges: v < 1.0 and v > 1.0 leave 1.0 out, -0.0 is 0.0."""
+    column, s, integer = where_set(where)
+    assert column == "f" and not integer
+    col = np.array(FLOATS + [0.0], dtype=np.float64)
+    valid = np.array([True] * len(FLOATS) + [False])
+    out = np.zeros(len(col), dtype=bool)
+    for conj in where:
+        m = np.ones(len(col), dtype=bool)
+        for p in conj:
+            m &= p.mask(col, None, valid)
+        out |= m
+    assert [s.contains(x, False) for x in FLOATS] + [s.null] == out.tolist()
 
 
 class _Fn:
@@ -93,7 +126,7 @@ class _Bound:
         self.query = Query(stream="p", items=(), where=())
 
 
-@settings(deadline=None, max_examples=200)
+@settings(deadline=None, max_examples=examples(200))
 @given(st.lists(wheres, min_size=2, max_size=6), st.sampled_from([("count",), ("sum", "count"), ("min", "max"),
                                                                   ("avg",), ("max",)]), st.booleans())
 def test_every_derivation_is_an_identity_of_sets(family, aggs, grouped):

@@ -8,7 +8,8 @@ their SLIDE. The server's default --sharing is the mode with the least CPU per s
 answers are never late in underload.
 
 With --workload dashboard, issue 30's dashboard instead (dashboard panels at 1/5/15/60 sub-windows,
-several clients). Every run starts with `none`, and each mode's line carries cpu_vs_none, its CPU
+several clients); with --workload filters, the same panels under filters that cover each other
+(predicate covers). Every run starts with `none`, and each mode's line carries cpu_vs_none, its CPU
 per slide as a fraction of the unshared run's (the same queries, rows and slides).
 
     python -m bench.sharing_bench [--queries 120] [--slides 60] [--rows 2000] [--seed 1] [--workload thesis] [--repeat 1]
@@ -74,8 +75,27 @@ def issue_dashboard(rng: random.Random, n: int) -> list[str]:
     return out
 
 
+def filters_dashboard(rng: random.Random, n: int) -> list[str]:
+    """Panels of the same aggregates under filters over one column that cover each other
+    (predicate covers, thesis 8.3.3): packet lengths below 500, 500 to 999, from 1000, below
+    1000, from 500, and any length; per source (top 10) and in total."""
+    filters = ("WHERE len < 500", "WHERE len >= 500 AND len < 1000", "WHERE len >= 1000", "WHERE len < 1000",
+               "WHERE len >= 500", "WHERE len IS NOT NULL")
+    out = []
+    for i in range(n):
+        length = rng.choice((1, 5, 15, N_DASHBOARD))
+        w = f"[RANGE {length} SUBWINDOWS SLIDE {min(length, rng.choice((1, 2, 5)))} SUBWINDOWS]"
+        where = filters[i % len(filters)]
+        if (i // len(filters)) % 2:
+            out.append(f"SELECT src, COUNT(*) AS c, MAX(len) FROM p {w} {where} GROUP BY src ORDER BY c DESC, src LIMIT 10")
+        else:
+            out.append(f"SELECT SUM(len), COUNT(*), AVG(len) FROM p {w} {where}")
+    return out
+
+
 N_DASHBOARD = 60
-WORKLOADS = {"thesis": (dashboard, N), "dashboard": (issue_dashboard, N_DASHBOARD)}
+WORKLOADS = {"thesis": (dashboard, N), "dashboard": (issue_dashboard, N_DASHBOARD),
+             "filters": (filters_dashboard, N_DASHBOARD)}
 
 
 def run(mode: str, texts: list[str], slides: int, rows: int, seed: int, n: int = N) -> dict:
@@ -107,6 +127,7 @@ def run(mode: str, texts: list[str], slides: int, rows: int, seed: int, n: int =
     s = e.sched.sharing.stats() if e.sched.sharing is not None else {}
     return {"mode": mode, "cpu_ms_per_slide": round(1000 * cpu / slides, 2), "answers": answers,
             "executions": s.get("executions", answers), "saved": s.get("executions_saved", 0),
+            "cover_saved": s.get("cover_executions_saved", 0),
             "early_answers": early, "late_answers": late}
 
 

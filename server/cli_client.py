@@ -448,7 +448,8 @@ def stats(args) -> int:
     if args.output == "table" and sh.get("mode"):
         print(f"sharing {sh['mode']}: {sh['groups']} groups (members {sh['members_per_group'] or '-'}), "
               f"{sh['executions']} shared executions answered {sh['answers']} ({sh['executions_saved']} saved), "
-              f"early {sh['early_runs']}, late {sh['late_runs']}, aborts {sh['aborts']}")
+              f"early {sh['early_runs']}, late {sh['late_runs']}, aborts {sh['aborts']}, "
+              f"covers saved {sh.get('cover_executions_saved', 0)} executions ({sh.get('cover_reads_saved', 0)} reads)")
     return 0
 
 

@@ -120,7 +120,9 @@ class _StoreCollector:
                              ("executions_saved", "executions saved: answers beyond one per shared execution"),
                              ("early_runs", "answers earlier than their query's SLIDE (run with a group)"),
                              ("late_runs", "answers later than their query's SLIDE"),
-                             ("aborts", "aborts of shared executions")):
+                             ("aborts", "aborts of shared executions"),
+                             ("cover_executions_saved", "queries answered from a predicate cover, scanning nothing"),
+                             ("cover_reads_saved", "sub-window scans predicate covers saved")):
                 yield CounterMetricFamily(f"windowstore_sharing_{key}", doc, value=sh[key])
         if s.get("replica_lag"):  # replicated streams (server/replication/)
             g = GaugeMetricFamily("windowstore_replica_lag_records", "records the slowest replica of the stream lags: "

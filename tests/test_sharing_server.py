@@ -61,6 +61,37 @@ def test_a_group_answers_early_says_so_and_equals_each_query_alone(server):
         assert m["windowstore_sharing_early_runs_total"] == s["early_runs"]
 
 
+def test_a_query_covered_by_others_scans_no_rows_explain_and_stats_say_so(server):
+    """Predicate covers (txn/sharing/covers.py): `bytes IS NOT NULL` is `bytes < 10` plus
+    `bytes >= 10`: explain names the cover, its answers equal it run alone, stats and Prometheus
+    count the executions it saved."""
+    with Client(server.target, timeout=30) as ws:
+        ws.create_stream("c", schema=SCHEMA, subwindows=6, subwindow_ms=1000, clock="manual", group_by=["src"])
+        text = "SELECT SUM(bytes), COUNT(*) FROM c [RANGE {n} SUBWINDOWS SLIDE 1 SUBWINDOWS] WHERE {w}"
+        pieces = [ws.register(text.format(n=3, w=w)) for w in ("bytes < 10", "bytes >= 10")]
+        covered = text.format(n=2, w="bytes IS NOT NULL")
+        why = ws.explain(covered)["sharing"]
+        assert "CS6 disjoint cover: this query = " in why and "scans no rows of its own" in why, why
+        q = ws.register(covered)
+        for i in range(4):
+            ws.append("c", {"ts": [i * 1000, i * 1000 + 1], "src": ["a", "b"], "bytes": [i * 5, i * 7]})
+            ws.slide("c")
+            wait_for(lambda: all(x["last_slide"] >= i for x in ws.list_queries("c")), f"the answers to slide {i}")
+        answers = ws.read_answers(q.id, after_slide=-1)[0]
+        assert answers and all(a.group for a in answers)
+        for a in answers:
+            alone = ws.query(f"SELECT SUM(bytes), COUNT(*) FROM c [RANGE 2 SUBWINDOWS] AS OF SLIDE {a.slide} "
+                             "WHERE bytes IS NOT NULL")
+            assert a.rows == alone.rows, a.slide
+        s = ws.stats()["sharing"]
+        assert s["cover_executions_saved"] > 0 and s["cover_reads_saved"] >= s["cover_executions_saved"]
+        url = re.search(r"metrics on (http://[^\s;)]+)", server.banner).group(1)
+        text = urllib.request.urlopen(url, timeout=10).read().decode()
+        assert f"windowstore_sharing_cover_executions_saved_total {float(s['cover_executions_saved'])}" in text
+        for x in [q, *pieces]:
+            ws.unregister(x.id)
+
+
 POLICY_OF = {"none": "lws", "aggressive": "ttu", "conservative": "ttu-rescan", "hybrid": "lws", "hybrid-late": "ttu",
              "hybrid-lp": "ttu-rescan"}
 

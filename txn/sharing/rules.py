@@ -13,8 +13,12 @@ of a Member (what the rules need to know of a registered query):
 - SS2/CS3: AVG(x) is SUM(x) / COUNT(x): the values a member needs per interval (`needs`) say
   which aggregates a joint execution computes once for several members.
 
-Joins (8.3.2) and predicate covers (8.3.3) are not shared: such a query runs alone, and `reason`
-says why."""
+- SS4/CS6/CS7 (8.3.3): predicate covers. Queries the same but for a WHERE over one column are in
+  the CS2 group of the sub-windows' rows anyway; within its joint execution (runtime.SharedPlan)
+  covers.py answers a query whose rows are a disjoint cover of others' (any cover for MIN/MAX, a
+  supercover minus a cover for COUNT/SUM/AVG) from their contributions, with no scan of its own.
+
+Joins (8.3.2) are not shared: such a query runs alone, and `reason` says why."""
 from __future__ import annotations
 
 import dataclasses

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from windowstore.store.aggregates import Partial
 from windowstore.store.planner.merge import combine_contributions, combines
+from windowstore.store.schema import VALID
 
 from ..kinds import QueryKind
 from ..query import Result
@@ -24,6 +25,7 @@ from windowstore.store.slicing import sliced_task
 
 from ..schedule.edf import Task, task_due
 from .cost import STORE, CostModel
+from .covers import derive, subtract
 from .groups import Groups
 from .modes import SharingMode
 from .rules import Synopsis, describe, group_key, reason
@@ -77,10 +79,45 @@ class SharedPlan:
         for i in sorted(range(len(plans)), key=lambda i: plans[i].n_q):
             self.members[self.reader_of[i]].append(i)
         self.combines = [combines(p.bound) for p in self.readers]
+        # predicate covers (covers.py): readers whose contributions come from others' (no scan of their own)
+        self.derived = derived_readers(self.readers, self.combines, (self.stream.schema, *keys))
+        for d in self.derived:
+            for i in d.plus + d.minus:  # a piece is read wherever its target is
+                self.reach[i] = max(self.reach[i], self.reach[d.target])
+        self._by_target = {d.target: d for d in self.derived}
+        self.cover_reads_saved = 0  # sub-window scans a derived reader did not make
+        self.cover_fallbacks: set[int] = set()  # derived readers that read a sub-window of their own (its nulls)
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
-        return sub, [p.read(sub) if oldest < n else None for p, n in zip(self.readers, self.reach)]
+        vals = [p.read(sub) if oldest < n and r not in self._by_target else None
+                for r, (p, n) in enumerate(zip(self.readers, self.reach))]
+        for d in self.derived:
+            if oldest < self.reach[d.target]:
+                vals[d.target] = self._derive(d, sub, vals)
+        return sub, vals
+
+    def _value(self, r: int, sub, vals: list):
+        if vals[r] is None:
+            d = self._by_target.get(r)
+            vals[r] = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
+        return vals[r]
+
+    def _derive(self, d, sub, vals: list):
+        """Reader d.target's contribution for `sub` from its pieces' (a cover), or its own read
+        where the cover needs a column without nulls and the sub-window has one."""
+        if d.no_nulls is not None:
+            valid = sub.columns.get(VALID + d.no_nulls)
+            if valid is not None and not valid.all():
+                self.cover_fallbacks.add(d.target)
+                return self.readers[d.target].read(sub)
+        bound = self.readers[d.target].bound
+        plus = [self._value(i, sub, vals) for i in d.plus]
+        got = plus[0] if len(plus) == 1 else combine_contributions(bound, plus, self.strings)
+        if d.minus:
+            got = subtract(bound, got, [self._value(i, sub, vals) for i in d.minus])
+        self.cover_reads_saved += 1
+        return got
 
     def finish(self, partial: Partial) -> SharedAnswer:
         """Each member's answer over its own n youngest sub-windows. A reader whose aggregates
@@ -96,9 +133,7 @@ class SharedPlan:
             out = []
             for v in newest_first[start:upto]:
                 sub, vals = c[v]
-                if vals[r] is None:
-                    vals[r] = self.readers[r].read(sub)
-                out.append(vals[r])
+                out.append(self._value(r, sub, vals))
             return out
 
         out: list = [None] * len(self.plans)
@@ -134,6 +169,20 @@ class SharedPlan:
         return SharedAnswer([p.probe() for p in self.plans])
 
 
+_DERIVED: dict = {}  # the readers' keys -> their derivations (a joint execution's plan is made per run)
+
+
+def derived_readers(readers: list, combine_ok: list, key: tuple) -> list:
+    """covers.derive for these readers, remembered by the stream's schema and their read keys in
+    order (`key`: a WHERE's sets depend on its column's type)."""
+    got = _DERIVED.get(key)
+    if got is None:
+        if len(_DERIVED) > 1024:
+            _DERIVED.clear()
+        got = _DERIVED[key] = derive([p.bound for p in readers], combine_ok) if len(readers) > 1 else []
+    return got
+
+
 def _read_key(plan) -> tuple:
     """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT."""
     return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
@@ -167,6 +216,8 @@ class SharedTasks:
         self.aborts_by_group: collections.Counter = collections.Counter()
         self.aborts_by_query: collections.Counter = collections.Counter()
         self.failures = 0
+        self.cover_executions_saved = 0  # readers of committed executions answered from a cover, scanning nothing
+        self.cover_reads_saved = 0       # sub-window scans covers saved (aborted attempts too)
         self._seq = 0
         self._blocked = False
 
@@ -243,6 +294,9 @@ class SharedTasks:
         group.running = None
         sched.finish_committed(txn, result)
         self.executions += 1
+        plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
+        self.cover_executions_saved += len(plan.derived) - len(plan.cover_fallbacks)
+        self.cover_reads_saved += plan.cover_reads_saved
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
         read = txn.sources[0].read
@@ -321,7 +375,25 @@ class SharedTasks:
         if not peers:
             return f"{self.mode.value}: runs alone for now: no registered query shares with it ({reason(m, key)})"
         return (f"{self.mode.value}: joins group {group_label(gid)} with {len(peers)} output(s) "
-                f"({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {reason(m, key)}")
+                f"({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {reason(m, key)}"
+                + self._cover_text(plan, gid))
+
+    def _cover_text(self, plan, gid) -> str:
+        """The predicate cover (covers.py) a query joining group `gid` would be answered from
+        whenever it runs with its pieces (in the same joint execution), if any."""
+        named: dict = {}
+        for o in self.groups.groups.get(gid, []):
+            p = self.tasks[o.leader.id].plan
+            named.setdefault(_read_key(p), (o.leader.id, p))
+        mine = _read_key(plan)
+        if mine in named:
+            return ""
+        names = [n for n, _ in named.values()] + ["this query"]
+        readers = [p for _, p in named.values()] + [plan]
+        for d in derive([p.bound for p in readers], [combines(p.bound) for p in readers]):
+            if d.target == len(readers) - 1:
+                return f"; {d.describe(names)}: scans no rows of its own when it runs with them"
+        return ""
 
     def stats(self) -> dict:
         sizes = [sum(len(o.members) for o in outs) for outs in self.groups.groups.values()]
@@ -337,6 +409,8 @@ class SharedTasks:
             "late_runs": self.late_runs,
             "aborts": sum(self.aborts_by_group.values()),
             "failures": self.failures,
+            "cover_executions_saved": self.cover_executions_saved,
+            "cover_reads_saved": self.cover_reads_saved,
         }
 
     def _check(self) -> None:

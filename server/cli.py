@@ -26,7 +26,8 @@ def _serve(args) -> int:
                        max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
                        max_join_rows=args.max_join_rows,
                        history_keep=args.history_keep, workers=args.workers, offload_ms=args.offload_ms,
-                       seal_offload_rows=args.seal_offload_rows, grace_s=args.grace_s,
+                       seal_offload_rows=args.seal_offload_rows, read_during_seal=not args.wait_for_seals,
+                       grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
@@ -135,8 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--seal-offload-rows", type=int, default=100_000,
                     help="a slide of at least this many rows is sealed (concatenated, its synopses built) on the "
                          "seal thread while the event loop goes on serving; queries of its stream that arrive "
-                         "meanwhile wait for it (default 100000; with --offload-ms negative, every seal runs on "
-                         "the event loop)")
+                         "meanwhile read the sub-windows installed (default 100000; with --offload-ms negative, "
+                         "every seal runs on the event loop)")
+    sv.add_argument("--wait-for-seals", action="store_true",
+                    help="a query of a stream whose slide is being sealed on the seal thread waits for its "
+                         "install (fresher by that sub-window, slower under ingest) instead of reading the "
+                         "sub-windows installed")
     sv.add_argument("--grace-s", type=float, default=5.0, help="shutdown grace period in seconds (default 5)")
     sv.add_argument("--data-dir", default=os.environ.get("WINDOWSTORE_DATA_DIR", "windowstore-data"),
                     help="write-ahead log and snapshots (default ./windowstore-data, or $WINDOWSTORE_DATA_DIR)")

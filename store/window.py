@@ -289,14 +289,19 @@ class Window:
         if self._base_slot is None:
             self._base_slot = int(slots.min())
         next_slot = self._base_slot + self.cut_through + 1
-        keep = slots >= next_slot
-        late = rows - int(keep.sum())
-        if late:
+        late = 0
+        if len(slots) and int(slots.min()) < next_slot:
+            keep = slots >= next_slot
+            late = rows - int(keep.sum())
             columns = {c: a[keep] for c, a in columns.items()}
             slots = slots[keep]
             self.late_rows += late
         if len(slots):
             self._note_event_time(columns[self.schema.time_column])
+            first, last = int(slots.min()), int(slots.max())
+            if first == last:  # the usual batch: one slot's rows, no grouping (np.unique sorts)
+                self._slots.setdefault(first, _Buffer()).add(columns, len(slots))
+                return AppendResult(rows - late, late)
             for slot in np.unique(slots).tolist():
                 sel = slots == slot
                 part = {c: a[sel] for c, a in columns.items()} if not sel.all() else columns

@@ -158,7 +158,8 @@ def test_a_slide_is_applied_while_a_final_merge_runs_on_the_query_thread(monkeyp
 def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_seals):
     """A slide's seal on the seal thread is held there: meanwhile an append to its stream is
     acknowledged (for the next slide), a query of another stream is answered, and a query of its
-    stream waits; released, the sub-window is installed and that query reflects it."""
+    stream waits (--wait-for-seals; by default it reads what is installed, test_read_during_seal);
+    released, the sub-window is installed and that query reflects it."""
     import pyarrow as pa
 
     from windowstore.store import parse_query
@@ -167,7 +168,8 @@ def test_a_seal_runs_off_the_loop_while_appends_and_other_streams_go_on(held_sea
     entered, release = held_seals
 
     clock = FakeClock(1_000_000.0)
-    driver = Driver(ServerConfig(in_memory=True, seal_offload_rows=3), clock=clock)  # cuts of 3 rows and more
+    driver = Driver(ServerConfig(in_memory=True, seal_offload_rows=3, read_during_seal=False),  # cuts of 3 rows and more
+                    clock=clock)
     driver.start()
     try:
         for name in ("a", "b"):

@@ -138,7 +138,7 @@ class Scheduler(Slides, Offload, Outcomes):
     def submit(self, plan: Plan, kind: QueryKind = ONETIME, priority: int = 0,
                on_done: Callable[[QueryTxn], None] | None = None, task: Task | None = None) -> QueryTxn:
         txn = QueryTxn(f"Q{next(self._ids)}", plan, kind, priority, next(self._seq), self.clock(), on_done, task)
-        if self.sealing:
+        if self.sealing and not self.read_during_seal:
             txn.sealed_first = {n: self.sealing[n].cut.slide for n in txn.streams if n in self.sealing}
         self.active.append(txn)
         self._reselect = True
@@ -212,7 +212,7 @@ class Scheduler(Slides, Offload, Outcomes):
     def run_now(self, plan: Plan, priority: int = 0, on_done: Callable[[QueryTxn], None] | None = None,
                 go_on: Callable[[], bool] | None = None) -> QueryTxn | None:
         """A one-time query run now, operation after operation, while it is what step() would run:
-        no slide is due, its stream is not being sealed and, once the periodic executions due have
+        no slide is due, its stream is not being sealed (unless read_during_seal) and, once the periodic executions due have
         started (as step() starts them), no other query is active but those waiting for a seal and
         no join waits for its refresh. It is then the same as submit() and those step()s: the same
         history, counters and Result, without choosing among the active queries between its reads
@@ -220,7 +220,9 @@ class Scheduler(Slides, Offload, Outcomes):
         calls go_on() (the caller may advance the clock there) and stops, the query left active for
         step(), when that returns False, when a slide has fallen due, or when the query waits for a
         job or a slide. None when it cannot start now: submit it."""
-        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None or plan.stream.name in self.sealing:
+        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None:
+            return None
+        if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
             return None
         self._spawn_due_tasks()
         if self._refresh or not all(self._waits_for_seal(t) for t in self.active):

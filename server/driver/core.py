@@ -177,6 +177,7 @@ class Driver:
         if self.job_threads is not None:  # (recovery sealed at once, on its own thread)
             self.sched.seal_offload = self.job_threads.seal
             self.sched.seal_offload_rows = max(0, self.config.seal_offload_rows)
+            self.sched.read_during_seal = self.config.read_during_seal
         self.ready = True
         if self.replication is not None:
             self.replication.start()

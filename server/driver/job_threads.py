@@ -9,7 +9,7 @@ A slide's seal (concatenating the cut rows, building the synopses) of at least `
 rows (config.py: above a hand-off's cost) runs on the seal thread likewise (txn/schedule/seals.py,
 "Sealing off the scheduler's thread"): the loop cuts the rows and logs the Slide, goes on serving
 appends and other streams, and installs the sub-window when it comes back; queries of that stream
-that came meanwhile wait for it.
+that come meanwhile read the sub-windows installed (with --wait-for-seals: they wait for it).
 
 Owns the two threads. A job's result goes back to the loop (`done`, posted with its running time);
 nothing here touches the engine.

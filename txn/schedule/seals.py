@@ -11,6 +11,12 @@ only the cut, which nothing changes, so with `seal_offload` set a cut of at leas
 the sub-window back. Meanwhile the window is as of slide j - 1 and appends go on into slide j + 1;
 queries of the stream submitted meanwhile wait for the install (a due slide still runs before the
 next read), as does its next slide; other streams and their queries go on (see _waits_for_seal).
+With `read_during_seal` set (the server's default), a query submitted meanwhile does not wait: it
+reads the sub-windows installed (the window as of slide j - 1) and, if it is still running when
+T_j commits, meets T_j at its install as any concurrent write (its policy aborts or re-scans it).
+T_j has not committed while the query reads, so the query serializes before it: LWS (the window as
+of its commit) holds; what it gives up is the sub-window being sealed. Under a policy that locks
+windows (serial) a query still begins only on a window no seal will change.
 `settle()` seals one in flight here and now, for a caller that must answer with the sub-window.
 """
 from __future__ import annotations
@@ -81,6 +87,9 @@ class Slides:
         self.seal_offload: Callable[[SealJob], None] | None = None
         self.seal_offload_rows = 100_000
         self.sealing: dict[str, SealJob] = {}
+        # Queries of a stream being sealed read what is installed instead of waiting for the
+        # install (see the module docstring); False: they wait for it.
+        self.read_during_seal = False
         self.seals_offloaded = 0
         # Streams stopped, and why: fail-stop (_seal_failed, stop_stream); their slides stop.
         self.failed: dict[str, str] = {}

@@ -21,15 +21,23 @@ every partition at once, as before.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from windowstore.store.partitions import partition_name
 
 from .client import CommitResult
-from .errors import FailedPrecondition, WindowStoreError
-from .partitioned import ClusterClient, Layout, _error_like
+from .errors import FailedPrecondition
+from .partitioned import ClusterClient, Layout
 
 MAX_ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A partition's refusal of the target: its open sub-window is past it (nothing committed)."""
+
+    message: str
 
 
 def _refused(e: object) -> bool:
@@ -68,25 +76,25 @@ def commit_on_partitions(cc: ClusterClient, lay: Layout, writer: str, batch_id: 
         return n.commit_batch(partition_name(stream, p), writer, batch_id, attempts.get(p, {}), slide=slide,
                               event_time_ms=event_time_ms, at_slide=at_slide, split=split)
 
-    def each(fn, parts, refusals: bool = True) -> dict[int, CommitResult | WindowStoreError]:
+    def each(fn, parts, refusals: bool = True) -> dict[int, CommitResult | Refused]:
         """fn on each partition (in parallel, or in order with after_each): {partition: its
         CommitResult or the refusal of its target}; any other error is raised, naming the partition."""
+        def call(p, n):
+            try:
+                return fn(p, n)
+            except FailedPrecondition as e:
+                if refusals and _refused(e):
+                    return Refused(str(e))
+                raise
         if after_each is None:
-            out = cc._each(lay, fn, parts)
-        else:
-            out = {}
-            for p in parts:
-                try:
-                    out[p] = fn(p, cc._owner(stream, p)[1])
-                except WindowStoreError as e:
-                    out[p] = e
-                after_each(p)
-        for p, r in out.items():
-            if isinstance(r, WindowStoreError) and not (refusals and _refused(r)):
-                raise _error_like(r, f"{cc._where(lay, p)}: {r.message}") from r
+            return cc.on_partitions(lay, call, parts)
+        out = {}
+        for p in parts:
+            out.update(cc.on_partitions(lay, call, [p]))
+            after_each(p)
         return out
 
-    spec = cc._owner(stream, 0)[1].describe_stream(partition_name(stream, 0))["spec"]
+    spec = cc.on_partitions(lay, lambda p, n: n.describe_stream(partition_name(stream, p))["spec"], [0])[0]
     if slide or not targets_slides(spec):
         done = each(lambda p, n: commit(p, n), range(lay.partitions), refusals=False)
         return {"results": done, "at_slide": None, "split": False, "rounds": 1}

@@ -60,6 +60,8 @@ class CommitResult:
     late: int
     duplicate: bool
     latest_slide: int
+    pending: bool = False        # held for the slide that opens at_slide
+    visible_from_slide: int = -1  # the first slide whose window holds the rows (-1: not known)
 
 
 @dataclass
@@ -186,10 +188,14 @@ def stage_request(stream: str, columns: Any, writer_id: str, batch_id: int, atte
 
 
 def commit_request(stream: str, writer_id: str, batch_id: int, attempts: dict[str, int], slide: bool,
-                   event_time_ms: int | None = None):
+                   event_time_ms: int | None = None, at_slide: int | None = None, split: bool = False):
     return build(pb.CommitBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, slide=slide,
                  attempts=[build(pb.AttemptRows, attempt=a, rows=n) for a, n in attempts.items()],
-                 event_time_ms=event_time_ms)
+                 event_time_ms=event_time_ms, at_slide=at_slide, split=split)
+
+
+def commit_result(r) -> CommitResult:
+    return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide, r.pending, r.visible_from_slide)
 
 
 def aggregate(function: str, column: str | None = None, *, q: float | None = None,
@@ -410,11 +416,14 @@ class Client:
         return StageResult(r.staged_rows, r.committed)
 
     def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
-                     slide: bool = False, event_time_ms: int | None = None) -> CommitResult:
+                     slide: bool = False, event_time_ms: int | None = None, at_slide: int | None = None,
+                     split: bool = False) -> CommitResult:
         """Publish exactly the rows the given attempts staged ({attempt: rows}), at once; again: a no-op.
-        `event_time_ms` as append's: the writers' event time has reached it (clock='event')."""
-        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms), True)
-        return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+        `event_time_ms` as append's: the writers' event time has reached it (clock='event').
+        `at_slide`: into that sub-window (pending until it opens; see CommitBatchRequest.at_slide)."""
+        r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms,
+                                                    at_slide, split), True)
+        return commit_result(r)
 
     def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
         return self.call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id),
@@ -575,10 +584,11 @@ class AsyncClient:
         return StageResult(r.staged_rows, r.committed)
 
     async def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
-                           slide: bool = False, event_time_ms: int | None = None) -> CommitResult:
-        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms),
-                            True)
-        return CommitResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+                           slide: bool = False, event_time_ms: int | None = None, at_slide: int | None = None,
+                           split: bool = False) -> CommitResult:
+        r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms,
+                                                          at_slide, split), True)
+        return commit_result(r)
 
     async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
         return (await self.call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id,

@@ -69,6 +69,8 @@ class _StoreCollector:
             "windowstore_batches_duplicate": ("replayed batches recognised and ignored", "duplicate_batches"),
             "windowstore_slides": ("slides applied", "slides"),
             "windowstore_rows_discarded": ("staged rows never published (failed attempts, aborts)", "discarded_rows"),
+            "windowstore_batches_split": ("batches published in different slides on a partitioned stream's partitions "
+                                          "(the committer's fallback, docs/partitions.md)", "split_batches"),
             "windowstore_batches_seconds_like": ("Appends whose event times look like seconds, not milliseconds",
                                                  "seconds_like_batches"),
         }

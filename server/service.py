@@ -246,10 +246,12 @@ class WindowStoreService(ReplicationRpcs):
         if len({a for a, _ in attempts}) != len(attempts):
             raise InvalidInput("an attempt is listed twice")
         event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
+        at_slide = request.at_slide if request.HasField("at_slide") else None
         ack = await self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts,
-                                            request.slide, 0.0, event_time_ms), context)
+                                            request.slide, 0.0, event_time_ms, at_slide, request.split), context)
         return pb.CommitBatchResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
-                                      latest_slide=ack.latest_slide)
+                                      latest_slide=ack.latest_slide, pending=ack.pending,
+                                      visible_from_slide=ack.visible_from)
 
     async def AbortBatch(self, request, context):
         self._allow(context, "write", request.stream)
@@ -428,7 +430,8 @@ class WindowStoreService(ReplicationRpcs):
                 staleness_ms=pb.Percentiles(**x["staleness_ms"]), response_ms=pb.Percentiles(**x["response_ms"]),
                 slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"]),
                 seal_ms=pb.Percentiles(**x["seal_ms"]), stopped=x["stopped"],
-                seconds_like_batches=x["seconds_like_batches"]) for x in s["streams"]],
+                seconds_like_batches=x["seconds_like_batches"], split_batches=x["split_batches"],
+                pending_commits=x["pending_commits"]) for x in s["streams"]],
             durability=pb.DurabilityStats(**s["durability"]),
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
             periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}),

@@ -182,7 +182,9 @@ class SnapshotWriter:
                 "name": st["name"], "columns": st["columns"], "time_column": st["time_column"], "spec": st["spec"],
                 "created_ms": st["created_ms"], "strings": f"{d}/strings.arrow", "window": st["window"], "subs": subs,
                 "buffer": f"{d}/buffer.arrow" if chunks else None, "slots": slots, "book": _plain_book(st["book"]),
-                "staged": staged, "high_water": st["high_water"]})
+                "staged": staged, "high_water": st["high_water"],
+                # written only when set: a store without them writes the state it wrote before they existed
+                **{k: st[k] for k in ("pending", "split_batches") if st.get(k)}})
         state["crc32c"] = crcs
         put("state.json", json.dumps(state, separators=(",", ":")).encode())
         for d in (os.path.join(tmp, f"s{i}") for i in range(len(image["streams"]))):

@@ -97,7 +97,11 @@ class StageRows:
 @dataclass(frozen=True)
 class CommitBatch:
     """Publish batch (writer_id, batch_id): the rows staged by exactly these attempts (each with
-    the row count its task reported), as one append; optionally slide (manual clock) right after."""
+    the row count its task reported), as one append; optionally slide (manual clock) right after.
+    With `at_slide` s the rows go into sub-window s: held pending until the slide that opens it
+    when that is still ahead, refused when it is past (cross-partition atomicity, ingest.py).
+    Sent again for a pending batch it re-targets it (None: publish it now); `split` marks the
+    committer's fallback when the partitions of the batch could not get one common target."""
 
     stream: str
     writer_id: str
@@ -106,6 +110,8 @@ class CommitBatch:
     slide: bool
     now_ms: float
     event_time_ms: int | None = None  # the writers' event time has reached this (watermark hint)
+    at_slide: int | None = None
+    split: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,6 +205,11 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         header, body = asdict(cmd), b""
         if header.get("event_time_ms", 0) is None:  # written only when set: older records stay as they were
             del header["event_time_ms"]
+        if type(cmd) is CommitBatch:  # likewise
+            if header["at_slide"] is None:
+                del header["at_slide"]
+            if not header["split"]:
+                del header["split"]
         if type(cmd) is CreateStream:  # the spec's fields flat, before now_ms
             now_ms = header.pop("now_ms")
             header.update((k, v) for k, v in header.pop("spec").items() if _OMITTED_AT.get(k, _KEEP) != v)

@@ -56,6 +56,7 @@ class EngineConfig:
     answer_log_keep: int = 1_000     # answers kept per periodic query (answers.py)
     answer_log_bytes: int = 64 << 20  # and at most this many bytes of them (the newest always kept)
     sharing: str = "none"            # shared execution of periodic queries (txn/sharing/): a SharingMode
+    max_pending_commits: int = 10_000  # per stream: batch commits held for a later sub-window (at_slide)
 
 
 @dataclass
@@ -201,6 +202,7 @@ class Engine:
             sub = self.sched.apply_slide(stream.name)
             self._note_slide_key(cmd.stream, cmd.writer_id, cmd.batch_id, sub.slide, sub.rows)
             self._out.append(cmd)
+            ingest.apply_due(self, stream.name)
         else:
             self._replaying = True
             try:
@@ -329,6 +331,7 @@ class Engine:
         writer_id, batch_id = self._slide_key if cause == "manual" else ("", None)
         self._note_slide_key(name, writer_id, batch_id, cut.slide, cut.rows)
         self.emit(Slide(name, self.now_ms, writer_id, batch_id))
+        ingest.apply_due(self, name)  # commits held for the sub-window this slide opens
 
     def _slid(self, name: str, sub) -> None:
         """The scheduler installed a slide. If the string dictionary holds far more codes than the
@@ -418,6 +421,10 @@ class Engine:
         kept = [t for b in self.books.values() for tables in (b.acks, b.slide_acks) for t in tables.values()]
         assert self.acks_kept == sum(len(t) for t in kept), "idempotency entries are accounted"
         assert self.acks_kept <= self.config.idempotency_keep_total, "the idempotency tables are bounded"
+        for name, b in self.books.items():
+            open_ = sched.streams[name].window.cut_through + 1
+            assert all(p.at_slide > open_ for p in b.pending.values()), "a pending commit's sub-window is ahead"
+            assert len(b.pending) <= self.config.max_pending_commits, "pending commits are bounded"
         assert all(len(t) <= self.config.idempotency_keep for t in kept), "each writer's table is bounded"
         for qid, p in self.periodic.items():
             assert p.task is sched.tasks[qid]

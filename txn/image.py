@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable
 from windowstore.store import Schema, Stream, WindowSpec
 
 from .commands import Register
-from .ingest import AppendAck, SlideAck, StreamBook
+from .ingest import AppendAck, PendingCommit, SlideAck, StreamBook
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -50,6 +50,8 @@ def capture(engine: Engine) -> dict:
             "slots": slots,
             "staged": [[w, b, a, dict(cs)] for (w, b), ats in book.staged.items() for a, cs in ats.items()],
             "high_water": dict(book.high_water),
+            "pending": [[w, b, [list(a) for a in p.attempts], p.at_slide, p.split] for (w, b), p in book.pending.items()],
+            "split_batches": book.split_batches,
             # (batch, ack) pairs: copied at C speed here, made plain data by the snapshot writer
             "book": {"accepted_rows": book.accepted_rows,
                      "acks": {k: list(v.items()) for k, v in book.acks.items()},
@@ -82,6 +84,10 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
         for writer, entries in st["book"]["slide_acks"].items():
             book.slide_acks[writer] = collections.OrderedDict((b, _ack(SlideAck, a)) for b, a in entries)
         book.high_water = {w: int(b) for w, b in st["high_water"].items()}
+        for writer, batch_id, attempts, at_slide, split in st.get("pending", []):  # (older images: none)
+            book.pending[(writer, int(batch_id))] = PendingCommit(tuple((a, int(n)) for a, n in attempts), int(at_slide),
+                                                                  bool(split))
+        book.split_batches = int(st.get("split_batches", 0))
         for writer, batch_id, attempt, chunks in st["staged"]:
             book.staged.setdefault((writer, batch_id), {})[attempt] = {int(c): t for c, t in chunks.items()}
             engine.staged_bytes += sum(t.nbytes for t in chunks.values())
@@ -137,6 +143,8 @@ def digest(engine: Engine) -> str:
             for attempt in sorted(book.staged[key]):
                 chunks = book.staged[key][attempt]
                 put(key, attempt, [(c, chunks[c].to_pylist()) for c in sorted(chunks)])
+        if book.pending:  # (only when there are: the digest of a store without any is as it was)
+            put(list(book.pending.items()))
     return h.hexdigest()
 
 

@@ -53,6 +53,17 @@ class CommitAck:
     late: int
     duplicate: bool      # the batch was committed before: nothing changed
     latest_slide: int
+    pending: bool = False  # held for the slide that opens its at_slide
+    visible_from: int = -1  # the first slide whose window holds its rows (-1: not known)
+
+
+@dataclass(frozen=True)
+class PendingCommit:
+    """A commit held for sub-window `at_slide`: its staged rows stay in StreamBook.staged."""
+
+    attempts: tuple[tuple[str, int], ...]
+    at_slide: int
+    split: bool
 
 
 @dataclass
@@ -68,6 +79,9 @@ class StreamBook:
     staged: dict[tuple[str, int], dict[str, dict[int, Any]]] = field(default_factory=dict)  # chunks: pyarrow Tables
     high_water: dict[str, int] = field(default_factory=dict)
     discarded_rows: int = 0        # a metric: staged rows that were never published
+    # commits held for a later sub-window, in arrival order: (writer, batch) -> PendingCommit
+    pending: dict[tuple[str, int], PendingCommit] = field(default_factory=dict)
+    split_batches: int = 0         # a metric: batches published without one common target slide
 
     def append_ack(self, writer: str, batch_id: int) -> Any:
         """The remembered AppendAck of a writer's batch, or None."""
@@ -150,6 +164,11 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
         raise InvalidInput("a batch commit needs a writer_id and a batch_id")
     if cmd.event_time_ms is not None:
         stream.window.check_event_time(cmd.event_time_ms)
+    if cmd.at_slide is not None:
+        _check_target(stream, cmd)
+    pend = book.pending.get(key)
+    if pend is not None:
+        return _retarget(engine, stream, book, key, pend, cmd)
     staged = book.staged.get(key, {})
     attempts = sorted(dict(cmd.attempts).items())
     complete = all(_staged_rows(staged, a) == rows for a, rows in attempts)
@@ -166,37 +185,114 @@ def commit_batch(engine: Engine, cmd: CommitBatch) -> CommitAck:
         engine.emit(cmd)
         book.duplicate_batches += 1
         ack = seen if isinstance(seen, AppendAck) else AppendAck(0, 0, True, stream.window.cut_through)
-        return CommitAck(ack.accepted, ack.late, True, stream.window.cut_through)
+        return CommitAck(ack.accepted, ack.late, True, stream.window.cut_through,
+                         visible_from=ack.latest_slide + 1 if isinstance(seen, AppendAck) else -1)
     if not complete:
         got = {a: _staged_rows(staged, a) for a, _ in attempts}
         raise FailedPrecondition(f"batch {cmd.batch_id}: the attempts' tasks reported {dict(attempts)} rows but "
                                  f"{got} are staged: it cannot be committed (abort and retry it)")
+    _check_not_past(stream, cmd)
     checked, rows = _checked_union(stream, _staged_tables(staged, attempts))
     if cmd.slide and (stream.spec.clock != "manual" or stream.spec.count_based):
         raise FailedPrecondition(f"stream {cmd.stream!r} does not slide on request (clock={stream.spec.clock!r})")
     _admit(engine, stream, rows)
-    result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
-    if cmd.event_time_ms is not None:
-        stream.window.reach_event_time(cmd.event_time_ms)
-    book.accepted_rows += result.accepted
-    ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through,
-                    batch_digest(checked, stream.schema.columns, rows))
-    remember(engine, book.acks, cmd.writer_id, cmd.batch_id, ack)
-    book.high_water[cmd.writer_id] = max(cmd.batch_id, book.high_water.get(cmd.writer_id, -1))
-    published = sum(_staged_rows(staged, a) for a, _ in attempts)
-    for older in [k for k in book.staged if k[0] == cmd.writer_id and k[1] <= cmd.batch_id]:
-        discard(engine, book, older)  # this batch's other attempts, and batches that can never commit
-    book.discarded_rows -= published  # those were published, not discarded
+    if cmd.at_slide is not None and cmd.at_slide > stream.window.cut_through + 1:
+        if len(book.pending) >= engine.config.max_pending_commits and not engine.replaying:
+            raise ResourceLimit(f"stream {cmd.stream!r} holds {len(book.pending)} commits pending for later "
+                                f"sub-windows (limit {engine.config.max_pending_commits})")
+        book.pending[key] = PendingCommit(tuple(attempts), cmd.at_slide, cmd.split)
+        engine.emit(cmd)
+        # the rows it will publish: a stream that can hold a commit (processing or manual clock) takes them all
+        return CommitAck(rows, 0, False, stream.window.cut_through, True, cmd.at_slide)
+    ack = _publish(engine, stream, book, key, tuple(attempts), cmd.split, cmd.event_time_ms, (checked, rows))
     engine.emit(cmd)
     if cmd.slide and not engine.replaying:  # in the log, the slide follows as its own command
         engine.slide_now(cmd.stream)
-    return CommitAck(result.accepted, result.late, False, stream.window.cut_through)
+    return CommitAck(ack.accepted, ack.late, False, stream.window.cut_through, visible_from=ack.latest_slide + 1)
+
+
+def _check_target(stream: Stream, cmd: CommitBatch) -> None:
+    """A target sub-window must be the open one or one ahead (bounded), on a stream whose slides
+    are numbered by its clock or its Slide calls, not by its rows' event times."""
+    open_ = stream.window.cut_through + 1
+    if stream.spec.clock == Clock.EVENT or stream.spec.count_based:
+        raise InvalidInput(f"at_slide: stream {cmd.stream!r} slides by its {'row count' if stream.spec.count_based else 'event time'}; "
+                           "a commit's rows cannot be held for a sub-window there")
+    if cmd.slide:
+        raise InvalidInput("at_slide: a commit that slides (slide=true) publishes into the open sub-window")
+    if cmd.at_slide - open_ > 1_000:  # type: ignore[operator]
+        raise InvalidInput(f"at_slide {cmd.at_slide} is more than 1000 sub-windows ahead of stream "
+                           f"{cmd.stream!r}'s open sub-window {open_}")
+
+
+def _check_not_past(stream: Stream, cmd: CommitBatch) -> None:
+    """A commit not published yet cannot go into a sub-window already cut."""
+    open_ = stream.window.cut_through + 1
+    if cmd.at_slide is not None and cmd.at_slide < open_:
+        raise FailedPrecondition(f"at_slide {cmd.at_slide}: stream {cmd.stream!r} has its sub-window {open_} open "
+                                 f"already (open_slide={open_}); nothing was committed: commit it for a later one")
+
+
+def _retarget(engine: Engine, stream: Stream, book: StreamBook, key: tuple[str, int], pend: PendingCommit,
+              cmd: CommitBatch) -> CommitAck:
+    """The commit of a batch that is pending: a new target (still ahead: held for it; the open
+    sub-window: published now), or none (published now, as the committer's fallback)."""
+    _check_not_past(stream, cmd)
+    if cmd.slide:
+        raise FailedPrecondition(f"batch {cmd.batch_id} of {cmd.writer_id!r} is pending for sub-window "
+                                 f"{pend.at_slide}: it cannot slide")
+    if cmd.at_slide is not None and cmd.at_slide > stream.window.cut_through + 1:
+        book.pending[key] = PendingCommit(pend.attempts, cmd.at_slide, pend.split or cmd.split)
+        engine.emit(cmd)
+        return CommitAck(sum(n for _, n in pend.attempts), 0, False, stream.window.cut_through, True, cmd.at_slide)
+    del book.pending[key]
+    ack = _publish(engine, stream, book, key, pend.attempts, pend.split or cmd.split, None)
+    engine.emit(cmd)
+    return CommitAck(ack.accepted, ack.late, False, stream.window.cut_through, visible_from=ack.latest_slide + 1)
+
+
+def apply_due(engine: Engine, name: str) -> None:
+    """After a slide of `name` was cut: publish the pending commits for the sub-window it opened
+    (a consequence of the Slide command, so replaying the log publishes them at the same point)."""
+    book = engine.books.get(name)
+    if book is None or not book.pending:
+        return
+    stream = engine.sched.streams[name]
+    open_ = stream.window.cut_through + 1
+    for key, pend in [(k, p) for k, p in book.pending.items() if p.at_slide <= open_]:
+        del book.pending[key]
+        _publish(engine, stream, book, key, pend.attempts, pend.split, None)
+
+
+def _publish(engine: Engine, stream: Stream, book: StreamBook, key: tuple[str, int], attempts: tuple[tuple[str, int], ...],
+             split: bool, event_time_ms: int | None, union: tuple[dict, int] | None = None) -> AppendAck:
+    """Append a batch's staged rows to the open sub-window and remember it as committed."""
+    writer_id, batch_id = key
+    staged = book.staged.get(key, {})
+    checked, rows = union if union is not None else _checked_union(stream, _staged_tables(staged, list(attempts)))
+    result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    if event_time_ms is not None:
+        stream.window.reach_event_time(event_time_ms)
+    book.accepted_rows += result.accepted
+    ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through,
+                    batch_digest(checked, stream.schema.columns, rows))
+    remember(engine, book.acks, writer_id, batch_id, ack)
+    book.high_water[writer_id] = max(batch_id, book.high_water.get(writer_id, -1))
+    published = sum(_staged_rows(staged, a) for a, _ in attempts)
+    for older in [k for k in book.staged if k[0] == writer_id and k[1] <= batch_id
+                  and (k == key or k not in book.pending)]:
+        discard(engine, book, older)  # this batch's other attempts, and batches that can never commit
+    book.discarded_rows -= published  # those were published, not discarded
+    if split:
+        book.split_batches += 1
+    return ack
 
 
 def abort_batch(engine: Engine, cmd: AbortBatch) -> int:
     book = engine.books[engine.stream(cmd.stream).name]
+    held = book.pending.pop((cmd.writer_id, cmd.batch_id), None)
     rows = discard(engine, book, (cmd.writer_id, cmd.batch_id))
-    if rows is not None:
+    if rows is not None or held is not None:
         engine.emit(cmd)
     return rows or 0
 

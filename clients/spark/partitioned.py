@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from windowstore.store.partitions import StaticCluster, partition_name, split_rows
 
+from ..atomic_commit import commit_on_partitions
 from ..client import Client
 from ..errors import NotFound
 from ..partitioned import ClusterClient, Layout
@@ -69,23 +70,26 @@ def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by
 
 
 def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, acks, slide: bool = False,
-               event_time_ms: int | None = None) -> dict:
+               event_time_ms: int | None = None, lead: int = 0, after_each=None) -> dict:
     """Commit batch (writer, batch_id) on every partition with exactly its acknowledged attempts
-    ([(partition, attempt, rows)]), in parallel, each told `event_time_ms` (the batch's newest
-    event time, on an event-time stream); an error names the partition that raised it.
-    Returns the sums: accepted, late, duplicate (every partition had it), latest_slide (the least),
+    ([(partition, attempt, rows)]), each told `event_time_ms` (the batch's newest event time, on an
+    event-time stream), visible from the same slide on every partition (clients/atomic_commit.py);
+    an error names the partition that raised it. Returns the sums: accepted, late, duplicate
+    (every partition had it), latest_slide (the least), at_slide (the slide it is visible from
+    everywhere, when targeted), split (published in different slides: the committer's fallback),
     and per partition: by_partition (accepted rows) and duplicate_partitions (those that had it)."""
     attempts: dict[int, dict[str, int]] = defaultdict(dict)
     for p, attempt, rows in acks:
         attempts[p][attempt] = rows
     with ClusterClient(list(nodes)) as cc:
         lay = cc.layout(stream)
-        done = cc.on_partitions(lay, lambda p, n: n.commit_batch(partition_name(stream, p), writer, batch_id,
-                                                         attempts.get(p, {}), slide=slide,
-                                                         event_time_ms=event_time_ms))
+        got = commit_on_partitions(cc, lay, writer, batch_id, attempts, slide=slide, event_time_ms=event_time_ms,
+                                   lead=lead, after_each=after_each)
+    done = got["results"]
     return {"accepted": sum(r.accepted for r in done.values()), "late": sum(r.late for r in done.values()),
             "duplicate": all(r.duplicate for r in done.values()),
             "latest_slide": min(r.latest_slide for r in done.values()),
+            "at_slide": got["at_slide"], "split": got["split"],
             "by_partition": {p: r.accepted for p, r in sorted(done.items())},
             "duplicate_partitions": sorted(p for p, r in done.items() if r.duplicate)}
 

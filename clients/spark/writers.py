@@ -116,7 +116,8 @@ class WindowStoreWriter:
         self.last = {"batch_id": batch_id, "writer": writer, "accepted": done["accepted"], "late": done["late"],
                      "duplicate": done["duplicate"], "partitions": len({a.partition for a in acks}),
                      "latest_slide": done["latest_slide"], "by_partition": done["by_partition"],
-                     "duplicate_partitions": done["duplicate_partitions"]}
+                     "duplicate_partitions": done["duplicate_partitions"], "at_slide": done["at_slide"],
+                     "split": done["split"]}
 
     def _driver_writer(self, batch_df: DataFrame) -> str:
         """The writer identity as a task would name it: writer_id, or the streaming query's id."""

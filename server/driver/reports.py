@@ -104,7 +104,8 @@ def stats(driver, name: str | None) -> dict:
                     "staleness_ms": percentiles(m.staleness), "response_ms": percentiles(m.response),
                     "slide_delay_ms": percentiles(sched.slide_delays[n]),
                     "seal_ms": percentiles(sched.seal_ms[n]), "stopped": sched.failed.get(n),
-                    "seconds_like_batches": driver.seconds_like[n]})
+                    "seconds_like_batches": driver.seconds_like[n],
+                    "split_batches": book.split_batches, "pending_commits": len(book.pending)})
     return {"policy": sched.policy, "streams": out, "durability": durability_stats(driver),
             "onetime": sched.by_class["onetime"].as_dict(), "periodic": sched.by_class["periodic"].as_dict(),
             "sharing": sched.sharing.stats() if sched.sharing is not None else {"mode": "none"}}

@@ -676,32 +676,40 @@ class AttemptRows(_message.Message):
     def __init__(self, attempt: _Optional[str] = ..., rows: _Optional[int] = ...) -> None: ...
 
 class CommitBatchRequest(_message.Message):
-    __slots__ = ("stream", "writer_id", "batch_id", "attempts", "slide", "event_time_ms")
+    __slots__ = ("stream", "writer_id", "batch_id", "attempts", "slide", "event_time_ms", "at_slide", "split")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    AT_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_FIELD_NUMBER: _ClassVar[int]
     stream: str
     writer_id: str
     batch_id: int
     attempts: _containers.RepeatedCompositeFieldContainer[AttemptRows]
     slide: bool
     event_time_ms: int
-    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptRows, _Mapping]]] = ..., slide: _Optional[bool] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
+    at_slide: int
+    split: bool
+    def __init__(self, stream: _Optional[str] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., attempts: _Optional[_Iterable[_Union[AttemptRows, _Mapping]]] = ..., slide: _Optional[bool] = ..., event_time_ms: _Optional[int] = ..., at_slide: _Optional[int] = ..., split: _Optional[bool] = ...) -> None: ...
 
 class CommitBatchResponse(_message.Message):
-    __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide")
+    __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide", "pending", "visible_from_slide")
     ACCEPTED_ROWS_FIELD_NUMBER: _ClassVar[int]
     LATE_ROWS_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     LATEST_SLIDE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_FROM_SLIDE_FIELD_NUMBER: _ClassVar[int]
     accepted_rows: int
     late_rows: int
     duplicate: bool
     latest_slide: int
-    def __init__(self, accepted_rows: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate: _Optional[bool] = ..., latest_slide: _Optional[int] = ...) -> None: ...
+    pending: bool
+    visible_from_slide: int
+    def __init__(self, accepted_rows: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate: _Optional[bool] = ..., latest_slide: _Optional[int] = ..., pending: _Optional[bool] = ..., visible_from_slide: _Optional[int] = ...) -> None: ...
 
 class AbortBatchRequest(_message.Message):
     __slots__ = ("stream", "writer_id", "batch_id")
@@ -966,7 +974,7 @@ class Percentiles(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped", "seconds_like_batches")
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped", "seconds_like_batches", "split_batches", "pending_commits")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SLIDES_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -986,6 +994,8 @@ class StreamStats(_message.Message):
     SEAL_MS_FIELD_NUMBER: _ClassVar[int]
     STOPPED_FIELD_NUMBER: _ClassVar[int]
     SECONDS_LIKE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    SPLIT_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PENDING_COMMITS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     slides: int
     queries: int
@@ -1005,7 +1015,9 @@ class StreamStats(_message.Message):
     seal_ms: Percentiles
     stopped: str
     seconds_like_batches: int
-    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ..., seconds_like_batches: _Optional[int] = ...) -> None: ...
+    split_batches: int
+    pending_commits: int
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ..., seconds_like_batches: _Optional[int] = ..., split_batches: _Optional[int] = ..., pending_commits: _Optional[int] = ...) -> None: ...
 
 class ClassStats(_message.Message):
     __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors")

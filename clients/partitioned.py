@@ -319,6 +319,7 @@ class ClusterClient:
         from windowstore.store.query import JoinQuery
 
         from .merge import plan_merge
+        from .sketch_merge import has_sketch, plan_sketch_merge
 
         if not isinstance(query, str):
             raise InvalidArgument("a query on a cluster is SQL text")
@@ -333,7 +334,8 @@ class ClusterClient:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
         _no_expressions(parsed)
-        plan = plan_merge(parsed, lay.partition_by, lay.types)
+        plan = plan_sketch_merge(parsed, lay.types or {}) if has_sketch(parsed) else \
+            plan_merge(parsed, lay.partition_by, lay.types)
         pinned = as_of_slide is not None
         for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
             missing: list[int] = []
@@ -343,6 +345,8 @@ class ClusterClient:
 
             def run(p: int, n) -> Answer:
                 text = plan.partition_text(partition_name(lay.name, p), k)  # type: ignore[arg-type]  # set above
+                if getattr(plan, "wants_sketches", False):
+                    return _with_sketches(n, text, priority, timeout)
                 return n.query(text, priority, timeout)
 
             answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
@@ -412,6 +416,7 @@ class ClusterClient:
             raise InvalidArgument("a periodic query needs SLIDE")
         lay = self.layout(stream)
         _no_expressions(parsed)
+        _no_periodic_sketches(parsed)
         plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
         texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
                  for p in range(lay.partitions)}
@@ -611,6 +616,30 @@ def _no_expressions(parsed) -> None:
     if getattr(parsed, "expr", None) is not None:
         raise InvalidArgument("a query with expressions on a partitioned stream is not supported yet "
                               "(the partitions' answers are merged for columns and aggregates only)")
+
+
+def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Answer:
+    """A partition's answer with its merged sketches (QueryRequest.return_sketches), kept on the
+    answer as `sketches_pb` for sketch_merge.py."""
+    from .client import query_request
+
+    req = query_request(text, priority)
+    req.return_sketches = True
+    reply = node.call("Query", req, True, timeout)
+    out = Answer.from_pb(reply.answer)
+    out.sketches_pb = list(reply.answer.sketches)  # type: ignore[attr-defined]  # read by SketchMergePlan.merge
+    return out
+
+
+def _no_periodic_sketches(parsed) -> None:
+    """Refuse a periodic query with sketch aggregates on a partitioned stream: the partitions'
+    periodic answers do not carry their sketches."""
+    from .sketch_merge import has_sketch
+
+    if has_sketch(parsed):
+        raise InvalidArgument("a periodic query with a sketch aggregate (APPROX_QUANTILE, APPROX_COUNT_DISTINCT, "
+                              "APPROX_TOP_K) on a partitioned stream is not supported: its partitions' periodic "
+                              "answers carry no sketches to merge; run it as a one-time query")
 
 
 def _stream_of(query: str) -> str:

@@ -21,7 +21,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import grpc
 import pyarrow.compute as pc
@@ -172,10 +172,12 @@ class ClusterClient:
     def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
-                      exist_ok: bool = False, partitions: int | None = None,
-                      partition_by: Iterable[str] = (), origin_ms: int | None = None,
-                      sketches: dict | None = None, replication: int = 1, acks: str = "") -> dict:
-        """Create a stream. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
+                      exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
+                      last_rows_keys: int = 0, sketches: Mapping | None = None, replication: int = 1,
+                      acks: str = "", *, partitions: int | None = None, partition_by: Iterable[str] = (),
+                      origin_ms: int | None = None) -> dict:
+        """Create a stream: Client.create_stream's parameters (each passed to every partition),
+        then the cluster's. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
         its server (in parallel); returns {"name", "partitions", "partition_by", "streams": each
         partition's description}. If some partitions could not be created, call again with
         `exist_ok=True` to create the rest.
@@ -191,8 +193,8 @@ class ClusterClient:
                 raise InvalidArgument("partition_by needs partitions")
             node = self._owner(name, 0)[1]
             out = node.create_stream(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                                     allowed_lateness_ms, time_column, topk, exist_ok, sketches=sketches,
-                                     replication=replication, acks=acks)
+                                     allowed_lateness_ms, time_column, topk, exist_ok, last_rows, last_rows_by,
+                                     last_rows_keys, sketches=sketches, replication=replication, acks=acks)
             self._layouts.pop(name, None)
             return out
         if not isinstance(partitions, int) or partitions < 1:
@@ -208,7 +210,8 @@ class ClusterClient:
 
         def create(p: int, node) -> dict:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
-                                 group_by, allowed_lateness_ms, time_column, topk, sketches=sketches)
+                                 group_by, allowed_lateness_ms, time_column, topk, last_rows, last_rows_by,
+                                 last_rows_keys, sketches=sketches)
             req.spec.partition.CopyFrom(pb.PartitionSpec(stream=name, index=p, count=partitions, key=partition_by))
             req.replication, req.acks = replication, acks  # (docs/replication.md)
             if origin is not None:

@@ -321,6 +321,7 @@ class ClusterClient:
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
+        from .expr_merge import plan_expr_merge
         from .merge import plan_merge
         from .sketch_merge import has_sketch, plan_sketch_merge
 
@@ -336,9 +337,12 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
-        _no_expressions(parsed)
-        plan = plan_sketch_merge(parsed, lay.types or {}) if has_sketch(parsed) else \
-            plan_merge(parsed, lay.partition_by, lay.types)
+        if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
+            plan = plan_expr_merge(parsed, lay.types or {})
+        elif has_sketch(parsed):
+            plan = plan_sketch_merge(parsed, lay.types or {})
+        else:
+            plan = plan_merge(parsed, lay.partition_by, lay.types)
         pinned = as_of_slide is not None
         for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
             missing: list[int] = []
@@ -614,11 +618,12 @@ class Subscription:
 
 
 def _no_expressions(parsed) -> None:
-    """Refuse a query with expressions (issue 32) on a partitioned stream: the merge of partitions'
-    answers (merge.py) knows the first grammar's aggregates only."""
+    """Refuse a periodic query with expressions (issue 32) on a partitioned stream: its partitions'
+    answers are merged per slide for columns and aggregates only (one-time queries merge them:
+    expr_merge.py)."""
     if getattr(parsed, "expr", None) is not None:
-        raise InvalidArgument("a query with expressions on a partitioned stream is not supported yet "
-                              "(the partitions' answers are merged for columns and aggregates only)")
+        raise InvalidArgument("a periodic query with expressions on a partitioned stream is not supported yet "
+                              "(run it as a one-time query)")
 
 
 def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Answer:

@@ -321,6 +321,7 @@ class ClusterClient:
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
+        from .approx_merge import plan_approx_merge
         from .expr_merge import plan_expr_merge
         from .merge import plan_merge
         from .sketch_merge import has_sketch, plan_sketch_merge
@@ -341,6 +342,8 @@ class ClusterClient:
             plan = plan_expr_merge(parsed, lay.types or {})
         elif has_sketch(parsed):
             plan = plan_sketch_merge(parsed, lay.types or {})
+        elif parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers
+            plan = plan_approx_merge(parsed, lay.partition_by)
         else:
             plan = plan_merge(parsed, lay.partition_by, lay.types)
         pinned = as_of_slide is not None

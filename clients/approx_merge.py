@@ -21,6 +21,7 @@ stream: the partitions' answers merged with the thesis's bounds (docs/partitions
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from windowstore.store.query import Aggregate, HavingTest, KeyColumn, OfTotal, Query
 
@@ -107,14 +108,14 @@ def plan_approx_merge(q: Query, partition_by: tuple[str, ...]) -> ApproxMergePla
         raise InvalidArgument("APPROXIMATE on a partitioned stream selects the grouped column and one COUNT(*) or "
                               "SUM(column), grouped by that column")
     h = q.having
-    threshold = None
+    threshold: Any = None
     if h is not None:
         if isinstance(h, HavingTest) and isinstance(h.value, OfTotal):
             raise InvalidArgument("APPROXIMATE's HAVING A > f * TOTAL on a partitioned stream is not supported: "
                                   "each partition's TOTAL is its own; give the threshold as a number")
         if not (isinstance(h, HavingTest) and h.op == ">"):
             raise InvalidArgument("APPROXIMATE's HAVING is one test: the aggregate > a number")
-        threshold = h.value
+        threshold = h.value  # a number: each partition's binder checks it
     by_key = tuple(partition_by) == (q.group_by,)
     if by_key:
         partition = replace(q, as_of_slide=None)

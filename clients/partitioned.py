@@ -338,6 +338,7 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
+        plan: Any
         if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
             plan = plan_expr_merge(parsed, lay.types or {})
         elif has_sketch(parsed):
@@ -354,7 +355,7 @@ class ClusterClient:
             k = as_of_slide
 
             def run(p: int, n) -> Answer:
-                text = plan.partition_text(partition_name(lay.name, p), k)  # type: ignore[arg-type]  # set above
+                text = plan.partition_text(partition_name(lay.name, p), k)
                 if getattr(plan, "wants_sketches", False):
                     return _with_sketches(n, text, priority, timeout)
                 return n.query(text, priority, timeout)

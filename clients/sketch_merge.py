@@ -66,7 +66,10 @@ class SketchMergePlan:
                 got = [_combine(f, x, y) for (f, _), x, y in zip(self.parts, got, a.rows[0][n:])]
         got = [0 if f == "count" and x is None else x for (f, _), x in zip(self.parts, got)]
         estimates = [self._sketch(i, agg, answers) for i, agg in enumerate(self.sketched)]
-        row, types, bounds, listed = [], [], [], None
+        row: list = []
+        types: list[str] = []
+        bounds: list[tuple[int, ErrorBound]] = []
+        listed = None
         for col, (what, ref) in enumerate(self.items):
             if what == "sketch":
                 value, bound, typ = estimates[ref]

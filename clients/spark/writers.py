@@ -53,11 +53,11 @@ class WindowStoreWriter:
         if self.nodes is not None and stage_on_driver:
             raise ValueError("a cluster target does not take stage_on_driver yet")
         self.security = {k: v for k, v in security.items() if v}  # every node's, on a cluster target
-        # (a cluster's node 0 until the first batch finds the node of an ordinary stream)
-        self.target: str | dict = ({"target": target, **security} if security
-                                   else target if isinstance(target, str) else self.nodes[0])
-        if self.nodes is not None and self.security:
-            self.target = {"target": self.nodes[0], **self.security}  # type: ignore[index]  # a list here
+        self.target: str | dict
+        if self.nodes is not None:  # a cluster's node 0 until the first batch finds the node of an ordinary stream
+            self.target = {"target": self.nodes[0], **self.security} if self.security else self.nodes[0]
+        else:
+            self.target = {"target": target, **security} if security else str(target)
         self._layout: Layout | None = None  # a cluster target's stream layout, read on the first batch
         self.stream = stream
         self.writer_id = writer_id

@@ -136,7 +136,8 @@ class Plan:
 
     def _answer(self, rows: list[tuple], **kw) -> Answer:
         if self._sketched and rows:
-            kw["sketches"] = sketch_cells(rows)
+            if self.bound.every is None:  # one-time: a periodic query's kept answers pin no sketches
+                kw["sketches"] = sketch_cells(rows)
             rows, kw["bounds"] = estimates_out(rows)
             kw["exact"] = False
         if self._scales:  # decimal results are computed on value * 10**s integers: as Decimals now

@@ -6,8 +6,12 @@ Workload: a manual-clock stream of packets (ts, src, bytes, lat), partitioned by
 WINDOW sub-windows; ROWS rows appended in batches of BATCH rows by CLIENTS threads sharing one
 ClusterClient (one Append per partition per batch, in parallel), a slide after each SLIDE_EVERY
 batches; then QUERIES probe queries `SELECT SUM(bytes)` (scatter-gather AS OF the newest slide all
-partitions sealed) from one thread. Every probe answer is checked against the sum of the rows the
-slide's window holds. The client runs in this process on the same 2 cores as the servers, so the
+partitions sealed) from one thread (the probe's latency), and QUERIES more from CLIENTS threads at
+once (query throughput). Every probe answer is checked against the sum of the rows the slide's
+window holds. The scatter-gather overhead is a probe's latency on P partitions over its latency on
+P = 1 with the same server processes. Window memory: the servers' resident memory (VmRSS) after the
+ingest less that after creating the stream, per row the window holds (columns, synopses and the
+process's own growth). The client runs in this process on the same 2 cores as the servers, so the
 figures bound what the servers do from below; run the bench on an idle host for absolute numbers."""
 from __future__ import annotations
 
@@ -28,17 +32,28 @@ WINDOW = 8
 SLIDE_EVERY = 4
 
 
+def _rss(procs) -> int:
+    """The servers' resident memory, bytes (Linux /proc)."""
+    total = 0
+    for p in procs:
+        with open(f"/proc/{p.proc.pid}/status") as f:
+            total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+    return total
+
+
 def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, clients: int) -> dict:
     procs = [ServerProcess() for _ in range(servers)]
     try:
         with ClusterClient([p.target for p in procs]) as cc:
             cc.create_stream("pb", SCHEMA, subwindows=WINDOW, subwindow_ms=1000, clock="manual",
                              partitions=partitions, partition_by=["src"])
+            rss0 = _rss(procs)
             batches = [pa.table(packets(batch, keys=1000, seed=i % 8)) for i in range(rows // batch)]
             sums = [int(pa.compute.sum(b.column("bytes")).as_py()) for b in batches]
             nbytes = batches[0].nbytes / batch
             nxt, lock = iter(range(len(batches))), threading.Lock()
             sealed: list[int] = []  # batches sealed by each slide, in order
+            counts: list[int] = []  # rows sealed by each slide
 
             def ingest():
                 while True:
@@ -59,7 +74,10 @@ def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, cli
                     t.join()
                 cc.slide("pb")
                 sealed.append(sum(sums[i] for i in group))
+                counts.append(len(group) * batch)
             ingest_s = time.perf_counter() - t0
+            window_bytes = _rss(procs) - rss0
+            window_rows = sum(counts[-WINDOW:])
             expect = sum(sealed[-WINDOW:])
             t0 = time.perf_counter()
             for _ in range(queries):
@@ -67,12 +85,57 @@ def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, cli
                 if a.rows != [(expect,)]:
                     raise AssertionError(f"P={partitions}: probe answered {a.rows}, the window holds {expect}")
             query_s = time.perf_counter() - t0
+            left = iter(range(queries))
+
+            def probe():
+                while True:
+                    with lock:
+                        i = next(left, None)
+                    if i is None:
+                        return
+                    a = cc.query("SELECT SUM(bytes) FROM pb")
+                    if a.rows != [(expect,)]:
+                        raise AssertionError(f"P={partitions}: probe answered {a.rows}, the window holds {expect}")
+
+            t0 = time.perf_counter()
+            threads = [threading.Thread(target=probe) for _ in range(clients)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            concurrent_s = time.perf_counter() - t0
     finally:
         for p in procs:
             p.stop()
     return {"servers": servers, "partitions": partitions, "ingest_rows_per_s": len(batches) * batch / ingest_s,
             "probe_queries_per_s": queries / query_s, "probe_ms": 1000 * query_s / queries,
-            "arrow_bytes_per_row": nbytes}
+            "concurrent_queries_per_s": queries / concurrent_s, "arrow_bytes_per_row": nbytes,
+            "window_rows": window_rows, "resident_bytes_per_window_row": window_bytes / window_rows}
+
+
+def measure(rows: int, batch: int, queries: int, clients: int) -> list[dict]:
+    """Every configuration's figures, with ingest as a ratio to 1 server, P = 1 and a probe's
+    latency as a ratio to P = 1 on the same number of servers (the scatter-gather overhead)."""
+    results = [_run(s, p, rows, batch, queries, clients) for s in (1, 2) for p in (1, 2, 4)]
+    one = next(r for r in results if r["servers"] == 1 and r["partitions"] == 1)
+    for r in results:
+        base = next(b for b in results if b["servers"] == r["servers"] and b["partitions"] == 1)
+        r["ingest_vs_1x1"] = r["ingest_rows_per_s"] / one["ingest_rows_per_s"]
+        r["probe_overhead_vs_p1"] = r["probe_ms"] / base["probe_ms"]
+    return results
+
+
+def run() -> list[dict]:
+    """`make bench`'s section: the same measurement, smaller (200,000 rows, 100 probes)."""
+    out = []
+    for r in measure(200_000, 10_000, 100, 2):
+        tag = f"{r['servers']} server{'s' if r['servers'] > 1 else ''}, P={r['partitions']}"
+        out += [{"name": f"partition ingest ({tag})", "value": r["ingest_rows_per_s"],
+                 "shown": f"{r['ingest_rows_per_s']:,.0f} rows/s ({r['ingest_vs_1x1']:.2f}x 1 server P=1)", "target": ""},
+                {"name": f"partition probe ({tag})", "value": r["probe_ms"],
+                 "shown": f"{r['probe_ms']:.2f} ms ({r['probe_overhead_vs_p1']:.2f}x P=1), "
+                          f"{r['concurrent_queries_per_s']:,.0f} queries/s", "target": ""}]
+    return out
 
 
 def main(argv=None) -> None:
@@ -83,15 +146,13 @@ def main(argv=None) -> None:
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
-    results = [_run(s, p, args.rows, args.batch, args.queries, args.clients) for s in (1, 2) for p in (1, 2, 4)]
-    one = next(r for r in results if r["servers"] == 1 and r["partitions"] == 1)
-    print(f"{'servers':>7} {'P':>2} {'ingest rows/s':>14} {'x 1 server P=1':>15} {'probe q/s':>10} {'probe ms':>9} "
-          f"{'probe ms / P=1':>15}")
+    results = measure(args.rows, args.batch, args.queries, args.clients)
+    print(f"{'servers':>7} {'P':>2} {'ingest rows/s':>14} {'x 1 server P=1':>15} {'probe ms':>9} "
+          f"{'probe ms / P=1':>15} {'queries/s':>10} {'RSS B/row':>10}")
     for r in results:
-        r["ingest_vs_1x1"] = r["ingest_rows_per_s"] / one["ingest_rows_per_s"]
-        r["probe_overhead_vs_p1"] = r["probe_ms"] / one["probe_ms"]
         print(f"{r['servers']:>7} {r['partitions']:>2} {r['ingest_rows_per_s']:>14,.0f} {r['ingest_vs_1x1']:>15.2f} "
-              f"{r['probe_queries_per_s']:>10,.0f} {r['probe_ms']:>9.2f} {r['probe_overhead_vs_p1']:>15.2f}")
+              f"{r['probe_ms']:>9.2f} {r['probe_overhead_vs_p1']:>15.2f} {r['concurrent_queries_per_s']:>10,.0f} "
+              f"{r['resident_bytes_per_window_row']:>10,.0f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 SECTIONS = ["store", "server", "durability", "spark", "floor", "join", "peer", "slicing", "sketch",
-            "replication"]
+            "replication", "partition"]
 
 
 def main(argv=None) -> int:

@@ -178,7 +178,8 @@ def plan_merge(q: Query, partition_by: tuple[str, ...], types: dict[str, str] | 
         raise InvalidArgument("outer aggregates (SELECT ... FROM (subquery)) on a partitioned stream are not "
                               "supported yet")
     if q.approximate:
-        raise InvalidArgument("APPROXIMATE on a partitioned stream is not supported yet: ask for the exact answer")
+        raise InvalidArgument("a periodic APPROXIMATE query on a partitioned stream is not supported yet "
+                              "(one-time queries merge it: approx_merge.py); ask for the exact answer")
     if q.slide is not None:
         raise InvalidArgument("a one-time query has no SLIDE")
     if q.range is not None and q.range.unit == "rows":

@@ -21,7 +21,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import grpc
 import pyarrow.compute as pc
@@ -172,10 +172,12 @@ class ClusterClient:
     def create_stream(self, name: str, schema: dict[str, str], subwindows: int, subwindow_ms: int | None = None,
                       subwindow_rows: int | None = None, clock: str = "processing", group_by: Iterable[str] = (),
                       allowed_lateness_ms: int = 0, time_column: str = "ts", topk: int = 16,
-                      exist_ok: bool = False, partitions: int | None = None,
-                      partition_by: Iterable[str] = (), origin_ms: int | None = None,
-                      sketches: dict | None = None, replication: int = 1, acks: str = "") -> dict:
-        """Create a stream. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
+                      exist_ok: bool = False, last_rows: int = 0, last_rows_by: Iterable[str] = (),
+                      last_rows_keys: int = 0, sketches: Mapping | None = None, replication: int = 1,
+                      acks: str = "", *, partitions: int | None = None, partition_by: Iterable[str] = (),
+                      origin_ms: int | None = None) -> dict:
+        """Create a stream: Client.create_stream's parameters (each passed to every partition),
+        then the cluster's. With `partitions=P` and `partition_by=[columns]`: P partitions, each on
         its server (in parallel); returns {"name", "partitions", "partition_by", "streams": each
         partition's description}. If some partitions could not be created, call again with
         `exist_ok=True` to create the rest.
@@ -191,8 +193,8 @@ class ClusterClient:
                 raise InvalidArgument("partition_by needs partitions")
             node = self._owner(name, 0)[1]
             out = node.create_stream(name, schema, subwindows, subwindow_ms, subwindow_rows, clock, group_by,
-                                     allowed_lateness_ms, time_column, topk, exist_ok, sketches=sketches,
-                                     replication=replication, acks=acks)
+                                     allowed_lateness_ms, time_column, topk, exist_ok, last_rows, last_rows_by,
+                                     last_rows_keys, sketches=sketches, replication=replication, acks=acks)
             self._layouts.pop(name, None)
             return out
         if not isinstance(partitions, int) or partitions < 1:
@@ -208,7 +210,8 @@ class ClusterClient:
 
         def create(p: int, node) -> dict:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
-                                 group_by, allowed_lateness_ms, time_column, topk, sketches=sketches)
+                                 group_by, allowed_lateness_ms, time_column, topk, last_rows, last_rows_by,
+                                 last_rows_keys, sketches=sketches)
             req.spec.partition.CopyFrom(pb.PartitionSpec(stream=name, index=p, count=partitions, key=partition_by))
             req.replication, req.acks = replication, acks  # (docs/replication.md)
             if origin is not None:
@@ -318,7 +321,10 @@ class ClusterClient:
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
+        from .approx_merge import plan_approx_merge
+        from .expr_merge import plan_expr_merge
         from .merge import plan_merge
+        from .sketch_merge import has_sketch, plan_sketch_merge
 
         if not isinstance(query, str):
             raise InvalidArgument("a query on a cluster is SQL text")
@@ -332,8 +338,15 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
-        _no_expressions(parsed)
-        plan = plan_merge(parsed, lay.partition_by, lay.types)
+        plan: Any
+        if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
+            plan = plan_expr_merge(parsed, lay.types or {})
+        elif has_sketch(parsed):
+            plan = plan_sketch_merge(parsed, lay.types or {})
+        elif parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers
+            plan = plan_approx_merge(parsed, lay.partition_by)
+        else:
+            plan = plan_merge(parsed, lay.partition_by, lay.types)
         pinned = as_of_slide is not None
         for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
             missing: list[int] = []
@@ -342,7 +355,9 @@ class ClusterClient:
             k = as_of_slide
 
             def run(p: int, n) -> Answer:
-                text = plan.partition_text(partition_name(lay.name, p), k)  # type: ignore[arg-type]  # set above
+                text = plan.partition_text(partition_name(lay.name, p), k)
+                if getattr(plan, "wants_sketches", False):
+                    return _with_sketches(n, text, priority, timeout)
                 return n.query(text, priority, timeout)
 
             answers = self._each(lay, run, [p for p in range(lay.partitions) if p not in missing])
@@ -412,6 +427,7 @@ class ClusterClient:
             raise InvalidArgument("a periodic query needs SLIDE")
         lay = self.layout(stream)
         _no_expressions(parsed)
+        _no_periodic_sketches(parsed)
         plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
         texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
                  for p in range(lay.partitions)}
@@ -606,11 +622,36 @@ class Subscription:
 
 
 def _no_expressions(parsed) -> None:
-    """Refuse a query with expressions (issue 32) on a partitioned stream: the merge of partitions'
-    answers (merge.py) knows the first grammar's aggregates only."""
+    """Refuse a periodic query with expressions (issue 32) on a partitioned stream: its partitions'
+    answers are merged per slide for columns and aggregates only (one-time queries merge them:
+    expr_merge.py)."""
     if getattr(parsed, "expr", None) is not None:
-        raise InvalidArgument("a query with expressions on a partitioned stream is not supported yet "
-                              "(the partitions' answers are merged for columns and aggregates only)")
+        raise InvalidArgument("a periodic query with expressions on a partitioned stream is not supported yet "
+                              "(run it as a one-time query)")
+
+
+def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Answer:
+    """A partition's answer with its merged sketches (QueryRequest.return_sketches), kept on the
+    answer as `sketches_pb` for sketch_merge.py."""
+    from .client import query_request
+
+    req = query_request(text, priority)
+    req.return_sketches = True
+    reply = node.call("Query", req, True, timeout)
+    out = Answer.from_pb(reply.answer)
+    out.sketches_pb = list(reply.answer.sketches)  # type: ignore[attr-defined]  # read by SketchMergePlan.merge
+    return out
+
+
+def _no_periodic_sketches(parsed) -> None:
+    """Refuse a periodic query with sketch aggregates on a partitioned stream: the partitions'
+    periodic answers do not carry their sketches."""
+    from .sketch_merge import has_sketch
+
+    if has_sketch(parsed):
+        raise InvalidArgument("a periodic query with a sketch aggregate (APPROX_QUANTILE, APPROX_COUNT_DISTINCT, "
+                              "APPROX_TOP_K) on a partitioned stream is not supported: its partitions' periodic "
+                              "answers carry no sketches to merge; run it as a one-time query")
 
 
 def _stream_of(query: str) -> str:

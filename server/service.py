@@ -24,6 +24,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
                                       StageRows, Unregister)
 
 from . import convert, oplog
+from .convert_sketches import sketches_to_pb
 from .driver import CLOSED, Driver, FailedPrecondition, NotFound, ResourceLimit, ShuttingDown
 from .replication.rpcs import ReplicationRpcs
 from .rpc import PermissionDenied, principal
@@ -305,6 +306,8 @@ class WindowStoreService(ReplicationRpcs):
             self._done(who)
         response = pb.QueryResponse()
         convert.answer_to_pb(result, streams[0], txn.id, response.answer)
+        if request.return_sketches:  # a partitioned stream's client merges them (docs/partitions.md)
+            sketches_to_pb(result.answer, response.answer)
         response_ms = (time.perf_counter_ns() - arrived) / 1e6
         response.answer.response_ms = response_ms
         d.note_answer(streams[0], result, response_ms)

@@ -17,7 +17,7 @@ answer's `bounds` (one per approximate cell).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -57,6 +57,10 @@ class Estimate:
 
     value: Any
     bound: ErrorBound | None
+    # the sub-windows' sketches it was computed from and their (kind, size, input type): what
+    # merged_sketch() merges when a partitioned stream's client asks for the window's sketch
+    parts: tuple = field(default=(), compare=False, repr=False)
+    declared: tuple | None = field(default=None, compare=False, repr=False)
 
 
 class _SketchFunction(AggregateFunction):
@@ -113,8 +117,9 @@ class ApproxQuantile(_SketchFunction):
         error = _KLL_ERROR.get(k) or _KLL_ERROR.setdefault(k, KllQuantiles.build(np.empty(0), k).sketch
                                                            .normalized_rank_error(False))
         held = [p.weighted_items() for p in parts]  # (items, weights) retained by each sketch
+        src = {"parts": tuple(parts), "declared": (*self._declared(b), b.input_type)}
         if not any(len(items) for items, _ in held):
-            return Estimate(None, ErrorBound("kll", KLL_CONFIDENCE, rank_error=error))
+            return Estimate(None, ErrorBound("kll", KLL_CONFIDENCE, rank_error=error), **src)
         pooled = np.concatenate([items for items, _ in held])
         weights = np.concatenate([w for _, w in held])
         order = np.argsort(pooled, kind="stable")
@@ -122,7 +127,8 @@ class ApproxQuantile(_SketchFunction):
         cum = np.cumsum(weights)
         n = int(cum[-1])
         v = float(values[int(np.searchsorted(cum, quantile_index(b.q, n) + 1))])
-        return Estimate(int(v) if b.input_type == "int64" else v, ErrorBound("kll", KLL_CONFIDENCE, rank_error=error))
+        return Estimate(int(v) if b.input_type == "int64" else v, ErrorBound("kll", KLL_CONFIDENCE, rank_error=error),
+                        **src)
 
 
 class ApproxCountDistinct(_SketchFunction):
@@ -137,9 +143,11 @@ class ApproxCountDistinct(_SketchFunction):
     def finish(self, b, parts, strings):
         kind, size = self._declared(b)
         cls = HllDistinct if kind == "hll" else CpcDistinct
-        est = cls.merged(canonical(parts), size).estimate(DISTINCT_STD)
+        merged = cls.merged(canonical(parts), size)
+        est = merged.estimate(DISTINCT_STD)
         return Estimate(int(round(est.estimate)), ErrorBound(kind, CONFIDENCE_STD[DISTINCT_STD], estimate=est.estimate,
-                                                             lower=est.lower, upper=est.upper))
+                                                             lower=est.lower, upper=est.upper),
+                        parts=(merged,), declared=(kind, size, b.input_type))
 
 
 class ApproxTopK(_SketchFunction):
@@ -167,7 +175,35 @@ class ApproxTopK(_SketchFunction):
                         ErrorBound("frequent", 1.0, estimate=float(est), lower=float(lo), upper=float(hi))))
             if len(out) == int(b.q):
                 break
-        return Estimate(out, None)
+        return Estimate(out, None, parts=tuple(ordered), declared=(kind, size, b.input_type))
+
+
+def merged_sketch(e: Estimate) -> tuple[str, int, bytes, float]:
+    """(kind, size, serialized sketch, dropped error) of the window's sketch behind `e`, merged
+    with the library's merge: KLL sketches by the library's merge (which compacts with random bits,
+    within the same rank error), HLL and CPC by their union in canonical order, frequent items into
+    a map that purges nothing. The library's frequent-items merge skips a part purged empty and so
+    its error: the dropped error is the sum of those parts' maximum errors, which every key's upper
+    bound must add."""
+    kind, size, typ = e.declared  # type: ignore[misc]  # set by every sketch function's finish
+    parts = list(e.parts)
+    if kind == "kll":
+        return kind, size, KllQuantiles.merged(parts, size).to_bytes(), 0.0
+    if kind in ("hll", "cpc"):
+        cls = HllDistinct if kind == "hll" else CpcDistinct
+        return kind, size, (parts[0] if len(parts) == 1 else cls.merged(canonical(parts), size)).to_bytes(), 0.0
+    ordered = canonical(parts)
+    absent = "" if typ == "string" else 0  # an empty sketch's upper bound of any key is its error
+    dropped = sum(float(p.sketch.get_upper_bound(absent)) for p in ordered if p.sketch.is_empty() and p.total_weight)
+    return kind, size, FrequentSketch.merged(ordered, typ, size).to_bytes(), dropped
+
+
+def sketch_cells(rows: list[tuple]) -> list[tuple[int, Estimate]]:
+    """(column, Estimate) of each sketch aggregate of an ungrouped answer's row (before
+    estimates_out): what a partition returns its merged sketches for."""
+    if not rows:
+        return []
+    return [(i, v) for i, v in enumerate(rows[0]) if isinstance(v, Estimate) and v.declared is not None]
 
 
 def canonical(parts: list) -> list:

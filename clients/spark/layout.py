@@ -18,7 +18,7 @@ from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery, Query
 
 from .options import _READ_OPTIONS, _connection, connect, parse_options
-from .partitioned import cluster_nodes, describe_on_cluster
+from .partitioned import cluster_nodes, describe_on_cluster, security_options
 from .schema import _schema_and_window
 
 META_COLUMNS = [("_slide", "LONG"), ("_window_start_ms", "LONG"), ("_window_end_ms", "LONG"),
@@ -71,7 +71,7 @@ def _answer_layout(options: Mapping[str, str]) -> _Layout:
     query = parse_query(opts["query"])
     nodes = cluster_nodes(opts.get("target", ""))
     if nodes:  # a cluster: bound against the stream's (a partitioned stream's partition 0's) spec
-        spec = describe_on_cluster(nodes, query.stream)
+        spec = describe_on_cluster(nodes, query.stream, security_options(_connection(opts)))
     else:
         with connect(_connection(opts)) as ws:
             spec = ws.describe_stream(query.stream)["spec"]

@@ -32,15 +32,27 @@ _PART_ACK_ARROW = pa.schema([("partition", pa.int32()), ("writer", pa.string()),
                              ("rows", pa.int64()), ("max_event_ms", pa.int64())])
 
 
-def cluster_layout(nodes: Sequence[str], stream: str) -> Layout:
+def security_options(connection: dict) -> dict:
+    """The TLS and token arguments of a connection (options._connection: target, tls, ca, cert,
+    key, token), those set only: what every node of a cluster target is connected with."""
+    return {k: v for k, v in connection.items() if k != "target" and v}
+
+
+def _node(address: str, security: dict | None):
+    """A node's target for connect()/stage_rows: its address, with the security options if any."""
+    return {"target": address, **security} if security else address
+
+
+def cluster_layout(nodes: Sequence[str], stream: str, security: dict | None = None) -> Layout:
     """The stream's layout, read from the cluster's servers (ClusterClient.layout)."""
-    with ClusterClient(list(nodes)) as cc:
+    with ClusterClient(list(nodes), **(security or {})) as cc:
         return cc.layout(stream)
 
 
 def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by: Sequence[str],
                 writer_id: str | None, batch_id: int, batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
-                time_to_ms: str | None = None, event_time: str | None = None) -> Iterator[pa.RecordBatch]:
+                time_to_ms: str | None = None, event_time: str | None = None,
+                security: dict | None = None) -> Iterator[pa.RecordBatch]:
     """A Spark task's rows split by store partition and staged on each partition's server under
     this task attempt; yields one acknowledgement row per store partition that got rows, with the
     newest event time of its rows when the stream slides by `event_time` (the driver tells every
@@ -57,7 +69,8 @@ def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by
     parts, writers, attempts, counts, newest = [], [], [], [], []
     for p in sorted(shares):
         addr = cluster.addresses[cluster.owner(stream, p)]
-        staged = stage_rows(addr, partition_name(stream, p), writer, batch_id, attempt, iter(shares[p]), max_rows)
+        staged = stage_rows(_node(addr, security), partition_name(stream, p), writer, batch_id, attempt, iter(shares[p]),
+                            max_rows)
         parts.append(p)
         writers.append(writer)
         attempts.append(attempt)
@@ -70,7 +83,8 @@ def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by
 
 
 def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, acks, slide: bool = False,
-               event_time_ms: int | None = None, lead: int = 0, after_each=None) -> dict:
+               event_time_ms: int | None = None, lead: int = 0, after_each=None,
+               security: dict | None = None) -> dict:
     """Commit batch (writer, batch_id) on every partition with exactly its acknowledged attempts
     ([(partition, attempt, rows)]), each told `event_time_ms` (the batch's newest event time, on an
     event-time stream), visible from the same slide on every partition (clients/atomic_commit.py);
@@ -81,7 +95,7 @@ def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, ac
     attempts: dict[int, dict[str, int]] = defaultdict(dict)
     for p, attempt, rows in acks:
         attempts[p][attempt] = rows
-    with ClusterClient(list(nodes)) as cc:
+    with ClusterClient(list(nodes), **(security or {})) as cc:
         lay = cc.layout(stream)
         got = commit_on_partitions(cc, lay, writer, batch_id, attempts, slide=slide, event_time_ms=event_time_ms,
                                    lead=lead, after_each=after_each)
@@ -94,7 +108,8 @@ def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, ac
             "duplicate_partitions": sorted(p for p, r in done.items() if r.duplicate)}
 
 
-def create_on_cluster(nodes: Sequence[str], stream: str, schema, opts: dict) -> None:
+def create_on_cluster(nodes: Sequence[str], stream: str, schema, opts: dict,
+                      security: dict | None = None) -> None:
     """Option create_if_missing on a cluster target: a stream on no server yet is created from the
     DataFrame's schema and the options (schema.creation): partitioned when option `partitions` is
     given (split by option `partition_by`, comma-separated; partitions start at `origin_ms`, default
@@ -102,7 +117,7 @@ def create_on_cluster(nodes: Sequence[str], stream: str, schema, opts: dict) -> 
     from .schema import column_list, creation
 
     try:
-        cluster_layout(nodes, stream)
+        cluster_layout(nodes, stream, security)
         return
     except NotFound:
         pass
@@ -112,14 +127,15 @@ def create_on_cluster(nodes: Sequence[str], stream: str, schema, opts: dict) -> 
                     origin_ms=opts.get("origin_ms"))
     elif "partition_by" in opts or "origin_ms" in opts:
         raise ValueError("options partition_by and origin_ms need option partitions (the stream's partition count)")
-    with ClusterClient(list(nodes)) as cc:
+    with ClusterClient(list(nodes), **(security or {})) as cc:
         cc.create_stream(stream, **args)
 
 
-def describe_partition(nodes: Sequence[str], stream: str, layout: Layout, partition: int = 0) -> dict:
+def describe_partition(nodes: Sequence[str], stream: str, layout: Layout, partition: int = 0,
+                       security: dict | None = None) -> dict:
     """The spec of one partition (its schema is the stream's), from its server."""
     cluster = StaticCluster(tuple(nodes))
-    with Client(cluster.addresses[cluster.owner(stream, partition)]) as ws:
+    with Client(cluster.addresses[cluster.owner(stream, partition)], **(security or {})) as ws:
         return ws.describe_stream(partition_name(stream, partition))["spec"]
 
 
@@ -130,20 +146,20 @@ def cluster_nodes(target: str) -> list[str] | None:
     return nodes if len(nodes) > 1 or "," in target else None
 
 
-def describe_on_cluster(nodes: Sequence[str], stream: str) -> dict:
+def describe_on_cluster(nodes: Sequence[str], stream: str, security: dict | None = None) -> dict:
     """The spec a read binds against: an ordinary stream's, or a partitioned one's partition 0 (every
     partition has the stream's schema and window), named as the stream."""
-    with ClusterClient(list(nodes)) as cc:
+    with ClusterClient(list(nodes), **(security or {})) as cc:
         lay = cc.layout(stream)
         if not lay.partitions:
             assert lay.node is not None, "an ordinary stream lives on one node"
             return cc.nodes[lay.node].describe_stream(stream)["spec"]
-    return {**describe_partition(nodes, stream, lay), "name": stream}
+    return {**describe_partition(nodes, stream, lay, security=security), "name": stream}
 
 
-def newest_common_slide(nodes: Sequence[str], stream: str) -> tuple[Layout, int]:
+def newest_common_slide(nodes: Sequence[str], stream: str, security: dict | None = None) -> tuple[Layout, int]:
     """(layout, k): k the newest slide every partition has sealed (-1: some partition none yet)."""
-    with ClusterClient(list(nodes)) as cc:
+    with ClusterClient(list(nodes), **(security or {})) as cc:
         lay = cc.layout(stream)
         if not lay.partitions:
             assert lay.node is not None, "an ordinary stream lives on one node"

@@ -12,7 +12,7 @@ from .layout import _answer_batch, _Layout
 from windowstore.store.partitions import partition_name
 
 from .options import _READ_OPTIONS, _connection, connect, parse_options
-from .partitioned import cluster_nodes, newest_common_slide, partition_address
+from .partitioned import _node, cluster_nodes, newest_common_slide, partition_address, security_options
 
 if TYPE_CHECKING:
     from windowstore.store.query import Query
@@ -75,7 +75,7 @@ class _QueryReader(DataSourceReader):
         q: Query = self.layout.query  # type: ignore[assignment]  # one stream's: the batch reader refuses joins
         k = q.as_of_slide if q.as_of_slide is not None else self.as_of
         if self.nodes:
-            lay, latest = newest_common_slide(self.nodes, q.stream)
+            lay, latest = newest_common_slide(self.nodes, q.stream, security_options(self.target))
             self.store_partitions = lay.partitions
             self.plain_node = None if lay.partitions else self.nodes[lay.node]  # type: ignore[index]  # an ordinary stream: one node
             if k is None:
@@ -121,10 +121,10 @@ class _QueryReader(DataSourceReader):
         if isinstance(partition.node, list):  # a partitioned stream's aggregate: scatter-gather, merged
             from ..partitioned import ClusterClient
 
-            with ClusterClient(partition.node) as cc:
+            with ClusterClient(partition.node, **security_options(self.target)) as cc:
                 a = cc.query(partition.text, as_of_slide=partition.slide)
         else:
-            with connect(partition.node or self.target) as ws:
+            with connect(_node(partition.node, security_options(self.target)) if partition.node else self.target) as ws:
                 a = ws.query(partition.text)
         if partition.slide is not None:
             a.slide = partition.slide  # the pinned slide (a projection's part reads a run of its window)

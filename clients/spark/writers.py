@@ -17,7 +17,7 @@ from .options import _WRITE_OPTIONS, _connection, connect, parse_options
 from windowstore.store.partitions import partition_name
 
 from .partitioned import (PART_ACK_SCHEMA, cluster_layout, cluster_nodes, commit_all, create_on_cluster,
-                          describe_partition, stage_split)
+                          describe_partition, security_options, stage_split)
 from .schema import check_write_schema, describe, describe_or_create
 from .staging import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, _task, stage_partition, stage_rows, writer_identity
 
@@ -50,11 +50,14 @@ class WindowStoreWriter:
                  max_rows_per_append: int = 200_000, stage_on_driver: bool = False, **security):
         # security: tls, ca, cert, key, token (as Client takes them), for the executors too
         self.nodes = list(target) if isinstance(target, (list, tuple)) else None
-        if self.nodes is not None and (security or stage_on_driver):
-            raise ValueError("a cluster target takes neither TLS/token options nor stage_on_driver yet")
-        # (a cluster's node 0 until the first batch finds the node of an ordinary stream)
-        self.target: str | dict = ({"target": target, **security} if security
-                                   else target if isinstance(target, str) else self.nodes[0])  # type: ignore[index]  # a list here
+        if self.nodes is not None and stage_on_driver:
+            raise ValueError("a cluster target does not take stage_on_driver yet")
+        self.security = {k: v for k, v in security.items() if v}  # every node's, on a cluster target
+        self.target: str | dict
+        if self.nodes is not None:  # a cluster's node 0 until the first batch finds the node of an ordinary stream
+            self.target = {"target": self.nodes[0], **self.security} if self.security else self.nodes[0]
+        else:
+            self.target = {"target": target, **security} if security else str(target)
         self._layout: Layout | None = None  # a cluster target's stream layout, read on the first batch
         self.stream = stream
         self.writer_id = writer_id
@@ -67,11 +70,12 @@ class WindowStoreWriter:
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         if self.nodes is not None:
             if self._layout is None:
-                self._layout = cluster_layout(self.nodes, self.stream)
+                self._layout = cluster_layout(self.nodes, self.stream, self.security)
             if self._layout.partitions:
                 return self._write_partitioned(batch_df, batch_id)
             assert self._layout.node is not None, "an ordinary stream lives on one node"
-            self.target = self.nodes[self._layout.node]  # an ordinary stream on one node of the cluster
+            node = self.nodes[self._layout.node]  # an ordinary stream on one node of the cluster
+            self.target = {"target": node, **self.security} if self.security else node
         target, stream, writer_id, max_rows = self.target, self.stream, self.writer_id, self.max_rows
         if self._checked is None or self._checked[0] != batch_df.schema:  # the first batch (or a new schema)
             self._checked = (batch_df.schema, check_write_schema(batch_df.schema, describe(target, stream)))
@@ -99,20 +103,21 @@ class WindowStoreWriter:
 
     def _write_partitioned(self, batch_df: DataFrame, batch_id: int) -> None:
         nodes, stream, writer_id, max_rows, lay = self.nodes, self.stream, self.writer_id, self.max_rows, self._layout
+        security = self.security
         assert nodes is not None and lay is not None, "a cluster target's layout is read first"
         if self._checked is None or self._checked[0] != batch_df.schema:
-            spec = describe_partition(nodes, stream, lay)
+            spec = describe_partition(nodes, stream, lay, security=security)
             self._checked = (batch_df.schema, check_write_schema(batch_df.schema, spec))
         time_to_ms = self._checked[1]
 
         def stage(batches):
             yield from stage_split(nodes, stream, lay.partitions, lay.partition_by, writer_id, batch_id, batches,
-                                   max_rows, time_to_ms, lay.event_time)
+                                   max_rows, time_to_ms, lay.event_time, security)
         acks = batch_df.mapInArrow(stage, PART_ACK_SCHEMA).collect()
         writer = acks[0].writer if acks else self._driver_writer(batch_df)
         newest = [a.max_event_ms for a in acks if a.max_event_ms is not None]
         done = commit_all(nodes, stream, writer, batch_id, [(a.partition, a.attempt, a.rows) for a in acks],
-                          slide=self.slide_per_batch, event_time_ms=max(newest) if newest else None)
+                          slide=self.slide_per_batch, event_time_ms=max(newest) if newest else None, security=security)
         self.last = {"batch_id": batch_id, "writer": writer, "accepted": done["accepted"], "late": done["late"],
                      "duplicate": done["duplicate"], "partitions": len({a.partition for a in acks}),
                      "latest_slide": done["latest_slide"], "by_partition": done["by_partition"],
@@ -152,25 +157,24 @@ class _OnCluster:
     the servers is written as on one server."""
 
     def __init__(self, nodes: list[str], stream: str, opts: dict, schema=None):
-        if any(opts.get(k) for k in ("tls", "tls_ca", "tls_cert", "tls_key", "token")):
-            raise ValueError("a cluster target takes no TLS or token options yet")
         self.nodes, self.stream = nodes, stream
+        self.security = security_options(_connection(opts))  # TLS and token: every node's
         if opts.get("create_if_missing") and schema is not None:
-            create_on_cluster(nodes, stream, schema, opts)
-        self.layout = cluster_layout(nodes, stream)
+            create_on_cluster(nodes, stream, schema, opts, self.security)
+        self.layout = cluster_layout(nodes, stream, self.security)
 
     def address(self) -> str | None:
         """An ordinary stream's server (None for a partitioned stream)."""
         return None if self.layout.partitions else self.nodes[self.layout.node]  # type: ignore[index]  # set then
 
     def spec(self) -> dict:
-        return describe_partition(self.nodes, self.stream, self.layout)
+        return describe_partition(self.nodes, self.stream, self.layout, security=self.security)
 
     def stage(self, writer_id: str | None, batch_id: int, batches, max_rows: int, time_to_ms) -> PartitionsStaged:
         lay = self.layout
         acks = [rb.to_pylist() for rb in stage_split(self.nodes, self.stream, lay.partitions, lay.partition_by,
                                                      writer_id, batch_id, batches, max_rows, time_to_ms,
-                                                     lay.event_time)]
+                                                     lay.event_time, self.security)]
         rows = [r for batch in acks for r in batch]
         writer = rows[0]["writer"] if rows else writer_identity(writer_id, _task()[2])
         return PartitionsStaged(writer, [(r["partition"], r["attempt"], r["rows"], r["max_event_ms"]) for r in rows])
@@ -181,13 +185,13 @@ class _OnCluster:
             return  # no task ran: nothing was staged, nothing to publish
         newest = [t for m in messages for *_, t in m.staged if t is not None]
         commit_all(self.nodes, self.stream, messages[0].writer, batch_id, [(p, a, n) for m in messages for p, a, n, _ in m.staged],
-                   slide=slide, event_time_ms=max(newest) if newest else None)
+                   slide=slide, event_time_ms=max(newest) if newest else None, security=self.security)
 
     def abort(self, messages, batch_id: int) -> None:
         from ..partitioned import ClusterClient
 
         writers = {m.writer for m in messages if m is not None}
-        with ClusterClient(self.nodes) as cc:
+        with ClusterClient(self.nodes, **self.security) as cc:
             for writer in writers:
                 cc.on_partitions(self.layout, lambda p, n: n.abort_batch(partition_name(self.stream, p), writer,
                                                                           batch_id))

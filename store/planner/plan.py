@@ -4,14 +4,14 @@ each delegated to its module in this package. Also the probe path's one atomic r
 and run_plan for callers without a scheduler. It owns the order of those steps, not their work."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from .. import frequent_query
 from ..aggregates import Partial
-from ..approx import estimates_out, is_sketch
+from ..approx import estimates_out, is_sketch, sketch_cells
 from ..binder import BoundQuery, bind
 from ..kinds import AccessPath
 from ..query import Query
@@ -40,6 +40,8 @@ class Answer:
     types: list[str] | None = None  # int64, int128, float64 or string per column
     # sketch aggregates (store/approx.py): one bound per approximate cell, as (row, column, ErrorBound)
     bounds: list | None = None
+    # sketch aggregates: (column, Estimate) whose sketches a partition returns on request (approx.merged_sketch)
+    sketches: list | None = field(default=None, compare=False, repr=False)
 
 
 class Plan:
@@ -134,6 +136,8 @@ class Plan:
 
     def _answer(self, rows: list[tuple], **kw) -> Answer:
         if self._sketched and rows:
+            if self.bound.every is None:  # one-time: a periodic query's kept answers pin no sketches
+                kw["sketches"] = sketch_cells(rows)
             rows, kw["bounds"] = estimates_out(rows)
             kw["exact"] = False
         if self._scales:  # decimal results are computed on value * 10**s integers: as Decimals now

@@ -728,23 +728,25 @@ class AbortBatchResponse(_message.Message):
     def __init__(self, discarded_rows: _Optional[int] = ...) -> None: ...
 
 class QueryRequest(_message.Message):
-    __slots__ = ("text", "structured", "priority", "read_from", "min_slide", "min_slide_wait_ms")
+    __slots__ = ("text", "structured", "priority", "read_from", "min_slide", "min_slide_wait_ms", "return_sketches")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     READ_FROM_FIELD_NUMBER: _ClassVar[int]
     MIN_SLIDE_FIELD_NUMBER: _ClassVar[int]
     MIN_SLIDE_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    RETURN_SKETCHES_FIELD_NUMBER: _ClassVar[int]
     text: str
     structured: StructuredQuery
     priority: int
     read_from: str
     min_slide: int
     min_slide_wait_ms: int
-    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., read_from: _Optional[str] = ..., min_slide: _Optional[int] = ..., min_slide_wait_ms: _Optional[int] = ...) -> None: ...
+    return_sketches: bool
+    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., read_from: _Optional[str] = ..., min_slide: _Optional[int] = ..., min_slide_wait_ms: _Optional[int] = ..., return_sketches: _Optional[bool] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "bounds")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "bounds", "sketches")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -770,6 +772,7 @@ class Answer(_message.Message):
     EARLY_SLIDES_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    SKETCHES_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
     rows: _containers.RepeatedCompositeFieldContainer[Row]
     slide: int
@@ -795,7 +798,22 @@ class Answer(_message.Message):
     early_slides: int
     group: str
     bounds: _containers.RepeatedCompositeFieldContainer[ErrorBound]
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ...) -> None: ...
+    sketches: _containers.RepeatedCompositeFieldContainer[MergedSketch]
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ..., sketches: _Optional[_Iterable[_Union[MergedSketch, _Mapping]]] = ...) -> None: ...
+
+class MergedSketch(_message.Message):
+    __slots__ = ("column", "kind", "size", "data", "dropped_error")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_ERROR_FIELD_NUMBER: _ClassVar[int]
+    column: int
+    kind: str
+    size: int
+    data: bytes
+    dropped_error: float
+    def __init__(self, column: _Optional[int] = ..., kind: _Optional[str] = ..., size: _Optional[int] = ..., data: _Optional[bytes] = ..., dropped_error: _Optional[float] = ...) -> None: ...
 
 class ErrorBound(_message.Message):
     __slots__ = ("row", "column", "sketch", "confidence", "rank_error", "estimate", "lower", "upper", "delta")

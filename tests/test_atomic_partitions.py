@@ -101,8 +101,11 @@ def test_a_committer_delayed_past_a_boundary_publishes_the_batch_from_one_slide_
             if p == 0:
                 before[0] = latest(ws, "a", 0)
                 wait_for(lambda: latest(ws, "a", 0) > before[0], "partition 0 to slide")
+        # lead=1: the target is two boundaries ahead, so a delay of one boundary (plus the polls and
+        # calls of a loaded machine, which can exceed a 150-ms sub-window) still reaches partition 1
+        # before the target opens there
         done = commit_all(cluster.addresses, "a", "job", 5, [(p, "t0", n) for p, n in counts.items()],
-                          after_each=delayed)
+                          after_each=delayed, lead=1)
         assert before, "the committer was delayed"
         assert done["split"] is False and done["at_slide"] is not None
         assert done["by_partition"] == counts and not done["duplicate"]

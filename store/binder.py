@@ -40,6 +40,7 @@ from .errors import Loc, QueryError
 from .exact import INT64_MAX, INT64_MIN
 from . import approx, frequent_query
 from .functions import FUNCTIONS, AggregateFunction
+from .cumulative import CumulativeShape, bind_cumulative
 from .hop import Hop, bind_hop, mentions_bounds
 from .kinds import Clock
 from .slicing import SlicedHop, bind_sliced, unaligned
@@ -154,6 +155,8 @@ class _Binder:
 
     def bind(self) -> BoundQuery:
         q = self.q
+        if isinstance(q.shape, CumulativeShape):  # RANGE UNBOUNDED, CUMULATE (cumulative.py)
+            return bind_cumulative(self, q, self.periodic)
         if q.shape is not None:  # SESSION, ROWS, PARTITION BY windows (window_shapes.py)
             from .window_shapes import bind_shape
             return bind_shape(self, q, self.periodic)

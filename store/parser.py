@@ -56,6 +56,7 @@ from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYW
 from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OfTotal, OrderBy, Predicate, Query, Range
 from .query_text import literal_text, quote_name, to_text
 from . import temporal
+from .cumulative import parse_cumulative, starts_cumulative
 from .window_shapes import SHAPE_WORDS, parse_shape
 
 # The vocabulary (lexer.py) and the text form (query_text.py), importable from here as well.
@@ -174,6 +175,8 @@ class _Parser(JoinClauses, TimingClauses):
             if self.accept("["):
                 if self.tok.word in SHAPE_WORDS:  # SESSION, ROWS, PARTITION BY (window_shapes.py)
                     shape, slide = parse_shape(self)
+                elif starts_cumulative(self):  # RANGE UNBOUNDED, CUMULATE (cumulative.py)
+                    shape, slide = parse_cumulative(self)
                 else:
                     rng, slide = self.window_spec()
             as_of, as_of_tok = self.as_of()

@@ -24,6 +24,8 @@ class SubWindow:
     sealed_at_ms: int   # clock time of the slide's commit
     # the last rows per key as of this slide while it is the youngest (store/last_rows.py), else None
     last_rows: Any = field(default=None, compare=False, repr=False)
+    # the running synopsis from the stream's start through this slide (store/cumulative.py)
+    running: Any = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return f"SubWindow(slide={self.slide}, position={self.position}, rows={self.rows})"

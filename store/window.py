@@ -25,6 +25,7 @@ from .exact import INT64_MAX, INT64_MIN
 from .interval import IntervalSynopsis
 from .schema import Schema, valid_key
 from .subwindow import SubWindow
+from .cumulative import Running, rebuild
 from .key_running import RunningKeys
 from .last_rows import History, KeyBook, LastRows
 from .kinds import Clock
@@ -160,6 +161,8 @@ class Window:
             self.last_rows = History(LastRows(spec.last_rows_by, spec.last_rows, schema.time_column,
                                               self.empty_columns(), 0))
             self.key_book = KeyBook(spec.last_rows_by, spec.keys_limit)
+        # landmark windows: the running synopsis before the oldest live sub-window (cumulative.py)
+        self.running_base = Running.empty(frozenset(self._strings))
 
     # -- reading -----------------------------------------------------------------------------
     def youngest(self, n_q: int) -> list[SubWindow]:
@@ -389,6 +392,12 @@ class Window:
         if self.last_rows is not None:  # (sub is not placed yet: no query has it)
             self.last_rows.install(sub.slide, sub.columns, sub.rows, self.n)
             object.__setattr__(sub, "last_rows", self.last_rows)
+        before = self.sealed(self.latest).running if self.latest >= 0 else self.running_base
+        object.__setattr__(sub, "running", before.add(sub))  # (not placed yet: no query has it)
+        evicted = self.subs[sub.position]
+        if evicted is not None:
+            self.running_base = evicted.running
+            self.running_base.synopsis  # merged now (one merge per slide): the chain ends here
         self._place(sub)
         self.cutting = None
 
@@ -411,6 +420,14 @@ class Window:
                 object.__setattr__(sub, "last_rows", self.last_rows)
         assert self.key_book is not None
         self.key_book.keys = {tuple(k) for k in keys or ()}
+
+    def restore_landmark(self, plain: dict | None) -> None:
+        """Put back the running synopsis a snapshot kept (before its oldest sub-window) and rebuild
+        the live sub-windows' states on it, in slide order; without one (nothing evicted yet, or an
+        older snapshot), from the oldest live sub-window."""
+        skip = frozenset(self._strings)
+        self.running_base = Running.from_plain(plain, skip) if plain is not None else Running.empty(skip)
+        rebuild(self.running_base, sorted((s for s in self.subs if s is not None), key=lambda s: s.slide))
 
     def empty_columns(self) -> dict[str, np.ndarray]:
         dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32,
@@ -479,6 +496,8 @@ class Window:
             parts += [chunk[c] for chunk in chunks for c in self._strings]
         if self.last_rows is not None:
             parts += self.last_rows.codes(self._strings)
+        parts += [a for sub in self.subs if sub is not None and sub.running is not None
+                  for a in sub.running.codes(self._strings)] + self.running_base.codes(self._strings)
         parts = [p for p in parts if len(p)]
         return np.unique(np.concatenate(parts)).astype(np.int32) if parts else np.empty(0, dtype=np.int32)
 
@@ -507,6 +526,8 @@ class Window:
                     ks = replace(ks, keys=key_codes(ks.keys), topk=replace(ks.topk, keys=key_codes(ks.topk.keys)))
                 by_key[g] = ks
             self.subs[i] = replace(sub, columns=cols, synopsis=replace(sub.synopsis, by_key=by_key))
+        self.running_base = self.running_base.remapped(remap, self._strings)  # landmark windows (cumulative.py)
+        rebuild(self.running_base, sorted((s for s in self.subs if s is not None), key=lambda s: s.slide))
         if self.last_rows is not None:  # (the sub-windows' copies above refer to it too)
             self.last_rows.remap(remap, self._strings)
         for buf in [self._buffer, *self._slots.values()]:
@@ -543,6 +564,8 @@ class Window:
         out: dict[str, Any] = {"latest": self.latest, "last_seal_ms": self.last_seal_ms, "base_slot": self._base_slot,
                                "max_event_ms": self.max_event_ms, "late_rows": self.late_rows,
                                "prefix": dict(self._prefix)}
+        if self.running_base.start_ms is not None:  # landmark windows, once a sub-window was evicted (cumulative.py)
+            out["landmark"] = self.running_base.to_plain()
         if self.last_rows is not None and self.key_book is not None:  # partitioned windows (last_rows.py)
             out["last_rows"] = self.last_rows.state.to_plain()
             out["last_rows_keys"] = self.key_book.to_plain()

@@ -117,6 +117,8 @@ def parse_shape(p) -> tuple[WindowShape, Range | None]:
 
 def shape_text(shape: WindowShape, quote_name: Callable[[str], str]) -> str:
     """The window clause's text (query_text.to_text)."""
+    if hasattr(shape, "text"):  # RANGE UNBOUNDED, CUMULATE (cumulative.py)
+        return shape.text()
     if shape.kind == SESSION:
         return f"SESSION GAP {shape.gap_ms} ms"
     by = f"PARTITION BY {', '.join(quote_name(c) for c in shape.partition_by)} " if shape.partition_by else ""

@@ -326,6 +326,36 @@ def test_what_cannot_be_exact_is_refused_naming_the_field(spec, text, message, f
         assert e.value.field == field, e.value.field
 
 
+@pytest.mark.parametrize("clock", ["processing", "manual"])
+def test_an_edge_inside_a_processing_time_sub_window_has_no_exact_answer(clock):
+    """Why unaligned RANGE/SLIDE stay refused on processing-time and manual streams: two streams fed
+    the same rows in the same order, at different arrival times inside one sub-window (the clock
+    injected), hold equal sub-windows, yet the window [0, 500 ms) of arrival time holds a row in one
+    and none in the other. No function of the stored state answers both, so the store refuses
+    (naming the field) rather than round; windows whose edges fall on sub-window boundaries are
+    answered (hop.py)."""
+    spec = WindowSpec(subwindows=3, subwindow_ms=1000, clock=clock)
+    streams = []
+    for arrivals in ((100, 900), (600, 700)):
+        s = Stream("s", SCHEMA, spec, 0)
+        for ts, now in zip((1, 2), arrivals):
+            s.append({"ts": [ts], "src": ["a"], "b": [ts]})
+            assert not s.window.due(now)  # (both arrive within the first sub-window)
+        s.window.slide(1000)
+        streams.append(s)
+    a, b = (s.window.sealed(0) for s in streams)
+    assert (a.start_ms, a.end_ms, a.rows) == (b.start_ms, b.end_ms, b.rows) == (0, 1000, 2)
+    assert all((a.columns[c] == b.columns[c]).all() for c in SCHEMA)
+    # by arrival time: [0, 500) holds the first row in one stream, nothing in the other
+    assert [t for t, now in zip((1, 2), (100, 900)) if now < 500] != [t for t, now in zip((1, 2), (600, 700)) if now < 500]
+    for s in streams:
+        with pytest.raises(QueryError, match=r"RANGE 500 ms is not a multiple .*event-time streams only\) at position 44"):
+            plan_query(parse_query("SELECT window_start, COUNT(*) FROM s [RANGE 500 ms SLIDE 1 s] GROUP BY window_start"), s)
+        got = run_plan(plan_query(parse_query("SELECT window_start, window_end, COUNT(*) FROM s [RANGE 1 s SLIDE 1 s] "
+                                              "GROUP BY window_start"), s)).rows
+        assert got == [(0, 1000, 2)]
+
+
 @pytest.mark.parametrize("sharing", ["none", "conservative"])
 def test_periodic_executions_answer_each_window_once_under_lws(sharing):
     """Registered on the engine (TTU), a sliced query executes when a slide completes a window

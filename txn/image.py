@@ -77,6 +77,7 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
                   ws["base_slot"], ws["max_event_ms"], ws["late_rows"], st["buffer"],
                   {int(k): v for k, v in st["slots"].items()})
         w.restore_last_rows(ws.get("last_rows"), ws.get("last_rows_keys"))  # partitioned windows
+        w.restore_landmark(ws.get("landmark"))  # landmark windows' running synopsis (store/cumulative.py)
         engine.sched.add_stream(stream)
         book = StreamBook(accepted_rows=st["book"]["accepted_rows"])
         for writer, entries in st["book"]["acks"].items():

@@ -12,7 +12,13 @@ stream of `--subwindows` sub-windows; after the window has filled, the query
 query) runs once per slide under each strategy. Measured: process CPU time of each execution (the machine is shared; waiting for a
 core is no cost of either), and the eager runs' extra memory in the paper's byte model.
 
-    python -m bench.temporal_experiment [--tuples 200000] [--quick] [--out docs/coalesce]
+Before the sweep the model's per-operation costs are measured on this machine (`calibrate`, as the
+paper set its own from measurements; `--shipped-costs` keeps those in store/temporal.py). Each
+cell runs `--repeats` times; a cell's verdict compares the chosen strategy with the other on the
+paired executions (`judge`: slower beyond the noise when the 95 % interval of the median time
+ratio lies above 1), and the spread of the repeats is reported.
+
+    python -m bench.temporal_experiment [--tuples 200000] [--quick] [--repeats 5] [--out docs/coalesce]
 """
 from __future__ import annotations
 
@@ -30,38 +36,57 @@ QUERY = "SELECT g1, g2, g3, MAX(DURATION(VALID(v))) FROM s [SLIDE 1 SUBWINDOWS] 
 SCHEMA = {"ts": "int64", "g1": "int64", "g2": "int64", "g3": "int64", "v": "int64"}
 
 
-def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int) -> dict:
+def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1) -> dict:
+    """Both strategies over one stream, `repeats` times (each on a fresh stream, so eager builds
+    its runs again; the order of the two strategies alternates). The first execution on a full
+    window is not timed (eager would build every sub-window's runs in it, once per stream: the
+    model's steady state has one new sub-window per slide). Per strategy: CPU seconds of the timed
+    executions, one number per repeat; and per timed execution eager's time over lazy's, the two
+    run back to back."""
     rows = stream(n, cp, oop, per_slide * 2, seed)  # late by up to one slide's rows
-    s = Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
     q = parse_query(QUERY)
-    out: dict = {"cp": cp, "oop": oop, EAGER: 0.0, LAZY: 0.0, "executions": 0, "answers_equal": True}
-    plans: dict = {}
-    runs = stamps = 0
-    for k in range(0, len(rows), per_slide):
-        batch = rows[k:k + per_slide]
-        s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
-                  "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
-        s.window.slide(k)
-        if s.window.latest + 1 < subwindows:
-            continue  # the window fills first
-        if not plans:  # a periodic query is planned once: here, on a full window
-            chosen = plan_query(q, s, periodic=True)
-            out["chosen"], out["cp_est"], out["oop_est"] = chosen._temporal.strategy, chosen._temporal.cp, chosen._temporal.oop
-            for strategy in (EAGER, LAZY):
-                plans[strategy] = plan_query(q, s, periodic=True)
-                plans[strategy]._temporal.use(strategy)
-        answers = {}
+    out: dict = {"cp": cp, "oop": oop, EAGER: [], LAZY: [], "ratios": [], "executions": 0, "answers_equal": True}
+    for rep in range(repeats):
+        s = Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
+        order = (EAGER, LAZY) if rep % 2 == 0 else (LAZY, EAGER)
+        plans: dict = {}
+        total = {EAGER: 0.0, LAZY: 0.0}
+        runs = stamps = executions = 0
+        for k in range(0, len(rows), per_slide):
+            batch = rows[k:k + per_slide]
+            s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
+                      "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
+            s.window.slide(k)
+            if s.window.latest + 1 < subwindows:
+                continue  # the window fills first
+            answers = {}
+            if not plans:  # a periodic query is planned once: here, on a full window
+                chosen = plan_query(q, s, periodic=True)._temporal
+                out["chosen"], out["cp_est"], out["oop_est"] = chosen.strategy, chosen.cp, chosen.oop
+                out["eager_cp_est"], out["splits_est"] = chosen.eager_cp, chosen.splits
+                out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
+                for strategy in order:
+                    plans[strategy] = plan_query(q, s, periodic=True)
+                    plans[strategy]._temporal.use(strategy)
+                    answers[strategy] = run_plan(plans[strategy]).rows  # the untimed first execution
+            else:
+                took = {}
+                for strategy in order:
+                    t0 = time.process_time()
+                    answers[strategy] = run_plan(plans[strategy]).rows
+                    took[strategy] = time.process_time() - t0
+                    total[strategy] += took[strategy]
+                out["ratios"].append(took[EAGER] / max(took[LAZY], 1e-9))  # paired: the same moment's load
+                executions += 1
+            out["answers_equal"] &= answers[EAGER] == answers[LAZY]
+            partial = [plans[EAGER].read(sub)[1] for sub in s.window.youngest(subwindows)]  # (cached: no work)
+            runs += sum(len(r) for p in partial for r in p.values())
+            stamps += sum(len(st) for p in partial for r in p.values() for _, st in r)
         for strategy in (EAGER, LAZY):
-            t0 = time.process_time()
-            answers[strategy] = run_plan(plans[strategy]).rows
-            out[strategy] += time.process_time() - t0
-        out["answers_equal"] &= answers[EAGER] == answers[LAZY]
-        out["executions"] += 1
-        partial = [plans[EAGER].read(sub)[1] for sub in s.window.youngest(subwindows)]  # (cached: no work)
-        runs += sum(len(r) for p in partial for r in p.values())
-        stamps += sum(len(st) for p in partial for r in p.values() for _, st in r)
-    e = max(out["executions"], 1)
-    out["eager_runs"], out["eager_extra_stamps"] = runs / e, (stamps - runs) / e
+            out[strategy].append(total[strategy])
+        out["executions"] = executions
+        e = max(executions + 1, 1)
+        out["eager_runs"], out["eager_extra_stamps"] = runs / e, (stamps - runs) / e
     return out
 
 
@@ -76,42 +101,83 @@ def _filled(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed
     return s
 
 
+CORNERS = ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0))
+
+
 def calibrate(per_slide: int, subwindows: int, seed: int, repeat: int = 5) -> dict:
-    """Per-operation costs (µs) of the store's two paths, read off the corner cells, for the cost
-    model's constants (temporal.STORE_EAGER / STORE_LAZY): eager insert / merge = building a sealed
-    sub-window's runs per row at cp 0 / 1; eager read = merging the window's runs and answering,
-    per run; eager split = the extra of that merge per window row when every part interleaves
-    (oop 1); lazy read = a lazy execution per window row at cp 0, coalesce = its extra at cp 1."""
+    """Per-operation costs (µs) of the store's two paths on this machine, for the cost model
+    (temporal.STORE_EAGER / STORE_LAZY / STORE_STAMP), from whole executions of the periodic query
+    on the corner cells (cp, oop) = (0, 0), (1, 0) and (0, 1), as the sweep runs them: the three
+    streams slide in lockstep and each slide times both strategies on all three, so that every
+    figure is taken under the same load; per (cell, strategy) the median execution. Building a
+    sub-window's runs (eager's update, once per row) is timed on its own, `repeat` times, the fastest
+    kept: insert at cp 0, merge at cp 1. The rest of an eager execution is its read, modelled as
+    `read` per run (answering included) and `read * stamp` per further timestamp: cells (0, 0) and
+    (1, 0) give the two; split = the rest at (0, 1) per re-merged reading. Lazy read = a lazy
+    execution per window row at (0, 0), coalesce = its change per share of repeated values at
+    (1, 0) (negative: fewer runs to build and answer)."""
     from windowstore.store import temporal
 
     n = per_slide * subwindows
     q = parse_query(QUERY)
     us = 1e6
+    rows = {c: stream(5 * n, c[0], c[1], per_slide * 2, seed) for c in CORNERS}
+    streams = {c: Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
+               for c in CORNERS}
+    plans: dict = {}
+    took: dict = {(c, st): [] for c in CORNERS for st in (EAGER, LAZY)}
+    for k in range(0, 5 * n, per_slide):
+        for c in CORNERS:
+            s, batch = streams[c], rows[c][k:k + per_slide]
+            s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
+                      "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
+            s.window.slide(k)
+            if s.window.latest + 1 < subwindows:
+                continue
+            for st in (EAGER, LAZY) if (k // per_slide) % 2 else (LAZY, EAGER):
+                if (c, st) not in plans:  # planned on the first full window; its first execution untimed
+                    plans[(c, st)] = plan_query(q, s, periodic=True)
+                    plans[(c, st)]._temporal.use(st)
+                    run_plan(plans[(c, st)])
+                    continue
+                t0 = time.process_time()
+                run_plan(plans[(c, st)])
+                took[(c, st)].append(time.process_time() - t0)
+    med = {key: sorted(v)[len(v) // 2] * us for key, v in took.items()}
     out = {}
-    for cp, oop in ((0.0, 0.0), (1.0, 0.0), (0.0, 1.0)):
-        s = _filled(n, cp, oop, per_slide, subwindows, seed)
-        tp = plan_query(q, s, periodic=True)._temporal
-        subs = s.window.youngest(subwindows)
-        t0 = time.process_time()
+    for c in CORNERS:
+        tp = plan_query(q, streams[c], periodic=True)._temporal
+        subs = list(reversed(streams[c].window.youngest(subwindows)))
+        times = []
         for _ in range(repeat):
+            t0 = time.process_time()
             parts = [temporal.coalesce_rows(tp.decoded(sub)) for sub in subs]
-        build = (time.process_time() - t0) / repeat / n
-        t0 = time.process_time()
-        for _ in range(repeat):
-            temporal.answer_rows(tp.spec, temporal.merge_runs(list(reversed(parts))))
-        merge = (time.process_time() - t0) / repeat
-        runs = sum(len(r) for p in parts for r in p.values())
-        lazy_plan = plan_query(q, s, periodic=True)
-        lazy_plan._temporal.use(LAZY)
-        t0 = time.process_time()
-        for _ in range(repeat):
-            run_plan(lazy_plan)
-        lazy = (time.process_time() - t0) / repeat / n
-        out[(cp, oop)] = {"build": build * us, "merge": merge * us, "runs": runs, "lazy": lazy * us}
-    c00, c10, c01 = out[(0.0, 0.0)], out[(1.0, 0.0)], out[(0.0, 1.0)]
-    return {"eager": {"insert": c00["build"], "merge": c10["build"], "read": c00["merge"] / max(c00["runs"], 1),
-                      "split": max(c01["merge"] - c00["merge"], 0.0) / n},
-            "lazy": {"read": c00["lazy"], "coalesce": max(c10["lazy"] - c00["lazy"], 0.0)}}
+            times.append(time.process_time() - t0)
+        ecp, splits = tp.eager_cp, tp.splits
+        out[c] = {"build": min(times) / n * us, "eager": med[(c, EAGER)], "lazy": med[(c, LAZY)],
+                  "eager_cp": ecp, "splits": splits, "runs": sum(len(r) for p in parts for r in p.values()),
+                  "remerged": temporal._merge(parts)[1]}
+    a, b, c = (out[x] for x in CORNERS)
+    reads = subwindows  # SLIDE 1 SUBWINDOWS over `subwindows` of them
+    rest = {x: out[x]["eager"] - out[x]["build"] * per_slide for x in CORNERS}  # one new sub-window per execution
+    read = max(rest[CORNERS[0]] / a["runs"], 1e-3)
+    stamp = max((rest[CORNERS[1]] / read - b["runs"]) / max(n - b["runs"], 1), 0.0)
+    split = max(rest[CORNERS[2]] - read * (c["runs"] + stamp * (n - c["runs"])), 0.0) / max(c["remerged"], 1)
+    lazy_read = a["lazy"] / n
+    coalesce = (b["lazy"] / n - lazy_read) / max(b["eager_cp"], 1e-9)
+    return {"eager": {"insert": a["build"], "merge": b["build"], "read": read, "split": split},
+            "stamp": stamp, "lazy": {"read": lazy_read, "coalesce": coalesce},
+            "corners": {f"{x[0]},{x[1]}": v for x, v in out.items()}}
+
+
+def use_calibration(cal: dict) -> None:
+    """Make the store's cost model use `cal` (calibrate's answer)."""
+    from windowstore.store import temporal
+    from windowstore.store.coalesce import OpCosts
+
+    temporal.set_costs(OpCosts(delete=0.0, detach=0.0, coalesce=0.0, **cal["eager"]),
+                       OpCosts(insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, **cal["lazy"]),
+                       cal["stamp"])
 
 
 def plot(result: dict, out: Path) -> None:
@@ -123,18 +189,19 @@ def plot(result: dict, out: Path) -> None:
     n = len(GRID)
     diff = np.zeros((n, n))
     for c in result["cells"]:
-        diff[GRID.index(c["oop"]), GRID.index(c["cp"])] = (c[EAGER] - c[LAZY]) / max(c[EAGER], c[LAZY])
+        e, l = c["median"][EAGER], c["median"][LAZY]
+        diff[GRID.index(c["oop"]), GRID.index(c["cp"])] = (e - l) / max(e, l)
     fig, ax = plt.subplots(figsize=(6.4, 5.2), constrained_layout=True)
     lim = max(abs(diff).max(), 1e-9)
     im = ax.imshow(diff, origin="lower", cmap="coolwarm", vmin=-lim, vmax=lim, extent=(-0.05, 1.05, -0.05, 1.05))
     for c in result["cells"]:
-        best = EAGER if c[EAGER] <= c[LAZY] else LAZY
-        ax.text(c["cp"], c["oop"], "E" if c["chosen"] == EAGER else "L", ha="center", va="center", fontsize=7,
-                color="black" if c["chosen"] == best else "yellow", fontweight="bold")
+        letter = ("E" if c["chosen"] == EAGER else "L") + ("!" if c["worse_beyond_noise"] else "")
+        ax.text(c["cp"], c["oop"], letter, ha="center", va="center", fontsize=7,
+                color="black" if c["chosen_is_cheaper"] else "yellow", fontweight="bold")
     ax.set_xlabel("coalescing probability")
     ax.set_ylabel("out-of-order probability")
-    ax.set_title("(eager - lazy) / max CPU time per execution\nletters: the plan's choice (yellow: measured loser)",
-                 fontsize=9)
+    ax.set_title(f"(eager - lazy) / max CPU time, medians of {result['repeats']} runs\nletters: the plan's choice "
+                 "(yellow: the slower median; !: slower beyond the noise)", fontsize=9)
     fig.colorbar(im, ax=ax, shrink=0.8)
     fig.savefig(out / "store_cost_difference.png", dpi=110)
     plt.close(fig)
@@ -149,6 +216,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=Path("docs/coalesce"))
     ap.add_argument("--calibrate", action="store_true", help="print the per-operation costs for the model and stop")
+    ap.add_argument("--repeats", type=int, default=5, help="runs of each cell per strategy")
+    ap.add_argument("--calibration-repeats", type=int, default=15, help="timings per corner cell (the fastest kept)")
+    ap.add_argument("--shipped-costs", action="store_true",
+                    help="use the costs in store/temporal.py instead of measuring them first")
     args = ap.parse_args()
     if args.calibrate:
         print(json.dumps(calibrate(args.per_slide, args.subwindows, args.seed), indent=1))
@@ -156,27 +227,63 @@ def main() -> None:
     if args.quick:
         args.tuples = 10_000
     args.out.mkdir(parents=True, exist_ok=True)
+    cal = None
+    if not args.shipped_costs:  # the paper sets its costs from its own measurements: so does this
+        cal = calibrate(args.per_slide, args.subwindows, args.seed, repeat=args.calibration_repeats)
+        use_calibration(cal)
+        print("calibrated: " + json.dumps({k: v for k, v in cal.items() if k != "corners"}), flush=True)
     cells = []
     for oop in GRID:
         for cp in GRID:
-            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed)
+            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats)
+            judge(c)
             cells.append(c)
-            print(f"cp={cp:.1f} oop={oop:.1f} eager {c[EAGER]:.3f} s lazy {c[LAZY]:.3f} s chosen {c['chosen']} "
-                  f"(estimated cp {c['cp_est']:.2f} oop {c['oop_est']:.2f})", flush=True)
-    worse = [c for c in cells if c[c["chosen"]] > min(c[EAGER], c[LAZY])]
-    regret = max([(c[c["chosen"]] - min(c[EAGER], c[LAZY])) / min(c[EAGER], c[LAZY]) for c in cells] + [0.0])
-    total = {s: sum(c[s] for c in cells) for s in (EAGER, LAZY)}
-    total["chosen"] = sum(c[c["chosen"]] for c in cells)
+            print(f"cp={cp:.1f} oop={oop:.1f} eager {c['median'][EAGER]:.3f} s lazy {c['median'][LAZY]:.3f} s "
+                  f"(spread {c['spread'][EAGER]:.0%} / {c['spread'][LAZY]:.0%}) chosen {c['chosen']}, paired "
+                  f"{c['paired_ratio']['median']:.2f} [{c['paired_ratio']['ci95'][0]:.2f}, {c['paired_ratio']['ci95'][1]:.2f}]"
+                  f"{' WORSE beyond noise' if c['worse_beyond_noise'] else ''} (cp {c['eager_cp_est']:.2f}, "
+                  f"re-merged {c['splits_est']:.2f})", flush=True)
+    total = {st: sum(c["median"][st] for c in cells) for st in (EAGER, LAZY)}
+    total["chosen"] = sum(c["median"][c["chosen"]] for c in cells)
+    spreads = sorted(c["spread"][st] for c in cells for st in (EAGER, LAZY))
     result = {"tuples": args.tuples, "per_slide": args.per_slide, "subwindows": args.subwindows, "seed": args.seed,
-              "query": QUERY, "cells": cells, "eager_cheaper": sum(c[EAGER] <= c[LAZY] for c in cells),
-              "chosen_is_measured_cheaper": len(cells) - len(worse), "max_regret": regret, "total_cpu_s": total,
-              "answers_equal": all(c["answers_equal"] for c in cells)}
+              "repeats": args.repeats, "query": QUERY, "calibration": cal, "cells": cells,
+              "eager_cheaper": sum(c["median"][EAGER] <= c["median"][LAZY] for c in cells),
+              "chosen_is_measured_cheaper": sum(c["chosen_is_cheaper"] for c in cells),
+              "worse_beyond_noise": sum(c["worse_beyond_noise"] for c in cells),
+              "max_excess": max(c["excess"] for c in cells),
+              "spread_median": spreads[len(spreads) // 2], "spread_max": spreads[-1],
+              "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
     (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
     plot(result, args.out)
-    print(f"eager cheaper in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the measured cheaper in "
-          f"{result['chosen_is_measured_cheaper']}/{len(cells)}, worst excess {regret:.1%}; CPU s in all: eager "
-          f"{total[EAGER]:.2f}, lazy {total[LAZY]:.2f}, chosen {total['chosen']:.2f}; answers equal: "
-          f"{result['answers_equal']}")
+    print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "
+          f"cheaper in {result['chosen_is_measured_cheaper']}/{len(cells)}, worse beyond noise in "
+          f"{result['worse_beyond_noise']}, worst excess of the medians {result['max_excess']:.1%}; spread of the "
+          f"repeats (max - min) / median: median {result['spread_median']:.0%}, max {result['spread_max']:.0%}; "
+          f"CPU s in all (medians): eager {total[EAGER]:.2f}, lazy {total[LAZY]:.2f}, chosen {total['chosen']:.2f}; "
+          f"answers equal: {result['answers_equal']}")
+
+
+def judge(c: dict) -> None:
+    """Adds to a cell: the median and spread ((max - min) / median) of each strategy's repeats, and
+    whether the chosen plan was the cheaper, by how much it exceeded the cheaper (medians), and
+    whether it was slower beyond the noise. The noise is judged on the paired executions (eager and
+    lazy run back to back, so both see the same load): the median of the chosen's time over the
+    other's, with its distribution-free 95 % confidence interval (order statistics of the sorted
+    ratios, binomial(n, 1/2)); slower beyond the noise when the whole interval is above 1."""
+    med = {st: sorted(c[st])[len(c[st]) // 2] for st in (EAGER, LAZY)}
+    other = LAZY if c["chosen"] == EAGER else EAGER
+    best = min(med.values())
+    c["median"] = med
+    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in (EAGER, LAZY)}
+    c["chosen_is_cheaper"] = med[c["chosen"]] <= med[other]
+    c["excess"] = (med[c["chosen"]] - best) / best
+    r = sorted(x if c["chosen"] == EAGER else 1 / x for x in c["ratios"])
+    n = len(r)
+    half = 1.96 * n ** 0.5 / 2
+    lo, hi = max(int(n / 2 - half), 0), min(int(n / 2 + half + 1), n - 1)
+    c["paired_ratio"] = {"median": r[n // 2], "ci95": [r[lo], r[hi]]}
+    c["worse_beyond_noise"] = r[lo] > 1
 
 
 if __name__ == "__main__":

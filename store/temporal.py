@@ -27,8 +27,9 @@ Two strategies give the same answers (tests/test_temporal.py checks both against
   a window's runs are its sub-windows' runs merged at their boundaries, or split and re-merged
   where a late row's sub-window interleaves with its neighbours (mergeTuples / splitTuple);
 - lazy: the window's rows are coalesced at every execution (Algorithm 1, then one pass).
-The plan picks one per query with section 6.2's cost model (coalesce.choose_plan), from the
-coalescing and out-of-order rates of the newest sealed sub-window; `explain` says which.
+The plan picks one per query with section 6.2's cost model (coalesce.choose_plan), from what
+eager's work would be on the two newest sealed sub-windows (how many runs, how many readings a
+late row makes it re-merge); `explain` says which.
 Eager state is derived from sealed sub-windows only, so recovery (log replay, snapshots), which
 restores the sub-windows, restores it: it is rebuilt on the first read after a restart.
 """
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Union
 
@@ -418,10 +420,17 @@ def coalesce_rows(rows) -> Runs:
 def merge_runs(parts: list[Runs]) -> Runs:
     """A window's runs from its sub-windows' runs (in slide order). Where a group's next part
     starts no earlier than the runs so far end, the two lists are joined at the boundary
-    (mergeTuples when the values are equal); where a late row's part interleaves, the runs it
-    overlaps (those ending after it starts) are split into their readings and re-merged with it
-    in ts order (splitTuple / mergeTuples); the earlier runs stay as they are."""
+    (mergeTuples when the values are equal); where a late row's part interleaves, the run it
+    falls in is split at the part's first reading (splitTuple: the readings up to it stay) and the
+    readings after that point are re-merged with the part in ts order; the earlier runs stay as
+    they are."""
+    return _merge(parts)[0]
+
+
+def _merge(parts: list[Runs]) -> tuple[Runs, int]:
+    """merge_runs, and how many readings it re-merged (the cost model's split count)."""
     out: Runs = {}
+    remerged = 0
     for part in parts:
         for key, runs in part.items():
             have = out.get(key)
@@ -433,17 +442,24 @@ def merge_runs(parts: list[Runs]) -> Runs:
                     have[-1][1].extend(runs[0][1])
                     first = 1
                 have.extend([v, list(s)] for v, s in runs[first:])
-            else:  # the runs that end after the part starts are split out and re-merged with it
+            else:  # split the run the part starts in; re-merge what follows with the part
+                start = runs[0][1][0]
                 j = len(have)
-                while j and have[j - 1][1][-1] > runs[0][1][0]:  # from the end: late rows are recent
+                while j and have[j - 1][1][-1] > start:  # from the end: late rows are recent
                     j -= 1
-                readings = [(ts, v) for v, s in have[j:] for ts in s] + [(ts, v) for v, s in runs for ts in s]
+                cut = bisect_right(have[j][1], start)  # its readings up to `start` stay (ties: window order)
+                readings = ([(ts, have[j][0]) for ts in have[j][1][cut:]] + [(ts, v) for v, s in have[j + 1:] for ts in s]
+                            + [(ts, v) for v, s in runs for ts in s])
+                if cut:
+                    del have[j][1][cut:]
+                    j += 1
+                remerged += len(readings)
                 merged = coalesce_rows([(key, ts, v) for ts, v in readings])[key]
                 if j and have[j - 1][0] == merged[0][0]:
                     have[j - 1][1].extend(merged.pop(0)[1])
                 del have[j:]
                 have.extend(merged)
-    return out
+    return out, remerged
 
 
 def intervals(runs: Runs) -> list[tuple[tuple, Any, int, int, int]]:
@@ -552,13 +568,23 @@ _EAGER_RUNS: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDicti
 _EAGER_LOCK = threading.Lock()
 
 # Per-operation costs (µs) of the store's two paths, measured by `python -m bench.temporal_experiment
-# --calibrate` (its docstring says which corner cell gives which): eager insert / merge = building a
-# sealed sub-window's runs per row (a new value / a repeated one), read = merging a window's runs
-# and answering, per run, split = that merge's extra per window row when every part interleaves;
-# lazy read = one lazy execution per window row (its coalescing costs no more when values repeat).
-# Nothing happens at expiry in either (the runs go with their sub-window).
-STORE_EAGER = OpCosts(read=2.6, insert=1.9, delete=0.0, detach=0.0, merge=1.05, split=0.7, coalesce=0.0)
-STORE_LAZY = OpCosts(read=3.4, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=0.0)
+# --calibrate` from whole executions (its docstring says which corner cell gives which): eager
+# insert / merge = building a sealed sub-window's runs, per row (a new value / a repeated one); read
+# = the rest of an execution (merging the window's runs and answering) per run, with `STORE_STAMP`
+# the share of it per further timestamp of a run; split = re-merging one reading where a part
+# interleaves. Lazy read = one lazy execution per window row at cp 0, coalesce = its change per
+# share of repeated values (negative: fewer runs to build and answer). Nothing happens at expiry in
+# either (the runs go with their sub-window). `set_costs` replaces them (the experiment measures
+# them on its machine first).
+STORE_EAGER = OpCosts(read=5.1, insert=2.3, delete=0.0, detach=0.0, merge=1.9, split=1.0, coalesce=0.0)
+STORE_LAZY = OpCosts(read=5.5, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=-4.2)
+STORE_STAMP = 0.0
+
+
+def set_costs(eager: OpCosts, lazy: OpCosts, stamp: float) -> None:
+    """Use these per-operation costs for the plans made from now on."""
+    global STORE_EAGER, STORE_LAZY, STORE_STAMP
+    STORE_EAGER, STORE_LAZY, STORE_STAMP = eager, lazy, stamp
 
 
 def rates(rows: list[tuple[tuple, int, Any]]) -> tuple[float, float]:
@@ -579,19 +605,39 @@ def rates(rows: list[tuple[tuple, int, Any]]) -> tuple[float, float]:
     return same / total, late / len(rows)
 
 
-def choose(cp: float, oop: float, window_rows: int, reads_per_row: float):
+def eager_rates(parts: list[Runs]) -> tuple[float, float]:
+    """(cp, splits) as eager meets them, from consecutive sub-windows' runs (oldest first): the
+    share of readings merged into a run of their own sub-window (1 - runs / readings; below the
+    data's cp where runs are cut at sub-window boundaries), and the readings re-merged at a
+    boundary per reading of the later sub-windows (a late row re-merges its group's part and the
+    readings after it, so this grows faster than the share of late rows; it may exceed 1)."""
+    readings = sum(len(st) for p in parts for rs in p.values() for _, st in rs)
+    if not readings:
+        return 0.0, 0.0
+    runs = sum(len(rs) for p in parts for rs in p.values())
+    later = sum(len(st) for p in parts[1:] for rs in p.values() for _, st in rs)
+    return 1 - runs / readings, (_merge(parts)[1] / later if later else 0.0)
+
+
+def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, boundaries: float = 1.0):
     """Section 6.2's choice for one DCQ: (strategy, coalesce.Plan). The objective is CPU time over
     the life of a window's rows: each row is coalesced into its sub-window's runs once (eager's
     update), and read `reads_per_row` times (a periodic query's executions that see it; 1 for a
-    one-time query), each read a scan; eager's re-merge of interleaved parts recurs per read, so
-    its split cost is scaled by it. The memory weight is 0: the store keeps the window's rows for
-    every query whatever the strategy, and the weights undo the per-item normalisation (section
-    7.5 allows weights to compensate), so that the weighted sum is time in µs."""
+    one-time query), each read a scan. `cp` is eager_rates' (the share of readings that join a
+    run in their sub-window), `splits` its re-merged readings per reading, paid at the share
+    `boundaries` of the window's rows that follow a sub-window boundary ((n - 1) / n for n
+    sub-windows) on every read, so its split cost is scaled by the reads. Equation 5's scan reads
+    a coalesced tuple's bytes: r = 1 and m = STORE_STAMP per further timestamp (merging copies the
+    vector). The memory weight is 0: the store keeps the window's rows for every query whatever
+    the strategy, and the weights undo the per-item normalisation (section 7.5 allows weights to
+    compensate), so that the weighted sum is time in µs."""
     w = max(window_rows, 1)
-    wl = Workload(w=w, k=w, r_lazy=1.0, m=0.0, ops=STORE_LAZY)
-    split = STORE_EAGER.split * reads_per_row
-    # A late row makes its part interleave whatever its value, so its re-merge is paid on coalescing
-    # arrivals too: C_merge grows with oop (as section 7.2 observes of the paper's own C_merge).
+    wl = Workload(w=w, k=w, r_lazy=1.0, m=STORE_STAMP, ops=STORE_LAZY)
+    per_row = splits * boundaries  # re-merged readings per window row, per read
+    oop = min(per_row, 1.0)
+    split = STORE_EAGER.split * reads_per_row * max(per_row, 1.0)
+    # A re-merge is paid whatever the reading's value, so it is on coalescing arrivals too: C_merge
+    # grows with oop (as section 7.2 observes of the paper's own C_merge).
     ops = replace(STORE_EAGER, split=split, merge=STORE_EAGER.merge + oop * split)
     q = DCQ("q", cp, oop, r_eager=1.0, ops=ops)
     norm = normalizers([q], wl)
@@ -611,17 +657,19 @@ class TemporalPlan:
         self.n_q = bound.n_q
         self.every = bound.every  # a periodic query's SLIDE in sub-windows
         self.model: Any = None
-        self.cp = self.oop = 0.0
+        self.cp = self.oop = self.eager_cp = self.splits = 0.0
         self.strategy = self._choose()
 
     def _choose(self) -> str:
         w = self.stream.window
         subs = w.youngest(self.n_q) if w.latest >= 0 else []
         rows = sum(s.rows for s in subs)
-        sample = [r for sub in reversed(subs[:2]) for r in self.decoded(sub)]  # the two newest, arrival order
-        self.cp, self.oop = rates(sample)
+        decoded = [self.decoded(sub) for sub in reversed(subs[:2])]  # the two newest, arrival order
+        self.cp, self.oop = rates([r for d in decoded for r in d])
+        self.eager_cp, self.splits = eager_rates([coalesce_rows(d) for d in decoded])
         reads = self.n_q / self.every if self.every else 1.0
-        strategy, self.model = choose(self.cp, self.oop, rows, reads)
+        boundaries = (len(subs) - 1) / len(subs) if subs else 0.0
+        strategy, self.model = choose(self.eager_cp, self.splits, rows, reads, boundaries)
         return strategy
 
     def use(self, strategy: str) -> None:
@@ -664,4 +712,5 @@ class TemporalPlan:
     def explain(self) -> str:
         m = self.model
         return (f"coalesced {self.strategy} (section 6.2 cost model: cp {self.cp:.2f}, oop {self.oop:.2f} "
-                f"from the two newest sub-windows; estimated eager {m.all_eager:,.0f} us, lazy {m.all_lazy:,.0f} us)")
+                f"from the two newest sub-windows, {self.splits:.2f} readings re-merged per reading at a "
+                f"boundary; estimated eager {m.all_eager:,.0f} us, lazy {m.all_lazy:,.0f} us)")

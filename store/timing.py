@@ -40,6 +40,8 @@ from __future__ import annotations
 import bisect
 import math
 
+from . import gc_pause
+
 from .timing_probability import (Match, Regions, Row, TimingCondition, band_probability, band_probability_exact,
                                  deadline, delay, mutual, probability, probability_exact, regions, satisfied)
 
@@ -344,6 +346,10 @@ class LazyCorrelator(EagerCorrelator):
         return []
 
     def flush(self):
+        with gc_pause.paused():  # a block's matches live until it returns (store/gc_pause.py)
+            return self._flush()
+
+    def _flush(self):
         out: list[Match] = []
         newl = sorted(self.pending["left"], key=lambda r: (r.hi, r.lo))
         newr = sorted(self.pending["right"], key=lambda r: (r.hi, r.lo))

@@ -130,6 +130,31 @@ def test_eager_lazy_and_gaps_and_islands_agree_on_every_slide(batches, n_q):
             assert got[EAGER] == got[LAZY] == want, (text, window)
 
 
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 30), st.integers(0, 2)), max_size=8),
+                min_size=1, max_size=6))
+def test_merging_sub_windows_runs_equals_coalescing_their_rows_at_once(parts):
+    """Eager's state, run by run: the sub-windows' runs merged (split where a part interleaves)
+    are the runs of all the rows coalesced in one pass (ties on ts keep window order), every
+    reading kept once."""
+    from windowstore.store.temporal import coalesce_rows, merge_runs
+
+    rows = [[((g,), ts, v) for g, ts, v in part] for part in parts]
+    assert merge_runs([coalesce_rows(p) for p in rows if p]) == coalesce_rows([r for p in rows for r in p])
+
+
+def test_the_cost_model_counts_the_readings_a_late_row_makes_eager_re_merge():
+    """splitTuple cuts the run a late row falls in at the row: only the readings after it are
+    re-merged with the late sub-window's, counted per reading of the later sub-windows."""
+    from windowstore.store.temporal import coalesce_rows, eager_rates
+
+    old = coalesce_rows([(("a",), 0, 5), (("a",), 10, 5), (("a",), 20, 5), (("a",), 30, 6)])
+    late = coalesce_rows([(("a",), 15, 7)])
+    assert eager_rates([old, late]) == (1 - 3 / 5, 3 / 1)  # 3 runs of 5 readings; 15, 20 and 30 re-merged
+    in_order = coalesce_rows([(("a",), 40, 6), (("a",), 50, 6)])
+    assert eager_rates([old, in_order]) == (1 - 3 / 6, 0.0)
+
+
 def test_late_rows_split_and_re_merge_and_expiry_is_partial():
     s = Stream("readings", SCHEMA, WindowSpec(subwindows=3, subwindow_ms=10, clock="manual"), 0)
     text = "SELECT sensor, temp, START(VALID(temp)), END(VALID(temp)) FROM readings GROUP BY sensor"

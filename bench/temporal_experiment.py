@@ -158,7 +158,6 @@ def calibrate(per_slide: int, subwindows: int, seed: int, repeat: int = 5) -> di
                   "eager_cp": ecp, "splits": splits, "runs": sum(len(r) for p in parts for r in p.values()),
                   "remerged": temporal._merge(parts)[1]}
     a, b, c = (out[x] for x in CORNERS)
-    reads = subwindows  # SLIDE 1 SUBWINDOWS over `subwindows` of them
     rest = {x: out[x]["eager"] - out[x]["build"] * per_slide for x in CORNERS}  # one new sub-window per execution
     read = max(rest[CORNERS[0]] / a["runs"], 1e-3)
     stamp = max((rest[CORNERS[1]] / read - b["runs"]) / max(n - b["runs"], 1), 0.0)

@@ -10,6 +10,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 from windowstore.store import InvalidInput, Loc, QueryError
+from windowstore.store.cumulative import CumulativeShape
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.store.functions import FUNCTIONS
 from windowstore.store.parser import MAX_NUMBER_LENGTH
@@ -338,6 +339,9 @@ def _window_length(r: Range) -> pb.WindowLength:
 
 def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
+    if isinstance(getattr(q, "shape", None), CumulativeShape):  # never dropped silently
+        raise InvalidInput("the structured form has no landmark (RANGE UNBOUNDED) or CUMULATE window: "
+                           "send the query text")
     if getattr(q, "shape", None) is not None and (isinstance(q, JoinQuery) or q.expr is not None):
         raise InvalidInput("a SESSION, ROWS or PARTITION BY window goes with a single-stream query without expressions")
     if isinstance(q, JoinQuery):

@@ -16,6 +16,7 @@ replication manager, so a dead leader is replaced without an operator (docs/clus
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -30,6 +31,9 @@ from ..driver.loop_util import post, settle
 from .manager import FOLLOWER, LEADER, Partition, Replication
 
 log = logging.getLogger("windowstore.replication")
+
+# (stream, epoch) a write was admitted at, for the request (gRPC handler task) that admitted it
+_ADMITTED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("windowstore_admitted", default=None)
 
 
 class _Addresses(Sequence):
@@ -193,12 +197,22 @@ class CoordinatedReplication(Replication):
             why = self._lease_refusal(p)
             if why is not None:
                 raise Unavailable(why)
+            _ADMITTED.set((stream, p.epoch))  # (read back by committed() in the same request)
 
     def committed(self, stream: str):
+        """As Replication's, but a write admitted while this replica led that finds it no longer
+        leading at that epoch (a step-down, a fence, a newer election between admitting the write and
+        the group commit, which then leaves the command out of the replica log) fails UNAVAILABLE:
+        it may be in no replica's log, so it must not be acknowledged."""
         p = self.parts.get(stream)
+        if p is None:
+            return super().committed(stream)
+        admitted = _ADMITTED.get()
+        if (p.role != LEADER or p.failure
+                or (admitted is not None and admitted[0] == stream and admitted[1] != p.epoch)):
+            raise Unavailable(f"node {self.node} stopped leading {stream!r} while the write was in flight (it may be "
+                              "in no replica's log); retry on the leader etcd names")
         fut = super().committed(stream)
-        if p is None or p.role != LEADER:
-            return fut
         if fut is None:
             why = self._lease_refusal(p)
             if why is not None:
@@ -214,7 +228,10 @@ class CoordinatedReplication(Replication):
                 settle(out, error=f.exception())
                 return
             why = self._lease_refusal(p)
+            if p.role != LEADER or p.epoch != epoch:
+                why = f"node {self.node} stopped leading {stream!r} at epoch {epoch}; retry on the leader etcd names"
             settle(out, error=Unavailable(why)) if why is not None else settle(out, None)
+        epoch = p.epoch
         fut.add_done_callback(done)
         return out
 

@@ -33,8 +33,8 @@ from windowstore.v1 import windowstore_pb2 as pb
 
 from .answer import Answer
 from .batches import build, to_arrow
-from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable, WindowStoreError,
-                     from_rpc_error)
+from .errors import (AlreadyExists, DeadlineExceeded, FailedPrecondition, InvalidArgument, NotFound, Unavailable,
+                     WindowStoreError, from_rpc_error)
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class ClusterClient:
 
     def __init__(self, cluster: Sequence[str] | ClusterView, timeout: float | None = 60.0, retries: int = 3,
                  channel=None, tls: bool = False, ca=None, cert=None, key=None, token: str | None = None,
-                 writer_id: str | None = None):
+                 writer_id: str | None = None, failover_s: float = 30.0):
         from .client import Client
 
         if not isinstance(cluster, (list, tuple)) and not hasattr(cluster, "owner"):
@@ -86,6 +86,7 @@ class ClusterClient:
         self._slide_writer = writer_id or f"sdk-slide-{uuid.uuid4().hex}"
         self._slide_batches = itertools.count(1)
         self._periodic: dict[str, tuple] = {}  # a partitioned stream's periodic query: (layout, plan, {partition: id})
+        self.failover_s = failover_s  # over etcd: how long a call follows a partition's leader changes
 
     @property
     def target(self) -> list[str]:
@@ -112,11 +113,12 @@ class ClusterClient:
         return (f"partition {partition} of stream {layout.name!r} (stream {partition_name(layout.name, partition)!r} "
                 f"on node {node}, {self.cluster.addresses[node]})")
 
-    def _each(self, layout: Layout, fn, partitions: Iterable[int] | None = None) -> dict[int, Any]:
+    def _each(self, layout: Layout, fn, partitions: Iterable[int] | None = None, sure: bool = True) -> dict[int, Any]:
         """fn(partition, node client) for each partition in parallel: {partition: result or the
-        WindowStoreError it raised}."""
+        WindowStoreError it raised}. `sure`: fn may be retried after an error that leaves unknown
+        whether it took effect (reads, writes with an idempotency key); see _on_leader."""
         parts = range(layout.partitions) if partitions is None else partitions
-        futures = {p: self._pool.submit(fn, p, self._owner(layout.name, p)[1]) for p in parts}
+        futures = {p: self._pool.submit(self._on_leader, layout.name, p, fn, sure) for p in parts}
         out = {}
         for p, f in futures.items():
             try:
@@ -125,9 +127,34 @@ class ClusterClient:
                 out[p] = e
         return out
 
-    def on_partitions(self, layout: Layout, fn, partitions: Iterable[int] | None = None) -> dict[int, Any]:
+    def _on_leader(self, stream: str, p: int, fn, sure: bool = True):
+        """fn(p, the client of partition p's leader). Over a cluster in etcd (an EtcdClusterView),
+        a call its leader refused as no longer (or not yet) the leader (FAILED_PRECONDITION naming
+        the leader), or that found it unreachable, paused or fenced (UNAVAILABLE, a deadline), is
+        made again on the leader etcd names once it changes (or after a second), for up to
+        `failover_s`; with `sure` False only the refusals, after which nothing was applied."""
+        cluster = self.cluster
+        node, client = self._owner(stream, p)
+        if not hasattr(cluster, "wait") or self.failover_s <= 0:
+            return fn(p, client)
+        deadline = time.monotonic() + self.failover_s
+        while True:
+            tried = cluster.leader(stream, p)  # type: ignore[attr-defined]  # an EtcdClusterView
+            try:
+                return fn(p, client)
+            except (FailedPrecondition, Unavailable, DeadlineExceeded) as e:
+                refused = isinstance(e, FailedPrecondition)
+                left = deadline - time.monotonic()
+                if left <= 0 or (refused and "leader" not in e.message) or not (refused or sure):
+                    raise
+                cluster.wait(lambda v: (lambda now: now is not None and now != tried)(v.leader(stream, p)),  # type: ignore[attr-defined]
+                             min(left, 1.0))
+                node, client = self._owner(stream, p)
+
+    def on_partitions(self, layout: Layout, fn, partitions: Iterable[int] | None = None,
+                      sure: bool = True) -> dict[int, Any]:
         """As _each, raising the first partition's error (with its partition named)."""
-        out = self._each(layout, fn, partitions)
+        out = self._each(layout, fn, partitions, sure)
         for p, r in out.items():
             if isinstance(r, WindowStoreError):
                 raise _error_like(r, f"{self._where(layout, p)}: {r.message}") from r
@@ -288,7 +315,7 @@ class ClusterClient:
             parts = {p: parts.get(p, empty) for p in range(lay.partitions)}
         acks = self.on_partitions(lay, lambda p, n: n.append(partition_name(stream, p), parts[p], writer_id, batch_id,
                                                           event_time_ms=hint),
-                                  sorted(parts))
+                                  sorted(parts), sure=bool(writer_id) and batch_id is not None)
         if not acks:
             return AppendResult(0, 0, False, -1)
         return AppendResult(sum(a.accepted for a in acks.values()), sum(a.late for a in acks.values()),

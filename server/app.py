@@ -235,6 +235,12 @@ class WindowStoreServer:
                 self.driver.replication = Replication(self.driver, config.data_dir, config.node or 0,
                                                       self.cluster.addresses, config.fsync)
                 self.driver.group_commit.replication = self.driver.replication
+            elif config.etcd is not None and not config.in_memory:  # roles from etcd's elections
+                from .replication.failover import CoordinatedReplication
+                self.driver.replication = CoordinatedReplication(self.driver, config.data_dir, config.node or 0,
+                                                                 self.cluster, config.fsync,
+                                                                 lag_s=max(2.0, 2.0 * config.lease_ttl_s))
+                self.driver.group_commit.replication = self.driver.replication
             for endpoints in self._endpoints:
                 endpoints.attach(self.driver)
             self._on_loop(self._add_service(policy))
@@ -365,8 +371,16 @@ class WindowStoreServer:
         from .coordination.metrics import CoordinationCollector
 
         assert self.config.node is not None, "--etcd needs --node (checked at start-up)"
-        self.coordinator = Coordinator(self.cluster.etcd, self.config.node, self.address, ttl_s=self.config.lease_ttl_s,
-                                       prefix=self.config.etcd_prefix, view=self.cluster).start()
+        repl = getattr(self.driver, "replication", None)
+        roles = None
+        if getattr(repl, "coordinated", False):  # the coordinator's decisions go to the replicas (failover.py)
+            from .replication.failover import ReplicationRoles
+            roles = ReplicationRoles(repl)
+        self.coordinator = Coordinator(self.cluster.etcd, self.config.node, self.address, roles=roles,
+                                       ttl_s=self.config.lease_ttl_s, prefix=self.config.etcd_prefix, view=self.cluster)
+        if roles is not None:
+            repl.coordinator = self.coordinator
+        self.coordinator.start()
         if self.metrics is not None:
             self.metrics.registry.register(CoordinationCollector(self.coordinator))
 

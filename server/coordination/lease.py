@@ -3,7 +3,9 @@
 The thread renews the lease every quarter of its TTL. `lost` is set when etcd answers that the
 lease has expired (the node was paused, or cut off from etcd, for longer than the TTL), or when
 etcd has been unreachable for a whole TTL (then the lease has expired there, or will before this
-node can renew it). A lost lease is never renewed: the coordinator grants a new one.
+node can renew it). A lost lease is never renewed: the coordinator grants a new one. `valid_until` is the latest instant
+(time.monotonic) at which etcd may still hold the lease: the TTL from when the last renewal that
+succeeded was sent, so a leader can stop acknowledging writes before etcd can elect another.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ log = logging.getLogger("windowstore.coordination")
 class LeaseKeeper:
     def __init__(self, etcd: Etcd, ttl_s: int, on_lost=None):
         self.etcd = etcd
+        asked = time.monotonic()
         self.id, self.ttl_s = etcd.grant(ttl_s)
+        self.renewed_at = asked  # when the newest renewal (or the grant) that etcd answered was sent
         self.lost = threading.Event()
         self.on_lost = on_lost
         self._stop = threading.Event()
@@ -33,6 +37,7 @@ class LeaseKeeper:
         while not self._stop.wait(interval):
             if self._paused.is_set():
                 continue
+            asked = time.monotonic()
             try:
                 ttl = self.etcd.keepalive(self.id)
             except EtcdError as e:
@@ -47,6 +52,11 @@ class LeaseKeeper:
                     self.on_lost()
                 return
             last_ok = time.monotonic()
+            self.renewed_at = asked
+
+    def valid_until(self) -> float:
+        """The time.monotonic() before which etcd cannot have expired the lease (0 once lost)."""
+        return 0.0 if self.lost.is_set() else self.renewed_at + self.ttl_s
 
     def pause(self) -> None:
         """Stop renewing (as a stopped process would), until resume(); for tests."""

@@ -28,7 +28,7 @@ class ReplicationRpcs:
         repl = getattr(self.driver, "replication", None)
         if repl is None:
             raise FailedPrecondition("this server keeps no replicas: replication needs `serve --cluster FILE --node I` "
-                                     "and a data directory (not yet with --etcd)")
+                                     "or `serve --etcd URL --node I`, and a data directory")
         return repl
 
     # -- hooks on client requests ---------------------------------------------------------------------
@@ -42,6 +42,8 @@ class ReplicationRpcs:
                 raise InvalidInput("acks='all' needs replication > 1")
             return None
         repl = self._replication()
+        if getattr(repl, "coordinated", False):  # --etcd: etcd's map and election (failover.py)
+            return repl.replicas_for(name, spec, replication), acks or "all"  # type: ignore[attr-defined]
         from .placement import replicas
         nodes = replicas(self.config.cluster, name, spec, replication)
         if nodes[0] != repl.node:
@@ -55,7 +57,8 @@ class ReplicationRpcs:
         leaves the in-sync set at once; the call then fails UNAVAILABLE naming it, the stream created."""
         repl = self._replication()
         await self._run(lambda: repl.create_leader(name, nodes, acks), None)
-        failed = await tell_followers(repl, name, nodes, acks)
+        # with --etcd the followers follow etcd's elected leader by themselves
+        failed = [] if getattr(repl, "coordinated", False) else await tell_followers(repl, name, nodes, acks)
         if failed:
             await self._run(lambda: repl.out_of_sync(name, [n for n, _ in failed]), None)
         try:

@@ -147,7 +147,7 @@ class ClusterClient:
                 left = deadline - time.monotonic()
                 if left <= 0 or (refused and "leader" not in e.message) or not (refused or sure):
                     raise
-                cluster.wait(lambda v: (lambda now: now is not None and now != tried)(v.leader(stream, p)),  # type: ignore[attr-defined]
+                cluster.wait(lambda v: (lambda now: now is not None and now != tried)(v.leader(stream, p)),
                              min(left, 1.0))
                 node, client = self._owner(stream, p)
 

@@ -375,10 +375,12 @@ class WindowStoreServer:
         roles = None
         if getattr(repl, "coordinated", False):  # the coordinator's decisions go to the replicas (failover.py)
             from .replication.failover import ReplicationRoles
+            assert repl is not None
             roles = ReplicationRoles(repl)
         self.coordinator = Coordinator(self.cluster.etcd, self.config.node, self.address, roles=roles,
                                        ttl_s=self.config.lease_ttl_s, prefix=self.config.etcd_prefix, view=self.cluster)
         if roles is not None:
+            assert repl is not None
             repl.coordinator = self.coordinator
         self.coordinator.start()
         if self.metrics is not None:

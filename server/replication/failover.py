@@ -254,6 +254,7 @@ class CoordinatedReplication(Replication):
         epoch, nodes = p.epoch, frozenset(p.isr | {self.node})
         self._publishing.add(p.stream)
         coordinator = self.coordinator
+        assert coordinator is not None, "in-sync sets are published once the coordinator is attached"
 
         def write() -> None:
             try:

@@ -20,8 +20,10 @@ BROWSER := /usr/bin/chromium-headless-shell
 $(BROWSER):
 	-command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null
 
+# the in-process tests (no servers, no Spark) on both cores, file by file; then the rest in order
 test: $(STAMP) $(BROWSER)
-	$(PY) -m pytest -p no:randomly -m "not long"
+	$(PY) -m pytest -p no:randomly -n 2 --dist loadfile -m "not long and not slow and not spark"
+	$(PY) -m pytest -p no:randomly -m "not long and (slow or spark)"
 
 # what make test leaves out to stay within its time: more seeds and examples of checks it runs once
 test-long: $(STAMP) $(BROWSER)

@@ -221,8 +221,15 @@ def _answer_type(t: str) -> str:
 
 
 # -- running a compiled Select over Arrow columns ----------------------------------------------------
+def _mask(condition: pa.Array) -> pa.Array:
+    """A condition's values as a filter: NULL does not pass (also a condition of type null, `WHERE NULL`)."""
+    if pa.types.is_null(condition.type):
+        condition = condition.cast(pa.bool_())
+    return pc.fill_null(condition, False)
+
+
 def _filter(columns: dict[str, pa.Array], mask: pa.Array) -> dict[str, pa.Array]:
-    m = pc.fill_null(mask, False)
+    m = _mask(mask)
     return {k: pc.filter(v, m) for k, v in columns.items()}
 
 
@@ -238,7 +245,7 @@ def run(c: Compiled, columns: dict[str, pa.Array], rows: int, now: int | None,
         if c.where is not None:
             mask = evaluate(c.where, Batch(columns, rows, now), types)
             columns = _filter(columns, mask)
-            rows = int(pc.sum(pc.fill_null(mask, False).cast(pa.int64())).as_py() or 0)
+            rows = int(pc.sum(_mask(mask).cast(pa.int64())).as_py() or 0)
         if not c.grouped:
             return _output(c, columns, {}, rows, now, keyed=False)
         gcols, raw, n = group(c, columns, rows, now)
@@ -369,7 +376,7 @@ def aggregate(c: Compiled, a: Agg, batch: Batch, gid: np.ndarray, n: int) -> lis
     take = np.ones(len(gid), dtype=bool)
     if a.filter is not None:
         f = evaluate(a.filter, batch, c.type)
-        take &= np.asarray(pc.fill_null(f, False).to_numpy(zero_copy_only=False), dtype=bool)
+        take &= np.asarray(_mask(f).to_numpy(zero_copy_only=False), dtype=bool)
     if a.name == "count" and not a.args:
         return np.bincount(gid[take], minlength=n).astype(np.int64).tolist()
     args = [evaluate(x, batch, c.type) for x in a.args]
@@ -552,7 +559,7 @@ class ExprPlan:
         if self._pushdown:
             mask = evaluate(self._source.where, Batch(cols, rows, None), self._source.type)  # type: ignore[arg-type]  # pushed down: a WHERE
             cols = _filter(cols, mask)
-            rows = int(pc.sum(pc.fill_null(mask, False).cast(pa.int64())).as_py() or 0)
+            rows = int(pc.sum(_mask(mask).cast(pa.int64())).as_py() or 0)
         return sub.end_ms, rows, cols
 
     # -- finishing -----------------------------------------------------------------------------------

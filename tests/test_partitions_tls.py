@@ -77,6 +77,7 @@ def test_the_cluster_clients_pass_tls_and_token_to_every_node(tls_cluster):
 
 
 @pytest.mark.spark
+@pytest.mark.long  # make test-long; the SDK's TLS cluster test above stays in make test
 def test_spark_writes_and_reads_a_partitioned_stream_over_tls_with_a_token(tls_cluster):
     pytest.importorskip("pyspark")
     from windowstore.clients.spark import WindowStoreWriter, local_session

@@ -26,7 +26,7 @@ from test_partitions_cluster import Cluster  # noqa: E402
 from windowstore.clients import Client  # noqa: E402
 from windowstore.store.partitions import partition_name, partition_of_rows  # noqa: E402
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.long]  # ~1 min: make test-long
 
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
 P = 2

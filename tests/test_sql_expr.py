@@ -502,3 +502,16 @@ def test_a_query_with_expressions_has_a_structured_form():
     q = parse_statement("SELECT SUM(bytes) * 8 FROM s")
     assert len(query_to_pb(q).select_exprs) == 1 and query_from_pb(query_to_pb(q)) == q
     assert query_to_pb(parse_statement("SELECT SUM(bytes) FROM s")).stream == "s"
+
+
+def test_a_null_condition_passes_no_row_as_duckdb():
+    """`WHERE NULL`, `FILTER (WHERE NULL)` and `HAVING NULL`: a condition of type null (no column
+    type to take) filters out every row, as in DuckDB (it raised an Arrow error before)."""
+    s, rows = _stream(0, per=25)
+    con = _duck(rows)
+    for q in ["SELECT bytes + 1 FROM s WHERE NULL", "SELECT COUNT(*), SUM(bytes) FROM s WHERE NULL",
+              "SELECT SUM(bytes) FILTER (WHERE NULL), COUNT(*) FROM s",
+              "SELECT src, COUNT(*) FROM s GROUP BY src HAVING NULL",
+              "SELECT COUNT(*) FROM s WHERE NULL OR bytes > 100"]:
+        got = run_plan(plan_query(parse_query(q), s)).rows
+        assert got == [tuple(r) for r in con.execute(q).fetchall()], q

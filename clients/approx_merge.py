@@ -27,6 +27,7 @@ from windowstore.store.query import Aggregate, HavingTest, KeyColumn, OfTotal, Q
 
 from .answer import Answer, Bound
 from .errors import InvalidArgument
+from .merge import merged_answer
 
 
 @dataclass
@@ -85,18 +86,7 @@ class ApproxMergePlan:
         rows = [tuple(k if i == self.key_at else lower[k] for i in range(2)) for k in chosen]
         bounds = [Bound(r, agg_at, "top-k lists", 1.0, estimate=float(lower[k]), lower=float(lower[k]),
                         upper=float(upper[k]), delta=float(delta)) for r, k in enumerate(chosen)]
-        first = answers[0]
-        starts = [a.window_start_ms for a in answers if a.window_start_ms is not None]
-        ends = [a.window_end_ms for a in answers if a.window_end_ms is not None]
-        stale = [a.staleness_ms for a in answers if a.staleness_ms is not None]
-        return Answer(columns=list(self.labels), rows=rows, slide=first.slide,
-                      window_start_ms=min(starts) if starts else None, window_end_ms=max(ends) if ends else None,
-                      staleness_ms=max(stale) if stale else None, response_ms=max(a.response_ms for a in answers),
-                      restarts=sum(a.restarts for a in answers), policy=first.policy, access=first.access,
-                      exact=False, guaranteed=ok, query_id="", execution=0,
-                      late_slides=max(a.late_slides for a in answers), inter_exec_ms=None,
-                      answered_ms=max(a.answered_ms for a in answers), stream=first.stream,
-                      types=list(first.types), bounds=bounds)
+        return merged_answer(answers, self.labels, rows, answers[0].types, exact=False, guaranteed=ok, bounds=bounds)
 
 
 def plan_approx_merge(q: Query, partition_by: tuple[str, ...]) -> ApproxMergePlan:

@@ -26,6 +26,7 @@ from windowstore.store.query import Query
 
 from .answer import Answer
 from .errors import InvalidArgument
+from .merge import merged_answer
 
 _PARTIAL = ("count", "sum", "min", "max", "avg")
 
@@ -75,17 +76,7 @@ class ExprMergePlan:
             rows = run(c, {}, 0, None, grouped_input=(gcols, raw, len(groups)))
         except QueryError as e:
             raise InvalidArgument(str(e)) from None
-        first = answers[0]
-        starts = [a.window_start_ms for a in answers if a.window_start_ms is not None]
-        ends = [a.window_end_ms for a in answers if a.window_end_ms is not None]
-        stale = [a.staleness_ms for a in answers if a.staleness_ms is not None]
-        return Answer(columns=list(c.labels), rows=rows, slide=first.slide,
-                      window_start_ms=min(starts) if starts else None, window_end_ms=max(ends) if ends else None,
-                      staleness_ms=max(stale) if stale else None, response_ms=max(a.response_ms for a in answers),
-                      restarts=sum(a.restarts for a in answers), policy=first.policy, access=first.access,
-                      exact=all(a.exact for a in answers), guaranteed=None, query_id="", execution=0,
-                      late_slides=max(a.late_slides for a in answers), inter_exec_ms=None,
-                      answered_ms=max(a.answered_ms for a in answers), stream=first.stream, types=list(c.types))
+        return merged_answer(answers, c.labels, rows, c.types, exact=all(a.exact for a in answers), guaranteed=None)
 
 
 def _avg(s, n):

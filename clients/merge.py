@@ -55,19 +55,9 @@ class MergePlan:
 
     def merge(self, answers: list[Answer]) -> Answer:
         rows, types = self._pushdown(answers) if self.pushdown else self._partial(answers)
-        first = answers[0]
-        starts = [a.window_start_ms for a in answers if a.window_start_ms is not None]
-        ends = [a.window_end_ms for a in answers if a.window_end_ms is not None]
-        stale = [a.staleness_ms for a in answers if a.staleness_ms is not None]
-        return Answer(
-            columns=list(self.labels), rows=rows, slide=first.slide,
-            window_start_ms=min(starts) if starts else None, window_end_ms=max(ends) if ends else None,
-            staleness_ms=max(stale) if stale else None, response_ms=max(a.response_ms for a in answers),
-            restarts=sum(a.restarts for a in answers), policy=first.policy, access=first.access,
-            exact=all(a.exact for a in answers),
-            guaranteed=None if any(a.guaranteed is None for a in answers) else all(a.guaranteed for a in answers),
-            query_id="", execution=0, late_slides=max(a.late_slides for a in answers), inter_exec_ms=None,
-            answered_ms=max(a.answered_ms for a in answers), stream=first.stream, types=types)
+        return merged_answer(answers, self.labels, rows, types, exact=all(a.exact for a in answers),
+                             guaranteed=None if any(a.guaranteed is None for a in answers)
+                             else all(a.guaranteed for a in answers))
 
     # -- by group: the partitions' rows are final --------------------------------------------------
     def _pushdown(self, answers: list[Answer]) -> tuple[list[tuple], list[str]]:
@@ -292,3 +282,22 @@ def _plan_partial(q: Query, group: list[str], labels: list[str], types: dict[str
                     group_by_more=tuple(by[1:]), range=q.range)
     return MergePlan(query=partial, labels=labels, pushdown=False, group=group, order=order, limit=q.limit,
                      values=values, parts=parts, finals=finals)
+
+
+def merged_answer(answers: list[Answer], columns: list[str], rows: list[tuple], types: list[str], *, exact: bool,
+                  guaranteed: bool | None, bounds: list | None = None) -> Answer:
+    """One answer from the partitions' answers of one slide: their rows merged into `rows`, and the
+    provenance of them all (the first's slide, the union of their windows, the slowest staleness
+    and response, the restarts summed)."""
+    first = answers[0]
+    starts = [a.window_start_ms for a in answers if a.window_start_ms is not None]
+    ends = [a.window_end_ms for a in answers if a.window_end_ms is not None]
+    stale = [a.staleness_ms for a in answers if a.staleness_ms is not None]
+    return Answer(
+        columns=list(columns), rows=rows, slide=first.slide,
+        window_start_ms=min(starts) if starts else None, window_end_ms=max(ends) if ends else None,
+        staleness_ms=max(stale) if stale else None, response_ms=max(a.response_ms for a in answers),
+        restarts=sum(a.restarts for a in answers), policy=first.policy, access=first.access,
+        exact=exact, guaranteed=guaranteed, query_id="", execution=0,
+        late_slides=max(a.late_slides for a in answers), inter_exec_ms=None,
+        answered_ms=max(a.answered_ms for a in answers), stream=first.stream, types=list(types), bounds=list(bounds or ()))

@@ -30,6 +30,7 @@ from windowstore.store.sketches import CpcDistinct, HllDistinct, KllQuantiles
 
 from .answer import Answer, Bound
 from .errors import InvalidArgument
+from .merge import merged_answer
 
 _PARTIAL = ("count", "sum", "min", "max", "avg")
 
@@ -93,18 +94,7 @@ class SketchMergePlan:
         else:
             rows = [tuple(row)] if self.limit != 0 else []
             out_bounds = [_bound(0, c, b) for c, b in bounds] if rows else []
-        first = answers[0]
-        starts = [a.window_start_ms for a in answers if a.window_start_ms is not None]
-        ends = [a.window_end_ms for a in answers if a.window_end_ms is not None]
-        stale = [a.staleness_ms for a in answers if a.staleness_ms is not None]
-        return Answer(columns=list(self.labels), rows=rows, slide=first.slide,
-                      window_start_ms=min(starts) if starts else None, window_end_ms=max(ends) if ends else None,
-                      staleness_ms=max(stale) if stale else None, response_ms=max(a.response_ms for a in answers),
-                      restarts=sum(a.restarts for a in answers), policy=first.policy, access=first.access,
-                      exact=False, guaranteed=None, query_id="", execution=0,
-                      late_slides=max(a.late_slides for a in answers), inter_exec_ms=None,
-                      answered_ms=max(a.answered_ms for a in answers), stream=first.stream, types=types,
-                      bounds=out_bounds)
+        return merged_answer(answers, self.labels, rows, types, exact=False, guaranteed=None, bounds=out_bounds)
 
     def _sketch(self, i: int, agg: Aggregate, answers: list[Answer]):
         """(value, ErrorBound or None, type) of the i-th sketch aggregate over every partition."""

@@ -108,6 +108,47 @@ def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark
             assert a.rows == duck(sql + (" NULLS LAST" if "ORDER" in sql else ""), both), sql
 
 
+def test_stage_on_driver_on_a_cluster_splits_the_batch_and_commits_each_row_once(spark, cluster, monkeypatch):
+    """stage_on_driver=True on a cluster target: the driver splits the Arrow batch by the partition
+    key and stages each share once, committed on every partition as the executor path commits;
+    a batch whose commit failed on one partition and was replayed lands once everywhere."""
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("pd", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual",
+                         partitions=P, partition_by=["src"])
+        writer = WindowStoreWriter(cluster.addresses, "pd", writer_id="job-driver", slide_per_batch=True,
+                                   stage_on_driver=True)
+        b0, b1 = rows(2, 310), rows(3, 170)
+        writer(spark.createDataFrame(b0, DDL).repartition(3), 0)
+        assert (writer.last["accepted"], writer.last["duplicate"], writer.last["latest_slide"]) == (310, False, 0)
+        assert writer.last["by_partition"] == per_partition(b0)
+
+        real = client_module.Client.commit_batch
+        failed = []
+
+        def flaky(self, stream, *args, **kwargs):
+            if stream == partition_name("pd", 2) and not failed:
+                failed.append(stream)
+                raise Unavailable("injected: partition 2's server did not answer the commit")
+            return real(self, stream, *args, **kwargs)
+        monkeypatch.setattr(client_module.Client, "commit_batch", flaky)
+        with pytest.raises(Unavailable, match="partition 2"):
+            writer(spark.createDataFrame(b1, DDL), 1)
+        writer(spark.createDataFrame(b1, DDL).repartition(4), 1)  # the replay: staged again, committed once
+        assert writer.last["duplicate_partitions"] == [0, 1, 3]
+        assert writer.last["by_partition"][2] == per_partition(b1)[2]
+        writer(spark.createDataFrame(b1, DDL), 1)  # a replay of a committed batch is a no-op
+        assert writer.last["duplicate"] is True
+
+        view = StaticCluster(tuple(cluster.addresses))
+        for p in range(P):
+            with Client(view.addresses[view.owner("pd", p)]) as ws:
+                got = ws.query(f'SELECT COUNT(*) FROM "{partition_name("pd", p)}"').rows
+            assert got == [(per_partition(b0)[p] + per_partition(b1)[p],)]
+        sql = "SELECT COUNT(*), SUM(bytes), MIN(ts), MAX(ts) FROM pd"
+        a = cc.query(sql)
+        assert a.slide == 1 and a.rows == duck(sql.replace("pd", "pf"), b0 + b1)
+
+
 def test_batch_reader_reads_each_partition_pinned_to_the_common_slide(spark, cluster):
     with ClusterClient(cluster.addresses) as cc:
         cc.create_stream("pr", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual",

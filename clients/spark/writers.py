@@ -116,7 +116,7 @@ class WindowStoreWriter:
                                    max_rows, time_to_ms, lay.event_time, security)
         if self.stage_on_driver:  # the driver splits the Arrow batch and stages each share as one attempt
             writer = self._driver_writer(batch_df)
-            acks = [SimpleNamespace(**r) for r in stage_shares(
+            acks: list = [SimpleNamespace(**r) for r in stage_shares(
                 nodes, stream, lay.partitions, lay.partition_by, writer, batch_id, f"driver-{uuid.uuid4().hex}",
                 iter(batch_df.toArrow().to_batches()), max_rows, time_to_ms, lay.event_time, security).to_pylist()]
         else:

@@ -3,25 +3,13 @@ file), a partitioned stream filled slide by slide, and the DuckDB oracle over th
 partitions' rows of a slide. The fixtures over these are in conftest.py (`two_servers`, `cluster`)."""
 from __future__ import annotations
 
-import socket
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
 import duckdb
 import pyarrow as pa
 
-from windowstore.server.process import ServerProcess
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+from windowstore.server.process import ServerProcess, free_ports
 
 
 class Cluster:

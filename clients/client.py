@@ -253,10 +253,11 @@ def pinned(query: str | pb.StructuredQuery, slide: int) -> str | pb.StructuredQu
     return to_text(replace(parse_query(query), as_of_slide=slide))
 
 
-def register_request(query: str | pb.StructuredQuery, priority: int) -> pb.RegisterQueryRequest:
+def register_request(query: str | pb.StructuredQuery, priority: int,
+                     return_sketches: bool = False) -> pb.RegisterQueryRequest:
     if isinstance(query, pb.StructuredQuery):
-        return build(pb.RegisterQueryRequest, structured=query, priority=priority)
-    return build(pb.RegisterQueryRequest, text=query, priority=priority)
+        return build(pb.RegisterQueryRequest, structured=query, priority=priority, return_sketches=return_sketches)
+    return build(pb.RegisterQueryRequest, text=query, priority=priority, return_sketches=return_sketches)
 
 
 def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
@@ -457,8 +458,11 @@ class Client:
         value comes from, its period in slides (0: one-time) and whether it shares its execution."""
         return _explained(self.call("Explain", query_request(query, 0), True))
 
-    def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        r = self.call("RegisterQuery", register_request(query, priority), False)
+    def register(self, query: str | pb.StructuredQuery, priority: int = 0,
+                 return_sketches: bool = False) -> PeriodicQuery:
+        """Register a periodic query; `return_sketches`: each answer carries its sketch aggregates'
+        merged sketches (Answer.sketches), as a partitioned stream's client merges them."""
+        r = self.call("RegisterQuery", register_request(query, priority, return_sketches), False)
         return PeriodicQuery(r.query_id, r.every_slides)
 
     def unregister(self, query_id: str) -> None:
@@ -604,8 +608,9 @@ class AsyncClient:
         """As Client.explain."""
         return _explained(await self.call("Explain", query_request(query, 0), True))
 
-    async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        r = await self.call("RegisterQuery", register_request(query, priority), False)
+    async def register(self, query: str | pb.StructuredQuery, priority: int = 0,
+                       return_sketches: bool = False) -> PeriodicQuery:
+        r = await self.call("RegisterQuery", register_request(query, priority, return_sketches), False)
         return PeriodicQuery(r.query_id, r.every_slides)
 
     async def unregister(self, query_id: str) -> None:

@@ -260,6 +260,12 @@ class CumulativeShape:
     def __hash__(self) -> int:
         return hash((self.kind, self.step_ms, self.size_ms))
 
+    @property
+    def recurs(self) -> bool:
+        """Whether the window clause itself says how often a registered query runs (CUMULATE: every
+        STEP; a landmark needs SLIDE)."""
+        return self.kind == CUMULATE
+
     def text(self) -> str:
         if self.kind == LANDMARK:
             return "RANGE UNBOUNDED"
@@ -324,6 +330,15 @@ class Cumulative:
         if self.shape.kind == LANDMARK:  # the running synopsis through the sub-window (no rows read)
             return lambda sub: (sub.start_ms, sub.end_ms, sub.slide, getattr(sub, "running", None), sub)
         return lambda sub: (sub.start_ms, sub.end_ms, sub.slide, inner_read(sub), sub)
+
+    def alone_reason(self) -> str:
+        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py): a
+        landmark reads no rows and no sub-window partials, only the running synopsis."""
+        if self.shape.kind == LANDMARK:
+            return ("runs alone: a landmark window (RANGE UNBOUNDED) reads the stream's running synopsis, one read "
+                    "per execution, not the sub-windows a shared scan reads")
+        return ("runs alone: a CUMULATE window merges the partials of the sub-windows since its last reset, "
+                "answered per window with its bounds")
 
     def describe(self, reads: int) -> dict:
         if self.shape.kind == LANDMARK:

@@ -183,6 +183,11 @@ class SlicedHop:
         """What makes two plans' slice partials interchangeable: the inner query (window aside)."""
         return replace(self.inner.query, range=None, slide=None)
 
+    def alone_reason(self) -> str:
+        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
+        return ("runs alone: windows that cut sub-windows (RANGE or SLIDE not whole sub-windows) share the slice "
+                "partials kept per sub-window, not a joint execution")
+
     def sliced_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
                       access: Any) -> Callable[["SubWindow"], Any]:
         """A sub-window's read: its bounds and its slices' partials."""

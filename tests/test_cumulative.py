@@ -324,17 +324,16 @@ def test_landmark_bounds_at_the_top_of_int64_are_exact():
     assert got == [((end - 1) // 2000 * 2000, end, sum(1 for x in ts if (end - 1) // 2000 * 2000 <= x < end))]
 
 
-def test_the_query_text_round_trips_and_the_structured_form_refuses():
-    from windowstore.server.convert import query_to_pb
-    from windowstore.store import InvalidInput, to_text
+def test_the_query_text_and_the_structured_form_round_trip():
+    from windowstore.server.convert import query_from_pb, query_to_pb
+    from windowstore.store import to_text
 
     for text in ["SELECT window_start, COUNT(*) FROM s [RANGE UNBOUNDED SLIDE 1 h]",
                  "SELECT k, SUM(v) FROM s [RANGE UNBOUNDED] GROUP BY k",
                  "SELECT window_end, COUNT(*) FROM s [CUMULATE STEP 1 h SIZE 24 h] WHERE v > 3"]:
         q = parse_query(text)
         assert parse_query(to_text(q)) == q
-        with pytest.raises(InvalidInput, match="send the query text"):
-            query_to_pb(q)
+        assert query_from_pb(query_to_pb(q)) == q  # (tests/test_structured_cumulative.py: the same answers)
 
 
 # -- random shapes (the fuzzer, tests/slicing_fuzz.py, runs thousands) ---------------------------------------
@@ -432,3 +431,25 @@ def test_landmark_groups_of_an_int64_column_with_nulls():
     counts = Counter(seen)
     want = sorted(((k, c, c * 2**61) for k, c in counts.items()), key=lambda r: (r[0] is None, r[0] or 0))
     assert got == want
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("SELECT COUNT(*), SUM(v) FROM s [RANGE UNBOUNDED SLIDE 1 s]", "reads the stream's running synopsis"),
+    ("SELECT COUNT(*) FROM s [CUMULATE STEP 1 s SIZE 2 s]", "merges the partials of the sub-windows since its last"),
+    ("SELECT window_start, COUNT(*) FROM s [RANGE 1500 ms SLIDE 500 ms] GROUP BY window_start",
+     "share the slice partials kept per sub-window"),
+    ("SELECT COUNT(*) FROM s [ROWS 5 SLIDE 1 s]", "rows windows are cut from the rows"),
+])
+def test_sharing_says_what_each_window_reads(text, reason):
+    """txn/sharing/rules.py labels a periodic landmark, CUMULATE or sliced query by what it reads (a
+    landmark reads no rows: it was labelled as cut from them)."""
+    from windowstore.txn.commands import CreateStream
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    eng = Engine(EngineConfig(policy="ttu", sharing="conservative"))
+    eng.apply(CreateStream("s", tuple(SCHEMA.items()), "ts", WindowSpec(subwindows=10, subwindow_ms=1000,
+                                                                         clock="event"), 0))
+    why = eng.sched.sharing.explain(eng.plan(parse_query(text), periodic=True), 1)
+    assert reason in why and "runs alone" in why, why
+    if "UNBOUNDED" in text:
+        assert "rows" not in why, why

@@ -67,7 +67,7 @@ class Plan:
             self._inner = Plan(bound.hop.inner, stream, access)
             if isinstance(bound.hop, SlicedHop):  # windows that cut sub-windows (slicing.py): parts read from rows
                 rows = self._inner if access == AccessPath.WINDOW else Plan(bound.hop.inner, stream, AccessPath.WINDOW)
-                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access)  # type: ignore[method-assign,assignment]  # shadows the method
+                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access, self.strings)  # type: ignore[method-assign,assignment]  # shadows the method
             else:
                 self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
         self._temporal: TemporalPlan | None = None

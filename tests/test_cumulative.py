@@ -453,3 +453,43 @@ def test_sharing_says_what_each_window_reads(text, reason):
     assert reason in why and "runs alone" in why, why
     if "UNBOUNDED" in text:
         assert "rows" not in why, why
+
+
+def test_the_running_per_key_state_is_bounded_and_refused_by_name_past_its_limit(monkeypatch):
+    """A landmark's per-key synopsis of a group_by column holds at most MAX_LANDMARK_KEYS keys: past
+    it the column's per-key state is dropped for good (so memory stays bounded), a landmark GROUP BY
+    or COUNT(DISTINCT) of it is refused with ResourceLimit (RESOURCE_EXHAUSTED) naming the limit,
+    and the whole-stream aggregates still answer as Definition 10 says; a snapshot keeps the drop."""
+    from windowstore.store import cumulative
+    from windowstore.store.errors import ResourceLimit
+
+    monkeypatch.setattr(cumulative, "MAX_LANDMARK_KEYS", 4)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1000, clock="event", group_by=("g",)), 0)
+    rows = []
+
+    def add(second: int, keys: list[int]) -> None:
+        batch = [(second * 1000 + i, "a", key, None) for i, key in enumerate(keys)]
+        rows.extend(batch)
+        s.append({"ts": [r[0] for r in batch], "k": [r[1] for r in batch], "v": [r[2] for r in batch],
+                  "x": [r[3] for r in batch], "g": [r[2] for r in batch]})
+        while s.window.due(0):
+            s.window.slide(0)
+
+    grouped = "SELECT g, COUNT(*) FROM s [RANGE UNBOUNDED] GROUP BY g"
+    for second, keys in enumerate([[1, 2], [2, 3], [3, 4], [4]]):  # four keys: within the limit
+        add(second, keys)
+    assert ask(s, grouped) == [(1, 1), (2, 2), (3, 2), (4, 1)]
+    for second, keys in enumerate([[5], [1], [6, 7], [1]], start=4):  # a fifth key, and more
+        add(second, keys)
+    end = s.window.sealed(s.window.latest).end_ms
+    for text in (grouped, "SELECT COUNT(DISTINCT g) FROM s [RANGE UNBOUNDED]"):
+        with pytest.raises(ResourceLimit, match=r"per-key synopsis of g passed 4 keys \(MAX_LANDMARK_KEYS\)") as err:
+            ask(s, text)
+        assert err.value.limit == 4
+    c = definition(rows, 0, end)
+    assert ask(s, "SELECT COUNT(*), SUM(v), MIN(v), MAX(v) FROM s [RANGE UNBOUNDED]") == [c]
+    state = s.window.sealed(s.window.latest).running
+    assert state.dropped == {"g"} and "g" not in state.synopsis.by_key
+    assert s.window.running_base.dropped == {"g"}  # the state kept across evictions, not just the newest
+    restored = cumulative.Running.from_plain(s.window.running_base.to_plain())
+    assert restored.dropped == {"g"} and restored.add(s.window.sealed(s.window.latest)).dropped == {"g"}

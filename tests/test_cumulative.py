@@ -493,3 +493,22 @@ def test_the_running_per_key_state_is_bounded_and_refused_by_name_past_its_limit
     assert s.window.running_base.dropped == {"g"}  # the state kept across evictions, not just the newest
     restored = cumulative.Running.from_plain(s.window.running_base.to_plain())
     assert restored.dropped == {"g"} and restored.add(s.window.sealed(s.window.latest)).dropped == {"g"}
+
+
+def test_a_landmark_past_its_key_limit_fails_with_the_limit_not_an_internal_error(monkeypatch):
+    """Through the scheduler the refusal stays a ResourceLimit (the server's RESOURCE_EXHAUSTED),
+    not a QueryFailed (INTERNAL)."""
+    from windowstore.store import cumulative
+    from windowstore.store.errors import ResourceLimit
+    from windowstore.txn import Scheduler
+
+    monkeypatch.setattr(cumulative, "MAX_LANDMARK_KEYS", 2)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1000, clock="event", group_by=("g",)), 0)
+    sched = Scheduler("ttu", clock=lambda: 0)
+    sched.add_stream(s)
+    s.append({"ts": [0, 1, 2, 1000], "k": ["a"] * 4, "v": [1, 2, 3, 4], "x": [0.0] * 4, "g": [1, 2, 3, 1]})
+    while s.window.due(0):
+        s.window.slide(0)
+    txn = sched.run_now(plan_query(parse_query("SELECT g, COUNT(*) FROM s [RANGE UNBOUNDED] GROUP BY g"), s))
+    assert txn is not None and txn.done
+    assert isinstance(txn.error, ResourceLimit) and "MAX_LANDMARK_KEYS" in str(txn.error), txn.error

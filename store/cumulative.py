@@ -404,6 +404,11 @@ class Cumulative:
             return None
         return start, end, inside
 
+    def bounds(self, partial: Partial) -> tuple[int, int] | None:
+        """[start, end) of the window answered (what the answer reports), or None when none is."""
+        got = self.window(partial)
+        return None if got is None else (got[0], got[1])
+
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         got = self.window(partial)
         if got is None:

@@ -512,3 +512,26 @@ def test_a_landmark_past_its_key_limit_fails_with_the_limit_not_an_internal_erro
     txn = sched.run_now(plan_query(parse_query("SELECT g, COUNT(*) FROM s [RANGE UNBOUNDED] GROUP BY g"), s))
     assert txn is not None and txn.done
     assert isinstance(txn.error, ResourceLimit) and "MAX_LANDMARK_KEYS" in str(txn.error), txn.error
+
+
+@pytest.mark.parametrize("text", ["SELECT window_start, window_end, COUNT(*) FROM s [RANGE UNBOUNDED]",
+                                  "SELECT window_start, window_end, COUNT(*) FROM s [CUMULATE STEP 1 s SIZE 3 s]"])
+def test_an_answer_reports_the_bounds_of_the_window_it_is_over(text):
+    """A landmark or CUMULATE answer's window_start_ms/window_end_ms are its window's, as its
+    window_start/window_end columns (checked against Definition 10 above) say, not the bounds of the
+    sub-windows it read (the landmark reads one: the newest)."""
+    from windowstore.txn import Scheduler
+
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=1000, clock="event"), 0)
+    sched = Scheduler("ttu", clock=lambda: 0)
+    sched.add_stream(s)
+    for second in range(9):
+        s.append({"ts": [second * 1000 + 5], "k": ["a"], "v": [second], "x": [0.0], "g": [1]})
+        while s.window.due(0):
+            s.window.slide(0)
+    txn = sched.run_now(plan_query(parse_query(text), s))
+    assert txn is not None and txn.done and txn.error is None
+    (start, end, count), = txn.result.answer.rows
+    assert (txn.result.window_start_ms, txn.result.window_end_ms) == (start, end)
+    assert end == s.window.sealed(s.window.latest).end_ms == 8000
+    assert (start, count) == ((0, 8) if "UNBOUNDED" in text else (6000, 2))

@@ -52,9 +52,10 @@ MAX_CUTS_PER_SUBWINDOW = 1_000
 MAX_WINDOWS = 100_000  # windows a one-time query may answer (the aligned ones answer at most one per sub-window)
 MAX_KEPT = 20_000  # slice partials and reads kept per sub-window, at most (then recomputed)
 # Parts of a sub-window read by a scan of their rows before its RunStore is made: making one costs
-# about as much as a few scans, so a sub-window that few window sequences cut never pays for it,
-# and one that many cut pays at most twice the best of the two (the ski-rental bound).
-SCANS_BEFORE_STORE = 4
+# about as much as a few scans (4-5 on the slicing bench's 20,000-row sub-windows), so a sub-window
+# that few window sequences cut never pays for it, and one that many cut pays a bounded multiple of
+# the best of the two (the ski-rental argument). 8: with 4, ten windows ran 0.8x of scans alone.
+SCANS_BEFORE_STORE = 8
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -486,7 +486,7 @@ def bind_cumulative(binder, q: Query, periodic: bool) -> "BoundQuery":
         every = binder.length(q.slide, "SLIDE") if q.slide is not None else None
         every_ms = every * t if every is not None and slots else None
         keyed = tuple(dict.fromkeys([*([inner.group_by] if inner.group_by is not None else []),
-                                     *(a.column for a in inner.aggs if a.fn.name == "count_distinct")]))
+                                     *(a.column for a in inner.aggs if a.fn.name == "count_distinct" and a.column)]))
         hop = Cumulative(shape, inner, tuple(picks), hidden, q.limit, every_ms,
                          reader(inner, AccessPath.SYNOPSIS, None), keyed)
         n_q = min(n, every) if every is not None else 1

@@ -233,6 +233,8 @@ class Engine:
         else:
             has_slide = query.slide is not None
             streams = None
+            if periodic and getattr(query.shape, "recurs", False):  # CUMULATE: every STEP (store/cumulative.py)
+                has_slide = True
             # a one-time query answered per window (window_start, window_end) takes SLIDE: its hop
             if has_slide and not periodic and mentions_bounds(query, self.stream(query.stream).schema.types):
                 has_slide = False

@@ -201,7 +201,7 @@ class Scheduler(Slides, Offload, Outcomes):
         except Exception as e:  # noqa: BLE001 - a query's own failure must not stop the others
             if txn.done:
                 raise
-            if isinstance(e, QueryError):  # the query's own data error (an integer overflow): bad input
+            if isinstance(e, (QueryError, ResourceLimit)):  # the query's own data error or a bound it crossed
                 self.last_error = e
             else:
                 self.last_error = QueryFailed(f"internal error while executing the query: {type(e).__name__}: {e}")

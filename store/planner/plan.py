@@ -13,6 +13,7 @@ from .. import frequent_query
 from ..aggregates import Partial
 from ..approx import estimates_out, is_sketch, merged_sketch, sketch_cells
 from ..binder import BoundQuery, bind
+from ..cumulative import Cumulative
 from ..kinds import AccessPath
 from ..query import Query
 from ..schema import decimal_type
@@ -43,6 +44,9 @@ class Answer:
     # sketch aggregates: (column, Estimate) whose sketches a partition returns on request (approx.merged_sketch);
     # a periodic query's (Plan.keeps_sketches): (column, (kind, size, bytes, dropped error)), serialized
     sketches: list | None = field(default=None, compare=False, repr=False)
+    # a landmark or CUMULATE answer: the bounds [start, end) of the one window it is over, which the
+    # answer reports (Result.window_start_ms/_end_ms) instead of the sub-windows it read
+    window: tuple[int, int] | None = field(default=None, compare=False)
 
 
 class Plan:
@@ -71,7 +75,7 @@ class Plan:
             self._inner = Plan(bound.hop.inner, stream, access)
             if isinstance(bound.hop, SlicedHop):  # windows that cut sub-windows (slicing.py): parts read from rows
                 rows = self._inner if access == AccessPath.WINDOW else Plan(bound.hop.inner, stream, AccessPath.WINDOW)
-                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access)  # type: ignore[method-assign,assignment]  # shadows the method
+                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access, self.strings)  # type: ignore[method-assign,assignment]  # shadows the method
             else:
                 self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
         self._temporal: TemporalPlan | None = None
@@ -92,7 +96,9 @@ class Plan:
             if isinstance(b.hop, SlicedHop) and b.hop.picks is None:  # without its bounds: the newest window's answer
                 got = b.hop.finish_newest(inner.finish, partial)
                 return got if got is not None else inner._answer([])
-            return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types)
+            window = b.hop.bounds(partial) if isinstance(b.hop, Cumulative) else None
+            return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types,
+                          window=window)
         contributions = partial.ordered()
         if self._temporal is not None:
             return self._answer(self._temporal.finish(contributions))

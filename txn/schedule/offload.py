@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, SubWindow
-from windowstore.store.errors import QueryError
+from windowstore.store.errors import QueryError, ResourceLimit
 from windowstore.store.kinds import AccessPath
 
 from ..kinds import JobKind, Step
@@ -147,7 +147,7 @@ class Offload:
         txn.job = None
         self._reselect = True
         if error is not None:
-            if isinstance(error, QueryError):  # the query's own data error (an integer overflow): bad input
+            if isinstance(error, (QueryError, ResourceLimit)):  # the query's own data error or a bound it crossed
                 self.last_error = error
             else:
                 self.last_error = QueryFailed(

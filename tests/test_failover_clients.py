@@ -114,18 +114,20 @@ class AsyncWriter(threading.Thread):
 
 
 class Subscriber(threading.Thread):
-    def __init__(self, sub):
+    """Reads a subscription (of pb.Answer messages, or the cluster client's merged Answers)."""
+
+    def __init__(self, sub, merged: bool = False):
         super().__init__(daemon=True)
-        self.sub, self.answers, self.error = sub, [], None
+        self.sub, self.answers, self.error, self.merged = sub, [], None, merged
 
     def run(self) -> None:
         from windowstore.clients.answer import Answer
 
         try:
             for a in self.sub:
-                self.answers.append(Answer.from_pb(a))
+                self.answers.append(a if self.merged else Answer.from_pb(a))
         except BaseException as e:  # noqa: BLE001 - reported by the test
-            if not self.sub.cancelled():
+            if self.merged or not self.sub.cancelled():
                 self.error = e
 
 
@@ -168,6 +170,10 @@ def failover(tmp_path_factory):
             sub = ws.subscription(q.id)
             subscriber = Subscriber(sub)
             subscriber.start()
+            cc = ClusterClient(view, timeout=5)  # the same query on the stream through the cluster client
+            merged = cc.subscription(cc.register("SELECT COUNT(*), SUM(v) FROM s [SLIDE 1 SUBWINDOWS]").id)
+            cluster_subscriber = Subscriber(merged, merged=True)
+            cluster_subscriber.start()
             sync, asyn = SyncWriter(ws), AsyncWriter(servers[2].target, view)
             writers = [sync, asyn]
             for w in writers:
@@ -190,12 +196,17 @@ def failover(tmp_path_factory):
                 assert not w.is_alive() and w.error is None, w.error
             last = until_acknowledged(lambda: ws.slide("s.p0", writer_id="slider", batch_id=10_000))
             sync.slides[last] = list(sync.acked)
-            wait_for(lambda: any(a.slide >= last for a in subscriber.answers) or subscriber.error,
-                     "the subscriber's answer for the last slide", timeout=60)
+            for reader in (subscriber, cluster_subscriber):
+                wait_for(lambda: any(a.slide >= last for a in reader.answers) or reader.error,
+                         "the subscribers' answers for the last slide", timeout=60)
             sub.cancel()
             subscriber.join(30)
+            merged.cancel()
+            cluster_subscriber.join(30)
+            cc.close()
             out.update(sync=sync, asyn=asyn, answers=list(subscriber.answers), subscriber_error=subscriber.error,
-                       resumed=sub.resumed, why=sub.why, last_slide=last)
+                       resumed=sub.resumed, why=sub.why, last_slide=last,
+                       cluster_answers=list(cluster_subscriber.answers))
             out["s_window"] = ws.query('SELECT k, COUNT(*), SUM(v) FROM "s.p0" GROUP BY k').rows
             ws.slide("t.p0", writer_id="slider", batch_id=1)
             out["t_window"] = ws.query('SELECT k, COUNT(*), SUM(v) FROM "t.p0" GROUP BY k').rows
@@ -242,10 +253,17 @@ def test_a_subscription_goes_on_on_the_new_leader_with_increasing_slides(failove
     assert slides[-1] >= failover["last_slide"] > failover["slide_at_kill"], "answers past the failover"
 
 
-def test_every_periodic_answer_equals_duckdb_over_its_slides_rows(failover):
+def test_the_cluster_clients_subscription_goes_on_on_the_new_leader_too(failover):
+    slides = [a.slide for a in failover["cluster_answers"]]
+    assert slides == sorted(set(slides))
+    assert slides[-1] >= failover["last_slide"] > failover["slide_at_kill"]
+
+
+@pytest.mark.parametrize("which", ["answers", "cluster_answers"])
+def test_every_periodic_answer_equals_duckdb_over_its_slides_rows(failover, which):
     slides = failover["sync"].slides
-    assert failover["answers"]
-    for a in failover["answers"]:
+    assert failover[which]
+    for a in failover[which]:
         assert a.slide in slides, f"slide {a.slide} was made by the writer"
         expected = rows_of("s", slides[a.slide])  # noqa: F841  # read by DuckDB
         want = duckdb.sql("SELECT COUNT(*), SUM(v) FROM expected").fetchall()

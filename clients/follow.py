@@ -228,3 +228,12 @@ class Leaders:
         """The periodic query is registered again, as `now_id`, on its stream's leader."""
         entry = self.periodic[query_id]
         entry[2], entry[3] = now_id, self.last(entry[1])
+
+
+def close_views() -> None:
+    """Close the views etcd_view shared (their watches), e.g. before the etcd they watch stops."""
+    with _VIEWS_LOCK:
+        views = list(_VIEWS.values())
+        _VIEWS.clear()
+    for view in views:
+        view.close()  # type: ignore[attr-defined]  # an EtcdClusterView

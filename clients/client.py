@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
@@ -343,6 +344,7 @@ class Client:
         _serialized_calls(self._stub, self._channel)
         self._leaders = Leaders(etcd, follow_leader, failover_s, target)
         self._others: dict[str, tuple] = {}  # address -> (channel, stub) of the leaders followed
+        self._others_lock = threading.Lock()  # (a ClusterClient and Spark call one client from several threads)
 
     def close(self) -> None:
         self._channel.close()
@@ -352,13 +354,14 @@ class Client:
     def _stub_at(self, address: str):
         if address == self.target:
             return self._stub
-        if address not in self._others:
-            channel = (grpc.secure_channel(address, self._creds, options=_OPTIONS) if self._creds
-                       else grpc.insecure_channel(address, options=_OPTIONS))
-            stub = pb_grpc.WindowStoreServiceStub(channel)
-            _serialized_calls(stub, channel)
-            self._others[address] = (channel, stub)
-        return self._others[address][1]
+        with self._others_lock:
+            if address not in self._others:
+                channel = (grpc.secure_channel(address, self._creds, options=_OPTIONS) if self._creds
+                           else grpc.insecure_channel(address, options=_OPTIONS))
+                stub = pb_grpc.WindowStoreServiceStub(channel)
+                _serialized_calls(stub, channel)
+                self._others[address] = (channel, stub)
+            return self._others[address][1]
 
     def __enter__(self) -> "Client":
         return self

@@ -65,6 +65,7 @@ class Following:
         self.tried = None   # etcd's leader when the call was last sent
         self.named = ""     # the leader the last refusal named
         self._went = ""     # the address the call was last sent to
+        self._hopped = False  # sent on at once to a named leader since the last wait
 
     def begin(self) -> None:
         """Note etcd's leader as the call is sent (wait() waits for it to change)."""
@@ -100,10 +101,13 @@ class Following:
         return True
 
     def wait(self) -> None:
-        """Until the call may go to another leader: at once to a leader a refusal has just named,
+        """Until the call may go to another leader: at once to a leader a refusal has just named
+        (once between two waits, so replicas whose views disagree cannot bounce it to and fro),
         else until etcd names a new one (at most a second, or what is left of failover_s)."""
-        if self.named and self.named != self._went:
+        if self.named and self.named != self._went and not self._hopped:
+            self._hopped = True
             return
+        self._hopped = False
         left = min(self.deadline - time.monotonic(), 1.0)
         if left <= 0:
             return

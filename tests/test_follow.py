@@ -57,6 +57,9 @@ def test_a_refusal_naming_the_leader_is_sent_there_at_once():
     f.wait()
     assert view.waits == 0, "no wait for etcd: the refusal named where to go"
     assert f.address("n0:1") == "n1:1"
+    assert f.again(FailedPrecondition("node 1 holds a follower replica; its leader is node 0", leader="n0:1"))
+    f.wait()
+    assert view.waits == 1, "a second refusal in a row waits for etcd: replicas that disagree cannot bounce it"
 
 
 def test_an_unavailable_write_without_an_idempotency_key_is_not_retried():

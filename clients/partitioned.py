@@ -69,7 +69,7 @@ class ClusterClient:
 
     def __init__(self, cluster: Sequence[str] | ClusterView, timeout: float | None = 60.0, retries: int = 3,
                  channel=None, tls: bool = False, ca=None, cert=None, key=None, token: str | None = None,
-                 writer_id: str | None = None, failover_s: float = 30.0, etcd=None):
+                 etcd=None, follow_leader: bool = False, failover_s: float = 30.0, writer_id: str | None = None):
         from .client import Client
 
         if etcd is not None:  # the map and leaders etcd holds, rather than a static list (the Spark option etcd)
@@ -80,7 +80,9 @@ class ClusterClient:
             raise InvalidArgument("channel= is for a single server; a cluster client opens one per server")
         self.cluster: ClusterView = StaticCluster(tuple(cluster)) if isinstance(cluster, (list, tuple)) else cluster  # type: ignore[assignment]  # checked above
         self.timeout = timeout
-        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        # (follow_leader: each node's client follows a refusal naming the leader, on a static cluster)
+        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token,
+                             follow_leader=follow_leader, failover_s=failover_s)
                       for a in self.cluster.addresses]
         self._pool = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.nodes)), thread_name_prefix="windowstore-sdk")
         self._layouts: dict[str, Layout] = {}

@@ -266,10 +266,11 @@ def query_stream(query: str | pb.StructuredQuery) -> str:
     return q.streams[0] if isinstance(q, JoinQuery) else q.stream
 
 
-def register_request(query: str | pb.StructuredQuery, priority: int) -> pb.RegisterQueryRequest:
+def register_request(query: str | pb.StructuredQuery, priority: int,
+                     return_sketches: bool = False) -> pb.RegisterQueryRequest:
     if isinstance(query, pb.StructuredQuery):
-        return build(pb.RegisterQueryRequest, structured=query, priority=priority)
-    return build(pb.RegisterQueryRequest, text=query, priority=priority)
+        return build(pb.RegisterQueryRequest, structured=query, priority=priority, return_sketches=return_sketches)
+    return build(pb.RegisterQueryRequest, text=query, priority=priority, return_sketches=return_sketches)
 
 
 def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
@@ -516,10 +517,13 @@ class Client:
         value comes from, its period in slides (0: one-time) and whether it shares its execution."""
         return _explained(self.call("Explain", query_request(query, 0), True))
 
-    def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        """Register a periodic query; following leaders (etcd=), on its stream's leader, and kept
-        here to be registered again on the next leader after a failover (subscription())."""
-        req = register_request(query, priority)
+    def register(self, query: str | pb.StructuredQuery, priority: int = 0,
+                 return_sketches: bool = False) -> PeriodicQuery:
+        """Register a periodic query; `return_sketches`: each answer carries its sketch aggregates'
+        merged sketches (Answer.sketches), as a partitioned stream's client merges them. Following
+        leaders (etcd=): on its stream's leader, and kept here to be registered again on the next
+        leader after a failover (subscription())."""
+        req = register_request(query, priority, return_sketches)
         stream = query_stream(query) if self._leaders.on else None
         r = self.call("RegisterQuery", req, False, stream=stream)
         self._leaders.registered(r.query_id, req, stream)
@@ -724,9 +728,10 @@ class AsyncClient:
         """As Client.explain."""
         return _explained(await self.call("Explain", query_request(query, 0), True))
 
-    async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
+    async def register(self, query: str | pb.StructuredQuery, priority: int = 0,
+                       return_sketches: bool = False) -> PeriodicQuery:
         """As Client.register."""
-        req = register_request(query, priority)
+        req = register_request(query, priority, return_sketches)
         stream = query_stream(query) if self._leaders.on else None
         r = await self.call("RegisterQuery", req, False, stream=stream)
         self._leaders.registered(r.query_id, req, stream)

@@ -91,7 +91,7 @@ class ClusterClient:
         self._slide_writer = writer_id or f"sdk-slide-{uuid.uuid4().hex}"
         self._slide_batches = itertools.count(1)
         self._periodic: dict[str, tuple] = {}  # a partitioned stream's periodic query: (layout, plan, {partition: id})
-        self._texts: dict[str, tuple] = {}  # ... and ({partition: its text}, priority), to register it again
+        self._texts: dict[str, tuple] = {}  # ... and ({partition: its text}, priority, sketches), to register it again
         self.failover_s = failover_s  # over etcd: how long a call follows a partition's leader changes
 
     @property
@@ -336,11 +336,6 @@ class ClusterClient:
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
-        from .approx_merge import plan_approx_merge
-        from .expr_merge import plan_expr_merge
-        from .merge import plan_merge
-        from .sketch_merge import has_sketch, plan_sketch_merge
-
         if not isinstance(query, str):
             raise InvalidArgument("a query on a cluster is SQL text")
         parsed = parse_statement(query)
@@ -353,15 +348,7 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
-        plan: Any
-        if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
-            plan = plan_expr_merge(parsed, lay.types or {})
-        elif has_sketch(parsed):
-            plan = plan_sketch_merge(parsed, lay.types or {})
-        elif parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers
-            plan = plan_approx_merge(parsed, lay.partition_by)
-        else:
-            plan = plan_merge(parsed, lay.partition_by, lay.types)
+        plan = _merge_plan(parsed, lay)
         pinned = as_of_slide is not None
         for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
             missing: list[int] = []
@@ -420,14 +407,15 @@ class ClusterClient:
 
     # -- periodic queries ---------------------------------------------------------------------------
     def register(self, query: str, priority: int = 0):
-        """Register a periodic query. On a partitioned stream: on every partition (each in its
-        partial form); `subscribe` merges their answers per slide. The merge plan is kept by this
-        client: subscribe to the returned id through the same client."""
+        """Register a periodic query. On a partitioned stream: on every partition, each in the form
+        a one-time query runs there (partial aggregates, expressions' partial groups, sketch
+        aggregates with their sketches, APPROXIMATE's top-k lists); `subscribe` and `read_answers`
+        merge their answers per slide with the one-time merge (_merge_plan). The merge plan is kept
+        by this client: subscribe to the returned id through the same client (or `attach`)."""
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
         from .client import PeriodicQuery
-        from .merge import plan_merge
 
         parsed = parse_statement(query) if isinstance(query, str) else None
         if parsed is None:
@@ -441,12 +429,9 @@ class ClusterClient:
         if parsed.slide is None:
             raise InvalidArgument("a periodic query needs SLIDE")
         lay = self.layout(stream)
-        _no_expressions(parsed)
-        _no_periodic_sketches(parsed)
-        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
-        texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
-                 for p in range(lay.partitions)}
-        out = self._each(lay, lambda p, n: n.register(texts[p], priority))
+        plan = _merge_plan(replace(parsed, slide=None), lay)
+        texts, sketches = _partition_forms(plan, parsed, lay)
+        out = self._each(lay, lambda p, n: n.register(texts[p], priority, return_sketches=sketches))
         failed = [p for p, r in out.items() if isinstance(r, WindowStoreError)]
         if failed:  # leave nothing half-registered
             for p, r in out.items():
@@ -456,7 +441,7 @@ class ClusterClient:
             raise _error_like(r, f"{self._where(lay, failed[0])}: {r.message}") from r
         qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
         self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
-        self._texts[qid] = (texts, priority)
+        self._texts[qid] = (texts, priority, sketches)
         return PeriodicQuery(qid, out[0].every_slides)
 
     def attach(self, query_id: str, query: str) -> None:
@@ -464,8 +449,6 @@ class ClusterClient:
         `stream/id0,id1,...`, and the text it was registered with) readable through this one:
         `subscribe` and `read_answers` merge its partitions' answers as they would here."""
         from windowstore.store.parser import parse_statement
-
-        from .merge import plan_merge
 
         if query_id in self._periodic:
             return
@@ -479,10 +462,10 @@ class ClusterClient:
         if len(each) != lay.partitions:
             raise InvalidArgument(f"query_id {query_id!r} names {len(each)} partitions' queries; stream {stream!r} "
                                   f"has {lay.partitions} partitions")
-        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)  # type: ignore[arg-type]  # a Query
+        plan = _merge_plan(replace(parsed, slide=None), lay)  # type: ignore[arg-type]  # a Query
         self._periodic[query_id] = (lay, plan, dict(enumerate(each)))
-        self._texts[query_id] = ({p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))  # type: ignore[union-attr]  # a Query's
-                                  for p in range(lay.partitions)}, 0)
+        texts, sketches = _partition_forms(plan, parsed, lay)
+        self._texts[query_id] = (texts, 0, sketches)
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
                      limit: int = 1000) -> tuple[list[Answer], int, int]:
@@ -570,10 +553,11 @@ class ClusterClient:
         call = self._owner(lay.name, p)[1].subscription(ids[p], timeout)
         if not hasattr(self.cluster, "wait") or self.failover_s <= 0:
             return call
-        texts, priority = self._texts[query_id]
+        texts, priority, sketches = self._texts[query_id]
 
         def resume(_error):
-            node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority)))
+            node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority,
+                                                                                   return_sketches=sketches)))
             ids[p] = again.id
             return node.subscription(again.id, timeout)
         return Resubscribing(call, resume)
@@ -660,34 +644,39 @@ class Subscription:
             self.cancel()
 
 
-def _no_expressions(parsed) -> None:
-    """Refuse a periodic query with expressions (issue 32) on a partitioned stream: its partitions'
-    answers are merged per slide for columns and aggregates only (one-time queries merge them:
-    expr_merge.py)."""
-    if getattr(parsed, "expr", None) is not None:
-        raise InvalidArgument("a periodic query with expressions on a partitioned stream is not supported yet "
-                              "(run it as a one-time query)")
+def _merge_plan(parsed, lay: Layout):
+    """How query `parsed` (one-time, or a periodic one without its SLIDE) runs on the partitions of
+    `lay` and how their answers merge: one plan for a one-time query's answers and for a periodic
+    query's answers of each slide. InvalidArgument names what does not merge exactly."""
+    from .approx_merge import plan_approx_merge
+    from .expr_merge import plan_expr_merge
+    from .merge import plan_merge
+    from .sketch_merge import has_sketch, plan_sketch_merge
+
+    if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
+        return plan_expr_merge(parsed, lay.types or {})
+    if has_sketch(parsed):  # the partitions' sketches (return_sketches), merged by the sketch library
+        return plan_sketch_merge(parsed, lay.types or {})
+    if parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers
+        return plan_approx_merge(parsed, lay.partition_by)
+    return plan_merge(parsed, lay.partition_by, lay.types)
+
+
+def _partition_forms(plan, parsed, lay: Layout) -> tuple[dict[int, str], bool]:
+    """A periodic query's text on each partition (the one-time merge's partition form, with its
+    SLIDE) and whether its answers carry their sketches: what register sends, and sends again on a
+    partition's new leader after a failover."""
+    texts = {p: to_text(replace(plan.query, stream=partition_name(lay.name, p), slide=parsed.slide))
+             for p in range(lay.partitions)}
+    return texts, getattr(plan, "wants_sketches", False)  # each partition's answers carry its sketches
 
 
 def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Answer:
-    """A partition's answer with its merged sketches (QueryRequest.return_sketches), kept on the
-    answer as `sketches_pb` for sketch_merge.py."""
+    """A partition's answer with its merged sketches (QueryRequest.return_sketches, Answer.sketches)
+    for sketch_merge.py."""
     from .client import query_request
 
     req = query_request(text, priority)
     req.return_sketches = True
-    reply = node.call("Query", req, True, timeout)
-    out = Answer.from_pb(reply.answer)
-    out.sketches_pb = list(reply.answer.sketches)  # type: ignore[attr-defined]  # read by SketchMergePlan.merge
-    return out
+    return Answer.from_pb(node.call("Query", req, True, timeout).answer)
 
-
-def _no_periodic_sketches(parsed) -> None:
-    """Refuse a periodic query with sketch aggregates on a partitioned stream: the partitions'
-    periodic answers do not carry their sketches."""
-    from .sketch_merge import has_sketch
-
-    if has_sketch(parsed):
-        raise InvalidArgument("a periodic query with a sketch aggregate (APPROX_QUANTILE, APPROX_COUNT_DISTINCT, "
-                              "APPROX_TOP_K) on a partitioned stream is not supported: its partitions' periodic "
-                              "answers carry no sketches to merge; run it as a one-time query")

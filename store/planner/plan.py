@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import frequent_query
 from ..aggregates import Partial
-from ..approx import estimates_out, is_sketch, sketch_cells
+from ..approx import estimates_out, is_sketch, merged_sketch, sketch_cells
 from ..binder import BoundQuery, bind
 from ..kinds import AccessPath
 from ..query import Query
@@ -40,7 +40,8 @@ class Answer:
     types: list[str] | None = None  # int64, int128, float64 or string per column
     # sketch aggregates (store/approx.py): one bound per approximate cell, as (row, column, ErrorBound)
     bounds: list | None = None
-    # sketch aggregates: (column, Estimate) whose sketches a partition returns on request (approx.merged_sketch)
+    # sketch aggregates: (column, Estimate) whose sketches a partition returns on request (approx.merged_sketch);
+    # a periodic query's (Plan.keeps_sketches): (column, (kind, size, bytes, dropped error)), serialized
     sketches: list | None = field(default=None, compare=False, repr=False)
 
 
@@ -60,6 +61,9 @@ class Plan:
         self._scales = {i: decimal_type(t)[1] for i, t in enumerate(self.types) if t.startswith("decimal(")}  # type: ignore[index]  # a decimal type
         self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
         self._sketched = any(is_sketch(a.fn) for a in self.aggs)
+        # A periodic query registered with return_sketches (a partition's, docs/partitions.md): its
+        # answers carry each sketch aggregate's merged sketch, serialized (answer logs pin none).
+        self.keeps_sketches = False
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         self.read = reader(bound, access, self.strings, stream.spec.topk)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
@@ -138,6 +142,8 @@ class Plan:
         if self._sketched and rows:
             if self.bound.every is None:  # one-time: a periodic query's kept answers pin no sketches
                 kw["sketches"] = sketch_cells(rows)
+            elif self.keeps_sketches:  # serialized now: the answer log keeps bytes, not sub-windows' sketches
+                kw["sketches"] = [(c, merged_sketch(e)) for c, e in sketch_cells(rows)]
             rows, kw["bounds"] = estimates_out(rows)
             kw["exact"] = False
         if self._scales:  # decimal results are computed on value * 10**s integers: as Decimals now
@@ -214,16 +220,20 @@ class Plan:
         return self._answer(limit_rows(self._having_one(values), self.bound.limit))
 
 
-def plan_query(query: Query, stream: Stream, access: str | None = None, periodic: bool = False) -> Plan:
+def plan_query(query: Query, stream: Stream, access: str | None = None, periodic: bool = False,
+               keeps_sketches: bool = False) -> Plan:
     """Bind `query` to `stream` and choose the cheapest exact access path.
 
     `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
-    the query): tests compare paths, operators diagnose. `periodic`: planned for registration."""
+    the query): tests compare paths, operators diagnose. `periodic`: planned for registration;
+    `keeps_sketches`: its answers carry their merged sketches (RegisterQueryRequest.return_sketches)."""
     if query.expr is not None:  # a query with expressions (expr_query.py)
         from ..expr_query import ExprPlan
         return ExprPlan(query, stream, access, periodic)  # type: ignore[return-value]  # a Plan's interface
     bound = bind(query, stream.schema, stream.spec, periodic)
-    return Plan(bound, stream, resolve_access(bound, stream, access))
+    plan = Plan(bound, stream, resolve_access(bound, stream, access))
+    plan.keeps_sketches = keeps_sketches
+    return plan
 
 
 def run_plan(plan: Plan) -> Answer:

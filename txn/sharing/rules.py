@@ -118,7 +118,9 @@ def describe(plan, query_id: str, every: int) -> Member:
         return Member(query_id, ",".join(plan.names), ("join", query_id), Synopsis.ALONE, 1, max(every, 1),
                       alone_reason="runs alone: the join synopses of 8.3.2 are not shared yet")
     query = plan.query
-    key = (plan.stream.name, dataclasses.replace(query, slide=None))
+    key: tuple = (plan.stream.name, dataclasses.replace(query, slide=None))
+    if getattr(plan, "keeps_sketches", False):  # its answers carry sketches: not one output with those without
+        key += ("sketches",)
     aggs = [(a.fn.name, a.column) for a in plan.aggs]
     synopsis = {"probe": Synopsis.PROBE, "synopsis": Synopsis.BASIC, "window": Synopsis.ROWS}.get(plan.access)
     if plan.bound.hop is not None:  # answered per window: its finish is not the shared scan's

@@ -33,8 +33,9 @@ from windowstore.v1 import windowstore_pb2 as pb
 
 from .answer import Answer
 from .batches import build, to_arrow
-from .errors import (AlreadyExists, DeadlineExceeded, FailedPrecondition, InvalidArgument, NotFound, Unavailable,
+from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable,
                      WindowStoreError, from_rpc_error)
+from .follow import Resubscribing, etcd_view, follow
 
 
 @dataclass(frozen=True)
@@ -68,16 +69,20 @@ class ClusterClient:
 
     def __init__(self, cluster: Sequence[str] | ClusterView, timeout: float | None = 60.0, retries: int = 3,
                  channel=None, tls: bool = False, ca=None, cert=None, key=None, token: str | None = None,
-                 writer_id: str | None = None, failover_s: float = 30.0):
+                 etcd=None, follow_leader: bool = False, failover_s: float = 30.0, writer_id: str | None = None):
         from .client import Client
 
+        if etcd is not None:  # the map and leaders etcd holds, rather than a static list (the Spark option etcd)
+            cluster = etcd_view(etcd)
         if not isinstance(cluster, (list, tuple)) and not hasattr(cluster, "owner"):
             raise InvalidArgument("a cluster is a list of server addresses or a ClusterView")
         if channel is not None:
             raise InvalidArgument("channel= is for a single server; a cluster client opens one per server")
         self.cluster: ClusterView = StaticCluster(tuple(cluster)) if isinstance(cluster, (list, tuple)) else cluster  # type: ignore[assignment]  # checked above
         self.timeout = timeout
-        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        # (follow_leader: each node's client follows a refusal naming the leader, on a static cluster)
+        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token,
+                             follow_leader=follow_leader, failover_s=failover_s)
                       for a in self.cluster.addresses]
         self._pool = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.nodes)), thread_name_prefix="windowstore-sdk")
         self._layouts: dict[str, Layout] = {}
@@ -86,6 +91,7 @@ class ClusterClient:
         self._slide_writer = writer_id or f"sdk-slide-{uuid.uuid4().hex}"
         self._slide_batches = itertools.count(1)
         self._periodic: dict[str, tuple] = {}  # a partitioned stream's periodic query: (layout, plan, {partition: id})
+        self._texts: dict[str, tuple] = {}  # ... and ({partition: its text}, priority, sketches), to register it again
         self.failover_s = failover_s  # over etcd: how long a call follows a partition's leader changes
 
     @property
@@ -128,28 +134,10 @@ class ClusterClient:
         return out
 
     def _on_leader(self, stream: str, p: int, fn, sure: bool = True):
-        """fn(p, the client of partition p's leader). Over a cluster in etcd (an EtcdClusterView),
-        a call its leader refused as no longer (or not yet) the leader (FAILED_PRECONDITION naming
-        the leader), or that found it unreachable, paused or fenced (UNAVAILABLE, a deadline), is
-        made again on the leader etcd names once it changes (or after a second), for up to
-        `failover_s`; with `sure` False only the refusals, after which nothing was applied."""
-        cluster = self.cluster
-        node, client = self._owner(stream, p)
-        if not hasattr(cluster, "wait") or self.failover_s <= 0:
-            return fn(p, client)
-        deadline = time.monotonic() + self.failover_s
-        while True:
-            tried = cluster.leader(stream, p)  # type: ignore[attr-defined]  # an EtcdClusterView
-            try:
-                return fn(p, client)
-            except (FailedPrecondition, Unavailable, DeadlineExceeded) as e:
-                refused = isinstance(e, FailedPrecondition)
-                left = deadline - time.monotonic()
-                if left <= 0 or (refused and "leader" not in e.message) or not (refused or sure):
-                    raise
-                cluster.wait(lambda v: (lambda now: now is not None and now != tried)(v.leader(stream, p)),
-                             min(left, 1.0))
-                node, client = self._owner(stream, p)
+        """fn(p, the client of partition p's leader), following the leader etcd names over a cluster
+        in etcd (an EtcdClusterView) for up to `failover_s`: follow.Following's rule (with `sure`
+        False only after refusals, which applied nothing)."""
+        return follow(self.cluster, stream, p, sure, self.failover_s, lambda: fn(p, self._owner(stream, p)[1]))
 
     def on_partitions(self, layout: Layout, fn, partitions: Iterable[int] | None = None,
                       sure: bool = True) -> dict[int, Any]:
@@ -442,9 +430,7 @@ class ClusterClient:
             raise InvalidArgument("a periodic query needs SLIDE")
         lay = self.layout(stream)
         plan = _merge_plan(replace(parsed, slide=None), lay)
-        texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
-                 for p in range(lay.partitions)}
-        sketches = getattr(plan, "wants_sketches", False)  # each partition's answers carry its sketches
+        texts, sketches = _partition_forms(plan, parsed, lay)
         out = self._each(lay, lambda p, n: n.register(texts[p], priority, return_sketches=sketches))
         failed = [p for p, r in out.items() if isinstance(r, WindowStoreError)]
         if failed:  # leave nothing half-registered
@@ -455,6 +441,7 @@ class ClusterClient:
             raise _error_like(r, f"{self._where(lay, failed[0])}: {r.message}") from r
         qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
         self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
+        self._texts[qid] = (texts, priority, sketches)
         return PeriodicQuery(qid, out[0].every_slides)
 
     def attach(self, query_id: str, query: str) -> None:
@@ -477,6 +464,8 @@ class ClusterClient:
                                   f"has {lay.partitions} partitions")
         plan = _merge_plan(replace(parsed, slide=None), lay)  # type: ignore[arg-type]  # a Query
         self._periodic[query_id] = (lay, plan, dict(enumerate(each)))
+        texts, sketches = _partition_forms(plan, parsed, lay)
+        self._texts[query_id] = (texts, 0, sketches)
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
                      limit: int = 1000) -> tuple[list[Answer], int, int]:
@@ -512,6 +501,7 @@ class ClusterClient:
         if query_id not in self._periodic:
             return self._node_of_query(query_id).unregister(query_id)
         lay, _, ids = self._periodic.pop(query_id)
+        self._texts.pop(query_id, None)
         out = self._each(lay, lambda p, n: n.unregister(ids[p]))
         for p, r in out.items():
             if isinstance(r, WindowStoreError) and not isinstance(r, NotFound):
@@ -552,11 +542,30 @@ class ClusterClient:
             out.execution = max(x.execution for x in got)
             return out
 
-        calls = {p: self._owner(lay.name, p)[1].subscription(qid, timeout) for p, qid in ids.items()}
+        calls = {p: self._partition_subscription(query_id, p, timeout) for p in ids}
         return Subscription(calls, merge, lambda p: self._where(lay, p))
 
+    def _partition_subscription(self, query_id: str, p: int, timeout: float | None):
+        """Partition p's Subscribe call; over etcd one that follows the partition's leader: after a
+        failover it registers the partition's query again on the new leader (follow.Resubscribing,
+        docs/failover.md) and reads its answers there."""
+        lay, _, ids = self._periodic[query_id]
+        call = self._owner(lay.name, p)[1].subscription(ids[p], timeout)
+        if not hasattr(self.cluster, "wait") or self.failover_s <= 0:
+            return call
+        texts, priority, sketches = self._texts[query_id]
+
+        def resume(_error):
+            node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority,
+                                                                                   return_sketches=sketches)))
+            ids[p] = again.id
+            return node.subscription(again.id, timeout)
+        return Resubscribing(call, resume)
+
     def explain(self, query: str) -> dict:
-        node = self._plain(_stream_of(query))
+        from .client import query_stream
+
+        node = self._plain(query_stream(query))
         if node is None:
             raise InvalidArgument("explain on a partitioned stream: explain the query on one of its partitions")
         return node.explain(query)
@@ -605,6 +614,8 @@ class Subscription:
             self._put((p, None))
         except grpc.RpcError as e:
             self._put((p, None if e.code() == grpc.StatusCode.CANCELLED and call.cancelled() else from_rpc_error(e)))
+        except WindowStoreError as e:  # a failover the subscription could not follow (follow.Resubscribing)
+            self._put((p, e))
 
     def _merged(self) -> Iterator[Answer]:
         n = len(self._calls)
@@ -651,6 +662,15 @@ def _merge_plan(parsed, lay: Layout):
     return plan_merge(parsed, lay.partition_by, lay.types)
 
 
+def _partition_forms(plan, parsed, lay: Layout) -> tuple[dict[int, str], bool]:
+    """A periodic query's text on each partition (the one-time merge's partition form, with its
+    SLIDE) and whether its answers carry their sketches: what register sends, and sends again on a
+    partition's new leader after a failover."""
+    texts = {p: to_text(replace(plan.query, stream=partition_name(lay.name, p), slide=parsed.slide))
+             for p in range(lay.partitions)}
+    return texts, getattr(plan, "wants_sketches", False)  # each partition's answers carry its sketches
+
+
 def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Answer:
     """A partition's answer with its merged sketches (QueryRequest.return_sketches, Answer.sketches)
     for sketch_merge.py."""
@@ -660,10 +680,3 @@ def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Ans
     req.return_sketches = True
     return Answer.from_pb(node.call("Query", req, True, timeout).answer)
 
-
-def _stream_of(query: str) -> str:
-    from windowstore.store.parser import parse_statement
-    from windowstore.store.query import JoinQuery
-
-    q = parse_statement(query)
-    return q.streams[0] if isinstance(q, JoinQuery) else q.stream

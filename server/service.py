@@ -329,7 +329,7 @@ class WindowStoreService(ReplicationRpcs):
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
         owner = self._allow_all(context, "read", _streams(query))
-        self._refuse_periodic_on_replicas(_streams(query))
+        self._periodic_on_leader(_streams(query))
         p = await self._write(Register("", text, request.priority, 0.0, owner, request.return_sketches), context)
         oplog.event("query_registered", query_id=p.task.id, every_slides=p.task.every, query=text[:500],
                     client=principal())

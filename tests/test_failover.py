@@ -7,6 +7,7 @@ over the acknowledged rows, and the old leader, started again on its data direct
 as a follower of the new epoch and hold the same window. Waits are for conditions, with deadlines."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -134,6 +135,29 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                 s.stop()
 
 
+@contextlib.contextmanager
+def two_replicas(etcd_url: str, tmp_path, stream: str):
+    """Two in-process servers on etcd, `stream` placed on nodes [0, 1], led by node 0 and created
+    through the cluster client (one partition, replication=2, acks=all): yields (servers, view)."""
+    from windowstore.server.app import WindowStoreServer
+    from windowstore.server.config import ServerConfig
+
+    servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd_url, node=i,
+                                              lease_ttl_s=TTL)).start() for i in range(2)]
+    try:
+        with EtcdClusterView(etcd_url) as view:
+            assert view.wait(lambda v: len(v.live()) == 2, 30)
+            assert place(view.etcd, Keys(), stream, [[0, 1]])
+            assert view.wait(lambda v: v.leader(stream, 0), 30).node == 0
+            with ClusterClient(view, timeout=10) as ws:
+                ws.create_stream(stream, SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
+                                 partition_by=["k"], replication=2, acks="all")
+            yield servers, view
+    finally:
+        for s in servers:
+            s.stop()
+
+
 def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, tmp_path):
     """In-process servers (so the test can stop one's lease renewals, as a pause or a cut from etcd
     would): once the leader's lease may have expired (its last renewal was sent a TTL ago) it
@@ -141,57 +165,44 @@ def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, 
     elected at epoch 2 and takes the writes; the old leader, renewing again, follows it and refuses
     writes with FAILED_PRECONDITION naming it. Writes acknowledged before are all there once."""
     from windowstore.clients.errors import FailedPrecondition
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
 
-    servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
-                                              lease_ttl_s=TTL)).start() for i in range(2)]
-    try:
-        with EtcdClusterView(etcd.url) as view:
-            assert view.wait(lambda v: len(v.live()) == 2, 30)
-            assert place(view.etcd, Keys(), "f", [[0, 1]])
-            assert view.wait(lambda v: v.leader("f", 0), 30).node == 0
+    with two_replicas(etcd.url, tmp_path, "f") as (servers, view):
+        with ClusterClient(view, timeout=5) as ws:
+            for i in range(1, 6):
+                ws.append("f", {"ts": [i], "k": [f"b{i}"], "v": [i]}, writer_id="w", batch_id=i)
+        leader = servers[0]
+        leader.coordinator.pause_keepalive()
+        lease = leader.coordinator.lease
+        wait_for(lambda: time.monotonic() >= lease.valid_until(), "the leader's lease to be past its TTL",
+                 timeout=30)
+        with Client(leader.address, timeout=5, retries=0) as c:
+            try:
+                c.append("f.p0", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
+                pytest.fail("the leader acknowledged a write after its lease's TTL had passed")
+            except Unavailable as e:
+                assert "lease" in e.message
+            except FailedPrecondition:  # (this thread was late: node 1 already leads, and node 0 follows it)
+                assert view.leader("f", 0).node == 1
+            new = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.node == 1 else None)(v.leader("f", 0)),
+                            15 * TTL)
+            assert new is not None and new.epoch >= 2
+            leader.coordinator.resume_keepalive()
             with ClusterClient(view, timeout=5) as ws:
-                ws.create_stream("f", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                                 partition_by=["k"], replication=2, acks="all")
-                for i in range(1, 6):
-                    ws.append("f", {"ts": [i], "k": [f"b{i}"], "v": [i]}, writer_id="w", batch_id=i)
-            leader = servers[0]
-            leader.coordinator.pause_keepalive()
-            lease = leader.coordinator.lease
-            wait_for(lambda: time.monotonic() >= lease.valid_until(), "the leader's lease to be past its TTL",
-                     timeout=30)
-            with Client(leader.address, timeout=5, retries=0) as c:
+                ws.append("f", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
+
+            def refused_naming_node_1():
                 try:
-                    c.append("f.p0", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
-                    pytest.fail("the leader acknowledged a write after its lease's TTL had passed")
-                except Unavailable as e:
-                    assert "lease" in e.message
-                except FailedPrecondition:  # (this thread was late: node 1 already leads, and node 0 follows it)
-                    assert view.leader("f", 0).node == 1
-                new = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.node == 1 else None)(v.leader("f", 0)),
-                                15 * TTL)
-                assert new is not None and new.epoch >= 2
-                leader.coordinator.resume_keepalive()
-                with ClusterClient(view, timeout=5) as ws:
-                    ws.append("f", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
-
-                def refused_naming_node_1():
-                    try:
-                        c.append("f.p0", {"ts": [7], "k": ["b7"], "v": [7]}, writer_id="w", batch_id=7)
-                    except FailedPrecondition as e:
-                        return "leader is node 1" in e.message
-                    except Unavailable:
-                        return False
-                    pytest.fail("the old leader acknowledged a write after it was replaced")
-                wait_for(refused_naming_node_1, "the old leader to follow node 1", timeout=60)
-            with ClusterClient(view, timeout=5) as ws:
-                slide = ws.slide("f")
-                got = ws.query("SELECT COUNT(*), SUM(v) FROM f")
-                assert got.slide == slide and got.rows == [(6, 21)]
-    finally:
-        for s in servers:
-            s.stop()
+                    c.append("f.p0", {"ts": [7], "k": ["b7"], "v": [7]}, writer_id="w", batch_id=7)
+                except FailedPrecondition as e:
+                    return "leader is node 1" in e.message
+                except Unavailable:
+                    return False
+                pytest.fail("the old leader acknowledged a write after it was replaced")
+            wait_for(refused_naming_node_1, "the old leader to follow node 1", timeout=60)
+        with ClusterClient(view, timeout=5) as ws:
+            slide = ws.slide("f")
+            got = ws.query("SELECT COUNT(*), SUM(v) FROM f")
+            assert got.slide == slide and got.rows == [(6, 21)]
 
 
 def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tmp_path):
@@ -200,34 +211,20 @@ def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tm
     would let the batch be lost when that follower is elected. In-process servers: the follower's
     fetching is stopped, and the leader never drops it from the in-sync set."""
     from windowstore.clients.errors import DeadlineExceeded
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
 
-    servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
-                                              lease_ttl_s=TTL)).start() for i in range(2)]
-    try:
-        with EtcdClusterView(etcd.url) as view:
-            assert view.wait(lambda v: len(v.live()) == 2, 30)
-            assert place(view.etcd, Keys(), "d", [[0, 1]])
-            assert view.wait(lambda v: v.leader("d", 0), 30).node == 0
-            with ClusterClient(view, timeout=10) as ws:
-                ws.create_stream("d", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                                 partition_by=["k"], replication=2, acks="all")
-            servers[0].driver.replication.lag_s = 3600.0
-            follower = servers[1].driver.replication
-            part = follower.parts["d.p0"]
-            part.fetcher.stop()
-            part.fetcher.join(30)
-            row = {"ts": [1], "k": ["b1"], "v": [1]}
-            with Client(servers[0].address, timeout=1, retries=0) as c:
-                with pytest.raises(DeadlineExceeded):
-                    c.append("d.p0", row, writer_id="w", batch_id=1)
-                with pytest.raises(DeadlineExceeded):  # the duplicate waits for the follower too
-                    c.append("d.p0", row, writer_id="w", batch_id=1)
-            servers[1].loop.call_soon_threadsafe(follower.become_follower, "d.p0", 0, part.epoch)
-            with Client(servers[0].address, timeout=30) as c:
-                assert c.append("d.p0", row, writer_id="w", batch_id=1).duplicate
-            assert follower.parts["d.p0"].log.end >= servers[0].driver.replication.parts["d.p0"].log.end - 0
-    finally:
-        for s in servers:
-            s.stop()
+    with two_replicas(etcd.url, tmp_path, "d") as (servers, view):
+        servers[0].driver.replication.lag_s = 3600.0
+        follower = servers[1].driver.replication
+        part = follower.parts["d.p0"]
+        part.fetcher.stop()
+        part.fetcher.join(30)
+        row = {"ts": [1], "k": ["b1"], "v": [1]}
+        with Client(servers[0].address, timeout=1, retries=0) as c:
+            with pytest.raises(DeadlineExceeded):
+                c.append("d.p0", row, writer_id="w", batch_id=1)
+            with pytest.raises(DeadlineExceeded):  # the duplicate waits for the follower too
+                c.append("d.p0", row, writer_id="w", batch_id=1)
+        servers[1].loop.call_soon_threadsafe(follower.become_follower, "d.p0", 0, part.epoch)
+        with Client(servers[0].address, timeout=30) as c:
+            assert c.append("d.p0", row, writer_id="w", batch_id=1).duplicate
+        assert follower.parts["d.p0"].log.end >= servers[0].driver.replication.parts["d.p0"].log.end - 0

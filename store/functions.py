@@ -79,6 +79,9 @@ class AggregateFunction(ABC):
     inputs: frozenset = ANY   # column types it accepts
     exact = True
     removable = True          # a sub-window's contribution can be dropped (ttu-rescan)
+    # one sub-window's contribution from rows is a few scalars, whatever its rows: a window scan
+    # may keep it in the sub-window's memo (memo.py); holistic ones keep values, so never
+    bounded_contribution = False
 
     def result_type(self, input_type: str | None) -> str:
         return input_type  # type: ignore[return-value]  # a function without a column overrides this
@@ -194,6 +197,7 @@ class Count(AggregateFunction):
     """COUNT(*) counts rows; COUNT(col) the non-null values of col."""
 
     name = "count"
+    bounded_contribution = True
 
     def result_type(self, input_type):
         return "int64"
@@ -266,6 +270,7 @@ class Sum(AggregateFunction):
     """Exact over integers: SUM(int64) is an int128 (it never wraps; see exact.py)."""
 
     name = "sum"
+    bounded_contribution = True
     inputs = NUMERIC
 
     def result_type(self, input_type):
@@ -425,6 +430,7 @@ class _Extreme(AggregateFunction):
 
     maximum = False
     inputs = ORDERED | {"int128"}
+    bounded_contribution = True
 
     def probe_ok(self, input_type):
         return _kind(input_type) in ("int64", "float64", "decimal")

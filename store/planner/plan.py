@@ -82,6 +82,19 @@ class Plan:
         if bound.temporal is not None:  # over coalesced intervals (temporal.py): eager or lazy, chosen here
             self._temporal = TemporalPlan(bound, stream, self._projection_rows, self.read)
             self.read = self._temporal.read  # type: ignore[method-assign]  # shadows the method
+        self.memo_key = self._memo_key()
+
+    def _memo_key(self) -> Query | None:
+        """What keys this plan's reads in a sub-window's memo (memo.py), or None when they are not
+        kept: only a window scan's, without GROUP BY, projection or window shape (their
+        contributions grow with the rows or are not one sub-window's), of aggregates whose
+        contribution is bounded. The query is the key: the same query reads the same contribution
+        from the same sealed rows; its text binds to one stream, whose sub-windows hold the memo."""
+        b = self.bound
+        if (self.access != AccessPath.WINDOW or b.projection or b.group_keys or b.hop is not None
+                or b.temporal is not None or not all(a.fn.bounded_contribution for a in b.aggs)):
+            return None
+        return self.query
 
     # -- reading: one sub-window at a time (read.py) ---------------------------------------------
     def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__

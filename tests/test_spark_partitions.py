@@ -50,6 +50,14 @@ def per_partition(data: list[dict]) -> dict[int, int]:
     return {p: int((parts == p).sum()) for p in range(P)}
 
 
+def check_rows_per_partition(addresses: list[str], stream: str, written: list[dict]) -> None:
+    """Every row written is once on its partition's server: each partition's count is the source's."""
+    view, want = StaticCluster(tuple(addresses)), per_partition(written)
+    for p in range(P):
+        with Client(view.addresses[view.owner(stream, p)]) as ws:
+            assert ws.query(f'SELECT COUNT(*) FROM "{partition_name(stream, p)}"').rows == [(want[p],)], p
+
+
 def fail_first_commit(monkeypatch, stream: str, p: int) -> None:
     """The first commit on partition p of `stream` fails (UNAVAILABLE) before reaching its server."""
     real = client_module.Client.commit_batch
@@ -91,11 +99,7 @@ def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark
         assert writer.last["duplicate"] is True
 
         # every row once on its partition's server, and answers equal DuckDB over the rows
-        view = StaticCluster(tuple(cluster.addresses))
-        for p in range(P):
-            with Client(view.addresses[view.owner("pf", p)]) as ws:
-                got = ws.query(f'SELECT COUNT(*) FROM "{partition_name("pf", p)}"').rows
-            assert got == [(per_partition(b0)[p] + per_partition(b1)[p],)]
+        check_rows_per_partition(cluster.addresses, "pf", b0 + b1)
         both = b0 + b1
         for sql in ("SELECT COUNT(*), SUM(bytes), MIN(bytes), MAX(bytes) FROM pf",
                     "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src"):
@@ -127,11 +131,7 @@ def test_stage_on_driver_on_a_cluster_splits_the_batch_and_commits_each_row_once
         writer(spark.createDataFrame(b1, DDL), 1)  # a replay of a committed batch is a no-op
         assert writer.last["duplicate"] is True
 
-        view = StaticCluster(tuple(cluster.addresses))
-        for p in range(P):
-            with Client(view.addresses[view.owner("pd", p)]) as ws:
-                got = ws.query(f'SELECT COUNT(*) FROM "{partition_name("pd", p)}"').rows
-            assert got == [(per_partition(b0)[p] + per_partition(b1)[p],)]
+        check_rows_per_partition(cluster.addresses, "pd", b0 + b1)
         sql = "SELECT COUNT(*), SUM(bytes), MIN(ts), MAX(ts) FROM pd"
         a = cc.query(sql)
         assert a.slide == 1 and a.rows == duck(sql.replace("pd", "pf"), b0 + b1)

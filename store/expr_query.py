@@ -510,7 +510,6 @@ class ExprPlan:
     """A planned query with expressions: the scheduler's view is that of store Plan (read one
     sub-window, finish the partials, probe)."""
 
-
     def __init__(self, query, stream, access: str | None = None, periodic: bool = False):
         from .binder import BoundQuery
         from .planner.plan import plan_query

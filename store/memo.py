@@ -6,9 +6,9 @@ It is a sub-window's pre-aggregate (thesis 2.3.4, basic interval synopses) for o
 and aggregates, computed at its first read instead of at the seal: a sealed sub-window never
 changes (a slide replaces one, it never edits one), so a query's read of it gives the same
 contribution every time; the memo needs no invalidation and goes with its sub-window when a slide
-overwrites it. Only contributions of a bounded size are kept
-(Plan.memo_key says which), at most MAX_ENTRIES queries per sub-window, the oldest put first out.
-The scheduler alone reads and fills it, on its own thread (txn/scheduler.py), never an offloaded job.
+overwrites it. Only contributions of a bounded size are kept (Plan.memo_key says which), at most
+MAX_ENTRIES queries per sub-window, the oldest put first out. The scheduler alone reads and fills
+it, on its own thread (txn/scheduler.py, txn/schedule/offload.py), never an offloaded job.
 """
 from __future__ import annotations
 

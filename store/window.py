@@ -589,6 +589,7 @@ class Window:
             assert self.latest - self.n < sub.slide <= self.latest, "every live sub-window is one of the n youngest"
             for col in sub.columns.values():
                 assert len(col) == sub.rows and not col.flags.writeable
+            sub.memo._check()
         live = self.youngest(self.n)
         for newer, older in zip(live, live[1:]):
             assert newer.synopsis.prefix_before == older.synopsis.prefix_after, "running synopsis is continuous"

@@ -53,11 +53,13 @@ class World:
         self.sched.request_slide("s")
         assert self.sched.step() == "slide"
         self.sched._check()
+        self.stream.window._check()
 
     def run(self, text: str):
         txn = self.sched.submit(plan_query(parse_query(text), self.stream))
         while self.sched.step() is not None:
             self.sched._check()
+        self.stream.window._check()  # (its sub-windows' memos among them)
         assert txn.result is not None, txn.error
         return txn.result
 
@@ -126,6 +128,7 @@ def test_memoised_scans_interleaved_with_slides_keep_histories_isolated_and_answ
         w.now[0] += 1
         did = w.sched.step()
         w.sched._check()
+        w.stream.window._check()
         if w.stream.window.latest != before:  # slide `latest` sealed what was appended since the last
             assert w.stream.window.latest == before + 1 == len(w.batches)
             w.batches.append(pending)

@@ -13,7 +13,7 @@ sub-window is ingested (so none is late), for
   each execution);
 - DuckDB: each window answered by SQL over the raw rows with its bounds.
 
-The answers of the three agree (checked on every execution of the runs with few windows).
+The answers of all four agree (checked on every execution of the runs with few windows).
 
     python -m bench.slicing_bench [--windows 1 10 100 1000] [--slides 30] [--clock cpu] [--out DIR]
 

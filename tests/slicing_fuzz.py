@@ -3,7 +3,9 @@ length, RANGE, SLIDE, allowed lateness, out-of-order and late rows, WHERE, GROUP
 each checked against seed 003's Definition 10 evaluated in Python and against DuckDB over the
 accepted rows with the bounds each answer reports (the cases of tests/test_slicing.py); and as many
 cumulative windows (store/cumulative.py: RANGE UNBOUNDED with or without SLIDE, CUMULATE STEP s
-SIZE p, the cases of tests/test_cumulative.py), checked the same way.
+SIZE p, the cases of tests/test_cumulative.py), checked the same way; and as many ungrouped
+COUNT/SUM/MIN/MAX shapes whose parts of sub-windows are read from the aggregate store
+(slicing.RunStore, check_store_case).
 
     python tests/slicing_fuzz.py --cases 5000 --seed 1
     python tests/slicing_fuzz.py --case 123 --seed 1      # re-run one case
@@ -17,9 +19,9 @@ import time
 import traceback
 
 from test_cumulative import check_cumulative_case
-from test_slicing import check_case
+from test_slicing import check_case, check_store_case
 
-KINDS = {"slicing": check_case, "cumulative": check_cumulative_case}
+KINDS = {"slicing": check_case, "cumulative": check_cumulative_case, "store": check_store_case}
 
 
 def case_seed(seed: int, index: int) -> int:

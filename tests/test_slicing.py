@@ -168,24 +168,34 @@ def test_cut_windows_match_definition_10_and_duckdb(seed):
     check_case(seed)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_slices_read_from_the_aggregate_store_match_definition_10_and_duckdb(seed, monkeypatch):
-    """COUNT, SUM, MIN and MAX read each slice of a sub-window from its RunStore (prefix sums,
-    block extremes) instead of its rows: the same answers as Definition 10 and DuckDB."""
+def check_store_case(seed: int) -> None:
+    """One random ungrouped COUNT/SUM/MIN/MAX shape whose parts of sub-windows are read from their
+    RunStore from the first part on (not after SCANS_BEFORE_STORE scans), against Definition 10 and
+    DuckDB; fails if an edge fell inside a sub-window and no store was made."""
     from windowstore.store import slicing
 
-    monkeypatch.setattr(slicing, "SCANS_BEFORE_STORE", 0)  # the store from the first part on
-    made = []
-    monkeypatch.setattr(slicing.RunStore, "__init__", _counted(slicing.RunStore.__init__, made))
-    rng = random.Random(seed)
-    n, t, lateness, r, s = random_case(rng)
-    fed = Fed(n, t, lateness)
-    start = rng.randint(-5, 5) * t + rng.randint(0, t - 1)
-    feed_random(rng, fed, start, rng.randint(1, 3 * n) * t, rng.randint(0, 300), lateness)
-    check_shape(fed, r, s, False, rng.choice(list(WHERE)), True, seed, store=True)
+    made: list = []
+    before, init = slicing.SCANS_BEFORE_STORE, slicing.RunStore.__init__
+    slicing.SCANS_BEFORE_STORE, slicing.RunStore.__init__ = 0, _counted(init, made)  # type: ignore[method-assign]
+    try:
+        rng = random.Random(seed)
+        n, t, lateness, r, s = random_case(rng)
+        fed = Fed(n, t, lateness)
+        start = rng.randint(-5, 5) * t + rng.randint(0, t - 1)
+        feed_random(rng, fed, start, rng.randint(1, 3 * n) * t, rng.randint(0, 300), lateness)
+        check_shape(fed, r, s, False, rng.choice(list(WHERE)), True, seed, store=True)
+    finally:
+        slicing.SCANS_BEFORE_STORE, slicing.RunStore.__init__ = before, init  # type: ignore[method-assign]
     lo, hi = fed.retained()
     inside = lo is not None and any(c % t for c in Shape(r, s).cuts(lo, hi))  # an edge inside a sub-window
-    assert made or not inside, "no slice came from a store"
+    assert made or not inside, (seed, "no slice came from a store")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_slices_read_from_the_aggregate_store_match_definition_10_and_duckdb(seed):
+    """COUNT, SUM, MIN and MAX read each slice of a sub-window from its RunStore (prefix sums,
+    block extremes) instead of its rows: the same answers as Definition 10 and DuckDB."""
+    check_store_case(seed)
 
 
 def _counted(init, made: list):

@@ -18,8 +18,8 @@ from .errors import (DeadlineExceeded, FailedPrecondition, Unavailable, WindowSt
 
 
 def partition_of(name: str) -> tuple[str, int]:
-    """("S", i) for the partition stream `S.p{i}` as the servers name it; (name, 0) otherwise (a
-    stream of one partition is placed in etcd's map under its own name)."""
+    """("S", i) for the partition stream `S.p{i}` as the servers name it; (name, 0) for any other
+    name (which etcd's map, keyed by the partitioned stream's name, then does not place)."""
     stream, sep, index = name.rpartition(".p")
     if sep and stream and index.isdigit() and str(int(index)) == index:
         return stream, int(index)
@@ -94,11 +94,16 @@ class Following:
         if time.monotonic() >= self.deadline or (refused and "leader" not in e.message) or not (refused or self.sure):
             return False
         self.named = e.leader if refused and self.redirects else ""
+        self._check()
         if self.view is None:
             return bool(self.named)
         if not self.named and not self.view.partition(self.stream, self.partition).replicas:
             return False  # a stream etcd does not place: no leader to follow
         return True
+
+    def _check(self) -> None:
+        assert not self.named or self.redirects, "a refusal's leader is followed only with redirects"
+        assert self.active or not (self.named or self._hopped), "an inactive following goes nowhere else"
 
     def wait(self) -> None:
         """Until the call may go to another leader: at once to a leader a refusal has just named
@@ -172,6 +177,7 @@ class Resubscribing:
                     if a.slide <= self.last:
                         continue
                     self.last = a.slide
+                    self._check()
                     yield a
                 return
             except grpc.RpcError as e:
@@ -184,6 +190,11 @@ class Resubscribing:
                     self.resumed += 1
                     if self._cancelled:
                         again.cancel()
+                self._check()
+
+    def _check(self) -> None:
+        assert self.last >= -1 and self.resumed >= 0, (self.last, self.resumed)
+        assert self.why is not None or self.resumed == 0, "it resumes only after an error"
 
 
 class Leaders:
@@ -232,6 +243,12 @@ class Leaders:
         """The periodic query is registered again, as `now_id`, on its stream's leader."""
         entry = self.periodic[query_id]
         entry[2], entry[3] = now_id, self.last(entry[1])
+        self._check()
+
+    def _check(self) -> None:
+        for qid, entry in self.periodic.items():
+            assert len(entry) == 4 and entry[2] and entry[3], f"periodic query {qid}: {entry[1:]}"
+        assert self.on == (self.redirects and self.failover_s > 0)
 
 
 def close_views() -> None:

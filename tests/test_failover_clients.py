@@ -68,6 +68,7 @@ class SyncWriter(threading.Thread):
         super().__init__(daemon=True)
         self.ws, self.acked, self.slides = ws, [], {}
         self.stop, self.error = threading.Event(), None
+        self.at: list[float] = []  # time.monotonic() of each acknowledgement
 
     def run(self) -> None:
         i = j = 0
@@ -76,6 +77,7 @@ class SyncWriter(threading.Thread):
                 i += 1
                 until_acknowledged(lambda: self.ws.append("s.p0", batch("s", i), writer_id="w", batch_id=i))
                 self.acked.append(i)
+                self.at.append(time.monotonic())
                 if i % 5 == 0:
                     j += 1
                     k = until_acknowledged(lambda: self.ws.slide("s.p0", writer_id="slider", batch_id=j))
@@ -91,6 +93,7 @@ class AsyncWriter(threading.Thread):
         super().__init__(daemon=True)
         self.target, self.view, self.acked = target, view, []
         self.stop, self.error = threading.Event(), None
+        self.at: list[float] = []
 
     def run(self) -> None:
         try:
@@ -112,6 +115,7 @@ class AsyncWriter(threading.Thread):
                         if time.monotonic() >= deadline:
                             raise
                 self.acked.append(i)
+                self.at.append(time.monotonic())
 
 
 class Subscriber(threading.Thread):
@@ -184,6 +188,7 @@ def failover(tmp_path_factory):
             assert sync.error is None and asyn.error is None, (sync.error, asyn.error)
             out["slide_at_kill"] = max(sync.slides)
             acked_before = (len(sync.acked), len(asyn.acked))
+            killed_at = time.monotonic()
             servers[0].proc.send_signal(signal.SIGKILL)
             servers[0].proc.wait(30)
             for name in ("s", "t"):
@@ -195,6 +200,9 @@ def failover(tmp_path_factory):
                 w.stop.set()
                 w.join(RETRY_S + 10)
                 assert not w.is_alive() and w.error is None, w.error
+            for w, before in zip(writers, acked_before):
+                print(f"{type(w).__name__}: writes acknowledged again {w.at[before] - killed_at:.2f} s after SIGKILL "
+                      f"of the leader (TTL {TTL} s)")
             last = until_acknowledged(lambda: ws.slide("s.p0", writer_id="slider", batch_id=10_000))
             sync.slides[last] = list(sync.acked)
             for reader in (subscriber, cluster_subscriber):

@@ -114,15 +114,20 @@ class Server:
 
 
 class Writer(threading.Thread):
-    def __init__(self, ws: ClusterClient):
+    """Appends batch i (ten rows: ts i, k "b{i}", v 10 i .. 10 i + 9) with writer id "w" and batch id
+    i, each until it is acknowledged, and slides every `slide_every` batches (0: never). `acked`
+    lists the acknowledged batches in order, `at` when each was; `wait_acked` waits on them."""
+
+    def __init__(self, ws: ClusterClient, stream: str = "c", slide_every: int = SLIDE_EVERY):
         super().__init__(daemon=True, name="chaos-writer")
-        self.ws = ws
+        self.ws, self.stream, self.slide_every = ws, stream, slide_every
         self.acked: list[int] = []
         self.at: list[float] = []
         self.sub: dict[int, int] = {}  # batch -> the slide that sealed its sub-window
         self.slides: list[int] = []
         self.halt = threading.Event()
         self.errors = 0
+        self.error: BaseException | str | None = None  # why it ended other than halted between batches
         self.last_tried = 0
         self.changed = threading.Condition()  # notified at each acknowledgement and when the writer ends
 
@@ -145,6 +150,8 @@ class Writer(threading.Thread):
     def run(self) -> None:
         try:
             self._run()
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            self.error = e
         finally:
             with self.changed:
                 self.changed.notify_all()
@@ -156,18 +163,19 @@ class Writer(threading.Thread):
             self.last_tried = i
             rows = {"ts": [i] * 10, "k": [f"b{i}"] * 10, "v": list(range(10 * i, 10 * i + 10))}
             try:
-                self._until_done(lambda: self.ws.append("c", rows, writer_id="w", batch_id=i))
+                self._until_done(lambda: self.ws.append(self.stream, rows, writer_id="w", batch_id=i))
             except Exception:  # noqa: BLE001 - halted while the batch was not acknowledged
+                self.error = f"halted with batch {i} not acknowledged"
                 return
             with self.changed:
                 self.at.append(time.monotonic())
                 self.acked.append(i)
                 self.changed.notify_all()
             pending.append(i)
-            if len(pending) == SLIDE_EVERY:
+            if len(pending) == self.slide_every:
                 slide_id += 1
                 try:
-                    s = self._until_done(lambda: self.ws.slide("c", writer_id="slider", batch_id=slide_id))
+                    s = self._until_done(lambda: self.ws.slide(self.stream, writer_id="slider", batch_id=slide_id))
                 except Exception:  # noqa: BLE001 - halted: the slide may or may not have happened
                     return
                 for b in pending:

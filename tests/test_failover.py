@@ -8,13 +8,12 @@ as a follower of the new epoch and hold the same window. Waits are for condition
 from __future__ import annotations
 
 import signal
-import threading
 import time
 
 import duckdb
-import pyarrow as pa
 import pytest
 
+from chaos import Writer, rows_of
 from conftest import wait_for
 from windowstore.clients import Client
 from windowstore.clients.errors import Unavailable
@@ -30,40 +29,6 @@ TTL = 2
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 
 
-class Writer(threading.Thread):
-    """Appends batch i (rows v = 10 i .. 10 i + 9, key k = "b{i}") with writer id "w" and batch
-    id i, each until it is acknowledged; `acked` lists the acknowledged batch ids in order."""
-
-    def __init__(self, ws: ClusterClient):
-        super().__init__(daemon=True)
-        self.ws, self.acked, self.stop, self.error = ws, [], threading.Event(), None
-        self.at: list[float] = []  # time.monotonic() of each acknowledgement
-
-    def run(self) -> None:
-        i = 0
-        try:
-            while not self.stop.is_set():
-                i += 1
-                rows = {"ts": [i] * 10, "k": [f"b{i}"] * 10, "v": list(range(10 * i, 10 * i + 10))}
-                while True:
-                    try:
-                        self.ws.append("s", rows, writer_id="w", batch_id=i)
-                        break
-                    except Exception as e:  # noqa: BLE001 - beyond the client's own failover_s: try again
-                        if self.stop.is_set():
-                            self.error = e
-                            return
-                self.acked.append(i)
-                self.at.append(time.monotonic())
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-
-def rows_of(batches: list[int]) -> pa.Table:
-    return pa.table({"k": [f"b{i}" for i in batches for _ in range(10)],
-                     "v": [v for i in batches for v in range(10 * i, 10 * i + 10)]})
-
-
 def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
     args = ("--etcd", etcd.url, "--lease-ttl-s", str(TTL))
     servers = [ServerProcess(*args, "--node", str(i), data_dir=str(tmp_path / f"n{i}")) for i in range(3)]
@@ -77,10 +42,9 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
             ws = ClusterClient(view, timeout=5)
             ws.create_stream("s", SCHEMA, subwindows=1000, subwindow_ms=1000, clock="manual", partitions=1, partition_by=["k"],
                              replication=3, acks="all")
-            writer = Writer(ws)
+            writer = Writer(ws, "s", slide_every=0)
             writer.start()
-            wait_for(lambda: len(writer.acked) >= 20 or writer.error, "20 acknowledged batches", timeout=60)
-            assert writer.error is None, writer.error
+            assert writer.wait_acked(20, 60), f"20 acknowledged batches ({writer.error})"
 
             killed_at = time.monotonic()
             acked_before = len(writer.acked)
@@ -90,9 +54,7 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                             10 * TTL)
             assert new is not None, "a follower was elected"
             assert new.epoch == 2
-            wait_for(lambda: len(writer.acked) >= acked_before + 20 or writer.error, "20 batches on the new leader",
-                     timeout=60)
-            assert writer.error is None, writer.error
+            assert writer.wait_acked(acked_before + 20, 60), f"20 batches on the new leader ({writer.error})"
             writable_after = next(t for t in writer.at[acked_before:]) - killed_at
             print(f"writes acknowledged again {writable_after:.2f} s after SIGKILL of the leader (TTL {TTL} s)")
 
@@ -108,7 +70,7 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                 status = wait_for(following, "the old leader to follow epoch 2", timeout=60)
                 assert status["leader"] == new.node
 
-            writer.stop.set()
+            writer.halt.set()
             writer.join(60)
             assert not writer.is_alive() and writer.error is None, writer.error
             acked = writer.acked
@@ -128,7 +90,7 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
             ws.close()
     finally:
         if writer is not None:
-            writer.stop.set()
+            writer.halt.set()
         for s in servers:
             if s.proc.poll() is None:
                 s.stop()

@@ -454,15 +454,22 @@ def test_acks_all_kill_leader_promote_follower_rejoin_truncated(pair):
                     except (Unavailable, FailedPrecondition) as e:
                         errors.append(str(e))
                         done.wait(0.05)  # backoff before the retry (same ids: exactly once)
-                batches[b] = (t, slide)
+                with acked:
+                    batches[b] = (t, slide)
+                    acked.notify_all()
         finally:
             for c in clients:
                 c.close()
-            done.set()
+            with acked:
+                done.set()
+                acked.notify_all()
 
+    acked = threading.Condition()  # notified at each acknowledged batch, and when the writer ends
     th = threading.Thread(target=writer)
     th.start()
-    wait_for(lambda: len(batches) >= 20, "20 batches acknowledged")
+    with acked:
+        assert acked.wait_for(lambda: len(batches) >= 20 or done.is_set(), 60) and len(batches) >= 20, \
+            f"20 batches acknowledged ({errors[-3:]})"
     pair.servers[0].proc.send_signal(signal.SIGKILL)
     pair.servers[0].proc.wait()
     acked_before_kill = dict(batches)

@@ -193,3 +193,59 @@ def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tm
     finally:
         for s in servers:
             s.stop()
+
+
+def test_a_leader_restarted_and_elected_again_waits_for_its_followers(etcd, tmp_path):
+    """The leader logs a batch its follower does not fetch (unacknowledged), both servers stop, and
+    the leader alone comes back and is elected again (epoch 2, etcd's in-sync set still both). A
+    retry of that batch must wait for the follower: the restarted leader's high watermark is its
+    checkpoint, not its log's end (which would acknowledge the retry at once, a batch that only
+    this replica holds). Once the follower is back and fetches, the retry is acknowledged."""
+    from windowstore.clients.errors import DeadlineExceeded
+    from windowstore.server.app import WindowStoreServer
+    from windowstore.server.config import ServerConfig
+
+    def start(i: int) -> WindowStoreServer:
+        return WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
+                                              lease_ttl_s=TTL)).start()
+    servers = [start(0), start(1)]
+    try:
+        with EtcdClusterView(etcd.url) as view:
+            assert view.wait(lambda v: len(v.live()) == 2, 30)
+            assert place(view.etcd, Keys(), "h", [[0, 1]])
+            assert view.wait(lambda v: v.leader("h", 0), 30).node == 0
+            with ClusterClient(view, timeout=10) as ws:
+                ws.create_stream("h", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
+                                 partition_by=["k"], replication=2, acks="all")
+            servers[0].driver.replication.lag_s = 3600.0  # (the follower never leaves the in-sync set)
+            part = servers[1].driver.replication.parts["h.p0"]
+            part.fetcher.stop()
+            part.fetcher.join(30)
+            row = {"ts": [1], "k": ["b1"], "v": [1]}
+            with Client(servers[0].address, timeout=1, retries=0) as c:
+                with pytest.raises(DeadlineExceeded):
+                    c.append("h.p0", row, writer_id="w", batch_id=1)
+            servers[1].stop()
+            servers[0].stop()
+            servers[0] = start(0)
+            servers[0].driver.replication.lag_s = 3600.0  # (node 1, down, stays in the in-sync set)
+            elected = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.epoch >= 2 else None)(
+                v.leader("h", 0)), 30)
+            assert elected is not None and elected.node == 0
+            assert set(view.partition("h", 0).in_sync) == {0, 1}
+            with Client(servers[0].address, timeout=5, retries=0) as c:
+                status = wait_for(lambda: (lambda s: s if s["epoch"] >= 2 else None)(c.replica_status("h.p0")),
+                                  "node 0 to lead at epoch 2")
+                assert status["high_watermark"] < status["end_offset"]
+                with pytest.raises(DeadlineExceeded):  # the retry waits for node 1
+                    c.append("h.p0", row, writer_id="w", batch_id=1)
+            servers[1] = start(1)
+            with Client(servers[0].address, timeout=60, retries=0) as c:
+                assert c.append("h.p0", row, writer_id="w", batch_id=1).duplicate
+            with ClusterClient(view, timeout=10) as ws:
+                slide = ws.slide("h")
+                got = ws.query("SELECT COUNT(*), SUM(v) FROM h")
+                assert got.slide == slide and got.rows == [(1, 1)]
+    finally:
+        for s in servers:
+            s.stop()

@@ -153,7 +153,9 @@ class Replication:
         """On the loop, serving: fetch threads of the followers, the in-sync check timer."""
         for p in self.parts.values():
             if p.role == LEADER:
-                self._lead(p, fresh=False)
+                # every replica counts as in sync until it lags lag_s (as at creation): with this
+                # replica alone in the set, its high watermark would jump to its log's end
+                self._lead(p, fresh=True)
             else:
                 self._follow(p)
         self._arm()

@@ -253,15 +253,18 @@ def test_a_restarted_replica_keeps_its_high_watermark_not_its_log_end(tmp_path):
     assert again.recover(again.engine) == {"s": 5}
     q = again.parts["s"]
     assert q.log.end == 5 and q.hw == 3
+    q._check()
     again.become_follower("s", 1, 2)          # (then elected again, with every replica in sync)
     again.become_leader("s", 3, in_sync={1, 2})
     assert q.isr == {0, 1, 2}
     fut = loop.run_until_complete(_committed(again, "s"))
     assert fut is not None and not fut.done() and q.hw == 3
+    q._check()
     again.ack("s", 1, 3, 5)
     assert not fut.done()
     again.ack("s", 2, 3, 5)
     assert fut.done() and q.hw == 5
+    q._check()
     again.close()
     loop.close()
 
@@ -293,6 +296,7 @@ def test_a_follower_restarted_after_a_truncation_keeps_the_lower_high_watermark(
     f._batch(_Stub(), pb.ReplicaRecords(epoch=2, truncate_to=2, first_offset=3, high_watermark=2), 2)
     assert p.log.end == 2 and p.hw == 2
     loop.run_until_complete(asyncio.sleep(0))  # (the posted rebuild)
+    p._check()
     repl.close()
     again = Replication(_Driver(loop), str(tmp_path), node=1, addresses=["127.0.0.1:1"] * 2)
     again.recover(again.engine)
@@ -334,6 +338,7 @@ def test_a_write_admitted_before_its_leader_stepped_down_is_not_acknowledged(tmp
         with pytest.raises(ServerUnavailable, match="stopped leading"):
             loop.run_until_complete(write(repl, step_down))
         assert p.log.end == 2
+        p._check()
         repl.close()
     loop.close()
 

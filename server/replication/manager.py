@@ -100,6 +100,16 @@ class Partition:
     failure: str | None = None
     hw_saved: int = -1        # the high watermark last written to HW_FILE
 
+    def _check(self) -> None:
+        """Offsets in order: no replica counts as acknowledged (hw) or applies what its log does not
+        hold; a leading leader's durable offset is in its log, and it is in its own in-sync set."""
+        end = self.log.end
+        assert 0 <= self.hw <= end, f"{self.stream}: high watermark {self.hw} past the log's end {end}"
+        assert 0 <= self.applied <= end, f"{self.stream}: applied offset {self.applied} past the log's end {end}"
+        if self.role == LEADER and self.syncer is not None:  # (leading: not a role read from disk, not yet taken up)
+            assert self.synced <= end, f"{self.stream}: durable offset {self.synced} past the log's end {end}"
+            assert self.leader in self.isr, f"{self.stream}: the leader {self.leader} is not in its in-sync set {self.isr}"
+
 
 class Replication:
     def __init__(self, driver, data_dir: str, node: int, addresses: list[str], fsync: str = "always",

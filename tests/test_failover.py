@@ -96,6 +96,51 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                 s.stop()
 
 
+def in_process(etcd, tmp_path, node: int):
+    """An in-process durable server, node `node` of the cluster in `etcd` (TTL), its data under tmp_path."""
+    from windowstore.server.app import WindowStoreServer
+    from windowstore.server.config import ServerConfig
+
+    return WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{node}"), etcd=etcd.url, node=node,
+                                          lease_ttl_s=TTL)).start()
+
+
+def create_on_pair(view: EtcdClusterView, name: str) -> None:
+    """Once nodes 0 and 1 are live: stream `name` placed on [0, 1], led by node 0, created with
+    replication=2 and acks=all."""
+    assert view.wait(lambda v: len(v.live()) == 2, 30), "the two servers registered"
+    assert place(view.etcd, Keys(), name, [[0, 1]])
+    assert view.wait(lambda v: v.leader(name, 0), 30).node == 0
+    with ClusterClient(view, timeout=10) as ws:
+        ws.create_stream(name, SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
+                         partition_by=["k"], replication=2, acks="all")
+
+
+def assert_count_sum(view: EtcdClusterView, name: str, count: int, total: int) -> None:
+    """After a slide, the window of stream `name` holds `count` rows whose v sum to `total`."""
+    with ClusterClient(view, timeout=10) as ws:
+        slide = ws.slide(name)
+        got = ws.query(f"SELECT COUNT(*), SUM(v) FROM {name}")
+        assert got.slide == slide and got.rows == [(count, total)]
+
+
+def log_unreplicated(servers, partition: str) -> dict:
+    """Node 1 stops fetching `partition` from node 0 (which never drops it from the in-sync set);
+    then batch 1 (the row returned) is appended to node 0: logged there, and not acknowledged
+    (DEADLINE_EXCEEDED) since node 1 does not hold it."""
+    from windowstore.clients.errors import DeadlineExceeded
+
+    servers[0].driver.replication.lag_s = 3600.0
+    part = servers[1].driver.replication.parts[partition]
+    part.fetcher.stop()
+    part.fetcher.join(30)
+    row = {"ts": [1], "k": ["b1"], "v": [1]}
+    with Client(servers[0].address, timeout=1, retries=0) as c:
+        with pytest.raises(DeadlineExceeded):
+            c.append(partition, row, writer_id="w", batch_id=1)
+    return row
+
+
 def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, tmp_path):
     """In-process servers (so the test can stop one's lease renewals, as a pause or a cut from etcd
     would): once the leader's lease may have expired (its last renewal was sent a TTL ago) it
@@ -103,19 +148,12 @@ def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, 
     elected at epoch 2 and takes the writes; the old leader, renewing again, follows it and refuses
     writes with FAILED_PRECONDITION naming it. Writes acknowledged before are all there once."""
     from windowstore.clients.errors import FailedPrecondition
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
 
-    servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
-                                              lease_ttl_s=TTL)).start() for i in range(2)]
+    servers = [in_process(etcd, tmp_path, i) for i in range(2)]
     try:
         with EtcdClusterView(etcd.url) as view:
-            assert view.wait(lambda v: len(v.live()) == 2, 30)
-            assert place(view.etcd, Keys(), "f", [[0, 1]])
-            assert view.wait(lambda v: v.leader("f", 0), 30).node == 0
+            create_on_pair(view, "f")
             with ClusterClient(view, timeout=5) as ws:
-                ws.create_stream("f", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                                 partition_by=["k"], replication=2, acks="all")
                 for i in range(1, 6):
                     ws.append("f", {"ts": [i], "k": [f"b{i}"], "v": [i]}, writer_id="w", batch_id=i)
             leader = servers[0]
@@ -147,10 +185,7 @@ def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, 
                         return False
                     pytest.fail("the old leader acknowledged a write after it was replaced")
                 wait_for(refused_naming_node_1, "the old leader to follow node 1", timeout=60)
-            with ClusterClient(view, timeout=5) as ws:
-                slide = ws.slide("f")
-                got = ws.query("SELECT COUNT(*), SUM(v) FROM f")
-                assert got.slide == slide and got.rows == [(6, 21)]
+            assert_count_sum(view, "f", 6, 21)
     finally:
         for s in servers:
             s.stop()
@@ -162,28 +197,15 @@ def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tm
     would let the batch be lost when that follower is elected. In-process servers: the follower's
     fetching is stopped, and the leader never drops it from the in-sync set."""
     from windowstore.clients.errors import DeadlineExceeded
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
 
-    servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
-                                              lease_ttl_s=TTL)).start() for i in range(2)]
+    servers = [in_process(etcd, tmp_path, i) for i in range(2)]
     try:
         with EtcdClusterView(etcd.url) as view:
-            assert view.wait(lambda v: len(v.live()) == 2, 30)
-            assert place(view.etcd, Keys(), "d", [[0, 1]])
-            assert view.wait(lambda v: v.leader("d", 0), 30).node == 0
-            with ClusterClient(view, timeout=10) as ws:
-                ws.create_stream("d", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                                 partition_by=["k"], replication=2, acks="all")
-            servers[0].driver.replication.lag_s = 3600.0
+            create_on_pair(view, "d")
             follower = servers[1].driver.replication
             part = follower.parts["d.p0"]
-            part.fetcher.stop()
-            part.fetcher.join(30)
-            row = {"ts": [1], "k": ["b1"], "v": [1]}
+            row = log_unreplicated(servers, "d.p0")
             with Client(servers[0].address, timeout=1, retries=0) as c:
-                with pytest.raises(DeadlineExceeded):
-                    c.append("d.p0", row, writer_id="w", batch_id=1)
                 with pytest.raises(DeadlineExceeded):  # the duplicate waits for the follower too
                     c.append("d.p0", row, writer_id="w", batch_id=1)
             servers[1].loop.call_soon_threadsafe(follower.become_follower, "d.p0", 0, part.epoch)
@@ -202,32 +224,15 @@ def test_a_leader_restarted_and_elected_again_waits_for_its_followers(etcd, tmp_
     checkpoint, not its log's end (which would acknowledge the retry at once, a batch that only
     this replica holds). Once the follower is back and fetches, the retry is acknowledged."""
     from windowstore.clients.errors import DeadlineExceeded
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
 
-    def start(i: int) -> WindowStoreServer:
-        return WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd.url, node=i,
-                                              lease_ttl_s=TTL)).start()
-    servers = [start(0), start(1)]
+    servers = [in_process(etcd, tmp_path, i) for i in range(2)]
     try:
         with EtcdClusterView(etcd.url) as view:
-            assert view.wait(lambda v: len(v.live()) == 2, 30)
-            assert place(view.etcd, Keys(), "h", [[0, 1]])
-            assert view.wait(lambda v: v.leader("h", 0), 30).node == 0
-            with ClusterClient(view, timeout=10) as ws:
-                ws.create_stream("h", SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                                 partition_by=["k"], replication=2, acks="all")
-            servers[0].driver.replication.lag_s = 3600.0  # (the follower never leaves the in-sync set)
-            part = servers[1].driver.replication.parts["h.p0"]
-            part.fetcher.stop()
-            part.fetcher.join(30)
-            row = {"ts": [1], "k": ["b1"], "v": [1]}
-            with Client(servers[0].address, timeout=1, retries=0) as c:
-                with pytest.raises(DeadlineExceeded):
-                    c.append("h.p0", row, writer_id="w", batch_id=1)
+            create_on_pair(view, "h")
+            row = log_unreplicated(servers, "h.p0")
             servers[1].stop()
             servers[0].stop()
-            servers[0] = start(0)
+            servers[0] = in_process(etcd, tmp_path, 0)
             servers[0].driver.replication.lag_s = 3600.0  # (node 1, down, stays in the in-sync set)
             elected = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.epoch >= 2 else None)(
                 v.leader("h", 0)), 30)
@@ -239,13 +244,10 @@ def test_a_leader_restarted_and_elected_again_waits_for_its_followers(etcd, tmp_
                 assert status["high_watermark"] < status["end_offset"]
                 with pytest.raises(DeadlineExceeded):  # the retry waits for node 1
                     c.append("h.p0", row, writer_id="w", batch_id=1)
-            servers[1] = start(1)
+            servers[1] = in_process(etcd, tmp_path, 1)
             with Client(servers[0].address, timeout=60, retries=0) as c:
                 assert c.append("h.p0", row, writer_id="w", batch_id=1).duplicate
-            with ClusterClient(view, timeout=10) as ws:
-                slide = ws.slide("h")
-                got = ws.query("SELECT COUNT(*), SUM(v) FROM h")
-                assert got.slide == slide and got.rows == [(1, 1)]
+            assert_count_sum(view, "h", 1, 1)
     finally:
         for s in servers:
             s.stop()

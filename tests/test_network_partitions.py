@@ -121,3 +121,20 @@ def test_partitions_lose_no_acknowledged_batch(etcd):
     assert results["answers_checked"] > 0 and results["wrong_answers"] == 0, results
     assert results["epoch"] >= 2, "a cut leader was replaced at least once"
     assert chaos.passed(results)
+
+
+@pytest.mark.parametrize("bad", ["1", "x=127.0.0.1:5", "1=127.0.0.1", "1=:5", "-1=127.0.0.1:5"])
+def test_serve_refuses_a_peer_address_it_cannot_read_naming_the_flag(bad, capsys):
+    from windowstore.server.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["serve", "--peer-address", bad])
+    assert e.value.code == 2
+    assert "--peer-address" in capsys.readouterr().err
+
+
+def test_serve_takes_peer_addresses_by_node():
+    from windowstore.server.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--peer-address", "1=127.0.0.1:5", "--peer-address", "2=127.0.0.1:6"])
+    assert args.peer_address == [(1, "127.0.0.1:5"), (2, "127.0.0.1:6")]

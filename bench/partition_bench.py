@@ -11,12 +11,15 @@ once (query throughput). Every probe answer is checked against the sum of the ro
 window holds. The scatter-gather overhead is a probe's latency on P partitions over its latency on
 P = 1 with the same server processes. Window memory: the servers' resident memory (VmRSS) after the
 ingest less that after creating the stream, per row the window holds (columns, synopses and the
-process's own growth). The client runs in this process on the same 2 cores as the servers, so the
+process's own growth). The CPU the servers and this client used during the ingest, in cores
+(CPU seconds over wall seconds), says what bounds ingest when they share the cores; the rows per
+server CPU second is the capacity model's figure per core. The client runs in this process on the same 2 cores as the servers, so the
 figures bound what the servers do from below; run the bench on an idle host for absolute numbers."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import threading
 import time
 
@@ -41,6 +44,17 @@ def _rss(procs) -> int:
     return total
 
 
+def _cpu_s(procs) -> float:
+    """The servers' CPU time so far (user + system, all threads), seconds (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in procs:
+        with open(f"/proc/{p.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+    return total / tick
+
+
 def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, clients: int) -> dict:
     procs = [ServerProcess() for _ in range(servers)]
     try:
@@ -63,7 +77,7 @@ def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, cli
                         return
                     cc.append("pb", batches[i], writer_id="bench", batch_id=i)
 
-            t0 = time.perf_counter()
+            t0, server_cpu0, client_cpu0 = time.perf_counter(), _cpu_s(procs), time.process_time()
             for start in range(0, len(batches), SLIDE_EVERY * clients):  # rounds: the rows, then a slide
                 group = list(range(start, min(start + SLIDE_EVERY * clients, len(batches))))
                 nxt = iter(group)
@@ -76,6 +90,7 @@ def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, cli
                 sealed.append(sum(sums[i] for i in group))
                 counts.append(len(group) * batch)
             ingest_s = time.perf_counter() - t0
+            server_cpu_s, client_cpu_s = _cpu_s(procs) - server_cpu0, time.process_time() - client_cpu0
             window_bytes = _rss(procs) - rss0
             window_rows = sum(counts[-WINDOW:])
             expect = sum(sealed[-WINDOW:])
@@ -110,7 +125,9 @@ def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, cli
     return {"servers": servers, "partitions": partitions, "ingest_rows_per_s": len(batches) * batch / ingest_s,
             "probe_queries_per_s": queries / query_s, "probe_ms": 1000 * query_s / queries,
             "concurrent_queries_per_s": queries / concurrent_s, "arrow_bytes_per_row": nbytes,
-            "window_rows": window_rows, "resident_bytes_per_window_row": window_bytes / window_rows}
+            "window_rows": window_rows,
+            "ingest_server_cores": server_cpu_s / ingest_s, "ingest_client_cores": client_cpu_s / ingest_s,
+            "rows_per_server_cpu_s": len(batches) * batch / server_cpu_s, "resident_bytes_per_window_row": window_bytes / window_rows}
 
 
 def measure(rows: int, batch: int, queries: int, clients: int) -> list[dict]:
@@ -148,11 +165,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     results = measure(args.rows, args.batch, args.queries, args.clients)
     print(f"{'servers':>7} {'P':>2} {'ingest rows/s':>14} {'x 1 server P=1':>15} {'probe ms':>9} "
-          f"{'probe ms / P=1':>15} {'queries/s':>10} {'RSS B/row':>10}")
+          f"{'probe ms / P=1':>15} {'queries/s':>10} {'RSS B/row':>10} {'server cores':>13} {'client cores':>13} "
+          f"{'rows/server CPU s':>18}")
     for r in results:
         print(f"{r['servers']:>7} {r['partitions']:>2} {r['ingest_rows_per_s']:>14,.0f} {r['ingest_vs_1x1']:>15.2f} "
               f"{r['probe_ms']:>9.2f} {r['probe_overhead_vs_p1']:>15.2f} {r['concurrent_queries_per_s']:>10,.0f} "
-              f"{r['resident_bytes_per_window_row']:>10,.0f}")
+              f"{r['resident_bytes_per_window_row']:>10,.0f} {r['ingest_server_cores']:>13.2f} "
+              f"{r['ingest_client_cores']:>13.2f} {r['rows_per_server_cpu_s']:>18,.0f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

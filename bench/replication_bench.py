@@ -6,12 +6,11 @@ rounds. Every Append to the R=2 stream is acknowledged only once both replicas' 
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 from pathlib import Path
 
 from windowstore.clients import Client
-from windowstore.server.process import ServerProcess
+from windowstore.server.process import ServerProcess, free_ports
 from windowstore.store.partitions import StaticCluster
 
 from .common import SCHEMA, fmt_rate
@@ -22,21 +21,10 @@ SECONDS = 5.0
 SENDERS = 3
 
 
-def _ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def measure(rounds: int = 2, seconds: float = SECONDS) -> dict:
     """{"r1": [rows/s per round], "r2": [...]} on a fresh two-server cluster."""
     tmp = Path(tempfile.mkdtemp(prefix="ws-repl-bench-"))
-    ports = _ports(2)
+    ports = free_ports(2)
     addresses = [f"127.0.0.1:{p}" for p in ports]
     cluster = tmp / "cluster.toml"
     cluster.write_text("nodes = [" + ", ".join(f'"{a}"' for a in addresses) + "]\n")

@@ -103,6 +103,9 @@ class Answer:
     partition_queries: dict[int, str] = field(default_factory=dict)
     # Approximate cells (APPROX_QUANTILE, APPROX_COUNT_DISTINCT, APPROX_TOP_K): one Bound each.
     bounds: list[Bound] = field(default_factory=list)
+    # A partition's answer asked for its sketches (QueryRequest / RegisterQueryRequest.return_sketches):
+    # each sketch aggregate's merged sketch, as pb.MergedSketch, for the merge (sketch_merge.py).
+    sketches: list = field(default_factory=list, repr=False)
 
     @classmethod
     def from_pb(cls, a: pb.Answer) -> "Answer":
@@ -137,7 +140,8 @@ class Answer:
             early_slides=a.early_slides, group=a.group,
             bounds=[Bound(b.row, b.column, b.sketch, b.confidence,
                           *(getattr(b, k) if b.HasField(k) else None for k in ("rank_error", "estimate", "lower", "upper", "delta")))
-                    for b in a.bounds])
+                    for b in a.bounds],
+            sketches=list(a.sketches))
 
     def to_arrow(self):
         """A pyarrow Table typed from the answer's column types; exact integer sums (int128) as

@@ -22,9 +22,10 @@ class AsyncClusterClient:
     """The asyncio cluster client: ClusterClient's methods, awaited (see its docstrings)."""
 
     def __init__(self, cluster, timeout: float | None = 60.0, retries: int = 3, tls: bool = False, ca=None,
-                 cert=None, key=None, token: str | None = None):
+                 cert=None, key=None, token: str | None = None, etcd=None, follow_leader: bool = False,
+                 failover_s: float = 30.0):
         self.cluster_client = ClusterClient(cluster, timeout, retries, tls=tls, ca=ca, cert=cert, key=key,
-                                            token=token)
+                                            token=token, etcd=etcd, follow_leader=follow_leader, failover_s=failover_s)
 
     def __getattr__(self, name: str) -> Any:
         if name not in _CALLS:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
@@ -25,6 +26,7 @@ from windowstore.v1 import windowstore_pb2_grpc as pb_grpc
 from .answer import Answer
 from .batches import arrow_wire, build, to_arrow, to_columnar
 from .errors import AlreadyExists, InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
+from .follow import RESUMABLE, Leaders, Resubscribing
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -253,10 +255,22 @@ def pinned(query: str | pb.StructuredQuery, slide: int) -> str | pb.StructuredQu
     return to_text(replace(parse_query(query), as_of_slide=slide))
 
 
-def register_request(query: str | pb.StructuredQuery, priority: int) -> pb.RegisterQueryRequest:
+def query_stream(query: str | pb.StructuredQuery) -> str:
+    """The stream a query reads (a join's first)."""
     if isinstance(query, pb.StructuredQuery):
-        return build(pb.RegisterQueryRequest, structured=query, priority=priority)
-    return build(pb.RegisterQueryRequest, text=query, priority=priority)
+        return query.stream
+    from windowstore.store.parser import parse_statement
+    from windowstore.store.query import JoinQuery
+
+    q = parse_statement(query)
+    return q.streams[0] if isinstance(q, JoinQuery) else q.stream
+
+
+def register_request(query: str | pb.StructuredQuery, priority: int,
+                     return_sketches: bool = False) -> pb.RegisterQueryRequest:
+    if isinstance(query, pb.StructuredQuery):
+        return build(pb.RegisterQueryRequest, structured=query, priority=priority, return_sketches=return_sketches)
+    return build(pb.RegisterQueryRequest, text=query, priority=priority, return_sketches=return_sketches)
 
 
 def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
@@ -300,7 +314,15 @@ class Client:
     `cert=` and `key=`. `token=` sends `authorization: Bearer <token>` with every call.
 
     Given a list of addresses (or a ClusterView) instead of one, it is a client of the cluster
-    they form (partitioned.ClusterClient; docs/partitions.md)."""
+    they form (partitioned.ClusterClient; docs/partitions.md).
+
+    Replicated streams (docs/failover.md): with `etcd=` (its URL, or an EtcdClusterView) each call
+    naming a stream goes to the stream's leader as etcd names it, and follows it across a failover
+    for up to `failover_s` (follow.Following: a refused call is made again on the leader; an
+    append or slide after an UNAVAILABLE only with its writer_id and batch_id, which keep it
+    exactly once); a periodic query registered through this client is registered again on the new
+    leader and its subscription goes on there. `follow_leader=True` without etcd follows only the
+    leader a refusing replica names."""
 
     def __new__(cls, target=None, *args, **kwargs):
         if cls is Client and (isinstance(target, (list, tuple)) or hasattr(target, "owner")):
@@ -311,18 +333,36 @@ class Client:
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
                  channel: grpc.Channel | None = None, tls: bool = False, ca=None, cert=None, key=None,
-                 token: str | None = None):
+                 token: str | None = None, etcd=None, follow_leader: bool = False, failover_s: float = 30.0):
         self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries
         creds, self._metadata = _security(tls, ca, cert, key, token)
+        self._creds = creds
         self._channel = channel or (grpc.secure_channel(target, creds, options=_OPTIONS) if creds
                                     else grpc.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
         _serialized_calls(self._stub, self._channel)
+        self._leaders = Leaders(etcd, follow_leader, failover_s, target)
+        self._others: dict[str, tuple] = {}  # address -> (channel, stub) of the leaders followed
+        self._others_lock = threading.Lock()  # (a ClusterClient and Spark call one client from several threads)
 
     def close(self) -> None:
         self._channel.close()
+        for channel, _ in self._others.values():
+            channel.close()
+
+    def _stub_at(self, address: str):
+        if address == self.target:
+            return self._stub
+        with self._others_lock:
+            if address not in self._others:
+                channel = (grpc.secure_channel(address, self._creds, options=_OPTIONS) if self._creds
+                           else grpc.insecure_channel(address, options=_OPTIONS))
+                stub = pb_grpc.WindowStoreServiceStub(channel)
+                _serialized_calls(stub, channel)
+                self._others[address] = (channel, stub)
+            return self._others[address][1]
 
     def __enter__(self) -> "Client":
         return self
@@ -330,12 +370,29 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def call(self, method: str, request, idempotent: bool, timeout: float | None = None):
+    def call(self, method: str, request, idempotent: bool, timeout: float | None = None, stream: str | None = None):
         """One unary RPC by its method name, with this client's timeout (or `timeout`) and
         credentials; an `idempotent` one is retried while the server is unavailable. Raises the
         SDK's exception for the status (errors.py). Every method here calls through it, and a
-        ClusterClient (partitioned.py) calls its nodes so."""
-        fn = getattr(self._stub, method)
+        ClusterClient (partitioned.py) calls its nodes so. `stream`: the replicated stream the
+        call is for, whose leader it follows (with etcd= or follow_leader=; Leaders)."""
+        if stream is None or not self._leaders.on:
+            return self._call_at(self._stub, method, request, idempotent, timeout)
+        f = self._leaders.following(stream, idempotent)
+        while True:
+            address = f.address(self._leaders.last(stream))
+            try:
+                out = self._call_at(self._stub_at(address), method, request, idempotent, timeout)
+            except WindowStoreError as e:
+                if not f.again(e):
+                    raise
+                f.wait()
+                continue
+            self._leaders.found(stream, address)
+            return out
+
+    def _call_at(self, stub, method: str, request, idempotent: bool, timeout: float | None):
+        fn = getattr(stub, method)
         attempt = 0
         while True:
             try:
@@ -380,7 +437,7 @@ class Client:
         return [_dict(s) for s in self.call("ListStreams", pb.ListStreamsRequest(), True).streams]
 
     def describe_stream(self, name: str) -> dict:
-        return _dict(self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True).stream)
+        return _dict(self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True, stream=name).stream)
 
     def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
                columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
@@ -389,22 +446,23 @@ class Client:
         plain protobuf form instead of Arrow. `event_time_ms` (clock='event'): the writer's event
         time has reached it, rows or not; the watermark moves as if a row of that time had come."""
         req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
-        r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
+        r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed
         call does not slide again and returns the slide it made the first time."""
         req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
-        return self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id)).slide
+        return self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id), stream=stream).slide
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
                      limit: int = 1000) -> tuple[list[Answer], int, int]:
         """A periodic query's kept answers reflecting slides in (after_slide, through_slide]:
         (answers, the newest answer's slide, the oldest kept answer's slide)."""
+        address, query_id = self._leaders.at(query_id)
         req = build(pb.ReadAnswersRequest, query_id=query_id, after_slide=after_slide, limit=limit,
                     through_slide=through_slide)
-        r = self.call("ReadAnswers", req, True)
+        r = self._call_at(self._stub_at(address), "ReadAnswers", req, True, None)
         return [Answer.from_pb(a) for a in r.answers], r.latest_slide, r.first_slide
 
     # exactly-once batches
@@ -412,7 +470,8 @@ class Client:
               chunk: int = 0) -> StageResult:
         """Stage rows of one attempt of batch (writer_id, batch_id): invisible until commit_batch.
         An attempt sends its rows as chunks 0, 1, ...; sending a chunk again replaces it."""
-        r = self.call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
+        r = self.call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True,
+                      stream=stream)
         return StageResult(r.staged_rows, r.committed)
 
     def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
@@ -422,12 +481,12 @@ class Client:
         `event_time_ms` as append's: the writers' event time has reached it (clock='event').
         `at_slide`: into that sub-window (pending until it opens; see CommitBatchRequest.at_slide)."""
         r = self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms,
-                                                    at_slide, split), True)
+                                                    at_slide, split), True, stream=stream)
         return commit_result(r)
 
     def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
         return self.call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id, batch_id=batch_id),
-                          True).discarded_rows
+                         True, stream=stream).discarded_rows
 
     # queries
     def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
@@ -439,7 +498,8 @@ class Client:
         (Answer.slide); `min_slide`: only once that slide is applied there (waiting up to
         `min_slide_wait_ms`, then Unavailable naming the slide)."""
         req = replica_query(query_request(query, priority, as_of_slide), read_from, min_slide, min_slide_wait_ms)
-        return Answer.from_pb(self.call("Query", req, True, timeout).answer)
+        stream = query_stream(query) if self._leaders.on and read_from != "follower" else None
+        return Answer.from_pb(self.call("Query", req, True, timeout, stream).answer)
 
     def set_replica_role(self, stream: str, role: str, epoch: int, leader: int = 0, replicas: Iterable[int] = (),
                          acks: str = "") -> dict:
@@ -457,27 +517,54 @@ class Client:
         value comes from, its period in slides (0: one-time) and whether it shares its execution."""
         return _explained(self.call("Explain", query_request(query, 0), True))
 
-    def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        r = self.call("RegisterQuery", register_request(query, priority), False)
+    def register(self, query: str | pb.StructuredQuery, priority: int = 0,
+                 return_sketches: bool = False) -> PeriodicQuery:
+        """Register a periodic query; `return_sketches`: each answer carries its sketch aggregates'
+        merged sketches (Answer.sketches), as a partitioned stream's client merges them. Following
+        leaders (etcd=): on its stream's leader, and kept here to be registered again on the next
+        leader after a failover (subscription())."""
+        req = register_request(query, priority, return_sketches)
+        stream = query_stream(query) if self._leaders.on else None
+        r = self.call("RegisterQuery", req, False, stream=stream)
+        self._leaders.registered(r.query_id, req, stream)
         return PeriodicQuery(r.query_id, r.every_slides)
 
     def unregister(self, query_id: str) -> None:
-        self.call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
+        address, current = self._leaders.at(query_id)
+        self._call_at(self._stub_at(address), "UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=current), False, None)
+        self._leaders.periodic.pop(query_id, None)
 
     def list_queries(self, stream: str = "") -> list[dict]:
         return [_dict(q) for q in self.call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True).queries]
 
     def subscription(self, query_id: str, timeout: float | None = None):
         """The Subscribe RPC's call, started: an iterator of pb.Answer messages that cancel()
-        ends (subscribe() reads one; a ClusterClient reads one per partition)."""
-        return self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
+        ends (subscribe() reads one; a ClusterClient reads one per partition). A query registered
+        through this client while following leaders: a follow.Resubscribing, which registers it
+        again on the new leader after a failover and goes on there (slides increasing, a gap in
+        them where no registration answered)."""
+        def open_call():
+            address, current = self._leaders.at(query_id)
+            return self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current), timeout=timeout,
+                                                    metadata=self._metadata)
+        again = self._leaders.again(query_id)
+        if again is None:
+            return open_call()
+
+        def resume(_error):
+            r = self.call("RegisterQuery", again[0], True, stream=again[1])  # (a retry may leave a spare registration)
+            self._leaders.moved(query_id, r.query_id)
+            return open_call()
+        return Resubscribing(open_call(), resume)
 
     def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
         """Answers of a periodic query as they are produced; ends when it is unregistered."""
         call = self.subscription(query_id, timeout)
         try:
             for a in call:
-                yield Answer.from_pb(a)
+                out = Answer.from_pb(a)
+                out.query_id = query_id  # (after a failover the server's id is the new registration's)
+                yield out
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.CANCELLED and call.cancelled():
                 return
@@ -505,18 +592,35 @@ class AsyncClient:
         return super().__new__(cls)
 
     def __init__(self, target: str | None = None, timeout: float | None = 60.0, retries: int = 3,
-                 tls: bool = False, ca=None, cert=None, key=None, token: str | None = None):
+                 tls: bool = False, ca=None, cert=None, key=None, token: str | None = None, etcd=None,
+                 follow_leader: bool = False, failover_s: float = 30.0):
         self.target = target = target or default_target()
         self.timeout = timeout
         self.retries = retries
         creds, self._metadata = _security(tls, ca, cert, key, token)
+        self._creds = creds
         self._channel = (grpc.aio.secure_channel(target, creds, options=_OPTIONS) if creds
                          else grpc.aio.insecure_channel(target, options=_OPTIONS))
         self._stub = pb_grpc.WindowStoreServiceStub(self._channel)
         _serialized_calls(self._stub, self._channel)
+        self._leaders = Leaders(etcd, follow_leader, failover_s, target)  # as Client's (docs/failover.md)
+        self._others: dict[str, tuple] = {}
 
     async def close(self) -> None:
         await self._channel.close()
+        for channel, _ in self._others.values():
+            await channel.close()
+
+    def _stub_at(self, address: str):
+        if address == self.target:
+            return self._stub
+        if address not in self._others:
+            channel = (grpc.aio.secure_channel(address, self._creds, options=_OPTIONS) if self._creds
+                       else grpc.aio.insecure_channel(address, options=_OPTIONS))
+            stub = pb_grpc.WindowStoreServiceStub(channel)
+            _serialized_calls(stub, channel)
+            self._others[address] = (channel, stub)
+        return self._others[address][1]
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -524,9 +628,26 @@ class AsyncClient:
     async def __aexit__(self, *exc) -> None:
         await self.close()
 
-    async def call(self, method: str, request, idempotent: bool, timeout: float | None = None):
-        """As Client.call, awaited."""
-        fn = getattr(self._stub, method)
+    async def call(self, method: str, request, idempotent: bool, timeout: float | None = None,
+                   stream: str | None = None):
+        """As Client.call, awaited (a wait for etcd's next leader runs on a worker thread)."""
+        if stream is None or not self._leaders.on:
+            return await self._call_at(self._stub, method, request, idempotent, timeout)
+        f = self._leaders.following(stream, idempotent)
+        while True:
+            address = f.address(self._leaders.last(stream))
+            try:
+                out = await self._call_at(self._stub_at(address), method, request, idempotent, timeout)
+            except WindowStoreError as e:
+                if not f.again(e):
+                    raise
+                await asyncio.to_thread(f.wait)
+                continue
+            self._leaders.found(stream, address)
+            return out
+
+    async def _call_at(self, stub, method: str, request, idempotent: bool, timeout: float | None):
+        fn = getattr(stub, method)
         attempt = 0
         while True:
             try:
@@ -566,63 +687,92 @@ class AsyncClient:
         return [_dict(s) for s in (await self.call("ListStreams", pb.ListStreamsRequest(), True)).streams]
 
     async def describe_stream(self, name: str) -> dict:
-        return _dict((await self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True)).stream)
+        return _dict((await self.call("DescribeStream", build(pb.DescribeStreamRequest, name=name), True,
+                                      stream=name)).stream)
 
     async def append(self, stream: str, columns: Any, writer_id: str = "", batch_id: int | None = None,
                      columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
         req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
-        r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id))
+        r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     async def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)
-        return (await self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id))).slide
+        return (await self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)).slide
 
     async def stage(self, stream: str, columns: Any, writer_id: str, batch_id: int, attempt: str,
                     chunk: int = 0) -> StageResult:
-        r = await self.call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True)
+        r = await self.call("StageRows", stage_request(stream, columns, writer_id, batch_id, attempt, chunk), True,
+                            stream=stream)
         return StageResult(r.staged_rows, r.committed)
 
     async def commit_batch(self, stream: str, writer_id: str, batch_id: int, attempts: dict[str, int],
                            slide: bool = False, event_time_ms: int | None = None, at_slide: int | None = None,
                            split: bool = False) -> CommitResult:
         r = await self.call("CommitBatch", commit_request(stream, writer_id, batch_id, attempts, slide, event_time_ms,
-                                                          at_slide, split), True)
+                                                          at_slide, split), True, stream=stream)
         return commit_result(r)
 
     async def abort_batch(self, stream: str, writer_id: str, batch_id: int) -> int:
         return (await self.call("AbortBatch", build(pb.AbortBatchRequest, stream=stream, writer_id=writer_id,
-                                                                    batch_id=batch_id), True)).discarded_rows
+                                                                    batch_id=batch_id), True, stream=stream)).discarded_rows
 
     async def query(self, query: str | pb.StructuredQuery, priority: int = 0, timeout: float | None = None,
                     as_of_slide: int | None = None, read_from: str = "", min_slide: int | None = None,
                     min_slide_wait_ms: int = 0) -> Answer:
         req = replica_query(query_request(query, priority, as_of_slide), read_from, min_slide, min_slide_wait_ms)
-        return Answer.from_pb((await self.call("Query", req, True, timeout)).answer)
+        stream = query_stream(query) if self._leaders.on and read_from != "follower" else None
+        return Answer.from_pb((await self.call("Query", req, True, timeout, stream)).answer)
 
     async def explain(self, query: str | pb.StructuredQuery) -> dict:
         """As Client.explain."""
         return _explained(await self.call("Explain", query_request(query, 0), True))
 
-    async def register(self, query: str | pb.StructuredQuery, priority: int = 0) -> PeriodicQuery:
-        r = await self.call("RegisterQuery", register_request(query, priority), False)
+    async def register(self, query: str | pb.StructuredQuery, priority: int = 0,
+                       return_sketches: bool = False) -> PeriodicQuery:
+        """As Client.register."""
+        req = register_request(query, priority, return_sketches)
+        stream = query_stream(query) if self._leaders.on else None
+        r = await self.call("RegisterQuery", req, False, stream=stream)
+        self._leaders.registered(r.query_id, req, stream)
         return PeriodicQuery(r.query_id, r.every_slides)
 
     async def unregister(self, query_id: str) -> None:
-        await self.call("UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=query_id), False)
+        address, current = self._leaders.at(query_id)
+        await self._call_at(self._stub_at(address), "UnregisterQuery", build(pb.UnregisterQueryRequest, query_id=current),
+                            False, None)
+        self._leaders.periodic.pop(query_id, None)
 
     async def list_queries(self, stream: str = "") -> list[dict]:
         return [_dict(q) for q in (await self.call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True)).queries]
 
     async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
-        call = self._stub.Subscribe(build(pb.SubscribeRequest, query_id=query_id), timeout=timeout, metadata=self._metadata)
-        try:
-            async for a in call:
-                yield Answer.from_pb(a)
-        except grpc.RpcError as e:
-            raise from_rpc_error(e) from None
-        finally:
-            call.cancel()
+        """As Client.subscribe: a query registered here while following leaders is registered
+        again on the new leader after a failover (as follow.Resubscribing: slides increasing, each
+        at most once, a gap in them where no registration answered)."""
+        last = -1
+        while True:
+            address, current = self._leaders.at(query_id)
+            call = self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current), timeout=timeout,
+                                                    metadata=self._metadata)
+            try:
+                async for a in call:
+                    if a.slide <= last:
+                        continue
+                    last = a.slide
+                    out = Answer.from_pb(a)
+                    out.query_id = query_id
+                    yield out
+                return
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                again = self._leaders.again(query_id)
+                if again is None or not isinstance(err, RESUMABLE):
+                    raise err from None
+            finally:
+                call.cancel()
+            r = await self.call("RegisterQuery", again[0], True, stream=again[1])
+            self._leaders.moved(query_id, r.query_id)
 
     async def stats(self, stream: str = "") -> dict:
         return _dict(await self.call("GetStats", build(pb.GetStatsRequest, stream=stream), True))

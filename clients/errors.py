@@ -4,14 +4,19 @@ from __future__ import annotations
 import grpc
 
 
+# trailing metadata of a refusal by a replica that does not lead the stream: the leader's address
+LEADER_METADATA = "windowstore-leader"
+
+
 class WindowStoreError(Exception):
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, message: str, code: grpc.StatusCode | None = None):
+    def __init__(self, message: str, code: grpc.StatusCode | None = None, leader: str = ""):
         super().__init__(message)
         if code is not None:
             self.code = code
         self.message = message
+        self.leader = leader  # a replica's refusal: the address of the stream's leader, when it knows it
 
 
 class InvalidArgument(WindowStoreError, ValueError):
@@ -78,4 +83,16 @@ def from_rpc_error(e: grpc.RpcError) -> WindowStoreError:
     code = e.code() if hasattr(e, "code") else grpc.StatusCode.UNKNOWN
     details = e.details() if hasattr(e, "details") else str(e)
     cls = _BY_CODE.get(code, WindowStoreError)
-    return cls(details or code.name, code)
+    return cls(details or code.name, code, _leader_of(e))
+
+
+def _leader_of(e: grpc.RpcError) -> str:
+    """The leader a replica's refusal names (LEADER_METADATA), else ""."""
+    try:
+        trailing = e.trailing_metadata() if hasattr(e, "trailing_metadata") else None
+    except Exception:  # noqa: BLE001 - a call that never reached a server has none
+        return ""
+    for key, value in trailing or ():
+        if key == LEADER_METADATA:
+            return value if isinstance(value, str) else value.decode()
+    return ""

@@ -262,3 +262,9 @@ def session_window(gap_ms: int) -> pb.SessionRowsWindow:
 def rows_window(n: int, partition_by: Iterable[str] = ()) -> pb.SessionRowsWindow:
     """[ROWS n], or [PARTITION BY a, ... ROWS n], for StructuredQuery.window_shape."""
     return pb.SessionRowsWindow(rows=n, partition_by=list(partition_by))
+
+
+def cumulate_window(step_ms: int, size_ms: int) -> pb.CumulateWindow:
+    """[CUMULATE STEP step_ms ms SIZE size_ms ms], for StructuredQuery.cumulate (a landmark window
+    [RANGE UNBOUNDED] is StructuredQuery.landmark, set with landmark=pb.LandmarkWindow())."""
+    return pb.CumulateWindow(step_ms=step_ms, size_ms=size_ms)

@@ -167,9 +167,9 @@ def plan_merge(q: Query, partition_by: tuple[str, ...], types: dict[str, str] | 
     if q.outer:
         raise InvalidArgument("outer aggregates (SELECT ... FROM (subquery)) on a partitioned stream are not "
                               "supported yet")
-    if q.approximate:
-        raise InvalidArgument("a periodic APPROXIMATE query on a partitioned stream is not supported yet "
-                              "(one-time queries merge it: approx_merge.py); ask for the exact answer")
+    if q.approximate:  # (partitioned.py plans it with approx_merge.py: the thesis's bounds)
+        raise InvalidArgument("APPROXIMATE on a partitioned stream is not supported yet by the exact merge: it "
+                              "merges with the top-k lists' bounds (approx_merge.plan_approx_merge)")
     if q.slide is not None:
         raise InvalidArgument("a one-time query has no SLIDE")
     if q.range is not None and q.range.unit == "rows":

@@ -33,8 +33,9 @@ from windowstore.v1 import windowstore_pb2 as pb
 
 from .answer import Answer
 from .batches import build, to_arrow
-from .errors import (AlreadyExists, DeadlineExceeded, FailedPrecondition, InvalidArgument, NotFound, Unavailable,
+from .errors import (AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable,
                      WindowStoreError, from_rpc_error)
+from .follow import Resubscribing, etcd_view, follow
 
 
 @dataclass(frozen=True)
@@ -68,16 +69,20 @@ class ClusterClient:
 
     def __init__(self, cluster: Sequence[str] | ClusterView, timeout: float | None = 60.0, retries: int = 3,
                  channel=None, tls: bool = False, ca=None, cert=None, key=None, token: str | None = None,
-                 writer_id: str | None = None, failover_s: float = 30.0):
+                 etcd=None, follow_leader: bool = False, failover_s: float = 30.0, writer_id: str | None = None):
         from .client import Client
 
+        if etcd is not None:  # the map and leaders etcd holds, rather than a static list (the Spark option etcd)
+            cluster = etcd_view(etcd)
         if not isinstance(cluster, (list, tuple)) and not hasattr(cluster, "owner"):
             raise InvalidArgument("a cluster is a list of server addresses or a ClusterView")
         if channel is not None:
             raise InvalidArgument("channel= is for a single server; a cluster client opens one per server")
         self.cluster: ClusterView = StaticCluster(tuple(cluster)) if isinstance(cluster, (list, tuple)) else cluster  # type: ignore[assignment]  # checked above
         self.timeout = timeout
-        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token)
+        # (follow_leader: each node's client follows a refusal naming the leader, on a static cluster)
+        self.nodes = [Client(a, timeout=timeout, retries=retries, tls=tls, ca=ca, cert=cert, key=key, token=token,
+                             follow_leader=follow_leader, failover_s=failover_s)
                       for a in self.cluster.addresses]
         self._pool = ThreadPoolExecutor(max_workers=max(4, 2 * len(self.nodes)), thread_name_prefix="windowstore-sdk")
         self._layouts: dict[str, Layout] = {}
@@ -86,6 +91,7 @@ class ClusterClient:
         self._slide_writer = writer_id or f"sdk-slide-{uuid.uuid4().hex}"
         self._slide_batches = itertools.count(1)
         self._periodic: dict[str, tuple] = {}  # a partitioned stream's periodic query: (layout, plan, {partition: id})
+        self._texts: dict[str, tuple] = {}  # ... and ({partition: its text}, priority, sketches), to register it again
         self.failover_s = failover_s  # over etcd: how long a call follows a partition's leader changes
 
     @property
@@ -128,28 +134,10 @@ class ClusterClient:
         return out
 
     def _on_leader(self, stream: str, p: int, fn, sure: bool = True):
-        """fn(p, the client of partition p's leader). Over a cluster in etcd (an EtcdClusterView),
-        a call its leader refused as no longer (or not yet) the leader (FAILED_PRECONDITION naming
-        the leader), or that found it unreachable, paused or fenced (UNAVAILABLE, a deadline), is
-        made again on the leader etcd names once it changes (or after a second), for up to
-        `failover_s`; with `sure` False only the refusals, after which nothing was applied."""
-        cluster = self.cluster
-        node, client = self._owner(stream, p)
-        if not hasattr(cluster, "wait") or self.failover_s <= 0:
-            return fn(p, client)
-        deadline = time.monotonic() + self.failover_s
-        while True:
-            tried = cluster.leader(stream, p)  # type: ignore[attr-defined]  # an EtcdClusterView
-            try:
-                return fn(p, client)
-            except (FailedPrecondition, Unavailable, DeadlineExceeded) as e:
-                refused = isinstance(e, FailedPrecondition)
-                left = deadline - time.monotonic()
-                if left <= 0 or (refused and "leader" not in e.message) or not (refused or sure):
-                    raise
-                cluster.wait(lambda v: (lambda now: now is not None and now != tried)(v.leader(stream, p)),
-                             min(left, 1.0))
-                node, client = self._owner(stream, p)
+        """fn(p, the client of partition p's leader), following the leader etcd names over a cluster
+        in etcd (an EtcdClusterView) for up to `failover_s`: follow.Following's rule (with `sure`
+        False only after refusals, which applied nothing)."""
+        return follow(self.cluster, stream, p, sure, self.failover_s, lambda: fn(p, self._owner(stream, p)[1]))
 
     def on_partitions(self, layout: Layout, fn, partitions: Iterable[int] | None = None,
                       sure: bool = True) -> dict[int, Any]:
@@ -348,11 +336,6 @@ class ClusterClient:
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
-        from .approx_merge import plan_approx_merge
-        from .expr_merge import plan_expr_merge
-        from .merge import plan_merge
-        from .sketch_merge import has_sketch, plan_sketch_merge
-
         if not isinstance(query, str):
             raise InvalidArgument("a query on a cluster is SQL text")
         parsed = parse_statement(query)
@@ -365,15 +348,7 @@ class ClusterClient:
         if node is not None:
             return node.query(query, priority, timeout, as_of_slide)
         lay = self.layout(parsed.stream)
-        plan: Any
-        if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
-            plan = plan_expr_merge(parsed, lay.types or {})
-        elif has_sketch(parsed):
-            plan = plan_sketch_merge(parsed, lay.types or {})
-        elif parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers
-            plan = plan_approx_merge(parsed, lay.partition_by)
-        else:
-            plan = plan_merge(parsed, lay.partition_by, lay.types)
+        plan = _merge_plan(parsed, lay)
         pinned = as_of_slide is not None
         for attempt in range(1 if pinned else _SLID_PAST_RETRIES + 1):
             missing: list[int] = []
@@ -432,14 +407,15 @@ class ClusterClient:
 
     # -- periodic queries ---------------------------------------------------------------------------
     def register(self, query: str, priority: int = 0):
-        """Register a periodic query. On a partitioned stream: on every partition (each in its
-        partial form); `subscribe` merges their answers per slide. The merge plan is kept by this
-        client: subscribe to the returned id through the same client."""
+        """Register a periodic query. On a partitioned stream: on every partition, each in the form
+        a one-time query runs there (partial aggregates, expressions' partial groups, sketch
+        aggregates with their sketches, APPROXIMATE's top-k lists); `subscribe` and `read_answers`
+        merge their answers per slide with the one-time merge (_merge_plan). The merge plan is kept
+        by this client: subscribe to the returned id through the same client (or `attach`)."""
         from windowstore.store.parser import parse_statement
         from windowstore.store.query import JoinQuery
 
         from .client import PeriodicQuery
-        from .merge import plan_merge
 
         parsed = parse_statement(query) if isinstance(query, str) else None
         if parsed is None:
@@ -453,12 +429,9 @@ class ClusterClient:
         if parsed.slide is None:
             raise InvalidArgument("a periodic query needs SLIDE")
         lay = self.layout(stream)
-        _no_expressions(parsed)
-        _no_periodic_sketches(parsed)
-        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)
-        texts = {p: to_text(replace(plan.query, stream=partition_name(stream, p), slide=parsed.slide))
-                 for p in range(lay.partitions)}
-        out = self._each(lay, lambda p, n: n.register(texts[p], priority))
+        plan = _merge_plan(replace(parsed, slide=None), lay)
+        texts, sketches = _partition_forms(plan, parsed, lay)
+        out = self._each(lay, lambda p, n: n.register(texts[p], priority, return_sketches=sketches))
         failed = [p for p, r in out.items() if isinstance(r, WindowStoreError)]
         if failed:  # leave nothing half-registered
             for p, r in out.items():
@@ -468,6 +441,7 @@ class ClusterClient:
             raise _error_like(r, f"{self._where(lay, failed[0])}: {r.message}") from r
         qid = f"{stream}/" + ",".join(out[p].id for p in range(lay.partitions))
         self._periodic[qid] = (lay, plan, {p: out[p].id for p in range(lay.partitions)})
+        self._texts[qid] = (texts, priority, sketches)
         return PeriodicQuery(qid, out[0].every_slides)
 
     def attach(self, query_id: str, query: str) -> None:
@@ -475,8 +449,6 @@ class ClusterClient:
         `stream/id0,id1,...`, and the text it was registered with) readable through this one:
         `subscribe` and `read_answers` merge its partitions' answers as they would here."""
         from windowstore.store.parser import parse_statement
-
-        from .merge import plan_merge
 
         if query_id in self._periodic:
             return
@@ -490,8 +462,10 @@ class ClusterClient:
         if len(each) != lay.partitions:
             raise InvalidArgument(f"query_id {query_id!r} names {len(each)} partitions' queries; stream {stream!r} "
                                   f"has {lay.partitions} partitions")
-        plan = plan_merge(replace(parsed, slide=None), lay.partition_by, lay.types)  # type: ignore[arg-type]  # a Query
+        plan = _merge_plan(replace(parsed, slide=None), lay)  # type: ignore[arg-type]  # a Query
         self._periodic[query_id] = (lay, plan, dict(enumerate(each)))
+        texts, sketches = _partition_forms(plan, parsed, lay)
+        self._texts[query_id] = (texts, 0, sketches)
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
                      limit: int = 1000) -> tuple[list[Answer], int, int]:
@@ -527,6 +501,7 @@ class ClusterClient:
         if query_id not in self._periodic:
             return self._node_of_query(query_id).unregister(query_id)
         lay, _, ids = self._periodic.pop(query_id)
+        self._texts.pop(query_id, None)
         out = self._each(lay, lambda p, n: n.unregister(ids[p]))
         for p, r in out.items():
             if isinstance(r, WindowStoreError) and not isinstance(r, NotFound):
@@ -567,11 +542,30 @@ class ClusterClient:
             out.execution = max(x.execution for x in got)
             return out
 
-        calls = {p: self._owner(lay.name, p)[1].subscription(qid, timeout) for p, qid in ids.items()}
+        calls = {p: self._partition_subscription(query_id, p, timeout) for p in ids}
         return Subscription(calls, merge, lambda p: self._where(lay, p))
 
+    def _partition_subscription(self, query_id: str, p: int, timeout: float | None):
+        """Partition p's Subscribe call; over etcd one that follows the partition's leader: after a
+        failover it registers the partition's query again on the new leader (follow.Resubscribing,
+        docs/failover.md) and reads its answers there."""
+        lay, _, ids = self._periodic[query_id]
+        call = self._owner(lay.name, p)[1].subscription(ids[p], timeout)
+        if not hasattr(self.cluster, "wait") or self.failover_s <= 0:
+            return call
+        texts, priority, sketches = self._texts[query_id]
+
+        def resume(_error):
+            node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority,
+                                                                                   return_sketches=sketches)))
+            ids[p] = again.id
+            return node.subscription(again.id, timeout)
+        return Resubscribing(call, resume)
+
     def explain(self, query: str) -> dict:
-        node = self._plain(_stream_of(query))
+        from .client import query_stream
+
+        node = self._plain(query_stream(query))
         if node is None:
             raise InvalidArgument("explain on a partitioned stream: explain the query on one of its partitions")
         return node.explain(query)
@@ -620,6 +614,8 @@ class Subscription:
             self._put((p, None))
         except grpc.RpcError as e:
             self._put((p, None if e.code() == grpc.StatusCode.CANCELLED and call.cancelled() else from_rpc_error(e)))
+        except WindowStoreError as e:  # a failover the subscription could not follow (follow.Resubscribing)
+            self._put((p, e))
 
     def _merged(self) -> Iterator[Answer]:
         n = len(self._calls)
@@ -648,42 +644,39 @@ class Subscription:
             self.cancel()
 
 
-def _no_expressions(parsed) -> None:
-    """Refuse a periodic query with expressions (issue 32) on a partitioned stream: its partitions'
-    answers are merged per slide for columns and aggregates only (one-time queries merge them:
-    expr_merge.py)."""
-    if getattr(parsed, "expr", None) is not None:
-        raise InvalidArgument("a periodic query with expressions on a partitioned stream is not supported yet "
-                              "(run it as a one-time query)")
+def _merge_plan(parsed, lay: Layout):
+    """How query `parsed` (one-time, or a periodic one without its SLIDE) runs on the partitions of
+    `lay` and how their answers merge: one plan for a one-time query's answers and for a periodic
+    query's answers of each slide. InvalidArgument names what does not merge exactly."""
+    from .approx_merge import plan_approx_merge
+    from .expr_merge import plan_expr_merge
+    from .merge import plan_merge
+    from .sketch_merge import has_sketch, plan_sketch_merge
+
+    if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
+        return plan_expr_merge(parsed, lay.types or {})
+    if has_sketch(parsed):  # the partitions' sketches (return_sketches), merged by the sketch library
+        return plan_sketch_merge(parsed, lay.types or {})
+    if parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers
+        return plan_approx_merge(parsed, lay.partition_by)
+    return plan_merge(parsed, lay.partition_by, lay.types)
+
+
+def _partition_forms(plan, parsed, lay: Layout) -> tuple[dict[int, str], bool]:
+    """A periodic query's text on each partition (the one-time merge's partition form, with its
+    SLIDE) and whether its answers carry their sketches: what register sends, and sends again on a
+    partition's new leader after a failover."""
+    texts = {p: to_text(replace(plan.query, stream=partition_name(lay.name, p), slide=parsed.slide))
+             for p in range(lay.partitions)}
+    return texts, getattr(plan, "wants_sketches", False)  # each partition's answers carry its sketches
 
 
 def _with_sketches(node, text: str, priority: int, timeout: float | None) -> Answer:
-    """A partition's answer with its merged sketches (QueryRequest.return_sketches), kept on the
-    answer as `sketches_pb` for sketch_merge.py."""
+    """A partition's answer with its merged sketches (QueryRequest.return_sketches, Answer.sketches)
+    for sketch_merge.py."""
     from .client import query_request
 
     req = query_request(text, priority)
     req.return_sketches = True
-    reply = node.call("Query", req, True, timeout)
-    out = Answer.from_pb(reply.answer)
-    out.sketches_pb = list(reply.answer.sketches)  # type: ignore[attr-defined]  # read by SketchMergePlan.merge
-    return out
+    return Answer.from_pb(node.call("Query", req, True, timeout).answer)
 
-
-def _no_periodic_sketches(parsed) -> None:
-    """Refuse a periodic query with sketch aggregates on a partitioned stream: the partitions'
-    periodic answers do not carry their sketches."""
-    from .sketch_merge import has_sketch
-
-    if has_sketch(parsed):
-        raise InvalidArgument("a periodic query with a sketch aggregate (APPROX_QUANTILE, APPROX_COUNT_DISTINCT, "
-                              "APPROX_TOP_K) on a partitioned stream is not supported: its partitions' periodic "
-                              "answers carry no sketches to merge; run it as a one-time query")
-
-
-def _stream_of(query: str) -> str:
-    from windowstore.store.parser import parse_statement
-    from windowstore.store.query import JoinQuery
-
-    q = parse_statement(query)
-    return q.streams[0] if isinstance(q, JoinQuery) else q.stream

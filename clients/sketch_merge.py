@@ -101,7 +101,7 @@ class SketchMergePlan:
         typ = self.types.get(agg.column, "int64")  # type: ignore[arg-type]  # a sketch aggregate names its column
         sketches = []
         for a in answers:
-            mine = [s for s in getattr(a, "sketches_pb", ()) if s.column == i]
+            mine = [s for s in a.sketches if s.column == i]
             if not mine:
                 raise InvalidArgument(f"{agg.label}: a partition answered without its sketch (a server too old to "
                                       f"return sketches?)")

@@ -55,9 +55,11 @@ def query_from_pb(q: pb.StructuredQuery, where: str = "") -> Query:
                              Loc(field=at(name)), hint="write every part of the query as expressions")
     if not len(q.select_exprs):
         raise QueryError("a query with expressions needs select_exprs", Loc(field=at("select_exprs")))
-    if q.HasField("window_shape"):
-        raise QueryError("a query with expressions takes no session, ROWS or PARTITION BY window",
-                         Loc(field=at("window_shape")), hint="use items, where and group_by with it")
+    for name, what in (("window_shape", "session, ROWS or PARTITION BY"), ("landmark", "landmark"),
+                       ("cumulate", "CUMULATE")):
+        if q.HasField(name):
+            raise QueryError(f"a query with expressions takes no {what} window", Loc(field=at(name)),
+                             hint="use items, where and group_by with it")
     items = tuple(_item(it, at(f"select_exprs[{i}]")) for i, it in enumerate(q.select_exprs))
     filt = expr_from_pb(q.where_expr, at("where_expr")) if q.HasField("where_expr") else None
     group_by = tuple(expr_from_pb(g, at(f"group_by_exprs[{i}]")) for i, g in enumerate(q.group_by_exprs))

@@ -137,11 +137,17 @@ def query_from_pb(q: pb.StructuredQuery) -> Query | JoinQuery:
 
 
 def _shape_from_pb(q: pb.StructuredQuery):
-    """The session, ROWS or PARTITION BY window (window_shapes.WindowShape) of a query, or None."""
-    if not q.HasField("window_shape"):
+    """The session, ROWS or PARTITION BY window (window_shapes.WindowShape), or the landmark or
+    CUMULATE window (cumulative.CumulativeShape), of a query, or None."""
+    shapes = [name for name in ("window_shape", "landmark", "cumulate") if q.HasField(name)]
+    if not shapes:
         return None
     if _length(q.range, "range") is not None:
-        raise QueryError("set range or window_shape, not both", Loc(field="range"))
+        raise QueryError(f"set range or {shapes[0]}, not both", Loc(field="range"))
+    if len(shapes) > 1:
+        raise QueryError(f"set {shapes[0]} or {shapes[1]}, not both", Loc(field=shapes[1]))
+    if shapes[0] != "window_shape":
+        return convert_window.cumulative_from_pb(q)
     return convert_window.shape_from_pb(q.window_shape)
 
 
@@ -238,8 +244,10 @@ def join_from_pb(q: pb.StructuredQuery) -> JoinQuery:
             raise QueryError(f"a join names its streams in sources, not in {name}", Loc(field=name))
     if q.HasField("as_of_slide"):
         raise QueryError("AS OF SLIDE is not available for joins", Loc(field="as_of_slide"))
-    if q.HasField("window_shape"):
-        raise QueryError("a session, ROWS or PARTITION BY window is not available for joins", Loc(field="window_shape"))
+    for name in ("window_shape", "landmark", "cumulate"):
+        if q.HasField(name):
+            raise QueryError("a session, ROWS, PARTITION BY, landmark or CUMULATE window is not available for joins",
+                             Loc(field=name))
     for name in ("range", "slide"):
         if _length(getattr(q, name), name) is not None:
             raise QueryError(f"a join's {name.upper()} is per source (sources[i].{name})", Loc(field=name))
@@ -339,11 +347,9 @@ def _window_length(r: Range) -> pb.WindowLength:
 
 def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
     """The structured form of a query (query_from_pb(query_to_pb(q)) == q)."""
-    if isinstance(getattr(q, "shape", None), CumulativeShape):  # never dropped silently
-        raise InvalidInput("the structured form has no landmark (RANGE UNBOUNDED) or CUMULATE window: "
-                           "send the query text")
     if getattr(q, "shape", None) is not None and (isinstance(q, JoinQuery) or q.expr is not None):
-        raise InvalidInput("a SESSION, ROWS or PARTITION BY window goes with a single-stream query without expressions")
+        raise InvalidInput("a SESSION, ROWS, PARTITION BY, landmark or CUMULATE window goes with a single-stream "
+                           "query without expressions")
     if isinstance(q, JoinQuery):
         out = pb.StructuredQuery(group_by=q.group_by or "", outer=[_aggregate_to_pb(a) for a in q.outer])
         for src in q.sources:
@@ -379,7 +385,9 @@ def query_to_pb(q: Query | JoinQuery) -> pb.StructuredQuery:
         out.distinct = q.distinct
         if q.having is not None:
             out.having.CopyFrom(_having_to_pb(q.having))
-        if q.shape is not None:
+        if isinstance(q.shape, CumulativeShape):
+            convert_window.cumulative_to_pb(q.shape, out)
+        elif q.shape is not None:
             out.window_shape.CopyFrom(convert_window.shape_to_pb(q.shape))
     for it in q.items:
         if isinstance(it, KeyColumn):

@@ -1,10 +1,13 @@
-"""The session, count-based and partitioned windows of structured queries (StructuredQuery.window_shape,
-a SessionRowsWindow) and the core's window_shapes.WindowShape, both ways. Syntax only, as the
-query text's window clause (store/window_shapes.parse_shape): the binder checks the rest.
+"""The window shapes of structured queries and the core's, both ways: session, count-based and
+partitioned windows (StructuredQuery.window_shape, a SessionRowsWindow: window_shapes.WindowShape),
+landmark and CUMULATE windows (StructuredQuery.landmark and .cumulate: cumulative.CumulativeShape).
+Syntax only, as the query text's window clause (store/window_shapes.parse_shape,
+store/cumulative.parse_cumulative): the binder checks the rest.
 """
 from __future__ import annotations
 
 from windowstore.store import Loc, QueryError
+from windowstore.store.cumulative import CUMULATE, LANDMARK, CumulativeShape
 from windowstore.store.exact import INT64_MAX
 from windowstore.store.window_shapes import PARTITION, ROWS, SESSION, WindowShape
 from windowstore.v1 import windowstore_pb2 as pb
@@ -37,3 +40,33 @@ def shape_to_pb(shape: WindowShape) -> pb.SessionRowsWindow:
     if shape.kind == SESSION:
         return pb.SessionRowsWindow(session_gap_ms=shape.gap_ms)
     return pb.SessionRowsWindow(rows=shape.rows, partition_by=list(shape.partition_by))
+
+
+def cumulative_from_pb(q: pb.StructuredQuery) -> CumulativeShape | None:
+    """The landmark or CUMULATE window of a structured query (landmark, cumulate), or None; the
+    checks and messages of the text's clause (cumulative.parse_cumulative), located by field."""
+    landmark, cumulate = q.HasField("landmark"), q.HasField("cumulate")
+    if landmark and cumulate:
+        raise QueryError("set landmark or cumulate, not both", Loc(field="cumulate"))
+    if landmark:
+        return CumulativeShape(LANDMARK, loc=Loc(field="landmark"))
+    if not cumulate:
+        return None
+    lengths = []
+    for word in ("step", "size"):
+        value = getattr(q.cumulate, f"{word}_ms")
+        at = Loc(field=f"cumulate.{word}_ms")
+        if value == 0:
+            raise QueryError(f"{word.upper()} must be positive", at)
+        if value > INT64_MAX:
+            raise QueryError(f"{word.upper()} is {value} ms, beyond int64 ({INT64_MAX} ms)", at)
+        lengths.append(int(value))
+    return CumulativeShape(CUMULATE, lengths[0], lengths[1], loc=Loc(field="cumulate"))
+
+
+def cumulative_to_pb(shape: CumulativeShape, out: pb.StructuredQuery) -> None:
+    """Set `out`'s landmark or cumulate field to `shape`."""
+    if shape.kind == LANDMARK:
+        out.landmark.SetInParent()
+    else:
+        out.cumulate.CopyFrom(pb.CumulateWindow(step_ms=shape.step_ms, size_ms=shape.size_ms))

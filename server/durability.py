@@ -62,8 +62,9 @@ class Durability:
         self._due_since: float | None = None
 
     # -- recovery --------------------------------------------------------------------------------
-    def recover(self, engine: Engine) -> dict:
-        """Bring the (empty) engine to the last durable state; returns what was done."""
+    def recover(self, engine: Engine, replay=None) -> dict:
+        """Bring the (empty) engine to the last durable state; returns what was done. `replay(cmd)`:
+        whether to replay a record of the log (default all; replication's filter, recovery.py)."""
         path = snapshot.latest(self.snapshots.dir)
         lsn = 0
         if path is not None:
@@ -80,7 +81,10 @@ class Durability:
         self.snapshots.prune(lsn)
         replayed = 0
         for _, payload in self.wal.recover(lsn):
-            engine.replay(commands.decode(payload))
+            cmd = commands.decode(payload)
+            if replay is not None and not replay(cmd):
+                continue
+            engine.replay(cmd)
             replayed += 1
         engine.drain()
         rows = sum(sub.rows for s in engine.sched.streams.values() for sub in s.window.youngest(s.window.n))

@@ -111,6 +111,9 @@ class _StoreCollector:
         yield CounterMetricFamily("windowstore_query_holds",
                                   "queries that waited for a due slide rather than read what it overwrites",
                                   value=o["holds"])
+        yield CounterMetricFamily("windowstore_query_reads_recalled",
+                                  "window-scan reads taken from a sealed sub-window's memo instead of scanning its rows",
+                                  value=o["recalled"])
         sh = s["sharing"]  # shared execution of periodic queries (txn/sharing/)
         if sh["mode"] != "none":
             yield GaugeMetricFamily("windowstore_sharing_groups", "groups of periodic queries executed together",

@@ -45,3 +45,18 @@ class ServerProcess:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` loopback ports free now (bound together, then released): for a cluster file that lists
+    its servers' addresses before they start."""
+    import socket
+
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()

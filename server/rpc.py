@@ -21,6 +21,7 @@ import time
 
 import grpc
 
+from windowstore.clients.errors import LEADER_METADATA  # (the wire's name, shared with the SDK)
 from windowstore.store import InvalidInput, QuerySyntaxError, StoreError
 from windowstore.store.errors import OutOfRange, ResourceLimit, Unrepresentable
 from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, StreamFailed
@@ -141,7 +142,8 @@ class _Call:
         else:
             oplog.event("client_error", method=self.name, code=code.name, message=message(e, 300), client=principal(),
                         peer=context.peer())
-        await context.abort(code, message(e))
+        leader = getattr(e, "leader", "")  # a replica's refusal naming the leader (replication/manager.NotLeader)
+        await context.abort(code, message(e), ((LEADER_METADATA, leader),) if isinstance(leader, str) and leader else ())
 
     def end(self, started: float, code: grpc.StatusCode) -> None:
         if self.metrics is not None:

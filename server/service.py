@@ -329,8 +329,8 @@ class WindowStoreService(ReplicationRpcs):
     async def RegisterQuery(self, request, context):
         query, text = self._query(request)
         owner = self._allow_all(context, "read", _streams(query))
-        self._refuse_periodic_on_replicas(_streams(query))
-        p = await self._write(Register("", text, request.priority, 0.0, owner), context)
+        self._periodic_on_leader(_streams(query))
+        p = await self._write(Register("", text, request.priority, 0.0, owner, request.return_sketches), context)
         oplog.event("query_registered", query_id=p.task.id, every_slides=p.task.every, query=text[:500],
                     client=principal())
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)
@@ -393,6 +393,7 @@ class WindowStoreService(ReplicationRpcs):
                 item = await q.next()
                 if isinstance(item, Result):
                     a = convert.answer_to_pb(item, stream_name, request.query_id)
+                    sketches_to_pb(item.answer, a)  # registered with return_sketches: a partition's (else none)
                     a.response_ms = self.driver.response_ms(request.query_id, item)
                     yield a
                     continue
@@ -413,6 +414,7 @@ class WindowStoreService(ReplicationRpcs):
         response = pb.ReadAnswersResponse(latest_slide=latest, first_slide=first)
         for r in answers:
             a = convert.answer_to_pb(r, stream, request.query_id, response.answers.add())
+            sketches_to_pb(r.answer, a)  # registered with return_sketches: a partition's (else none)
             a.response_ms = self.driver.response_ms(request.query_id, r)
         return response
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .aggregates import Partial
-from .errors import Loc
+from .errors import Loc, ResourceLimit
 from .exact import INT64_MAX
 from .kinds import Clock
 from .query import Aggregate, KeyColumn, Query, Range
@@ -52,6 +52,12 @@ if TYPE_CHECKING:
     from .binder import BoundQuery
 
 LANDMARK, CUMULATE = "landmark", "cumulate"
+# Keys a running per-key synopsis may hold (per group_by column). Past it the column's per-key
+# synopsis is dropped from the running state for good (`Running.dropped`), and a landmark query
+# that needs it is refused with RESOURCE_EXHAUSTED naming this limit: the state of a stream's
+# landmark stays bounded whatever its key columns hold, as the kept last rows of partitioned
+# windows are (last_rows_keys).
+MAX_LANDMARK_KEYS = 100_000
 _NO_TOPK = TopKList(np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64), 0)
 _SAFE = 2**61  # int64 per-key sums below this in magnitude add without wrapping
 
@@ -65,14 +71,29 @@ class Running:
     is first asked for, then merges (and keeps the result, dropping both). The window asks for the
     state before its oldest sub-window at each eviction (one merge per slide), so a chain is never
     longer than the window, and a stream no landmark query reads holds one merged state, not one
-    per sub-window."""
+    per sub-window. A per-key synopsis that passes MAX_LANDMARK_KEYS keys is dropped as the merge
+    makes it, and its column stays in `dropped` in every later state."""
 
-    __slots__ = ("start_ms", "_synopsis", "_prev", "_sub", "skip")
+    __slots__ = ("start_ms", "_synopsis", "_prev", "_sub", "skip", "_dropped")
 
     def __init__(self, start_ms: int | None, synopsis: Synopsis | None, prev: "Running | None" = None,
-                 sub: SubWindow | None = None, skip: frozenset = frozenset()):
+                 sub: SubWindow | None = None, skip: frozenset = frozenset(), dropped: frozenset = frozenset()):
         self.start_ms, self._synopsis, self._prev, self._sub = start_ms, synopsis, prev, sub
         self.skip = skip  # columns whose per-key synopses are not kept (string columns: see _check_landmark)
+        self._dropped = dropped  # (a lazy state's is set when it is merged, before its synopsis)
+        self._check()
+
+    def _check(self) -> None:
+        assert (self._synopsis is None) == (self._sub is not None and self._prev is not None), \
+            "a state is merged, or lazy with the state before it and its sub-window"
+        assert self._synopsis is None or not (set(self._synopsis.by_key) & (self.skip | self._dropped)), \
+            "no per-key synopsis of a skipped or dropped column is kept"
+
+    @property
+    def dropped(self) -> frozenset:
+        """The group_by columns whose per-key synopses passed MAX_LANDMARK_KEYS (merged now if lazy)."""
+        self.synopsis
+        return self._dropped
 
     @classmethod
     def empty(cls, skip: frozenset = frozenset()) -> "Running":
@@ -80,7 +101,8 @@ class Running:
 
     def add(self, sub: SubWindow) -> "Running":
         """This state with sub-window `sub` (the next slide) merged in (when first read)."""
-        return Running(sub.start_ms if self.start_ms is None else self.start_ms, None, self, sub, self.skip)
+        return Running(sub.start_ms if self.start_ms is None else self.start_ms, None, self, sub, self.skip,
+                       self._dropped)
 
     @property
     def materialized(self) -> bool:
@@ -106,8 +128,14 @@ class Running:
                 break
             chain.append((node, sub))
             node = prev
+        dropped = node._dropped
         for n, sub in reversed(chain):
-            syn = _merged(syn, sub.synopsis, self.skip)
+            syn = _merged(syn, sub.synopsis, self.skip | dropped)
+            over = {g for g, ks in syn.by_key.items() if len(ks.keys) > MAX_LANDMARK_KEYS}
+            if over:  # dropped for good: bounded state (the column's landmark queries are refused)
+                dropped = dropped | over
+                syn = replace(syn, by_key={g: ks for g, ks in syn.by_key.items() if g not in over})
+            n._dropped = dropped
             n._synopsis = syn
             n._prev = None
             n._sub = None
@@ -132,12 +160,12 @@ class Running:
                                 {c: _frozen(v[order]) for c, v in ks.sums.items()}, _NO_TOPK,
                                 {c: _frozen(v[order]) for c, v in ks.valid.items()})
             by_key[g] = ks
-        return Running(self.start_ms, replace(self.synopsis, by_key=by_key), skip=self.skip)
+        return Running(self.start_ms, replace(self.synopsis, by_key=by_key), skip=self.skip, dropped=self.dropped)
 
     # -- snapshots ------------------------------------------------------------------------------------
     def to_plain(self) -> dict:
         s = self.synopsis
-        return {"start_ms": self.start_ms, "rows": s.rows, "nulls": dict(s.nulls),
+        return {"start_ms": self.start_ms, "rows": s.rows, "nulls": dict(s.nulls), "dropped": sorted(self._dropped),
                 "columns": {c: [cs.count, cs.sum, cs.min, cs.max] for c, cs in s.columns.items()},
                 "by_key": {g: {"keys": _plain(ks.keys), "counts": _plain(ks.counts),
                                "sums": {c: _plain(v) for c, v in ks.sums.items()},
@@ -152,7 +180,7 @@ class Running:
                   for g, k in plain["by_key"].items()}
         return cls(plain["start_ms"], Synopsis(int(plain["rows"]), columns, by_key,
                                                nulls={c: int(v) for c, v in plain["nulls"].items()}),
-                   skip=frozenset(skip))
+                   skip=frozenset(skip), dropped=frozenset(plain.get("dropped", ())))
 
 
 def _merged(a: Synopsis, b: Synopsis, skip: frozenset) -> Synopsis:
@@ -260,6 +288,12 @@ class CumulativeShape:
     def __hash__(self) -> int:
         return hash((self.kind, self.step_ms, self.size_ms))
 
+    @property
+    def recurs(self) -> bool:
+        """Whether the window clause itself says how often a registered query runs (CUMULATE: every
+        STEP; a landmark needs SLIDE)."""
+        return self.kind == CUMULATE
+
     def text(self) -> str:
         if self.kind == LANDMARK:
             return "RANGE UNBOUNDED"
@@ -319,11 +353,21 @@ class Cumulative:
     limit: int | None
     every_ms: int | None                   # landmark ends at multiples of this (time-slot streams), else None
     synopsis_read: Callable[[SubWindow], Any] | None = None
+    keyed: tuple[str, ...] = ()            # landmark: the columns whose running per-key synopses it reads
 
     def reader(self, inner_read: Callable[[SubWindow], Any], slot_ms: int | None) -> Callable[[SubWindow], Any]:
         if self.shape.kind == LANDMARK:  # the running synopsis through the sub-window (no rows read)
             return lambda sub: (sub.start_ms, sub.end_ms, sub.slide, getattr(sub, "running", None), sub)
         return lambda sub: (sub.start_ms, sub.end_ms, sub.slide, inner_read(sub), sub)
+
+    def alone_reason(self) -> str:
+        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py): a
+        landmark reads no rows and no sub-window partials, only the running synopsis."""
+        if self.shape.kind == LANDMARK:
+            return ("runs alone: a landmark window (RANGE UNBOUNDED) reads the stream's running synopsis, one read "
+                    "per execution, not the sub-windows a shared scan reads")
+        return ("runs alone: a CUMULATE window merges the partials of the sub-windows since its last reset, "
+                "answered per window with its bounds")
 
     def describe(self, reads: int) -> dict:
         if self.shape.kind == LANDMARK:
@@ -360,6 +404,11 @@ class Cumulative:
             return None
         return start, end, inside
 
+    def bounds(self, partial: Partial) -> tuple[int, int] | None:
+        """[start, end) of the window answered (what the answer reports), or None when none is."""
+        got = self.window(partial)
+        return None if got is None else (got[0], got[1])
+
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         got = self.window(partial)
         if got is None:
@@ -368,6 +417,12 @@ class Cumulative:
         part = Partial()
         if self.shape.kind == LANDMARK:
             state, newest = parts
+            lost = [c for c in self.keyed if c in state.dropped]
+            if lost:
+                raise ResourceLimit(f"the running per-key synopsis of {lost[0]} passed {MAX_LANDMARK_KEYS} keys "
+                                    f"(MAX_LANDMARK_KEYS) and is no longer kept: a RANGE UNBOUNDED window cannot "
+                                    f"answer per key of {lost[0]}; COUNT, SUM, AVG, MIN and MAX over all rows still "
+                                    "answer", limit=MAX_LANDMARK_KEYS)
             syn = state.synopsis
             sub = replace(newest, start_ms=start, end_ms=end, rows=syn.rows, synopsis=syn,
                           columns={c: a[:0] for c, a in newest.columns.items()})
@@ -430,8 +485,10 @@ def bind_cumulative(binder, q: Query, periodic: bool) -> "BoundQuery":
         _check_landmark(binder, inner, inner_q)
         every = binder.length(q.slide, "SLIDE") if q.slide is not None else None
         every_ms = every * t if every is not None and slots else None
+        keyed = tuple(dict.fromkeys([*([inner.group_by] if inner.group_by is not None else []),
+                                     *(a.column for a in inner.aggs if a.fn.name == "count_distinct" and a.column)]))
         hop = Cumulative(shape, inner, tuple(picks), hidden, q.limit, every_ms,
-                         reader(inner, AccessPath.SYNOPSIS, None))
+                         reader(inner, AccessPath.SYNOPSIS, None), keyed)
         n_q = min(n, every) if every is not None else 1
         return replace(inner, query=q, n_q=n_q, every=every, items=out_items, order=[], limit=q.limit,
                        hop=hop, projection=[])  # type: ignore[arg-type]  # duck-types hop.Hop

@@ -510,6 +510,7 @@ class ExprPlan:
     """A planned query with expressions: the scheduler's view is that of store Plan (read one
     sub-window, finish the partials, probe)."""
 
+
     def __init__(self, query, stream, access: str | None = None, periodic: bool = False):
         from .binder import BoundQuery
         from .planner.plan import plan_query
@@ -541,11 +542,13 @@ class ExprPlan:
             self.aggs = self.base.aggs
             self.supports_remove = self.base.supports_remove
             self.read = self.base.read  # type: ignore[method-assign]
+            self.memo_key = self.base.memo_key  # its reads are the base plan's (store/memo.py)
         else:
             self.bound = BoundQuery(query, self.n_q, every, None, None, [], [], (), [], None)
             self.access = AccessPath.WINDOW
             self.aggs = []
             self.supports_remove = True
+            self.memo_key = None  # Arrow columns per sub-window: not kept (store/memo.py)
             first = self.inner or self.compiled
             self._columns = first.columns
             self._pushdown = first.where is not None and not first.uses_now

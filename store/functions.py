@@ -29,9 +29,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, narrow, ratio
-from .kernels import (concat_sums, grouped_extreme, null_where_empty, string_group_extreme, unique_pairs, weighted,
-                      without_null_key)
+from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, narrow, ratio, run_sums
+from .kernels import (concat_sums, grouped_extreme, null_where_empty, run_extremes, string_group_extreme, unique_pairs,
+                      weighted, without_null_key)
 
 # Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
 # holds value * 10**s as int64: SUM, MIN, MAX, QUANTILE and every synopsis work on those integers
@@ -79,6 +79,9 @@ class AggregateFunction(ABC):
     inputs: frozenset = ANY   # column types it accepts
     exact = True
     removable = True          # a sub-window's contribution can be dropped (ttu-rescan)
+    # one sub-window's contribution from rows is a few scalars, whatever its rows: a window scan
+    # may keep it in the sub-window's memo (memo.py); holistic ones keep values, so never
+    bounded_contribution = False
 
     def result_type(self, input_type: str | None) -> str:
         return input_type  # type: ignore[return-value]  # a function without a column overrides this
@@ -120,6 +123,14 @@ class AggregateFunction(ABC):
     @abstractmethod
     def finish(self, b, parts: list, strings) -> Any:
         """The result from the contributions of every sub-window read, in version order."""
+
+    def runs(self, b, values: np.ndarray | None) -> Callable[[int, int], Any] | None:
+        """from_rows' contribution of every run values[i:j] of one sub-window's selected values in
+        time order (values None for COUNT(*): i and j count rows), as a function of (i, j) that costs
+        O(1) or so after one pass over `values`: Scotty's aggregate store, so that the slices of
+        windows of any length are read without a scan each (store/slicing.py). None (the default):
+        slices are read from their rows; e.g. float sums, whose rounding depends on the additions."""
+        return None
 
     @abstractmethod
     def from_group_rows(self, b, inverse: np.ndarray, groups: int, values: np.ndarray | None,
@@ -186,6 +197,7 @@ class Count(AggregateFunction):
     """COUNT(*) counts rows; COUNT(col) the non-null values of col."""
 
     name = "count"
+    bounded_contribution = True
 
     def result_type(self, input_type):
         return "int64"
@@ -216,6 +228,9 @@ class Count(AggregateFunction):
 
     def from_rows(self, b, values, rows, strings):
         return rows if values is None else len(values)
+
+    def runs(self, b, values):
+        return lambda i, j: j - i
 
     def finish(self, b, parts, strings):
         return int(sum(parts))
@@ -255,6 +270,7 @@ class Sum(AggregateFunction):
     """Exact over integers: SUM(int64) is an int128 (it never wraps; see exact.py)."""
 
     name = "sum"
+    bounded_contribution = True
     inputs = NUMERIC
 
     def result_type(self, input_type):
@@ -290,6 +306,12 @@ class Sum(AggregateFunction):
 
     def from_rows(self, b, values, rows, strings):
         return (exact_sum(values) if len(values) else 0, len(values))
+
+    def runs(self, b, values):
+        if values is None or values.dtype.kind != "i":  # int64 storage only (float sums: order-dependent)
+            return None
+        total = run_sums(values)
+        return lambda i, j: (total(i, j), j - i)
 
     def finish(self, b, parts, strings):
         count = sum(p[1] for p in parts)
@@ -408,6 +430,7 @@ class _Extreme(AggregateFunction):
 
     maximum = False
     inputs = ORDERED | {"int128"}
+    bounded_contribution = True
 
     def probe_ok(self, input_type):
         return _kind(input_type) in ("int64", "float64", "decimal")
@@ -431,6 +454,12 @@ class _Extreme(AggregateFunction):
             return max(decoded) if self.maximum else min(decoded)
         out = (values.max() if self.maximum else values.min()).item()
         return bool(out) if b.input_type == "boolean" else out
+
+    def runs(self, b, values):
+        if values is None or b.input_type == "string" or values.dtype.kind not in "iu":  # (floats: NaN, -0.0)
+            return None
+        extreme, boolean = run_extremes(values, self.maximum), b.input_type == "boolean"
+        return lambda i, j: None if i == j else bool(extreme(i, j)) if boolean else extreme(i, j)
 
     def finish(self, b, parts, strings):
         vals = [p for p in parts if p is not None]

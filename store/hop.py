@@ -65,6 +65,10 @@ class Hop:
             return lambda sub: (sub.start_ms // t, sub.start_ms, sub.end_ms, inner_read(sub))
         return lambda sub: (sub.slide, sub.start_ms, sub.end_ms, inner_read(sub))
 
+    def alone_reason(self) -> str:
+        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
+        return "runs alone: windows with their bounds as columns (window_start, window_end) are not shared yet"
+
     def windows(self, indexes: list[int]) -> list[int]:
         """The first indexes of the windows lying entirely within `indexes` (consecutive)."""
         if not indexes:

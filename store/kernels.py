@@ -85,3 +85,44 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
     keep = np.ones(len(k), dtype=bool)
     keep[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
     return k[keep], v[keep]
+
+
+_RUN_BLOCK = 64  # run_extremes: values per block
+
+
+def run_extremes(values: np.ndarray, maximum: bool):
+    """The max (or min) of every non-empty run values[i:j] of an integer array, as a function of
+    (i, j) giving a Python int: per block of _RUN_BLOCK values the running extreme from its start
+    and from its end (2n values), and a sparse table over the blocks' extremes (O(n / B log(n / B))),
+    made once; a run is then the suffix of its first block, the prefix of its last and the whole
+    blocks between (two table lookups), or one direct reduction when it lies within one block. A
+    reduction picks one of the values, so the result is the run's own max/min exactly."""
+    assert values.dtype.kind in "iu", "run extremes of integers only"
+    op = np.maximum if maximum else np.minimum
+    pick = max if maximum else min
+    b, n = _RUN_BLOCK, len(values)
+    blocks = -(-n // b)
+    info = np.iinfo(values.dtype)
+    padded = np.full(blocks * b, info.min if maximum else info.max, dtype=values.dtype)  # the identity
+    padded[:n] = values
+    grid = padded.reshape(blocks, b)
+    from_start = op.accumulate(grid, axis=1).ravel()                   # max(values[block start .. x])
+    from_end = op.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()   # max(values[x .. block end])
+    levels = [from_end[::b].copy()]  # each block's extreme
+    width = 1
+    while 2 * width <= blocks:
+        prev = levels[-1]
+        levels.append(op(prev[:-width], prev[width:]))
+        width *= 2
+    reduce = op.reduce
+
+    def run(i: int, j: int) -> int:
+        first, last = i // b, (j - 1) // b
+        if first == last:
+            return reduce(values[i:j]).item()
+        out = pick(from_end[i], from_start[j - 1])
+        if last - first > 1:
+            k = (last - first - 1).bit_length() - 1
+            out = pick(out, levels[k][first + 1], levels[k][last - (1 << k)])
+        return out.item()
+    return run

@@ -51,6 +51,11 @@ if TYPE_CHECKING:
 MAX_CUTS_PER_SUBWINDOW = 1_000
 MAX_WINDOWS = 100_000  # windows a one-time query may answer (the aligned ones answer at most one per sub-window)
 MAX_KEPT = 20_000  # slice partials and reads kept per sub-window, at most (then recomputed)
+# Parts of a sub-window read by a scan of their rows before its RunStore is made: making one costs
+# about as much as a few scans (4-5 on the slicing bench's 20,000-row sub-windows), so a sub-window
+# that few window sequences cut never pays for it, and one that many cut pays a bounded multiple of
+# the best of the two (the ski-rental argument). 8: with 4, ten windows ran 0.8x of scans alone.
+SCANS_BEFORE_STORE = 8
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -88,6 +93,7 @@ class Shape:
 # -- slice partials, kept per sealed sub-window and shared by every plan ---------------------------
 _kept: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()  # reads may run on worker threads (offloaded query work)
+_interned: "weakref.WeakValueDictionary[Hashable, _Key]" = weakref.WeakValueDictionary()  # while a plan holds it
 
 
 def _order(sub: "SubWindow", time_column: str, kept: dict) -> tuple[np.ndarray | None, np.ndarray]:
@@ -132,20 +138,93 @@ def kept_for(sub: "SubWindow") -> dict:
     return kept
 
 
+class RunStore:
+    """Scotty's aggregate store for one sealed sub-window and one inner query: its rows in time
+    order, and per aggregate a reader of the contribution of any run of them (functions.py `runs`:
+    prefix sums, a sparse table of block extremes), so that a slice [lo, hi) of the sub-window is
+    two binary searches and O(1) lookups per aggregate instead of a scan of its rows. Made once per
+    sub-window (kept with it) and shared by every window sequence of the inner query, whatever its
+    cuts. Only for ungrouped queries whose aggregates all have run readers (`for_query`)."""
+
+    __slots__ = ("ts", "readers")
+
+    def __init__(self, sub: "SubWindow", inner: "BoundQuery", strings, time_column: str, kept: dict):
+        from .planner.read import where_mask
+
+        order, self.ts = _order(sub, time_column, kept)
+        cols = sub.columns
+        in_time = (lambda a: a) if order is None else (lambda a: a[order])
+        mask = where_mask(inner, strings, cols, sub.rows) if inner.where else None
+        self.readers: list[tuple[np.ndarray | None, Callable[[int, int], Any]]] | None = []
+        for a in inner.aggs:
+            keep = mask
+            if a.column and "?" + a.column in cols:  # (from_rows takes the non-null values only)
+                valid = cols["?" + a.column]
+                keep = valid if keep is None else keep & valid
+            keep = None if keep is None else in_time(keep)
+            values = None
+            if a.column:
+                values = in_time(cols[a.column])
+                values = values if keep is None else values[keep]
+            counted = None if keep is None else np.concatenate(([0], np.cumsum(keep)))  # rows -> values
+            run = a.fn.runs(a, values)
+            if run is None:  # (a storage for_query did not foresee: the slices are read from rows)
+                self.readers = None
+                return
+            self.readers.append((counted, run))
+
+    @staticmethod
+    def for_query(inner: "BoundQuery") -> bool:
+        """Whether the inner query's slices can be read from a RunStore: no GROUP BY, projection,
+        APPROXIMATE or coalescing, and every aggregate has a run reader for its column's type."""
+        if inner.group_by is not None or inner.projection or inner.approximate or inner.temporal is not None:
+            return False
+        for a in inner.aggs:
+            if a.fn.runs(a, _stored(a.input_type) if a.column else None) is None:
+                return False
+        return True
+
+    def read(self, lo: int, hi: int) -> tuple:
+        """The inner query's partial of the rows with lo <= time < hi (from_rows' form)."""
+        assert self.readers is not None, "read only a store with a reader per aggregate"
+        ts = self.ts
+        i, j = int(ts.searchsorted(lo)), int(ts.searchsorted(hi))
+        return tuple(run(i, j) if counted is None else run(int(counted[i]), int(counted[j]))
+                     for counted, run in self.readers)
+
+
+def _stored(typ: str | None) -> np.ndarray:
+    """An empty array of the dtype a column of type `typ` is stored in (object: strings, int128)."""
+    kind = {"boolean": np.int8, "float64": np.float64, "int64": np.int64, "timestamp": np.int64, "date": np.int64}
+    if typ is not None and typ.startswith("decimal("):
+        return np.empty(0, dtype=np.int64)
+    return np.empty(0, dtype=kind.get(typ or "", object))
+
+
 def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable, rows: Callable,
-              time_column: str) -> list[tuple[int, int, Any]]:
+              time_column: str, runs: Callable[["SubWindow", dict], RunStore] | None = None) -> list[tuple[int, int, Any]]:
     """The sub-window's slices between `cuts` (edges inside it), each (start, end, partial): the
-    whole sub-window read by `whole`, a part of it by `rows`. Partials are kept per sub-window under
+    whole sub-window read by `whole`, a part of it by `rows`, or from the sub-window's RunStore
+    (made by `runs` once, kept) where the query has one. Partials are kept per sub-window under
     `key` (the inner query and its path) and reused by any plan asking for the same slice."""
     kept = kept_for(sub)
     edges = [sub.start_ms, *cuts, sub.end_ms]
     out = []
+    store: RunStore | None = None
     for lo, hi in zip(edges, edges[1:]):
         k = (key, lo, hi)
         got = kept.get(k)
         if got is None:
+            if runs is not None and store is None and (lo, hi) != (sub.start_ms, sub.end_ms):
+                store = kept.get(("runs", key))
+                scans = kept.get(("scans", key), 0)
+                if store is None and scans >= SCANS_BEFORE_STORE:
+                    store = kept[("runs", key)] = runs(sub, kept)
+                kept[("scans", key)] = scans + 1
             if lo == sub.start_ms and hi == sub.end_ms:
                 got = whole(sub)
+            elif store is not None and store.readers is not None:
+                got = store.read(lo, hi)
             else:
                 got = rows(part_of(sub, lo, hi, time_column, kept))
             kept[k] = got
@@ -156,7 +235,32 @@ def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable,
 def kept_slices(sub: "SubWindow") -> int:
     """How many slice partials are kept for `sub` (tests, benchmarks)."""
     kept = _kept.get(sub)
-    return 0 if kept is None else sum(1 for k in kept if k[0] not in ("order", "read"))
+    return 0 if kept is None else sum(1 for k in kept if k[0] not in ("order", "read", "runs", "scans"))
+
+
+class _Key:
+    """A plan's slice key (its inner query and access path) with its hash made once, one object per
+    distinct key (`of`): every read looks its slices up by it, and hashing and comparing query
+    dataclasses each time cost more than the lookups."""
+
+    __slots__ = ("key", "hash", "__weakref__")
+
+    def __init__(self, key: Hashable):
+        self.key, self.hash = key, hash(key)
+
+    @classmethod
+    def of(cls, key: Hashable) -> "_Key":
+        with _lock:
+            got = _interned.get(key)
+            if got is None:
+                got = _interned[key] = cls(key)
+            return got
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or isinstance(other, _Key) and self.hash == other.hash and self.key == other.key
 
 
 # -- a query answered per window over slices -------------------------------------------------------
@@ -183,18 +287,26 @@ class SlicedHop:
         """What makes two plans' slice partials interchangeable: the inner query (window aside)."""
         return replace(self.inner.query, range=None, slide=None)
 
+    def alone_reason(self) -> str:
+        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
+        return ("runs alone: windows that cut sub-windows (RANGE or SLIDE not whole sub-windows) share the slice "
+                "partials kept per sub-window, not a joint execution")
+
     def sliced_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
-                      access: Any) -> Callable[["SubWindow"], Any]:
-        """A sub-window's read: its bounds and its slices' partials."""
-        key, shape, tc = (self.key, str(access)), self.shape, self.time_column
+                      access: Any, strings=None) -> Callable[["SubWindow"], Any]:
+        """A sub-window's read: its bounds and its slices' partials (parts of sub-windows from the
+        sub-window's RunStore where the inner query has one, else from their rows)."""
+        key, shape, tc = _Key.of((self.key, str(access))), self.shape, self.time_column
         mine = ("read", key, shape)
+        inner = self.inner
+        runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
 
         def read(sub: "SubWindow") -> tuple:
             kept = kept_for(sub)
             got = kept.get(mine)  # this shape's read of the sub-window, made once
             if got is None:
                 got = kept[mine] = (sub.slide, sub.start_ms, sub.end_ms,
-                                    slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc))
+                                    slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc, runs))
             return got
         return read
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .memo import ReadMemo
 from .synopsis import Synopsis
 
 
@@ -26,6 +27,8 @@ class SubWindow:
     last_rows: Any = field(default=None, compare=False, repr=False)
     # the running synopsis from the stream's start through this slide (store/cumulative.py)
     running: Any = field(default=None, compare=False, repr=False)
+    # window-scan reads of it by query (memo.py); a copy made with replace() starts empty
+    memo: ReadMemo = field(default_factory=ReadMemo, init=False, compare=False, repr=False)
 
     def __repr__(self) -> str:
         return f"SubWindow(slide={self.slide}, position={self.position}, rows={self.rows})"

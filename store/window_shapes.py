@@ -146,6 +146,10 @@ class Shaped:
             return lambda sub: (sub, inner_read, sub.last_rows.at(sub.slide) if sub.last_rows is not None else None)
         return lambda sub: (sub, inner_read, None)
 
+    def alone_reason(self) -> str:
+        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
+        return f"runs alone: {self.shape.kind} windows are cut from the rows at each execution"
+
     def describe(self, reads: int) -> dict:
         """What `windowstore explain` says of such a query (planner.Plan.explain)."""
         if self.shape.kind == SESSION:

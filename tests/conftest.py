@@ -69,3 +69,26 @@ def etcd():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def two_servers():
+    """Two `windowstore serve` processes on 127.0.0.1 for a module's partitioned streams (a client
+    of both places partitions by the static map over their addresses): their addresses."""
+    from cluster_fixtures import servers
+
+    with servers(2) as targets:
+        yield targets
+
+
+@pytest.fixture
+def cluster(tmp_path, request):
+    """Servers started with one cluster file (cluster_fixtures.Cluster), stopped after the test: the
+    test module's CLUSTER_NODES of them (default 3)."""
+    from cluster_fixtures import Cluster
+
+    c = Cluster(tmp_path, nodes=getattr(request.module, "CLUSTER_NODES", 3))
+    try:
+        yield c
+    finally:
+        c.stop()

@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_partitions_cluster import Cluster  # noqa: E402  # the tests' cluster of serve processes
+from cluster_fixtures import Cluster  # noqa: E402  # the tests' cluster of serve processes
 
 from windowstore.clients import Client, DeadlineExceeded, Unavailable  # noqa: E402
 from windowstore.store.partitions import partition_name, partition_of_rows  # noqa: E402

@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from conftest import wait_for
-from test_partitions_cluster import Cluster
 from windowstore.clients import Client
 from windowstore.clients import atomic_commit
 from windowstore.clients.spark.partitioned import commit_all
@@ -20,15 +19,7 @@ pytestmark = pytest.mark.slow  # servers in subprocesses
 
 SCHEMA = {"ts": "int64", "src": "string", "dst": "int64", "v": "int64"}
 P = 2
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path, nodes=2)
-    try:
-        yield c
-    finally:
-        c.stop()
+CLUSTER_NODES = 2  # the `cluster` fixture (conftest.py): servers in its cluster
 
 
 def node(ws: Client, stream: str, p: int):

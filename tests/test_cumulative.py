@@ -324,17 +324,16 @@ def test_landmark_bounds_at_the_top_of_int64_are_exact():
     assert got == [((end - 1) // 2000 * 2000, end, sum(1 for x in ts if (end - 1) // 2000 * 2000 <= x < end))]
 
 
-def test_the_query_text_round_trips_and_the_structured_form_refuses():
-    from windowstore.server.convert import query_to_pb
-    from windowstore.store import InvalidInput, to_text
+def test_the_query_text_and_the_structured_form_round_trip():
+    from windowstore.server.convert import query_from_pb, query_to_pb
+    from windowstore.store import to_text
 
     for text in ["SELECT window_start, COUNT(*) FROM s [RANGE UNBOUNDED SLIDE 1 h]",
                  "SELECT k, SUM(v) FROM s [RANGE UNBOUNDED] GROUP BY k",
                  "SELECT window_end, COUNT(*) FROM s [CUMULATE STEP 1 h SIZE 24 h] WHERE v > 3"]:
         q = parse_query(text)
         assert parse_query(to_text(q)) == q
-        with pytest.raises(InvalidInput, match="send the query text"):
-            query_to_pb(q)
+        assert query_from_pb(query_to_pb(q)) == q  # (tests/test_structured_cumulative.py: the same answers)
 
 
 # -- random shapes (the fuzzer, tests/slicing_fuzz.py, runs thousands) ---------------------------------------
@@ -432,3 +431,107 @@ def test_landmark_groups_of_an_int64_column_with_nulls():
     counts = Counter(seen)
     want = sorted(((k, c, c * 2**61) for k, c in counts.items()), key=lambda r: (r[0] is None, r[0] or 0))
     assert got == want
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("SELECT COUNT(*), SUM(v) FROM s [RANGE UNBOUNDED SLIDE 1 s]", "reads the stream's running synopsis"),
+    ("SELECT COUNT(*) FROM s [CUMULATE STEP 1 s SIZE 2 s]", "merges the partials of the sub-windows since its last"),
+    ("SELECT window_start, COUNT(*) FROM s [RANGE 1500 ms SLIDE 500 ms] GROUP BY window_start",
+     "share the slice partials kept per sub-window"),
+    ("SELECT COUNT(*) FROM s [ROWS 5 SLIDE 1 s]", "rows windows are cut from the rows"),
+])
+def test_sharing_says_what_each_window_reads(text, reason):
+    """txn/sharing/rules.py labels a periodic landmark, CUMULATE or sliced query by what it reads (a
+    landmark reads no rows: it was labelled as cut from them)."""
+    from windowstore.txn.commands import CreateStream
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    eng = Engine(EngineConfig(policy="ttu", sharing="conservative"))
+    eng.apply(CreateStream("s", tuple(SCHEMA.items()), "ts", WindowSpec(subwindows=10, subwindow_ms=1000,
+                                                                         clock="event"), 0))
+    why = eng.sched.sharing.explain(eng.plan(parse_query(text), periodic=True), 1)
+    assert reason in why and "runs alone" in why, why
+    if "UNBOUNDED" in text:
+        assert "rows" not in why, why
+
+
+def test_the_running_per_key_state_is_bounded_and_refused_by_name_past_its_limit(monkeypatch):
+    """A landmark's per-key synopsis of a group_by column holds at most MAX_LANDMARK_KEYS keys: past
+    it the column's per-key state is dropped for good (so memory stays bounded), a landmark GROUP BY
+    or COUNT(DISTINCT) of it is refused with ResourceLimit (RESOURCE_EXHAUSTED) naming the limit,
+    and the whole-stream aggregates still answer as Definition 10 says; a snapshot keeps the drop."""
+    from windowstore.store import cumulative
+    from windowstore.store.errors import ResourceLimit
+
+    monkeypatch.setattr(cumulative, "MAX_LANDMARK_KEYS", 4)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1000, clock="event", group_by=("g",)), 0)
+    rows = []
+
+    def add(second: int, keys: list[int]) -> None:
+        batch = [(second * 1000 + i, "a", key, None) for i, key in enumerate(keys)]
+        rows.extend(batch)
+        s.append({"ts": [r[0] for r in batch], "k": [r[1] for r in batch], "v": [r[2] for r in batch],
+                  "x": [r[3] for r in batch], "g": [r[2] for r in batch]})
+        while s.window.due(0):
+            s.window.slide(0)
+
+    grouped = "SELECT g, COUNT(*) FROM s [RANGE UNBOUNDED] GROUP BY g"
+    for second, keys in enumerate([[1, 2], [2, 3], [3, 4], [4]]):  # four keys: within the limit
+        add(second, keys)
+    assert ask(s, grouped) == [(1, 1), (2, 2), (3, 2), (4, 1)]
+    for second, keys in enumerate([[5], [1], [6, 7], [1]], start=4):  # a fifth key, and more
+        add(second, keys)
+    end = s.window.sealed(s.window.latest).end_ms
+    for text in (grouped, "SELECT COUNT(DISTINCT g) FROM s [RANGE UNBOUNDED]"):
+        with pytest.raises(ResourceLimit, match=r"per-key synopsis of g passed 4 keys \(MAX_LANDMARK_KEYS\)") as err:
+            ask(s, text)
+        assert err.value.limit == 4
+    c = definition(rows, 0, end)
+    assert ask(s, "SELECT COUNT(*), SUM(v), MIN(v), MAX(v) FROM s [RANGE UNBOUNDED]") == [c]
+    state = s.window.sealed(s.window.latest).running
+    assert state.dropped == {"g"} and "g" not in state.synopsis.by_key
+    assert s.window.running_base.dropped == {"g"}  # the state kept across evictions, not just the newest
+    restored = cumulative.Running.from_plain(s.window.running_base.to_plain())
+    assert restored.dropped == {"g"} and restored.add(s.window.sealed(s.window.latest)).dropped == {"g"}
+
+
+def test_a_landmark_past_its_key_limit_fails_with_the_limit_not_an_internal_error(monkeypatch):
+    """Through the scheduler the refusal stays a ResourceLimit (the server's RESOURCE_EXHAUSTED),
+    not a QueryFailed (INTERNAL)."""
+    from windowstore.store import cumulative
+    from windowstore.store.errors import ResourceLimit
+    from windowstore.txn import Scheduler
+
+    monkeypatch.setattr(cumulative, "MAX_LANDMARK_KEYS", 2)
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1000, clock="event", group_by=("g",)), 0)
+    sched = Scheduler("ttu", clock=lambda: 0)
+    sched.add_stream(s)
+    s.append({"ts": [0, 1, 2, 1000], "k": ["a"] * 4, "v": [1, 2, 3, 4], "x": [0.0] * 4, "g": [1, 2, 3, 1]})
+    while s.window.due(0):
+        s.window.slide(0)
+    txn = sched.run_now(plan_query(parse_query("SELECT g, COUNT(*) FROM s [RANGE UNBOUNDED] GROUP BY g"), s))
+    assert txn is not None and txn.done
+    assert isinstance(txn.error, ResourceLimit) and "MAX_LANDMARK_KEYS" in str(txn.error), txn.error
+
+
+@pytest.mark.parametrize("text", ["SELECT window_start, window_end, COUNT(*) FROM s [RANGE UNBOUNDED]",
+                                  "SELECT window_start, window_end, COUNT(*) FROM s [CUMULATE STEP 1 s SIZE 3 s]"])
+def test_an_answer_reports_the_bounds_of_the_window_it_is_over(text):
+    """A landmark or CUMULATE answer's window_start_ms/window_end_ms are its window's, as its
+    window_start/window_end columns (checked against Definition 10 above) say, not the bounds of the
+    sub-windows it read (the landmark reads one: the newest)."""
+    from windowstore.txn import Scheduler
+
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=1000, clock="event"), 0)
+    sched = Scheduler("ttu", clock=lambda: 0)
+    sched.add_stream(s)
+    for second in range(9):
+        s.append({"ts": [second * 1000 + 5], "k": ["a"], "v": [second], "x": [0.0], "g": [1]})
+        while s.window.due(0):
+            s.window.slide(0)
+    txn = sched.run_now(plan_query(parse_query(text), s))
+    assert txn is not None and txn.done and txn.error is None
+    (start, end, count), = txn.result.answer.rows
+    assert (txn.result.window_start_ms, txn.result.window_end_ms) == (start, end)
+    assert end == s.window.sealed(s.window.latest).end_ms == 8000
+    assert (start, count) == ((0, 8) if "UNBOUNDED" in text else (6000, 2))

@@ -7,6 +7,7 @@ over the acknowledged rows, and the old leader, started again on its data direct
 as a follower of the new epoch and hold the same window. Waits are for conditions, with deadlines."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
 
@@ -96,32 +97,13 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                 s.stop()
 
 
-def in_process(etcd, tmp_path, node: int):
-    """An in-process durable server, node `node` of the cluster in `etcd` (TTL), its data under tmp_path."""
+def in_process(etcd_url: str, tmp_path, node: int):
+    """An in-process durable server, node `node` of the cluster in etcd (TTL), its data under tmp_path."""
     from windowstore.server.app import WindowStoreServer
     from windowstore.server.config import ServerConfig
 
-    return WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{node}"), etcd=etcd.url, node=node,
+    return WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{node}"), etcd=etcd_url, node=node,
                                           lease_ttl_s=TTL)).start()
-
-
-def create_on_pair(view: EtcdClusterView, name: str) -> None:
-    """Once nodes 0 and 1 are live: stream `name` placed on [0, 1], led by node 0, created with
-    replication=2 and acks=all."""
-    assert view.wait(lambda v: len(v.live()) == 2, 30), "the two servers registered"
-    assert place(view.etcd, Keys(), name, [[0, 1]])
-    assert view.wait(lambda v: v.leader(name, 0), 30).node == 0
-    with ClusterClient(view, timeout=10) as ws:
-        ws.create_stream(name, SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
-                         partition_by=["k"], replication=2, acks="all")
-
-
-def assert_count_sum(view: EtcdClusterView, name: str, count: int, total: int) -> None:
-    """After a slide, the window of stream `name` holds `count` rows whose v sum to `total`."""
-    with ClusterClient(view, timeout=10) as ws:
-        slide = ws.slide(name)
-        got = ws.query(f"SELECT COUNT(*), SUM(v) FROM {name}")
-        assert got.slide == slide and got.rows == [(count, total)]
 
 
 def log_unreplicated(servers, partition: str) -> dict:
@@ -141,6 +123,25 @@ def log_unreplicated(servers, partition: str) -> dict:
     return row
 
 
+@contextlib.contextmanager
+def two_replicas(etcd_url: str, tmp_path, stream: str):
+    """Two in-process servers on etcd, `stream` placed on nodes [0, 1], led by node 0 and created
+    through the cluster client (one partition, replication=2, acks=all): yields (servers, view)."""
+    servers = [in_process(etcd_url, tmp_path, i) for i in range(2)]
+    try:
+        with EtcdClusterView(etcd_url) as view:
+            assert view.wait(lambda v: len(v.live()) == 2, 30)
+            assert place(view.etcd, Keys(), stream, [[0, 1]])
+            assert view.wait(lambda v: v.leader(stream, 0), 30).node == 0
+            with ClusterClient(view, timeout=10) as ws:
+                ws.create_stream(stream, SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
+                                 partition_by=["k"], replication=2, acks="all")
+            yield servers, view
+    finally:
+        for s in servers:
+            s.stop()
+
+
 def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, tmp_path):
     """In-process servers (so the test can stop one's lease renewals, as a pause or a cut from etcd
     would): once the leader's lease may have expired (its last renewal was sent a TTL ago) it
@@ -149,46 +150,43 @@ def test_a_leader_that_cannot_renew_its_lease_refuses_writes_then_follows(etcd, 
     writes with FAILED_PRECONDITION naming it. Writes acknowledged before are all there once."""
     from windowstore.clients.errors import FailedPrecondition
 
-    servers = [in_process(etcd, tmp_path, i) for i in range(2)]
-    try:
-        with EtcdClusterView(etcd.url) as view:
-            create_on_pair(view, "f")
+    with two_replicas(etcd.url, tmp_path, "f") as (servers, view):
+        with ClusterClient(view, timeout=5) as ws:
+            for i in range(1, 6):
+                ws.append("f", {"ts": [i], "k": [f"b{i}"], "v": [i]}, writer_id="w", batch_id=i)
+        leader = servers[0]
+        leader.coordinator.pause_keepalive()
+        lease = leader.coordinator.lease
+        wait_for(lambda: time.monotonic() >= lease.valid_until(), "the leader's lease to be past its TTL",
+                 timeout=30)
+        with Client(leader.address, timeout=5, retries=0) as c:
+            try:
+                c.append("f.p0", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
+                pytest.fail("the leader acknowledged a write after its lease's TTL had passed")
+            except Unavailable as e:
+                assert "lease" in e.message
+            except FailedPrecondition:  # (this thread was late: node 1 already leads, and node 0 follows it)
+                assert view.leader("f", 0).node == 1
+            new = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.node == 1 else None)(v.leader("f", 0)),
+                            15 * TTL)
+            assert new is not None and new.epoch >= 2
+            leader.coordinator.resume_keepalive()
             with ClusterClient(view, timeout=5) as ws:
-                for i in range(1, 6):
-                    ws.append("f", {"ts": [i], "k": [f"b{i}"], "v": [i]}, writer_id="w", batch_id=i)
-            leader = servers[0]
-            leader.coordinator.pause_keepalive()
-            lease = leader.coordinator.lease
-            wait_for(lambda: time.monotonic() >= lease.valid_until(), "the leader's lease to be past its TTL",
-                     timeout=30)
-            with Client(leader.address, timeout=5, retries=0) as c:
-                try:
-                    c.append("f.p0", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
-                    pytest.fail("the leader acknowledged a write after its lease's TTL had passed")
-                except Unavailable as e:
-                    assert "lease" in e.message
-                except FailedPrecondition:  # (this thread was late: node 1 already leads, and node 0 follows it)
-                    assert view.leader("f", 0).node == 1
-                new = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.node == 1 else None)(v.leader("f", 0)),
-                                15 * TTL)
-                assert new is not None and new.epoch >= 2
-                leader.coordinator.resume_keepalive()
-                with ClusterClient(view, timeout=5) as ws:
-                    ws.append("f", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
+                ws.append("f", {"ts": [6], "k": ["b6"], "v": [6]}, writer_id="w", batch_id=6)
 
-                def refused_naming_node_1():
-                    try:
-                        c.append("f.p0", {"ts": [7], "k": ["b7"], "v": [7]}, writer_id="w", batch_id=7)
-                    except FailedPrecondition as e:
-                        return "leader is node 1" in e.message
-                    except Unavailable:
-                        return False
-                    pytest.fail("the old leader acknowledged a write after it was replaced")
-                wait_for(refused_naming_node_1, "the old leader to follow node 1", timeout=60)
-            assert_count_sum(view, "f", 6, 21)
-    finally:
-        for s in servers:
-            s.stop()
+            def refused_naming_node_1():
+                try:
+                    c.append("f.p0", {"ts": [7], "k": ["b7"], "v": [7]}, writer_id="w", batch_id=7)
+                except FailedPrecondition as e:
+                    return "leader is node 1" in e.message
+                except Unavailable:
+                    return False
+                pytest.fail("the old leader acknowledged a write after it was replaced")
+            wait_for(refused_naming_node_1, "the old leader to follow node 1", timeout=60)
+        with ClusterClient(view, timeout=5) as ws:
+            slide = ws.slide("f")
+            got = ws.query("SELECT COUNT(*), SUM(v) FROM f")
+            assert got.slide == slide and got.rows == [(6, 21)]
 
 
 def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tmp_path):
@@ -198,23 +196,17 @@ def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tm
     fetching is stopped, and the leader never drops it from the in-sync set."""
     from windowstore.clients.errors import DeadlineExceeded
 
-    servers = [in_process(etcd, tmp_path, i) for i in range(2)]
-    try:
-        with EtcdClusterView(etcd.url) as view:
-            create_on_pair(view, "d")
-            follower = servers[1].driver.replication
-            part = follower.parts["d.p0"]
-            row = log_unreplicated(servers, "d.p0")
-            with Client(servers[0].address, timeout=1, retries=0) as c:
-                with pytest.raises(DeadlineExceeded):  # the duplicate waits for the follower too
-                    c.append("d.p0", row, writer_id="w", batch_id=1)
-            servers[1].loop.call_soon_threadsafe(follower.become_follower, "d.p0", 0, part.epoch)
-            with Client(servers[0].address, timeout=30) as c:
-                assert c.append("d.p0", row, writer_id="w", batch_id=1).duplicate
-            assert follower.parts["d.p0"].log.end >= servers[0].driver.replication.parts["d.p0"].log.end - 0
-    finally:
-        for s in servers:
-            s.stop()
+    with two_replicas(etcd.url, tmp_path, "d") as (servers, view):
+        follower = servers[1].driver.replication
+        part = follower.parts["d.p0"]
+        row = log_unreplicated(servers, "d.p0")
+        with Client(servers[0].address, timeout=1, retries=0) as c:
+            with pytest.raises(DeadlineExceeded):  # the duplicate waits for the follower too
+                c.append("d.p0", row, writer_id="w", batch_id=1)
+        servers[1].loop.call_soon_threadsafe(follower.become_follower, "d.p0", 0, part.epoch)
+        with Client(servers[0].address, timeout=30) as c:
+            assert c.append("d.p0", row, writer_id="w", batch_id=1).duplicate
+        assert follower.parts["d.p0"].log.end >= servers[0].driver.replication.parts["d.p0"].log.end - 0
 
 
 def test_a_leader_restarted_and_elected_again_waits_for_its_followers(etcd, tmp_path):
@@ -225,29 +217,26 @@ def test_a_leader_restarted_and_elected_again_waits_for_its_followers(etcd, tmp_
     this replica holds). Once the follower is back and fetches, the retry is acknowledged."""
     from windowstore.clients.errors import DeadlineExceeded
 
-    servers = [in_process(etcd, tmp_path, i) for i in range(2)]
-    try:
-        with EtcdClusterView(etcd.url) as view:
-            create_on_pair(view, "h")
-            row = log_unreplicated(servers, "h.p0")
-            servers[1].stop()
-            servers[0].stop()
-            servers[0] = in_process(etcd, tmp_path, 0)
-            servers[0].driver.replication.lag_s = 3600.0  # (node 1, down, stays in the in-sync set)
-            elected = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.epoch >= 2 else None)(
-                v.leader("h", 0)), 30)
-            assert elected is not None and elected.node == 0
-            assert set(view.partition("h", 0).in_sync) == {0, 1}
-            with Client(servers[0].address, timeout=5, retries=0) as c:
-                status = wait_for(lambda: (lambda s: s if s["epoch"] >= 2 else None)(c.replica_status("h.p0")),
-                                  "node 0 to lead at epoch 2")
-                assert status["high_watermark"] < status["end_offset"]
-                with pytest.raises(DeadlineExceeded):  # the retry waits for node 1
-                    c.append("h.p0", row, writer_id="w", batch_id=1)
-            servers[1] = in_process(etcd, tmp_path, 1)
-            with Client(servers[0].address, timeout=60, retries=0) as c:
-                assert c.append("h.p0", row, writer_id="w", batch_id=1).duplicate
-            assert_count_sum(view, "h", 1, 1)
-    finally:
-        for s in servers:
-            s.stop()
+    with two_replicas(etcd.url, tmp_path, "h") as (servers, view):
+        row = log_unreplicated(servers, "h.p0")
+        servers[1].stop()
+        servers[0].stop()
+        servers[0] = in_process(etcd.url, tmp_path, 0)
+        servers[0].driver.replication.lag_s = 3600.0  # (node 1, down, stays in the in-sync set)
+        elected = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.epoch >= 2 else None)(
+            v.leader("h", 0)), 30)
+        assert elected is not None and elected.node == 0
+        assert set(view.partition("h", 0).in_sync) == {0, 1}
+        with Client(servers[0].address, timeout=5, retries=0) as c:
+            status = wait_for(lambda: (lambda s: s if s["epoch"] >= 2 else None)(c.replica_status("h.p0")),
+                              "node 0 to lead at epoch 2")
+            assert status["high_watermark"] < status["end_offset"]
+            with pytest.raises(DeadlineExceeded):  # the retry waits for node 1
+                c.append("h.p0", row, writer_id="w", batch_id=1)
+        servers[1] = in_process(etcd.url, tmp_path, 1)
+        with Client(servers[0].address, timeout=60, retries=0) as c:
+            assert c.append("h.p0", row, writer_id="w", batch_id=1).duplicate
+        with ClusterClient(view, timeout=10) as ws:
+            slide = ws.slide("h")
+            got = ws.query("SELECT COUNT(*), SUM(v) FROM h")
+            assert got.slide == slide and got.rows == [(1, 1)]

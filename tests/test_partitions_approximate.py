@@ -6,28 +6,17 @@ partitions' rows of the reported slide: every key's true count within its bounds
 under the threshold, and a guaranteed answer exactly the true top k / the keys over the threshold."""
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from cluster_fixtures import duck, seal_batches
 
 from windowstore.clients import Client, InvalidArgument
-from windowstore.server.process import ServerProcess
 
 pytestmark = pytest.mark.slow  # servers in subprocesses
 
 SCHEMA = {"ts": "int64", "src": "string", "port": "int64", "bytes": "int64"}
 N = 3
-
-
-@pytest.fixture(scope="module")
-def nodes():
-    servers = [ServerProcess(), ServerProcess()]
-    try:
-        yield [s.target for s in servers]
-    finally:
-        for s in servers:
-            s.stop()
 
 
 def batch(rng, n: int, ts0: int) -> dict:
@@ -36,10 +25,8 @@ def batch(rng, n: int, ts0: int) -> dict:
 
 
 def truth(w: pa.Table, key: str, weight: str | None) -> dict:
-    con = duckdb.connect()
-    con.register("w", w)
     a = f"SUM({weight})" if weight else "COUNT(*)"
-    return dict(con.execute(f"SELECT {key}, {a} FROM w GROUP BY {key}").fetchall())
+    return dict(duck(w, f"SELECT {key}, {a} FROM w GROUP BY {key}"))
 
 
 def check(a, counts: dict, k: int | None = None, threshold: int | None = None) -> None:
@@ -60,16 +47,12 @@ def check(a, counts: dict, k: int | None = None, threshold: int | None = None) -
             assert all(counts[key] >= kth for key, _ in a.rows) and len(a.rows) == min(k, len(counts))
 
 
-def test_approximate_top_k_and_threshold_merge_across_partitions(nodes):
+def test_approximate_top_k_and_threshold_merge_across_partitions(two_servers):
     rng = np.random.default_rng(11)
-    with Client(nodes, timeout=60) as ws:
+    with Client(two_servers, timeout=60) as ws:
         ws.create_stream("a", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", group_by=["src", "port"],
                          topk=5, partitions=3, partition_by=["src"])
-        sealed = {}
-        for b in range(4):
-            rows = batch(rng, 1500, b * 1500)
-            ws.append("a", rows, writer_id="w", batch_id=b)
-            sealed[ws.slide("a")] = pa.table(rows)
+        sealed = seal_batches(ws, "a", [batch(rng, 1500, b * 1500) for b in range(4)])
         k = 3
         w = pa.concat_tables([sealed[j] for j in range(k - N + 1, k + 1)])
         guaranteed = []

@@ -6,62 +6,22 @@ from __future__ import annotations
 
 import random
 import signal
-import socket
 from fractions import Fraction
 from math import ceil
 
-import duckdb
 import pyarrow as pa
 import pytest
 
+from cluster_fixtures import Cluster, duck, seal_batches, window
 from conftest import wait_for
 from windowstore.clients import Client, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from windowstore.clients.partitioned import ClusterClient
-from windowstore.server.process import ServerProcess
 from windowstore.store.partitions import StaticCluster, partition_name, partition_of_rows
 
 pytestmark = pytest.mark.slow  # servers in subprocesses
 
 SCHEMA = {"ts": "int64", "src": "string", "dst": "int64", "v": "int64"}
 N = 3  # sub-windows per window
-
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-class Cluster:
-    def __init__(self, tmp_path, nodes: int = 3, durable: bool = False):
-        self.ports = free_ports(nodes)
-        self.addresses = [f"127.0.0.1:{p}" for p in self.ports]
-        self.file = tmp_path / "cluster.toml"
-        self.file.write_text("nodes = [" + ", ".join(f'"{a}"' for a in self.addresses) + "]\n")
-        self.dirs = [str(tmp_path / f"node{i}") if durable else None for i in range(nodes)]
-        self.servers: list[ServerProcess | None] = [self.start(i) for i in range(nodes)]
-
-    def start(self, i: int) -> ServerProcess:
-        return ServerProcess("--cluster", str(self.file), "--node", str(i), port=self.ports[i], data_dir=self.dirs[i])
-
-    def stop(self) -> None:
-        for s in self.servers:
-            if s is not None:
-                s.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def rows(rng: random.Random, n: int, start: int) -> dict:
@@ -74,24 +34,9 @@ def rows(rng: random.Random, n: int, start: int) -> dict:
 def fill(ws, rng, stream: str, slides: int, per: int = 60, batch0: int = 0) -> dict[int, pa.Table]:
     """Append `per` rows then slide, `slides` times; then `per` rows left unsealed. The rows by the
     slide that sealed them."""
-    sealed, ts = {}, 0
-    for b in range(slides):
-        batch = rows(rng, per, ts)
-        ts += per
-        ws.append(stream, batch, writer_id="w", batch_id=batch0 + b)
-        sealed[ws.slide(stream)] = pa.table(batch)
-    ws.append(stream, rows(rng, per, ts), writer_id="w", batch_id=batch0 + slides)
+    sealed = seal_batches(ws, stream, [rows(rng, per, b * per) for b in range(slides)], batch0)
+    ws.append(stream, rows(rng, per, slides * per), writer_id="w", batch_id=batch0 + slides)
     return sealed
-
-
-def window(sealed: dict[int, pa.Table], k: int, n: int = N) -> pa.Table:
-    return pa.concat_tables([sealed[j] for j in range(max(0, k - n + 1), k + 1)])
-
-
-def duck(table: pa.Table, sql: str) -> list[tuple]:
-    con = duckdb.connect()
-    con.register("w", table)
-    return [tuple(r) for r in con.execute(sql).fetchall()]
 
 
 def quantile(values, q: str):
@@ -114,7 +59,7 @@ def same(got: list[tuple], want: list[tuple]) -> None:
 
 def check_queries(ws, sealed: dict[int, pa.Table], k: int, stream: str = "s", **kw) -> None:
     """Every query shape's merged answer against DuckDB over the rows of slide k's window."""
-    w = window(sealed, k)
+    w = window(sealed, k, N)
     a = ws.query(f"SELECT COUNT(*), COUNT(v), SUM(v), AVG(v), MIN(v), MAX(v) FROM {stream}", **kw)
     assert a.slide == k
     same(a.rows, duck(w, "SELECT COUNT(*), COUNT(v), SUM(v), AVG(v), MIN(v), MAX(v) FROM w"))
@@ -210,7 +155,7 @@ def test_scatter_gather_answers_equal_duckdb_over_the_union(cluster):
         for p in range(4):
             got = ws.nodes[ws.cluster.owner("s", p)].query(
                 f"SELECT COUNT(*) FROM {partition_name('s', p)} AS OF SLIDE 4").rows[0][0]
-            mine = window(sealed, 4)
+            mine = window(sealed, 4, N)
             assert got == int((partition_of_rows(mine, ["src"], 4) == p).sum())
         with pytest.raises(InvalidArgument, match="HAVING on a partitioned stream needs GROUP BY"):
             ws.query("SELECT dst, SUM(v) FROM s GROUP BY dst HAVING SUM(v) > 1")
@@ -241,7 +186,7 @@ def test_a_query_reads_the_common_slide_again_when_a_partition_slid_past_it(clus
             ws.query("SELECT COUNT(*) FROM s", as_of_slide=0)
         a = ws.query("SELECT COUNT(*), SUM(v) FROM s")
         assert stale["left"] == 0 and a.slide == 5
-        same(a.rows, duck(window(sealed, 5), "SELECT COUNT(*), SUM(v) FROM w"))
+        same(a.rows, duck(window(sealed, 5, N), "SELECT COUNT(*), SUM(v) FROM w"))
 
 
 def test_processing_time_partitions_slide_at_the_same_boundaries(cluster):
@@ -311,7 +256,7 @@ def test_a_killed_server_is_named_and_partial_answers_list_the_missing_partition
             assert cluster.addresses[victim] in e.value.message
         a = ws.query("SELECT COUNT(*), SUM(v) FROM s", partial=True)
         assert a.missing_partitions == lost and a.slide == 2
-        w = window(sealed, 2)
+        w = window(sealed, 2, N)
         keep = pa.array([p not in lost for p in partition_of_rows(w, ["src"], 3)])
         assert a.rows == duck(w.filter(keep), "SELECT COUNT(*), SUM(v) FROM w")
         a = ws.query("SELECT dst, COUNT(*) FROM s GROUP BY dst ORDER BY dst", partial=True)
@@ -367,12 +312,8 @@ def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(
         reader = threading.Thread(target=lambda: got.extend(sub), daemon=True)
         reader.start()
         wait_for(lambda: all(x["subscribers"] == 1 for x in ws.list_queries()), "every partition's subscription")
-        sealed = {}
-        for b in range(5):
-            batch = rows(rng, 50, b * 50)
-            ws.append("s", batch, writer_id="w", batch_id=b)
-            sealed[ws.slide("s")] = pa.table(batch)
-            wait_for(lambda: any(a.slide == b for a in got), f"the merged answer of slide {b}")
+        sealed = seal_batches(ws, "s", [rows(rng, 50, b * 50) for b in range(5)], after_slide=lambda k: wait_for(
+            lambda: any(a.slide == k for a in got), f"the merged answer of slide {k}"))
         wait_for(lambda: any(a.slide == 4 for a in got), "the merged answer of slide 4")
         # another client (a Spark streaming reader, a dashboard) reads the same answers by slide
         with Client(cluster.addresses, timeout=60) as other:
@@ -389,7 +330,7 @@ def test_a_periodic_query_is_registered_on_every_partition_and_merged_per_slide(
         assert [a.slide for a in got] == [0, 1, 2, 3, 4]
         for a in got:
             assert a.query_id == q.id and a.stream == "s"
-            same(a.rows, duck(window(sealed, a.slide), "SELECT dst, SUM(v), COUNT(*) FROM w GROUP BY dst "
+            same(a.rows, duck(window(sealed, a.slide, N), "SELECT dst, SUM(v), COUNT(*) FROM w GROUP BY dst "
                                                        "ORDER BY 2 DESC NULLS LAST, dst NULLS LAST LIMIT 2"))
         assert ws.list_queries() == []
 
@@ -447,7 +388,7 @@ def test_the_async_client_on_a_cluster(cluster):
             return sealed, got, a, queries, await ws.list_queries()
 
     sealed, got, a, queries, after = asyncio.run(main())
-    assert a.slide == 2 and a.rows == duck(window(sealed, 2), "SELECT COUNT(*), SUM(v) FROM w")
+    assert a.slide == 2 and a.rows == duck(window(sealed, 2, N), "SELECT COUNT(*), SUM(v) FROM w")
     assert [x.slide for x in got if x.slide >= 0] == [0, 1, 2]
     for x in got:
         if x.slide >= 0:

@@ -5,13 +5,12 @@ and LIMIT; each answer equals DuckDB's over the union of the partitions' rows of
 What has no exact merge is refused by name."""
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from cluster_fixtures import duck, seal_batches
 
 from windowstore.clients import Client, InvalidArgument
-from windowstore.server.process import ServerProcess
 
 pytestmark = pytest.mark.slow  # servers in subprocesses
 
@@ -28,27 +27,11 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def nodes():
-    servers = [ServerProcess(), ServerProcess()]
-    try:
-        yield [s.target for s in servers]
-    finally:
-        for s in servers:
-            s.stop()
-
-
 def batch(rng, n: int, ts0: int) -> dict:
     src = [None if i % 23 == 0 else f"h{i}" for i in rng.integers(0, 40, n)]
     return {"ts": list(range(ts0, ts0 + n)), "src": src, "port": rng.choice([22, 80, 443, 8080, 53], n).tolist(),
             "bytes": [None if i % 31 == 0 else int(v) for i, v in enumerate(rng.integers(0, 1500, n))],
             "lat": rng.normal(50, 10, n).tolist()}
-
-
-def duck(table: pa.Table, sql: str) -> list[tuple]:
-    con = duckdb.connect()
-    con.register("e", table)
-    return [tuple(r) for r in con.execute(sql).fetchall()]
 
 
 def same(got: list[tuple], want: list[tuple]) -> None:
@@ -62,26 +45,21 @@ def same(got: list[tuple], want: list[tuple]) -> None:
                 assert x == y, (g, w)
 
 
-def test_expressions_over_partial_aggregates_equal_duckdb_over_the_union(nodes):
+def test_expressions_over_partial_aggregates_equal_duckdb_over_the_union(two_servers):
     rng = np.random.default_rng(7)
-    with Client(nodes, timeout=60) as ws:
+    with Client(two_servers, timeout=60) as ws:
         ws.create_stream("e", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
                          partition_by=["src"])
-        sealed, ts = {}, 0
-        for b in range(4):
-            rows = batch(rng, 400, ts)
-            ts += 400
-            ws.append("e", rows, writer_id="w", batch_id=b)
-            sealed[ws.slide("e")] = pa.table(rows)
+        sealed = seal_batches(ws, "e", [batch(rng, 400, b * 400) for b in range(4)])
         for q in QUERIES:
             a = ws.query(q)
             w = pa.concat_tables([sealed[j] for j in range(a.slide - N + 1, a.slide + 1)])
             sql = q.replace("ORDER BY b2 DESC, src", "ORDER BY b2 DESC, src NULLS LAST")
-            same(a.rows, duck(w, sql))
+            same(a.rows, duck(w, sql, "e"))
             assert a.slide == 3 and len(a.partition_queries) == 3
         # AS OF an older slide, of 2 sub-windows
         a = ws.query("SELECT SUM(bytes) * 8 AS bits FROM e [RANGE 2 SUBWINDOWS]", as_of_slide=2)
-        same(a.rows, duck(pa.concat_tables([sealed[1], sealed[2]]), "SELECT SUM(bytes) * 8 AS bits FROM e"))
+        same(a.rows, duck(pa.concat_tables([sealed[1], sealed[2]]), "SELECT SUM(bytes) * 8 AS bits FROM e", "e"))
         assert a.columns == ["bits"]
         for q, what in (("SELECT COUNT(DISTINCT port) + 1 FROM e", "COUNT\\(DISTINCT"),
                         ("SELECT QUANTILE(bytes * 2, 0.5) FROM e", "QUANTILE"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-from test_partitions_cluster import Cluster
 
 from windowstore.clients import Client, FailedPrecondition
 from windowstore.clients.partitioned import ClusterClient
@@ -17,15 +16,7 @@ from windowstore.txn.kinds import Level
 pytestmark = pytest.mark.slow  # servers in subprocesses
 
 P, N, ROWS, SLIDES = 3, 3, 30, 25
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path, nodes=2)
-    try:
-        yield c
-    finally:
-        c.stop()
+CLUSTER_NODES = 2  # the `cluster` fixture (conftest.py): servers in its cluster
 
 
 def test_scatter_gather_reads_are_one_read_of_slide_k(cluster):

@@ -5,14 +5,13 @@ stated rank error, the true distinct count within the stated bounds, every liste
 count within its bounds; and what does not merge refused by name."""
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pytest
+from cluster_fixtures import duck, seal_batches
 
 from windowstore.clients import Client, InvalidArgument
 from windowstore.clients.sketch_merge import _top_k
-from windowstore.server.process import ServerProcess
 from windowstore.store.approx import Estimate, merged_sketch
 from windowstore.store.sketch_columns import FrequentSketch, build_one
 from windowstore.v1 import windowstore_pb2 as pb
@@ -20,12 +19,6 @@ from windowstore.v1 import windowstore_pb2 as pb
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64", "port": "int64", "lat": "float64"}
 SKETCHES = {"bytes": ("kll", 32), "src": ("hll", 10), "port": ("frequent", 4), "lat": ("kll", 64)}
 N = 3  # sub-windows per window
-
-
-def duck(table: pa.Table, sql: str) -> list[tuple]:
-    con = duckdb.connect()
-    con.register("w", table)
-    return [tuple(r) for r in con.execute(sql).fetchall()]
 
 
 def batch(rng, n: int, ts0: int) -> dict:
@@ -36,16 +29,6 @@ def batch(rng, n: int, ts0: int) -> dict:
             "lat": rng.normal(50, 10, n).tolist()}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    servers = [ServerProcess(), ServerProcess()]
-    try:
-        yield [s.target for s in servers]
-    finally:
-        for s in servers:
-            s.stop()
-
-
 def rank_ok(values: np.ndarray, v, q: float, error: float) -> bool:
     """Whether some rank of `v` among `values` (ties: any position of v) lies within q +- error."""
     below = np.count_nonzero(values < v) / len(values)
@@ -54,17 +37,12 @@ def rank_ok(values: np.ndarray, v, q: float, error: float) -> bool:
 
 
 @pytest.mark.slow
-def test_sketch_aggregates_merge_across_partitions_within_their_bounds(cluster):
+def test_sketch_aggregates_merge_across_partitions_within_their_bounds(two_servers):
     rng = np.random.default_rng(20261128)
-    with Client(cluster, timeout=60) as ws:
+    with Client(two_servers, timeout=60) as ws:
         ws.create_stream("f", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
                          partition_by=["src"], sketches=SKETCHES)
-        sealed, ts = {}, 0
-        for b in range(5):
-            rows = batch(rng, 3000, ts)
-            ts += 3000
-            ws.append("f", rows, writer_id="w", batch_id=b)
-            sealed[ws.slide("f")] = pa.table(rows)
+        sealed = seal_batches(ws, "f", [batch(rng, 3000, b * 3000) for b in range(5)])
         a = ws.query("SELECT APPROX_QUANTILE(bytes, 0.5), APPROX_QUANTILE(lat, 0.9), APPROX_COUNT_DISTINCT(src), "
                      "COUNT(*), AVG(bytes), MAX(lat) FROM f")
         k = a.slide
@@ -101,8 +79,10 @@ def test_sketch_aggregates_merge_across_partitions_within_their_bounds(cluster):
 
         with pytest.raises(InvalidArgument, match=r"quantile\(bytes, 0.5\).*COUNT, SUM, MIN, MAX and AVG"):
             ws.query("SELECT APPROX_COUNT_DISTINCT(src), QUANTILE(bytes, 0.5) FROM f")
-        with pytest.raises(InvalidArgument, match="periodic query with a sketch aggregate"):
-            ws.register("SELECT APPROX_COUNT_DISTINCT(src) FROM f [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+        # periodic: registered on every partition, its answers with their sketches (test_partitions_periodic.py)
+        q = ws.register("SELECT APPROX_COUNT_DISTINCT(src) FROM f [RANGE 3 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+        assert sorted(x["stream"] for x in ws.list_queries()) == ["f.p0", "f.p1", "f.p2"]
+        ws.unregister(q.id)
         with pytest.raises(InvalidArgument, match="WHERE"):  # refused as one server refuses it
             ws.query("SELECT APPROX_COUNT_DISTINCT(src) FROM f WHERE port = 80")
         ws.drop_stream("f")

@@ -11,6 +11,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
+from cluster_fixtures import servers
 from pki import make_pki
 from windowstore.clients import AsyncClient, Client
 from windowstore.clients.errors import Unauthenticated, Unavailable
@@ -27,13 +28,9 @@ def tls_cluster(tmp_path_factory):
     pki = make_pki(tmp_path_factory.mktemp("pki"))
     tokens = tmp_path_factory.mktemp("auth") / "tokens.json"
     tokens.write_text(json.dumps({"tokens": {token_hash("t-admin"): "admin"}, "grants": {"admin": {"*": ["admin"]}}}))
-    servers = [ServerProcess("--tls-cert", pki["server"], "--tls-key", pki["server_key"], "--tokens", str(tokens))
-               for _ in range(2)]
-    try:
-        yield [s.target for s in servers], pki
-    finally:
-        for s in servers:
-            s.stop()
+    with servers(2, lambda i: ServerProcess("--tls-cert", pki["server"], "--tls-key", pki["server_key"],
+                                            "--tokens", str(tokens))) as targets:
+        yield targets, pki
 
 
 def batch(b: int, n: int = 120) -> dict:

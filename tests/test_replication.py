@@ -16,7 +16,7 @@ import pytest
 
 from conftest import wait_for
 from windowstore.clients import Client, FailedPrecondition, InvalidArgument, Unavailable
-from windowstore.server.process import ServerProcess
+from windowstore.server.process import ServerProcess, free_ports
 from windowstore.server.replication import Fenced, NotLeader
 from windowstore.server.replication.log import ReplicaLog
 from windowstore.txn import commands
@@ -347,24 +347,12 @@ def test_a_write_admitted_before_its_leader_stepped_down_is_not_acknowledged(tmp
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 
 
-def _free_ports(n: int) -> list[int]:
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 class Pair:
     """Two durable servers, node 0 and node 1; stream `pk` listed with replicas [0, 1]."""
 
     def __init__(self, tmp_path):
-        self.ports = _free_ports(2)
-        self.metrics_port = _free_ports(1)[0]  # node 0's --metrics-port
+        self.ports = free_ports(2)
+        self.metrics_port = free_ports(1)[0]  # node 0's --metrics-port
         self.addresses = [f"127.0.0.1:{p}" for p in self.ports]
         self.file = tmp_path / "cluster.toml"
         self.file.write_text("nodes = [" + ", ".join(f'"{a}"' for a in self.addresses) + "]\n"

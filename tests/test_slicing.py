@@ -15,7 +15,7 @@ from conftest import examples
 
 from windowstore.store import QueryError, Stream, WindowSpec, parse_query, plan_query, run_plan
 from windowstore.store.exact import INT64_MAX, INT64_MIN
-from windowstore.store.slicing import Shape, kept_slices
+from windowstore.store.slicing import RunStore, Shape, kept_slices
 
 SCHEMA = {"ts": "int64", "src": "string", "b": "int64"}
 
@@ -119,17 +119,24 @@ def check_case(seed: int, periodic_too: bool = True) -> None:
     check_shape(fed, r, s, rng.random() < 0.5, rng.choice(list(WHERE)), periodic_too, seed)
 
 
-def check_shape(fed: Fed, r: int, s: int, keyed: bool, where: str, periodic_too: bool, label) -> None:
+def check_shape(fed: Fed, r: int, s: int, keyed: bool, where: str, periodic_too: bool, label,
+                store: bool = False) -> None:
     """[RANGE r SLIDE s] over the fed stream, one-time on the best path and on rows, against
-    Definition 10 and DuckDB; periodic, the newest window within the sub-windows it reads."""
+    Definition 10 and DuckDB; periodic, the newest window within the sub-windows it reads. `store`:
+    without MEDIAN, so that an ungrouped query reads its slices from the aggregate store
+    (slicing.RunStore) rather than from their rows."""
     lo, hi = fed.retained()
     if lo is None:
         return
     keys = ", src" if keyed else ""
-    text = (f"SELECT window_start, window_end{keys}, COUNT(*), SUM(b), MIN(b), MAX(b), COUNT(b), MEDIAN(b) "
+    median_sql = "" if store else ", MEDIAN(b)"
+    text = (f"SELECT window_start, window_end{keys}, COUNT(*), SUM(b), MIN(b), MAX(b), COUNT(b){median_sql} "
             f"FROM s [RANGE {r} ms SLIDE {s} ms] {where} GROUP BY window_start{keys}")
     windows = definition_10(fed.accepted, lo, hi, r, s)
     want = expected(windows, keyed, WHERE[where])
+    if store:
+        want = [x[:-1] for x in want]
+        assert RunStore.for_query(plan_query(parse_query(text), fed.s).bound.hop.inner) == (not keyed)
     for access in (None, "window"):
         got = run_plan(plan_query(parse_query(text), fed.s, access=access)).rows
         assert got == want, (label, text, access)
@@ -141,7 +148,8 @@ def check_shape(fed: Fed, r: int, s: int, keyed: bool, where: str, periodic_too:
     cond = where.replace("WHERE", "AND")
     for row in got:
         key = "AND src IS NOT DISTINCT FROM ?" if keyed else ""
-        ref = con.execute(f"SELECT count(*), sum(b), min(b), max(b), count(b), quantile_disc(b, 0.5) FROM r "
+        median_duckdb = "" if store else ", quantile_disc(b, 0.5)"
+        ref = con.execute(f"SELECT count(*), sum(b), min(b), max(b), count(b){median_duckdb} FROM r "
                           f"WHERE ts >= ? AND ts < ? {key} {cond}", [row[0], row[1], *([row[2]] if keyed else [])]).fetchone()
         assert tuple(row[3 if keyed else 2:]) == tuple(ref), (label, text, row)
     assert {(x[0], x[1]) for x in got} == {w for w, rows in windows.items() if any(WHERE[where](x) for x in rows)}
@@ -158,6 +166,65 @@ def check_shape(fed: Fed, r: int, s: int, keyed: bool, where: str, periodic_too:
 @pytest.mark.parametrize("seed", range(80))
 def test_cut_windows_match_definition_10_and_duckdb(seed):
     check_case(seed)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_slices_read_from_the_aggregate_store_match_definition_10_and_duckdb(seed, monkeypatch):
+    """COUNT, SUM, MIN and MAX read each slice of a sub-window from its RunStore (prefix sums,
+    block extremes) instead of its rows: the same answers as Definition 10 and DuckDB."""
+    from windowstore.store import slicing
+
+    monkeypatch.setattr(slicing, "SCANS_BEFORE_STORE", 0)  # the store from the first part on
+    made = []
+    monkeypatch.setattr(slicing.RunStore, "__init__", _counted(slicing.RunStore.__init__, made))
+    rng = random.Random(seed)
+    n, t, lateness, r, s = random_case(rng)
+    fed = Fed(n, t, lateness)
+    start = rng.randint(-5, 5) * t + rng.randint(0, t - 1)
+    feed_random(rng, fed, start, rng.randint(1, 3 * n) * t, rng.randint(0, 300), lateness)
+    check_shape(fed, r, s, False, rng.choice(list(WHERE)), True, seed, store=True)
+    lo, hi = fed.retained()
+    inside = lo is not None and any(c % t for c in Shape(r, s).cuts(lo, hi))  # an edge inside a sub-window
+    assert made or not inside, "no slice came from a store"
+
+
+def _counted(init, made: list):
+    def counting(self, *args):
+        made.append(1)
+        init(self, *args)
+    return counting
+
+
+@pytest.mark.parametrize("values", ["extremes", "small"])
+def test_a_run_store_reads_what_a_scan_of_the_slice_reads(values):
+    """Every run [lo, hi) of a sub-window (nulls, WHERE, int64 values whose sums pass int64: the
+    split prefix sums) read from its RunStore equals the rows reader's partial of that slice."""
+    from windowstore.store.planner.plan import Plan
+    from windowstore.store.kinds import AccessPath
+    from windowstore.store.slicing import part_of
+
+    rng = random.Random(7)
+    fed = Fed(3, 1000, 1000)
+    top = INT64_MAX if values == "extremes" else 1000
+
+    def value():  # distinct values (every block's extreme differs), the int64 limits, nulls
+        return rng.choice([None, INT64_MAX, INT64_MIN] if values == "extremes" else [None]) if rng.random() < 0.1 \
+            else rng.randint(-top, top)
+    rows = [(rng.randrange(0, 1000), rng.choice(["a", "b", None]), value()) for _ in range(400)]
+    fed.feed(rows[:200])
+    fed.feed(rows[200:] + [(3500, "z", 0)])  # the watermark passes the first slot
+    sub = fed.s.window.sealed(0)
+    for where in ("", "WHERE src <> 'b'", "WHERE b > 0"):
+        q = parse_query(f"SELECT window_start, COUNT(*), SUM(b), MIN(b), MAX(b), COUNT(b), AVG(b) FROM s "
+                        f"[RANGE 1500 ms SLIDE 300 ms] {where} GROUP BY window_start")
+        inner = plan_query(q, fed.s).bound.hop.inner
+        assert RunStore.for_query(inner)
+        store, scan = RunStore(sub, inner, fed.s.strings, "ts", {}), Plan(inner, fed.s, AccessPath.WINDOW)
+        assert store.readers is not None
+        for _ in range(200):
+            lo = rng.randrange(-10, 1010)
+            hi = rng.randrange(lo, 1020)
+            assert store.read(lo, hi) == scan.read(part_of(sub, lo, hi, "ts")), (where, lo, hi)
 
 
 @st.composite

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from conftest import wait_for  # noqa: E402
-from test_partitions_cluster import Cluster  # noqa: E402
+from cluster_fixtures import Cluster  # noqa: E402
 from windowstore.clients import Client  # noqa: E402
 from windowstore.store.partitions import partition_name, partition_of_rows  # noqa: E402
 

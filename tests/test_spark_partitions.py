@@ -10,7 +10,6 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
-from test_partitions_cluster import Cluster  # noqa: E402
 
 from windowstore.clients import Client, Unavailable  # noqa: E402
 from windowstore.clients import client as client_module  # noqa: E402
@@ -22,6 +21,7 @@ pytestmark = pytest.mark.spark
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
 DDL = "ts LONG, src STRING, bytes LONG"
 P = 4
+CLUSTER_NODES = 2  # the `cluster` fixture (conftest.py): servers in its cluster
 
 
 @pytest.fixture(scope="module")
@@ -30,15 +30,6 @@ def spark():
                       spark__sql__execution__arrow__maxRecordsPerBatch="16")
     yield s
     s.stop()
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    c = Cluster(tmp_path, nodes=2)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def rows(batch: int, n: int) -> list[dict]:
@@ -59,6 +50,27 @@ def per_partition(data: list[dict]) -> dict[int, int]:
     return {p: int((parts == p).sum()) for p in range(P)}
 
 
+def check_rows_per_partition(addresses: list[str], stream: str, written: list[dict]) -> None:
+    """Every row written is once on its partition's server: each partition's count is the source's."""
+    view, want = StaticCluster(tuple(addresses)), per_partition(written)
+    for p in range(P):
+        with Client(view.addresses[view.owner(stream, p)]) as ws:
+            assert ws.query(f'SELECT COUNT(*) FROM "{partition_name(stream, p)}"').rows == [(want[p],)], p
+
+
+def fail_first_commit(monkeypatch, stream: str, p: int) -> None:
+    """The first commit on partition p of `stream` fails (UNAVAILABLE) before reaching its server."""
+    real = client_module.Client.commit_batch
+    failed = []
+
+    def flaky(self, name, *args, **kwargs):
+        if name == partition_name(stream, p) and not failed:
+            failed.append(name)
+            raise Unavailable(f"injected: partition {p}'s server did not answer the commit")
+        return real(self, name, *args, **kwargs)
+    monkeypatch.setattr(client_module.Client, "commit_batch", flaky)
+
+
 def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark, cluster, monkeypatch):
     with ClusterClient(cluster.addresses) as cc:
         cc.create_stream("pf", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual",
@@ -70,15 +82,7 @@ def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark
         assert writer.last["by_partition"] == per_partition(b0)
 
         # batch 1's commit fails on partition 1 after the others committed theirs
-        real = client_module.Client.commit_batch
-        failed = []
-
-        def flaky(self, stream, *args, **kwargs):
-            if stream == partition_name("pf", 1) and not failed:
-                failed.append(stream)
-                raise Unavailable("injected: partition 1's server did not answer the commit")
-            return real(self, stream, *args, **kwargs)
-        monkeypatch.setattr(client_module.Client, "commit_batch", flaky)
+        fail_first_commit(monkeypatch, "pf", 1)
         with pytest.raises(Unavailable, match="partition 1"):
             writer(spark.createDataFrame(b1, DDL).repartition(2), 1)
         # no scatter-gather read sees batch 1 on the partitions that committed it: they sealed
@@ -95,17 +99,42 @@ def test_foreach_batch_writer_routes_by_partition_and_commits_exactly_once(spark
         assert writer.last["duplicate"] is True
 
         # every row once on its partition's server, and answers equal DuckDB over the rows
-        view = StaticCluster(tuple(cluster.addresses))
-        for p in range(P):
-            with Client(view.addresses[view.owner("pf", p)]) as ws:
-                got = ws.query(f'SELECT COUNT(*) FROM "{partition_name("pf", p)}"').rows
-            assert got == [(per_partition(b0)[p] + per_partition(b1)[p],)]
+        check_rows_per_partition(cluster.addresses, "pf", b0 + b1)
         both = b0 + b1
         for sql in ("SELECT COUNT(*), SUM(bytes), MIN(bytes), MAX(bytes) FROM pf",
                     "SELECT src, COUNT(*), SUM(bytes) FROM pf GROUP BY src ORDER BY src"):
             a = cc.query(sql)
             assert a.slide == 1
             assert a.rows == duck(sql + (" NULLS LAST" if "ORDER" in sql else ""), both), sql
+
+
+def test_stage_on_driver_on_a_cluster_splits_the_batch_and_commits_each_row_once(spark, cluster, monkeypatch):
+    """stage_on_driver=True on a cluster target: the driver splits the Arrow batch by the partition
+    key and stages each share once, committed on every partition as the executor path commits;
+    a batch whose commit failed on one partition and was replayed lands once everywhere."""
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("pd", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual",
+                         partitions=P, partition_by=["src"])
+        writer = WindowStoreWriter(cluster.addresses, "pd", writer_id="job-driver", slide_per_batch=True,
+                                   stage_on_driver=True)
+        b0, b1 = rows(2, 310), rows(3, 170)
+        writer(spark.createDataFrame(b0, DDL).repartition(3), 0)
+        assert (writer.last["accepted"], writer.last["duplicate"], writer.last["latest_slide"]) == (310, False, 0)
+        assert writer.last["by_partition"] == per_partition(b0)
+
+        fail_first_commit(monkeypatch, "pd", 2)
+        with pytest.raises(Unavailable, match="partition 2"):
+            writer(spark.createDataFrame(b1, DDL), 1)
+        writer(spark.createDataFrame(b1, DDL).repartition(4), 1)  # the replay: staged again, committed once
+        assert writer.last["duplicate_partitions"] == [0, 1, 3]
+        assert writer.last["by_partition"][2] == per_partition(b1)[2]
+        writer(spark.createDataFrame(b1, DDL), 1)  # a replay of a committed batch is a no-op
+        assert writer.last["duplicate"] is True
+
+        check_rows_per_partition(cluster.addresses, "pd", b0 + b1)
+        sql = "SELECT COUNT(*), SUM(bytes), MIN(ts), MAX(ts) FROM pd"
+        a = cc.query(sql)
+        assert a.slide == 1 and a.rows == duck(sql.replace("pd", "pf"), b0 + b1)
 
 
 def test_batch_reader_reads_each_partition_pinned_to_the_common_slide(spark, cluster):
@@ -174,6 +203,47 @@ def test_streaming_reader_merges_a_partitioned_periodic_query_per_slide(spark, c
         window = sealed[k] + sealed.get(k - 1, [])
         assert sorted(answer, key=repr) == sorted(duck("SELECT src, SUM(bytes), COUNT(*) FROM pf GROUP BY src",
                                                        window), key=repr), k
+
+
+def test_streaming_reader_merges_periodic_expressions_and_sketches_per_slide(spark, cluster, tmp_path):
+    """The streaming reader on a cluster target with a periodic query with expressions and one with
+    sketch aggregates: each slide's partition answers merged with the one-time merge, every answer
+    checked against DuckDB over the rows of that slide's window (exactly; within the stated bound)."""
+    from cluster_fixtures import periodic_answered
+    from conftest import wait_for
+    from test_spark import _read_stream_to_parquet
+
+    target = ",".join(cluster.addresses)
+    every = "[RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]"
+    texts = {"expr": f"SELECT src, SUM(bytes) * 2 AS b2, COUNT(*) FILTER (WHERE bytes > 40) AS big FROM pq {every} "
+                     "GROUP BY src",
+             "sketch": f"SELECT APPROX_COUNT_DISTINCT(src) AS d, COUNT(*) AS n FROM pq {every}"}
+    sealed: dict[int, list[dict]] = {}
+    with ClusterClient(cluster.addresses) as cc:
+        cc.create_stream("pq", SCHEMA, subwindows=3, subwindow_ms=1000, clock="manual", partitions=P,
+                         partition_by=["src"], sketches={"src": ("hll", 10)})
+        for name, text in texts.items():  # registers each on every partition
+            _read_stream_to_parquet(spark, target, text, tmp_path / f"ckpt-{name}", tmp_path / name)
+        for b in range(3):
+            cc.append("pq", pa.Table.from_pylist(rows(b, 80)), writer_id="w", batch_id=b)
+            k = cc.slide("pq")
+            sealed[k] = rows(b, 80)
+            wait_for(periodic_answered(cc, k), f"every partition's answer of slide {k}")
+        for name, text in texts.items():
+            _read_stream_to_parquet(spark, target, text, tmp_path / f"ckpt-{name}", tmp_path / name)
+    expr: dict[int, list[tuple]] = {}
+    for r in spark.read.parquet(str(tmp_path / "expr")).collect():
+        expr.setdefault(r["_slide"], []).append((r["src"], r["b2"], r["big"]))
+    assert sorted(expr) == [0, 1, 2]
+    for k, answer in expr.items():
+        want = duck("SELECT src, SUM(bytes) * 2, COUNT(*) FILTER (WHERE bytes > 40) FROM pf GROUP BY src",
+                    sealed[k] + sealed.get(k - 1, []))
+        assert sorted(answer, key=repr) == sorted(want, key=repr), k
+    got = {r["_slide"]: r for r in spark.read.parquet(str(tmp_path / "sketch")).collect()}
+    assert sorted(got) == [0, 1, 2]
+    for k, r in got.items():
+        (distinct, n), = duck("SELECT COUNT(DISTINCT src), COUNT(*) FROM pf", sealed[k] + sealed.get(k - 1, []))
+        assert r["n"] == n and abs(r["d"] - distinct) <= max(1, 0.1 * distinct)  # HLL lg_k 10 at 2 sigma: ~6.5%
 
 
 def test_data_source_writers_on_a_cluster_batch_once_and_event_time_sink_slides_every_partition(spark, cluster,

@@ -470,12 +470,19 @@ def _stream_batches(seed: int) -> list[list[dict]]:
     return out
 
 
-def test_a_partitioned_stream_refuses_expressions_rather_than_merge_them_wrongly():
+def test_a_partitioned_stream_merges_expressions_by_their_partial_aggregates_or_refuses_them():
+    """One-time and periodic queries alike (clients/partitioned.py _merge_plan): expressions are
+    merged from their groups' partial aggregates, never as the first grammar's columns; what has no
+    exact partial form is refused by name."""
     from windowstore.clients import InvalidArgument
-    from windowstore.clients.partitioned import _no_expressions
-    _no_expressions(parse_statement("SELECT src, SUM(bytes) FROM s GROUP BY src"))  # the first grammar: merged
-    with pytest.raises(InvalidArgument, match="expressions on a partitioned stream"):
-        _no_expressions(parse_statement("SELECT src, SUM(bytes) * 8 FROM s GROUP BY src"))
+    from windowstore.clients.expr_merge import ExprMergePlan
+    from windowstore.clients.merge import MergePlan
+    from windowstore.clients.partitioned import Layout, _merge_plan
+    lay = Layout("s", 2, ("src",), types={"ts": "int64", "src": "string", "bytes": "int64"})
+    assert isinstance(_merge_plan(parse_statement("SELECT src, SUM(bytes) FROM s GROUP BY src"), lay), MergePlan)
+    assert isinstance(_merge_plan(parse_statement("SELECT src, SUM(bytes) * 8 FROM s GROUP BY src"), lay), ExprMergePlan)
+    with pytest.raises(InvalidArgument, match=r"COUNT\(DISTINCT \.\.\.\) in a query with expressions"):
+        _merge_plan(parse_statement("SELECT COUNT(DISTINCT src) * 8 FROM s"), lay)
 
 
 def test_a_registry_aggregate_this_grammar_does_not_compute_is_named(monkeypatch):

@@ -17,6 +17,7 @@ TEMPLATES = [
     "SELECT SUM(f), MAX(f) FROM {s} [RANGE {k} SUBWINDOWS]",                    # synopsis scan
     "SELECT key, SUM(v) FROM {s} [RANGE {k} SUBWINDOWS] GROUP BY key ORDER BY 2 DESC LIMIT 2",
     "SELECT MEDIAN(v), COUNT(DISTINCT key) FROM {s} [RANGE {k} SUBWINDOWS] WHERE v > 3",  # window scan
+    "SELECT COUNT(*), SUM(v), MIN(key) FROM {s} [RANGE {k} SUBWINDOWS] WHERE v > 2",  # ... its reads kept (store/memo.py)
 ]
 N_SUB = [4, 8]
 

@@ -425,3 +425,24 @@ def test_explain_and_sharing_say_what_these_windows_read():
                                                                          clock="event"), 0))
     why = eng.sched.sharing.explain(eng.plan(parse_query("SELECT COUNT(*) FROM s [ROWS 5 SLIDE 1 s]"), periodic=True), 1)
     assert "runs alone: rows windows are cut from the rows" in why, why
+
+
+def test_seed_003_example_2_the_last_10_items_of_every_100():
+    """Seed 003 Examples 1 and 2: per 100 items the last 10 (alpha(j) = 100 j + 91, beta(j) =
+    100 (j + 1), r = 100 items, 1-based), on a stream of one item per second: at t = 1024 s the
+    delaying function gives gamma = floor(1024 / 100) - 1 = 9, so the window answered is the 10th,
+    items 991..1000. Here: a count-based stream of 100-row sub-windows and [ROWS 10 SLIDE 100 ROWS],
+    the items numbered from 0 by their value."""
+    s = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=3, subwindow_rows=100), 0)
+    for t in range(0, 1024, 8):  # one item per second, in batches; each 100 seals a sub-window
+        items = list(range(t, min(t + 8, 1024)))
+        s.append({"ts": items, "v": items})
+        while s.window.due(0):
+            s.window.slide(0)
+    gamma = 1024 // 100 - 1
+    alpha, beta = 100 * gamma + 91, 100 * (gamma + 1)  # 1-based item numbers
+    want = [(alpha - 1, beta - 1, beta - alpha + 1)]     # values are 0-based item numbers
+    plan = plan_query(parse_query("SELECT MIN(v), MAX(v), COUNT(*) FROM s [ROWS 10 SLIDE 100 ROWS]"), s,
+                      periodic=True)
+    assert s.window.latest == gamma and plan.bound.every == 1
+    assert run_plan(plan).rows == want == [(990, 999, 10)]

@@ -13,6 +13,7 @@ Answers are plain data here (`to_plain` / `from_plain`): JSON values, with a dec
 """
 from __future__ import annotations
 
+import base64
 import collections
 from decimal import Decimal
 
@@ -29,7 +30,8 @@ _META = ("slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_
 def answer_size(result: Result) -> int:
     """An answer's estimated size in memory (bytes): what the log's byte bound counts."""
     rows = result.answer.rows
-    return 256 + sum(16 * len(r) + sum(len(v) for v in r if isinstance(v, str)) for r in rows)
+    sketches = sum(len(s[2]) for _, s in result.answer.sketches or () if isinstance(s, tuple))  # (serialized)
+    return 256 + sketches + sum(16 * len(r) + sum(len(v) for v in r if isinstance(v, str)) for r in rows)
 
 
 class AnswerLog:
@@ -99,6 +101,9 @@ def to_plain(r: Result) -> dict:
            "guaranteed": a.guaranteed, "types": None if a.types is None else list(a.types)}
     if a.bounds:  # sketch aggregates (store/approx.py); absent otherwise, so other logs are unchanged
         out["bounds"] = [[row, column, vars(b)] for row, column, b in a.bounds]
+    if a.sketches and isinstance(a.sketches[0][1], tuple):  # a periodic query's, registered with return_sketches
+        out["sketches"] = [[c, kind, size, base64.b64encode(data).decode(), dropped]
+                           for c, (kind, size, data, dropped) in a.sketches]
     out.update({k: getattr(r, k) for k in _META})
     if r.early_slides or r.group:  # a shared execution's provenance (txn/sharing/)
         out["early_slides"], out["group"] = r.early_slides, r.group
@@ -119,6 +124,9 @@ def from_plain(d: dict) -> Result:
     answer = Answer(list(d["columns"]), rows, d["access"], d["exact"], d["guaranteed"], types)
     if d.get("bounds"):
         answer.bounds = [(row, column, ErrorBound(**b)) for row, column, b in d["bounds"]]
+    if d.get("sketches"):
+        answer.sketches = [(c, (kind, size, base64.b64decode(data), dropped)) for c, kind, size, data, dropped
+                           in d["sketches"]]
     sources = [StreamWindow(*s) for s in d["sources"]] if d.get("sources") is not None else None
     return Result(answer, sources=sources, early_slides=d.get("early_slides", 0), group=d.get("group", ""),
                   **{k: d[k] for k in _META})

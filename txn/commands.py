@@ -139,6 +139,7 @@ class Register:
     priority: int
     now_ms: float
     owner: str = ""   # the principal it belongs to (only it, or an admin, may unregister it)
+    sketches: bool = False  # its answers carry their merged sketches (a partition's: docs/partitions.md)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,8 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         header, body = asdict(cmd), b""
         if header.get("event_time_ms", 0) is None:  # written only when set: older records stay as they were
             del header["event_time_ms"]
+        if type(cmd) is Register and not header["sketches"]:  # likewise
+            del header["sketches"]
         if type(cmd) is CommitBatch:  # likewise
             if header["at_slide"] is None:
                 del header["at_slide"]

@@ -66,6 +66,7 @@ class PeriodicDef:
     priority: int
     task: Task
     owner: str = ""
+    sketches: bool = False  # registered with return_sketches: its answers carry their merged sketches
 
 
 _QUERY_ID = re.compile(r"^P(\d+)$")
@@ -232,6 +233,8 @@ class Engine:
         else:
             has_slide = query.slide is not None
             streams = None
+            if periodic and getattr(query.shape, "recurs", False):  # CUMULATE: every STEP (store/cumulative.py)
+                has_slide = True
             # a one-time query answered per window (window_start, window_end) takes SLIDE: its hop
             if has_slide and not periodic and mentions_bounds(query, self.stream(query.stream).schema.types):
                 has_slide = False
@@ -356,7 +359,7 @@ class Engine:
             plan = self.plan(query, periodic=True)
             every = first_with_slide(plan.join.sources)
         else:
-            plan = plan_query(query, self.stream(query.stream), periodic=True)
+            plan = plan_query(query, self.stream(query.stream), periodic=True, keeps_sketches=cmd.sketches)
             every = plan.bound.every
         if every is None:
             raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")
@@ -369,9 +372,9 @@ class Engine:
         task = self.sched.register(plan, every, cmd.priority, task_id=query_id,
                                    on_answer=lambda r: self._answered(query_id, r),
                                    on_error=self._task_failed)
-        p = PeriodicDef(query_id, cmd.text, cmd.priority, task, cmd.owner)
+        p = PeriodicDef(query_id, cmd.text, cmd.priority, task, cmd.owner, cmd.sketches)
         self.periodic[query_id] = p
-        self.emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner))
+        self.emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner, cmd.sketches))
         return p
 
     def _answered(self, query_id: str, result: Result) -> None:

@@ -58,7 +58,8 @@ def capture(engine: Engine) -> dict:
                      "slide_acks": {k: list(v.items()) for k, v in book.slide_acks.items()}},
         })
     return {"now_ms": engine.now_ms, "next_query": engine.next_query, "streams": streams,
-            "periodic": [[p.query_id, p.text, p.priority, p.owner] for p in engine.periodic.values()],
+            "periodic": [[p.query_id, p.text, p.priority, p.owner] + ([True] if p.sketches else [])
+                         for p in engine.periodic.values()],
             "answers": engine.answers.capture()}
 
 
@@ -94,8 +95,8 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
             engine.staged_bytes += sum(t.nbytes for t in chunks.values())
         engine.books[st["name"]] = book
         engine.acks_kept += sum(len(t) for tables in (book.acks, book.slide_acks) for t in tables.values())
-    for query_id, text, priority, owner in image["periodic"]:
-        engine.apply(Register(query_id, text, priority, engine.now_ms, owner))
+    for query_id, text, priority, owner, *sketches in image["periodic"]:  # (a 5th item: return_sketches)
+        engine.apply(Register(query_id, text, priority, engine.now_ms, owner, bool(sketches)))
     engine.answers.restore(image.get("answers", {}))  # a snapshot from before answer logs has none
     for query_id in engine.answers.queries():
         engine.sched.resume(query_id, engine.answers.newest(query_id))
@@ -117,7 +118,8 @@ def digest(engine: Engine) -> str:
         for part in parts:
             h.update(part if isinstance(part, bytes) else repr(part).encode())
 
-    put(engine.next_query, sorted((p.query_id, p.text, p.priority, p.owner) for p in engine.periodic.values()))
+    put(engine.next_query, sorted((p.query_id, p.text, p.priority, p.owner) + ((True,) if p.sketches else ())
+                                  for p in engine.periodic.values()))
     put(engine.answers.digest_parts())
     for name in sorted(engine.sched.streams):
         s = engine.sched.streams[name]

@@ -35,6 +35,7 @@ from windowstore.store import Plan, Stream, StoreError, SubWindow
 from windowstore.store.errors import QueryError, ResourceLimit
 from windowstore.store.aggregates import Partial
 from windowstore.store.kinds import AccessPath
+from windowstore.store.memo import MISS
 
 from .history import History, Op
 from .joins import JoinQueryPlan, stream_names
@@ -201,7 +202,7 @@ class Scheduler(Slides, Offload, Outcomes):
         except Exception as e:  # noqa: BLE001 - a query's own failure must not stop the others
             if txn.done:
                 raise
-            if isinstance(e, QueryError):  # the query's own data error (an integer overflow): bad input
+            if isinstance(e, (QueryError, ResourceLimit)):  # the query's own data error or a bound it crossed
                 self.last_error = e
             else:
                 self.last_error = QueryFailed(f"internal error while executing the query: {type(e).__name__}: {e}")
@@ -400,12 +401,22 @@ class Scheduler(Slides, Offload, Outcomes):
                 may_offload = self.offload is not None and plan.access == AccessPath.WINDOW
                 if may_offload and self._hold(txn, src, sub):
                     return Step.HOLD
-                if may_offload and self._offloads(plan, JobKind.READ, rows):
+                key = plan.memo_key
+                got = MISS if key is None else sub.memo.get(key)
+                if got is not MISS:  # the same query read this sealed sub-window before (store/memo.py)
+                    self.last_rows = 0
+                    self.reads_recalled += 1
+                    txn.partial.add(v, got)
+                elif may_offload and self._offloads(plan, JobKind.READ, rows):
                     src.read[v] = sub
                     self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
                     self._issue(txn, JobKind.READ, lambda: plan.read(sub), v, rows)
                     return Step.READ
-                txn.partial.add(v, self._timed(plan, JobKind.READ, rows, plan.read, sub))
+                else:
+                    got = self._timed(plan, JobKind.READ, rows, plan.read, sub)
+                    txn.partial.add(v, got)
+                    if key is not None:
+                        sub.memo.put(key, got)
             src.read[v] = sub
             self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
         if self.control.all_read(txn):

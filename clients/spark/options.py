@@ -14,9 +14,11 @@ def connect(target: str | dict) -> Client:
 
 
 def _connection(opts: dict) -> dict:
-    """Client arguments from the options target, tls, tls_ca, tls_cert, tls_key, token."""
+    """Client arguments from the options target, tls, tls_ca, tls_cert, tls_key, token, etcd (a
+    cluster in etcd: every call follows its replicated stream's leader, docs/failover.md)."""
     return {"target": opts.get("target", "127.0.0.1:50051"), "tls": opts.get("tls", False), "ca": opts.get("tls_ca"),
-            "cert": opts.get("tls_cert"), "key": opts.get("tls_key"), "token": opts.get("token")}
+            "cert": opts.get("tls_cert"), "key": opts.get("tls_key"), "token": opts.get("token"),
+            "etcd": opts.get("etcd")}
 
 
 def _bool(name: str, value: str) -> bool:
@@ -46,7 +48,8 @@ def _non_negative_int(name: str, value: str) -> int:
     return n
 
 
-_CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str}
+_CONNECT_OPTIONS = {"target": str, "tls": _bool, "tls_ca": str, "tls_cert": str, "tls_key": str, "token": str,
+                    "etcd": str}
 _WRITE_OPTIONS = {**_CONNECT_OPTIONS, "stream": str, "writer_id": str, "slide_per_batch": _bool,
                   "max_rows_per_append": _positive_int, "batch_id": lambda n, v: int(v),
                   # create_if_missing: the stream is created when the write starts, with these

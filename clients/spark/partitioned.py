@@ -58,7 +58,17 @@ def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by
     newest event time of its rows when the stream slides by `event_time` (the driver tells every
     partition the newest of all, so partitions whose keys are idle slide too)."""
     _, attempt, props = _task()
-    writer = writer_identity(writer_id, props)
+    yield stage_shares(nodes, stream, partitions, partition_by, writer_identity(writer_id, props), batch_id, attempt,
+                       batches, max_rows, time_to_ms, event_time, security)
+
+
+def stage_shares(nodes: Sequence[str], stream: str, partitions: int, partition_by: Sequence[str], writer: str,
+                 batch_id: int, attempt: str, batches: Iterator[pa.RecordBatch], max_rows: int = 200_000,
+                 time_to_ms: str | None = None, event_time: str | None = None,
+                 security: dict | None = None) -> pa.RecordBatch:
+    """Rows split by store partition and staged on each partition's server as `attempt` of batch
+    (writer, batch_id): by a Spark task (stage_split) or by the driver (stage_on_driver=True). One
+    acknowledgement row per store partition that got rows (PART_ACK_SCHEMA)."""
     cluster = StaticCluster(tuple(nodes))
     shares: dict[int, list[pa.RecordBatch]] = defaultdict(list)
     for rb in batches:
@@ -76,10 +86,10 @@ def stage_split(nodes: Sequence[str], stream: str, partitions: int, partition_by
         attempts.append(attempt)
         counts.append(staged)
         newest.append(pc.max(pa.Table.from_batches(shares[p]).column(event_time)).as_py() if event_time else None)
-    yield pa.RecordBatch.from_arrays([pa.array(parts, pa.int32()), pa.array(writers, pa.string()),
-                                      pa.array(attempts, pa.string()), pa.array(counts, pa.int64()),
-                                      pa.array(newest, pa.int64())],
-                                     schema=_PART_ACK_ARROW)
+    return pa.RecordBatch.from_arrays([pa.array(parts, pa.int32()), pa.array(writers, pa.string()),
+                                       pa.array(attempts, pa.string()), pa.array(counts, pa.int64()),
+                                       pa.array(newest, pa.int64())],
+                                      schema=_PART_ACK_ARROW)
 
 
 def commit_all(nodes: Sequence[str], stream: str, writer: str, batch_id: int, acks, slide: bool = False,

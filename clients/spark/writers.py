@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Iterator
 
 import pyarrow as pa
@@ -17,7 +18,7 @@ from .options import _WRITE_OPTIONS, _connection, connect, parse_options
 from windowstore.store.partitions import partition_name
 
 from .partitioned import (PART_ACK_SCHEMA, cluster_layout, cluster_nodes, commit_all, create_on_cluster,
-                          describe_partition, security_options, stage_split)
+                          describe_partition, security_options, stage_shares, stage_split)
 from .schema import check_write_schema, describe, describe_or_create
 from .staging import BATCH_ID_PROPERTY, QUERY_ID_PROPERTY, _task, stage_partition, stage_rows, writer_identity
 
@@ -44,14 +45,14 @@ class WindowStoreWriter:
     `target` a list of addresses (a cluster, node 0 first) writes to a partitioned stream: each
     task splits its rows by the stream's partition key with the SDK's hash and stages them on
     their partitions' servers; the batch commits on every partition under the same writer id and
-    batch id (clients/spark/partitioned.py, docs/partitions.md)."""
+    batch id (clients/spark/partitioned.py, docs/partitions.md). With stage_on_driver=True the
+    driver splits the Arrow batch itself and stages each partition's share as one attempt, then
+    commits as the executor path does (atomic_commit.py)."""
 
     def __init__(self, target: str | list[str], stream: str, writer_id: str | None = None, slide_per_batch: bool = False,
                  max_rows_per_append: int = 200_000, stage_on_driver: bool = False, **security):
         # security: tls, ca, cert, key, token (as Client takes them), for the executors too
         self.nodes = list(target) if isinstance(target, (list, tuple)) else None
-        if self.nodes is not None and stage_on_driver:
-            raise ValueError("a cluster target does not take stage_on_driver yet")
         self.security = {k: v for k, v in security.items() if v}  # every node's, on a cluster target
         self.target: str | dict
         if self.nodes is not None:  # a cluster's node 0 until the first batch finds the node of an ordinary stream
@@ -113,8 +114,14 @@ class WindowStoreWriter:
         def stage(batches):
             yield from stage_split(nodes, stream, lay.partitions, lay.partition_by, writer_id, batch_id, batches,
                                    max_rows, time_to_ms, lay.event_time, security)
-        acks = batch_df.mapInArrow(stage, PART_ACK_SCHEMA).collect()
-        writer = acks[0].writer if acks else self._driver_writer(batch_df)
+        if self.stage_on_driver:  # the driver splits the Arrow batch and stages each share as one attempt
+            writer = self._driver_writer(batch_df)
+            acks: list = [SimpleNamespace(**r) for r in stage_shares(
+                nodes, stream, lay.partitions, lay.partition_by, writer, batch_id, f"driver-{uuid.uuid4().hex}",
+                iter(batch_df.toArrow().to_batches()), max_rows, time_to_ms, lay.event_time, security).to_pylist()]
+        else:
+            acks = batch_df.mapInArrow(stage, PART_ACK_SCHEMA).collect()
+            writer = acks[0].writer if acks else self._driver_writer(batch_df)
         newest = [a.max_event_ms for a in acks if a.max_event_ms is not None]
         done = commit_all(nodes, stream, writer, batch_id, [(a.partition, a.attempt, a.rows) for a in acks],
                           slide=self.slide_per_batch, event_time_ms=max(newest) if newest else None, security=security)

@@ -418,6 +418,10 @@ class Driver:
         """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
         self.periodic_answers.close(query_ids, reason)
 
+    def fail_periodic(self, query_ids, error: Exception) -> None:
+        """End these periodic queries' subscriptions with `error`; the queries stay registered."""
+        self.periodic_answers.fail(query_ids, error)
+
     def subscribe(self, query_id: str):
         """A new subscriber's queue for a periodic query's answers, and the query's stream."""
         return self.periodic_answers.subscribe(query_id)

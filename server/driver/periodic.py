@@ -108,6 +108,13 @@ class PeriodicAnswers:
             for q in self.subscribers.pop(qid, Subscribers()).queues:
                 q.offer((CLOSED, reason))
 
+    def fail(self, query_ids, error: Exception) -> None:
+        """End the streams of these periodic queries' subscribers with `error` (its status): the
+        queries stay registered (a replica that stepped down, server/replication/manager.py)."""
+        for qid in query_ids:
+            for q in self.subscribers.pop(qid, Subscribers()).queues:
+                q.offer((error, str(error)))
+
     def close_all(self, reason: str) -> None:
         self.close(list(self.subscribers), reason)
 

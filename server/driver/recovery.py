@@ -26,7 +26,7 @@ def recover(engine: Engine, durability: Durability, clock: Callable[[], float],
     replica logs); returns (catch-up slides by stream, the recovery's statistics)."""
     t0 = time.monotonic()
     oplog.event("recovery_started", data_dir=durability.dir)
-    stats = durability.recover(engine)
+    stats = durability.recover(engine, replication.server_log_filter() if replication is not None else None)
     if replication is not None:
         stats["replicated_records"] = sum(replication.recover(engine).values())
     engine.drain()  # recovered commands are on disk already

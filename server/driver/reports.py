@@ -79,7 +79,8 @@ def metrics_snapshot(driver) -> dict:
     s["subscriber_drops"] = driver.periodic_answers.dropped()
     s["shed"] = driver.shed
     sched = driver.sched
-    s["offload"] = {"jobs": sched.jobs, "discarded": sched.jobs_discarded, "holds": sched.holds}
+    s["offload"] = {"jobs": sched.jobs, "discarded": sched.jobs_discarded, "holds": sched.holds,
+                    "recalled": sched.reads_recalled}
     s["replica_lag"] = driver.replication.lag() if driver.replication is not None else {}
     return s
 

@@ -169,6 +169,14 @@ class CoordinatedReplication(Replication):
         self.become_follower(stream, leader, epoch, replicas, p.acks if p is not None else "all")
         self.parts[stream].failure = None  # (a restarted leader's refusal: it follows now)
 
+    def leader_address(self, p: Partition) -> str:
+        """The leader etcd names (a replica that stopped leading knows no successor of its own)."""
+        where = split_partition(p.stream)
+        lead = self.view.leader(*where) if where is not None else None
+        if lead is not None and lead.node != self.node and 0 <= lead.node < len(self.addresses):
+            return self.addresses[lead.node]
+        return super().leader_address(p)
+
     # -- the lease --------------------------------------------------------------------------------------
     def _lease_refusal(self, p: Partition) -> str | None:
         coordinator = self.coordinator

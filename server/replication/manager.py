@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from windowstore.store.errors import InvalidInput
 from windowstore.txn import commands
-from windowstore.txn.commands import CreateStream, DropStream
+from windowstore.txn.commands import Answered, CreateStream, DropStream, Register, Unregister
 from windowstore.txn.errors import FailedPrecondition
 
 from .. import oplog
@@ -58,7 +58,13 @@ _ADMITTED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextV
 
 
 class NotLeader(FailedPrecondition):
-    """This replica does not take writes (or reads without read_from=follower): FAILED_PRECONDITION."""
+    """This replica does not take writes (or reads without read_from=follower): FAILED_PRECONDITION.
+    `leader` is the leader's address when this replica knows it: the status carries it as trailing
+    metadata (rpc.py) for clients that follow the leader (clients/follow.py, docs/failover.md)."""
+
+    def __init__(self, message: str, leader: str = ""):
+        super().__init__(message)
+        self.leader = leader
 
 
 class Fenced(FailedPrecondition):
@@ -69,6 +75,34 @@ def stream_of(cmd) -> str | None:
     if isinstance(cmd, (CreateStream, DropStream)):
         return cmd.name
     return getattr(cmd, "stream", None)
+
+
+class RegistrationsOfReplicas:
+    """Called with each command of the server's own log at recovery: False for the periodic
+    queries of replicated streams (their Register, and the Answered and Unregister records of the
+    ids so registered). Those streams are rebuilt from their replica logs after the server's log
+    (which holds the registrations, rpcs.py), so a registration cannot be replayed, and it is not
+    kept across a restart: the client registers the query again on the leader (docs/failover.md)."""
+
+    def __init__(self, replicated: set[str]):
+        self.replicated = replicated
+        self.skipped: set[str] = set()
+
+    def __call__(self, cmd) -> bool:
+        if isinstance(cmd, Register):
+            from windowstore.store.parser import parse_statement
+            from windowstore.store.query import JoinQuery
+
+            q = parse_statement(cmd.text)
+            names = q.streams if isinstance(q, JoinQuery) else [q.stream]
+            if self.replicated.intersection(names):
+                self.skipped.add(cmd.query_id)
+                return False
+            self.skipped.discard(cmd.query_id)  # (an id used again after a restart)
+            return True
+        if isinstance(cmd, (Answered, Unregister)):
+            return cmd.query_id not in self.skipped
+        return True
 
 
 @dataclass
@@ -130,6 +164,21 @@ class Replication:
         self._plain_slide_waiters: dict[str, list] = {}  # min_slide reads of streams not replicated
 
     # -- start-up (the recovery thread, before serving) ---------------------------------------------
+    def held(self) -> set[str]:
+        """The streams this server holds replicas of (by their role files), before recover()."""
+        out = set()
+        for name in os.listdir(self.dir):
+            role_file = os.path.join(self.dir, name, "role.json")
+            if os.path.exists(role_file):
+                with open(role_file) as f:
+                    out.add(json.load(f)["stream"])
+        return out
+
+    def server_log_filter(self) -> "RegistrationsOfReplicas":
+        """What the server's own log replays before the replicated streams exist: see
+        RegistrationsOfReplicas."""
+        return RegistrationsOfReplicas(self.held())
+
     def recover(self, engine) -> dict:
         """Rebuild every replicated stream from its replica log (the copy a snapshot may hold is
         dropped first), and take up the roles on disk. Returns {stream: records replayed}."""
@@ -325,6 +374,8 @@ class Replication:
             if replicas:
                 p.replicas = list(replicas)
             self._fail_waiters(p, f"node {self.node} is no longer the leader of {stream!r} (epoch {epoch}: node {leader})")
+            if was_leader:
+                self._end_subscriptions(p)
             if was_leader and p.syncer is not None:
                 p.syncer.stop()  # everything it had is written and synced
                 p.syncer = None
@@ -333,6 +384,17 @@ class Replication:
         oplog.event("replica_follower", stream=stream, epoch=epoch, leader=leader, end_offset=p.log.end)
         self._follow(p)
         return p
+
+    def _end_subscriptions(self, p: Partition) -> None:
+        """A replica that steps down ends the subscriptions of its periodic queries on the stream
+        with NotLeader naming the new leader: their registrations live in this server's own log,
+        not in the stream's replica log, so they are not the new leader's; the client that
+        registered them registers them again there (clients/follow.py)."""
+        from windowstore.txn.joins import stream_names
+
+        gone = [qid for qid, q in self.engine.periodic.items() if p.stream in stream_names(q.task.plan)]
+        if gone:
+            self.driver.fail_periodic(gone, NotLeader(self._elsewhere(p), self.leader_address(p)))
 
     def _follow(self, p: Partition) -> None:
         self.engine.sched.passive.add(p.stream)
@@ -357,7 +419,7 @@ class Replication:
         committed(), in the same request)."""
         p = self.parts.get(stream)
         if p is not None and (p.role != LEADER or p.failure):
-            raise NotLeader(self._elsewhere(p))
+            raise NotLeader(self._elsewhere(p), self.leader_address(p))
         if p is not None:
             _ADMITTED.set((stream, p.epoch))
 
@@ -366,7 +428,14 @@ class Replication:
             raise InvalidInput(f"read_from must be 'leader' or 'follower', got {read_from!r}")
         p = self.parts.get(stream)
         if p is not None and p.role != LEADER and read_from != "follower":
-            raise NotLeader(self._elsewhere(p) + "; or read from this follower with read_from='follower'")
+            raise NotLeader(self._elsewhere(p) + "; or read from this follower with read_from='follower'",
+                            self.leader_address(p))
+
+    def leader_address(self, p: Partition) -> str:
+        """The address of the replica this one knows to lead `p` now ("" when it does not know)."""
+        if p.failure or p.role == LEADER or not 0 <= p.leader < len(self.addresses):
+            return ""
+        return self.addresses[p.leader]
 
     def _elsewhere(self, p: Partition) -> str:
         if p.failure:

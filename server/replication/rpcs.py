@@ -119,13 +119,16 @@ class ReplicationRpcs:
             raise Unavailable(f"slide {request.min_slide} of stream {streams[0][:100]!r} was not applied on this "
                               f"replica within {wait_ms} ms (newest applied: slide {latest})") from None
 
-    def _refuse_periodic_on_replicas(self, streams: list[str]) -> None:
+    def _periodic_on_leader(self, streams: list[str]) -> None:
+        """A periodic query on a replicated stream is registered on its leader only (a follower
+        refuses, naming the leader). The registration goes to this server's own log, not to the
+        stream's replica log: the leader's answers are its own, and after a failover the client
+        that registered it registers it again on the new leader (clients/follow.py), which is
+        simpler than replaying registrations, query ids and answer logs on every follower."""
         repl = getattr(self.driver, "replication", None)
         if repl is not None:
             for name in streams:
-                if name in repl.parts:
-                    raise FailedPrecondition(f"stream {name[:100]!r} is replicated: periodic queries on replicated "
-                                             "streams are not supported yet")
+                repl.check_write(name)
 
     # -- the RPCs -------------------------------------------------------------------------------------
     async def ReplicaFetch(self, request, context):

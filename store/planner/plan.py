@@ -11,8 +11,9 @@ import numpy as np
 
 from .. import frequent_query
 from ..aggregates import Partial
-from ..approx import estimates_out, is_sketch, sketch_cells
+from ..approx import estimates_out, is_sketch, merged_sketch, sketch_cells
 from ..binder import BoundQuery, bind
+from ..cumulative import Cumulative
 from ..kinds import AccessPath
 from ..query import Query
 from ..schema import decimal_type
@@ -40,8 +41,12 @@ class Answer:
     types: list[str] | None = None  # int64, int128, float64 or string per column
     # sketch aggregates (store/approx.py): one bound per approximate cell, as (row, column, ErrorBound)
     bounds: list | None = None
-    # sketch aggregates: (column, Estimate) whose sketches a partition returns on request (approx.merged_sketch)
+    # sketch aggregates: (column, Estimate) whose sketches a partition returns on request (approx.merged_sketch);
+    # a periodic query's (Plan.keeps_sketches): (column, (kind, size, bytes, dropped error)), serialized
     sketches: list | None = field(default=None, compare=False, repr=False)
+    # a landmark or CUMULATE answer: the bounds [start, end) of the one window it is over, which the
+    # answer reports (Result.window_start_ms/_end_ms) instead of the sub-windows it read
+    window: tuple[int, int] | None = field(default=None, compare=False)
 
 
 class Plan:
@@ -60,6 +65,9 @@ class Plan:
         self._scales = {i: decimal_type(t)[1] for i, t in enumerate(self.types) if t.startswith("decimal(")}  # type: ignore[index]  # a decimal type
         self._key_columns = tuple(dict.fromkeys(a.column for a in self.aggs if a.column))  # (running per-key totals)
         self._sketched = any(is_sketch(a.fn) for a in self.aggs)
+        # A periodic query registered with return_sketches (a partition's, docs/partitions.md): its
+        # answers carry each sketch aggregate's merged sketch, serialized (answer logs pin none).
+        self.keeps_sketches = False
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         self.read = reader(bound, access, self.strings, stream.spec.topk)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
@@ -67,13 +75,26 @@ class Plan:
             self._inner = Plan(bound.hop.inner, stream, access)
             if isinstance(bound.hop, SlicedHop):  # windows that cut sub-windows (slicing.py): parts read from rows
                 rows = self._inner if access == AccessPath.WINDOW else Plan(bound.hop.inner, stream, AccessPath.WINDOW)
-                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access)  # type: ignore[method-assign,assignment]  # shadows the method
+                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access, self.strings)  # type: ignore[method-assign,assignment]  # shadows the method
             else:
                 self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
         self._temporal: TemporalPlan | None = None
         if bound.temporal is not None:  # over coalesced intervals (temporal.py): eager or lazy, chosen here
             self._temporal = TemporalPlan(bound, stream, self._projection_rows, self.read)
             self.read = self._temporal.read  # type: ignore[method-assign]  # shadows the method
+        self.memo_key = self._memo_key()
+
+    def _memo_key(self) -> Query | None:
+        """What keys this plan's reads in a sub-window's memo (memo.py), or None when they are not
+        kept: only a window scan's, without GROUP BY, projection or window shape (their
+        contributions grow with the rows or are not one sub-window's), of aggregates whose
+        contribution is bounded. The query is the key: the same query reads the same contribution
+        from the same sealed rows; its text binds to one stream, whose sub-windows hold the memo."""
+        b = self.bound
+        if (self.access != AccessPath.WINDOW or b.projection or b.group_keys or b.hop is not None
+                or b.temporal is not None or not all(a.fn.bounded_contribution for a in b.aggs)):
+            return None
+        return self.query
 
     # -- reading: one sub-window at a time (read.py) ---------------------------------------------
     def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__
@@ -88,7 +109,9 @@ class Plan:
             if isinstance(b.hop, SlicedHop) and b.hop.picks is None:  # without its bounds: the newest window's answer
                 got = b.hop.finish_newest(inner.finish, partial)
                 return got if got is not None else inner._answer([])
-            return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types)
+            window = b.hop.bounds(partial) if isinstance(b.hop, Cumulative) else None
+            return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types,
+                          window=window)
         contributions = partial.ordered()
         if self._temporal is not None:
             return self._answer(self._temporal.finish(contributions))
@@ -138,6 +161,8 @@ class Plan:
         if self._sketched and rows:
             if self.bound.every is None:  # one-time: a periodic query's kept answers pin no sketches
                 kw["sketches"] = sketch_cells(rows)
+            elif self.keeps_sketches:  # serialized now: the answer log keeps bytes, not sub-windows' sketches
+                kw["sketches"] = [(c, merged_sketch(e)) for c, e in sketch_cells(rows)]
             rows, kw["bounds"] = estimates_out(rows)
             kw["exact"] = False
         if self._scales:  # decimal results are computed on value * 10**s integers: as Decimals now
@@ -214,16 +239,20 @@ class Plan:
         return self._answer(limit_rows(self._having_one(values), self.bound.limit))
 
 
-def plan_query(query: Query, stream: Stream, access: str | None = None, periodic: bool = False) -> Plan:
+def plan_query(query: Query, stream: Stream, access: str | None = None, periodic: bool = False,
+               keeps_sketches: bool = False) -> Plan:
     """Bind `query` to `stream` and choose the cheapest exact access path.
 
     `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
-    the query): tests compare paths, operators diagnose. `periodic`: planned for registration."""
+    the query): tests compare paths, operators diagnose. `periodic`: planned for registration;
+    `keeps_sketches`: its answers carry their merged sketches (RegisterQueryRequest.return_sketches)."""
     if query.expr is not None:  # a query with expressions (expr_query.py)
         from ..expr_query import ExprPlan
         return ExprPlan(query, stream, access, periodic)  # type: ignore[return-value]  # a Plan's interface
     bound = bind(query, stream.schema, stream.spec, periodic)
-    return Plan(bound, stream, resolve_access(bound, stream, access))
+    plan = Plan(bound, stream, resolve_access(bound, stream, access))
+    plan.keeps_sketches = keeps_sketches
+    return plan
 
 
 def run_plan(plan: Plan) -> Answer:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, SubWindow
-from windowstore.store.errors import QueryError
+from windowstore.store.errors import QueryError, ResourceLimit
 from windowstore.store.kinds import AccessPath
 
 from ..kinds import JobKind, Step
@@ -61,6 +61,7 @@ class Offload:
         self.jobs = 0            # jobs issued
         self.jobs_discarded = 0  # results of orphaned jobs thrown away
         self.holds = 0           # queries that waited for a slide instead of risking an abort
+        self.reads_recalled = 0  # window-scan reads taken from a sub-window's memo, not scanned (store/memo.py)
 
     def _check_jobs(self) -> None:
         """A query waits for at most one job, only in a begun attempt, only for what that attempt
@@ -147,7 +148,7 @@ class Offload:
         txn.job = None
         self._reselect = True
         if error is not None:
-            if isinstance(error, QueryError):  # the query's own data error (an integer overflow): bad input
+            if isinstance(error, (QueryError, ResourceLimit)):  # the query's own data error or a bound it crossed
                 self.last_error = error
             else:
                 self.last_error = QueryFailed(
@@ -157,6 +158,8 @@ class Offload:
             return Step.ERROR
         if job.kind == JobKind.READ:
             txn.partial.add(job.version, value)  # type: ignore[arg-type]  # a read job has its version
+            if txn.plan.memo_key is not None:  # kept for the query's next read of it (store/memo.py)
+                txn.sources[0].read[job.version].memo.put(txn.plan.memo_key, value)  # type: ignore[index]  # recorded at issue
             return Step.READ
         self._commit(txn, value)  # type: ignore[arg-type]  # a final merge's value: its answer
         return Step.COMMIT

@@ -72,6 +72,9 @@ class Outcomes:
             span = ((read[max(read)], min(map(_START_MS, read.values())), max(map(_END_MS, read.values())))
                     if read else (None, None, None))
         newest, start_ms, end_ms = span
+        window = getattr(answer, "window", None)  # (store Answers have it; a shared execution's may not)
+        if window is not None:  # a landmark or CUMULATE answer reports the window it is over
+            start_ms, end_ms = window
         task = txn.task
         result = Result(
             answer=answer,

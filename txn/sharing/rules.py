@@ -118,15 +118,15 @@ def describe(plan, query_id: str, every: int) -> Member:
         return Member(query_id, ",".join(plan.names), ("join", query_id), Synopsis.ALONE, 1, max(every, 1),
                       alone_reason="runs alone: the join synopses of 8.3.2 are not shared yet")
     query = plan.query
-    key = (plan.stream.name, dataclasses.replace(query, slide=None))
+    key: tuple = (plan.stream.name, dataclasses.replace(query, slide=None))
+    if getattr(plan, "keeps_sketches", False):  # its answers carry sketches: not one output with those without
+        key += ("sketches",)
     aggs = [(a.fn.name, a.column) for a in plan.aggs]
     synopsis = {"probe": Synopsis.PROBE, "synopsis": Synopsis.BASIC, "window": Synopsis.ROWS}.get(plan.access)
-    if plan.bound.hop is not None:  # answered per window: its finish is not the shared scan's
-        shaped = getattr(plan.bound.hop, "shape", None)  # session, ROWS, PARTITION BY (window_shapes.py)
+    if plan.bound.hop is not None:  # answered per window: its finish is not the shared scan's; the
+        # window's class says what it reads (hop.py, slicing.py, window_shapes.py, cumulative.py)
         return Member(query_id, plan.stream.name, key, Synopsis.ALONE, max(plan.n_q, 1), max(every, 1),
-                      alone_reason=f"runs alone: {shaped.kind} windows are cut from the rows at each execution"
-                      if shaped is not None else "runs alone: windows with their bounds as columns (window_start, "
-                                                 "window_end) are not shared yet")
+                      alone_reason=plan.bound.hop.alone_reason())
     if plan.bound.temporal is not None:  # coalesced intervals: its reads and finish are temporal.py's
         return Member(query_id, plan.stream.name, key, Synopsis.ALONE, max(plan.n_q, 1), max(every, 1),
                       alone_reason="runs alone: temporal coalescing queries are not shared yet")

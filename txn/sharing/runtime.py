@@ -56,6 +56,8 @@ class SharedPlan:
     missing, e.g. under ws, whose snapshot lags the window). A probe group (CS1: equal lengths)
     probes once per member plan, atomically."""
 
+    memo_key = None  # its reads are not kept in sub-windows' memos (store/memo.py)
+
     def __init__(self, plans: list):
         self.plans = plans
         self.stream = plans[0].stream

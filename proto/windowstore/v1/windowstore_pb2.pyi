@@ -458,7 +458,7 @@ class JoinSource(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., alias: _Optional[str] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., on: _Optional[_Iterable[_Union[JoinCondition, _Mapping]]] = ...) -> None: ...
 
 class StructuredQuery(_message.Message):
-    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide", "group_by_columns", "distinct", "having", "select_exprs", "where_expr", "group_by_exprs", "having_expr", "order_by_exprs", "from_query", "window_shape")
+    __slots__ = ("stream", "items", "where", "group_by", "order_by", "limit", "range", "slide", "outer", "approximate", "sources", "within", "as_of_slide", "group_by_columns", "distinct", "having", "select_exprs", "where_expr", "group_by_exprs", "having_expr", "order_by_exprs", "from_query", "window_shape", "landmark", "cumulate")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WHERE_FIELD_NUMBER: _ClassVar[int]
@@ -482,6 +482,8 @@ class StructuredQuery(_message.Message):
     ORDER_BY_EXPRS_FIELD_NUMBER: _ClassVar[int]
     FROM_QUERY_FIELD_NUMBER: _ClassVar[int]
     WINDOW_SHAPE_FIELD_NUMBER: _ClassVar[int]
+    LANDMARK_FIELD_NUMBER: _ClassVar[int]
+    CUMULATE_FIELD_NUMBER: _ClassVar[int]
     stream: str
     items: _containers.RepeatedCompositeFieldContainer[SelectItem]
     where: _containers.RepeatedCompositeFieldContainer[Conjunction]
@@ -505,7 +507,21 @@ class StructuredQuery(_message.Message):
     order_by_exprs: _containers.RepeatedCompositeFieldContainer[ExprOrder]
     from_query: StructuredQuery
     window_shape: SessionRowsWindow
-    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ..., group_by_columns: _Optional[_Iterable[str]] = ..., distinct: _Optional[bool] = ..., having: _Optional[_Union[HavingCondition, _Mapping]] = ..., select_exprs: _Optional[_Iterable[_Union[ExprItem, _Mapping]]] = ..., where_expr: _Optional[_Union[Expr, _Mapping]] = ..., group_by_exprs: _Optional[_Iterable[_Union[Expr, _Mapping]]] = ..., having_expr: _Optional[_Union[Expr, _Mapping]] = ..., order_by_exprs: _Optional[_Iterable[_Union[ExprOrder, _Mapping]]] = ..., from_query: _Optional[_Union[StructuredQuery, _Mapping]] = ..., window_shape: _Optional[_Union[SessionRowsWindow, _Mapping]] = ...) -> None: ...
+    landmark: LandmarkWindow
+    cumulate: CumulateWindow
+    def __init__(self, stream: _Optional[str] = ..., items: _Optional[_Iterable[_Union[SelectItem, _Mapping]]] = ..., where: _Optional[_Iterable[_Union[Conjunction, _Mapping]]] = ..., group_by: _Optional[str] = ..., order_by: _Optional[_Iterable[_Union[OrderBy, _Mapping]]] = ..., limit: _Optional[int] = ..., range: _Optional[_Union[WindowLength, _Mapping]] = ..., slide: _Optional[_Union[WindowLength, _Mapping]] = ..., outer: _Optional[_Iterable[_Union[Aggregate, _Mapping]]] = ..., approximate: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[JoinSource, _Mapping]]] = ..., within: _Optional[_Union[WindowLength, _Mapping]] = ..., as_of_slide: _Optional[int] = ..., group_by_columns: _Optional[_Iterable[str]] = ..., distinct: _Optional[bool] = ..., having: _Optional[_Union[HavingCondition, _Mapping]] = ..., select_exprs: _Optional[_Iterable[_Union[ExprItem, _Mapping]]] = ..., where_expr: _Optional[_Union[Expr, _Mapping]] = ..., group_by_exprs: _Optional[_Iterable[_Union[Expr, _Mapping]]] = ..., having_expr: _Optional[_Union[Expr, _Mapping]] = ..., order_by_exprs: _Optional[_Iterable[_Union[ExprOrder, _Mapping]]] = ..., from_query: _Optional[_Union[StructuredQuery, _Mapping]] = ..., window_shape: _Optional[_Union[SessionRowsWindow, _Mapping]] = ..., landmark: _Optional[_Union[LandmarkWindow, _Mapping]] = ..., cumulate: _Optional[_Union[CumulateWindow, _Mapping]] = ...) -> None: ...
+
+class LandmarkWindow(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class CumulateWindow(_message.Message):
+    __slots__ = ("step_ms", "size_ms")
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_MS_FIELD_NUMBER: _ClassVar[int]
+    step_ms: int
+    size_ms: int
+    def __init__(self, step_ms: _Optional[int] = ..., size_ms: _Optional[int] = ...) -> None: ...
 
 class SessionRowsWindow(_message.Message):
     __slots__ = ("session_gap_ms", "rows", "partition_by")
@@ -888,14 +904,16 @@ class StreamWindow(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterQueryRequest(_message.Message):
-    __slots__ = ("text", "structured", "priority")
+    __slots__ = ("text", "structured", "priority", "return_sketches")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    RETURN_SKETCHES_FIELD_NUMBER: _ClassVar[int]
     text: str
     structured: StructuredQuery
     priority: int
-    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
+    return_sketches: bool
+    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., return_sketches: _Optional[bool] = ...) -> None: ...
 
 class RegisterQueryResponse(_message.Message):
     __slots__ = ("query_id", "every_slides")

@@ -105,8 +105,9 @@ partition-kills: $(STAMP)
 fuzz-rpc: $(STAMP)
 	$(PY) tests/fuzz_rpc.py --requests $${REQUESTS:-100000} --seed $${SEED:-1}
 
-# Jepsen-style faults against automatic failover (tests/chaos.py, docs/cluster.md): 3 servers and
-# etcd on 127.0.0.1; FAULTS kills, pauses and etcd pauses during acks=all ingest, bounded by MAX_S.
+# Jepsen-style faults against automatic failover (tests/chaos.py, docs/failover.md): 3 servers and
+# etcd on 127.0.0.1; FAULTS kills, pauses, etcd pauses and network partitions (through the proxies
+# of tests/netfault.py) during acks=all ingest, bounded by MAX_S.
 .PHONY: chaos
 chaos: $(STAMP)
 	$(PY) tests/chaos.py --faults $${FAULTS:-200} --max-s $${MAX_S:-3000} --out $${OUT:-bench/results/chaos.json}

@@ -233,13 +233,15 @@ class WindowStoreServer:
             if config.cluster is not None and not config.in_memory:  # (static roles: a cluster file, not --etcd)
                 from .replication import Replication
                 self.driver.replication = Replication(self.driver, config.data_dir, config.node or 0,
-                                                      self.cluster.addresses, config.fsync)
+                                                      self.cluster.addresses, config.fsync,
+                                                      peers=dict(config.peer_addresses))
                 self.driver.group_commit.replication = self.driver.replication
             elif config.etcd is not None and not config.in_memory:  # roles from etcd's elections
                 from .replication.failover import CoordinatedReplication
                 self.driver.replication = CoordinatedReplication(self.driver, config.data_dir, config.node or 0,
                                                                  self.cluster, config.fsync,
-                                                                 lag_s=max(2.0, 2.0 * config.lease_ttl_s))
+                                                                 lag_s=max(2.0, 2.0 * config.lease_ttl_s),
+                                                                 peers=dict(config.peer_addresses))
                 self.driver.group_commit.replication = self.driver.replication
             for endpoints in self._endpoints:
                 endpoints.attach(self.driver)

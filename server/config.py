@@ -55,3 +55,4 @@ class ServerConfig:
     etcd: str | None = None            # an etcd endpoint (http://host:port): the cluster's map and leaders (coordination/)
     etcd_prefix: str = "/windowstore/"  # the cluster's keys in etcd
     lease_ttl_s: int = 3               # the leader lease: a leader silent this long loses its partitions
+    peer_addresses: tuple[tuple[int, str], ...] = ()  # (node, host:port): reach that replica here instead of its registered address

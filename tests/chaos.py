@@ -4,11 +4,18 @@ Three durable `windowstore serve --etcd` processes and one etcd; a stream with r
 acks=all (one partition, replicas on all three nodes). A writer appends numbered batches (batch i:
 ten rows, key "b{i}", values 10 i .. 10 i + 9, writer id "w", batch id i, retried until
 acknowledged) and slides the manual clock every SLIDE_EVERY batches (its own idempotency key); a
-reader runs one-time queries meanwhile. Faults, one at a time, chosen at random: SIGKILL of a
-server (the leader half the time) and its restart on the same data directory and port, SIGSTOP /
-SIGCONT of a server, SIGSTOP / SIGCONT of etcd. After each fault the run waits for the writer to
-be acknowledged again (a fault after which writes never resume ends the run as a failure), and,
-unless --overlap, for every server to be back in etcd's in-sync set before the next fault.
+reader runs one-time queries meanwhile. Every server reaches etcd and each other server through a
+fault-injecting proxy of its own (tests/netfault.py: its `--etcd` URL and `--peer-address`es), so
+links can be cut; the harness's clients reach the servers and etcd directly.
+
+Faults, one at a time, chosen at random among --kinds: SIGKILL of a server (the leader half the
+time) and its restart on the same data directory and port; SIGSTOP / SIGCONT of a server; SIGSTOP
+/ SIGCONT of etcd; and network partitions, each a blackhole or a reset (netfault.Fault) for 0.5 s
+to 3 TTL: the leader from its followers (both ways, or one way only, a blackhole), the leader from
+etcd, a follower from etcd, and one server (any) from all the others and etcd. After each fault
+the run waits for the writer to be acknowledged again (a fault after which writes never resume
+ends the run as a failure), and, unless --overlap, for every server to be back in etcd's in-sync
+set before the next fault.
 
 Checked at the end: every acknowledged batch is in the window exactly once and nothing else is
 (GROUP BY k against DuckDB over the acknowledged rows); every answer the reader got equals DuckDB
@@ -42,9 +49,16 @@ from windowstore.server.coordination.keys import Keys
 from windowstore.server.coordination.local import LocalEtcd
 from windowstore.server.coordination.view import EtcdClusterView
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from netfault import Fault, Network  # noqa: E402  # (tests/ is not a package)
+
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 SUBWINDOWS = 4096
 SLIDE_EVERY = 10
+PROCESS_KINDS = ("kill-leader", "kill", "pause", "pause-leader", "pause-etcd")
+PARTITION_KINDS = ("partition-leader", "partition-leader-oneway", "partition-leader-etcd", "partition-follower-etcd",
+                   "isolate")
+KINDS = PROCESS_KINDS + PARTITION_KINDS
 
 
 def free_port() -> int:
@@ -56,13 +70,16 @@ def free_port() -> int:
 class Server:
     """One `windowstore serve` process on a fixed loopback port, its log in a file."""
 
-    def __init__(self, node: int, etcd_url: str, root: str, ttl: int):
+    def __init__(self, node: int, root: str, ttl: int):
         self.node, self.port = node, free_port()
         self.data = os.path.join(root, f"n{node}")
         self.log_path = os.path.join(root, f"n{node}.log")
         self.args = [sys.executable, "-m", "windowstore.server.cli", "serve", "--host", "127.0.0.1", "--port",
-                     str(self.port), "--data-dir", self.data, "--etcd", etcd_url, "--node", str(node),
-                     "--lease-ttl-s", str(ttl)]
+                     str(self.port), "--data-dir", self.data, "--node", str(node), "--lease-ttl-s", str(ttl)]
+
+    def route(self, etcd_url: str, peers: dict[int, str]) -> None:
+        """Reach etcd at `etcd_url` and node j at peers[j] (the proxies that can cut the links)."""
+        self.args += ["--etcd", etcd_url] + [a for j, addr in sorted(peers.items()) for a in ("--peer-address", f"{j}={addr}")]
         self.proc: subprocess.Popen | None = None
         self.stopped = False
 
@@ -97,16 +114,29 @@ class Server:
 
 
 class Writer(threading.Thread):
-    def __init__(self, ws: ClusterClient):
+    """Appends batch i (ten rows: ts i, k "b{i}", v 10 i .. 10 i + 9) with writer id "w" and batch id
+    i, each until it is acknowledged, and slides every `slide_every` batches (0: never). `acked`
+    lists the acknowledged batches in order, `at` when each was; `wait_acked` waits on them."""
+
+    def __init__(self, ws: ClusterClient, stream: str = "c", slide_every: int = SLIDE_EVERY):
         super().__init__(daemon=True, name="chaos-writer")
-        self.ws = ws
+        self.ws, self.stream, self.slide_every = ws, stream, slide_every
         self.acked: list[int] = []
         self.at: list[float] = []
         self.sub: dict[int, int] = {}  # batch -> the slide that sealed its sub-window
         self.slides: list[int] = []
         self.halt = threading.Event()
         self.errors = 0
+        self.error: BaseException | str | None = None  # why it ended other than halted between batches
         self.last_tried = 0
+        self.changed = threading.Condition()  # notified at each acknowledgement and when the writer ends
+
+    def wait_acked(self, n: int, timeout: float) -> bool:
+        """Until at least `n` batches are acknowledged (True), or `timeout` seconds pass or the writer
+        ends first (False)."""
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self.acked) >= n or not self.is_alive(), timeout) \
+                and len(self.acked) >= n
 
     def _until_done(self, fn):
         while True:
@@ -118,22 +148,34 @@ class Writer(threading.Thread):
                     raise
 
     def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            self.error = e
+        finally:
+            with self.changed:
+                self.changed.notify_all()
+
+    def _run(self) -> None:
         i, pending, slide_id = 0, [], 0
         while not self.halt.is_set():
             i += 1
             self.last_tried = i
             rows = {"ts": [i] * 10, "k": [f"b{i}"] * 10, "v": list(range(10 * i, 10 * i + 10))}
             try:
-                self._until_done(lambda: self.ws.append("c", rows, writer_id="w", batch_id=i))
+                self._until_done(lambda: self.ws.append(self.stream, rows, writer_id="w", batch_id=i))
             except Exception:  # noqa: BLE001 - halted while the batch was not acknowledged
+                self.error = f"halted with batch {i} not acknowledged"
                 return
-            self.acked.append(i)
-            self.at.append(time.monotonic())
+            with self.changed:
+                self.at.append(time.monotonic())
+                self.acked.append(i)
+                self.changed.notify_all()
             pending.append(i)
-            if len(pending) == SLIDE_EVERY:
+            if len(pending) == self.slide_every:
                 slide_id += 1
                 try:
-                    s = self._until_done(lambda: self.ws.slide("c", writer_id="slider", batch_id=slide_id))
+                    s = self._until_done(lambda: self.ws.slide(self.stream, writer_id="slider", batch_id=slide_id))
                 except Exception:  # noqa: BLE001 - halted: the slide may or may not have happened
                     return
                 for b in pending:
@@ -168,7 +210,7 @@ def rows_of(batches) -> pa.Table:
                      "v": [v for i in batches for v in range(10 * i, 10 * i + 10)]})
 
 
-def main(argv=None) -> int:
+def parse(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--faults", type=int, default=200)
     ap.add_argument("--max-s", type=float, default=3000.0, help="stop injecting faults after this long")
@@ -179,12 +221,104 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     ap.add_argument("--overlap", action="store_true", help="inject the next fault as soon as writes resume, "
                                                            "without waiting for every server to be back in sync")
-    args = ap.parse_args(argv)
+    ap.add_argument("--kinds", default=",".join(KINDS), type=_kinds,
+                    help=f"the kinds of fault to choose from, comma-separated (default all: {','.join(KINDS)})")
+    ap.add_argument("--in-order", action="store_true", help="take the kinds in turn instead of at random")
+    ap.add_argument("--min-s", type=float, default=0.5, help="the shortest a pause or partition lasts (the longest: "
+                                                           "3 TTL, and at least this)")
+    return ap.parse_args(argv)
+
+
+def _kinds(text: str) -> list[str]:
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise argparse.ArgumentTypeError(f"unknown kinds {unknown}: choose among {', '.join(KINDS)}")
+    return kinds
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    results = run(args)
+    print(json.dumps(results, indent=2))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+    if not passed(results):
+        print(f"logs kept in {results['root']}")
+    return 0 if passed(results) else 1
+
+
+def passed(results: dict) -> bool:
+    return results["failure"] is None and results.get("lost") == 0 and results.get("twice") == 0 \
+        and results.get("extra") == 0 and results.get("wrong_answers") == 0
+
+
+def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: LocalEtcd, net: Network,
+           lead: int | None) -> str:
+    """One fault of `kind`, for its random length, then its end (a restart, SIGCONT, a heal);
+    returns how it was done (for the log)."""
+    victim = servers[lead] if kind.endswith("leader") and lead is not None else servers[rnd.randrange(3)]
+    if kind.startswith("kill"):
+        victim.kill()
+        time.sleep(rnd.uniform(0.5, 3.0))  # the time it stays down (a fault's length, not a wait)
+        victim.start()
+        return f"node {victim.node}"
+    if kind == "pause-etcd":
+        os.kill(etcd.process.pid, signal.SIGSTOP)
+        time.sleep(rnd.uniform(0.5, 2.0 * args.ttl))
+        os.kill(etcd.process.pid, signal.SIGCONT)
+        return "etcd"
+    if kind.startswith("pause"):
+        victim.signal(signal.SIGSTOP)
+        time.sleep(rnd.uniform(args.min_s, max(args.min_s, 3.0 * args.ttl)))
+        victim.signal(signal.SIGCONT)
+        return f"node {victim.node}"
+    leader = lead if lead is not None else rnd.randrange(3)
+    followers = [n for n in range(3) if n != leader]
+    fault = rnd.choice(list(Fault))
+    if kind == "partition-leader":
+        net.isolate(leader, followers, fault)
+        how = f"node {leader} | {followers}"
+    elif kind == "partition-leader-oneway":
+        fault = Fault.BLACKHOLE
+        outward = rnd.random() < 0.5
+        for f in followers:
+            net.cut(leader, f, fault, one_way=True) if outward else net.cut(f, leader, fault, one_way=True)
+        how = f"node {leader} -> {followers} lost" if outward else f"{followers} -> node {leader} lost"
+    elif kind == "partition-leader-etcd":
+        net.cut(leader, "etcd", fault)
+        how = f"node {leader} | etcd"
+    elif kind == "partition-follower-etcd":
+        f = rnd.choice(followers)
+        net.cut(f, "etcd", fault)
+        how = f"node {f} | etcd"
+    else:  # isolate: one server (a minority of one) from every other and etcd
+        n = rnd.randrange(3)
+        net.isolate(n, [m for m in range(3) if m != n] + ["etcd"], fault)
+        how = f"node {n} | all"
+    time.sleep(rnd.uniform(args.min_s, max(args.min_s, 3.0 * args.ttl)))  # its length (a fault's, not a wait)
+    net.heal()
+    return f"{fault.value} {how}"
+
+
+def run(args) -> dict:
+    """The run `args` asks for (see parse); its results, with `root` (the servers' logs)."""
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rnd = random.Random(seed)
     root = tempfile.mkdtemp(prefix="windowstore-chaos-")
     etcd = LocalEtcd().start()
-    servers = [Server(i, etcd.url, root, args.ttl) for i in range(3)]
+    net = Network()
+    servers = [Server(i, root, args.ttl) for i in range(3)]
+    etcd_port = int(etcd.url.rsplit(":", 1)[1])
+    for s in servers:
+        for t in servers:
+            if t is not s:
+                net.link(s.node, t.node, t.port)
+        net.link(s.node, "etcd", etcd_port)
+    for s in servers:
+        s.route(f"http://{net.address(s.node, 'etcd')}",
+                {t.node: net.address(s.node, t.node) for t in servers if t is not s})
     ws = rs = writer = reader = view = None
     outages: dict[str, list[float]] = {}
     failure = None
@@ -207,12 +341,8 @@ def main(argv=None) -> int:
         reader.start()
         done = 0
         while done < args.faults and time.monotonic() - t0 < args.max_s:
-            before = len(writer.acked)
-            deadline = time.monotonic() + args.recover_s
-            while len(writer.acked) < before + 3:  # writes go through before the next fault
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"no write acknowledged for {args.recover_s} s before fault {done + 1}")
-                time.sleep(0.05)
+            if not writer.wait_acked(len(writer.acked) + 3, args.recover_s):  # writes go through before the next fault
+                raise RuntimeError(f"no write acknowledged for {args.recover_s} s before fault {done + 1}")
             if not args.overlap:  # one fault at a time: every server back and in sync first
                 def healed(v):
                     state = v.partition("c", 0)
@@ -220,39 +350,30 @@ def main(argv=None) -> int:
                 if not view.wait(healed, args.recover_s):
                     raise RuntimeError(f"the cluster did not heal within {args.recover_s} s before fault {done + 1}")
             lead = view.leader("c", 0)
-            kind = rnd.choice(["kill-leader", "kill", "pause", "pause-leader", "pause-etcd"])
-            start = time.monotonic()
-            n_at = len(writer.acked)
+            kind = args.kinds[done % len(args.kinds)] if args.in_order else rnd.choice(args.kinds)
             if kind in ("kill-leader", "pause-leader") and lead is None:
                 kind = kind.split("-")[0]
-            victim = servers[lead.node] if kind.endswith("leader") else servers[rnd.randrange(3)]
-            if kind.startswith("kill"):
-                victim.kill()
-                time.sleep(rnd.uniform(0.5, 3.0))  # the time it stays down (a fault's length, not a wait)
-                victim.start()
-            elif kind.startswith("pause") and kind != "pause-etcd":
-                victim.signal(signal.SIGSTOP)
-                time.sleep(rnd.uniform(0.5, 3.0 * args.ttl))
-                victim.signal(signal.SIGCONT)
-            else:
-                os.kill(etcd.process.pid, signal.SIGSTOP)
-                time.sleep(rnd.uniform(0.5, 2.0 * args.ttl))
-                os.kill(etcd.process.pid, signal.SIGCONT)
-            deadline = time.monotonic() + args.recover_s
-            while len(writer.acked) < n_at + 3:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"fault {done + 1} ({kind}): no write acknowledged for {args.recover_s} s after it")
-                time.sleep(0.05)
+            start = time.monotonic()
+            n_at = len(writer.acked)
+            how = inject(kind, rnd, args, servers, etcd, net, lead.node if lead is not None else None)
+            if not writer.wait_acked(n_at + 3, args.recover_s):
+                raise RuntimeError(f"fault {done + 1} ({kind}, {how}): no write acknowledged for {args.recover_s} s "
+                                   "after it")
             times = [start] + [t for t in writer.at[n_at:] if t >= start]
             gap = max(b - a for a, b in zip(times, times[1:]))
             outages.setdefault(kind, []).append(gap)
             done += 1
-            print(f"fault {done:3d} {kind:13s} longest write gap {gap:6.2f} s (acked {len(writer.acked)})", flush=True)
+            after = view.leader("c", 0)
+            print(f"fault {done:3d} {kind:23s} longest write gap {gap:6.2f} s (acked {len(writer.acked)}) {how}; "
+                  f"leader {after.node if after else None} epoch {after.epoch if after else None}", flush=True)
     except Exception as e:  # noqa: BLE001 - reported below, then everything is stopped
         failure = f"{type(e).__name__}: {e}"
-    results = {"seed": seed, "ttl_s": args.ttl, "overlap": args.overlap, "faults": sum(map(len, outages.values())),
-               "elapsed_s": round(time.monotonic() - t0, 1), "failure": failure}
+    epoch = view.partition("c", 0).epoch if view is not None else 0  # elections: epoch - 1
+    results = {"seed": seed, "ttl_s": args.ttl, "overlap": args.overlap, "kinds": list(args.kinds),
+               "faults": sum(map(len, outages.values())), "elapsed_s": round(time.monotonic() - t0, 1),
+               "failure": failure, "root": root}
     try:
+        net.heal()
         if writer is not None:
             writer.halt.set()
             reader.halt.set()
@@ -276,20 +397,15 @@ def main(argv=None) -> int:
             view.close()
         for s in servers:
             s.stop()
+        net.close()
         etcd.stop()
+    results["resets"] = net.resets
+    results["epoch"] = epoch
     results["outage_s"] = {k: {"n": len(v), "median": round(statistics.median(v), 2), "max": round(max(v), 2),
                                "p95": round(sorted(v)[max(0, math.ceil(0.95 * len(v)) - 1)], 2)} for k, v in sorted(outages.items())}
-    print(json.dumps(results, indent=2))
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=2)
-    ok = failure is None and results.get("lost") == 0 and results.get("twice") == 0 and results.get("extra") == 0 \
-        and results.get("wrong_answers") == 0
-    if ok:
+    if passed(results):
         shutil.rmtree(root, ignore_errors=True)
-    else:
-        print(f"logs kept in {root}")
-    return 0 if ok else 1
+    return results
 
 
 def check(ws: ClusterClient, writer: Writer, reader: Reader) -> dict:

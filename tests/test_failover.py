@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import threading
 import time
 
 import duckdb
-import pyarrow as pa
 import pytest
 
+from chaos import Writer, rows_of
 from conftest import wait_for
 from windowstore.clients import Client
 from windowstore.clients.errors import Unavailable
@@ -31,40 +30,6 @@ TTL = 2
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 
 
-class Writer(threading.Thread):
-    """Appends batch i (rows v = 10 i .. 10 i + 9, key k = "b{i}") with writer id "w" and batch
-    id i, each until it is acknowledged; `acked` lists the acknowledged batch ids in order."""
-
-    def __init__(self, ws: ClusterClient):
-        super().__init__(daemon=True)
-        self.ws, self.acked, self.stop, self.error = ws, [], threading.Event(), None
-        self.at: list[float] = []  # time.monotonic() of each acknowledgement
-
-    def run(self) -> None:
-        i = 0
-        try:
-            while not self.stop.is_set():
-                i += 1
-                rows = {"ts": [i] * 10, "k": [f"b{i}"] * 10, "v": list(range(10 * i, 10 * i + 10))}
-                while True:
-                    try:
-                        self.ws.append("s", rows, writer_id="w", batch_id=i)
-                        break
-                    except Exception as e:  # noqa: BLE001 - beyond the client's own failover_s: try again
-                        if self.stop.is_set():
-                            self.error = e
-                            return
-                self.acked.append(i)
-                self.at.append(time.monotonic())
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-
-def rows_of(batches: list[int]) -> pa.Table:
-    return pa.table({"k": [f"b{i}" for i in batches for _ in range(10)],
-                     "v": [v for i in batches for v in range(10 * i, 10 * i + 10)]})
-
-
 def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
     args = ("--etcd", etcd.url, "--lease-ttl-s", str(TTL))
     servers = [ServerProcess(*args, "--node", str(i), data_dir=str(tmp_path / f"n{i}")) for i in range(3)]
@@ -78,10 +43,9 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
             ws = ClusterClient(view, timeout=5)
             ws.create_stream("s", SCHEMA, subwindows=1000, subwindow_ms=1000, clock="manual", partitions=1, partition_by=["k"],
                              replication=3, acks="all")
-            writer = Writer(ws)
+            writer = Writer(ws, "s", slide_every=0)
             writer.start()
-            wait_for(lambda: len(writer.acked) >= 20 or writer.error, "20 acknowledged batches", timeout=60)
-            assert writer.error is None, writer.error
+            assert writer.wait_acked(20, 60), f"20 acknowledged batches ({writer.error})"
 
             killed_at = time.monotonic()
             acked_before = len(writer.acked)
@@ -91,9 +55,7 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                             10 * TTL)
             assert new is not None, "a follower was elected"
             assert new.epoch == 2
-            wait_for(lambda: len(writer.acked) >= acked_before + 20 or writer.error, "20 batches on the new leader",
-                     timeout=60)
-            assert writer.error is None, writer.error
+            assert writer.wait_acked(acked_before + 20, 60), f"20 batches on the new leader ({writer.error})"
             writable_after = next(t for t in writer.at[acked_before:]) - killed_at
             print(f"writes acknowledged again {writable_after:.2f} s after SIGKILL of the leader (TTL {TTL} s)")
 
@@ -109,7 +71,7 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
                 status = wait_for(following, "the old leader to follow epoch 2", timeout=60)
                 assert status["leader"] == new.node
 
-            writer.stop.set()
+            writer.halt.set()
             writer.join(60)
             assert not writer.is_alive() and writer.error is None, writer.error
             acked = writer.acked
@@ -129,21 +91,43 @@ def test_a_killed_leader_is_replaced_and_rejoins_as_follower(etcd, tmp_path):
             ws.close()
     finally:
         if writer is not None:
-            writer.stop.set()
+            writer.halt.set()
         for s in servers:
             if s.proc.poll() is None:
                 s.stop()
+
+
+def in_process(etcd_url: str, tmp_path, node: int):
+    """An in-process durable server, node `node` of the cluster in etcd (TTL), its data under tmp_path."""
+    from windowstore.server.app import WindowStoreServer
+    from windowstore.server.config import ServerConfig
+
+    return WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{node}"), etcd=etcd_url, node=node,
+                                          lease_ttl_s=TTL)).start()
+
+
+def log_unreplicated(servers, partition: str) -> dict:
+    """Node 1 stops fetching `partition` from node 0 (which never drops it from the in-sync set);
+    then batch 1 (the row returned) is appended to node 0: logged there, and not acknowledged
+    (DEADLINE_EXCEEDED) since node 1 does not hold it."""
+    from windowstore.clients.errors import DeadlineExceeded
+
+    servers[0].driver.replication.lag_s = 3600.0
+    part = servers[1].driver.replication.parts[partition]
+    part.fetcher.stop()
+    part.fetcher.join(30)
+    row = {"ts": [1], "k": ["b1"], "v": [1]}
+    with Client(servers[0].address, timeout=1, retries=0) as c:
+        with pytest.raises(DeadlineExceeded):
+            c.append(partition, row, writer_id="w", batch_id=1)
+    return row
 
 
 @contextlib.contextmanager
 def two_replicas(etcd_url: str, tmp_path, stream: str):
     """Two in-process servers on etcd, `stream` placed on nodes [0, 1], led by node 0 and created
     through the cluster client (one partition, replication=2, acks=all): yields (servers, view)."""
-    from windowstore.server.app import WindowStoreServer
-    from windowstore.server.config import ServerConfig
-
-    servers = [WindowStoreServer(ServerConfig(port=0, data_dir=str(tmp_path / f"n{i}"), etcd=etcd_url, node=i,
-                                              lease_ttl_s=TTL)).start() for i in range(2)]
+    servers = [in_process(etcd_url, tmp_path, i) for i in range(2)]
     try:
         with EtcdClusterView(etcd_url) as view:
             assert view.wait(lambda v: len(v.live()) == 2, 30)
@@ -213,18 +197,46 @@ def test_a_retried_batch_is_acknowledged_only_once_the_replicas_hold_it(etcd, tm
     from windowstore.clients.errors import DeadlineExceeded
 
     with two_replicas(etcd.url, tmp_path, "d") as (servers, view):
-        servers[0].driver.replication.lag_s = 3600.0
         follower = servers[1].driver.replication
         part = follower.parts["d.p0"]
-        part.fetcher.stop()
-        part.fetcher.join(30)
-        row = {"ts": [1], "k": ["b1"], "v": [1]}
+        row = log_unreplicated(servers, "d.p0")
         with Client(servers[0].address, timeout=1, retries=0) as c:
-            with pytest.raises(DeadlineExceeded):
-                c.append("d.p0", row, writer_id="w", batch_id=1)
             with pytest.raises(DeadlineExceeded):  # the duplicate waits for the follower too
                 c.append("d.p0", row, writer_id="w", batch_id=1)
         servers[1].loop.call_soon_threadsafe(follower.become_follower, "d.p0", 0, part.epoch)
         with Client(servers[0].address, timeout=30) as c:
             assert c.append("d.p0", row, writer_id="w", batch_id=1).duplicate
         assert follower.parts["d.p0"].log.end >= servers[0].driver.replication.parts["d.p0"].log.end - 0
+
+
+def test_a_leader_restarted_and_elected_again_waits_for_its_followers(etcd, tmp_path):
+    """The leader logs a batch its follower does not fetch (unacknowledged), both servers stop, and
+    the leader alone comes back and is elected again (epoch 2, etcd's in-sync set still both). A
+    retry of that batch must wait for the follower: the restarted leader's high watermark is its
+    checkpoint, not its log's end (which would acknowledge the retry at once, a batch that only
+    this replica holds). Once the follower is back and fetches, the retry is acknowledged."""
+    from windowstore.clients.errors import DeadlineExceeded
+
+    with two_replicas(etcd.url, tmp_path, "h") as (servers, view):
+        row = log_unreplicated(servers, "h.p0")
+        servers[1].stop()
+        servers[0].stop()
+        servers[0] = in_process(etcd.url, tmp_path, 0)
+        servers[0].driver.replication.lag_s = 3600.0  # (node 1, down, stays in the in-sync set)
+        elected = view.wait(lambda v: (lambda lead: lead if lead is not None and lead.epoch >= 2 else None)(
+            v.leader("h", 0)), 30)
+        assert elected is not None and elected.node == 0
+        assert set(view.partition("h", 0).in_sync) == {0, 1}
+        with Client(servers[0].address, timeout=5, retries=0) as c:
+            status = wait_for(lambda: (lambda s: s if s["epoch"] >= 2 else None)(c.replica_status("h.p0")),
+                              "node 0 to lead at epoch 2")
+            assert status["high_watermark"] < status["end_offset"]
+            with pytest.raises(DeadlineExceeded):  # the retry waits for node 1
+                c.append("h.p0", row, writer_id="w", batch_id=1)
+        servers[1] = in_process(etcd.url, tmp_path, 1)
+        with Client(servers[0].address, timeout=60, retries=0) as c:
+            assert c.append("h.p0", row, writer_id="w", batch_id=1).duplicate
+        with ClusterClient(view, timeout=10) as ws:
+            slide = ws.slide("h")
+            got = ws.query("SELECT COUNT(*), SUM(v) FROM h")
+            assert got.slide == slide and got.rows == [(1, 1)]

@@ -95,6 +95,9 @@ class _Driver:
 
             def kick(self):
                 pass
+
+            def flush(self):
+                pass
         self.group_commit = self.stepper = _Dirty()
 
 
@@ -205,6 +208,141 @@ def test_follower_refuses_records_of_an_older_epoch_and_truncates(tmp_path):
     loop.close()
 
 
+def _stream_commands(n: int) -> list:
+    """CreateStream of stream `s` and n - 1 appends to it."""
+    from windowstore.store.window import WindowSpec
+    from windowstore.txn.commands import Append, CreateStream
+
+    return [CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts", WindowSpec(subwindows=4, subwindow_ms=1000,
+                                                                                  clock="manual"), 0.0)] + [
+        Append("s", pa.table({"ts": [i], "v": [i]}), "w", i, 1.0) for i in range(n - 1)]
+
+
+def _leader_with_records(tmp_path, loop, n: int):
+    """A leader of stream `s` (replicas 0, 1, 2; acks=all) whose log holds _stream_commands(n),
+    synced on the leader."""
+    from windowstore.server.replication import Replication
+
+    repl = Replication(_Driver(loop), str(tmp_path), node=0, addresses=["127.0.0.1:1", "127.0.0.1:1", "127.0.0.1:1"])
+    repl.create_leader("s", [0, 1, 2], "all")
+    eng = repl.engine
+    for cmd in _stream_commands(n):
+        eng.apply(cmd)
+    repl.take(eng.drain())
+    p = repl.parts["s"]
+    _run_until(loop, lambda: p.synced == n, "the leader's own sync")
+    return repl, p
+
+
+def test_a_restarted_replica_keeps_its_high_watermark_not_its_log_end(tmp_path):
+    """The leader's log holds 5 records, every in-sync replica only 3: after a restart its high
+    watermark is 3, so once the in-sync set is the three replicas again (an election in etcd gives
+    it back) a write waiting for offset 5 is acknowledged only when both followers hold it."""
+    import asyncio
+
+    from windowstore.server.replication import Replication
+
+    loop = asyncio.new_event_loop()
+    repl, p = _leader_with_records(tmp_path, loop, 5)
+    repl.ack("s", 1, 1, 5)
+    repl.ack("s", 2, 1, 3)
+    assert p.hw == 3
+    repl.close()
+
+    again = Replication(_Driver(loop), str(tmp_path), node=0, addresses=["127.0.0.1:1"] * 3)
+    assert again.recover(again.engine) == {"s": 5}
+    q = again.parts["s"]
+    assert q.log.end == 5 and q.hw == 3
+    q._check()
+    again.become_follower("s", 1, 2)          # (then elected again, with every replica in sync)
+    again.become_leader("s", 3, in_sync={1, 2})
+    assert q.isr == {0, 1, 2}
+    fut = loop.run_until_complete(_committed(again, "s"))
+    assert fut is not None and not fut.done() and q.hw == 3
+    q._check()
+    again.ack("s", 1, 3, 5)
+    assert not fut.done()
+    again.ack("s", 2, 3, 5)
+    assert fut.done() and q.hw == 5
+    q._check()
+    again.close()
+    loop.close()
+
+
+def test_a_follower_restarted_after_a_truncation_keeps_the_lower_high_watermark(tmp_path):
+    """A follower's high watermark is the leader's, never past its own log; it is checkpointed, and a
+    truncation below it lowers it."""
+    import asyncio
+
+    from windowstore.server.replication import Replication
+    from windowstore.server.replication.log import Record
+    from windowstore.server.replication.manager import Fetcher
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    loop = asyncio.new_event_loop()
+    repl = Replication(_Driver(loop), str(tmp_path), node=1, addresses=["127.0.0.1:1"] * 2)
+    p = repl.become_follower("s", 0, 1, [0, 1])
+    p.fetcher.stop()
+    p.fetcher.join(10)
+    f = Fetcher(repl, p)
+
+    class _Stub:
+        def ReplicaAck(self, request, timeout):
+            return pb.ReplicaAckResponse(high_watermark=0)
+    cmds = [commands.encode(c) for c in _stream_commands(4)]
+    f._batch(_Stub(), pb.ReplicaRecords(epoch=1, first_offset=1, high_watermark=3,
+                                        records=[Record(i + 1, 1, c).payload() for i, c in enumerate(cmds)]), 1)
+    assert p.log.end == 4 and p.hw == 3
+    f._batch(_Stub(), pb.ReplicaRecords(epoch=2, truncate_to=2, first_offset=3, high_watermark=2), 2)
+    assert p.log.end == 2 and p.hw == 2
+    loop.run_until_complete(asyncio.sleep(0))  # (the posted rebuild)
+    p._check()
+    repl.close()
+    again = Replication(_Driver(loop), str(tmp_path), node=1, addresses=["127.0.0.1:1"] * 2)
+    again.recover(again.engine)
+    assert again.parts["s"].hw == 2
+    again.close()
+    loop.close()
+
+
+def test_a_write_admitted_before_its_leader_stepped_down_is_not_acknowledged(tmp_path):
+    """Static roles: a write admitted at epoch 1 whose leader then follows a newer epoch, or is
+    fenced by a follower at one, before the group commit (which leaves it out of the replica log)
+    fails UNAVAILABLE instead of being acknowledged by nobody's log."""
+    import asyncio
+
+    from windowstore.server.driver.errors import Unavailable as ServerUnavailable
+    from windowstore.txn.commands import Append
+
+    loop = asyncio.new_event_loop()
+
+    async def write(repl, step_down):
+        repl.check_write("s")                  # admitted at epoch 1
+        step_down(repl)                        # ... before the group commit
+        repl.engine.apply(Append("s", pa.table({"ts": [9], "v": [9]}), "w", 9, 1.0))
+        assert repl.take(repl.engine.drain()) == []
+        return repl.committed("s")
+
+    def fenced(repl):                          # a follower fetches at epoch 2
+        with pytest.raises(Fenced):
+            repl.ack("s", 1, 2, 2)
+
+    def follows(repl):                         # told to follow node 1 at epoch 2
+        repl.become_follower("s", 1, 2)
+
+    for i, step_down in enumerate((fenced, follows)):
+        repl, p = _leader_with_records(tmp_path / str(i), loop, 2)
+        for n in (1, 2):
+            repl.ack("s", n, 1, 2)
+        assert p.hw == 2
+        with pytest.raises(ServerUnavailable, match="stopped leading"):
+            loop.run_until_complete(write(repl, step_down))
+        assert p.log.end == 2
+        p._check()
+        repl.close()
+    loop.close()
+
+
 # -- two servers ---------------------------------------------------------------------------------------
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 
@@ -309,15 +447,22 @@ def test_acks_all_kill_leader_promote_follower_rejoin_truncated(pair):
                     except (Unavailable, FailedPrecondition) as e:
                         errors.append(str(e))
                         done.wait(0.05)  # backoff before the retry (same ids: exactly once)
-                batches[b] = (t, slide)
+                with acked:
+                    batches[b] = (t, slide)
+                    acked.notify_all()
         finally:
             for c in clients:
                 c.close()
-            done.set()
+            with acked:
+                done.set()
+                acked.notify_all()
 
+    acked = threading.Condition()  # notified at each acknowledged batch, and when the writer ends
     th = threading.Thread(target=writer)
     th.start()
-    wait_for(lambda: len(batches) >= 20, "20 batches acknowledged")
+    with acked:
+        assert acked.wait_for(lambda: len(batches) >= 20 or done.is_set(), 60) and len(batches) >= 20, \
+            f"20 batches acknowledged ({errors[-3:]})"
     pair.servers[0].proc.send_signal(signal.SIGKILL)
     pair.servers[0].proc.wait()
     acked_before_kill = dict(batches)

@@ -16,7 +16,6 @@ replication manager, so a dead leader is replaced without an operator (docs/clus
 """
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
@@ -31,9 +30,6 @@ from ..driver.loop_util import post, settle
 from .manager import FOLLOWER, LEADER, Partition, Replication
 
 log = logging.getLogger("windowstore.replication")
-
-# (stream, epoch) a write was admitted at, for the request (gRPC handler task) that admitted it
-_ADMITTED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("windowstore_admitted", default=None)
 
 
 class _Addresses(Sequence):
@@ -60,8 +56,10 @@ def split_partition(name: str) -> tuple[str, int] | None:
 class CoordinatedReplication(Replication):
     coordinated = True
 
-    def __init__(self, driver, data_dir: str, node: int, view, fsync: str = "always", lag_s: float = 10.0):
-        super().__init__(driver, data_dir, node, _Addresses(view), fsync)  # type: ignore[arg-type]  # a live list
+    def __init__(self, driver, data_dir: str, node: int, view, fsync: str = "always", lag_s: float = 10.0,
+                 peers: dict[int, str] | None = None):
+        super().__init__(driver, data_dir, node, _Addresses(view), fsync,  # type: ignore[arg-type]  # a live list
+                         peers=peers)
         self.view = view
         self.lag_s = lag_s
         self.coordinator = None  # the node's Coordinator, once serving
@@ -135,17 +133,12 @@ class CoordinatedReplication(Replication):
             self.lead_lease[stream] = lease
             return
         self.lead_lease[stream] = lease
-        self.become_leader(stream, epoch)
+        # etcd's in-sync set (the campaign wrote it) is the set from the start, before the high
+        # watermark is computed: a follower that does not catch up within lag_s leaves it (and
+        # etcd's) as usual
         in_etcd = self._in_sync_after(stream, epoch)
-        # etcd's in-sync set (the campaign wrote it) stays the set: a follower that does not catch
-        # up within lag_s leaves it (and etcd's) as usual
         self.published[stream] = (epoch, frozenset(in_etcd))
-        now = self.clock()
-        for n in in_etcd:
-            if n in p.followers:
-                p.isr.add(n)
-                p.followers[n].caught_up_at = now
-        self._update_hw(p)
+        self.become_leader(stream, epoch, in_sync=in_etcd)
 
     def _in_sync_after(self, stream: str, epoch: int) -> set[int]:
         """The in-sync set etcd holds once this node has won `epoch`: as the view has it if it has
@@ -205,21 +198,13 @@ class CoordinatedReplication(Replication):
             why = self._lease_refusal(p)
             if why is not None:
                 raise Unavailable(why)
-            _ADMITTED.set((stream, p.epoch))  # (read back by committed() in the same request)
 
     def committed(self, stream: str):
-        """As Replication's, but a write admitted while this replica led that finds it no longer
-        leading at that epoch (a step-down, a fence, a newer election between admitting the write and
-        the group commit, which then leaves the command out of the replica log) fails UNAVAILABLE:
-        it may be in no replica's log, so it must not be acknowledged."""
+        """As Replication's (which refuses a write admitted at an epoch this replica no longer leads
+        at), and acknowledged only while the lease this replica was elected on is current."""
         p = self.parts.get(stream)
         if p is None:
             return super().committed(stream)
-        admitted = _ADMITTED.get()
-        if (p.role != LEADER or p.failure
-                or (admitted is not None and admitted[0] == stream and admitted[1] != p.epoch)):
-            raise Unavailable(f"node {self.node} stopped leading {stream!r} while the write was in flight (it may be "
-                              "in no replica's log); retry on the leader etcd names")
         fut = super().committed(stream)
         if fut is None:
             why = self._lease_refusal(p)

@@ -26,6 +26,7 @@ Runs on the server's event loop except the follower's fetch thread and the leade
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import os
@@ -50,6 +51,10 @@ log = logging.getLogger("windowstore.replication")
 
 LEADER, FOLLOWER = "leader", "follower"
 ACKS = ("leader", "all")
+HW_FILE = "high_watermark"
+
+# (stream, epoch) a write was admitted at, for the request (gRPC handler task) that admitted it
+_ADMITTED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("windowstore_admitted", default=None)
 
 
 class NotLeader(FailedPrecondition):
@@ -127,17 +132,29 @@ class Partition:
     syncer: Syncer | None = None
     fetcher: "Fetcher | None" = None
     failure: str | None = None
+    hw_saved: int = -1        # the high watermark last written to HW_FILE
+
+    def _check(self) -> None:
+        """Offsets in order: no replica counts as acknowledged (hw) or applies what its log does not
+        hold; a leading leader's durable offset is in its log, and it is in its own in-sync set."""
+        end = self.log.end
+        assert 0 <= self.hw <= end, f"{self.stream}: high watermark {self.hw} past the log's end {end}"
+        assert 0 <= self.applied <= end, f"{self.stream}: applied offset {self.applied} past the log's end {end}"
+        if self.role == LEADER and self.syncer is not None:  # (leading: not a role read from disk, not yet taken up)
+            assert self.synced <= end, f"{self.stream}: durable offset {self.synced} past the log's end {end}"
+            assert self.leader in self.isr, f"{self.stream}: the leader {self.leader} is not in its in-sync set {self.isr}"
 
 
 class Replication:
     def __init__(self, driver, data_dir: str, node: int, addresses: list[str], fsync: str = "always",
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, peers: dict[int, str] | None = None):
         self.driver = driver
         self.engine = driver.engine
         self.dir = os.path.join(os.path.abspath(data_dir), "replicas")
         os.makedirs(self.dir, exist_ok=True)
         self.node = node
         self.addresses = addresses
+        self.peers = dict(peers or {})  # node -> the address this server reaches it at (--peer-address)
         self.fsync = fsync
         self.clock = clock
         self.lag_records = 1_000_000
@@ -182,8 +199,9 @@ class Replication:
                 engine.replay(commands.decode(rec.command))
                 n += 1
             engine.drain()
+            hw = min(_read_hw(path), rlog.end)
             p = Partition(stream, rlog, role["role"], role["epoch"], role["leader"], role["replicas"], role["acks"],
-                          applied=rlog.end, synced=rlog.end, hw=rlog.end)
+                          applied=rlog.end, synced=rlog.end, hw=hw, hw_saved=hw)
             self.parts[stream] = p
             if p.role == FOLLOWER:
                 engine.sched.passive.add(stream)
@@ -194,7 +212,9 @@ class Replication:
         """On the loop, serving: fetch threads of the followers, the in-sync check timer."""
         for p in self.parts.values():
             if p.role == LEADER:
-                self._lead(p, fresh=False)
+                # every replica counts as in sync until it lags lag_s (as at creation): with this
+                # replica alone in the set, its high watermark would jump to its log's end
+                self._lead(p, fresh=True)
             else:
                 self._follow(p)
         self._arm()
@@ -206,6 +226,7 @@ class Replication:
         for p in self.parts.values():
             if p.role == LEADER:
                 self._check_isr(p)
+            self._save_hw(p)
         self._arm()
 
     def close(self) -> None:
@@ -220,6 +241,7 @@ class Replication:
             if p.fetcher is not None:
                 p.fetcher.join(5)
             try:
+                self._save_hw(p)
                 p.log.close()
             except OSError as e:
                 log.error("closing the replica log of %s: %s", p.stream, e)
@@ -236,12 +258,30 @@ class Replication:
         os.replace(tmp, path)
         fsync_dir(p.log.directory)
 
+    def _save_hw(self, p: Partition) -> None:
+        """Checkpoint the high watermark (Kafka's replication-offset-checkpoint), so that a restarted
+        replica does not take its log's end, which may hold records no acks=all write was
+        acknowledged for, as acknowledged by every in-sync replica. Written now and then (each
+        in-sync check, and at close), not synced: a checkpoint older than the high watermark only
+        makes waiting writes wait for the followers again; a lost or torn one reads as 0."""
+        if p.hw == p.hw_saved:
+            return
+        path = os.path.join(p.log.directory, HW_FILE)
+        try:
+            with open(path + ".tmp", "w") as f:
+                f.write(str(p.hw))
+            os.replace(path + ".tmp", path)
+            p.hw_saved = p.hw
+        except OSError as e:
+            log.warning("stream %s: high watermark not checkpointed: %s", p.stream, e)
+
     def _new_partition(self, stream: str, role: str, epoch: int, leader: int, replicas: list[int],
                        acks: str) -> Partition:
         path = os.path.join(self.dir, _dirname(stream))
         p = Partition(stream, ReplicaLog(path, self.fsync), role, epoch, leader, list(replicas), acks)
         list(p.log.recover())  # (empty, or left by a stream of this name that was dropped: positions it)
-        p.applied = p.synced = p.hw = p.log.end
+        p.applied = p.synced = p.log.end
+        p.hw = p.hw_saved = min(_read_hw(path), p.log.end)
         self.parts[stream] = p
         self._save(p)
         return p
@@ -266,19 +306,25 @@ class Replication:
             p.log.remove()
             os.remove(os.path.join(p.log.directory, "role.json"))
 
-    def _lead(self, p: Partition, fresh: bool) -> None:
+    def _lead(self, p: Partition, fresh: bool, in_sync: set[int] | frozenset[int] = frozenset()) -> None:
+        """Lead `p`: every replica in sync if `fresh`, else this one and those of `in_sync` (the set
+        an election in etcd gives it, counted before the high watermark is computed: else it would
+        jump to this log's end, and a retried write of a record the followers do not hold would be
+        acknowledged at once)."""
         p.role, p.leader = LEADER, self.node
         p.syncer = p.syncer or Syncer(p.log.wal)
         now = self.clock()
         others = [n for n in p.replicas if n != self.node]
         p.followers = {n: FollowerState(caught_up_at=now) for n in others}
-        p.isr = {self.node, *others} if fresh else {self.node}
+        p.isr = {self.node, *others} if fresh else {self.node} | {n for n in in_sync if n in p.followers}
         self.engine.sched.passive.discard(p.stream)
         self._update_hw(p)
 
-    def become_leader(self, stream: str, epoch: int) -> Partition:
-        """Take writes for `stream` from now on, at `epoch` (greater than this replica's). What the
-        follower had fetched is applied first; its records are kept (the others truncate to them)."""
+    def become_leader(self, stream: str, epoch: int, in_sync: set[int] | frozenset[int] = frozenset()) -> Partition:
+        """Take writes for `stream` from now on, at `epoch` (greater than this replica's), with the
+        followers `in_sync` in the in-sync set (none: this replica alone, after a promotion by hand).
+        What the follower had fetched is applied first; its records are kept (the others truncate
+        to them)."""
         p = self._part(stream)
         if epoch <= p.epoch:
             raise Fenced(f"stream {stream!r}: epoch {epoch} is not newer than this replica's epoch {p.epoch}")
@@ -292,7 +338,7 @@ class Replication:
         p.epoch = epoch
         p.synced = p.log.end
         p.failure = None
-        self._lead(p, fresh=False)
+        self._lead(p, fresh=False, in_sync=in_sync)
         self._save(p)
         oplog.event("replica_leader", stream=stream, epoch=epoch, end_offset=p.log.end)
         self.engine.sched.passive.discard(stream)
@@ -355,6 +401,11 @@ class Replication:
         p.fetcher = Fetcher(self, p)
         p.fetcher.start()
 
+    def peer_address(self, node: int) -> str:
+        """Where this server connects to replica `node`: its --peer-address (a proxy between the two,
+        as the partition tests put there), else the address the cluster gives it."""
+        return self.peers.get(node) or self.addresses[node]
+
     def _part(self, stream: str) -> Partition:
         p = self.parts.get(stream)
         if p is None:
@@ -364,9 +415,13 @@ class Replication:
 
     # -- client requests ------------------------------------------------------------------------------
     def check_write(self, stream: str) -> None:
+        """Refuse a write this replica does not lead; note the epoch it was admitted at (for
+        committed(), in the same request)."""
         p = self.parts.get(stream)
         if p is not None and (p.role != LEADER or p.failure):
             raise NotLeader(self._elsewhere(p), self.leader_address(p))
+        if p is not None:
+            _ADMITTED.set((stream, p.epoch))
 
     def check_read(self, stream: str, read_from: str) -> None:
         if read_from not in ("", "leader", "follower"):
@@ -391,10 +446,18 @@ class Replication:
 
     def committed(self, stream: str) -> asyncio.Future | None:
         """A future that resolves once every record of `stream` logged so far is acknowledged as its
-        acks setting says; None when there is nothing to wait for."""
+        acks setting says; None when there is nothing to wait for. A write admitted while this replica
+        led that finds it no longer leading at that epoch (a step-down, a fence, a newer epoch between
+        admitting the write and the group commit, which then leaves the command out of the replica
+        log) fails UNAVAILABLE: it may be in no replica's log, so it must not be acknowledged."""
         p = self.parts.get(stream)
-        if p is None or p.role != LEADER:
+        if p is None:
             return None
+        admitted = _ADMITTED.get()
+        if (p.role != LEADER or p.failure
+                or (admitted is not None and admitted[0] == stream and admitted[1] != p.epoch)):
+            raise Unavailable(f"node {self.node} stopped leading {stream!r} while the write was in flight (it may be "
+                              "in no replica's log); retry on its leader")
         fut = self.driver.loop.create_future()
         p.waiters.append((p.log.end, fut))
         self._release(p)
@@ -641,6 +704,15 @@ class Replication:
         return out
 
 
+def _read_hw(directory: str) -> int:
+    """The high watermark checkpointed in `directory` (0 if none, or unreadable)."""
+    try:
+        with open(os.path.join(directory, HW_FILE)) as f:
+            return max(0, int(f.read().strip() or 0))
+    except (OSError, ValueError):
+        return 0
+
+
 def _latest_slide(engine, stream: str) -> int:
     s = engine.sched.streams.get(stream)
     return -1 if s is None else int(s.window.latest)
@@ -675,7 +747,7 @@ class Fetcher(threading.Thread):
 
         p, repl = self.p, self.repl
         epoch, leader = p.epoch, p.leader
-        with grpc.insecure_channel(repl.addresses[leader], options=[("grpc.max_receive_message_length", -1)]) as ch:
+        with grpc.insecure_channel(repl.peer_address(leader), options=[("grpc.max_receive_message_length", -1)]) as ch:
             stub = pbg.WindowStoreServiceStub(ch)
             while not self._halt.is_set():
                 try:
@@ -705,6 +777,7 @@ class Fetcher(threading.Thread):
             raise Fenced(f"stream {p.stream!r}: records of epoch {msg.epoch} refused, this follower is at epoch {epoch}")
         if msg.HasField("truncate_to") and msg.truncate_to < p.log.end:
             gone = p.log.truncate_after(msg.truncate_to)
+            p.hw = min(p.hw, msg.truncate_to)
             log.warning("stream %s: truncated %d records after offset %d (the leader's log)", p.stream, gone,
                         msg.truncate_to)
             post(repl.driver.loop, repl.rebuild, p, msg.truncate_to)

@@ -177,7 +177,7 @@ async def tell_followers(repl: Replication, name: str, nodes: list[int], acks: s
 
     failed = []
     for n in nodes[1:]:
-        async with grpc.aio.insecure_channel(repl.addresses[n]) as ch:
+        async with grpc.aio.insecure_channel(repl.peer_address(n)) as ch:
             call = ch.unary_unary("/windowstore.v1.WindowStoreService/SetReplicaRole",
                                   request_serializer=pb.SetReplicaRoleRequest.SerializeToString,
                                   response_deserializer=pb.ReplicaStatus.FromString)

@@ -105,6 +105,7 @@ def test_a_window_shape_goes_with_one_stream_without_range_or_expressions():
                                                             window_shape=E.session_window(10))), s)
 
 
+@pytest.mark.slow
 def test_structured_windows_through_the_server():
     from conftest import wait_for
     from windowstore.clients import Client

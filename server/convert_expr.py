@@ -13,6 +13,7 @@ from windowstore.store import Loc, QueryError
 from windowstore.store.expr import (AGGREGATES, CAST_TYPES, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp,
                                     Col, Expr, Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now)
 from windowstore.store.expr_query import OrderKey, Select, SelectExpr
+from windowstore.store.expr_temporal import in_text_range
 from windowstore.store.functions import SQL_NAMES
 from windowstore.store.query import Query
 from windowstore.v1 import windowstore_pb2 as pb
@@ -105,7 +106,8 @@ def expr_from_pb(e: pb.Expr, where: str, depth: int = 0) -> Expr:
         raise QueryError(f"expressions nest more than {MAX_EXPR_DEPTH} deep", Loc(field=where))
     kind = e.WhichOneof("node")
     if kind is None:
-        raise QueryError("an expression needs column, literal, interval_ms, op, call, case, cast or aggregate",
+        raise QueryError("an expression needs column, literal, interval_ms, timestamp_us, date_days, op, call, case, "
+                         "cast or aggregate",
                          Loc(field=where))
     at = f"{where}.{kind}"
     loc = Loc(field=at)
@@ -120,6 +122,12 @@ def expr_from_pb(e: pb.Expr, where: str, depth: int = 0) -> Expr:
         if not 0 <= e.interval_ms <= _MAX_INTERVAL_MS:
             raise QueryError("an interval is between 0 and 2**62 ms", loc)
         return Lit(int(e.interval_ms), "interval", loc=loc)
+    if kind in ("timestamp_us", "date_days"):
+        typ = "timestamp" if kind == "timestamp_us" else "date"
+        value = getattr(e, kind)
+        if not in_text_range(typ, value):
+            raise QueryError(f"a {typ.upper()} constant is between the years 1 and 9999", loc)
+        return Lit(int(value), typ, loc=loc)
     if kind == "op":
         return _op(e.op, at, depth)
     if kind == "call":
@@ -311,6 +319,10 @@ def expr_to_pb(e: Expr) -> pb.Expr:
     if isinstance(e, Lit):
         if e.type == "interval":
             return pb.Expr(interval_ms=e.value)
+        if e.type == "timestamp":
+            return pb.Expr(timestamp_us=e.value)
+        if e.type == "date":
+            return pb.Expr(date_days=e.value)
         return pb.Expr(literal=value_to_pb(e.value))
     if isinstance(e, Now):
         return pb.Expr(call=pb.ExprCall(name="now"))

@@ -6,8 +6,9 @@ same expression written twice is recognised as one (a GROUP BY key reused in the
 `infer` gives a node's type and refuses what cannot be typed with a QueryError naming its position;
 `evaluate` computes it over a batch of rows (pyarrow.compute where it fits, NumPy elsewhere).
 
-Types: int64, float64, string, boolean, and null (an untyped NULL). Temporal columns enter as their
-int64 storage (timestamp: microseconds, date: days, the event-time column: milliseconds).
+Types: int64, float64, string, boolean, timestamp, date, and null (an untyped NULL). Temporal values
+are held as their int64 storage (timestamp: microseconds, date: days; the event-time column is an
+int64 of milliseconds); a date meets a timestamp as its midnight (expr_temporal.py).
 
 Semantics (DuckDB's): + - * on integers are exact and an overflow is an error, never a wrapped
 value; `/` is a float64 division (IEEE: x / 0 is inf or NaN); `%` keeps the dividend's sign, and an
@@ -262,10 +263,14 @@ def _fail(message: str, e: Expr, hint: str | None = None) -> NoReturn:
 
 
 def common_type(types: list[str], e: Expr, what: str) -> str:
-    """The type values of `types` share (int64 and float64 meet at float64; null goes with all)."""
-    if "timestamp" in types and "date" in types:  # microseconds against days: refused, never misread
-        _fail(f"{what} mixes date and timestamp values", e, hint="move the date by an INTERVAL constant to compare "
-              "it as a timestamp (d + INTERVAL '0 ms')")
+    """The type values of `types` share (int64 and float64 meet at float64; null goes with all; a date
+    and a timestamp meet at timestamp, the date taken as its midnight: expr_temporal.unify)."""
+    from .expr_temporal import unify
+    temporal = unify(types)
+    if temporal is not None:
+        return temporal
+    if "timestamp" in types and "date" in types:  # and a number: in which unit? refused, never misread
+        _fail(f"{what} mixes date, timestamp and number values", e)
     real = ["int64" if t in TEMPORAL else t for t in types if t != "null"]
     if not real:
         return "null"
@@ -274,6 +279,28 @@ def common_type(types: list[str], e: Expr, what: str) -> str:
     if len(set(real)) == 1:
         return real[0]
     _fail(f"{what} mixes {' and '.join(sorted(set(real)))} values", e)
+
+
+def _in_ms(x: Expr, t: Callable[[Expr], str]) -> bool:
+    """Whether `x` is a time in milliseconds of the window's clock (NOW(), an INTERVAL constant, or
+    their sums and differences with integers), typed int64."""
+    if isinstance(x, Now) or (isinstance(x, Lit) and x.type == "interval"):
+        return True
+    return isinstance(x, (Arith, Neg)) and t(x) == "int64" and any(_in_ms(c, t) for c in x.children())
+
+
+def _unify(parts: list[Expr], e: Expr, what: str, t: Callable[[Expr], str]) -> str:
+    """common_type of `parts`, refusing a timestamp or date against a time in milliseconds (NOW(),
+    INTERVAL): microseconds or days against milliseconds would be misread, and DuckDB refuses a
+    timestamp against an INTERVAL."""
+    types = [t(x) for x in parts]
+    if any(ty in TEMPORAL for ty in types):
+        for x in parts:
+            if _in_ms(x, t):
+                _fail(f"{what} mixes a timestamp or date with {sql(x)}, a time in milliseconds", x,
+                      hint="NOW() and INTERVAL constants are event-time milliseconds; move the timestamp by an "
+                      "INTERVAL (t + INTERVAL '1 h') or compare the event-time column")
+    return common_type(types, e, what)
 
 
 def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
@@ -302,13 +329,13 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
             return "float64"
         return "float64" if "float64" in (lt, rt) else "int64"
     if isinstance(e, (Cmp, IsDistinct)):
-        common_type([t(e.left), t(e.right)], e, "a comparison")
+        _unify([e.left, e.right], e, "a comparison", t)
         return "boolean"
     if isinstance(e, Between):
-        common_type([t(e.arg), t(e.low), t(e.high)], e, "BETWEEN")
+        _unify([e.arg, e.low, e.high], e, "BETWEEN", t)
         return "boolean"
     if isinstance(e, InList):
-        common_type([t(e.arg)] + [t(v) for v in e.values], e, "IN")
+        _unify([e.arg, *e.values], e, "IN", t)
         return "boolean"
     if isinstance(e, Like):
         for x in (e.arg, e.pattern):
@@ -325,20 +352,20 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
         return "boolean"
     if isinstance(e, Case):
         if e.operand is not None:
-            common_type([t(e.operand)] + [t(w) for w, _ in e.whens], e, "CASE")
+            _unify([e.operand] + [w for w, _ in e.whens], e, "CASE", t)
         else:
             for w, _ in e.whens:
                 if t(w) not in ("boolean", "null"):
                     _fail(f"CASE WHEN needs a condition; this one is {t(w)}", w)
-        results = [t(r) for _, r in e.whens] + ([t(e.default)] if e.default is not None else [])
-        return common_type(results, e, "CASE")
+        results = [r for _, r in e.whens] + ([e.default] if e.default is not None else [])
+        return _unify(results, e, "CASE", t)
     if isinstance(e, Cast):
         src = t(e.arg)
         if src == "string" and e.type == "boolean":
             _fail("CAST of a string to BOOLEAN is not supported", e)
         return e.type
     if isinstance(e, Func):
-        return _func_type(e, [t(a) for a in e.args])
+        return _func_type(e, [t(a) for a in e.args], t)
     if isinstance(e, Agg):
         types = [t(a) for a in e.args]
         if e.filter is not None and t(e.filter) not in ("boolean", "null"):
@@ -356,7 +383,7 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
     raise AssertionError(f"unknown node {e!r}")
 
 
-def _func_type(e: Func, types: list[str]) -> str:
+def _func_type(e: Func, types: list[str], t: Callable[[Expr], str]) -> str:
     n = e.name
 
     def need(i: int, kinds: tuple[str, ...], what: str) -> None:
@@ -389,9 +416,9 @@ def _func_type(e: Func, types: list[str]) -> str:
                 _fail("round()'s number of digits must be a constant", e.args[1])
         return "int64" if types[0] == "null" else types[0]
     if n == "coalesce":
-        return common_type(types, e, "COALESCE")
+        return _unify(list(e.args), e, "COALESCE", t)
     if n == "nullif":
-        common_type(types, e, "NULLIF")
+        _unify(list(e.args), e, "NULLIF", t)
         return types[0] if types[0] != "null" else types[1]
     if n == "time_bucket":
         if not (isinstance(e.args[0], Lit) and e.args[0].type == "interval" and e.args[0].value > 0):
@@ -427,6 +454,9 @@ def sql(e: Expr) -> str:
             return "TRUE" if v else "FALSE"
         if isinstance(v, str):
             return "'" + v.replace("'", "''") + "'"
+        if e.type in TEMPORAL:
+            from .expr_temporal import iso_text
+            return f"{e.type.upper()} '{iso_text(e.type, v)}'"
         if isinstance(v, float):
             if math.isinf(v) or math.isnan(v):
                 return f"CAST('{v}' AS DOUBLE)"
@@ -516,6 +546,12 @@ def _as(a: pa.Array, typ: str) -> pa.Array:
     return a.cast(_ARROW[typ])
 
 
+def _to(a: pa.Array, src: str, dst: str, e: Expr) -> pa.Array:
+    """A value of type `src` as one of the common type `dst` (a date as a timestamp: its midnight)."""
+    from .expr_temporal import coerce
+    return _as(coerce(a, src, dst, e), dst)
+
+
 def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
     """`e` over the batch's rows, as an Arrow array of batch.rows values (types from `types`)."""
     n = batch.rows
@@ -538,25 +574,25 @@ def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
                       _as(ev(e.right), "float64" if typ == "float64" else types(e.right)), typ)
     if isinstance(e, Cmp):
         common = common_type([types(e.left), types(e.right)], e, "a comparison")
-        left, right = _as(ev(e.left), common), _as(ev(e.right), common)
+        left, right = _to(ev(e.left), types(e.left), common, e), _to(ev(e.right), types(e.right), common, e)
         return _cmp(e.op, left, right)
     if isinstance(e, IsDistinct):
         common = common_type([types(e.left), types(e.right)], e, "a comparison")
-        left, right = _as(ev(e.left), common), _as(ev(e.right), common)
+        left, right = _to(ev(e.left), types(e.left), common, e), _to(ev(e.right), types(e.right), common, e)
         same = pc.or_(pc.and_(pc.is_null(left), pc.is_null(right)),
                       pc.fill_null(pc.equal(left, right), False)) if common != "null" else pa.array([True] * n)
         return same if e.negate else pc.invert(same)
     if isinstance(e, Between):
         common = common_type([types(e.arg), types(e.low), types(e.high)], e, "BETWEEN")
-        a, lo, hi = (_as(ev(x), common) for x in (e.arg, e.low, e.high))
+        a, lo, hi = (_to(ev(x), types(x), common, e) for x in (e.arg, e.low, e.high))
         out = pc.and_kleene(_cmp(">=", a, lo), _cmp("<=", a, hi))
         return pc.invert(out) if e.negate else out
     if isinstance(e, InList):
         common = common_type([types(e.arg)] + [types(v) for v in e.values], e, "IN")
-        a = _as(ev(e.arg), common)
+        a = _to(ev(e.arg), types(e.arg), common, e)
         out = None
         for v in e.values:  # x IN (a, b) = x = a OR x = b (three-valued)
-            m = _cmp("=", a, _as(ev(v), common))
+            m = _cmp("=", a, _to(ev(v), types(v), common, e))
             out = m if out is None else pc.or_kleene(out, m)
         return pc.invert(out) if e.negate else out
     if isinstance(e, Like):
@@ -650,17 +686,17 @@ def _like(s: str, p: str) -> bool:
 def _case(e: Case, batch: Batch, types, typ: str) -> pa.Array:
     n = batch.rows
     ev = lambda x: evaluate(x, batch, types)  # noqa: E731
-    out = pa.nulls(n, _ARROW[typ]) if e.default is None else _as(ev(e.default), typ)
+    out = pa.nulls(n, _ARROW[typ]) if e.default is None else _to(ev(e.default), types(e.default), typ, e)
     if e.operand is not None:
         common = common_type([types(e.operand)] + [types(w) for w, _ in e.whens], e, "CASE")
-        subject = _as(ev(e.operand), common)
+        subject = _to(ev(e.operand), types(e.operand), common, e)
     done = np.zeros(n, dtype=bool)
     result_parts = []
     for w, r in e.whens:
-        cond = _cmp("=", subject, _as(ev(w), common)) if e.operand is not None else _as(ev(w), "boolean")
+        cond = _cmp("=", subject, _to(ev(w), types(w), common, e)) if e.operand is not None else _as(ev(w), "boolean")
         c, ok = _np(cond, bool)
         take = c & ok & ~done
-        result_parts.append((take, _as(ev(r), typ)))
+        result_parts.append((take, _to(ev(r), types(r), typ, e)))
         done |= take
     for take, r in reversed(result_parts):  # the first WHEN that holds decides
         out = pc.if_else(pa.array(take), r, out)
@@ -778,14 +814,15 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int) -> 
                                 for x, k in zip(v.tolist(), ok.tolist())], dtype=np.float64)
         return _from_np(out, ok)
     if name == "coalesce":
-        return pc.coalesce(*[_as(a, typ) for a in args]) if typ != "null" else pa.nulls(n)
+        return pc.coalesce(*[_to(a, t, typ, e) for a, t in zip(args, types)]) if typ != "null" else pa.nulls(n)
     if name == "nullif":
         common = common_type(types, e, "NULLIF")
-        a, b = _as(args[0], common), _as(args[1], common)
+        a, b = _to(args[0], types[0], common, e), _to(args[1], types[1], common, e)
         if common == "null":
             return pa.nulls(n)
-        same = pc.fill_null(_cmp("=", a, b), False)
-        return pc.if_else(same, pa.nulls(n, a.type), a)
+        same = pc.fill_null(_cmp("=", a, b), False)  # compared as the common type, answered as the first's
+        first = _as(args[0], typ)
+        return pc.if_else(same, pa.nulls(n, first.type), first)
     if name in ("time_bucket", "date_trunc"):
         width = e.args[0].value if name == "time_bucket" else TRUNC_UNITS[str(e.args[0].value).lower()]  # type: ignore[attr-defined]
         v, ok = _np(_as(args[1], "int64"), np.int64)

@@ -289,7 +289,7 @@ class ExprParser(_Parser):
             text_tok = self.toks[self.i + 1]
             self.i += 2
             value = temporal_literal(w, text_tok.text[1:-1], lambda m: self.fail(m, text_tok))
-            return Lit(value, "int64", loc=t.loc)
+            return Lit(int(value), w, loc=t.loc)
         if w == "interval":
             return self.interval_literal()
         if w == "case":

@@ -579,6 +579,9 @@ def _from_np(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 def _as(a: pa.Array, typ: str) -> pa.Array:
     if typ in ("null",) or a.type == arrow_type(typ):
         return a
+    if pa.types.is_decimal(a.type) and typ == "float64":  # the nearest double (Arrow's cast is not always)
+        from .expr_decimal import to_double
+        return to_double(a)
     return a.cast(arrow_type(typ))
 
 

@@ -299,6 +299,19 @@ def scaled_ints(a: pa.Array) -> np.ndarray | None:
     return words[2 * a.offset:2 * (a.offset + len(a)):2]
 
 
+def to_double(a: pa.Array) -> pa.Array:
+    """A decimal array as the doubles nearest its values (as DuckDB converts them): value * 10**s
+    divided by 10**s in IEEE arithmetic, correctly rounded while both are exact doubles (at most 15
+    digits), else each value's own conversion."""
+    s = a.type.scale
+    ints = scaled_ints(a) if a.type.precision <= 15 else None
+    if ints is None:
+        return pa.array([None if v is None else float(v) for v in a.to_pylist()], type=pa.float64())
+    valid = None if a.null_count == 0 else np.asarray(a.is_valid().to_numpy(zero_copy_only=False))
+    out = ints.astype(np.float64) / 10.0 ** s if s >= 0 else ints.astype(np.float64) * 10.0 ** -s
+    return pa.array(out, mask=None if valid is None else ~valid)
+
+
 def from_scaled(values: list, typ: str, e) -> list:
     """SUMs as integers value * 10**s, as the Decimals of DECIMAL(38, s): an error beyond 38 digits."""
     _, s = width_scale(typ)

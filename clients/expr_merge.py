@@ -16,12 +16,15 @@ not aggregate.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from decimal import Decimal
 
 import pyarrow as pa
 
 from windowstore.store.errors import QueryError
 from windowstore.store.expr import Agg
-from windowstore.store.expr_query import _ARROW, Compiled, Select, SelectExpr, _storage, run, select_text
+from windowstore.store.expr import arrow_type
+from windowstore.store.expr_decimal import mean
+from windowstore.store.expr_query import Compiled, Select, SelectExpr, _storage, run, select_text
 from windowstore.store.query import Query
 
 from .answer import Answer
@@ -69,7 +72,7 @@ class ExprMergePlan:
             name = f"#k{j}" if j < k else f"#a{j - k}"
             typ = c.type(c.keys[j] if j < k else c.aggs[j - k])
             try:
-                gcols[name] = pa.array(raw[name], type=_ARROW[_storage(typ)])
+                gcols[name] = pa.array(raw[name], type=arrow_type(_storage(typ)))
             except (pa.ArrowInvalid, OverflowError):
                 gcols[name] = None
         try:
@@ -82,6 +85,8 @@ class ExprMergePlan:
 def _avg(s, n):
     if not n or s is None:
         return None
+    if isinstance(s, Decimal):  # AVG of a decimal: a DOUBLE, as in the store (expr_decimal.mean)
+        return mean(s, n)
     return s / n
 
 

@@ -13,6 +13,8 @@ from windowstore.store import Loc, QueryError
 from windowstore.store.expr import (AGGREGATES, CAST_TYPES, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp,
                                     Col, Expr, Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now)
 from windowstore.store.expr_query import OrderKey, Select, SelectExpr
+from windowstore.store.expr_decimal import MAX_WIDTH, literal_type
+from windowstore.store.expr_temporal import in_text_range
 from windowstore.store.functions import SQL_NAMES
 from windowstore.store.query import Query
 from windowstore.v1 import windowstore_pb2 as pb
@@ -107,7 +109,8 @@ def expr_from_pb(e: pb.Expr, where: str, depth: int = 0) -> Expr:
         raise QueryError(f"expressions nest more than {MAX_EXPR_DEPTH} deep", Loc(field=where))
     kind = e.WhichOneof("node")
     if kind is None:
-        raise QueryError("an expression needs column, literal, interval_ms, op, call, case, cast or aggregate",
+        raise QueryError("an expression needs column, literal, interval_ms, timestamp_us, date_days, op, call, case, "
+                         "cast or aggregate",
                          Loc(field=where))
     at = f"{where}.{kind}"
     loc = Loc(field=at)
@@ -122,6 +125,12 @@ def expr_from_pb(e: pb.Expr, where: str, depth: int = 0) -> Expr:
         if not 0 <= e.interval_ms <= _MAX_INTERVAL_MS:
             raise QueryError("an interval is between 0 and 2**62 ms", loc)
         return Lit(int(e.interval_ms), "interval", loc=loc)
+    if kind in ("timestamp_us", "date_days"):
+        typ = "timestamp" if kind == "timestamp_us" else "date"
+        value = getattr(e, kind)
+        if not in_text_range(typ, value):
+            raise QueryError(f"a {typ.upper()} constant is between the years 1 and 9999", loc)
+        return Lit(int(value), typ, loc=loc)
     if kind == "op":
         return _op(e.op, at, depth)
     if kind == "call":
@@ -159,15 +168,25 @@ def expr_from_pb(e: pb.Expr, where: str, depth: int = 0) -> Expr:
         default = sub(getattr(c, "default"), "default") if c.HasField("default") else None
         return Case(operand, tuple(whens), default, loc=loc)
     if kind == "cast":
-        target = CAST_TYPES.get(e.cast.type.strip().lower(), "")
+        target = CAST_TYPES.get(e.cast.type.strip().lower(), "") or _decimal_cast(e.cast.type)
         if not target:
             raise QueryError(f"CAST to {e.cast.type[:40] or 'nothing'!r} is not supported", Loc(field=f"{at}.type"),
-                             hint="the types are BIGINT, DOUBLE, VARCHAR and BOOLEAN")
+                             hint="the types are BIGINT, DOUBLE, VARCHAR, BOOLEAN and DECIMAL(p, s)")
         if not e.cast.HasField("arg"):
             raise QueryError("CAST needs an argument", Loc(field=f"{at}.arg"))
         return Cast(sub(e.cast.arg, "arg"), target, loc=loc)
     assert kind == "aggregate", kind
     return _aggregate(e.aggregate, at, depth)
+
+
+def _decimal_cast(text: str) -> str:
+    """"DECIMAL(p, s)" (or NUMERIC) as the type "decimal(p,s)"; "" when it is none or out of range."""
+    import re
+    m = re.fullmatch(r"\s*(?:decimal|numeric)\s*\(\s*(\d{1,2})\s*(?:,\s*(\d{1,2})\s*)?\)\s*", text.lower())
+    if m is None:
+        return ""
+    p, s = int(m.group(1)), int(m.group(2) or 0)
+    return f"decimal({p},{s})" if 1 <= p <= MAX_WIDTH and s <= p else ""
 
 
 def _literal(v: pb.Value, loc: Loc) -> Lit:
@@ -182,8 +201,9 @@ def _literal(v: pb.Value, loc: Loc) -> Lit:
         return Lit(v.float64_value, "float64", loc=loc)
     from .convert_query import value_from_pb
     x = value_from_pb(v, loc.field or "literal")
-    if isinstance(x, Decimal):  # as the text's 1.5: a DOUBLE constant
-        return Lit(float(x), "float64", loc=loc)
+    if isinstance(x, Decimal):  # as the text's 1.5: a DECIMAL constant of its digits (1e3: a DOUBLE)
+        dec = literal_type(format(x, "f")) if x.is_finite() and x.as_tuple().exponent <= 0 else None  # type: ignore[operator]
+        return Lit(x, dec, loc=loc) if dec is not None else Lit(float(x), "float64", loc=loc)
     if not -(2**63) <= x <= 2**63 - 1:
         raise QueryError("an integer constant is out of the range of BIGINT", loc)
     return Lit(int(x), "int64", loc=loc)
@@ -313,6 +333,10 @@ def expr_to_pb(e: Expr) -> pb.Expr:
     if isinstance(e, Lit):
         if e.type == "interval":
             return pb.Expr(interval_ms=e.value)
+        if e.type == "timestamp":
+            return pb.Expr(timestamp_us=e.value)
+        if e.type == "date":
+            return pb.Expr(date_days=e.value)
         return pb.Expr(literal=value_to_pb(e.value))
     if isinstance(e, Now):
         return pb.Expr(call=pb.ExprCall(name="now"))
@@ -343,7 +367,7 @@ def expr_to_pb(e: Expr) -> pb.Expr:
         return pb.Expr(case=c)
     if isinstance(e, Cast):
         from windowstore.store.expr import _SQL_TYPE
-        return pb.Expr(cast=pb.ExprCast(arg=expr_to_pb(e.arg), type=_SQL_TYPE[e.type]))
+        return pb.Expr(cast=pb.ExprCast(arg=expr_to_pb(e.arg), type=_SQL_TYPE.get(e.type) or e.type.upper()))
     if isinstance(e, Func):
         return pb.Expr(call=pb.ExprCall(name=e.name, args=[expr_to_pb(a) for a in e.args]))
     if isinstance(e, Agg):

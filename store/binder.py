@@ -45,6 +45,7 @@ from .hop import Hop, bind_hop, mentions_bounds
 from .kinds import Clock
 from .slicing import SlicedHop, bind_sliced, unaligned
 from .temporal import Temporal, bind_temporal, mentions_temporal
+from .expr_temporal import literal_in
 from .predicates import COMPARE, Comparison, GroupFilter, exact_value, float_value, int_comparison
 from .query import OPS, Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, Query, Range
 from .schema import Schema, decimal_type, type_kind
@@ -337,8 +338,9 @@ class _Binder:
         values = p.value if listed else (p.value,)
         if listed and (not isinstance(values, tuple) or not values):
             self.fail(f"{p.op.upper()} needs a list of values", p.loc)
+        values = self.temporal_literals(values, typ, p.column, p.loc)
         for v in values:
-            numeric = isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+            numeric = isinstance(v, (int, float, Decimal, Fraction)) and not isinstance(v, bool)
             if isinstance(v, bool):
                 self.fail(f"column {p.column!r} is {typ}; cannot compare it with {str(v).upper()}", p.loc, p.column)
             if (typ == "string" and not isinstance(v, str)) or (typ != "string" and not numeric):
@@ -346,11 +348,11 @@ class _Binder:
             if isinstance(v, float) and math.isnan(v) or isinstance(v, Decimal) and not v.is_finite():
                 self.fail(f"{v!r} is not a comparable value", p.loc, p.column)
         if typ == "string":
-            return Comparison(p.column, typ, p.op, tuple(values) if listed else p.value)
+            return Comparison(p.column, typ, p.op, tuple(values) if listed else values[0])
         if typ == "float64":
             if listed:
                 return Comparison(p.column, typ, p.op, np.array([float_value(v) for v in values], dtype=np.float64))
-            return Comparison(p.column, typ, p.op, float_value(p.value))
+            return Comparison(p.column, typ, p.op, float_value(values[0]))
         mult = 10 ** (decimal_type(typ) or (0, 0))[1]  # a decimal(p,s) column holds value * 10**s
         if listed:
             exact = (exact_value(v) * mult for v in values)
@@ -358,7 +360,19 @@ class _Binder:
             if not members:
                 return Comparison(p.column, typ, "false" if p.op == "in" else "true", None)
             return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
-        return int_comparison(p.column, p.op, exact_value(p.value) * mult)
+        return int_comparison(p.column, p.op, exact_value(values[0]) * mult)
+
+    def temporal_literals(self, values: tuple, typ: str, column: str, loc) -> tuple:
+        """The TIMESTAMP / DATE constants among `values` in the units of a `typ` column (exact ints or
+        Fractions: expr_temporal.literal_in), the others as they are."""
+        out = []
+        for v in values:
+            try:
+                u = literal_in(typ, v)
+            except ValueError as err:
+                self.fail(f"column {column!r} is {typ}; cannot compare it with {v!r}: {err}", loc, column)
+            out.append(v if u is None else u)
+        return tuple(out)
 
     def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate],
                    group_keys: Sequence[str] = ()) -> tuple[int | KeyRef | None, bool]:
@@ -447,8 +461,9 @@ class _Binder:
         if listed and (not isinstance(values, tuple) or not values):
             self.fail(f"{op.upper()} needs a list of values", c.loc)
         kind = type_kind(typ)
+        values = self.temporal_literals(values, typ, name, c.loc)
         for v in values:
-            numeric = isinstance(v, (int, float, Decimal)) and not isinstance(v, bool)
+            numeric = isinstance(v, (int, float, Decimal, Fraction)) and not isinstance(v, bool)
             ok = (isinstance(v, bool) if kind == "boolean" else isinstance(v, str) if kind == "string" else numeric)
             if not ok:
                 self.fail(f"{name!r} is {typ}; cannot compare it with {v!r}", c.loc)

@@ -6,8 +6,9 @@ same expression written twice is recognised as one (a GROUP BY key reused in the
 `infer` gives a node's type and refuses what cannot be typed with a QueryError naming its position;
 `evaluate` computes it over a batch of rows (pyarrow.compute where it fits, NumPy elsewhere).
 
-Types: int64, float64, string, boolean, and null (an untyped NULL). Temporal columns enter as their
-int64 storage (timestamp: microseconds, date: days, the event-time column: milliseconds).
+Types: int64, float64, string, boolean, timestamp, date, and null (an untyped NULL). Temporal values
+are held as their int64 storage (timestamp: microseconds, date: days; the event-time column is an
+int64 of milliseconds); a date meets a timestamp as its midnight (expr_temporal.py).
 
 Semantics (DuckDB's): + - * on integers are exact and an overflow is an error, never a wrapped
 value; `/` is a float64 division (IEEE: x / 0 is inf or NaN); `%` keeps the dividend's sign, and an
@@ -261,19 +262,54 @@ def _fail(message: str, e: Expr, hint: str | None = None) -> NoReturn:
     raise QueryError(message, e.loc, hint=hint)
 
 
-def common_type(types: list[str], e: Expr, what: str) -> str:
-    """The type values of `types` share (int64 and float64 meet at float64; null goes with all)."""
-    if "timestamp" in types and "date" in types:  # microseconds against days: refused, never misread
-        _fail(f"{what} mixes date and timestamp values", e, hint="move the date by an INTERVAL constant to compare "
-              "it as a timestamp (d + INTERVAL '0 ms')")
+def _number(t: str) -> bool:
+    return t in NUMERIC or t.startswith("decimal(")
+
+
+def common_type(types: list[str], e: Expr, what: str, nodes: list[Expr] | None = None, result: bool = False) -> str:
+    """The type values of `types` share (int64 and float64 meet at float64; decimals with integers
+    at a decimal, with float64 at float64 (expr_decimal.common; `nodes` give the integer constants'
+    widths); null goes with all; a date and a timestamp meet at timestamp, the date taken as its
+    midnight: expr_temporal.unify)."""
+    from .expr_temporal import unify
+    temporal = unify(types)
+    if temporal is not None:
+        return temporal
+    if "timestamp" in types and "date" in types:  # and a number: in which unit? refused, never misread
+        _fail(f"{what} mixes date, timestamp and number values", e)
     real = ["int64" if t in TEMPORAL else t for t in types if t != "null"]
     if not real:
         return "null"
-    if all(t in NUMERIC for t in real):
+    if all(_number(t) for t in real):
+        if any(t.startswith("decimal(") for t in real):
+            from . import expr_decimal
+            return expr_decimal.common(types, nodes or [None] * len(types), result)
         return "float64" if "float64" in real else "int64"
     if len(set(real)) == 1:
         return real[0]
     _fail(f"{what} mixes {' and '.join(sorted(set(real)))} values", e)
+
+
+def _in_ms(x: Expr, t: Callable[[Expr], str]) -> bool:
+    """Whether `x` is a time in milliseconds of the window's clock (NOW(), an INTERVAL constant, or
+    their sums and differences with integers), typed int64."""
+    if isinstance(x, Now) or (isinstance(x, Lit) and x.type == "interval"):
+        return True
+    return isinstance(x, (Arith, Neg)) and t(x) == "int64" and any(_in_ms(c, t) for c in x.children())
+
+
+def _unify(parts: list[Expr], e: Expr, what: str, t: Callable[[Expr], str], result: bool = False) -> str:
+    """common_type of `parts`, refusing a timestamp or date against a time in milliseconds (NOW(),
+    INTERVAL): microseconds or days against milliseconds would be misread, and DuckDB refuses a
+    timestamp against an INTERVAL."""
+    types = [t(x) for x in parts]
+    if any(ty in TEMPORAL for ty in types):
+        for x in parts:
+            if _in_ms(x, t):
+                _fail(f"{what} mixes a timestamp or date with {sql(x)}, a time in milliseconds", x,
+                      hint="NOW() and INTERVAL constants are event-time milliseconds; move the timestamp by an "
+                      "INTERVAL (t + INTERVAL '1 h') or compare the event-time column")
+    return common_type(types, e, what, parts, result)
 
 
 def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
@@ -287,7 +323,7 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
         return "int64"
     if isinstance(e, Neg):
         a = t(e.arg)
-        if a not in NUMERIC + ("null",):
+        if not _number(a) and a != "null":
             _fail(f"cannot negate a {a} value", e)
         return "int64" if a == "null" else a
     if isinstance(e, Arith):
@@ -296,19 +332,24 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
             from .expr_temporal import infer_arith
             return infer_arith(e, lt, rt)
         for side, typ in ((e.left, lt), (e.right, rt)):
-            if typ not in NUMERIC + ("null",):
+            if not _number(typ) and typ != "null":
                 _fail(f"arithmetic ({e.op}) needs numbers; this operand is {typ}", side)
+        from . import expr_decimal
+        if expr_decimal.involved(lt, rt):
+            out = expr_decimal.arith_type(e.op, lt, rt, e.left, e.right)
+            expr_decimal.check_scale(out, e)
+            return out
         if e.op == "/":
             return "float64"
         return "float64" if "float64" in (lt, rt) else "int64"
     if isinstance(e, (Cmp, IsDistinct)):
-        common_type([t(e.left), t(e.right)], e, "a comparison")
+        _unify([e.left, e.right], e, "a comparison", t)
         return "boolean"
     if isinstance(e, Between):
-        common_type([t(e.arg), t(e.low), t(e.high)], e, "BETWEEN")
+        _unify([e.arg, e.low, e.high], e, "BETWEEN", t)
         return "boolean"
     if isinstance(e, InList):
-        common_type([t(e.arg)] + [t(v) for v in e.values], e, "IN")
+        _unify([e.arg, *e.values], e, "IN", t)
         return "boolean"
     if isinstance(e, Like):
         for x in (e.arg, e.pattern):
@@ -325,20 +366,20 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
         return "boolean"
     if isinstance(e, Case):
         if e.operand is not None:
-            common_type([t(e.operand)] + [t(w) for w, _ in e.whens], e, "CASE")
+            _unify([e.operand] + [w for w, _ in e.whens], e, "CASE", t)
         else:
             for w, _ in e.whens:
                 if t(w) not in ("boolean", "null"):
                     _fail(f"CASE WHEN needs a condition; this one is {t(w)}", w)
-        results = [t(r) for _, r in e.whens] + ([t(e.default)] if e.default is not None else [])
-        return common_type(results, e, "CASE")
+        results = [r for _, r in e.whens] + ([e.default] if e.default is not None else [])
+        return _unify(results, e, "CASE", t, result=True)
     if isinstance(e, Cast):
         src = t(e.arg)
         if src == "string" and e.type == "boolean":
             _fail("CAST of a string to BOOLEAN is not supported", e)
         return e.type
     if isinstance(e, Func):
-        return _func_type(e, [t(a) for a in e.args])
+        return _func_type(e, [t(a) for a in e.args], t)
     if isinstance(e, Agg):
         types = [t(a) for a in e.args]
         if e.filter is not None and t(e.filter) not in ("boolean", "null"):
@@ -346,8 +387,11 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
         if e.name == "count":
             return "int64"
         (a,) = types
-        if e.name in ("sum", "avg", "quantile") and a not in NUMERIC + ("null",):
+        if e.name in ("sum", "avg", "quantile") and not _number(a) and a != "null":
             _fail(f"{e.name.upper()} needs a number; its argument is {a}", e)
+        if e.name == "sum" and a.startswith("decimal("):
+            from .expr_decimal import MAX_WIDTH, name, width_scale
+            return name(MAX_WIDTH, width_scale(a)[1])
         if e.name == "sum":
             return "int128" if a in ("int64", "null") else "float64"
         if e.name == "avg":
@@ -356,11 +400,11 @@ def infer(e: Expr, column_type: Callable[[Col], str]) -> str:
     raise AssertionError(f"unknown node {e!r}")
 
 
-def _func_type(e: Func, types: list[str]) -> str:
+def _func_type(e: Func, types: list[str], t: Callable[[Expr], str]) -> str:
     n = e.name
 
     def need(i: int, kinds: tuple[str, ...], what: str) -> None:
-        if types[i] not in kinds + ("null",):
+        if types[i] not in kinds + ("null",) and not (kinds == NUMERIC and types[i].startswith("decimal(")):
             _fail(f"{n}() needs {what} as argument {i + 1}; it is {types[i]}", e.args[i])
 
     if n in ("lower", "upper", "length"):
@@ -380,6 +424,9 @@ def _func_type(e: Func, types: list[str]) -> str:
         return "int64" if types[0] == "null" else types[0]
     if n in ("floor", "ceil", "ceiling"):
         need(0, NUMERIC, "a number")
+        if types[0].startswith("decimal("):
+            from .expr_decimal import result_type
+            return result_type(n, types[0])
         return "float64"
     if n == "round":
         need(0, NUMERIC, "a number")
@@ -387,11 +434,17 @@ def _func_type(e: Func, types: list[str]) -> str:
             need(1, ("int64",), "an integer")
             if not isinstance(e.args[1], Lit):
                 _fail("round()'s number of digits must be a constant", e.args[1])
+        if types[0].startswith("decimal("):
+            from .expr_decimal import result_type
+            digits = e.args[1].value if len(e.args) == 2 else 0  # type: ignore[attr-defined]  # a constant
+            if digits is None or digits < 0:
+                _fail("round() of a DECIMAL takes 0 or more digits", e.args[1])
+            return result_type(n, types[0], digits)
         return "int64" if types[0] == "null" else types[0]
     if n == "coalesce":
-        return common_type(types, e, "COALESCE")
+        return _unify(list(e.args), e, "COALESCE", t, result=True)
     if n == "nullif":
-        common_type(types, e, "NULLIF")
+        _unify(list(e.args), e, "NULLIF", t)
         return types[0] if types[0] != "null" else types[1]
     if n == "time_bucket":
         if not (isinstance(e.args[0], Lit) and e.args[0].type == "interval" and e.args[0].value > 0):
@@ -427,11 +480,16 @@ def sql(e: Expr) -> str:
             return "TRUE" if v else "FALSE"
         if isinstance(v, str):
             return "'" + v.replace("'", "''") + "'"
+        if e.type in TEMPORAL:
+            from .expr_temporal import iso_text
+            return f"{e.type.upper()} '{iso_text(e.type, v)}'"
+        if isinstance(v, Decimal):
+            return format(v, "f")
         if isinstance(v, float):
             if math.isinf(v) or math.isnan(v):
                 return f"CAST('{v}' AS DOUBLE)"
-            text = repr(v)
-            return text if any(ch in text for ch in ".eE") else text + ".0"
+            text = repr(v)  # with an exponent: a DOUBLE constant (`1.5` would read as a DECIMAL)
+            return text if any(ch in text for ch in "eE") else text + "e0"
         return str(v)
     if isinstance(e, Now):
         return "NOW()"
@@ -458,7 +516,7 @@ def sql(e: Expr) -> str:
         out += "".join(f" WHEN {sql(w)} THEN {sql(r)}" for w, r in e.whens)
         return out + ("" if e.default is None else f" ELSE {sql(e.default)}") + " END"
     if isinstance(e, Cast):
-        return f"CAST({sql(e.arg)} AS {_SQL_TYPE[e.type]})"
+        return f"CAST({sql(e.arg)} AS {_SQL_TYPE.get(e.type) or e.type.upper()})"
     if isinstance(e, Func):
         return f"{e.name}({', '.join(sql(a) for a in e.args)})"
     if isinstance(e, Agg):
@@ -478,6 +536,14 @@ _ARROW = {"int64": pa.int64(), "float64": pa.float64(), "string": pa.string(), "
           "null": pa.null(), "int128": pa.int64(), "timestamp": pa.int64(), "date": pa.int64()}
 
 
+def arrow_type(typ: str) -> pa.DataType:
+    """The Arrow type an expression value of type `typ` is computed as (a decimal: decimal128(p, s))."""
+    if typ.startswith("decimal("):
+        from .expr_decimal import arrow
+        return arrow(typ)
+    return _ARROW[typ]
+
+
 class Batch:
     """The columns an expression reads (name -> Arrow array of `rows` values) and NOW()."""
 
@@ -491,7 +557,7 @@ def _arr(x, n: int, typ: str | None = None) -> pa.Array:
         x = x.combine_chunks()
     if isinstance(x, pa.Array):
         return x
-    return pa.array([x.as_py()] * n if n else [], type=x.type if typ is None else _ARROW[typ])
+    return pa.array([x.as_py()] * n if n else [], type=x.type if typ is None else arrow_type(typ))
 
 
 def _np(a: pa.Array, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -511,9 +577,22 @@ def _from_np(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 
 
 def _as(a: pa.Array, typ: str) -> pa.Array:
-    if typ in ("null",) or a.type == _ARROW.get(typ):
+    if typ in ("null",) or a.type == arrow_type(typ):
         return a
-    return a.cast(_ARROW[typ])
+    if pa.types.is_decimal(a.type) and typ == "float64":  # the nearest double (Arrow's cast is not always)
+        from .expr_decimal import to_double
+        return to_double(a)
+    return a.cast(arrow_type(typ))
+
+
+def _to(a: pa.Array, src: str, dst: str, e: Expr) -> pa.Array:
+    """A value of type `src` as one of the common type `dst` (a date as a timestamp: its midnight; an
+    integer or a decimal as a decimal, exactly)."""
+    if dst.startswith("decimal("):
+        from .expr_decimal import to_decimal
+        return to_decimal(a, src, dst, e)
+    from .expr_temporal import coerce
+    return _as(coerce(a, src, dst, e), dst)
 
 
 def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
@@ -524,39 +603,46 @@ def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
     if isinstance(e, Col):
         return batch.columns[e.name]
     if isinstance(e, Lit):
-        return pa.nulls(n, _ARROW[typ]) if e.value is None else pa.array([e.value] * n, type=_ARROW[typ])
+        if e.value is None:
+            return pa.nulls(n, arrow_type(typ))
+        if typ.startswith("decimal("):  # (not n Python Decimals)
+            return pa.repeat(pa.scalar(e.value, type=arrow_type(typ)), n)
+        return pa.array([e.value] * n, type=arrow_type(typ))
     if isinstance(e, Now):
         return pa.array([batch.now] * n, type=pa.int64())
     if isinstance(e, Neg):
         a = _as(ev(e.arg), typ)
-        return _checked(lambda: pc.negate_checked(a), e)
+        return _checked(lambda: pc.negate_checked(a), e) if not typ.startswith("decimal(") else pc.negate(a)
     if isinstance(e, Arith) and typ == "timestamp":
         from .expr_temporal import evaluate_arith
         return evaluate_arith(e, ev(e.left), ev(e.right), types)
+    if isinstance(e, Arith) and typ.startswith("decimal("):
+        from . import expr_decimal
+        return expr_decimal.arith(e, ev(e.left), ev(e.right), types(e.left), types(e.right), typ)
     if isinstance(e, Arith):
         return _arith(e, _as(ev(e.left), "float64" if typ == "float64" else types(e.left)),
                       _as(ev(e.right), "float64" if typ == "float64" else types(e.right)), typ)
     if isinstance(e, Cmp):
-        common = common_type([types(e.left), types(e.right)], e, "a comparison")
-        left, right = _as(ev(e.left), common), _as(ev(e.right), common)
+        common = _unify([e.left, e.right], e, "a comparison", types)
+        left, right = _to(ev(e.left), types(e.left), common, e), _to(ev(e.right), types(e.right), common, e)
         return _cmp(e.op, left, right)
     if isinstance(e, IsDistinct):
-        common = common_type([types(e.left), types(e.right)], e, "a comparison")
-        left, right = _as(ev(e.left), common), _as(ev(e.right), common)
+        common = _unify([e.left, e.right], e, "a comparison", types)
+        left, right = _to(ev(e.left), types(e.left), common, e), _to(ev(e.right), types(e.right), common, e)
         same = pc.or_(pc.and_(pc.is_null(left), pc.is_null(right)),
                       pc.fill_null(pc.equal(left, right), False)) if common != "null" else pa.array([True] * n)
         return same if e.negate else pc.invert(same)
     if isinstance(e, Between):
-        common = common_type([types(e.arg), types(e.low), types(e.high)], e, "BETWEEN")
-        a, lo, hi = (_as(ev(x), common) for x in (e.arg, e.low, e.high))
+        common = _unify([e.arg, e.low, e.high], e, "BETWEEN", types)
+        a, lo, hi = (_to(ev(x), types(x), common, e) for x in (e.arg, e.low, e.high))
         out = pc.and_kleene(_cmp(">=", a, lo), _cmp("<=", a, hi))
         return pc.invert(out) if e.negate else out
     if isinstance(e, InList):
-        common = common_type([types(e.arg)] + [types(v) for v in e.values], e, "IN")
-        a = _as(ev(e.arg), common)
+        common = _unify([e.arg, *e.values], e, "IN", types)
+        a = _to(ev(e.arg), types(e.arg), common, e)
         out = None
         for v in e.values:  # x IN (a, b) = x = a OR x = b (three-valued)
-            m = _cmp("=", a, _as(ev(v), common))
+            m = _cmp("=", a, _to(ev(v), types(v), common, e))
             out = m if out is None else pc.or_kleene(out, m)
         return pc.invert(out) if e.negate else out
     if isinstance(e, Like):
@@ -583,7 +669,7 @@ def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
     if isinstance(e, Cast):
         return _cast(_as(ev(e.arg), types(e.arg)), types(e.arg), e.type, e)
     if isinstance(e, Func):
-        return _func(e, [ev(a) for a in e.args], [types(a) for a in e.args], typ, n)
+        return _func(e, [ev(a) for a in e.args], [types(a) for a in e.args], typ, n, types)
     raise QueryError(f"{sql(e)} cannot be computed here (an aggregate outside a grouped query?)", e.loc)
 
 
@@ -650,17 +736,17 @@ def _like(s: str, p: str) -> bool:
 def _case(e: Case, batch: Batch, types, typ: str) -> pa.Array:
     n = batch.rows
     ev = lambda x: evaluate(x, batch, types)  # noqa: E731
-    out = pa.nulls(n, _ARROW[typ]) if e.default is None else _as(ev(e.default), typ)
+    out = pa.nulls(n, arrow_type(typ)) if e.default is None else _to(ev(e.default), types(e.default), typ, e)
     if e.operand is not None:
-        common = common_type([types(e.operand)] + [types(w) for w, _ in e.whens], e, "CASE")
-        subject = _as(ev(e.operand), common)
+        common = _unify([e.operand] + [w for w, _ in e.whens], e, "CASE", types)
+        subject = _to(ev(e.operand), types(e.operand), common, e)
     done = np.zeros(n, dtype=bool)
     result_parts = []
     for w, r in e.whens:
-        cond = _cmp("=", subject, _as(ev(w), common)) if e.operand is not None else _as(ev(w), "boolean")
+        cond = _cmp("=", subject, _to(ev(w), types(w), common, e)) if e.operand is not None else _as(ev(w), "boolean")
         c, ok = _np(cond, bool)
         take = c & ok & ~done
-        result_parts.append((take, _as(ev(r), typ)))
+        result_parts.append((take, _to(ev(r), types(r), typ, e)))
         done |= take
     for take, r in reversed(result_parts):  # the first WHEN that holds decides
         out = pc.if_else(pa.array(take), r, out)
@@ -670,6 +756,9 @@ def _case(e: Case, batch: Batch, types, typ: str) -> pa.Array:
 def _cast(a: pa.Array, src: str, dst: str, e: Expr) -> pa.Array:
     if src == dst or src == "null":
         return _as(a, dst) if src == "null" else a
+    if src.startswith("decimal(") or dst.startswith("decimal("):
+        from . import expr_decimal
+        return expr_decimal.cast(a, src, dst, e)
     if dst == "int64" and src == "float64":
         v, ok = _np(a, np.float64)
         if (ok & ~np.isfinite(v)).any() or (ok & ((v >= 2.0**63) | (v < -(2.0**63)))).any():
@@ -691,9 +780,9 @@ def _cast(a: pa.Array, src: str, dst: str, e: Expr) -> pa.Array:
                 raise QueryError(f"{sql(e)}: {x[:40]!r} is not a {_SQL_TYPE[dst]}", e.loc) from None
             if dst == "int64" and not INT64_MIN <= out[-1] <= INT64_MAX:
                 raise QueryError(f"{sql(e)}: {x[:40]!r} is out of the range of BIGINT", e.loc)
-        return pa.array(out, type=_ARROW[dst])
+        return pa.array(out, type=arrow_type(dst))
     try:
-        return a.cast(_ARROW[dst])
+        return a.cast(arrow_type(dst))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
         raise QueryError(f"{sql(e)} cannot be computed: {err}", e.loc) from None
 
@@ -728,7 +817,7 @@ def _substr(s: str, start: int, length: int | None) -> str:
     return s[lo:hi] if lo < hi else ""
 
 
-def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int) -> pa.Array:
+def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int, type_of: Callable[[Expr], str]) -> pa.Array:
     name = e.name
     if name == "lower":
         return pc.utf8_lower(_as(args[0], "string"))
@@ -750,6 +839,10 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int) -> 
         return pc.binary_join_element_wise(*parts, "", null_handling="replace", null_replacement="")
     if name == "abs":
         return _checked(lambda: pc.abs_checked(_as(args[0], typ)), e)
+    if name in ("floor", "ceil", "ceiling", "round") and typ.startswith("decimal("):
+        from .expr_decimal import rounded
+        digits = e.args[1].value if len(e.args) == 2 else 0  # type: ignore[attr-defined]  # a constant (infer)
+        return rounded(args[0], types[0], "ceil" if name == "ceiling" else name, digits, e)
     if name in ("floor", "ceil", "ceiling"):
         a = _as(args[0], "float64")
         return pc.floor(a) if name == "floor" else pc.ceil(a)
@@ -759,7 +852,7 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int) -> 
         if len(e.args) == 2:
             digits = e.args[1].value if isinstance(e.args[1], Lit) else 0  # a constant (infer)
             if digits is None:
-                return pa.nulls(n, _ARROW[typ])
+                return pa.nulls(n, arrow_type(typ))
         if typ == "int64":
             if digits >= 0:
                 return a
@@ -778,14 +871,15 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int) -> 
                                 for x, k in zip(v.tolist(), ok.tolist())], dtype=np.float64)
         return _from_np(out, ok)
     if name == "coalesce":
-        return pc.coalesce(*[_as(a, typ) for a in args]) if typ != "null" else pa.nulls(n)
+        return pc.coalesce(*[_to(a, t, typ, e) for a, t in zip(args, types)]) if typ != "null" else pa.nulls(n)
     if name == "nullif":
-        common = common_type(types, e, "NULLIF")
-        a, b = _as(args[0], common), _as(args[1], common)
+        common = _unify(list(e.args), e, "NULLIF", type_of)
+        a, b = _to(args[0], types[0], common, e), _to(args[1], types[1], common, e)
         if common == "null":
             return pa.nulls(n)
-        same = pc.fill_null(_cmp("=", a, b), False)
-        return pc.if_else(same, pa.nulls(n, a.type), a)
+        same = pc.fill_null(_cmp("=", a, b), False)  # compared as the common type, answered as the first's
+        first = _as(args[0], typ)
+        return pc.if_else(same, pa.nulls(n, first.type), first)
     if name in ("time_bucket", "date_trunc"):
         width = e.args[0].value if name == "time_bucket" else TRUNC_UNITS[str(e.args[0].value).lower()]  # type: ignore[attr-defined]
         v, ok = _np(_as(args[1], "int64"), np.int64)

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidInput, Loc, QueryError
-from .expr import (_ARROW, TEMPORAL, Agg, Batch, Col, Expr, Lit, Now, evaluate, has_aggregate, infer, map_children,
+from .expr import (TEMPORAL, arrow_type, Agg, Batch, Col, Expr, Lit, Now, evaluate, has_aggregate, infer, map_children,
                    sql)
 from .kinds import AccessPath
 
@@ -148,9 +148,6 @@ class Compiled:
         if typ is None:
             raise QueryError(f"unknown column {c.name!r} (the input has {', '.join(self.input_types)})", c.loc,
                              column=c.name)
-        if typ.startswith("decimal("):
-            raise QueryError(f"column {c.name!r} is {typ}: decimal columns in expressions are not supported", c.loc,
-                             column=c.name, hint="select or aggregate it in the first grammar's form")
         return typ
 
     def type(self, e: Expr) -> str:
@@ -332,6 +329,9 @@ def _decode(values: np.ndarray, valid: np.ndarray | None, typ: str, strings) -> 
         return pa.array(values.astype(bool), mask=mask)
     if typ == "float64":
         return pa.array(values.astype(np.float64, copy=False), mask=mask)
+    if typ.startswith("decimal("):  # value * 10**s: as decimal128(p, s), exactly
+        from .expr_decimal import from_storage
+        return from_storage(values, valid, typ)
     return pa.array(values.astype(np.int64, copy=False), mask=mask)
 
 
@@ -364,7 +364,7 @@ def group(c: Compiled, columns: dict[str, pa.Array], rows: int, now: int | None)
         values = aggregate(c, a, batch, gid, n)
         typ = c.type(a)
         try:
-            gcols[f"#a{j}"] = pa.array(values, type=_ARROW[typ])
+            gcols[f"#a{j}"] = pa.array(values, type=arrow_type(typ))
         except (pa.ArrowInvalid, OverflowError):
             gcols[f"#a{j}"] = None  # a SUM beyond int64: selected as is (raw), not computed with
         raw[f"#a{j}"] = values
@@ -395,14 +395,18 @@ def aggregate(c: Compiled, a: Agg, batch: Batch, gid: np.ndarray, n: int) -> lis
     x = picked[0]
     typ = c.type(a.args[0])
     count = np.bincount(g, minlength=n)
+    if a.name in ("sum", "avg") and typ.startswith("decimal("):  # exact, as Decimals (expr_decimal.py)
+        from . import expr_decimal
+        ints = expr_decimal.scaled_ints(x)  # up to 18 digits: summed as integers, exactly
+        sums_d = expr_decimal.sums(x.to_pylist(), g, n, typ, a) if ints is None else \
+            expr_decimal.from_scaled([s if k else None for s, k in zip(_int_sums(ints, g, n), count.tolist())], typ, a)
+        if a.name == "sum":
+            return sums_d
+        return [expr_decimal.mean(v, k) if k else None for v, k in zip(sums_d, count.tolist())]
     if a.name in ("sum", "avg"):
         if typ in ("int64", "null") or typ in TEMPORAL:
             v = np.asarray(x.to_numpy(zero_copy_only=False), dtype=np.int64) if len(x) else np.empty(0, np.int64)
-            lo = np.zeros(n, dtype=np.int64)
-            hi = np.zeros(n, dtype=np.int64)
-            np.add.at(lo, g, v & np.int64(0xFFFFFFFF))
-            np.add.at(hi, g, v >> np.int64(32))
-            sums = [(int(h) << 32) + int(l_) for h, l_ in zip(hi.tolist(), lo.tolist())]
+            sums = _int_sums(v, g, n)
             if a.name == "sum":
                 return [s if k else None for s, k in zip(sums, count.tolist())]
             return [float(Fraction(s, k)) if k else None for s, k in zip(sums, count.tolist())]
@@ -426,6 +430,15 @@ def aggregate(c: Compiled, a: Agg, batch: Batch, gid: np.ndarray, n: int) -> lis
             out.append(p[rank - 1])
         return out
     raise AssertionError(a.name)
+
+
+def _int_sums(v: np.ndarray, g: np.ndarray, n: int) -> list[int]:
+    """Per group, the exact sum of int64 values (32-bit halves summed apart: no wrap below 2**31 rows)."""
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)
+    np.add.at(lo, g, v & np.int64(0xFFFFFFFF))
+    np.add.at(hi, g, v >> np.int64(32))
+    return [(int(h) << 32) + int(l_) for h, l_ in zip(hi.tolist(), lo.tolist())]
 
 
 def _order_key(v):
@@ -465,6 +478,8 @@ def lowered(c: Compiled, query, schema_types: dict[str, str]):
     for a in c.aggs:
         if a.filter is not None or a.name not in _FIRST_GRAMMAR or not all(isinstance(x, Col) for x in a.args):
             return None
+        if a.name == "avg" and str(schema_types.get(a.args[0].name)).startswith("decimal("):  # type: ignore[attr-defined]
+            return None  # the first grammar's AVG of a decimal is a DECIMAL(38, s + 4); here a DOUBLE (DuckDB's)
         if a.distinct:
             if a.name != "count" or len(a.args) != 1:
                 return None
@@ -574,7 +589,7 @@ class ExprPlan:
         now = max((p[0] for p in parts), default=None)
         rows = sum(p[1] for p in parts)
         columns = {c: (pa.concat_arrays([p[2][c] for p in parts]) if parts else
-                       pa.array([], type=_ARROW[_storage(self.stream.schema.types[c])])) for c in self._columns}
+                       pa.array([], type=arrow_type(_storage(self.stream.schema.types[c])))) for c in self._columns}
         source = self._source
         if self._pushdown:  # WHERE already applied per sub-window
             source = _without_where(source)
@@ -599,7 +614,7 @@ class ExprPlan:
             raw[name] = values
             typ = c.type(c.keys[j] if j < k else c.aggs[j - k])
             try:
-                gcols[name] = pa.array(values, type=_ARROW[_storage(typ)])
+                gcols[name] = pa.array(values, type=arrow_type(_storage(typ)))
             except (pa.ArrowInvalid, OverflowError):
                 gcols[name] = None
         return run(c, {}, 0, None, grouped_input=(gcols, raw, n))
@@ -639,7 +654,7 @@ def _without_where(c: Compiled) -> Compiled:
 
 def _arrow_column(values: list, typ: str, label: str) -> pa.Array:
     try:
-        return pa.array(values, type=_ARROW[_storage(typ)])
+        return pa.array(values, type=arrow_type(_storage(typ)))
     except (pa.ArrowInvalid, OverflowError):
         raise InvalidInput(f"the sub-query's column {label!r} holds a value beyond BIGINT") from None
 

@@ -16,6 +16,7 @@ from .errors import QuerySyntaxError
 from .functions import SQL_NAMES
 from .expr import (AGGREGATES, CAST_TYPES, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp, Col, Expr,
                    Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now)
+from .expr_decimal import MAX_WIDTH, literal_type
 from .lexer import _NOT_SUPPORTED, _UNITS, MAX_DEPTH, MAX_NUMBER_LENGTH
 from .parser import _Parser, temporal_literal
 from .query import Query
@@ -243,7 +244,8 @@ class ExprParser(_Parser):
                 self.depth -= 1
             if t.text == "+":
                 return arg
-            if isinstance(arg, Lit) and arg.type in ("int64", "float64") and arg.value is not None:
+            if isinstance(arg, Lit) and (arg.type in ("int64", "float64") or arg.type.startswith("decimal(")) \
+                    and arg.value is not None:
                 return Lit(-arg.value, arg.type, loc=t.loc)
             return Neg(arg, loc=t.loc)
         return self.primary()
@@ -251,6 +253,9 @@ class ExprParser(_Parser):
     def number_literal(self, tok, text: str) -> Lit:
         if len(text) > MAX_NUMBER_LENGTH:
             self.fail(f"a number has more than {MAX_NUMBER_LENGTH} characters", tok)
+        dec = literal_type(text)
+        if dec is not None:  # 1.50: DECIMAL(3,2), as DuckDB types it
+            return Lit(Decimal(text), dec, loc=tok.loc)
         if any(ch in text for ch in ".eE"):
             return Lit(float(Decimal(text)), "float64", loc=tok.loc)
         value = int(text)
@@ -289,7 +294,7 @@ class ExprParser(_Parser):
             text_tok = self.toks[self.i + 1]
             self.i += 2
             value = temporal_literal(w, text_tok.text[1:-1], lambda m: self.fail(m, text_tok))
-            return Lit(value, "int64", loc=t.loc)
+            return Lit(int(value), w, loc=t.loc)
         if w == "interval":
             return self.interval_literal()
         if w == "case":
@@ -300,10 +305,13 @@ class ExprParser(_Parser):
             self.expect("as")
             ty = self.tok
             target = CAST_TYPES.get(ty.word, "")
-            if not target:
+            if ty.word in ("decimal", "numeric"):
+                target = self.decimal_type()
+            elif not target:
                 self.fail(f"CAST to {ty.text or 'nothing'} is not supported",
-                          hint="the types are BIGINT, DOUBLE, VARCHAR and BOOLEAN")
-            self.i += 1
+                          hint="the types are BIGINT, DOUBLE, VARCHAR, BOOLEAN and DECIMAL(p, s)")
+            else:
+                self.i += 1
             self.expect(")")
             return Cast(arg, target, loc=t.loc)
         if self.is_call():
@@ -316,6 +324,21 @@ class ExprParser(_Parser):
                 self.fail("expected an expression")
             return Col(self.column("a column"), loc=t.loc)
         self.fail("expected an expression")
+
+    def decimal_type(self) -> str:
+        """DECIMAL [(width [, scale])] (DuckDB's default: DECIMAL(18,3)) as the type "decimal(p,s)"."""
+        tok = self.tok
+        self.i += 1
+        p, sc = 18, 3
+        if self.accept("("):
+            p, sc = self.integer("a DECIMAL width"), 0
+            if self.accept(","):
+                sc = self.integer("a DECIMAL scale")
+            self.expect(")")
+        if not 1 <= p <= MAX_WIDTH or sc > p:
+            self.fail(f"DECIMAL({p},{sc}) is not a type: a width from 1 to {MAX_WIDTH} and a scale up to the width",
+                      tok)
+        return f"decimal({p},{sc})"
 
     def interval_literal(self) -> Lit:
         t = self.tok

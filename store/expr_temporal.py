@@ -1,6 +1,9 @@
 """Arithmetic on timestamp and date values in expressions (expr.py), with DuckDB's semantics:
 timestamp +/- INTERVAL and INTERVAL + timestamp are timestamps, date +/- INTERVAL is a timestamp
-(the date's midnight, UTC, moved by the interval), date - date is the BIGINT number of days.
+(the date's midnight, UTC, moved by the interval), date - date is the BIGINT number of days; a
+date meets a timestamp (in a comparison, BETWEEN, IN, CASE, COALESCE, NULLIF) as the timestamp of
+its midnight, UTC (DuckDB's implicit cast), in both grammars: `unify` is the one place a comparison
+of the two is brought to one unit.
 
 Storage: a timestamp is int64 microseconds since the epoch, a date int32-range days, an INTERVAL
 constant milliseconds (expr.Lit of type 'interval'); results beyond int64 microseconds are an
@@ -9,6 +12,8 @@ answer cannot carry: it is refused by name.
 """
 from __future__ import annotations
 
+import datetime
+from fractions import Fraction
 from typing import Callable
 
 import pyarrow as pa
@@ -19,6 +24,84 @@ from .errors import QueryError
 _US_PER_MS = 1000
 _US_PER_DAY = 86_400_000_000
 TEMPORAL = ("timestamp", "date")
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+class TimestampLiteral(int):
+    """A TIMESTAMP '...' constant of the first grammar: its microseconds since the epoch, an int that
+    keeps its type, so that a date column compares with it as DuckDB does (the date cast to its
+    midnight), never as days against microseconds."""
+
+    kind = "timestamp"
+
+    def __repr__(self) -> str:
+        return f"TIMESTAMP '{iso_text('timestamp', int(self))}'"
+
+
+class DateLiteral(int):
+    """A DATE '...' constant of the first grammar: its days since the epoch (see TimestampLiteral)."""
+
+    kind = "date"
+
+    def __repr__(self) -> str:
+        return f"DATE '{iso_text('date', int(self))}'"
+
+
+def typed_literal(kind: str, value: int) -> int:
+    return TimestampLiteral(value) if kind == "timestamp" else DateLiteral(value)
+
+
+def iso_text(kind: str, value: int) -> str:
+    """The ISO text of a timestamp (microseconds) or a date (days), as TIMESTAMP '...' / DATE '...' read it."""
+    if kind == "date":
+        return (_EPOCH.date() + datetime.timedelta(days=value)).isoformat()
+    return (_EPOCH + datetime.timedelta(microseconds=value)).isoformat(sep=" ")
+
+
+def in_text_range(kind: str, value: int) -> bool:
+    """Whether a timestamp (microseconds) or date (days) has an ISO text (the years 1 to 9999)."""
+    lo, hi = datetime.datetime.min - _EPOCH, datetime.datetime.max - _EPOCH
+    if kind == "date":
+        return lo.days <= value <= hi.days
+    return lo // datetime.timedelta(microseconds=1) <= value <= hi // datetime.timedelta(microseconds=1)
+
+
+def literal_in(column_type: str, v):
+    """A first-grammar constant `v` in the units of a column of `column_type` (an exact int or
+    Fraction), when `v` is a TIMESTAMP or DATE constant: a date column's days are compared as their
+    midnights, so a timestamp constant is divided into days exactly (DuckDB casts the date up; the
+    order is the same); a timestamp column takes a date constant as its midnight. None when `v` is
+    no temporal constant; raises ValueError when the column cannot be compared with one (DuckDB
+    refuses a number against a timestamp or a date)."""
+    kind = getattr(v, "kind", None) if isinstance(v, int) and not isinstance(v, bool) else None
+    if kind is None:
+        return None
+    if column_type not in TEMPORAL:
+        raise ValueError(f"{kind.upper()} constants compare with timestamp and date columns only")
+    if column_type == kind:
+        return int(v)
+    return Fraction(int(v), _US_PER_DAY) if column_type == "date" else int(v) * _US_PER_DAY
+
+
+def unify(types: list[str]) -> str | None:
+    """The type values of `types` (null left out) meet at when all are temporal: timestamp when any
+    is, else date; None when some is not temporal."""
+    real = [t for t in types if t != "null"]
+    if not real or any(t not in TEMPORAL for t in real):
+        return None
+    return "timestamp" if "timestamp" in real else "date"
+
+
+def coerce(a: pa.Array, src: str, dst: str, e) -> pa.Array:
+    """A date array (days) as timestamps (microseconds of its midnights) when `dst` is timestamp;
+    any other array as it is. A date beyond the timestamp range is an error naming `e`."""
+    if src != "date" or dst != "timestamp":
+        return a
+    try:
+        return pc.multiply_checked(a.cast(pa.int64()), _US_PER_DAY)
+    except (pa.ArrowInvalid, OverflowError) as err:
+        from .expr import sql
+        raise QueryError(f"a date beyond the timestamp range in {sql(e)}", e.loc) from err
 
 
 def _is_interval(x) -> bool:
@@ -35,8 +118,8 @@ def infer_arith(e, lt: str, rt: str) -> str:
         return "timestamp"
     if e.op == "-" and lt == rt == "date":
         return "int64"
-    if e.op == "-" and lt == rt == "timestamp":
-        _fail("timestamp - timestamp is an INTERVAL, which an answer cannot carry", e,
+    if e.op == "-" and lt in TEMPORAL and rt in TEMPORAL:  # (date - date is handled above)
+        _fail(f"{lt} - {rt} is an INTERVAL, which an answer cannot carry", e,
               hint="compare the timestamps, or move one by an INTERVAL constant")
     side, typ = (e.left, lt) if lt in TEMPORAL else (e.right, rt)
     _fail(f"arithmetic ({e.op}) on a {typ} takes + or - an INTERVAL constant (or date - date)", side)

@@ -56,6 +56,7 @@ from .lexer import (_AGGS, _ARITHMETIC, _NOT_SUPPORTED, _UNITS, JOIN_WORDS, KEYW
 from .query import Aggregate, HavingTest, JoinQuery, KeyColumn, Logical, OfTotal, OrderBy, Predicate, Query, Range
 from .query_text import literal_text, quote_name, to_text
 from . import temporal
+from .expr_temporal import typed_literal
 from .cumulative import parse_cumulative, starts_cumulative
 from .window_shapes import SHAPE_WORDS, parse_shape
 
@@ -502,7 +503,8 @@ class _Parser(JoinClauses, TimingClauses):
         if tok.kind == "ident" and tok.word in ("timestamp", "date") and self.toks[self.i + 1].kind == "string":
             text_tok = self.toks[self.i + 1]
             self.i += 2
-            return temporal_literal(tok.word, text_tok.text[1:-1], lambda m: self.fail(m, text_tok))
+            value = temporal_literal(tok.word, text_tok.text[1:-1], lambda m: self.fail(m, text_tok))
+            return typed_literal(tok.word, value)  # keeps its type: a date column meets it as DuckDB does
         if tok.kind == "string":
             self.i += 1
             return tok.text[1:-1].replace("''", "'")

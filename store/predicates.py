@@ -85,7 +85,7 @@ class Comparison:
 def exact_value(v) -> Fraction:
     """A numeric literal as an exact rational; magnitudes beyond 1e400 (or below 1e-400) are
     clamped, which changes no comparison with an int64 or a float64."""
-    if isinstance(v, int):
+    if isinstance(v, (int, Fraction)):
         return Fraction(v)
     if isinstance(v, float):
         return (_HUGE if v > 0 else -_HUGE) if math.isinf(v) else Fraction(v)

@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from . import temporal
 from .errors import QueryError
+from .expr_temporal import DateLiteral, TimestampLiteral
 from .lexer import _PLAIN_NAME, JOIN_WORDS, KEYWORDS
 from .query import (Aggregate, Equal, JoinQuery, KeyColumn, Logical, OfTotal, OrderBy, Predicate, Query, Range,
                     SelectItem)
@@ -194,6 +195,9 @@ def literal_text(v) -> str:
         return "'" + v.replace("'", "''") + "'"
     if isinstance(v, bool):
         return "TRUE" if v else "FALSE"
+    if isinstance(v, (TimestampLiteral, DateLiteral)):
+        return repr(v)  # TIMESTAMP '...' / DATE '...'
+
     if isinstance(v, float):
         if v != v:
             raise QueryError("NaN is not a comparable value")

@@ -10,8 +10,10 @@ each family (quantiles, distinct count, frequent items).
 Strings are sketched as their text, never as dictionary codes: codes are renumbered by compaction
 and differ between the partitions of a stream, text does not. Nulls are skipped. The sketches of a
 sub-window are built from its rows in row order, so HLL, CPC and frequent items are rebuilt
-identically from the same rows (the log's replay); KLL compacts with random bits, so a snapshot
-keeps every sketch's bytes and a restore takes them back as they were.
+identically from the same rows (the log's replay); KLL compacts with random bits (the library
+takes no seed), so a snapshot keeps every sketch's bytes and a restore takes them back as they
+were, and the log keeps a KLL sketch's bytes once its slide is installed (txn SealedSketches:
+`unrepeatable`), which a replay puts back over the one it rebuilt (Window.adopt_sketches).
 """
 from __future__ import annotations
 
@@ -145,10 +147,24 @@ def to_bytes(built: dict[str, Any]) -> dict[str, bytes]:
     return {k: s.to_bytes() for k, s in built.items()}
 
 
-def from_bytes(sketches: tuple, types: Mapping[str, str], data: Mapping[str, bytes]) -> dict[str, Any]:
+REBUILT_ALIKE = frozenset({"hll", "cpc", "frequent"})  # a rebuild from the same rows gives the same bytes
+
+
+def unrepeatable(sketches: tuple, built: dict[str, Any]) -> dict[str, bytes]:
+    """The bytes of the sketches among `built` that a rebuild from the same rows would not give
+    again (KLL's), by sketch_key: what the log keeps of a sealed sub-window."""
+    return {sketch_key(c, kind): built[sketch_key(c, kind)].to_bytes() for c, kind, _ in sketches
+            if kind not in REBUILT_ALIKE and sketch_key(c, kind) in built}
+
+
+def from_bytes(sketches: tuple, types: Mapping[str, str], data: Mapping[str, bytes],
+               partial: bool = False) -> dict[str, Any]:
+    """The declared sketches from their bytes (`partial`: those `data` holds)."""
     out: dict[str, Any] = {}
     for column, kind, size in sketches:
         key = sketch_key(column, kind)
+        if partial and key not in data:
+            continue
         raw = data[key]
         if kind == "kll":
             out[key] = KllQuantiles.from_bytes(raw)

@@ -460,6 +460,18 @@ class Window:
         return SubWindow(j, j % self.n, start, end, ts.min if rows else None, ts.max if rows else None,  # type: ignore[arg-type]  # int64 times
                          rows, cols, syn, now_ms)
 
+    def adopt_sketches(self, slide: int, data: dict[str, bytes]) -> bool:
+        """Put back the sketches slide `slide` was sealed with (their bytes, by sketch_key) over the
+        ones a replay rebuilt from its rows (sketch_columns.unrepeatable says which): False when that
+        slide is no longer live."""
+        sub = self.subs[slide % self.n]
+        if sub is None or sub.slide != slide or not self.spec.sketches:
+            return False
+        kept = sketch_columns.from_bytes(self.spec.sketches, self.schema.types, data, partial=True)
+        syn = replace(sub.synopsis, sketches={**sub.synopsis.sketches, **kept})
+        self.subs[sub.position] = replace(sub, synopsis=syn)
+        return True
+
     def _place(self, sub: SubWindow) -> None:
         self.subs[sub.position] = sub
         self.latest = sub.slide

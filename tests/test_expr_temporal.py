@@ -1,8 +1,10 @@
 """Timestamp and date arithmetic in expressions (store/expr_temporal.py) against DuckDB as the
 oracle: timestamp +/- INTERVAL, INTERVAL + timestamp, date +/- INTERVAL (a timestamp), date - date
 (days), in select items, WHERE, GROUP BY and aggregates, over random rows with NULLs; DuckDB's
-timestamps and dates are compared as the microseconds and days the store's columns hold. Then the
-refusals (timestamp - timestamp, other operators, date against timestamp), named by position."""
+timestamps and dates are compared as the microseconds and days the store's columns hold; dates meet
+timestamps (comparisons, BETWEEN, IN, CASE, COALESCE, NULLIF) as their midnights, in both grammars.
+Then the refusals (timestamp - timestamp, other operators, a temporal constant against a number),
+named by position."""
 from __future__ import annotations
 
 import datetime
@@ -117,8 +119,10 @@ def test_a_moved_timestamp_compares_with_a_timestamp_constant_and_groups():
     ("SELECT t - t FROM s", 9, "timestamp - timestamp is an INTERVAL, which an answer cannot carry"),
     ("SELECT t * 2 FROM s", 7, "arithmetic (*) on a timestamp takes + or - an INTERVAL constant"),
     ("SELECT d + 1 FROM s", 7, "arithmetic (+) on a date takes + or - an INTERVAL constant"),
-    ("SELECT COUNT(*) FROM s WHERE d < t", 31, "a comparison mixes date and timestamp values"),
-    ("SELECT COUNT(*) FROM s WHERE d - INTERVAL '1 h' < d2", 48, "a comparison mixes date and timestamp values"),
+    ("SELECT COALESCE(d, t, 5) FROM s", 7, "COALESCE mixes date, timestamp and number values"),
+    ("SELECT COUNT(*) FROM s WHERE rid >= TIMESTAMP '2024-01-02 00:00:00'", 29,
+     "column 'rid' is int64; cannot compare it with TIMESTAMP '2024-01-02 00:00:00'"),
+    ("SELECT COUNT(*) FROM s WHERE k IN (DATE '2024-01-02')", 29, "column 'k' is string; cannot compare it with DATE"),
     ("SELECT t + INTERVAL '4611686018427387904 ms' FROM s", 9, "timestamp out of range"),
 ])
 def test_what_is_refused_is_named_with_its_position(text, pos, reason):
@@ -126,3 +130,107 @@ def test_what_is_refused_is_named_with_its_position(text, pos, reason):
     with pytest.raises(QueryError) as err:
         run_plan(plan_query(parse_query(text), s))
     assert err.value.reason.startswith(reason) and err.value.position == pos, str(err.value)
+
+
+# -- DATE against TIMESTAMP: the date is cast to the timestamp of its midnight (DuckDB's rule) -------------
+def _iso_ts(us: int) -> str:
+    return (_EPOCH + datetime.timedelta(microseconds=us)).isoformat(sep=" ")
+
+
+def _iso_date(days: int) -> str:
+    return (_EPOCH.date() + datetime.timedelta(days=days)).isoformat()
+
+
+# timestamp constants at, around and between midnights of the fixture's date range (a date equals only
+# its own midnight), and date constants in it
+ts_constants = st.tuples(st.integers(-30000, 40000), st.sampled_from([0, 1, -1, 43_200_000_000, 86_399_999_999])).map(
+    lambda x: f"TIMESTAMP '{_iso_ts(x[0] * 86_400_000_000 + x[1])}'")
+date_constants = st.integers(-30000, 40000).map(lambda d: f"DATE '{_iso_date(d)}'")
+temporal_operands = st.one_of(
+    st.sampled_from(["t", "d", "d2", "(d + INTERVAL '12 h')", "(t - INTERVAL '1 day')", "(INTERVAL '1 ms' + d2)"]),
+    ts_constants, date_constants)
+
+
+def _duck_text(text: str) -> str:
+    return text.replace("INTERVAL '12 h'", "INTERVAL '12 hours'")
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(temporal_operands, temporal_operands, temporal_operands, st.sampled_from(["=", "!=", "<", "<=", ">", ">="]),
+       st.integers(0, 2))
+def test_dates_and_timestamps_compare_as_duckdb_casts_them(a, b, c, op, seed):
+    """Every comparison form mixing DATE and TIMESTAMP operands (columns, constants, a moved date),
+    in select items and WHERE, and CASE / COALESCE / NULLIF results of both types."""
+    items = [f"{a} {op} {b}", f"{a} BETWEEN {b} AND {c}", f"{a} NOT IN ({b}, {c})", f"{a} IS DISTINCT FROM {b}",
+             f"CASE WHEN rid % 2 = 0 THEN {a} ELSE {b} END", f"COALESCE({a}, {b}, {c})", f"NULLIF({a}, {b})",
+             f"CASE {a} WHEN {b} THEN 1 WHEN {c} THEN 2 ELSE 3 END"]
+    text = f"SELECT rid, {', '.join(items)} FROM s ORDER BY rid"
+    _check(text, _duck_text(text), seed)
+    text = f"SELECT COUNT(*), MIN(COALESCE({a}, {b})) FROM s WHERE {a} {op} {b} OR {b} BETWEEN {a} AND {c}"
+    _check(text, _duck_text(text), seed)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.sampled_from(["t", "d"]), st.one_of(ts_constants, date_constants), st.one_of(ts_constants, date_constants),
+       st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), st.integers(0, 2))
+def test_a_column_compares_with_a_constant_of_the_other_temporal_type_in_the_first_grammar(col, x, y, op, seed):
+    """The first grammar's WHERE (col op literal, IN) and HAVING over a grouped column, where the
+    synopsis and window paths read the literal in the column's own units."""
+    _check(f"SELECT COUNT(*) FROM s WHERE {col} {op} {x}", f"SELECT COUNT(*) FROM s WHERE {col} {op} {x}", seed)
+    _check(f"SELECT COUNT(*) FROM s WHERE {col} IN ({x}, {y})", f"SELECT COUNT(*) FROM s WHERE {col} IN ({x}, {y})",
+           seed)
+    _check(f"SELECT {col}, COUNT(*) FROM s GROUP BY {col} HAVING {col} {op} {x} ORDER BY {col}",
+           f"SELECT {col}, COUNT(*) FROM s GROUP BY {col} HAVING {col} {op} {x} ORDER BY {col}", seed)
+
+
+def test_the_known_case_a_date_from_a_timestamp_constant():
+    """The issue's example: `d >= TIMESTAMP '2024-01-02 00:00:00'` compared days with microseconds."""
+    for text in ("SELECT COUNT(*) FROM s WHERE d >= TIMESTAMP '2024-01-02 00:00:00'",
+                 "SELECT COUNT(*) FROM s WHERE TIMESTAMP '2024-01-02 00:00:00' <= d",
+                 "SELECT COUNT(*) FROM s WHERE t >= DATE '2024-01-02'",
+                 "SELECT COUNT(*) FROM s WHERE d = TIMESTAMP '2024-01-02 12:00:00'",
+                 "SELECT COUNT(*) FROM s WHERE d < t"):
+        _check(text, text, 3)
+
+
+@pytest.mark.parametrize("text", [
+    "SELECT COUNT(*) FROM s WHERE d >= TIMESTAMP '2024-01-02 12:00:00' AND t < DATE '2030-01-01'",
+    "SELECT d, COUNT(*) FROM s GROUP BY d HAVING d IN (TIMESTAMP '1970-01-02 00:00:00', DATE '1999-12-31')",
+    "SELECT rid, COALESCE(d, TIMESTAMP '2024-01-02 00:00:00.000001') FROM s WHERE d < t OR t IS NULL ORDER BY rid",
+])
+def test_temporal_constants_keep_their_type_through_the_text_and_the_structured_form(text):
+    """to_text writes TIMESTAMP / DATE constants back as such (not as the integers a column of the
+    other type would misread), and the structured form of an expression carries them as timestamp_us /
+    date_days (the first grammar's pb.Value has no temporal kind: its integers are the column's units)."""
+    from windowstore.server import convert
+    from windowstore.store.parser import parse_statement, to_text
+    s, con, _ = _fixture(4)
+    q = parse_statement(text)
+    again = parse_statement(to_text(q))
+    assert "TIMESTAMP '" in to_text(q) and again == q
+    want = run_plan(plan_query(q, s)).rows
+    assert run_plan(plan_query(again, s)).rows == want
+    if q.expr is not None:
+        wire = convert.query_from_pb(convert.query_to_pb(q))
+        assert wire == q and run_plan(plan_query(wire, s)).rows == want
+    assert want == [tuple(_plain(v) for v in r) for r in con.execute(text).fetchall()]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(temporal_operands, st.sampled_from(["NOW()", "INTERVAL '1 h'", "(NOW() - INTERVAL '1 min')", "(ts + INTERVAL '1 s')"]),
+       st.sampled_from(["{a} < {m}", "{m} = {a}", "{a} BETWEEN {m} AND {a}", "{a} IN ({m})", "COALESCE({a}, {m})",
+                        "CASE WHEN rid > 0 THEN {m} ELSE {a} END", "NULLIF({m}, {a})"]))
+def test_a_timestamp_or_date_against_a_time_in_milliseconds_is_refused(a, m, form):
+    """NOW() and INTERVAL constants are event-time milliseconds: a timestamp (microseconds) or a date
+    (days) meeting one in a comparison or a conditional would be misread, and is refused by name."""
+    s, _, _ = _fixture(0)
+    with pytest.raises(QueryError) as err:
+        run_plan(plan_query(parse_query(f"SELECT {form.format(a=a, m=m)} FROM s"), s))
+    assert "a time in milliseconds" in err.value.reason and err.value.position is not None, str(err.value)
+
+
+@pytest.mark.parametrize("text", ["SELECT d - t FROM s", "SELECT t - d FROM s", "SELECT t - TIMESTAMP '2024-01-01' FROM s"])
+def test_a_difference_of_a_timestamp_and_a_date_is_refused_as_an_interval(text):
+    s, _, _ = _fixture(0)
+    with pytest.raises(QueryError, match="is an INTERVAL, which an answer cannot carry"):
+        run_plan(plan_query(parse_query(text), s))

@@ -22,7 +22,9 @@ V1 = Path(__file__).parent / "data" / "logs" / "v1"
 
 # The kind byte of each command: what every data directory on disk holds. Never edit a number here.
 TAGS = {"CreateStream": 0, "DropStream": 1, "Append": 2, "Slide": 3, "Register": 4, "Unregister": 5,
-        "CompactStrings": 6, "StageRows": 7, "CommitBatch": 8, "AbortBatch": 9, "Answered": 10}
+        "CompactStrings": 6, "StageRows": 7, "CommitBatch": 8, "AbortBatch": 9, "Answered": 10,
+        "SealedSketches": 11}
+NEWER_THAN_V1 = {11}  # kinds added after v1 was written (SealedSketches: tests/test_sketch_replay.py writes and replays it)
 
 
 def test_command_tags_are_fixed():
@@ -39,7 +41,7 @@ def test_the_v1_log_holds_every_kind_under_its_tag_and_encodes_again_to_the_same
         seen.setdefault(type(cmd).__name__, set()).add(payload[1])
         assert payload[0] == commands.FORMAT == 1
         assert commands.encode(cmd) == payload  # and today's code writes each record as it was written
-    assert seen == {name: {tag} for name, tag in TAGS.items()}
+    assert seen == {name: {tag} for name, tag in TAGS.items() if tag not in NEWER_THAN_V1}
     assert lsn == 82
 
 

@@ -194,8 +194,9 @@ def test_integer_arithmetic_is_exact_or_an_error_never_wrapped():
 def _lit(t: str, v) -> tuple[str, str]:
     if t == "int":
         return (str(v), f"CAST({v} AS BIGINT)") if v >= 0 else (f"({v})", f"CAST({v} AS BIGINT)")
-    if t == "float":
-        return (repr(v), f"CAST({v!r} AS DOUBLE)") if v >= 0 else (f"({v!r})", f"CAST({v!r} AS DOUBLE)")
+    if t == "float":  # written as a DOUBLE constant (`1.5` is a DECIMAL, as in DuckDB: test_expr_decimal.py)
+        text = repr(v) if "e" in repr(v) else f"{v!r}e0"
+        return (text, f"CAST({v!r} AS DOUBLE)") if v >= 0 else (f"({text})", f"CAST({v!r} AS DOUBLE)")
     if t == "str":
         q = "'" + v.replace("'", "''") + "'"
         return q, q

@@ -32,7 +32,8 @@ def _digits(v: int) -> Node:
 
 
 def _float(v: float) -> Node:
-    return (repr(v) if v >= 0 else f"({v!r})", f"CAST({v!r} AS DOUBLE)", lit(v))
+    text = repr(v) if "e" in repr(v) else f"{v!r}e0"  # a DOUBLE constant (`1.5` is a DECIMAL, as in DuckDB)
+    return (text if v >= 0 else f"({text})", f"CAST({v!r} AS DOUBLE)", lit(v))
 
 
 def _str(v: str) -> Node:

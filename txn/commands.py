@@ -158,8 +158,21 @@ class Answered:
     now_ms: float
 
 
+@dataclass(frozen=True)
+class SealedSketches:
+    """The sketches of `stream`'s slide `slide` that a replay of its rows would not rebuild bit for
+    bit (KLL compacts with random bits: store/sketch_columns.py), as they were sealed: sketch_key
+    -> base64 of the library's bytes. Logged when the slide is installed; a replay puts them back,
+    so a sub-window sealed again after a crash answers as it did before."""
+
+    stream: str
+    slide: int
+    sketches: dict
+    now_ms: float
+
+
 Command = (CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings | StageRows | CommitBatch
-           | AbortBatch | Answered)
+           | AbortBatch | Answered | SealedSketches)
 
 
 class Kind(enum.IntEnum):
@@ -177,12 +190,14 @@ class Kind(enum.IntEnum):
     COMMIT_BATCH = 8
     ABORT_BATCH = 9
     ANSWERED = 10
+    SEALED_SKETCHES = 11
 
 
 CLASS_OF: dict[Kind, type] = {
     Kind.CREATE_STREAM: CreateStream, Kind.DROP_STREAM: DropStream, Kind.APPEND: Append, Kind.SLIDE: Slide,
     Kind.REGISTER: Register, Kind.UNREGISTER: Unregister, Kind.COMPACT_STRINGS: CompactStrings,
-    Kind.STAGE_ROWS: StageRows, Kind.COMMIT_BATCH: CommitBatch, Kind.ABORT_BATCH: AbortBatch, Kind.ANSWERED: Answered}
+    Kind.STAGE_ROWS: StageRows, Kind.COMMIT_BATCH: CommitBatch, Kind.ABORT_BATCH: AbortBatch, Kind.ANSWERED: Answered,
+    Kind.SEALED_SKETCHES: SealedSketches}
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in CLASS_OF.items()}
 _WITH_ROWS = {Append: ("stream", "writer_id", "batch_id", "now_ms"),
               StageRows: ("stream", "writer_id", "batch_id", "attempt", "chunk", "now_ms")}

@@ -15,12 +15,14 @@ for the scheduler's reads. The server (server/driver/, on its event loop) moves 
 """
 from __future__ import annotations
 
+import base64
 import collections
 import re
 from dataclasses import dataclass
 from typing import Callable
 
 from windowstore.store import InvalidInput, Schema, Stream, StoreError, plan_query
+from windowstore.store import sketch_columns
 from windowstore.store.hop import mentions_bounds
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.join import DEFAULT_MAX_ROWS, plan_join
@@ -30,7 +32,7 @@ from windowstore.store.query import JoinQuery
 from . import ingest
 from .answers import AnswerLog, from_plain, to_plain
 from .commands import (AbortBatch, Answered, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream,
-                       Register, Slide, StageRows, Unregister)
+                       Register, SealedSketches, Slide, StageRows, Unregister)
 from .errors import AlreadyExists, FailedPrecondition, NotFound
 from .history import History
 from .image import capture as capture_image, digest as digest_state, restore as restore_image
@@ -197,6 +199,11 @@ class Engine:
                 self.answers.add(cmd.query_id, result)
                 self.sched.resume(cmd.query_id, result)
             self._out.append(cmd)
+        elif isinstance(cmd, SealedSketches):  # the KLL sketches as first sealed, over the rebuilt ones
+            self.tick(cmd.now_ms)
+            data = {k: base64.b64decode(v) for k, v in cmd.sketches.items()}
+            self.stream(cmd.stream).window.adopt_sketches(cmd.slide, data)
+            self._out.append(cmd)
         elif isinstance(cmd, Slide):
             self.tick(cmd.now_ms)
             stream = self.stream(cmd.stream)
@@ -343,6 +350,10 @@ class Engine:
         if self.on_slide is not None:
             self.on_slide(name)
         stream = self.sched.streams[name]
+        kept = sketch_columns.unrepeatable(stream.window.spec.sketches, sub.synopsis.sketches)
+        if kept:  # what a replay of the slide's rows would not seal again bit for bit
+            self.emit(SealedSketches(name, sub.slide, {k: base64.b64encode(v).decode() for k, v in kept.items()},
+                                     self.now_ms))
         if stream.strings_need_compaction() and not any(t.begun and name in t.streams for t in self.sched.active):
             stream.compact_strings()
             self.emit(CompactStrings(name, self.now_ms))

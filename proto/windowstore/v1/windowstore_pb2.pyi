@@ -534,7 +534,7 @@ class SessionRowsWindow(_message.Message):
     def __init__(self, session_gap_ms: _Optional[int] = ..., rows: _Optional[int] = ..., partition_by: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Expr(_message.Message):
-    __slots__ = ("column", "literal", "interval_ms", "op", "call", "case", "cast", "aggregate")
+    __slots__ = ("column", "literal", "interval_ms", "op", "call", "case", "cast", "aggregate", "timestamp_us", "date_days")
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     LITERAL_FIELD_NUMBER: _ClassVar[int]
     INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -543,6 +543,8 @@ class Expr(_message.Message):
     CASE_FIELD_NUMBER: _ClassVar[int]
     CAST_FIELD_NUMBER: _ClassVar[int]
     AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
+    DATE_DAYS_FIELD_NUMBER: _ClassVar[int]
     column: str
     literal: Value
     interval_ms: int
@@ -551,7 +553,9 @@ class Expr(_message.Message):
     case: ExprCase
     cast: ExprCast
     aggregate: ExprAggregate
-    def __init__(self, column: _Optional[str] = ..., literal: _Optional[_Union[Value, _Mapping]] = ..., interval_ms: _Optional[int] = ..., op: _Optional[_Union[ExprOp, _Mapping]] = ..., call: _Optional[_Union[ExprCall, _Mapping]] = ..., case: _Optional[_Union[ExprCase, _Mapping]] = ..., cast: _Optional[_Union[ExprCast, _Mapping]] = ..., aggregate: _Optional[_Union[ExprAggregate, _Mapping]] = ...) -> None: ...
+    timestamp_us: int
+    date_days: int
+    def __init__(self, column: _Optional[str] = ..., literal: _Optional[_Union[Value, _Mapping]] = ..., interval_ms: _Optional[int] = ..., op: _Optional[_Union[ExprOp, _Mapping]] = ..., call: _Optional[_Union[ExprCall, _Mapping]] = ..., case: _Optional[_Union[ExprCase, _Mapping]] = ..., cast: _Optional[_Union[ExprCast, _Mapping]] = ..., aggregate: _Optional[_Union[ExprAggregate, _Mapping]] = ..., timestamp_us: _Optional[int] = ..., date_days: _Optional[int] = ...) -> None: ...
 
 class ExprOp(_message.Message):
     __slots__ = ("op", "args")

@@ -594,3 +594,31 @@ def test_the_old_leader_loses_exactly_its_unacknowledged_suffix(pair):
         assert sum(r[1] for r in a.rows) == 4 * 40
     assert "truncated 1 records after offset" in pair.servers[0].stop()[2]
     pair.servers[0] = None
+
+
+def test_a_write_left_out_of_the_log_does_not_stay_in_the_engine_after_a_step_down(tmp_path):
+    """A write admitted and applied by a leader that is fenced before the group commit is left out
+    of its replica log (refused UNAVAILABLE, test above); when the replica follows, its engine holds
+    the stream as its log has it, not the refused row: its state equals a fresh engine replaying
+    the log."""
+    import asyncio
+
+    from windowstore.txn.commands import Append
+    from windowstore.txn.engine import Engine
+
+    loop = asyncio.new_event_loop()
+    repl, p = _leader_with_records(tmp_path, loop, 3)
+    repl.check_write("s")
+    repl.engine.apply(Append("s", pa.table({"ts": [9], "v": [9]}), "w", 9, 1.0))  # admitted, applied ...
+    with pytest.raises(Fenced):
+        repl.ack("s", 1, 2, 3)                 # ... and a follower at epoch 2 fences this leader
+    assert repl.take(repl.engine.drain()) == [] and p.log.end == 3
+    fresh = Engine()
+    for rec in p.log.read_disk(0, p.log.end):
+        fresh.replay(commands.decode(rec.command))
+    assert repl.engine.digest() != fresh.digest()  # the refused row is in the engine
+    repl.become_follower("s", 1, 2)
+    assert repl.engine.digest() == fresh.digest()
+    p._check()
+    repl.close()
+    loop.close()

@@ -133,6 +133,7 @@ class Partition:
     fetcher: "Fetcher | None" = None
     failure: str | None = None
     hw_saved: int = -1        # the high watermark last written to HW_FILE
+    diverged: bool = False    # the engine applied a command its log left out: rebuilt when it follows
 
     def _check(self) -> None:
         """Offsets in order: no replica counts as acknowledged (hw) or applies what its log does not
@@ -370,6 +371,10 @@ class Replication:
                 p.fetcher.join(10)
                 p.fetcher = None
             was_leader = p.role == LEADER
+            if was_leader:
+                # what the engine applied while this replica led goes to its log at the old epoch
+                # first, where the new leader's truncation (KIP-101) finds it and rebuilds the stream
+                self.driver.group_commit.flush()
             p.role, p.epoch, p.leader = FOLLOWER, epoch, leader
             if replicas:
                 p.replicas = list(replicas)
@@ -381,6 +386,9 @@ class Replication:
                 p.syncer = None
             p.wake.set()
             self._save(p)
+            if p.diverged:  # (a fenced leader's writes, left out of its log): the stream as its log has it
+                self.rebuild(p, p.log.end)
+                p.diverged = False
         oplog.event("replica_follower", stream=stream, epoch=epoch, leader=leader, end_offset=p.log.end)
         self._follow(p)
         return p
@@ -530,6 +538,8 @@ class Replication:
                 rec = p.log.append(p.epoch, commands.encode(cmd))
                 p.applied = rec.offset
                 touched[p.stream] = p
+            elif p.role == LEADER:
+                p.diverged = True  # a write admitted before the failure: in the engine, in no log
         for p in touched.values():
             self._sync(p)
             p.wake.set()

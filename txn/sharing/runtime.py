@@ -24,9 +24,15 @@ from ..query import Result
 from windowstore.store.slicing import sliced_task
 
 from ..schedule.edf import Task, task_due
+from windowstore.store.errors import ResourceLimit
+from windowstore.store.join import SharedJoin
+
+from ..joins import JoinQueryPlan
+from .answer import SharedAnswer
 from .cost import STORE, CostModel
 from .covers import derive, subtract
 from .groups import Groups
+from .joins import SharedJoinPlan, member_reads
 from .modes import SharingMode
 from .rules import Synopsis, describe, group_key, reason
 from .schedulers import Execution, make_scheduler
@@ -34,16 +40,6 @@ from .schedulers import Execution, make_scheduler
 if TYPE_CHECKING:
     from ..query import QueryTxn
     from ..scheduler import Scheduler
-
-
-@dataclasses.dataclass
-class SharedAnswer:
-    """A joint execution's answer: one per output, in the SharedPlan's order."""
-
-    answers: list
-    access: str = "shared"
-    exact: bool = True
-    guaranteed: bool | None = None
 
 
 class SharedPlan:
@@ -218,6 +214,9 @@ class SharedTasks:
         self.failures = 0
         self.cover_executions_saved = 0  # readers of committed executions answered from a cover, scanning nothing
         self.cover_reads_saved = 0       # sub-window scans covers saved (aborted attempts too)
+        self.join_synopses: dict[Any, SharedJoin] = {}  # per join group (SS3/CS5): its one kept join result
+        self.join_answers = 0            # answers of periodic joins from a shared join synopsis
+        self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
         self._seq = 0
         self._blocked = False
 
@@ -228,14 +227,35 @@ class SharedTasks:
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
         self.tasks[task.id] = task
+        if m.synopsis == Synopsis.JOIN:
+            self._eager[task.id] = join_plan(task).eager
+            self._join_group_changed(self.groups.group_id(task.id))
         self.local.sync()
 
     def remove(self, task_id: str) -> None:
-        if self.tasks.pop(task_id, None) is None:
+        task = self.tasks.pop(task_id, None)
+        if task is None:
             return
+        gid = self.groups.group_id(task_id)
         self.groups.remove(task_id)
         self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
+        if task_id in self._eager:
+            join_plan(task).eager = self._eager.pop(task_id)
+            self._join_group_changed(gid)
         self.local.sync()
+
+    def _join_group_changed(self, gid) -> None:
+        """A join group gained or lost a member: while it has partners, its members' own plans are
+        not maintained after every slide (the group's synopsis is, at its executions); alone, a
+        member is as it would be without sharing. A group gone drops its synopsis."""
+        outputs = self.groups.groups.get(gid)
+        if not outputs:
+            self.join_synopses.pop(gid, None)
+            return
+        shared = len(outputs) > 1
+        for o in outputs:
+            for mid in o.members:
+                join_plan(self.tasks[mid]).eager = self._eager[mid] and not shared
 
     def shared(self, task: Task) -> bool:
         return task.id in self.tasks
@@ -274,7 +294,9 @@ class SharedTasks:
         plans = [self.tasks[mids[0]].plan for mids in outputs]
         members = [self.tasks[mid] for mids in outputs for mid in mids]
         self._seq += 1
-        group = Task(f"G{self._seq}", SharedPlan(plans), min(t.every for t in members),  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
+        every = min(t.every for t in members)
+        plan = self._join_plan(ex.gid, plans, every) if isinstance(plans[0], JoinQueryPlan) else SharedPlan(plans)
+        group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
         reflected = [t.last_reflected for t in members]
@@ -286,6 +308,19 @@ class SharedTasks:
         for mid in ex.members:
             self.busy[mid] = txn
 
+    def _join_plan(self, gid, plans: list, every: int) -> SharedJoinPlan:
+        """A joint execution of joins of group `gid` over the group's one synopsis (made at its
+        first execution), kept at the longest RANGE per source of all the group's members."""
+        lead = plans[0].join
+        synopsis = self.join_synopses.get(gid)
+        if synopsis is None:
+            synopsis = self.join_synopses[gid] = SharedJoin(lead.bound, lead.strings, lead.max_rows)
+        lengths = [0] * len(lead.sources)
+        for o in self.groups.groups[gid]:
+            for p, src in enumerate(join_plan(self.tasks[o.leader.id]).join.sources):
+                lengths[p] = max(lengths[p], src.n_q)
+        return SharedJoinPlan(plans, synopsis, lengths, every)
+
     # -- a shared execution ends ---------------------------------------------------------------
     def deliver(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float) -> None:
         """A shared execution committed: counted once, then each member answered from its part."""
@@ -294,11 +329,13 @@ class SharedTasks:
         group.running = None
         sched.finish_committed(txn, result)
         self.executions += 1
+        if result.restarts:
+            self.aborts_by_group[str(joint.gid)] += result.restarts
+        if isinstance(group.plan, SharedJoinPlan):
+            return self._deliver_joins(sched, txn, result, now)
         plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
         self.cover_executions_saved += len(plan.derived) - len(plan.cover_fallbacks)
         self.cover_reads_saved += plan.cover_reads_saved
-        if result.restarts:
-            self.aborts_by_group[str(joint.gid)] += result.restarts
         read = txn.sources[0].read
         # the bounds of the n youngest sub-windows read, for every n: one pass, not one per member
         bounds: list[tuple] = []
@@ -341,18 +378,66 @@ class SharedTasks:
             if task.on_answer is not None and task.active:
                 task.on_answer(r)
 
+    def _deliver_joins(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float) -> None:
+        """A joint execution of joins committed: each member's Result as its own execution's would
+        be (provenance over its own RANGEs of what was read), then told."""
+        group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
+        joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
+        reads = txn.read_sets()
+        latest = group.plan.stream.window.latest
+        label = group_label(joint.gid)
+        fields = vars(result)
+        answers = []
+        for answer, mids in zip(result.answer.answers, joint.outputs):  # type: ignore[attr-defined]  # a SharedAnswer
+            for mid in mids:
+                if self.busy.get(mid) is not txn:
+                    continue  # unregistered (or re-registered) while it ran
+                del self.busy[mid]
+                task = self.tasks[mid]
+                if task.last_reflected is not None and result.slide <= task.last_reflected:
+                    continue  # it has answered this slide (run for a due partner): never twice
+                mine = join_plan(task)
+                sources = mine.provenance(member_reads(mine, reads))
+                late = early = 0
+                if task.last_reflected is not None:
+                    late = max(0, latest - task.last_reflected - task.every)
+                    early = max(0, task.every - (result.slide - task.last_reflected))
+                r = object.__new__(Result)  # (a copy, per member)
+                r.__dict__.update(fields, answer=answer, slide=sources[0].slide, window_start_ms=sources[0].window_start_ms,
+                                  window_end_ms=sources[0].window_end_ms, sources=sources, late_slides=late,
+                                  early_slides=early, group=label)
+                task.late += late > 0
+                task.reflected = {s.stream: s.slide for s in sources}
+                task.answered(r, now)
+                self.answers += 1
+                self.join_answers += 1
+                self.early_runs += early > 0
+                self.late_runs += late > 0
+                if result.restarts:
+                    self.aborts_by_query[mid] += result.restarts
+                answers.append((task, r))
+        if self._blocked:
+            sched.recheck_due_tasks()
+        for task, r in answers:
+            if task.on_answer is not None and task.active:
+                task.on_answer(r)
+
     def group_failed(self, group: Task, error: Exception) -> None:
         """A shared execution failed (too many aborts, or an error): each member hears of it as
         it would of its own execution failing; the members stay registered."""
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
         self.failures += 1
+        refused = isinstance(error, ResourceLimit) and isinstance(group.plan, SharedJoinPlan)
         for mids in joint.outputs:
             for mid in mids:
                 if self.busy.get(mid) is not joint.txn:
                     continue
                 del self.busy[mid]
                 task = self.tasks.get(mid)
+                if refused and task is not None:  # as a join alone: this execution is skipped, the next after its SLIDE
+                    task.reflected = {s.name: s.window.latest for s in join_plan(task).streams}
+                    task.last_reflected = task.plan.stream.window.latest
                 if task is not None and task.active and task.on_error is not None:
                     task.on_error(task, error)
 
@@ -376,7 +461,7 @@ class SharedTasks:
             return f"{self.mode.value}: runs alone for now: no registered query shares with it ({reason(m, key)})"
         return (f"{self.mode.value}: joins group {group_label(gid)} with {len(peers)} output(s) "
                 f"({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {reason(m, key)}"
-                + self._cover_text(plan, gid))
+                + ("" if m.synopsis == Synopsis.JOIN else self._cover_text(plan, gid)))
 
     def _cover_text(self, plan, gid) -> str:
         """The predicate cover (covers.py) a query joining group `gid` would be answered from
@@ -411,6 +496,9 @@ class SharedTasks:
             "failures": self.failures,
             "cover_executions_saved": self.cover_executions_saved,
             "cover_reads_saved": self.cover_reads_saved,
+            "join_groups": sum(1 for gid, outs in self.groups.groups.items()
+                               if gid[1:2] == ("CS5",) and sum(len(o.members) for o in outs) > 1),
+            "join_answers": self.join_answers,
         }
 
     def _check(self) -> None:
@@ -419,6 +507,17 @@ class SharedTasks:
         assert set(self.tasks) == set(self.groups.members), "a task per grouped member"
         assert set(self.busy) <= set(self.tasks)
         assert all(not txn.done for txn in self.busy.values()), "busy members wait for a live execution"
+        assert set(self.join_synopses) <= set(self.groups.groups), "a join synopsis per live join group"
+        assert set(self._eager) <= set(self.tasks)
+        for synopsis in self.join_synopses.values():
+            synopsis._check()
+
+
+def join_plan(task: Task) -> JoinQueryPlan:
+    """A join member's plan (its Member's synopsis is JOIN)."""
+    plan = task.plan
+    assert isinstance(plan, JoinQueryPlan), task.id
+    return plan
 
 
 def group_label(gid) -> str:

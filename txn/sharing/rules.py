@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass
-from typing import Hashable
+from dataclasses import dataclass, field
+from typing import Any, Hashable
 
 
 class Synopsis(enum.StrEnum):
@@ -48,7 +48,10 @@ class Member:
     """A registered periodic query as the rules see it: `key` is its normalised text without its
     SLIDE (equal keys: the same query), `length` its window in sub-windows (intervals), `period`
     its SLIDE in synopsis updates, `shape` what must also be equal to share a probe (GROUP BY),
-    `needs` the per-interval values it reads (AVG(x) needs SUM(x) and COUNT(x))."""
+    `needs` the per-interval values it reads (AVG(x) needs SUM(x) and COUNT(x)), `reads` what its
+    scan reads of a sub-window (read_key: equal for the same query but for RANGE, SLIDE, LIMIT; None:
+    the group's one synopsis, as in the thesis's examples) and `bound` its bound query (covers.py
+    finds predicate covers among the readers of a joint execution from it)."""
 
     id: str
     stream: str
@@ -60,6 +63,8 @@ class Member:
     needs: frozenset = frozenset()
     alone_reason: str = ""
     combines: bool = False  # its sub-windows' contributions combine into one (a scan answers it on the way)
+    reads: Hashable = None
+    bound: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.length < 1 or self.period < 1:
@@ -205,7 +210,14 @@ def describe(plan, query_id: str, every: int) -> Member:
                       alone_reason="runs alone: a pinned read (AS OF SLIDE)")
     shape = tuple(plan.bound.group_keys) if synopsis == Synopsis.PROBE else None
     return Member(query_id, plan.stream.name, key, synopsis, max(plan.n_q, 1), max(every, 1), shape or None,
-                  needs_of(aggs), combines=combines(plan.bound))
+                  needs_of(aggs), combines=combines(plan.bound), reads=(plan.stream.schema, *read_key(plan)),
+                  bound=plan.bound)
+
+
+def read_key(plan) -> tuple:
+    """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT
+    (plans with equal keys share one reader in a joint execution: CS2's same synopsis)."""
+    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
 
 
 def describe_join(plan, query_id: str, every: int) -> Member:

@@ -30,11 +30,11 @@ from windowstore.store.join import SharedJoin
 from ..joins import JoinQueryPlan
 from .answer import SharedAnswer
 from .cost import STORE, CostModel
-from .covers import derive, subtract
+from .covers import derive, derive_cached, subtract
 from .groups import Groups
 from .joins import SharedJoinPlan, member_reads
 from .modes import SharingMode
-from .rules import Synopsis, describe, group_key, reason
+from .rules import Synopsis, describe, group_key, read_key, reason
 from .schedulers import Execution, make_scheduler
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class SharedPlan:
         self.query = ("shared", *(p.query for p in plans))  # the cost model's key
         self.aggs = [a for p in plans for a in p.aggs]
         keys: dict = {}
-        self.reader_of = [keys.setdefault(_read_key(p), len(keys)) for p in plans]
+        self.reader_of = [keys.setdefault(read_key(p), len(keys)) for p in plans]
         self.readers: list[Any] = [None] * len(keys)  # per reader, the first plan that reads so
         self.reach = [0] * len(keys)  # per reader, the longest window of its plans
         for p, r in zip(plans, self.reader_of):
@@ -165,23 +165,10 @@ class SharedPlan:
         return SharedAnswer([p.probe() for p in self.plans])
 
 
-_DERIVED: dict = {}  # the readers' keys -> their derivations (a joint execution's plan is made per run)
-
-
 def derived_readers(readers: list, combine_ok: list, key: tuple) -> list:
     """covers.derive for these readers, remembered by the stream's schema and their read keys in
     order (`key`: a WHERE's sets depend on its column's type)."""
-    got = _DERIVED.get(key)
-    if got is None:
-        if len(_DERIVED) > 1024:
-            _DERIVED.clear()
-        got = _DERIVED[key] = derive([p.bound for p in readers], combine_ok) if len(readers) > 1 else []
-    return got
-
-
-def _read_key(plan) -> tuple:
-    """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT."""
-    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
+    return derive_cached(key, [p.bound for p in readers], combine_ok)
 
 
 @dataclasses.dataclass(eq=False)
@@ -469,8 +456,8 @@ class SharedTasks:
         named: dict = {}
         for o in self.groups.groups.get(gid, []):
             p = self.tasks[o.leader.id].plan
-            named.setdefault(_read_key(p), (o.leader.id, p))
-        mine = _read_key(plan)
+            named.setdefault(read_key(p), (o.leader.id, p))
+        mine = read_key(plan)
         if mine in named:
             return ""
         names = [n for n, _ in named.values()] + ["this query"]

@@ -174,7 +174,8 @@ def test_a_query_registered_later_never_makes_a_partner_answer_a_slide_again(mod
 
 def test_a_group_reads_each_sub_window_once_and_combines_once_per_length(monkeypatch):
     """CS2's one scan: a joint execution computes each sub-window's contribution once for the
-    plans that read the same thing, and answers the shorter windows on the way: one combine per
+    plans that read the same thing (and keeps it for the next executions), and answers the shorter
+    windows on the way: one combine per
     distinct length, each member finishing one already-combined contribution (not its own merge
     of its n sub-windows). Counted, so that a regression to k merges (or k reads) fails."""
     from windowstore.store.planner.plan import Plan
@@ -216,9 +217,13 @@ def test_a_group_reads_each_sub_window_once_and_combines_once_per_length(monkeyp
     s = sharing.stats()
     assert s["executions"] == 12 and s["answers"] == 12 * len(texts)
     assert reads and set(reads.values()) == {1}, "a sub-window's contribution computed once per reader"
+    # ... and once over the whole run (sharing.contributions: a sealed sub-window never changes):
+    # each execution reads only the sub-window sealed since the last, once per reader
+    assert len({(kind, v) for (_, kind, v) in reads}) == len(reads) == 2 * s["executions"]
+    assert s["contributions_reused"] > 0
     for ex in range(s["executions"]):
         held = min(ex + 1, N)  # sub-windows in the window at that slide
-        assert sum(1 for (x, _, _) in reads if x == ex) == 2 * held  # two readers, each the longest window
+        assert sum(1 for (x, _, _) in reads if x == ex) == 2  # two readers, the new sub-window
         mine = [k for x, k in combined if x == ex]
         lengths = len({min(n, held) for _, n in texts.values()})
         assert len(mine) <= 2 * lengths and sum(mine) <= 2 * (lengths + held)

@@ -52,8 +52,9 @@ class SharedPlan:
     missing, e.g. under ws, whose snapshot lags the window). A probe group (CS1: equal lengths)
     probes once per member plan, atomically."""
 
-    def __init__(self, plans: list):
+    def __init__(self, plans: list, memo: "Contributions | None" = None):
         self.plans = plans
+        self.memo = memo  # contributions of sub-windows computed by earlier executions
         self.stream = plans[0].stream
         self.strings = self.stream.strings
         self.n_q = max(p.n_q for p in plans)
@@ -77,27 +78,42 @@ class SharedPlan:
         self.combines = [combines(p.bound) for p in self.readers]
         # predicate covers (covers.py): readers whose contributions come from others' (no scan of their own)
         self.derived = derived_readers(self.readers, self.combines, (self.stream.schema, *keys))
+        self.keys = list(keys)
         for d in self.derived:
             for i in d.plus + d.minus:  # a piece is read wherever its target is
                 self.reach[i] = max(self.reach[i], self.reach[d.target])
         self._by_target = {d.target: d for d in self.derived}
         self.cover_reads_saved = 0  # sub-window scans a derived reader did not make
+        self.cover_derived: set[int] = set()  # derived readers that derived a contribution (not all from memo)
         self.cover_fallbacks: set[int] = set()  # derived readers that read a sub-window of their own (its nulls)
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
-        vals = [p.read(sub) if oldest < n and r not in self._by_target else None
-                for r, (p, n) in enumerate(zip(self.readers, self.reach))]
+        vals: list = [None] * len(self.readers)
+        for r, n in enumerate(self.reach):
+            if oldest < n and r not in self._by_target:
+                vals[r] = self._contribution(r, sub, vals)
         for d in self.derived:
             if oldest < self.reach[d.target]:
-                vals[d.target] = self._derive(d, sub, vals)
+                vals[d.target] = self._contribution(d.target, sub, vals)
         return sub, vals
 
     def _value(self, r: int, sub, vals: list):
         if vals[r] is None:
-            d = self._by_target.get(r)
-            vals[r] = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
+            vals[r] = self._contribution(r, sub, vals)
         return vals[r]
+
+    def _contribution(self, r: int, sub, vals: list):
+        """Reader r's contribution for `sub`: computed by an earlier execution (memo), else read
+        (or derived from its cover's pieces) now and remembered."""
+        memo = self.memo
+        got = memo.get(self.stream.name, self.keys[r], sub) if memo is not None else None
+        if got is None:
+            d = self._by_target.get(r)
+            got = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
+            if memo is not None:
+                memo.put(self.stream.name, self.keys[r], sub, got)
+        return got
 
     def _derive(self, d, sub, vals: list):
         """Reader d.target's contribution for `sub` from its pieces' (a cover), or its own read
@@ -113,6 +129,7 @@ class SharedPlan:
         if d.minus:
             got = subtract(bound, got, [self._value(i, sub, vals) for i in d.minus])
         self.cover_reads_saved += 1
+        self.cover_derived.add(d.target)
         return got
 
     def finish(self, partial: Partial) -> SharedAnswer:
@@ -165,6 +182,48 @@ class SharedPlan:
         return SharedAnswer([p.probe() for p in self.plans])
 
 
+class Contributions:
+    """Per stream, the contributions joint executions' readers computed for sealed sub-windows,
+    kept while the sub-window is in the window. A sealed sub-window never changes, so a reader's
+    contribution for it is the same at every execution: computed once, as the thesis's basic
+    intervals hold values pre-aggregated once per interval (2.3.4, 8.3.1 CS2), instead of reading
+    the window's rows again at every execution of a group. Entries are keyed by the reader's read
+    key and the sub-window's version and hold the sub-window itself: one swapped for another under
+    the same version (a string-dictionary compaction) is a miss."""
+
+    def __init__(self):
+        self.by_stream: dict[str, dict[tuple, tuple]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, stream: str, key, sub):
+        entry = self.by_stream.get(stream, {}).get((key, sub.slide))
+        if entry is not None and entry[0] is sub:
+            self.hits += 1
+            return entry[1]
+        self.misses += 1
+        return None
+
+    def put(self, stream: str, key, sub, value) -> None:
+        self.by_stream.setdefault(stream, {})[(key, sub.slide)] = (sub, value)
+
+    def prune(self, stream: str, oldest: int) -> None:
+        """Forget the sub-windows older than version `oldest` (they have left the window)."""
+        got = self.by_stream.get(stream)
+        if got:
+            for k in [k for k in got if k[1] < oldest]:
+                del got[k]
+
+    def drop(self, streams) -> None:
+        """Forget the streams not in `streams` (dropped)."""
+        for name in [n for n in self.by_stream if n not in streams]:
+            del self.by_stream[name]
+
+    def _check(self) -> None:
+        for got in self.by_stream.values():
+            assert all(sub.slide == k[1] for k, (sub, _) in got.items()), "entries under their sub-window's version"
+
+
 def derived_readers(readers: list, combine_ok: list, key: tuple) -> list:
     """covers.derive for these readers, remembered by the stream's schema and their read keys in
     order (`key`: a WHERE's sets depend on its column's type)."""
@@ -200,7 +259,9 @@ class SharedTasks:
         self.aborts_by_query: collections.Counter = collections.Counter()
         self.failures = 0
         self.cover_executions_saved = 0  # readers of committed executions answered from a cover, scanning nothing
+        # (those whose every contribution came from earlier executions (contributions) are not counted)
         self.cover_reads_saved = 0       # sub-window scans covers saved (aborted attempts too)
+        self.contributions = Contributions()  # sub-windows' contributions, computed once per reader
         self.join_synopses: dict[Any, SharedJoin] = {}  # per join group (SS3/CS5): its one kept join result
         self.join_answers = 0            # answers of periodic joins from a shared join synopsis
         self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
@@ -282,7 +343,13 @@ class SharedTasks:
         members = [self.tasks[mid] for mids in outputs for mid in mids]
         self._seq += 1
         every = min(t.every for t in members)
-        plan = self._join_plan(ex.gid, plans, every) if isinstance(plans[0], JoinQueryPlan) else SharedPlan(plans)
+        if isinstance(plans[0], JoinQueryPlan):
+            plan = self._join_plan(ex.gid, plans, every)
+        else:
+            window = plans[0].stream.window
+            self.contributions.drop(sched.streams)
+            self.contributions.prune(plans[0].stream.name, window.latest - window.n + 1)
+            plan = SharedPlan(plans, self.contributions)
         group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
@@ -321,7 +388,7 @@ class SharedTasks:
         if isinstance(group.plan, SharedJoinPlan):
             return self._deliver_joins(sched, txn, result, now)
         plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
-        self.cover_executions_saved += len(plan.derived) - len(plan.cover_fallbacks)
+        self.cover_executions_saved += len(plan.cover_derived - plan.cover_fallbacks)
         self.cover_reads_saved += plan.cover_reads_saved
         read = txn.sources[0].read
         # the bounds of the n youngest sub-windows read, for every n: one pass, not one per member
@@ -486,6 +553,7 @@ class SharedTasks:
             "join_groups": sum(1 for gid, outs in self.groups.groups.items()
                                if gid[1:2] == ("CS5",) and sum(len(o.members) for o in outs) > 1),
             "join_answers": self.join_answers,
+            "contributions_reused": self.contributions.hits,
         }
 
     def _check(self) -> None:
@@ -498,6 +566,7 @@ class SharedTasks:
         assert set(self._eager) <= set(self.tasks)
         for synopsis in self.join_synopses.values():
             synopsis._check()
+        self.contributions._check()
 
 
 def join_plan(task: Task) -> JoinQueryPlan:

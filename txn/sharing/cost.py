@@ -31,8 +31,11 @@ class CostModel:
     scan: a query whose contributions do not combine (quantiles, COUNT DISTINCT, float sums)
     merges its own intervals' values; those that combine (Member.combines) are answered along the
     shared scan, by one running combine to the longest of them; `cover` per piece per interval
-    whose value a predicate cover derives instead of reading it (None: covers not counted). The
-    thesis's worked example counts comparisons only: CostModel(access=0, combine=1, post=0)."""
+    whose value a predicate cover derives instead of reading it (None: covers not counted).
+    `memo`: a reader's intervals read by an earlier execution are not read again (the store keeps
+    sealed sub-windows' contributions, runtime.Contributions): an execution reads only those sealed
+    since the reader last ran (schedule_cost tracks it). The thesis's worked example counts
+    comparisons only: CostModel(access=0, combine=1, post=0)."""
 
     access: float = 1.0
     combine: float = 1.0
@@ -40,12 +43,13 @@ class CostModel:
     post: float = 0.0
     finish: float = 0.0
     cover: float | None = 0.0
+    memo: bool = False
 
     def scan(self, n: int) -> float:
         """Scanning n intervals youngest to oldest and combining them."""
         return self.access * n + self.combine * max(n - 1, 0)
 
-    def joint(self, outputs: Iterable) -> float:
+    def joint(self, outputs: Iterable, fresh: dict | None = None) -> float:
         """One joint execution of outputs of one group: a CS2 group scans once, to its longest
         window; a CS1 group probes once; a lone output pays its own scan."""
         outputs = list(outputs)
@@ -54,26 +58,27 @@ class CostModel:
         syn = outputs[0].leader.synopsis
         if syn == Synopsis.JOIN:  # one kept join result; each member finishes the rows of its RANGEs
             return self.post * len(outputs) + self.finish * sum(o.length for o in outputs)
-        work = self.access * self.probe if syn == Synopsis.PROBE else self.reads(outputs)
+        work = self.access * self.probe if syn == Synopsis.PROBE else self.reads(outputs, fresh)
         own = 0
         if syn != Synopsis.PROBE:
             along = [o.length for o in outputs if o.leader.combines]
             own = sum(o.length - 1 for o in outputs if not o.leader.combines) + (max(along) - 1 if along else 0)
         return work + self.post * len(outputs) + self.finish * own
 
-    def reads(self, outputs: list) -> float:
+    def reads(self, outputs: list, fresh: dict | None = None) -> float:
         """The scans of a CS2 joint execution: each reader (the outputs with equal Member.reads;
         None: the group's one synopsis) scans its longest window once, youngest to oldest; a reader
         a predicate cover derives from other readers of the same execution (SS4/CS6/CS7) reads
         nothing and costs `cover` per piece per interval, its pieces reading as far as it needs
-        (as runtime.SharedPlan does)."""
+        (as runtime.SharedPlan does). `fresh`: per reader key, the intervals sealed since it last
+        ran, all it reads (memo; a key not in it: never ran, it reads its whole window)."""
         reach: dict = {}
         lead: dict = {}
         for o in outputs:
             k = o.leader.reads
             reach[k] = max(reach.get(k, 0), o.length)
             lead.setdefault(k, o.leader)
-        n = list(reach.values())
+        n = [min(r, fresh[k]) if fresh is not None and k in fresh else r for k, r in reach.items()]
         derived = covers_among(list(lead.values())) if self.cover is not None else []
         for d in derived:
             for i in d.plus + d.minus:
@@ -98,7 +103,7 @@ def covers_among(leaders: list) -> list[Derivation]:
 # The store's executions: a scan reads each sub-window once per reader (its contribution computed
 # once); queries that combine are answered along it, the others merge their own; a contribution a
 # cover derives combines its pieces' (a few partials) instead of reading the sub-window's rows.
-STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0, cover=0.1)
+STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0, cover=0.1, memo=True)
 
 
 def lcm(values: Iterable[int]) -> int:
@@ -112,6 +117,19 @@ def schedule_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel) -> fl
     if not tasks:
         return 0.0
     horizon = min(lcm([p for p, _ in tasks]), HORIZON_CAP)
+    if model.memo:  # what each reader reads depends on when it last ran: the second period, in steady state
+        last: dict = {}
+        total = 0.0
+        for t in range(2 * horizon):
+            due = [o for p, outs in tasks if t % p == 0 for o in outs]
+            if not due:
+                continue
+            cost = model.joint(due, {k: t - at for k, at in last.items()})
+            if t >= horizon:
+                total += cost
+            for o in due:
+                last[o.leader.reads] = t
+        return total / horizon
     total = 0.0
     for t in range(horizon):
         due = [o for p, outs in tasks if t % p == 0 for o in outs]

@@ -316,3 +316,40 @@ def test_hybrid_counts_what_predicate_covers_save_checked_by_brute_force(cover, 
     assert chosen == want
     best = min(brute_covered(t, cover) for t in ({2: 2, 3: 3}, {2: 2, 3: 2}))
     assert brute_covered(chosen, cover) == best
+
+
+def test_with_kept_contributions_a_reader_reads_only_the_sub_windows_sealed_since_it_last_ran():
+    """CostModel.memo (the store keeps sealed sub-windows' contributions): a reader reads at each
+    execution the sub-windows sealed since its last, at most its window; checked against a plain
+    loop over two LCM periods (the second counted: the first execution reads a whole window)."""
+    g = Groups()
+    spec = {"A": ("ra", 6, 2), "B": ("rb", 4, 3), "C": ("ra", 3, 5)}  # C reads as A does (same reader)
+    for q, (reads, n, p) in spec.items():
+        g.add(Member(q, "s", (q,), Synopsis.ROWS, n, p, reads=reads))
+    (gid,) = g.groups
+    subgroups = g.subgroups(gid)
+    model = CostModel(access=1, combine=0, probe=1, post=0, finish=0, cover=None, memo=True)
+
+    def brute(period_of: dict[int, int]) -> Fraction:
+        horizon = math.lcm(*period_of.values())
+        last: dict = {}
+        total = 0
+        for t in range(2 * horizon):
+            due = [q for q, (_, _, p) in spec.items() if t % period_of[p] == 0]
+            reach: dict = {}
+            for q in due:
+                reads, n, _ = spec[q]
+                reach[reads] = max(reach.get(reads, 0), n)
+            cost = sum(min(n, t - last[r]) if r in last else n for r, n in reach.items())
+            for r in reach:
+                last[r] = t
+            total += cost if t >= horizon else 0
+        return Fraction(total, horizon)
+
+    for target in ({2: 2, 3: 3, 5: 5}, {2: 2, 3: 2, 5: 5}, {2: 2, 3: 3, 5: 2}, {2: 2, 3: 2, 5: 2}):
+        tasks: dict = {}
+        for p, outs in subgroups.items():
+            tasks.setdefault(target[p], []).extend(outs)
+        assert math.isclose(schedule_cost(sorted(tasks.items()), model), brute(target)), target
+    assert brute({2: 2, 3: 3, 5: 5}) == 2  # every sealed sub-window read once by each of the two readers
+    assert choose_periods(subgroups, model) == {2: 2, 3: 3, 5: 5}  # nothing to gain by running early

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pytest
 
 from windowstore.store import WindowSpec, parse_query, plan_query
-from windowstore.txn.checker import check
 from windowstore.txn.commands import Append, CreateStream, Register, Slide, Unregister
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from windowstore.txn.sharing import SharingMode
+from sharing_checks import history_accepted, sharing_consistent
 
 COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"), ("f", "float64"))
 N = 8  # sub-windows in the stream's window
@@ -103,10 +103,7 @@ def run(mode: str, policy: str, seed: int, slides: int = 30):
             checked += 1
         got.clear()
     assert all(n > 0 for n in answered.values()), answered  # nothing registered goes unanswered
-    report = check(history.events)
-    assert report.errors == [], report.errors[:3]
-    assert report.violations("ws" if policy == "ws" else "lws") == [], report.violations("lws")[:3]
-    assert report.verdicts
+    history_accepted(history, policy)
     return e, checked
 
 
@@ -115,16 +112,7 @@ def run(mode: str, policy: str, seed: int, slides: int = 30):
 @pytest.mark.parametrize("seed", range(3))
 def test_shared_answers_equal_the_query_run_alone_as_of_its_slide(mode, policy, seed):
     e, checked = run(mode, policy, seed)
-    assert checked > 0
-    sharing = e.sched.sharing
-    if mode == "none":
-        assert sharing is None
-        return
-    s = sharing.stats()
-    assert s["executions_saved"] == s["answers"] - s["executions"] >= 0
-    if policy == "ttu-rescan":
-        assert e.sched.by_class["periodic"].aborts == 0 and s["aborts"] == 0
-    sharing._check()
+    sharing_consistent(e, checked, mode, policy)
 
 
 def test_a_dashboard_of_duplicates_is_one_execution_per_slide():

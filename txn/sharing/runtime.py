@@ -386,7 +386,16 @@ class SharedTasks:
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
         if isinstance(group.plan, SharedJoinPlan):
-            return self._deliver_joins(sched, txn, result, now)
+            reads = txn.read_sets()
+
+            def own(task: Task) -> dict:  # a join member: its provenance over its own RANGEs of what was read
+                mine = join_plan(task)
+                sources = mine.provenance(member_reads(mine, reads))
+                task.reflected = {s.stream: s.slide for s in sources}
+                self.join_answers += 1
+                return {"slide": sources[0].slide, "window_start_ms": sources[0].window_start_ms,
+                        "window_end_ms": sources[0].window_end_ms, "sources": sources}
+            return self._answer_members(sched, txn, result, now, own)
         plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
         self.cover_executions_saved += len(plan.cover_derived - plan.cover_fallbacks)
         self.cover_reads_saved += plan.cover_reads_saved
@@ -397,6 +406,18 @@ class SharedTasks:
             s = read[v]
             bounds.append((s.start_ms, s.end_ms) if not bounds else
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
+
+        def window(task: Task) -> dict:  # the bounds of its own n youngest sub-windows read
+            n = min(task.plan.n_q, len(bounds))
+            start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
+            return {"window_start_ms": start, "window_end_ms": end}
+        self._answer_members(sched, txn, result, now, window)
+
+    def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
+        """Each member still waiting for `txn` answered with its output's answer, the result's
+        fields but `own(task)`'s (its window), how early or late it came and the group, then told."""
+        group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
+        joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         latest = group.plan.stream.window.latest
         label = group_label(joint.gid)
         fields = vars(result)
@@ -409,15 +430,12 @@ class SharedTasks:
                 task = self.tasks[mid]
                 if task.last_reflected is not None and result.slide <= task.last_reflected:
                     continue  # it has answered this slide (run for a due partner): never twice
-                n = min(task.plan.n_q, len(bounds))
-                start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
                 late = early = 0
                 if task.last_reflected is not None:
                     late = max(0, latest - task.last_reflected - task.every)
                     early = max(0, task.every - (result.slide - task.last_reflected))
                 r = object.__new__(Result)  # (a copy: dataclasses.replace re-runs __init__, per member)
-                r.__dict__.update(fields, answer=answer, window_start_ms=start, window_end_ms=end,
-                                  late_slides=late, early_slides=early, group=label)
+                r.__dict__.update(fields, answer=answer, late_slides=late, early_slides=early, group=label, **own(task))
                 task.late += late > 0
                 task.answered(r, now)  # (r: the result with this member's answer; the same slide)
                 self.answers += 1
@@ -428,50 +446,6 @@ class SharedTasks:
                 answers.append((task, r))
         if self._blocked:
             sched.recheck_due_tasks()  # a due task waited for these members
-        for task, r in answers:
-            if task.on_answer is not None and task.active:
-                task.on_answer(r)
-
-    def _deliver_joins(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float) -> None:
-        """A joint execution of joins committed: each member's Result as its own execution's would
-        be (provenance over its own RANGEs of what was read), then told."""
-        group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
-        joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
-        reads = txn.read_sets()
-        latest = group.plan.stream.window.latest
-        label = group_label(joint.gid)
-        fields = vars(result)
-        answers = []
-        for answer, mids in zip(result.answer.answers, joint.outputs):  # type: ignore[attr-defined]  # a SharedAnswer
-            for mid in mids:
-                if self.busy.get(mid) is not txn:
-                    continue  # unregistered (or re-registered) while it ran
-                del self.busy[mid]
-                task = self.tasks[mid]
-                if task.last_reflected is not None and result.slide <= task.last_reflected:
-                    continue  # it has answered this slide (run for a due partner): never twice
-                mine = join_plan(task)
-                sources = mine.provenance(member_reads(mine, reads))
-                late = early = 0
-                if task.last_reflected is not None:
-                    late = max(0, latest - task.last_reflected - task.every)
-                    early = max(0, task.every - (result.slide - task.last_reflected))
-                r = object.__new__(Result)  # (a copy, per member)
-                r.__dict__.update(fields, answer=answer, slide=sources[0].slide, window_start_ms=sources[0].window_start_ms,
-                                  window_end_ms=sources[0].window_end_ms, sources=sources, late_slides=late,
-                                  early_slides=early, group=label)
-                task.late += late > 0
-                task.reflected = {s.stream: s.slide for s in sources}
-                task.answered(r, now)
-                self.answers += 1
-                self.join_answers += 1
-                self.early_runs += early > 0
-                self.late_runs += late > 0
-                if result.restarts:
-                    self.aborts_by_query[mid] += result.restarts
-                answers.append((task, r))
-        if self._blocked:
-            sched.recheck_due_tasks()
         for task, r in answers:
             if task.on_answer is not None and task.active:
                 task.on_answer(r)

@@ -14,6 +14,12 @@ def history_accepted(history, policy: str) -> None:
     assert report.verdicts
 
 
+def run_accepted(answered: dict, history, policy: str) -> None:
+    """Nothing registered went unanswered (answers per query), and history_accepted."""
+    assert all(n > 0 for n in answered.values()), answered
+    history_accepted(history, policy)
+
+
 def sharing_consistent(e, checked: int, mode: str, policy: str) -> None:
     """Answers were checked; with sharing on, executions saved add up, ttu-rescan never aborted
     a periodic execution, and the sharing state's invariants hold."""

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 SECTIONS = ["store", "server", "durability", "spark", "floor", "join", "peer", "slicing", "sketch",
-            "replication", "partition"]
+            "replication", "partition", "sharing"]
 
 
 def main(argv=None) -> int:

@@ -120,6 +120,8 @@ class _StoreCollector:
                                     value=sh["groups"])
             yield GaugeMetricFamily("windowstore_sharing_group_members_max", "members of the largest group",
                                     value=max(sh["members_per_group"], default=0))
+            yield GaugeMetricFamily("windowstore_sharing_join_groups", "groups of periodic joins sharing one join "
+                                    "synopsis", value=sh["join_groups"])
             for key, doc in (("executions", "shared executions committed"),
                              ("answers", "answers delivered by shared executions"),
                              ("executions_saved", "executions saved: answers beyond one per shared execution"),
@@ -127,7 +129,8 @@ class _StoreCollector:
                              ("late_runs", "answers later than their query's SLIDE"),
                              ("aborts", "aborts of shared executions"),
                              ("cover_executions_saved", "queries answered from a predicate cover, scanning nothing"),
-                             ("cover_reads_saved", "sub-window scans predicate covers saved")):
+                             ("cover_reads_saved", "sub-window scans predicate covers saved"),
+                             ("join_answers", "periodic join answers from a shared join synopsis (SS3/CS5)")):
                 yield CounterMetricFamily(f"windowstore_sharing_{key}", doc, value=sh[key])
         if s.get("replica_lag"):  # replicated streams (server/replication/)
             g = GaugeMetricFamily("windowstore_replica_lag_records", "records the slowest replica of the stream lags: "

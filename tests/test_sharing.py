@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.txn.sharing import (CostModel, Groups, Member, SharingMode, Synopsis, choose_periods, describe,
-                                     make_scheduler)
+                                     make_scheduler, schedule_cost)
 
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
 
@@ -263,3 +263,93 @@ def test_schedulers_keep_their_invariants_and_drop_nothing(specs, mode, ops, bud
     assert run(10_000), "with time to spare the backlog clears"
     for mid, m in g.members.items():
         assert now - last[mid] < m.period or m.period == 0, (mid, now, last[mid], m.period)
+
+
+# -- predicate covers in the cost model (8.3.3 with 8.4.4) ---------------------------------------
+COVERED = {"A": ("src = 'tcp'", 6, 2), "B": ("src = 'udp'", 6, 2), "C": ("src IN ('tcp', 'udp')", 6, 3)}
+
+
+def covered_groups() -> Groups:
+    s = stream()
+    g = Groups()
+    for q, (where, n, p) in COVERED.items():
+        g.add(member(s, q, f"SELECT COUNT(*), SUM(bytes) FROM s [RANGE {n}0 ms SLIDE {p}0 ms] WHERE {where}"))
+    return g
+
+
+def brute_covered(period_of: dict[int, int], cover: float | None) -> Fraction:
+    """Cost per slide when the sub-group of SLIDE p runs every period_of[p] slides, from slide 0,
+    counting intervals read: each query due reads its own n youngest sub-windows, except C when A
+    and B are due with it: C's rows are A's and B's (a disjoint cover), so C reads nothing and
+    combines their two contributions per sub-window (`cover` each), A and B reading as far as C
+    needs. `cover` None: covers not counted (C always reads). A plain loop over the LCM period."""
+    horizon = math.lcm(*period_of.values())
+    total = Fraction(0)
+    for t in range(horizon):
+        due = {q for q, (_, _, p) in COVERED.items() if t % period_of[p] == 0}
+        n = {q: COVERED[q][1] for q in due}
+        if cover is not None and due == {"A", "B", "C"}:
+            n["A"], n["B"] = max(n["A"], n["C"]), max(n["B"], n["C"])
+            total += n["A"] + n["B"] + Fraction(str(cover)) * n["C"] * 2
+        else:
+            total += sum(n.values())
+    return total / horizon
+
+
+@pytest.mark.parametrize("cover, want", [(None, {2: 2, 3: 3}), (0.1, {2: 2, 3: 2}), (0.25, {2: 2, 3: 3})])
+def test_hybrid_counts_what_predicate_covers_save_checked_by_brute_force(cover, want):
+    """C = A + B (CS6, a disjoint cover) reads nothing when it runs with A and B. Counting that,
+    shortening C's SLIDE from 3 to 2 (always with its pieces) costs 13.2 per 2 slides (6.6)
+    against 43.2 per 6 (7.2) when covers cost 0.1 per piece per interval; at 0.25 both cost 7.5
+    and the longer period is kept; not counting covers, C always reads its 6 (8 against 9)."""
+    g = covered_groups()
+    (gid,) = g.groups
+    subgroups = g.subgroups(gid)
+    assert {p: sorted(o.leader.id for o in outs) for p, outs in subgroups.items()} == {2: ["A", "B"], 3: ["C"]}
+    model = CostModel(access=1, combine=0, probe=1, post=0, finish=0, cover=cover)
+    for target in ({2: 2, 3: 3}, {2: 2, 3: 2}):
+        tasks = {}
+        for p, outs in subgroups.items():
+            tasks.setdefault(target[p], []).extend(outs)
+        assert math.isclose(schedule_cost(sorted(tasks.items()), model), brute_covered(target, cover))
+    chosen = choose_periods(subgroups, model)
+    assert chosen == want
+    best = min(brute_covered(t, cover) for t in ({2: 2, 3: 3}, {2: 2, 3: 2}))
+    assert brute_covered(chosen, cover) == best
+
+
+def test_with_kept_contributions_a_reader_reads_only_the_sub_windows_sealed_since_it_last_ran():
+    """CostModel.memo (the store keeps sealed sub-windows' contributions): a reader reads at each
+    execution the sub-windows sealed since its last, at most its window; checked against a plain
+    loop over two LCM periods (the second counted: the first execution reads a whole window)."""
+    g = Groups()
+    spec = {"A": ("ra", 6, 2), "B": ("rb", 4, 3), "C": ("ra", 3, 5)}  # C reads as A does (same reader)
+    for q, (reads, n, p) in spec.items():
+        g.add(Member(q, "s", (q,), Synopsis.ROWS, n, p, reads=reads))
+    (gid,) = g.groups
+    subgroups = g.subgroups(gid)
+    model = CostModel(access=1, combine=0, probe=1, post=0, finish=0, cover=None, memo=True)
+
+    def brute(period_of: dict[int, int]) -> Fraction:
+        horizon = math.lcm(*period_of.values())
+        last: dict = {}
+        total = 0
+        for t in range(2 * horizon):
+            due = [q for q, (_, _, p) in spec.items() if t % period_of[p] == 0]
+            reach: dict = {}
+            for q in due:
+                reads, n, _ = spec[q]
+                reach[reads] = max(reach.get(reads, 0), n)
+            cost = sum(min(n, t - last[r]) if r in last else n for r, n in reach.items())
+            for r in reach:
+                last[r] = t
+            total += cost if t >= horizon else 0
+        return Fraction(total, horizon)
+
+    for target in ({2: 2, 3: 3, 5: 5}, {2: 2, 3: 2, 5: 5}, {2: 2, 3: 3, 5: 2}, {2: 2, 3: 2, 5: 2}):
+        tasks: dict = {}
+        for p, outs in subgroups.items():
+            tasks.setdefault(target[p], []).extend(outs)
+        assert math.isclose(schedule_cost(sorted(tasks.items()), model), brute(target)), target
+    assert brute({2: 2, 3: 3, 5: 5}) == 2  # every sealed sub-window read once by each of the two readers
+    assert choose_periods(subgroups, model) == {2: 2, 3: 3, 5: 5}  # nothing to gain by running early

@@ -24,12 +24,12 @@ from conftest import examples
 
 from windowstore.store import WindowSpec, parse_query, plan_query
 from windowstore.store.predicates import Comparison
-from windowstore.txn.checker import check
 from windowstore.txn.commands import Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from windowstore.txn.sharing import SharingMode
 from windowstore.txn.sharing.covers import INVERTIBLE, derive, where_set
+from sharing_checks import history_accepted
 
 DOMAIN = list(range(-4, 14))
 OPS = ["=", "!=", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null"]
@@ -298,9 +298,7 @@ def run(mode: str, policy: str, seed: int, slides: int = 14, board: list | None 
                 assert all(same(x, y) for x, y in zip(a, b)), (qid, r.slide, sql, a, b)
             checked += 1
         got.clear()
-    report = check(history.events)
-    assert report.errors == [], report.errors[:3]
-    assert report.violations("ws" if policy == "ws" else "lws") == [], report.violations("lws")[:3]
+    history_accepted(history, policy)
     return e, checked
 
 

@@ -53,9 +53,8 @@ def explain(engine, query) -> dict:
     sharing = engine.sched.sharing
     if not periodic:
         out["sharing"] = "a one-time query runs alone"
-    elif sharing is None or isinstance(query, JoinQuery):
-        out["sharing"] = ("runs alone: shared execution is off (--sharing none)" if sharing is None
-                          else "runs alone: the join synopses of 8.3.2 are not shared yet")
+    elif sharing is None:
+        out["sharing"] = "runs alone: shared execution is off (--sharing none)"
     else:  # which group it would join and why (txn/sharing/runtime.py)
         out["sharing"] = sharing.explain(plan, out["every_slides"])
     return out

@@ -13,6 +13,7 @@ One job per module:
 - by_key.py: aggregates of a two-way equi-join from per-key partial aggregates (one-time queries);
 - synopsis.py: aggregates kept as pre-aggregated intervals, the basic-interval-join synopsis (8.3.2);
 - finish.py: from joined rows to the answer, as the single-stream planner answers;
+- shared.py: one join synopsis shared by periodic joins of one condition (8.3.2, SS3/CS5);
 - run.py: conveniences planning against Stream objects (tests, tools).
 
 NULLs follow SQL as the single-stream path does (planner.py, functions.py), so a join answer equals
@@ -28,7 +29,8 @@ from .finish import typed_rows
 from .order import FAST_FACTOR, OrderInputs, choose_order, initial_order, order_cost, probe_sequence
 from .plan import DEFAULT_MAX_ROWS, JoinPlan, JoinStats
 from .run import plan_join, run_join, window_inputs
+from .shared import SharedJoin, condition_key
 
-__all__ = ["DEFAULT_MAX_ROWS", "FAST_FACTOR", "JoinPlan", "JoinStats", "OrderInputs", "choose_order",
-           "initial_order", "order_cost", "plan_join", "probe_sequence", "run_join", "typed_rows",
+__all__ = ["DEFAULT_MAX_ROWS", "FAST_FACTOR", "JoinPlan", "JoinStats", "OrderInputs", "SharedJoin", "choose_order",
+           "condition_key", "initial_order", "order_cost", "plan_join", "probe_sequence", "run_join", "typed_rows",
            "window_inputs", "_band_mask", "_shifted"]

@@ -46,8 +46,11 @@ class Finisher:
     (synopsis.keys_with_nulls), NULL sorts last both ways, and decimal results become Decimals of
     their result type's scale (functions.py's result types)."""
 
-    def __init__(self, plan: JoinPlan, ver: np.ndarray, row: np.ndarray):
+    def __init__(self, plan: JoinPlan, ver: np.ndarray, row: np.ndarray, data: JoinPlan | None = None):
+        """`data`: the plan whose prepared sub-windows the rows' tags point into, when it is not
+        `plan` (a shared join synopsis answering a member's query, shared.py)."""
         self.plan, self.b = plan, plan.bound
+        self.data = data if data is not None else plan
         self.ver, self.row = ver, row
         self.n = ver.shape[1]
         self._cols: dict[ColumnRef, tuple[np.ndarray, np.ndarray | None]] = {}
@@ -56,9 +59,9 @@ class Finisher:
         """(values, validity or None when no row of them is NULL)."""
         out = self._cols.get(ref)
         if out is None and ref.source < 0:  # PROB(): computed from the pair's intervals
-            out = self._cols[ref] = (self.plan.timing_probabilities(self.ver, self.row), None)
+            out = self._cols[ref] = (self.data.timing_probabilities(self.ver, self.row), None)
         if out is None:
-            values, valid = self.plan.gather(ref, self.ver[ref.source], self.row[ref.source])
+            values, valid = self.data.gather(ref, self.ver[ref.source], self.row[ref.source])
             if valid is not None and valid.all():
                 valid = None
             out = self._cols[ref] = (values, valid)

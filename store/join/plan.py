@@ -88,7 +88,9 @@ class JoinPlan:
     stream of source i (FROM order)."""
 
     def __init__(self, bound: BoundJoin, strings: Sequence[StringDictionary], max_rows: int = DEFAULT_MAX_ROWS,
-                 cache: bool = True):
+                 cache: bool = True, keep_rows: bool = False):
+        """`keep_rows`: keep the result rows even where the pre-aggregated intervals could answer
+        (a join synopsis shared by queries with other aggregates: shared.py)."""
         if len(strings) != len(bound.sources):
             raise InvalidInput(f"a join of {len(bound.sources)} sources needs {len(bound.sources)} dictionaries")
         if not isinstance(max_rows, int) or max_rows < 0:
@@ -106,7 +108,7 @@ class JoinPlan:
         self._rate: float | None = None
         self._classes()
         self._filters()
-        self.synopsis = cache and synopsis_answers(bound)
+        self.synopsis = cache and not keep_rows and synopsis_answers(bound)
         self.by_key_ok = by_key_answers(bound, self.residual)  # per-key partial aggregates can answer it
         self.by_key = not cache and self.by_key_ok
         self._gid: dict[str, int] = {}
@@ -619,16 +621,23 @@ class JoinPlan:
             self.stats.evaluations += 1
             if self.synopsis:
                 return Answer(self.labels, typed_rows(self._intervals.answer(), self.types), "join", types=self.types)
-            chunks = self._chunks
-            if chunks:
-                ver = np.concatenate([ch.ver for ch in chunks], axis=1)
-                row = np.concatenate([ch.row for ch in chunks], axis=1)
-            else:
-                ver = row = np.zeros((self.k, 0), dtype=np.int64)
+            ver, row = self.kept()
             return Finisher(self, ver, row).answer()
         finally:
             if not self.cache:
                 self.clear()
+
+    def kept(self) -> tuple[np.ndarray, np.ndarray]:
+        """The kept result rows' tags: (version, row) per source, [k, rows] each (a plan keeping rows)."""
+        if self._chunks:
+            return (np.concatenate([ch.ver for ch in self._chunks], axis=1),
+                    np.concatenate([ch.row for ch in self._chunks], axis=1))
+        return np.zeros((self.k, 0), dtype=np.int64), np.zeros((self.k, 0), dtype=np.int64)
+
+    def answer_rows(self, of: "JoinPlan", ver: np.ndarray, row: np.ndarray) -> Answer:
+        """`of`'s answer over result rows this plan keeps (tags from kept()): `of` has the same
+        sources and conditions, its own select list (shared.py)."""
+        return Finisher(of, ver, row, data=self).answer()
 
     def gather(self, ref: ColumnRef, ver: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Values of `ref` for rows (version, row) of its source's prepared sub-windows (also those

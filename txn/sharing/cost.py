@@ -1,13 +1,21 @@
 """The relative cost model of hybrid scheduling (thesis 8.4.4): a schedule's cost is the synopsis
 work of its executions (intervals accessed, and combining their values) plus post-processing per
 query answered; synopsis maintenance is the same under every schedule and is left out. From it,
-choose_periods decides which sub-groups of a group shorten their period to run with another."""
+choose_periods decides which sub-groups of a group shorten their period to run with another.
+
+Predicate covers (8.3.3, SS4/CS6/CS7; covers.py) are counted: in a joint execution, a reader whose
+rows are a cover of other readers' of the same execution reads nothing (its contribution per
+sub-window is combined from theirs), so running a covered query together with its pieces is
+cheaper than running it alone, and the hybrid scheduler sees it. Joins (CS5) keep one synopsis
+whose maintenance (joining new sub-windows) is the same under every schedule: their executions
+cost what each member finishes, so no period is shortened for them."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from .covers import Derivation, derive_cached
 from .rules import Synopsis
 
 HORIZON_CAP = 720     # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
@@ -22,7 +30,11 @@ class CostModel:
     synopses, `post` per query answered, `finish` per interval whose value is merged outside the
     scan: a query whose contributions do not combine (quantiles, COUNT DISTINCT, float sums)
     merges its own intervals' values; those that combine (Member.combines) are answered along the
-    shared scan, by one running combine to the longest of them. The thesis's worked example counts
+    shared scan, by one running combine to the longest of them; `cover` per piece per interval
+    whose value a predicate cover derives instead of reading it (None: covers not counted).
+    `memo`: a reader's intervals read by an earlier execution are not read again (the store keeps
+    sealed sub-windows' contributions, runtime.Contributions): an execution reads only those sealed
+    since the reader last ran (schedule_cost tracks it). The thesis's worked example counts
     comparisons only: CostModel(access=0, combine=1, post=0)."""
 
     access: float = 1.0
@@ -30,33 +42,68 @@ class CostModel:
     probe: int = 1
     post: float = 0.0
     finish: float = 0.0
+    cover: float | None = 0.0
+    memo: bool = False
 
     def scan(self, n: int) -> float:
         """Scanning n intervals youngest to oldest and combining them."""
         return self.access * n + self.combine * max(n - 1, 0)
 
-    def joint(self, outputs: Iterable) -> float:
+    def joint(self, outputs: Iterable, fresh: dict | None = None) -> float:
         """One joint execution of outputs of one group: a CS2 group scans once, to its longest
         window; a CS1 group probes once; a lone output pays its own scan."""
         outputs = list(outputs)
         if not outputs:
             return 0.0
         syn = outputs[0].leader.synopsis
-        reads = self.probe if syn == Synopsis.PROBE else max(o.length for o in outputs)
-        work = (self.access * reads if syn == Synopsis.PROBE else self.scan(reads))
+        if syn == Synopsis.JOIN:  # one kept join result; each member finishes the rows of its RANGEs
+            return self.post * len(outputs) + self.finish * sum(o.length for o in outputs)
+        work = self.access * self.probe if syn == Synopsis.PROBE else self.reads(outputs, fresh)
         own = 0
         if syn != Synopsis.PROBE:
             along = [o.length for o in outputs if o.leader.combines]
             own = sum(o.length - 1 for o in outputs if not o.leader.combines) + (max(along) - 1 if along else 0)
         return work + self.post * len(outputs) + self.finish * own
 
+    def reads(self, outputs: list, fresh: dict | None = None) -> float:
+        """The scans of a CS2 joint execution: each reader (the outputs with equal Member.reads;
+        None: the group's one synopsis) scans its longest window once, youngest to oldest; a reader
+        a predicate cover derives from other readers of the same execution (SS4/CS6/CS7) reads
+        nothing and costs `cover` per piece per interval, its pieces reading as far as it needs
+        (as runtime.SharedPlan does). `fresh`: per reader key, the intervals sealed since it last
+        ran, all it reads (memo; a key not in it: never ran, it reads its whole window)."""
+        reach: dict = {}
+        lead: dict = {}
+        for o in outputs:
+            k = o.leader.reads
+            reach[k] = max(reach.get(k, 0), o.length)
+            lead.setdefault(k, o.leader)
+        n = [min(r, fresh[k]) if fresh is not None and k in fresh else r for k, r in reach.items()]
+        derived = covers_among(list(lead.values())) if self.cover is not None else []
+        for d in derived:
+            for i in d.plus + d.minus:
+                n[i] = max(n[i], n[d.target])
+        targets = {d.target for d in derived}
+        work = sum(self.scan(k) for i, k in enumerate(n) if i not in targets)
+        return work + sum((self.cover or 0.0) * n[d.target] * len(d.plus + d.minus) for d in derived)
+
     def alone(self, output) -> float:
         return self.joint([output])
 
 
-# The store's executions: a scan reads each sub-window once for the group (its contribution
-# computed once per reader); queries that combine are answered along it, the others merge their own.
-STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0)
+def covers_among(leaders: list) -> list[Derivation]:
+    """The predicate covers among the readers (their leading members, one per read key) of a
+    joint execution: covers.derive on their bound queries (none when one has no bound query)."""
+    if len(leaders) < 2 or any(m.bound is None for m in leaders):
+        return []
+    return derive_cached(("cost", *(m.reads for m in leaders)), [m.bound for m in leaders],
+                         [m.combines for m in leaders])
+
+
+# The store's executions: a scan reads each sub-window once per reader (its contribution computed
+# once); queries that combine are answered along it, the others merge their own; a contribution a
+# cover derives combines its pieces' (a few partials) instead of reading the sub-window's rows.
+STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0, cover=0.1, memo=True)
 
 
 def lcm(values: Iterable[int]) -> int:
@@ -70,6 +117,19 @@ def schedule_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel) -> fl
     if not tasks:
         return 0.0
     horizon = min(lcm([p for p, _ in tasks]), HORIZON_CAP)
+    if model.memo:  # what each reader reads depends on when it last ran: the second period, in steady state
+        last: dict = {}
+        total = 0.0
+        for t in range(2 * horizon):
+            due = [o for p, outs in tasks if t % p == 0 for o in outs]
+            if not due:
+                continue
+            cost = model.joint(due, {k: t - at for k, at in last.items()})
+            if t >= horizon:
+                total += cost
+            for o in due:
+                last[o.leader.reads] = t
+        return total / horizon
     total = 0.0
     for t in range(horizon):
         due = [o for p, outs in tasks if t % p == 0 for o in outs]

@@ -231,6 +231,20 @@ def derive(bounds: list, combine_ok: list[bool]) -> list[Derivation]:
     return sorted(out, key=lambda d: d.target)
 
 
+_DERIVED: dict = {}  # readers' keys -> their derivations (joint executions and the cost model ask again and again)
+
+
+def derive_cached(key: tuple, bounds: list, combine_ok: list[bool]) -> list[Derivation]:
+    """derive(bounds, combine_ok), remembered by `key`: what identifies the readers in order
+    (their read keys and what their WHERE sets depend on, the column types: the stream's schema)."""
+    got = _DERIVED.get(key)
+    if got is None:
+        if len(_DERIVED) > 1024:
+            _DERIVED.clear()
+        got = _DERIVED[key] = derive(bounds, combine_ok) if len(bounds) > 1 else []
+    return got
+
+
 def _cover(x: _Reader, base: list[_Reader]) -> Derivation | None:
     columns = [x.column] if x.column else sorted({r.column for r in base if r.column})
     for col in columns:

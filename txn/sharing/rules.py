@@ -18,13 +18,19 @@ of a Member (what the rules need to know of a registered query):
   covers.py answers a query whose rows are a disjoint cover of others' (any cover for MIN/MAX, a
   supercover minus a cover for COUNT/SUM/AVG) from their contributions, with no scan of its own.
 
-Joins (8.3.2) are not shared: such a query runs alone, and `reason` says why."""
+- SS3/CS5 (8.3.2): periodic joins of the same streams and condition (ON, WHERE, WITHIN) share one
+  join synopsis at the group's longest RANGE per source and run together, whatever their RANGEs
+  (store/join/shared.py: every result row is labelled by the sub-windows it was joined from, the
+  basic-interval form, so CS5 applies rather than CS4's equal lengths).
+
+Each rule that forms groups is a class (Rule): which members it takes, their group key, and why
+in words."""
 from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass
-from typing import Hashable
+from dataclasses import dataclass, field
+from typing import Any, Hashable
 
 
 class Synopsis(enum.StrEnum):
@@ -33,7 +39,8 @@ class Synopsis(enum.StrEnum):
     PROBE = "probe"        # running (COUNT/SUM) or interval (MIN/MAX) window-level synopses
     BASIC = "basic"        # per-sub-window synopses (basic intervals)
     ROWS = "rows"          # the sub-windows' rows (basic intervals of raw data, with filters)
-    ALONE = "alone"        # not shared (joins, AS OF)
+    JOIN = "join"          # the kept result of a join, labelled by sub-windows (basic-interval join synopsis)
+    ALONE = "alone"        # not shared (AS OF, and what the rules do not cover)
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,10 @@ class Member:
     """A registered periodic query as the rules see it: `key` is its normalised text without its
     SLIDE (equal keys: the same query), `length` its window in sub-windows (intervals), `period`
     its SLIDE in synopsis updates, `shape` what must also be equal to share a probe (GROUP BY),
-    `needs` the per-interval values it reads (AVG(x) needs SUM(x) and COUNT(x))."""
+    `needs` the per-interval values it reads (AVG(x) needs SUM(x) and COUNT(x)), `reads` what its
+    scan reads of a sub-window (read_key: equal for the same query but for RANGE, SLIDE, LIMIT; None:
+    the group's one synopsis, as in the thesis's examples) and `bound` its bound query (covers.py
+    finds predicate covers among the readers of a joint execution from it)."""
 
     id: str
     stream: str
@@ -53,18 +63,89 @@ class Member:
     needs: frozenset = frozenset()
     alone_reason: str = ""
     combines: bool = False  # its sub-windows' contributions combine into one (a scan answers it on the way)
+    reads: Hashable = None
+    bound: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if self.length < 1 or self.period < 1:
             raise ValueError(f"a periodic query needs a length and a SLIDE of at least 1 ({self.length}, {self.period})")
 
 
+class Rule:
+    """A rule forming groups G_i: `takes` the members it applies to, `key` their group (the rule's
+    name second), `why` a member joined it."""
+
+    name = ""
+
+    def takes(self, m: Member) -> bool:
+        raise NotImplementedError
+
+    def key(self, m: Member) -> tuple:
+        raise NotImplementedError
+
+    def why(self, m: Member, key: tuple) -> str:
+        raise NotImplementedError
+
+
+class ProbeRule(Rule):
+    """SS1/CS1: a probe of the window-level running or interval synopses; together at equal length."""
+
+    name = "CS1"
+
+    def takes(self, m: Member) -> bool:
+        return m.synopsis == Synopsis.PROBE
+
+    def key(self, m: Member) -> tuple:
+        return (m.stream, self.name, m.length, m.shape)
+
+    def why(self, m: Member, key: tuple) -> str:
+        return (f"SS1/CS1: probes the window-level synopses of {m.stream!r}; runs with the queries of the same "
+                f"length ({m.length} sub-windows)" + (f" and GROUP BY {m.shape}" if m.shape else ""))
+
+
+class ScanRule(Rule):
+    """CS2: one youngest-to-oldest scan of the basic intervals answers every length on the way."""
+
+    name = "CS2"
+
+    def takes(self, m: Member) -> bool:
+        return m.synopsis in (Synopsis.BASIC, Synopsis.ROWS)
+
+    def key(self, m: Member) -> tuple:
+        return (m.stream, self.name, m.synopsis.value)
+
+    def why(self, m: Member, key: tuple) -> str:
+        what = "per-sub-window synopses" if key[2] == Synopsis.BASIC.value else "sub-windows' rows"
+        return (f"CS2: scans the {what} of {m.stream!r}; one youngest-to-oldest scan answers every query of the "
+                f"group, the shorter windows on the way")
+
+
+class JoinRule(Rule):
+    """SS3/CS5: joins of one condition share one join synopsis and run together at any RANGEs."""
+
+    name = "CS5"
+
+    def takes(self, m: Member) -> bool:
+        return m.synopsis == Synopsis.JOIN
+
+    def key(self, m: Member) -> tuple:
+        return (m.stream, self.name, m.shape)
+
+    def why(self, m: Member, key: tuple) -> str:
+        return (f"SS3/CS5: joins {m.stream!r} on the same condition (ON, WHERE, WITHIN) as the group; one join "
+                f"synopsis kept at the group's longest RANGE per source (result rows labelled by the sub-windows "
+                f"they were joined from) answers every member over its own RANGEs, in one execution")
+
+
+RULES: tuple[Rule, ...] = (ProbeRule(), ScanRule(), JoinRule())
+_BY_NAME = {r.name: r for r in RULES}
+
+
 def group_key(m: Member) -> tuple | None:
     """The group G_i a query (its output) belongs to, or None when it runs alone."""
-    if m.synopsis == Synopsis.PROBE:
-        return (m.stream, "CS1", m.length, m.shape)
-    if m.synopsis in (Synopsis.BASIC, Synopsis.ROWS):
-        return (m.stream, "CS2", m.synopsis.value)
+    for rule in RULES:
+        if rule.takes(m):
+            return rule.key(m)
     return None
 
 
@@ -79,12 +160,7 @@ def reason(m: Member, key: tuple | None) -> str:
     """Why a query joined its group, or why it runs alone, in words (explain)."""
     if key is None:
         return m.alone_reason or "runs alone: no sharing rule applies to it"
-    if key[1] == "CS1":
-        return (f"SS1/CS1: probes the window-level synopses of {m.stream!r}; runs with the queries of the same "
-                f"length ({m.length} sub-windows)" + (f" and GROUP BY {m.shape}" if m.shape else ""))
-    what = "per-sub-window synopses" if key[2] == Synopsis.BASIC.value else "sub-windows' rows"
-    return (f"CS2: scans the {what} of {m.stream!r}; one youngest-to-oldest scan answers every query of the "
-            f"group, the shorter windows on the way")
+    return _BY_NAME[key[1]].why(m, key)
 
 
 def cs3(members) -> list[str]:
@@ -115,8 +191,7 @@ def describe(plan, query_id: str, every: int) -> Member:
     from ..joins import JoinQueryPlan  # (the store's types stay out of the pure rules above)
     from windowstore.store.planner.merge import combines
     if isinstance(plan, JoinQueryPlan):
-        return Member(query_id, ",".join(plan.names), ("join", query_id), Synopsis.ALONE, 1, max(every, 1),
-                      alone_reason="runs alone: the join synopses of 8.3.2 are not shared yet")
+        return describe_join(plan, query_id, every)
     query = plan.query
     key: tuple = (plan.stream.name, dataclasses.replace(query, slide=None))
     if getattr(plan, "keeps_sketches", False):  # its answers carry sketches: not one output with those without
@@ -135,4 +210,34 @@ def describe(plan, query_id: str, every: int) -> Member:
                       alone_reason="runs alone: a pinned read (AS OF SLIDE)")
     shape = tuple(plan.bound.group_keys) if synopsis == Synopsis.PROBE else None
     return Member(query_id, plan.stream.name, key, synopsis, max(plan.n_q, 1), max(every, 1), shape or None,
-                  needs_of(aggs), combines=combines(plan.bound))
+                  needs_of(aggs), combines=combines(plan.bound), reads=(plan.stream.schema, *read_key(plan)),
+                  bound=plan.bound)
+
+
+def read_key(plan) -> tuple:
+    """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT
+    (plans with equal keys share one reader in a joint execution: CS2's same synopsis)."""
+    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
+
+
+def describe_join(plan, query_id: str, every: int) -> Member:
+    """The Member of a periodic join: its key the query but for its first source's SLIDE (exact
+    duplicates, CS8),
+    its shape the condition (store/join/shared.py: condition_key), its length the longest RANGE
+    of its sources. The local schedulers count a member's period in slides of one stream (its
+    first source's), so a join due on another stream's slides runs alone, as do timing joins
+    (PROB(): their access paths are chosen per plan)."""
+    from windowstore.store.join import condition_key
+    query = plan.query
+    name = ",".join(plan.names)
+    first = dataclasses.replace(query.sources[0], slide=None)  # the period; other sources' SLIDEs stay in the key
+    key = ("join", tuple(plan.names), dataclasses.replace(query, sources=(first, *query.sources[1:])))
+    length = max(max(plan.n_q.values()), 1)
+    if plan.join.bound.timings:
+        return Member(query_id, name, key, Synopsis.ALONE, length, max(every, 1),
+                      alone_reason="runs alone: joins with timing conditions (PROB) are not shared")
+    if set(plan.every) != {plan.names[0]}:
+        return Member(query_id, name, key, Synopsis.ALONE, length, max(every, 1),
+                      alone_reason=f"runs alone: a shared join is due on the slides of its first stream "
+                                   f"({plan.names[0]!r}) only; this one has SLIDE on {sorted(plan.every)}")
+    return Member(query_id, name, key, Synopsis.JOIN, length, max(every, 1), condition_key(query))

@@ -24,26 +24,22 @@ from ..query import Result
 from windowstore.store.slicing import sliced_task
 
 from ..schedule.edf import Task, task_due
+from windowstore.store.errors import ResourceLimit
+from windowstore.store.join import SharedJoin
+
+from ..joins import JoinQueryPlan
+from .answer import SharedAnswer
 from .cost import STORE, CostModel
-from .covers import derive, subtract
+from .covers import derive, derive_cached, subtract
 from .groups import Groups
+from .joins import SharedJoinPlan, member_reads
 from .modes import SharingMode
-from .rules import Synopsis, describe, group_key, reason
+from .rules import Synopsis, describe, group_key, read_key, reason
 from .schedulers import Execution, make_scheduler
 
 if TYPE_CHECKING:
     from ..query import QueryTxn
     from ..scheduler import Scheduler
-
-
-@dataclasses.dataclass
-class SharedAnswer:
-    """A joint execution's answer: one per output, in the SharedPlan's order."""
-
-    answers: list
-    access: str = "shared"
-    exact: bool = True
-    guaranteed: bool | None = None
 
 
 class SharedPlan:
@@ -56,10 +52,11 @@ class SharedPlan:
     missing, e.g. under ws, whose snapshot lags the window). A probe group (CS1: equal lengths)
     probes once per member plan, atomically."""
 
-    memo_key = None  # its reads are not kept in sub-windows' memos (store/memo.py)
+    memo_key = None  # its reads are not kept in sub-windows' memos (store/memo.py): Contributions keeps them
 
-    def __init__(self, plans: list):
+    def __init__(self, plans: list, memo: "Contributions | None" = None):
         self.plans = plans
+        self.memo = memo  # contributions of sub-windows computed by earlier executions
         self.stream = plans[0].stream
         self.strings = self.stream.strings
         self.n_q = max(p.n_q for p in plans)
@@ -70,7 +67,7 @@ class SharedPlan:
         self.query = ("shared", *(p.query for p in plans))  # the cost model's key
         self.aggs = [a for p in plans for a in p.aggs]
         keys: dict = {}
-        self.reader_of = [keys.setdefault(_read_key(p), len(keys)) for p in plans]
+        self.reader_of = [keys.setdefault(read_key(p), len(keys)) for p in plans]
         self.readers: list[Any] = [None] * len(keys)  # per reader, the first plan that reads so
         self.reach = [0] * len(keys)  # per reader, the longest window of its plans
         for p, r in zip(plans, self.reader_of):
@@ -83,27 +80,42 @@ class SharedPlan:
         self.combines = [combines(p.bound) for p in self.readers]
         # predicate covers (covers.py): readers whose contributions come from others' (no scan of their own)
         self.derived = derived_readers(self.readers, self.combines, (self.stream.schema, *keys))
+        self.keys = list(keys)
         for d in self.derived:
             for i in d.plus + d.minus:  # a piece is read wherever its target is
                 self.reach[i] = max(self.reach[i], self.reach[d.target])
         self._by_target = {d.target: d for d in self.derived}
         self.cover_reads_saved = 0  # sub-window scans a derived reader did not make
+        self.cover_derived: set[int] = set()  # derived readers that derived a contribution (not all from memo)
         self.cover_fallbacks: set[int] = set()  # derived readers that read a sub-window of their own (its nulls)
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
-        vals = [p.read(sub) if oldest < n and r not in self._by_target else None
-                for r, (p, n) in enumerate(zip(self.readers, self.reach))]
+        vals: list = [None] * len(self.readers)
+        for r, n in enumerate(self.reach):
+            if oldest < n and r not in self._by_target:
+                vals[r] = self._contribution(r, sub, vals)
         for d in self.derived:
             if oldest < self.reach[d.target]:
-                vals[d.target] = self._derive(d, sub, vals)
+                vals[d.target] = self._contribution(d.target, sub, vals)
         return sub, vals
 
     def _value(self, r: int, sub, vals: list):
         if vals[r] is None:
-            d = self._by_target.get(r)
-            vals[r] = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
+            vals[r] = self._contribution(r, sub, vals)
         return vals[r]
+
+    def _contribution(self, r: int, sub, vals: list):
+        """Reader r's contribution for `sub`: computed by an earlier execution (memo), else read
+        (or derived from its cover's pieces) now and remembered."""
+        memo = self.memo
+        got = memo.get(self.stream.name, self.keys[r], sub) if memo is not None else None
+        if got is None:
+            d = self._by_target.get(r)
+            got = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
+            if memo is not None:
+                memo.put(self.stream.name, self.keys[r], sub, got)
+        return got
 
     def _derive(self, d, sub, vals: list):
         """Reader d.target's contribution for `sub` from its pieces' (a cover), or its own read
@@ -119,6 +131,7 @@ class SharedPlan:
         if d.minus:
             got = subtract(bound, got, [self._value(i, sub, vals) for i in d.minus])
         self.cover_reads_saved += 1
+        self.cover_derived.add(d.target)
         return got
 
     def finish(self, partial: Partial) -> SharedAnswer:
@@ -171,23 +184,52 @@ class SharedPlan:
         return SharedAnswer([p.probe() for p in self.plans])
 
 
-_DERIVED: dict = {}  # the readers' keys -> their derivations (a joint execution's plan is made per run)
+class Contributions:
+    """Per stream, the contributions joint executions' readers computed for sealed sub-windows,
+    kept while the sub-window is in the window. A sealed sub-window never changes, so a reader's
+    contribution for it is the same at every execution: computed once, as the thesis's basic
+    intervals hold values pre-aggregated once per interval (2.3.4, 8.3.1 CS2), instead of reading
+    the window's rows again at every execution of a group. Entries are keyed by the reader's read
+    key and the sub-window's version and hold the sub-window itself: one swapped for another under
+    the same version (a string-dictionary compaction) is a miss."""
+
+    def __init__(self):
+        self.by_stream: dict[str, dict[tuple, tuple]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, stream: str, key, sub):
+        entry = self.by_stream.get(stream, {}).get((key, sub.slide))
+        if entry is not None and entry[0] is sub:
+            self.hits += 1
+            return entry[1]
+        self.misses += 1
+        return None
+
+    def put(self, stream: str, key, sub, value) -> None:
+        self.by_stream.setdefault(stream, {})[(key, sub.slide)] = (sub, value)
+
+    def prune(self, stream: str, oldest: int) -> None:
+        """Forget the sub-windows older than version `oldest` (they have left the window)."""
+        got = self.by_stream.get(stream)
+        if got:
+            for k in [k for k in got if k[1] < oldest]:
+                del got[k]
+
+    def drop(self, streams) -> None:
+        """Forget the streams not in `streams` (dropped)."""
+        for name in [n for n in self.by_stream if n not in streams]:
+            del self.by_stream[name]
+
+    def _check(self) -> None:
+        for got in self.by_stream.values():
+            assert all(sub.slide == k[1] for k, (sub, _) in got.items()), "entries under their sub-window's version"
 
 
 def derived_readers(readers: list, combine_ok: list, key: tuple) -> list:
     """covers.derive for these readers, remembered by the stream's schema and their read keys in
     order (`key`: a WHERE's sets depend on its column's type)."""
-    got = _DERIVED.get(key)
-    if got is None:
-        if len(_DERIVED) > 1024:
-            _DERIVED.clear()
-        got = _DERIVED[key] = derive([p.bound for p in readers], combine_ok) if len(readers) > 1 else []
-    return got
-
-
-def _read_key(plan) -> tuple:
-    """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT."""
-    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
+    return derive_cached(key, [p.bound for p in readers], combine_ok)
 
 
 @dataclasses.dataclass(eq=False)
@@ -219,7 +261,12 @@ class SharedTasks:
         self.aborts_by_query: collections.Counter = collections.Counter()
         self.failures = 0
         self.cover_executions_saved = 0  # readers of committed executions answered from a cover, scanning nothing
+        # (those whose every contribution came from earlier executions (contributions) are not counted)
         self.cover_reads_saved = 0       # sub-window scans covers saved (aborted attempts too)
+        self.contributions = Contributions()  # sub-windows' contributions, computed once per reader
+        self.join_synopses: dict[Any, SharedJoin] = {}  # per join group (SS3/CS5): its one kept join result
+        self.join_answers = 0            # answers of periodic joins from a shared join synopsis
+        self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
         self._seq = 0
         self._blocked = False
 
@@ -230,14 +277,35 @@ class SharedTasks:
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
         self.tasks[task.id] = task
+        if m.synopsis == Synopsis.JOIN:
+            self._eager[task.id] = join_plan(task).eager
+            self._join_group_changed(self.groups.group_id(task.id))
         self.local.sync()
 
     def remove(self, task_id: str) -> None:
-        if self.tasks.pop(task_id, None) is None:
+        task = self.tasks.pop(task_id, None)
+        if task is None:
             return
+        gid = self.groups.group_id(task_id)
         self.groups.remove(task_id)
         self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
+        if task_id in self._eager:
+            join_plan(task).eager = self._eager.pop(task_id)
+            self._join_group_changed(gid)
         self.local.sync()
+
+    def _join_group_changed(self, gid) -> None:
+        """A join group gained or lost a member: while it has partners, its members' own plans are
+        not maintained after every slide (the group's synopsis is, at its executions); alone, a
+        member is as it would be without sharing. A group gone drops its synopsis."""
+        outputs = self.groups.groups.get(gid)
+        if not outputs:
+            self.join_synopses.pop(gid, None)
+            return
+        shared = len(outputs) > 1
+        for o in outputs:
+            for mid in o.members:
+                join_plan(self.tasks[mid]).eager = self._eager[mid] and not shared
 
     def shared(self, task: Task) -> bool:
         return task.id in self.tasks
@@ -276,7 +344,15 @@ class SharedTasks:
         plans = [self.tasks[mids[0]].plan for mids in outputs]
         members = [self.tasks[mid] for mids in outputs for mid in mids]
         self._seq += 1
-        group = Task(f"G{self._seq}", SharedPlan(plans), min(t.every for t in members),  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
+        every = min(t.every for t in members)
+        if isinstance(plans[0], JoinQueryPlan):
+            plan = self._join_plan(ex.gid, plans, every)
+        else:
+            window = plans[0].stream.window
+            self.contributions.drop(sched.streams)
+            self.contributions.prune(plans[0].stream.name, window.latest - window.n + 1)
+            plan = SharedPlan(plans, self.contributions)
+        group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
         reflected = [t.last_reflected for t in members]
@@ -288,6 +364,19 @@ class SharedTasks:
         for mid in ex.members:
             self.busy[mid] = txn
 
+    def _join_plan(self, gid, plans: list, every: int) -> SharedJoinPlan:
+        """A joint execution of joins of group `gid` over the group's one synopsis (made at its
+        first execution), kept at the longest RANGE per source of all the group's members."""
+        lead = plans[0].join
+        synopsis = self.join_synopses.get(gid)
+        if synopsis is None:
+            synopsis = self.join_synopses[gid] = SharedJoin(lead.bound, lead.strings, lead.max_rows)
+        lengths = [0] * len(lead.sources)
+        for o in self.groups.groups[gid]:
+            for p, src in enumerate(join_plan(self.tasks[o.leader.id]).join.sources):
+                lengths[p] = max(lengths[p], src.n_q)
+        return SharedJoinPlan(plans, synopsis, lengths, every)
+
     # -- a shared execution ends ---------------------------------------------------------------
     def deliver(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float) -> None:
         """A shared execution committed: counted once, then each member answered from its part."""
@@ -296,11 +385,22 @@ class SharedTasks:
         group.running = None
         sched.finish_committed(txn, result)
         self.executions += 1
-        plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
-        self.cover_executions_saved += len(plan.derived) - len(plan.cover_fallbacks)
-        self.cover_reads_saved += plan.cover_reads_saved
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
+        if isinstance(group.plan, SharedJoinPlan):
+            reads = txn.read_sets()
+
+            def own(task: Task) -> dict:  # a join member: its provenance over its own RANGEs of what was read
+                mine = join_plan(task)
+                sources = mine.provenance(member_reads(mine, reads))
+                task.reflected = {s.stream: s.slide for s in sources}
+                self.join_answers += 1
+                return {"slide": sources[0].slide, "window_start_ms": sources[0].window_start_ms,
+                        "window_end_ms": sources[0].window_end_ms, "sources": sources}
+            return self._answer_members(sched, txn, result, now, own)
+        plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
+        self.cover_executions_saved += len(plan.cover_derived - plan.cover_fallbacks)
+        self.cover_reads_saved += plan.cover_reads_saved
         read = txn.sources[0].read
         # the bounds of the n youngest sub-windows read, for every n: one pass, not one per member
         bounds: list[tuple] = []
@@ -308,6 +408,18 @@ class SharedTasks:
             s = read[v]
             bounds.append((s.start_ms, s.end_ms) if not bounds else
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
+
+        def window(task: Task) -> dict:  # the bounds of its own n youngest sub-windows read
+            n = min(task.plan.n_q, len(bounds))
+            start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
+            return {"window_start_ms": start, "window_end_ms": end}
+        self._answer_members(sched, txn, result, now, window)
+
+    def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
+        """Each member still waiting for `txn` answered with its output's answer, the result's
+        fields but `own(task)`'s (its window), how early or late it came and the group, then told."""
+        group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
+        joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         latest = group.plan.stream.window.latest
         label = group_label(joint.gid)
         fields = vars(result)
@@ -320,15 +432,12 @@ class SharedTasks:
                 task = self.tasks[mid]
                 if task.last_reflected is not None and result.slide <= task.last_reflected:
                     continue  # it has answered this slide (run for a due partner): never twice
-                n = min(task.plan.n_q, len(bounds))
-                start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
                 late = early = 0
                 if task.last_reflected is not None:
                     late = max(0, latest - task.last_reflected - task.every)
                     early = max(0, task.every - (result.slide - task.last_reflected))
                 r = object.__new__(Result)  # (a copy: dataclasses.replace re-runs __init__, per member)
-                r.__dict__.update(fields, answer=answer, window_start_ms=start, window_end_ms=end,
-                                  late_slides=late, early_slides=early, group=label)
+                r.__dict__.update(fields, answer=answer, late_slides=late, early_slides=early, group=label, **own(task))
                 task.late += late > 0
                 task.answered(r, now)  # (r: the result with this member's answer; the same slide)
                 self.answers += 1
@@ -349,12 +458,16 @@ class SharedTasks:
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
         self.failures += 1
+        refused = isinstance(error, ResourceLimit) and isinstance(group.plan, SharedJoinPlan)
         for mids in joint.outputs:
             for mid in mids:
                 if self.busy.get(mid) is not joint.txn:
                     continue
                 del self.busy[mid]
                 task = self.tasks.get(mid)
+                if refused and task is not None:  # as a join alone: this execution is skipped, the next after its SLIDE
+                    task.reflected = {s.name: s.window.latest for s in join_plan(task).streams}
+                    task.last_reflected = task.plan.stream.window.latest
                 if task is not None and task.active and task.on_error is not None:
                     task.on_error(task, error)
 
@@ -378,7 +491,7 @@ class SharedTasks:
             return f"{self.mode.value}: runs alone for now: no registered query shares with it ({reason(m, key)})"
         return (f"{self.mode.value}: joins group {group_label(gid)} with {len(peers)} output(s) "
                 f"({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {reason(m, key)}"
-                + self._cover_text(plan, gid))
+                + ("" if m.synopsis == Synopsis.JOIN else self._cover_text(plan, gid)))
 
     def _cover_text(self, plan, gid) -> str:
         """The predicate cover (covers.py) a query joining group `gid` would be answered from
@@ -386,8 +499,8 @@ class SharedTasks:
         named: dict = {}
         for o in self.groups.groups.get(gid, []):
             p = self.tasks[o.leader.id].plan
-            named.setdefault(_read_key(p), (o.leader.id, p))
-        mine = _read_key(plan)
+            named.setdefault(read_key(p), (o.leader.id, p))
+        mine = read_key(plan)
         if mine in named:
             return ""
         names = [n for n, _ in named.values()] + ["this query"]
@@ -413,6 +526,10 @@ class SharedTasks:
             "failures": self.failures,
             "cover_executions_saved": self.cover_executions_saved,
             "cover_reads_saved": self.cover_reads_saved,
+            "join_groups": sum(1 for gid, outs in self.groups.groups.items()
+                               if gid[1:2] == ("CS5",) and sum(len(o.members) for o in outs) > 1),
+            "join_answers": self.join_answers,
+            "contributions_reused": self.contributions.hits,
         }
 
     def _check(self) -> None:
@@ -421,6 +538,18 @@ class SharedTasks:
         assert set(self.tasks) == set(self.groups.members), "a task per grouped member"
         assert set(self.busy) <= set(self.tasks)
         assert all(not txn.done for txn in self.busy.values()), "busy members wait for a live execution"
+        assert set(self.join_synopses) <= set(self.groups.groups), "a join synopsis per live join group"
+        assert set(self._eager) <= set(self.tasks)
+        for synopsis in self.join_synopses.values():
+            synopsis._check()
+        self.contributions._check()
+
+
+def join_plan(task: Task) -> JoinQueryPlan:
+    """A join member's plan (its Member's synopsis is JOIN)."""
+    plan = task.plan
+    assert isinstance(plan, JoinQueryPlan), task.id
+    return plan
 
 
 def group_label(gid) -> str:

@@ -7,6 +7,7 @@ task's period minus the updates since its members last answered; a task is due a
 late at d < 0. Nothing is dropped: a late task stays in the queue, the most overdue first."""
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -166,9 +167,12 @@ class Hybrid(Conservative):
     mode = SharingMode.HYBRID
 
     def _periods(self, gid, subgroups):
-        # the choice depends only on the periods and the outputs' lengths and paths: kept per
-        # group while those stay (registrations elsewhere re-form the tasks without re-costing)
-        sig = tuple((p, tuple(sorted((o.length, o.leader.synopsis) for o in outs))) for p, outs in subgroups.items())
+        # the choice depends only on the periods and the outputs' lengths, paths and readers (their
+        # predicate covers): kept per group while those stay (registrations elsewhere re-form the
+        # tasks without re-costing)
+        sig = tuple((p, frozenset(collections.Counter((o.length, o.leader.synopsis, o.leader.reads)
+                                                      for o in outs).items()))
+                    for p, outs in subgroups.items())
         cache = self.__dict__.setdefault("_chosen", {})
         if cache.get(gid, (None,))[0] != sig:
             cache[gid] = (sig, choose_periods(subgroups, self.model))

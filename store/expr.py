@@ -582,6 +582,8 @@ def _as(a: pa.Array, typ: str) -> pa.Array:
     if pa.types.is_decimal(a.type) and typ == "float64":  # the nearest double (Arrow's cast is not always)
         from .expr_decimal import to_double
         return to_double(a)
+    if typ == "float64" and pa.types.is_integer(a.type):
+        return a.cast(pa.float64(), safe=False)  # the nearest double, as DuckDB's cast (past 2^53 too)
     return a.cast(arrow_type(typ))
 
 
@@ -764,6 +766,8 @@ def _cast(a: pa.Array, src: str, dst: str, e: Expr) -> pa.Array:
         if (ok & ~np.isfinite(v)).any() or (ok & ((v >= 2.0**63) | (v < -(2.0**63)))).any():
             raise QueryError(f"{sql(e)}: a value is out of the range of BIGINT", e.loc)
         return _from_np(np.rint(np.where(ok, v, 0)).astype(np.int64), ok)
+    if dst == "float64" and src == "int64":
+        return _as(a, dst)
     if dst == "string" and src == "float64":
         return pa.array([None if x is None else _float_text(x) for x in a.to_pylist()], type=pa.string())
     if dst == "string" and src == "boolean":

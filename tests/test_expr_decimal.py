@@ -7,6 +7,7 @@ overflow, a scale beyond 38, a division by zero) must be refused too, never answ
 from __future__ import annotations
 
 import math
+import re
 from decimal import Decimal
 from random import Random
 
@@ -85,7 +86,12 @@ def _check(text: str, seed: int, duck: str | None = None) -> None:
             run_plan(plan_query(parse_query(text), s))
         return
     for access in (None, "window"):
-        got = run_plan(plan_query(parse_query(text), s, access))
+        try:
+            got = run_plan(plan_query(parse_query(text), s, access))
+        except QueryError as err:
+            if _an_18_digit_product_beyond_18_digits(err, con):
+                return
+            raise
         types = ["int64" if t == "int128" else t for t in got.types]
         assert exp_types is None or types == ["int64" if t == "int128" else t for t in exp_types], \
             f"{text}: {types} != {exp_types}"
@@ -94,6 +100,18 @@ def _check(text: str, seed: int, duck: str | None = None) -> None:
             f"{text} [{access}]\n got {got.rows[:5]}\nwant {exp[:5]}"
     q = parse_statement(text)
     assert parse_statement(to_text(q)) == q, to_text(q)
+
+
+def _an_18_digit_product_beyond_18_digits(err: QueryError, con) -> bool:
+    """The store's one documented refusal where DuckDB answers (docs/query-language.md): a product of
+    decimals of up to 18 digits whose value needs more than 18 digits, which DuckDB keeps in an
+    int64. True only when the refused expression is such a product and DuckDB's value of it over
+    the rows really is beyond 18 digits at its scale."""
+    m = re.match(r"overflow in (.*\*.*): a value does not fit DECIMAL\(18,\s*(\d+)\)", str(err))
+    if m is None:
+        return False
+    v = con.execute(f"SELECT MAX(ABS({m.group(1)})) FROM s").fetchone()[0]
+    return v is not None and abs(Decimal(v)) * 10 ** int(m.group(2)) >= 10 ** 18
 
 
 # -- random decimal expressions ---------------------------------------------------------------------------
@@ -145,6 +163,18 @@ def test_decimal_expressions_match_duckdb_in_value_and_type(a, b, op, seed):
        st.integers(0, 2))
 def test_casts_of_decimals_match_duckdb(a, to, seed):
     _check(f"SELECT rid, CAST({a} AS {to}) FROM s ORDER BY rid", seed)
+
+
+def test_an_18_digit_product_beyond_18_digits_is_the_one_refusal_where_duckdb_answers():
+    """q * q * q over DECIMAL(18,6)-like values: refused naming the type, and only because DuckDB's
+    value needs more than 18 digits (checked by _an_18_digit_product_beyond_18_digits)."""
+    if 0 not in _FIX:
+        _FIX[0] = _fixture(0)
+    s, con = _FIX[0]
+    with pytest.raises(QueryError, match="does not fit DECIMAL") as err:
+        run_plan(plan_query(parse_query("SELECT rid, (q) * ((q) * (q)) FROM s"), s))
+    assert _an_18_digit_product_beyond_18_digits(err.value, con)
+    _check("SELECT rid, (p) = ((q) * ((q) * (q))) FROM s ORDER BY rid", 0)
 
 
 def test_a_bigint_beyond_2_53_casts_to_the_nearest_double():

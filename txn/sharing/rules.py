@@ -27,6 +27,8 @@ Each rule that forms groups is a class (Rule): which members it takes, their gro
 in words."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import dataclasses
 import enum
 from dataclasses import dataclass, field
@@ -71,20 +73,20 @@ class Member:
             raise ValueError(f"a periodic query needs a length and a SLIDE of at least 1 ({self.length}, {self.period})")
 
 
-class Rule:
+class Rule(ABC):
     """A rule forming groups G_i: `takes` the members it applies to, `key` their group (the rule's
     name second), `why` a member joined it."""
 
     name = ""
 
-    def takes(self, m: Member) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def takes(self, m: Member) -> bool: ...
 
-    def key(self, m: Member) -> tuple:
-        raise NotImplementedError
+    @abstractmethod
+    def key(self, m: Member) -> tuple: ...
 
-    def why(self, m: Member, key: tuple) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def why(self, m: Member, key: tuple) -> str: ...
 
 
 class ProbeRule(Rule):

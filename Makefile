@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install test test-fast test-long bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
+.PHONY: install test explore test-fast test-long bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -28,6 +28,11 @@ test: $(STAMP) $(BROWSER)
 # what make test leaves out to stay within its time: more seeds and examples of checks it runs once
 test-long: $(STAMP) $(BROWSER)
 	$(PY) -m pytest -m long
+
+# the property tests with new random examples each run (make test draws the same ones every run)
+explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(PY) -m pytest -p no:randomly -n 2 --dist loadfile -m "not long and not slow and not spark" \
+		$$(grep -l "@given" tests/test_*.py)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not spark and not slow and not long"

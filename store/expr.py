@@ -670,6 +670,8 @@ def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
         return _case(e, batch, types, typ)
     if isinstance(e, Cast):
         return _cast(_as(ev(e.arg), types(e.arg)), types(e.arg), e.type, e)
+    if isinstance(e, Func) and e.name == "coalesce":
+        return _coalesce(e, batch, types, typ)
     if isinstance(e, Func):
         return _func(e, [ev(a) for a in e.args], [types(a) for a in e.args], typ, n, types)
     raise QueryError(f"{sql(e)} cannot be computed here (an aggregate outside a grouped query?)", e.loc)
@@ -735,24 +737,84 @@ def _like(s: str, p: str) -> bool:
     return re.fullmatch(rx, s, flags=re.S) is not None
 
 
+def _rows_of(batch: Batch, rows: np.ndarray, e: Expr) -> Batch:
+    """The batch cut to `rows` (indices), with only the columns `e` reads."""
+    if len(rows) == batch.rows:
+        return batch
+    names = {c.name for c in e.walk() if isinstance(c, Col)}
+    index = pa.array(rows, type=pa.int64())
+    return Batch({k: batch.columns[k].take(index) for k in names}, len(rows), batch.now, batch.types)
+
+
+def _on_rows(e: Expr, batch: Batch, rows: np.ndarray, types, typ: str, at: Expr) -> pa.Array:
+    """`e` evaluated over the given rows only, as `typ`: CASE and COALESCE evaluate a branch only
+    where it is chosen, as DuckDB does, so an error a branch would raise on rows it does not
+    answer (a CAST that does not fit, an overflow, a division by zero) is not raised."""
+    return _to(evaluate(e, _rows_of(batch, rows, e), types), types(e), typ, at)
+
+
+def _assemble(n: int, parts: list[tuple[np.ndarray, pa.Array]], typ: str) -> pa.Array:
+    """n values from the pieces evaluated on disjoint rows (NULL on rows no piece covers)."""
+    if len(parts) == 1 and len(parts[0][0]) == n:
+        return parts[0][1]
+    covered = np.zeros(n, dtype=bool)
+    for rows, _ in parts:
+        covered[rows] = True
+    rest = np.flatnonzero(~covered)
+    order = np.concatenate([rows for rows, _ in parts] + [rest]).astype(np.int64)
+    values = pa.concat_arrays([a for _, a in parts] + [pa.nulls(len(rest), arrow_type(typ))])
+    where = np.empty(n, dtype=np.int64)
+    where[order] = np.arange(n, dtype=np.int64)
+    return values.take(pa.array(where))
+
+
 def _case(e: Case, batch: Batch, types, typ: str) -> pa.Array:
     n = batch.rows
-    ev = lambda x: evaluate(x, batch, types)  # noqa: E731
-    out = pa.nulls(n, arrow_type(typ)) if e.default is None else _to(ev(e.default), types(e.default), typ, e)
     if e.operand is not None:
         common = _unify([e.operand] + [w for w, _ in e.whens], e, "CASE", types)
-        subject = _to(ev(e.operand), types(e.operand), common, e)
-    done = np.zeros(n, dtype=bool)
-    result_parts = []
+        subject = _to(evaluate(e.operand, batch, types), types(e.operand), common, e)
+    undecided = np.arange(n, dtype=np.int64)  # rows no earlier WHEN has taken
+    parts: list[tuple[np.ndarray, pa.Array]] = []
     for w, r in e.whens:
-        cond = _cmp("=", subject, _to(ev(w), types(w), common, e)) if e.operand is not None else _as(ev(w), "boolean")
+        if len(undecided) == 0:
+            break
+        if e.operand is not None:
+            cond = _cmp("=", subject.take(pa.array(undecided)) if len(undecided) < n else subject,
+                        _on_rows(w, batch, undecided, types, common, e))
+        else:
+            cond = _as(evaluate(w, _rows_of(batch, undecided, w), types), "boolean")
         c, ok = _np(cond, bool)
-        take = c & ok & ~done
-        result_parts.append((take, _to(ev(r), types(r), typ, e)))
-        done |= take
-    for take, r in reversed(result_parts):  # the first WHEN that holds decides
-        out = pc.if_else(pa.array(take), r, out)
-    return out
+        taken = c & ok
+        if taken.any():
+            rows = undecided[taken]
+            parts.append((rows, _on_rows(r, batch, rows, types, typ, e)))
+            undecided = undecided[~taken]
+    if len(undecided) and e.default is not None:
+        parts.append((undecided, _on_rows(e.default, batch, undecided, types, typ, e)))
+    return _assemble(n, parts, typ) if parts else pa.nulls(n, arrow_type(typ))
+
+
+def _coalesce(e: Func, batch: Batch, types, typ: str) -> pa.Array:
+    """The first non-NULL argument per row; an argument is evaluated only on the rows every earlier
+    one left NULL (DuckDB's order of evaluation)."""
+    n = batch.rows
+    if typ == "null":
+        return pa.nulls(n)
+    pending = np.arange(n, dtype=np.int64)  # rows every earlier argument left NULL
+    parts: list[tuple[np.ndarray, pa.Array]] = []
+    for a in e.args:
+        if len(pending) == 0:
+            break
+        value = _on_rows(a, batch, pending, types, typ, e)
+        ok = np.asarray(value.is_valid().to_numpy(zero_copy_only=False)) if value.null_count else \
+            np.ones(len(value), dtype=bool)
+        if ok.all():
+            parts.append((pending, value))
+            pending = pending[:0]
+        elif ok.any():
+            parts.append((pending[ok], value.filter(pa.array(ok))))
+            pending = pending[~ok]
+    return _assemble(n, parts, typ) if parts else pa.nulls(n, arrow_type(typ))
 
 
 def _cast(a: pa.Array, src: str, dst: str, e: Expr) -> pa.Array:
@@ -874,8 +936,6 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int, typ
                                 float(Decimal(x).quantize(step, rounding=ROUND_HALF_UP))
                                 for x, k in zip(v.tolist(), ok.tolist())], dtype=np.float64)
         return _from_np(out, ok)
-    if name == "coalesce":
-        return pc.coalesce(*[_to(a, t, typ, e) for a, t in zip(args, types)]) if typ != "null" else pa.nulls(n)
     if name == "nullif":
         common = _unify(list(e.args), e, "NULLIF", type_of)
         a, b = _to(args[0], types[0], common, e), _to(args[1], types[1], common, e)

@@ -10,8 +10,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 from hypothesis import settings
 
 CI_EXAMPLES = 60
-settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None)
+# make test (and CI) draws the same examples on every run, so a run fails only because the code
+# changed; new examples are explored by `make explore` (the profile "explore": random, 5x as many,
+# a failure printed with the seed that reproduces it) and by the fuzzers of make fuzz.
+settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=30, deadline=None)
+settings.register_profile("explore", max_examples=5 * CI_EXAMPLES, deadline=None, print_blob=True)
 settings.register_profile("deep", max_examples=1500, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -19,7 +23,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def examples(n: int) -> int:
     """A property test's example count that follows the selected profile: `n` under the default
     (ci) profile, scaled by the profile's max_examples otherwise (HYPOTHESIS_PROFILE=deep runs 25x,
-    dev half), so a per-test count never pins a test to the default."""
+    explore 5x, dev half), so a per-test count never pins a test to the default."""
     return max(1, n * settings.default.max_examples // CI_EXAMPLES)
 
 

@@ -177,6 +177,31 @@ def test_an_18_digit_product_beyond_18_digits_is_the_one_refusal_where_duckdb_an
     _check("SELECT rid, (p) = ((q) * ((q) * (q))) FROM s ORDER BY rid", 0)
 
 
+@pytest.mark.parametrize("text", [
+    "SELECT rid, COALESCE(p, CAST(p AS DECIMAL(10, 4))) FROM s ORDER BY rid",
+    "SELECT rid, COALESCE(NULL, p, CAST(q AS DECIMAL(3, 1)), 2) FROM s ORDER BY rid",
+    "SELECT rid, CASE WHEN abs(p) < 100 THEN CAST(p AS DECIMAL(4, 2)) ELSE p END FROM s ORDER BY rid",
+    "SELECT rid, CASE WHEN p IS NULL THEN 0 WHEN abs(p) < 100 THEN CAST(p AS DECIMAL(4, 2)) END FROM s ORDER BY rid",
+    "SELECT rid, CASE WHEN abs(p) >= 100 THEN 1.5 ELSE CAST(p AS DECIMAL(4, 2)) END FROM s ORDER BY rid",
+    "SELECT rid, CASE k WHEN 'a' THEN CAST(b AS DECIMAL(4, 0)) ELSE 0 END FROM s WHERE abs(b) < 1000 OR k IS DISTINCT FROM 'a' ORDER BY rid",
+])
+def test_case_and_coalesce_evaluate_a_branch_only_on_the_rows_it_answers(text):
+    """A CAST that does not fit on rows a branch does not answer is no error (DuckDB evaluates a
+    CASE branch or a COALESCE argument only where it is chosen): each query answers, as DuckDB
+    does, although evaluating every branch on every row would refuse it."""
+    if 0 not in _FIX:
+        _FIX[0] = _fixture(0)
+    s, con = _FIX[0]
+    for cast in ("CAST(p AS DECIMAL(4, 2))", "CAST(p AS DECIMAL(10, 4))", "CAST(q AS DECIMAL(3, 1))",
+                 "CAST(b AS DECIMAL(4, 0))"):  # on every row, each cast is refused, by both
+        with pytest.raises(duckdb.Error):
+            con.execute(f"SELECT {cast} FROM s").fetchall()
+        with pytest.raises(QueryError, match="does not fit"):
+            run_plan(plan_query(parse_query(f"SELECT {cast} FROM s"), s))
+    assert con.execute(text).fetchall()  # DuckDB answers the query: so must the store, equally
+    _check(text, 0)
+
+
 def test_a_bigint_beyond_2_53_casts_to_the_nearest_double():
     """DuckDB rounds a BIGINT past 2^53 to the nearest double (Arrow's safe cast refused it)."""
     _check("SELECT rid, CAST(b * 9008 AS DOUBLE), b * 9008 * 1.5e0 FROM s ORDER BY rid", 0)

@@ -217,7 +217,7 @@ def test_one_time_and_periodic_through_the_server():
         assert a.columns == ["window_start", "window_end", "count(*)"]
         bounds = [(r[0], r[1]) for r in a.rows]
         answers = wait_for(lambda: (lambda got: got if got and got[-1].slide == 5 else None)(ws.read_answers(q.id)[0]),
-                           "the periodic query's answer at slide 5")
+                           "the periodic query's answer at slide 5", timeout=120)  # (a bound on a hang, not a goal)
         newest = answers[-1].rows
         assert {(r[0], r[1]) for r in newest} == {bounds[-1]}
         assert sum(r[3] for r in newest) == per_slide[-1]

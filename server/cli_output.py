@@ -25,11 +25,19 @@ def fmt_time(ms: float | int | None, utc: bool) -> str:
     return text.replace("+00:00", "Z") if utc else text
 
 
+def fmt_number(x: float | int) -> str:
+    """A number as its shortest text that reads back as the same value (a whole double below 2^53
+    without its `.0`): a table shows what the answer holds, never a rounding of it."""
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2.0**53:
+        return str(int(x))
+    return repr(x) if isinstance(x, float) else str(x)
+
+
 def fmt_value(x: Any) -> str:
     if x is None:
         return "null"
     if isinstance(x, float):
-        return f"{x:.6g}"
+        return repr(x)
     if isinstance(x, (list, tuple)):
         return "[" + ", ".join(fmt_value(v) for v in x) + "]"
     return str(x)
@@ -98,7 +106,7 @@ def answer(a, output: str, utc: bool = False, out=None, header: str | None = Non
     window = ("empty" if a.window_start_ms is None else
               f"[{fmt_time(a.window_start_ms, utc)}, {fmt_time(a.window_end_ms, utc)})")
     staleness = "-" if a.staleness_ms is None else f"{a.staleness_ms:.1f} ms"
-    extra = "" if a.exact else f"; approximate, guaranteed={a.guaranteed}"
+    extra = "" if a.exact else "; approximate" + {True: ", guaranteed", False: ", not guaranteed"}.get(a.guaranteed, "")
     print(f"({len(a.rows)} row{'s' if len(a.rows) != 1 else ''}; slide {a.slide}, window {window}, "
           f"staleness {staleness}, response {a.response_ms:.2f} ms, {a.access}/{a.policy}{extra})", file=out)
     for b in bounds:
@@ -111,6 +119,7 @@ def bound_text(a, b) -> str:
     if b.rank_error is not None:
         return f"{cell}: true rank within +-{b.rank_error:.4g} of the one asked ({b.confidence:.4g} confidence, {b.sketch})"
     what = {"frequent": "count", "top-k lists": "value"}.get(b.sketch, "distinct count")
-    est = f", estimate {b.estimate:.6g}" if b.sketch == "frequent" and b.estimate is not None else ""
-    est += f", delta {b.delta:.6g}" if getattr(b, "delta", None) is not None else ""
-    return f"{cell}: true {what} in [{b.lower:.6g}, {b.upper:.6g}]{est} ({b.confidence:.4g} confidence, {b.sketch})"
+    est = f", estimate {fmt_number(b.estimate)}" if b.sketch == "frequent" and b.estimate is not None else ""
+    est += f", delta {fmt_number(b.delta)}" if getattr(b, "delta", None) is not None else ""
+    return (f"{cell}: true {what} in [{fmt_number(b.lower)}, {fmt_number(b.upper)}]{est} "
+            f"({b.confidence:.4g} confidence, {b.sketch})")

@@ -88,3 +88,27 @@ def test_the_help_says_what_timeout_means():
         out = cli(command, "--help")
         assert out.returncode == 0
         assert "deadline in seconds for the whole" in " ".join(out.stdout.split()), out.stdout
+
+
+def test_a_table_shows_a_double_as_it_is_and_bounds_without_float_noise():
+    """The table output never rounds an answer (a DOUBLE prints as its shortest exact text), an
+    integral bound prints as an integer, and a sketch answer (no guarantee applies) says only that
+    it is approximate."""
+    import io
+    from types import SimpleNamespace
+
+    from windowstore.server import cli_output
+
+    assert cli_output.fmt_value(1971279 * 8 / 60) == "262837.2"
+    assert float(cli_output.fmt_value(30049.066666666666)) == 30049.066666666666
+    assert cli_output.fmt_number(1971279.0) == "1971279" and cli_output.fmt_number(2.0**60) == repr(2.0**60)
+    bound = SimpleNamespace(row=0, column=1, rank_error=None, sketch="top-k lists", estimate=None, delta=212886.0,
+                            lower=1971279.0, upper=1971279.0, confidence=1.0)
+    a = SimpleNamespace(columns=["src", "sum(bytes)"], rows=[["x", 1971279]], slide=0, window_start_ms=None,
+                        window_end_ms=None, staleness_ms=None, response_ms=1.0, restarts=0, policy="ttu",
+                        access="synopsis", exact=False, guaranteed=None, bounds=[bound])
+    out = io.StringIO()
+    cli_output.answer(a, "table", out=out)
+    text = out.getvalue()
+    assert "true value in [1971279, 1971279], delta 212886 (" in text
+    assert "; approximate)" in text and "guaranteed" not in text

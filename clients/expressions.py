@@ -21,6 +21,9 @@ from windowstore.v1 import windowstore_pb2 as pb
 _UNITS = {"ms": pb.LENGTH_UNIT_MS, "subwindows": pb.LENGTH_UNIT_SUBWINDOWS, "rows": pb.LENGTH_UNIT_ROWS}
 
 
+_NULL_ORDER = {None: pb.NULL_ORDER_UNSPECIFIED, True: pb.NULL_ORDER_FIRST, False: pb.NULL_ORDER_LAST}
+
+
 def _value(v: Any) -> pb.Value:
     """A constant as a pb.Value (NULL: no field set; integers beyond int64 exactly, as decimal text)."""
     if v is None:
@@ -92,11 +95,13 @@ class X:
         """A select item named `name` (AS name)."""
         return pb.ExprItem(expr=self.pb, alias=name)
 
-    def asc(self) -> pb.ExprOrder:
-        return pb.ExprOrder(expr=self.pb)
+    def asc(self, nulls_first: bool | None = None) -> pb.ExprOrder:
+        """ORDER BY this ascending (NULLS FIRST if `nulls_first`, NULLS LAST if False; last by default)."""
+        return pb.ExprOrder(expr=self.pb, nulls=_NULL_ORDER[nulls_first])
 
-    def desc(self) -> pb.ExprOrder:
-        return pb.ExprOrder(expr=self.pb, descending=True)
+    def desc(self, nulls_first: bool | None = None) -> pb.ExprOrder:
+        """ORDER BY this descending (NULLS FIRST if `nulls_first`, NULLS LAST if False; last by default)."""
+        return pb.ExprOrder(expr=self.pb, descending=True, nulls=_NULL_ORDER[nulls_first])
 
     def __repr__(self) -> str:
         return f"X({self.pb})"
@@ -109,6 +114,11 @@ def _x(v: Any) -> X:
 def col(name: str) -> X:
     """A column (or, in ORDER BY and an outer query, an output name)."""
     return X(pb.Expr(column=name))
+
+
+def star() -> pb.ExprItem:
+    """The select item `*`: every column of the input (the stream's, or the sub-query's)."""
+    return pb.ExprItem(expr=pb.Expr(column="*"))
 
 
 def lit(value: Any) -> X:

@@ -36,6 +36,8 @@ def fmt_number(x: float | int) -> str:
 def fmt_value(x: Any) -> str:
     if x is None:
         return "null"
+    if isinstance(x, bool):  # (SQL's spelling)
+        return "true" if x else "false"
     if isinstance(x, float):
         return repr(x)
     if isinstance(x, (list, tuple)):

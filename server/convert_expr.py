@@ -10,8 +10,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from windowstore.store import Loc, QueryError
-from windowstore.store.expr import (AGGREGATES, CAST_TYPES, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp,
-                                    Col, Expr, Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now)
+from windowstore.store.expr import (AGGREGATES, CAST_TYPES, CONCAT_OPERATOR, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp,
+                                    Col, Expr, Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now, Star)
 from windowstore.store.expr_query import OrderKey, Select, SelectExpr
 from windowstore.store.expr_decimal import MAX_WIDTH, literal_type
 from windowstore.store.expr_temporal import in_text_range
@@ -25,6 +25,8 @@ MAX_EXPR_DEPTH = 32
 _MAX_INTERVAL_MS = 2**62
 _ARITH = ("+", "-", "*", "/", "%")
 _CMP = ("=", "!=", "<", "<=", ">", ">=")
+_NULLS_FROM_PB = {pb.NULL_ORDER_FIRST: True, pb.NULL_ORDER_LAST: False}  # (unspecified: None)
+_NULLS_TO_PB = {None: pb.NULL_ORDER_UNSPECIFIED, True: pb.NULL_ORDER_FIRST, False: pb.NULL_ORDER_LAST}
 _EXPR_FIELDS = ("where_expr", "group_by_exprs", "having_expr", "order_by_exprs", "from_query")
 # the fields of the first grammar's structured form that a query with expressions leaves unset
 _PLAIN_FIELDS = ("items", "where", "group_by", "group_by_columns", "having", "order_by", "outer", "approximate")
@@ -67,7 +69,8 @@ def query_from_pb(q: pb.StructuredQuery, where: str = "") -> Query:
     group_by = tuple(expr_from_pb(g, at(f"group_by_exprs[{i}]")) for i, g in enumerate(q.group_by_exprs))
     having = expr_from_pb(q.having_expr, at("having_expr")) if q.HasField("having_expr") else None
     order = tuple(OrderKey(expr_from_pb(o.expr, at(f"order_by_exprs[{i}].expr")), o.descending,
-                           loc=Loc(field=at(f"order_by_exprs[{i}]"))) for i, o in enumerate(q.order_by_exprs))
+                           loc=Loc(field=at(f"order_by_exprs[{i}]")), nulls_first=_NULLS_FROM_PB.get(o.nulls))
+                  for i, o in enumerate(q.order_by_exprs))
     limit = int(q.limit) if q.HasField("limit") else None
     inner_q = None
     if q.HasField("from_query"):
@@ -100,6 +103,10 @@ def query_from_pb(q: pb.StructuredQuery, where: str = "") -> Query:
 def _item(it: pb.ExprItem, where: str) -> SelectExpr:
     if not it.HasField("expr"):
         raise QueryError("a select item needs an expression", Loc(field=f"{where}.expr"))
+    if it.expr.WhichOneof("node") == "column" and it.expr.column == "*":  # SELECT *: every input column
+        if it.alias:
+            raise QueryError("* takes no alias", Loc(field=f"{where}.alias"))
+        return SelectExpr(Star(loc=Loc(field=f"{where}.expr.column")), loc=Loc(field=where))
     return SelectExpr(expr_from_pb(it.expr, f"{where}.expr"), it.alias or None, loc=Loc(field=where))
 
 
@@ -252,8 +259,11 @@ def _op(o: pb.ExprOp, at: str, depth: int) -> Expr:
     if op in ("in", "not in"):
         arity(2)
         return InList(args[0], tuple(args[1:]), op == "not in", loc=loc)
+    if op == CONCAT_OPERATOR:
+        arity(2)
+        return Func(CONCAT_OPERATOR, tuple(args), loc=loc)
     raise QueryError(f"unknown operator {o.op[:20]!r}", Loc(field=f"{at}.op"),
-                     hint="the operators are + - * / %, = != < <= > >=, AND, OR, NOT, IS [NOT] NULL, "
+                     hint="the operators are + - * / %, ||, = != < <= > >=, AND, OR, NOT, IS [NOT] NULL, "
                           "IS [NOT] DISTINCT FROM, [NOT] LIKE, [NOT] BETWEEN, [NOT] IN")
 
 
@@ -319,7 +329,7 @@ def _select_to_pb(s: Select) -> pb.StructuredQuery:
     if s.having is not None:
         out.having_expr.CopyFrom(expr_to_pb(s.having))
     for o in s.order_by:
-        out.order_by_exprs.add(expr=expr_to_pb(o.expr), descending=o.descending)
+        out.order_by_exprs.add(expr=expr_to_pb(o.expr), descending=o.descending, nulls=_NULLS_TO_PB[o.nulls_first])
     if s.limit is not None:
         out.limit = s.limit
     return out
@@ -330,6 +340,8 @@ def expr_to_pb(e: Expr) -> pb.Expr:
     from .convert_query import value_to_pb
     if isinstance(e, Col):
         return pb.Expr(column=e.name)
+    if isinstance(e, Star):
+        return pb.Expr(column="*")
     if isinstance(e, Lit):
         if e.type == "interval":
             return pb.Expr(interval_ms=e.value)
@@ -368,6 +380,8 @@ def expr_to_pb(e: Expr) -> pb.Expr:
     if isinstance(e, Cast):
         from windowstore.store.expr import _SQL_TYPE
         return pb.Expr(cast=pb.ExprCast(arg=expr_to_pb(e.arg), type=_SQL_TYPE.get(e.type) or e.type.upper()))
+    if isinstance(e, Func) and e.name == CONCAT_OPERATOR:
+        return _op_pb(CONCAT_OPERATOR, *e.args)
     if isinstance(e, Func):
         return pb.Expr(call=pb.ExprCall(name=e.name, args=[expr_to_pb(a) for a in e.args]))
     if isinstance(e, Agg):

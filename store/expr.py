@@ -71,6 +71,14 @@ class Lit(Expr):
 
 
 @dataclass(frozen=True)
+class Star(Expr):
+    """`*` as a select item: every column of the input (the stream's, in schema order, or the
+    sub-query's), expanded when the query is bound (expr_query.Compiled)."""
+
+    loc: Loc | None = _loc()
+
+
+@dataclass(frozen=True)
 class Now(Expr):
     """NOW(): the query's read time, a datum of the window (see expr_query.py), not a clock read."""
 
@@ -244,6 +252,7 @@ SCALAR_FUNCTIONS = {  # name -> (min args, max args)
     "concat": (1, 64), "abs": (1, 1), "round": (1, 2), "floor": (1, 1), "ceil": (1, 1), "ceiling": (1, 1),
     "coalesce": (1, 64), "nullif": (2, 2), "time_bucket": (2, 2), "date_trunc": (2, 2),
 }
+CONCAT_OPERATOR = "||"  # `a || b` (a Func of this name): NULL when either is NULL, where concat() skips NULLs
 AGGREGATES = ("count", "sum", "avg", "min", "max", "quantile", "median")
 CAST_TYPES = {"bigint": "int64", "int": "int64", "integer": "int64", "int64": "int64", "smallint": "int64",
               "double": "float64", "float": "float64", "real": "float64", "float64": "float64",
@@ -415,7 +424,7 @@ def _func_type(e: Func, types: list[str], t: Callable[[Expr], str]) -> str:
         for i in range(1, len(types)):
             need(i, ("int64",), "an integer")
         return "string"
-    if n == "concat":
+    if n in ("concat", CONCAT_OPERATOR):
         for i in range(len(types)):
             need(i, ("string", "int64", "boolean"), "a string or an integer")
         return "string"
@@ -517,6 +526,10 @@ def sql(e: Expr) -> str:
         return out + ("" if e.default is None else f" ELSE {sql(e.default)}") + " END"
     if isinstance(e, Cast):
         return f"CAST({sql(e.arg)} AS {_SQL_TYPE.get(e.type) or e.type.upper()})"
+    if isinstance(e, Func) and e.name == CONCAT_OPERATOR:
+        return "(" + " || ".join(sql(a) for a in e.args) + ")"
+    if isinstance(e, Star):
+        return "*"
     if isinstance(e, Func):
         return f"{e.name}({', '.join(sql(a) for a in e.args)})"
     if isinstance(e, Agg):
@@ -900,8 +913,10 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int, typ
             else:
                 subs.append(_substr(row[0], row[1], row[2] if len(row) > 2 else None))
         return pa.array(subs, type=pa.string())
-    if name == "concat":
+    if name in ("concat", CONCAT_OPERATOR):
         parts = [_as(a, "string") if t != "boolean" else _cast(a, "boolean", "string", e) for a, t in zip(args, types)]
+        if name == CONCAT_OPERATOR:
+            return pc.binary_join_element_wise(*parts, "", null_handling="emit_null")
         return pc.binary_join_element_wise(*parts, "", null_handling="replace", null_replacement="")
     if name == "abs":
         return _checked(lambda: pc.abs_checked(_as(args[0], typ)), e)
@@ -960,7 +975,7 @@ def _round_int(x: int, m: int) -> int:
 def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
     """`e` with `f` applied to each direct child (the node itself kept when nothing changes)."""
     from dataclasses import replace
-    if isinstance(e, (Col, Lit, Now)):
+    if isinstance(e, (Col, Lit, Now, Star)):
         return e
     if isinstance(e, (Neg, Not, IsNull, Cast)):
         return replace(e, arg=f(e.arg))

@@ -21,7 +21,7 @@ rows are the outer Select's input columns.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import InvalidInput, Loc, QueryError
-from .expr import (TEMPORAL, arrow_type, Agg, Batch, Col, Expr, Lit, Now, evaluate, has_aggregate, infer, map_children,
+from .expr import (TEMPORAL, arrow_type, Agg, Batch, Col, Expr, Lit, Now, Star, evaluate, has_aggregate, infer, map_children,
                    sql)
 from .kinds import AccessPath
 
@@ -70,6 +70,7 @@ class OrderKey:
     expr: Expr  # an expression, an output name (Col) or an ordinal (an int Lit)
     descending: bool = False
     loc: Loc | None = _loc()
+    nulls_first: bool | None = None  # NULLS FIRST (True) / LAST (False) as written; None: last, as in DuckDB
 
 
 @dataclass(frozen=True)
@@ -85,10 +86,24 @@ class Select:
 
 
 # -- binding -------------------------------------------------------------------------------------------
+def _expand_star(sel: Select, column_types: dict[str, str]) -> Select:
+    """`SELECT *` (and `SELECT *, x`): each `*` item as the input's columns, in their order."""
+    if not any(isinstance(it.expr, Star) for it in sel.items):
+        return sel
+    items: list[SelectExpr] = []
+    for it in sel.items:
+        if isinstance(it.expr, Star):
+            items += [SelectExpr(Col(name, loc=it.loc), loc=it.loc) for name in column_types]
+        else:
+            items.append(it)
+    return replace(sel, items=tuple(items))
+
+
 class Compiled:
     """A Select bound against its input columns' types (see the module docstring)."""
 
     def __init__(self, sel: Select, column_types: dict[str, str], where_loc: Loc | None = None):
+        sel = _expand_star(sel, column_types)
         self.sel = sel
         self.input_types = column_types
         self._types: dict[Expr, str] = {}
@@ -117,11 +132,11 @@ class Compiled:
             self.items, self.having = items, None
         if self.having is not None:
             self._boolean(self.having, "HAVING")
-        self.order: list[tuple[Expr, bool]] = []
+        self.order: list[tuple[Expr, bool, bool]] = []
         for o in sel.order_by:
-            self.order.append((self._order_expr(o, items, labels), o.descending))
+            self.order.append((self._order_expr(o, items, labels), o.descending, bool(o.nulls_first)))
         if sel.distinct and sel.order_by:
-            for (e, _), o in zip(self.order, sel.order_by):
+            for (e, _, _), o in zip(self.order, sel.order_by):
                 if e not in self.items:
                     raise QueryError("with SELECT DISTINCT, ORDER BY takes selected expressions only", o.loc)
         self.labels = labels
@@ -135,7 +150,7 @@ class Compiled:
         out = list(self.keys) + list(self.aggs)
         out += [] if self.where is None else [self.where]
         if not self.grouped:
-            out += self.items + [e for e, _ in self.order]
+            out += self.items + [e for e, _, _ in self.order]
         return out
 
     # types, with the grouped columns (#k, #a) and the input's
@@ -271,12 +286,12 @@ def _output(c: Compiled, columns: dict[str, Any], raw: dict[str, list], n: int, 
     if c.having is not None:
         flags = values(c.having)
         keep = [i for i in keep if flags[i] is True]
-    sort_cols = [(values(e), d) for e, d in c.order]
+    sort_cols = [(values(e), d, f) for e, d, f in c.order]
     if keyed:
-        sort_cols += [(values(Col(f"#k{j}")), False) for j in range(len(c.keys))]
+        sort_cols += [(values(Col(f"#k{j}")), False, False) for j in range(len(c.keys))]
     cols = [values(e) for e in c.items]
     out = [tuple(col[i] for col in cols) for i in keep]
-    okeys = [([col[i] for i in keep], d) for col, d in sort_cols]
+    okeys = [([col[i] for i in keep], d, f) for col, d, f in sort_cols]
     if c.sel.distinct:
         seen: set = set()
         firsts = []
@@ -286,9 +301,9 @@ def _output(c: Compiled, columns: dict[str, Any], raw: dict[str, list], n: int, 
                 seen.add(k)
                 firsts.append(i)
         out = [out[i] for i in firsts]
-        okeys = [([col[i] for i in firsts], d) for col, d in okeys]
+        okeys = [([col[i] for i in firsts], d, f) for col, d, f in okeys]
         if not c.order:  # SELECT DISTINCT without ORDER BY: by the selected columns
-            okeys = [([r[j] for r in out], False) for j in range(len(c.items))]
+            okeys = [([r[j] for r in out], False, False) for j in range(len(c.items))]
     if okeys:
         from .planner.order import sorted_positions
         out = [out[i] for i in sorted_positions(len(out), okeys)]
@@ -674,7 +689,9 @@ def select_text(query) -> str:
         if s.having is not None:
             out += f" HAVING {sql(s.having)}"
         if s.order_by:
-            out += " ORDER BY " + ", ".join(sql(o.expr) + (" DESC" if o.descending else "") for o in s.order_by)
+            out += " ORDER BY " + ", ".join(sql(o.expr) + (" DESC" if o.descending else "") +
+                                            {True: " NULLS FIRST", False: " NULLS LAST"}.get(o.nulls_first, "")
+                                            for o in s.order_by)
         if s.limit is not None:
             out += f" LIMIT {s.limit}"
         return out

@@ -14,8 +14,8 @@ from decimal import Decimal
 
 from .errors import QuerySyntaxError
 from .functions import SQL_NAMES
-from .expr import (AGGREGATES, CAST_TYPES, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp, Col, Expr,
-                   Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now)
+from .expr import (AGGREGATES, CAST_TYPES, CONCAT_OPERATOR, SCALAR_FUNCTIONS, Agg, Arith, Between, Case, Cast, Cmp, Col, Expr,
+                   Func, InList, IsDistinct, IsNull, Like, Lit, Logic, Neg, Not, Now, Star)
 from .expr_decimal import MAX_WIDTH, literal_type
 from .lexer import _NOT_SUPPORTED, _UNITS, MAX_DEPTH, MAX_NUMBER_LENGTH
 from .parser import _Parser, temporal_literal
@@ -49,8 +49,6 @@ class ExprParser(_Parser):
         select = self.tok
         self.expect("select")
         distinct = self.accept("distinct")
-        if self.tok.text == "*":
-            self.fail("SELECT * is not supported", hint="name the columns")
         items = [self.select_item()]
         while self.accept(","):
             items.append(self.select_item())
@@ -109,6 +107,9 @@ class ExprParser(_Parser):
 
     def select_item(self) -> SelectExpr:
         tok = self.tok
+        if tok.kind == "punct" and tok.text == "*":  # every input column (expanded by the binder)
+            self.i += 1
+            return SelectExpr(Star(loc=tok.loc), None, text=None, loc=tok.loc)
         e = self.expression()
         alias = None
         if self.accept("as"):  # (AS is not optional: `COUNT(*) FORM s` reads as a misspelt FROM)
@@ -123,9 +124,14 @@ class ExprParser(_Parser):
             desc = True
         else:
             self.accept("asc")
+        nulls_first = None
         if self.tok.word == "nulls":
-            self.fail("NULLS FIRST/LAST is not supported (NULLs sort last)")
-        return OrderKey(e, desc, loc=tok.loc)
+            self.i += 1
+            if self.tok.word not in ("first", "last"):
+                self.fail("expected FIRST or LAST after NULLS")
+            nulls_first = self.tok.word == "first"
+            self.i += 1
+        return OrderKey(e, desc, loc=tok.loc, nulls_first=nulls_first)
 
     # -- expressions, loosest binding first ------------------------------------------------------
     def expression(self) -> Expr:
@@ -165,12 +171,12 @@ class ExprParser(_Parser):
 
     def predicate(self) -> Expr:
         tok = self.tok
-        left = self.additive()
+        left = self.concatenation()
         t = self.tok
         if t.kind == "op":
             self.i += 1
             op = "!=" if t.text == "<>" else t.text
-            return Cmp(op, left, self.additive(), loc=t.loc)
+            return Cmp(op, left, self.concatenation(), loc=t.loc)
         if t.word == "is":
             self.i += 1
             negate = self.accept("not")
@@ -206,6 +212,16 @@ class ExprParser(_Parser):
             self.expect(")")
             return InList(left, tuple(values), negate, loc=tok.loc)
         return left
+
+    def concatenation(self) -> Expr:
+        """`a || b || c`: binds looser than + and -, tighter than comparisons (PostgreSQL's and
+        DuckDB's precedence), one node for the whole chain."""
+        first = self.tok
+        parts = [self.additive()]
+        while self.tok.kind == "concat":
+            self.i += 1
+            parts.append(self.additive())
+        return parts[0] if len(parts) == 1 else Func(CONCAT_OPERATOR, tuple(parts), loc=first.loc)
 
     def additive(self) -> Expr:
         left = self.multiplicative()

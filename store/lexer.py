@@ -16,6 +16,7 @@ _TOKEN = re.compile(r"""
   | (?P<qident>"(?:[^"]|"")+")
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<op><=|>=|!=|<>|=|<|>)
+  | (?P<concat>\|\|)
   | (?P<punct>[(),\[\]*;.+\-/%])
 """, re.VERBOSE)
 

@@ -100,6 +100,7 @@ def test_a_table_shows_a_double_as_it_is_and_bounds_without_float_noise():
     from windowstore.server import cli_output
 
     assert cli_output.fmt_value(1971279 * 8 / 60) == "262837.2"
+    assert (cli_output.fmt_value(True), cli_output.fmt_value(False), cli_output.fmt_value(None)) == ("true", "false", "null")
     assert float(cli_output.fmt_value(30049.066666666666)) == 30049.066666666666
     assert cli_output.fmt_number(1971279.0) == "1971279" and cli_output.fmt_number(2.0**60) == repr(2.0**60)
     bound = SimpleNamespace(row=0, column=1, rank_error=None, sketch="top-k lists", estimate=None, delta=212886.0,

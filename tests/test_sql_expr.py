@@ -389,7 +389,7 @@ def test_the_answer_says_which_path_took_the_query(text, path):
     ("SELECT foo(bytes) FROM s", 7, "foo", "unknown function 'foo'"),
     ("SELECT bytes + 1 FROM s WHERE stddev(bytes) > 1", 30, "stddev", "unknown function 'stddev'"),
     ("SELECT bytes FROM s WHERE src + 1 > 2", 26, "src", "arithmetic (+) needs numbers"),
-    ("SELECT src || 'x' FROM s", 11, "|", "unexpected character"),
+    ("SELECT src ^ 2 FROM s", 11, "^", "unexpected character"),
     ("SELECT lower(port) FROM s", 13, "port", "lower() needs a string"),
     ("SELECT COUNT(*) FROM s WHERE SUM(bytes) > 1", 29, "SUM", "an aggregate is not allowed in WHERE"),
     ("SELECT src, bytes + 1, COUNT(*) FROM s GROUP BY src", 12, "bytes", "column 'bytes' must be aggregated"),

@@ -11,12 +11,15 @@ import numpy as np
 from ..binder import KeyRef
 
 
-def sorted_positions(n: int, keys: list[tuple[list, bool]]) -> list[int]:
-    """0..n-1 ordered by each (column, descending) of `keys`, the first deciding first. Python's sort
-    is stable (also with reverse=True), so ties keep their order; NULL sorts last either way."""
+def sorted_positions(n: int, keys: list[tuple]) -> list[int]:
+    """0..n-1 ordered by each (column, descending[, nulls_first]) of `keys`, the first deciding
+    first. Python's sort is stable (also with reverse=True), so ties keep their order; NULL sorts
+    last either way (DuckDB's default) unless the key says NULLS FIRST."""
     order = list(range(n))
-    for col, descending in reversed(keys):
-        order.sort(key=_nulls_last(col, descending), reverse=descending)
+    for key in reversed(keys):
+        col, descending = key[0], key[1]
+        nulls_first = len(key) > 2 and key[2]
+        order.sort(key=_nulls_placed(col, descending, nulls_first), reverse=descending)
     return order
 
 
@@ -43,11 +46,12 @@ def group_rows(key_values: list, agg_cols: list[list], order: Sequence[tuple[int
     return [tuple(col[r] for col in by_item) for r in positions]
 
 
-def _nulls_last(col: list, descending: bool):
-    """A sort key putting None after every value, ascending (reverse=False) or descending."""
+def _nulls_placed(col: list, descending: bool, nulls_first: bool = False):
+    """A sort key putting None after every value (or before, `nulls_first`), for a sort ascending
+    (reverse=False) or descending."""
     if not any(v is None for v in col):
         return col.__getitem__
-    if descending:
+    if descending != nulls_first:  # (a reversed sort puts the False-keyed entries last)
         return lambda i: (col[i] is not None, 0 if col[i] is None else col[i])
     return lambda i: (col[i] is None, 0 if col[i] is None else col[i])
 

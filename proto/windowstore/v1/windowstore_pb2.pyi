@@ -52,6 +52,12 @@ class LengthUnit(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LENGTH_UNIT_SUBWINDOWS: _ClassVar[LengthUnit]
     LENGTH_UNIT_ROWS: _ClassVar[LengthUnit]
 
+class NullOrder(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    NULL_ORDER_UNSPECIFIED: _ClassVar[NullOrder]
+    NULL_ORDER_FIRST: _ClassVar[NullOrder]
+    NULL_ORDER_LAST: _ClassVar[NullOrder]
+
 class ReplicaRole(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     REPLICA_ROLE_UNSPECIFIED: _ClassVar[ReplicaRole]
@@ -87,6 +93,9 @@ LENGTH_UNIT_UNSPECIFIED: LengthUnit
 LENGTH_UNIT_MS: LengthUnit
 LENGTH_UNIT_SUBWINDOWS: LengthUnit
 LENGTH_UNIT_ROWS: LengthUnit
+NULL_ORDER_UNSPECIFIED: NullOrder
+NULL_ORDER_FIRST: NullOrder
+NULL_ORDER_LAST: NullOrder
 REPLICA_ROLE_UNSPECIFIED: ReplicaRole
 REPLICA_ROLE_LEADER: ReplicaRole
 REPLICA_ROLE_FOLLOWER: ReplicaRole
@@ -622,12 +631,14 @@ class ExprItem(_message.Message):
     def __init__(self, expr: _Optional[_Union[Expr, _Mapping]] = ..., alias: _Optional[str] = ...) -> None: ...
 
 class ExprOrder(_message.Message):
-    __slots__ = ("expr", "descending")
+    __slots__ = ("expr", "descending", "nulls")
     EXPR_FIELD_NUMBER: _ClassVar[int]
     DESCENDING_FIELD_NUMBER: _ClassVar[int]
+    NULLS_FIELD_NUMBER: _ClassVar[int]
     expr: Expr
     descending: bool
-    def __init__(self, expr: _Optional[_Union[Expr, _Mapping]] = ..., descending: _Optional[bool] = ...) -> None: ...
+    nulls: NullOrder
+    def __init__(self, expr: _Optional[_Union[Expr, _Mapping]] = ..., descending: _Optional[bool] = ..., nulls: _Optional[_Union[NullOrder, str]] = ...) -> None: ...
 
 class HavingCondition(_message.Message):
     __slots__ = ("test", "all_of", "any_of", "negate")

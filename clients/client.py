@@ -555,7 +555,7 @@ class Client:
             r = self.call("RegisterQuery", again[0], True, stream=again[1])  # (a retry may leave a spare registration)
             self._leaders.moved(query_id, r.query_id)
             return open_call()
-        return Resubscribing(open_call(), resume)
+        return Resubscribing(open_call(), resume, lambda: self._leaders.elsewhere(query_id))
 
     def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
         """Answers of a periodic query as they are produced; ends when it is unregistered."""

@@ -19,7 +19,10 @@ set before the next fault.
 
 Checked at the end: every acknowledged batch is in the window exactly once and nothing else is
 (GROUP BY k against DuckDB over the acknowledged rows); every answer the reader got equals DuckDB
-over the rows of its slide's window. Reported: per kind of fault, the longest time between two
+over the rows of its slide's window; and the clients' history (tests/client_history.py: the
+writer's slides, the reader's queries of the youngest HISTORY_RANGE sub-windows, the slides each
+reflects read from its rows) passes the isolation checker (txn/checker.py): no query torn, no
+error in the history. Reported: per kind of fault, the longest time between two
 acknowledged writes around it (the time without a writable leader, as the writer saw it).
 Bounded by --faults and --max-s; stops by itself and leaves nothing running.
 """
@@ -48,13 +51,17 @@ from windowstore.server.coordination.election import place
 from windowstore.server.coordination.keys import Keys
 from windowstore.server.coordination.local import LocalEtcd
 from windowstore.server.coordination.view import EtcdClusterView
+from windowstore.txn.kinds import Level
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_history import ClientHistory  # noqa: E402
 from netfault import Fault, Network  # noqa: E402  # (tests/ is not a package)
 
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 SUBWINDOWS = 4096
 SLIDE_EVERY = 10
+HISTORY_RANGE = 8  # the reader's history query reads the youngest 8 sub-windows (a short window to judge)
+HISTORY_QUERY = f"SELECT ts, COUNT(*) FROM c [RANGE {HISTORY_RANGE} SUBWINDOWS] GROUP BY ts"
 PROCESS_KINDS = ("kill-leader", "kill", "pause", "pause-leader", "pause-etcd")
 PARTITION_KINDS = ("partition-leader", "partition-leader-oneway", "partition-leader-etcd", "partition-follower-etcd",
                    "isolate")
@@ -118,9 +125,11 @@ class Writer(threading.Thread):
     i, each until it is acknowledged, and slides every `slide_every` batches (0: never). `acked`
     lists the acknowledged batches in order, `at` when each was; `wait_acked` waits on them."""
 
-    def __init__(self, ws: ClusterClient, stream: str = "c", slide_every: int = SLIDE_EVERY):
+    def __init__(self, ws: ClusterClient, stream: str = "c", slide_every: int = SLIDE_EVERY,
+                 history: ClientHistory | None = None):
         super().__init__(daemon=True, name="chaos-writer")
         self.ws, self.stream, self.slide_every = ws, stream, slide_every
+        self.history = history  # each acknowledged slide, at the moment it was first sent
         self.acked: list[int] = []
         self.at: list[float] = []
         self.sub: dict[int, int] = {}  # batch -> the slide that sealed its sub-window
@@ -174,6 +183,7 @@ class Writer(threading.Thread):
             pending.append(i)
             if len(pending) == self.slide_every:
                 slide_id += 1
+                sent = time.monotonic()
                 try:
                     s = self._until_done(lambda: self.ws.slide(self.stream, writer_id="slider", batch_id=slide_id))
                 except Exception:  # noqa: BLE001 - halted: the slide may or may not have happened
@@ -181,13 +191,19 @@ class Writer(threading.Thread):
                 for b in pending:
                     self.sub[b] = s
                 self.slides.append(s)
+                if self.history is not None:
+                    self.history.slide(sent, s)
                 pending = []
 
 
 class Reader(threading.Thread):
-    def __init__(self, ws: ClusterClient):
+    """One-time queries every 0.2 s: the whole window's COUNT and SUM (`answers`), and, given a
+    history, the batches (ts) of its youngest HISTORY_RANGE sub-windows, recorded there."""
+
+    def __init__(self, ws: ClusterClient, history: ClientHistory | None = None):
         super().__init__(daemon=True, name="chaos-reader")
         self.ws = ws
+        self.history = history
         self.answers: list[tuple[int, int, int]] = []  # (slide, count, sum)
         self.errors = 0
         self.why: dict[str, int] = {}
@@ -203,6 +219,14 @@ class Reader(threading.Thread):
                 continue
             count, total = a.rows[0]
             self.answers.append((a.slide, int(count), int(total or 0)))
+            if self.history is not None:
+                sent = time.monotonic()
+                try:
+                    h = self.ws.query(HISTORY_QUERY)
+                except Exception:  # noqa: BLE001 - as above: counted, not recorded (it saw nothing)
+                    self.errors += 1
+                    continue
+                self.history.query(sent, time.monotonic(), [int(ts) for ts, _ in h.rows])
 
 
 def rows_of(batches) -> pa.Table:
@@ -251,7 +275,8 @@ def main(argv=None) -> int:
 
 def passed(results: dict) -> bool:
     return results["failure"] is None and results.get("lost") == 0 and results.get("twice") == 0 \
-        and results.get("extra") == 0 and results.get("wrong_answers") == 0
+        and results.get("extra") == 0 and results.get("wrong_answers") == 0 \
+        and results.get("history_torn") == 0 and results.get("history_errors") == 0
 
 
 def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: LocalEtcd, net: Network,
@@ -336,7 +361,8 @@ def run(args) -> dict:
         rs = ClusterClient(view, timeout=5, failover_s=30)
         ws.create_stream("c", SCHEMA, subwindows=SUBWINDOWS, subwindow_ms=1000, clock="manual", partitions=1, partition_by=["k"],
                          replication=3, acks="all")
-        writer, reader = Writer(ws), Reader(rs)
+        history = ClientHistory("c", SUBWINDOWS, HISTORY_RANGE)
+        writer, reader = Writer(ws, history=history), Reader(rs, history)
         writer.start()
         reader.start()
         done = 0
@@ -387,6 +413,7 @@ def run(args) -> dict:
             results["acked_per_s"] = round(len(acked) / max(1e-9, time.monotonic() - t0), 1)
             if failure is None:
                 results.update(check(ws, writer, reader))
+                results.update(check_history(writer))
     except Exception as e:  # noqa: BLE001
         results["check_error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -406,6 +433,15 @@ def run(args) -> dict:
     if passed(results):
         shutil.rmtree(root, ignore_errors=True)
     return results
+
+
+def check_history(writer: Writer) -> dict:
+    """The clients' history through the isolation checker (tests/client_history.py)."""
+    report = writer.history.check(dict(writer.sub))
+    torn = report.violations(Level.WS)
+    return {"history": report.summary(), "history_torn": len(torn), "history_errors": len(report.errors),
+            "history_examples": [f"{v.txn}: read {v.versions}, latest {v.latest_at_commit}" for v in torn[:3]]
+            + report.errors[:3]}
 
 
 def check(ws: ClusterClient, writer: Writer, reader: Reader) -> dict:

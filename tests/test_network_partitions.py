@@ -2,7 +2,8 @@
 a blackhole arrive intact once it heals, a one-way cut loses one direction only, a reset ends the
 connections and refuses new ones); and a short `make chaos` run of the partition kinds in turn
 against three `windowstore serve --etcd` processes, checked as make chaos checks: no acknowledged
-batch lost, none twice, every answer equal to DuckDB over its slide's rows."""
+batch lost, none twice, every answer equal to DuckDB over its slide's rows, and the clients' history
+passes the isolation checker."""
 from __future__ import annotations
 
 import socket
@@ -122,6 +123,9 @@ def test_partitions_lose_no_acknowledged_batch(etcd):
     assert sorted(results["outage_s"]) == sorted(chaos.PARTITION_KINDS)
     assert results["lost"] == 0 and results["twice"] == 0 and results["extra"] == 0, results
     assert results["answers_checked"] > 0 and results["wrong_answers"] == 0, results
+    # the clients' history through the isolation checker (tests/client_history.py)
+    assert results["history"]["committed"] > 0, results
+    assert results["history_torn"] == 0 and results["history_errors"] == 0, results["history_examples"]
     assert results["epoch"] >= 2, "a cut leader was replaced at least once"
     assert chaos.passed(results)
 

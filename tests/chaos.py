@@ -6,13 +6,16 @@ ten rows, key "b{i}", values 10 i .. 10 i + 9, writer id "w", batch id i, retrie
 acknowledged) and slides the manual clock every SLIDE_EVERY batches (its own idempotency key); a
 reader runs one-time queries meanwhile. Every server reaches etcd and each other server through a
 fault-injecting proxy of its own (tests/netfault.py: its `--etcd` URL and `--peer-address`es), so
-links can be cut; the harness's clients reach the servers and etcd directly.
+links can be cut; the harness's clients reach each server through a proxy too (the server's
+`--advertise-address`, the address etcd gives clients), and etcd directly.
 
 Faults, one at a time, chosen at random among --kinds: SIGKILL of a server (the leader half the
 time) and its restart on the same data directory and port; SIGSTOP / SIGCONT of a server; SIGSTOP
 / SIGCONT of etcd; and network partitions, each a blackhole or a reset (netfault.Fault) for 0.5 s
 to 3 TTL: the leader from its followers (both ways, or one way only, a blackhole), the leader from
-etcd, a follower from etcd, and one server (any) from all the others and etcd. After each fault
+etcd, a follower from etcd, one server (any) from all the others and etcd, and the clients from the
+leader (both ways, or its answers lost: the requests arrive and are applied, the client retries
+with its idempotency key). After each fault
 the run waits for the writer to be acknowledged again (a fault after which writes never resume
 ends the run as a failure), and, unless --overlap, for every server to be back in etcd's in-sync
 set before the next fault.
@@ -64,7 +67,7 @@ HISTORY_RANGE = 8  # the reader's history query reads the youngest 8 sub-windows
 HISTORY_QUERY = f"SELECT ts, COUNT(*) FROM c [RANGE {HISTORY_RANGE} SUBWINDOWS] GROUP BY ts"
 PROCESS_KINDS = ("kill-leader", "kill", "pause", "pause-leader", "pause-etcd")
 PARTITION_KINDS = ("partition-leader", "partition-leader-oneway", "partition-leader-etcd", "partition-follower-etcd",
-                   "isolate")
+                   "isolate", "partition-client")
 KINDS = PROCESS_KINDS + PARTITION_KINDS
 
 
@@ -84,9 +87,12 @@ class Server:
         self.args = [sys.executable, "-m", "windowstore.server.cli", "serve", "--host", "127.0.0.1", "--port",
                      str(self.port), "--data-dir", self.data, "--node", str(node), "--lease-ttl-s", str(ttl)]
 
-    def route(self, etcd_url: str, peers: dict[int, str]) -> None:
-        """Reach etcd at `etcd_url` and node j at peers[j] (the proxies that can cut the links)."""
+    def route(self, etcd_url: str, peers: dict[int, str], advertise: str | None = None) -> None:
+        """Reach etcd at `etcd_url` and node j at peers[j], and be reached by clients at `advertise`
+        (the proxies that can cut the links)."""
         self.args += ["--etcd", etcd_url] + [a for j, addr in sorted(peers.items()) for a in ("--peer-address", f"{j}={addr}")]
+        if advertise is not None:
+            self.args += ["--advertise-address", advertise]
         self.proc: subprocess.Popen | None = None
         self.stopped = False
 
@@ -318,6 +324,13 @@ def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: Loc
         f = rnd.choice(followers)
         net.cut(f, "etcd", fault)
         how = f"node {f} | etcd"
+    elif kind == "partition-client":  # the harness's clients from the leader: it keeps leading
+        if fault is Fault.BLACKHOLE and rnd.random() < 0.5:
+            net.cut(leader, "client", fault, one_way=True)
+            how = f"node {leader} -> clients lost"
+        else:
+            net.cut("client", leader, fault)
+            how = f"clients | node {leader}"
     else:  # isolate: one server (a minority of one) from every other and etcd
         n = rnd.randrange(3)
         net.isolate(n, [m for m in range(3) if m != n] + ["etcd"], fault)
@@ -341,9 +354,10 @@ def run(args) -> dict:
             if t is not s:
                 net.link(s.node, t.node, t.port)
         net.link(s.node, "etcd", etcd_port)
+        net.link("client", s.node, s.port)
     for s in servers:
         s.route(f"http://{net.address(s.node, 'etcd')}",
-                {t.node: net.address(s.node, t.node) for t in servers if t is not s})
+                {t.node: net.address(s.node, t.node) for t in servers if t is not s}, net.address("client", s.node))
     ws = rs = writer = reader = view = None
     outages: dict[str, list[float]] = {}
     failure = None

@@ -145,3 +145,19 @@ def test_serve_takes_peer_addresses_by_node():
 
     args = build_parser().parse_args(["serve", "--peer-address", "1=127.0.0.1:5", "--peer-address", "2=127.0.0.1:6"])
     assert args.peer_address == [(1, "127.0.0.1:5"), (2, "127.0.0.1:6")]
+
+
+@pytest.mark.parametrize("bad", ["127.0.0.1", ":5", "127.0.0.1:x"])
+def test_serve_refuses_an_advertise_address_it_cannot_read_naming_the_flag(bad, capsys):
+    from windowstore.server.cli import build_parser
+
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["serve", "--advertise-address", bad])
+    assert e.value.code == 2
+    assert "--advertise-address" in capsys.readouterr().err
+
+
+def test_serve_takes_an_advertise_address():
+    from windowstore.server.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--advertise-address", "127.0.0.1:7"]).advertise_address == "127.0.0.1:7"

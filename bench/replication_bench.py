@@ -13,6 +13,7 @@ applied after the leader first did)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -33,9 +34,11 @@ SECONDS = 5.0
 SENDERS = 3
 
 
-def measure(rounds: int = 2, seconds: float = SECONDS) -> dict:
-    """{"r1": [rows/s per round], "r2": [...]} on a fresh two-server cluster."""
-    tmp = Path(tempfile.mkdtemp(prefix="ws-repl-bench-"))
+@contextlib.contextmanager
+def _two_servers(prefix: str):
+    """Two durable servers on 127.0.0.1 with one cluster file: their addresses; stopped (and their
+    data removed) afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     ports = free_ports(2)
     addresses = [f"127.0.0.1:{p}" for p in ports]
     cluster = tmp / "cluster.toml"
@@ -43,24 +46,44 @@ def measure(rounds: int = 2, seconds: float = SECONDS) -> dict:
     servers = [ServerProcess("--cluster", str(cluster), "--node", str(i), port=ports[i], data_dir=str(tmp / f"n{i}"))
                for i in range(2)]
     try:
-        out: dict[str, list[float]] = {"r1": [], "r2": []}
-        for r in range(rounds):
-            for label, replication in (("r1", 1), ("r2", 2)):
-                stream = f"bench_{label}_{r}"
-                # the stream's leader is the cluster map's owner of it
-                leader = StaticCluster(tuple(addresses)).owner(stream, 0)
-                with Client(addresses[leader], timeout=60) as ws:
-                    ws.create_stream(stream, SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"],
-                                     replication=replication)
-                sent, _ = _senders(_sender, (addresses[leader], stream, ROWS, None, seconds), SENDERS)
-                out[label].append(sent / seconds)
-                with Client(addresses[leader], timeout=60) as ws:
-                    ws.drop_stream(stream)
-        return out
+        yield addresses
     finally:
         for s in servers:
             s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _ingest(addresses: list[str], stream: str, replication: int, acks: str, per_s: float | None, seconds: float,
+            senders: int = SENDERS, during=None) -> tuple[int, int]:
+    """Create `stream` (`acks` "" for the default) on the node the cluster map makes its leader, have `senders` writer processes
+    append to it for `seconds` (`per_s` batches a second each, or back to back) while
+    `during(leader's address, the other's)` (a thread) runs, drop it: (rows sent, refusals)."""
+    leader = StaticCluster(tuple(addresses)).owner(stream, 0)
+    with Client(addresses[leader], timeout=60) as ws:
+        ws.create_stream(stream, SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"], replication=replication,
+                         acks=acks)
+    watch = during(addresses[leader], addresses[1 - leader]) if during is not None else None
+    if watch is not None:
+        watch.start()
+    try:
+        return _senders(_sender, (addresses[leader], stream, ROWS, per_s, seconds), senders)
+    finally:
+        if watch is not None:
+            watch.halt.set()
+            watch.join(30)
+        with Client(addresses[leader], timeout=60) as ws:
+            ws.drop_stream(stream)
+
+
+def measure(rounds: int = 2, seconds: float = SECONDS) -> dict:
+    """{"r1": [rows/s per round], "r2": [...]} on a fresh two-server cluster."""
+    out: dict[str, list[float]] = {"r1": [], "r2": []}
+    with _two_servers("ws-repl-bench-") as addresses:
+        for r in range(rounds):
+            for label, replication in (("r1", 1), ("r2", 2)):
+                sent, _ = _ingest(addresses, f"bench_{label}_{r}", replication, "", None, seconds)
+                out[label].append(sent / seconds)
+    return out
 
 
 class _LagSampler(threading.Thread):
@@ -103,34 +126,17 @@ def measure_lag(seconds: float = 10.0, senders: int = SENDERS, acks=("all", "lea
     """{acks: {rows_per_s, lag figures}} on a fresh two-server cluster; `rate` rows/s in all (paced),
     else back to back."""
     per_s = rate / ROWS / senders if rate else None
-    tmp = Path(tempfile.mkdtemp(prefix="ws-repl-lag-"))
-    ports = free_ports(2)
-    addresses = [f"127.0.0.1:{p}" for p in ports]
-    cluster = tmp / "cluster.toml"
-    cluster.write_text("nodes = [" + ", ".join(f'"{a}"' for a in addresses) + "]\n")
-    servers = [ServerProcess("--cluster", str(cluster), "--node", str(i), port=ports[i], data_dir=str(tmp / f"n{i}"))
-               for i in range(2)]
     out = {}
-    try:
+    with _two_servers("ws-repl-lag-") as addresses:
         for a in acks:
-            stream = f"lag_{a}"
-            leader = StaticCluster(tuple(addresses)).owner(stream, 0)
-            with Client(addresses[leader], timeout=60) as ws:
-                ws.create_stream(stream, SCHEMA, subwindows=10, subwindow_ms=1000, group_by=["src"], replication=2,
-                                 acks=a)
-            sampler = _LagSampler(addresses[leader], addresses[1 - leader], stream)
-            sampler.start()
-            sent, refused = _senders(_sender, (addresses[leader], stream, ROWS, per_s, seconds), senders)
-            sampler.halt.set()
-            sampler.join(30)
-            out[a] = {"rows_per_s": round(sent / seconds), "refused": refused, **lag_figures(sampler.samples)}
-            with Client(addresses[leader], timeout=60) as ws:
-                ws.drop_stream(stream)
-        return out
-    finally:
-        for s in servers:
-            s.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+            samplers: list[_LagSampler] = []
+
+            def sampler(leader: str, follower: str, stream: str = f"lag_{a}") -> _LagSampler:
+                samplers.append(_LagSampler(leader, follower, stream))
+                return samplers[-1]
+            sent, refused = _ingest(addresses, f"lag_{a}", 2, a, per_s, seconds, senders, during=sampler)
+            out[a] = {"rows_per_s": round(sent / seconds), "refused": refused, **lag_figures(samplers[0].samples)}
+    return out
 
 
 def run() -> list[dict]:

@@ -340,14 +340,10 @@ def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: Loc
     return f"{fault.value} {how}"
 
 
-def run(args) -> dict:
-    """The run `args` asks for (see parse); its results, with `root` (the servers' logs)."""
-    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-    rnd = random.Random(seed)
-    root = tempfile.mkdtemp(prefix="windowstore-chaos-")
-    etcd = LocalEtcd().start()
-    net = Network()
-    servers = [Server(i, root, args.ttl) for i in range(3)]
+def wired(root: str, ttl: int, etcd: LocalEtcd, net: Network, n: int = 3) -> list[Server]:
+    """`n` servers (not started) each reaching etcd and every other server through a proxy of its
+    own, and reached by the clients through one ("client" -> node)."""
+    servers = [Server(i, root, ttl) for i in range(n)]
     etcd_port = int(etcd.url.rsplit(":", 1)[1])
     for s in servers:
         for t in servers:
@@ -358,6 +354,17 @@ def run(args) -> dict:
     for s in servers:
         s.route(f"http://{net.address(s.node, 'etcd')}",
                 {t.node: net.address(s.node, t.node) for t in servers if t is not s}, net.address("client", s.node))
+    return servers
+
+
+def run(args) -> dict:
+    """The run `args` asks for (see parse); its results, with `root` (the servers' logs)."""
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    rnd = random.Random(seed)
+    root = tempfile.mkdtemp(prefix="windowstore-chaos-")
+    etcd = LocalEtcd().start()
+    net = Network()
+    servers = wired(root, args.ttl, etcd, net)
     ws = rs = writer = reader = view = None
     outages: dict[str, list[float]] = {}
     failure = None

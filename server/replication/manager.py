@@ -503,16 +503,19 @@ class Replication:
         waits for the offset the group commit gives the slide's command in the replica log. The
         slide was applied before its answer, so it is drained by the next group commit at the latest
         (`take` stamps the held answers with the log's end then); `_release` publishes them as the
-        high watermark passes. A replica that stops leading drops what it held: those answers
-        reflect a slide no other replica may have, and the client registers the query again on
-        the new leader (clients/follow.py)."""
+        high watermark passes. A replica that stops leading drops what it held, and one whose
+        leadership failed (fenced, its lease lost: its log takes nothing more) publishes nothing:
+        those answers reflect a slide no other replica may have, and the client registers the
+        query again on the new leader (clients/follow.py)."""
         from windowstore.txn.joins import stream_names
 
         q = self.engine.periodic.get(query_id)
         if q is None:
             return False
-        parts = [p for name in stream_names(q.task.plan) if (p := self.parts.get(name)) is not None
-                 and p.role == LEADER and not p.failure and p.acks == "all"]
+        mine = [p for name in stream_names(q.task.plan) if (p := self.parts.get(name)) is not None and p.role == LEADER]
+        if any(p.failure for p in mine):
+            return True  # a leader that stopped leading (fenced, its lease lost) logs no slide: nothing to publish
+        parts = [p for p in mine if p.acks == "all"]
         if not parts:
             return False
         held = HeldAnswer({p.stream for p in parts}, publish)
@@ -524,7 +527,7 @@ class Replication:
     def _stamp_held(self, p: Partition) -> None:
         """In a group commit: the answers held since the last one wait for the log's end now (which
         holds every command applied before them, their slide's too)."""
-        if p.held and p.held[-1][0] is None:
+        if p.held and p.held[-1][0] is None and p.role == LEADER and not p.failure:
             p.held = [(p.log.end if offset is None else offset, h) for offset, h in p.held]
             self._release(p)
 

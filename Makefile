@@ -96,6 +96,12 @@ frequent-experiment: $(STAMP)
 partition-bench: $(STAMP)
 	$(PY) -m bench.partition_bench --json bench/results/partition_bench.json
 
+# a follower's applied slide against its leader's under ingest (issue 36's follower-lag goal):
+# two servers, replication 2, acks=all then acks=leader, LAG_S seconds each; RATE rows/s paced (default: back to back)
+.PHONY: replication-lag
+replication-lag: $(STAMP)
+	$(PY) -m bench.replication_bench --lag --seconds $${LAG_S:-10} $${RATE:+--rate $$RATE} --json $${OUT:-bench/results/replication_lag.json}
+
 fuzz: $(STAMP)
 	$(PY) tests/differential.py --cases $${CASES:-100000} --seed $${SEED:-1}
 	$(PY) tests/slicing_fuzz.py --cases $${SLICING_CASES:-5000} --seed $${SEED:-1}

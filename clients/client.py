@@ -555,7 +555,7 @@ class Client:
             r = self.call("RegisterQuery", again[0], True, stream=again[1])  # (a retry may leave a spare registration)
             self._leaders.moved(query_id, r.query_id)
             return open_call()
-        return Resubscribing(open_call(), resume)
+        return Resubscribing(open_call(), resume, lambda: self._leaders.elsewhere(query_id))
 
     def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
         """Answers of a periodic query as they are produced; ends when it is unregistered."""
@@ -756,7 +756,7 @@ class AsyncClient:
             call = self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current), timeout=timeout,
                                                     metadata=self._metadata)
             try:
-                async for a in call:
+                async for a in _until_stalled(call, lambda: self._leaders.elsewhere(query_id)):
                     if a.slide <= last:
                         continue
                     last = a.slide
@@ -764,8 +764,8 @@ class AsyncClient:
                     out.query_id = query_id
                     yield out
                 return
-            except grpc.RpcError as e:
-                err = from_rpc_error(e)
+            except (grpc.RpcError, Unavailable) as e:
+                err = from_rpc_error(e) if isinstance(e, grpc.RpcError) else e
                 again = self._leaders.again(query_id)
                 if again is None or not isinstance(err, RESUMABLE):
                     raise err from None
@@ -780,6 +780,34 @@ class AsyncClient:
     async def history(self, stream: str = "", since_seq: int = 0, limit: int = 10_000) -> list[dict]:
         req = build(pb.StreamHistoryRequest, stream=stream, since_seq=since_seq, limit=limit)
         return history_events(await self.call("StreamHistory", req, True))
+
+
+async def _until_stalled(call, moved, grace_s: float = 1.0, poll_s: float = 0.1):
+    """The answers of an asyncio Subscribe call, until `moved()` (etcd names another leader than
+    the server of the call: why, else None) has held for `grace_s` with no answer meanwhile; then
+    Unavailable, as follow.Resubscribing does for the blocking clients (a paused leader neither
+    answers nor ends the call)."""
+    answers = call.__aiter__()
+    heard = since = asyncio.get_running_loop().time()
+    while True:
+        nxt = asyncio.ensure_future(answers.__anext__())
+        while not nxt.done():
+            await asyncio.wait({nxt}, timeout=poll_s)
+            if nxt.done():
+                break
+            now = asyncio.get_running_loop().time()
+            why = moved()
+            if why is None:
+                since = now
+            elif now - max(since, heard) >= grace_s:
+                nxt.cancel()
+                raise Unavailable(f"no answer and etcd names another leader: {why}")
+        try:
+            a = nxt.result()
+        except StopAsyncIteration:
+            return
+        heard = asyncio.get_running_loop().time()
+        yield a
 
 
 __all__ = ["AppendResult", "AsyncClient", "Client", "PeriodicQuery", "WindowStoreError"]

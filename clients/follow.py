@@ -150,15 +150,32 @@ class Resubscribing:
     stream's replica log (server/replication/rpcs.py), so the new leader answers from its first
     slide after the new registration: slides only increase (an answer for a slide already passed
     on is dropped: each slide at most once), and the slides no registration answered are a gap in
-    the slide numbers, never filled in silently. cancel() ends it from any thread."""
+    the slide numbers, never filled in silently. cancel() ends it from any thread.
 
-    def __init__(self, call, resume: Callable[[WindowStoreError], object]):
+    A leader that is paused (SIGSTOP, a long GC pause) or cut off neither answers nor ends its
+    subscriptions. `moved()` (None, or why) says whether etcd names another leader than the server
+    the call is on: when it has said so for `grace_s` with no answer meanwhile, the call is ended
+    and the query registered again on the leader, as after UNAVAILABLE. The bound is the lease's:
+    etcd names another leader only once the paused one's lease has expired (at most a TTL after its
+    last renewal, docs/failover.md), and from then on anything the paused leader might still send
+    is a deposed leader's; `grace_s` (a second) only lets a step-down that ends the call itself
+    (FAILED_PRECONDITION naming the leader) come first. A stream whose SLIDE makes no answer for a
+    while (a manual clock) is not taken for a stall: only etcd's word is."""
+
+    def __init__(self, call, resume: Callable[[WindowStoreError], object],
+                 moved: Callable[[], str | None] | None = None, grace_s: float = 1.0, poll_s: float = 0.1):
         self._call, self._resume = call, resume
         self._cancelled = False
         self._lock = threading.Lock()
         self.last = -1      # the newest slide passed on
         self.resumed = 0    # how many times it registered again
         self.why: WindowStoreError | None = None  # the error it last resumed after
+        self.stalls = 0     # how many times it left a leader that neither answered nor ended the call
+        self._moved, self._grace_s, self._poll_s = moved, grace_s, poll_s
+        self._stalled: str | None = None  # why the current call was ended as stalled
+        self._heard = time.monotonic()    # the current call's last answer (or its start)
+        self._watch: threading.Thread | None = None
+        self._ended = False  # the iteration is over (the watchdog stops)
 
     def cancel(self) -> None:
         with self._lock:
@@ -166,14 +183,44 @@ class Resubscribing:
             call = self._call
         call.cancel()
 
+    def _watchdog(self) -> None:
+        """End the current call once etcd has named another leader for grace_s and no answer came
+        meanwhile (see the class docstring); runs while the subscription is read."""
+        since = None
+        while not self._cancelled and not self._ended:
+            time.sleep(self._poll_s)
+            why = self._moved() if self._moved is not None else None
+            now = time.monotonic()
+            if why is None or self._stalled is not None:
+                since = None
+                continue
+            since = since if since is not None else now
+            if now - max(since, self._heard) >= self._grace_s:
+                with self._lock:
+                    call = self._call
+                    self._stalled = f"no answer and etcd names another leader: {why}"
+                call.cancel()
+                since = None
+
     def cancelled(self) -> bool:
         return self._cancelled
 
     def __iter__(self) -> Iterator:
+        if self._moved is not None and self._watch is None:
+            self._watch = threading.Thread(target=self._watchdog, name="windowstore-subscription-watch", daemon=True)
+            self._watch.start()
+        try:
+            yield from self._answers()
+        finally:
+            self._ended = True
+
+    def _answers(self) -> Iterator:
         while True:
             call = self._call
+            self._heard = time.monotonic()
             try:
                 for a in call:
+                    self._heard = time.monotonic()
                     if a.slide <= self.last:
                         continue
                     self.last = a.slide
@@ -181,13 +228,16 @@ class Resubscribing:
                     yield a
                 return
             except grpc.RpcError as e:
-                if self._cancelled or not isinstance(from_rpc_error(e), RESUMABLE):
+                stalled = self._stalled
+                if self._cancelled or not (stalled is not None or isinstance(from_rpc_error(e), RESUMABLE)):
                     raise
-                self.why = from_rpc_error(e)
+                self.why = Unavailable(stalled) if stalled is not None else from_rpc_error(e)
                 again = self._resume(self.why)
                 with self._lock:
                     self._call = again
                     self.resumed += 1
+                    self.stalls += stalled is not None
+                    self._stalled = None
                     if self._cancelled:
                         again.cancel()
                 self._check()
@@ -195,6 +245,7 @@ class Resubscribing:
     def _check(self) -> None:
         assert self.last >= -1 and self.resumed >= 0, (self.last, self.resumed)
         assert self.why is not None or self.resumed == 0, "it resumes only after an error"
+        assert 0 <= self.stalls <= self.resumed, (self.stalls, self.resumed)
 
 
 class Leaders:
@@ -238,6 +289,18 @@ class Leaders:
         client, to register it again on the leader; None for any other query."""
         entry = self.periodic.get(query_id)
         return None if entry is None else (entry[0], entry[1])
+
+    def elsewhere(self, query_id: str) -> str | None:
+        """Why the server holding the periodic query is not its stream's leader in etcd (it names
+        another one), or None (it is, or etcd names none, or this client has no view)."""
+        entry = self.periodic.get(query_id)
+        if entry is None or self.view is None:
+            return None
+        lead = self.view.leader(*partition_of(entry[1]))
+        addresses = self.view.addresses
+        if lead is None or not 0 <= lead.node < len(addresses) or addresses[lead.node] == entry[3]:
+            return None
+        return f"node {lead.node} ({addresses[lead.node]}) leads {entry[1]!r} at epoch {lead.epoch}, not {entry[3]}"
 
     def moved(self, query_id: str, now_id: str) -> None:
         """The periodic query is registered again, as `now_id`, on its stream's leader."""

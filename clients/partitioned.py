@@ -550,17 +550,24 @@ class ClusterClient:
         failover it registers the partition's query again on the new leader (follow.Resubscribing,
         docs/failover.md) and reads its answers there."""
         lay, _, ids = self._periodic[query_id]
-        call = self._owner(lay.name, p)[1].subscription(ids[p], timeout)
+        at, client = self._owner(lay.name, p)
+        call = client.subscription(ids[p], timeout)
         if not hasattr(self.cluster, "wait") or self.failover_s <= 0:
             return call
         texts, priority, sketches = self._texts[query_id]
+        on = [at]  # the node the partition's subscription is on
 
         def resume(_error):
             node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority,
                                                                                    return_sketches=sketches)))
             ids[p] = again.id
+            on[0] = self.nodes.index(node)
             return node.subscription(again.id, timeout)
-        return Resubscribing(call, resume)
+
+        def moved():
+            lead = getattr(self.cluster, "partition")(lay.name, p).leader  # (an EtcdClusterView: it has `wait`)
+            return None if lead is None or lead.node == on[0] else f"node {lead.node} leads it, not node {on[0]}"
+        return Resubscribing(call, resume, moved)
 
     def explain(self, query: str) -> dict:
         from .client import query_stream

@@ -379,7 +379,8 @@ class WindowStoreServer:
             from .replication.failover import ReplicationRoles
             assert repl is not None
             roles = ReplicationRoles(repl)
-        self.coordinator = Coordinator(self.cluster.etcd, self.config.node, self.address, roles=roles,
+        self.coordinator = Coordinator(self.cluster.etcd, self.config.node, self.config.advertise_address or self.address,
+                                       roles=roles,
                                        ttl_s=self.config.lease_ttl_s, prefix=self.config.etcd_prefix, view=self.cluster)
         if roles is not None:
             assert repl is not None

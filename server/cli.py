@@ -36,16 +36,27 @@ def _serve(args) -> int:
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s,
                        cluster=args.cluster, node=args.node, etcd=args.etcd, etcd_prefix=args.etcd_prefix,
-                       lease_ttl_s=args.lease_ttl_s, peer_addresses=tuple(args.peer_address or ()))
+                       lease_ttl_s=args.lease_ttl_s, peer_addresses=tuple(args.peer_address or ()),
+                       advertise_address=args.advertise_address or "")
     return serve(cfg)
 
 
 def _peer_address(text: str) -> tuple[int, str]:
     node, sep, address = text.partition("=")
-    host, colon, port = address.rpartition(":")
-    if not sep or not node.strip().isdigit() or not colon or not host or not port.isdigit():
+    if not sep or not node.strip().isdigit() or not _host_port(address):
         raise argparse.ArgumentTypeError(f"expected NODE=HOST:PORT (node 0 or more), got {text[:80]!r}")
     return int(node), address
+
+
+def _host_port(address: str) -> bool:
+    host, colon, port = address.rpartition(":")
+    return bool(colon and host and port.isdigit())
+
+
+def _advertise_address(text: str) -> str:
+    if not _host_port(text):
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text[:80]!r}")
+    return text
 
 
 def _demo(args) -> int:
@@ -204,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--peer-address", metavar="NODE=HOST:PORT", type=_peer_address, action="append",
                     help="fetch from replica node NODE at HOST:PORT instead of the address the cluster file or etcd "
                          "gives it (a proxy in between; repeat per node)")
+    sv.add_argument("--advertise-address", metavar="HOST:PORT", type=_advertise_address,
+                    help="with --etcd: the address registered for this node, where clients and (without "
+                         "--peer-address) replicas reach it (default: where it listens; a proxy in between)")
     sv.add_argument("-v", "--verbose", action="store_true", help="also log the libraries' INFO lines")
     sv.set_defaults(func=_serve)
 

@@ -56,3 +56,4 @@ class ServerConfig:
     etcd_prefix: str = "/windowstore/"  # the cluster's keys in etcd
     lease_ttl_s: int = 3               # the leader lease: a leader silent this long loses its partitions
     peer_addresses: tuple[tuple[int, str], ...] = ()  # (node, host:port): reach that replica here instead of its registered address
+    advertise_address: str = ""        # host:port registered in etcd for clients and replicas (default: where it listens)

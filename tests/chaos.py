@@ -6,20 +6,26 @@ ten rows, key "b{i}", values 10 i .. 10 i + 9, writer id "w", batch id i, retrie
 acknowledged) and slides the manual clock every SLIDE_EVERY batches (its own idempotency key); a
 reader runs one-time queries meanwhile. Every server reaches etcd and each other server through a
 fault-injecting proxy of its own (tests/netfault.py: its `--etcd` URL and `--peer-address`es), so
-links can be cut; the harness's clients reach the servers and etcd directly.
+links can be cut; the harness's clients reach each server through a proxy too (the server's
+`--advertise-address`, the address etcd gives clients), and etcd directly.
 
 Faults, one at a time, chosen at random among --kinds: SIGKILL of a server (the leader half the
 time) and its restart on the same data directory and port; SIGSTOP / SIGCONT of a server; SIGSTOP
 / SIGCONT of etcd; and network partitions, each a blackhole or a reset (netfault.Fault) for 0.5 s
 to 3 TTL: the leader from its followers (both ways, or one way only, a blackhole), the leader from
-etcd, a follower from etcd, and one server (any) from all the others and etcd. After each fault
+etcd, a follower from etcd, one server (any) from all the others and etcd, and the clients from the
+leader (both ways, or its answers lost: the requests arrive and are applied, the client retries
+with its idempotency key). After each fault
 the run waits for the writer to be acknowledged again (a fault after which writes never resume
 ends the run as a failure), and, unless --overlap, for every server to be back in etcd's in-sync
 set before the next fault.
 
 Checked at the end: every acknowledged batch is in the window exactly once and nothing else is
 (GROUP BY k against DuckDB over the acknowledged rows); every answer the reader got equals DuckDB
-over the rows of its slide's window. Reported: per kind of fault, the longest time between two
+over the rows of its slide's window; and the clients' history (tests/client_history.py: the
+writer's slides, the reader's queries of the youngest HISTORY_RANGE sub-windows, the slides each
+reflects read from its rows) passes the isolation checker (txn/checker.py): no query torn, no
+error in the history. Reported: per kind of fault, the longest time between two
 acknowledged writes around it (the time without a writable leader, as the writer saw it).
 Bounded by --faults and --max-s; stops by itself and leaves nothing running.
 """
@@ -48,16 +54,20 @@ from windowstore.server.coordination.election import place
 from windowstore.server.coordination.keys import Keys
 from windowstore.server.coordination.local import LocalEtcd
 from windowstore.server.coordination.view import EtcdClusterView
+from windowstore.txn.kinds import Level
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from client_history import ClientHistory  # noqa: E402
 from netfault import Fault, Network  # noqa: E402  # (tests/ is not a package)
 
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 SUBWINDOWS = 4096
 SLIDE_EVERY = 10
+HISTORY_RANGE = 8  # the reader's history query reads the youngest 8 sub-windows (a short window to judge)
+HISTORY_QUERY = f"SELECT ts, COUNT(*) FROM c [RANGE {HISTORY_RANGE} SUBWINDOWS] GROUP BY ts"
 PROCESS_KINDS = ("kill-leader", "kill", "pause", "pause-leader", "pause-etcd")
 PARTITION_KINDS = ("partition-leader", "partition-leader-oneway", "partition-leader-etcd", "partition-follower-etcd",
-                   "isolate")
+                   "isolate", "partition-client")
 KINDS = PROCESS_KINDS + PARTITION_KINDS
 
 
@@ -77,9 +87,12 @@ class Server:
         self.args = [sys.executable, "-m", "windowstore.server.cli", "serve", "--host", "127.0.0.1", "--port",
                      str(self.port), "--data-dir", self.data, "--node", str(node), "--lease-ttl-s", str(ttl)]
 
-    def route(self, etcd_url: str, peers: dict[int, str]) -> None:
-        """Reach etcd at `etcd_url` and node j at peers[j] (the proxies that can cut the links)."""
+    def route(self, etcd_url: str, peers: dict[int, str], advertise: str | None = None) -> None:
+        """Reach etcd at `etcd_url` and node j at peers[j], and be reached by clients at `advertise`
+        (the proxies that can cut the links)."""
         self.args += ["--etcd", etcd_url] + [a for j, addr in sorted(peers.items()) for a in ("--peer-address", f"{j}={addr}")]
+        if advertise is not None:
+            self.args += ["--advertise-address", advertise]
         self.proc: subprocess.Popen | None = None
         self.stopped = False
 
@@ -118,9 +131,11 @@ class Writer(threading.Thread):
     i, each until it is acknowledged, and slides every `slide_every` batches (0: never). `acked`
     lists the acknowledged batches in order, `at` when each was; `wait_acked` waits on them."""
 
-    def __init__(self, ws: ClusterClient, stream: str = "c", slide_every: int = SLIDE_EVERY):
+    def __init__(self, ws: ClusterClient, stream: str = "c", slide_every: int = SLIDE_EVERY,
+                 history: ClientHistory | None = None):
         super().__init__(daemon=True, name="chaos-writer")
         self.ws, self.stream, self.slide_every = ws, stream, slide_every
+        self.history = history  # each acknowledged slide, at the moment it was first sent
         self.acked: list[int] = []
         self.at: list[float] = []
         self.sub: dict[int, int] = {}  # batch -> the slide that sealed its sub-window
@@ -174,6 +189,7 @@ class Writer(threading.Thread):
             pending.append(i)
             if len(pending) == self.slide_every:
                 slide_id += 1
+                sent = time.monotonic()
                 try:
                     s = self._until_done(lambda: self.ws.slide(self.stream, writer_id="slider", batch_id=slide_id))
                 except Exception:  # noqa: BLE001 - halted: the slide may or may not have happened
@@ -181,13 +197,19 @@ class Writer(threading.Thread):
                 for b in pending:
                     self.sub[b] = s
                 self.slides.append(s)
+                if self.history is not None:
+                    self.history.slide(sent, s)
                 pending = []
 
 
 class Reader(threading.Thread):
-    def __init__(self, ws: ClusterClient):
+    """One-time queries every 0.2 s: the whole window's COUNT and SUM (`answers`), and, given a
+    history, the batches (ts) of its youngest HISTORY_RANGE sub-windows, recorded there."""
+
+    def __init__(self, ws: ClusterClient, history: ClientHistory | None = None):
         super().__init__(daemon=True, name="chaos-reader")
         self.ws = ws
+        self.history = history
         self.answers: list[tuple[int, int, int]] = []  # (slide, count, sum)
         self.errors = 0
         self.why: dict[str, int] = {}
@@ -203,6 +225,14 @@ class Reader(threading.Thread):
                 continue
             count, total = a.rows[0]
             self.answers.append((a.slide, int(count), int(total or 0)))
+            if self.history is not None:
+                sent = time.monotonic()
+                try:
+                    h = self.ws.query(HISTORY_QUERY)
+                except Exception:  # noqa: BLE001 - as above: counted, not recorded (it saw nothing)
+                    self.errors += 1
+                    continue
+                self.history.query(sent, time.monotonic(), [int(ts) for ts, _ in h.rows])
 
 
 def rows_of(batches) -> pa.Table:
@@ -251,7 +281,8 @@ def main(argv=None) -> int:
 
 def passed(results: dict) -> bool:
     return results["failure"] is None and results.get("lost") == 0 and results.get("twice") == 0 \
-        and results.get("extra") == 0 and results.get("wrong_answers") == 0
+        and results.get("extra") == 0 and results.get("wrong_answers") == 0 \
+        and results.get("history_torn") == 0 and results.get("history_errors") == 0
 
 
 def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: LocalEtcd, net: Network,
@@ -293,6 +324,13 @@ def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: Loc
         f = rnd.choice(followers)
         net.cut(f, "etcd", fault)
         how = f"node {f} | etcd"
+    elif kind == "partition-client":  # the harness's clients from the leader: it keeps leading
+        if fault is Fault.BLACKHOLE and rnd.random() < 0.5:
+            net.cut(leader, "client", fault, one_way=True)
+            how = f"node {leader} -> clients lost"
+        else:
+            net.cut("client", leader, fault)
+            how = f"clients | node {leader}"
     else:  # isolate: one server (a minority of one) from every other and etcd
         n = rnd.randrange(3)
         net.isolate(n, [m for m in range(3) if m != n] + ["etcd"], fault)
@@ -302,6 +340,23 @@ def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: Loc
     return f"{fault.value} {how}"
 
 
+def wired(root: str, ttl: int, etcd: LocalEtcd, net: Network, n: int = 3) -> list[Server]:
+    """`n` servers (not started) each reaching etcd and every other server through a proxy of its
+    own, and reached by the clients through one ("client" -> node)."""
+    servers = [Server(i, root, ttl) for i in range(n)]
+    etcd_port = int(etcd.url.rsplit(":", 1)[1])
+    for s in servers:
+        for t in servers:
+            if t is not s:
+                net.link(s.node, t.node, t.port)
+        net.link(s.node, "etcd", etcd_port)
+        net.link("client", s.node, s.port)
+    for s in servers:
+        s.route(f"http://{net.address(s.node, 'etcd')}",
+                {t.node: net.address(s.node, t.node) for t in servers if t is not s}, net.address("client", s.node))
+    return servers
+
+
 def run(args) -> dict:
     """The run `args` asks for (see parse); its results, with `root` (the servers' logs)."""
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
@@ -309,16 +364,7 @@ def run(args) -> dict:
     root = tempfile.mkdtemp(prefix="windowstore-chaos-")
     etcd = LocalEtcd().start()
     net = Network()
-    servers = [Server(i, root, args.ttl) for i in range(3)]
-    etcd_port = int(etcd.url.rsplit(":", 1)[1])
-    for s in servers:
-        for t in servers:
-            if t is not s:
-                net.link(s.node, t.node, t.port)
-        net.link(s.node, "etcd", etcd_port)
-    for s in servers:
-        s.route(f"http://{net.address(s.node, 'etcd')}",
-                {t.node: net.address(s.node, t.node) for t in servers if t is not s})
+    servers = wired(root, args.ttl, etcd, net)
     ws = rs = writer = reader = view = None
     outages: dict[str, list[float]] = {}
     failure = None
@@ -336,7 +382,8 @@ def run(args) -> dict:
         rs = ClusterClient(view, timeout=5, failover_s=30)
         ws.create_stream("c", SCHEMA, subwindows=SUBWINDOWS, subwindow_ms=1000, clock="manual", partitions=1, partition_by=["k"],
                          replication=3, acks="all")
-        writer, reader = Writer(ws), Reader(rs)
+        history = ClientHistory("c", SUBWINDOWS, HISTORY_RANGE)
+        writer, reader = Writer(ws, history=history), Reader(rs, history)
         writer.start()
         reader.start()
         done = 0
@@ -387,6 +434,7 @@ def run(args) -> dict:
             results["acked_per_s"] = round(len(acked) / max(1e-9, time.monotonic() - t0), 1)
             if failure is None:
                 results.update(check(ws, writer, reader))
+                results.update(check_history(writer))
     except Exception as e:  # noqa: BLE001
         results["check_error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -406,6 +454,15 @@ def run(args) -> dict:
     if passed(results):
         shutil.rmtree(root, ignore_errors=True)
     return results
+
+
+def check_history(writer: Writer) -> dict:
+    """The clients' history through the isolation checker (tests/client_history.py)."""
+    report = writer.history.check(dict(writer.sub))
+    torn = report.violations(Level.WS)
+    return {"history": report.summary(), "history_torn": len(torn), "history_errors": len(report.errors),
+            "history_examples": [f"{v.txn}: read {v.versions}, latest {v.latest_at_commit}" for v in torn[:3]]
+            + report.errors[:3]}
 
 
 def check(ws: ClusterClient, writer: Writer, reader: Reader) -> dict:

@@ -2,7 +2,8 @@
 a blackhole arrive intact once it heals, a one-way cut loses one direction only, a reset ends the
 connections and refuses new ones); and a short `make chaos` run of the partition kinds in turn
 against three `windowstore serve --etcd` processes, checked as make chaos checks: no acknowledged
-batch lost, none twice, every answer equal to DuckDB over its slide's rows."""
+batch lost, none twice, every answer equal to DuckDB over its slide's rows, and the clients' history
+passes the isolation checker."""
 from __future__ import annotations
 
 import socket
@@ -122,18 +123,23 @@ def test_partitions_lose_no_acknowledged_batch(etcd):
     assert sorted(results["outage_s"]) == sorted(chaos.PARTITION_KINDS)
     assert results["lost"] == 0 and results["twice"] == 0 and results["extra"] == 0, results
     assert results["answers_checked"] > 0 and results["wrong_answers"] == 0, results
+    # the clients' history through the isolation checker (tests/client_history.py)
+    assert results["history"]["committed"] > 0, results
+    assert results["history_torn"] == 0 and results["history_errors"] == 0, results["history_examples"]
     assert results["epoch"] >= 2, "a cut leader was replaced at least once"
     assert chaos.passed(results)
 
 
-@pytest.mark.parametrize("bad", ["1", "x=127.0.0.1:5", "1=127.0.0.1", "1=:5", "-1=127.0.0.1:5"])
-def test_serve_refuses_a_peer_address_it_cannot_read_naming_the_flag(bad, capsys):
+@pytest.mark.parametrize("flag, bad", [("--peer-address", b) for b in ("1", "x=127.0.0.1:5", "1=127.0.0.1", "1=:5",
+                                                                       "-1=127.0.0.1:5")]
+                         + [("--advertise-address", b) for b in ("127.0.0.1", ":5", "127.0.0.1:x")])
+def test_serve_refuses_an_address_it_cannot_read_naming_the_flag(flag, bad, capsys):
     from windowstore.server.cli import build_parser
 
     with pytest.raises(SystemExit) as e:
-        build_parser().parse_args(["serve", "--peer-address", bad])
+        build_parser().parse_args(["serve", flag, bad])
     assert e.value.code == 2
-    assert "--peer-address" in capsys.readouterr().err
+    assert flag in capsys.readouterr().err
 
 
 def test_serve_takes_peer_addresses_by_node():
@@ -141,3 +147,9 @@ def test_serve_takes_peer_addresses_by_node():
 
     args = build_parser().parse_args(["serve", "--peer-address", "1=127.0.0.1:5", "--peer-address", "2=127.0.0.1:6"])
     assert args.peer_address == [(1, "127.0.0.1:5"), (2, "127.0.0.1:6")]
+
+
+def test_serve_takes_an_advertise_address():
+    from windowstore.server.cli import build_parser
+
+    assert build_parser().parse_args(["serve", "--advertise-address", "127.0.0.1:7"]).advertise_address == "127.0.0.1:7"

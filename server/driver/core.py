@@ -81,7 +81,7 @@ class Driver:
                                           answer_log_keep=config.answer_log_keep), self.history)
         self.sched = self.engine.sched
         self.periodic_answers = PeriodicAnswers(self.engine, config, clock, self.note_answer)
-        self.engine.on_answer = self.periodic_answers.publish
+        self.engine.on_answer = self._answered
         self.engine.on_error = self.periodic_answers.publish_error
         self.durability = None if config.in_memory else Durability(config.data_dir, config.fsync,
                                                                    config.snapshot_every_bytes,
@@ -417,6 +417,13 @@ class Driver:
     def close_periodic(self, query_ids, reason: str) -> None:
         """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
         self.periodic_answers.close(query_ids, reason)
+
+    def _answered(self, query_id: str, result: Result) -> None:
+        """The engine's on_answer: to the subscribers, once a replicated stream's slide is held by
+        its in-sync replicas when its acks say so (Replication.hold_answer)."""
+        repl = self.replication
+        if repl is None or not repl.hold_answer(query_id, lambda: self.periodic_answers.publish(query_id, result)):
+            self.periodic_answers.publish(query_id, result)
 
     def fail_periodic(self, query_ids, error: Exception) -> None:
         """End these periodic queries' subscriptions with `error`; the queries stay registered."""

@@ -105,6 +105,20 @@ class RegistrationsOfReplicas:
         return True
 
 
+class HeldAnswer:
+    """A periodic answer of a leader with acks=all, published once every replicated stream it reads
+    has its slide below the high watermark (`Replication.hold_answer`)."""
+
+    def __init__(self, streams: set[str], publish: Callable[[], None]):
+        self.waiting = set(streams)  # streams whose high watermark has not reached the answer's slide yet
+        self.publish = publish
+
+    def released(self, stream: str) -> None:
+        self.waiting.discard(stream)
+        if not self.waiting:
+            self.publish()
+
+
 @dataclass
 class FollowerState:
     acked: int = 0            # durable on the follower through this offset
@@ -134,6 +148,7 @@ class Partition:
     failure: str | None = None
     hw_saved: int = -1        # the high watermark last written to HW_FILE
     diverged: bool = False    # the engine applied a command its log left out: rebuilt when it follows
+    held: list = field(default_factory=list)  # leader, acks=all: (offset or None, HeldAnswer) not yet published
 
     def _check(self) -> None:
         """Offsets in order: no replica counts as acknowledged (hw) or applies what its log does not
@@ -144,6 +159,10 @@ class Partition:
         if self.role == LEADER and self.syncer is not None:  # (leading: not a role read from disk, not yet taken up)
             assert self.synced <= end, f"{self.stream}: durable offset {self.synced} past the log's end {end}"
             assert self.leader in self.isr, f"{self.stream}: the leader {self.leader} is not in its in-sync set {self.isr}"
+        offsets = [offset for offset, _ in self.held if offset is not None]
+        assert offsets == sorted(offsets), f"{self.stream}: held answers out of log order {offsets}"
+        assert all(self.hw < o <= end for o in offsets), \
+            f"{self.stream}: a held answer's offset in {offsets} is not in (high watermark {self.hw}, log end {end}]"
 
 
 class Replication:
@@ -379,6 +398,7 @@ class Replication:
             if replicas:
                 p.replicas = list(replicas)
             self._fail_waiters(p, f"node {self.node} is no longer the leader of {stream!r} (epoch {epoch}: node {leader})")
+            p.held = []  # answers of slides the new leader may not have: never published (hold_answer)
             if was_leader:
                 self._end_subscriptions(p)
             if was_leader and p.syncer is not None:
@@ -471,6 +491,46 @@ class Replication:
         self._release(p)
         return fut if not fut.done() else None
 
+    def hold_answer(self, query_id: str, publish: Callable[[], None]) -> bool:
+        """Hold a periodic answer of a stream this replica leads with acks=all until the slide it
+        reports is below the high watermark; True if held (`publish()` is called then), False if it
+        may be published now. Without the hold a leader that dies after publishing and before its
+        followers logged the slide leaves the subscriber with an answer no surviving replica agrees
+        with: the new leader makes that slide again with other rows (issue 36, docs/failover.md).
+
+        The answer is held, not the slide: the slide is applied at once (the thesis's LWS reads go
+        on, thesis 7.3, and acks=leader streams and one-time reads are not slowed), and the answer
+        waits for the offset the group commit gives the slide's command in the replica log. The
+        slide was applied before its answer, so it is drained by the next group commit at the latest
+        (`take` stamps the held answers with the log's end then); `_release` publishes them as the
+        high watermark passes. A replica that stops leading drops what it held, and one whose
+        leadership failed (fenced, its lease lost: its log takes nothing more) publishes nothing:
+        those answers reflect a slide no other replica may have, and the client registers the
+        query again on the new leader (clients/follow.py)."""
+        from windowstore.txn.joins import stream_names
+
+        q = self.engine.periodic.get(query_id)
+        if q is None:
+            return False
+        mine = [p for name in stream_names(q.task.plan) if (p := self.parts.get(name)) is not None and p.role == LEADER]
+        if any(p.failure for p in mine):
+            return True  # a leader that stopped leading (fenced, its lease lost) logs no slide: nothing to publish
+        parts = [p for p in mine if p.acks == "all"]
+        if not parts:
+            return False
+        held = HeldAnswer({p.stream for p in parts}, publish)
+        for p in parts:
+            p.held.append((None, held))
+        self.driver.group_commit.dirty()  # (the slide's command to the replica log: the offset to wait for)
+        return True
+
+    def _stamp_held(self, p: Partition) -> None:
+        """In a group commit: the answers held since the last one wait for the log's end now (which
+        holds every command applied before them, their slide's too)."""
+        if p.held and p.held[-1][0] is None and p.role == LEADER and not p.failure:
+            p.held = [(p.log.end if offset is None else offset, h) for offset, h in p.held]
+            self._release(p)
+
     def wait_slide(self, stream: str, slide: int) -> asyncio.Future | None:
         """A future resolved once the stream's newest slide is >= `slide`; None if it is already."""
         if _latest_slide(self.engine, stream) >= slide:
@@ -484,6 +544,8 @@ class Replication:
         return fut
 
     def _release(self, p: Partition) -> None:
+        while p.held and p.held[0][0] is not None and p.held[0][0] <= p.hw:
+            p.held.pop(0)[1].released(p.stream)
         keep = []
         for offset, fut in p.waiters:
             done_at = p.synced if p.acks == "leader" else p.hw
@@ -543,6 +605,8 @@ class Replication:
         for p in touched.values():
             self._sync(p)
             p.wake.set()
+        for p in self.parts.values():
+            self._stamp_held(p)
         for name in slid:
             self._slides(name)
         return out

@@ -674,6 +674,9 @@ def _arrow_column(values: list, typ: str, label: str) -> pa.Array:
         raise InvalidInput(f"the sub-query's column {label!r} holds a value beyond BIGINT") from None
 
 
+_NULLS_TEXT = {None: "", True: " NULLS FIRST", False: " NULLS LAST"}
+
+
 def select_text(query) -> str:
     """The text of a query with expressions (parses back to an equal query)."""
     from .query_text import quote_name
@@ -690,7 +693,7 @@ def select_text(query) -> str:
             out += f" HAVING {sql(s.having)}"
         if s.order_by:
             out += " ORDER BY " + ", ".join(sql(o.expr) + (" DESC" if o.descending else "") +
-                                            {True: " NULLS FIRST", False: " NULLS LAST"}.get(o.nulls_first, "")
+                                            _NULLS_TEXT[o.nulls_first]
                                             for o in s.order_by)
         if s.limit is not None:
             out += f" LIMIT {s.limit}"

@@ -422,7 +422,9 @@ class Driver:
         """The engine's on_answer: to the subscribers, once a replicated stream's slide is held by
         its in-sync replicas when its acks say so (Replication.hold_answer)."""
         repl = self.replication
-        if repl is None or not repl.hold_answer(query_id, lambda: self.periodic_answers.publish(query_id, result)):
+        if repl is not None and repl.hold_answer(query_id, lambda: self.periodic_answers.publish(query_id, result)):
+            self.periodic_answers.hold(query_id, result.slide)  # (ReadAnswers waits for it too)
+        else:
             self.periodic_answers.publish(query_id, result)
 
     def fail_periodic(self, query_ids, error: Exception) -> None:

@@ -93,18 +93,32 @@ class PeriodicAnswers:
         # ReadAnswers report; as many as its answer log or a subscriber's queue can hold
         self.response: dict[str, dict[int, float]] = {}
         self._keep_responses = max(config.answer_log_keep, config.subscriber_buffer)
+        # per periodic query, the slides of its answers held until acks=all holds them
+        # (Replication.hold_answer): ReadAnswers shows no answer a subscriber could not have seen
+        self.held: dict[str, list[int]] = {}
 
     def read_answers(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
         """(answers reflecting a slide in (after, through], newest answer's slide, oldest kept's slide)."""
         p = self.engine.periodic.get(query_id)
         if p is None:
             raise NotFound(f"periodic query {query_id!r} does not exist")
+        held = self.held.get(query_id)
+        if held:  # nothing from the oldest held answer's slide on
+            cap = min(held) - 1
+            through_slide = cap if through_slide is None else min(through_slide, cap)
+            answers, newest, oldest = self.engine.answers.read(query_id, after_slide, through_slide, limit)
+            return answers, min(newest, cap), oldest, p.task.plan.stream.name
         return (*self.engine.answers.read(query_id, after_slide, through_slide, limit), p.task.plan.stream.name)
+
+    def hold(self, query_id: str, slide: int) -> None:
+        """An answer of `slide` is held until its slide is replicated: publish() releases it."""
+        self.held.setdefault(query_id, []).append(slide)
 
     def close(self, query_ids, reason: str) -> None:
         """Periodic queries that are gone (unregistered, their stream dropped): end their streams."""
         for qid in query_ids:
             self.response.pop(qid, None)
+            self.held.pop(qid, None)
             for q in self.subscribers.pop(qid, Subscribers()).queues:
                 q.offer((CLOSED, reason))
 
@@ -141,6 +155,11 @@ class PeriodicAnswers:
 
     def publish(self, query_id: str, result: Result) -> None:
         """An execution answered (the engine's on_answer): its response time, then its subscribers."""
+        held = self.held.get(query_id)
+        if held and result.slide in held:
+            held.remove(result.slide)
+            if not held:
+                del self.held[query_id]
         p = self.engine.periodic.get(query_id)
         if p is not None:
             # the engine's clock when the execution was submitted (Result.response_ms is the

@@ -456,13 +456,20 @@ class Client:
         return self.call("Slide", req, idempotent=batch_id is not None and bool(writer_id), stream=stream).slide
 
     def read_answers(self, query_id: str, after_slide: int = -1, through_slide: int | None = None,
-                     limit: int = 1000) -> tuple[list[Answer], int, int]:
+                     limit: int = 1000, stream: str | None = None) -> tuple[list[Answer], int, int]:
         """A periodic query's kept answers reflecting slides in (after_slide, through_slide]:
-        (answers, the newest answer's slide, the oldest kept answer's slide)."""
-        address, query_id = self._leaders.at(query_id)
-        req = build(pb.ReadAnswersRequest, query_id=query_id, after_slide=after_slide, limit=limit,
-                    through_slide=through_slide)
-        r = self._call_at(self._stub_at(address), "ReadAnswers", req, True, None)
+        (answers, the newest answer's slide, the oldest kept answer's slide). Following leaders,
+        `stream` (the query's) reads a query this client did not register on that stream's leader
+        (a Spark streaming reader's, registered by an earlier driver)."""
+        if stream is not None and self._leaders.on and self._leaders.again(query_id) is None:
+            req = build(pb.ReadAnswersRequest, query_id=query_id, after_slide=after_slide, limit=limit,
+                        through_slide=through_slide)
+            r = self.call("ReadAnswers", req, True, stream=stream)
+        else:
+            address, query_id = self._leaders.at(query_id)
+            req = build(pb.ReadAnswersRequest, query_id=query_id, after_slide=after_slide, limit=limit,
+                        through_slide=through_slide)
+            r = self._call_at(self._stub_at(address), "ReadAnswers", req, True, None)
         return [Answer.from_pb(a) for a in r.answers], r.latest_slide, r.first_slide
 
     # exactly-once batches
@@ -535,7 +542,9 @@ class Client:
         self._leaders.periodic.pop(query_id, None)
 
     def list_queries(self, stream: str = "") -> list[dict]:
-        return [_dict(q) for q in self.call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True).queries]
+        """The periodic queries registered (on `stream`'s leader when following leaders)."""
+        req = build(pb.ListQueriesRequest, stream=stream)
+        return [_dict(q) for q in self.call("ListQueries", req, True, stream=stream or None).queries]
 
     def subscription(self, query_id: str, timeout: float | None = None):
         """The Subscribe RPC's call, started: an iterator of pb.Answer messages that cancel()

@@ -36,6 +36,9 @@ pytestmark = pytest.mark.slow  # servers in subprocesses
 TTL = 2
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
 QUERY = 'SELECT COUNT(*), SUM(v) FROM "s.p0" [SLIDE 1 SUBWINDOWS]'
+# the Spark reader's own text: a new leader's registration of QUERY under the id the reader holds is
+# not taken for the reader's (a server's ids are its own: P1, P2, ...)
+SPARK_QUERY = 'SELECT COUNT(*) AS n, SUM(v) AS total FROM "s.p0" [SLIDE 1 SUBWINDOWS]'
 RETRY_S = 120  # a batch not acknowledged within this (beyond the clients' own failover_s) fails the scenario
 
 
@@ -136,6 +139,26 @@ class Subscriber(threading.Thread):
                 self.error = e
 
 
+class SparkAnswerReader:
+    """The Spark streaming reader of a periodic query's answers (clients/spark/stream_reader.py)
+    driven as Spark's micro-batch loop drives it, without a Spark session: latestOffset, then
+    partitions and read for each range. `rows`: (slide, COUNT(*), SUM(v)) in the order read."""
+
+    def __init__(self, target: str, etcd_url: str):
+        from windowstore.clients.spark.stream_reader import _AnswerStreamReader
+
+        self.reader = _AnswerStreamReader({"query": SPARK_QUERY, "target": target, "etcd": etcd_url}, [])
+        self.offset = self.reader.initialOffset()
+        self.rows: list[tuple] = []
+
+    def drain(self) -> None:
+        end = self.reader.latestOffset(self.offset)
+        for part in self.reader.partitions(self.offset, end):
+            for r in self.reader.read(part):
+                self.rows.append((r[2], r[0], r[1]))  # (slide, count, sum): the answer's columns, then its slide
+        self.offset = end
+
+
 def leader_other_than_0(view, stream):
     return view.wait(lambda v: (lambda lead: lead if lead is not None and lead.node != 0 else None)(v.leader(stream, 0)),
                      15 * TTL)
@@ -179,6 +202,7 @@ def failover(tmp_path_factory):
             merged = cc.subscription(cc.register("SELECT COUNT(*), SUM(v) FROM s [SLIDE 1 SUBWINDOWS]").id)
             cluster_subscriber = Subscriber(merged, merged=True)
             cluster_subscriber.start()
+            spark = SparkAnswerReader(servers[2].target, etcd.url)  # (a follower's address: etcd's leader is used)
             sync, asyn = SyncWriter(ws), AsyncWriter(servers[2].target, view)
             writers = [sync, asyn]
             for w in writers:
@@ -187,6 +211,9 @@ def failover(tmp_path_factory):
                      "four slides and 20 asynchronous batches", timeout=90)
             assert sync.error is None and asyn.error is None, (sync.error, asyn.error)
             out["slide_at_kill"] = max(sync.slides)
+            wait_for(lambda: spark.drain() or any(r[0] >= out["slide_at_kill"] for r in spark.rows),
+                     "the Spark reader's answers before the kill", timeout=60)
+            out["spark_rows_before_kill"] = len(spark.rows)
             acked_before = (len(sync.acked), len(asyn.acked))
             killed_at = time.monotonic()
             servers[0].proc.send_signal(signal.SIGKILL)
@@ -203,8 +230,13 @@ def failover(tmp_path_factory):
             for w, before in zip(writers, acked_before):
                 print(f"{type(w).__name__}: writes acknowledged again {w.at[before] - killed_at:.2f} s after SIGKILL "
                       f"of the leader (TTL {TTL} s)")
+            spark.drain()  # the old registration is gone with the old leader: registered on the new one
+            out["spark_on_new_leader"] = [q for q in ws.list_queries("s.p0") if q["query_id"] == spark.offset["query_id"]]
             last = until_acknowledged(lambda: ws.slide("s.p0", writer_id="slider", batch_id=10_000))
             sync.slides[last] = list(sync.acked)
+            wait_for(lambda: spark.drain() or any(r[0] >= last for r in spark.rows),
+                     "the Spark reader's answer for the last slide", timeout=60)
+            out.update(spark_rows=list(spark.rows))
             for reader in (subscriber, cluster_subscriber):
                 wait_for(lambda: any(a.slide >= last for a in reader.answers) or reader.error,
                          "the subscribers' answers for the last slide", timeout=60)
@@ -294,6 +326,22 @@ def test_every_periodic_answer_equals_duckdb_over_its_slides_rows(failover, whic
         expected = rows_of("s", slides[a.slide])  # noqa: F841  # read by DuckDB
         want = duckdb.sql("SELECT COUNT(*), SUM(v) FROM expected").fetchall()
         assert a.rows == want, f"slide {a.slide}"
+
+
+def test_the_spark_streaming_reader_goes_on_on_the_new_leader(failover):
+    """The streaming reader with option etcd: answers before the kill, its query registered again on
+    the new leader afterwards, slides increasing (each at most once), answers past the failover, and
+    every answer equal to DuckDB over the rows of the slide it reports."""
+    rows, slides = failover["spark_rows"], failover["sync"].slides
+    assert failover["spark_rows_before_kill"] >= 1
+    on_new = failover["spark_on_new_leader"]  # (ids are a server's own: it may be the old id again)
+    assert [q["text"] for q in on_new] == [SPARK_QUERY], "registered again on the new leader"
+    seen = [r[0] for r in rows]
+    assert seen == sorted(set(seen)), "each slide at most once, in increasing order"
+    assert seen[-1] >= failover["last_slide"] > failover["slide_at_kill"], "answers past the failover"
+    for slide, count, total in rows:
+        expected = rows_of("s", slides[slide])  # noqa: F841  # read by DuckDB
+        assert [(count, total)] == duckdb.sql("SELECT COUNT(*), SUM(v) FROM expected").fetchall(), f"slide {slide}"
 
 
 def test_a_leader_that_steps_down_ends_its_subscriptions_and_the_client_goes_on_on_the_new_one(etcd, tmp_path):

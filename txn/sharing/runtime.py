@@ -413,9 +413,13 @@ class SharedTasks:
                 answers.append((task, r))
         if self._blocked:
             sched.recheck_due_tasks()  # a due task waited for these members
-        for task, r in answers:
-            if task.on_answer is not None and task.active:
-                task.on_answer(r)
+        told = [(task, r) for task, r in answers if task.on_answer is not None and task.active]
+        if sched.on_answers is not None:  # one delivery for the execution (the engine: one log record)
+            if told:
+                sched.on_answers(told)
+            return
+        for task, r in told:
+            task.on_answer(r)  # type: ignore[misc]  # told: with an on_answer
 
     def group_failed(self, group: Task, error: Exception) -> None:
         """A shared execution failed (too many aborts, or an error): each member hears of it as

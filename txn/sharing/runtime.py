@@ -294,7 +294,7 @@ class SharedTasks:
                 self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or task.plan.stream.name in sched.failed:
                 excluded.add(mid)
-        while (ex := self.local.pick(excluded)) is not None:
+        for ex in self.local.pick_all(excluded):
             excluded |= set(ex.members)
             self._submit(sched, ex)
         # a due task held back by a member being answered: look again when an execution ends

@@ -374,10 +374,15 @@ class SharedTasks:
             bounds.append((s.start_ms, s.end_ms) if not bounds else
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
 
+        by_n: dict[int, dict] = {}  # (members of equal RANGE: the same bounds)
+
         def window(task: Task) -> dict:  # the bounds of its own n youngest sub-windows read
             n = min(task.plan.n_q, len(bounds))
-            start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
-            return {"window_start_ms": start, "window_end_ms": end}
+            got = by_n.get(n)
+            if got is None:
+                start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
+                got = by_n[n] = {"window_start_ms": start, "window_end_ms": end}
+            return got
         self._answer_members(sched, txn, result, now, window)
 
     def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:

@@ -97,6 +97,10 @@ class ReadMemo:
         self._by, self._large = {}, {}
 
     def _check(self) -> None:
+        with _lock:  # (a put from a worker thread may be under way)
+            self._check_locked()
+
+    def _check_locked(self) -> None:
         assert len(self._by) <= MAX_ENTRIES, f"a memo keeps at most {MAX_ENTRIES} queries ({len(self._by)})"
         assert len(self._large) <= MAX_LARGE, f"at most {MAX_LARGE} large contributions ({len(self._large)})"
         assert all(k in self._by for k in self._large), "a large key is a kept key"

@@ -90,13 +90,17 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
 def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snapshots):
     """The answer log is durable state: a reader that resumes after the newest slide it read gets
     the same answers after a kill -9 and restart (from the log, or from a snapshot and the log's
-    tail) that it would have got before, then new ones, without gaps or repeats."""
+    tail) that it would have got before, then new ones, without gaps or repeats. Shared executions'
+    answers (the same panel twice and at another length: one AnsweredMany record per execution,
+    docs/sharing.md) come back as they were, too."""
     args = ("--snapshot-every-mb", "0.001") if snapshots else ()
-    srv = ServerProcess(*args, data_dir=str(tmp_path))
+    srv = ServerProcess(*args, "--sharing", "conservative", data_dir=str(tmp_path))
     with Client(srv.target, timeout=30) as ws:
         ws.create_stream("s", {**SCHEMA, "d": "decimal(12,2)"}, subwindows=4, subwindow_ms=1000, clock="manual")
         q = ws.register("SELECT k, COUNT(*), SUM(v), SUM(d), MAX(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS] "
                         "GROUP BY k ORDER BY k")
+        panels = [ws.register(f"SELECT k, SUM(d), COUNT(*) FROM s [RANGE {n} SUBWINDOWS SLIDE 1 SUBWINDOWS] WHERE v >= 0 "
+                              "GROUP BY k ORDER BY k") for n in (2, 2, 3)]
         for b in range(8):
             ws.append("s", {"ts": [b * 10, b * 10 + 1], "k": ["a", None if b % 3 else "é"], "v": [2**62, b],
                             "d": ["1.25", None]})
@@ -106,6 +110,10 @@ def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snaps
             wait_for(lambda: ws.read_answers(q.id)[1] == b, f"the periodic query's answer for slide {b}")
         kept, newest, oldest = ws.read_answers(q.id)
         assert [a.slide for a in kept] == list(range(8)) and oldest == -1  # -1: the first, over the empty window
+        for p in panels:
+            wait_for(lambda p=p: ws.read_answers(p.id)[1] == 7, "the panels' answers for slide 7")
+        shared = [ws.read_answers(p.id)[0] for p in panels]
+        assert all(a.group for a in shared[0][-3:]), "the panels are answered by shared executions"
         ws.append("s", {"ts": [99], "k": ["z"], "v": [0], "d": ["0"]})  # acknowledged: everything before is durable
     kill(srv)
     srv = ServerProcess(data_dir=str(tmp_path))
@@ -115,6 +123,12 @@ def test_periodic_answers_survive_kill_9_for_readers_that_resume(tmp_path, snaps
             assert (newest, first) == (7, oldest)
             assert [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.types) for a in after] == \
                 [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.types) for a in kept[3:]]
+            for p, before in zip(panels, shared):
+                again = ws.read_answers(p.id)[0]
+                assert [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.group, a.early_slides)
+                        for a in again] == \
+                    [(a.slide, a.rows, a.window_start_ms, a.window_end_ms, a.execution, a.group, a.early_slides)
+                     for a in before], p.id
             ws.slide("s")  # the query goes on: the next answer follows the last one kept
             more, newest, _ = wait_for(lambda: (got := ws.read_answers(q.id, after_slide=7))[0] and got,
                                        "an answer after slide 7")

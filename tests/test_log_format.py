@@ -23,8 +23,10 @@ V1 = Path(__file__).parent / "data" / "logs" / "v1"
 # The kind byte of each command: what every data directory on disk holds. Never edit a number here.
 TAGS = {"CreateStream": 0, "DropStream": 1, "Append": 2, "Slide": 3, "Register": 4, "Unregister": 5,
         "CompactStrings": 6, "StageRows": 7, "CommitBatch": 8, "AbortBatch": 9, "Answered": 10,
-        "SealedSketches": 11}
-NEWER_THAN_V1 = {11}  # kinds added after v1 was written (SealedSketches: tests/test_sketch_replay.py writes and replays it)
+        "SealedSketches": 11, "AnsweredMany": 12}
+# kinds added after v1 was written (SealedSketches: tests/test_sketch_replay.py writes and replays it;
+# AnsweredMany: tests/test_sharing_engine.py and tests/test_durability.py)
+NEWER_THAN_V1 = {11, 12}
 
 
 def test_command_tags_are_fixed():

@@ -90,7 +90,14 @@ class AnswerLog:
 
 
 def to_plain(r: Result) -> dict:
-    a = r.answer
+    """A result as plain data (an Answered record's `answer`): its answer's, then its own fields."""
+    out = plain_answer(r.answer)
+    out.update(plain_meta(r))
+    return out
+
+
+def plain_answer(a: Answer) -> dict:
+    """The answer's part of to_plain: what the members of one shared output have in common."""
     decimal = [i for i, t in enumerate(a.types or ()) if t.startswith("decimal(")]
     rows = [list(row) for row in a.rows]
     for row in rows:
@@ -104,11 +111,47 @@ def to_plain(r: Result) -> dict:
     if a.sketches and isinstance(a.sketches[0][1], tuple):  # a periodic query's, registered with return_sketches
         out["sketches"] = [[c, kind, size, base64.b64encode(data).decode(), dropped]
                            for c, (kind, size, data, dropped) in a.sketches]
-    out.update({k: getattr(r, k) for k in _META})
+    return out
+
+
+def plain_meta(r: Result) -> dict:
+    """The result's own fields of to_plain (its slide, window, timings, provenance)."""
+    out = {k: getattr(r, k) for k in _META}
     if r.early_slides or r.group:  # a shared execution's provenance (txn/sharing/)
         out["early_slides"], out["group"] = r.early_slides, r.group
     if r.sources is not None:
         out["sources"] = [[s.stream, s.slide, s.window_start_ms, s.window_end_ms] for s in r.sources]
+    return out
+
+
+def many_to_plain(results: list[tuple[str, Result]]) -> tuple[list, list]:
+    """(answers, members) of an AnsweredMany record for (query_id, result) pairs: each distinct
+    answer (by identity: a shared output's members hold the same one) made plain once."""
+    index: dict[int, int] = {}
+    answers: list = []
+    members: list = []
+    for qid, r in results:
+        i = index.get(id(r.answer))
+        if i is None:
+            i = index[id(r.answer)] = len(answers)
+            answers.append(plain_answer(r.answer))
+        members.append([qid, i, plain_meta(r)])
+    return answers, members
+
+
+def many_from_plain(answers: list, members: list) -> list[tuple[str, Result]]:
+    """The (query_id, result) pairs of an AnsweredMany record, in order; members of one answer
+    share its rows, as they did when delivered."""
+    made: dict[int, Result] = {}
+    out = []
+    for qid, i, meta in members:
+        first = made.get(i)
+        if first is None:
+            r = made[i] = from_plain({**answers[i], **meta})
+        else:
+            r = from_plain({**answers[i], "rows": [], **meta})
+            r.answer = first.answer
+        out.append((qid, r))
     return out
 
 

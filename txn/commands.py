@@ -159,6 +159,23 @@ class Answered:
 
 
 @dataclass(frozen=True)
+class AnsweredMany:
+    """The answers one shared execution delivered (txn/sharing/runtime.py), in one record instead
+    of an Answered per member: `answers` holds each distinct answer once (answers.plain_answer),
+    `members` per member [query_id, its index in `answers`, its own fields (answers.plain_meta)].
+    A member's answer is {**answers[index], **fields}: what its Answered record would hold.
+    Replay adds them in order, as it would the Answered records (log format: kind 12, added after
+    v1; a log without it recovers as before)."""
+
+    answers: list
+    members: list
+    now_ms: float
+
+    def query_ids(self) -> list[str]:
+        return [m[0] for m in self.members]
+
+
+@dataclass(frozen=True)
 class SealedSketches:
     """The sketches of `stream`'s slide `slide` that a replay of its rows would not rebuild bit for
     bit (KLL compacts with random bits: store/sketch_columns.py), as they were sealed: sketch_key
@@ -172,7 +189,7 @@ class SealedSketches:
 
 
 Command = (CreateStream | DropStream | Append | Slide | Register | Unregister | CompactStrings | StageRows | CommitBatch
-           | AbortBatch | Answered | SealedSketches)
+           | AbortBatch | Answered | SealedSketches | AnsweredMany)
 
 
 class Kind(enum.IntEnum):
@@ -191,13 +208,14 @@ class Kind(enum.IntEnum):
     ABORT_BATCH = 9
     ANSWERED = 10
     SEALED_SKETCHES = 11
+    ANSWERED_MANY = 12
 
 
 CLASS_OF: dict[Kind, type] = {
     Kind.CREATE_STREAM: CreateStream, Kind.DROP_STREAM: DropStream, Kind.APPEND: Append, Kind.SLIDE: Slide,
     Kind.REGISTER: Register, Kind.UNREGISTER: Unregister, Kind.COMPACT_STRINGS: CompactStrings,
     Kind.STAGE_ROWS: StageRows, Kind.COMMIT_BATCH: CommitBatch, Kind.ABORT_BATCH: AbortBatch, Kind.ANSWERED: Answered,
-    Kind.SEALED_SKETCHES: SealedSketches}
+    Kind.SEALED_SKETCHES: SealedSketches, Kind.ANSWERED_MANY: AnsweredMany}
 KIND_OF: dict[type, Kind] = {cls: kind for kind, cls in CLASS_OF.items()}
 _WITH_ROWS = {Append: ("stream", "writer_id", "batch_id", "now_ms"),
               StageRows: ("stream", "writer_id", "batch_id", "attempt", "chunk", "now_ms")}

@@ -30,9 +30,9 @@ from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery
 
 from . import ingest
-from .answers import AnswerLog, from_plain, to_plain
+from .answers import AnswerLog, from_plain, many_from_plain, many_to_plain, to_plain
 from .commands import (AbortBatch, Answered, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream,
-                       Register, SealedSketches, Slide, StageRows, Unregister)
+                       AnsweredMany, Register, SealedSketches, Slide, StageRows, Unregister)
 from .errors import AlreadyExists, FailedPrecondition, NotFound
 from .history import History
 from .image import capture as capture_image, digest as digest_state, restore as restore_image
@@ -84,6 +84,7 @@ class Engine:
             self.sched.sharing = SharedTasks(self.config.sharing)
         self.sched.on_cut = self._cut
         self.sched.on_slide = self._slid
+        self.sched.on_answers = self._answered_many
         self.books: dict[str, StreamBook] = {}
         self.periodic: dict[str, PeriodicDef] = {}
         self.answers = AnswerLog(self.config.answer_log_keep, self.config.answer_log_bytes)
@@ -198,6 +199,13 @@ class Engine:
                 result = from_plain(dict(cmd.answer))
                 self.answers.add(cmd.query_id, result)
                 self.sched.resume(cmd.query_id, result)
+            self._out.append(cmd)
+        elif isinstance(cmd, AnsweredMany):  # a shared execution's answers: as their Answered records would
+            self.tick(cmd.now_ms)
+            for qid, result in many_from_plain(cmd.answers, cmd.members):
+                if qid in self.periodic:
+                    self.answers.add(qid, result)
+                    self.sched.resume(qid, result)
             self._out.append(cmd)
         elif isinstance(cmd, SealedSketches):  # the KLL sketches as first sealed, over the rebuilt ones
             self.tick(cmd.now_ms)
@@ -396,6 +404,27 @@ class Engine:
             self.emit(Answered(query_id, to_plain(result), self.now_ms))
         if self.on_answer is not None:
             self.on_answer(query_id, result)
+
+    def _answered_many(self, told: list) -> None:
+        """The answers of one shared execution (txn/sharing/runtime.py): each kept in its query's
+        answer log as _answered does, and logged as one AnsweredMany record (each distinct answer
+        once) instead of an Answered per member; then the shell hears of each. A task not
+        registered through this engine hears as it would alone."""
+        mine = []
+        for task, r in told:
+            p = self.periodic.get(task.id)
+            if p is None or p.task is not task:
+                task.on_answer(r)
+                continue
+            self.answers.add(task.id, r)
+            mine.append((task.id, r))
+        if len(mine) == 1:
+            self.emit(Answered(mine[0][0], to_plain(mine[0][1]), self.now_ms))
+        elif mine:
+            self.emit(AnsweredMany(*many_to_plain(mine), self.now_ms))
+        if self.on_answer is not None:
+            for qid, r in mine:
+                self.on_answer(qid, r)
 
     def _unregister(self, cmd: Unregister) -> PeriodicDef:
         p = self.periodic.pop(cmd.query_id, None)

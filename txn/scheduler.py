@@ -88,6 +88,9 @@ class Scheduler(Slides, Offload, Outcomes):
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
         self.refresh_errors = 0
         self.sharing: SharedTasks | None = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
+        # the answers of one shared execution, (task, result) in order, told at once (the engine logs
+        # them as one record); None: each task's on_answer, one by one
+        self.on_answers: Callable[[list[tuple[Task, Result]]], None] | None = None
         self._init_slides()
         self._init_offload()
 

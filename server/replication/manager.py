@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from windowstore.store.errors import InvalidInput
 from windowstore.txn import commands
-from windowstore.txn.commands import Answered, CreateStream, DropStream, Register, Unregister
+from windowstore.txn.commands import Answered, AnsweredMany, CreateStream, DropStream, Register, Unregister
 from windowstore.txn.errors import FailedPrecondition
 
 from .. import oplog
@@ -102,6 +102,8 @@ class RegistrationsOfReplicas:
             return True
         if isinstance(cmd, (Answered, Unregister)):
             return cmd.query_id not in self.skipped
+        if isinstance(cmd, AnsweredMany):  # a shared execution's: replay skips the ids not registered
+            return any(qid not in self.skipped for qid in cmd.query_ids())
         return True
 
 

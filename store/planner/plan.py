@@ -15,6 +15,7 @@ from ..approx import estimates_out, is_sketch, merged_sketch, sketch_cells
 from ..binder import BoundQuery, bind
 from ..cumulative import Cumulative
 from ..kinds import AccessPath
+from ..memo import contribution_key, large
 from ..query import Query
 from ..schema import decimal_type
 from ..slicing import SlicedHop
@@ -84,17 +85,17 @@ class Plan:
             self.read = self._temporal.read  # type: ignore[method-assign]  # shadows the method
         self.memo_key = self._memo_key()
 
-    def _memo_key(self) -> Query | None:
-        """What keys this plan's reads in a sub-window's memo (memo.py), or None when they are not
-        kept: only a window scan's, without GROUP BY, projection or window shape (their
-        contributions grow with the rows or are not one sub-window's), of aggregates whose
-        contribution is bounded. The query is the key: the same query reads the same contribution
-        from the same sealed rows; its text binds to one stream, whose sub-windows hold the memo."""
+    def _memo_key(self) -> tuple | None:
+        """What keys this plan's reads in a sub-window's memo (memo.py), or None when a lone run
+        does not keep them: only a window scan's, without GROUP BY, projection or window shape
+        (their contributions grow with the rows or are not one sub-window's), of aggregates whose
+        contribution is bounded. The key is memo.contribution_key (the query but for RANGE, SLIDE,
+        LIMIT, AS OF): the same query reads the same contribution from the same sealed rows at any
+        length; its text binds to one stream, whose sub-windows hold the memo."""
         b = self.bound
-        if (self.access != AccessPath.WINDOW or b.projection or b.group_keys or b.hop is not None
-                or b.temporal is not None or not all(a.fn.bounded_contribution for a in b.aggs)):
+        if self.access != AccessPath.WINDOW or b.hop is not None or b.temporal is not None or large(self):
             return None
-        return self.query
+        return contribution_key(self)
 
     # -- reading: one sub-window at a time (read.py) ---------------------------------------------
     def read(self, sub: SubWindow) -> Any:  # replaced per instance in __init__

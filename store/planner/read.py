@@ -35,14 +35,20 @@ def read_rows(b: BoundQuery, strings, sub: SubWindow) -> Any:
     """A scan of the sub-window's rows: per aggregate its partial, per group with GROUP BY."""
     cols = sub.columns
     mask = where_mask(b, strings, cols, sub.rows) if b.where else None
-    sel = (lambda c: cols[c][mask]) if mask is not None else (lambda c: cols[c])
     rows = int(np.count_nonzero(mask)) if mask is not None else sub.rows
+    selected: dict[str, Any] = {}  # a column's selected rows, taken once for all the aggregates over it
+
+    def sel(c):
+        got = selected.get(c)
+        if got is None:
+            got = selected[c] = cols[c][mask] if mask is not None else cols[c]
+        return got
 
     def valid(c):  # the selected rows' validity of c, or None when they hold no null
         m = cols.get("?" + c)
         if m is None:
             return None
-        m = m[mask] if mask is not None else m
+        m = sel("?" + c)
         return None if m.all() else m
 
     if b.group_by is None:

@@ -33,7 +33,7 @@ class CostModel:
     shared scan, by one running combine to the longest of them; `cover` per piece per interval
     whose value a predicate cover derives instead of reading it (None: covers not counted).
     `memo`: a reader's intervals read by an earlier execution are not read again (the store keeps
-    sealed sub-windows' contributions, runtime.Contributions): an execution reads only those sealed
+    sealed sub-windows' contributions in their memos, store/memo.py): an execution reads only those sealed
     since the reader last ran (schedule_cost tracks it). The thesis's worked example counts
     comparisons only: CostModel(access=0, combine=1, post=0)."""
 

@@ -34,6 +34,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
+from windowstore.store.memo import contribution_key
+
 
 class Synopsis(enum.StrEnum):
     """What a query's execution reads (the store's access paths, thesis 2.3.4's synopses)."""
@@ -217,9 +219,10 @@ def describe(plan, query_id: str, every: int) -> Member:
 
 
 def read_key(plan) -> tuple:
-    """What a plan's read of one sub-window depends on: its query but for RANGE, SLIDE, LIMIT
-    (plans with equal keys share one reader in a joint execution: CS2's same synopsis)."""
-    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None)
+    """What a plan's read of one sub-window depends on (plans with equal keys share one reader in a
+    joint execution: CS2's same synopsis): the sub-windows' memo key, store/memo.py, so that a
+    reader's kept contributions are found by its next execution and by the query run alone."""
+    return contribution_key(plan)
 
 
 def describe_join(plan, query_id: str, every: int) -> Member:

@@ -16,6 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from windowstore.store.aggregates import Partial
+from windowstore.store.memo import MISS, large
 from windowstore.store.planner.merge import combine_contributions, combines
 from windowstore.store.schema import VALID
 
@@ -52,11 +53,12 @@ class SharedPlan:
     missing, e.g. under ws, whose snapshot lags the window). A probe group (CS1: equal lengths)
     probes once per member plan, atomically."""
 
-    memo_key = None  # its reads are not kept in sub-windows' memos (store/memo.py): Contributions keeps them
+    memo_key = None  # its reads (one per reader) are kept per reader in the sub-windows' memos, not as one
 
-    def __init__(self, plans: list, memo: "Contributions | None" = None):
+    def __init__(self, plans: list, memo: bool = True):
         self.plans = plans
-        self.memo = memo  # contributions of sub-windows computed by earlier executions
+        self.memo = memo  # keep and reuse readers' contributions in the sub-windows' memos (store/memo.py)
+        self.reused = 0  # contributions taken from a sub-window's memo (an earlier execution's, or a lone run's)
         self.stream = plans[0].stream
         self.strings = self.stream.strings
         self.n_q = max(p.n_q for p in plans)
@@ -78,6 +80,8 @@ class SharedPlan:
         for i in sorted(range(len(plans)), key=lambda i: plans[i].n_q):
             self.members[self.reader_of[i]].append(i)
         self.combines = [combines(p.bound) for p in self.readers]
+        # per reader, whether its contribution's size grows with the rows (memo.py's bound on those)
+        self.large = [large(p) for p in self.readers]
         # predicate covers (covers.py): readers whose contributions come from others' (no scan of their own)
         self.derived = derived_readers(self.readers, self.combines, (self.stream.schema, *keys))
         self.keys = list(keys)
@@ -91,7 +95,7 @@ class SharedPlan:
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
-        vals: list = [None] * len(self.readers)
+        vals: list = [MISS] * len(self.readers)
         for r, n in enumerate(self.reach):
             if oldest < n and r not in self._by_target:
                 vals[r] = self._contribution(r, sub, vals)
@@ -101,20 +105,25 @@ class SharedPlan:
         return sub, vals
 
     def _value(self, r: int, sub, vals: list):
-        if vals[r] is None:
+        if vals[r] is MISS:  # (None is a contribution: MIN of no rows)
             vals[r] = self._contribution(r, sub, vals)
         return vals[r]
 
     def _contribution(self, r: int, sub, vals: list):
-        """Reader r's contribution for `sub`: computed by an earlier execution (memo), else read
-        (or derived from its cover's pieces) now and remembered."""
-        memo = self.memo
-        got = memo.get(self.stream.name, self.keys[r], sub) if memo is not None else None
-        if got is None:
-            d = self._by_target.get(r)
-            got = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
-            if memo is not None:
-                memo.put(self.stream.name, self.keys[r], sub, got)
+        """Reader r's contribution for `sub`: kept in the sub-window's memo (store/memo.py: by an
+        earlier execution, or the query run alone), else read (or derived from its cover's
+        pieces) now and kept there. A sealed sub-window never changes, so the contribution is the
+        same at every execution: computed once, as the thesis's basic intervals hold values
+        pre-aggregated once per interval (2.3.4, 8.3.1 CS2); a kept None (MIN of no rows) is a hit."""
+        key = self.keys[r]
+        got = sub.memo.get(key) if self.memo else MISS
+        if got is not MISS:
+            self.reused += 1
+            return got
+        d = self._by_target.get(r)
+        got = self.readers[r].read(sub) if d is None else self._derive(d, sub, vals)
+        if self.memo:
+            sub.memo.put(key, got, self.large[r])
         return got
 
     def _derive(self, d, sub, vals: list):
@@ -184,48 +193,6 @@ class SharedPlan:
         return SharedAnswer([p.probe() for p in self.plans])
 
 
-class Contributions:
-    """Per stream, the contributions joint executions' readers computed for sealed sub-windows,
-    kept while the sub-window is in the window. A sealed sub-window never changes, so a reader's
-    contribution for it is the same at every execution: computed once, as the thesis's basic
-    intervals hold values pre-aggregated once per interval (2.3.4, 8.3.1 CS2), instead of reading
-    the window's rows again at every execution of a group. Entries are keyed by the reader's read
-    key and the sub-window's version and hold the sub-window itself: one swapped for another under
-    the same version (a string-dictionary compaction) is a miss."""
-
-    def __init__(self):
-        self.by_stream: dict[str, dict[tuple, tuple]] = {}
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, stream: str, key, sub):
-        entry = self.by_stream.get(stream, {}).get((key, sub.slide))
-        if entry is not None and entry[0] is sub:
-            self.hits += 1
-            return entry[1]
-        self.misses += 1
-        return None
-
-    def put(self, stream: str, key, sub, value) -> None:
-        self.by_stream.setdefault(stream, {})[(key, sub.slide)] = (sub, value)
-
-    def prune(self, stream: str, oldest: int) -> None:
-        """Forget the sub-windows older than version `oldest` (they have left the window)."""
-        got = self.by_stream.get(stream)
-        if got:
-            for k in [k for k in got if k[1] < oldest]:
-                del got[k]
-
-    def drop(self, streams) -> None:
-        """Forget the streams not in `streams` (dropped)."""
-        for name in [n for n in self.by_stream if n not in streams]:
-            del self.by_stream[name]
-
-    def _check(self) -> None:
-        for got in self.by_stream.values():
-            assert all(sub.slide == k[1] for k, (sub, _) in got.items()), "entries under their sub-window's version"
-
-
 def derived_readers(readers: list, combine_ok: list, key: tuple) -> list:
     """covers.derive for these readers, remembered by the stream's schema and their read keys in
     order (`key`: a WHERE's sets depend on its column's type)."""
@@ -261,9 +228,9 @@ class SharedTasks:
         self.aborts_by_query: collections.Counter = collections.Counter()
         self.failures = 0
         self.cover_executions_saved = 0  # readers of committed executions answered from a cover, scanning nothing
-        # (those whose every contribution came from earlier executions (contributions) are not counted)
+        # (those whose every contribution came from earlier executions (sub-windows' memos) are not counted)
         self.cover_reads_saved = 0       # sub-window scans covers saved (aborted attempts too)
-        self.contributions = Contributions()  # sub-windows' contributions, computed once per reader
+        self.contributions_reused = 0    # readers' contributions taken from sub-windows' memos (store/memo.py)
         self.join_synopses: dict[Any, SharedJoin] = {}  # per join group (SS3/CS5): its one kept join result
         self.join_answers = 0            # answers of periodic joins from a shared join synopsis
         self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
@@ -327,7 +294,7 @@ class SharedTasks:
                 self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or task.plan.stream.name in sched.failed:
                 excluded.add(mid)
-        while (ex := self.local.pick(excluded)) is not None:
+        for ex in self.local.pick_all(excluded):
             excluded |= set(ex.members)
             self._submit(sched, ex)
         # a due task held back by a member being answered: look again when an execution ends
@@ -348,10 +315,7 @@ class SharedTasks:
         if isinstance(plans[0], JoinQueryPlan):
             plan = self._join_plan(ex.gid, plans, every)
         else:
-            window = plans[0].stream.window
-            self.contributions.drop(sched.streams)
-            self.contributions.prune(plans[0].stream.name, window.latest - window.n + 1)
-            plan = SharedPlan(plans, self.contributions)
+            plan = SharedPlan(plans)
         group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
@@ -401,6 +365,7 @@ class SharedTasks:
         plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
         self.cover_executions_saved += len(plan.cover_derived - plan.cover_fallbacks)
         self.cover_reads_saved += plan.cover_reads_saved
+        self.contributions_reused += plan.reused
         read = txn.sources[0].read
         # the bounds of the n youngest sub-windows read, for every n: one pass, not one per member
         bounds: list[tuple] = []
@@ -409,10 +374,15 @@ class SharedTasks:
             bounds.append((s.start_ms, s.end_ms) if not bounds else
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
 
+        by_n: dict[int, dict] = {}  # (members of equal RANGE: the same bounds)
+
         def window(task: Task) -> dict:  # the bounds of its own n youngest sub-windows read
             n = min(task.plan.n_q, len(bounds))
-            start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
-            return {"window_start_ms": start, "window_end_ms": end}
+            got = by_n.get(n)
+            if got is None:
+                start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
+                got = by_n[n] = {"window_start_ms": start, "window_end_ms": end}
+            return got
         self._answer_members(sched, txn, result, now, window)
 
     def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
@@ -448,9 +418,13 @@ class SharedTasks:
                 answers.append((task, r))
         if self._blocked:
             sched.recheck_due_tasks()  # a due task waited for these members
-        for task, r in answers:
-            if task.on_answer is not None and task.active:
-                task.on_answer(r)
+        told = [(task, r) for task, r in answers if task.on_answer is not None and task.active]
+        if sched.on_answers is not None:  # one delivery for the execution (the engine: one log record)
+            if told:
+                sched.on_answers(told)
+            return
+        for task, r in told:
+            task.on_answer(r)  # type: ignore[misc]  # told: with an on_answer
 
     def group_failed(self, group: Task, error: Exception) -> None:
         """A shared execution failed (too many aborts, or an error): each member hears of it as
@@ -529,7 +503,7 @@ class SharedTasks:
             "join_groups": sum(1 for gid, outs in self.groups.groups.items()
                                if gid[1:2] == ("CS5",) and sum(len(o.members) for o in outs) > 1),
             "join_answers": self.join_answers,
-            "contributions_reused": self.contributions.hits,
+            "contributions_reused": self.contributions_reused,
         }
 
     def _check(self) -> None:
@@ -542,7 +516,6 @@ class SharedTasks:
         assert set(self._eager) <= set(self.tasks)
         for synopsis in self.join_synopses.values():
             synopsis._check()
-        self.contributions._check()
 
 
 def join_plan(task: Task) -> JoinQueryPlan:

@@ -84,22 +84,34 @@ class LocalScheduler:
     def pick(self, exclude=frozenset()) -> Execution | None:
         """The tasks to execute now, jointly, or None when none is due; a task with a member in
         `exclude` (being answered already) waits."""
-        ds = [(self.d(t), i, t) for i, t in enumerate(self.tasks)
-              if not exclude or not any(m in exclude for m in t.member_ids)]
-        if not ds:
-            return None
-        v, _, first = min(ds, key=lambda x: (x[0], x[1]))
-        if v > 0:
-            return None
-        chosen = [first] + [t for dt, _, t in sorted(ds, key=lambda x: (x[0], x[1]))
-                            if t is not first and t.gid == first.gid and self._joinable(dt, v)]
-        outputs = [o for t in chosen for o in t.outputs]
-        ex = Execution(first.gid, chosen, outputs, cost=self.model.joint(outputs))
-        for o in outputs:
-            for mid, m in o.members.items():
-                ex.early[mid] = max(0, m.period - self.since[mid])
-                ex.late[mid] = max(0, self.since[mid] - m.period)
-        return ex
+        got = self.pick_all(exclude, 1)
+        return got[0] if got else None
+
+    def pick_all(self, exclude=frozenset(), most: int | None = None) -> list[Execution]:
+        """pick() again and again (at most `most` times), each time excluding the members of the
+        executions picked before, until none is due: what the scheduler starts at once. Each
+        task's d is computed once (picking changes no other task's: tasks share no member), not
+        once per execution picked: a scan of every member per slide, not per execution."""
+        ds = sorted((self.d(t), i, t) for i, t in enumerate(self.tasks)
+                    if not exclude or not any(m in exclude for m in t.member_ids))
+        taken: set = set()
+        out: list[Execution] = []
+        for v, i, first in ds:
+            if v > 0 or (most is not None and len(out) >= most):
+                break
+            if i in taken:
+                continue
+            chosen = [(j, t) for dt, j, t in ds
+                      if j not in taken and (t is first or (t.gid == first.gid and self._joinable(dt, v)))]
+            taken.update(j for j, _ in chosen)
+            outputs = [o for _, t in chosen for o in t.outputs]
+            ex = Execution(first.gid, [t for _, t in chosen], outputs, cost=self.model.joint(outputs))
+            for o in outputs:
+                for mid, m in o.members.items():
+                    ex.early[mid] = max(0, m.period - self.since[mid])
+                    ex.late[mid] = max(0, self.since[mid] - m.period)
+            out.append(ex)
+        return out
 
     def done(self, ex: Execution) -> None:
         for mid in ex.early:

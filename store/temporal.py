@@ -800,6 +800,7 @@ class TemporalPlan:
             took = clock() - t0
             with self._spent_lock:
                 self._spent.read_s += took
+                self._spent.rows += sub.rows
         return got
 
     def _runs(self, sub) -> Runs:
@@ -836,10 +837,10 @@ class TemporalPlan:
             runs = self._lazy_runs([c[1] for c in contributions])
         rows = answer_rows(self.spec, runs)
         if clock is not None and len(kinds) == 1:
-            self._measured(kinds.pop(), runs, clock() - t0)
+            self._measured(kinds.pop(), clock() - t0)
         return rows
 
-    def _measured(self, strategy: str, runs: Runs, finish_s: float) -> None:
+    def _measured(self, strategy: str, finish_s: float) -> None:
         """Report one execution to MeasuredChoice and take its next strategy. An eager execution
         is charged its steady-state build, the rows of `every` new sub-windows at the latest
         measured cost per row, rather than the builds it happened to do (after a lazy spell the
@@ -852,8 +853,7 @@ class TemporalPlan:
         if strategy == EAGER:
             if spent.build_rows:
                 self._build_s_per_row = spent.build_s / spent.build_rows
-            rows = sum(len(st) for rs in runs.values() for _, st in rs)
-            new = rows * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
+            new = spent.rows * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
             seconds += (self._build_s_per_row or 0.0) * new - spent.build_s
         m.observe(strategy, max(seconds, 0.0))
         self.strategy = m.next_strategy()
@@ -875,8 +875,9 @@ class TemporalPlan:
 
 @dataclass
 class _Spent:
-    """What one execution's reads spent, when measuring: seconds reading (builds included), and
-    the eager builds among them (seconds, rows)."""
+    """What one execution's reads spent, when measuring: the rows read, seconds reading (builds
+    included), and the eager builds among them (seconds, rows)."""
+    rows: int = 0
     read_s: float = 0.0
     build_s: float = 0.0
     build_rows: int = 0

@@ -738,6 +738,13 @@ class MeasuredChoice:
         assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly once the trials end"
 
 
+# MeasuredChoice's trials per strategy where the cost model's estimates are close, and the ratio of
+# its estimates from which one trial each is enough (section 7's store sweep, docs/coalesce.md: the
+# model picked the slower one only where the two were within some 30 % of each other).
+TRIALS = 4
+SURE = 1.5
+
+
 class TemporalPlan:
     """How a Plan reads and finishes a temporal query (planner/plan.py delegates to it). Its
     strategy is the cost model's choice, or, once `measure_with` gives it a clock (a periodic
@@ -782,9 +789,16 @@ class TemporalPlan:
 
     def measure_with(self, clock: Callable[[], float], choice: "MeasuredChoice | None" = None) -> None:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
-        choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none)."""
+        choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none). Where
+        the model estimates one strategy at least SURE times the other, a single execution of each
+        checks it (each execution of the dearer one costs the difference); elsewhere TRIALS each."""
         self.clock = clock
-        self.measured = choice if choice is not None else MeasuredChoice(self.strategy)
+        if choice is None:
+            m = self.model
+            low, high = sorted((m.all_eager, m.all_lazy))
+            sure = low > 0 and high >= SURE * low
+            choice = MeasuredChoice(self.strategy, trials=1 if sure else TRIALS)
+        self.measured = choice
         self.strategy = self.measured.next_strategy()
 
     def decoded(self, sub) -> list[tuple[tuple, int, Any]]:

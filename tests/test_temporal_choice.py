@@ -174,6 +174,23 @@ def test_plan_query_measures_periodic_temporal_queries_only_when_given_a_clock()
     assert plan_query(parse_query(periodic), s, periodic=True, work_clock=lambda: 0.0)._temporal is None
 
 
+def test_one_trial_each_where_the_model_is_sure_four_where_its_estimates_are_close():
+    from windowstore.store.temporal import SURE, TRIALS
+
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    trials = {}
+    for name, value in (("constant", lambda i: 1), ("changing", lambda i: i)):
+        s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+        for k in range(4):
+            ts = list(range(k * 500, (k + 1) * 500))
+            _append(s, [(t, f"s{t % 3}", value(t)) for t in ts], k)
+        t = plan_query(parse_query(text), s, periodic=True, work_clock=lambda: 0.0)._temporal
+        low, high = sorted((t.model.all_eager, t.model.all_lazy))
+        trials[name] = (t.measured.trials, high / low)
+    assert trials["constant"][0] == 1 and trials["constant"][1] >= SURE  # one run per sensor: eager by far
+    assert trials["changing"][0] == TRIALS and trials["changing"][1] < SURE  # a run per reading: close
+
+
 def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_slide():
     """A clock of random increments makes the choice flip between eager and lazy (eager's runs
     missing for sub-windows read lazily, built on the next eager read); every answer of every

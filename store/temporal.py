@@ -663,7 +663,7 @@ class MeasuredChoice:
     the two strategies once, so measuring costs little where they are close and is rare where they
     are not."""
 
-    def __init__(self, start: str, trials: int = 4, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
+    def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
                  margin: float = 0.03):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be {EAGER!r} or {LAZY!r}")
@@ -738,10 +738,12 @@ class MeasuredChoice:
         assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly once the trials end"
 
 
-# MeasuredChoice's trials per strategy where the cost model's estimates are close, and the ratio of
-# its estimates from which one trial each is enough (section 7's store sweep, docs/coalesce.md: the
-# model picked the slower one only where the two were within some 30 % of each other).
-TRIALS = 4
+# MeasuredChoice's trials per strategy where the cost model's estimates are close (TRIALS), and
+# where they differ by SURE times or more (SURE_TRIALS: three, so that the median rejects one
+# execution slowed by a garbage collection or another process). Section 7's store sweep
+# (docs/coalesce.md): the model picked the slower one only where the two were within some 30 %.
+TRIALS = 5
+SURE_TRIALS = 3
 SURE = 1.5
 
 
@@ -790,14 +792,14 @@ class TemporalPlan:
     def measure_with(self, clock: Callable[[], float], choice: "MeasuredChoice | None" = None) -> None:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
         choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none). Where
-        the model estimates one strategy at least SURE times the other, a single execution of each
-        checks it (each execution of the dearer one costs the difference); elsewhere TRIALS each."""
+        the model estimates one strategy at least SURE times the other, SURE_TRIALS executions of
+        each check it (each execution of the dearer one costs the difference); elsewhere TRIALS."""
         self.clock = clock
         if choice is None:
             m = self.model
             low, high = sorted((m.all_eager, m.all_lazy))
             sure = low > 0 and high >= SURE * low
-            choice = MeasuredChoice(self.strategy, trials=1 if sure else TRIALS)
+            choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS)
         self.measured = choice
         self.strategy = self.measured.next_strategy()
 

@@ -61,6 +61,19 @@ def test_the_choice_follows_a_drift():
     assert ran[-20:].count(EAGER) <= 1  # settled, probing eager rarely
 
 
+def test_one_slow_execution_in_the_trials_does_not_decide():
+    """A garbage collection or another process may slow any one execution several times: with
+    three trials each the median passes over it."""
+    choice = MeasuredChoice(LAZY, trials=3)
+    slow = iter([10.0])
+    ran = []
+    for _ in range(6):
+        st = choice.next_strategy()
+        ran.append(st)
+        choice.observe(st, next(slow, 1.0) if st == EAGER else 2.0)
+    assert ran == [LAZY, EAGER] * 3 and choice.strategy == EAGER
+
+
 def test_within_the_margin_the_choice_keeps_to_the_model():
     choice = MeasuredChoice(LAZY, trials=4, margin=0.05)
     feed(choice, {EAGER: 0.97, LAZY: 1.0}, 100)  # eager 3 % cheaper: not worth a switch
@@ -174,9 +187,10 @@ def test_plan_query_measures_periodic_temporal_queries_only_when_given_a_clock()
     assert plan_query(parse_query(periodic), s, periodic=True, work_clock=lambda: 0.0)._temporal is None
 
 
-def test_one_trial_each_where_the_model_is_sure_four_where_its_estimates_are_close():
-    from windowstore.store.temporal import SURE, TRIALS
+def test_fewer_trials_where_the_model_is_sure_than_where_its_estimates_are_close():
+    from windowstore.store.temporal import SURE, SURE_TRIALS, TRIALS
 
+    assert SURE_TRIALS < TRIALS
     text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
     trials = {}
     for name, value in (("constant", lambda i: 1), ("changing", lambda i: i)):
@@ -187,7 +201,7 @@ def test_one_trial_each_where_the_model_is_sure_four_where_its_estimates_are_clo
         t = plan_query(parse_query(text), s, periodic=True, work_clock=lambda: 0.0)._temporal
         low, high = sorted((t.model.all_eager, t.model.all_lazy))
         trials[name] = (t.measured.trials, high / low)
-    assert trials["constant"][0] == 1 and trials["constant"][1] >= SURE  # one run per sensor: eager by far
+    assert trials["constant"][0] == SURE_TRIALS and trials["constant"][1] >= SURE  # one run per sensor: eager by far
     assert trials["changing"][0] == TRIALS and trials["changing"][1] < SURE  # a run per reading: close
 
 

@@ -654,7 +654,7 @@ class MeasuredChoice:
     passes the seconds in (`observe`); `next_strategy` says which strategy the next one runs.
 
     Schedule: the first 2 * `trials` executions alternate between the two (the model's choice
-    first); after that the choice runs, and one execution of the other strategy (a probe) follows
+    first; `trials` may be 0); after that the choice runs, and one execution of the other strategy (a probe) follows
     `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
     to `first_gap` when it changes (the data may drift). The choice changes when the other
     strategy's median of its latest `keep` executions is below the choice's by more than `margin`
@@ -667,8 +667,8 @@ class MeasuredChoice:
                  margin: float = 0.03):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be {EAGER!r} or {LAZY!r}")
-        if not (1 <= trials <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1):
-            raise ValueError("need 1 <= trials <= keep, 1 <= first_gap <= max_gap and 0 <= margin < 1")
+        if not (0 <= trials <= keep and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1):
+            raise ValueError("need 0 <= trials <= keep, 1 <= first_gap <= max_gap and 0 <= margin < 1")
         self.strategy = start  # the choice
         self.model_choice = start
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
@@ -677,7 +677,8 @@ class MeasuredChoice:
         self.probes = 0  # executions of the strategy not chosen, after the trials
         self.switches = 0
         self._gap = first_gap
-        self._next_probe: int | None = None  # the execution (0-based) that runs the other strategy
+        # The execution (0-based) that runs the other strategy; without trials, the first probe.
+        self._next_probe: int | None = None if trials else first_gap
         self._check()
 
     def _other(self, strategy: str) -> str:
@@ -685,7 +686,7 @@ class MeasuredChoice:
 
     def measuring(self) -> bool:
         """Still in the trials (each strategy fewer than `trials` executions)?"""
-        return min(len(v) for v in self.samples.values()) < self.trials
+        return self.trials > 0 and min(len(v) for v in self.samples.values()) < self.trials
 
     def next_strategy(self) -> str:
         """The strategy the next execution should run."""
@@ -710,7 +711,7 @@ class MeasuredChoice:
             return
         before = self.strategy
         other = self._other(before)
-        if self.median(other) < self.median(before) * (1 - self.margin):
+        if self.samples[other] and self.samples[before] and self.median(other) < self.median(before) * (1 - self.margin):
             self.strategy = other
         if self.strategy != before:
             self.switches += 1
@@ -738,12 +739,13 @@ class MeasuredChoice:
         assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly once the trials end"
 
 
-# MeasuredChoice's trials per strategy where the cost model's estimates are close (TRIALS), and
-# where they differ by SURE times or more (SURE_TRIALS: three, so that the median rejects one
-# execution slowed by a garbage collection or another process). Section 7's store sweep
-# (docs/coalesce.md): the model picked the slower one only where the two were within some 30 %.
+# MeasuredChoice's trials per strategy where the cost model's estimates are close (TRIALS: five, so
+# that the median passes over executions slowed by a garbage collection or another process), and
+# where they differ by SURE times or more (none: there the probes alone check the model, since each
+# trial of the dearer strategy costs the difference). Section 7's store sweep (docs/coalesce.md):
+# the model picked the slower one only where the two were within some 30 % of each other.
 TRIALS = 5
-SURE_TRIALS = 3
+SURE_TRIALS = 0
 SURE = 1.5
 
 
@@ -809,9 +811,15 @@ class TemporalPlan:
         return [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([self.inner_read(sub)])]
 
     def read(self, sub) -> Any:
+        if self.strategy == EAGER:  # a look-up unless the runs are built (timed there when measuring)
+            got = (EAGER, self._runs(sub))
+            if self.measured is not None:
+                with self._spent_lock:
+                    self._spent.rows += sub.rows
+            return got
         clock = self.clock if self.measured is not None else None
         t0 = clock() if clock is not None else 0.0
-        got = (LAZY, self.inner_read(sub)) if self.strategy == LAZY else (EAGER, self._runs(sub))
+        got = (LAZY, self.inner_read(sub))
         if clock is not None:
             took = clock() - t0
             with self._spent_lock:
@@ -870,7 +878,7 @@ class TemporalPlan:
             if spent.build_rows:
                 self._build_s_per_row = spent.build_s / spent.build_rows
             new = spent.rows * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
-            seconds += (self._build_s_per_row or 0.0) * new - spent.build_s
+            seconds += (self._build_s_per_row or 0.0) * new
         m.observe(strategy, max(seconds, 0.0))
         self.strategy = m.next_strategy()
 
@@ -891,8 +899,8 @@ class TemporalPlan:
 
 @dataclass
 class _Spent:
-    """What one execution's reads spent, when measuring: the rows read, seconds reading (builds
-    included), and the eager builds among them (seconds, rows)."""
+    """What one execution's reads spent, when measuring: the rows read, seconds of lazy reads, and
+    eager builds (seconds, rows; an eager read is otherwise a look-up, not timed)."""
     rows: int = 0
     read_s: float = 0.0
     build_s: float = 0.0

@@ -253,6 +253,7 @@ def main() -> None:
     ap.add_argument("--calibrate", action="store_true", help="print the per-operation costs for the model and stop")
     ap.add_argument("--repeats", type=int, default=5, help="runs of each cell per strategy")
     ap.add_argument("--grid-every", type=int, default=1, help="every k-th of the 11 values of cp and oop (2: 0, 0.2, ...)")
+    ap.add_argument("--cells", default=None, help="only these cells, 'cp,oop;cp,oop' (no figure)")
     ap.add_argument("--calibration-repeats", type=int, default=15, help="timings per corner cell (the fastest kept)")
     ap.add_argument("--shipped-costs", action="store_true",
                     help="use the costs in store/temporal.py instead of measuring them first")
@@ -269,8 +270,11 @@ def main() -> None:
         use_calibration(cal)
         print("calibrated: " + json.dumps({k: v for k, v in cal.items() if k != "corners"}), flush=True)
     cells = []
+    only = {tuple(float(x) for x in c.split(",")) for c in args.cells.split(";")} if args.cells else None
     for oop in GRID[::args.grid_every]:
         for cp in GRID[::args.grid_every]:
+            if only is not None and (cp, oop) not in only:
+                continue
             c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats)
             judge(c)
             cells.append(c)
@@ -299,7 +303,8 @@ def main() -> None:
               "measured_median_ratio_max": max(c["measured_ratio"]["median"] for c in cells),
               "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
     (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, args.out)
+    if only is None:
+        plot(result, args.out)
     print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "
           f"cheaper in {result['chosen_is_measured_cheaper']}/{len(cells)}, worse beyond noise in "
           f"{result['worse_beyond_noise']}, worst excess of the medians {result['max_excess']:.1%}; spread of the "

@@ -23,6 +23,7 @@ ratio lies above 1), and the spread of the repeats is reported.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -36,54 +37,77 @@ QUERY = "SELECT g1, g2, g3, MAX(DURATION(VALID(v))) FROM s [SLIDE 1 SUBWINDOWS] 
 SCHEMA = {"ts": "int64", "g1": "int64", "g2": "int64", "g3": "int64", "v": "int64"}
 
 
+MEASURED = "measured"
+PLANS = (EAGER, LAZY, MEASURED)
+# The plans' order per slide cycles through every permutation: a plan run right after lazy pays
+# for lazy's garbage (a collection falls due) and cold caches, so a rotation, in which one plan
+# always follows lazy, charges that plan alone.
+ORDERS = list(itertools.permutations(PLANS))
+
+
+def _append(s: Stream, batch: list) -> None:
+    s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
+              "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
+
+
 def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1) -> dict:
-    """Both strategies over one stream, `repeats` times (each on a fresh stream, so eager builds
-    its runs again; the order of the two strategies alternates). The first execution on a full
-    window is not timed (eager would build every sub-window's runs in it, once per stream: the
-    model's steady state has one new sub-window per slide). Per strategy: CPU seconds of the timed
-    executions, one number per repeat; and per timed execution eager's time over lazy's, the two
-    run back to back."""
+    """Three plans over one stream, `repeats` times: eager forced, lazy forced, and the measured
+    choice (temporal.MeasuredChoice, starting from the cost model's plan, as a server runs a
+    periodic query). Each plan reads its own copy of the stream (the same rows), so that eager's
+    runs, built once per sub-window, are built and paid for by each plan that uses them; every
+    slide times the three back to back, their order rotating. The first execution on a full window
+    is not timed (eager would build every sub-window's runs in it, once per stream: the model's
+    steady state has one new sub-window per slide). Per plan: CPU seconds of the timed executions,
+    one number per repeat, and each timed execution's seconds (`times`, paired by position)."""
     rows = stream(n, cp, oop, per_slide * 2, seed)  # late by up to one slide's rows
     q = parse_query(QUERY)
-    out: dict = {"cp": cp, "oop": oop, EAGER: [], LAZY: [], "ratios": [], "executions": 0, "answers_equal": True}
+    out: dict = {"cp": cp, "oop": oop, **{st: [] for st in PLANS}, "ratios": [], "times": {st: [] for st in PLANS},
+                 "executions": 0, "answers_equal": True}
     for rep in range(repeats):
-        s = Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
-        order = (EAGER, LAZY) if rep % 2 == 0 else (LAZY, EAGER)
+        streams = {st: Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
+                   for st in PLANS}
         plans: dict = {}
-        total = {EAGER: 0.0, LAZY: 0.0}
+        total = {st: 0.0 for st in PLANS}
         runs = stamps = executions = 0
         for k in range(0, len(rows), per_slide):
             batch = rows[k:k + per_slide]
-            s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
-                      "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
-            s.window.slide(k)
-            if s.window.latest + 1 < subwindows:
+            for st in PLANS:
+                _append(streams[st], batch)
+                streams[st].window.slide(k)
+            if streams[EAGER].window.latest + 1 < subwindows:
                 continue  # the window fills first
             answers = {}
             if not plans:  # a periodic query is planned once: here, on a full window
-                chosen = plan_query(q, s, periodic=True)._temporal
+                chosen = plan_query(q, streams[EAGER], periodic=True)._temporal
                 out["chosen"], out["cp_est"], out["oop_est"] = chosen.strategy, chosen.cp, chosen.oop
                 out["eager_cp_est"], out["splits_est"] = chosen.eager_cp, chosen.splits
                 out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
-                for strategy in order:
-                    plans[strategy] = plan_query(q, s, periodic=True)
-                    plans[strategy]._temporal.use(strategy)
-                    answers[strategy] = run_plan(plans[strategy]).rows  # the untimed first execution
+                for st in PLANS:
+                    if st == MEASURED:
+                        plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.process_time)
+                    else:
+                        plans[st] = plan_query(q, streams[st], periodic=True)
+                        plans[st]._temporal.use(st)
+                    answers[st] = run_plan(plans[st]).rows  # the untimed first execution
             else:
                 took = {}
-                for strategy in order:
+                for st in ORDERS[executions % len(ORDERS)]:  # each plan after each other equally often
                     t0 = time.process_time()
-                    answers[strategy] = run_plan(plans[strategy]).rows
-                    took[strategy] = time.process_time() - t0
-                    total[strategy] += took[strategy]
+                    answers[st] = run_plan(plans[st]).rows
+                    took[st] = time.process_time() - t0
+                    total[st] += took[st]
+                    out["times"][st].append(took[st])
                 out["ratios"].append(took[EAGER] / max(took[LAZY], 1e-9))  # paired: the same moment's load
                 executions += 1
-            out["answers_equal"] &= answers[EAGER] == answers[LAZY]
-            partial = [plans[EAGER].read(sub)[1] for sub in s.window.youngest(subwindows)]  # (cached: no work)
+            out["answers_equal"] &= answers[EAGER] == answers[LAZY] == answers[MEASURED]
+            partial = [plans[EAGER].read(sub)[1] for sub in streams[EAGER].window.youngest(subwindows)]  # (cached)
             runs += sum(len(r) for p in partial for r in p.values())
             stamps += sum(len(st) for p in partial for r in p.values() for _, st in r)
-        for strategy in (EAGER, LAZY):
-            out[strategy].append(total[strategy])
+        for st in PLANS:
+            out[st].append(total[st])
+        m = plans[MEASURED]._temporal.measured
+        out.setdefault("measured_plan", []).append({"final": m.strategy, "trials": m.trials, "probes": m.probes, "switches": m.switches,
+                                                    "median_s": {st: m.median(st) for st in (EAGER, LAZY)}})
         out["executions"] = executions
         e = max(executions + 1, 1)
         out["eager_runs"], out["eager_extra_stamps"] = runs / e, (stamps - runs) / e
@@ -94,9 +118,7 @@ def _filled(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed
     rows = stream(n, cp, oop, per_slide * 2, seed)
     s = Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
     for k in range(0, len(rows), per_slide):
-        batch = rows[k:k + per_slide]
-        s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
-                  "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
+        _append(s, rows[k:k + per_slide])
         s.window.slide(k)
     return s
 
@@ -128,9 +150,8 @@ def calibrate(per_slide: int, subwindows: int, seed: int, repeat: int = 5) -> di
     took: dict = {(c, st): [] for c in CORNERS for st in (EAGER, LAZY)}
     for k in range(0, 5 * n, per_slide):
         for c in CORNERS:
-            s, batch = streams[c], rows[c][k:k + per_slide]
-            s.append({"ts": [r[0] for r in batch], "g1": [r[1][0] for r in batch], "g2": [r[1][1] for r in batch],
-                      "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
+            s = streams[c]
+            _append(s, rows[c][k:k + per_slide])
             s.window.slide(k)
             if s.window.latest + 1 < subwindows:
                 continue
@@ -180,28 +201,43 @@ def use_calibration(cal: dict) -> None:
 
 
 def plot(result: dict, out: Path) -> None:
+    """Left: (eager - lazy) / max per cell with the cost model's choice; right: the measured
+    choice's paired median time over the better strategy's, with the strategy it ended on."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    n = len(GRID)
-    diff = np.zeros((n, n))
+    grid = sorted({c["cp"] for c in result["cells"]})
+    n, half = len(grid), (grid[1] - grid[0]) / 2 if len(grid) > 1 else 0.05
+    diff, over = np.zeros((n, n)), np.zeros((n, n))
     for c in result["cells"]:
         e, l = c["median"][EAGER], c["median"][LAZY]
-        diff[GRID.index(c["oop"]), GRID.index(c["cp"])] = (e - l) / max(e, l)
-    fig, ax = plt.subplots(figsize=(6.4, 5.2), constrained_layout=True)
+        diff[grid.index(c["oop"]), grid.index(c["cp"])] = (e - l) / max(e, l)
+        over[grid.index(c["oop"]), grid.index(c["cp"])] = c["measured_ratio"]["median"] - 1
+    fig, axes = plt.subplots(1, 2, figsize=(12.4, 5.4), constrained_layout=True)
+    ext = (grid[0] - half, grid[-1] + half, grid[0] - half, grid[-1] + half)
     lim = max(abs(diff).max(), 1e-9)
-    im = ax.imshow(diff, origin="lower", cmap="coolwarm", vmin=-lim, vmax=lim, extent=(-0.05, 1.05, -0.05, 1.05))
+    im = axes[0].imshow(diff, origin="lower", cmap="coolwarm", vmin=-lim, vmax=lim, extent=ext)
+    lim2 = max(abs(over).max(), 1e-9)
+    im2 = axes[1].imshow(over, origin="lower", cmap="PuOr_r", vmin=-lim2, vmax=lim2, extent=ext)
     for c in result["cells"]:
         letter = ("E" if c["chosen"] == EAGER else "L") + ("!" if c["worse_beyond_noise"] else "")
-        ax.text(c["cp"], c["oop"], letter, ha="center", va="center", fontsize=7,
-                color="black" if c["chosen_is_cheaper"] else "yellow", fontweight="bold")
-    ax.set_xlabel("coalescing probability")
-    ax.set_ylabel("out-of-order probability")
-    ax.set_title(f"(eager - lazy) / max CPU time, medians of {result['repeats']} runs\nletters: the plan's choice "
-                 "(yellow: the slower median; !: slower beyond the noise)", fontsize=9)
-    fig.colorbar(im, ax=ax, shrink=0.8)
+        axes[0].text(c["cp"], c["oop"], letter, ha="center", va="center", fontsize=7,
+                     color="black" if c["chosen_is_cheaper"] else "yellow", fontweight="bold")
+        final = c["measured_plan"][0]["final"]
+        letter = ("E" if final == EAGER else "L") + ("!" if c["measured_worse_beyond_noise"] else "")
+        axes[1].text(c["cp"], c["oop"], letter, ha="center", va="center", fontsize=7,
+                     color="black" if final == c["better"] else "red", fontweight="bold")
+    for ax in axes:
+        ax.set_xlabel("coalescing probability")
+        ax.set_ylabel("out-of-order probability")
+    axes[0].set_title(f"(eager - lazy) / max CPU time, medians of {result['repeats']} runs\nletters: the cost "
+                      "model's choice (yellow: the slower median; !: slower beyond the noise)", fontsize=9)
+    axes[1].set_title("measured choice: paired median time / the better's - 1\nletters: its final strategy (red: "
+                      "not the better's; !: slower beyond the noise)", fontsize=9)
+    fig.colorbar(im, ax=axes[0], shrink=0.8)
+    fig.colorbar(im2, ax=axes[1], shrink=0.8)
     fig.savefig(out / "store_cost_difference.png", dpi=110)
     plt.close(fig)
 
@@ -216,6 +252,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("docs/coalesce"))
     ap.add_argument("--calibrate", action="store_true", help="print the per-operation costs for the model and stop")
     ap.add_argument("--repeats", type=int, default=5, help="runs of each cell per strategy")
+    ap.add_argument("--grid-every", type=int, default=1, help="every k-th of the 11 values of cp and oop (2: 0, 0.2, ...)")
+    ap.add_argument("--cells", default=None, help="only these cells, 'cp,oop;cp,oop' (no figure)")
     ap.add_argument("--calibration-repeats", type=int, default=15, help="timings per corner cell (the fastest kept)")
     ap.add_argument("--shipped-costs", action="store_true",
                     help="use the costs in store/temporal.py instead of measuring them first")
@@ -232,8 +270,11 @@ def main() -> None:
         use_calibration(cal)
         print("calibrated: " + json.dumps({k: v for k, v in cal.items() if k != "corners"}), flush=True)
     cells = []
-    for oop in GRID:
-        for cp in GRID:
+    only = {tuple(float(x) for x in c.split(",")) for c in args.cells.split(";")} if args.cells else None
+    for oop in GRID[::args.grid_every]:
+        for cp in GRID[::args.grid_every]:
+            if only is not None and (cp, oop) not in only:
+                continue
             c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats)
             judge(c)
             cells.append(c)
@@ -241,9 +282,14 @@ def main() -> None:
                   f"(spread {c['spread'][EAGER]:.0%} / {c['spread'][LAZY]:.0%}) chosen {c['chosen']}, paired "
                   f"{c['paired_ratio']['median']:.2f} [{c['paired_ratio']['ci95'][0]:.2f}, {c['paired_ratio']['ci95'][1]:.2f}]"
                   f"{' WORSE beyond noise' if c['worse_beyond_noise'] else ''} (cp {c['eager_cp_est']:.2f}, "
-                  f"re-merged {c['splits_est']:.2f})", flush=True)
+                  f"re-merged {c['splits_est']:.2f}); measured {c['median'][MEASURED]:.3f} s, over the better "
+                  f"{c['measured_ratio']['median']:.2f} [{c['measured_ratio']['ci95'][0]:.2f}, "
+                  f"{c['measured_ratio']['ci95'][1]:.2f}] total {c['measured_excess']:+.1%}"
+                  f"{' WORSE beyond noise' if c['measured_worse_beyond_noise'] else ''}", flush=True)
     total = {st: sum(c["median"][st] for c in cells) for st in (EAGER, LAZY)}
     total["chosen"] = sum(c["median"][c["chosen"]] for c in cells)
+    total[MEASURED] = sum(c["median"][MEASURED] for c in cells)
+    total["better"] = sum(c["median"][c["better"]] for c in cells)
     spreads = sorted(c["spread"][st] for c in cells for st in (EAGER, LAZY))
     result = {"tuples": args.tuples, "per_slide": args.per_slide, "subwindows": args.subwindows, "seed": args.seed,
               "repeats": args.repeats, "query": QUERY, "calibration": cal, "cells": cells,
@@ -252,37 +298,56 @@ def main() -> None:
               "worse_beyond_noise": sum(c["worse_beyond_noise"] for c in cells),
               "max_excess": max(c["excess"] for c in cells),
               "spread_median": spreads[len(spreads) // 2], "spread_max": spreads[-1],
+              "measured_worse_beyond_noise": sum(c["measured_worse_beyond_noise"] for c in cells),
+              "measured_max_excess": max(c["measured_excess"] for c in cells),
+              "measured_median_ratio_max": max(c["measured_ratio"]["median"] for c in cells),
               "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
     (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
-    plot(result, args.out)
+    if only is None:
+        plot(result, args.out)
     print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "
           f"cheaper in {result['chosen_is_measured_cheaper']}/{len(cells)}, worse beyond noise in "
           f"{result['worse_beyond_noise']}, worst excess of the medians {result['max_excess']:.1%}; spread of the "
           f"repeats (max - min) / median: median {result['spread_median']:.0%}, max {result['spread_max']:.0%}; "
-          f"CPU s in all (medians): eager {total[EAGER]:.2f}, lazy {total[LAZY]:.2f}, chosen {total['chosen']:.2f}; "
-          f"answers equal: {result['answers_equal']}")
+          f"CPU s in all (medians): eager {total[EAGER]:.2f}, lazy {total[LAZY]:.2f}, chosen {total['chosen']:.2f}, "
+          f"measured {total[MEASURED]:.2f}, the better per cell {total['better']:.2f}; the measured choice worse "
+          f"beyond noise in {result['measured_worse_beyond_noise']}, worst excess of its totals "
+          f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
 
 
-def judge(c: dict) -> None:
-    """Adds to a cell: the median and spread ((max - min) / median) of each strategy's repeats, and
-    whether the chosen plan was the cheaper, by how much it exceeded the cheaper (medians), and
-    whether it was slower beyond the noise. The noise is judged on the paired executions (eager and
-    lazy run back to back, so both see the same load): the median of the chosen's time over the
-    other's, with its distribution-free 95 % confidence interval (order statistics of the sorted
-    ratios, binomial(n, 1/2)); slower beyond the noise when the whole interval is above 1."""
-    med = {st: sorted(c[st])[len(c[st]) // 2] for st in (EAGER, LAZY)}
-    other = LAZY if c["chosen"] == EAGER else EAGER
-    best = min(med.values())
-    c["median"] = med
-    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in (EAGER, LAZY)}
-    c["chosen_is_cheaper"] = med[c["chosen"]] <= med[other]
-    c["excess"] = (med[c["chosen"]] - best) / best
-    r = sorted(x if c["chosen"] == EAGER else 1 / x for x in c["ratios"])
+def _median_ci(ratios: list[float]) -> dict:
+    """The median of paired ratios with its distribution-free 95 % confidence interval (order
+    statistics of the sorted ratios, binomial(n, 1/2))."""
+    r = sorted(ratios)
     n = len(r)
     half = 1.96 * n ** 0.5 / 2
     lo, hi = max(int(n / 2 - half), 0), min(int(n / 2 + half + 1), n - 1)
-    c["paired_ratio"] = {"median": r[n // 2], "ci95": [r[lo], r[hi]]}
-    c["worse_beyond_noise"] = r[lo] > 1
+    return {"median": r[n // 2], "ci95": [r[lo], r[hi]]}
+
+
+def judge(c: dict) -> None:
+    """Adds to a cell: the median and spread ((max - min) / median) of each plan's repeats; for
+    the cost model's choice, whether it was the cheaper, by how much it exceeded the cheaper
+    (medians), and whether it was slower beyond the noise; the same for the measured choice against
+    the better of eager and lazy (`measured_*`), and its excess on the totals, which include its
+    paired executions. The noise is judged on paired executions (the plans run back to back, so
+    all see the same load): the median of one's time over the other's with its 95 % interval;
+    slower beyond the noise when the whole interval is above 1."""
+    med = {st: sorted(c[st])[len(c[st]) // 2] for st in PLANS}
+    other = LAZY if c["chosen"] == EAGER else EAGER
+    better = EAGER if med[EAGER] <= med[LAZY] else LAZY
+    best = med[better]
+    c["median"] = med
+    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in PLANS}
+    c["chosen_is_cheaper"] = med[c["chosen"]] <= med[other]
+    c["excess"] = (med[c["chosen"]] - best) / best
+    c["paired_ratio"] = _median_ci([x if c["chosen"] == EAGER else 1 / x for x in c["ratios"]])
+    c["worse_beyond_noise"] = c["paired_ratio"]["ci95"][0] > 1
+    t = c["times"]
+    c["better"] = better
+    c["measured_excess"] = (med[MEASURED] - best) / best
+    c["measured_ratio"] = _median_ci([m / max(b, 1e-9) for m, b in zip(t[MEASURED], t[better])])
+    c["measured_worse_beyond_noise"] = c["measured_ratio"]["ci95"][0] > 1
 
 
 if __name__ == "__main__":

@@ -645,8 +645,114 @@ def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, bou
     return plan.choice["q"], plan
 
 
+class MeasuredChoice:
+    """Eager or lazy for one periodic query from measurements of both on its own data, starting
+    from the cost model's choice (seed 000, section 6.2 gives the start; issue 34 the reason): the
+    model's costs are calibrated on other data under another load, and where the two strategies
+    are within some ten per cent of each other (most of section 7's grid in this store) its choice
+    is a coin toss; the query's own executions are not. Pure: the caller times each execution and
+    passes the seconds in (`observe`); `next_strategy` says which strategy the next one runs.
+
+    Schedule: the first 2 * `trials` executions alternate between the two (the model's choice
+    first; `trials` may be 0); after that the choice runs, and one execution of the other strategy (a probe) follows
+    `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
+    to `first_gap` when it changes (the data may drift). The choice changes when the other
+    strategy's median of its latest `keep` executions is below the choice's by more than `margin`
+    (a share of it): a switch to eager after a lazy spell builds the whole window's runs once, and
+    medians of a few executions flip on noise where the two are equal. A probe costs the difference between
+    the two strategies once, so measuring costs little where they are close and is rare where they
+    are not."""
+
+    def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
+                 margin: float = 0.03):
+        if start not in (EAGER, LAZY):
+            raise ValueError(f"start must be {EAGER!r} or {LAZY!r}")
+        if not (0 <= trials <= keep and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1):
+            raise ValueError("need 0 <= trials <= keep, 1 <= first_gap <= max_gap and 0 <= margin < 1")
+        self.strategy = start  # the choice
+        self.model_choice = start
+        self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
+        self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
+        self.executions = 0
+        self.probes = 0  # executions of the strategy not chosen, after the trials
+        self.switches = 0
+        self._gap = first_gap
+        # The execution (0-based) that runs the other strategy; without trials, the first probe.
+        self._next_probe: int | None = None if trials else first_gap
+        self._check()
+
+    def _other(self, strategy: str) -> str:
+        return LAZY if strategy == EAGER else EAGER
+
+    def measuring(self) -> bool:
+        """Still in the trials (each strategy fewer than `trials` executions)?"""
+        return self.trials > 0 and min(len(v) for v in self.samples.values()) < self.trials
+
+    def next_strategy(self) -> str:
+        """The strategy the next execution should run."""
+        if self.measuring():
+            other = self._other(self.strategy)
+            return other if len(self.samples[other]) < len(self.samples[self.strategy]) else self.strategy
+        if self._next_probe is not None and self.executions >= self._next_probe:
+            return self._other(self.strategy)
+        return self.strategy
+
+    def observe(self, strategy: str, seconds: float) -> None:
+        """One execution of `strategy`, which took `seconds` (CPU)."""
+        if strategy not in (EAGER, LAZY):
+            raise ValueError(f"strategy must be {EAGER!r} or {LAZY!r}")
+        if seconds < 0:
+            raise ValueError("seconds must not be negative")
+        probe = not self.measuring() and strategy != self.strategy
+        self.samples[strategy] = (self.samples[strategy] + [seconds])[-self.keep:]
+        self.executions += 1
+        if self.measuring():
+            self._check()
+            return
+        before = self.strategy
+        other = self._other(before)
+        if self.samples[other] and self.samples[before] and self.median(other) < self.median(before) * (1 - self.margin):
+            self.strategy = other
+        if self.strategy != before:
+            self.switches += 1
+        if probe:
+            self.probes += 1
+        if self._next_probe is None or probe or self.strategy != before:  # the trials' end, a probe, a switch
+            self._gap = self.first_gap if self.strategy != before or self._next_probe is None else min(
+                self._gap * 2, self.max_gap)
+            self._next_probe = self.executions + self._gap
+        self._check()
+
+    def median(self, strategy: str) -> float:
+        """The median seconds of the strategy's latest executions (0.0 before any)."""
+        r = sorted(self.samples[strategy])
+        n = len(r)
+        if not n:
+            return 0.0
+        return r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
+
+    def _check(self) -> None:
+        assert self.strategy in (EAGER, LAZY), f"strategy {self.strategy!r} is neither eager nor lazy"
+        assert all(len(v) <= self.keep for v in self.samples.values()), "more samples kept than asked for"
+        assert self.probes <= self.executions, "more probes than executions"
+        assert self.first_gap <= self._gap <= self.max_gap, "the gap between probes left its range"
+        assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly once the trials end"
+
+
+# MeasuredChoice's trials per strategy where the cost model's estimates are close (TRIALS: five, so
+# that the median passes over executions slowed by a garbage collection or another process), and
+# where they differ by SURE times or more (none: there the probes alone check the model, since each
+# trial of the dearer strategy costs the difference). Section 7's store sweep (docs/coalesce.md):
+# the model picked the slower one only where the two were within some 30 % of each other.
+TRIALS = 5
+SURE_TRIALS = 0
+SURE = 1.5
+
+
 class TemporalPlan:
-    """How a Plan reads and finishes a temporal query (planner/plan.py delegates to it)."""
+    """How a Plan reads and finishes a temporal query (planner/plan.py delegates to it). Its
+    strategy is the cost model's choice, or, once `measure_with` gives it a clock (a periodic
+    query in the server), MeasuredChoice's from the query's own executions."""
 
     def __init__(self, bound: "BoundQuery", stream, project: Callable[[list], list[tuple]], inner_read):
         self.spec: Temporal = bound.temporal  # type: ignore[assignment]  # set: a temporal query
@@ -659,6 +765,12 @@ class TemporalPlan:
         self.model: Any = None
         self.cp = self.oop = self.eager_cp = self.splits = 0.0
         self.strategy = self._choose()
+        self.measured: MeasuredChoice | None = None
+        self.clock: Callable[[], float] | None = None
+        # This execution's reads and eager builds (seconds, rows), timed when measuring.
+        self._spent = _Spent()
+        self._build_s_per_row: float | None = None  # the latest measured cost of building runs
+        self._spent_lock = threading.Lock()  # reads may run on several threads
 
     def _choose(self) -> str:
         w = self.stream.window
@@ -673,10 +785,25 @@ class TemporalPlan:
         return strategy
 
     def use(self, strategy: str) -> None:
-        """Force a strategy (tests and experiments compare them)."""
+        """Force a strategy (tests and experiments compare them); no measured choice after it."""
         if strategy not in (EAGER, LAZY):
             raise ValueError(f"strategy must be {EAGER!r} or {LAZY!r}")
         self.strategy = strategy
+        self.measured = None
+
+    def measure_with(self, clock: Callable[[], float], choice: "MeasuredChoice | None" = None) -> None:
+        """From now on choose from the query's executions (MeasuredChoice, starting from the model's
+        choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none). Where
+        the model estimates one strategy at least SURE times the other, SURE_TRIALS executions of
+        each check it (each execution of the dearer one costs the difference); elsewhere TRIALS."""
+        self.clock = clock
+        if choice is None:
+            m = self.model
+            low, high = sorted((m.all_eager, m.all_lazy))
+            sure = low > 0 and high >= SURE * low
+            choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS)
+        self.measured = choice
+        self.strategy = self.measured.next_strategy()
 
     def decoded(self, sub) -> list[tuple[tuple, int, Any]]:
         """(key tuple, ts, value) of one sub-window's selected rows, in append order."""
@@ -684,33 +811,97 @@ class TemporalPlan:
         return [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([self.inner_read(sub)])]
 
     def read(self, sub) -> Any:
-        if self.strategy == LAZY:
-            return (LAZY, self.inner_read(sub))
+        if self.strategy == EAGER:  # a look-up unless the runs are built (timed there when measuring)
+            got = (EAGER, self._runs(sub))
+            if self.measured is not None:
+                with self._spent_lock:
+                    self._spent.rows += sub.rows
+            return got
+        clock = self.clock if self.measured is not None else None
+        t0 = clock() if clock is not None else 0.0
+        got = (LAZY, self.inner_read(sub))
+        if clock is not None:
+            took = clock() - t0
+            with self._spent_lock:
+                self._spent.read_s += took
+                self._spent.rows += sub.rows
+        return got
+
+    def _runs(self, sub) -> Runs:
+        """The sealed sub-window's eager runs, built on its first read (timed when measuring)."""
         key = (self.spec.dcq_key, self.where_key)
         with _EAGER_LOCK:  # reads run on the loop and on the query thread
             runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
         if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
+            clock = self.clock if self.measured is not None else None
+            t0 = clock() if clock is not None else 0.0
             runs = coalesce_rows(self.decoded(sub))
+            if clock is not None:
+                took = clock() - t0
+                with self._spent_lock:
+                    self._spent.build_s += took
+                    self._spent.build_rows += sub.rows
             with _EAGER_LOCK:
                 _EAGER_RUNS.setdefault(sub, {})[key] = runs
-        return (EAGER, runs)
+        return runs
+
+    def _lazy_runs(self, parts: list) -> Runs:
+        k = len(self.spec.keys)
+        return coalesce_rows([(tuple(r[:k]), r[k], r[k + 1]) for r in self.project(parts)])
 
     def finish(self, contributions: list) -> list[tuple]:
-        if all(c[0] == EAGER for c in contributions):
+        clock = self.clock if self.measured is not None else None
+        t0 = clock() if clock is not None else 0.0
+        kinds = {c[0] for c in contributions}
+        if kinds == {EAGER}:
             runs = merge_runs([c[1] for c in contributions])
+        elif EAGER in kinds:  # (a strategy changed mid-query: re-read nothing, merge both)
+            runs = merge_runs([c[1] if c[0] == EAGER else self._lazy_runs([c[1]]) for c in contributions])
         else:
-            k = len(self.spec.keys)
-            parts = [c[1] if c[0] == LAZY else None for c in contributions]
-            if any(p is None for p in parts):  # (a strategy changed mid-query: re-read nothing, merge both)
-                runs = merge_runs([c[1] if c[0] == EAGER else coalesce_rows(
-                    [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([c[1]])]) for c in contributions])
-            else:
-                rows = self.project(parts)
-                runs = coalesce_rows([(tuple(r[:k]), r[k], r[k + 1]) for r in rows])
-        return answer_rows(self.spec, runs)
+            runs = self._lazy_runs([c[1] for c in contributions])
+        rows = answer_rows(self.spec, runs)
+        if clock is not None and len(kinds) == 1:
+            self._measured(kinds.pop(), clock() - t0)
+        return rows
+
+    def _measured(self, strategy: str, finish_s: float) -> None:
+        """Report one execution to MeasuredChoice and take its next strategy. An eager execution
+        is charged its steady-state build, the rows of `every` new sub-windows at the latest
+        measured cost per row, rather than the builds it happened to do (after a lazy spell the
+        whole window's: paid once at a switch, not per execution)."""
+        m = self.measured
+        assert m is not None
+        with self._spent_lock:
+            spent, self._spent = self._spent, _Spent()
+        seconds = spent.read_s + finish_s
+        if strategy == EAGER:
+            if spent.build_rows:
+                self._build_s_per_row = spent.build_s / spent.build_rows
+            new = spent.rows * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
+            seconds += (self._build_s_per_row or 0.0) * new
+        m.observe(strategy, max(seconds, 0.0))
+        self.strategy = m.next_strategy()
 
     def explain(self) -> str:
         m = self.model
-        return (f"coalesced {self.strategy} (section 6.2 cost model: cp {self.cp:.2f}, oop {self.oop:.2f} "
-                f"from the two newest sub-windows, {self.splits:.2f} readings re-merged per reading at a "
-                f"boundary; estimated eager {m.all_eager:,.0f} us, lazy {m.all_lazy:,.0f} us)")
+        model = (f"section 6.2 cost model: cp {self.cp:.2f}, oop {self.oop:.2f} from the two newest sub-windows, "
+                 f"{self.splits:.2f} readings re-merged per reading at a boundary; estimated eager "
+                 f"{m.all_eager:,.0f} us, lazy {m.all_lazy:,.0f} us")
+        c = self.measured
+        if c is None:
+            return f"coalesced {self.strategy} ({model})"
+        if c.measuring():
+            return (f"coalesced {c.strategy}, the cost model's choice until executions of both strategies measure "
+                    f"them ({model})")
+        return (f"coalesced {c.strategy}, measured over this query's latest executions: eager {c.median(EAGER) * 1e6:,.0f} "
+                f"us, lazy {c.median(LAZY) * 1e6:,.0f} us (medians; the {model}, chose {c.model_choice})")
+
+
+@dataclass
+class _Spent:
+    """What one execution's reads spent, when measuring: the rows read, seconds of lazy reads, and
+    eager builds (seconds, rows; an eager read is otherwise a look-up, not timed)."""
+    rows: int = 0
+    read_s: float = 0.0
+    build_s: float = 0.0
+    build_rows: int = 0

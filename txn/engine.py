@@ -59,6 +59,9 @@ class EngineConfig:
     answer_log_bytes: int = 64 << 20  # and at most this many bytes of them (the newest always kept)
     sharing: str = "none"            # shared execution of periodic queries (txn/sharing/): a SharingMode
     max_pending_commits: int = 10_000  # per stream: batch commits held for a later sub-window (at_slide)
+    # The server's CPU clock (seconds) for periodic temporal queries' paired measurements of eager
+    # and lazy coalescing (store/temporal.MeasuredChoice); None: the cost model's choice alone.
+    work_clock: Callable[[], float] | None = None
 
 
 @dataclass
@@ -260,7 +263,7 @@ class Engine:
         if streams is None:
             stream = self.stream(query.stream)
             if periodic:
-                return plan_query(query, stream, periodic=True)
+                return plan_query(query, stream, periodic=True, work_clock=self.config.work_clock)
             key = (query.stream, query)
             hit = self._plans.get(key)
             if hit is not None and hit.stream is stream:
@@ -378,7 +381,8 @@ class Engine:
             plan = self.plan(query, periodic=True)
             every = first_with_slide(plan.join.sources)
         else:
-            plan = plan_query(query, self.stream(query.stream), periodic=True, keeps_sketches=cmd.sketches)
+            plan = plan_query(query, self.stream(query.stream), periodic=True, keeps_sketches=cmd.sketches,
+                              work_clock=self.config.work_clock)
             every = plan.bound.every
         if every is None:
             raise InvalidInput("a periodic query needs SLIDE (e.g. [RANGE 1 min SLIDE 10 s])")

@@ -78,7 +78,8 @@ class Driver:
                                           max_buffered_rows=config.max_buffered_rows,
                                           max_staged_bytes=config.max_staged_mb << 20,
                                           max_join_rows=config.max_join_rows,
-                                          answer_log_keep=config.answer_log_keep), self.history)
+                                          answer_log_keep=config.answer_log_keep,
+                                          work_clock=time.thread_time), self.history)
         self.sched = self.engine.sched
         self.periodic_answers = PeriodicAnswers(self.engine, config, clock, self.note_answer)
         self.engine.on_answer = self._answered

@@ -5,7 +5,7 @@ and run_plan for callers without a scheduler. It owns the order of those steps, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -241,18 +241,22 @@ class Plan:
 
 
 def plan_query(query: Query, stream: Stream, access: str | None = None, periodic: bool = False,
-               keeps_sketches: bool = False) -> Plan:
+               keeps_sketches: bool = False, work_clock: Callable[[], float] | None = None) -> Plan:
     """Bind `query` to `stream` and choose the cheapest exact access path.
 
     `access` forces a path ('window' always works; 'synopsis' and 'probe' only where they answer
     the query): tests compare paths, operators diagnose. `periodic`: planned for registration;
-    `keeps_sketches`: its answers carry their merged sketches (RegisterQueryRequest.return_sketches)."""
+    `keeps_sketches`: its answers carry their merged sketches (RegisterQueryRequest.return_sketches).
+    `work_clock` (CPU seconds; periodic plans): a temporal query then chooses eager or lazy from
+    paired executions of both (temporal.MeasuredChoice) rather than from the cost model alone."""
     if query.expr is not None:  # a query with expressions (expr_query.py)
         from ..expr_query import ExprPlan
         return ExprPlan(query, stream, access, periodic)  # type: ignore[return-value]  # a Plan's interface
     bound = bind(query, stream.schema, stream.spec, periodic)
     plan = Plan(bound, stream, resolve_access(bound, stream, access))
     plan.keeps_sketches = keeps_sketches
+    if work_clock is not None and periodic and plan._temporal is not None:
+        plan._temporal.measure_with(work_clock)
     return plan
 
 

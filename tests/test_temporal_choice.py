@@ -1,0 +1,253 @@
+"""The measured choice between eager and lazy coalescing (store/temporal.py, MeasuredChoice and
+TemporalPlan.measure_with): it settles on the strategy that is cheaper on the query's own
+executions whichever the cost model started from, follows a drift, keeps to its schedule, and
+its answers equal both forced strategies' and the DuckDB gaps-and-islands oracle on every slide.
+Time is injected: the tests' clocks count work, never the wall."""
+from __future__ import annotations
+
+import random
+
+import duckdb
+import pytest
+
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+from windowstore.store import temporal
+from windowstore.store.coalesce import EAGER, LAZY
+from windowstore.store.planner.plan import run_plan
+from windowstore.store.temporal import MeasuredChoice
+
+from test_temporal import FILTERED_ORACLE, ORACLE, QUERIES, SCHEMA, oracle
+
+
+def feed(choice: MeasuredChoice, cost: dict, executions: int) -> list[str]:
+    """Run `executions` executions, each of the strategy the choice asks for at `cost[strategy]`
+    seconds; the strategies run, in order."""
+    ran = []
+    for _ in range(executions):
+        st = choice.next_strategy()
+        ran.append(st)
+        choice.observe(st, cost[st])
+    return ran
+
+
+@pytest.mark.parametrize("start", [EAGER, LAZY])
+@pytest.mark.parametrize("cheaper", [EAGER, LAZY])
+def test_the_choice_settles_on_the_cheaper_strategy_whichever_the_model_started_from(start, cheaper):
+    dearer = LAZY if cheaper == EAGER else EAGER
+    choice = MeasuredChoice(start, trials=4, first_gap=8, max_gap=64)
+    ran = feed(choice, {cheaper: 1.0, dearer: 2.0}, 200)
+    assert choice.strategy == cheaper
+    assert ran[:8].count(EAGER) == ran[:8].count(LAZY) == 4 and ran[0] == start  # the trials alternate
+    assert ran[8:].count(dearer) == choice.probes  # after them only probes run the dearer one
+    assert choice.probes <= 6  # gaps 8, 16, 32, 64, 64 over 192 executions
+    assert choice.switches == (start != cheaper)
+
+
+def test_probes_grow_rarer_while_the_choice_holds():
+    choice = MeasuredChoice(EAGER, trials=2, first_gap=4, max_gap=16)
+    ran = feed(choice, {EAGER: 1.0, LAZY: 3.0}, 80)
+    probes = [i for i, st in enumerate(ran) if st == LAZY and i >= 4]
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    assert gaps[:3] == [8 + 1, 16 + 1, 16 + 1]  # first_gap after the trials, doubling, capped at max_gap
+    assert probes[0] == 4 + 4
+
+
+def test_the_choice_follows_a_drift():
+    choice = MeasuredChoice(LAZY, trials=3, first_gap=4, max_gap=32, keep=5)
+    feed(choice, {EAGER: 1.0, LAZY: 2.0}, 100)
+    assert choice.strategy == EAGER
+    ran = feed(choice, {EAGER: 3.0, LAZY: 2.0}, 40 + 32)  # eager became dearer: the next probe sees it
+    assert choice.strategy == LAZY and choice.switches == 2
+    assert ran[-20:].count(EAGER) <= 1  # settled, probing eager rarely
+
+
+def test_one_slow_execution_in_the_trials_does_not_decide():
+    """A garbage collection or another process may slow any one execution several times: with
+    three trials each the median passes over it."""
+    choice = MeasuredChoice(LAZY, trials=3)
+    slow = iter([10.0])
+    ran = []
+    for _ in range(6):
+        st = choice.next_strategy()
+        ran.append(st)
+        choice.observe(st, next(slow, 1.0) if st == EAGER else 2.0)
+    assert ran == [LAZY, EAGER] * 3 and choice.strategy == EAGER
+
+
+def test_without_trials_the_model_s_choice_runs_until_a_probe_finds_the_other_cheaper():
+    choice = MeasuredChoice(LAZY, trials=0, first_gap=4, max_gap=16)
+    ran = feed(choice, {EAGER: 2.0, LAZY: 1.0}, 40)  # the model was right: probes only, ever rarer
+    assert ran[:4] == [LAZY] * 4 and ran[4] == EAGER and ran.count(EAGER) == choice.probes == 3
+    choice = MeasuredChoice(LAZY, trials=0, first_gap=4)
+    ran = feed(choice, {EAGER: 1.0, LAZY: 2.0}, 20)  # it was wrong: the first probe switches
+    assert ran[:9] == [LAZY] * 4 + [EAGER] * 5 and choice.strategy == EAGER and choice.switches == 1
+
+
+def test_within_the_margin_the_choice_keeps_to_the_model():
+    choice = MeasuredChoice(LAZY, trials=4, margin=0.05)
+    feed(choice, {EAGER: 0.97, LAZY: 1.0}, 100)  # eager 3 % cheaper: not worth a switch
+    assert choice.strategy == LAZY and choice.switches == 0
+    choice = MeasuredChoice(LAZY, trials=4, margin=0.05)
+    feed(choice, {EAGER: 0.9, LAZY: 1.0}, 100)
+    assert choice.strategy == EAGER
+
+
+@pytest.mark.parametrize("kwargs", [{"trials": -1}, {"trials": 10, "keep": 5}, {"first_gap": 9, "max_gap": 8},
+                                    {"margin": 1.0}])
+def test_a_bad_schedule_is_refused(kwargs):
+    with pytest.raises(ValueError):
+        MeasuredChoice(EAGER, **kwargs)
+
+
+def test_an_observation_must_name_a_strategy_and_a_time():
+    choice = MeasuredChoice(EAGER)
+    with pytest.raises(ValueError):
+        choice.observe("both", 1.0)
+    with pytest.raises(ValueError):
+        choice.observe(EAGER, -1.0)
+
+
+# -- through a plan ---------------------------------------------------------------------------------------
+class WorkClock:
+    """A clock that counts work: coalescing a row costs `per_row`, merging a reading of the runs
+    `per_merged` (temporal.coalesce_rows and merge_runs wrapped), so which strategy is cheaper is
+    set by the test, not by the machine."""
+
+    def __init__(self, monkeypatch, per_row: float, per_merged: float):
+        self.now = 0.0
+        coalesce, merge = temporal.coalesce_rows, temporal.merge_runs
+
+        def counted_coalesce(rows):
+            rows = list(rows)
+            self.now += per_row * len(rows)
+            return coalesce(rows)
+
+        def counted_merge(parts):
+            self.now += per_merged * sum(len(st) for p in parts for rs in p.values() for _, st in rs)
+            return merge(parts)
+
+        monkeypatch.setattr(temporal, "coalesce_rows", counted_coalesce)
+        monkeypatch.setattr(temporal, "merge_runs", counted_merge)
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _stream(seed: int, slides: int, subwindows: int = 5, per_slide: int = 60, late: float = 0.2):
+    """A stream of readings of 3 sensors with 3 values, a share `late` of them a slide late
+    (unique ts); and the rows appended per slide."""
+    rng = random.Random(seed)
+    s = Stream("readings", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=10, clock="manual"), 0)
+    batches: list[list] = [[] for _ in range(slides)]
+    for ts in range(slides * per_slide):
+        k = min(ts // per_slide + (rng.random() < late), slides - 1)
+        batches[k].append((ts, f"s{rng.randrange(3)}", rng.randrange(3)))
+    return s, batches
+
+
+def _append(s, batch, k):
+    s.append({"ts": [r[0] for r in batch], "sensor": [r[1] for r in batch], "temp": [r[2] for r in batch]})
+    s.window.slide(k)
+
+
+@pytest.mark.parametrize("per_merged, late, cheaper", [(0.0, 0.0, EAGER), (3.0, 0.2, LAZY)])
+def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(monkeypatch, per_merged, late, cheaper):
+    """Eager coalesces a new sub-window's rows once and merges the window's runs per execution
+    (re-coalescing the readings a late row's sub-window interleaves with); lazy coalesces the
+    window's rows per execution. In order and with merging free eager is cheaper (a fifth of the
+    coalescing); with late rows and merging at three times a row's coalescing lazy is. The plan
+    ends on the cheaper one from either start, and its answers equal both forced strategies'
+    throughout."""
+    clock = WorkClock(monkeypatch, per_row=1.0, per_merged=per_merged)
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    for start in (EAGER, LAZY):
+        s, batches = _stream(1, 60, late=late)
+        plan = forced = None
+        for k, batch in enumerate(batches):
+            _append(s, batch, k)
+            if k < 4:
+                continue
+            if plan is None:
+                plan = plan_query(parse_query(text), s, periodic=True)
+                plan._temporal.measure_with(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16))
+                forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
+                for st, p in forced.items():
+                    p._temporal.use(st)
+            got = run_plan(plan).rows
+            assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows
+        m = plan._temporal.measured
+        assert m.strategy == cheaper and m.model_choice == start
+        assert f"coalesced {cheaper}, measured" in plan.explain()["how"]
+
+
+def test_plan_query_measures_periodic_temporal_queries_only_when_given_a_clock():
+    s, batches = _stream(2, 3)
+    for k, b in enumerate(batches):
+        _append(s, b, k)
+    periodic = "SELECT sensor, COUNT(*) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    one_time = "SELECT sensor, COUNT(VALID(temp)) FROM readings GROUP BY sensor"
+    measured = plan_query(parse_query(periodic.replace("COUNT(*)", "COUNT(VALID(temp))")), s, periodic=True,
+                          work_clock=lambda: 0.0)
+    assert measured._temporal.measured is not None
+    assert "until executions of both strategies measure them" in measured.explain()["how"]
+    assert plan_query(parse_query(one_time), s, work_clock=lambda: 0.0)._temporal.measured is None
+    assert plan_query(parse_query(periodic.replace("COUNT(*)", "COUNT(VALID(temp))")), s,
+                      periodic=True)._temporal.measured is None
+    assert plan_query(parse_query(periodic), s, periodic=True, work_clock=lambda: 0.0)._temporal is None
+
+
+def test_fewer_trials_where_the_model_is_sure_than_where_its_estimates_are_close():
+    from windowstore.store.temporal import SURE, SURE_TRIALS, TRIALS
+
+    assert SURE_TRIALS < TRIALS
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    trials = {}
+    for name, value in (("constant", lambda i: 1), ("changing", lambda i: i)):
+        s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+        for k in range(4):
+            ts = list(range(k * 500, (k + 1) * 500))
+            _append(s, [(t, f"s{t % 3}", value(t)) for t in ts], k)
+        t = plan_query(parse_query(text), s, periodic=True, work_clock=lambda: 0.0)._temporal
+        low, high = sorted((t.model.all_eager, t.model.all_lazy))
+        trials[name] = (t.measured.trials, high / low)
+    assert trials["constant"][0] == SURE_TRIALS and trials["constant"][1] >= SURE  # one run per sensor: eager by far
+    assert trials["changing"][0] == TRIALS and trials["changing"][1] < SURE  # a run per reading: close
+
+
+def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_slide():
+    """A clock that stands still or jumps at random makes the choice flip between eager and lazy
+    (eager's runs missing for sub-windows read lazily, built on the next eager read); every answer
+    of every query equals the DuckDB oracle over the window's rows."""
+    rng = random.Random(7)
+    state = {"now": 0.0}
+
+    def jumpy() -> float:
+        state["now"] += rng.choice((0.0, 0.0, 1.0))
+        return state["now"]
+
+    con = duckdb.connect()
+    s, batches = _stream(3, 14, subwindows=4, per_slide=12)
+    plans = {}
+    held: list[list] = []
+    strategies = set()
+    for k, batch in enumerate(batches):
+        _append(s, batch, k)
+        held.append(batch)
+        window = [r for b in held[-4:] for r in b]
+        for text, sql in zip(QUERIES, ORACLE):
+            text = text.replace("FROM readings", "FROM readings [SLIDE 1 SUBWINDOWS]")
+            if text not in plans:
+                plans[text] = plan_query(parse_query(text), s, periodic=True)
+                plans[text]._temporal.measure_with(jumpy, MeasuredChoice(EAGER, trials=1, first_gap=1, max_gap=2,
+                                                                         keep=1, margin=0.0))
+            strategies.add(plans[text]._temporal.strategy)
+            got = [tuple(float(x) if isinstance(x, float) else x for x in r) for r in run_plan(plans[text]).rows]
+            if sql is None:
+                want = oracle(con, window, FILTERED_ORACLE, where=lambda r: r[2] > 1)
+            elif "GROUP BY" not in text:
+                want = oracle(con, [(ts, "", v) for ts, _, v in window], sql)
+            else:
+                want = oracle(con, window, sql)
+            assert got == want, (text, k)
+    assert strategies == {EAGER, LAZY}
+    assert sum(p._temporal.measured.switches for p in plans.values()) >= len(plans)

@@ -88,10 +88,14 @@ class Select:
 class Compiled:
     """A Select bound against its input columns' types (see the module docstring)."""
 
-    def __init__(self, sel: Select, column_types: dict[str, str], where_loc: Loc | None = None):
-        self.sel = sel
+    def __init__(self, sel: Select, column_types: dict[str, str], where_loc: Loc | None = None,
+                 time_column: str | None = None):
+        labels = [it.label for it in sel.items]  # as written (before the event-time column is read as a timestamp)
         self.input_types = column_types
         self._types: dict[Expr, str] = {}
+        if time_column is not None and column_types.get(time_column) == "int64":
+            sel = _event_time_as_timestamp(sel, time_column, lambda x: infer(x, self._input_type))
+        self.sel = sel
         items = [it.expr for it in sel.items]
         keys = [self._group_key(g, items) for g in sel.group_by]
         self.keys: list[Expr] = list(dict.fromkeys(keys))
@@ -107,7 +111,6 @@ class Compiled:
             if has_aggregate(k):
                 raise QueryError("an aggregate is not allowed in GROUP BY", k.loc)
             self.type(k)
-        labels = [it.label for it in sel.items]
         if self.grouped:
             self.items = [self._rewrite(e) for e in items]
             self.having = self._rewrite(sel.having) if sel.having is not None else None
@@ -137,6 +140,12 @@ class Compiled:
         if not self.grouped:
             out += self.items + [e for e, _ in self.order]
         return out
+
+    def _input_type(self, c: Col) -> str:
+        typ = self.input_types.get(c.name)
+        if typ is None:
+            raise QueryError(f"unknown column {c.name!r}", c.loc)
+        return typ
 
     # types, with the grouped columns (#k, #a) and the input's
     def column_type(self, c: Col) -> str:
@@ -211,6 +220,21 @@ class Compiled:
             return self._rewrite(e)
         self.type(e)
         return e
+
+
+def _event_time_as_timestamp(sel: Select, time_column: str, type_of) -> Select:
+    """`sel` with the event-time column read as a TIMESTAMP where it meets a timestamp or a date
+    (expr_temporal.event_time_as_timestamp), in every clause."""
+    from dataclasses import replace
+
+    from .expr_temporal import event_time_as_timestamp
+
+    def f(e: Expr | None) -> Expr | None:
+        return None if e is None else event_time_as_timestamp(e, time_column, type_of)
+
+    return replace(sel, items=tuple(replace(it, expr=f(it.expr)) for it in sel.items), where=f(sel.where),
+                   group_by=tuple(f(g) for g in sel.group_by), having=f(sel.having),
+                   order_by=tuple(replace(o, expr=f(o.expr)) for o in sel.order_by))
 
 
 def _answer_type(t: str) -> str:
@@ -512,13 +536,13 @@ def compile_query(query, schema, spec, periodic: bool = False):
     types = dict(schema.types)
     inner = None
     if sel.inner is not None:
-        inner = Compiled(sel.inner, types)
+        inner = Compiled(sel.inner, types, time_column=schema.time_column)
         labels = inner.labels
         for lab in labels:
             if labels.count(lab) > 1:
                 raise QueryError(f"the sub-query has {labels.count(lab)} columns named {lab!r}", query.loc)
         types = dict(zip(labels, inner.types))
-    return Compiled(sel, types), inner, n_q, every
+    return Compiled(sel, types, time_column=schema.time_column if inner is None else None), inner, n_q, every
 
 
 class ExprPlan:

@@ -318,6 +318,8 @@ def from_scaled(values: list, typ: str, e) -> list:
     return [None if v is None else _fit(Decimal(v).scaleb(-s), name(MAX_WIDTH, s), e) for v in values]
 
 
-def mean(total: Decimal, count: int) -> float:
-    """AVG of a decimal: the DOUBLE nearest the exact mean."""
-    return float(Fraction(total) / count)
+def mean(total: Decimal | int, count: int, scale: int = 0) -> float:
+    """AVG of a decimal: the DOUBLE nearest the exact mean of a sum `total` (a Decimal, or an integer
+    value * 10**scale) over `count` values, as DuckDB types it, on every path (window scan,
+    synopses, joins, and the clients' merges of partitions)."""
+    return float(Fraction(total) / (count * 10**scale))

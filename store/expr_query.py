@@ -502,8 +502,6 @@ def lowered(c: Compiled, query, schema_types: dict[str, str]):
     for a in c.aggs:
         if a.filter is not None or a.name not in _FIRST_GRAMMAR or not all(isinstance(x, Col) for x in a.args):
             return None
-        if a.name == "avg" and str(schema_types.get(a.args[0].name)).startswith("decimal("):  # type: ignore[attr-defined]
-            return None  # the first grammar's AVG of a decimal is a DECIMAL(38, s + 4); here a DOUBLE (DuckDB's)
         if a.distinct:
             if a.name != "count" or len(a.args) != 1:
                 return None

@@ -212,12 +212,13 @@ def test_a_bigint_beyond_2_53_casts_to_the_nearest_double():
 def test_aggregates_of_a_decimal_column_match_duckdb_on_every_path(column, seed):
     """SUM is DECIMAL(38, s), MIN / MAX / QUANTILE the column's type, grouped or not, on the synopsis
     path (a column's aggregate under expressions) as on the window path (DuckDB's quantile_disc); AVG
-    in an expression is a DOUBLE (the first grammar's AVG(col) alone is Spark's DECIMAL(38, s + 4):
-    test_types.py)."""
+    is a DOUBLE, in an expression and alone (test_types.py), as DuckDB types it."""
     _check(f"SELECT k, SUM({column}), MIN({column}), MAX({column}), SUM({column}) * 2, MAX({column}) - MIN({column}) "
            f"FROM s GROUP BY k ORDER BY k", seed, None)
     _check(f"SELECT AVG({column}) * 1, AVG({column} + 0), COUNT(DISTINCT {column}), QUANTILE({column}, 0.5) FROM s", seed,
            f"SELECT AVG({column}) * 1, AVG({column} + 0), COUNT(DISTINCT {column}), quantile_disc({column}, 0.5) FROM s")
+    _check(f"SELECT AVG({column}) FROM s", seed)  # the first grammar's AVG(col) alone: DuckDB's DOUBLE too
+    _check(f"SELECT k, AVG({column}), AVG({column}) / 2 FROM s GROUP BY k ORDER BY k", seed)
 
 
 @pytest.mark.parametrize("text", [

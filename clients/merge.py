@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
-from windowstore.store.expr_decimal import mean
+from windowstore.store.expr_decimal import add, mean
 from windowstore.store.functions import quantile_index
 from windowstore.store.parser import to_text
 from windowstore.store.planner import sorted_positions
@@ -157,8 +157,8 @@ def _combine(func: str, x, y):
         return y
     if y is None:
         return x
-    if func == "sum":
-        return x + y
+    if func == "sum":  # decimals exactly (the default context would round past 28 digits)
+        return add(x, y) if isinstance(x, Decimal) or isinstance(y, Decimal) else x + y
     return min(x, y) if func == "min" else max(x, y)
 
 

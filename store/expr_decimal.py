@@ -281,11 +281,17 @@ def result_type(fn: str, typ: str, digits: int | None = None) -> str:
     return typ
 
 
+def add(x: Decimal, y: Decimal) -> Decimal:
+    """x + y exactly (Python's default context keeps 28 digits: a sum of DECIMAL(38, s) values would
+    round); SUM's combine, here and in the clients' merges of partitions' partial sums."""
+    return _CTX.add(x, y)
+
+
 def sums(values: list, g: np.ndarray, n: int, typ: str, e) -> list:
     """SUM of a decimal per group, exactly, as DECIMAL(38, s): an error when beyond 38 digits."""
     out: list = [None] * n
     for k, v in zip(g.tolist(), values):
-        out[k] = v if out[k] is None else _CTX.add(out[k], v)
+        out[k] = v if out[k] is None else add(out[k], v)
     _, s = width_scale(typ)
     return [None if v is None else _fit(v, name(MAX_WIDTH, s), e) for v in out]
 

@@ -8,7 +8,9 @@ Types, as DuckDB gives them:
   point), DOUBLE beyond 38 digits; `1e3` is a DOUBLE;
 - an integer meets a decimal as DECIMAL(10,0) (a constant within int32) or DECIMAL(19,0) (BIGINT);
 - `a + b`, `a - b`: scale max(s1, s2), width max(p1 - s1, p2 - s2) + scale + 1; `a * b`: scale
-  s1 + s2, width p1 + p2 (at most 18 when both have at most 18 digits); `a % b`: scale max(s1, s2), width max(p1 - s1, p2 - s2) + scale; widths
+  s1 + s2, width p1 + p2, but 18 when both have at most 18 digits and the scale is below 18 (DuckDB
+  multiplies those in an int64 and refuses a product beyond 18 digits); `a % b`: scale max(s1, s2),
+  width max(p1 - s1, p2 - s2) + scale; widths
   capped at 38, and a value beyond its width is an error, never a wrapped or rounded value; `/` and
   any DOUBLE operand give a DOUBLE;
 - a comparison, CASE, COALESCE or NULLIF meets at scale max(s), width max(p - s) + scale;
@@ -99,8 +101,9 @@ def arith_type(op: str, lt: str, rt: str, left, right) -> str:
     if "float64" in (lt, rt) or op == "/":
         return "float64"
     (p1, s1), (p2, s2) = (_ws(lt, left), _ws(rt, right))
-    if op == "*":  # two decimals of up to 18 digits multiply in 18 digits (DuckDB's int64 product)
-        return name(min(MAX_WIDTH, p1 + p2) if p1 > 18 or p2 > 18 else min(18, p1 + p2), s1 + s2)
+    if op == "*":  # DuckDB's binder: operands of up to 18 digits whose product has a scale below 18
+        p, s = p1 + p2, s1 + s2  # multiply in an int64, so in 18 digits; any other product in p1 + p2
+        return name(18 if p > 18 and max(p1, p2) <= 18 and s < 18 else min(MAX_WIDTH, p), s)
     s = max(s1, s2)
     extra = 1 if op in "+-" else 0
     return name(min(MAX_WIDTH, max(p1 - s1, p2 - s2) + s + extra), s)

@@ -197,11 +197,16 @@ def test_the_known_case_a_date_from_a_timestamp_constant():
     "SELECT COUNT(*) FROM s WHERE d >= TIMESTAMP '2024-01-02 12:00:00' AND t < DATE '2030-01-01'",
     "SELECT d, COUNT(*) FROM s GROUP BY d HAVING d IN (TIMESTAMP '1970-01-02 00:00:00', DATE '1999-12-31')",
     "SELECT rid, COALESCE(d, TIMESTAMP '2024-01-02 00:00:00.000001') FROM s WHERE d < t OR t IS NULL ORDER BY rid",
+    "SELECT COUNT(*) FROM s WHERE d = TIMESTAMP '2024-01-02 00:00:00' OR d IN (TIMESTAMP '1999-12-31 00:00:00', "
+    "DATE '2001-01-01')",
+    "SELECT COUNT(*), MAX(t) FROM s WHERE ts > TIMESTAMP '1970-01-01 00:00:02.0005' AND t >= DATE '1980-01-01'",
+    "SELECT k, COUNT(*) FROM s GROUP BY k HAVING MAX(ts) < TIMESTAMP '1970-01-01 00:00:03' AND MIN(d) > DATE '1940-01-01'",
 ])
 def test_temporal_constants_keep_their_type_through_the_text_and_the_structured_form(text):
     """to_text writes TIMESTAMP / DATE constants back as such (not as the integers a column of the
-    other type would misread), and the structured form of an expression carries them as timestamp_us /
-    date_days (the first grammar's pb.Value has no temporal kind: its integers are the column's units)."""
+    other type would misread), and the structured form carries them as timestamp_us / date_days: an
+    expression's Expr and the first grammar's Value alike (text -> pb -> text is the text, and the
+    answers are equal, and DuckDB's)."""
     from windowstore.server import convert
     from windowstore.store.parser import parse_statement, to_text
     s, con, _ = _fixture(4)
@@ -210,10 +215,23 @@ def test_temporal_constants_keep_their_type_through_the_text_and_the_structured_
     assert "TIMESTAMP '" in to_text(q) and again == q
     want = run_plan(plan_query(q, s)).rows
     assert run_plan(plan_query(again, s)).rows == want
-    if q.expr is not None:
-        wire = convert.query_from_pb(convert.query_to_pb(q))
-        assert wire == q and run_plan(plan_query(wire, s)).rows == want
-    assert want == [tuple(_plain(v) for v in r) for r in con.execute(text).fetchall()]
+    pb = convert.query_to_pb(q)
+    wire = convert.query_from_pb(pb)
+    assert wire == q and to_text(wire) == to_text(q) and run_plan(plan_query(wire, s)).rows == want
+    if q.expr is None:  # the first grammar: the constants travel as pb.Value's timestamp_us / date_days
+        kinds = {v.WhichOneof("kind") for c in pb.where for p in c.predicates for v in p.values}
+        kinds |= {v.WhichOneof("kind") for v in _having_values(pb.having)}
+        assert "timestamp_us" in kinds and "int64_value" not in kinds, kinds
+    assert want == [tuple(_plain(v) for v in r) for r in con.execute(_as_epoch_ms(text)).fetchall()]
+
+
+def _having_values(h) -> list:
+    which = h.WhichOneof("condition")
+    if which == "test":
+        return list(h.test.values)
+    if which in ("all_of", "any_of"):
+        return [v for part in getattr(h, which).parts for v in _having_values(part)]
+    return _having_values(h.negate) if which == "negate" else []
 
 
 @settings(max_examples=examples(40), deadline=None)
@@ -303,3 +321,14 @@ def test_another_integer_against_a_timestamp_or_date_is_refused_naming_both_type
     assert err.value.reason.startswith(reason) and err.value.position == pos, str(err.value)
     with pytest.raises(duckdb.Error):
         con.execute(text).fetchall()
+
+
+def test_a_temporal_value_beyond_the_years_1_to_9999_is_refused_naming_its_field():
+    from windowstore.server import convert
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    q = pb.StructuredQuery(stream="s", items=[pb.SelectItem(aggregate=pb.Aggregate(func=pb.AGGREGATE_FUNCTION_COUNT))])
+    q.where.add().predicates.add(column="t", op=">", values=[pb.Value(timestamp_us=2**62)])
+    with pytest.raises(QueryError) as err:
+        convert.query_from_pb(q)
+    assert err.value.loc.field == "where[0].predicates[0].values[0]" and "timestamp_us" in err.value.reason

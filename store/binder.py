@@ -375,7 +375,7 @@ class _Binder:
             out.append(v if u is None else u)
         return tuple(out)
 
-    def is_event_time(self, column: str) -> bool:
+    def is_event_time(self, column: str | None) -> bool:
         """Whether `column` names the stream's event-time column (int64 ms since the epoch)."""
         return column == self.schema.time_column
 

@@ -229,11 +229,12 @@ def _event_time_as_timestamp(sel: Select, time_column: str, type_of) -> Select:
 
     from .expr_temporal import event_time_as_timestamp
 
-    def f(e: Expr | None) -> Expr | None:
-        return None if e is None else event_time_as_timestamp(e, time_column, type_of)
+    def f(e: Expr) -> Expr:
+        return event_time_as_timestamp(e, time_column, type_of)
 
-    return replace(sel, items=tuple(replace(it, expr=f(it.expr)) for it in sel.items), where=f(sel.where),
-                   group_by=tuple(f(g) for g in sel.group_by), having=f(sel.having),
+    return replace(sel, items=tuple(replace(it, expr=f(it.expr)) for it in sel.items),
+                   where=None if sel.where is None else f(sel.where), group_by=tuple(f(g) for g in sel.group_by),
+                   having=None if sel.having is None else f(sel.having),
                    order_by=tuple(replace(o, expr=f(o.expr)) for o in sel.order_by))
 
 

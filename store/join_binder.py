@@ -198,7 +198,7 @@ class _JoinBinder(_Binder):
         """The single-stream binder's hook (aggregates, predicates): resolve across the sources."""
         return self.resolve(column, loc).type
 
-    def is_event_time(self, column: str) -> bool:
+    def is_event_time(self, column: str | None) -> bool:
         """Whether `column` names a joined stream's event-time column (a name that resolves to none: no)."""
         try:
             ref = self.resolve(column, None)

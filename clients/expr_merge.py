@@ -80,14 +80,15 @@ class ExprMergePlan:
         return merged_answer(answers, c.labels, rows, c.types, exact=all(a.exact for a in answers), guaranteed=None)
 
 
-def plan_expr_merge(q: Query, types: dict[str, str]) -> ExprMergePlan:
+def plan_expr_merge(q: Query, types: dict[str, str], time_column: str | None = None) -> ExprMergePlan:
     """The plan of a query with expressions on a partitioned stream (column `types`: the stream's
-    schema); InvalidArgument naming what has no exact merge."""
+    schema; `time_column`: its event-time column, which meets a TIMESTAMP as one, as on a server);
+    InvalidArgument naming what has no exact merge."""
     sel: Select = q.expr  # type: ignore[assignment]  # a query with expressions
     if sel.inner is not None:
         raise InvalidArgument("a sub-query (SELECT ... FROM (SELECT ...)) on a partitioned stream is not supported")
     try:
-        c = Compiled(sel, dict(types))
+        c = Compiled(sel, dict(types), time_column=time_column)
     except QueryError as e:
         raise InvalidArgument(str(e)) from None
     if c.uses_now:

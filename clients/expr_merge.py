@@ -16,14 +16,12 @@ not aggregate.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from decimal import Decimal
 
 import pyarrow as pa
 
 from windowstore.store.errors import QueryError
 from windowstore.store.expr import Agg
 from windowstore.store.expr import arrow_type
-from windowstore.store.expr_decimal import mean
 from windowstore.store.expr_query import Compiled, Select, SelectExpr, _storage, run, select_text
 from windowstore.store.query import Query
 
@@ -45,7 +43,7 @@ class ExprMergePlan:
         return select_text(replace(self.query, stream=stream, as_of_slide=slide))
 
     def merge(self, answers: list[Answer]) -> Answer:
-        from .merge import _combine
+        from .merge import _combine, mean_of
 
         k = self.keys
         acc: dict[tuple, list] = {}
@@ -64,7 +62,7 @@ class ExprMergePlan:
         for j, agg in enumerate(c.aggs):
             at = {f: i for i, (f, ref) in enumerate(self.parts) if ref == j}
             if agg.name == "avg":
-                raw[f"#a{j}"] = [_avg(acc[g][at["sum"]], acc[g][at["count"]]) for g in groups]
+                raw[f"#a{j}"] = [mean_of(acc[g][at["sum"]], acc[g][at["count"]]) for g in groups]
             else:
                 raw[f"#a{j}"] = [acc[g][at[agg.name]] for g in groups]
         gcols: dict[str, pa.Array | None] = {}
@@ -82,22 +80,15 @@ class ExprMergePlan:
         return merged_answer(answers, c.labels, rows, c.types, exact=all(a.exact for a in answers), guaranteed=None)
 
 
-def _avg(s, n):
-    if not n or s is None:
-        return None
-    if isinstance(s, Decimal):  # AVG of a decimal: a DOUBLE, as in the store (expr_decimal.mean)
-        return mean(s, n)
-    return s / n
-
-
-def plan_expr_merge(q: Query, types: dict[str, str]) -> ExprMergePlan:
+def plan_expr_merge(q: Query, types: dict[str, str], time_column: str | None = None) -> ExprMergePlan:
     """The plan of a query with expressions on a partitioned stream (column `types`: the stream's
-    schema); InvalidArgument naming what has no exact merge."""
+    schema; `time_column`: its event-time column, which meets a TIMESTAMP as one, as on a server);
+    InvalidArgument naming what has no exact merge."""
     sel: Select = q.expr  # type: ignore[assignment]  # a query with expressions
     if sel.inner is not None:
         raise InvalidArgument("a sub-query (SELECT ... FROM (SELECT ...)) on a partitioned stream is not supported")
     try:
-        c = Compiled(sel, dict(types))
+        c = Compiled(sel, dict(types), time_column=time_column)
     except QueryError as e:
         raise InvalidArgument(str(e)) from None
     if c.uses_now:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import Decimal
 
+from windowstore.store.expr_decimal import add, mean
 from windowstore.store.functions import quantile_index
 from windowstore.store.parser import to_text
 from windowstore.store.planner import sorted_positions
@@ -104,16 +105,7 @@ class MergePlan:
             if func in ("count", "sum", "min", "max"):
                 return at[(func, column)]
             if func == "avg":
-                s, n = at[("sum", column)], at[("count", column)]
-                if not n or s is None:
-                    return None
-                t = part_types[("sum", column)]
-                if t.startswith("decimal("):
-                    scale = int(t[8:-1].split(",")[1]) + 4
-                    with localcontext() as ctx:  # exact enough for 38 digits, then rounded once
-                        ctx.prec = 80
-                        return (Decimal(s) / Decimal(n)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP)
-                return s / n
+                return mean_of(at[("sum", column)], at[("count", column)])
             values = counted[key][column] if key in counted else Counter()
             if func == "count_distinct":
                 return len(values)
@@ -136,8 +128,7 @@ class MergePlan:
             if func in ("sum", "min", "max"):
                 return part_types[(func, column)]
             if func == "avg":
-                t = part_types[("sum", column)]
-                return f"decimal(38,{int(t[8:-1].split(',')[1]) + 4})" if t.startswith("decimal(") else "float64"
+                return "float64"  # of a decimal too, as DuckDB (expr_decimal.mean)
             return value_types[column]
 
         keys = list(acc)
@@ -149,6 +140,16 @@ class MergePlan:
         return rows, [final_type(what) for what in self.finals]
 
 
+def mean_of(total, count: int | None):
+    """AVG from its partial form, the partitions' SUM and COUNT merged: the store's own mean (a
+    DOUBLE; of a decimal the double nearest the exact mean, expr_decimal.mean), None over no value."""
+    if not count or total is None:
+        return None
+    if isinstance(total, Decimal):
+        return mean(total, count)
+    return total / count  # (Python's int / int: the nearest double to the exact quotient)
+
+
 def _combine(func: str, x, y):
     if func in ("count",):
         return (x or 0) + (y or 0)
@@ -156,8 +157,8 @@ def _combine(func: str, x, y):
         return y
     if y is None:
         return x
-    if func == "sum":
-        return x + y
+    if func == "sum":  # decimals exactly (the default context would round past 28 digits)
+        return add(x, y) if isinstance(x, Decimal) or isinstance(y, Decimal) else x + y
     return min(x, y) if func == "min" else max(x, y)
 
 

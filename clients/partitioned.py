@@ -49,6 +49,7 @@ class Layout:
     node: int | None = None
     types: dict | None = None  # column -> int64, string, float64, ... (as the stream declares them)
     event_time: str | None = None  # clock='event': the time column, whose newest value every partition hears
+    time_column: str = "ts"  # the event-time column (int64 ms since the epoch), whatever the clock
 
 
 def _error_like(e: WindowStoreError, message: str) -> WindowStoreError:
@@ -168,7 +169,8 @@ class ClusterClient:
                     types = {c["name"]: c["type"].removeprefix("COLUMN_TYPE_").lower() for c in spec["columns"]}
                     event = spec.get("clock") == "CLOCK_EVENT"
                     found = Layout(stream, part["count"], tuple(part["key"]), types=types,
-                                   event_time=(spec.get("time_column") or "ts") if event else None)
+                                   event_time=(spec.get("time_column") or "ts") if event else None,
+                                   time_column=spec.get("time_column") or "ts")
                 elif spec["name"] == stream and not (part and part["count"]):
                     found = Layout(stream, 0, (), node=i)
         if found is None:
@@ -221,7 +223,7 @@ class ClusterClient:
             raise InvalidArgument("origin_ms applies to time sub-windows with clock='processing' or 'event'")
         origin = (int(time.time() * 1000) if origin_ms is None else origin_ms) if timed else None
         layout = Layout(name, partitions, partition_by, types=dict(schema),
-                        event_time=time_column if clock == Clock.EVENT else None)
+                        event_time=time_column if clock == Clock.EVENT else None, time_column=time_column)
 
         def create(p: int, node) -> dict:
             req = create_request(partition_name(name, p), schema, subwindows, subwindow_ms, subwindow_rows, clock,
@@ -661,7 +663,7 @@ def _merge_plan(parsed, lay: Layout):
     from .sketch_merge import has_sketch, plan_sketch_merge
 
     if parsed.expr is not None:  # expressions: partial aggregates per partition, the rest after the merge
-        return plan_expr_merge(parsed, lay.types or {})
+        return plan_expr_merge(parsed, lay.types or {}, lay.time_column)
     if has_sketch(parsed):  # the partitions' sketches (return_sketches), merged by the sketch library
         return plan_sketch_merge(parsed, lay.types or {})
     if parsed.approximate:  # top-k lists: the thesis's bounds over the partitions' answers

@@ -121,18 +121,8 @@ class SketchMergePlan:
         at = {p: (got[i], part_types[i] if i < len(part_types) else "int64") for i, p in enumerate(self.parts)}
         if func != "avg":
             return at[(func, column)]
-        (s, t), (n, _) = at[("sum", column)], at[("count", column)]
-        if not n or s is None:
-            return None, "float64"
-        if t.startswith("decimal("):
-            from decimal import ROUND_HALF_UP, Decimal, localcontext
-
-            scale = int(t[8:-1].split(",")[1]) + 4
-            with localcontext() as ctx:
-                ctx.prec = 80
-                return ((Decimal(s) / Decimal(n)).quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP),
-                        f"decimal(38,{scale})")
-        return s / n, "float64"
+        from .merge import mean_of
+        return mean_of(at[("sum", column)][0], at[("count", column)][0]), "float64"
 
 
 def _top_k(sketches: list, typ: str, k: int, size: int) -> list[tuple]:

@@ -208,6 +208,9 @@ def _literal(v: pb.Value, loc: Loc) -> Lit:
         return Lit(v.float64_value, "float64", loc=loc)
     from .convert_query import value_from_pb
     x = value_from_pb(v, loc.field or "literal")
+    kind = getattr(x, "kind", None)
+    if kind is not None:  # Value.timestamp_us / date_days: as Expr.timestamp_us / date_days
+        return Lit(int(x), kind, loc=loc)
     if isinstance(x, Decimal):  # as the text's 1.5: a DECIMAL constant of its digits (1e3: a DOUBLE)
         dec = literal_type(format(x, "f")) if x.is_finite() and x.as_tuple().exponent <= 0 else None  # type: ignore[operator]
         return Lit(x, dec, loc=loc) if dec is not None else Lit(float(x), "float64", loc=loc)

@@ -12,6 +12,7 @@ from decimal import Decimal
 from windowstore.store import InvalidInput, Loc, QueryError
 from windowstore.store.cumulative import CumulativeShape
 from windowstore.store.exact import INT64_MAX, INT64_MIN
+from windowstore.store.expr_temporal import DateLiteral, TimestampLiteral, in_text_range, typed_literal
 from windowstore.store.functions import FUNCTIONS
 from windowstore.store.parser import MAX_NUMBER_LENGTH
 from windowstore.store.query import (OPS, Aggregate, Band, Equal, HavingTest, JoinQuery, KeyColumn, Logical, OfTotal,
@@ -35,6 +36,10 @@ _NUMBER = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 _INT128_MIN, _INT128_MAX = -(2**127), 2**127 - 1
 
 
+_TEMPORAL_KINDS = {"timestamp_us": "timestamp", "date_days": "date"}  # pb.Value kind -> the constant's SQL type
+_KIND_OF = {typ: kind for kind, typ in _TEMPORAL_KINDS.items()}
+
+
 def value_from_pb(v: pb.Value, where: str = "value"):
     kind = v.WhichOneof("kind")
     if kind is None:
@@ -46,6 +51,11 @@ def value_from_pb(v: pb.Value, where: str = "value"):
         if len(text) > MAX_NUMBER_LENGTH or not _NUMBER.fullmatch(text):
             raise QueryError(f"decimal_value {text[:40]!r} is not a decimal number", Loc(field=where))
         return Decimal(text) if any(ch in text for ch in ".eE") else int(text)
+    if kind in _TEMPORAL_KINDS:  # a TIMESTAMP or DATE constant keeps its type (the column meets it as DuckDB does)
+        value = getattr(v, kind)
+        if not in_text_range(_TEMPORAL_KINDS[kind], value):
+            raise QueryError(f"{kind} {value} is beyond the years 1 to 9999", Loc(field=where))
+        return typed_literal(_TEMPORAL_KINDS[kind], value)
     return getattr(v, kind)
 
 
@@ -62,6 +72,8 @@ def set_value(v: pb.Value, x) -> None:
         return
     if isinstance(x, bool):
         v.bool_value = x
+    elif isinstance(x, (TimestampLiteral, DateLiteral)):  # a query constant: its type travels with it
+        setattr(v, _KIND_OF[x.kind], int(x))
     elif isinstance(x, str):
         v.string_value = x
     elif isinstance(x, float):

@@ -338,7 +338,7 @@ class _Binder:
         values = p.value if listed else (p.value,)
         if listed and (not isinstance(values, tuple) or not values):
             self.fail(f"{p.op.upper()} needs a list of values", p.loc)
-        values = self.temporal_literals(values, typ, p.column, p.loc)
+        values = self.temporal_literals(values, typ, p.column, p.loc, self.is_event_time(p.column))
         for v in values:
             numeric = isinstance(v, (int, float, Decimal, Fraction)) and not isinstance(v, bool)
             if isinstance(v, bool):
@@ -362,17 +362,22 @@ class _Binder:
             return Comparison(p.column, typ, p.op, np.array(members, dtype=np.int64))
         return int_comparison(p.column, p.op, exact_value(values[0]) * mult)
 
-    def temporal_literals(self, values: tuple, typ: str, column: str, loc) -> tuple:
+    def temporal_literals(self, values: tuple, typ: str, column: str, loc, event_time: bool = False) -> tuple:
         """The TIMESTAMP / DATE constants among `values` in the units of a `typ` column (exact ints or
-        Fractions: expr_temporal.literal_in), the others as they are."""
+        Fractions: expr_temporal.literal_in; `event_time`: the column is the event-time column), the
+        others as they are."""
         out = []
         for v in values:
             try:
-                u = literal_in(typ, v)
+                u = literal_in(typ, v, event_time)
             except ValueError as err:
                 self.fail(f"column {column!r} is {typ}; cannot compare it with {v!r}: {err}", loc, column)
             out.append(v if u is None else u)
         return tuple(out)
+
+    def is_event_time(self, column: str | None) -> bool:
+        """Whether `column` names the stream's event-time column (int64 ms since the epoch)."""
+        return column == self.schema.time_column
 
     def order_item(self, o, items: list[OutputItem], aggs: list[BoundAggregate],
                    group_keys: Sequence[str] = ()) -> tuple[int | KeyRef | None, bool]:
@@ -446,9 +451,11 @@ class _Binder:
                 self.fail(f"HAVING {name!r}: the column must be a GROUP BY column, or be aggregated", c.loc, name)
             else:
                 self.fail(f"HAVING {name!r} names no select item or column", c.loc)
-        return GroupFilter("test", [], ref, self.having_test(c, name, typ))
+        event_time = self.is_event_time(name) if ref[0] == "key" else isinstance(c.operand, Aggregate) and \
+            c.operand.func in ("min", "max", "quantile") and self.is_event_time(c.operand.column)  # one of its values
+        return GroupFilter("test", [], ref, self.having_test(c, name, typ, event_time))
 
-    def having_test(self, c: HavingTest, name: str, typ: str):
+    def having_test(self, c: HavingTest, name: str, typ: str, event_time: bool = False):
         """`value op literal` on one group's value (a Python value; decimals as their scaled
         integers, as the planner holds them): True, False, or None (unknown: NULL)."""
         op = c.op
@@ -461,7 +468,7 @@ class _Binder:
         if listed and (not isinstance(values, tuple) or not values):
             self.fail(f"{op.upper()} needs a list of values", c.loc)
         kind = type_kind(typ)
-        values = self.temporal_literals(values, typ, name, c.loc)
+        values = self.temporal_literals(values, typ, name, c.loc, event_time)
         for v in values:
             numeric = isinstance(v, (int, float, Decimal, Fraction)) and not isinstance(v, bool)
             ok = (isinstance(v, bool) if kind == "boolean" else isinstance(v, str) if kind == "string" else numeric)

@@ -250,7 +250,7 @@ class Agg(Expr):
 SCALAR_FUNCTIONS = {  # name -> (min args, max args)
     "lower": (1, 1), "upper": (1, 1), "length": (1, 1), "substr": (2, 3), "substring": (2, 3),
     "concat": (1, 64), "abs": (1, 1), "round": (1, 2), "floor": (1, 1), "ceil": (1, 1), "ceiling": (1, 1),
-    "coalesce": (1, 64), "nullif": (2, 2), "time_bucket": (2, 2), "date_trunc": (2, 2),
+    "coalesce": (1, 64), "nullif": (2, 2), "time_bucket": (2, 2), "date_trunc": (2, 2), "epoch_ms": (1, 1),
 }
 CONCAT_OPERATOR = "||"  # `a || b` (a Func of this name): NULL when either is NULL, where concat() skips NULLs
 AGGREGATES = ("count", "sum", "avg", "min", "max", "quantile", "median")
@@ -318,6 +318,14 @@ def _unify(parts: list[Expr], e: Expr, what: str, t: Callable[[Expr], str], resu
                 _fail(f"{what} mixes a timestamp or date with {sql(x)}, a time in milliseconds", x,
                       hint="NOW() and INTERVAL constants are event-time milliseconds; move the timestamp by an "
                       "INTERVAL (t + INTERVAL '1 h') or compare the event-time column")
+        for c, ct in zip(parts, types):  # a TIMESTAMP or DATE constant against a number: in which unit?
+            if isinstance(c, Lit) and ct in TEMPORAL:
+                for x, xt in zip(parts, types):
+                    if _number(xt):
+                        _fail(f"{what} of {sql(x)} ({_SQL_TYPE.get(xt, xt.upper())}) with {sql(c)} ({ct.upper()}): a "
+                              f"{ct.upper()} constant compares with timestamp and date values only", x,
+                              hint="the event-time column meets it as a TIMESTAMP; an integer holding milliseconds "
+                              "since the epoch does as epoch_ms(x)")
     return common_type(types, e, what, parts, result)
 
 
@@ -455,6 +463,9 @@ def _func_type(e: Func, types: list[str], t: Callable[[Expr], str]) -> str:
     if n == "nullif":
         _unify(list(e.args), e, "NULLIF", t)
         return types[0] if types[0] != "null" else types[1]
+    if n == "epoch_ms":  # milliseconds since the epoch as a TIMESTAMP (DuckDB's epoch_ms(BIGINT))
+        need(0, ("int64",), "milliseconds since the epoch (an integer)")
+        return "timestamp"
     if n == "time_bucket":
         if not (isinstance(e.args[0], Lit) and e.args[0].type == "interval" and e.args[0].value > 0):
             _fail("time_bucket() needs a positive INTERVAL constant as its first argument", e.args[0])
@@ -959,6 +970,9 @@ def _func(e: Func, args: list[pa.Array], types: list[str], typ: str, n: int, typ
         same = pc.fill_null(_cmp("=", a, b), False)  # compared as the common type, answered as the first's
         first = _as(args[0], typ)
         return pc.if_else(same, pa.nulls(n, first.type), first)
+    if name == "epoch_ms":
+        from .expr_temporal import from_epoch_ms
+        return from_epoch_ms(_as(args[0], "int64"), e)
     if name in ("time_bucket", "date_trunc"):
         width = e.args[0].value if name == "time_bucket" else TRUNC_UNITS[str(e.args[0].value).lower()]  # type: ignore[attr-defined]
         v, ok = _np(_as(args[1], "int64"), np.int64)

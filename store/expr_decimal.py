@@ -8,7 +8,9 @@ Types, as DuckDB gives them:
   point), DOUBLE beyond 38 digits; `1e3` is a DOUBLE;
 - an integer meets a decimal as DECIMAL(10,0) (a constant within int32) or DECIMAL(19,0) (BIGINT);
 - `a + b`, `a - b`: scale max(s1, s2), width max(p1 - s1, p2 - s2) + scale + 1; `a * b`: scale
-  s1 + s2, width p1 + p2 (at most 18 when both have at most 18 digits); `a % b`: scale max(s1, s2), width max(p1 - s1, p2 - s2) + scale; widths
+  s1 + s2, width p1 + p2, but 18 when both have at most 18 digits and the scale is below 18 (DuckDB
+  multiplies those in an int64 and refuses a product beyond 18 digits); `a % b`: scale max(s1, s2),
+  width max(p1 - s1, p2 - s2) + scale; widths
   capped at 38, and a value beyond its width is an error, never a wrapped or rounded value; `/` and
   any DOUBLE operand give a DOUBLE;
 - a comparison, CASE, COALESCE or NULLIF meets at scale max(s), width max(p - s) + scale;
@@ -99,8 +101,9 @@ def arith_type(op: str, lt: str, rt: str, left, right) -> str:
     if "float64" in (lt, rt) or op == "/":
         return "float64"
     (p1, s1), (p2, s2) = (_ws(lt, left), _ws(rt, right))
-    if op == "*":  # two decimals of up to 18 digits multiply in 18 digits (DuckDB's int64 product)
-        return name(min(MAX_WIDTH, p1 + p2) if p1 > 18 or p2 > 18 else min(18, p1 + p2), s1 + s2)
+    if op == "*":  # DuckDB's binder: operands of up to 18 digits whose product has a scale below 18
+        p, s = p1 + p2, s1 + s2  # multiply in an int64, so in 18 digits; any other product in p1 + p2
+        return name(18 if p > 18 and max(p1, p2) <= 18 and s < 18 else min(MAX_WIDTH, p), s)
     s = max(s1, s2)
     extra = 1 if op in "+-" else 0
     return name(min(MAX_WIDTH, max(p1 - s1, p2 - s2) + s + extra), s)
@@ -281,11 +284,17 @@ def result_type(fn: str, typ: str, digits: int | None = None) -> str:
     return typ
 
 
+def add(x: Decimal, y: Decimal) -> Decimal:
+    """x + y exactly (Python's default context keeps 28 digits: a sum of DECIMAL(38, s) values would
+    round); SUM's combine, here and in the clients' merges of partitions' partial sums."""
+    return _CTX.add(x, y)
+
+
 def sums(values: list, g: np.ndarray, n: int, typ: str, e) -> list:
     """SUM of a decimal per group, exactly, as DECIMAL(38, s): an error when beyond 38 digits."""
     out: list = [None] * n
     for k, v in zip(g.tolist(), values):
-        out[k] = v if out[k] is None else _CTX.add(out[k], v)
+        out[k] = v if out[k] is None else add(out[k], v)
     _, s = width_scale(typ)
     return [None if v is None else _fit(v, name(MAX_WIDTH, s), e) for v in out]
 
@@ -318,6 +327,8 @@ def from_scaled(values: list, typ: str, e) -> list:
     return [None if v is None else _fit(Decimal(v).scaleb(-s), name(MAX_WIDTH, s), e) for v in values]
 
 
-def mean(total: Decimal, count: int) -> float:
-    """AVG of a decimal: the DOUBLE nearest the exact mean."""
-    return float(Fraction(total) / count)
+def mean(total: Decimal | int, count: int, scale: int = 0) -> float:
+    """AVG of a decimal: the DOUBLE nearest the exact mean of a sum `total` (a Decimal, or an integer
+    value * 10**scale) over `count` values, as DuckDB types it, on every path (window scan,
+    synopses, joins, and the clients' merges of partitions)."""
+    return float(Fraction(total) / (count * 10**scale))

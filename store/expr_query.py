@@ -102,11 +102,15 @@ def _expand_star(sel: Select, column_types: dict[str, str]) -> Select:
 class Compiled:
     """A Select bound against its input columns' types (see the module docstring)."""
 
-    def __init__(self, sel: Select, column_types: dict[str, str], where_loc: Loc | None = None):
+    def __init__(self, sel: Select, column_types: dict[str, str], where_loc: Loc | None = None,
+                 time_column: str | None = None):
         sel = _expand_star(sel, column_types)
-        self.sel = sel
+        labels = [it.label for it in sel.items]  # as written (before the event-time column is read as a timestamp)
         self.input_types = column_types
         self._types: dict[Expr, str] = {}
+        if time_column is not None and column_types.get(time_column) == "int64":
+            sel = _event_time_as_timestamp(sel, time_column, lambda x: infer(x, self._input_type))
+        self.sel = sel
         items = [it.expr for it in sel.items]
         keys = [self._group_key(g, items) for g in sel.group_by]
         self.keys: list[Expr] = list(dict.fromkeys(keys))
@@ -122,7 +126,6 @@ class Compiled:
             if has_aggregate(k):
                 raise QueryError("an aggregate is not allowed in GROUP BY", k.loc)
             self.type(k)
-        labels = [it.label for it in sel.items]
         if self.grouped:
             self.items = [self._rewrite(e) for e in items]
             self.having = self._rewrite(sel.having) if sel.having is not None else None
@@ -152,6 +155,12 @@ class Compiled:
         if not self.grouped:
             out += self.items + [e for e, _, _ in self.order]
         return out
+
+    def _input_type(self, c: Col) -> str:
+        typ = self.input_types.get(c.name)
+        if typ is None:
+            raise QueryError(f"unknown column {c.name!r}", c.loc)
+        return typ
 
     # types, with the grouped columns (#k, #a) and the input's
     def column_type(self, c: Col) -> str:
@@ -226,6 +235,22 @@ class Compiled:
             return self._rewrite(e)
         self.type(e)
         return e
+
+
+def _event_time_as_timestamp(sel: Select, time_column: str, type_of) -> Select:
+    """`sel` with the event-time column read as a TIMESTAMP where it meets a timestamp or a date
+    (expr_temporal.event_time_as_timestamp), in every clause."""
+    from dataclasses import replace
+
+    from .expr_temporal import event_time_as_timestamp
+
+    def f(e: Expr) -> Expr:
+        return event_time_as_timestamp(e, time_column, type_of)
+
+    return replace(sel, items=tuple(replace(it, expr=f(it.expr)) for it in sel.items),
+                   where=None if sel.where is None else f(sel.where), group_by=tuple(f(g) for g in sel.group_by),
+                   having=None if sel.having is None else f(sel.having),
+                   order_by=tuple(replace(o, expr=f(o.expr)) for o in sel.order_by))
 
 
 def _answer_type(t: str) -> str:
@@ -493,8 +518,6 @@ def lowered(c: Compiled, query, schema_types: dict[str, str]):
     for a in c.aggs:
         if a.filter is not None or a.name not in _FIRST_GRAMMAR or not all(isinstance(x, Col) for x in a.args):
             return None
-        if a.name == "avg" and str(schema_types.get(a.args[0].name)).startswith("decimal("):  # type: ignore[attr-defined]
-            return None  # the first grammar's AVG of a decimal is a DECIMAL(38, s + 4); here a DOUBLE (DuckDB's)
         if a.distinct:
             if a.name != "count" or len(a.args) != 1:
                 return None
@@ -527,13 +550,13 @@ def compile_query(query, schema, spec, periodic: bool = False):
     types = dict(schema.types)
     inner = None
     if sel.inner is not None:
-        inner = Compiled(sel.inner, types)
+        inner = Compiled(sel.inner, types, time_column=schema.time_column)
         labels = inner.labels
         for lab in labels:
             if labels.count(lab) > 1:
                 raise QueryError(f"the sub-query has {labels.count(lab)} columns named {lab!r}", query.loc)
         types = dict(zip(labels, inner.types))
-    return Compiled(sel, types), inner, n_q, every
+    return Compiled(sel, types, time_column=schema.time_column if inner is None else None), inner, n_q, every
 
 
 class ExprPlan:

@@ -66,16 +66,20 @@ def in_text_range(kind: str, value: int) -> bool:
     return lo // datetime.timedelta(microseconds=1) <= value <= hi // datetime.timedelta(microseconds=1)
 
 
-def literal_in(column_type: str, v):
+def literal_in(column_type: str, v, event_time: bool = False):
     """A first-grammar constant `v` in the units of a column of `column_type` (an exact int or
     Fraction), when `v` is a TIMESTAMP or DATE constant: a date column's days are compared as their
     midnights, so a timestamp constant is divided into days exactly (DuckDB casts the date up; the
-    order is the same); a timestamp column takes a date constant as its midnight. None when `v` is
-    no temporal constant; raises ValueError when the column cannot be compared with one (DuckDB
-    refuses a number against a timestamp or a date)."""
+    order is the same); a timestamp column takes a date constant as its midnight; the event-time
+    column (`event_time`: int64 milliseconds since the epoch) takes it as its milliseconds, exactly
+    (a Fraction where a timestamp has a part of a millisecond), as DuckDB compares epoch_ms(ts).
+    None when `v` is no temporal constant; raises ValueError when the column cannot be compared
+    with one (DuckDB refuses a number against a timestamp or a date)."""
     kind = getattr(v, "kind", None) if isinstance(v, int) and not isinstance(v, bool) else None
     if kind is None:
         return None
+    if event_time and column_type == "int64":
+        return Fraction(int(v), _US_PER_MS) if kind == "timestamp" else int(v) * (_US_PER_DAY // _US_PER_MS)
     if column_type not in TEMPORAL:
         raise ValueError(f"{kind.upper()} constants compare with timestamp and date columns only")
     if column_type == kind:
@@ -140,3 +144,86 @@ def evaluate_arith(e, left: pa.Array, right: pa.Array, types: Callable) -> pa.Ar
     except (pa.ArrowInvalid, OverflowError) as err:
         from .expr import sql
         raise QueryError(f"timestamp out of range in {sql(e)}", e.loc) from err
+
+
+def from_epoch_ms(a: pa.Array, e) -> pa.Array:
+    """epoch_ms(x): milliseconds since the epoch as a timestamp (microseconds), exactly; a value
+    beyond the timestamp range is an error naming `e`, never a wrapped one."""
+    try:
+        return pc.multiply_checked(a.cast(pa.int64()), _US_PER_MS)
+    except (pa.ArrowInvalid, OverflowError) as err:
+        from .expr import sql
+        raise QueryError(f"timestamp out of range in {sql(e)}", e.loc) from err
+
+
+_KEEPS_VALUE = ("min", "max", "quantile", "median")  # aggregates whose answer is one of the values
+
+
+def _event_ms(x, time_column: str) -> bool:
+    """Whether `x` is the event-time column, or an aggregate that answers one of its values."""
+    from .expr import Agg, Col
+    if isinstance(x, Col):
+        return x.name == time_column
+    return isinstance(x, Agg) and x.name in _KEEPS_VALUE and x.filter is None and len(x.args) == 1 and \
+        isinstance(x.args[0], Col) and x.args[0].name == time_column
+
+
+def event_time_as_timestamp(e, time_column: str, type_of: Callable):
+    """`e` with the stream's event-time column (int64 milliseconds since the epoch), where it meets a
+    timestamp or a date (a comparison, BETWEEN, IN, a simple CASE, CASE and COALESCE results,
+    NULLIF), read as the TIMESTAMP it is: epoch_ms(ts), as DuckDB types epoch_ms(ts); so `ts >
+    TIMESTAMP '2026-01-01 00:00:00'` compares instants, exactly (milliseconds times 1000 are
+    microseconds), never milliseconds with microseconds. MIN / MAX / QUANTILE / MEDIAN of it are
+    read so too. Any other expression of it against a timestamp or date (`ts + 5`) is refused by
+    name: its unit is not known. `type_of` types a node (raising QueryError when it cannot)."""
+    from dataclasses import replace
+
+    from .expr import Between, Case, Cmp, Func, InList, IsDistinct, _fail, map_children, sql
+
+    def typ(x) -> str | None:
+        try:
+            return type_of(x)
+        except QueryError:
+            return None  # (the binder reports it where it types the query)
+
+    def meet(parts: list) -> list:
+        types = [typ(x) for x in parts]
+        if not any(t in TEMPORAL for t in types):
+            return parts
+        out = []
+        for x, t in zip(parts, types):
+            if _event_ms(x, time_column):
+                x = Func("epoch_ms", (x,), loc=x.loc)
+            elif t is not None and t not in TEMPORAL and any(_event_ms(n, time_column) for n in x.walk()):
+                _fail(f"{sql(x)} is computed from the event-time column {time_column!r}, a time in milliseconds, "
+                      "and meets a timestamp or date here: in which unit?", x,
+                      hint=f"compare {time_column} itself (it meets a TIMESTAMP as one), or write epoch_ms(...) "
+                      "around a value in milliseconds")
+            out.append(x)
+        return out
+
+    def visit(x):
+        x = map_children(x, visit)
+        if isinstance(x, (Cmp, IsDistinct)):
+            left, right = meet([x.left, x.right])
+            return replace(x, left=left, right=right)
+        if isinstance(x, Between):
+            arg, low, high = meet([x.arg, x.low, x.high])
+            return replace(x, arg=arg, low=low, high=high)
+        if isinstance(x, InList):
+            arg, *values = meet([x.arg, *x.values])
+            return replace(x, arg=arg, values=tuple(values))
+        if isinstance(x, Func) and x.name in ("coalesce", "nullif"):
+            return replace(x, args=tuple(meet(list(x.args))))
+        if isinstance(x, Case):
+            whens = list(x.whens)
+            if x.operand is not None:
+                operand, *conds = meet([x.operand] + [w for w, _ in whens])
+                x = replace(x, operand=operand)
+                whens = [(c, r) for c, (_, r) in zip(conds, whens)]
+            results = meet([r for _, r in whens] + ([x.default] if x.default is not None else []))
+            whens = [(w, r) for (w, _), r in zip(whens, results)]
+            return replace(x, whens=tuple(whens), default=results[-1] if x.default is not None else None)
+        return x
+
+    return visit(e)

@@ -65,14 +65,6 @@ def mean_instant(total: int, count: int, input_type: str) -> int:
     return (total * US_PER_DAY if input_type == "date" else total) // count
 
 
-def decimal_avg(total: int, count: int) -> int:
-    """AVG of a decimal(p,s) column: the exact sum / count rounded half away from zero to scale s+4
-    (Spark's rule), as an integer scaled by 10**(s+4)."""
-    q, r = divmod(abs(total) * 10**4, count)
-    q += 2 * r >= count
-    return -q if total < 0 else q
-
-
 class AggregateFunction(ABC):
     name = ""                 # the structured form's name (query.Aggregate.func)
     sql_names: tuple[str, ...] | None = None  # the words the query text calls it by (None: its name)
@@ -357,15 +349,14 @@ class Sum(AggregateFunction):
 
 
 class Avg(Sum):
-    """The exact sum divided by the count, rounded once to float64 (decimals: exact, see
-    decimal_avg; timestamps and dates: the mean instant as a timestamp, see mean_instant)."""
+    """The exact sum divided by the count, rounded once to float64 (decimals too, as DuckDB types
+    them: expr_decimal.mean, which expressions use; timestamps and dates: the mean instant as a
+    timestamp, see mean_instant)."""
 
     name = "avg"
     inputs = NUMERIC | TEMPORAL
 
     def result_type(self, input_type):
-        if _scale(input_type) is not None:
-            return f"decimal(38,{_scale(input_type) + 4})"  # type: ignore[operator]  # not None: the line above
         return "timestamp" if input_type in TEMPORAL else "float64"
 
     def synopsis_ok(self, b, declared):
@@ -380,7 +371,8 @@ class Avg(Sum):
     @staticmethod
     def _mean(b, total, count):
         if _scale(b.input_type) is not None:
-            return decimal_avg(int(total), count)
+            from .expr_decimal import mean
+            return mean(int(total), count, _scale(b.input_type))  # type: ignore[arg-type]  # a decimal
         return mean_instant(int(total), count, b.input_type) if b.input_type in TEMPORAL else total / count
 
     def probe(self, b, window, n_q, count):

@@ -198,6 +198,14 @@ class _JoinBinder(_Binder):
         """The single-stream binder's hook (aggregates, predicates): resolve across the sources."""
         return self.resolve(column, loc).type
 
+    def is_event_time(self, column: str | None) -> bool:
+        """Whether `column` names a joined stream's event-time column (a name that resolves to none: no)."""
+        try:
+            ref = self.resolve(column, None)
+        except QueryError:
+            return False
+        return ref.column == self.sources[ref.source].schema.time_column
+
     # -- the query -----------------------------------------------------------------------------
     def bind(self) -> BoundJoin:  # type: ignore[override]  # a join's own entry point
         q = self.q

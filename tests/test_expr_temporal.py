@@ -197,11 +197,16 @@ def test_the_known_case_a_date_from_a_timestamp_constant():
     "SELECT COUNT(*) FROM s WHERE d >= TIMESTAMP '2024-01-02 12:00:00' AND t < DATE '2030-01-01'",
     "SELECT d, COUNT(*) FROM s GROUP BY d HAVING d IN (TIMESTAMP '1970-01-02 00:00:00', DATE '1999-12-31')",
     "SELECT rid, COALESCE(d, TIMESTAMP '2024-01-02 00:00:00.000001') FROM s WHERE d < t OR t IS NULL ORDER BY rid",
+    "SELECT COUNT(*) FROM s WHERE d = TIMESTAMP '2024-01-02 00:00:00' OR d IN (TIMESTAMP '1999-12-31 00:00:00', "
+    "DATE '2001-01-01')",
+    "SELECT COUNT(*), MAX(t) FROM s WHERE ts > TIMESTAMP '1970-01-01 00:00:02.0005' AND t >= DATE '1980-01-01'",
+    "SELECT k, COUNT(*) FROM s GROUP BY k HAVING MAX(ts) < TIMESTAMP '1970-01-01 00:00:03' AND MIN(d) > DATE '1940-01-01'",
 ])
 def test_temporal_constants_keep_their_type_through_the_text_and_the_structured_form(text):
     """to_text writes TIMESTAMP / DATE constants back as such (not as the integers a column of the
-    other type would misread), and the structured form of an expression carries them as timestamp_us /
-    date_days (the first grammar's pb.Value has no temporal kind: its integers are the column's units)."""
+    other type would misread), and the structured form carries them as timestamp_us / date_days: an
+    expression's Expr and the first grammar's Value alike (text -> pb -> text is the text, and the
+    answers are equal, and DuckDB's)."""
     from windowstore.server import convert
     from windowstore.store.parser import parse_statement, to_text
     s, con, _ = _fixture(4)
@@ -210,10 +215,23 @@ def test_temporal_constants_keep_their_type_through_the_text_and_the_structured_
     assert "TIMESTAMP '" in to_text(q) and again == q
     want = run_plan(plan_query(q, s)).rows
     assert run_plan(plan_query(again, s)).rows == want
-    if q.expr is not None:
-        wire = convert.query_from_pb(convert.query_to_pb(q))
-        assert wire == q and run_plan(plan_query(wire, s)).rows == want
-    assert want == [tuple(_plain(v) for v in r) for r in con.execute(text).fetchall()]
+    pb = convert.query_to_pb(q)
+    wire = convert.query_from_pb(pb)
+    assert wire == q and to_text(wire) == to_text(q) and run_plan(plan_query(wire, s)).rows == want
+    if q.expr is None:  # the first grammar: the constants travel as pb.Value's timestamp_us / date_days
+        kinds = {v.WhichOneof("kind") for c in pb.where for p in c.predicates for v in p.values}
+        kinds |= {v.WhichOneof("kind") for v in _having_values(pb.having)}
+        assert "timestamp_us" in kinds and "int64_value" not in kinds, kinds
+    assert want == [tuple(_plain(v) for v in r) for r in con.execute(_as_epoch_ms(text)).fetchall()]
+
+
+def _having_values(h) -> list:
+    which = h.WhichOneof("condition")
+    if which == "test":
+        return list(h.test.values)
+    if which in ("all_of", "any_of"):
+        return [v for part in getattr(h, which).parts for v in _having_values(part)]
+    return _having_values(h.negate) if which == "negate" else []
 
 
 @settings(max_examples=examples(40), deadline=None)
@@ -234,3 +252,83 @@ def test_a_difference_of_a_timestamp_and_a_date_is_refused_as_an_interval(text):
     s, _, _ = _fixture(0)
     with pytest.raises(QueryError, match="is an INTERVAL, which an answer cannot carry"):
         run_plan(plan_query(parse_query(text), s))
+
+
+# -- the event-time column against a TIMESTAMP or DATE: read as the TIMESTAMP it is (epoch_ms(ts)) ---------
+# instants around the fixture's event times (0 to 4 s after the epoch), some with a part of a millisecond
+event_constants = st.one_of(
+    st.integers(-2_000_000, 5_000_000).map(lambda us: f"TIMESTAMP '{_iso_ts(us)}'"),
+    st.integers(-2_000, 5_000).map(lambda ms: f"TIMESTAMP '{_iso_ts(ms * 1000)}'"),
+    st.integers(-2, 2).map(lambda d: f"DATE '{_iso_date(d)}'"))
+
+
+def _as_epoch_ms(text: str) -> str:
+    """The DuckDB text: the event-time column as the TIMESTAMP epoch_ms(ts) (a BIGINT would be refused)
+    where the store reads it so, in comparisons; selected, grouped and ordered by as the BIGINT it is."""
+    import re
+    out = re.sub(r"(?<!epoch_ms\()\bts\b", "epoch_ms(ts)", text)
+    out = re.sub(r"(SELECT |GROUP BY |ORDER BY )epoch_ms\(ts\)(?=,|$| HAVING| ORDER)", r"\1ts", out)
+    return _duck_text(out)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.one_of(event_constants, st.sampled_from(["t", "d"])), event_constants,
+       st.sampled_from(["=", "!=", "<", "<=", ">", ">="]), st.integers(0, 2))
+def test_the_event_time_column_compares_with_timestamps_and_dates_as_duckdb_compares_epoch_ms(x, y, op, seed):
+    """ts (int64 milliseconds since the epoch) meets a TIMESTAMP or DATE constant or column as the
+    instant it is, in both grammars and every comparison form, exactly (a constant with a part of a
+    millisecond too), checked against DuckDB with the column as epoch_ms(ts)."""
+    items = [f"ts {op} {x}", f"ts BETWEEN {x} AND {y}", f"ts NOT IN ({x}, {y})", f"{x} IS DISTINCT FROM ts",
+             f"COALESCE({x}, ts)", f"CASE WHEN rid % 2 = 0 THEN ts ELSE {x} END", f"NULLIF(ts, {y})",
+             f"CASE ts WHEN {x} THEN 1 WHEN {y} THEN 2 ELSE 3 END"]
+    text = f"SELECT rid, {', '.join(items)} FROM s ORDER BY rid"
+    _check(text, _as_epoch_ms(text), seed)
+    for text in (f"SELECT COUNT(*) FROM s WHERE ts {op} {y}", f"SELECT COUNT(*) FROM s WHERE ts IN ({y}, {y})",
+                 f"SELECT ts, COUNT(*) FROM s GROUP BY ts HAVING ts {op} {y} ORDER BY ts",
+                 f"SELECT k, COUNT(*) FROM s GROUP BY k HAVING MAX(ts) {op} {y} ORDER BY k",
+                 f"SELECT COUNT(*) FROM s WHERE ts {op} {x} OR ts BETWEEN {y} AND {x}",
+                 f"SELECT k, MIN(ts) {op} {y} AS early FROM s GROUP BY k ORDER BY k"):
+        duck = _as_epoch_ms(text).replace("ORDER BY k", "ORDER BY k NULLS LAST")
+        _check(text, duck, seed)
+
+
+def test_the_known_case_the_event_time_column_against_a_timestamp_constant():
+    """The issue's example: `ts > TIMESTAMP '...'` compared milliseconds with microseconds (the
+    expression grammar) or was refused (the first grammar); both now compare instants, as DuckDB
+    compares epoch_ms(ts)."""
+    for text in ("SELECT COUNT(*) FROM s WHERE ts > TIMESTAMP '1970-01-01 00:00:02'",
+                 "SELECT COUNT(*) FROM s WHERE ts >= TIMESTAMP '1970-01-01 00:00:02.5004' AND rid >= 0",
+                 "SELECT COUNT(*) FROM s WHERE ts < DATE '1970-01-02'",
+                 "SELECT ts > TIMESTAMP '1970-01-01 00:00:02' AS late, COUNT(*) FROM s GROUP BY 1 ORDER BY 1",
+                 "SELECT epoch_ms(ts) AS at, COUNT(*) FROM s GROUP BY 1 ORDER BY 1 LIMIT 3"):
+        _check(text, _as_epoch_ms(text), 1)
+
+
+@pytest.mark.parametrize("text, pos, reason", [
+    ("SELECT COUNT(*) FROM s WHERE ts + 0 > TIMESTAMP '1970-01-01 00:00:02'", 32,
+     "(ts + 0) is computed from the event-time column 'ts', a time in milliseconds"),
+    ("SELECT rid > TIMESTAMP '1970-01-01 00:00:02' FROM s", 7,
+     "a comparison of rid (BIGINT) with TIMESTAMP '1970-01-01 00:00:02' (TIMESTAMP)"),
+    ("SELECT COALESCE(DATE '1970-01-02', rid * 2) FROM s", 39, "COALESCE of (rid * 2) (BIGINT) with DATE '1970-01-02'"),
+])
+def test_another_integer_against_a_timestamp_or_date_is_refused_naming_both_types(text, pos, reason):
+    """Only the event-time column is known to hold milliseconds since the epoch: any other integer
+    (an expression of it, another column) meeting a TIMESTAMP or DATE is refused, as DuckDB refuses
+    BIGINT against TIMESTAMP, naming both types and the position."""
+    s, con, _ = _fixture(0)
+    with pytest.raises(QueryError) as err:
+        run_plan(plan_query(parse_query(text), s))
+    assert err.value.reason.startswith(reason) and err.value.position == pos, str(err.value)
+    with pytest.raises(duckdb.Error):
+        con.execute(text).fetchall()
+
+
+def test_a_temporal_value_beyond_the_years_1_to_9999_is_refused_naming_its_field():
+    from windowstore.server import convert
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    q = pb.StructuredQuery(stream="s", items=[pb.SelectItem(aggregate=pb.Aggregate(func=pb.AGGREGATE_FUNCTION_COUNT))])
+    q.where.add().predicates.add(column="t", op=">", values=[pb.Value(timestamp_us=2**62)])
+    with pytest.raises(QueryError) as err:
+        convert.query_from_pb(q)
+    assert err.value.loc.field == "where[0].predicates[0].values[0]" and "timestamp_us" in err.value.reason

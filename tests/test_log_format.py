@@ -1,6 +1,7 @@
 """The log format is stable: the command tags are fixed numbers, and a data directory written by
 an earlier version (tests/data/logs/, see its README) recovers to the state it held, checked
-against values written down here (worked out from tests/data/make_fixture.py's commands)."""
+against values written down here (v1: worked out from tests/data/make_fixture.py's commands) or
+recorded beside it as it was written (v2: expected.json, from tests/data/make_fixture_v2.py)."""
 from __future__ import annotations
 
 import shutil
@@ -18,15 +19,16 @@ from windowstore.txn import commands
 from windowstore.txn.commands import Append, Kind, Slide
 from windowstore.txn.engine import Engine
 
-V1 = Path(__file__).parent / "data" / "logs" / "v1"
+DATA = Path(__file__).parent / "data"
+V1, V2 = DATA / "logs" / "v1", DATA / "logs" / "v2"
 
 # The kind byte of each command: what every data directory on disk holds. Never edit a number here.
 TAGS = {"CreateStream": 0, "DropStream": 1, "Append": 2, "Slide": 3, "Register": 4, "Unregister": 5,
         "CompactStrings": 6, "StageRows": 7, "CommitBatch": 8, "AbortBatch": 9, "Answered": 10,
         "SealedSketches": 11, "AnsweredMany": 12}
-# kinds added after v1 was written (SealedSketches: tests/test_sketch_replay.py writes and replays it;
-# AnsweredMany: tests/test_sharing_engine.py and tests/test_durability.py)
-NEWER_THAN_V1 = {11, 12}
+V1_LAST_KIND = 10  # v1 was written when Answered (10) was the newest kind
+V2_LAST_KIND = 11  # v2 (make_fixture_v2.py) when SealedSketches (11) was; AnsweredMany (12) is newer:
+# tests/test_shared_delivery.py and tests/test_durability.py write and replay it
 
 
 def test_command_tags_are_fixed():
@@ -36,21 +38,34 @@ def test_command_tags_are_fixed():
         assert commands.KIND_OF[cls] == TAGS[cls.__name__]
 
 
-def test_the_v1_log_holds_every_kind_under_its_tag_and_encodes_again_to_the_same_bytes():
-    seen = {}
-    for lsn, payload in read(str(V1 / "wal")):
+def kinds_in(source: Path) -> tuple[dict, int]:
+    """The kind bytes of each command class in a log, and its last lsn; every record must encode
+    again, with today's code, to the bytes it was written as."""
+    seen: dict = {}
+    for lsn, payload in read(str(source / "wal")):
         cmd = commands.decode(payload)
         seen.setdefault(type(cmd).__name__, set()).add(payload[1])
         assert payload[0] == commands.FORMAT == 1
         assert commands.encode(cmd) == payload  # and today's code writes each record as it was written
-    assert seen == {name: {tag} for name, tag in TAGS.items() if tag not in NEWER_THAN_V1}
+    return seen, lsn
+
+
+def test_the_v1_log_holds_every_kind_of_its_time_under_its_tag_and_encodes_again_to_the_same_bytes():
+    seen, lsn = kinds_in(V1)
+    assert seen == {name: {tag} for name, tag in TAGS.items() if tag <= V1_LAST_KIND}
     assert lsn == 82
 
 
-def recover(tmp_path: Path, snapshot: bool) -> tuple[Engine, dict]:
-    """An engine recovered from a copy of v1 (the copy: recovery may truncate or delete files)."""
-    directory = tmp_path / ("with-snapshot" if snapshot else "log-only")
-    shutil.copytree(V1, directory)
+def test_the_v2_log_holds_every_kind_under_its_tag_and_encodes_again_to_the_same_bytes():
+    seen, lsn = kinds_in(V2)
+    assert seen == {name: {tag} for name, tag in TAGS.items() if tag <= V2_LAST_KIND}  # SealedSketches (11) too
+    assert lsn > 82
+
+
+def recover(tmp_path: Path, snapshot: bool, source: Path = V1) -> tuple[Engine, dict]:
+    """An engine recovered from a copy of `source` (the copy: recovery may truncate or delete files)."""
+    directory = tmp_path / (source.name + ("-with-snapshot" if snapshot else "-log-only"))
+    shutil.copytree(source, directory)
     if not snapshot:
         shutil.rmtree(directory / "snapshots")
     engine = Engine()
@@ -159,3 +174,31 @@ def test_a_create_stream_logged_without_a_later_spec_field_reads_as_its_default(
     head = json.dumps(header).encode()
     old = commands.decode(struct.pack("<BBI", version, kind, len(head)) + head)
     assert old.spec.topk == 16 and old.spec.clock == "manual" and old.name == "s"
+
+
+@pytest.mark.parametrize("snapshot", [True, False], ids=["snapshot-and-log", "log-only"])
+def test_a_v2_data_directory_recovers_the_answers_it_recorded(tmp_path, snapshot):
+    """v2 (tests/data/make_fixture_v2.py) recorded, as it was written, the answers of sketch queries
+    (KLL quantiles with their rank error, HLL distinct counts and frequent items with their bounds)
+    and exact ones over a stream whose sealed KLL sketches the log keeps (SealedSketches): a
+    recovery from the snapshot and the records after it, and from the log alone, answers the same,
+    bit for bit."""
+    import json
+    import sys
+
+    sys.path.insert(0, str(DATA))
+    import make_fixture_v2
+
+    expected = json.loads((V2 / "expected.json").read_text())
+    engine, info = recover(tmp_path, snapshot, V2)
+    assert info["snapshot_lsn"] > 0 if snapshot else info["snapshot_lsn"] == 0
+    assert {c: (kind, size) for c, kind, size in engine.stream("sk").spec.sketches} == make_fixture_v2.SKETCHES
+    got = make_fixture_v2.answers(engine)
+    assert set(got) == set(expected["answers"]) == set(make_fixture_v2.QUERIES)
+    for text, want in expected["answers"].items():
+        assert got[text] == want, text
+    assert any(want["bounds"] for want in expected["answers"].values())  # (sketch answers, with their bounds)
+
+
+def test_both_ways_of_recovering_v2_reach_the_same_state(tmp_path):
+    assert recover(tmp_path, True, V2)[0].digest() == recover(tmp_path, False, V2)[0].digest()

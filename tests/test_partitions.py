@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
@@ -320,3 +321,62 @@ def test_a_list_of_addresses_makes_a_cluster_client():
     with pytest.raises(AttributeError):
         c.stage  # noqa: B018 - not a cluster client's call
     c.cluster_client.close()
+
+
+@pytest.mark.parametrize("text", ["SELECT SUM(d) FROM s", "SELECT SUM(d) AS t, SUM(d) * 1 AS u FROM s"])
+def test_partial_decimal_sums_merge_exactly_past_28_digits(text):
+    """The partitions' SUMs of a DECIMAL are DECIMAL(38, s): their merge (clients/merge.py, and
+    expr_merge.py for a query with expressions) adds them exactly, never in Python's default 28-digit
+    context, checked against DuckDB's DECIMAL(38, 2) sum of the same partials."""
+    import duckdb
+
+    from windowstore.clients.expr_merge import plan_expr_merge
+    from windowstore.clients.merge import plan_merge
+    from windowstore.store import parse_query
+
+    partials = [Decimal("123456789012345678901234567.89"), Decimal("876543210987654321098765432.19"),
+                Decimal("-0.07"), Decimal("99999999999999999999999999.99")]
+    want = duckdb.connect().execute("SELECT SUM(x) FROM (VALUES " + ", ".join(
+        f"(CAST('{p}' AS DECIMAL(38,2)))" for p in partials) + ") v(x)").fetchone()[0]
+    assert len(want.as_tuple().digits) > 28
+    q = parse_query(text)
+    types = {"ts": "int64", "src": "string", "d": "decimal(18,2)"}
+    plan = plan_merge(q, ("src",), types) if q.expr is None else plan_expr_merge(q, types)
+    answers = [_answer(SimpleNamespace(columns=["__p0"], rows=[(p,)], types=["decimal(38,2)"], access="window",
+                                       exact=True, guaranteed=None), 4) for p in partials]
+    got = plan.merge(answers)
+    assert got.rows[0][0] == want and str(got.rows[0][0]) == str(want), (got.rows, want)
+    assert all(v == want for v in got.rows[0])
+
+
+def test_the_event_time_column_meets_a_timestamp_in_a_merged_query_with_expressions():
+    """The client binds a query with expressions on a partitioned stream as a server does: the
+    event-time column meets a TIMESTAMP as the instant it holds (its merge equals the store's answer
+    over the union of the partitions' rows)."""
+    import random
+
+    from windowstore.clients.expr_merge import plan_expr_merge
+    from windowstore.store import parse_query, plan_query
+    from windowstore.store.planner import run_plan
+    from windowstore.store.stream import Stream
+
+    rng = random.Random(5)
+    P, schema = 2, {"ts": "int64", "src": "string", "v": "int64"}
+    union = Stream("u", schema, WindowSpec(subwindows=3, subwindow_ms=1000, clock="manual"), 0)
+    parts = [Stream(partition_name("s", p), schema, WindowSpec(subwindows=3, subwindow_ms=1000, clock="manual",
+                                                               partition_of="s", partition=p, partitions=P,
+                                                               partition_by=("src",)), 0) for p in range(P)]
+    batch = pa.table({"ts": pa.array([rng.randrange(3000) for _ in range(60)], pa.int64()),
+                      "src": pa.array([rng.choice("abc") for _ in range(60)], pa.string()),
+                      "v": pa.array([rng.randrange(100) for _ in range(60)], pa.int64())})
+    union.append(batch)
+    for p, rows in split_rows(batch, ["src"], P).items():
+        parts[p].append(rows)
+    for s in (union, *parts):
+        s.window.slide(3000)
+    text = ("SELECT ts >= TIMESTAMP '1970-01-01 00:00:01.5' AS late, COUNT(*) AS n, SUM(v) FROM {s} "
+            "WHERE ts < DATE '1970-01-02' GROUP BY 1 HAVING MAX(ts) > TIMESTAMP '1970-01-01 00:00:00' ORDER BY 1")
+    plan = plan_expr_merge(parse_query(text.format(s="s")), schema, "ts")
+    got = plan.merge([_answer(run_plan(plan_query(parse_query(plan.partition_text(s.name, 0)), s)), 0) for s in parts])
+    want = run_plan(plan_query(parse_query(text.format(s="u")), union))
+    assert got.rows == want.rows and [r[0] for r in want.rows] == [False, True], (got.rows, want.rows)

@@ -343,20 +343,24 @@ class Int128(_message.Message):
     def __init__(self, high: _Optional[int] = ..., low: _Optional[int] = ...) -> None: ...
 
 class Value(_message.Message):
-    __slots__ = ("int64_value", "float64_value", "string_value", "int128_value", "decimal_value", "bool_value")
+    __slots__ = ("int64_value", "float64_value", "string_value", "int128_value", "decimal_value", "bool_value", "timestamp_us", "date_days")
     INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     FLOAT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
     INT128_VALUE_FIELD_NUMBER: _ClassVar[int]
     DECIMAL_VALUE_FIELD_NUMBER: _ClassVar[int]
     BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_US_FIELD_NUMBER: _ClassVar[int]
+    DATE_DAYS_FIELD_NUMBER: _ClassVar[int]
     int64_value: int
     float64_value: float
     string_value: str
     int128_value: Int128
     decimal_value: str
     bool_value: bool
-    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., int128_value: _Optional[_Union[Int128, _Mapping]] = ..., decimal_value: _Optional[str] = ..., bool_value: _Optional[bool] = ...) -> None: ...
+    timestamp_us: int
+    date_days: int
+    def __init__(self, int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., int128_value: _Optional[_Union[Int128, _Mapping]] = ..., decimal_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., timestamp_us: _Optional[int] = ..., date_days: _Optional[int] = ...) -> None: ...
 
 class Row(_message.Message):
     __slots__ = ("values",)

@@ -132,6 +132,21 @@ class AggregateFunction(ABC):
         slices are read from their rows; e.g. float sums, whose rounding depends on the additions."""
         return None
 
+    def combine_columns(self, b, parts: list) -> tuple[np.ndarray, ...] | None:
+        """Ungrouped contributions (from_rows' form) as arrays with one entry per contribution, the
+        form combine_runs reads; None where they do not combine by runs (then each window's
+        contributions are combined by `combine`). Made once per sealed sub-window's slices and
+        concatenated over the window read (store/slicing_shared.py)."""
+        return None
+
+    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> Callable[[int, int], Any]:
+        """`combine` of every run parts[i:j] of contributions in time order (i < j), given their
+        combine_columns, as a function of (i, j) costing O(1) or so after one pass: Scotty's shared
+        merge of slice aggregates, so that each of many concurrent windows over the same slices
+        costs a few lookups (prefix sums where the combine is invertible, a sparse table of block
+        extremes for MIN/MAX). Needed where combine_columns is not None."""
+        raise NotImplementedError(f"{self.name} has no combine_runs")
+
     @abstractmethod
     def from_group_rows(self, b, inverse: np.ndarray, groups: int, values: np.ndarray | None,
                         keys: np.ndarray, strings) -> Any:
@@ -244,6 +259,12 @@ class Count(AggregateFunction):
     def combine(self, b, parts, strings):
         return int(sum(parts))
 
+    def combine_columns(self, b, parts):
+        return (np.asarray(parts, dtype=np.int64),)  # counts of rows: never beyond int64
+
+    def combine_runs(self, b, columns):
+        return run_sums(columns[0])
+
     def combine_groups(self, b, inverse, groups, parts, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
 
@@ -330,6 +351,19 @@ class Sum(AggregateFunction):
 
     def combine(self, b, parts, strings):
         return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+
+    def combine_columns(self, b, parts):
+        if not self.combine_ok(b):
+            return None
+        try:  # an exact sum beyond int64 (a Python int): those windows combine with `combine`
+            sums = np.asarray([p[0] for p in parts], dtype=np.int64)
+        except OverflowError:
+            return None
+        return sums, np.asarray([p[1] for p in parts], dtype=np.int64)
+
+    def combine_runs(self, b, columns):
+        total, count = run_sums(columns[0]), run_sums(columns[1])  # (run_sums: exact, through 32-bit halves)
+        return lambda i, j: (total(i, j), count(i, j))
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         return (grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups),
@@ -500,6 +534,21 @@ class _Extreme(AggregateFunction):
 
     def combine(self, b, parts, strings):
         return self.finish(b, parts, strings)
+
+    def combine_columns(self, b, parts):
+        if b.input_type == "boolean" or not self.combine_ok(b):
+            return None
+        present = np.asarray([p is not None for p in parts], dtype=np.int64)
+        identity = INT64_MIN if self.maximum else INT64_MAX  # (an empty slice's None: never picked)
+        try:
+            values = np.asarray([identity if p is None else p for p in parts], dtype=np.int64)
+        except OverflowError:  # (an int128 column)
+            return None
+        return values, present
+
+    def combine_runs(self, b, columns):
+        extreme, present = run_extremes(columns[0], self.maximum), run_sums(columns[1])
+        return lambda i, j: extreme(i, j) if present(i, j) else None
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         present = np.concatenate([p[1] for p in parts])

@@ -263,6 +263,16 @@ class _Key:
         return self is other or isinstance(other, _Key) and self.hash == other.hash and self.key == other.key
 
 
+@dataclass(frozen=True)
+class SliceReader:
+    """A plan's reader of a sub-window's slices between given cuts (SlicedHop.slice_reader): `key`
+    names its inner query and access path (plans with equal keys read interchangeable slices),
+    `read(sub, cuts)` gives slices_of's (start, end, partial) list."""
+
+    key: "_Key"
+    read: Callable[["SubWindow", list[int]], list[tuple[int, int, Any]]]
+
+
 # -- a query answered per window over slices -------------------------------------------------------
 @dataclass(frozen=True)
 class SlicedHop:
@@ -292,21 +302,27 @@ class SlicedHop:
         return ("runs alone: windows that cut sub-windows (RANGE or SLIDE not whole sub-windows) share the slice "
                 "partials kept per sub-window, not a joint execution")
 
-    def sliced_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
-                      access: Any, strings=None) -> Callable[["SubWindow"], Any]:
+    def slice_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
+                     access: Any, strings=None) -> "SliceReader":
+        """The reader of a sub-window's slices between any cuts (slices_of) for this plan's inner
+        query and access path: this window sequence's reads use it, and so does a shared execution
+        of several window sequences of the same inner query (slicing_shared.py), at all their cuts."""
+        key, tc, inner = _Key.of((self.key, str(access))), self.time_column, self.inner
+        runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
+        return SliceReader(key, lambda sub, cuts: slices_of(sub, cuts, key, whole, rows, tc, runs))
+
+    def sliced_reader(self, slices: "SliceReader") -> Callable[["SubWindow"], Any]:
         """A sub-window's read: its bounds and its slices' partials (parts of sub-windows from the
         sub-window's RunStore where the inner query has one, else from their rows)."""
-        key, shape, tc = _Key.of((self.key, str(access))), self.shape, self.time_column
-        mine = ("read", key, shape)
-        inner = self.inner
-        runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
+        shape = self.shape
+        mine = ("read", slices.key, shape)
 
         def read(sub: "SubWindow") -> tuple:
             kept = kept_for(sub)
             got = kept.get(mine)  # this shape's read of the sub-window, made once
             if got is None:
                 got = kept[mine] = (sub.slide, sub.start_ms, sub.end_ms,
-                                    slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc, runs))
+                                    slices.read(sub, shape.cuts(sub.start_ms, sub.end_ms)))
             return got
         return read
 
@@ -338,17 +354,16 @@ class SlicedHop:
             answers.append((lo, hi, inner_finish(part)))
         return answers
 
-    def finish_newest(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> Any:
-        """A query without the bounds (picks None): the newest window's inner answer as it is, or
-        None before a window lies within the sub-windows read."""
-        got = self.answers(inner_finish, partial)
-        return got[-1][2] if got else None
-
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         """The answer rows: per window (start order), its inner answer's rows with the bounds."""
+        return self.rows(self.answers(inner_finish, partial))
+
+    def rows(self, answers: list[tuple[int, int, Any]]) -> list[tuple]:
+        """The answer rows of windows' inner answers (start order, `answers`' form): each window's
+        rows with its bounds where the query shows them, LIMIT applied."""
         assert self.picks is not None
         rows: list[tuple] = []
-        for lo, hi, ans in self.answers(inner_finish, partial):
+        for lo, hi, ans in answers:
             for row in ans.rows:
                 if self.hidden_rows and row[-1] == 0:
                     continue

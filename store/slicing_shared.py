@@ -1,0 +1,162 @@
+"""Scotty's shared execution of many window sequences (issue 31; seed 003 Definition 10 with
+temporal bounds, section 6.1.1): periodic queries of one inner query over one event-time stream
+whose windows cut sub-windows (slicing.SlicedHop), answered together in one read of the
+sub-windows. It owns the slices cut at all its members' edges (kept with each sealed sub-window,
+slicing.kept_for) and nothing else: which windows are due is its caller's (txn/sharing/, the
+benchmark), and each window's answer is its member plan's own finish.
+
+Per sealed sub-window it cuts slices once at the union of its members' window edges inside it
+(Scotty's general stream slicing: a slice ends wherever any window starts or ends) and keeps
+their partials and, per aggregate, their `combine_columns` (functions.py). An execution
+concatenates those over the sub-windows it read and makes per aggregate one `combine_runs`
+reader (prefix sums for COUNT and exact SUM/AVG, a sparse table of block extremes for MIN/MAX:
+the aggregate's own combine in range form); each due window is then two binary searches and one
+lookup per aggregate, finished by its plan's inner finish as one combined contribution, which
+finishes as the window's slices would (merge.combine_contributions' contract). Inner queries
+whose contributions do not combine that way (GROUP BY, holistic aggregates, float sums) merge each
+window's slices through the inner finish, as one window alone does: still one read of each slice
+for all members."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .aggregates import Partial
+from .exact import INT64_MAX
+from .planner.merge import combines
+from .slicing import Shape, SlicedHop, kept_for
+
+if TYPE_CHECKING:
+    from .planner.plan import Answer, Plan
+    from .subwindow import SubWindow
+
+_SAFE = INT64_MAX // 4  # cuts are computed in int64 arrays while every bound and length is below this
+
+
+class SharedSlices:
+    """The joint execution of `plans` (periodic sliced plans of one stream, inner query and access
+    path: equal `Plan.slices.key`): `read` a sub-window (its slices at every member's cuts), then
+    `answer` the due windows from the sub-windows read."""
+
+    def __init__(self, plans: list["Plan"]):
+        assert plans, "a shared execution of at least one plan"
+        lead = plans[0]
+        assert lead.slices is not None, "plans of windows that cut sub-windows"
+        key = lead.slices.key
+        for p in plans:
+            assert p.slices is not None and p.slices.key == key and p.stream is lead.stream, \
+                "one inner query, access path and stream"
+        self.plans = plans
+        self.stream = lead.stream
+        self.hops: list[SlicedHop] = [p.bound.hop for p in plans]  # type: ignore[misc]  # sliced plans
+        self.n_q = max(p.n_q for p in plans)
+        self.shapes: tuple[Shape, ...] = tuple(sorted({h.shape for h in self.hops},
+                                                      key=lambda s: (s.range_ms, s.slide_ms)))
+        self._ranges = np.array([s.range_ms for s in self.shapes], dtype=np.int64)
+        self._slides = np.array([s.slide_ms for s in self.shapes], dtype=np.int64)
+        self._safe = all(s.range_ms < _SAFE and s.slide_ms < _SAFE for s in self.shapes)
+        self._reader = lead.slices
+        self._tag = ("shared", key, self.shapes)
+        inner = self.hops[0].inner
+        self._inner = inner
+        self._by_runs = combines(inner) and inner.group_by is None
+        self.strings = self.stream.strings
+
+    # -- reading: one sub-window at a time ----------------------------------------------------
+    def cuts(self, lo: int, hi: int) -> list[int]:
+        """Every member's window edges strictly inside (lo, hi), ascending, once each: vectorised
+        over the distinct shapes in int64 where no bound is near its limits, else in Python ints."""
+        if not (self._safe and -_SAFE < lo < hi < _SAFE):
+            return sorted(set().union(*(s.cuts(lo, hi) for s in self.shapes)))
+        s, r = self._slides, self._ranges
+        out = []
+        for first in ((lo // s + 1) * s, ((lo - r) // s + 1) * s + r):  # the first start, the first end
+            n = np.maximum((hi - 1 - first) // s + 1, 0)  # how many lie below hi
+            if not n.any():
+                continue
+            reps = np.repeat(np.arange(len(n)), n)
+            within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+            out.append(first[reps] + within * s[reps])
+        if not out:
+            return []
+        return np.unique(np.concatenate(out)).tolist()
+
+    def read(self, sub: "SubWindow") -> tuple:
+        """The sub-window's slices at all members' cuts, kept with it: (version, start, end, slice
+        starts, slice partials, per aggregate its combine_columns or None)."""
+        kept = kept_for(sub)
+        got = kept.get(self._tag)
+        if got is None:
+            slices = self._reader.read(sub, self.cuts(sub.start_ms, sub.end_ms))
+            parts = [p for _, _, p in slices]
+            columns = None
+            if self._by_runs:
+                columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]
+                columns = None if any(c is None for c in columns) else columns
+            got = kept[self._tag] = (sub.slide, sub.start_ms, sub.end_ms,
+                                     np.array([lo for lo, _, _ in slices], dtype=object if not self._safe else np.int64),
+                                     parts, columns)
+        return got
+
+    # -- answering ---------------------------------------------------------------------------------
+    def newest(self, reads: list) -> list[int | None]:
+        """Per member, the newest of its windows lying entirely within the sub-windows read (its
+        index k), or None before one does: what it answers now (a periodic sliced query answers the
+        newest window, slicing.SlicedHop)."""
+        reads = sorted(reads, key=lambda c: c[1])
+        if not reads:
+            return [None] * len(self.plans)
+        lo, hi = reads[0][1], reads[-1][2]
+        out: list[int | None] = []
+        for h in self.hops:
+            ks = h.shape.indexes(lo, hi)
+            out.append(ks[-1] if len(ks) else None)
+        return out
+
+    def answer(self, reads: list, due: list[tuple[int, int | None]]) -> list["Answer"]:
+        """Per (member, window k) of `due`, the member's answer over its window k (its plan's
+        finish, as the plan alone answers that window; k None: its answer before any window),
+        from the sub-windows `reads` (consecutive, any order) in one pass over their slices."""
+        reads = sorted(reads, key=lambda c: c[1])
+        for a, b in zip(reads, reads[1:]):
+            assert a[2] == b[1], "the sub-windows read are consecutive"
+        starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
+        parts = [p for c in reads for p in c[4]]
+        end = reads[-1][2] if reads else None
+        runs = None
+        if reads and all(c[5] is not None for c in reads):
+            aggs = self._inner.aggs
+            runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])
+                                               for y in range(len(reads[0][5][x]))))
+                    for x, a in enumerate(aggs)]
+        out = []
+        for m, k in due:
+            plan = self.plans[m]
+            if k is None:
+                out.append(plan.finish_windows([]))
+                continue
+            shape = self.hops[m].shape
+            lo, hi = k * shape.slide_ms, k * shape.slide_ms + shape.range_ms
+            i = int(np.searchsorted(starts, lo))  # (object arrays of Python ints near the int64 limits)
+            j = len(parts) if hi == end else int(np.searchsorted(starts, hi))
+            assert i < j <= len(parts) and starts[i] == lo and (j == len(parts) or starts[j] == hi), \
+                "a window within the sub-windows read, on slice edges"
+            part = Partial()
+            if runs is not None:
+                part.add(0, tuple(run(i, j) for run in runs))
+            else:
+                for x in range(i, j):
+                    part.add(x, parts[x])
+            out.append(plan.finish_windows([(lo, hi, plan.finish_inner(part))]))
+        return out
+
+
+def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> list["Answer"]:
+    """Execute a shared execution against the current window in one go (no concurrency: tests,
+    benchmarks): the youngest n_q sub-windows read, then the `due` windows answered (None: every
+    member's newest window)."""
+    reads = [shared.read(sub) for sub in shared.stream.window.youngest(shared.n_q)]
+    if due is None:
+        due = list(enumerate(shared.newest(reads)))
+    return shared.answer(reads, due)

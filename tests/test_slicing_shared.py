@@ -1,0 +1,154 @@
+"""Many concurrent windows that cut sub-windows answered together (store/slicing_shared.py),
+against three independent answers: each window answered alone (run_plan of its own plan),
+Definition 10 of seed 003 evaluated directly in Python over the rows the stream accepted, and
+DuckDB over those rows with the bounds each answer reports. Random sets of shapes (unaligned RANGE
+and SLIDE, with and without window_start/window_end, GROUP BY or not, WHERE or not) registered
+together over one event-time stream with rows out of order within the allowed lateness."""
+from __future__ import annotations
+
+import random
+
+import duckdb
+import numpy as np
+import pytest
+
+from test_slicing import WHERE, Fed, definition_10, expected, feed_random, random_case
+
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
+from windowstore.store.binder import BoundAggregate
+from windowstore.store.exact import INT64_MAX, INT64_MIN
+from windowstore.store.functions import FUNCTIONS
+from windowstore.store.slicing import Shape
+from windowstore.store.slicing_shared import SharedSlices, run_shared
+
+AGGS = "COUNT(*), SUM(b), MIN(b), MAX(b), COUNT(b)"
+
+
+def shapes(rng: random.Random, n: int, t: int, count: int) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        r, s = rng.randint(1, (n - 1) * t), rng.randint(max(1, t // 20), 3 * t)
+        if r % t or s % t:
+            out.append((r, s))
+    return out
+
+
+def texts(r: int, s: int, keyed: bool, bounds: bool, where: str, holistic: bool) -> str:
+    keys = ", src" if keyed else ""
+    aggs = AGGS + (", MEDIAN(b)" if holistic else "")
+    if bounds:
+        return (f"SELECT window_start, window_end{keys}, {aggs} FROM s [RANGE {r} ms SLIDE {s} ms] {where} "
+                f"GROUP BY window_start{keys}")
+    return f"SELECT {aggs.replace('COUNT(b)', 'COUNT(b) AS nb')} FROM s [RANGE {r} ms SLIDE {s} ms] {where}"
+
+
+def check_case(seed: int) -> int:
+    """One random set of concurrent windows of one inner query; returns the windows compared."""
+    rng = random.Random(seed)
+    n, t, lateness, _, _ = random_case(rng)
+    keyed, bounds = rng.random() < 0.3, rng.random() < 0.7
+    keyed = keyed and bounds  # (GROUP BY a key without the bounds: the newest window's rows per key)
+    where, holistic = rng.choice(list(WHERE)), rng.random() < 0.2
+    fed = Fed(n, t, lateness, group_by=("src",) if rng.random() < 0.5 else ())
+    shp = shapes(rng, n, t, rng.randint(1, 12))
+    shp += rng.sample(shp, min(2, len(shp)))  # the same shape twice: one slice set for both
+    plans = [plan_query(parse_query(texts(r, s, keyed, bounds, where, holistic)), fed.s, periodic=True)
+             for r, s in shp]
+    shared = SharedSlices(plans)
+    start = rng.randint(-5, 5) * t + rng.randint(0, t - 1)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    compared = 0
+    for _round in range(rng.randint(1, 4)):
+        span = rng.randint(1, 2 * n) * t
+        feed_random(rng, fed, start, span, rng.randint(0, 80), lateness)
+        start += span
+        if fed.s.window.latest < 0:
+            continue
+        got = run_shared(shared)
+        alone = [run_plan(p) for p in plans]
+        assert [a.rows for a in got] == [a.rows for a in alone], (seed, "shared == alone")
+        # against Definition 10 and DuckDB over the accepted rows, with each window's bounds
+        con.execute("DELETE FROM r")
+        if fed.accepted:
+            con.executemany("INSERT INTO r VALUES (?, ?, ?)", fed.accepted)
+        for (r, s), plan, answer in zip(shp, plans, got):
+            lo, hi = fed.retained(plan.n_q)
+            ks = Shape(r, s).indexes(lo, hi)
+            if not len(ks):
+                continue
+            a, b = ks[-1] * s, ks[-1] * s + r
+            want = expected({(a, b): definition_10(fed.accepted, a, b, r, s)[(a, b)]}, keyed, WHERE[where])
+            if not holistic:
+                want = [x[:-1] for x in want]
+            if bounds:
+                assert answer.rows == want, (seed, r, s)
+                for row in answer.rows:
+                    key = "AND src IS NOT DISTINCT FROM ?" if keyed else ""
+                    ref = con.execute(f"SELECT count(*), sum(b), min(b), max(b), count(b) FROM r WHERE ts >= ? "
+                                      f"AND ts < ? {key} {where.replace('WHERE', 'AND')}",
+                                      [row[0], row[1], *([row[2]] if keyed else [])]).fetchone()
+                    assert tuple(row[3 if keyed else 2:][:5]) == tuple(ref), (seed, r, s, row)
+            else:  # without the bounds: the one row of the newest window (COUNT(*) 0 where none)
+                ref = con.execute(f"SELECT count(*), sum(b), min(b), max(b), count(b) FROM r WHERE ts >= ? AND "
+                                  f"ts < ? {where.replace('WHERE', 'AND')}", [a, b]).fetchone()
+                assert answer.rows[0][:5] == tuple(ref), (seed, r, s)
+            compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_windows_answered_together_match_each_alone_definition_10_and_duckdb(seed):
+    check_case(seed)
+
+
+def test_the_cases_compare_windows():
+    """The differential cases above compare answers (a case whose windows never complete would
+    compare nothing): most seeds compare at least one window."""
+    assert sum(check_case(seed) > 0 for seed in range(20)) >= 15
+
+
+@pytest.mark.parametrize("edge", ["low", "high", "zero"])
+def test_cuts_of_all_shapes_are_each_shapes_cuts_near_the_int64_limits(edge):
+    """The union of cuts (vectorised in int64 away from the limits, Python ints near them) is
+    exactly the union of every shape's own cuts."""
+    rng = random.Random(edge)
+    s = Stream("s", {"ts": "int64", "b": "int64"}, WindowSpec(subwindows=8, subwindow_ms=1000, clock="event"), 0)
+    shp = [(rng.randint(1, 6000), rng.randint(1, 3000)) for _ in range(30)]
+    plans = [plan_query(parse_query(f"SELECT COUNT(*) FROM s [RANGE {r} ms SLIDE {sl} ms]"), s, periodic=True)
+             for r, sl in shp]
+    shared = SharedSlices(plans)
+    base = {"low": INT64_MIN, "high": INT64_MAX - 10_000, "zero": -5_000}[edge]
+    for lo in (base, base + 999, base + 4_321):
+        hi = lo + 1000
+        want = sorted(set().union(*(Shape(r, sl).cuts(lo, hi) for r, sl in shp)))
+        assert shared.cuts(lo, hi) == want
+
+
+@pytest.mark.parametrize("func,typ", [("count", None), ("sum", "int64"), ("avg", "int64"), ("min", "int64"),
+                                      ("max", "int64"), ("max", "timestamp")])
+def test_combine_runs_is_combine_of_the_run(func, typ):
+    """An aggregate's combine_runs over every run of contributions equals its combine of them:
+    the range form is the same merge (empty slices, sums near the int64 limits included)."""
+    rng = random.Random(func)
+    b = BoundAggregate(FUNCTIONS[func], None if typ is None else "x", typ, None, func, FUNCTIONS[func].result_type(typ))
+    fn = b.fn
+    for _ in range(20):
+        parts = []
+        for _ in range(rng.randint(1, 40)):
+            vals = np.array([rng.choice([rng.randint(-99, 99), INT64_MAX // 8, INT64_MIN // 8])
+                             for _ in range(rng.randint(0, 5))], dtype=np.int64)
+            parts.append(fn.from_rows(b, None if typ is None else vals, len(vals), None))
+        cols = fn.combine_columns(b, parts)
+        assert cols is not None
+        run = fn.combine_runs(b, cols)
+        for i in range(len(parts)):
+            for j in range(i + 1, len(parts) + 1):
+                assert run(i, j) == fn.combine(b, parts[i:j], None), (func, i, j)
+
+
+def test_a_sum_beyond_int64_combines_without_runs():
+    """Slice sums beyond int64 (exact Python ints) have no array form: such windows are combined
+    by `combine` (combine_columns None), never wrapped."""
+    b = BoundAggregate(FUNCTIONS["sum"], "x", "int64", None, "sum", "int128")
+    assert b.fn.combine_columns(b, [(INT64_MAX, 1), (INT64_MAX + 5, 2)]) is None

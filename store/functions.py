@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, narrow, ratio, run_sums
+from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, max_abs, narrow, ratio, run_sums
 from .kernels import (concat_sums, grouped_extreme, null_where_empty, run_extremes, string_group_extreme, unique_pairs,
                       weighted, without_null_key)
 
@@ -137,6 +137,13 @@ class AggregateFunction(ABC):
         form combine_runs reads; None where they do not combine by runs (then each window's
         contributions are combined by `combine`). Made once per sealed sub-window's slices and
         concatenated over the window read (store/slicing_shared.py)."""
+        return None
+
+    def run_columns(self, b, values: np.ndarray | None, bounds: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """combine_columns of the from_rows contributions of the consecutive runs
+        values[bounds[x]:bounds[x + 1]] of one sub-window's selected values in time order (values
+        None for COUNT(*): bounds count rows), in one vectorised pass: a sub-window cut at the edges
+        of many windows at once (store/slicing_shared.py). None: its runs are read one by one."""
         return None
 
     def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> Callable[[int, int], Any]:
@@ -262,6 +269,9 @@ class Count(AggregateFunction):
     def combine_columns(self, b, parts):
         return (np.asarray(parts, dtype=np.int64),)  # counts of rows: never beyond int64
 
+    def run_columns(self, b, values, bounds):
+        return (np.diff(bounds).astype(np.int64, copy=False),)
+
     def combine_runs(self, b, columns):
         return run_sums(columns[0])
 
@@ -360,6 +370,18 @@ class Sum(AggregateFunction):
         except OverflowError:
             return None
         return sums, np.asarray([p[1] for p in parts], dtype=np.int64)
+
+    def run_columns(self, b, values, bounds):
+        if values is None or values.dtype.kind != "i" or not self.combine_ok(b):
+            return None
+        counts = np.diff(bounds).astype(np.int64, copy=False)
+        if not len(values):
+            return np.zeros(len(counts), dtype=np.int64), counts
+        if max_abs(int(values.min()), int(values.max())) * len(values) > INT64_MAX:
+            return None  # (an int64 prefix could wrap: run_sums' halves, one run at a time)
+        prefix = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=prefix[1:])
+        return prefix[bounds[1:]] - prefix[bounds[:-1]], counts
 
     def combine_runs(self, b, columns):
         total, count = run_sums(columns[0]), run_sums(columns[1])  # (run_sums: exact, through 32-bit halves)
@@ -545,6 +567,17 @@ class _Extreme(AggregateFunction):
         except OverflowError:  # (an int128 column)
             return None
         return values, present
+
+    def run_columns(self, b, values, bounds):
+        if values is None or values.dtype.kind not in "iu" or b.input_type == "boolean" or not self.combine_ok(b):
+            return None
+        counts = np.diff(bounds)
+        present = counts > 0
+        out = np.full(len(counts), INT64_MIN if self.maximum else INT64_MAX, dtype=np.int64)
+        if present.any():  # each non-empty run reduced (the empty ones between add nothing)
+            op = np.maximum if self.maximum else np.minimum
+            out[present] = op.reduceat(values[:bounds[-1]], bounds[:-1][present])
+        return out, present.astype(np.int64)
 
     def combine_runs(self, b, columns):
         extreme, present = run_extremes(columns[0], self.maximum), run_sums(columns[1])

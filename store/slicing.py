@@ -146,7 +146,7 @@ class RunStore:
     sub-window (kept with it) and shared by every window sequence of the inner query, whatever its
     cuts. Only for ungrouped queries whose aggregates all have run readers (`for_query`)."""
 
-    __slots__ = ("ts", "readers")
+    __slots__ = ("ts", "readers", "inputs")
 
     def __init__(self, sub: "SubWindow", inner: "BoundQuery", strings, time_column: str, kept: dict):
         from .planner.read import where_mask
@@ -156,6 +156,7 @@ class RunStore:
         in_time = (lambda a: a) if order is None else (lambda a: a[order])
         mask = where_mask(inner, strings, cols, sub.rows) if inner.where else None
         self.readers: list[tuple[np.ndarray | None, Callable[[int, int], Any]]] | None = []
+        self.inputs: list[tuple[Any, np.ndarray | None, np.ndarray | None]] = []  # per aggregate: (it, counted, values)
         for a in inner.aggs:
             keep = mask
             if a.column and "?" + a.column in cols:  # (from_rows takes the non-null values only)
@@ -172,6 +173,7 @@ class RunStore:
                 self.readers = None
                 return
             self.readers.append((counted, run))
+            self.inputs.append((a, counted, values))
 
     @staticmethod
     def for_query(inner: "BoundQuery") -> bool:
@@ -191,6 +193,20 @@ class RunStore:
         i, j = int(ts.searchsorted(lo)), int(ts.searchsorted(hi))
         return tuple(run(i, j) if counted is None else run(int(counted[i]), int(counted[j]))
                      for counted, run in self.readers)
+
+
+    def columns(self, edges: list[int]) -> list | None:
+        """Per aggregate, the combine_columns of the inner query's partials of the slices between
+        consecutive `edges` (ascending), in one vectorised pass (functions.py `run_columns`), or
+        None where an aggregate reads its runs one by one."""
+        rows = self.ts.searchsorted(np.asarray(edges, dtype=self.ts.dtype))
+        out = []
+        for a, counted, values in self.inputs:
+            got = a.fn.run_columns(a, values, rows if counted is None else counted[rows])
+            if got is None:
+                return None
+            out.append(got)
+        return out
 
 
 def _stored(typ: str | None) -> np.ndarray:
@@ -267,10 +283,13 @@ class _Key:
 class SliceReader:
     """A plan's reader of a sub-window's slices between given cuts (SlicedHop.slice_reader): `key`
     names its inner query and access path (plans with equal keys read interchangeable slices),
-    `read(sub, cuts)` gives slices_of's (start, end, partial) list."""
+    `read(sub, cuts)` gives slices_of's (start, end, partial) list, `columns(sub, cuts)` the
+    slices' partials per aggregate as combine_columns from the sub-window's RunStore in one pass
+    (None where the query has no RunStore or an aggregate no run_columns)."""
 
     key: "_Key"
     read: Callable[["SubWindow", list[int]], list[tuple[int, int, Any]]]
+    columns: Callable[["SubWindow", list[int]], list | None]
 
 
 # -- a query answered per window over slices -------------------------------------------------------
@@ -309,7 +328,16 @@ class SlicedHop:
         of several window sequences of the same inner query (slicing_shared.py), at all their cuts."""
         key, tc, inner = _Key.of((self.key, str(access))), self.time_column, self.inner
         runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
-        return SliceReader(key, lambda sub, cuts: slices_of(sub, cuts, key, whole, rows, tc, runs))
+
+        def columns(sub: "SubWindow", cuts: list[int]) -> list | None:
+            if runs is None:
+                return None
+            kept = kept_for(sub)
+            store = kept.get(("runs", key))
+            if store is None:
+                store = kept[("runs", key)] = runs(sub, kept)
+            return None if store.readers is None else store.columns([sub.start_ms, *cuts, sub.end_ms])
+        return SliceReader(key, lambda sub, cuts: slices_of(sub, cuts, key, whole, rows, tc, runs), columns)
 
     def sliced_reader(self, slices: "SliceReader") -> Callable[["SubWindow"], Any]:
         """A sub-window's read: its bounds and its slices' partials (parts of sub-windows from the

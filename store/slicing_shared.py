@@ -18,6 +18,7 @@ window's slices through the inner finish, as one window alone does: still one re
 for all members."""
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -84,20 +85,30 @@ class SharedSlices:
 
     def read(self, sub: "SubWindow") -> tuple:
         """The sub-window's slices at all members' cuts, kept with it: (version, start, end, slice
-        starts, slice partials, per aggregate its combine_columns or None)."""
+        starts, slice partials or None, per aggregate its combine_columns or None, the sub-window
+        weakly). A cut sub-window of an inner query with a RunStore is read in one vectorised pass
+        (its slices' partials straight as columns); others slice by slice (slicing.slices_of)."""
         kept = kept_for(sub)
         got = kept.get(self._tag)
         if got is None:
-            slices = self._reader.read(sub, self.cuts(sub.start_ms, sub.end_ms))
-            parts = [p for _, _, p in slices]
-            columns = None
-            if self._by_runs:
+            lo, hi = sub.start_ms, sub.end_ms
+            cuts = self.cuts(lo, hi)
+            columns = self._reader.columns(sub, cuts) if cuts and self._by_runs else None
+            parts = None if columns is not None else [p for _, _, p in self._reader.read(sub, cuts)]
+            if parts is not None and self._by_runs:
                 columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]
                 columns = None if any(c is None for c in columns) else columns
-            got = kept[self._tag] = (sub.slide, sub.start_ms, sub.end_ms,
-                                     np.array([lo for lo, _, _ in slices], dtype=object if not self._safe else np.int64),
-                                     parts, columns)
+            starts = np.array([lo, *cuts], dtype=np.int64 if self._safe else object)
+            got = kept[self._tag] = (sub.slide, lo, hi, starts, parts, columns, weakref.ref(sub))
         return got
+
+    def _parts(self, read: tuple) -> list:
+        """A read's slice partials (made now where its slices were read as columns only)."""
+        if read[4] is not None:
+            return read[4]
+        sub = read[6]()
+        assert sub is not None, "a sub-window read by the execution answering from it"
+        return [p for _, _, p in self._reader.read(sub, self.cuts(read[1], read[2]))]
 
     # -- answering ---------------------------------------------------------------------------------
     def newest(self, reads: list) -> list[int | None]:
@@ -122,10 +133,11 @@ class SharedSlices:
         for a, b in zip(reads, reads[1:]):
             assert a[2] == b[1], "the sub-windows read are consecutive"
         starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
-        parts = [p for c in reads for p in c[4]]
         end = reads[-1][2] if reads else None
-        runs = None
-        if reads and all(c[5] is not None for c in reads):
+        runs, parts = None, None
+        if not all(c[5] is not None for c in reads):
+            parts = [p for c in reads for p in self._parts(c)]
+        elif reads:
             aggs = self._inner.aggs
             runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])
                                                for y in range(len(reads[0][5][x]))))
@@ -139,13 +151,14 @@ class SharedSlices:
             shape = self.hops[m].shape
             lo, hi = k * shape.slide_ms, k * shape.slide_ms + shape.range_ms
             i = int(np.searchsorted(starts, lo))  # (object arrays of Python ints near the int64 limits)
-            j = len(parts) if hi == end else int(np.searchsorted(starts, hi))
-            assert i < j <= len(parts) and starts[i] == lo and (j == len(parts) or starts[j] == hi), \
+            j = len(starts) if hi == end else int(np.searchsorted(starts, hi))
+            assert i < j <= len(starts) and starts[i] == lo and (j == len(starts) or starts[j] == hi), \
                 "a window within the sub-windows read, on slice edges"
             part = Partial()
             if runs is not None:
                 part.add(0, tuple(run(i, j) for run in runs))
             else:
+                assert parts is not None
                 for x in range(i, j):
                     part.add(x, parts[x])
             out.append(plan.finish_windows([(lo, hi, plan.finish_inner(part))]))

@@ -152,3 +152,23 @@ def test_a_sum_beyond_int64_combines_without_runs():
     by `combine` (combine_columns None), never wrapped."""
     b = BoundAggregate(FUNCTIONS["sum"], "x", "int64", None, "sum", "int128")
     assert b.fn.combine_columns(b, [(INT64_MAX, 1), (INT64_MAX + 5, 2)]) is None
+
+
+@pytest.mark.parametrize("func,typ", [("count", None), ("count", "int64"), ("sum", "int64"), ("avg", "int64"),
+                                      ("min", "int64"), ("max", "int64"), ("min", "timestamp")])
+def test_run_columns_are_the_combine_columns_of_each_runs_contribution(func, typ):
+    """A sub-window cut into consecutive runs in one vectorised pass (run_columns) gives what
+    reading each run (from_rows) and putting the partials in columns gives, empty runs included."""
+    rng = random.Random(func + str(typ))
+    b = BoundAggregate(FUNCTIONS[func], None if typ is None else "x", typ, None, func, FUNCTIONS[func].result_type(typ))
+    fn = b.fn
+    for _ in range(30):
+        n = rng.randint(0, 60)
+        values = np.array([rng.choice([rng.randint(-99, 99), INT64_MAX // 128, INT64_MIN // 128]) for _ in range(n)],
+                          dtype=np.int64)
+        bounds = np.array(sorted([0, n, *(rng.randint(0, n) for _ in range(rng.randint(0, 8)))]), dtype=np.int64)
+        got = fn.run_columns(b, None if typ is None else values, bounds)
+        parts = [fn.from_rows(b, None if typ is None else values[i:j], j - i, None) for i, j in zip(bounds, bounds[1:])]
+        want = fn.combine_columns(b, parts)
+        assert got is not None and want is not None
+        assert [c.tolist() for c in got] == [c.tolist() for c in want], (func, bounds)

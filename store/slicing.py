@@ -146,7 +146,7 @@ class RunStore:
     sub-window (kept with it) and shared by every window sequence of the inner query, whatever its
     cuts. Only for ungrouped queries whose aggregates all have run readers (`for_query`)."""
 
-    __slots__ = ("ts", "readers", "inputs")
+    __slots__ = ("ts", "ok", "inputs", "_readers")
 
     def __init__(self, sub: "SubWindow", inner: "BoundQuery", strings, time_column: str, kept: dict):
         from .planner.read import where_mask
@@ -155,7 +155,6 @@ class RunStore:
         cols = sub.columns
         in_time = (lambda a: a) if order is None else (lambda a: a[order])
         mask = where_mask(inner, strings, cols, sub.rows) if inner.where else None
-        self.readers: list[tuple[np.ndarray | None, Callable[[int, int], Any]]] | None = []
         self.inputs: list[tuple[Any, np.ndarray | None, np.ndarray | None]] = []  # per aggregate: (it, counted, values)
         for a in inner.aggs:
             keep = mask
@@ -168,12 +167,11 @@ class RunStore:
                 values = in_time(cols[a.column])
                 values = values if keep is None else values[keep]
             counted = None if keep is None else np.concatenate(([0], np.cumsum(keep)))  # rows -> values
-            run = a.fn.runs(a, values)
-            if run is None:  # (a storage for_query did not foresee: the slices are read from rows)
-                self.readers = None
-                return
-            self.readers.append((counted, run))
             self.inputs.append((a, counted, values))
+        # every aggregate has a run reader for its storage (else the slices are read from rows): asked
+        # of an empty array, the readers themselves made at the first read (the columns need none)
+        self.ok = all(a.fn.runs(a, None if values is None else values[:0]) is not None for a, _, values in self.inputs)
+        self._readers: list[tuple[np.ndarray | None, Callable[[int, int], Any]]] | None = None
 
     @staticmethod
     def for_query(inner: "BoundQuery") -> bool:
@@ -188,11 +186,13 @@ class RunStore:
 
     def read(self, lo: int, hi: int) -> tuple:
         """The inner query's partial of the rows with lo <= time < hi (from_rows' form)."""
-        assert self.readers is not None, "read only a store with a reader per aggregate"
+        assert self.ok, "read only a store with a reader per aggregate"
+        if self._readers is None:
+            self._readers = [(counted, a.fn.runs(a, values)) for a, counted, values in self.inputs]
         ts = self.ts
         i, j = int(ts.searchsorted(lo)), int(ts.searchsorted(hi))
         return tuple(run(i, j) if counted is None else run(int(counted[i]), int(counted[j]))
-                     for counted, run in self.readers)
+                     for counted, run in self._readers)
 
 
     def columns(self, edges: list[int]) -> list | None:
@@ -239,7 +239,7 @@ def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable,
                 kept[("scans", key)] = scans + 1
             if lo == sub.start_ms and hi == sub.end_ms:
                 got = whole(sub)
-            elif store is not None and store.readers is not None:
+            elif store is not None and store.ok:
                 got = store.read(lo, hi)
             else:
                 got = rows(part_of(sub, lo, hi, time_column, kept))
@@ -336,7 +336,7 @@ class SlicedHop:
             store = kept.get(("runs", key))
             if store is None:
                 store = kept[("runs", key)] = runs(sub, kept)
-            return None if store.readers is None else store.columns([sub.start_ms, *cuts, sub.end_ms])
+            return store.columns([sub.start_ms, *cuts, sub.end_ms]) if store.ok else None
         return SliceReader(key, lambda sub, cuts: slices_of(sub, cuts, key, whole, rows, tc, runs), columns)
 
     def sliced_reader(self, slices: "SliceReader") -> Callable[["SubWindow"], Any]:

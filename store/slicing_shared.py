@@ -26,13 +26,29 @@ import numpy as np
 from .aggregates import Partial
 from .exact import INT64_MAX
 from .planner.merge import combines
-from .slicing import Shape, SlicedHop, kept_for
+from .slicing import SCANS_BEFORE_STORE, Shape, SlicedHop, kept_for
 
 if TYPE_CHECKING:
     from .planner.plan import Answer, Plan
     from .subwindow import SubWindow
 
 _SAFE = INT64_MAX // 4  # cuts are computed in int64 arrays while every bound and length is below this
+
+
+class _Tag:
+    """The key of a shared execution's cut reads among a sub-window's kept entries, its hash made
+    once: hashing a thousand shapes at every read costs more than the read."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key: tuple):
+        self.key, self.hash = key, hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or isinstance(other, _Tag) and self.hash == other.hash and self.key == other.key
 
 
 class SharedSlices:
@@ -58,7 +74,7 @@ class SharedSlices:
         self._slides = np.array([s.slide_ms for s in self.shapes], dtype=np.int64)
         self._safe = all(s.range_ms < _SAFE and s.slide_ms < _SAFE for s in self.shapes)
         self._reader = lead.slices
-        self._tag = ("shared", key, self.shapes)
+        self._tag = _Tag(("shared", key, self.shapes))
         inner = self.hops[0].inner
         self._inner = inner
         self._by_runs = combines(inner) and inner.group_by is None
@@ -93,7 +109,8 @@ class SharedSlices:
         if got is None:
             lo, hi = sub.start_ms, sub.end_ms
             cuts = self.cuts(lo, hi)
-            columns = self._reader.columns(sub, cuts) if cuts and self._by_runs else None
+            # (few cuts: a scan of each part costs less than making the sub-window's RunStore, as in slices_of)
+            columns = self._reader.columns(sub, cuts) if len(cuts) >= SCANS_BEFORE_STORE and self._by_runs else None
             parts = None if columns is not None else [p for _, _, p in self._reader.read(sub, cuts)]
             if parts is not None and self._by_runs:
                 columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]

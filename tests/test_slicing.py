@@ -230,7 +230,7 @@ def test_a_run_store_reads_what_a_scan_of_the_slice_reads(values):
         inner = plan_query(q, fed.s).bound.hop.inner
         assert RunStore.for_query(inner)
         store, scan = RunStore(sub, inner, fed.s.strings, "ts", {}), Plan(inner, fed.s, AccessPath.WINDOW)
-        assert store.readers is not None
+        assert store.ok
         for _ in range(200):
             lo = rng.randrange(-10, 1010)
             hi = rng.randrange(lo, 1020)

@@ -29,8 +29,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, max_abs, narrow, ratio, run_sums
-from .kernels import (concat_sums, grouped_extreme, null_where_empty, run_extremes, string_group_extreme, unique_pairs,
+from .exact import (INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, max_abs, narrow, range_sums, ratio,
+                    run_sums)
+from .kernels import (concat_sums, grouped_extreme, null_where_empty, range_extremes, run_extremes, string_group_extreme,
+                      unique_pairs,
                       weighted, without_null_key)
 
 # Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
@@ -146,12 +148,14 @@ class AggregateFunction(ABC):
         of many windows at once (store/slicing_shared.py). None: its runs are read one by one."""
         return None
 
-    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> Callable[[int, int], Any]:
-        """`combine` of every run parts[i:j] of contributions in time order (i < j), given their
-        combine_columns, as a function of (i, j) costing O(1) or so after one pass: Scotty's shared
-        merge of slice aggregates, so that each of many concurrent windows over the same slices
-        costs a few lookups (prefix sums where the combine is invertible, a sparse table of block
-        extremes for MIN/MAX). Needed where combine_columns is not None."""
+    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> Callable[[np.ndarray, np.ndarray], Any]:
+        """`combine` of each run parts[i[x]:j[x]] (i < j) of contributions in time order, for arrays
+        of runs i, j at once, given the contributions' combine_columns: one contribution per run in
+        from_group_rows' form (a key per run), which `finish_unique` lowers to one result per run.
+        Scotty's shared merge of slice aggregates, so that many concurrent windows over the same
+        slices cost a few array operations, not a merge each: prefix sums where the combine is
+        invertible (COUNT, exact SUM/AVG), a sparse table for MIN/MAX (kernels.range_extremes).
+        Needed where combine_columns is not None."""
         raise NotImplementedError(f"{self.name} has no combine_runs")
 
     @abstractmethod
@@ -273,7 +277,7 @@ class Count(AggregateFunction):
         return (np.diff(bounds).astype(np.int64, copy=False),)
 
     def combine_runs(self, b, columns):
-        return run_sums(columns[0])
+        return range_sums(columns[0])
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
@@ -384,7 +388,7 @@ class Sum(AggregateFunction):
         return prefix[bounds[1:]] - prefix[bounds[:-1]], counts
 
     def combine_runs(self, b, columns):
-        total, count = run_sums(columns[0]), run_sums(columns[1])  # (run_sums: exact, through 32-bit halves)
+        total, count = range_sums(columns[0]), range_sums(columns[1])  # (exact, through 32-bit halves)
         return lambda i, j: (total(i, j), count(i, j))
 
     def combine_groups(self, b, inverse, groups, parts, strings):
@@ -580,8 +584,8 @@ class _Extreme(AggregateFunction):
         return out, present.astype(np.int64)
 
     def combine_runs(self, b, columns):
-        extreme, present = run_extremes(columns[0], self.maximum), run_sums(columns[1])
-        return lambda i, j: extreme(i, j) if present(i, j) else None
+        extreme, present = range_extremes(columns[0], self.maximum), range_sums(columns[1])
+        return lambda i, j: (extreme(i, j), present(i, j) > 0)
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         present = np.concatenate([p[1] for p in parts])

@@ -126,3 +126,43 @@ def run_extremes(values: np.ndarray, maximum: bool):
             out = pick(out, levels[k][first + 1], levels[k][last - (1 << k)])
         return out.item()
     return run
+
+
+def range_extremes(values: np.ndarray, maximum: bool):
+    """The max (or min) of values[i[x]:j[x]] (each non-empty) for arrays of runs i, j of an integer
+    array at once, on run_extremes' structure made once (per block of _RUN_BLOCK values the running
+    extreme from its start and from its end, a sparse table over the blocks' extremes): a run
+    across blocks is the suffix of its first block, the prefix of its last and the whole blocks
+    between (two table lookups), vectorised over the runs; one within a block is reduced directly.
+    A reduction picks one of the values, so each result is its run's own max/min exactly."""
+    assert values.dtype.kind in "iu", "run extremes of integers only"
+    op = np.maximum if maximum else np.minimum
+    b, n = _RUN_BLOCK, len(values)
+    blocks = -(-n // b)
+    info = np.iinfo(values.dtype)
+    padded = np.full(blocks * b, info.min if maximum else info.max, dtype=values.dtype)  # the identity
+    padded[:n] = values
+    grid = padded.reshape(blocks, b)
+    from_start = op.accumulate(grid, axis=1).ravel()
+    from_end = op.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
+    levels = [from_end[::b].copy()]  # each block's extreme; level k: of 2**k consecutive blocks
+    width = 1
+    while 2 * width <= blocks:
+        prev = levels[-1]
+        levels.append(op(prev[:-width], prev[width:]))
+        width *= 2
+
+    def runs(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        assert (j > i).all(), "non-empty runs"
+        first, last = i // b, (j - 1) // b
+        out = op(from_end[i], from_start[j - 1])  # (right where the run spans blocks)
+        between = last - first - 1
+        k = np.frexp(np.maximum(between, 1))[1].astype(np.int64) - 1  # floor(log2), exact below 2**53
+        for level in np.unique(k[between > 0]).tolist():
+            at = (k == level) & (between > 0)
+            table = levels[level]
+            out[at] = op(out[at], op(table[first[at] + 1], table[last[at] - (1 << level)]))
+        for x in np.flatnonzero(first == last).tolist():  # within one block: at most _RUN_BLOCK values
+            out[x] = op.reduce(values[i[x]:j[x]])
+        return out
+    return runs

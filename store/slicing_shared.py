@@ -159,26 +159,36 @@ class SharedSlices:
             runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])
                                                for y in range(len(reads[0][5][x]))))
                     for x, a in enumerate(aggs)]
-        out = []
-        for m, k in due:
-            plan = self.plans[m]
+        # every due window's slices at once: [i, j) of the slices read, by two searches of all bounds
+        windows = [(x, m, k * self.hops[m].shape.slide_ms) for x, (m, k) in enumerate(due) if k is not None]
+        dtype = starts.dtype
+        los = np.array([lo for _, _, lo in windows], dtype=dtype)
+        his = np.array([lo + self.hops[m].shape.range_ms for _, m, lo in windows], dtype=dtype)
+        i = np.searchsorted(starts, los)  # (object arrays of Python ints near the int64 limits)
+        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
+        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
+            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
+        values = None
+        if runs is not None:  # each aggregate's combine of every window's run of slices, lowered at once
+            keys = np.arange(len(windows))
+            results = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
+                       for a, run in zip(self._inner.aggs, runs)]
+            values = list(zip(*results)) if results else [() for _ in windows]
+        out: list = [None] * len(due)
+        for x, (m, k) in enumerate(due):
             if k is None:
-                out.append(plan.finish_windows([]))
-                continue
-            shape = self.hops[m].shape
-            lo, hi = k * shape.slide_ms, k * shape.slide_ms + shape.range_ms
-            i = int(np.searchsorted(starts, lo))  # (object arrays of Python ints near the int64 limits)
-            j = len(starts) if hi == end else int(np.searchsorted(starts, hi))
-            assert i < j <= len(starts) and starts[i] == lo and (j == len(starts) or starts[j] == hi), \
-                "a window within the sub-windows read, on slice edges"
-            part = Partial()
-            if runs is not None:
-                part.add(0, tuple(run(i, j) for run in runs))
+                out[x] = self.plans[m].finish_windows([])
+        for w, (x, m, lo) in enumerate(windows):
+            plan, hi = self.plans[m], int(his[w])
+            if values is not None:
+                inner = plan.finish_inner_values(list(values[w]))
             else:
                 assert parts is not None
-                for x in range(i, j):
-                    part.add(x, parts[x])
-            out.append(plan.finish_windows([(lo, hi, plan.finish_inner(part))]))
+                part = Partial()
+                for y in range(int(i[w]), int(j[w])):
+                    part.add(y, parts[y])
+                inner = plan.finish_inner(part)
+            out[x] = plan.finish_windows([(lo, hi, inner)])
         return out
 
 

@@ -135,6 +135,14 @@ class Plan:
         assert self._inner is not None, "a plan answered per window"
         return self._inner.finish(partial)
 
+    def finish_inner_values(self, values: list) -> Answer:
+        """One window's inner answer from its aggregates' values (an ungrouped inner query whose
+        windows' contributions a shared execution combined and lowered at once): HAVING, LIMIT
+        and the answer's form, as finish does after finish_values."""
+        inner = self._inner
+        assert inner is not None and inner.bound.group_by is None, "an ungrouped query answered per window"
+        return inner._answer(limit_rows(inner._having_one(values), inner.bound.limit))
+
     def finish_windows(self, answers: list[tuple[int, int, Any]]) -> Answer:
         """A sliced query's answer from its windows' (start, end, inner answer), start order: the
         rows of every window with their bounds, or without the bounds the newest window's answer

@@ -80,6 +80,7 @@ def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = Fa
     plans = [plan_query(parse_query(text(r, sl)), s, periodic=True) for r, sl in shp]
     shared = SharedSlices(plans) if mode == "together" else None
     reflected: list[int | None] = [None] * count
+    answered: list[int | None] = [None] * count  # (together: the window each answered last)
     con = None
     if mode == "duckdb":
         import duckdb
@@ -101,11 +102,11 @@ def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = Fa
         if slot < N_SUB - 1:  # filling the window: the first executions come with its last warm-up slide
             continue
         if shared is not None:  # every due window in one execution: one read of the sub-windows
-            due = [i for i, plan in enumerate(plans) if slides_until_due(plan.bound.hop, s.window, reflected[i]) <= 0]
             reads = [shared.read(sub) for sub in s.window.youngest(shared.n_q)]
-            newest = shared.newest(reads)
+            newest = shared.newest(reads)  # due: a window completed since its last answer (slides_until_due)
+            due = [i for i, k in enumerate(newest) if k is not None and k != answered[i]]
             for i, got in zip(due, shared.answer(reads, [(i, newest[i]) for i in due])):
-                reflected[i] = s.window.latest
+                answered[i] = newest[i]
                 if check and timed:
                     answers.append((slot, i, [tuple(int(x) for x in r) for r in got.rows]))
         for i, plan in enumerate(plans):

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from .planner.plan import Answer, Plan
     from .subwindow import SubWindow
 
+# Fewer due windows than this merge their slices one window at a time (as a window alone does)
+# where the slices' partials are at hand: building the run readers over every slice read costs
+# more than a few windows' merges.
+FEW = 4
 _SAFE = INT64_MAX // 4  # cuts are computed in int64 arrays while every bound and length is below this
 
 
@@ -73,6 +77,8 @@ class SharedSlices:
         self._ranges = np.array([s.range_ms for s in self.shapes], dtype=np.int64)
         self._slides = np.array([s.slide_ms for s in self.shapes], dtype=np.int64)
         self._safe = all(s.range_ms < _SAFE and s.slide_ms < _SAFE for s in self.shapes)
+        self._member_ranges = np.array([h.shape.range_ms for h in self.hops], dtype=np.int64 if self._safe else object)
+        self._member_slides = np.array([h.shape.slide_ms for h in self.hops], dtype=np.int64 if self._safe else object)
         self._reader = lead.slices
         self._tag = _Tag(("shared", key, self.shapes))
         inner = self.hops[0].inner
@@ -130,17 +136,22 @@ class SharedSlices:
     # -- answering ---------------------------------------------------------------------------------
     def newest(self, reads: list) -> list[int | None]:
         """Per member, the newest of its windows lying entirely within the sub-windows read (its
-        index k), or None before one does: what it answers now (a periodic sliced query answers the
-        newest window, slicing.SlicedHop)."""
+        index k, Definition 9's delaying function at the end read), or None before one does: what
+        it answers now (a periodic sliced query answers the newest window, slicing.SlicedHop).
+        Vectorised over the members where no bound is near the int64 limits."""
         reads = sorted(reads, key=lambda c: c[1])
         if not reads:
             return [None] * len(self.plans)
         lo, hi = reads[0][1], reads[-1][2]
-        out: list[int | None] = []
-        for h in self.hops:
-            ks = h.shape.indexes(lo, hi)
-            out.append(ks[-1] if len(ks) else None)
-        return out
+        if not (self._safe and -_SAFE < lo < hi < _SAFE):
+            out: list[int | None] = []
+            for h in self.hops:
+                ks = h.shape.indexes(lo, hi)
+                out.append(ks[-1] if len(ks) else None)
+            return out
+        r, s = self._member_ranges, self._member_slides
+        k = (hi - r) // s
+        return [x if ok else None for x, ok in zip(k.tolist(), (k * s >= lo).tolist())]
 
     def answer(self, reads: list, due: list[tuple[int, int | None]]) -> list["Answer"]:
         """Per (member, window k) of `due`, the member's answer over its window k (its plan's
@@ -151,9 +162,10 @@ class SharedSlices:
             assert a[2] == b[1], "the sub-windows read are consecutive"
         starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
         end = reads[-1][2] if reads else None
+        due_windows = sum(k is not None for _, k in due)
         runs, parts = None, None
-        if not all(c[5] is not None for c in reads):
-            parts = [p for c in reads for p in self._parts(c)]
+        if not all(c[5] is not None for c in reads) or (due_windows < FEW and all(c[4] is not None for c in reads)):
+            parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
         elif reads:
             aggs = self._inner.aggs
             runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])

@@ -317,9 +317,10 @@ class SlicedHop:
         return replace(self.inner.query, range=None, slide=None)
 
     def alone_reason(self) -> str:
-        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
-        return ("runs alone: windows that cut sub-windows (RANGE or SLIDE not whole sub-windows) share the slice "
-                "partials kept per sub-window, not a joint execution")
+        """Why the rules' groups (txn/sharing/rules.py) do not take a periodic query of this window:
+        under --sharing it joins a slices group instead (txn/sharing/slices.py)."""
+        return ("not in the rules' groups: windows that cut sub-windows are due when a slide completes one of their "
+                "windows, and run with the due windows of the same inner query in a slices group")
 
     def slice_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
                      access: Any, strings=None) -> "SliceReader":

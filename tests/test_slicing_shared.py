@@ -214,7 +214,6 @@ def engine_run(sharing: str, policy: str, seed: int):
                                   f"[RANGE {r} ms SLIDE {s} ms] GROUP BY window_start", 0, 0))
     e.apply(Register("N", "SELECT COUNT(*), SUM(b), MAX(b) FROM s [RANGE 20 s SLIDE 3 s]", 0, 0))
     e.apply(Register("X", "SELECT window_start, COUNT(*) FROM s [RANGE 20 s SLIDE 3 s] GROUP BY window_start", 0, 0))
-    accepted: list = []
     for step in range(120):
         base = step * 2000
         batch = [(base + rng.randint(0, 1999) - rng.randint(0, 2000), rng.choice("ab"), rng.randint(-9, 9))

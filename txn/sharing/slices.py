@@ -7,11 +7,14 @@ aborted by a slide and restarts), and its answer is split per member. It owns th
 runtime.SharedTasks owns the tasks, when they run and what they are told."""
 from __future__ import annotations
 
-from typing import Hashable
+from typing import TYPE_CHECKING, Hashable
 
 from windowstore.store.slicing_shared import SharedSlices
 
 from .answer import SharedAnswer
+
+if TYPE_CHECKING:
+    from ..schedule.edf import Task
 
 
 def slices_key(plan) -> Hashable:
@@ -56,15 +59,15 @@ class SlicesGroups:
     """The registered sliced members by slices group (slices_key), in registration order."""
 
     def __init__(self):
-        self.groups: dict[Hashable, dict[str, object]] = {}  # key -> member id -> its task
+        self.groups: dict[Hashable, dict[str, "Task"]] = {}  # key -> member id -> its task
         self.key_of: dict[str, Hashable] = {}
 
-    def add(self, task) -> None:
+    def add(self, task: "Task") -> None:
         key = slices_key(task.plan)
         self.groups.setdefault(key, {})[task.id] = task
         self.key_of[task.id] = key
 
-    def remove(self, task_id: str):
+    def remove(self, task_id: str) -> "Task | None":
         key = self.key_of.pop(task_id, None)
         if key is None:
             return None
@@ -74,7 +77,7 @@ class SlicesGroups:
             del self.groups[key]
         return task
 
-    def task(self, task_id: str):
+    def task(self, task_id: str) -> "Task | None":
         key = self.key_of.get(task_id)
         return None if key is None else self.groups[key][task_id]
 

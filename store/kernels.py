@@ -90,16 +90,12 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
 _RUN_BLOCK = 64  # run_extremes: values per block
 
 
-def run_extremes(values: np.ndarray, maximum: bool):
-    """The max (or min) of every non-empty run values[i:j] of an integer array, as a function of
-    (i, j) giving a Python int: per block of _RUN_BLOCK values the running extreme from its start
-    and from its end (2n values), and a sparse table over the blocks' extremes (O(n / B log(n / B))),
-    made once; a run is then the suffix of its first block, the prefix of its last and the whole
-    blocks between (two table lookups), or one direct reduction when it lies within one block. A
-    reduction picks one of the values, so the result is the run's own max/min exactly."""
+def _block_extremes(values: np.ndarray, maximum: bool) -> tuple:
+    """run_extremes' structure of an integer array: per block of _RUN_BLOCK values the running
+    extreme from its start and from its end (2n values), and a sparse table over the blocks'
+    extremes (level k: of 2**k consecutive blocks; O(n / B log(n / B))); with the reduction."""
     assert values.dtype.kind in "iu", "run extremes of integers only"
     op = np.maximum if maximum else np.minimum
-    pick = max if maximum else min
     b, n = _RUN_BLOCK, len(values)
     blocks = -(-n // b)
     info = np.iinfo(values.dtype)
@@ -114,6 +110,18 @@ def run_extremes(values: np.ndarray, maximum: bool):
         prev = levels[-1]
         levels.append(op(prev[:-width], prev[width:]))
         width *= 2
+    return op, from_start, from_end, levels
+
+
+def run_extremes(values: np.ndarray, maximum: bool):
+    """The max (or min) of every non-empty run values[i:j] of an integer array, as a function of
+    (i, j) giving a Python int, on _block_extremes' structure made once: a run is then the suffix
+    of its first block, the prefix of its last and the whole blocks between (two table lookups),
+    or one direct reduction when it lies within one block. A reduction picks one of the values, so
+    the result is the run's own max/min exactly."""
+    op, from_start, from_end, levels = _block_extremes(values, maximum)
+    pick = max if maximum else min
+    b = _RUN_BLOCK
     reduce = op.reduce
 
     def run(i: int, j: int) -> int:
@@ -130,27 +138,12 @@ def run_extremes(values: np.ndarray, maximum: bool):
 
 def range_extremes(values: np.ndarray, maximum: bool):
     """The max (or min) of values[i[x]:j[x]] (each non-empty) for arrays of runs i, j of an integer
-    array at once, on run_extremes' structure made once (per block of _RUN_BLOCK values the running
-    extreme from its start and from its end, a sparse table over the blocks' extremes): a run
-    across blocks is the suffix of its first block, the prefix of its last and the whole blocks
-    between (two table lookups), vectorised over the runs; one within a block is reduced directly.
-    A reduction picks one of the values, so each result is its run's own max/min exactly."""
-    assert values.dtype.kind in "iu", "run extremes of integers only"
-    op = np.maximum if maximum else np.minimum
-    b, n = _RUN_BLOCK, len(values)
-    blocks = -(-n // b)
-    info = np.iinfo(values.dtype)
-    padded = np.full(blocks * b, info.min if maximum else info.max, dtype=values.dtype)  # the identity
-    padded[:n] = values
-    grid = padded.reshape(blocks, b)
-    from_start = op.accumulate(grid, axis=1).ravel()
-    from_end = op.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
-    levels = [from_end[::b].copy()]  # each block's extreme; level k: of 2**k consecutive blocks
-    width = 1
-    while 2 * width <= blocks:
-        prev = levels[-1]
-        levels.append(op(prev[:-width], prev[width:]))
-        width *= 2
+    array at once, on _block_extremes' structure made once: a run across blocks is the suffix of
+    its first block, the prefix of its last and the whole blocks between (two table lookups),
+    vectorised over the runs; one within a block is reduced directly. A reduction picks one of the
+    values, so each result is its run's own max/min exactly."""
+    op, from_start, from_end, levels = _block_extremes(values, maximum)
+    b = _RUN_BLOCK
 
     def runs(i: np.ndarray, j: np.ndarray) -> np.ndarray:
         assert (j > i).all(), "non-empty runs"

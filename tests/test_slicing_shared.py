@@ -245,3 +245,22 @@ def test_sliced_windows_due_together_run_as_one_shared_execution(policy):
         assert len(windows) == len(set(windows)) and all(b - a == r and a % s == 0 for a, b in windows), qid
     report = check(history.events)
     assert report.errors == [] and report.violations("lws") == [], (report.errors, report.violations("lws"))
+
+
+def test_explain_says_a_sliced_query_joins_its_slices_group():
+    """`explain` under --sharing: a sliced periodic query joins the slices group of the registered
+    windows of the same inner query, and runs alone for now when there are none."""
+    from windowstore.txn.commands import CreateStream, Register
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    e = Engine(EngineConfig(policy="lws", sharing="conservative"))
+    e.apply(CreateStream("s", {"ts": "int64", "src": "string", "b": "int64"}, "ts",
+                         WindowSpec(20, 7000, None, "event", 2000, (), 4), 0))
+    text = "SELECT window_start, COUNT(*), SUM(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    stream = e.sched.streams["s"]
+    plan = plan_query(parse_query(text.format(90_000, 20_000)), stream, periodic=True)
+    assert "runs alone for now" in e.sched.sharing.explain(plan, plan.bound.every)
+    e.apply(Register("W1", text.format(45_500, 3_000), 0, 0))
+    e.apply(Register("W2", text.format(30_000, 11_000), 0, 0))
+    said = e.sched.sharing.explain(plan, plan.bound.every)
+    assert "joins the slices group of 2 window(s)" in said and "W1, W2" in said, said

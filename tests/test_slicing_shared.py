@@ -264,3 +264,27 @@ def test_explain_says_a_sliced_query_joins_its_slices_group():
     e.apply(Register("W2", text.format(30_000, 11_000), 0, 0))
     said = e.sched.sharing.explain(plan, plan.bound.every)
     assert "joins the slices group of 2 window(s)" in said and "W1, W2" in said, said
+
+
+@pytest.mark.parametrize("edge", ["max", "min"])
+def test_windows_answered_together_at_the_edges_of_int64_are_exact(edge):
+    """Near INT64_MAX and INT64_MIN the shared execution computes cuts, slice starts and windows in
+    Python integers (object arrays): the same answers as each window alone, and as Definition 10."""
+    t, n = 7000, 6
+    spec = WindowSpec(subwindows=n, subwindow_ms=t, clock="event")
+    lo_ok, hi_ok = spec.event_time_limits()
+    top = hi_ok - 3 if edge == "max" else lo_ok + 9 * t
+    start = top - 8 * t
+    fed = Fed(n, t, 0)
+    for i in range((top - start) // 997):
+        fed.feed([(start + i * 997, "a", i)])
+    shp = [(13_001, 2_999), (9_500, 4_000), (20_000, 1_500), (13_001, 2_999)]
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    plans = [plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp]
+    got = [a.rows for a in run_shared(SharedSlices(plans))]
+    assert got == [run_plan(p).rows for p in plans] and all(got)
+    for (r, s), rows, plan in zip(shp, got, plans):
+        (a, b, *_), = rows
+        v = definition_10(fed.accepted, a, b, r, s)[(a, b)]
+        assert rows == [(a, b, len(v), sum(x[2] for x in v), max(x[2] for x in v))]
+        assert INT64_MIN <= a < b <= INT64_MAX

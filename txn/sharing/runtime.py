@@ -536,7 +536,9 @@ class SharedTasks:
             how = ("each execution is one read-only transaction for the members due at once: every sub-window "
                    "cut once at all their window edges, every due window's slices combined at once")
             if not peers:
-                return f"{self.mode.value}: runs alone for now: no registered window of the same query shares its slices ({how})"
+                return (f"{self.mode.value}: runs alone for now: no registered window of the same query shares its "
+                        f"executions (with one: {how}); alone, windows that cut sub-windows share the slice partials "
+                        f"kept per sub-window")
             return (f"{self.mode.value}: joins the slices group of {len(peers)} window(s) of the same query on "
                     f"{plan.stream.name!r} ({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {how}")
         m = describe(plan, "?", every)

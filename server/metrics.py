@@ -130,7 +130,9 @@ class _StoreCollector:
                              ("aborts", "aborts of shared executions"),
                              ("cover_executions_saved", "queries answered from a predicate cover, scanning nothing"),
                              ("cover_reads_saved", "sub-window scans predicate covers saved"),
-                             ("join_answers", "periodic join answers from a shared join synopsis (SS3/CS5)")):
+                             ("join_answers", "periodic join answers from a shared join synopsis (SS3/CS5)"),
+                             ("slice_executions", "shared executions of windows that cut sub-windows (slices groups)"),
+                             ("slice_answers", "answers delivered by shared executions of slices groups")):
                 yield CounterMetricFamily(f"windowstore_sharing_{key}", doc, value=sh[key])
         if s.get("replica_lag"):  # replicated streams (server/replication/)
             g = GaugeMetricFamily("windowstore_replica_lag_records", "records the slowest replica of the stream lags: "

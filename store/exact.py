@@ -70,6 +70,22 @@ def run_sums(values: np.ndarray):
     return lambda i, j: (int(high[j]) - int(high[i])) * (1 << 32) + int(low[j]) - int(low[i])
 
 
+def range_sums(values: np.ndarray):
+    """exact_sum of values[i[x]:j[x]] for arrays of runs i, j of an int64 array at once: run_sums'
+    prefix sums (int64 while no prefix can wrap, else of the 32-bit halves, recombined as Python
+    ints in an object array), each run two lookups."""
+    assert values.dtype.kind == "i", "run sums are exact for integers only"
+    n = len(values)
+    if n == 0 or max_abs(int(values.min()), int(values.max())) * n <= INT64_MAX:
+        p = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(values, out=p[1:])
+        return lambda i, j: p[j] - p[i]
+    high, low = np.zeros(n + 1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(values >> 32, out=high[1:])
+    np.cumsum(values & _LOW_MASK, out=low[1:])
+    return lambda i, j: narrow((high[j] - high[i]).astype(object) * (1 << 32) + (low[j] - low[i]).astype(object))
+
+
 def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | None = None,
                 hi: int | None = None) -> np.ndarray:
     """Per-group sums; `inverse` maps each value to its group in 0..groups-1. Floats stay float64;

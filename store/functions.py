@@ -29,8 +29,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .exact import INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, narrow, ratio, run_sums
-from .kernels import (concat_sums, grouped_extreme, null_where_empty, run_extremes, string_group_extreme, unique_pairs,
+from .exact import (INT64_MAX, INT64_MIN, exact_sum, grouped_count, grouped_sum, max_abs, narrow, range_sums, ratio,
+                    run_sums)
+from .kernels import (concat_sums, grouped_extreme, null_where_empty, range_extremes, run_extremes, string_group_extreme,
+                      unique_pairs,
                       weighted, without_null_key)
 
 # Input kinds (binder: schema.type_kind; "decimal" stands for every decimal(p,s)). A decimal column
@@ -123,6 +125,30 @@ class AggregateFunction(ABC):
         windows of any length are read without a scan each (store/slicing.py). None (the default):
         slices are read from their rows; e.g. float sums, whose rounding depends on the additions."""
         return None
+
+    def combine_columns(self, b, parts: list) -> tuple[np.ndarray, ...] | None:
+        """Ungrouped contributions (from_rows' form) as arrays with one entry per contribution, the
+        form combine_runs reads; None where they do not combine by runs (then each window's
+        contributions are combined by `combine`). Made once per sealed sub-window's slices and
+        concatenated over the window read (store/slicing_shared.py)."""
+        return None
+
+    def run_columns(self, b, values: np.ndarray | None, bounds: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """combine_columns of the from_rows contributions of the consecutive runs
+        values[bounds[x]:bounds[x + 1]] of one sub-window's selected values in time order (values
+        None for COUNT(*): bounds count rows), in one vectorised pass: a sub-window cut at the edges
+        of many windows at once (store/slicing_shared.py). None: its runs are read one by one."""
+        return None
+
+    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> Callable[[np.ndarray, np.ndarray], Any]:
+        """`combine` of each run parts[i[x]:j[x]] (i < j) of contributions in time order, for arrays
+        of runs i, j at once, given the contributions' combine_columns: one contribution per run in
+        from_group_rows' form (a key per run), which `finish_unique` lowers to one result per run.
+        Scotty's shared merge of slice aggregates, so that many concurrent windows over the same
+        slices cost a few array operations, not a merge each: prefix sums where the combine is
+        invertible (COUNT, exact SUM/AVG), a sparse table for MIN/MAX (kernels.range_extremes).
+        Needed where combine_columns is not None."""
+        raise NotImplementedError(f"{self.name} has no combine_runs")
 
     @abstractmethod
     def from_group_rows(self, b, inverse: np.ndarray, groups: int, values: np.ndarray | None,
@@ -236,6 +262,15 @@ class Count(AggregateFunction):
     def combine(self, b, parts, strings):
         return int(sum(parts))
 
+    def combine_columns(self, b, parts):
+        return (np.asarray(parts, dtype=np.int64),)  # counts of rows: never beyond int64
+
+    def run_columns(self, b, values, bounds):
+        return (np.diff(bounds).astype(np.int64, copy=False),)
+
+    def combine_runs(self, b, columns):
+        return range_sums(columns[0])
+
     def combine_groups(self, b, inverse, groups, parts, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
 
@@ -322,6 +357,31 @@ class Sum(AggregateFunction):
 
     def combine(self, b, parts, strings):
         return (sum(p[0] for p in parts), sum(p[1] for p in parts))
+
+    def combine_columns(self, b, parts):
+        if not self.combine_ok(b):
+            return None
+        try:  # an exact sum beyond int64 (a Python int): those windows combine with `combine`
+            sums = np.asarray([p[0] for p in parts], dtype=np.int64)
+        except OverflowError:
+            return None
+        return sums, np.asarray([p[1] for p in parts], dtype=np.int64)
+
+    def run_columns(self, b, values, bounds):
+        if values is None or values.dtype.kind != "i" or not self.combine_ok(b):
+            return None
+        counts = np.diff(bounds).astype(np.int64, copy=False)
+        if not len(values):
+            return np.zeros(len(counts), dtype=np.int64), counts
+        if max_abs(int(values.min()), int(values.max())) * len(values) > INT64_MAX:
+            return None  # (an int64 prefix could wrap: run_sums' halves, one run at a time)
+        prefix = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=prefix[1:])
+        return prefix[bounds[1:]] - prefix[bounds[:-1]], counts
+
+    def combine_runs(self, b, columns):
+        total, count = range_sums(columns[0]), range_sums(columns[1])  # (exact, through 32-bit halves)
+        return lambda i, j: (total(i, j), count(i, j))
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         return (grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups),
@@ -492,6 +552,32 @@ class _Extreme(AggregateFunction):
 
     def combine(self, b, parts, strings):
         return self.finish(b, parts, strings)
+
+    def combine_columns(self, b, parts):
+        if b.input_type == "boolean" or not self.combine_ok(b):
+            return None
+        present = np.asarray([p is not None for p in parts], dtype=np.int64)
+        identity = INT64_MIN if self.maximum else INT64_MAX  # (an empty slice's None: never picked)
+        try:
+            values = np.asarray([identity if p is None else p for p in parts], dtype=np.int64)
+        except OverflowError:  # (an int128 column)
+            return None
+        return values, present
+
+    def run_columns(self, b, values, bounds):
+        if values is None or values.dtype.kind not in "iu" or b.input_type == "boolean" or not self.combine_ok(b):
+            return None
+        counts = np.diff(bounds)
+        present = counts > 0
+        out = np.full(len(counts), INT64_MIN if self.maximum else INT64_MAX, dtype=np.int64)
+        if present.any():  # each non-empty run reduced (the empty ones between add nothing)
+            op = np.maximum if self.maximum else np.minimum
+            out[present] = op.reduceat(values[:bounds[-1]], bounds[:-1][present])
+        return out, present.astype(np.int64)
+
+    def combine_runs(self, b, columns):
+        extreme, present = range_extremes(columns[0], self.maximum), range_sums(columns[1])
+        return lambda i, j: (extreme(i, j), present(i, j) > 0)
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         present = np.concatenate([p[1] for p in parts])

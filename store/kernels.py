@@ -90,16 +90,12 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
 _RUN_BLOCK = 64  # run_extremes: values per block
 
 
-def run_extremes(values: np.ndarray, maximum: bool):
-    """The max (or min) of every non-empty run values[i:j] of an integer array, as a function of
-    (i, j) giving a Python int: per block of _RUN_BLOCK values the running extreme from its start
-    and from its end (2n values), and a sparse table over the blocks' extremes (O(n / B log(n / B))),
-    made once; a run is then the suffix of its first block, the prefix of its last and the whole
-    blocks between (two table lookups), or one direct reduction when it lies within one block. A
-    reduction picks one of the values, so the result is the run's own max/min exactly."""
+def _block_extremes(values: np.ndarray, maximum: bool) -> tuple:
+    """run_extremes' structure of an integer array: per block of _RUN_BLOCK values the running
+    extreme from its start and from its end (2n values), and a sparse table over the blocks'
+    extremes (level k: of 2**k consecutive blocks; O(n / B log(n / B))); with the reduction."""
     assert values.dtype.kind in "iu", "run extremes of integers only"
     op = np.maximum if maximum else np.minimum
-    pick = max if maximum else min
     b, n = _RUN_BLOCK, len(values)
     blocks = -(-n // b)
     info = np.iinfo(values.dtype)
@@ -114,6 +110,18 @@ def run_extremes(values: np.ndarray, maximum: bool):
         prev = levels[-1]
         levels.append(op(prev[:-width], prev[width:]))
         width *= 2
+    return op, from_start, from_end, levels
+
+
+def run_extremes(values: np.ndarray, maximum: bool):
+    """The max (or min) of every non-empty run values[i:j] of an integer array, as a function of
+    (i, j) giving a Python int, on _block_extremes' structure made once: a run is then the suffix
+    of its first block, the prefix of its last and the whole blocks between (two table lookups),
+    or one direct reduction when it lies within one block. A reduction picks one of the values, so
+    the result is the run's own max/min exactly."""
+    op, from_start, from_end, levels = _block_extremes(values, maximum)
+    pick = max if maximum else min
+    b = _RUN_BLOCK
     reduce = op.reduce
 
     def run(i: int, j: int) -> int:
@@ -126,3 +134,28 @@ def run_extremes(values: np.ndarray, maximum: bool):
             out = pick(out, levels[k][first + 1], levels[k][last - (1 << k)])
         return out.item()
     return run
+
+
+def range_extremes(values: np.ndarray, maximum: bool):
+    """The max (or min) of values[i[x]:j[x]] (each non-empty) for arrays of runs i, j of an integer
+    array at once, on _block_extremes' structure made once: a run across blocks is the suffix of
+    its first block, the prefix of its last and the whole blocks between (two table lookups),
+    vectorised over the runs; one within a block is reduced directly. A reduction picks one of the
+    values, so each result is its run's own max/min exactly."""
+    op, from_start, from_end, levels = _block_extremes(values, maximum)
+    b = _RUN_BLOCK
+
+    def runs(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        assert (j > i).all(), "non-empty runs"
+        first, last = i // b, (j - 1) // b
+        out = op(from_end[i], from_start[j - 1])  # (right where the run spans blocks)
+        between = last - first - 1
+        k = np.frexp(np.maximum(between, 1))[1].astype(np.int64) - 1  # floor(log2), exact below 2**53
+        for level in np.unique(k[between > 0]).tolist():
+            at = (k == level) & (between > 0)
+            table = levels[level]
+            out[at] = op(out[at], op(table[first[at] + 1], table[last[at] - (1 << level)]))
+        for x in np.flatnonzero(first == last).tolist():  # within one block: at most _RUN_BLOCK values
+            out[x] = op.reduce(values[i[x]:j[x]])
+        return out
+    return runs

@@ -146,7 +146,7 @@ class RunStore:
     sub-window (kept with it) and shared by every window sequence of the inner query, whatever its
     cuts. Only for ungrouped queries whose aggregates all have run readers (`for_query`)."""
 
-    __slots__ = ("ts", "readers")
+    __slots__ = ("ts", "ok", "inputs", "_readers")
 
     def __init__(self, sub: "SubWindow", inner: "BoundQuery", strings, time_column: str, kept: dict):
         from .planner.read import where_mask
@@ -155,7 +155,7 @@ class RunStore:
         cols = sub.columns
         in_time = (lambda a: a) if order is None else (lambda a: a[order])
         mask = where_mask(inner, strings, cols, sub.rows) if inner.where else None
-        self.readers: list[tuple[np.ndarray | None, Callable[[int, int], Any]]] | None = []
+        self.inputs: list[tuple[Any, np.ndarray | None, np.ndarray | None]] = []  # per aggregate: (it, counted, values)
         for a in inner.aggs:
             keep = mask
             if a.column and "?" + a.column in cols:  # (from_rows takes the non-null values only)
@@ -167,11 +167,11 @@ class RunStore:
                 values = in_time(cols[a.column])
                 values = values if keep is None else values[keep]
             counted = None if keep is None else np.concatenate(([0], np.cumsum(keep)))  # rows -> values
-            run = a.fn.runs(a, values)
-            if run is None:  # (a storage for_query did not foresee: the slices are read from rows)
-                self.readers = None
-                return
-            self.readers.append((counted, run))
+            self.inputs.append((a, counted, values))
+        # every aggregate has a run reader for its storage (else the slices are read from rows): asked
+        # of an empty array, the readers themselves made at the first read (the columns need none)
+        self.ok = all(a.fn.runs(a, None if values is None else values[:0]) is not None for a, _, values in self.inputs)
+        self._readers: list[tuple[np.ndarray | None, Callable[[int, int], Any]]] | None = None
 
     @staticmethod
     def for_query(inner: "BoundQuery") -> bool:
@@ -186,11 +186,27 @@ class RunStore:
 
     def read(self, lo: int, hi: int) -> tuple:
         """The inner query's partial of the rows with lo <= time < hi (from_rows' form)."""
-        assert self.readers is not None, "read only a store with a reader per aggregate"
+        assert self.ok, "read only a store with a reader per aggregate"
+        if self._readers is None:
+            self._readers = [(counted, a.fn.runs(a, values)) for a, counted, values in self.inputs]
         ts = self.ts
         i, j = int(ts.searchsorted(lo)), int(ts.searchsorted(hi))
         return tuple(run(i, j) if counted is None else run(int(counted[i]), int(counted[j]))
-                     for counted, run in self.readers)
+                     for counted, run in self._readers)
+
+
+    def columns(self, edges: list[int]) -> list | None:
+        """Per aggregate, the combine_columns of the inner query's partials of the slices between
+        consecutive `edges` (ascending), in one vectorised pass (functions.py `run_columns`), or
+        None where an aggregate reads its runs one by one."""
+        rows = self.ts.searchsorted(np.asarray(edges, dtype=self.ts.dtype))
+        out = []
+        for a, counted, values in self.inputs:
+            got = a.fn.run_columns(a, values, rows if counted is None else counted[rows])
+            if got is None:
+                return None
+            out.append(got)
+        return out
 
 
 def _stored(typ: str | None) -> np.ndarray:
@@ -223,7 +239,7 @@ def slices_of(sub: "SubWindow", cuts: list[int], key: Hashable, whole: Callable,
                 kept[("scans", key)] = scans + 1
             if lo == sub.start_ms and hi == sub.end_ms:
                 got = whole(sub)
-            elif store is not None and store.readers is not None:
+            elif store is not None and store.ok:
                 got = store.read(lo, hi)
             else:
                 got = rows(part_of(sub, lo, hi, time_column, kept))
@@ -263,6 +279,19 @@ class _Key:
         return self is other or isinstance(other, _Key) and self.hash == other.hash and self.key == other.key
 
 
+@dataclass(frozen=True)
+class SliceReader:
+    """A plan's reader of a sub-window's slices between given cuts (SlicedHop.slice_reader): `key`
+    names its inner query and access path (plans with equal keys read interchangeable slices),
+    `read(sub, cuts)` gives slices_of's (start, end, partial) list, `columns(sub, cuts)` the
+    slices' partials per aggregate as combine_columns from the sub-window's RunStore in one pass
+    (None where the query has no RunStore or an aggregate no run_columns)."""
+
+    key: "_Key"
+    read: Callable[["SubWindow", list[int]], list[tuple[int, int, Any]]]
+    columns: Callable[["SubWindow", list[int]], list | None]
+
+
 # -- a query answered per window over slices -------------------------------------------------------
 @dataclass(frozen=True)
 class SlicedHop:
@@ -288,25 +317,41 @@ class SlicedHop:
         return replace(self.inner.query, range=None, slide=None)
 
     def alone_reason(self) -> str:
-        """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
-        return ("runs alone: windows that cut sub-windows (RANGE or SLIDE not whole sub-windows) share the slice "
-                "partials kept per sub-window, not a joint execution")
+        """Why the rules' groups (txn/sharing/rules.py) do not take a periodic query of this window:
+        under --sharing it joins a slices group instead (txn/sharing/slices.py)."""
+        return ("not in the rules' groups: windows that cut sub-windows are due when a slide completes one of their "
+                "windows, and run with the due windows of the same inner query in a slices group")
 
-    def sliced_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
-                      access: Any, strings=None) -> Callable[["SubWindow"], Any]:
+    def slice_reader(self, whole: Callable[["SubWindow"], Any], rows: Callable[["SubWindow"], Any],
+                     access: Any, strings=None) -> "SliceReader":
+        """The reader of a sub-window's slices between any cuts (slices_of) for this plan's inner
+        query and access path: this window sequence's reads use it, and so does a shared execution
+        of several window sequences of the same inner query (slicing_shared.py), at all their cuts."""
+        key, tc, inner = _Key.of((self.key, str(access))), self.time_column, self.inner
+        runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
+
+        def columns(sub: "SubWindow", cuts: list[int]) -> list | None:
+            if runs is None:
+                return None
+            kept = kept_for(sub)
+            store = kept.get(("runs", key))
+            if store is None:
+                store = kept[("runs", key)] = runs(sub, kept)
+            return store.columns([sub.start_ms, *cuts, sub.end_ms]) if store.ok else None
+        return SliceReader(key, lambda sub, cuts: slices_of(sub, cuts, key, whole, rows, tc, runs), columns)
+
+    def sliced_reader(self, slices: "SliceReader") -> Callable[["SubWindow"], Any]:
         """A sub-window's read: its bounds and its slices' partials (parts of sub-windows from the
         sub-window's RunStore where the inner query has one, else from their rows)."""
-        key, shape, tc = _Key.of((self.key, str(access))), self.shape, self.time_column
-        mine = ("read", key, shape)
-        inner = self.inner
-        runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
+        shape = self.shape
+        mine = ("read", slices.key, shape)
 
         def read(sub: "SubWindow") -> tuple:
             kept = kept_for(sub)
             got = kept.get(mine)  # this shape's read of the sub-window, made once
             if got is None:
                 got = kept[mine] = (sub.slide, sub.start_ms, sub.end_ms,
-                                    slices_of(sub, shape.cuts(sub.start_ms, sub.end_ms), key, whole, rows, tc, runs))
+                                    slices.read(sub, shape.cuts(sub.start_ms, sub.end_ms)))
             return got
         return read
 
@@ -338,17 +383,16 @@ class SlicedHop:
             answers.append((lo, hi, inner_finish(part)))
         return answers
 
-    def finish_newest(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> Any:
-        """A query without the bounds (picks None): the newest window's inner answer as it is, or
-        None before a window lies within the sub-windows read."""
-        got = self.answers(inner_finish, partial)
-        return got[-1][2] if got else None
-
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         """The answer rows: per window (start order), its inner answer's rows with the bounds."""
+        return self.rows(self.answers(inner_finish, partial))
+
+    def rows(self, answers: list[tuple[int, int, Any]]) -> list[tuple]:
+        """The answer rows of windows' inner answers (start order, `answers`' form): each window's
+        rows with its bounds where the query shows them, LIMIT applied."""
         assert self.picks is not None
         rows: list[tuple] = []
-        for lo, hi, ans in self.answers(inner_finish, partial):
+        for lo, hi, ans in answers:
             for row in ans.rows:
                 if self.hidden_rows and row[-1] == 0:
                     continue

@@ -230,7 +230,7 @@ def test_a_run_store_reads_what_a_scan_of_the_slice_reads(values):
         inner = plan_query(q, fed.s).bound.hop.inner
         assert RunStore.for_query(inner)
         store, scan = RunStore(sub, inner, fed.s.strings, "ts", {}), Plan(inner, fed.s, AccessPath.WINDOW)
-        assert store.readers is not None
+        assert store.ok
         for _ in range(200):
             lo = rng.randrange(-10, 1010)
             hi = rng.randrange(lo, 1020)
@@ -438,8 +438,8 @@ def test_periodic_executions_answer_each_window_once_under_lws(sharing):
     """Registered on the engine (TTU), a sliced query executes when a slide completes a window
     (the slides between two windows of SLIDE 20 s on 7 s sub-windows vary: 2 or 3), so with the
     scheduler kept idle every window is answered exactly once, in order, each as Definition 10 says;
-    the history passes the checker (LWS). With shared execution on, such a query runs on its own,
-    as due by the same rule."""
+    the history passes the checker (LWS). With shared execution on, such a query is due by the
+    same rule, and runs with the due ones of its inner query (test_slicing_shared.py)."""
     from windowstore.txn.checker import check
     from windowstore.txn.commands import Append, CreateStream, Register
     from windowstore.txn.engine import Engine, EngineConfig

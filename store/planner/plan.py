@@ -18,7 +18,7 @@ from ..kinds import AccessPath
 from ..memo import contribution_key, large
 from ..query import Query
 from ..schema import decimal_type
-from ..slicing import SlicedHop
+from ..slicing import SlicedHop, SliceReader
 from ..stream import Stream
 from ..subwindow import SubWindow
 from ..synopsis import NULL_KEY
@@ -72,11 +72,13 @@ class Plan:
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         self.read = reader(bound, access, self.strings, stream.spec.topk)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
+        self.slices: SliceReader | None = None  # windows that cut sub-windows: the reader of any slices
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
             if isinstance(bound.hop, SlicedHop):  # windows that cut sub-windows (slicing.py): parts read from rows
                 rows = self._inner if access == AccessPath.WINDOW else Plan(bound.hop.inner, stream, AccessPath.WINDOW)
-                self.read = bound.hop.sliced_reader(self._inner.read, rows.read, access, self.strings)  # type: ignore[method-assign,assignment]  # shadows the method
+                self.slices = bound.hop.slice_reader(self._inner.read, rows.read, access, self.strings)
+                self.read = bound.hop.sliced_reader(self.slices)  # type: ignore[method-assign,assignment]  # shadows the method
             else:
                 self.read = bound.hop.reader(self._inner.read, stream.spec.subwindow_ms)  # type: ignore[method-assign,assignment]  # shadows the method
         self._temporal: TemporalPlan | None = None
@@ -107,9 +109,8 @@ class Plan:
         if b.hop is not None:
             inner = self._inner
             assert inner is not None
-            if isinstance(b.hop, SlicedHop) and b.hop.picks is None:  # without its bounds: the newest window's answer
-                got = b.hop.finish_newest(inner.finish, partial)
-                return got if got is not None else inner._answer([])
+            if isinstance(b.hop, SlicedHop):
+                return self.finish_windows(b.hop.answers(inner.finish, partial))
             window = b.hop.bounds(partial) if isinstance(b.hop, Cumulative) else None
             return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types,
                           window=window)
@@ -128,6 +129,30 @@ class Plan:
             values = finish_values(b, contributions, self.strings)
             return self._answer(limit_rows(self._having_one(values), b.limit))
         return self._groups_answer(contributions)
+
+    def finish_inner(self, partial: Partial) -> Answer:
+        """A query answered per window (hop.py, slicing.py): one window's inner answer from its
+        partial (a shared execution of several window sequences finishes each window with it)."""
+        assert self._inner is not None, "a plan answered per window"
+        return self._inner.finish(partial)
+
+    def finish_inner_values(self, values: list) -> Answer:
+        """One window's inner answer from its aggregates' values (an ungrouped inner query whose
+        windows' contributions a shared execution combined and lowered at once): HAVING, LIMIT
+        and the answer's form, as finish does after finish_values."""
+        inner = self._inner
+        assert inner is not None and inner.bound.group_by is None, "an ungrouped query answered per window"
+        return inner._answer(limit_rows(inner._having_one(values), inner.bound.limit))
+
+    def finish_windows(self, answers: list[tuple[int, int, Any]]) -> Answer:
+        """A sliced query's answer from its windows' (start, end, inner answer), start order: the
+        rows of every window with their bounds, or without the bounds the newest window's answer
+        (its inner answer on no rows before a window lies within the sub-windows read)."""
+        hop, inner = self.bound.hop, self._inner
+        assert isinstance(hop, SlicedHop) and inner is not None
+        if hop.picks is None:
+            return answers[-1][2] if answers else inner._answer([])
+        return Answer(self.labels, hop.rows(answers), str(self.access), types=self.types)
 
     def _projection_rows(self, contributions: list) -> list[tuple]:
         b = self.bound

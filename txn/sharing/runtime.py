@@ -22,7 +22,7 @@ from windowstore.store.schema import VALID
 
 from ..kinds import QueryKind
 from ..query import Result
-from windowstore.store.slicing import sliced_task
+from windowstore.store.slicing import SlicedHop, sliced_task
 
 from ..schedule.edf import Task, task_due
 from windowstore.store.errors import ResourceLimit
@@ -37,6 +37,7 @@ from .joins import SharedJoinPlan, member_reads
 from .modes import SharingMode
 from .rules import Synopsis, describe, group_key, read_key, reason
 from .schedulers import Execution, make_scheduler
+from .slices import SharedSlicedPlan, SlicesGroups
 
 if TYPE_CHECKING:
     from ..query import QueryTxn
@@ -233,14 +234,20 @@ class SharedTasks:
         self.contributions_reused = 0    # readers' contributions taken from sub-windows' memos (store/memo.py)
         self.join_synopses: dict[Any, SharedJoin] = {}  # per join group (SS3/CS5): its one kept join result
         self.join_answers = 0            # answers of periodic joins from a shared join synopsis
+        self.slices = SlicesGroups()     # windows that cut sub-windows, by slices group (slices.py)
+        self.slice_executions = 0        # shared executions of slices groups committed
+        self.slice_answers = 0           # answers they delivered
         self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
         self._seq = 0
         self._blocked = False
 
     # -- queries come and go -------------------------------------------------------------------
     def add(self, task: Task) -> None:
-        if task.every < 1 or sliced_task(task) is not None:
-            return  # continual (SLIDE 0), or due when a slide completes a window (store/slicing.py): on its own
+        if task.every < 1:
+            return  # continual (SLIDE 0): on its own
+        if sliced_task(task) is not None:  # due when a slide completes a window: with its slices group's due ones
+            self.slices.add(task)
+            return
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
         self.tasks[task.id] = task
@@ -250,6 +257,9 @@ class SharedTasks:
         self.local.sync()
 
     def remove(self, task_id: str) -> None:
+        if self.slices.remove(task_id) is not None:
+            self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
+            return
         task = self.tasks.pop(task_id, None)
         if task is None:
             return
@@ -280,11 +290,12 @@ class SharedTasks:
     # -- the scheduler's due-task loop ---------------------------------------------------------
     def spawn(self, sched: "Scheduler") -> None:
         for task in sched.tasks.values():  # those sharing does not hold: as before
-            if task.id not in self.tasks and task_due(task, sched.failed):
+            if task.id not in self.tasks and task.id not in self.slices.key_of and task_due(task, sched.failed):
                 task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
         period = {mid: t.period for t in self.local.tasks for mid in t.member_ids}
         for mid in [m for m, txn in self.busy.items() if txn.done]:
             del self.busy[mid]  # withdrawn without an answer or an error (its stream dropped)
+        self._spawn_slices(sched)
         excluded = set(self.busy)
         for mid, task in self.tasks.items():
             latest = task.plan.stream.window.latest
@@ -301,6 +312,36 @@ class SharedTasks:
         busy = self.busy
         self._blocked = bool(busy) and any(self.local.d(t) <= 0 for t in self.local.tasks
                                            if any(m in busy for m in t.member_ids))
+
+    def _spawn_slices(self, sched: "Scheduler") -> None:
+        """Each slices group's due members (a slide completed one of each one's windows) in one
+        shared execution; a member due alone runs as before."""
+        for key, group in self.slices.groups.items():
+            due = [t for t in group.values() if t.id not in self.busy and task_due(t, sched.failed)]
+            if len(due) == 1:
+                due[0].running = sched.submit(due[0].plan, QueryKind.PERIODIC, due[0].priority, task=due[0])
+            elif due:
+                self._submit_slices(sched, key, due)
+
+    def _submit_slices(self, sched: "Scheduler", key, members: list[Task]) -> None:
+        self._seq += 1
+        gid = (key[0], "SLICES")
+        ex = Execution(gid, [], [], early={t.id: 0 for t in members})
+        group = Task(f"G{self._seq}", SharedSlicedPlan([t.plan for t in members]),  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
+                     min(t.every for t in members), max(t.priority for t in members), on_error=self.group_failed)
+        group.since = dict(members[0].since or {})
+        reflected = [t.last_reflected for t in members]
+        group.last_reflected = None if None in reflected else min(reflected)  # type: ignore[type-var]  # no None: checked
+        group.shared = Joint(ex, [[t.id] for t in members], gid)
+        txn = sched.submit(group.plan, QueryKind.PERIODIC, group.priority, task=group)
+        group.running = group.shared.txn = txn
+        for t in members:
+            self.busy[t.id] = txn
+
+    def _task(self, member_id: str) -> "Task | None":
+        """A member's task, shared by the rules' groups or by a slices group."""
+        task = self.tasks.get(member_id)
+        return task if task is not None else self.slices.task(member_id)
 
     def _submit(self, sched: "Scheduler", ex: Execution) -> None:
         if len(ex.members) == 1:  # no partner: the query runs as before
@@ -362,10 +403,22 @@ class SharedTasks:
                 return {"slide": sources[0].slide, "window_start_ms": sources[0].window_start_ms,
                         "window_end_ms": sources[0].window_end_ms, "sources": sources}
             return self._answer_members(sched, txn, result, now, own)
+        if isinstance(group.plan, SharedSlicedPlan):
+            self.slice_executions += 1
+            before = self.answers
+            self._answer_members(sched, txn, result, now, self._windows(txn, result))
+            self.slice_answers += self.answers - before
+            return
         plan: SharedPlan = group.plan  # type: ignore[assignment]  # a shared execution's plan
         self.cover_executions_saved += len(plan.cover_derived - plan.cover_fallbacks)
         self.cover_reads_saved += plan.cover_reads_saved
         self.contributions_reused += plan.reused
+        self._answer_members(sched, txn, result, now, self._windows(txn, result))
+
+    @staticmethod
+    def _windows(txn: "QueryTxn", result: "Result"):
+        """Per member task, the bounds of its own n youngest sub-windows of those `txn` read
+        (members of equal RANGE share one dict)."""
         read = txn.sources[0].read
         # the bounds of the n youngest sub-windows read, for every n: one pass, not one per member
         bounds: list[tuple] = []
@@ -383,7 +436,7 @@ class SharedTasks:
                 start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
                 got = by_n[n] = {"window_start_ms": start, "window_end_ms": end}
             return got
-        self._answer_members(sched, txn, result, now, window)
+        return window
 
     def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
         """Each member still waiting for `txn` answered with its output's answer, the result's
@@ -399,13 +452,15 @@ class SharedTasks:
                 if self.busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran
                 del self.busy[mid]
-                task = self.tasks[mid]
+                task = self._task(mid)
+                assert task is not None, "a busy member is registered"
                 if task.last_reflected is not None and result.slide <= task.last_reflected:
                     continue  # it has answered this slide (run for a due partner): never twice
                 late = early = 0
                 if task.last_reflected is not None:
                     late = max(0, latest - task.last_reflected - task.every)
-                    early = max(0, task.every - (result.slide - task.last_reflected))
+                    if sliced_task(task) is None:  # (a sliced member runs when due: its slides between windows vary)
+                        early = max(0, task.every - (result.slide - task.last_reflected))
                 r = object.__new__(Result)  # (a copy: dataclasses.replace re-runs __init__, per member)
                 r.__dict__.update(fields, answer=answer, late_slides=late, early_slides=early, group=label, **own(task))
                 task.late += late > 0
@@ -438,7 +493,7 @@ class SharedTasks:
                 if self.busy.get(mid) is not joint.txn:
                     continue
                 del self.busy[mid]
-                task = self.tasks.get(mid)
+                task = self._task(mid)
                 if refused and task is not None:  # as a join alone: this execution is skipped, the next after its SLIDE
                     task.reflected = {s.name: s.window.latest for s in join_plan(task).streams}
                     task.last_reflected = task.plan.stream.window.latest
@@ -451,6 +506,16 @@ class SharedTasks:
         runs alone."""
         if every < 1:
             return "runs alone: SLIDE 0 re-executes continually, on its own"
+        if isinstance(getattr(getattr(plan, "bound", None), "hop", None), SlicedHop):
+            peers = self.slices.peers(plan)
+            how = ("each execution is one read-only transaction for the members due at once: every sub-window "
+                   "cut once at all their window edges, every due window's slices combined at once")
+            if not peers:
+                return (f"{self.mode.value}: runs alone for now: no registered window of the same query shares its "
+                        f"executions (with one: {how}); alone, windows that cut sub-windows share the slice partials "
+                        f"kept per sub-window")
+            return (f"{self.mode.value}: joins the slices group of {len(peers)} window(s) of the same query on "
+                    f"{plan.stream.name!r} ({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {how}")
         m = describe(plan, "?", every)
         if self.groups.outputs.get(m.key) is not None:
             lead = self.groups.outputs[m.key].leader
@@ -504,13 +569,18 @@ class SharedTasks:
                                if gid[1:2] == ("CS5",) and sum(len(o.members) for o in outs) > 1),
             "join_answers": self.join_answers,
             "contributions_reused": self.contributions_reused,
+            "slice_groups": sum(1 for g in self.slices.groups.values() if len(g) > 1),
+            "slice_executions": self.slice_executions,
+            "slice_answers": self.slice_answers,
         }
 
     def _check(self) -> None:
         self.groups._check()
         self.local._check()
         assert set(self.tasks) == set(self.groups.members), "a task per grouped member"
-        assert set(self.busy) <= set(self.tasks)
+        assert set(self.busy) <= set(self.tasks) | set(self.slices.key_of)
+        assert not set(self.tasks) & set(self.slices.key_of), "a member is in the rules' groups or a slices group"
+        self.slices._check()
         assert all(not txn.done for txn in self.busy.values()), "busy members wait for a live execution"
         assert set(self.join_synopses) <= set(self.groups.groups), "a join synopsis per live join group"
         assert set(self._eager) <= set(self.tasks)

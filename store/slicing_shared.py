@@ -1,0 +1,214 @@
+"""Scotty's shared execution of many window sequences (issue 31; seed 003 Definition 10 with
+temporal bounds, section 6.1.1): periodic queries of one inner query over one event-time stream
+whose windows cut sub-windows (slicing.SlicedHop), answered together in one read of the
+sub-windows. It owns the slices cut at all its members' edges (kept with each sealed sub-window,
+slicing.kept_for) and nothing else: which windows are due is its caller's (txn/sharing/, the
+benchmark), and each window's answer is its member plan's own finish.
+
+Per sealed sub-window it cuts slices once at the union of its members' window edges inside it
+(Scotty's general stream slicing: a slice ends wherever any window starts or ends) and keeps
+their partials and, per aggregate, their `combine_columns` (functions.py). An execution
+concatenates those over the sub-windows it read and makes per aggregate one `combine_runs`
+reader (prefix sums for COUNT and exact SUM/AVG, a sparse table of block extremes for MIN/MAX:
+the aggregate's own combine in range form); each due window is then two binary searches and one
+lookup per aggregate, finished by its plan's inner finish as one combined contribution, which
+finishes as the window's slices would (merge.combine_contributions' contract). Inner queries
+whose contributions do not combine that way (GROUP BY, holistic aggregates, float sums) merge each
+window's slices through the inner finish, as one window alone does: still one read of each slice
+for all members."""
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .aggregates import Partial
+from .exact import INT64_MAX
+from .planner.merge import combines
+from .slicing import SCANS_BEFORE_STORE, Shape, SlicedHop, kept_for
+
+if TYPE_CHECKING:
+    from .planner.plan import Answer, Plan
+    from .subwindow import SubWindow
+
+# Fewer due windows than this merge their slices one window at a time (as a window alone does)
+# where the slices' partials are at hand: building the run readers over every slice read costs
+# more than a few windows' merges.
+FEW = 4
+_SAFE = INT64_MAX // 4  # cuts are computed in int64 arrays while every bound and length is below this
+
+
+class _Tag:
+    """The key of a shared execution's cut reads among a sub-window's kept entries, its hash made
+    once: hashing a thousand shapes at every read costs more than the read."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key: tuple):
+        self.key, self.hash = key, hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or isinstance(other, _Tag) and self.hash == other.hash and self.key == other.key
+
+
+class SharedSlices:
+    """The joint execution of `plans` (periodic sliced plans of one stream, inner query and access
+    path: equal `Plan.slices.key`): `read` a sub-window (its slices at every member's cuts), then
+    `answer` the due windows from the sub-windows read."""
+
+    def __init__(self, plans: list["Plan"]):
+        assert plans, "a shared execution of at least one plan"
+        lead = plans[0]
+        assert lead.slices is not None, "plans of windows that cut sub-windows"
+        key = lead.slices.key
+        for p in plans:
+            assert p.slices is not None and p.slices.key == key and p.stream is lead.stream, \
+                "one inner query, access path and stream"
+        self.plans = plans
+        self.stream = lead.stream
+        self.hops: list[SlicedHop] = [p.bound.hop for p in plans]  # type: ignore[misc]  # sliced plans
+        self.n_q = max(p.n_q for p in plans)
+        self.shapes: tuple[Shape, ...] = tuple(sorted({h.shape for h in self.hops},
+                                                      key=lambda s: (s.range_ms, s.slide_ms)))
+        self._ranges = np.array([s.range_ms for s in self.shapes], dtype=np.int64)
+        self._slides = np.array([s.slide_ms for s in self.shapes], dtype=np.int64)
+        self._safe = all(s.range_ms < _SAFE and s.slide_ms < _SAFE for s in self.shapes)
+        self._member_ranges = np.array([h.shape.range_ms for h in self.hops], dtype=np.int64 if self._safe else object)
+        self._member_slides = np.array([h.shape.slide_ms for h in self.hops], dtype=np.int64 if self._safe else object)
+        self._reader = lead.slices
+        self._tag = _Tag(("shared", key, self.shapes))
+        inner = self.hops[0].inner
+        self._inner = inner
+        self._by_runs = combines(inner) and inner.group_by is None
+        self.strings = self.stream.strings
+
+    # -- reading: one sub-window at a time ----------------------------------------------------
+    def cuts(self, lo: int, hi: int) -> list[int]:
+        """Every member's window edges strictly inside (lo, hi), ascending, once each: vectorised
+        over the distinct shapes in int64 where no bound is near its limits, else in Python ints."""
+        if not (self._safe and -_SAFE < lo < hi < _SAFE):
+            return sorted(set().union(*(s.cuts(lo, hi) for s in self.shapes)))
+        s, r = self._slides, self._ranges
+        out = []
+        for first in ((lo // s + 1) * s, ((lo - r) // s + 1) * s + r):  # the first start, the first end
+            n = np.maximum((hi - 1 - first) // s + 1, 0)  # how many lie below hi
+            if not n.any():
+                continue
+            reps = np.repeat(np.arange(len(n)), n)
+            within = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+            out.append(first[reps] + within * s[reps])
+        if not out:
+            return []
+        return np.unique(np.concatenate(out)).tolist()
+
+    def read(self, sub: "SubWindow") -> tuple:
+        """The sub-window's slices at all members' cuts, kept with it: (version, start, end, slice
+        starts, slice partials or None, per aggregate its combine_columns or None, the sub-window
+        weakly). A cut sub-window of an inner query with a RunStore is read in one vectorised pass
+        (its slices' partials straight as columns); others slice by slice (slicing.slices_of)."""
+        kept = kept_for(sub)
+        got = kept.get(self._tag)
+        if got is None:
+            lo, hi = sub.start_ms, sub.end_ms
+            cuts = self.cuts(lo, hi)
+            # (few cuts: a scan of each part costs less than making the sub-window's RunStore, as in slices_of)
+            columns = self._reader.columns(sub, cuts) if len(cuts) >= SCANS_BEFORE_STORE and self._by_runs else None
+            parts = None if columns is not None else [p for _, _, p in self._reader.read(sub, cuts)]
+            if parts is not None and self._by_runs:
+                columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]
+                columns = None if any(c is None for c in columns) else columns
+            starts = np.array([lo, *cuts], dtype=np.int64 if self._safe else object)
+            got = kept[self._tag] = (sub.slide, lo, hi, starts, parts, columns, weakref.ref(sub))
+        return got
+
+    def _parts(self, read: tuple) -> list:
+        """A read's slice partials (made now where its slices were read as columns only)."""
+        if read[4] is not None:
+            return read[4]
+        sub = read[6]()
+        assert sub is not None, "a sub-window read by the execution answering from it"
+        return [p for _, _, p in self._reader.read(sub, self.cuts(read[1], read[2]))]
+
+    # -- answering ---------------------------------------------------------------------------------
+    def newest(self, reads: list) -> list[int | None]:
+        """Per member, the newest of its windows lying entirely within the sub-windows read (its
+        index k, Definition 9's delaying function at the end read), or None before one does: what
+        it answers now (a periodic sliced query answers the newest window, slicing.SlicedHop).
+        Vectorised over the members where no bound is near the int64 limits."""
+        reads = sorted(reads, key=lambda c: c[1])
+        if not reads:
+            return [None] * len(self.plans)
+        lo, hi = reads[0][1], reads[-1][2]
+        if not (self._safe and -_SAFE < lo < hi < _SAFE):
+            out: list[int | None] = []
+            for h in self.hops:
+                ks = h.shape.indexes(lo, hi)
+                out.append(ks[-1] if len(ks) else None)
+            return out
+        r, s = self._member_ranges, self._member_slides
+        k = (hi - r) // s
+        return [x if ok else None for x, ok in zip(k.tolist(), (k * s >= lo).tolist())]
+
+    def answer(self, reads: list, due: list[tuple[int, int | None]]) -> list["Answer"]:
+        """Per (member, window k) of `due`, the member's answer over its window k (its plan's
+        finish, as the plan alone answers that window; k None: its answer before any window),
+        from the sub-windows `reads` (consecutive, any order) in one pass over their slices."""
+        reads = sorted(reads, key=lambda c: c[1])
+        for a, b in zip(reads, reads[1:]):
+            assert a[2] == b[1], "the sub-windows read are consecutive"
+        starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
+        end = reads[-1][2] if reads else None
+        due_windows = sum(k is not None for _, k in due)
+        runs, parts = None, None
+        if not all(c[5] is not None for c in reads) or (due_windows < FEW and all(c[4] is not None for c in reads)):
+            parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
+        elif reads:
+            aggs = self._inner.aggs
+            runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])
+                                               for y in range(len(reads[0][5][x]))))
+                    for x, a in enumerate(aggs)]
+        # every due window's slices at once: [i, j) of the slices read, by two searches of all bounds
+        windows = [(x, m, k * self.hops[m].shape.slide_ms) for x, (m, k) in enumerate(due) if k is not None]
+        dtype = starts.dtype
+        los = np.array([lo for _, _, lo in windows], dtype=dtype)
+        his = np.array([lo + self.hops[m].shape.range_ms for _, m, lo in windows], dtype=dtype)
+        i = np.searchsorted(starts, los)  # (object arrays of Python ints near the int64 limits)
+        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
+        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
+            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
+        values = None
+        if runs is not None:  # each aggregate's combine of every window's run of slices, lowered at once
+            keys = np.arange(len(windows))
+            results = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
+                       for a, run in zip(self._inner.aggs, runs)]
+            values = list(zip(*results)) if results else [() for _ in windows]
+        out: list = [None] * len(due)
+        for x, (m, k) in enumerate(due):
+            if k is None:
+                out[x] = self.plans[m].finish_windows([])
+        for w, (x, m, lo) in enumerate(windows):
+            plan, hi = self.plans[m], int(his[w])
+            if values is not None:
+                inner = plan.finish_inner_values(list(values[w]))
+            else:
+                assert parts is not None
+                part = Partial()
+                for y in range(int(i[w]), int(j[w])):
+                    part.add(y, parts[y])
+                inner = plan.finish_inner(part)
+            out[x] = plan.finish_windows([(lo, hi, inner)])
+        return out
+
+
+def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> list["Answer"]:
+    """Execute a shared execution against the current window in one go (no concurrency: tests,
+    benchmarks): the youngest n_q sub-windows read, then the `due` windows answered (None: every
+    member's newest window)."""
+    reads = [shared.read(sub) for sub in shared.stream.window.youngest(shared.n_q)]
+    if due is None:
+        due = list(enumerate(shared.newest(reads)))
+    return shared.answer(reads, due)

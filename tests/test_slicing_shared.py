@@ -1,0 +1,290 @@
+"""Many concurrent windows that cut sub-windows answered together (store/slicing_shared.py),
+against three independent answers: each window answered alone (run_plan of its own plan),
+Definition 10 of seed 003 evaluated directly in Python over the rows the stream accepted, and
+DuckDB over those rows with the bounds each answer reports. Random sets of shapes (unaligned RANGE
+and SLIDE, with and without window_start/window_end, GROUP BY or not, WHERE or not) registered
+together over one event-time stream with rows out of order within the allowed lateness."""
+from __future__ import annotations
+
+import random
+
+import duckdb
+import numpy as np
+import pytest
+
+from test_slicing import WHERE, Fed, definition_10, expected, feed_random, random_case
+
+from windowstore.store import Stream, WindowSpec, parse_query, plan_query, run_plan
+from windowstore.store.binder import BoundAggregate
+from windowstore.store.exact import INT64_MAX, INT64_MIN
+from windowstore.store.functions import FUNCTIONS
+from windowstore.store.slicing import Shape
+from windowstore.store.slicing_shared import SharedSlices, run_shared
+
+AGGS = "COUNT(*), SUM(b), MIN(b), MAX(b), COUNT(b)"
+
+
+def shapes(rng: random.Random, n: int, t: int, count: int) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    while len(out) < count:
+        r, s = rng.randint(1, (n - 1) * t), rng.randint(max(1, t // 20), 3 * t)
+        if r % t or s % t:
+            out.append((r, s))
+    return out
+
+
+def texts(r: int, s: int, keyed: bool, bounds: bool, where: str, holistic: bool) -> str:
+    keys = ", src" if keyed else ""
+    aggs = AGGS + (", MEDIAN(b)" if holistic else "") + ", AVG(b)"
+    if bounds:
+        return (f"SELECT window_start, window_end{keys}, {aggs} FROM s [RANGE {r} ms SLIDE {s} ms] {where} "
+                f"GROUP BY window_start{keys}")
+    return f"SELECT {aggs.replace('COUNT(b)', 'COUNT(b) AS nb')} FROM s [RANGE {r} ms SLIDE {s} ms] {where}"
+
+
+def check_case(seed: int) -> int:
+    """One random set of concurrent windows of one inner query; returns the windows compared."""
+    rng = random.Random(seed)
+    n, t, lateness, _, _ = random_case(rng)
+    keyed, bounds = rng.random() < 0.3, rng.random() < 0.7
+    keyed = keyed and bounds  # (GROUP BY a key without the bounds: the newest window's rows per key)
+    where, holistic = rng.choice(list(WHERE)), rng.random() < 0.2
+    fed = Fed(n, t, lateness, group_by=("src",) if rng.random() < 0.5 else ())
+    shp = shapes(rng, n, t, rng.randint(1, 12))
+    shp += rng.sample(shp, min(2, len(shp)))  # the same shape twice: one slice set for both
+    plans = [plan_query(parse_query(texts(r, s, keyed, bounds, where, holistic)), fed.s, periodic=True)
+             for r, s in shp]
+    shared = SharedSlices(plans)
+    start = rng.randint(-5, 5) * t + rng.randint(0, t - 1)
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    compared = 0
+    for _round in range(rng.randint(1, 4)):
+        span = rng.randint(1, 2 * n) * t
+        feed_random(rng, fed, start, span, rng.randint(0, 80), lateness)
+        start += span
+        if fed.s.window.latest < 0:
+            continue
+        got = run_shared(shared)
+        alone = [run_plan(p) for p in plans]
+        assert [a.rows for a in got] == [a.rows for a in alone], (seed, "shared == alone")
+        # against Definition 10 and DuckDB over the accepted rows, with each window's bounds
+        con.execute("DELETE FROM r")
+        if fed.accepted:
+            con.executemany("INSERT INTO r VALUES (?, ?, ?)", fed.accepted)
+        for (r, s), plan, answer in zip(shp, plans, got):
+            lo, hi = fed.retained(plan.n_q)
+            ks = Shape(r, s).indexes(lo, hi)
+            if not len(ks):
+                continue
+            a, b = ks[-1] * s, ks[-1] * s + r
+            want = expected({(a, b): definition_10(fed.accepted, a, b, r, s)[(a, b)]}, keyed, WHERE[where])
+            if not holistic:
+                want = [x[:-1] for x in want]
+            if bounds:  # (AVG last: Definition 10's oracle has the others)
+                assert [row[:-1] for row in answer.rows] == want, (seed, r, s)
+                for row in answer.rows:
+                    key = "AND src IS NOT DISTINCT FROM ?" if keyed else ""
+                    ref = con.execute(f"SELECT count(*), sum(b), min(b), max(b), count(b), avg(b) FROM r WHERE ts >= ? "
+                                      f"AND ts < ? {key} {where.replace('WHERE', 'AND')}",
+                                      [row[0], row[1], *([row[2]] if keyed else [])]).fetchone()
+                    assert (*row[3 if keyed else 2:][:5], row[-1]) == tuple(ref), (seed, r, s, row)
+            else:  # without the bounds: the one row of the newest window (COUNT(*) 0 where none)
+                ref = con.execute(f"SELECT count(*), sum(b), min(b), max(b), count(b), avg(b) FROM r WHERE ts >= ? AND "
+                                  f"ts < ? {where.replace('WHERE', 'AND')}", [a, b]).fetchone()
+                assert (*answer.rows[0][:5], answer.rows[0][-1]) == tuple(ref), (seed, r, s)
+            compared += 1
+    return compared
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_windows_answered_together_match_each_alone_definition_10_and_duckdb(seed):
+    check_case(seed)
+
+
+def test_the_cases_compare_windows():
+    """The differential cases above compare answers (a case whose windows never complete would
+    compare nothing): most seeds compare at least one window."""
+    assert sum(check_case(seed) > 0 for seed in range(20)) >= 15
+
+
+@pytest.mark.parametrize("edge", ["low", "high", "zero"])
+def test_cuts_of_all_shapes_are_each_shapes_cuts_near_the_int64_limits(edge):
+    """The union of cuts (vectorised in int64 away from the limits, Python ints near them) is
+    exactly the union of every shape's own cuts."""
+    rng = random.Random(edge)
+    s = Stream("s", {"ts": "int64", "b": "int64"}, WindowSpec(subwindows=8, subwindow_ms=1000, clock="event"), 0)
+    shp = [(rng.randint(1, 6000), rng.randint(1, 3000)) for _ in range(30)]
+    plans = [plan_query(parse_query(f"SELECT COUNT(*) FROM s [RANGE {r} ms SLIDE {sl} ms]"), s, periodic=True)
+             for r, sl in shp]
+    shared = SharedSlices(plans)
+    base = {"low": INT64_MIN, "high": INT64_MAX - 10_000, "zero": -5_000}[edge]
+    for lo in (base, base + 999, base + 4_321):
+        hi = lo + 1000
+        want = sorted(set().union(*(Shape(r, sl).cuts(lo, hi) for r, sl in shp)))
+        assert shared.cuts(lo, hi) == want
+
+
+@pytest.mark.parametrize("func,typ", [("count", None), ("sum", "int64"), ("avg", "int64"), ("min", "int64"),
+                                      ("max", "int64"), ("max", "timestamp")])
+def test_combine_runs_is_combine_of_the_run(func, typ):
+    """An aggregate's combine_runs over every run of contributions at once, lowered by
+    finish_unique, equals the finish of its combine of each run: the range form is the same merge
+    (empty slices, sums beyond int64 near its limits included)."""
+    rng = random.Random(func)
+    b = BoundAggregate(FUNCTIONS[func], None if typ is None else "x", typ, None, func, FUNCTIONS[func].result_type(typ))
+    fn = b.fn
+    for _ in range(20):
+        parts = []
+        for _ in range(rng.randint(1, 40)):
+            vals = np.array([rng.choice([rng.randint(-99, 99), INT64_MAX // 8, INT64_MIN // 8])
+                             for _ in range(rng.randint(0, 5))], dtype=np.int64)
+            parts.append(fn.from_rows(b, None if typ is None else vals, len(vals), None))
+        cols = fn.combine_columns(b, parts)
+        assert cols is not None
+        pairs = [(i, j) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)]
+        i, j = (np.array(x, dtype=np.int64) for x in zip(*pairs))
+        got = fn.finish_unique(b, fn.combine_runs(b, cols)(i, j), np.arange(len(pairs)), None).tolist()
+        assert got == [fn.finish(b, [fn.combine(b, parts[x:y], None)], None) for x, y in pairs], func
+
+
+def test_a_sum_beyond_int64_combines_without_runs():
+    """Slice sums beyond int64 (exact Python ints) have no array form: such windows are combined
+    by `combine` (combine_columns None), never wrapped."""
+    b = BoundAggregate(FUNCTIONS["sum"], "x", "int64", None, "sum", "int128")
+    assert b.fn.combine_columns(b, [(INT64_MAX, 1), (INT64_MAX + 5, 2)]) is None
+
+
+@pytest.mark.parametrize("func,typ", [("count", None), ("count", "int64"), ("sum", "int64"), ("avg", "int64"),
+                                      ("min", "int64"), ("max", "int64"), ("min", "timestamp")])
+def test_run_columns_are_the_combine_columns_of_each_runs_contribution(func, typ):
+    """A sub-window cut into consecutive runs in one vectorised pass (run_columns) gives what
+    reading each run (from_rows) and putting the partials in columns gives, empty runs included."""
+    rng = random.Random(func + str(typ))
+    b = BoundAggregate(FUNCTIONS[func], None if typ is None else "x", typ, None, func, FUNCTIONS[func].result_type(typ))
+    fn = b.fn
+    for _ in range(30):
+        n = rng.randint(0, 60)
+        values = np.array([rng.choice([rng.randint(-99, 99), INT64_MAX // 128, INT64_MIN // 128]) for _ in range(n)],
+                          dtype=np.int64)
+        bounds = np.array(sorted([0, n, *(rng.randint(0, n) for _ in range(rng.randint(0, 8)))]), dtype=np.int64)
+        got = fn.run_columns(b, None if typ is None else values, bounds)
+        parts = [fn.from_rows(b, None if typ is None else values[i:j], j - i, None) for i, j in zip(bounds, bounds[1:])]
+        want = fn.combine_columns(b, parts)
+        assert got is not None and want is not None
+        assert [c.tolist() for c in got] == [c.tolist() for c in want], (func, bounds)
+
+
+@pytest.mark.parametrize("maximum", [True, False])
+def test_range_extremes_are_each_runs_extreme(maximum):
+    """kernels.range_extremes over many runs at once (across blocks and within one) against a
+    reduction of each run's values, near the int64 limits too."""
+    from windowstore.store.kernels import range_extremes
+
+    rng = random.Random(maximum)
+    for n in (1, 63, 64, 65, 200, 1000, 4097):
+        values = np.array([rng.choice([rng.randint(-1000, 1000), INT64_MAX, INT64_MIN]) for _ in range(n)],
+                          dtype=np.int64)
+        i = np.array([rng.randrange(n) for _ in range(300)], dtype=np.int64)
+        j = np.array([rng.randint(int(x) + 1, n) for x in i], dtype=np.int64)
+        got = range_extremes(values, maximum)(i, j).tolist()
+        assert got == [int(values[x:y].max() if maximum else values[x:y].min()) for x, y in zip(i, j)], n
+
+
+def engine_run(sharing: str, policy: str, seed: int):
+    """Sliced periodic queries of one inner query (and one of another) registered on the engine,
+    fed out-of-order rows with the scheduler kept idle; their answers, the rows accepted, the
+    history and the sharing stats."""
+    from windowstore.txn.commands import Append, CreateStream, Register
+    from windowstore.txn.engine import Engine, EngineConfig
+    from windowstore.txn.history import History
+
+    rng = random.Random(seed)
+    history = History()
+    e = Engine(EngineConfig(policy=policy, sharing=sharing), history=history)
+    e.apply(CreateStream("s", {"ts": "int64", "src": "string", "b": "int64"}, "ts",
+                         WindowSpec(20, 7000, None, "event", 2000, (), 4), 0))
+    got: list = []
+    e.on_answer = lambda qid, res: got.append((qid, res.slide, res.window_start_ms, res.window_end_ms, res.answer.rows))
+    shapes_ = [(rng.randint(8, 120) * 1000 + rng.choice([0, 500]), rng.randint(3, 30) * 1000) for _ in range(6)]
+    queries = {}
+    for x, (r, s) in enumerate(shapes_):
+        queries[f"W{x}"] = (r, s)
+        e.apply(Register(f"W{x}", f"SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s "
+                                  f"[RANGE {r} ms SLIDE {s} ms] GROUP BY window_start", 0, 0))
+    e.apply(Register("N", "SELECT COUNT(*), SUM(b), MAX(b) FROM s [RANGE 20 s SLIDE 3 s]", 0, 0))
+    e.apply(Register("X", "SELECT window_start, COUNT(*) FROM s [RANGE 20 s SLIDE 3 s] GROUP BY window_start", 0, 0))
+    for step in range(120):
+        base = step * 2000
+        batch = [(base + rng.randint(0, 1999) - rng.randint(0, 2000), rng.choice("ab"), rng.randint(-9, 9))
+                 for _ in range(rng.randint(0, 6))]
+        batch = [x for x in batch if x[0] >= 0]
+        if batch:
+            e.apply(Append("s", {"ts": [x[0] for x in batch], "src": [x[1] for x in batch],
+                                 "b": [x[2] for x in batch]}, "", None, base))
+        e.tick(base)
+        e.sched.run_until_idle()
+    stats = e.sched.sharing.stats() if e.sched.sharing is not None else {}
+    return got, history, stats, queries
+
+
+@pytest.mark.parametrize("policy", ["lws", "ttu"])
+def test_sliced_windows_due_together_run_as_one_shared_execution(policy):
+    """Under --sharing, the sliced queries of one inner query due at the same slide run as one
+    read-only transaction (slices groups, txn/sharing/slices.py): each answers what it answers
+    with sharing off, window by window, each window once; the history passes the checker (both
+    policies guarantee LWS)."""
+    from windowstore.txn.checker import check
+
+    alone, _, _, _ = engine_run("none", policy, 5)
+    shared, history, stats, queries = engine_run("conservative", policy, 5)
+    assert stats["slice_executions"] > 0 and stats["slice_answers"] > stats["slice_executions"], stats
+    assert sorted(shared, key=lambda a: (a[0], a[1])) == sorted(alone, key=lambda a: (a[0], a[1]))
+    for qid, (r, s) in queries.items():
+        windows = [tuple(row[:2]) for q, *_, rows in shared if q == qid for row in rows]
+        assert len(windows) == len(set(windows)) and all(b - a == r and a % s == 0 for a, b in windows), qid
+    report = check(history.events)
+    assert report.errors == [] and report.violations("lws") == [], (report.errors, report.violations("lws"))
+
+
+def test_explain_says_a_sliced_query_joins_its_slices_group():
+    """`explain` under --sharing: a sliced periodic query joins the slices group of the registered
+    windows of the same inner query, and runs alone for now when there are none."""
+    from windowstore.txn.commands import CreateStream, Register
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    e = Engine(EngineConfig(policy="lws", sharing="conservative"))
+    e.apply(CreateStream("s", {"ts": "int64", "src": "string", "b": "int64"}, "ts",
+                         WindowSpec(20, 7000, None, "event", 2000, (), 4), 0))
+    text = "SELECT window_start, COUNT(*), SUM(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    stream = e.sched.streams["s"]
+    plan = plan_query(parse_query(text.format(90_000, 20_000)), stream, periodic=True)
+    assert "runs alone for now" in e.sched.sharing.explain(plan, plan.bound.every)
+    e.apply(Register("W1", text.format(45_500, 3_000), 0, 0))
+    e.apply(Register("W2", text.format(30_000, 11_000), 0, 0))
+    said = e.sched.sharing.explain(plan, plan.bound.every)
+    assert "joins the slices group of 2 window(s)" in said and "W1, W2" in said, said
+
+
+@pytest.mark.parametrize("edge", ["max", "min"])
+def test_windows_answered_together_at_the_edges_of_int64_are_exact(edge):
+    """Near INT64_MAX and INT64_MIN the shared execution computes cuts, slice starts and windows in
+    Python integers (object arrays): the same answers as each window alone, and as Definition 10."""
+    t, n = 7000, 6
+    spec = WindowSpec(subwindows=n, subwindow_ms=t, clock="event")
+    lo_ok, hi_ok = spec.event_time_limits()
+    top = hi_ok - 3 if edge == "max" else lo_ok + 9 * t
+    start = top - 8 * t
+    fed = Fed(n, t, 0)
+    for i in range((top - start) // 997):
+        fed.feed([(start + i * 997, "a", i)])
+    shp = [(13_001, 2_999), (9_500, 4_000), (20_000, 1_500), (13_001, 2_999)]
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    plans = [plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp]
+    got = [a.rows for a in run_shared(SharedSlices(plans))]
+    assert got == [run_plan(p).rows for p in plans] and all(got)
+    for (r, s), rows, plan in zip(shp, got, plans):
+        (a, b, *_), = rows
+        v = definition_10(fed.accepted, a, b, r, s)[(a, b)]
+        assert rows == [(a, b, len(v), sum(x[2] for x in v), max(x[2] for x in v))]
+        assert INT64_MIN <= a < b <= INT64_MAX

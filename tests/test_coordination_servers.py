@@ -53,7 +53,10 @@ def test_a_stopped_leader_process_is_replaced_and_steps_down_when_continued(etcd
             assert new is not None and new.epoch == 2
             record_property("failover_s", round(elapsed, 3))
             print(f"new leader {elapsed:.2f} s after SIGSTOP (lease TTL {TTL} s)")
-            assert metric(metrics[1], "windowstore_partition_leader", "s.p0") == 1
+            # etcd names the new leader before the server has taken the role (its coordinator
+            # thread acts on the election): wait for the server's own metric
+            wait_for(lambda: metric(metrics[1], "windowstore_partition_leader", "s.p0") == 1,
+                     "node 1 to take the lead it won", timeout=30)
             assert view.partition("s", 0).in_sync == (1,)
 
             os.kill(stopped.proc.pid, signal.SIGCONT)

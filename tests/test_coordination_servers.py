@@ -70,8 +70,8 @@ def test_a_stopped_leader_process_is_replaced_and_steps_down_when_continued(etcd
     finally:
         if stopped is not None:
             os.kill(stopped.proc.pid, signal.SIGCONT)
-        for s in servers:
-            code, _, err = s.stop()
+        stops = [s.stop() for s in servers]  # every server stopped before any exit code is judged
+        for code, _, err in stops:
             assert code == 0, err[-2000:]
 
 

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (~20 s: make test-long; `make loadtest` runs the full load with its goals)
 def test_smoke_load_run_has_no_errors_and_is_lws(tmp_path):
     proc = subprocess.run([sys.executable, str(ROOT / "loadtest" / "run.py"), "--policy", "ttu", "--duration-s", "15",
                            "--users", "16", "--no-timing-goals", "--out", str(tmp_path)],

@@ -27,6 +27,7 @@ Pure: no threads, files or clock.
 from __future__ import annotations
 
 import heapq
+from abc import ABC, abstractmethod
 import itertools
 from bisect import bisect_left
 from dataclasses import dataclass, field
@@ -51,7 +52,7 @@ class Coalesced:
     count: int
 
 
-class _Window:
+class _Window(ABC):
     """The window bookkeeping both strategies share: which readings are in the extent."""
 
     def __init__(self, kind: str, size: int):
@@ -101,8 +102,9 @@ class _Window:
             ts, group = heapq.heappop(self._order)
             self._drop_oldest(ts, group)
 
+    @abstractmethod
     def _drop_oldest(self, ts: int, group: Hashable) -> None:
-        raise NotImplementedError
+        """Remove the oldest reading `ts` of `group` from the strategy's own state."""
 
     def _check_window(self, stamps: list[int]) -> None:
         assert sorted(stamps) == sorted(ts for ts, _ in self._order), "heap and extent disagree"

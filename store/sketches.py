@@ -11,6 +11,7 @@ order-dependent estimator state), but every order's answer holds the same stated
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -102,7 +103,7 @@ def _update_each(sketch, column: np.ndarray) -> None:
         sketch.update(x)
 
 
-class _DistinctSketch:
+class _DistinctSketch(ABC):
     """APPROX_COUNT_DISTINCT over one DataSketches distinct-count family: a subclass names the
     library's sketch, union and serialisation; building, merging and the estimate are shared."""
 
@@ -112,16 +113,19 @@ class _DistinctSketch:
         self.sketch = sketch
 
     @staticmethod
+    @abstractmethod
     def _new(lg_k: int):
-        raise NotImplementedError
+        """An empty sketch of the library's family."""
 
     @staticmethod
+    @abstractmethod
     def _union(lg_k: int):
-        raise NotImplementedError
+        """An empty union of the family."""
 
     @staticmethod
+    @abstractmethod
     def _result(union):
-        raise NotImplementedError
+        """The sketch a union holds."""
 
     @classmethod
     def build(cls, column: np.ndarray, lg_k: int | None = None):

@@ -38,6 +38,7 @@ with ``PROB()`` in the select list naming the pair's probability.
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 import math
 
 from . import gc_pause
@@ -87,7 +88,7 @@ def _margin(*xs: float) -> float:
     return 4 * math.ulp(max([abs(x) for x in xs if math.isfinite(x)] + [1.0]))
 
 
-class Correlator:
+class Correlator(ABC):
     """The interface: ``insert(side, row, now)`` returns the matches it completes, ``expire(w)``
     invalidates obsolete rows (and may return matches a lazy correlator completes first),
     ``flush()`` completes every pending row. Counters: ``evaluations`` (probabilities computed to
@@ -200,8 +201,9 @@ class Correlator:
         return r.pos_lo != -math.inf and row.hi < w + r.pos_lo - _margin(w, r.pos_lo)
 
     # -- the interface
+    @abstractmethod
     def insert(self, side: str, row: Row, now: float) -> list[Match]:
-        raise NotImplementedError
+        """Take one row of `side`; the pairs it completes."""
 
     def expire(self, watermark: float) -> list[Match]:
         if watermark > self.watermark:
@@ -211,11 +213,13 @@ class Correlator:
     def flush(self) -> list[Match]:
         return []
 
+    @abstractmethod
     def buffered(self) -> int:
-        raise NotImplementedError
+        """Rows held."""
 
+    @abstractmethod
     def _check(self):
-        raise NotImplementedError
+        """Each algorithm's invariants."""
 
 
 class SimpleCorrelator(Correlator):

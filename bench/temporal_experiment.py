@@ -39,10 +39,9 @@ SCHEMA = {"ts": "int64", "g1": "int64", "g2": "int64", "g3": "int64", "v": "int6
 
 MEASURED = "measured"
 PLANS = (EAGER, LAZY, MEASURED)
-# The plans' order per slide cycles through every permutation: a plan run right after lazy pays
-# for lazy's garbage (a collection falls due) and cold caches, so a rotation, in which one plan
-# always follows lazy, charges that plan alone.
-ORDERS = list(itertools.permutations(PLANS))
+# The A/A control: eager forced a second time, on a fourth copy of the stream. Its paired ratio to
+# eager is the noise floor of the comparison itself (two runs of one plan, timed the same way).
+AA = "eager-aa"
 
 
 def _append(s: Stream, batch: list) -> None:
@@ -50,7 +49,8 @@ def _append(s: Stream, batch: list) -> None:
               "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
 
 
-def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1) -> dict:
+def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1,
+         aa: bool = False) -> dict:
     """Three plans over one stream, `repeats` times: eager forced, lazy forced, and the measured
     choice (temporal.MeasuredChoice, starting from the cost model's plan, as a server runs a
     periodic query). Each plan reads its own copy of the stream (the same rows), so that eager's
@@ -58,20 +58,28 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
     slide times the three back to back, their order rotating. The first execution on a full window
     is not timed (eager would build every sub-window's runs in it, once per stream: the model's
     steady state has one new sub-window per slide). Per plan: CPU seconds of the timed executions,
-    one number per repeat, and each timed execution's seconds (`times`, paired by position)."""
+    one number per repeat, and each timed execution's seconds (`times`, paired by position), with
+    the strategy the measured choice ran in each (`measured_ran`). With `aa` a fourth plan, eager
+    forced again (AA), gives the noise floor of a paired comparison.
+
+    The plans' order per slide cycles through every permutation: a plan run right after lazy pays
+    for lazy's garbage (a collection falls due) and cold caches, so a rotation, in which one plan
+    always follows lazy, charges that plan alone."""
     rows = stream(n, cp, oop, per_slide * 2, seed)  # late by up to one slide's rows
     q = parse_query(QUERY)
-    out: dict = {"cp": cp, "oop": oop, **{st: [] for st in PLANS}, "ratios": [], "times": {st: [] for st in PLANS},
-                 "executions": 0, "answers_equal": True}
+    names = PLANS + ((AA,) if aa else ())
+    orders = list(itertools.permutations(names))
+    out: dict = {"cp": cp, "oop": oop, **{st: [] for st in names}, "ratios": [], "times": {st: [] for st in names},
+                 "measured_ran": [], "executions": 0, "answers_equal": True}
     for rep in range(repeats):
         streams = {st: Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
-                   for st in PLANS}
+                   for st in names}
         plans: dict = {}
-        total = {st: 0.0 for st in PLANS}
+        total = {st: 0.0 for st in names}
         runs = stamps = executions = 0
         for k in range(0, len(rows), per_slide):
             batch = rows[k:k + per_slide]
-            for st in PLANS:
+            for st in names:
                 _append(streams[st], batch)
                 streams[st].window.slide(k)
             if streams[EAGER].window.latest + 1 < subwindows:
@@ -82,16 +90,17 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                 out["chosen"], out["cp_est"], out["oop_est"] = chosen.strategy, chosen.cp, chosen.oop
                 out["eager_cp_est"], out["splits_est"] = chosen.eager_cp, chosen.splits
                 out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
-                for st in PLANS:
+                for st in names:
                     if st == MEASURED:
                         plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.process_time)
                     else:
                         plans[st] = plan_query(q, streams[st], periodic=True)
-                        plans[st]._temporal.use(st)
+                        plans[st]._temporal.use(EAGER if st == AA else st)
                     answers[st] = run_plan(plans[st]).rows  # the untimed first execution
             else:
                 took = {}
-                for st in ORDERS[executions % len(ORDERS)]:  # each plan after each other equally often
+                out["measured_ran"].append(plans[MEASURED]._temporal.strategy)
+                for st in orders[executions % len(orders)]:  # each plan after each other equally often
                     t0 = time.process_time()
                     answers[st] = run_plan(plans[st]).rows
                     took[st] = time.process_time() - t0
@@ -99,11 +108,11 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                     out["times"][st].append(took[st])
                 out["ratios"].append(took[EAGER] / max(took[LAZY], 1e-9))  # paired: the same moment's load
                 executions += 1
-            out["answers_equal"] &= answers[EAGER] == answers[LAZY] == answers[MEASURED]
+            out["answers_equal"] &= all(a == answers[EAGER] for a in answers.values())
             partial = [plans[EAGER].read(sub)[1] for sub in streams[EAGER].window.youngest(subwindows)]  # (cached)
             runs += sum(len(r) for p in partial for r in p.values())
             stamps += sum(len(st) for p in partial for r in p.values() for _, st in r)
-        for st in PLANS:
+        for st in names:
             out[st].append(total[st])
         m = plans[MEASURED]._temporal.measured
         out.setdefault("measured_plan", []).append({"final": m.strategy, "trials": m.trials, "probes": m.probes, "switches": m.switches,
@@ -255,6 +264,7 @@ def main() -> None:
     ap.add_argument("--grid-every", type=int, default=1, help="every k-th of the 11 values of cp and oop (2: 0, 0.2, ...)")
     ap.add_argument("--cells", default=None, help="only these cells, 'cp,oop;cp,oop' (no figure)")
     ap.add_argument("--calibration-repeats", type=int, default=15, help="timings per corner cell (the fastest kept)")
+    ap.add_argument("--aa", action="store_true", help="a fourth plan, eager forced again: the A/A noise floor")
     ap.add_argument("--shipped-costs", action="store_true",
                     help="use the costs in store/temporal.py instead of measuring them first")
     args = ap.parse_args()
@@ -275,7 +285,7 @@ def main() -> None:
         for cp in GRID[::args.grid_every]:
             if only is not None and (cp, oop) not in only:
                 continue
-            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats)
+            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats, args.aa)
             judge(c)
             cells.append(c)
             print(f"cp={cp:.1f} oop={oop:.1f} eager {c['median'][EAGER]:.3f} s lazy {c['median'][LAZY]:.3f} s "
@@ -285,7 +295,10 @@ def main() -> None:
                   f"re-merged {c['splits_est']:.2f}); measured {c['median'][MEASURED]:.3f} s, over the better "
                   f"{c['measured_ratio']['median']:.2f} [{c['measured_ratio']['ci95'][0]:.2f}, "
                   f"{c['measured_ratio']['ci95'][1]:.2f}] total {c['measured_excess']:+.1%}"
-                  f"{' WORSE beyond noise' if c['measured_worse_beyond_noise'] else ''}", flush=True)
+                  f"{' WORSE beyond noise' if c['measured_worse_beyond_noise'] else ''}; measuring cost "
+                  f"{c['measuring_cost']:+.1%}, steady {c['steady_excess']:+.1%} ({c['measured_steady']} steady, paired "
+                  f"{_ci_text(c['measured_steady_ratio'])})" + (f"; A/A {_ci_text(c['aa_ratio'])} total {c['aa_total']:+.1%}"
+                                                             if "aa_ratio" in c else ""), flush=True)
     total = {st: sum(c["median"][st] for c in cells) for st in (EAGER, LAZY)}
     total["chosen"] = sum(c["median"][c["chosen"]] for c in cells)
     total[MEASURED] = sum(c["median"][MEASURED] for c in cells)
@@ -315,6 +328,10 @@ def main() -> None:
           f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
 
 
+def _ci_text(r: dict | None) -> str:
+    return "-" if r is None else f"{r['median']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
+
+
 def _median_ci(ratios: list[float]) -> dict:
     """The median of paired ratios with its distribution-free 95 % confidence interval (order
     statistics of the sorted ratios, binomial(n, 1/2))."""
@@ -333,12 +350,13 @@ def judge(c: dict) -> None:
     paired executions. The noise is judged on paired executions (the plans run back to back, so
     all see the same load): the median of one's time over the other's with its 95 % interval;
     slower beyond the noise when the whole interval is above 1."""
-    med = {st: sorted(c[st])[len(c[st]) // 2] for st in PLANS}
+    names = [st for st in (*PLANS, AA) if st in c]
+    med = {st: sorted(c[st])[len(c[st]) // 2] for st in names}
     other = LAZY if c["chosen"] == EAGER else EAGER
     better = EAGER if med[EAGER] <= med[LAZY] else LAZY
     best = med[better]
     c["median"] = med
-    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in PLANS}
+    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in names}
     c["chosen_is_cheaper"] = med[c["chosen"]] <= med[other]
     c["excess"] = (med[c["chosen"]] - best) / best
     c["paired_ratio"] = _median_ci([x if c["chosen"] == EAGER else 1 / x for x in c["ratios"]])
@@ -348,6 +366,22 @@ def judge(c: dict) -> None:
     c["measured_excess"] = (med[MEASURED] - best) / best
     c["measured_ratio"] = _median_ci([m / max(b, 1e-9) for m, b in zip(t[MEASURED], t[better])])
     c["measured_worse_beyond_noise"] = c["measured_ratio"]["ci95"][0] > 1
+    c["model_ratio"] = _median_ci([m / max(b, 1e-9) for m, b in zip(t[c["chosen"]], t[better])])
+    # The measured choice's executions in two kinds: steady (it ran the better strategy, and did in
+    # the execution before, so no build after a probe is in it) and measuring (trials, probes and
+    # the execution after each); the second kind's excess over the better, as a share of the
+    # better's total, is what measuring cost.
+    ran = c["measured_ran"]
+    steady = [i for i, st in enumerate(ran) if st == better and (i == 0 or ran[i - 1] == better)]
+    rest = sorted(set(range(len(ran))) - set(steady))
+    c["measured_steady"] = len(steady)
+    c["measured_steady_ratio"] = _median_ci([t[MEASURED][i] / max(t[better][i], 1e-9) for i in steady]) if steady else None
+    c["measuring_cost"] = sum(t[MEASURED][i] - t[better][i] for i in rest) / max(sum(t[better]), 1e-9)
+    c["steady_excess"] = sum(t[MEASURED][i] - t[better][i] for i in steady) / max(sum(t[better]), 1e-9)
+    if AA in t:
+        c["aa_ratio"] = _median_ci([a / max(e, 1e-9) for a, e in zip(t[AA], t[EAGER])])
+        c["aa_beyond_noise"] = c["aa_ratio"]["ci95"][0] > 1 or c["aa_ratio"]["ci95"][1] < 1
+        c["aa_total"] = sum(t[AA]) / max(sum(t[EAGER]), 1e-9) - 1
 
 
 if __name__ == "__main__":

@@ -107,6 +107,27 @@ def test_a_difference_within_the_spread_of_the_choice_s_own_executions_does_not_
         assert choice.switches == switched
 
 
+def test_a_settled_choice_times_only_the_executions_before_a_probe_and_the_probe():
+    """Between probes the choice's executions run untimed except the `keep` before each probe (the
+    samples the probe is compared with): over 200 executions with probes 16 and then 32 apart and
+    keep 3, the trials' 4, each probe and its 3 predecessors are timed, nothing else."""
+    choice = MeasuredChoice(EAGER, trials=2, first_gap=16, max_gap=32, keep=3)
+    timed = []
+    for i in range(200):
+        st = choice.next_strategy()
+        if choice.timing():
+            timed.append(i)
+            choice.observe(st, 1.0 if st == EAGER else 2.0)
+        else:
+            assert st == EAGER
+            choice.skip()
+    probes = [4 + 16, 4 + 16 + 1 + 32, 4 + 16 + 1 + 32 + 1 + 32]
+    assert timed[:4] == [0, 1, 2, 3] and all(i in timed for p in probes for i in range(p - 3, p + 1))
+    assert len(timed) == 4 + 4 * choice.probes and choice.executions == 200
+    with pytest.raises(ValueError):
+        MeasuredChoice(EAGER).skip()  # the trials are timed
+
+
 def test_the_choice_follows_a_drift():
     choice = MeasuredChoice(LAZY, trials=3, first_gap=4, max_gap=32, keep=5)
     feed(choice, {EAGER: 1.0, LAZY: 2.0}, 100)
@@ -330,3 +351,34 @@ def test_a_server_plan_probes_a_far_dearer_strategy_within_its_budget(monkeypatc
         ran.append(plan._temporal.strategy)
         run_plan(plan)
     assert len(ran) == 61 and [i for i, st in enumerate(ran) if st == LAZY] == [8]
+
+
+def test_a_settled_plan_reads_the_clock_only_around_its_probes(monkeypatch):
+    """The server's plan (BUDGET, MAX_GAP) on data where eager is far cheaper: after its first
+    probe the next is MAX_GAP executions away, and the executions between run untimed; 61
+    executions read the clock in 9 (the first 8 up to the probe, and the probe), not in all."""
+    from windowstore.store.temporal import MAX_GAP
+
+    work = WorkClock(monkeypatch, per_row=1.0, per_merged=0.0)
+    calls = []
+
+    def clock() -> float:
+        calls.append(len(ran) - 1)  # the execution under way
+        return work()
+
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+    forced = plan = None
+    ran: list[str] = []
+    for k in range(64):
+        _append(s, [(t, f"s{t % 3}", t // 250) for t in range(k * 100, (k + 1) * 100)], k)
+        if k < 3:
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(text), s, periodic=True, work_clock=clock)
+            forced = plan_query(parse_query(text), s, periodic=True)
+            forced._temporal.use(EAGER)
+        ran.append(plan._temporal.strategy)
+        assert run_plan(plan).rows == run_plan(forced).rows
+    assert MAX_GAP > 61 and ran.count(LAZY) == 1
+    assert sorted(set(calls)) == list(range(9))

@@ -269,7 +269,16 @@ def main() -> None:
     ap.add_argument("--aa", action="store_true", help="a fourth plan, eager forced again: the A/A noise floor")
     ap.add_argument("--shipped-costs", action="store_true",
                     help="use the costs in store/temporal.py instead of measuring them first")
+    ap.add_argument("--replot", action="store_true",
+                    help="judge and draw --out's store_results.json again (an --aa run) and stop")
     args = ap.parse_args()
+    if args.replot:
+        result = json.loads((args.out / "store_results.json").read_text())
+        result["claim"] = claim(result["cells"])
+        (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
+        plot_claim(result, args.out)
+        print(claim_text(result["claim"]))
+        return
     if args.calibrate:
         print(json.dumps(calibrate(args.per_slide, args.subwindows, args.seed), indent=1))
         return
@@ -317,9 +326,15 @@ def main() -> None:
               "measured_max_excess": max(c["measured_excess"] for c in cells),
               "measured_median_ratio_max": max(c["measured_ratio"]["median"] for c in cells),
               "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
+    if args.aa:
+        result["claim"] = claim(cells)
     (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
     if only is None:
         plot(result, args.out)
+        if args.aa:
+            plot_claim(result, args.out)
+    if args.aa:
+        print(claim_text(result["claim"]))
     print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "
           f"cheaper in {result['chosen_is_measured_cheaper']}/{len(cells)}, worse beyond noise in "
           f"{result['worse_beyond_noise']}, worst excess of the medians {result['max_excess']:.1%}; spread of the "
@@ -328,6 +343,99 @@ def main() -> None:
           f"measured {total[MEASURED]:.2f}, the better per cell {total['better']:.2f}; the measured choice worse "
           f"beyond noise in {result['measured_worse_beyond_noise']}, worst excess of its totals "
           f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
+
+
+def claim(cells: list[dict]) -> dict:
+    """The paper's claim, "the chosen plan is never worse than either", judged per cell on paired
+    executions against the A/A noise floor (cells run with `--aa`). Per cell the better strategy
+    is the one whose paired median time is the lower (eager's over lazy's at or below 1: eager);
+    each plan's paired median over it, with its 95 % interval. The noise floor N is the largest
+    distance of the A/A paired median from 1 over the cells: two runs of one plan differ by that
+    much. A plan is over the floor in a cell when its paired median over the better exceeds 1 + N,
+    and clearly over when its whole interval does. Totals (each plan's CPU seconds over the cell)
+    are given beside the A/A totals' range: a few executions slowed 3-4 times by a collection of
+    the whole heap move them more than the medians."""
+    out: dict = {"cells": []}
+    for c in cells:
+        t = c["times"]
+        better = EAGER if _median_ci(c["ratios"])["median"] <= 1 else LAZY
+        row = {"cp": c["cp"], "oop": c["oop"], "better": better, "chosen": c["chosen"],
+               "final": c["measured_plan"][0]["final"], "aa": c["aa_ratio"], "aa_total": c["aa_total"],
+               "eager_over_lazy": _median_ci(c["ratios"])}
+        for name, st in (("model", c["chosen"]), (MEASURED, MEASURED), (EAGER, EAGER), (LAZY, LAZY)):
+            row[name] = _median_ci([x / max(b, 1e-9) for x, b in zip(t[st], t[better])])
+            row[name + "_total"] = sum(t[st]) / max(sum(t[better]), 1e-9) - 1
+        out["cells"].append(row)
+    floor = max(abs(r["aa"]["median"] - 1) for r in out["cells"])
+    out["aa_floor"] = floor
+    out["aa_total_range"] = [min(r["aa_total"] for r in out["cells"]), max(r["aa_total"] for r in out["cells"])]
+    for name in ("model", MEASURED, EAGER, LAZY):
+        over = [r for r in out["cells"] if r[name]["median"] > 1 + floor]
+        out[name] = {"over_floor": len(over), "clearly_over": sum(r[name]["ci95"][0] > 1 + floor for r in out["cells"]),
+                     "worst_median": max(r[name]["median"] for r in out["cells"]),
+                     "over_cells": [(r["cp"], r["oop"], round(r[name]["median"], 3)) for r in over],
+                     "worst_total": max(r[name + "_total"] for r in out["cells"]),
+                     "cpu_s": sum(sum(c["times"][c["chosen"] if name == "model" else name]) for c in cells)}
+    out["better_cpu_s"] = sum(sum(c["times"][r["better"]]) for c, r in zip(cells, out["cells"]))
+    out["cells_n"] = len(cells)
+    return out
+
+
+def plot_claim(result: dict, out: Path) -> None:
+    """Three panels over the grid: eager's paired median over lazy's (the letter the cost model's
+    choice, yellow where it is over the A/A floor); the measured choice's paired median over the
+    better strategy's (the letter the strategy it ended on; ! where over the floor); and the A/A
+    control's, on the same colour scale as the measured choice's."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cl = result["claim"]
+    grid = sorted({r["cp"] for r in cl["cells"]})
+    n, half = len(grid), (grid[1] - grid[0]) / 2 if len(grid) > 1 else 0.05
+    panels = {k: np.zeros((n, n)) for k in ("el", MEASURED, "aa")}
+    for r in cl["cells"]:
+        i, j = grid.index(r["oop"]), grid.index(r["cp"])
+        panels["el"][i, j] = r["eager_over_lazy"]["median"] - 1
+        panels[MEASURED][i, j] = r[MEASURED]["median"] - 1
+        panels["aa"][i, j] = r["aa"]["median"] - 1
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.8), constrained_layout=True)
+    ext = (grid[0] - half, grid[-1] + half, grid[0] - half, grid[-1] + half)
+    lim = max(abs(panels["el"]).max(), 1e-9)
+    im0 = axes[0].imshow(panels["el"], origin="lower", cmap="coolwarm", vmin=-lim, vmax=lim, extent=ext)
+    lim2 = max(abs(panels[MEASURED]).max(), abs(panels["aa"]).max(), 1e-9)
+    im1 = axes[1].imshow(panels[MEASURED], origin="lower", cmap="PuOr_r", vmin=-lim2, vmax=lim2, extent=ext)
+    axes[2].imshow(panels["aa"], origin="lower", cmap="PuOr_r", vmin=-lim2, vmax=lim2, extent=ext)
+    floor = cl["aa_floor"]
+    for r in cl["cells"]:
+        over = r["model"]["median"] > 1 + floor
+        axes[0].text(r["cp"], r["oop"], "E" if r["chosen"] == EAGER else "L", ha="center", va="center", fontsize=7,
+                     color="yellow" if over else "black", fontweight="bold")
+        over = r[MEASURED]["median"] > 1 + floor
+        axes[1].text(r["cp"], r["oop"], ("E" if r["final"] == EAGER else "L") + ("!" if over else ""), ha="center",
+                     va="center", fontsize=7, color="red" if over else "black", fontweight="bold")
+    for ax in axes:
+        ax.set_xlabel("coalescing probability")
+        ax.set_ylabel("out-of-order probability")
+    axes[0].set_title("eager / lazy - 1 (paired median per execution)\nletters: the cost model's choice "
+                      f"(yellow: over the better by more than {floor:.1%})", fontsize=9)
+    axes[1].set_title("measured choice / the better - 1 (paired median)\nletters: its final strategy (! red: over "
+                      f"the A/A floor {floor:.1%})", fontsize=9)
+    axes[2].set_title("A/A: eager / eager again - 1 (paired median)\nthe noise floor of the comparison", fontsize=9)
+    fig.colorbar(im0, ax=axes[0], shrink=0.8)
+    fig.colorbar(im1, ax=axes[1:], shrink=0.8)
+    fig.savefig(out / "store_choice.png", dpi=100)
+    plt.close(fig)
+
+
+def claim_text(cl: dict) -> str:
+    parts = [f"A/A floor {cl['aa_floor']:.1%} (A/A totals {cl['aa_total_range'][0]:+.1%} to {cl['aa_total_range'][1]:+.1%})"]
+    for name in ("model", MEASURED, EAGER, LAZY):
+        x = cl[name]
+        parts.append(f"{name}: over the floor in {x['over_floor']}/{cl['cells_n']} (clearly {x['clearly_over']}), worst "
+                     f"paired median {x['worst_median']:.3f}, worst total {x['worst_total']:+.1%}, CPU {x['cpu_s']:.1f} s")
+    return "; ".join(parts) + f"; the better per cell CPU {cl['better_cpu_s']:.1f} s"
 
 
 def _ci_text(r: dict | None) -> str:

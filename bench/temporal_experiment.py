@@ -25,6 +25,7 @@ ratio lies above 1), and the spread of the repeats is reported.
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import time
@@ -273,9 +274,9 @@ def main() -> None:
                     help="judge and draw --out's store_results.json again (an --aa run) and stop")
     args = ap.parse_args()
     if args.replot:
-        result = json.loads((args.out / "store_results.json").read_text())
+        result = load(args.out)
         result["claim"] = claim(result["cells"])
-        (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
+        save(result, args.out)
         plot_claim(result, args.out)
         print(claim_text(result["claim"]))
         return
@@ -328,7 +329,7 @@ def main() -> None:
               "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
     if args.aa:
         result["claim"] = claim(cells)
-    (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
+    save(result, args.out)
     if only is None:
         plot(result, args.out)
         if args.aa:
@@ -343,6 +344,31 @@ def main() -> None:
           f"measured {total[MEASURED]:.2f}, the better per cell {total['better']:.2f}; the measured choice worse "
           f"beyond noise in {result['measured_worse_beyond_noise']}, worst excess of its totals "
           f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
+
+
+PER_EXECUTION = ("times", "ratios", "measured_ran")
+
+
+def save(result: dict, out: Path) -> None:
+    """store_results.json: everything but the per-execution series, which go, in whole µs, to
+    store_times.json.gz (keyed by cell; `load` joins them again)."""
+    cells = [{k: v for k, v in c.items() if k not in PER_EXECUTION} for c in result["cells"]]
+    (out / "store_results.json").write_text(json.dumps({**result, "cells": cells}, indent=1) + "\n")
+    series = {f"{c['cp']},{c['oop']}": {"times_us": {k: [round(x * 1e6) for x in v] for k, v in c["times"].items()},
+                                        "measured_ran": c["measured_ran"]} for c in result["cells"]}
+    (out / "store_times.json.gz").write_bytes(gzip.compress(json.dumps(series, separators=(",", ":")).encode(), 9, mtime=0))
+
+
+def load(out: Path) -> dict:
+    """`save`'s two files as one result (times in seconds, the paired eager / lazy ratios again)."""
+    result = json.loads((out / "store_results.json").read_text())
+    series = json.loads(gzip.decompress((out / "store_times.json.gz").read_bytes()))
+    for c in result["cells"]:
+        s = series[f"{c['cp']},{c['oop']}"]
+        c["times"] = {k: [x / 1e6 for x in v] for k, v in s["times_us"].items()}
+        c["measured_ran"] = s["measured_ran"]
+        c["ratios"] = [e / max(lz, 1e-9) for e, lz in zip(c["times"][EAGER], c["times"][LAZY])]
+    return result
 
 
 def claim(cells: list[dict]) -> dict:

@@ -651,22 +651,25 @@ class MeasuredChoice:
     from the cost model's choice (seed 000, section 6.2 gives the start; issue 34 the reason): the
     model's costs are calibrated on other data under another load, and where the two strategies
     are within some ten per cent of each other (most of section 7's grid in this store) its choice
-    is a coin toss; the query's own executions are not. Pure: the caller times each execution and
-    passes the seconds in (`observe`); `next_strategy` says which strategy the next one runs.
+    is a coin toss; the query's own executions are not. Pure: the caller times the executions
+    `timing` asks for and passes the seconds in (`observe`); `next_strategy` says which strategy
+    the next one runs.
 
     Schedule: the first 2 * `trials` executions alternate between the two (the model's choice
-    first; `trials` may be 0); after that the choice runs, and one execution of the other strategy (a probe) follows
-    `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
-    to `first_gap` when it changes (the data may drift). The choice changes, at the trials' end
-    or a probe (when there is new evidence of the other), when the other strategy's median of its
-    latest `keep` executions is below the choice's by more than `margin` (a share of it) and below
-    the choice's lower quartile: a switch to eager after a lazy spell builds the whole window's
-    runs once, and medians of a few executions flip on noise where the two are equal. A probe costs the difference between
-    the two strategies once, so measuring costs little where they are close and is rare where they
-    are not. With a `budget` (a share of the choice's time) a probe's gap is also at least the
-    measured difference over the budget (capped at `max_gap`): probes then cost at most that share
-    of the executions once the gap is not capped, however far apart the two are (the choice is
-    charged for its own measuring, issue 34)."""
+    first; `trials` may be 0); after that the choice runs, and one execution of the other strategy
+    (a probe) follows `first_gap` executions later, the gap doubling up to `max_gap` while the
+    choice holds and back to `first_gap` when it changes (the data may drift). The choice changes,
+    at the trials' end or a probe (when there is new evidence of the other), when the other
+    strategy's median of its latest `keep` executions is below the choice's by more than `margin`
+    (a share of it) and below the choice's lower quartile: a switch to eager after a lazy spell
+    builds the whole window's runs once, and medians of a few executions flip on noise where the
+    two are equal. A probe costs the difference between the two strategies once, so measuring costs
+    little where they are close and is rare where they are not. With a `budget` (a share of the
+    choice's time) a probe's gap is also at least the measured difference over the budget (capped
+    at `max_gap`): probes then cost at most that share of the executions once the gap is not
+    capped, however far apart the two are (the choice is charged for its own measuring, issue 34).
+    Only the executions `timing` asks for are timed (the trials, each probe and the `keep` before
+    it); the caller reports the others with `skip`."""
 
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
                  margin: float = 0.03, budget: float = 0.0):

@@ -9,7 +9,9 @@ of 3, 5 and 7 values, a reading repeats its group's previous value with probabil
 late, by up to half a window, with probability oop), appended `--per-slide` per slide to a manual
 stream of `--subwindows` sub-windows; after the window has filled, the query
 `SELECT g1, g2, g3, MAX(DURATION(VALID(v))) FROM s [SLIDE 1 SUBWINDOWS] GROUP BY g1, g2, g3` (a periodic
-query) runs once per slide under each strategy. Measured: process CPU time of each execution (the machine is shared; waiting for a
+query) runs once per slide under each strategy. Measured: the thread's CPU time of each execution
+(time.thread_time, the server's work clock; the harness is one thread, and on this machine
+time.process_time costs from 0.3 to 80 us a call, heavy-tailed) (the machine is shared; waiting for a
 core is no cost of either), and the eager runs' extra memory in the paper's byte model.
 
 Before the sweep the model's per-operation costs are measured on this machine (`calibrate`, as the
@@ -23,6 +25,7 @@ ratio lies above 1), and the spread of the repeats is reported.
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import time
@@ -39,10 +42,9 @@ SCHEMA = {"ts": "int64", "g1": "int64", "g2": "int64", "g3": "int64", "v": "int6
 
 MEASURED = "measured"
 PLANS = (EAGER, LAZY, MEASURED)
-# The plans' order per slide cycles through every permutation: a plan run right after lazy pays
-# for lazy's garbage (a collection falls due) and cold caches, so a rotation, in which one plan
-# always follows lazy, charges that plan alone.
-ORDERS = list(itertools.permutations(PLANS))
+# The A/A control: eager forced a second time, on a fourth copy of the stream. Its paired ratio to
+# eager is the noise floor of the comparison itself (two runs of one plan, timed the same way).
+AA = "eager-aa"
 
 
 def _append(s: Stream, batch: list) -> None:
@@ -50,7 +52,8 @@ def _append(s: Stream, batch: list) -> None:
               "g3": [r[1][2] for r in batch], "v": [r[2][0] for r in batch]})
 
 
-def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1) -> dict:
+def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1,
+         aa: bool = False) -> dict:
     """Three plans over one stream, `repeats` times: eager forced, lazy forced, and the measured
     choice (temporal.MeasuredChoice, starting from the cost model's plan, as a server runs a
     periodic query). Each plan reads its own copy of the stream (the same rows), so that eager's
@@ -58,20 +61,28 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
     slide times the three back to back, their order rotating. The first execution on a full window
     is not timed (eager would build every sub-window's runs in it, once per stream: the model's
     steady state has one new sub-window per slide). Per plan: CPU seconds of the timed executions,
-    one number per repeat, and each timed execution's seconds (`times`, paired by position)."""
+    one number per repeat, and each timed execution's seconds (`times`, paired by position), with
+    the strategy the measured choice ran in each (`measured_ran`). With `aa` a fourth plan, eager
+    forced again (AA), gives the noise floor of a paired comparison.
+
+    The plans' order per slide cycles through every permutation: a plan run right after lazy pays
+    for lazy's garbage (a collection falls due) and cold caches, so a rotation, in which one plan
+    always follows lazy, charges that plan alone."""
     rows = stream(n, cp, oop, per_slide * 2, seed)  # late by up to one slide's rows
     q = parse_query(QUERY)
-    out: dict = {"cp": cp, "oop": oop, **{st: [] for st in PLANS}, "ratios": [], "times": {st: [] for st in PLANS},
-                 "executions": 0, "answers_equal": True}
+    names = PLANS + ((AA,) if aa else ())
+    orders = list(itertools.permutations(names))
+    out: dict = {"cp": cp, "oop": oop, **{st: [] for st in names}, "ratios": [], "times": {st: [] for st in names},
+                 "measured_ran": [], "executions": 0, "answers_equal": True}
     for rep in range(repeats):
         streams = {st: Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
-                   for st in PLANS}
+                   for st in names}
         plans: dict = {}
-        total = {st: 0.0 for st in PLANS}
+        total = {st: 0.0 for st in names}
         runs = stamps = executions = 0
         for k in range(0, len(rows), per_slide):
             batch = rows[k:k + per_slide]
-            for st in PLANS:
+            for st in names:
                 _append(streams[st], batch)
                 streams[st].window.slide(k)
             if streams[EAGER].window.latest + 1 < subwindows:
@@ -82,28 +93,29 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                 out["chosen"], out["cp_est"], out["oop_est"] = chosen.strategy, chosen.cp, chosen.oop
                 out["eager_cp_est"], out["splits_est"] = chosen.eager_cp, chosen.splits
                 out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
-                for st in PLANS:
+                for st in names:
                     if st == MEASURED:
-                        plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.process_time)
+                        plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.thread_time)
                     else:
                         plans[st] = plan_query(q, streams[st], periodic=True)
-                        plans[st]._temporal.use(st)
+                        plans[st]._temporal.use(EAGER if st == AA else st)
                     answers[st] = run_plan(plans[st]).rows  # the untimed first execution
             else:
                 took = {}
-                for st in ORDERS[executions % len(ORDERS)]:  # each plan after each other equally often
-                    t0 = time.process_time()
+                out["measured_ran"].append(plans[MEASURED]._temporal.strategy)
+                for st in orders[executions % len(orders)]:  # each plan after each other equally often
+                    t0 = time.thread_time()
                     answers[st] = run_plan(plans[st]).rows
-                    took[st] = time.process_time() - t0
+                    took[st] = time.thread_time() - t0
                     total[st] += took[st]
                     out["times"][st].append(took[st])
                 out["ratios"].append(took[EAGER] / max(took[LAZY], 1e-9))  # paired: the same moment's load
                 executions += 1
-            out["answers_equal"] &= answers[EAGER] == answers[LAZY] == answers[MEASURED]
+            out["answers_equal"] &= all(a == answers[EAGER] for a in answers.values())
             partial = [plans[EAGER].read(sub)[1] for sub in streams[EAGER].window.youngest(subwindows)]  # (cached)
             runs += sum(len(r) for p in partial for r in p.values())
             stamps += sum(len(st) for p in partial for r in p.values() for _, st in r)
-        for st in PLANS:
+        for st in names:
             out[st].append(total[st])
         m = plans[MEASURED]._temporal.measured
         out.setdefault("measured_plan", []).append({"final": m.strategy, "trials": m.trials, "probes": m.probes, "switches": m.switches,
@@ -161,9 +173,9 @@ def calibrate(per_slide: int, subwindows: int, seed: int, repeat: int = 5) -> di
                     plans[(c, st)]._temporal.use(st)
                     run_plan(plans[(c, st)])
                     continue
-                t0 = time.process_time()
+                t0 = time.thread_time()
                 run_plan(plans[(c, st)])
-                took[(c, st)].append(time.process_time() - t0)
+                took[(c, st)].append(time.thread_time() - t0)
     med = {key: sorted(v)[len(v) // 2] * us for key, v in took.items()}
     out = {}
     for c in CORNERS:
@@ -171,9 +183,9 @@ def calibrate(per_slide: int, subwindows: int, seed: int, repeat: int = 5) -> di
         subs = list(reversed(streams[c].window.youngest(subwindows)))
         times = []
         for _ in range(repeat):
-            t0 = time.process_time()
+            t0 = time.thread_time()
             parts = [temporal.coalesce_rows(tp.decoded(sub)) for sub in subs]
-            times.append(time.process_time() - t0)
+            times.append(time.thread_time() - t0)
         ecp, splits = tp.eager_cp, tp.splits
         out[c] = {"build": min(times) / n * us, "eager": med[(c, EAGER)], "lazy": med[(c, LAZY)],
                   "eager_cp": ecp, "splits": splits, "runs": sum(len(r) for p in parts for r in p.values()),
@@ -255,9 +267,19 @@ def main() -> None:
     ap.add_argument("--grid-every", type=int, default=1, help="every k-th of the 11 values of cp and oop (2: 0, 0.2, ...)")
     ap.add_argument("--cells", default=None, help="only these cells, 'cp,oop;cp,oop' (no figure)")
     ap.add_argument("--calibration-repeats", type=int, default=15, help="timings per corner cell (the fastest kept)")
+    ap.add_argument("--aa", action="store_true", help="a fourth plan, eager forced again: the A/A noise floor")
     ap.add_argument("--shipped-costs", action="store_true",
                     help="use the costs in store/temporal.py instead of measuring them first")
+    ap.add_argument("--replot", action="store_true",
+                    help="judge and draw --out's store_results.json again (an --aa run) and stop")
     args = ap.parse_args()
+    if args.replot:
+        result = load(args.out)
+        result["claim"] = claim(result["cells"])
+        save(result, args.out)
+        plot_claim(result, args.out)
+        print(claim_text(result["claim"]))
+        return
     if args.calibrate:
         print(json.dumps(calibrate(args.per_slide, args.subwindows, args.seed), indent=1))
         return
@@ -275,7 +297,7 @@ def main() -> None:
         for cp in GRID[::args.grid_every]:
             if only is not None and (cp, oop) not in only:
                 continue
-            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats)
+            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats, args.aa)
             judge(c)
             cells.append(c)
             print(f"cp={cp:.1f} oop={oop:.1f} eager {c['median'][EAGER]:.3f} s lazy {c['median'][LAZY]:.3f} s "
@@ -285,7 +307,10 @@ def main() -> None:
                   f"re-merged {c['splits_est']:.2f}); measured {c['median'][MEASURED]:.3f} s, over the better "
                   f"{c['measured_ratio']['median']:.2f} [{c['measured_ratio']['ci95'][0]:.2f}, "
                   f"{c['measured_ratio']['ci95'][1]:.2f}] total {c['measured_excess']:+.1%}"
-                  f"{' WORSE beyond noise' if c['measured_worse_beyond_noise'] else ''}", flush=True)
+                  f"{' WORSE beyond noise' if c['measured_worse_beyond_noise'] else ''}; measuring cost "
+                  f"{c['measuring_cost']:+.1%}, steady {c['steady_excess']:+.1%} ({c['measured_steady']} steady, paired "
+                  f"{_ci_text(c['measured_steady_ratio'])})" + (f"; A/A {_ci_text(c['aa_ratio'])} total {c['aa_total']:+.1%}"
+                                                             if "aa_ratio" in c else ""), flush=True)
     total = {st: sum(c["median"][st] for c in cells) for st in (EAGER, LAZY)}
     total["chosen"] = sum(c["median"][c["chosen"]] for c in cells)
     total[MEASURED] = sum(c["median"][MEASURED] for c in cells)
@@ -302,9 +327,15 @@ def main() -> None:
               "measured_max_excess": max(c["measured_excess"] for c in cells),
               "measured_median_ratio_max": max(c["measured_ratio"]["median"] for c in cells),
               "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
-    (args.out / "store_results.json").write_text(json.dumps(result, indent=1) + "\n")
+    if args.aa:
+        result["claim"] = claim(cells)
+    save(result, args.out)
     if only is None:
         plot(result, args.out)
+        if args.aa:
+            plot_claim(result, args.out)
+    if args.aa:
+        print(claim_text(result["claim"]))
     print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "
           f"cheaper in {result['chosen_is_measured_cheaper']}/{len(cells)}, worse beyond noise in "
           f"{result['worse_beyond_noise']}, worst excess of the medians {result['max_excess']:.1%}; spread of the "
@@ -313,6 +344,128 @@ def main() -> None:
           f"measured {total[MEASURED]:.2f}, the better per cell {total['better']:.2f}; the measured choice worse "
           f"beyond noise in {result['measured_worse_beyond_noise']}, worst excess of its totals "
           f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
+
+
+PER_EXECUTION = ("times", "ratios", "measured_ran")
+
+
+def save(result: dict, out: Path) -> None:
+    """store_results.json: everything but the per-execution series, which go, in whole µs, to
+    store_times.json.gz (keyed by cell; `load` joins them again)."""
+    cells = [{k: v for k, v in c.items() if k not in PER_EXECUTION} for c in result["cells"]]
+    (out / "store_results.json").write_text(json.dumps({**result, "cells": cells}, indent=1) + "\n")
+    series = {f"{c['cp']},{c['oop']}": {"times_us": {k: [round(x * 1e6) for x in v] for k, v in c["times"].items()},
+                                        "measured_ran": c["measured_ran"]} for c in result["cells"]}
+    (out / "store_times.json.gz").write_bytes(gzip.compress(json.dumps(series, separators=(",", ":")).encode(), 9, mtime=0))
+
+
+def load(out: Path) -> dict:
+    """`save`'s two files as one result (times in seconds, the paired eager / lazy ratios again)."""
+    result = json.loads((out / "store_results.json").read_text())
+    series = json.loads(gzip.decompress((out / "store_times.json.gz").read_bytes()))
+    for c in result["cells"]:
+        s = series[f"{c['cp']},{c['oop']}"]
+        c["times"] = {k: [x / 1e6 for x in v] for k, v in s["times_us"].items()}
+        c["measured_ran"] = s["measured_ran"]
+        c["ratios"] = [e / max(lz, 1e-9) for e, lz in zip(c["times"][EAGER], c["times"][LAZY])]
+    return result
+
+
+def claim(cells: list[dict]) -> dict:
+    """The paper's claim, "the chosen plan is never worse than either", judged per cell on paired
+    executions against the A/A noise floor (cells run with `--aa`). Per cell the better strategy
+    is the one whose paired median time is the lower (eager's over lazy's at or below 1: eager);
+    each plan's paired median over it, with its 95 % interval. The noise floor N is the largest
+    distance of the A/A paired median from 1 over the cells: two runs of one plan differ by that
+    much. A plan is over the floor in a cell when its paired median over the better exceeds 1 + N,
+    and clearly over when its whole interval does. Totals (each plan's CPU seconds over the cell)
+    are given beside the A/A totals' range: a few executions slowed 3-4 times by a collection of
+    the whole heap move them more than the medians."""
+    out: dict = {"cells": []}
+    for c in cells:
+        t = c["times"]
+        better = EAGER if _median_ci(c["ratios"])["median"] <= 1 else LAZY
+        row = {"cp": c["cp"], "oop": c["oop"], "better": better, "chosen": c["chosen"],
+               "final": c["measured_plan"][0]["final"], "aa": c["aa_ratio"], "aa_total": c["aa_total"],
+               "eager_over_lazy": _median_ci(c["ratios"])}
+        for name, st in (("model", c["chosen"]), (MEASURED, MEASURED), (EAGER, EAGER), (LAZY, LAZY)):
+            row[name] = _median_ci([x / max(b, 1e-9) for x, b in zip(t[st], t[better])])
+            row[name + "_total"] = sum(t[st]) / max(sum(t[better]), 1e-9) - 1
+        out["cells"].append(row)
+    floor = max(abs(r["aa"]["median"] - 1) for r in out["cells"])
+    out["aa_floor"] = floor
+    out["aa_total_range"] = [min(r["aa_total"] for r in out["cells"]), max(r["aa_total"] for r in out["cells"])]
+    for name in ("model", MEASURED, EAGER, LAZY):
+        over = [r for r in out["cells"] if r[name]["median"] > 1 + floor]
+        out[name] = {"over_floor": len(over), "clearly_over": sum(r[name]["ci95"][0] > 1 + floor for r in out["cells"]),
+                     "worst_median": max(r[name]["median"] for r in out["cells"]),
+                     "over_cells": [(r["cp"], r["oop"], round(r[name]["median"], 3)) for r in over],
+                     "worst_total": max(r[name + "_total"] for r in out["cells"]),
+                     "cpu_s": sum(sum(c["times"][c["chosen"] if name == "model" else name]) for c in cells)}
+    out["better_cpu_s"] = sum(sum(c["times"][r["better"]]) for c, r in zip(cells, out["cells"]))
+    out["cells_n"] = len(cells)
+    return out
+
+
+def plot_claim(result: dict, out: Path) -> None:
+    """Three panels over the grid: eager's paired median over lazy's (the letter the cost model's
+    choice, yellow where it is over the A/A floor); the measured choice's paired median over the
+    better strategy's (the letter the strategy it ended on; ! where over the floor); and the A/A
+    control's, on the same colour scale as the measured choice's."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cl = result["claim"]
+    grid = sorted({r["cp"] for r in cl["cells"]})
+    n, half = len(grid), (grid[1] - grid[0]) / 2 if len(grid) > 1 else 0.05
+    panels = {k: np.zeros((n, n)) for k in ("el", MEASURED, "aa")}
+    for r in cl["cells"]:
+        i, j = grid.index(r["oop"]), grid.index(r["cp"])
+        panels["el"][i, j] = r["eager_over_lazy"]["median"] - 1
+        panels[MEASURED][i, j] = r[MEASURED]["median"] - 1
+        panels["aa"][i, j] = r["aa"]["median"] - 1
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.8), constrained_layout=True)
+    ext = (grid[0] - half, grid[-1] + half, grid[0] - half, grid[-1] + half)
+    lim = max(abs(panels["el"]).max(), 1e-9)
+    im0 = axes[0].imshow(panels["el"], origin="lower", cmap="coolwarm", vmin=-lim, vmax=lim, extent=ext)
+    lim2 = max(abs(panels[MEASURED]).max(), abs(panels["aa"]).max(), 1e-9)
+    im1 = axes[1].imshow(panels[MEASURED], origin="lower", cmap="PuOr_r", vmin=-lim2, vmax=lim2, extent=ext)
+    axes[2].imshow(panels["aa"], origin="lower", cmap="PuOr_r", vmin=-lim2, vmax=lim2, extent=ext)
+    floor = cl["aa_floor"]
+    for r in cl["cells"]:
+        over = r["model"]["median"] > 1 + floor
+        axes[0].text(r["cp"], r["oop"], "E" if r["chosen"] == EAGER else "L", ha="center", va="center", fontsize=7,
+                     color="yellow" if over else "black", fontweight="bold")
+        over = r[MEASURED]["median"] > 1 + floor
+        axes[1].text(r["cp"], r["oop"], ("E" if r["final"] == EAGER else "L") + ("!" if over else ""), ha="center",
+                     va="center", fontsize=7, color="red" if over else "black", fontweight="bold")
+    for ax in axes:
+        ax.set_xlabel("coalescing probability")
+        ax.set_ylabel("out-of-order probability")
+    axes[0].set_title("eager / lazy - 1 (paired median per execution)\nletters: the cost model's choice "
+                      f"(yellow: over the better by more than {floor:.1%})", fontsize=9)
+    axes[1].set_title("measured choice / the better - 1 (paired median)\nletters: its final strategy (! red: over "
+                      f"the A/A floor {floor:.1%})", fontsize=9)
+    axes[2].set_title("A/A: eager / eager again - 1 (paired median)\nthe noise floor of the comparison", fontsize=9)
+    fig.colorbar(im0, ax=axes[0], shrink=0.8)
+    fig.colorbar(im1, ax=axes[1:], shrink=0.8)
+    fig.savefig(out / "store_choice.png", dpi=100)
+    plt.close(fig)
+
+
+def claim_text(cl: dict) -> str:
+    parts = [f"A/A floor {cl['aa_floor']:.1%} (A/A totals {cl['aa_total_range'][0]:+.1%} to {cl['aa_total_range'][1]:+.1%})"]
+    for name in ("model", MEASURED, EAGER, LAZY):
+        x = cl[name]
+        parts.append(f"{name}: over the floor in {x['over_floor']}/{cl['cells_n']} (clearly {x['clearly_over']}), worst "
+                     f"paired median {x['worst_median']:.3f}, worst total {x['worst_total']:+.1%}, CPU {x['cpu_s']:.1f} s")
+    return "; ".join(parts) + f"; the better per cell CPU {cl['better_cpu_s']:.1f} s"
+
+
+def _ci_text(r: dict | None) -> str:
+    return "-" if r is None else f"{r['median']:.3f} [{r['ci95'][0]:.3f}, {r['ci95'][1]:.3f}]"
 
 
 def _median_ci(ratios: list[float]) -> dict:
@@ -333,12 +486,13 @@ def judge(c: dict) -> None:
     paired executions. The noise is judged on paired executions (the plans run back to back, so
     all see the same load): the median of one's time over the other's with its 95 % interval;
     slower beyond the noise when the whole interval is above 1."""
-    med = {st: sorted(c[st])[len(c[st]) // 2] for st in PLANS}
+    names = [st for st in (*PLANS, AA) if st in c]
+    med = {st: sorted(c[st])[len(c[st]) // 2] for st in names}
     other = LAZY if c["chosen"] == EAGER else EAGER
     better = EAGER if med[EAGER] <= med[LAZY] else LAZY
     best = med[better]
     c["median"] = med
-    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in PLANS}
+    c["spread"] = {st: (max(c[st]) - min(c[st])) / med[st] for st in names}
     c["chosen_is_cheaper"] = med[c["chosen"]] <= med[other]
     c["excess"] = (med[c["chosen"]] - best) / best
     c["paired_ratio"] = _median_ci([x if c["chosen"] == EAGER else 1 / x for x in c["ratios"]])
@@ -348,6 +502,22 @@ def judge(c: dict) -> None:
     c["measured_excess"] = (med[MEASURED] - best) / best
     c["measured_ratio"] = _median_ci([m / max(b, 1e-9) for m, b in zip(t[MEASURED], t[better])])
     c["measured_worse_beyond_noise"] = c["measured_ratio"]["ci95"][0] > 1
+    c["model_ratio"] = _median_ci([m / max(b, 1e-9) for m, b in zip(t[c["chosen"]], t[better])])
+    # The measured choice's executions in two kinds: steady (it ran the better strategy, and did in
+    # the execution before, so no build after a probe is in it) and measuring (trials, probes and
+    # the execution after each); the second kind's excess over the better, as a share of the
+    # better's total, is what measuring cost.
+    ran = c["measured_ran"]
+    steady = [i for i, st in enumerate(ran) if st == better and (i == 0 or ran[i - 1] == better)]
+    rest = sorted(set(range(len(ran))) - set(steady))
+    c["measured_steady"] = len(steady)
+    c["measured_steady_ratio"] = _median_ci([t[MEASURED][i] / max(t[better][i], 1e-9) for i in steady]) if steady else None
+    c["measuring_cost"] = sum(t[MEASURED][i] - t[better][i] for i in rest) / max(sum(t[better]), 1e-9)
+    c["steady_excess"] = sum(t[MEASURED][i] - t[better][i] for i in steady) / max(sum(t[better]), 1e-9)
+    if AA in t:
+        c["aa_ratio"] = _median_ci([a / max(e, 1e-9) for a, e in zip(t[AA], t[EAGER])])
+        c["aa_beyond_noise"] = c["aa_ratio"]["ci95"][0] > 1 or c["aa_ratio"]["ci95"][1] < 1
+        c["aa_total"] = sum(t[AA]) / max(sum(t[EAGER]), 1e-9) - 1
 
 
 if __name__ == "__main__":

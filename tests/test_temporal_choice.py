@@ -52,6 +52,82 @@ def test_probes_grow_rarer_while_the_choice_holds():
     assert probes[0] == 4 + 4
 
 
+def test_with_a_budget_probes_of_a_dearer_strategy_are_spaced_by_their_cost():
+    """A probe costs the other strategy's median over the choice's once: with a 1 % budget and the
+    other 20 % dearer, probes come at least 20 executions apart (doubling from there to max_gap);
+    without a budget the gaps double from first_gap as before."""
+    ran = feed(MeasuredChoice(EAGER, trials=2, first_gap=4, max_gap=64, budget=0.01), {EAGER: 1.0, LAZY: 1.2}, 300)
+    probes = [i for i, st in enumerate(ran) if st == LAZY and i >= 4]
+    assert [b - a for a, b in zip(probes, probes[1:])][:3] == [40 + 1, 64 + 1, 64 + 1]
+    assert probes[0] == 4 + 20
+    ran = feed(MeasuredChoice(EAGER, trials=2, first_gap=4, max_gap=64), {EAGER: 1.0, LAZY: 1.2}, 300)
+    assert [i for i, st in enumerate(ran) if st == LAZY and i >= 4][:3] == [4 + 4, 8 + 8 + 1, 17 + 16 + 1]
+
+
+@pytest.mark.parametrize("dearer", [1.05, 1.3, 2.0])
+def test_with_a_budget_probing_costs_at_most_the_budget_once_the_gap_is_not_capped(dearer):
+    """After the trials, the probes' extra time over the choice's is at most `budget` of the
+    choice's time, whatever the other strategy costs (up to max_gap's cap: 2.0 with a 1 % budget
+    wants a gap of 100, capped at 128 here, so it is not reached). Without the budget the doubling
+    gaps 8, 16, 32, 64 spend 5 % of a 300-execution life on probes of a strategy twice as dear."""
+    choice = MeasuredChoice(EAGER, trials=3, first_gap=8, max_gap=128, budget=0.01)
+    ran = feed(choice, {EAGER: 1.0, LAZY: dearer}, 300)
+    after = ran[6:]
+    extra = after.count(LAZY) * (dearer - 1.0)
+    assert choice.strategy == EAGER and choice.probes == after.count(LAZY) > 0
+    assert extra <= 0.01 * after.count(EAGER) + (dearer - 1.0)  # the budget, plus the last probe's start
+
+
+def test_a_burst_of_slow_executions_between_probes_does_not_flip_the_choice():
+    """Six slow executions of the choice in a row (a collection of the whole heap, another process)
+    raise the median of its latest nine above the other's; the choice is decided on new evidence
+    of the other only (a probe), by which time the burst has passed."""
+    choice = MeasuredChoice(EAGER, trials=2, first_gap=64, max_gap=64)
+    ran = []
+    for i in range(150):
+        st = choice.next_strategy()
+        ran.append(st)
+        choice.observe(st, 1.2 if st == LAZY else 3.0 if 20 <= i < 26 else 1.0)
+    assert choice.switches == 0 and ran[4:].count(LAZY) == choice.probes == 2
+
+
+def test_a_difference_within_the_spread_of_the_choice_s_own_executions_does_not_switch():
+    """Lazy's executions spread 0.8-1.2 (median 1.0, lower quartile 0.9); eager at 0.95 is below
+    its median by more than the 3 % margin but not below its lower quartile: no switch. At 0.85
+    it is below both."""
+    spread = [0.8, 1.2, 0.9, 1.1, 1.0, 0.85, 1.15, 0.95, 1.05]
+    for eager, switched in ((0.95, 0), (0.85, 1)):
+        choice = MeasuredChoice(LAZY, trials=3, first_gap=8, max_gap=8, margin=0.03)
+        k = 0
+        for _ in range(100):
+            st = choice.next_strategy()
+            if st == LAZY:
+                k += 1
+            choice.observe(st, spread[k % len(spread)] if st == LAZY else eager)
+        assert choice.switches == switched
+
+
+def test_a_settled_choice_times_only_the_executions_before_a_probe_and_the_probe():
+    """Between probes the choice's executions run untimed except the `keep` before each probe (the
+    samples the probe is compared with): over 200 executions with probes 16 and then 32 apart and
+    keep 3, the trials' 4, each probe and its 3 predecessors are timed, nothing else."""
+    choice = MeasuredChoice(EAGER, trials=2, first_gap=16, max_gap=32, keep=3)
+    timed = []
+    for i in range(200):
+        st = choice.next_strategy()
+        if choice.timing():
+            timed.append(i)
+            choice.observe(st, 1.0 if st == EAGER else 2.0)
+        else:
+            assert st == EAGER
+            choice.skip()
+    probes = [4 + 16, 4 + 16 + 1 + 32, 4 + 16 + 1 + 32 + 1 + 32]
+    assert timed[:4] == [0, 1, 2, 3] and all(i in timed for p in probes for i in range(p - 3, p + 1))
+    assert len(timed) == 4 + 4 * choice.probes and choice.executions == 200
+    with pytest.raises(ValueError):
+        MeasuredChoice(EAGER).skip()  # the trials are timed
+
+
 def test_the_choice_follows_a_drift():
     choice = MeasuredChoice(LAZY, trials=3, first_gap=4, max_gap=32, keep=5)
     feed(choice, {EAGER: 1.0, LAZY: 2.0}, 100)
@@ -93,7 +169,7 @@ def test_within_the_margin_the_choice_keeps_to_the_model():
 
 
 @pytest.mark.parametrize("kwargs", [{"trials": -1}, {"trials": 10, "keep": 5}, {"first_gap": 9, "max_gap": 8},
-                                    {"margin": 1.0}])
+                                    {"margin": 1.0}, {"budget": -0.01}, {"budget": 1.0}])
 def test_a_bad_schedule_is_refused(kwargs):
     with pytest.raises(ValueError):
         MeasuredChoice(EAGER, **kwargs)
@@ -238,7 +314,7 @@ def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_sl
             text = text.replace("FROM readings", "FROM readings [SLIDE 1 SUBWINDOWS]")
             if text not in plans:
                 plans[text] = plan_query(parse_query(text), s, periodic=True)
-                plans[text]._temporal.measure_with(jumpy, MeasuredChoice(EAGER, trials=1, first_gap=1, max_gap=2,
+                plans[text]._temporal.measure_with(jumpy, MeasuredChoice(EAGER, trials=1, first_gap=1, max_gap=1,
                                                                          keep=1, margin=0.0))
             strategies.add(plans[text]._temporal.strategy)
             got = [tuple(float(x) if isinstance(x, float) else x for x in r) for r in run_plan(plans[text]).rows]
@@ -251,3 +327,58 @@ def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_sl
             assert got == want, (text, k)
     assert strategies == {EAGER, LAZY}
     assert sum(p._temporal.measured.switches for p in plans.values()) >= len(plans)
+
+
+def test_a_server_plan_probes_a_far_dearer_strategy_within_its_budget(monkeypatch):
+    """Through plan_query with a work clock (as the server plans a periodic query): one run per
+    sensor makes eager a quarter of lazy's work, the model is sure (no trials) and its first probe
+    of lazy, 8 executions in, measures lazy 3 times dearer; with BUDGET's 1 % the next probe is
+    MAX_GAP executions later, so 60 executions run lazy once (doubling alone probed at 8, 25 and 58)."""
+    from windowstore.store.temporal import BUDGET, MAX_GAP
+
+    assert 0 < BUDGET and (3.0 / BUDGET) > MAX_GAP > 60
+    clock = WorkClock(monkeypatch, per_row=1.0, per_merged=0.0)
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+    plan, ran = None, []
+    for k in range(64):
+        _append(s, [(t, f"s{t % 3}", 1) for t in range(k * 100, (k + 1) * 100)], k)
+        if k < 3:
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(text), s, periodic=True, work_clock=clock)
+            assert plan._temporal.measured.trials == 0 and plan._temporal.strategy == EAGER
+        ran.append(plan._temporal.strategy)
+        run_plan(plan)
+    assert len(ran) == 61 and [i for i, st in enumerate(ran) if st == LAZY] == [8]
+
+
+def test_a_settled_plan_reads_the_clock_only_around_its_probes(monkeypatch):
+    """The server's plan (BUDGET, MAX_GAP) on data where eager is far cheaper: after its first
+    probe the next is MAX_GAP executions away, and the executions between run untimed; 61
+    executions read the clock in 9 (the first 8 up to the probe, and the probe), not in all."""
+    from windowstore.store.temporal import MAX_GAP
+
+    work = WorkClock(monkeypatch, per_row=1.0, per_merged=0.0)
+    calls = []
+
+    def clock() -> float:
+        calls.append(len(ran) - 1)  # the execution under way
+        return work()
+
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+    forced = plan = None
+    ran: list[str] = []
+    for k in range(64):
+        _append(s, [(t, f"s{t % 3}", t // 250) for t in range(k * 100, (k + 1) * 100)], k)
+        if k < 3:
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(text), s, periodic=True, work_clock=clock)
+            forced = plan_query(parse_query(text), s, periodic=True)
+            forced._temporal.use(EAGER)
+        ran.append(plan._temporal.strategy)
+        assert run_plan(plan).rows == run_plan(forced).rows
+    assert MAX_GAP > 61 and ran.count(LAZY) == 1
+    assert sorted(set(calls)) == list(range(9))

@@ -19,6 +19,7 @@ for all members."""
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,6 +56,85 @@ class _Tag:
         return self is other or isinstance(other, _Tag) and self.hash == other.hash and self.key == other.key
 
 
+class _Joined:
+    """The slices read by a shared execution's successive answers, joined: their starts and, per
+    aggregate, their combine_columns over the consecutive sub-windows read, with the aggregates'
+    combine_runs readers over them. Kept across answers: a slide's answer appends the new
+    sub-windows' slices and drops the expired ones (columns live in buffers with room to grow, the
+    sub-windows read a range of them; compacted when the dropped prefix passes half), so the
+    sub-windows read are never concatenated again, and an answer over the same sub-windows as the
+    last reuses its readers."""
+
+    def __init__(self):
+        self.reads: list = []   # the reads joined, in time order
+        self.sizes: list[int] = []  # slices per read
+        self.lo = self.hi = 0   # the reads' slices: buffer positions [lo, hi)
+        self.buffers: list[np.ndarray] = []  # the starts, then every aggregate's columns, flat
+        self.shape: tuple = ()  # columns per aggregate
+        self.readers: tuple | None = None  # (starts, runs) of the reads joined, made on demand
+
+    def runs(self, reads: list, aggs: list) -> tuple[np.ndarray, list]:
+        """The starts of `reads`' slices (consecutive, time order) and per aggregate its
+        combine_runs over their columns."""
+        if len(reads) != len(self.reads) or any(a is not b for a, b in zip(reads, self.reads)):
+            self._join(reads)
+        if self.readers is None:
+            lo, hi = self.lo, self.hi
+            views = [b[lo:hi] for b in self.buffers]
+            runs, at = [], 1
+            for a, width in zip(aggs, self.shape):
+                runs.append(a.fn.combine_runs(a, tuple(views[at:at + width])))
+                at += width
+            self.readers = (views[0], runs)
+        self._check()
+        return self.readers
+
+    def _join(self, reads: list) -> None:
+        self.readers = None
+        first = next((x for x, r in enumerate(self.reads) if r is reads[0]), None)
+        keep = 0 if first is None else len(self.reads) - first  # the reads both answers read
+        if first is None or any(a is not b for a, b in zip(self.reads[first:], reads[:keep])):
+            self._reset(reads)
+            first, keep = 0, 0
+        self.lo += sum(self.sizes[:first])  # the expired reads dropped
+        self.reads, self.sizes = self.reads[first:], self.sizes[first:]
+        added = [self._flat(c) for c in reads[keep:]]
+        if any(b.dtype != c.dtype for f in added for b, c in zip(self.buffers, f)):
+            self._reset(reads)  # (a column of another dtype: every read joined again, in a common one)
+            added = [self._flat(c) for c in reads]
+        n = sum(len(f[0]) for f in added)
+        if self.hi + n > len(self.buffers[0]):  # compact, with room for twice what is kept and new
+            size = max(1024, 2 * (self.hi - self.lo + n))
+            grown = []
+            for buf in self.buffers:
+                g = np.empty(size, dtype=buf.dtype)
+                g[:self.hi - self.lo] = buf[self.lo:self.hi]
+                grown.append(g)
+            self.buffers, self.hi, self.lo = grown, self.hi - self.lo, 0
+        for buf, column in zip(self.buffers, zip(*added)):
+            np.concatenate(column, out=buf[self.hi:self.hi + n])
+        self.hi += n
+        self.reads += reads[len(reads) - len(added):]
+        self.sizes += [len(f[0]) for f in added]
+
+    def _reset(self, reads: list) -> None:
+        """Nothing joined; buffers of the reads' columns' common dtypes."""
+        flats = [self._flat(c) for c in reads]
+        self.shape = tuple(len(c) for c in reads[0][5])
+        self.buffers = [np.empty(0, dtype=np.result_type(*column)) for column in zip(*flats)]
+        self.reads, self.sizes, self.lo, self.hi = [], [], 0, 0
+
+    @staticmethod
+    def _flat(read: tuple) -> list[np.ndarray]:
+        """A read's slice starts, then its columns of every aggregate (combine_columns)."""
+        return [read[3], *(c for columns in read[5] for c in columns)]
+
+    def _check(self) -> None:
+        assert 0 <= self.lo <= self.hi <= (len(self.buffers[0]) if self.buffers else 0), "the reads' slices in the buffers"
+        assert sum(self.sizes) == self.hi - self.lo and len(self.sizes) == len(self.reads), "each read's slices once"
+        assert len(self.buffers) == 1 + sum(self.shape) or not self.reads, "the starts and every aggregate's columns"
+
+
 class SharedSlices:
     """The joint execution of `plans` (periodic sliced plans of one stream, inner query and access
     path: equal `Plan.slices.key`): `read` a sub-window (its slices at every member's cuts), then
@@ -85,6 +165,7 @@ class SharedSlices:
         self._inner = inner
         self._by_runs = combines(inner) and inner.group_by is None
         self.strings = self.stream.strings
+        self._joined = _Joined()
 
     # -- reading: one sub-window at a time ----------------------------------------------------
     def cuts(self, lo: int, hi: int) -> list[int]:
@@ -153,55 +234,99 @@ class SharedSlices:
         k = (hi - r) // s
         return [x if ok else None for x, ok in zip(k.tolist(), (k * s >= lo).tolist())]
 
-    def answer(self, reads: list, due: list[tuple[int, int | None]]) -> list["Answer"]:
+    def answer(self, reads: list, due: list[tuple[int, int | None]]) -> "WindowAnswers":
         """Per (member, window k) of `due`, the member's answer over its window k (its plan's
         finish, as the plan alone answers that window; k None: its answer before any window),
-        from the sub-windows `reads` (consecutive, any order) in one pass over their slices."""
+        from the sub-windows `reads` (consecutive, any order) in one pass over their slices. The
+        answers are columns over all the due windows, each made into its member's Answer when read
+        (WindowAnswers)."""
         reads = sorted(reads, key=lambda c: c[1])
         for a, b in zip(reads, reads[1:]):
             assert a[2] == b[1], "the sub-windows read are consecutive"
-        starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
-        end = reads[-1][2] if reads else None
         due_windows = sum(k is not None for _, k in due)
         runs, parts = None, None
         if not all(c[5] is not None for c in reads) or (due_windows < FEW and all(c[4] is not None for c in reads)):
             parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
+            starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
         elif reads:
-            aggs = self._inner.aggs
-            runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])
-                                               for y in range(len(reads[0][5][x]))))
-                    for x, a in enumerate(aggs)]
+            starts, runs = self._joined.runs(reads, self._inner.aggs)
+        else:
+            starts = np.empty(0, dtype=np.int64)
+        end = reads[-1][2] if reads else None
         # every due window's slices at once: [i, j) of the slices read, by two searches of all bounds
-        windows = [(x, m, k * self.hops[m].shape.slide_ms) for x, (m, k) in enumerate(due) if k is not None]
+        xs = [x for x, (_, k) in enumerate(due) if k is not None]
+        members = [due[x][0] for x in xs]
         dtype = starts.dtype
-        los = np.array([lo for _, _, lo in windows], dtype=dtype)
-        his = np.array([lo + self.hops[m].shape.range_ms for _, m, lo in windows], dtype=dtype)
+        ks = np.array([due[x][1] for x in xs], dtype=dtype)
+        los = ks * self._member_slides[members] if len(xs) else ks
+        his = los + self._member_ranges[members] if len(xs) else ks
         i = np.searchsorted(starts, los)  # (object arrays of Python ints near the int64 limits)
         j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
         assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
             j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
-        values = None
+        values, inner = None, None
         if runs is not None:  # each aggregate's combine of every window's run of slices, lowered at once
-            keys = np.arange(len(windows))
-            results = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
-                       for a, run in zip(self._inner.aggs, runs)]
-            values = list(zip(*results)) if results else [() for _ in windows]
-        out: list = [None] * len(due)
-        for x, (m, k) in enumerate(due):
-            if k is None:
-                out[x] = self.plans[m].finish_windows([])
-        for w, (x, m, lo) in enumerate(windows):
-            plan, hi = self.plans[m], int(his[w])
-            if values is not None:
-                inner = plan.finish_inner_values(list(values[w]))
-            else:
-                assert parts is not None
+            keys = np.arange(len(xs))
+            values = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
+                      for a, run in zip(self._inner.aggs, runs)]
+        else:
+            assert parts is not None
+            inner = []
+            for w, m in enumerate(members):
                 part = Partial()
                 for y in range(int(i[w]), int(j[w])):
                     part.add(y, parts[y])
-                inner = plan.finish_inner(part)
-            out[x] = plan.finish_windows([(lo, hi, inner)])
-        return out
+                inner.append(self.plans[m].finish_inner(part))
+        made = {x: self.plans[m].finish_windows([]) for x, (m, k) in enumerate(due) if k is None}
+        return WindowAnswers(self.plans, len(due), made, xs, members, los.tolist(), his.tolist(), values, inner)
+
+
+class WindowAnswers(Sequence):
+    """A shared execution's answers, one per due (member, window) in the order asked, kept as
+    columns over all the due windows (their members, bounds, and per aggregate the values of every
+    window) and made into each member's Answer only when it is read or delivered: every window's
+    values cost a few array operations for all of them, while an Answer object costs microseconds
+    of Python each (docs/windows.md, Benchmark). Read-only; an answer is made once."""
+
+    def __init__(self, plans: list["Plan"], n: int, made: dict[int, "Answer"], xs: list[int], members: list[int],
+                 los: list[int], his: list[int], values: list[list] | None, inner: list | None):
+        self._plans, self._n, self._made = plans, n, made
+        self._slot = {x: w for w, x in enumerate(xs)}
+        self.members, self.los, self.his = members, los, his
+        self.values = values  # per aggregate, one value per due window (None: `inner` answers)
+        self._inner = inner
+        self._rows: list | None = None
+        self._check()
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, x):  # type: ignore[override]  # (ints only)
+        if isinstance(x, slice):
+            return [self[y] for y in range(*x.indices(self._n))]
+        if x < 0:
+            x += self._n
+        got = self._made.get(x)
+        if got is None:
+            if not 0 <= x < self._n:
+                raise IndexError(x)
+            w = self._slot[x]
+            plan = self._plans[self.members[w]]
+            if self._inner is not None:
+                got = plan.finish_windows([(self.los[w], self.his[w], self._inner[w])])
+            else:
+                if self._rows is None:  # every window's inner row at once (one inner query for all members)
+                    assert self.values is not None
+                    self._rows = self._plans[self.members[0]].inner_rows(self.values)
+                got = plan.window_answer(self.los[w], self.his[w], self._rows[w])
+            self._made[x] = got
+        return got
+
+    def _check(self) -> None:
+        assert len(self._slot) + sum(x not in self._slot for x in self._made) == self._n, "each answer once"
+        assert len(self.members) == len(self.los) == len(self.his) == len(self._slot)
+        assert (self.values is None) != (self._inner is None), "values or inner answers"
+        assert all(len(v) == len(self.members) for v in self.values or ()), "one value per window and aggregate"
 
 
 def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> list["Answer"]:

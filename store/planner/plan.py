@@ -50,6 +50,15 @@ class Answer:
     window: tuple[int, int] | None = field(default=None, compare=False)
 
 
+class _Rows:
+    """An inner answer's rows alone: what SlicedHop.rows reads of a window's inner answer."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[tuple]):
+        self.rows = rows
+
+
 class Plan:
     def __init__(self, bound: BoundQuery, stream: Stream, access: AccessPath):
         self.bound = bound
@@ -143,6 +152,37 @@ class Plan:
         inner = self._inner
         assert inner is not None and inner.bound.group_by is None, "an ungrouped query answered per window"
         return inner._answer(limit_rows(inner._having_one(values), inner.bound.limit))
+
+    def inner_rows(self, values: list[list]) -> list[tuple | None]:
+        """Many windows' inner answer rows at once from their aggregates' values (`values`: per
+        aggregate one value per window, as finish_inner_values takes one window's): HAVING over all
+        windows in one evaluation, LIMIT, decimals; None where a window's answer has no row. Each
+        row is what finish_inner_values' answer holds (a shared execution's columnar answers,
+        store/slicing_shared.py, build its members' answers from them only when they are read)."""
+        inner = self._inner
+        assert inner is not None and inner.bound.group_by is None and not inner._sketched, \
+            "an ungrouped query answered per window, without sketches"
+        b = inner.bound
+        n = len(values[0]) if values else 0
+        rows: list = list(zip(*(values[it.agg] for it in b.items))) if b.items else [()] * n  # type: ignore[index]  # no GROUP BY: aggregates only
+        if inner._scales:
+            rows = decimal_rows(rows, inner._scales)
+        if b.limit == 0:
+            return [None] * n
+        if b.having is not None:
+            keep = b.having.keep(n, lambda ref: values[ref[1]])
+            rows = [r if k else None for r, k in zip(rows, keep)]
+        return rows
+
+    def window_answer(self, lo: int, hi: int, row: tuple | None) -> Answer:
+        """A sliced query's answer over its one window [lo, hi) from the window's inner row
+        (inner_rows'): what finish_windows gives for that window's inner answer."""
+        hop, inner = self.bound.hop, self._inner
+        assert isinstance(hop, SlicedHop) and inner is not None
+        rows = [] if row is None else [row]
+        if hop.picks is None:
+            return Answer(inner.labels, rows, str(inner.access), types=inner.types)
+        return Answer(self.labels, hop.rows([(lo, hi, _Rows(rows))]), str(self.access), types=self.types)
 
     def finish_windows(self, answers: list[tuple[int, int, Any]]) -> Answer:
         """A sliced query's answer from its windows' (start, end, inner answer), start order: the

@@ -295,7 +295,7 @@ class WindowAnswers(Sequence):
         self.members, self.los, self.his = members, los, his
         self.values = values  # per aggregate, one value per due window (None: `inner` answers)
         self._inner = inner
-        self._rows: list | None = None
+        self._made_all: list | None = None
         self._check()
 
     def __len__(self) -> int:
@@ -311,16 +311,32 @@ class WindowAnswers(Sequence):
             if not 0 <= x < self._n:
                 raise IndexError(x)
             w = self._slot[x]
-            plan = self._plans[self.members[w]]
             if self._inner is not None:
-                got = plan.finish_windows([(self.los[w], self.his[w], self._inner[w])])
+                got = self._plans[self.members[w]].finish_windows([(self.los[w], self.his[w], self._inner[w])])
             else:
-                if self._rows is None:  # every window's inner row at once (one inner query for all members)
-                    assert self.values is not None
-                    self._rows = self._plans[self.members[0]].inner_rows(self.values)
-                got = plan.window_answer(self.los[w], self.his[w], self._rows[w])
+                got = self._answers()[w]
             self._made[x] = got
         return got
+
+    def _answers(self) -> list:
+        """Every due window's Answer from the columns, made at the first read: every window's inner
+        row at once (one inner query for all members), then the windows of each answer form
+        (Plan.window_form) at once."""
+        if self._made_all is None:
+            assert self.values is not None
+            plans, members = self._plans, self.members
+            rows = plans[members[0]].inner_rows(self.values) if members else []
+            by_form: dict[tuple, list[int]] = {}
+            for w, m in enumerate(members):
+                by_form.setdefault(plans[m].window_form, []).append(w)
+            made: list = [None] * len(members)
+            for ws in by_form.values():
+                got = plans[members[ws[0]]].window_answers([self.los[w] for w in ws], [self.his[w] for w in ws],
+                                                           [rows[w] for w in ws])
+                for w, a in zip(ws, got):
+                    made[w] = a
+            self._made_all = made
+        return self._made_all
 
     def _check(self) -> None:
         assert len(self._slot) + sum(x not in self._slot for x in self._made) == self._n, "each answer once"

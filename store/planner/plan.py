@@ -50,15 +50,6 @@ class Answer:
     window: tuple[int, int] | None = field(default=None, compare=False)
 
 
-class _Rows:
-    """An inner answer's rows alone: what SlicedHop.rows reads of a window's inner answer."""
-
-    __slots__ = ("rows",)
-
-    def __init__(self, rows: list[tuple]):
-        self.rows = rows
-
-
 class Plan:
     def __init__(self, bound: BoundQuery, stream: Stream, access: AccessPath):
         self.bound = bound
@@ -81,6 +72,7 @@ class Plan:
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         self.read = reader(bound, access, self.strings, stream.spec.topk)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
+        self._window_form: tuple | None = None  # (window_form, made once)
         self.slices: SliceReader | None = None  # windows that cut sub-windows: the reader of any slices
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
@@ -174,15 +166,33 @@ class Plan:
             rows = [r if k else None for r, k in zip(rows, keep)]
         return rows
 
-    def window_answer(self, lo: int, hi: int, row: tuple | None) -> Answer:
-        """A sliced query's answer over its one window [lo, hi) from the window's inner row
-        (inner_rows'): what finish_windows gives for that window's inner answer."""
+    @property
+    def window_form(self) -> tuple:
+        """What a sliced query's one-window answers depend on besides the window (window_answers):
+        plans of equal forms answer equal windows equally."""
+        got = self._window_form
+        if got is None:
+            hop, inner = self.bound.hop, self._inner
+            assert isinstance(hop, SlicedHop) and inner is not None
+            if hop.picks is None:
+                got = (None, tuple(inner.labels), tuple(inner.types), str(inner.access))
+            else:
+                got = (hop.picks, hop.hidden_rows, hop.limit, tuple(self.labels), tuple(self.types), str(self.access))
+            self._window_form = got
+        return got
+
+    def window_answers(self, los: list[int], his: list[int], rows: list[tuple | None]) -> list[Answer]:
+        """A sliced query's answers over windows [los[w], his[w]) from their inner rows
+        (inner_rows'), all at once: what finish_windows gives for each window's inner answer (also
+        for the plans of an equal window_form)."""
         hop, inner = self.bound.hop, self._inner
         assert isinstance(hop, SlicedHop) and inner is not None
-        rows = [] if row is None else [row]
         if hop.picks is None:
-            return Answer(inner.labels, rows, str(inner.access), types=inner.types)
-        return Answer(self.labels, hop.rows([(lo, hi, _Rows(rows))]), str(self.access), types=self.types)
+            labels, access, types = inner.labels, str(inner.access), inner.types
+        else:
+            labels, access, types = self.labels, str(self.access), self.types
+            rows = hop.window_rows(los, his, rows)
+        return [Answer(labels, [] if row is None else [row], access, types=types) for row in rows]
 
     def finish_windows(self, answers: list[tuple[int, int, Any]]) -> Answer:
         """A sliced query's answer from its windows' (start, end, inner answer), start order: the

@@ -59,11 +59,12 @@ class _Tag:
 class _Joined:
     """The slices read by a shared execution's successive answers, joined: their starts and, per
     aggregate, their combine_columns over the consecutive sub-windows read, with the aggregates'
-    combine_runs readers over them. Kept across answers: a slide's answer appends the new
-    sub-windows' slices and drops the expired ones (columns live in buffers with room to grow, the
-    sub-windows read a range of them; compacted when the dropped prefix passes half), so the
-    sub-windows read are never concatenated again, and an answer over the same sub-windows as the
-    last reuses its readers."""
+    combine_runs readers over them, all kept across answers. A slide's answer appends the new
+    sub-windows' slices and drops the expired ones: the columns live in buffers with room to
+    grow (the sub-windows read a range of them, compacted when full), and the readers are
+    extended with the new slices (functions.Runs.extend) and read at an offset, so neither the
+    columns nor the prefix sums and block tables are made again per slide; they are made again
+    when the buffers are compacted or a reader cannot extend (an int64 prefix that could wrap)."""
 
     def __init__(self):
         self.reads: list = []   # the reads joined, in time order
@@ -71,23 +72,37 @@ class _Joined:
         self.lo = self.hi = 0   # the reads' slices: buffer positions [lo, hi)
         self.buffers: list[np.ndarray] = []  # the starts, then every aggregate's columns, flat
         self.shape: tuple = ()  # columns per aggregate
-        self.readers: tuple | None = None  # (starts, runs) of the reads joined, made on demand
+        self.made: list | None = None  # the aggregates' readers over buffer positions [origin, made_hi)
+        self.origin = self.made_hi = 0
 
-    def runs(self, reads: list, aggs: list) -> tuple[np.ndarray, list]:
-        """The starts of `reads`' slices (consecutive, time order) and per aggregate its
-        combine_runs over their columns."""
+    def runs(self, reads: list, aggs: list) -> tuple[np.ndarray, list, int]:
+        """The starts of `reads`' slices (consecutive, time order), per aggregate its combine_runs
+        over their columns, and the offset of the first slice in the readers' runs."""
         if len(reads) != len(self.reads) or any(a is not b for a, b in zip(reads, self.reads)):
             self._join(reads)
-        if self.readers is None:
-            lo, hi = self.lo, self.hi
+        lo, hi = self.lo, self.hi
+        if self.made is not None and self.made_hi < hi:  # the new slices appended to every reader
+            tail = [b[self.made_hi:hi] for b in self.buffers]
+            if all(run.extend(tuple(tail[at:at + width])) for run, at, width in self._columns(self.made)):
+                self.made_hi = hi
+            else:
+                self.made = None
+        if self.made is None:
             views = [b[lo:hi] for b in self.buffers]
-            runs, at = [], 1
-            for a, width in zip(aggs, self.shape):
-                runs.append(a.fn.combine_runs(a, tuple(views[at:at + width])))
-                at += width
-            self.readers = (views[0], runs)
+            self.made = [a.fn.combine_runs(a, tuple(views[at:at + width]))
+                         for a, at, width in self._columns(aggs)]
+            self.origin, self.made_hi = lo, hi
         self._check()
-        return self.readers
+        return self.buffers[0][lo:hi], self.made, lo - self.origin
+
+    def _columns(self, items: list) -> list[tuple]:
+        """Per aggregate (or its reader) in `items`: it, where its columns start among the buffers
+        and how many it has."""
+        out, at = [], 1
+        for x, width in zip(items, self.shape):
+            out.append((x, at, width))
+            at += width
+        return out
 
     def _join(self, reads: list) -> None:
         self.readers = None
@@ -111,6 +126,7 @@ class _Joined:
                 g[:self.hi - self.lo] = buf[self.lo:self.hi]
                 grown.append(g)
             self.buffers, self.hi, self.lo = grown, self.hi - self.lo, 0
+            self.made = None  # (the readers' positions moved)
         for buf, column in zip(self.buffers, zip(*added)):
             np.concatenate(column, out=buf[self.hi:self.hi + n])
         self.hi += n
@@ -123,6 +139,7 @@ class _Joined:
         self.shape = tuple(len(c) for c in reads[0][5])
         self.buffers = [np.empty(0, dtype=np.result_type(*column)) for column in zip(*flats)]
         self.reads, self.sizes, self.lo, self.hi = [], [], 0, 0
+        self.made = None
 
     @staticmethod
     def _flat(read: tuple) -> list[np.ndarray]:
@@ -133,6 +150,7 @@ class _Joined:
         assert 0 <= self.lo <= self.hi <= (len(self.buffers[0]) if self.buffers else 0), "the reads' slices in the buffers"
         assert sum(self.sizes) == self.hi - self.lo and len(self.sizes) == len(self.reads), "each read's slices once"
         assert len(self.buffers) == 1 + sum(self.shape) or not self.reads, "the starts and every aggregate's columns"
+        assert self.made is None or self.origin <= self.lo <= self.hi == self.made_hi, "the readers cover the reads"
 
 
 class SharedSlices:
@@ -244,12 +262,12 @@ class SharedSlices:
         for a, b in zip(reads, reads[1:]):
             assert a[2] == b[1], "the sub-windows read are consecutive"
         due_windows = sum(k is not None for _, k in due)
-        runs, parts = None, None
+        runs, parts, off = None, None, 0
         if not all(c[5] is not None for c in reads) or (due_windows < FEW and all(c[4] is not None for c in reads)):
             parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
             starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
         elif reads:
-            starts, runs = self._joined.runs(reads, self._inner.aggs)
+            starts, runs, off = self._joined.runs(reads, self._inner.aggs)
         else:
             starts = np.empty(0, dtype=np.int64)
         end = reads[-1][2] if reads else None
@@ -267,7 +285,7 @@ class SharedSlices:
         values, inner = None, None
         if runs is not None:  # each aggregate's combine of every window's run of slices, lowered at once
             keys = np.arange(len(xs))
-            values = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
+            values = [a.fn.finish_unique(a, run(i + off, j + off), keys, self.strings).tolist()
                       for a, run in zip(self._inner.aggs, runs)]
         else:
             assert parts is not None

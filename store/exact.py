@@ -119,6 +119,7 @@ class RangeSums:
         if self.high is None:
             return self.p[j] - self.p[i]
         high, low = self.high, self.low
+        assert low is not None  # (made with high)
         return narrow((high[j] - high[i]).astype(object) * (1 << 32) + (low[j] - low[i]).astype(object))
 
 

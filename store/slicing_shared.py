@@ -319,7 +319,7 @@ class WindowAnswers(Sequence):
     def __len__(self) -> int:
         return self._n
 
-    def __getitem__(self, x):  # type: ignore[override]  # (ints only)
+    def __getitem__(self, x):
         if isinstance(x, slice):
             return [self[y] for y in range(*x.indices(self._n))]
         if x < 0:
@@ -363,7 +363,7 @@ class WindowAnswers(Sequence):
         assert all(len(v) == len(self.members) for v in self.values or ()), "one value per window and aggregate"
 
 
-def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> list["Answer"]:
+def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> "WindowAnswers":
     """Execute a shared execution against the current window in one go (no concurrency: tests,
     benchmarks): the youngest n_q sub-windows read, then the `due` windows answered (None: every
     member's newest window)."""

@@ -302,18 +302,19 @@ class SharedSlices:
 class WindowAnswers(Sequence):
     """A shared execution's answers, one per due (member, window) in the order asked, kept as
     columns over all the due windows (their members, bounds, and per aggregate the values of every
-    window) and made into each member's Answer only when it is read or delivered: every window's
-    values cost a few array operations for all of them, while an Answer object costs microseconds
-    of Python each (docs/windows.md, Benchmark). Read-only; an answer is made once."""
+    window) and made into Answers only when read: one when indexed, all of them at once when
+    iterated (delivery). Every window's values cost a few array operations for all windows, while
+    an Answer object costs a microsecond or more of Python each (docs/windows.md, Benchmark).
+    Read-only; an answer is made once."""
 
     def __init__(self, plans: list["Plan"], n: int, made: dict[int, "Answer"], xs: list[int], members: list[int],
                  los: list[int], his: list[int], values: list[list] | None, inner: list | None):
         self._plans, self._n, self._made = plans, n, made
-        self._slot = {x: w for w, x in enumerate(xs)}
+        self._xs = xs  # the due windows' places among the answers
         self.members, self.los, self.his = members, los, his
         self.values = values  # per aggregate, one value per due window (None: `inner` answers)
         self._inner = inner
-        self._made_all: list | None = None
+        self._rows: list | None = None  # every window's inner row (values'), made at the first read
         self._check()
 
     def __len__(self) -> int:
@@ -322,43 +323,49 @@ class WindowAnswers(Sequence):
     def __getitem__(self, x):
         if isinstance(x, slice):
             return [self[y] for y in range(*x.indices(self._n))]
-        if x < 0:
-            x += self._n
+        if not -self._n <= x < self._n:
+            raise IndexError(x)
+        x %= self._n
         got = self._made.get(x)
         if got is None:
-            if not 0 <= x < self._n:
-                raise IndexError(x)
-            w = self._slot[x]
-            if self._inner is not None:
-                got = self._plans[self.members[w]].finish_windows([(self.los[w], self.his[w], self._inner[w])])
-            else:
-                got = self._answers()[w]
-            self._made[x] = got
+            w = self._xs.index(x)
+            got = self._made[x] = self._make([w])[0]
         return got
 
-    def _answers(self) -> list:
-        """Every due window's Answer from the columns, made at the first read: every window's inner
-        row at once (one inner query for all members), then the windows of each answer form
-        (Plan.window_form) at once."""
-        if self._made_all is None:
+    def __iter__(self):
+        """Every answer, those not read yet made at once (by answer form)."""
+        todo = [w for w, x in enumerate(self._xs) if x not in self._made]
+        for w, got in zip(todo, self._make(todo)):
+            self._made[self._xs[w]] = got
+        made = self._made
+        return (made[x] for x in range(self._n))
+
+    def _make(self, ws: list[int]) -> list:
+        """The Answers of due windows `ws`: from their inner answers, or from the columns (every
+        window's inner row at once: one inner query for all members; then the windows of each
+        answer form, Plan.window_form, at once)."""
+        plans, members, los, his = self._plans, self.members, self.los, self.his
+        if self._inner is not None:
+            return [plans[members[w]].finish_windows([(los[w], his[w], self._inner[w])]) for w in ws]
+        if self._rows is None:
             assert self.values is not None
-            plans, members = self._plans, self.members
-            rows = plans[members[0]].inner_rows(self.values) if members else []
-            by_form: dict[tuple, list[int]] = {}
-            for w, m in enumerate(members):
-                by_form.setdefault(plans[m].window_form, []).append(w)
-            made: list = [None] * len(members)
-            for ws in by_form.values():
-                got = plans[members[ws[0]]].window_answers([self.los[w] for w in ws], [self.his[w] for w in ws],
-                                                           [rows[w] for w in ws])
-                for w, a in zip(ws, got):
-                    made[w] = a
-            self._made_all = made
-        return self._made_all
+            self._rows = plans[members[0]].inner_rows(self.values) if members else []
+        rows = self._rows
+        by_form: dict[tuple, list[int]] = {}
+        for at, w in enumerate(ws):
+            by_form.setdefault(plans[members[w]].window_form, []).append(at)
+        out: list = [None] * len(ws)
+        for ats in by_form.values():
+            picked = [ws[at] for at in ats]
+            got = plans[members[picked[0]]].window_answers([los[w] for w in picked], [his[w] for w in picked],
+                                                           [rows[w] for w in picked])
+            for at, a in zip(ats, got):
+                out[at] = a
+        return out
 
     def _check(self) -> None:
-        assert len(self._slot) + sum(x not in self._slot for x in self._made) == self._n, "each answer once"
-        assert len(self.members) == len(self.los) == len(self.his) == len(self._slot)
+        assert len(self._xs) + len(self._made) == self._n and not set(self._xs) & set(self._made), "each answer once"
+        assert len(self.members) == len(self.los) == len(self.his) == len(self._xs)
         assert (self.values is None) != (self._inner is None), "values or inner answers"
         assert all(len(v) == len(self.members) for v in self.values or ()), "one value per window and aggregate"
 

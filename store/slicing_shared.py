@@ -18,6 +18,7 @@ window's slices through the inner finish, as one window alone does: still one re
 for all members."""
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -184,6 +185,7 @@ class SharedSlices:
         self._by_runs = combines(inner) and inner.group_by is None
         self.strings = self.stream.strings
         self._joined = _Joined()
+        self._answering = threading.Lock()  # answers on worker threads, one at a time through _joined
 
     # -- reading: one sub-window at a time ----------------------------------------------------
     def cuts(self, lo: int, hi: int) -> list[int]:
@@ -261,42 +263,43 @@ class SharedSlices:
         reads = sorted(reads, key=lambda c: c[1])
         for a, b in zip(reads, reads[1:]):
             assert a[2] == b[1], "the sub-windows read are consecutive"
-        due_windows = sum(k is not None for _, k in due)
-        runs, parts, off = None, None, 0
-        if not all(c[5] is not None for c in reads) or (due_windows < FEW and all(c[4] is not None for c in reads)):
-            parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
-            starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
-        elif reads:
-            starts, runs, off = self._joined.runs(reads, self._inner.aggs)
-        else:
-            starts = np.empty(0, dtype=np.int64)
-        end = reads[-1][2] if reads else None
-        # every due window's slices at once: [i, j) of the slices read, by two searches of all bounds
         xs = [x for x, (_, k) in enumerate(due) if k is not None]
         members = [due[x][0] for x in xs]
-        dtype = starts.dtype
+        dtype = np.int64 if self._safe else object
         ks = np.array([due[x][1] for x in xs], dtype=dtype)
         los = ks * self._member_slides[members] if len(xs) else ks
         his = los + self._member_ranges[members] if len(xs) else ks
-        i = np.searchsorted(starts, los)  # (object arrays of Python ints near the int64 limits)
-        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
-        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
-            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
         values, inner = None, None
-        if runs is not None:  # each aggregate's combine of every window's run of slices, lowered at once
-            keys = np.arange(len(xs))
-            values = [a.fn.finish_unique(a, run(i + off, j + off), keys, self.strings).tolist()
-                      for a, run in zip(self._inner.aggs, runs)]
-        else:
-            assert parts is not None
+        if not all(c[5] is not None for c in reads) or (len(xs) < FEW and all(c[4] is not None for c in reads)):
+            parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
+            starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=dtype)
+            i, j = self._runs_of(reads, starts, los, his)
             inner = []
             for w, m in enumerate(members):
                 part = Partial()
                 for y in range(int(i[w]), int(j[w])):
                     part.add(y, parts[y])
                 inner.append(self.plans[m].finish_inner(part))
+        else:  # each aggregate's combine of every window's run of slices, lowered at once
+            with self._answering:  # (the joined slices and readers change with each answer's reads)
+                starts, runs, off = self._joined.runs(reads, self._inner.aggs)
+                i, j = self._runs_of(reads, starts, los, his)
+                keys = np.arange(len(xs))
+                values = [a.fn.finish_unique(a, run(i + off, j + off), keys, self.strings).tolist()
+                          for a, run in zip(self._inner.aggs, runs)]
         made = {x: self.plans[m].finish_windows([]) for x, (m, k) in enumerate(due) if k is None}
         return WindowAnswers(self.plans, len(due), made, xs, members, los.tolist(), his.tolist(), values, inner)
+
+    @staticmethod
+    def _runs_of(reads: list, starts: np.ndarray, los: np.ndarray, his: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every window [los, his)'s slices among those read: [i, j) of `starts`, by two searches of
+        all bounds (object arrays of Python ints near the int64 limits)."""
+        end = reads[-1][2] if reads else None
+        i = np.searchsorted(starts, los)
+        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
+        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
+            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
+        return i, j
 
 
 class WindowAnswers(Sequence):

@@ -7,7 +7,9 @@ aborted by a slide and restarts), and its answer is split per member. It owns th
 runtime.SharedTasks owns the tasks, when they run and what they are told."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Hashable
 
 from windowstore.store.slicing_shared import SharedSlices
 
@@ -23,21 +25,44 @@ def slices_key(plan) -> Hashable:
     return (plan.stream.name, plan.slices.key)
 
 
+# Per stream, per slices group, the joint execution over all its registered members (SlicesGroups
+# keeps it; made at the first execution after a change of members): every execution of the group
+# cuts the sub-windows at all members' edges, so a sealed sub-window is cut once whichever members
+# are due, and the run readers are extended slide after slide (slicing_shared._Joined).
+_joint: "weakref.WeakKeyDictionary[Any, dict[Hashable, list]]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()  # (executions may finish on worker threads)
+
+
+def _group_execution(plans: list) -> tuple[SharedSlices, list[int]]:
+    """The registered group's joint execution holding every plan of `plans` and their places in
+    it, or one of `plans` alone (members not registered together: tests, a group changed since)."""
+    with _lock:
+        slot = _joint.get(plans[0].stream, {}).get(slices_key(plans[0]))
+        if slot is not None:
+            if slot[1] is None:  # (made at the first execution after a change of members)
+                slot[1] = SharedSlices(slot[0])
+            where = {id(p): m for m, p in enumerate(slot[0])}
+            members = [where.get(id(p)) for p in plans]
+            if None not in members:
+                return slot[1], members  # type: ignore[return-value]  # no None: checked
+    return SharedSlices(plans), list(range(len(plans)))
+
+
 class SharedSlicedPlan:
     """The plans of due sliced members of one slices group as one read-only transaction: it reads
-    the youngest n_q sub-windows (the longest of theirs), each cut once at all their windows'
-    edges, and the finish answers each member's newest window from them (SharedSlices.answer:
-    every window's slices combined at once)."""
+    the youngest n_q sub-windows (the longest of theirs), each cut once at all the group's window
+    edges, and the finish answers each due member's newest window from them (SharedSlices.answer:
+    every window's slices combined at once, the answers made when delivered)."""
 
     memo_key = None  # its reads are kept with the sub-windows (slicing.kept_for), not in their memos
     as_of = None
 
     def __init__(self, plans: list):
         self.plans = plans
-        self.shared = SharedSlices(plans)
+        self.shared, self.members = _group_execution(plans)
         self.stream = plans[0].stream
         self.strings = self.stream.strings
-        self.n_q = self.shared.n_q
+        self.n_q = max(p.n_q for p in plans)
         self.access = plans[0].access
         self.supports_remove = all(p.supports_remove for p in plans)
         self.query = ("shared slices", *(p.query for p in plans))  # the cost model's key
@@ -49,7 +74,7 @@ class SharedSlicedPlan:
     def finish(self, partial) -> SharedAnswer:
         reads = list(partial.contributions.values())
         newest = self.shared.newest(reads)
-        return SharedAnswer(self.shared.answer(reads, list(enumerate(newest))))
+        return SharedAnswer(self.shared.answer(reads, [(m, newest[m]) for m in self.members]))
 
     def probes_now(self) -> bool:
         return False
@@ -66,6 +91,7 @@ class SlicesGroups:
         key = slices_key(task.plan)
         self.groups.setdefault(key, {})[task.id] = task
         self.key_of[task.id] = key
+        self._changed(task.plan.stream, key)
 
     def remove(self, task_id: str) -> "Task | None":
         key = self.key_of.pop(task_id, None)
@@ -75,7 +101,18 @@ class SlicesGroups:
         task = group.pop(task_id)
         if not group:
             del self.groups[key]
+        self._changed(task.plan.stream, key)
         return task
+
+    def _changed(self, stream, key: Hashable) -> None:
+        """The group's members changed: its joint execution is made again at its next execution."""
+        with _lock:
+            group = self.groups.get(key)
+            joint = _joint.setdefault(stream, {})
+            if group:
+                joint[key] = [[t.plan for t in group.values()], None]
+            else:
+                joint.pop(key, None)
 
     def task(self, task_id: str) -> "Task | None":
         key = self.key_of.get(task_id)

@@ -110,8 +110,8 @@ def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = Fa
                 answered[i] = newest[i]
                 if check and timed:
                     answers.append((slot, i, [tuple(int(x) for x in r) for r in got.rows]))
-        for i, plan in enumerate(plans):
-            if shared is not None or slides_until_due(plan.bound.hop, s.window, reflected[i]) > 0:
+        for i, plan in enumerate(plans if shared is None else ()):  # (together: answered above)
+            if slides_until_due(plan.bound.hop, s.window, reflected[i]) > 0:
                 continue
             if mode == "one-by-one":
                 slicing._kept = weakref.WeakKeyDictionary()

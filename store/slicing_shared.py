@@ -59,42 +59,60 @@ class _Tag:
 
 class _Joined:
     """The slices read by a shared execution's successive answers, joined: their starts and, per
-    aggregate, their combine_columns over the consecutive sub-windows read, with the aggregates'
-    combine_runs readers over them, all kept across answers. A slide's answer appends the new
-    sub-windows' slices and drops the expired ones: the columns live in buffers with room to
-    grow (the sub-windows read a range of them, compacted when full), and the readers are
-    extended with the new slices (functions.Runs.extend) and read at an offset, so neither the
-    columns nor the prefix sums and block tables are made again per slide; they are made again
-    when the buffers are compacted or a reader cannot extend (an int64 prefix that could wrap)."""
+    aggregate, their combine_columns over consecutive sub-windows, with the aggregates'
+    combine_runs readers over them, all kept across answers. An answer reading newer sub-windows
+    appends their slices and drops the oldest sub-windows beyond the most any answer read (an
+    execution reads its due members' youngest n_q, which varies); the columns live in buffers with
+    room to grow (compacted when full), and the readers are extended with the new slices
+    (functions.Runs.extend) and read at an offset, so neither the columns nor the prefix sums and
+    block tables are made again per slide; they are made again when the buffers are compacted, a
+    reader cannot extend (an int64 prefix that could wrap), or an answer reads sub-windows that do
+    not continue the joined ones."""
 
     def __init__(self):
-        self.reads: list = []   # the reads joined, in time order
+        self.reads: list = []   # the reads joined, consecutive, in time order
         self.sizes: list[int] = []  # slices per read
-        self.lo = self.hi = 0   # the reads' slices: buffer positions [lo, hi)
+        self.lo = self.hi = 0   # the joined reads' slices: buffer positions [lo, hi)
         self.buffers: list[np.ndarray] = []  # the starts, then every aggregate's columns, flat
         self.shape: tuple = ()  # columns per aggregate
+        self.longest = 0        # the most sub-windows an answer read
         self.made: list | None = None  # the aggregates' readers over buffer positions [origin, made_hi)
         self.origin = self.made_hi = 0
 
     def runs(self, reads: list, aggs: list) -> tuple[np.ndarray, list, int]:
-        """The starts of `reads`' slices (consecutive, time order), per aggregate its combine_runs
-        over their columns, and the offset of the first slice in the readers' runs."""
-        if len(reads) != len(self.reads) or any(a is not b for a, b in zip(reads, self.reads)):
-            self._join(reads)
-        lo, hi = self.lo, self.hi
-        if self.made is not None and self.made_hi < hi:  # the new slices appended to every reader
-            tail = [b[self.made_hi:hi] for b in self.buffers]
+        """The starts of `reads`' slices (consecutive, time order, not empty), per aggregate its
+        combine_runs over their columns, and the readers' position of the first of those slices."""
+        self.longest = max(self.longest, len(reads))
+        first = self._place(reads)
+        if first is None:
+            self._reset(reads)
+            first = 0
+        self._append(reads[len(self.reads) - first:])
+        drop = min(first, max(0, len(self.reads) - self.longest))  # (never what this answer reads)
+        self.lo += sum(self.sizes[:drop])
+        self.reads, self.sizes, first = self.reads[drop:], self.sizes[drop:], first - drop
+        if self.made is not None and self.made_hi < self.hi:  # the new slices appended to every reader
+            tail = [b[self.made_hi:self.hi] for b in self.buffers]
             if all(run.extend(tuple(tail[at:at + width])) for run, at, width in self._columns(self.made)):
-                self.made_hi = hi
+                self.made_hi = self.hi
             else:
                 self.made = None
         if self.made is None:
-            views = [b[lo:hi] for b in self.buffers]
-            self.made = [a.fn.combine_runs(a, tuple(views[at:at + width]))
-                         for a, at, width in self._columns(aggs)]
-            self.origin, self.made_hi = lo, hi
+            views = [b[self.lo:self.hi] for b in self.buffers]
+            self.made = [a.fn.combine_runs(a, tuple(views[at:at + width])) for a, at, width in self._columns(aggs)]
+            self.origin, self.made_hi = self.lo, self.hi
         self._check()
-        return self.buffers[0][lo:hi], self.made, lo - self.origin
+        start = self.lo + sum(self.sizes[:first])
+        end = start + sum(self.sizes[first:first + len(reads)])
+        return self.buffers[0][start:end], self.made, start - self.origin
+
+    def _place(self, reads: list) -> int | None:
+        """Where `reads` start among the joined reads, if they are a run of them (possibly going on
+        past the newest): else None."""
+        first = next((x for x, r in enumerate(self.reads) if r is reads[0]), None)
+        if first is None or any(a is not b for a, b in zip(self.reads[first:], reads)):
+            return None
+        return first
 
     def _columns(self, items: list) -> list[tuple]:
         """Per aggregate (or its reader) in `items`: it, where its columns start among the buffers
@@ -105,19 +123,15 @@ class _Joined:
             at += width
         return out
 
-    def _join(self, reads: list) -> None:
-        self.readers = None
-        first = next((x for x, r in enumerate(self.reads) if r is reads[0]), None)
-        keep = 0 if first is None else len(self.reads) - first  # the reads both answers read
-        if first is None or any(a is not b for a, b in zip(self.reads[first:], reads[:keep])):
-            self._reset(reads)
-            first, keep = 0, 0
-        self.lo += sum(self.sizes[:first])  # the expired reads dropped
-        self.reads, self.sizes = self.reads[first:], self.sizes[first:]
-        added = [self._flat(c) for c in reads[keep:]]
+    def _append(self, new: list) -> None:
+        """Join `new` reads (continuing the joined ones) after the newest."""
+        added = [self._flat(c) for c in new]
         if any(b.dtype != c.dtype for f in added for b, c in zip(self.buffers, f)):
-            self._reset(reads)  # (a column of another dtype: every read joined again, in a common one)
-            added = [self._flat(c) for c in reads]
+            new = self.reads + new  # (a column of another dtype: every read joined again, in a common one)
+            self._reset(new)
+            added = [self._flat(c) for c in new]
+        if not added:
+            return
         n = sum(len(f[0]) for f in added)
         if self.hi + n > len(self.buffers[0]):  # compact, with room for twice what is kept and new
             size = max(1024, 2 * (self.hi - self.lo + n))
@@ -131,7 +145,7 @@ class _Joined:
         for buf, column in zip(self.buffers, zip(*added)):
             np.concatenate(column, out=buf[self.hi:self.hi + n])
         self.hi += n
-        self.reads += reads[len(reads) - len(added):]
+        self.reads += new
         self.sizes += [len(f[0]) for f in added]
 
     def _reset(self, reads: list) -> None:
@@ -152,6 +166,7 @@ class _Joined:
         assert sum(self.sizes) == self.hi - self.lo and len(self.sizes) == len(self.reads), "each read's slices once"
         assert len(self.buffers) == 1 + sum(self.shape) or not self.reads, "the starts and every aggregate's columns"
         assert self.made is None or self.origin <= self.lo <= self.hi == self.made_hi, "the readers cover the reads"
+        assert all(a[2] == b[1] for a, b in zip(self.reads, self.reads[1:])), "consecutive sub-windows"
 
 
 class SharedSlices:
@@ -270,7 +285,7 @@ class SharedSlices:
         los = ks * self._member_slides[members] if len(xs) else ks
         his = los + self._member_ranges[members] if len(xs) else ks
         values, inner = None, None
-        if not all(c[5] is not None for c in reads) or (len(xs) < FEW and all(c[4] is not None for c in reads)):
+        if not reads or not all(c[5] is not None for c in reads) or (len(xs) < FEW and all(c[4] is not None for c in reads)):
             parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
             starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=dtype)
             i, j = self._runs_of(reads, starts, los, his)

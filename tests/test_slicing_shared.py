@@ -393,6 +393,14 @@ def test_a_shared_execution_slide_after_slide_answers_as_each_window_alone():
         assert len(got) == 40 and got[3] is got[3] and got[-1] is got[39] and got[1:3] == [got[1], got[2]]
         assert [a.rows for a in got] == [run_plan(p).rows for p in plans[:40]], step
         assert [a.rows for a in run_shared(other)] == [run_plan(p).rows for p in plans[40:]], step
+        # an execution of the members with the shorter windows reads fewer sub-windows (as a slices
+        # group's does when only they are due): the same answers, the longer reads kept for the next
+        m = rng.randint(2, shared.n_q)
+        few = [x for x, p in enumerate(plans[:40]) if p.n_q <= m]
+        reads = [shared.read(sub) for sub in fed.s.window.youngest(m)]
+        newest = shared.newest(reads)
+        assert [a.rows for a in shared.answer(reads, [(x, newest[x]) for x in few])] == \
+            [run_plan(plans[x]).rows for x in few], (step, m)
         for (r, s), answer in zip(shp, got):
             for a, b, count, total, top in answer.rows:
                 v = definition_10(fed.accepted, a, b, r, s)[(a, b)]

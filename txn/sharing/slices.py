@@ -25,26 +25,38 @@ def slices_key(plan) -> Hashable:
     return (plan.stream.name, plan.slices.key)
 
 
+class _Joint:
+    """A slices group's registered plans and, once an execution asked, their joint execution."""
+
+    __slots__ = ("plans", "shared", "__weakref__")
+
+    def __init__(self, plans: list):
+        self.plans = plans
+        self.shared: SharedSlices | None = None
+
+
 # Per stream, per slices group, the joint execution over all its registered members (SlicesGroups
-# keeps it; made at the first execution after a change of members): every execution of the group
-# cuts the sub-windows at all members' edges, so a sealed sub-window is cut once whichever members
-# are due, and the run readers are extended slide after slide (slicing_shared._Joined).
-_joint: "weakref.WeakKeyDictionary[Any, dict[Hashable, list]]" = weakref.WeakKeyDictionary()
-_lock = threading.Lock()  # (executions may finish on worker threads)
+# holds it, this only weakly: it goes with the engine; made at the first execution after a change of
+# members): every execution of the group cuts the sub-windows at all members' edges, so a sealed
+# sub-window is cut once whichever members are due, and the run readers are extended slide after
+# slide (slicing_shared._Joined).
+_joint: "weakref.WeakKeyDictionary[Any, weakref.WeakValueDictionary[Hashable, _Joint]]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()  # (executions may start on worker threads)
 
 
 def _group_execution(plans: list) -> tuple[SharedSlices, list[int]]:
     """The registered group's joint execution holding every plan of `plans` and their places in
     it, or one of `plans` alone (members not registered together: tests, a group changed since)."""
     with _lock:
-        slot = _joint.get(plans[0].stream, {}).get(slices_key(plans[0]))
-        if slot is not None:
-            if slot[1] is None:  # (made at the first execution after a change of members)
-                slot[1] = SharedSlices(slot[0])
-            where = {id(p): m for m, p in enumerate(slot[0])}
+        by_key = _joint.get(plans[0].stream)
+        joint = None if by_key is None else by_key.get(slices_key(plans[0]))
+        if joint is not None:
+            where = {id(p): m for m, p in enumerate(joint.plans)}
             members = [where.get(id(p)) for p in plans]
             if None not in members:
-                return slot[1], members  # type: ignore[return-value]  # no None: checked
+                if joint.shared is None:
+                    joint.shared = SharedSlices(joint.plans)
+                return joint.shared, members  # type: ignore[return-value]  # no None: checked
     return SharedSlices(plans), list(range(len(plans)))
 
 
@@ -86,6 +98,7 @@ class SlicesGroups:
     def __init__(self):
         self.groups: dict[Hashable, dict[str, "Task"]] = {}  # key -> member id -> its task
         self.key_of: dict[str, Hashable] = {}
+        self.joints: dict[Hashable, _Joint] = {}  # key -> its members' joint execution (_group_execution)
 
     def add(self, task: "Task") -> None:
         key = slices_key(task.plan)
@@ -108,11 +121,11 @@ class SlicesGroups:
         """The group's members changed: its joint execution is made again at its next execution."""
         with _lock:
             group = self.groups.get(key)
-            joint = _joint.setdefault(stream, {})
             if group:
-                joint[key] = [[t.plan for t in group.values()], None]
+                self.joints[key] = joint = _Joint([t.plan for t in group.values()])
+                _joint.setdefault(stream, weakref.WeakValueDictionary())[key] = joint
             else:
-                joint.pop(key, None)
+                self.joints.pop(key, None)
 
     def task(self, task_id: str) -> "Task | None":
         key = self.key_of.get(task_id)
@@ -127,3 +140,4 @@ class SlicesGroups:
         assert len(ids) == len(set(ids)) and set(ids) == set(self.key_of), "each member in one slices group"
         for key, g in self.groups.items():
             assert g and all(self.key_of[mid] == key for mid in g), key
+        assert set(self.joints) == set(self.groups), "a joint execution per slices group"

@@ -2,20 +2,22 @@
 temporal bounds, section 6.1.1): periodic queries of one inner query over one event-time stream
 whose windows cut sub-windows (slicing.SlicedHop), answered together in one read of the
 sub-windows. It owns the slices cut at all its members' edges (kept with each sealed sub-window,
-slicing.kept_for) and nothing else: which windows are due is its caller's (txn/sharing/, the
-benchmark), and each window's answer is its member plan's own finish.
+slicing.kept_for), the run readers over the slices its answers read (kept across answers) and
+its answers' columns; which windows are due is its caller's (txn/sharing/, the benchmark), and
+each window's answer is what its member plan alone answers.
 
 Per sealed sub-window it cuts slices once at the union of its members' window edges inside it
 (Scotty's general stream slicing: a slice ends wherever any window starts or ends) and keeps
-their partials and, per aggregate, their `combine_columns` (functions.py). An execution
-concatenates those over the sub-windows it read and makes per aggregate one `combine_runs`
-reader (prefix sums for COUNT and exact SUM/AVG, a sparse table of block extremes for MIN/MAX:
-the aggregate's own combine in range form); each due window is then two binary searches and one
-lookup per aggregate, finished by its plan's inner finish as one combined contribution, which
-finishes as the window's slices would (merge.combine_contributions' contract). Inner queries
-whose contributions do not combine that way (GROUP BY, holistic aggregates, float sums) merge each
-window's slices through the inner finish, as one window alone does: still one read of each slice
-for all members."""
+their partials and, per aggregate, their `combine_columns` (functions.py). Its answers join
+those over the sub-windows read (_Joined: the new sub-windows' slices appended, the oldest
+dropped) into per aggregate one `combine_runs` reader (prefix sums for COUNT and exact SUM/AVG, a
+sparse table of block extremes for MIN/MAX: the aggregate's own combine in range form), extended
+slide after slide rather than rebuilt; each due window is then two binary searches and one lookup
+per aggregate, lowered by the aggregate's finish_unique for all windows at once, and its Answer
+made only when read (WindowAnswers), as the member's plan finishes one window's values
+(Plan.inner_rows, Plan.window_answers). Inner queries whose contributions do not combine that way
+(GROUP BY, holistic aggregates, float sums) merge each window's slices through the inner finish,
+as one window alone does: still one read of each slice for all members."""
 from __future__ import annotations
 
 import threading

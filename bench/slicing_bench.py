@@ -5,8 +5,9 @@ its windows. Measured: tuples per second sustained with every window answered be
 sub-window is ingested (so none is late), for
 
 - together: the due windows of all of them answered in one shared execution per slide
-  (store/slicing_shared.py: each sub-window cut once at every window's edges, each due window's
-  merge a few lookups in its aggregates' combine_runs readers over the slices read);
+  (store/slicing_shared.py: each sub-window cut once at every window's edges, the run readers
+  kept across slides and extended with the new slices, every due window's merge a few lookups in
+  them, and every due window's Answer made, as a delivery makes them: iterating the answers);
 - shared: each window answered by its own execution (store/slicing.py: slice partials kept per
   sub-window and read by every window that covers them; a slice of part of a sub-window read
   from the sub-window's aggregate store, slicing.RunStore: prefix sums and block extremes);
@@ -105,12 +106,12 @@ def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = Fa
             reads = [shared.read(sub) for sub in s.window.youngest(shared.n_q)]
             newest = shared.newest(reads)  # due: a window completed since its last answer (slides_until_due)
             due = [i for i, k in enumerate(newest) if k is not None and k != answered[i]]
-            for i, got in zip(due, shared.answer(reads, [(i, newest[i]) for i in due])):
+            for i, got in zip(due, shared.answer(reads, [(i, newest[i]) for i in due])):  # each answer made (delivered)
                 answered[i] = newest[i]
                 if check and timed:
                     answers.append((slot, i, [tuple(int(x) for x in r) for r in got.rows]))
-        for i, plan in enumerate(plans):
-            if shared is not None or slides_until_due(plan.bound.hop, s.window, reflected[i]) > 0:
+        for i, plan in enumerate(plans if shared is None else ()):  # (together: answered above)
+            if slides_until_due(plan.bound.hop, s.window, reflected[i]) > 0:
                 continue
             if mode == "one-by-one":
                 slicing._kept = weakref.WeakKeyDictionary()

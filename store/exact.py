@@ -70,20 +70,62 @@ def run_sums(values: np.ndarray):
     return lambda i, j: (int(high[j]) - int(high[i])) * (1 << 32) + int(low[j]) - int(low[i])
 
 
-def range_sums(values: np.ndarray):
-    """exact_sum of values[i[x]:j[x]] for arrays of runs i, j of an int64 array at once: run_sums'
-    prefix sums (int64 while no prefix can wrap, else of the 32-bit halves, recombined as Python
-    ints in an object array), each run two lookups."""
-    assert values.dtype.kind == "i", "run sums are exact for integers only"
-    n = len(values)
-    if n == 0 or max_abs(int(values.min()), int(values.max())) * n <= INT64_MAX:
-        p = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(values, out=p[1:])
-        return lambda i, j: p[j] - p[i]
-    high, low = np.zeros(n + 1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(values >> 32, out=high[1:])
-    np.cumsum(values & _LOW_MASK, out=low[1:])
-    return lambda i, j: narrow((high[j] - high[i]).astype(object) * (1 << 32) + (low[j] - low[i]).astype(object))
+class RangeSums:
+    """exact_sum of values[i[x]:j[x]] for arrays of runs i, j of an int64 array at once, each run
+    two lookups in run_sums' prefix sums (int64 while no prefix can wrap, else of the 32-bit
+    halves, recombined as Python ints in an object array); `extend` appends values, extending the
+    int64 prefix sums in place (room doubled as it fills), so that a structure over a sliding
+    sequence of values is kept across slides, not made again (store/slicing_shared.py)."""
+
+    __slots__ = ("n", "bound", "p", "high", "low")
+
+    def __init__(self, values: np.ndarray):
+        assert values.dtype.kind == "i", "run sums are exact for integers only"
+        n = self.n = len(values)
+        self.bound = 0 if n == 0 else max_abs(int(values.min()), int(values.max()))
+        self.high = self.low = None
+        if self.bound * n <= INT64_MAX:
+            self.p = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(values, out=self.p[1:])
+        else:
+            high, low = np.zeros(n + 1, dtype=np.int64), np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(values >> 32, out=high[1:])
+            np.cumsum(values & _LOW_MASK, out=low[1:])
+            self.high, self.low = high, low
+
+    def extend(self, values: np.ndarray) -> bool:
+        """Append `values` (runs may then end past the old ones); False, changing nothing, where
+        the int64 prefix sums could wrap (over the halves): then make it again over all values."""
+        m = len(values)
+        if self.high is not None or values.dtype.kind != "i":
+            return False
+        if not m:
+            return True
+        bound = max(self.bound, max_abs(int(values.min()), int(values.max())))
+        if bound * (self.n + m) > INT64_MAX:
+            return False
+        n = self.n
+        if n + m + 1 > len(self.p):
+            grown = np.zeros(2 * (n + m + 1), dtype=np.int64)
+            grown[:n + 1] = self.p[:n + 1]
+            self.p = grown
+        tail = self.p[n + 1:n + m + 1]
+        np.cumsum(values, out=tail)
+        tail += self.p[n]
+        self.n, self.bound = n + m, bound
+        return True
+
+    def __call__(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        if self.high is None:
+            return self.p[j] - self.p[i]
+        high, low = self.high, self.low
+        assert low is not None  # (made with high)
+        return narrow((high[j] - high[i]).astype(object) * (1 << 32) + (low[j] - low[i]).astype(object))
+
+
+def range_sums(values: np.ndarray) -> RangeSums:
+    """exact_sum of values[i[x]:j[x]] for arrays of runs i, j of an int64 array at once (RangeSums)."""
+    return RangeSums(values)
 
 
 def grouped_sum(inverse: np.ndarray, values: np.ndarray, groups: int, lo: int | None = None,

@@ -67,6 +67,27 @@ def mean_instant(total: int, count: int, input_type: str) -> int:
     return (total * US_PER_DAY if input_type == "date" else total) // count
 
 
+class Runs:
+    """combine_runs' reader: per column of the contributions' combine_columns its range reader
+    (exact.RangeSums, kernels.RangeExtremes: one value per run i[x]:j[x]), and how one run's
+    contribution (from_group_rows' form) is made of those values. `extend` appends more
+    contributions (their combine_columns), in place, so runs may end past the old ones; False where a
+    range reader cannot (then make it again over every contribution)."""
+
+    __slots__ = ("ranges", "form")
+
+    def __init__(self, ranges: list, form: Callable[..., Any] | None = None):
+        self.ranges, self.form = ranges, form
+
+    def __call__(self, i: np.ndarray, j: np.ndarray) -> Any:
+        got = [r(i, j) for r in self.ranges]
+        return got[0] if self.form is None else self.form(*got)
+
+    def extend(self, columns: tuple[np.ndarray, ...]) -> bool:
+        assert len(columns) == len(self.ranges), "one column per range reader"
+        return all(r.extend(c) for r, c in zip(self.ranges, columns))
+
+
 class AggregateFunction(ABC):
     name = ""                 # the structured form's name (query.Aggregate.func)
     sql_names: tuple[str, ...] | None = None  # the words the query text calls it by (None: its name)
@@ -140,14 +161,15 @@ class AggregateFunction(ABC):
         of many windows at once (store/slicing_shared.py). None: its runs are read one by one."""
         return None
 
-    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> Callable[[np.ndarray, np.ndarray], Any]:
+    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> "Runs":
         """`combine` of each run parts[i[x]:j[x]] (i < j) of contributions in time order, for arrays
         of runs i, j at once, given the contributions' combine_columns: one contribution per run in
         from_group_rows' form (a key per run), which `finish_unique` lowers to one result per run.
         Scotty's shared merge of slice aggregates, so that many concurrent windows over the same
         slices cost a few array operations, not a merge each: prefix sums where the combine is
         invertible (COUNT, exact SUM/AVG), a sparse table for MIN/MAX (kernels.range_extremes).
-        Needed where combine_columns is not None."""
+        The reader extends with more contributions' columns (Runs.extend), so one over a sliding
+        sequence of slices is kept across slides. Needed where combine_columns is not None."""
         raise NotImplementedError(f"{self.name} has no combine_runs")
 
     @abstractmethod
@@ -269,7 +291,7 @@ class Count(AggregateFunction):
         return (np.diff(bounds).astype(np.int64, copy=False),)
 
     def combine_runs(self, b, columns):
-        return range_sums(columns[0])
+        return Runs([range_sums(columns[0])])
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
@@ -380,8 +402,7 @@ class Sum(AggregateFunction):
         return prefix[bounds[1:]] - prefix[bounds[:-1]], counts
 
     def combine_runs(self, b, columns):
-        total, count = range_sums(columns[0]), range_sums(columns[1])  # (exact, through 32-bit halves)
-        return lambda i, j: (total(i, j), count(i, j))
+        return Runs([range_sums(columns[0]), range_sums(columns[1])], lambda total, count: (total, count))  # (exact)
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         return (grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups),
@@ -576,8 +597,8 @@ class _Extreme(AggregateFunction):
         return out, present.astype(np.int64)
 
     def combine_runs(self, b, columns):
-        extreme, present = range_extremes(columns[0], self.maximum), range_sums(columns[1])
-        return lambda i, j: (extreme(i, j), present(i, j) > 0)
+        return Runs([range_extremes(columns[0], self.maximum), range_sums(columns[1])],
+                    lambda extreme, present: (extreme, present > 0))
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         present = np.concatenate([p[1] for p in parts])

@@ -90,27 +90,43 @@ def unique_pairs(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
 _RUN_BLOCK = 64  # run_extremes: values per block
 
 
+def _blocks(values: np.ndarray, op, identity) -> tuple[np.ndarray, np.ndarray]:
+    """Per block of _RUN_BLOCK values (the last padded with the identity) the running extreme from
+    its start and from its end, flat."""
+    b = _RUN_BLOCK
+    blocks = -(-len(values) // b)
+    padded = np.full(blocks * b, identity, dtype=values.dtype)
+    padded[:len(values)] = values
+    grid = padded.reshape(blocks, b)
+    from_start = op.accumulate(grid, axis=1).ravel()                   # max(values[block start .. x])
+    from_end = op.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()   # max(values[x .. block end])
+    return from_start, from_end
+
+
+def _levels(op, levels: list[np.ndarray], blocks: int, changed: int) -> list[np.ndarray]:
+    """The sparse table over `blocks` blocks' extremes (level k: of 2**k consecutive blocks), from
+    its level 0 (levels[0], complete) and the levels above as they were for blocks before
+    `changed`: each level's entries that cover a block from `changed` on are made again."""
+    out, width = [levels[0]], 1
+    while 2 * width <= blocks:
+        prev = out[-1]
+        start = max(0, changed - 2 * width + 1)
+        kept = levels[len(out)][:start] if len(out) < len(levels) else prev[:0]
+        out.append(np.concatenate((kept, op(prev[start:blocks - 2 * width + 1], prev[start + width:blocks - width + 1]))))
+        width *= 2
+    return out
+
+
 def _block_extremes(values: np.ndarray, maximum: bool) -> tuple:
     """run_extremes' structure of an integer array: per block of _RUN_BLOCK values the running
     extreme from its start and from its end (2n values), and a sparse table over the blocks'
     extremes (level k: of 2**k consecutive blocks; O(n / B log(n / B))); with the reduction."""
     assert values.dtype.kind in "iu", "run extremes of integers only"
     op = np.maximum if maximum else np.minimum
-    b, n = _RUN_BLOCK, len(values)
-    blocks = -(-n // b)
     info = np.iinfo(values.dtype)
-    padded = np.full(blocks * b, info.min if maximum else info.max, dtype=values.dtype)  # the identity
-    padded[:n] = values
-    grid = padded.reshape(blocks, b)
-    from_start = op.accumulate(grid, axis=1).ravel()                   # max(values[block start .. x])
-    from_end = op.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()   # max(values[x .. block end])
-    levels = [from_end[::b].copy()]  # each block's extreme
-    width = 1
-    while 2 * width <= blocks:
-        prev = levels[-1]
-        levels.append(op(prev[:-width], prev[width:]))
-        width *= 2
-    return op, from_start, from_end, levels
+    from_start, from_end = _blocks(values, op, info.min if maximum else info.max)  # (padded with the identity)
+    blocks = len(from_end) // _RUN_BLOCK
+    return op, from_start, from_end, _levels(op, [from_end[::_RUN_BLOCK].copy()], blocks, 0)
 
 
 def run_extremes(values: np.ndarray, maximum: bool):
@@ -136,17 +152,51 @@ def run_extremes(values: np.ndarray, maximum: bool):
     return run
 
 
-def range_extremes(values: np.ndarray, maximum: bool):
+class RangeExtremes:
     """The max (or min) of values[i[x]:j[x]] (each non-empty) for arrays of runs i, j of an integer
-    array at once, on _block_extremes' structure made once: a run across blocks is the suffix of
-    its first block, the prefix of its last and the whole blocks between (two table lookups),
-    vectorised over the runs; one within a block is reduced directly. A reduction picks one of the
-    values, so each result is its run's own max/min exactly."""
-    op, from_start, from_end, levels = _block_extremes(values, maximum)
-    b = _RUN_BLOCK
+    array at once, on _block_extremes' structure: a run across blocks is the suffix of its first
+    block, the prefix of its last and the whole blocks between (two table lookups), vectorised over
+    the runs; one within a block is reduced directly. A reduction picks one of the values, so each
+    result is its run's own max/min exactly. `extend` appends values: the blocks from the last
+    partial one on and the table entries covering them are made again, the rest kept (room doubled
+    as it fills), so a structure over a sliding sequence is kept across slides
+    (store/slicing_shared.py)."""
 
-    def runs(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-        assert (j > i).all(), "non-empty runs"
+    __slots__ = ("op", "identity", "n", "values", "from_start", "from_end", "levels")
+
+    def __init__(self, values: np.ndarray, maximum: bool):
+        self.op, self.from_start, self.from_end, self.levels = _block_extremes(values, maximum)
+        info = np.iinfo(values.dtype)
+        self.identity = info.min if maximum else info.max
+        self.n = len(values)
+        self.values = values
+
+    def extend(self, values: np.ndarray) -> bool:
+        """Append `values` (False, changing nothing, for another dtype: then make it again)."""
+        if values.dtype != self.values.dtype:
+            return False
+        if not len(values):
+            return True
+        b, n = _RUN_BLOCK, self.n
+        first = n // b  # the first block that changes (the partial last one, if any)
+        m = n + len(values)
+        self.values = _room(self.values, n, m)
+        self.values[n:m] = values
+        start, end = _blocks(self.values[first * b:m], self.op, self.identity)
+        self.from_start, self.from_end = _room(self.from_start, first * b, first * b + len(start)), \
+            _room(self.from_end, first * b, first * b + len(end))
+        self.from_start[first * b:first * b + len(start)] = start
+        self.from_end[first * b:first * b + len(end)] = end
+        blocks = -(-m // b)
+        level0 = np.concatenate((self.levels[0][:first], end[::b]))
+        self.levels = _levels(self.op, [level0, *self.levels[1:]], blocks, first)
+        self.n = m
+        return True
+
+    def __call__(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        assert (j > i).all() and (j <= self.n).all(), "non-empty runs of the values"
+        op, from_start, from_end, levels, values = self.op, self.from_start, self.from_end, self.levels, self.values
+        b = _RUN_BLOCK
         first, last = i // b, (j - 1) // b
         out = op(from_end[i], from_start[j - 1])  # (right where the run spans blocks)
         between = last - first - 1
@@ -158,4 +208,17 @@ def range_extremes(values: np.ndarray, maximum: bool):
         for x in np.flatnonzero(first == last).tolist():  # within one block: at most _RUN_BLOCK values
             out[x] = op.reduce(values[i[x]:j[x]])
         return out
-    return runs
+
+
+def _room(a: np.ndarray, keep: int, need: int) -> np.ndarray:
+    """`a`, or a copy of its first `keep` entries with room for twice `need`, where it is shorter."""
+    if need <= len(a) and a.flags.writeable and a.base is None:
+        return a
+    grown = np.empty(max(need, 2 * need if need > len(a) else need), dtype=a.dtype)
+    grown[:keep] = a[:keep]
+    return grown
+
+
+def range_extremes(values: np.ndarray, maximum: bool) -> RangeExtremes:
+    """The max (or min) of values[i[x]:j[x]] for arrays of runs i, j at once (RangeExtremes)."""
+    return RangeExtremes(values, maximum)

@@ -387,6 +387,21 @@ class SlicedHop:
         """The answer rows: per window (start order), its inner answer's rows with the bounds."""
         return self.rows(self.answers(inner_finish, partial))
 
+    def window_rows(self, los: list[int], his: list[int], inner_rows: list[tuple | None]) -> list[tuple | None]:
+        """`rows` of many windows at once whose inner answers have at most one row each (ungrouped
+        inner queries; `inner_rows`: that row or None): per window its answer row, or None where it
+        has none (no inner row, a hidden empty window, LIMIT 0). One pass per output column."""
+        assert self.picks is not None and len(los) == len(his) == len(inner_rows)
+        live = [w for w, r in enumerate(inner_rows) if r is not None and not (self.hidden_rows and r[-1] == 0)]
+        out: list[tuple | None] = [None] * len(los)
+        if not live or self.limit == 0:
+            return out
+        columns = [[los[w] for w in live] if p == "start" else [his[w] for w in live] if p == "end"
+                   else [inner_rows[w][p] for w in live] for p in self.picks]  # type: ignore[index]  # live rows
+        for w, row in zip(live, zip(*columns)):
+            out[w] = row
+        return out
+
     def rows(self, answers: list[tuple[int, int, Any]]) -> list[tuple]:
         """The answer rows of windows' inner answers (start order, `answers`' form): each window's
         rows with its bounds where the query shows them, LIMIT applied."""

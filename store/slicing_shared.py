@@ -2,23 +2,27 @@
 temporal bounds, section 6.1.1): periodic queries of one inner query over one event-time stream
 whose windows cut sub-windows (slicing.SlicedHop), answered together in one read of the
 sub-windows. It owns the slices cut at all its members' edges (kept with each sealed sub-window,
-slicing.kept_for) and nothing else: which windows are due is its caller's (txn/sharing/, the
-benchmark), and each window's answer is its member plan's own finish.
+slicing.kept_for), the run readers over the slices its answers read (kept across answers) and
+its answers' columns; which windows are due is its caller's (txn/sharing/, the benchmark), and
+each window's answer is what its member plan alone answers.
 
 Per sealed sub-window it cuts slices once at the union of its members' window edges inside it
 (Scotty's general stream slicing: a slice ends wherever any window starts or ends) and keeps
-their partials and, per aggregate, their `combine_columns` (functions.py). An execution
-concatenates those over the sub-windows it read and makes per aggregate one `combine_runs`
-reader (prefix sums for COUNT and exact SUM/AVG, a sparse table of block extremes for MIN/MAX:
-the aggregate's own combine in range form); each due window is then two binary searches and one
-lookup per aggregate, finished by its plan's inner finish as one combined contribution, which
-finishes as the window's slices would (merge.combine_contributions' contract). Inner queries
-whose contributions do not combine that way (GROUP BY, holistic aggregates, float sums) merge each
-window's slices through the inner finish, as one window alone does: still one read of each slice
-for all members."""
+their partials and, per aggregate, their `combine_columns` (functions.py). Its answers join
+those over the sub-windows read (_Joined: the new sub-windows' slices appended, the oldest
+dropped) into per aggregate one `combine_runs` reader (prefix sums for COUNT and exact SUM/AVG, a
+sparse table of block extremes for MIN/MAX: the aggregate's own combine in range form), extended
+slide after slide rather than rebuilt; each due window is then two binary searches and one lookup
+per aggregate, lowered by the aggregate's finish_unique for all windows at once, and its Answer
+made only when read (WindowAnswers), as the member's plan finishes one window's values
+(Plan.inner_rows, Plan.window_answers). Inner queries whose contributions do not combine that way
+(GROUP BY, holistic aggregates, float sums) merge each window's slices through the inner finish,
+as one window alone does: still one read of each slice for all members."""
 from __future__ import annotations
 
+import threading
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,6 +59,118 @@ class _Tag:
         return self is other or isinstance(other, _Tag) and self.hash == other.hash and self.key == other.key
 
 
+class _Joined:
+    """The slices read by a shared execution's successive answers, joined: their starts and, per
+    aggregate, their combine_columns over consecutive sub-windows, with the aggregates'
+    combine_runs readers over them, all kept across answers. An answer reading newer sub-windows
+    appends their slices and drops the oldest sub-windows beyond the most any answer read (an
+    execution reads its due members' youngest n_q, which varies); the columns live in buffers with
+    room to grow (compacted when full), and the readers are extended with the new slices
+    (functions.Runs.extend) and read at an offset, so neither the columns nor the prefix sums and
+    block tables are made again per slide; they are made again when the buffers are compacted, a
+    reader cannot extend (an int64 prefix that could wrap), or an answer reads sub-windows that do
+    not continue the joined ones."""
+
+    def __init__(self):
+        self.reads: list = []   # the reads joined, consecutive, in time order
+        self.sizes: list[int] = []  # slices per read
+        self.lo = self.hi = 0   # the joined reads' slices: buffer positions [lo, hi)
+        self.buffers: list[np.ndarray] = []  # the starts, then every aggregate's columns, flat
+        self.shape: tuple = ()  # columns per aggregate
+        self.longest = 0        # the most sub-windows an answer read
+        self.made: list | None = None  # the aggregates' readers over buffer positions [origin, made_hi)
+        self.origin = self.made_hi = 0
+
+    def runs(self, reads: list, aggs: list) -> tuple[np.ndarray, list, int]:
+        """The starts of `reads`' slices (consecutive, time order, not empty), per aggregate its
+        combine_runs over their columns, and the readers' position of the first of those slices."""
+        self.longest = max(self.longest, len(reads))
+        first = self._place(reads)
+        if first is None:
+            self._reset(reads)
+            first = 0
+        self._append(reads[len(self.reads) - first:])
+        drop = min(first, max(0, len(self.reads) - self.longest))  # (never what this answer reads)
+        self.lo += sum(self.sizes[:drop])
+        self.reads, self.sizes, first = self.reads[drop:], self.sizes[drop:], first - drop
+        if self.made is not None and self.made_hi < self.hi:  # the new slices appended to every reader
+            tail = [b[self.made_hi:self.hi] for b in self.buffers]
+            if all(run.extend(tuple(tail[at:at + width])) for run, at, width in self._columns(self.made)):
+                self.made_hi = self.hi
+            else:
+                self.made = None
+        if self.made is None:
+            views = [b[self.lo:self.hi] for b in self.buffers]
+            self.made = [a.fn.combine_runs(a, tuple(views[at:at + width])) for a, at, width in self._columns(aggs)]
+            self.origin, self.made_hi = self.lo, self.hi
+        self._check()
+        start = self.lo + sum(self.sizes[:first])
+        end = start + sum(self.sizes[first:first + len(reads)])
+        return self.buffers[0][start:end], self.made, start - self.origin
+
+    def _place(self, reads: list) -> int | None:
+        """Where `reads` start among the joined reads, if they are a run of them (possibly going on
+        past the newest): else None."""
+        first = next((x for x, r in enumerate(self.reads) if r is reads[0]), None)
+        if first is None or any(a is not b for a, b in zip(self.reads[first:], reads)):
+            return None
+        return first
+
+    def _columns(self, items: list) -> list[tuple]:
+        """Per aggregate (or its reader) in `items`: it, where its columns start among the buffers
+        and how many it has."""
+        out, at = [], 1
+        for x, width in zip(items, self.shape):
+            out.append((x, at, width))
+            at += width
+        return out
+
+    def _append(self, new: list) -> None:
+        """Join `new` reads (continuing the joined ones) after the newest."""
+        added = [self._flat(c) for c in new]
+        if any(b.dtype != c.dtype for f in added for b, c in zip(self.buffers, f)):
+            new = self.reads + new  # (a column of another dtype: every read joined again, in a common one)
+            self._reset(new)
+            added = [self._flat(c) for c in new]
+        if not added:
+            return
+        n = sum(len(f[0]) for f in added)
+        if self.hi + n > len(self.buffers[0]):  # compact, with room for twice what is kept and new
+            size = max(1024, 2 * (self.hi - self.lo + n))
+            grown = []
+            for buf in self.buffers:
+                g = np.empty(size, dtype=buf.dtype)
+                g[:self.hi - self.lo] = buf[self.lo:self.hi]
+                grown.append(g)
+            self.buffers, self.hi, self.lo = grown, self.hi - self.lo, 0
+            self.made = None  # (the readers' positions moved)
+        for buf, column in zip(self.buffers, zip(*added)):
+            np.concatenate(column, out=buf[self.hi:self.hi + n])
+        self.hi += n
+        self.reads += new
+        self.sizes += [len(f[0]) for f in added]
+
+    def _reset(self, reads: list) -> None:
+        """Nothing joined; buffers of the reads' columns' common dtypes."""
+        flats = [self._flat(c) for c in reads]
+        self.shape = tuple(len(c) for c in reads[0][5])
+        self.buffers = [np.empty(0, dtype=np.result_type(*column)) for column in zip(*flats)]
+        self.reads, self.sizes, self.lo, self.hi = [], [], 0, 0
+        self.made = None
+
+    @staticmethod
+    def _flat(read: tuple) -> list[np.ndarray]:
+        """A read's slice starts, then its columns of every aggregate (combine_columns)."""
+        return [read[3], *(c for columns in read[5] for c in columns)]
+
+    def _check(self) -> None:
+        assert 0 <= self.lo <= self.hi <= (len(self.buffers[0]) if self.buffers else 0), "the reads' slices in the buffers"
+        assert sum(self.sizes) == self.hi - self.lo and len(self.sizes) == len(self.reads), "each read's slices once"
+        assert len(self.buffers) == 1 + sum(self.shape) or not self.reads, "the starts and every aggregate's columns"
+        assert self.made is None or self.origin <= self.lo <= self.hi == self.made_hi, "the readers cover the reads"
+        assert all(a[2] == b[1] for a, b in zip(self.reads, self.reads[1:])), "consecutive sub-windows"
+
+
 class SharedSlices:
     """The joint execution of `plans` (periodic sliced plans of one stream, inner query and access
     path: equal `Plan.slices.key`): `read` a sub-window (its slices at every member's cuts), then
@@ -85,6 +201,8 @@ class SharedSlices:
         self._inner = inner
         self._by_runs = combines(inner) and inner.group_by is None
         self.strings = self.stream.strings
+        self._joined = _Joined()
+        self._answering = threading.Lock()  # answers on worker threads, one at a time through _joined
 
     # -- reading: one sub-window at a time ----------------------------------------------------
     def cuts(self, lo: int, hi: int) -> list[int]:
@@ -153,58 +271,126 @@ class SharedSlices:
         k = (hi - r) // s
         return [x if ok else None for x, ok in zip(k.tolist(), (k * s >= lo).tolist())]
 
-    def answer(self, reads: list, due: list[tuple[int, int | None]]) -> list["Answer"]:
+    def answer(self, reads: list, due: list[tuple[int, int | None]]) -> "WindowAnswers":
         """Per (member, window k) of `due`, the member's answer over its window k (its plan's
         finish, as the plan alone answers that window; k None: its answer before any window),
-        from the sub-windows `reads` (consecutive, any order) in one pass over their slices."""
+        from the sub-windows `reads` (consecutive, any order) in one pass over their slices. The
+        answers are columns over all the due windows, each made into its member's Answer when read
+        (WindowAnswers)."""
         reads = sorted(reads, key=lambda c: c[1])
         for a, b in zip(reads, reads[1:]):
             assert a[2] == b[1], "the sub-windows read are consecutive"
-        starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=np.int64)
-        end = reads[-1][2] if reads else None
-        due_windows = sum(k is not None for _, k in due)
-        runs, parts = None, None
-        if not all(c[5] is not None for c in reads) or (due_windows < FEW and all(c[4] is not None for c in reads)):
+        xs = [x for x, (_, k) in enumerate(due) if k is not None]
+        members = [due[x][0] for x in xs]
+        dtype = np.int64 if self._safe else object
+        ks = np.array([due[x][1] for x in xs], dtype=dtype)
+        los = ks * self._member_slides[members] if len(xs) else ks
+        his = los + self._member_ranges[members] if len(xs) else ks
+        values, inner = None, None
+        if not reads or not all(c[5] is not None for c in reads) or (len(xs) < FEW and all(c[4] is not None for c in reads)):
             parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
-        elif reads:
-            aggs = self._inner.aggs
-            runs = [a.fn.combine_runs(a, tuple(np.concatenate([c[5][x][y] for c in reads])
-                                               for y in range(len(reads[0][5][x]))))
-                    for x, a in enumerate(aggs)]
-        # every due window's slices at once: [i, j) of the slices read, by two searches of all bounds
-        windows = [(x, m, k * self.hops[m].shape.slide_ms) for x, (m, k) in enumerate(due) if k is not None]
-        dtype = starts.dtype
-        los = np.array([lo for _, _, lo in windows], dtype=dtype)
-        his = np.array([lo + self.hops[m].shape.range_ms for _, m, lo in windows], dtype=dtype)
-        i = np.searchsorted(starts, los)  # (object arrays of Python ints near the int64 limits)
-        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
-        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
-            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
-        values = None
-        if runs is not None:  # each aggregate's combine of every window's run of slices, lowered at once
-            keys = np.arange(len(windows))
-            results = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
-                       for a, run in zip(self._inner.aggs, runs)]
-            values = list(zip(*results)) if results else [() for _ in windows]
-        out: list = [None] * len(due)
-        for x, (m, k) in enumerate(due):
-            if k is None:
-                out[x] = self.plans[m].finish_windows([])
-        for w, (x, m, lo) in enumerate(windows):
-            plan, hi = self.plans[m], int(his[w])
-            if values is not None:
-                inner = plan.finish_inner_values(list(values[w]))
-            else:
-                assert parts is not None
+            starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=dtype)
+            i, j = self._runs_of(reads, starts, los, his)
+            inner = []
+            for w, m in enumerate(members):
                 part = Partial()
                 for y in range(int(i[w]), int(j[w])):
                     part.add(y, parts[y])
-                inner = plan.finish_inner(part)
-            out[x] = plan.finish_windows([(lo, hi, inner)])
+                inner.append(self.plans[m].finish_inner(part))
+        else:  # each aggregate's combine of every window's run of slices, lowered at once
+            with self._answering:  # (the joined slices and readers change with each answer's reads)
+                starts, runs, off = self._joined.runs(reads, self._inner.aggs)
+                i, j = self._runs_of(reads, starts, los, his)
+                keys = np.arange(len(xs))
+                values = [a.fn.finish_unique(a, run(i + off, j + off), keys, self.strings).tolist()
+                          for a, run in zip(self._inner.aggs, runs)]
+        made = {x: self.plans[m].finish_windows([]) for x, (m, k) in enumerate(due) if k is None}
+        return WindowAnswers(self.plans, len(due), made, xs, members, los.tolist(), his.tolist(), values, inner)
+
+    @staticmethod
+    def _runs_of(reads: list, starts: np.ndarray, los: np.ndarray, his: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every window [los, his)'s slices among those read: [i, j) of `starts`, by two searches of
+        all bounds (object arrays of Python ints near the int64 limits)."""
+        end = reads[-1][2] if reads else None
+        i = np.searchsorted(starts, los)
+        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
+        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
+            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
+        return i, j
+
+
+class WindowAnswers(Sequence):
+    """A shared execution's answers, one per due (member, window) in the order asked, kept as
+    columns over all the due windows (their members, bounds, and per aggregate the values of every
+    window) and made into Answers only when read: one when indexed, all of them at once when
+    iterated (delivery). Every window's values cost a few array operations for all windows, while
+    an Answer object costs a microsecond or more of Python each (docs/windows.md, Benchmark).
+    Read-only; an answer is made once."""
+
+    def __init__(self, plans: list["Plan"], n: int, made: dict[int, "Answer"], xs: list[int], members: list[int],
+                 los: list[int], his: list[int], values: list[list] | None, inner: list | None):
+        self._plans, self._n, self._made = plans, n, made
+        self._xs = xs  # the due windows' places among the answers
+        self.members, self.los, self.his = members, los, his
+        self.values = values  # per aggregate, one value per due window (None: `inner` answers)
+        self._inner = inner
+        self._rows: list | None = None  # every window's inner row (values'), made at the first read
+        self._check()
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, x):
+        if isinstance(x, slice):
+            return [self[y] for y in range(*x.indices(self._n))]
+        if not -self._n <= x < self._n:
+            raise IndexError(x)
+        x %= self._n
+        got = self._made.get(x)
+        if got is None:
+            w = self._xs.index(x)
+            got = self._made[x] = self._make([w])[0]
+        return got
+
+    def __iter__(self):
+        """Every answer, those not read yet made at once (by answer form)."""
+        todo = [w for w, x in enumerate(self._xs) if x not in self._made]
+        for w, got in zip(todo, self._make(todo)):
+            self._made[self._xs[w]] = got
+        made = self._made
+        return (made[x] for x in range(self._n))
+
+    def _make(self, ws: list[int]) -> list:
+        """The Answers of due windows `ws`: from their inner answers, or from the columns (every
+        window's inner row at once: one inner query for all members; then the windows of each
+        answer form, Plan.window_form, at once)."""
+        plans, members, los, his = self._plans, self.members, self.los, self.his
+        if self._inner is not None:
+            return [plans[members[w]].finish_windows([(los[w], his[w], self._inner[w])]) for w in ws]
+        if self._rows is None:
+            assert self.values is not None
+            self._rows = plans[members[0]].inner_rows(self.values) if members else []
+        rows = self._rows
+        by_form: dict[tuple, list[int]] = {}
+        for at, w in enumerate(ws):
+            by_form.setdefault(plans[members[w]].window_form, []).append(at)
+        out: list = [None] * len(ws)
+        for ats in by_form.values():
+            picked = [ws[at] for at in ats]
+            got = plans[members[picked[0]]].window_answers([los[w] for w in picked], [his[w] for w in picked],
+                                                           [rows[w] for w in picked])
+            for at, a in zip(ats, got):
+                out[at] = a
         return out
 
+    def _check(self) -> None:
+        assert len(self._xs) + len(self._made) == self._n and not set(self._xs) & set(self._made), "each answer once"
+        assert len(self.members) == len(self.los) == len(self.his) == len(self._xs)
+        assert (self.values is None) != (self._inner is None), "values or inner answers"
+        assert all(len(v) == len(self.members) for v in self.values or ()), "one value per window and aggregate"
 
-def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> list["Answer"]:
+
+def run_shared(shared: SharedSlices, due: list[tuple[int, int | None]] | None = None) -> "WindowAnswers":
     """Execute a shared execution against the current window in one go (no concurrency: tests,
     benchmarks): the youngest n_q sub-windows read, then the `due` windows answered (None: every
     member's newest window)."""

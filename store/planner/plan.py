@@ -72,6 +72,7 @@ class Plan:
         # Resolved once: a read is on the hot path of every query (one per sub-window).
         self.read = reader(bound, access, self.strings, stream.spec.topk)  # type: ignore[method-assign,assignment]  # shadows the method
         self._inner: Plan | None = None
+        self._window_form: tuple | None = None  # (window_form, made once)
         self.slices: SliceReader | None = None  # windows that cut sub-windows: the reader of any slices
         if bound.hop is not None:  # per window (hop.py): the inner plan finishes each window's partials
             self._inner = Plan(bound.hop.inner, stream, access)
@@ -143,6 +144,55 @@ class Plan:
         inner = self._inner
         assert inner is not None and inner.bound.group_by is None, "an ungrouped query answered per window"
         return inner._answer(limit_rows(inner._having_one(values), inner.bound.limit))
+
+    def inner_rows(self, values: list[list]) -> list[tuple | None]:
+        """Many windows' inner answer rows at once from their aggregates' values (`values`: per
+        aggregate one value per window, as finish_inner_values takes one window's): HAVING over all
+        windows in one evaluation, LIMIT, decimals; None where a window's answer has no row. Each
+        row is what finish_inner_values' answer holds (a shared execution's columnar answers,
+        store/slicing_shared.py, build its members' answers from them only when they are read)."""
+        inner = self._inner
+        assert inner is not None and inner.bound.group_by is None and not inner._sketched, \
+            "an ungrouped query answered per window, without sketches"
+        b = inner.bound
+        n = len(values[0]) if values else 0
+        rows: list = list(zip(*(values[it.agg] for it in b.items))) if b.items else [()] * n  # type: ignore[index]  # no GROUP BY: aggregates only
+        if inner._scales:
+            rows = decimal_rows(rows, inner._scales)
+        if b.limit == 0:
+            return [None] * n
+        if b.having is not None:
+            keep = b.having.keep(n, lambda ref: values[ref[1]])
+            rows = [r if k else None for r, k in zip(rows, keep)]
+        return rows
+
+    @property
+    def window_form(self) -> tuple:
+        """What a sliced query's one-window answers depend on besides the window (window_answers):
+        plans of equal forms answer equal windows equally."""
+        got = self._window_form
+        if got is None:
+            hop, inner = self.bound.hop, self._inner
+            assert isinstance(hop, SlicedHop) and inner is not None
+            if hop.picks is None:
+                got = (None, tuple(inner.labels), tuple(inner.types), str(inner.access))
+            else:
+                got = (hop.picks, hop.hidden_rows, hop.limit, tuple(self.labels), tuple(self.types), str(self.access))
+            self._window_form = got
+        return got
+
+    def window_answers(self, los: list[int], his: list[int], rows: list[tuple | None]) -> list[Answer]:
+        """A sliced query's answers over windows [los[w], his[w]) from their inner rows
+        (inner_rows'), all at once: what finish_windows gives for each window's inner answer (also
+        for the plans of an equal window_form)."""
+        hop, inner = self.bound.hop, self._inner
+        assert isinstance(hop, SlicedHop) and inner is not None
+        if hop.picks is None:
+            labels, access, types = inner.labels, str(inner.access), inner.types
+        else:
+            labels, access, types = self.labels, str(self.access), self.types
+            rows = hop.window_rows(los, his, rows)
+        return [Answer(labels, [] if row is None else [row], access, types=types) for row in rows]
 
     def finish_windows(self, answers: list[tuple[int, int, Any]]) -> Answer:
         """A sliced query's answer from its windows' (start, end, inner answer), start order: the

@@ -7,7 +7,9 @@ aborted by a slide and restarts), and its answer is split per member. It owns th
 runtime.SharedTasks owns the tasks, when they run and what they are told."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Hashable
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Hashable
 
 from windowstore.store.slicing_shared import SharedSlices
 
@@ -23,21 +25,56 @@ def slices_key(plan) -> Hashable:
     return (plan.stream.name, plan.slices.key)
 
 
+class _Joint:
+    """A slices group's registered plans and, once an execution asked, their joint execution."""
+
+    __slots__ = ("plans", "shared", "__weakref__")
+
+    def __init__(self, plans: list):
+        self.plans = plans
+        self.shared: SharedSlices | None = None
+
+
+# Per stream, per slices group, the joint execution over all its registered members (SlicesGroups
+# holds it, this only weakly: it goes with the engine; made at the first execution after a change of
+# members): every execution of the group cuts the sub-windows at all members' edges, so a sealed
+# sub-window is cut once whichever members are due, and the run readers are extended slide after
+# slide (slicing_shared._Joined).
+_joint: "weakref.WeakKeyDictionary[Any, weakref.WeakValueDictionary[Hashable, _Joint]]" = weakref.WeakKeyDictionary()
+_lock = threading.Lock()  # (executions may start on worker threads)
+
+
+def _group_execution(plans: list) -> tuple[SharedSlices, list[int]]:
+    """The registered group's joint execution holding every plan of `plans` and their places in
+    it, or one of `plans` alone (members not registered together: tests, a group changed since)."""
+    with _lock:
+        by_key = _joint.get(plans[0].stream)
+        joint = None if by_key is None else by_key.get(slices_key(plans[0]))
+        if joint is not None:
+            where = {id(p): m for m, p in enumerate(joint.plans)}
+            members = [where.get(id(p)) for p in plans]
+            if None not in members:
+                if joint.shared is None:
+                    joint.shared = SharedSlices(joint.plans)
+                return joint.shared, members  # type: ignore[return-value]  # no None: checked
+    return SharedSlices(plans), list(range(len(plans)))
+
+
 class SharedSlicedPlan:
     """The plans of due sliced members of one slices group as one read-only transaction: it reads
-    the youngest n_q sub-windows (the longest of theirs), each cut once at all their windows'
-    edges, and the finish answers each member's newest window from them (SharedSlices.answer:
-    every window's slices combined at once)."""
+    the youngest n_q sub-windows (the longest of theirs), each cut once at all the group's window
+    edges, and the finish answers each due member's newest window from them (SharedSlices.answer:
+    every window's slices combined at once, the answers made when delivered)."""
 
     memo_key = None  # its reads are kept with the sub-windows (slicing.kept_for), not in their memos
     as_of = None
 
     def __init__(self, plans: list):
         self.plans = plans
-        self.shared = SharedSlices(plans)
+        self.shared, self.members = _group_execution(plans)
         self.stream = plans[0].stream
         self.strings = self.stream.strings
-        self.n_q = self.shared.n_q
+        self.n_q = max(p.n_q for p in plans)
         self.access = plans[0].access
         self.supports_remove = all(p.supports_remove for p in plans)
         self.query = ("shared slices", *(p.query for p in plans))  # the cost model's key
@@ -49,7 +86,7 @@ class SharedSlicedPlan:
     def finish(self, partial) -> SharedAnswer:
         reads = list(partial.contributions.values())
         newest = self.shared.newest(reads)
-        return SharedAnswer(self.shared.answer(reads, list(enumerate(newest))))
+        return SharedAnswer(self.shared.answer(reads, [(m, newest[m]) for m in self.members]))
 
     def probes_now(self) -> bool:
         return False
@@ -61,11 +98,13 @@ class SlicesGroups:
     def __init__(self):
         self.groups: dict[Hashable, dict[str, "Task"]] = {}  # key -> member id -> its task
         self.key_of: dict[str, Hashable] = {}
+        self.joints: dict[Hashable, _Joint] = {}  # key -> its members' joint execution (_group_execution)
 
     def add(self, task: "Task") -> None:
         key = slices_key(task.plan)
         self.groups.setdefault(key, {})[task.id] = task
         self.key_of[task.id] = key
+        self._changed(task.plan.stream, key)
 
     def remove(self, task_id: str) -> "Task | None":
         key = self.key_of.pop(task_id, None)
@@ -75,7 +114,18 @@ class SlicesGroups:
         task = group.pop(task_id)
         if not group:
             del self.groups[key]
+        self._changed(task.plan.stream, key)
         return task
+
+    def _changed(self, stream, key: Hashable) -> None:
+        """The group's members changed: its joint execution is made again at its next execution."""
+        with _lock:
+            group = self.groups.get(key)
+            if group:
+                self.joints[key] = joint = _Joint([t.plan for t in group.values()])
+                _joint.setdefault(stream, weakref.WeakValueDictionary())[key] = joint
+            else:
+                self.joints.pop(key, None)
 
     def task(self, task_id: str) -> "Task | None":
         key = self.key_of.get(task_id)
@@ -90,3 +140,4 @@ class SlicesGroups:
         assert len(ids) == len(set(ids)) and set(ids) == set(self.key_of), "each member in one slices group"
         for key, g in self.groups.items():
             assert g and all(self.key_of[mid] == key for mid in g), key
+        assert set(self.joints) == set(self.groups), "a joint execution per slices group"

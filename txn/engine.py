@@ -205,7 +205,7 @@ class Engine:
             self._out.append(cmd)
         elif isinstance(cmd, AnsweredMany):  # a shared execution's answers: as their Answered records would
             self.tick(cmd.now_ms)
-            for qid, result in many_from_plain(cmd.answers, cmd.members):
+            for qid, result in many_from_plain(cmd.answers, cmd.members, cmd.common):
                 if qid in self.periodic:
                     self.answers.add(qid, result)
                     self.sched.resume(qid, result)
@@ -425,7 +425,8 @@ class Engine:
         if len(mine) == 1:
             self.emit(Answered(mine[0][0], to_plain(mine[0][1]), self.now_ms))
         elif mine:
-            self.emit(AnsweredMany(*many_to_plain(mine), self.now_ms))
+            answers, members, common = many_to_plain(mine)
+            self.emit(AnsweredMany(answers, members, self.now_ms, common))
         if self.on_answer is not None:
             for qid, r in mine:
                 self.on_answer(qid, r)

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from windowstore.store import gc_pause
 from windowstore.store.aggregates import Partial
 from windowstore.store.memo import MISS, large
 from windowstore.store.planner.merge import combine_contributions, combines
@@ -305,13 +306,16 @@ class SharedTasks:
                 self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or task.plan.stream.name in sched.failed:
                 excluded.add(mid)
-        for ex in self.local.pick_all(excluded):
-            excluded |= set(ex.members)
-            self._submit(sched, ex)
-        # a due task held back by a member being answered: look again when an execution ends
+        # a due task held back by a member an earlier execution is answering: look again when an
+        # execution ends. Those this spawn submits are not held back (their execution answers them):
+        # judged before submitting, so an execution's delivery spawns again only when it may free a
+        # due task, not after every joint execution (a pass over every member each time)
         busy = self.busy
         self._blocked = bool(busy) and any(self.local.d(t) <= 0 for t in self.local.tasks
                                            if any(m in busy for m in t.member_ids))
+        for ex in self.local.pick_all(excluded):
+            excluded |= set(ex.members)
+            self._submit(sched, ex)
 
     def _spawn_slices(self, sched: "Scheduler") -> None:
         """Each slices group's due members (a slide completed one of each one's windows) in one
@@ -388,7 +392,9 @@ class SharedTasks:
         group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
-        sched.finish_committed(txn, result)
+        # (a slices group's members are due by their windows, not the local scheduler's deadlines:
+        # the scheduler looks again after each of its executions, as before)
+        sched.finish_committed(txn, result, respawn=isinstance(group.plan, SharedSlicedPlan))
         self.executions += 1
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
@@ -440,7 +446,14 @@ class SharedTasks:
 
     def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
         """Each member still waiting for `txn` answered with its output's answer, the result's
-        fields but `own(task)`'s (its window), how early or late it came and the group, then told."""
+        fields but `own(task)`'s (its window), how early or late it came and the group, then told.
+        The collector is paused meanwhile (store/gc_pause.py): the members' results are a burst of
+        objects that stay alive (in the answer logs), none in a cycle; collecting while they are
+        made walks them again and again and pushes older generations to full collections."""
+        with gc_pause.paused():
+            self._answer_members_now(sched, txn, result, now, own)
+
+    def _answer_members_now(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
         group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         latest = group.plan.stream.window.latest

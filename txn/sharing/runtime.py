@@ -479,6 +479,10 @@ class SharedTasks:
             # the fields every member of this output has in common, made once; per member a copy
             # (not dataclasses.replace, which re-runs __init__) with its own window, lateness and earliness
             common = dict(vars(result), answer=answer, group=label)
+            # members answered alike (the same lateness, earliness, window and execution count
+            # and time of their last answer: an output's duplicates and CS8 repeats, as a rule)
+            # share one Result, as they share its answer: results are not changed once delivered
+            r = alike = None
             for mid in mids:
                 if busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran
@@ -493,11 +497,15 @@ class SharedTasks:
                     late = max(0, latest - reflected - task.every)
                     if not sliced:
                         early = max(0, task.every - (slide - reflected))
-                mine = common.copy()
-                mine["late_slides"], mine["early_slides"] = late, early
-                mine.update(own(task))
-                r = object.__new__(Result)
-                r.__dict__ = mine
+                window = own(task)
+                same = (late, early, task.last_answer_ms, task.executions)  # (task.answered sets the last two's)
+                if r is None or window is not r_window or same != alike:
+                    mine = common.copy()
+                    mine["late_slides"], mine["early_slides"] = late, early
+                    mine.update(window)
+                    r = object.__new__(Result)
+                    r.__dict__ = mine
+                    r_window, alike = window, same
                 task.late += late > 0
                 task.answered(r, now)  # (r: the result with this member's answer; the same slide)
                 early_runs += early > 0

@@ -482,7 +482,7 @@ class SharedTasks:
             # members answered alike (the same lateness, earliness, window and execution count
             # and time of their last answer: an output's duplicates and CS8 repeats, as a rule)
             # share one Result, as they share its answer: results are not changed once delivered
-            r = alike = None
+            r = alike = r_window = None
             for mid in mids:
                 if busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import operator
 from decimal import Decimal
 
 from windowstore.store import Answer
@@ -45,21 +46,29 @@ class AnswerLog:
         self._last: tuple = (None, 0)  # the last answer sized: a shared execution's members add the same one in turn
 
     def add(self, query_id: str, result: Result) -> None:
-        log = self._logs.get(query_id)
-        if log is None:
-            log = self._logs[query_id] = collections.deque()
-            self._sizes[query_id] = collections.deque()
-        sizes = self._sizes[query_id]
-        if self._last[0] is not result.answer:
-            self._last = (result.answer, answer_size(result))
-        n = self._last[1]
-        log.append(result)
-        sizes.append(n)
-        total = self._bytes.get(query_id, 0) + n
-        while len(log) > 1 and (len(log) > self.keep or total > self.keep_bytes):
-            log.popleft()
-            total -= sizes.popleft()
-        self._bytes[query_id] = total
+        self.add_many([(query_id, result)])
+
+    def add_many(self, pairs: list[tuple[str, Result]]) -> None:
+        """add() for each (query_id, result) in turn: a shared execution's members at once."""
+        logs, sizes_of, totals = self._logs, self._sizes, self._bytes
+        keep, keep_bytes = self.keep, self.keep_bytes
+        last, size = self._last
+        for query_id, result in pairs:
+            log = logs.get(query_id)
+            if log is None:
+                log = logs[query_id] = collections.deque()
+                sizes_of[query_id] = collections.deque()
+            sizes = sizes_of[query_id]
+            if last is not result.answer:
+                last, size = result.answer, answer_size(result)
+            log.append(result)
+            sizes.append(size)
+            total = totals.get(query_id, 0) + size
+            while len(log) > 1 and (len(log) > keep or total > keep_bytes):
+                log.popleft()
+                total -= sizes.popleft()
+            totals[query_id] = total
+        self._last = (last, size)
 
     def drop(self, query_id: str) -> None:
         self._logs.pop(query_id, None)
@@ -153,27 +162,26 @@ def many_to_plain(results: list[tuple[str, Result]]) -> tuple[list, "list | dict
     index: dict[int, int] = {}
     answers: list = []
     first = results[0][1]
-    columnar = all(r.sources is None and r.slide == first.slide and r.txn == first.txn for _, r in results)
-    members: "list | dict" = {c: [] for c in MEMBER_COLUMNS} if columnar else []
-    for qid, r in results:
-        i = index.get(id(r.answer))
-        if i is None:
-            i = index[id(r.answer)] = len(answers)
-            answers.append(plain_answer(r.answer))
-        if not columnar:
-            members.append([qid, i, plain_meta(r)])  # type: ignore[union-attr]  # the rows form: a list
+    own = operator.attrgetter(*MEMBER_COLUMNS[2:])
+    rows: list = []  # per member (index of its answer, *its own fields), made once per distinct Result
+    columnar, last, row = True, None, ()
+    for _, r in results:
+        if r is not last:  # (members answered alike share a Result, one after the other)
+            i = index.get(id(r.answer))
+            if i is None:
+                i = index[id(r.answer)] = len(answers)
+                answers.append(plain_answer(r.answer))
+            columnar = columnar and r.sources is None and r.slide == first.slide and r.txn == first.txn
+            last, row = r, (i, *own(r))
+        rows.append(row)
     if not columnar:
-        return answers, members, None
-    cols: dict = members  # type: ignore[assignment]  # the columnar form
-    cols["query_id"] = [qid for qid, _ in results]
-    cols["answer"] = [index[id(r.answer)] for _, r in results]
-    for c in MEMBER_COLUMNS[2:]:
-        cols[c] = [getattr(r, c) for _, r in results]
+        return answers, [[qid, row[0], plain_meta(r)] for (qid, r), row in zip(results, rows)], None
+    members = dict(zip(MEMBER_COLUMNS, ([qid for qid, _ in results], *map(list, zip(*rows)))))
     common = plain_meta(first)
     for c in MEMBER_COLUMNS[2:]:
         common.pop(c, None)
     common.setdefault("group", first.group)
-    return answers, cols, common
+    return answers, members, common
 
 
 def many_from_plain(answers: list, members: "list | dict", common: "dict | None" = None) -> list[tuple[str, Result]]:

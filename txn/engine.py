@@ -415,13 +415,14 @@ class Engine:
         once) instead of an Answered per member; then the shell hears of each. A task not
         registered through this engine hears as it would alone."""
         mine = []
+        periodic = self.periodic
         for task, r in told:
-            p = self.periodic.get(task.id)
+            p = periodic.get(task.id)
             if p is None or p.task is not task:
                 task.on_answer(r)
                 continue
-            self.answers.add(task.id, r)
             mine.append((task.id, r))
+        self.answers.add_many(mine)
         if len(mine) == 1:
             self.emit(Answered(mine[0][0], to_plain(mine[0][1]), self.now_ms))
         elif mine:

@@ -43,6 +43,7 @@ class Outcomes:
         _reselect: bool
         _tasks_changed: bool
         _refresh: dict[str, Task]
+        _joins: dict[str, Task]
 
     def _refuse(self, txn: QueryTxn, error: Exception) -> None:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
@@ -192,6 +193,7 @@ class Outcomes:
         if task is not None:
             task.running = None
             self._refresh.pop(task.id, None)
+            self._joins.pop(task.id, None)
             if self.tasks.pop(task.id, None) is not None:
                 task.active = False
                 self._tasks_changed = True

@@ -14,7 +14,7 @@ import pytest
 
 from windowstore.store import WindowSpec
 from windowstore.txn import commands
-from windowstore.txn.answers import to_plain
+from windowstore.txn.answers import many_from_plain, plain_meta, to_plain
 from windowstore.txn.commands import Answered, AnsweredMany, Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 
@@ -27,8 +27,8 @@ PANELS = [("SELECT k, SUM(v), SUM(d), COUNT(*) FROM p [RANGE {n} SUBWINDOWS SLID
           for n, s in ((1, 1), (1, 1), (3, 1), (3, 2))]
 
 
-def world(mode: str = "conservative") -> Engine:
-    e = Engine(EngineConfig(policy="ttu", sharing=mode))
+def world(mode: str = "conservative", policy: str = "ttu") -> Engine:
+    e = Engine(EngineConfig(policy=policy, sharing=mode))
     e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, ("k",), 4), 0))
     for i, (text, n, s) in enumerate(PANELS):
         e.apply(Register(f"P{i}", text.format(n=n, s=s), 0, 0))
@@ -79,8 +79,9 @@ def test_one_record_per_shared_execution_and_replay_gives_back_every_answer_log(
     executions = live.sched.sharing.stats()["executions"]
     assert many and len(many) <= executions, "one record per shared execution (at most)"
     for c in many:
-        assert len(c.answers) < len(c.members) and len({i for _, i, _ in c.members}) == len(c.answers)
-    assert sum(len(c.members) for c in many) + sum(isinstance(c, Answered) for c in log) == len(got)
+        indexes = c.answer_indexes()
+        assert len(c.answers) < len(indexes) and len(set(indexes)) == len(c.answers)
+    assert sum(len(c.query_ids()) for c in many) + sum(isinstance(c, Answered) for c in log) == len(got)
     for qid, r in got:
         i = int(qid[1:])
         _, n, _ = PANELS[i]
@@ -100,3 +101,100 @@ def test_one_record_per_shared_execution_and_replay_gives_back_every_answer_log(
     replayed.sched.run_until_idle()  # the queries go on after their last logged answers: no slide answered twice
     assert not any(isinstance(c, (Answered, AnsweredMany)) for c in replayed.drain())
 
+
+
+def run_slides(e: Engine, rng: random.Random, slides: range) -> list:
+    log: list = []
+    for ts in slides:
+        e.apply(Append("p", table(batch(rng, ts)), "", None, ts))
+        e.apply(Slide("p", ts))
+        e.sched.run_until_idle()
+        log += [commands.decode(commands.encode(c)) for c in e.drain()]
+    return log
+
+
+def rows_form(c: AnsweredMany) -> AnsweredMany:
+    """A columnar record (round 16) written as a round-15 server wrote it: per member its query,
+    its answer's index and all its fields."""
+    answers = json.loads(json.dumps(list(c.answers)))  # (from_plain makes the rows' decimals Decimals in place)
+    pairs = many_from_plain(json.loads(json.dumps(answers)), c.members, c.common)
+    return AnsweredMany(answers,
+                        [[qid, i, plain_meta(r)] for (qid, r), i in zip(pairs, c.answer_indexes())], c.now_ms)
+
+
+def test_columnar_records_and_rows_form_records_replay_to_the_same_answer_logs():
+    """Compatibility of the record format: a shared execution's record is columnar since round 16
+    (its members' common fields once, then a list per field); a log written before (rows form,
+    no `common`) replays as before, to the same answer logs, and is still written byte for byte
+    as then (no `common` key) where the rows form is used."""
+    live = world()
+    log = run_slides(live, random.Random(5), range(1, 10))
+    many = [c for c in log if isinstance(c, AnsweredMany)]
+    assert many and all(c.common is not None and isinstance(c.members, dict) for c in many)
+    for c in many:
+        n = len(c.members["query_id"])
+        assert all(len(col) == n for col in c.members.values()), "a value per member in every column"
+    old = [rows_form(c) if isinstance(c, AnsweredMany) else c for c in log]
+    for c in old:
+        if isinstance(c, AnsweredMany):
+            head = commands.encode(c)[6:]
+            assert b'"common"' not in head and b'"members":[[' in head
+    replays = []
+    for records in (log, [commands.decode(commands.encode(c)) for c in old]):
+        e = Engine(EngineConfig(policy="ttu", sharing="conservative"))
+        for cmd in records:
+            e.replay(cmd)
+        e._check()
+        replays.append(e)
+    assert replays[0].digest() == replays[1].digest() == live.digest()
+    for i in range(len(PANELS)):
+        want = [json.dumps(to_plain(r)) for r in live.answers.read(f"P{i}", -2, None, 100)[0]]
+        assert want
+        for e in replays:
+            assert [json.dumps(to_plain(r)) for r in e.answers.read(f"P{i}", -2, None, 100)[0]] == want
+
+
+def test_members_answered_alike_share_one_result_and_one_spawn_per_slide(monkeypatch):
+    """Exact duplicates (P0 and P1: registered together, the same SLIDE) are answered alike: one
+    Result in both answer logs. The shared scheduler looks for due tasks once per slide, not again
+    after each joint execution, when no due task waited for one; no answer is late."""
+    live = world()
+    spawns = []
+    real = type(live.sched.sharing).spawn
+    monkeypatch.setattr(type(live.sched.sharing), "spawn", lambda self, sched: (spawns.append(1), real(self, sched))[1])
+    late = []
+    live.on_answer = lambda qid, r: late.append(r.late_slides)
+    rng = random.Random(3)
+    run_slides(live, rng, range(1, 4))
+    spawns.clear()
+    run_slides(live, rng, range(4, 12))
+    assert len(spawns) == 8, "one look for due tasks per slide"
+    assert live.sched.sharing.stats()["executions"] >= 16, "several joint executions per slide"
+    assert late and not any(late)
+    a, b = live.answers.newest("P0"), live.answers.newest("P1")
+    assert a is b and a.slide == live.stream("p").window.latest
+    live._check()
+
+
+def test_a_slide_during_a_joint_execution_answers_its_members_again_without_waiting():
+    """A slide that comes while a joint execution runs makes its SLIDE 1 members due again: under
+    ws the execution answers the slide of its snapshot, and when it ends its members are started
+    again at once (a due task that waited for them), not at the next slide."""
+    live = world(policy="ws")
+    rng = random.Random(8)
+    run_slides(live, rng, range(1, 4))
+    live.apply(Append("p", table(batch(rng, 4)), "", None, 4))
+    live.apply(Slide("p", 4))
+    while not live.sched.active:
+        assert live.sched.step() is not None
+    for _ in range(2):
+        live.sched.step()  # a joint execution has begun and read
+    assert live.sched.sharing.busy
+    live.apply(Append("p", table(batch(rng, 5)), "", None, 5))
+    live.apply(Slide("p", 5))
+    live.sched.run_until_idle()
+    latest = live.stream("p").window.latest
+    for i, (_, _, s) in enumerate(PANELS):
+        if s == 1:
+            assert live.answers.newest(f"P{i}").slide == latest, f"P{i}"
+    live._check()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import operator
 from decimal import Decimal
 
 from windowstore.store import Answer
@@ -37,40 +38,59 @@ def answer_size(result: Result) -> int:
 class AnswerLog:
     def __init__(self, keep: int, keep_bytes: int = 64 << 20):
         self.keep, self.keep_bytes = keep, keep_bytes
+        # per query its answers, oldest first, and beside them their sizes (plain ints: no tuple
+        # per answer for the collector to walk, thousands of answers per slide when shared)
         self._logs: dict[str, collections.deque] = {}
+        self._sizes: dict[str, collections.deque] = {}
         self._bytes: dict[str, int] = {}
         self._last: tuple = (None, 0)  # the last answer sized: a shared execution's members add the same one in turn
 
     def add(self, query_id: str, result: Result) -> None:
-        log = self._logs.setdefault(query_id, collections.deque())
-        if self._last[0] is not result.answer:
-            self._last = (result.answer, answer_size(result))
-        log.append((result, self._last[1]))
-        total = self._bytes.get(query_id, 0) + log[-1][1]
-        while len(log) > 1 and (len(log) > self.keep or total > self.keep_bytes):
-            total -= log.popleft()[1]
-        self._bytes[query_id] = total
+        self.add_many([(query_id, result)])
+
+    def add_many(self, pairs: list[tuple[str, Result]]) -> None:
+        """add() for each (query_id, result) in turn: a shared execution's members at once."""
+        logs, sizes_of, totals = self._logs, self._sizes, self._bytes
+        keep, keep_bytes = self.keep, self.keep_bytes
+        last, size = self._last
+        for query_id, result in pairs:
+            log = logs.get(query_id)
+            if log is None:
+                log = logs[query_id] = collections.deque()
+                sizes_of[query_id] = collections.deque()
+            sizes = sizes_of[query_id]
+            if last is not result.answer:
+                last, size = result.answer, answer_size(result)
+            log.append(result)
+            sizes.append(size)
+            total = totals.get(query_id, 0) + size
+            while len(log) > 1 and (len(log) > keep or total > keep_bytes):
+                log.popleft()
+                total -= sizes.popleft()
+            totals[query_id] = total
+        self._last = (last, size)
 
     def drop(self, query_id: str) -> None:
         self._logs.pop(query_id, None)
+        self._sizes.pop(query_id, None)
         self._bytes.pop(query_id, None)
 
     def read(self, query_id: str, after_slide: int, through_slide: int | None, limit: int):
         """(answers reflecting a slide in (after, through], oldest first, at most `limit`; the
         newest kept answer's slide; the oldest kept answer's slide), -1 for none."""
         log = self._logs.get(query_id, ())
-        out = [r for r, _ in log if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
-        return out[:limit], (log[-1][0].slide if log else -1), (log[0][0].slide if log else -1)
+        out = [r for r in log if r.slide > after_slide and (through_slide is None or r.slide <= through_slide)]
+        return out[:limit], (log[-1].slide if log else -1), (log[0].slide if log else -1)
 
     def newest(self, query_id: str) -> Result:
-        return self._logs[query_id][-1][0]
+        return self._logs[query_id][-1]
 
     def queries(self) -> list[str]:
         return list(self._logs)
 
     def capture(self) -> dict[str, list[Result]]:
         """The logs as lists of (immutable) results: cheap; a snapshot writer makes them plain."""
-        return {qid: [r for r, _ in log] for qid, log in self._logs.items()}
+        return {qid: list(log) for qid, log in self._logs.items()}
 
     def restore(self, image: dict[str, list]) -> None:
         for qid, results in image.items():
@@ -79,14 +99,16 @@ class AnswerLog:
 
     def check(self, periodic) -> None:
         assert set(self._logs) <= set(periodic), "an answer log per live periodic query only"
+        assert set(self._sizes) == set(self._logs) == set(self._bytes), "sizes and a total per log"
         for qid, log in self._logs.items():
-            results = [r for r, _ in log]
+            results = list(log)
             assert all(a.slide < b.slide for a, b in zip(results, results[1:])), "one answer per slide, in slide order"
-            assert self._bytes[qid] == sum(n for _, n in log), "its size is accounted"
+            assert len(self._sizes[qid]) == len(log), "a size per answer"
+            assert self._bytes[qid] == sum(self._sizes[qid]), "its size is accounted"
             assert len(log) <= self.keep and (len(log) == 1 or self._bytes[qid] <= self.keep_bytes), "a log is bounded"
 
     def digest_parts(self) -> list:
-        return [(qid, [to_plain(r) for r, _ in self._logs[qid]]) for qid in sorted(self._logs)]
+        return [(qid, [to_plain(r) for r in self._logs[qid]]) for qid in sorted(self._logs)]
 
 
 def to_plain(r: Result) -> dict:
@@ -124,24 +146,50 @@ def plain_meta(r: Result) -> dict:
     return out
 
 
-def many_to_plain(results: list[tuple[str, Result]]) -> tuple[list, list]:
-    """(answers, members) of an AnsweredMany record for (query_id, result) pairs: each distinct
-    answer (by identity: a shared output's members hold the same one) made plain once."""
+# A columnar AnsweredMany record's per-member columns (commands.AnsweredMany): the query, the index
+# of its answer, then the fields a shared execution's members do not share (their own window,
+# execution number and timing); the others are the record's `common` fields.
+MEMBER_COLUMNS = ("query_id", "answer", "window_start_ms", "window_end_ms", "execution", "late_slides",
+                  "early_slides", "inter_exec_ms")
+
+
+def many_to_plain(results: list[tuple[str, Result]]) -> tuple[list, "list | dict", "dict | None"]:
+    """(answers, members, common) of an AnsweredMany record for (query_id, result) pairs: each
+    distinct answer (by identity: a shared output's members hold the same one) made plain once.
+    Results of one execution (the same slide and transaction, no join provenance) are written
+    columnar: their shared fields once (`common`), per member only its own (MEMBER_COLUMNS);
+    otherwise per member [query_id, index, plain_meta] (common None), as before round 16."""
     index: dict[int, int] = {}
     answers: list = []
-    members: list = []
-    for qid, r in results:
-        i = index.get(id(r.answer))
-        if i is None:
-            i = index[id(r.answer)] = len(answers)
-            answers.append(plain_answer(r.answer))
-        members.append([qid, i, plain_meta(r)])
-    return answers, members
+    first = results[0][1]
+    own = operator.attrgetter(*MEMBER_COLUMNS[2:])
+    rows: list = []  # per member (index of its answer, *its own fields), made once per distinct Result
+    columnar, last, row = True, None, ()
+    for _, r in results:
+        if r is not last:  # (members answered alike share a Result, one after the other)
+            i = index.get(id(r.answer))
+            if i is None:
+                i = index[id(r.answer)] = len(answers)
+                answers.append(plain_answer(r.answer))
+            columnar = columnar and r.sources is None and r.slide == first.slide and r.txn == first.txn
+            last, row = r, (i, *own(r))
+        rows.append(row)
+    if not columnar:
+        return answers, [[qid, row[0], plain_meta(r)] for (qid, r), row in zip(results, rows)], None
+    members = dict(zip(MEMBER_COLUMNS, ([qid for qid, _ in results], *map(list, zip(*rows)))))
+    common = plain_meta(first)
+    for c in MEMBER_COLUMNS[2:]:
+        common.pop(c, None)
+    common.setdefault("group", first.group)
+    return answers, members, common
 
 
-def many_from_plain(answers: list, members: list) -> list[tuple[str, Result]]:
+def many_from_plain(answers: list, members: "list | dict", common: "dict | None" = None) -> list[tuple[str, Result]]:
     """The (query_id, result) pairs of an AnsweredMany record, in order; members of one answer
     share its rows, as they did when delivered."""
+    if common is not None:  # columnar (many_to_plain): per member its own fields over the common ones
+        cols = [members[c] for c in MEMBER_COLUMNS]  # type: ignore[call-overload]  # columnar: a dict
+        members = [[qid, i, {**common, **dict(zip(MEMBER_COLUMNS[2:], own))}] for qid, i, *own in zip(*cols)]
     made: dict[int, Result] = {}
     out = []
     for qid, i, meta in members:

@@ -165,14 +165,31 @@ class AnsweredMany:
     `members` per member [query_id, its index in `answers`, its own fields (answers.plain_meta)].
     A member's answer is {**answers[index], **fields}: what its Answered record would hold.
     Replay adds them in order, as it would the Answered records (log format: kind 12, added after
-    v1; a log without it recovers as before)."""
+    v1; a log without it recovers as before).
+
+    Since round 16 a record whose members share every field but their own window, execution
+    number and timing (not a join's: those carry their own provenance) is columnar: `common` holds
+    the shared fields once (answers.plain_meta's) and `members` one list per field over the
+    members (answers.MEMBER_COLUMNS: "query_id", "answer" (the index in `answers`), then the
+    member's own fields), so a record holds a few lists, not two objects per member. A record
+    without `common` is read as before; a server older than round 16 refuses one with it (an
+    unknown field)."""
 
     answers: list
-    members: list
+    members: "list | dict"
     now_ms: float
+    common: dict | None = None
 
     def query_ids(self) -> list[str]:
+        if self.common is not None:
+            return list(self.members["query_id"])  # type: ignore[call-overload]  # columnar: a dict
         return [m[0] for m in self.members]
+
+    def answer_indexes(self) -> list[int]:
+        """Per member, the index of its answer in `answers`."""
+        if self.common is not None:
+            return list(self.members["answer"])  # type: ignore[call-overload]  # columnar: a dict
+        return [m[1] for m in self.members]
 
 
 @dataclass(frozen=True)
@@ -239,6 +256,8 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         header, body = asdict(cmd), b""
         if header.get("event_time_ms", 0) is None:  # written only when set: older records stay as they were
             del header["event_time_ms"]
+        if type(cmd) is AnsweredMany and header["common"] is None:  # likewise (the rows form: a join's)
+            del header["common"]
         if type(cmd) is Register and not header["sketches"]:  # likewise
             del header["sketches"]
         if type(cmd) is CommitBatch:  # likewise

@@ -205,7 +205,7 @@ class Engine:
             self._out.append(cmd)
         elif isinstance(cmd, AnsweredMany):  # a shared execution's answers: as their Answered records would
             self.tick(cmd.now_ms)
-            for qid, result in many_from_plain(cmd.answers, cmd.members):
+            for qid, result in many_from_plain(cmd.answers, cmd.members, cmd.common):
                 if qid in self.periodic:
                     self.answers.add(qid, result)
                     self.sched.resume(qid, result)
@@ -415,17 +415,19 @@ class Engine:
         once) instead of an Answered per member; then the shell hears of each. A task not
         registered through this engine hears as it would alone."""
         mine = []
+        periodic = self.periodic
         for task, r in told:
-            p = self.periodic.get(task.id)
+            p = periodic.get(task.id)
             if p is None or p.task is not task:
                 task.on_answer(r)
                 continue
-            self.answers.add(task.id, r)
             mine.append((task.id, r))
+        self.answers.add_many(mine)
         if len(mine) == 1:
             self.emit(Answered(mine[0][0], to_plain(mine[0][1]), self.now_ms))
         elif mine:
-            self.emit(AnsweredMany(*many_to_plain(mine), self.now_ms))
+            answers, members, common = many_to_plain(mine)
+            self.emit(AnsweredMany(answers, members, self.now_ms, common))
         if self.on_answer is not None:
             for qid, r in mine:
                 self.on_answer(qid, r)

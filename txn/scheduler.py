@@ -86,6 +86,9 @@ class Scheduler(Slides, Offload, Outcomes):
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
         self.last_error: StoreError | None = None  # the last query (or seal) failure, for the operator's log
         self._refresh: dict[str, Task] = {}  # eager periodic joins whose windows slid since their last refresh
+        # the registered periodic joins, in registration order: a slide looks among them for eager
+        # ones to refresh, not among every periodic query (a thousand dashboard panels)
+        self._joins: dict[str, Task] = {}
         self.refresh_errors = 0
         self.sharing: SharedTasks | None = None  # shared execution of periodic queries (txn/sharing/runtime.py), when enabled
         # the answers of one shared execution, (task, result) in order, told at once (the engine logs
@@ -133,6 +136,8 @@ class Scheduler(Slides, Offload, Outcomes):
         self._check_slides()
         for task in self.tasks.values():
             task._check()
+        assert list(self._joins.items()) == [(i, t) for i, t in self.tasks.items() if isinstance(t.plan, JoinQueryPlan)], \
+            "the registered joins, in registration order"
         if self.sharing is not None:
             self.sharing._check()
         for c in (*self.by_class.values(), *self.by_stream.values()):
@@ -165,6 +170,8 @@ class Scheduler(Slides, Offload, Outcomes):
             plan.every = {n: every for n in plan.names}  # no SLIDE anywhere: `every` slides of any stream
         task.since = {s.name: s.window.latest for s in (plan.streams if isinstance(plan, JoinQueryPlan) else [plan.stream])}
         self.tasks[task.id] = task
+        if isinstance(plan, JoinQueryPlan):
+            self._joins[task.id] = task
         self._tasks_changed = True
         if self.sharing is not None:
             self.sharing.add(task)
@@ -172,6 +179,7 @@ class Scheduler(Slides, Offload, Outcomes):
 
     def unregister(self, task_id: str) -> Task:
         task = self.tasks.pop(task_id)
+        self._joins.pop(task_id, None)
         task.active = False
         if self.sharing is not None:
             self.sharing.remove(task_id)
@@ -283,7 +291,7 @@ class Scheduler(Slides, Offload, Outcomes):
         self.by_stream[name].slides += 1
         self._reselect = True  # EDF deadlines moved
         self._tasks_changed = True
-        for task in self.tasks.values():
+        for task in self._joins.values():
             if isinstance(task.plan, JoinQueryPlan) and task.plan.eager and task.plan.reads_stream(name):
                 self._refresh[task.id] = task
         self._resolve_conflicts(stream, j)

@@ -43,6 +43,7 @@ class Outcomes:
         _reselect: bool
         _tasks_changed: bool
         _refresh: dict[str, Task]
+        _joins: dict[str, Task]
 
     def _refuse(self, txn: QueryTxn, error: Exception) -> None:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
@@ -112,13 +113,14 @@ class Outcomes:
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
-    def finish_committed(self, txn: QueryTxn, result: Result) -> None:
+    def finish_committed(self, txn: QueryTxn, result: Result, respawn: bool = True) -> None:
         """A commit whose answer the caller delivers itself (a shared execution's, answered per
         member by txn/sharing/runtime.py): counted as committed, and the transaction finished
-        with `result`."""
+        with `result`. respawn=False: the caller looks for due tasks again itself when one may
+        have waited for this execution (recheck_due_tasks), not after every execution."""
         self._count(txn, "committed")
         txn.result = result
-        self._finish(txn)
+        self._finish(txn, respawn)
 
     def resume(self, task_id: str, result: Result) -> None:
         """Recovery: `result` is a periodic task's newest logged answer. The task goes on from it
@@ -191,6 +193,7 @@ class Outcomes:
         if task is not None:
             task.running = None
             self._refresh.pop(task.id, None)
+            self._joins.pop(task.id, None)
             if self.tasks.pop(task.id, None) is not None:
                 task.active = False
                 self._tasks_changed = True
@@ -207,10 +210,10 @@ class Outcomes:
             txn.task.running = None
         self._finish(txn)
 
-    def _finish(self, txn: QueryTxn) -> None:
+    def _finish(self, txn: QueryTxn, respawn: bool = True) -> None:
         txn.done = True
         txn.job = None
-        self._tasks_changed |= txn.task is not None
+        self._tasks_changed |= respawn and txn.task is not None
         self.active.remove(txn)
         if self._current is txn:
             self._current = None

@@ -15,6 +15,7 @@ import collections
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from windowstore.store import gc_pause
 from windowstore.store.aggregates import Partial
 from windowstore.store.memo import MISS, large
 from windowstore.store.planner.merge import combine_contributions, combines
@@ -56,7 +57,9 @@ class SharedPlan:
 
     memo_key = None  # its reads (one per reader) are kept per reader in the sub-windows' memos, not as one
 
-    def __init__(self, plans: list, memo: bool = True):
+    def __init__(self, plans: list, memo: bool = True, read_keys: list | None = None):
+        """`read_keys`: the plans' rules.read_key, when the caller keeps them (computing one
+        copies the query)."""
         self.plans = plans
         self.memo = memo  # keep and reuse readers' contributions in the sub-windows' memos (store/memo.py)
         self.reused = 0  # contributions taken from a sub-window's memo (an earlier execution's, or a lone run's)
@@ -70,7 +73,7 @@ class SharedPlan:
         self.query = ("shared", *(p.query for p in plans))  # the cost model's key
         self.aggs = [a for p in plans for a in p.aggs]
         keys: dict = {}
-        self.reader_of = [keys.setdefault(read_key(p), len(keys)) for p in plans]
+        self.reader_of = [keys.setdefault(k, len(keys)) for k in (read_keys or map(read_key, plans))]
         self.readers: list[Any] = [None] * len(keys)  # per reader, the first plan that reads so
         self.reach = [0] * len(keys)  # per reader, the longest window of its plans
         for p, r in zip(plans, self.reader_of):
@@ -238,6 +241,7 @@ class SharedTasks:
         self.slice_executions = 0        # shared executions of slices groups committed
         self.slice_answers = 0           # answers they delivered
         self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
+        self._read_keys: dict[str, tuple] = {}  # per member: its plan's rules.read_key (_read_key)
         self._seq = 0
         self._blocked = False
 
@@ -265,6 +269,7 @@ class SharedTasks:
             return
         gid = self.groups.group_id(task_id)
         self.groups.remove(task_id)
+        self._read_keys.pop(task_id, None)
         self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
         if task_id in self._eager:
             join_plan(task).eager = self._eager.pop(task_id)
@@ -292,26 +297,32 @@ class SharedTasks:
         for task in sched.tasks.values():  # those sharing does not hold: as before
             if task.id not in self.tasks and task.id not in self.slices.key_of and task_due(task, sched.failed):
                 task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
-        period = {mid: t.period for t in self.local.tasks for mid in t.member_ids}
+        period = None
         for mid in [m for m, txn in self.busy.items() if txn.done]:
             del self.busy[mid]  # withdrawn without an answer or an error (its stream dropped)
         self._spawn_slices(sched)
         excluded = set(self.busy)
+        since, failed = self.local.since, sched.failed
         for mid, task in self.tasks.items():
-            latest = task.plan.stream.window.latest
+            stream = task.plan.stream
             if task.last_reflected is not None:
-                self.local.since[mid] = latest - task.last_reflected
+                since[mid] = stream.window.latest - task.last_reflected
             else:  # never answered: due at once (at its task's period), later with every slide since
-                self.local.since[mid] = period[mid] + latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
-            if task.running is not None or not task.active or task.plan.stream.name in sched.failed:
+                if period is None:
+                    period = {m: t.period for t in self.local.tasks for m in t.member_ids}
+                since[mid] = period[mid] + stream.window.latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
+            if task.running is not None or not task.active or (failed and stream.name in failed):
                 excluded.add(mid)
-        for ex in self.local.pick_all(excluded):
-            excluded |= set(ex.members)
-            self._submit(sched, ex)
-        # a due task held back by a member being answered: look again when an execution ends
+        # a due task held back by a member an earlier execution is answering: look again when an
+        # execution ends. Those this spawn submits are not held back (their execution answers them):
+        # judged before submitting, so an execution's delivery spawns again only when it may free a
+        # due task, not after every joint execution (a pass over every member each time)
         busy = self.busy
         self._blocked = bool(busy) and any(self.local.d(t) <= 0 for t in self.local.tasks
                                            if any(m in busy for m in t.member_ids))
+        for ex in self.local.pick_all(excluded):
+            excluded.update(ex.early)  # (its members)
+            self._submit(sched, ex)
 
     def _spawn_slices(self, sched: "Scheduler") -> None:
         """Each slices group's due members (a slide completed one of each one's windows) in one
@@ -356,7 +367,7 @@ class SharedTasks:
         if isinstance(plans[0], JoinQueryPlan):
             plan = self._join_plan(ex.gid, plans, every)
         else:
-            plan = SharedPlan(plans)
+            plan = SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs])
         group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
@@ -366,8 +377,14 @@ class SharedTasks:
         txn = sched.submit(group.plan, QueryKind.PERIODIC, group.priority, task=group)
         group.running = joint_txn = txn
         group.shared.txn = joint_txn
-        for mid in ex.members:
-            self.busy[mid] = txn
+        self.busy.update(dict.fromkeys(ex.early, txn))  # (its members)
+
+    def _read_key(self, member_id: str) -> tuple:
+        """A member's rules.read_key, kept while it is registered (its plan does not change)."""
+        key = self._read_keys.get(member_id)
+        if key is None:
+            key = self._read_keys[member_id] = read_key(self.tasks[member_id].plan)
+        return key
 
     def _join_plan(self, gid, plans: list, every: int) -> SharedJoinPlan:
         """A joint execution of joins of group `gid` over the group's one synopsis (made at its
@@ -388,7 +405,9 @@ class SharedTasks:
         group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
-        sched.finish_committed(txn, result)
+        # (a slices group's members are due by their windows, not the local scheduler's deadlines:
+        # the scheduler looks again after each of its executions, as before)
+        sched.finish_committed(txn, result, respawn=isinstance(group.plan, SharedSlicedPlan))
         self.executions += 1
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
@@ -440,37 +459,63 @@ class SharedTasks:
 
     def _answer_members(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
         """Each member still waiting for `txn` answered with its output's answer, the result's
-        fields but `own(task)`'s (its window), how early or late it came and the group, then told."""
+        fields but `own(task)`'s (its window), how early or late it came and the group, then told.
+        The collector is paused meanwhile (store/gc_pause.py): the members' results are a burst of
+        objects that stay alive (in the answer logs), none in a cycle; collecting while they are
+        made walks them again and again and pushes older generations to full collections."""
+        with gc_pause.paused():
+            self._answer_members_now(sched, txn, result, now, own)
+
+    def _answer_members_now(self, sched: "Scheduler", txn: "QueryTxn", result: "Result", now: float, own) -> None:
         group: Task = txn.task  # type: ignore[assignment]  # a shared execution's task
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         latest = group.plan.stream.window.latest
         label = group_label(joint.gid)
-        fields = vars(result)
+        sliced = isinstance(group.plan, SharedSlicedPlan)  # (its members run when due: their slides between windows vary)
+        busy, slide, restarts = self.busy, result.slide, result.restarts
         answers = []
+        early_runs = late_runs = 0
         for answer, mids in zip(result.answer.answers, joint.outputs):  # type: ignore[attr-defined]  # a SharedAnswer
+            # the fields every member of this output has in common, made once; per member a copy
+            # (not dataclasses.replace, which re-runs __init__) with its own window, lateness and earliness
+            common = dict(vars(result), answer=answer, group=label)
+            # members answered alike (the same lateness, earliness, window and execution count
+            # and time of their last answer: an output's duplicates and CS8 repeats, as a rule)
+            # share one Result, as they share its answer: results are not changed once delivered
+            r = alike = r_window = None
             for mid in mids:
-                if self.busy.get(mid) is not txn:
+                if busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran
-                del self.busy[mid]
+                del busy[mid]
                 task = self._task(mid)
                 assert task is not None, "a busy member is registered"
-                if task.last_reflected is not None and result.slide <= task.last_reflected:
-                    continue  # it has answered this slide (run for a due partner): never twice
+                reflected = task.last_reflected
                 late = early = 0
-                if task.last_reflected is not None:
-                    late = max(0, latest - task.last_reflected - task.every)
-                    if sliced_task(task) is None:  # (a sliced member runs when due: its slides between windows vary)
-                        early = max(0, task.every - (result.slide - task.last_reflected))
-                r = object.__new__(Result)  # (a copy: dataclasses.replace re-runs __init__, per member)
-                r.__dict__.update(fields, answer=answer, late_slides=late, early_slides=early, group=label, **own(task))
+                if reflected is not None:
+                    if slide <= reflected:
+                        continue  # it has answered this slide (run for a due partner): never twice
+                    late = max(0, latest - reflected - task.every)
+                    if not sliced:
+                        early = max(0, task.every - (slide - reflected))
+                window = own(task)
+                same = (late, early, task.last_answer_ms, task.executions)  # (task.answered sets the last two's)
+                if r is None or window is not r_window or same != alike:
+                    mine = common.copy()
+                    mine["late_slides"], mine["early_slides"] = late, early
+                    mine.update(window)
+                    r = object.__new__(Result)
+                    r.__dict__ = mine
+                    r_window, alike = window, same
                 task.late += late > 0
                 task.answered(r, now)  # (r: the result with this member's answer; the same slide)
-                self.answers += 1
-                self.early_runs += early > 0
-                self.late_runs += late > 0
-                if result.restarts:
-                    self.aborts_by_query[mid] += result.restarts
+                early_runs += early > 0
+                late_runs += late > 0
+                if restarts:
+                    self.aborts_by_query[mid] += restarts
                 answers.append((task, r))
+        self.answers += len(answers)
+        self.early_runs += early_runs
+        self.late_runs += late_runs
         if self._blocked:
             sched.recheck_due_tasks()  # a due task waited for these members
         told = [(task, r) for task, r in answers if task.on_answer is not None and task.active]
@@ -584,6 +629,7 @@ class SharedTasks:
         assert all(not txn.done for txn in self.busy.values()), "busy members wait for a live execution"
         assert set(self.join_synopses) <= set(self.groups.groups), "a join synopsis per live join group"
         assert set(self._eager) <= set(self.tasks)
+        assert set(self._read_keys) <= set(self.tasks), "read keys of registered members only"
         for synopsis in self.join_synopses.values():
             synopsis._check()
 

@@ -38,7 +38,13 @@ class Execution:
     outputs: list[Output]
     early: dict[str, int] = field(default_factory=dict)
     late: dict[str, int] = field(default_factory=dict)
-    cost: float = 0.0
+    model: CostModel | None = None  # what `cost` is costed by (none: costs nothing)
+
+    @property
+    def cost(self) -> float:
+        """The cost model's cost of this joint execution: costed when asked (the experiment's
+        budget, the tests), not for every execution the server starts."""
+        return 0.0 if self.model is None else self.model.joint(self.outputs)
 
     @property
     def members(self) -> list[str]:
@@ -105,11 +111,13 @@ class LocalScheduler:
                       if j not in taken and (t is first or (t.gid == first.gid and self._joinable(dt, v)))]
             taken.update(j for j, _ in chosen)
             outputs = [o for _, t in chosen for o in t.outputs]
-            ex = Execution(first.gid, [t for _, t in chosen], outputs, cost=self.model.joint(outputs))
+            ex = Execution(first.gid, [t for _, t in chosen], outputs, model=self.model)
+            early, late, since = ex.early, ex.late, self.since
             for o in outputs:
                 for mid, m in o.members.items():
-                    ex.early[mid] = max(0, m.period - self.since[mid])
-                    ex.late[mid] = max(0, self.since[mid] - m.period)
+                    gap = m.period - since[mid]
+                    early[mid] = gap if gap > 0 else 0
+                    late[mid] = -gap if gap < 0 else 0
             out.append(ex)
         return out
 

@@ -106,7 +106,7 @@ class TimingAccess:
     that satisfy the condition."""
 
     name = "base"
-    correlator: type[Correlator] = Correlator
+    correlator: type[Correlator]  # each algorithm's access names its correlator
 
     def __init__(self, block: int | None = None):
         self.block = block

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from . import sketch_columns
-from .functions import AggregateFunction, quantile_index, register
+from .errors import QueryError
+from .functions import AggregateFunction, ReadsSynopsis, quantile_index, register
 from .sketch_columns import FrequentSketch
 from .sketches import CONFIDENCE_STD, CpcDistinct, HllDistinct, KllQuantiles
 
@@ -63,7 +64,7 @@ class Estimate:
     declared: tuple | None = field(default=None, compare=False, repr=False)
 
 
-class _SketchFunction(AggregateFunction):
+class _SketchFunction(AggregateFunction, ReadsSynopsis):
     """Answered from the column's declared sketch of `family`; contributions are sketches."""
 
     family = ""
@@ -93,10 +94,10 @@ class _SketchFunction(AggregateFunction):
         return self.finish(b, [sketch_columns.build_one(kind, size, column, b.input_type, None)], None)
 
     def from_group_rows(self, b, inverse, groups, values, keys, strings):
-        raise NotImplementedError(f"{self.name} takes no GROUP BY (the binder refuses it)")
+        raise QueryError(f"{self.name} takes no GROUP BY")  # (the binder refuses it first)
 
     def finish_groups(self, b, inverse, groups, parts, uniq, strings):
-        raise NotImplementedError(f"{self.name} takes no GROUP BY (the binder refuses it)")
+        raise QueryError(f"{self.name} takes no GROUP BY")  # (the binder refuses it first)
 
 
 _KLL_ERROR: dict[int, float] = {}  # k -> the library's normalized rank error (one estimate)

@@ -116,20 +116,8 @@ class AggregateFunction(ABC):
         through read_key_synopsis."""
         return False
 
-    # the readers of those paths: only called where the check above said yes
-    def probe(self, b, window, n_q: int, count: int) -> Any:
-        """The answer from the window's running totals (`count`: its rows). Needed when probe_ok."""
-        raise NotImplementedError(f"{self.name} has no probe")
-
-    def read_synopsis(self, b) -> Callable[[Any], Any]:
-        """The function reading one sub-window's partial from its synopsis. Needed when synopsis_ok."""
-        raise NotImplementedError(f"{self.name} has no synopsis reader")
-
-    def read_key_synopsis(self, b, ks) -> Any:
-        """One sub-window's per-key partial from its per-key synopsis (or running totals) `ks`.
-        Needed when key_synopsis_ok or key_running_ok."""
-        raise NotImplementedError(f"{self.name} has no per-key synopsis reader")
-
+    # the readers of those paths are capabilities (the classes below), only called where the check
+    # above said yes; tests/test_aggregate_capabilities.py checks that a class saying yes has them
     # -- one sub-window's raw rows ---------------------------------------------------------------
     @abstractmethod
     def from_rows(self, b, values: np.ndarray | None, rows: int, strings) -> Any:
@@ -161,17 +149,6 @@ class AggregateFunction(ABC):
         of many windows at once (store/slicing_shared.py). None: its runs are read one by one."""
         return None
 
-    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> "Runs":
-        """`combine` of each run parts[i[x]:j[x]] (i < j) of contributions in time order, for arrays
-        of runs i, j at once, given the contributions' combine_columns: one contribution per run in
-        from_group_rows' form (a key per run), which `finish_unique` lowers to one result per run.
-        Scotty's shared merge of slice aggregates, so that many concurrent windows over the same
-        slices cost a few array operations, not a merge each: prefix sums where the combine is
-        invertible (COUNT, exact SUM/AVG), a sparse table for MIN/MAX (kernels.range_extremes).
-        The reader extends with more contributions' columns (Runs.extend), so one over a sliding
-        sequence of slices is kept across slides. Needed where combine_columns is not None."""
-        raise NotImplementedError(f"{self.name} has no combine_runs")
-
     @abstractmethod
     def from_group_rows(self, b, inverse: np.ndarray, groups: int, values: np.ndarray | None,
                         keys: np.ndarray, strings) -> Any:
@@ -198,12 +175,6 @@ class AggregateFunction(ABC):
         the other side, merges through finish_groups with weighted_rows' partials of that side."""
         return False
 
-    def weighted_rows(self, b, values: np.ndarray | None, valid: np.ndarray | None, weights: np.ndarray) -> Any:
-        """A from_group_rows-form partial with one entry per row, each row standing for `weights`
-        joined rows (those with weight 0 are already left out); `valid` masks nulls (None: none),
-        `values` is None for COUNT(*). Needed when join_by_key_ok."""
-        raise NotImplementedError(f"{self.name} has no per-key join partial")
-
     def reduce_rows(self, b, part) -> Any:
         """A per-row partial (weighted_rows' form) reduced to one entry, or None to leave it to
         finish_groups: the ungrouped per-key join answer reduces the rows first (cheaper)."""
@@ -223,17 +194,73 @@ class AggregateFunction(ABC):
         A youngest-to-oldest scan then answers every shorter window on the way."""
         return self.join_synopsis_ok(b)
 
+
+
+# -- optional capabilities: an aggregate class has a reader of a path only where it can be taken --------
+class Probes(ABC):
+    """Answered from the window's running totals (probe_ok)."""
+
+    @abstractmethod
+    def probe(self, b, window, n_q: int, count: int) -> Any:
+        """The answer from the window's running totals (`count`: its rows). Needed when probe_ok."""
+
+
+class ReadsSynopsis(ABC):
+    """Answered from each sub-window's synopsis (synopsis_ok)."""
+
+    @abstractmethod
+    def read_synopsis(self, b) -> Callable[[Any], Any]:
+        """The function reading one sub-window's partial from its synopsis. Needed when synopsis_ok."""
+
+
+class ReadsKeySynopsis(ABC):
+    """Answered per key from per-key synopses or running totals (key_synopsis_ok, key_running_ok)."""
+
+    @abstractmethod
+    def read_key_synopsis(self, b, ks) -> Any:
+        """One sub-window's per-key partial from its per-key synopsis (or running totals) `ks`.
+        Needed when key_synopsis_ok or key_running_ok."""
+
+
+class CombinesRuns(ABC):
+    """Many windows' runs of slice contributions merged at once (combine_columns not None)."""
+
+    @abstractmethod
+    def combine_runs(self, b, columns: tuple[np.ndarray, ...]) -> "Runs":
+        """`combine` of each run parts[i[x]:j[x]] (i < j) of contributions in time order, for arrays
+        of runs i, j at once, given the contributions' combine_columns: one contribution per run in
+        from_group_rows' form (a key per run), which `finish_unique` lowers to one result per run.
+        Scotty's shared merge of slice aggregates, so that many concurrent windows over the same
+        slices cost a few array operations, not a merge each: prefix sums where the combine is
+        invertible (COUNT, exact SUM/AVG), a sparse table for MIN/MAX (kernels.range_extremes).
+        The reader extends with more contributions' columns (Runs.extend), so one over a sliding
+        sequence of slices is kept across slides. Needed where combine_columns is not None."""
+
+
+class JoinsByKey(ABC):
+    """Per-key partials answer it over an equi-join without forming the joined rows (join_by_key_ok)."""
+
+    @abstractmethod
+    def weighted_rows(self, b, values: np.ndarray | None, valid: np.ndarray | None, weights: np.ndarray) -> Any:
+        """A from_group_rows-form partial with one entry per row, each row standing for `weights`
+        joined rows (those with weight 0 are already left out); `valid` masks nulls (None: none),
+        `values` is None for COUNT(*). Needed when join_by_key_ok."""
+
+
+class Combines(ABC):
+    """Contributions combine into one of the same form (combine_ok)."""
+
+    @abstractmethod
     def combine(self, b, parts: list, strings) -> Any:
         """Ungrouped contributions (from_rows' form) combined into one of that form."""
-        raise NotImplementedError(f"{self.name} does not combine contributions")
 
+    @abstractmethod
     def combine_groups(self, b, inverse: np.ndarray, groups: int, parts: list, strings) -> Any:
         """Per-key contributions (from_group_rows' form) combined into one per key of 0..groups-1;
         `inverse` maps the concatenated contributions to them."""
-        raise NotImplementedError(f"{self.name} does not combine contributions")
 
 
-class Count(AggregateFunction):
+class Count(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRuns, JoinsByKey, Combines):
     """COUNT(*) counts rows; COUNT(col) the non-null values of col."""
 
     name = "count"
@@ -315,7 +342,7 @@ class Count(AggregateFunction):
         return True
 
 
-class Sum(AggregateFunction):
+class Sum(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRuns, JoinsByKey, Combines):
     """Exact over integers: SUM(int64) is an int128 (it never wraps; see exact.py)."""
 
     name = "sum"
@@ -497,7 +524,7 @@ class Avg(Sum):
         return self._mean(b, sum(values), len(values))
 
 
-class _Extreme(AggregateFunction):
+class _Extreme(AggregateFunction, Probes, ReadsSynopsis, CombinesRuns, JoinsByKey, Combines):
     """MIN / MAX. Numbers by value; strings by Unicode code point (Python's str order, which is
     also the byte order of UTF-8)."""
 
@@ -637,7 +664,7 @@ class Max(_Extreme):
     maximum = True
 
 
-class CountDistinct(AggregateFunction):
+class CountDistinct(AggregateFunction, ReadsSynopsis):
     name = "count_distinct"
     sql_names = ()  # written COUNT(DISTINCT col)
 

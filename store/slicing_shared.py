@@ -23,12 +23,13 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from .aggregates import Partial
 from .exact import INT64_MAX
+from .functions import CombinesRuns
 from .planner.merge import combines
 from .slicing import SCANS_BEFORE_STORE, Shape, SlicedHop, kept_for
 
@@ -101,7 +102,7 @@ class _Joined:
                 self.made = None
         if self.made is None:
             views = [b[self.lo:self.hi] for b in self.buffers]
-            self.made = [a.fn.combine_runs(a, tuple(views[at:at + width])) for a, at, width in self._columns(aggs)]
+            self.made = [cast(CombinesRuns, a.fn).combine_runs(a, tuple(views[at:at + width])) for a, at, width in self._columns(aggs)]
             self.origin, self.made_hi = self.lo, self.hi
         self._check()
         start = self.lo + sum(self.sizes[:first])

@@ -14,11 +14,12 @@ Owns only this evaluation; reads the plan's prepared sub-windows and never chang
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 import numpy as np
 
 from ..errors import InvalidInput
+from ..functions import JoinsByKey
 from ..join_binder import BoundJoin, ColumnRef
 from ..planner import Answer
 from ..schema import valid_key as _valid_key
@@ -148,9 +149,9 @@ def aggregate_by_key(plan: JoinPlan, inputs: Sequence[Sequence[SubWindow]]) -> A
         fn = a.fn
         s = plan.strings[ref.source if ref is not None else 0]
         if ref is None:  # COUNT(*)
-            part = fn.weighted_rows(a, None, None, per_row)
+            part = cast(JoinsByKey, fn).weighted_rows(a, None, None, per_row)
         elif ref.source == r:
-            part = fn.weighted_rows(a, *row_side(ref), per_row)
+            part = cast(JoinsByKey, fn).weighted_rows(a, *row_side(ref), per_row)
         else:  # the key side's partial per join key, taken at each joining row's key
             per_key = key_side.get((ref, fn.name))
             if per_key is None:

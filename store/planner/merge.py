@@ -5,11 +5,12 @@ function's own (functions.py); this module only lines the partials up. It must n
 filter (HAVING), order or decode."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ..binder import BoundQuery
+from ..functions import Combines
 from ..synopsis import group_keys
 
 
@@ -44,11 +45,11 @@ def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
     if len(contributions) == 1:
         return contributions[0]
     if b.group_by is None:
-        return tuple(a.fn.combine(a, [c[i] for c in contributions], strings) for i, a in enumerate(b.aggs))
+        return tuple(cast(Combines, a.fn).combine(a, [c[i] for c in contributions], strings) for i, a in enumerate(b.aggs))
     uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions]),
                                dense=b.group_type == "string" and len(b.group_keys) == 1)
     g = len(uniq)
-    return uniq, tuple(a.fn.combine_groups(a, inverse, g, [c[1][i] for c in contributions], strings)
+    return uniq, tuple(cast(Combines, a.fn).combine_groups(a, inverse, g, [c[1][i] for c in contributions], strings)
                        for i, a in enumerate(b.aggs))
 
 

@@ -5,7 +5,7 @@ and run_plan for callers without a scheduler. It owns the order of those steps, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from ..aggregates import Partial
 from ..approx import estimates_out, is_sketch, merged_sketch, sketch_cells
 from ..binder import BoundQuery, bind
 from ..cumulative import Cumulative
+from ..functions import Probes, ReadsKeySynopsis
 from ..kinds import AccessPath
 from ..memo import contribution_key, large
 from ..query import Query
@@ -309,9 +310,9 @@ class Plan:
         if self.bound.group_by is not None:  # (only while probes_now(): otherwise it is scanned)
             ks = w.key_totals(self.bound.group_by, self.n_q, self._key_columns)
             return self._groups_answer([(ks.keys,  # type: ignore[union-attr]  # kept while probes_now()
-                                         tuple([a.fn.read_key_synopsis(a, ks) for a in self.aggs]))])
+                                         tuple([cast(ReadsKeySynopsis, a.fn).read_key_synopsis(a, ks) for a in self.aggs]))])
         count = w.running_total(COUNT_KEY, self.n_q)
-        values = [a.fn.probe(a, w, self.n_q, count) for a in self.aggs]
+        values = [cast(Probes, a.fn).probe(a, w, self.n_q, count) for a in self.aggs]
         return self._answer(limit_rows(self._having_one(values), self.bound.limit))
 
 

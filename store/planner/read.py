@@ -5,12 +5,13 @@ order rows or decode storage into answer values."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
 from .. import frequent_query
 from ..binder import BoundQuery
+from ..functions import ReadsKeySynopsis, ReadsSynopsis
 from ..kinds import AccessPath
 from ..subwindow import SubWindow
 from ..synopsis import group_keys, keys_with_nulls
@@ -26,7 +27,7 @@ def reader(bound: BoundQuery, access: AccessPath, strings, topk: int = 16) -> Ca
     if bound.approximate:
         return frequent_query.reader(bound, strings, topk)
     if bound.group_by is None:
-        getters = [b.fn.read_synopsis(b) for b in bound.aggs]
+        getters = [cast(ReadsSynopsis, b.fn).read_synopsis(b) for b in bound.aggs]
         return lambda sub: tuple(get(sub) for get in getters)
     return partial(read_key_synopsis, bound)
 
@@ -94,7 +95,7 @@ def read_projection(b: BoundQuery, strings, sub: SubWindow) -> Any:
 def read_key_synopsis(b: BoundQuery, sub: SubWindow) -> Any:
     """A GROUP BY's share from the sub-window's per-key synopsis of its declared column."""
     ks = sub.synopsis.by_key[b.group_by]  # type: ignore[index]  # with GROUP BY only
-    return ks.keys, tuple([a.fn.read_key_synopsis(a, ks) for a in b.aggs])
+    return ks.keys, tuple([cast(ReadsKeySynopsis, a.fn).read_key_synopsis(a, ks) for a in b.aggs])
 
 
 def where_mask(b: BoundQuery, strings, cols, rows: int) -> np.ndarray:

@@ -293,7 +293,7 @@ class Window:
         when some row is late or the batch spans slots (then grouped as before)."""
         if not checked:
             self.check_append(ts)
-        t = self.spec.subwindow_ms
+        t = self.spec.slot_ms  # an event-time window is time-based
         lo, hi = int(ts.min()), int(ts.max())
         if self._base_slot is None:
             self._base_slot = lo // t

@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from windowstore.clients import Client
+from windowstore.clients import Client, ResourceExhausted
 from windowstore.server.process import ServerProcess
 
 from .common import packets
@@ -258,7 +258,11 @@ def _ws_feeder(target: str, first: int, stop, out) -> None:
             t0 = time.perf_counter()
             i = first
             while not stop.is_set():
-                c.append("peer", batches.second(i))
+                try:
+                    c.append("peer", batches.second(i))
+                except ResourceExhausted:  # seals behind the rows arriving: back off and retry, as it asks
+                    time.sleep(0.01)
+                    continue
                 i += 1
                 sent += SECOND_ROWS
             out.put((sent, time.perf_counter() - t0))

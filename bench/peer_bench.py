@@ -19,7 +19,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from windowstore.clients import Client
+from windowstore.clients import Client, ResourceExhausted
 from windowstore.server.process import ServerProcess
 
 from .common import packets
@@ -81,15 +81,31 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 # -- ingest ------------------------------------------------------------------------------------------
 
 def _feed_seconds(target: str, first: int, seconds: int, parts: int, out) -> None:
-    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each."""
-    batches = Batches()
-    work = [b for i in range(first, first + seconds) for b in batches.split(i, parts)]
-    with Client(target) as c:
-        out.put("ready")
-        t0 = time.perf_counter()
-        for b in work:
-            c.append("peer", b)
-        out.put((sum(len(b) for b in work), time.perf_counter() - t0))
+    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each.
+    A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
+    try:
+        batches = Batches()
+        work = [b for i in range(first, first + seconds) for b in batches.split(i, parts)]
+        with Client(target) as c:
+            out.put("ready")
+            t0 = time.perf_counter()
+            c.append_all("peer", work)  # in order, one in flight, the next one serialised meanwhile
+            out.put((sum(len(b) for b in work), time.perf_counter() - t0))
+    except BaseException as e:
+        out.put(("failed", f"writer of seconds {first}..{first + seconds - 1}: {e!r}"))
+        raise
+
+
+class WriterFailed(RuntimeError):
+    """A writer (process or thread) of an ingest run failed: the run's rate would count rows never
+    written, so the run fails instead."""
+
+
+def _got(out, timeout: float):
+    item = out.get(timeout=timeout)
+    if isinstance(item, tuple) and item[0] == "failed":
+        raise WriterFailed(item[1])
+    return item
 
 
 def _writers(target: str, jobs: list[tuple[int, int, int]]) -> float:
@@ -99,13 +115,18 @@ def _writers(target: str, jobs: list[tuple[int, int, int]]) -> float:
     procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out)) for job in jobs]
     for p in procs:
         p.start()
-    got = [out.get(timeout=120) for _ in procs]
-    assert all(g == "ready" for g in got)
-    t0 = time.perf_counter()
-    done = [out.get(timeout=600) for _ in procs]
-    wall = time.perf_counter() - t0
-    for p in procs:
-        p.join()
+    try:
+        got = [_got(out, 120) for _ in procs]
+        assert all(g == "ready" for g in got), got
+        t0 = time.perf_counter()
+        done = [_got(out, 600) for _ in procs]
+        wall = time.perf_counter() - t0
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    if failed:
+        raise WriterFailed(f"writer processes exited with {failed}")
     return sum(r for r, _ in done) / wall
 
 
@@ -129,27 +150,42 @@ def windowstore_ingest(parts: int, writers: int) -> float:
 
 
 def duckdb_ingest(parts: int, writers: int) -> float:
-    """Rows/s into DuckDB in process: the same batches; each writer a thread with its own cursor,
-    and once per second of event time the rows older than the window deleted."""
+    """Rows/s into DuckDB in process: the same batches; each writer a thread with its own cursor.
+    Once per second of event time (the newest any writer finished) the rows older than the window
+    are deleted, by one thread at a time: two DELETEs of the same rows in concurrent transactions
+    conflict in DuckDB ("Conflict on tuple deletion"), so a user serializes them. A writer thread
+    that fails fails the run (its rows were never written)."""
     batches = Batches()
     seconds = INGEST_ROWS // SECOND_ROWS
     db = DuckWindow()
     per = seconds // writers
     work = [[(i, batches.split(i, parts)) for i in range(w * per, (w + 1) * per)] for w in range(writers)]
+    expiring = threading.Lock()
+    state = {"expired": 0}
+    errors: list[BaseException] = []
 
     def write(jobs):
-        con = db.con.cursor()
-        for i, bs in jobs:
-            for b in bs:
-                db.append(b, con)
-            db.expire(i + 1, con)
+        try:
+            con = db.con.cursor()
+            for i, bs in jobs:
+                for b in bs:
+                    db.append(b, con)
+                with expiring:  # once per second of the newest event time, one DELETE at a time
+                    if i + 1 > state["expired"]:
+                        db.expire(i + 1, con)
+                        state["expired"] = i + 1
+        except BaseException as e:
+            errors.append(e)
     t0 = time.perf_counter()
     threads = [threading.Thread(target=write, args=(jobs,)) for jobs in work]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return sum(b.num_rows for jobs in work for _, bs in jobs for b in bs) / (time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    if errors:
+        raise WriterFailed(f"{len(errors)} of {writers} DuckDB writer threads failed: {errors[0]!r}") from errors[0]
+    return sum(b.num_rows for jobs in work for _, bs in jobs for b in bs) / wall
 
 
 # -- queries -----------------------------------------------------------------------------------------
@@ -201,19 +237,38 @@ def _duck_latencies(con, kind: str, bounds: tuple[int, int] | None, n: int, unti
     return out
 
 
+def _settled(ws: Client, deadline_s: float = 120.0) -> None:
+    """Wait until the window reflects every slide the fill made due: the fill appends faster than
+    seals run, so its last few seals were still running (beside the first "idle" queries, which
+    answered an older slide) when the idle measurement began."""
+    until = time.monotonic() + deadline_s
+    while ws.query("SELECT COUNT(*) FROM peer").slide < WINDOW_S - 1:
+        if time.monotonic() > until:
+            raise TimeoutError(f"the window did not reach slide {WINDOW_S - 1} within {deadline_s:g} s")
+        time.sleep(0.05)
+
+
 def _ws_feeder(target: str, first: int, stop, out) -> None:
     """Under ingest: seconds from `first` on, back to back, until `stop` is set."""
-    batches = Batches()
-    sent = 0
-    with Client(target) as c:
-        out.put("ready")
-        t0 = time.perf_counter()
-        i = first
-        while not stop.is_set():
-            c.append("peer", batches.second(i))
-            i += 1
-            sent += SECOND_ROWS
-        out.put((sent, time.perf_counter() - t0))
+    try:
+        batches = Batches()
+        sent = 0
+        with Client(target) as c:
+            out.put("ready")
+            t0 = time.perf_counter()
+            i = first
+            while not stop.is_set():
+                try:
+                    c.append("peer", batches.second(i))
+                except ResourceExhausted:  # seals behind the rows arriving: back off and retry, as it asks
+                    time.sleep(0.01)
+                    continue
+                i += 1
+                sent += SECOND_ROWS
+            out.put((sent, time.perf_counter() - t0))
+    except BaseException as e:
+        out.put(("failed", f"the writer under ingest: {e!r}"))
+        raise
 
 
 def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
@@ -224,19 +279,23 @@ def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
         _create(ws)
         for i in range(WINDOW_S + 1):  # a full window, and one more second so the last seals
             ws.append("peer", batches.second(i))
+        _settled(ws)
         checker = Checker(batches)
         for kind in QUERIES:
+            ws.query(QUERIES[kind][0])  # once unmeasured (its plan cached), as for DuckDB below
             res[("ws", kind, "idle")] = _ms(_ws_latencies(ws, kind, samples, None, checker))
         ctx = mp.get_context("spawn")
         out, stop = ctx.Queue(), ctx.Event()
         proc = ctx.Process(target=_ws_feeder, args=(srv.target, WINDOW_S + 1, stop, out))
         proc.start()
-        assert out.get(timeout=120) == "ready"
+        assert _got(out, 120) == "ready"
         for kind in QUERIES:
             res[("ws", kind, "busy")] = _ms(_ws_latencies(ws, kind, 0, time.monotonic() + busy_s / 3, checker))
         stop.set()
-        rows, wall = out.get(timeout=120)
+        rows, wall = _got(out, 120)
         proc.join()
+        if proc.exitcode != 0:
+            raise WriterFailed(f"the writer under ingest exited with {proc.exitcode}")
         res[("ws", "ingest while queried")] = rows / wall
     db = DuckWindow()
     for i in range(WINDOW_S + 1):
@@ -244,21 +303,26 @@ def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
         db.expire(i + 1)
     end = (WINDOW_S + 1) * 1000
     for kind in QUERIES:
+        db.con.execute(QUERIES[kind][1], [end - WINDOW_S * 1000, end]).fetchall()  # once unmeasured
         res[("duck", kind, "idle")] = _ms(_duck_latencies(db.con, kind, (end - WINDOW_S * 1000, end), samples, None))
     # under ingest: a thread of this process appends (DuckDB is embedded: no other process can)
     stop_t = threading.Event()
     state = {"end": end, "rows": 0}
+    errors: list[BaseException] = []
 
     def feed():
-        con = db.con.cursor()
-        i = WINDOW_S + 1
-        t0 = time.perf_counter()
-        while not stop_t.is_set():
-            db.append(batches.second(i), con)
-            db.expire(i + 1, con)
-            i += 1
-            state["end"], state["rows"] = (i) * 1000, state["rows"] + SECOND_ROWS
-        state["wall"] = time.perf_counter() - t0
+        try:
+            con = db.con.cursor()
+            i = WINDOW_S + 1
+            t0 = time.perf_counter()
+            while not stop_t.is_set():
+                db.append(batches.second(i), con)
+                db.expire(i + 1, con)
+                i += 1
+                state["end"], state["rows"] = (i) * 1000, state["rows"] + SECOND_ROWS
+            state["wall"] = time.perf_counter() - t0
+        except BaseException as e:
+            errors.append(e)
     feeder = threading.Thread(target=feed)
     feeder.start()
     q = db.con.cursor()
@@ -268,6 +332,8 @@ def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
                                                                              state["end"])))
     stop_t.set()
     feeder.join()
+    if errors:
+        raise WriterFailed(f"the DuckDB writer under ingest failed: {errors[0]!r}") from errors[0]
     res[("duck", "ingest while queried")] = state["rows"] / state["wall"]
     return res
 

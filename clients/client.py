@@ -10,10 +10,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
 
@@ -448,6 +450,36 @@ class Client:
         req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+    def append_all(self, stream: str, batches: Iterable[Any], writer_id: str = "",
+                   first_batch_id: int | None = None) -> list[AppendResult]:
+        """Send batches one Append each, in order, as a loop of append() would: batch k with
+        batch_id `first_batch_id + k` when given (with writer_id, a replay is acknowledged as a
+        duplicate). One call is in flight at a time, so the server applies them in this order; while
+        it is, the next batch's request (Arrow conversion, dictionary encoding, IPC) is built on a
+        helper thread, so the writer's serialisation overlaps the transfer and the server's work
+        instead of adding to them. The first error is raised: the batches before it were appended,
+        those after it are not sent."""
+        ids = itertools.count(first_batch_id) if first_batch_id is not None else itertools.repeat(None)
+        todo = zip(batches, ids)
+        idempotent = first_batch_id is not None and bool(writer_id)
+        out: list[AppendResult] = []
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowstore-append") as builder:
+            def build_next():
+                job = next(todo, None)
+                return None if job is None else builder.submit(append_request, stream, job[0], writer_id, job[1], None)
+            pending = build_next()
+            while pending is not None:
+                req = pending.result()
+                pending = build_next()
+                try:
+                    r = self.call("Append", req, idempotent=idempotent, stream=stream)
+                except BaseException:
+                    if pending is not None:
+                        pending.cancel()
+                    raise
+                out.append(AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide))
+        return out
 
     def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed

@@ -64,9 +64,12 @@ def looks_like_seconds(column, now_ms: float) -> bool:
 
     if len(column) == 0 or not (column.type.id == pa.int64().id):
         return False
+    day = 86_400_000
+    first = column[0].as_py()
+    if first is not None and not (now_ms - day <= first * 1000 <= now_ms + day and first < now_ms - day):
+        return False  # one time that is not seconds settles it: no pass over the column (every Append asks)
     lo, hi = pc.min_max(column).values()
     lo, hi = lo.as_py(), hi.as_py()
-    day = 86_400_000
     return lo is not None and now_ms - day <= lo * 1000 and hi * 1000 <= now_ms + day and hi < now_ms - day
 
 

@@ -53,7 +53,7 @@ class Stream:
         if rows:
             self.window.check_append(checked[self.schema.time_column])
         new_keys = self.window.check_keys(checked, rows)  # partitioned windows: the key limit
-        result = self.window.append(self.schema.encode(checked, self.strings), rows)
+        result = self.window.append(self.schema.encode(checked, self.strings), rows, checked=True)
         if new_keys:
             self.window.key_book.keys |= new_keys  # type: ignore[union-attr]  # set when keys are kept
         return result

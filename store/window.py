@@ -243,13 +243,15 @@ class Window:
         return None
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, columns: dict[str, np.ndarray], rows: int) -> AppendResult:
-        """Buffer validated columns (see Schema.validate). Never seals: see due() and slide()."""
+    def append(self, columns: dict[str, np.ndarray], rows: int, checked: bool = False) -> AppendResult:
+        """Buffer validated columns (see Schema.validate). Never seals: see due() and slide().
+        `checked`: the caller ran check_append on these times already (Stream does, before it
+        interns the batch's strings), so it is not run twice."""
         if rows == 0:
             return AppendResult(0, 0)
         ts = columns[self.schema.time_column]
         if self.spec.clock == Clock.EVENT:
-            return self._append_event(columns, rows, ts)
+            return self._append_event(columns, rows, ts, checked)
         self._note_event_time(ts)
         self._buffer.add(columns, rows)
         return AppendResult(rows, 0)
@@ -285,30 +287,40 @@ class Window:
         if self._base_slot is not None:
             self._note_event_time(np.array([ms], dtype=np.int64))
 
-    def _append_event(self, columns, rows, ts) -> AppendResult:
-        self.check_append(ts)
-        t = self.spec.subwindow_ms
-        slots = ts // t
+    def _append_event(self, columns, rows, ts, checked: bool) -> AppendResult:
+        """Rows into the buffers of their sub-windows' slots. The usual batch (one second of event
+        time, none late) costs a min and a max over its times: the per-row slots are computed only
+        when some row is late or the batch spans slots (then grouped as before)."""
+        if not checked:
+            self.check_append(ts)
+        t = self.spec.slot_ms  # an event-time window is time-based
+        lo, hi = int(ts.min()), int(ts.max())
         if self._base_slot is None:
-            self._base_slot = int(slots.min())
+            self._base_slot = lo // t
         next_slot = self._base_slot + self.cut_through + 1
         late = 0
-        if len(slots) and int(slots.min()) < next_slot:
+        slots = None
+        if lo // t < next_slot:
+            slots = ts // t
             keep = slots >= next_slot
             late = rows - int(keep.sum())
+            self.late_rows += late
+            if late == rows:
+                return AppendResult(0, late)
             columns = {c: a[keep] for c, a in columns.items()}
             slots = slots[keep]
-            self.late_rows += late
-        if len(slots):
-            self._note_event_time(columns[self.schema.time_column])
-            first, last = int(slots.min()), int(slots.max())
-            if first == last:  # the usual batch: one slot's rows, no grouping (np.unique sorts)
-                self._slots.setdefault(first, _Buffer()).add(columns, len(slots))
-                return AppendResult(rows - late, late)
-            for slot in np.unique(slots).tolist():
-                sel = slots == slot
-                part = {c: a[sel] for c, a in columns.items()} if not sel.all() else columns
-                self._slots.setdefault(slot, _Buffer()).add(part, int(sel.sum()))
+            lo = int(columns[self.schema.time_column].min())
+        self.max_event_ms = hi if self.max_event_ms is None else max(self.max_event_ms, hi)
+        first, last = lo // t, hi // t
+        if first == last:  # the usual batch: one slot's rows, no grouping (np.unique sorts)
+            self._slots.setdefault(first, _Buffer()).add(columns, rows - late)
+            return AppendResult(rows - late, late)
+        if slots is None:
+            slots = ts // t
+        for slot in np.unique(slots).tolist():
+            sel = slots == slot
+            part = {c: a[sel] for c, a in columns.items()} if not sel.all() else columns
+            self._slots.setdefault(slot, _Buffer()).add(part, int(sel.sum()))
         return AppendResult(rows - late, late)
 
     def _note_event_time(self, ts: np.ndarray) -> None:

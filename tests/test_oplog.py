@@ -71,6 +71,8 @@ def test_event_times_in_seconds_are_counted_and_warned_of_once():
     assert not looks_like_seconds(pa.array([int(now_ms)], pa.int64()), now_ms)          # milliseconds
     assert not looks_like_seconds(pa.array([1, 2, 3], pa.int64()), now_ms)              # small test times
     assert not looks_like_seconds(pa.array([int(now_ms // 1000), int(now_ms)], pa.int64()), now_ms)  # mixed
+    assert not looks_like_seconds(pa.array([int(now_ms), int(now_ms // 1000)], pa.int64()), now_ms)  # mixed
+    assert looks_like_seconds(pa.chunked_array([[None, int(now_ms // 1000)], [int(now_ms // 1000) - 5]]), now_ms)
     with ServerProcess("--log-format", "json") as srv:
         with Client(srv.target, timeout=30) as ws:
             ws.create_stream("u", SCHEMA, subwindows=2, subwindow_ms=1000)

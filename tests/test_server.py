@@ -256,6 +256,49 @@ def test_compressed_arrow_is_sized_before_it_is_decompressed():
         assert ws.query("SELECT COUNT(*) FROM z").rows == [(1_000,)]
 
 
+def _seconds(rng, sizes) -> list[dict]:
+    """One batch of rows per second of event time (second k: sizes[k] rows)."""
+    return [{"ts": (k * 1000 + rng.integers(0, 1000, n)).tolist(), "src": [f"h{x}" for x in rng.integers(0, 4, n)],
+             "bytes": rng.integers(1, 1500, n).tolist(), "lat": rng.random(n).tolist()} for k, n in enumerate(sizes)]
+
+
+def test_append_all_applies_the_batches_in_the_order_given(ws):
+    rng = np.random.default_rng(5)
+    batches = _seconds(rng, (30, 12, 40, 1, 17, 25, 3))
+    name = fresh(ws, clock="event")  # no lateness: a second applied after a later one is late
+    results = ws.append_all(name, iter(batches))
+    assert [(r.accepted, r.late, r.duplicate) for r in results] == [(len(b["ts"]), 0, False) for b in batches]
+    a = ws.query(f"SELECT src, COUNT(*), SUM(bytes) FROM {name} GROUP BY src ORDER BY src")
+    rows = [r for b in batches for r in rows_of(b) if a.window_start_ms <= r["ts"] < a.window_end_ms]
+    assert a.window_end_ms > a.window_start_ms and rows
+    assert a.rows == [(s, sum(r["src"] == s for r in rows), sum(r["bytes"] for r in rows if r["src"] == s))
+                      for s in sorted({r["src"] for r in rows})]
+    backwards = fresh(ws, clock="event")  # newest second first: every batch after the first is late
+    results = ws.append_all(backwards, reversed(batches))
+    assert [(r.accepted, r.late) for r in results] == [(3, 0)] + [(0, len(b["ts"])) for b in reversed(batches[:-1])]
+
+
+def test_append_all_stops_at_the_first_refused_batch(ws):
+    name = fresh(ws)
+    good = {"ts": [1, 2], "src": ["a", "b"], "bytes": [10, 20], "lat": [0.1, 0.2]}
+    taken = []
+
+    def batches():
+        for b in (good, {**good, "bytes": [1, 2**64]}, good, good):
+            taken.append(b)
+            yield b
+    with pytest.raises(InvalidArgument, match="cannot turn the batch into columns"):
+        ws.append_all(name, batches(), writer_id="w", first_batch_id=5)
+    assert len(taken) <= 3  # at most the one after it was taken (built ahead), none sent
+    assert ws.append(name, good, writer_id="w", batch_id=5).duplicate  # the first went as batch 5
+    ws.slide(name)
+    assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(2, 30)]
+    again = ws.append_all(name, [good, good], writer_id="w", first_batch_id=5)  # batch 5 again, then batch 6
+    assert [(r.accepted, r.duplicate) for r in again] == [(2, True), (2, False)]
+    ws.slide(name)
+    assert ws.query(f"SELECT COUNT(*), SUM(bytes) FROM {name}").rows == [(4, 60)]
+
+
 def test_the_sdk_raises_its_typed_error_for_values_protobuf_or_arrow_refuse(ws):
     name = fresh(ws)
     row = {"ts": [1], "src": ["a"], "bytes": [1], "lat": [1.0]}

@@ -339,3 +339,29 @@ def test_each_policy_is_a_class_chosen_once_and_a_new_one_plugs_in():
         assert txn.result.answer.rows == [(10 + 20 + 30 + 3,)] and check(h.events).violations("lws") == []
         aborts[policy if isinstance(policy, str) else "custom"] = sched.totals()["aborts"]
     assert aborts["custom"] == aborts["ttu"] < aborts["lws"], aborts
+
+
+def test_kept_history_records_leave_the_garbage_collector_s_walk_and_expand_as_recorded():
+    """The 100,000 records a server keeps would lengthen every full collection (a pause of the
+    event loop) if the collector tracked them: after one collection it tracks none, and the events
+    read back are the ones recorded."""
+    import gc
+
+    from windowstore.txn import Op
+
+    h = History()
+    h.record("s", Op.BEGIN, "q1", 1.5, window_len=3)
+    h.record_reads("s", "q1", 2.0, range(4, 7), 3)
+    h.record("s", Op.COMMIT, "q1", 2.5)
+    h.record("s", Op.BEGIN, "q2", 3.0, window_len=3, as_of=5)  # a pinned read: a dict, kept as it is
+    gc.collect()
+    assert [gc.is_tracked(item) for item in h._log] == [False, False, False, True]
+    reads = [{"seq": 1 + i, "stream": "s", "op": Op.READ, "txn": "q1", "subwindow": v % 3, "version": v,
+              "window_len": None, "t": 2.0} for i, v in enumerate(range(4, 7))]
+    assert h.events == [{"seq": 0, "stream": "s", "op": Op.BEGIN, "txn": "q1", "subwindow": None, "version": None,
+                         "window_len": 3, "t": 1.5}, *reads,
+                        {"seq": 4, "stream": "s", "op": Op.COMMIT, "txn": "q1", "subwindow": None, "version": None,
+                         "window_len": None, "t": 2.5},
+                        {"seq": 5, "stream": "s", "op": Op.BEGIN, "txn": "q2", "subwindow": None, "version": None,
+                         "window_len": 3, "t": 3.0, "as_of": 5}]
+    assert all(type(ev["op"]) is Op for ev in h.events) and h.since(2, "s") == h.events[2:]

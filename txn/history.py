@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import enum
 import json
-from typing import IO, Iterable, Iterator, NamedTuple
+from typing import IO, Iterable, Iterator
 
 
 
@@ -47,8 +47,10 @@ class History:
     expanded into their r events only when read (`events`, `since`): the events are the same, a
     probe of 100 sub-windows no longer builds 100 of them on the query's path. An event with only
     the common keys is kept as a tuple of KEYS' values: cheaper to make than a dict, and one the
-    garbage collector stops tracking (it holds only numbers, strings and None), so the 100,000
-    kept do not lengthen every full collection."""
+    garbage collector stops tracking (it holds only numbers, strings and None: the op as its plain
+    spelling, an Op member is an object the collector tracks; a probe's reads as a plain tuple of
+    _READS' fields, as a tuple subclass is never untracked), so the 100,000 kept do not lengthen
+    every full collection, a pause of the event loop (tens of ms with them tracked)."""
 
     def __init__(self, path: str | None = None, keep: int | None = 100_000):
         self.seq = 0
@@ -63,9 +65,11 @@ class History:
     def record(self, stream: str, op: Op, txn: str, t: float, subwindow: int | None = None,
                version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
                as_of: int | None = None) -> None:
-        ev: tuple | dict = (self.seq, stream, op, txn, subwindow, version, window_len, t)  # KEYS
+        op = Op(op)
+        ev: tuple | dict = (self.seq, stream, op.value, txn, subwindow, version, window_len, t)  # KEYS
         if streams is not None or as_of is not None:
             ev = dict(zip(KEYS, ev))
+            ev["op"] = op
             if streams is not None:
                 ev["streams"] = list(streams)
             if as_of is not None:
@@ -78,7 +82,7 @@ class History:
     def record_reads(self, stream: str, txn: str, t: float, versions: range, n: int) -> None:
         """r events of one operation: these versions in this order, of a window of n sub-windows
         (version v is in sub-window v mod n)."""
-        item = _Reads(self.seq, stream, txn, t, versions, n)
+        item = (self.seq, stream, txn, t, versions, n)  # _READS
         self.seq += len(versions)
         self._log.append(item)
         if self._file is not None:
@@ -96,8 +100,8 @@ class History:
     def since(self, seq: int, stream: str | None = None, limit: int = 10_000) -> list[dict]:
         out = []
         for item in self._log:
-            if isinstance(item, _Reads):
-                end, of = item.end, item.stream
+            if _is_reads(item):
+                end, of = item[0] + len(item[4]), item[1]
             elif isinstance(item, tuple):
                 end, of = item[0] + 1, item[1]
             else:
@@ -112,28 +116,28 @@ class History:
         return out
 
 
-class _Reads(NamedTuple):
-    """Reads of one operation: events seq .. seq + len(versions) - 1."""
+# A probe's reads of one operation: events seq .. seq + len(versions) - 1, kept as a plain tuple of
+# these fields (distinguished from an event's tuple of KEYS by its length)
+_READS = ("seq", "stream", "txn", "t", "versions", "n")
 
-    seq: int
-    stream: str
-    txn: str
-    t: float
-    versions: range
-    n: int
 
-    @property
-    def end(self) -> int:
-        return self.seq + len(self.versions)
+def _is_reads(item) -> bool:
+    return type(item) is tuple and len(item) == len(_READS)
 
 
 def _expand(item) -> Iterator[dict]:
-    if not isinstance(item, _Reads):
-        yield dict(zip(KEYS, item)) if isinstance(item, tuple) else item
+    if not _is_reads(item):
+        if isinstance(item, tuple):
+            ev = dict(zip(KEYS, item))
+            ev["op"] = Op(ev["op"])
+            yield ev
+        else:
+            yield item
         return
-    for i, version in enumerate(item.versions):
-        yield {"seq": item.seq + i, "stream": item.stream, "op": Op.READ, "txn": item.txn, "subwindow": version % item.n,
-               "version": version, "window_len": None, "t": item.t}
+    seq, stream, txn, t, versions, n = item
+    for i, version in enumerate(versions):
+        yield {"seq": seq + i, "stream": stream, "op": Op.READ, "txn": txn, "subwindow": version % n,
+               "version": version, "window_len": None, "t": t}
 
 
 def read_jsonl(lines: Iterable[str]) -> Iterator[dict]:

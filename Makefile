@@ -20,10 +20,11 @@ BROWSER := /usr/bin/chromium-headless-shell
 $(BROWSER):
 	-command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell >/dev/null
 
-# the in-process tests (no servers, no Spark) on both cores, file by file; then the rest in order
+# the in-process tests (no servers, no Spark) on both cores, file by file; then the servers' and
+# Spark's on both cores too (each file in one worker: a module's servers and SparkSession are its own)
 test: $(STAMP) $(BROWSER)
 	$(PY) -m pytest -p no:randomly -n 2 --dist loadfile -m "not long and not slow and not spark"
-	$(PY) -m pytest -p no:randomly -m "not long and (slow or spark)"
+	$(PY) -m pytest -p no:randomly -n 2 --dist loadfile -m "not long and (slow or spark)"
 
 # what make test leaves out to stay within its time: more seeds and examples of checks it runs once
 test-long: $(STAMP) $(BROWSER)

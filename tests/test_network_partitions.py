@@ -108,7 +108,7 @@ def test_blackhole_holds_bytes_until_healed_one_way_cuts_one_direction_and_reset
         echo.sock.close()
 
 
-@pytest.mark.slow
+@pytest.mark.long  # a chaos run in miniature (TTL 1 s): make chaos runs the full ones
 def test_partitions_lose_no_acknowledged_batch(etcd):
     """Each partition kind once, in turn, each longer than the lease TTL (so a cut leader loses its
     lease or its followers leave the in-sync set). The etcd fixture only fails the test early

@@ -158,7 +158,7 @@ def many_to_plain(results: list[tuple[str, Result]]) -> tuple[list, "list | dict
     distinct answer (by identity: a shared output's members hold the same one) made plain once.
     Results of one execution (the same slide and transaction, no join provenance) are written
     columnar: their shared fields once (`common`), per member only its own (MEMBER_COLUMNS);
-    otherwise per member [query_id, index, plain_meta] (common None), as before round 16."""
+    otherwise per member [query_id, index, plain_meta] (common None), the record's first form."""
     index: dict[int, int] = {}
     answers: list = []
     first = results[0][1]

@@ -167,13 +167,13 @@ class AnsweredMany:
     Replay adds them in order, as it would the Answered records (log format: kind 12, added after
     v1; a log without it recovers as before).
 
-    Since round 16 a record whose members share every field but their own window, execution
+    A record whose members share every field but their own window, execution
     number and timing (not a join's: those carry their own provenance) is columnar: `common` holds
     the shared fields once (answers.plain_meta's) and `members` one list per field over the
     members (answers.MEMBER_COLUMNS: "query_id", "answer" (the index in `answers`), then the
     member's own fields), so a record holds a few lists, not two objects per member. A record
-    without `common` is read as before; a server older than round 16 refuses one with it (an
-    unknown field)."""
+    without `common` is read as before; a server that predates the `common` field refuses a
+    record with it (an unknown field): docs/sharing.md's log-format note."""
 
     answers: list
     members: "list | dict"

@@ -407,3 +407,35 @@ def test_a_shared_execution_slide_after_slide_answers_as_each_window_alone():
                 assert (count, total, top) == (len(v), sum(x[2] for x in v), max(x[2] for x in v)), (step, r, s)
                 compared += 1
     assert compared > 1000, compared
+
+
+def test_a_slices_group_keeps_one_joint_execution_until_its_members_change():
+    """Every execution of a slices group is its registered members' one joint execution (each
+    sub-window cut once at all their edges, the run readers extended slide after slide), whichever
+    members are due; a member registered or unregistered makes the group a new one."""
+    from windowstore.txn.commands import Append, CreateStream, Register, Unregister
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    e = Engine(EngineConfig(policy="lws", sharing="conservative"))
+    e.apply(CreateStream("s", {"ts": "int64", "b": "int64"}, "ts", WindowSpec(20, 1000, None, "event", 0, (), 4), 0))
+    for x, (r, s) in enumerate([(3500, 2000), (5500, 3000), (2500, 1000)]):
+        e.apply(Register(f"W{x}", f"SELECT window_start, COUNT(*) FROM s [RANGE {r} ms SLIDE {s} ms] GROUP BY window_start", 0, 0))
+    groups = e.sched.sharing.slices
+    (key,) = groups.joints
+    seen = []
+    for step in range(30):
+        e.apply(Append("s", {"ts": [step * 1000 + 10, step * 1000 + 600], "b": [1, 2]}, "", None, step * 1000))
+        e.tick(step * 1000)
+        e.sched.run_until_idle()
+        seen.append(groups.joints[key].shared)
+        if step == 19:
+            before = groups.joints[key]
+            e.apply(Register("W3", "SELECT window_start, COUNT(*) FROM s [RANGE 4500 ms SLIDE 2000 ms] "
+                                   "GROUP BY window_start", 0, 0))
+            assert groups.joints[key] is not before and groups.joints[key].shared is None, "made again"
+    assert e.sched.sharing.stats()["slice_executions"] > 5
+    first = next(s for s in seen if s is not None)
+    assert all(s is first for s in seen[seen.index(first):20]), "one joint execution while the members stay"
+    assert seen[-1] is not None and seen[-1] is not first, "a new one after a member joined"
+    e.apply(Unregister("W3", 30_000))
+    assert groups.joints[key].shared is None

@@ -338,7 +338,7 @@ class SharedTasks:
         self._seq += 1
         gid = (key[0], "SLICES")
         ex = Execution(gid, [], [], early={t.id: 0 for t in members})
-        group = Task(f"G{self._seq}", SharedSlicedPlan([t.plan for t in members]),  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
+        group = Task(f"G{self._seq}", SharedSlicedPlan([t.plan for t in members], self.slices.joints.get(key)),  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      min(t.every for t in members), max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
         reflected = [t.last_reflected for t in members]

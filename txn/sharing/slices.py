@@ -7,9 +7,7 @@ aborted by a slide and restarts), and its answer is split per member. It owns th
 runtime.SharedTasks owns the tasks, when they run and what they are told."""
 from __future__ import annotations
 
-import threading
-import weakref
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import TYPE_CHECKING, Hashable
 
 from windowstore.store.slicing_shared import SharedSlices
 
@@ -28,35 +26,27 @@ def slices_key(plan) -> Hashable:
 class _Joint:
     """A slices group's registered plans and, once an execution asked, their joint execution."""
 
-    __slots__ = ("plans", "shared", "__weakref__")
+    __slots__ = ("plans", "shared")
 
     def __init__(self, plans: list):
         self.plans = plans
         self.shared: SharedSlices | None = None
 
 
-# Per stream, per slices group, the joint execution over all its registered members (SlicesGroups
-# holds it, this only weakly: it goes with the engine; made at the first execution after a change of
-# members): every execution of the group cuts the sub-windows at all members' edges, so a sealed
-# sub-window is cut once whichever members are due, and the run readers are extended slide after
-# slide (slicing_shared._Joined).
-_joint: "weakref.WeakKeyDictionary[Any, weakref.WeakValueDictionary[Hashable, _Joint]]" = weakref.WeakKeyDictionary()
-_lock = threading.Lock()  # (executions may start on worker threads)
-
-
-def _group_execution(plans: list) -> tuple[SharedSlices, list[int]]:
-    """The registered group's joint execution holding every plan of `plans` and their places in
-    it, or one of `plans` alone (members not registered together: tests, a group changed since)."""
-    with _lock:
-        by_key = _joint.get(plans[0].stream)
-        joint = None if by_key is None else by_key.get(slices_key(plans[0]))
-        if joint is not None:
-            where = {id(p): m for m, p in enumerate(joint.plans)}
-            members = [where.get(id(p)) for p in plans]
-            if None not in members:
-                if joint.shared is None:
-                    joint.shared = SharedSlices(joint.plans)
-                return joint.shared, members  # type: ignore[return-value]  # no None: checked
+def _group_execution(plans: list, joint: _Joint | None) -> tuple[SharedSlices, list[int]]:
+    """The group's joint execution over all its registered members (`joint`, SlicesGroups'; made
+    at the first execution after a change of members) holding every plan of `plans`, and their
+    places in it: every execution of the group cuts the sub-windows at all members' edges, so a
+    sealed sub-window is cut once whichever members are due, and the run readers are extended
+    slide after slide (slicing_shared._Joined). Without it (or with plans it does not hold: a
+    group changed since), one of `plans` alone."""
+    if joint is not None:
+        where = {id(p): m for m, p in enumerate(joint.plans)}
+        members = [where.get(id(p)) for p in plans]
+        if None not in members:
+            if joint.shared is None:
+                joint.shared = SharedSlices(joint.plans)
+            return joint.shared, members  # type: ignore[return-value]  # no None: checked
     return SharedSlices(plans), list(range(len(plans)))
 
 
@@ -69,9 +59,9 @@ class SharedSlicedPlan:
     memo_key = None  # its reads are kept with the sub-windows (slicing.kept_for), not in their memos
     as_of = None
 
-    def __init__(self, plans: list):
+    def __init__(self, plans: list, joint: _Joint | None = None):
         self.plans = plans
-        self.shared, self.members = _group_execution(plans)
+        self.shared, self.members = _group_execution(plans, joint)
         self.stream = plans[0].stream
         self.strings = self.stream.strings
         self.n_q = max(p.n_q for p in plans)
@@ -104,7 +94,7 @@ class SlicesGroups:
         key = slices_key(task.plan)
         self.groups.setdefault(key, {})[task.id] = task
         self.key_of[task.id] = key
-        self._changed(task.plan.stream, key)
+        self._changed(key)
 
     def remove(self, task_id: str) -> "Task | None":
         key = self.key_of.pop(task_id, None)
@@ -114,18 +104,16 @@ class SlicesGroups:
         task = group.pop(task_id)
         if not group:
             del self.groups[key]
-        self._changed(task.plan.stream, key)
+        self._changed(key)
         return task
 
-    def _changed(self, stream, key: Hashable) -> None:
+    def _changed(self, key: Hashable) -> None:
         """The group's members changed: its joint execution is made again at its next execution."""
-        with _lock:
-            group = self.groups.get(key)
-            if group:
-                self.joints[key] = joint = _Joint([t.plan for t in group.values()])
-                _joint.setdefault(stream, weakref.WeakValueDictionary())[key] = joint
-            else:
-                self.joints.pop(key, None)
+        group = self.groups.get(key)
+        if group:
+            self.joints[key] = _Joint([t.plan for t in group.values()])
+        else:
+            self.joints.pop(key, None)
 
     def task(self, task_id: str) -> "Task | None":
         key = self.key_of.get(task_id)

@@ -195,7 +195,6 @@ class AggregateFunction(ABC):
         return self.join_synopsis_ok(b)
 
 
-
 # -- optional capabilities: an aggregate class has a reader of a path only where it can be taken --------
 class Probes(ABC):
     """Answered from the window's running totals (probe_ok)."""

@@ -214,7 +214,7 @@ def _room(a: np.ndarray, keep: int, need: int) -> np.ndarray:
     """`a`, or a copy of its first `keep` entries with room for twice `need`, where it is shorter."""
     if need <= len(a) and a.flags.writeable and a.base is None:
         return a
-    grown = np.empty(max(need, 2 * need if need > len(a) else need), dtype=a.dtype)
+    grown = np.empty(2 * need if need > len(a) else need, dtype=a.dtype)
     grown[:keep] = a[:keep]
     return grown
 

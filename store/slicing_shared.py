@@ -332,6 +332,7 @@ class WindowAnswers(Sequence):
                  los: list[int], his: list[int], values: list[list] | None, inner: list | None):
         self._plans, self._n, self._made = plans, n, made
         self._xs = xs  # the due windows' places among the answers
+        self._window_of = {x: w for w, x in enumerate(xs)}  # (an answer's place -> its due window)
         self.members, self.los, self.his = members, los, his
         self.values = values  # per aggregate, one value per due window (None: `inner` answers)
         self._inner = inner
@@ -349,8 +350,7 @@ class WindowAnswers(Sequence):
         x %= self._n
         got = self._made.get(x)
         if got is None:
-            w = self._xs.index(x)
-            got = self._made[x] = self._make([w])[0]
+            got = self._made[x] = self._make([self._window_of[x]])[0]
         return got
 
     def __iter__(self):

@@ -667,7 +667,7 @@ class MeasuredChoice:
     little where they are close and is rare where they are not. With a `budget` (a share of the
     choice's time) a probe's gap is also at least the measured difference over the budget (capped
     at `max_gap`): probes then cost at most that share of the executions once the gap is not
-    capped, however far apart the two are (the choice is charged for its own measuring, issue 34).
+    capped, however far apart the two are (the choice is charged for its own measuring).
     Only the executions `timing` asks for are timed (the trials, each probe and the `keep` before
     it); the caller reports the others with `skip`."""
 
@@ -710,8 +710,8 @@ class MeasuredChoice:
     def timing(self) -> bool:
         """Does the next execution need timing? In the trials, in a probe and in the `keep`
         executions of the choice before it (the samples the probe is compared with); the others
-        run untimed (`skip`), so that a settled choice pays for no clock (issue 34 measured the
-        timed path about 1 % dearer than a forced strategy in cheap executions)."""
+        run untimed (`skip`), so that a settled choice pays for no clock (a clock read per
+        execution is a measurable share of a cheap one)."""
         return self._next_probe is None or self.executions >= self._next_probe - self.keep
 
     def skip(self) -> None:
@@ -736,9 +736,9 @@ class MeasuredChoice:
         before = self.strategy
         other = self._other(before)
         # Decided on new evidence of the other strategy only (the trials' end, a probe): between
-        # probes its samples do not change, and re-deciding on every execution of the choice gave
-        # the choice's own noise a chance to flip it at each (seed 000 section 6.2 gives the
-        # start; issue 34 measured the flips: each switch to eager rebuilds the window's runs).
+        # probes its samples do not change, and re-deciding on every execution of the choice would
+        # give the choice's own noise a chance to flip it at each (seed 000 section 6.2 gives the
+        # start), while each switch to eager rebuilds the window's runs.
         if (self._next_probe is None or probe) and self.samples[other] and self.samples[before] \
                 and self.median(other) < self.median(before) * (1 - self.margin) \
                 and self.median(other) < self.quantile(before, 0.25):

@@ -38,10 +38,12 @@ class AsyncClusterClient:
         call.__doc__ = fn.__doc__
         return call
 
-    async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
+    async def subscribe(self, query_id: str, timeout: float | None = None,
+                        after_slide: int | None = None) -> AsyncIterator[Answer]:
         """Answers of a periodic query as they are produced (merged per slide on a partitioned
-        stream); ends when it is unregistered, or when the caller stops iterating."""
-        sub = await asyncio.to_thread(self.cluster_client.subscription, query_id, timeout)
+        stream; after the kept ones for slides after `after_slide`, when set); ends when it is
+        unregistered, or when the caller stops iterating."""
+        sub = await asyncio.to_thread(self.cluster_client.subscription, query_id, timeout, after_slide)
         answers = iter(sub)
         done = object()
         try:

@@ -578,29 +578,32 @@ class Client:
         req = build(pb.ListQueriesRequest, stream=stream)
         return [_dict(q) for q in self.call("ListQueries", req, True, stream=stream or None).queries]
 
-    def subscription(self, query_id: str, timeout: float | None = None):
+    def subscription(self, query_id: str, timeout: float | None = None, after_slide: int | None = None):
         """The Subscribe RPC's call, started: an iterator of pb.Answer messages that cancel()
-        ends (subscribe() reads one; a ClusterClient reads one per partition). A query registered
-        through this client while following leaders: a follow.Resubscribing, which registers it
-        again on the new leader after a failover and goes on there (slides increasing, a gap in
-        them where no registration answered)."""
-        def open_call():
+        ends (subscribe() reads one; a ClusterClient reads one per partition). `after_slide`
+        set: first the answers the server keeps for later slides (-1: all it keeps, such as the
+        registration's first answer), then the live ones. A query registered through this client
+        while following leaders: a follow.Resubscribing, which registers it again on the new
+        leader after a failover and goes on there from the kept answers after the last slide it
+        passed on (slides increasing, a gap in them where no registration answered)."""
+        def open_call(after: int | None):
             address, current = self._leaders.at(query_id)
-            return self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current), timeout=timeout,
+            return self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current, after_slide=after), timeout=timeout,
                                                     metadata=self._metadata)
         again = self._leaders.again(query_id)
         if again is None:
-            return open_call()
+            return open_call(after_slide)
 
-        def resume(_error):
+        def resume(_error, last: int):
             r = self.call("RegisterQuery", again[0], True, stream=again[1])  # (a retry may leave a spare registration)
             self._leaders.moved(query_id, r.query_id)
-            return open_call()
-        return Resubscribing(open_call(), resume, lambda: self._leaders.elsewhere(query_id))
+            return open_call(last)
+        return Resubscribing(open_call(after_slide), resume, lambda: self._leaders.elsewhere(query_id))
 
-    def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
-        """Answers of a periodic query as they are produced; ends when it is unregistered."""
-        call = self.subscription(query_id, timeout)
+    def subscribe(self, query_id: str, timeout: float | None = None, after_slide: int | None = None) -> Iterator[Answer]:
+        """Answers of a periodic query as they are produced (after the kept ones for slides after
+        `after_slide`, when set: see subscription()); ends when it is unregistered."""
+        call = self.subscription(query_id, timeout, after_slide)
         try:
             for a in call:
                 out = Answer.from_pb(a)
@@ -787,14 +790,17 @@ class AsyncClient:
     async def list_queries(self, stream: str = "") -> list[dict]:
         return [_dict(q) for q in (await self.call("ListQueries", build(pb.ListQueriesRequest, stream=stream), True)).queries]
 
-    async def subscribe(self, query_id: str, timeout: float | None = None) -> AsyncIterator[Answer]:
+    async def subscribe(self, query_id: str, timeout: float | None = None,
+                        after_slide: int | None = None) -> AsyncIterator[Answer]:
         """As Client.subscribe: a query registered here while following leaders is registered
-        again on the new leader after a failover (as follow.Resubscribing: slides increasing, each
-        at most once, a gap in them where no registration answered)."""
-        last = -1
+        again on the new leader after a failover (as follow.Resubscribing: from the kept answers
+        after the last slide passed on, slides increasing, each at most once, a gap in them where
+        no registration answered)."""
+        last = -1 if after_slide is None else after_slide
+        after = after_slide
         while True:
             address, current = self._leaders.at(query_id)
-            call = self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current), timeout=timeout,
+            call = self._stub_at(address).Subscribe(build(pb.SubscribeRequest, query_id=current, after_slide=after), timeout=timeout,
                                                     metadata=self._metadata)
             try:
                 async for a in _until_stalled(call, lambda: self._leaders.elsewhere(query_id)):
@@ -814,6 +820,7 @@ class AsyncClient:
                 call.cancel()
             r = await self.call("RegisterQuery", again[0], True, stream=again[1])
             self._leaders.moved(query_id, r.query_id)
+            after = last  # (its first answer may come before this Subscribe: kept, sent first)
 
     async def stats(self, stream: str = "") -> dict:
         return _dict(await self.call("GetStats", build(pb.GetStatsRequest, stream=stream), True))

@@ -145,12 +145,15 @@ RESUMABLE = (Unavailable, FailedPrecondition)
 class Resubscribing:
     """A periodic query's answers (pb.Answer) over successive Subscribe calls. When one ends with
     an error a failover causes (its server gone or paused past the call: UNAVAILABLE; the replica
-    stepped down: FAILED_PRECONDITION naming the leader), `resume(error)` registers the query
-    again on the stream's leader and returns a Subscribe call there. Registrations are not in the
-    stream's replica log (server/replication/rpcs.py), so the new leader answers from its first
-    slide after the new registration: slides only increase (an answer for a slide already passed
-    on is dropped: each slide at most once), and the slides no registration answered are a gap in
-    the slide numbers, never filled in silently. cancel() ends it from any thread.
+    stepped down: FAILED_PRECONDITION naming the leader), `resume(error, last)` registers the
+    query again on the stream's leader and returns a Subscribe call there from the kept answers
+    after slide `last`, the newest passed on (SubscribeRequest.after_slide: the registration
+    answers at once, maybe before the Subscribe arrives, and that answer is not lost).
+    Registrations are not in the stream's replica log (server/replication/rpcs.py), so the new
+    leader answers from the slide of the new registration on: slides only increase (an answer for
+    a slide already passed on is dropped: each slide at most once), and the slides no
+    registration answered are a gap in the slide numbers, never filled in silently. cancel() ends
+    it from any thread.
 
     A leader that is paused (SIGSTOP, a long GC pause) or cut off neither answers nor ends its
     subscriptions. `moved()` (None, or why) says whether etcd names another leader than the server
@@ -162,7 +165,7 @@ class Resubscribing:
     (FAILED_PRECONDITION naming the leader) come first. A stream whose SLIDE makes no answer for a
     while (a manual clock) is not taken for a stall: only etcd's word is."""
 
-    def __init__(self, call, resume: Callable[[WindowStoreError], object],
+    def __init__(self, call, resume: Callable[[WindowStoreError, int], object],
                  moved: Callable[[], str | None] | None = None, grace_s: float = 1.0, poll_s: float = 0.1):
         self._call, self._resume = call, resume
         self._cancelled = False
@@ -232,7 +235,7 @@ class Resubscribing:
                 if self._cancelled or not (stalled is not None or isinstance(from_rpc_error(e), RESUMABLE)):
                     raise
                 self.why = Unavailable(stalled) if stalled is not None else from_rpc_error(e)
-                again = self._resume(self.why)
+                again = self._resume(self.why, self.last)
                 with self._lock:
                     self._call = again
                     self.resumed += 1

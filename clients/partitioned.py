@@ -519,22 +519,25 @@ class ClusterClient:
                 return n
         raise NotFound(f"periodic query {query_id!r} not found on any server of the cluster")
 
-    def subscribe(self, query_id: str, timeout: float | None = None) -> Iterator[Answer]:
-        """Answers of a periodic query as they are produced. On a partitioned stream: one merged
+    def subscribe(self, query_id: str, timeout: float | None = None, after_slide: int | None = None) -> Iterator[Answer]:
+        """Answers of a periodic query as they are produced (after the kept ones for slides after
+        `after_slide`, when set: Client.subscription). On a partitioned stream: one merged
         answer per slide once every partition has answered for it (a slide some partition did not
         answer for is passed over when a later one completes); ends when it is unregistered."""
-        sub = self.subscription(query_id, timeout)
+        sub = self.subscription(query_id, timeout, after_slide)
         try:
             yield from sub
         finally:
             sub.cancel()
 
-    def subscription(self, query_id: str, timeout: float | None = None) -> "Subscription":
+    def subscription(self, query_id: str, timeout: float | None = None,
+                     after_slide: int | None = None) -> "Subscription":
         """A periodic query's subscription, started: an iterator of answers (merged per slide on a
-        partitioned stream, registered or attached here) that cancel() ends from any thread."""
+        partitioned stream, registered or attached here) that cancel() ends from any thread;
+        `after_slide` as Client.subscription's."""
         if query_id not in self._periodic:
             node = self._node_of_query(query_id)
-            return Subscription({0: node.subscription(query_id, timeout)}, lambda got: got[0],
+            return Subscription({0: node.subscription(query_id, timeout, after_slide)}, lambda got: got[0],
                                 lambda p: f"periodic query {query_id!r} on {node.target}")
         lay, plan, ids = self._periodic[query_id]
 
@@ -544,27 +547,27 @@ class ClusterClient:
             out.execution = max(x.execution for x in got)
             return out
 
-        calls = {p: self._partition_subscription(query_id, p, timeout) for p in ids}
+        calls = {p: self._partition_subscription(query_id, p, timeout, after_slide) for p in ids}
         return Subscription(calls, merge, lambda p: self._where(lay, p))
 
-    def _partition_subscription(self, query_id: str, p: int, timeout: float | None):
+    def _partition_subscription(self, query_id: str, p: int, timeout: float | None, after_slide: int | None):
         """Partition p's Subscribe call; over etcd one that follows the partition's leader: after a
         failover it registers the partition's query again on the new leader (follow.Resubscribing,
         docs/failover.md) and reads its answers there."""
         lay, _, ids = self._periodic[query_id]
         at, client = self._owner(lay.name, p)
-        call = client.subscription(ids[p], timeout)
+        call = client.subscription(ids[p], timeout, after_slide)
         if not hasattr(self.cluster, "wait") or self.failover_s <= 0:
             return call
         texts, priority, sketches = self._texts[query_id]
         on = [at]  # the node the partition's subscription is on
 
-        def resume(_error):
+        def resume(_error, last: int):
             node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority,
                                                                                    return_sketches=sketches)))
             ids[p] = again.id
             on[0] = self.nodes.index(node)
-            return node.subscription(again.id, timeout)
+            return node.subscription(again.id, timeout, after_slide=last)
 
         def moved():
             lead = getattr(self.cluster, "partition")(lay.name, p).leader  # (an EtcdClusterView: it has `wait`)

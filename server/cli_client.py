@@ -413,7 +413,7 @@ def subscribe(args) -> int:
     with client(args) as ws:
         n = 0
         try:
-            for a in ws.subscribe(args.query_id, timeout=ws.timeout):
+            for a in ws.subscribe(args.query_id, timeout=ws.timeout, after_slide=args.after_slide):
                 out.answer(a, args.output, utc=args.utc, header=f"-- answer {a.execution} of {a.query_id}")
                 sys.stdout.flush()
                 n += 1
@@ -612,6 +612,9 @@ def add_commands(sub) -> None:
     sb = sub.add_parser("subscribe", help="print a periodic query's answers as they arrive, with staleness")
     sb.add_argument("query_id")
     sb.add_argument("--count", type=int, default=0, help="stop after this many answers (default: never)")
+    sb.add_argument("--after-slide", type=int, default=None,
+                    help="first the kept answers reflecting a later slide (-1: all kept, such as the registration's "
+                         "first answer), then the live ones (default: only answers from now on)")
     client_args(sb, timeout=None, timeout_help=(
         "deadline in seconds for the whole subscription: it ends then, exit status 0 if any answer "
         "arrived, 1 if none did (default: none, until --count answers, the query is unregistered, or Ctrl-C)"))

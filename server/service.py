@@ -390,11 +390,16 @@ class WindowStoreService(ReplicationRpcs):
         """Answers of a periodic query as they are published. An open subscription is a coroutine
         waiting on its bounded queue: it holds no thread."""
         self._allow_all(context, "read", await self._streams_of_query(request.query_id, context))
-        q, stream_name = await self._run(lambda: self.driver.subscribe(request.query_id), context)
+        after = request.after_slide if request.HasField("after_slide") else None
+        q, stream_name = await self._run(lambda: self.driver.subscribe(request.query_id, after), context)
         try:
             while True:
                 item = await q.next()
                 if isinstance(item, Result):
+                    if after is not None:  # kept answers first: a slide already sent is not sent again
+                        if item.slide <= after:
+                            continue
+                        after = item.slide
                     a = convert.answer_to_pb(item, stream_name, request.query_id)
                     sketches_to_pb(item.answer, a)  # registered with return_sketches: a partition's (else none)
                     a.response_ms = self.driver.response_ms(request.query_id, item)

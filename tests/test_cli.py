@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from conftest import wait_for
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 
@@ -62,6 +63,21 @@ def test_subscribe_with_count_stops_before_its_timeout(server):
     srv, live, _ = server
     out = cli("subscribe", "--target", srv.target, "--timeout", "60", "--count", "2", live)
     assert out.returncode == 0 and out.stdout.count("-- answer ") == 2 and out.stderr == "", out
+
+
+def test_subscribe_after_slide_prints_the_kept_answers_first(server):
+    """A manual stream slides once after its query is registered, then never again: its kept
+    answers are all a subscription can print, with --after-slide (without it, none would come)."""
+    srv, _, _ = server
+    with Client(srv.target, timeout=30) as ws:
+        ws.create_stream("kept", SCHEMA, subwindows=4, subwindow_ms=100, clock="manual")
+        q = ws.register("SELECT COUNT(*) FROM kept [SLIDE 1 SUBWINDOWS]").id
+        ws.append("kept", {"ts": [0, 1], "v": [1, 2]})
+        ws.slide("kept")
+        wait_for(lambda: ws.read_answers(q)[0], "the slide's answer")
+    out = cli("subscribe", "--target", srv.target, "--timeout", "60", "--count", "1", "--after-slide", "-1",
+              "--output", "json", q)
+    assert out.returncode == 0 and out.stdout.count('"slide": 0') == 1 and out.stderr == "", out
 
 
 @pytest.fixture

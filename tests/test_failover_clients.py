@@ -237,9 +237,14 @@ def failover(tmp_path_factory):
             wait_for(lambda: spark.drain() or any(r[0] >= last for r in spark.rows),
                      "the Spark reader's answer for the last slide", timeout=60)
             out.update(spark_rows=list(spark.rows))
-            for reader in (subscriber, cluster_subscriber):
-                wait_for(lambda: any(a.slide >= last for a in reader.answers) or reader.error,
-                         "the subscribers' answers for the last slide", timeout=60)
+            for name, reader in (("the Client's", subscriber), ("the ClusterClient's", cluster_subscriber)):
+                try:
+                    wait_for(lambda: any(a.slide >= last for a in reader.answers) or reader.error,
+                             f"{name} subscriber's answer for the last slide", timeout=60)
+                except BaseException:  # (pytest.fail's Failed): what the subscriber and the leader hold, to say why
+                    print(f"{name} subscriber: slides {[a.slide for a in reader.answers][-12:]}, last slide {last}")
+                    print("queries on the leader:", ws.list_queries("s.p0"))
+                    raise
             sub.cancel()
             subscriber.join(30)
             merged.cancel()

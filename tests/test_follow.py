@@ -133,21 +133,22 @@ def test_a_subscription_resumed_after_a_failover_passes_each_slide_once_and_leav
     calls = iter([Call([2, 3, 5, 6])])
     resumed_with = []
 
-    def resume(error):
-        resumed_with.append(type(error))
+    def resume(error, last):
+        resumed_with.append((type(error), last))
         return next(calls)
     sub = Resubscribing(Call([0, 1, 2], grpc.StatusCode.UNAVAILABLE), resume)
     assert [a.slide for a in sub] == [0, 1, 2, 3, 5, 6]  # slide 2 twice: passed on once; slide 4: a gap
-    assert resumed_with == [Unavailable] and sub.resumed == 1
+    # the new call is asked for the kept answers after slide 2, the last passed on
+    assert resumed_with == [(Unavailable, 2)] and sub.resumed == 1
 
 
 def test_a_subscription_ends_with_other_errors_and_is_not_resumed_once_cancelled():
-    sub = Resubscribing(Call([0], grpc.StatusCode.PERMISSION_DENIED), lambda e: pytest.fail("resumed"))
+    sub = Resubscribing(Call([0], grpc.StatusCode.PERMISSION_DENIED), lambda e, last: pytest.fail("resumed"))
     with pytest.raises(grpc.RpcError):
         list(sub)
-    stepped_down = Resubscribing(Call([0], grpc.StatusCode.FAILED_PRECONDITION), lambda e: Call([1]))
+    stepped_down = Resubscribing(Call([0], grpc.StatusCode.FAILED_PRECONDITION), lambda e, last: Call([1]))
     assert [a.slide for a in stepped_down] == [0, 1]
-    cancelled = Resubscribing(Call([0], grpc.StatusCode.UNAVAILABLE), lambda e: pytest.fail("resumed"))
+    cancelled = Resubscribing(Call([0], grpc.StatusCode.UNAVAILABLE), lambda e, last: pytest.fail("resumed"))
     cancelled.cancel()
     with pytest.raises(grpc.RpcError):
         list(cancelled)
@@ -157,7 +158,7 @@ def test_cancel_reaches_the_call_resumed_meanwhile():
     second = Call([])
     gate = threading.Event()
 
-    def resume(error):
+    def resume(error, last):
         sub.cancel()  # cancelled while registering again
         gate.set()
         return second

@@ -457,6 +457,36 @@ def test_periodic_answers_arrive_every_slide(clocked):
     assert ws.list_queries(name) == []
 
 
+def test_a_subscription_after_a_slide_gets_the_kept_answers_first_then_the_live_ones(ws):
+    """SubscribeRequest.after_slide: the answers the query's log keeps for later slides come first,
+    then the live ones, each slide once. Without it a subscription hears only what is published
+    after it opens, so a registration's first answer (due at once) is not among them: what a
+    subscription resumed after a failover must not lose (follow.Resubscribing)."""
+    name = fresh(ws)
+    row = {"ts": [0], "src": ["a"], "bytes": [1], "lat": [0.0]}
+    ws.append(name, row)
+    ws.slide(name)
+    q = ws.register(f"SELECT COUNT(*) FROM {name} [SLIDE 1 SUBWINDOWS]")
+    for _ in range(2):
+        ws.append(name, row)
+        ws.slide(name)
+    latest = ws.describe_stream(name)["latest_slide"]
+    kept = wait_for(lambda: (lambda got: got if got and got[-1].slide == latest else None)(ws.read_answers(q.id)[0]),
+                    f"the answer for slide {latest}")
+    assert [a.slide for a in kept] == [0, 1, 2] and [a.rows for a in kept] == [[(1,)], [(2,)], [(3,)]]
+    live = ws.subscription(q.id)  # (open at once: subscribe() opens its call at the first next())
+    every, after_first = ws.subscribe(q.id, after_slide=-1), ws.subscribe(q.id, after_slide=0)
+    assert [(a.slide, a.rows) for a in (next(every), next(every), next(every))] == [(a.slide, a.rows) for a in kept]
+    assert [next(after_first).slide, next(after_first).slide] == [1, 2]
+    wait_for(lambda: ws.list_queries(name)[0]["subscribers"] == 3, "the three subscriptions to be open")
+    ws.append(name, row)
+    assert ws.slide(name) == 3
+    assert (next(every).slide, next(after_first).slide, next(iter(live)).slide) == (3, 3, 3)  # then the live ones
+    live.cancel()
+    ws.unregister(q.id)
+    assert list(every) == [] and list(after_first) == []  # each kept slide once: nothing more queued
+
+
 def test_subscriber_limit_and_unregister_ends_the_stream(ws):
     name = fresh(ws, subwindows=4, subwindow_ms=50, clock="processing")
     q = ws.register(f"SELECT COUNT(*) FROM {name} [SLIDE 50 ms]")

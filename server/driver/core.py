@@ -432,9 +432,10 @@ class Driver:
         """End these periodic queries' subscriptions with `error`; the queries stay registered."""
         self.periodic_answers.fail(query_ids, error)
 
-    def subscribe(self, query_id: str):
-        """A new subscriber's queue for a periodic query's answers, and the query's stream."""
-        return self.periodic_answers.subscribe(query_id)
+    def subscribe(self, query_id: str, after_slide: int | None = None):
+        """A new subscriber's queue for a periodic query's answers (first the kept ones reflecting
+        a slide after `after_slide`, when set), and the query's stream."""
+        return self.periodic_answers.subscribe(query_id, after_slide)
 
     def unsubscribe(self, query_id: str, q: SubscriberQueue) -> None:
         self.periodic_answers.unsubscribe(query_id, q)

@@ -132,7 +132,10 @@ class PeriodicAnswers:
     def close_all(self, reason: str) -> None:
         self.close(list(self.subscribers), reason)
 
-    def subscribe(self, query_id: str):
+    def subscribe(self, query_id: str, after_slide: int | None = None):
+        """A new subscriber's queue and the query's stream. `after_slide` set: the queue starts
+        with the kept answers reflecting a later slide (those ReadAnswers would give, oldest
+        first), read in the same step as the queue is attached, so no answer falls between the two."""
         p = self.engine.periodic.get(query_id)
         if p is None:
             raise NotFound(f"periodic query {query_id!r} does not exist")
@@ -141,6 +144,10 @@ class PeriodicAnswers:
             raise ResourceLimit(f"{total} subscriptions are open (limit {self.config.max_subscribers}, "
                                 "--max-subscribers)")
         q = SubscriberQueue(self.config.subscriber_buffer, self.config.subscriber_buffer_mb << 20)
+        if after_slide is not None:
+            kept = self.read_answers(query_id, after_slide, None, self.config.answer_log_keep)[0]  # (all the log keeps)
+            for r in kept[-self.config.subscriber_buffer:]:  # (the queue would drop the older ones)
+                q.offer(r)
         self.subscribers.setdefault(query_id, Subscribers()).queues.append(q)
         return q, p.task.plan.stream.name
 

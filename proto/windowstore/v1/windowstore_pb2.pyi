@@ -987,10 +987,12 @@ class ListQueriesResponse(_message.Message):
     def __init__(self, queries: _Optional[_Iterable[_Union[PeriodicQueryInfo, _Mapping]]] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("query_id",)
+    __slots__ = ("query_id", "after_slide")
     QUERY_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SLIDE_FIELD_NUMBER: _ClassVar[int]
     query_id: str
-    def __init__(self, query_id: _Optional[str] = ...) -> None: ...
+    after_slide: int
+    def __init__(self, query_id: _Optional[str] = ..., after_slide: _Optional[int] = ...) -> None: ...
 
 class ReadAnswersRequest(_message.Message):
     __slots__ = ("query_id", "after_slide", "through_slide", "limit")

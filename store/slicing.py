@@ -443,7 +443,7 @@ def slides_until_due(hop: "SlicedHop | Hop", window: "Window", last_reflected: i
 
 
 def sliced_task(task) -> SlicedHop | None:
-    """The sliced hop of a periodic task's plan, if it has one (txn/schedule/edf.py asks)."""
+    """The sliced hop of a periodic task's plan, if it has one (txn/sharing/runtime.py puts such tasks in slices groups)."""
     hop = getattr(getattr(task.plan, "bound", None), "hop", None)
     return hop if isinstance(hop, SlicedHop) else None
 

@@ -360,11 +360,12 @@ def _newest_window(latest_index: int, first_index: int, n_q: int, length: int, e
 
 
 def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, register_after: int,
-                  runs: list[bool], sharing: str = "none", keyed: bool = True, seed: int = 0):
+                  runs: list[bool], sharing: str = "none", keyed: bool = True, seed: int = 0, empty: bool = False):
     """Feed 1 + register_after slots, register the query, then one slot per entry of `runs`,
     running the scheduler after it where the entry is True (else the slide is applied and the
     query held back). Checks every answer against the brute-force oracle and DuckDB; returns
-    the answers [(slide, window_start_ms, window_end_ms)]."""
+    the answers [(slide, window_start_ms, window_end_ms)] (with `empty`, also those with no window
+    as (slide, None, None))."""
     from windowstore.txn.commands import Register
 
     rng = random.Random(seed)
@@ -390,12 +391,17 @@ def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, regist
     expected: list = []
     last_done = None
 
+    lates: list = []  # per answer after the first: slides past the completion it was due at
+
     def run(slide: int) -> None:
         nonlocal last_done
         e.sched.run_until_idle()
         idx = first_index + slide
         answered, done = _newest_window(idx, first_index, n_q, length, every)
         if not expected or (done is not None and (last_done is None or done > last_done)):
+            if expected:
+                nxt = last_done + every if last_done is not None else -(-first_index // every) * every
+                lates.append(slide - (nxt + length - 1 - first_index))
             expected.append((slide, answered))
             last_done = done
 
@@ -415,10 +421,13 @@ def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, regist
     con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
     con.executemany("INSERT INTO r VALUES (?, ?, ?)", raw)
     assert [r.slide for r in got] == [slide for slide, _ in expected], (clock, length, every, runs)
+    assert [r.late_slides for r in got[1:]] == lates and e.sched.tasks["H"].late == sum(x > 0 for x in lates)
     out = []
     for res, (slide, p) in zip(got, expected):
         if p is None:
             assert res.answer.rows == [], "no window lies within what it read: no rows"
+            if empty:
+                out.append((slide, None, None))
             continue
         lo, hi = bounds(p)
         assert (res.window_start_ms, res.window_end_ms) == (lo, hi), "the answer reports the window answered"
@@ -465,6 +474,19 @@ def test_an_execution_held_back_past_a_completion_answers_the_newest_window_and_
         assert s >= 4 and not runs[s - 4], ("late only after a hold", s, got)
     after = [(s, lo, hi) for s, lo, hi in got if s > held[-1][0]]
     assert after and all(hi == (base + s + 1) * T for s, lo, hi in after), "back in phase after the hold"
+
+
+@pytest.mark.parametrize("clock", ["manual", "event"])
+def test_a_query_registered_before_any_whole_window_answers_nothing_until_one_completes(clock):
+    """Registered after the first slide: its first execution, at once, answers no rows; the next
+    comes at the slide that completes the first whole window. On the event-time stream (first
+    sub-window slot 3) the window of slots 2-4 starts before the stream and is never answered: no
+    execution at slot 4, which completes it."""
+    got = _run_hop_case(clock, 8, 3, 3, 2, register_after=0, runs=[True] * 5, empty=True)
+    if clock == "manual":  # windows of slide numbers 0-2, 2-4; sub-window k is [(3 + k) T, (4 + k) T)
+        assert got == [(0, None, None), (2, 30, 60), (4, 50, 80)]
+    else:  # windows of slots 4-6, 6-8: slides 1-3, 3-5
+        assert got == [(0, None, None), (3, 40, 70), (5, 60, 90)]
 
 
 @pytest.mark.parametrize("seed", range(40))

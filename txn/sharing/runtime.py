@@ -23,6 +23,7 @@ from windowstore.store.schema import VALID
 
 from ..kinds import QueryKind
 from ..query import Result
+from windowstore.store.hop import due_by_windows
 from windowstore.store.slicing import SlicedHop, sliced_task
 
 from ..schedule.edf import Task, task_due
@@ -252,6 +253,8 @@ class SharedTasks:
         if sliced_task(task) is not None:  # due when a slide completes a window: with its slices group's due ones
             self.slices.add(task)
             return
+        if due_by_windows(task) is not None:  # HOP/TUMBLE: runs alone (Hop.alone_reason), due when a slide
+            return  # completes one of its windows, not by the local scheduler's periods: spawned as without sharing
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
         self.tasks[task.id] = task

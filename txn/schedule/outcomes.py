@@ -199,7 +199,7 @@ class Outcomes:
                 task.active = False
                 self._tasks_changed = True
                 if self.sharing is not None:
-                    self.sharing.remove(task.id)
+                    self.sharing.unregistered(task.id)
         self._finish(txn)
         if task is not None and task.on_error is not None:
             task.on_error(task, error)

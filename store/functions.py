@@ -559,6 +559,8 @@ class _Extreme(AggregateFunction, Probes, ReadsSynopsis, CombinesRuns, JoinsByKe
     def runs(self, b, values):
         if values is None or b.input_type == "string" or values.dtype.kind not in "iu":  # (floats: NaN, -0.0)
             return None
+        if not len(values):  # (every run of no values is empty)
+            return lambda i, j: None
         extreme, boolean = run_extremes(values, self.maximum), b.input_type == "boolean"
         return lambda i, j: None if i == j else bool(extreme(i, j)) if boolean else extreme(i, j)
 

@@ -208,6 +208,11 @@ class SharedSlices:
         self._tag = _Tag(("shared", key, self.shapes))
         inner = self.hops[0].inner
         self._inner = inner
+        # equal aggregates (a hidden COUNT(*) beside COUNT(*)) read, joined and combined once: per
+        # aggregate the place of the first equal one among the distinct ones
+        distinct: dict[tuple, int] = {}
+        self._at = [distinct.setdefault((a.fn, a.column, a.input_type, a.q, a.sketch), len(distinct)) for a in inner.aggs]
+        self._distinct = [inner.aggs[self._at.index(d)] for d in range(len(distinct))]
         self._by_runs = combines(inner) and inner.group_by is None
         self.strings = self.stream.strings
         self._joined = _Joined()
@@ -237,7 +242,7 @@ class SharedSlices:
 
     def read(self, sub: "SubWindow") -> tuple:
         """The sub-window's slices at all members' cuts, kept with it: (version, start, end, slice
-        starts, slice partials or None, per aggregate its combine_columns or None, the sub-window
+        starts, slice partials or None, per distinct aggregate its combine_columns or None, the sub-window
         weakly). A cut sub-window of an inner query with a RunStore is read in one vectorised pass
         (its slices' partials straight as columns); others slice by slice (slicing.slices_of)."""
         kept = kept_for(sub)
@@ -255,6 +260,8 @@ class SharedSlices:
             if parts is not None and self._by_runs:
                 columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]
                 columns = None if any(c is None for c in columns) else columns
+            if columns is not None:  # (the distinct aggregates' only)
+                columns = [columns[self._at.index(d)] for d in range(len(self._distinct))]
             if safe:
                 starts = np.empty(len(cuts) + 1, dtype=np.int64)
                 starts[0], starts[1:] = lo, cuts
@@ -334,12 +341,13 @@ class SharedSlices:
                 inner.append(self.plans[m].finish_inner(part))
         else:  # each aggregate's combine of every window's run of slices, lowered at once
             with self._answering:  # (the joined slices and readers change with each answer's reads)
-                starts, runs, off = self._joined.runs(reads, self._inner.aggs)
+                starts, runs, off = self._joined.runs(reads, self._distinct)
                 i, j = self._runs_of(reads, starts, los, his)
                 keys = np.arange(len(members))
                 i, j = i + off, j + off
-                values = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
-                          for a, run in zip(self._inner.aggs, runs)]
+                lowered = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
+                           for a, run in zip(self._distinct, runs)]
+                values = [lowered[d] for d in self._at]
         made = {x: self.plans[m].finish_windows([]) for x, (m, k) in enumerate(due) if k is None}
         return WindowAnswers(self.plans, len(due), made, xs, members.tolist(), los.tolist(), his.tolist(), values, inner,
                              self._form_of[members], self._form_plans)

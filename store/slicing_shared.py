@@ -14,10 +14,12 @@ dropped) into per aggregate one `combine_runs` reader (prefix sums for COUNT and
 sparse table of block extremes for MIN/MAX: the aggregate's own combine in range form), extended
 slide after slide rather than rebuilt; each due window is then two binary searches and one lookup
 per aggregate, lowered by the aggregate's finish_unique for all windows at once, and its Answer
-made only when read (WindowAnswers), as the member's plan finishes one window's values
-(Plan.inner_rows, Plan.window_answers). Inner queries whose contributions do not combine that way
-(GROUP BY, holistic aggregates, float sums) merge each window's slices through the inner finish,
-as one window alone does: still one read of each slice for all members."""
+made only when read (WindowAnswers), as the member's plan finishes one window's values, the
+windows of one answer form at once and by column (Plan.inner_columns, Plan.window_answers).
+Equal aggregates (a hidden row count beside COUNT(*)) are read and combined once. Inner queries
+whose contributions do not combine that way (GROUP BY, holistic aggregates, float sums) merge each
+window's slices through the inner finish, as one window alone does: still one read of each slice
+for all members."""
 from __future__ import annotations
 
 import threading
@@ -377,7 +379,9 @@ class WindowAnswers(Sequence):
                  los: list[int], his: list[int], values: list[list] | None, inner: list | None,
                  forms: np.ndarray, form_plans: list["Plan"]):
         self._plans, self._n = plans, n
-        self._made: list = [made.get(x) for x in range(n)]  # (None: not made yet)
+        self._made: list = [None] * n  # (None: not made yet)
+        for x, got in made.items():
+            self._made[x] = got
         self._pending = n - len(made)
         self._xs = xs  # the due windows' places among the answers (None: every answer's, in order)
         self._window_of: dict[int, int] | None = None  # (an answer's place -> its due window, made when indexed)

@@ -369,6 +369,16 @@ def test_a_run_reader_extended_is_combine_runs_over_all_contributions(func, typ)
         assert got == fresh == [fn.finish(b, [fn.combine(b, parts[x:y], None)], None) for x, y in pairs], func
 
 
+def fed_steps(fed: Fed, rng: random.Random, steps: int, most: int):
+    """Per step up to `most` random rows of that step's sub-window fed: the steps after which the
+    stream has slid (its window holds a sub-window to answer from)."""
+    t = fed.t
+    for step in range(steps):
+        fed.feed([(step * t + rng.randint(0, t - 1), "a", rng.randint(-50, 50)) for _ in range(rng.randint(0, most))])
+        if fed.s.window.latest >= 0:
+            yield step
+
+
 def test_a_shared_execution_slide_after_slide_answers_as_each_window_alone():
     """One shared execution answering after every slide (its joined slices and run readers kept
     and extended across slides, compacted as the window slides far) answers every member's newest
@@ -385,10 +395,7 @@ def test_a_shared_execution_slide_after_slide_answers_as_each_window_alone():
     shared = SharedSlices(plans[:40])
     other = SharedSlices(plans[40:])
     compared = 0
-    for step in range(120):
-        fed.feed([(step * t + rng.randint(0, t - 1), "a", rng.randint(-50, 50)) for _ in range(rng.randint(0, 30))])
-        if fed.s.window.latest < 0:
-            continue
+    for step in fed_steps(fed, rng, 120, 30):
         got = run_shared(shared)
         assert len(got) == 40 and got[3] is got[3] and got[-1] is got[39] and got[1:3] == [got[1], got[2]]
         assert [a.rows for a in got] == [run_plan(p).rows for p in plans[:40]], step
@@ -506,10 +513,7 @@ def test_members_of_different_answer_forms_answered_together_as_each_alone_and_d
     con = duckdb.connect()
     con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
     compared = 0
-    for step in range(40):
-        fed.feed([(step * t + rng.randint(0, t - 1), "a", rng.randint(-50, 50)) for _ in range(rng.randint(0, 25))])
-        if fed.s.window.latest < 0:
-            continue
+    for step in fed_steps(fed, rng, 40, 25):
         got = run_shared(shared)
         picked = rng.sample(range(len(plans)), step % 5)  # (some read by index before the rest by iteration)
         first = {x: got[x] for x in picked}

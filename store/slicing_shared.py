@@ -219,6 +219,10 @@ class SharedSlices:
         self.strings = self.stream.strings
         self._joined = _Joined()
         self._answering = threading.Lock()  # answers on worker threads, one at a time through _joined
+        # the reads of the sub-windows its executions read lately, by the sub-window's id (checked
+        # against the read's weak reference): the sub-windows already read answer from here, not
+        # each from its kept entries (a weak dictionary's lookup, then the tag's)
+        self._recent: dict[int, tuple] = {}
 
     # -- reading: one sub-window at a time ----------------------------------------------------
     def cuts(self, lo: int, hi: int) -> list[int]:
@@ -247,6 +251,9 @@ class SharedSlices:
         starts, slice partials or None, per distinct aggregate its combine_columns or None, the sub-window
         weakly). A cut sub-window of an inner query with a RunStore is read in one vectorised pass
         (its slices' partials straight as columns); others slice by slice (slicing.slices_of)."""
+        got = self._recent.get(id(sub))
+        if got is not None and got[6]() is sub:  # (a sealed sub-window's read: the same until it goes)
+            return got
         kept = kept_for(sub)
         got = kept.get(self._tag)
         if got is None:
@@ -270,7 +277,15 @@ class SharedSlices:
             else:
                 starts = np.array([lo, *cuts], dtype=np.int64 if self._safe else object)
             got = kept[self._tag] = (sub.slide, lo, hi, starts, parts, columns, weakref.ref(sub))
+        recent = self._recent
+        if len(recent) >= 4 * self.n_q:  # (the newest 2 n_q kept: an execution reads at most n_q)
+            recent = self._recent = dict(sorted(recent.items(), key=lambda e: e[1][1])[-2 * self.n_q:])
+        recent[id(sub)] = got
         return got
+
+    def _check(self) -> None:
+        assert len(self._recent) <= 4 * self.n_q, "the recent reads of a few sub-windows only"
+        assert all(r[6]() is None or id(r[6]()) == x for x, r in self._recent.items()), "each read under its sub-window's id"
 
     def _parts(self, read: tuple) -> list:
         """A read's slice partials (made now where its slices were read as columns only)."""

@@ -539,3 +539,34 @@ def test_members_of_different_answer_forms_answered_together_as_each_alone_and_d
             assert answer.rows == want, (step, r, s, shows, tail)
             compared += 1
     assert compared > 500, compared
+
+
+def test_sub_windows_already_read_answer_from_the_recent_reads_as_duckdb_does():
+    """An execution slide after slide reads each sub-window once (a sub-window read again is the
+    same read, from the execution's recent reads, not its kept entries), keeps the reads of a few
+    sub-windows only however long it runs, and every answer is DuckDB's over the rows fed within
+    the bounds it reports."""
+    rng = random.Random(3)
+    t, n = 1000, 6
+    fed = Fed(n, t, 0)
+    shp = [(rng.randint(1, (n - 2) * t), rng.randint(200, 2 * t)) for _ in range(12)]
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    shared = SharedSlices([plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp])
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    compared = 0
+    for step in fed_steps(fed, rng, 80, 20):
+        subs = list(fed.s.window.youngest(shared.n_q))
+        before = [shared.read(sub) for sub in subs[1:]]  # (read by the execution before this slide's)
+        got = run_shared(shared)
+        assert all(shared.read(sub) is read for sub, read in zip(subs[1:], before)), step
+        shared._check()
+        con.execute("DELETE FROM r")
+        if fed.accepted:
+            con.executemany("INSERT INTO r VALUES (?, ?, ?)", fed.accepted)
+        for answer in got:
+            for a, b, count, total, top in answer.rows:
+                assert (count, total, top) == con.execute(
+                    "SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone(), (step, a, b)
+                compared += 1
+    assert compared > 300, compared

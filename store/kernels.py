@@ -163,7 +163,7 @@ class RangeExtremes:
     are made again in place, the rest kept (room doubled as it fills), so a structure over a
     sliding sequence is kept across slides (store/slicing_shared.py)."""
 
-    __slots__ = ("op", "identity", "n", "values", "from_start", "from_end", "table")
+    __slots__ = ("op", "identity", "n", "values", "from_start", "from_end", "table", "log2")
 
     def __init__(self, values: np.ndarray, maximum: bool):
         self.op, self.from_start, self.from_end, self.table = _block_extremes(values, maximum)
@@ -171,6 +171,7 @@ class RangeExtremes:
         self.identity = info.min if maximum else info.max
         self.n = len(values)
         self.values = values
+        self.log2 = _floor_log2(self.table.shape[1])  # (a run's row of the table, by the blocks it spans)
 
     def extend(self, values: np.ndarray) -> bool:
         """Append `values` (False, changing nothing, for another dtype: then make it again)."""
@@ -194,6 +195,7 @@ class RangeExtremes:
             grown = np.empty(((2 * blocks).bit_length(), 2 * blocks), dtype=self.table.dtype)
             grown[:rows, :first] = self.table[:, :first]
             self.table = grown
+            self.log2 = _floor_log2(grown.shape[1])
         self.table[0, first:blocks] = end[::b]
         _fill_levels(self.op, self.table, blocks, first)
         self.n = m
@@ -206,14 +208,24 @@ class RangeExtremes:
         out = op(self.from_end[i], self.from_start[j - 1])  # (right where the run spans blocks)
         between = last - first - 1
         across = between > 0
-        if across.any():  # the whole blocks between: two entries of row k = floor(log2(between))
-            k = np.frexp(np.maximum(between, 1))[1].astype(np.intp) - 1  # (exact below 2**53)
-            table = self.table
+        table = self.table
+        if across.all():  # the whole blocks between: two entries of row k = floor(log2(between))
+            k = self.log2[between]
+            out = op(out, op(table[k, first + 1], table[k, last - (1 << k)]))
+        elif across.any():  # (the same where a run spans blocks, the others' entries unused)
+            k = self.log2[np.maximum(between, 0)]
             whole = op(table[k, np.where(across, first + 1, 0)], table[k, np.where(across, last - (1 << k), 0)])
             out = np.where(across, op(out, whole), out)
         for x in np.flatnonzero(first == last).tolist():  # within one block: at most _RUN_BLOCK values
             out[x] = op.reduce(self.values[i[x]:j[x]])
         return out
+
+
+def _floor_log2(size: int) -> np.ndarray:
+    """floor(log2(x)) for x in 0 .. size - 1 (0 for x = 0), as indexes."""
+    out = np.zeros(max(size, 1), dtype=np.intp)
+    out[1:] = np.frexp(np.arange(1, len(out)))[1] - 1  # (exact below 2**53)
+    return out
 
 
 def distinct_sorted(values: np.ndarray) -> np.ndarray:

@@ -401,7 +401,7 @@ class SlicedHop:
         assert self.picks is not None and len(los) == len(his) and all(len(c) == len(los) for c in columns)
         if self.limit == 0:
             keep = [False] * len(los)
-        elif self.hidden_rows:  # (the hidden last item counts the window's rows: an empty one shows none)
+        elif self.hidden_rows and 0 in columns[-1]:  # (the hidden last item counts the window's rows: an empty one shows none)
             keep = [c != 0 for c in columns[-1]] if keep is None else [k and c != 0 for k, c in zip(keep, columns[-1])]
         return [los if p == "start" else his if p == "end" else columns[p] for p in self.picks], keep
 

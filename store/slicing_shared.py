@@ -365,7 +365,7 @@ class SharedSlices:
                 lowered = [a.fn.finish_unique(a, run(i, j), keys, self.strings).tolist()
                            for a, run in zip(self._distinct, runs)]
                 values = [lowered[d] for d in self._at]
-        made = {x: self.plans[m].finish_windows([]) for x, (m, k) in enumerate(due) if k is None}
+        made = {} if xs is None else {x: self.plans[m].finish_windows([]) for x, (m, k) in enumerate(due) if k is None}
         return WindowAnswers(self.plans, len(due), made, xs, members.tolist(), los.tolist(), his.tolist(), values, inner,
                              self._form_of[members], self._form_plans)
 
@@ -373,11 +373,11 @@ class SharedSlices:
     def _runs_of(reads: list, starts: np.ndarray, los: np.ndarray, his: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every window [los, his)'s slices among those read: [i, j) of `starts`, by two searches of
         all bounds (object arrays of Python ints near the int64 limits)."""
-        end = reads[-1][2] if reads else None
         i = np.searchsorted(starts, los)
-        j = np.where(his == end, len(starts), np.searchsorted(starts, his)) if len(his) else i
-        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[
-            j < len(starts)].all(), "windows within the sub-windows read, on slice edges"
+        j = np.searchsorted(starts, his)  # (a window ending where the reads end: past every slice's start)
+        inside = j < len(starts)
+        assert (i < j).all() and (starts[i] == los).all() and (starts[np.minimum(j, len(starts) - 1)] == his)[inside].all() \
+            and (his[~inside] == (reads[-1][2] if reads else None)).all(), "windows within the sub-windows read, on slice edges"
         return i, j
 
 

@@ -330,6 +330,8 @@ class SharedSlices:
         from the sub-windows `reads` (consecutive, any order) in one pass over their slices. The
         answers are columns over all the due windows, each made into its member's Answer when read
         (WindowAnswers)."""
+        if len(reads) > 1 and reads[0][1] > reads[-1][1]:  # (youngest first, as a window lists them)
+            reads = reads[::-1]
         if any(a[1] > b[1] for a, b in zip(reads, reads[1:])):
             reads = sorted(reads, key=lambda c: c[1])
         for a, b in zip(reads, reads[1:]):

@@ -446,14 +446,14 @@ class SharedTasks:
             bounds.append((s.start_ms, s.end_ms) if not bounds else
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
 
-        by_n: dict[int, dict] = {}  # (members of equal RANGE: the same bounds)
+        by_n: dict[int, dict] = {}  # by RANGE (n_q): members of equal RANGE share the bounds
 
         def window(task: Task) -> dict:  # the bounds of its own n youngest sub-windows read
-            n = min(task.plan.n_q, len(bounds))
-            got = by_n.get(n)
+            got = by_n.get(task.plan.n_q)
             if got is None:
+                n = min(task.plan.n_q, len(bounds))
                 start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
-                got = by_n[n] = {"window_start_ms": start, "window_end_ms": end}
+                got = by_n[task.plan.n_q] = {"window_start_ms": start, "window_end_ms": end}
             return got
         return window
 
@@ -473,52 +473,63 @@ class SharedTasks:
         label = group_label(joint.gid)
         sliced = isinstance(group.plan, SharedSlicedPlan)  # (its members run when due: their slides between windows vary)
         busy, slide, restarts = self.busy, result.slide, result.restarts
-        answers = []
-        early_runs = late_runs = 0
+        tasks = self.tasks
+        told: list = []  # (task, result) of the members answered that have a subscriber
+        answered = early_runs = late_runs = 0
         for answer, mids in zip(result.answer.answers, joint.outputs):  # type: ignore[attr-defined]  # a SharedAnswer
             # the fields every member of this output has in common, made once; per member a copy
             # (not dataclasses.replace, which re-runs __init__) with its own window, lateness and earliness
             common = dict(vars(result), answer=answer, group=label)
             # members answered alike (the same lateness, earliness, window and execution count
             # and time of their last answer: an output's duplicates and CS8 repeats, as a rule)
-            # share one Result, as they share its answer: results are not changed once delivered
-            r = alike = r_window = None
+            # share one Result, as they share its answer: results are not changed once delivered.
+            # Looked up by those fields, not only against the previous member's: an output's
+            # members of different SLIDEs alternate (a thousand members a slide on the dashboard
+            # of docs/sharing.md's goal, a few distinct results per output)
+            made: dict = {}  # (id of the window, *the fields) -> (the window, kept alive: its id stays its own; the Result)
             for mid in mids:
                 if busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran
                 del busy[mid]
-                task = self._task(mid)
+                task = tasks.get(mid) or self._task(mid)
                 assert task is not None, "a busy member is registered"
                 reflected = task.last_reflected
                 late = early = 0
                 if reflected is not None:
                     if slide <= reflected:
                         continue  # it has answered this slide (run for a due partner): never twice
-                    late = max(0, latest - reflected - task.every)
+                    late = latest - reflected - task.every
+                    late = late if late > 0 else 0
                     if not sliced:
-                        early = max(0, task.every - (slide - reflected))
+                        early = task.every - (slide - reflected)
+                        early = early if early > 0 else 0
                 window = own(task)
-                same = (late, early, task.last_answer_ms, task.executions)  # (task.answered sets the last two's)
-                if r is None or window is not r_window or same != alike:
+                same = (id(window), late, early, task.last_answer_ms, task.executions)  # (task.answered sets the last two's)
+                got = made.get(same)
+                if got is None:
                     mine = common.copy()
                     mine["late_slides"], mine["early_slides"] = late, early
                     mine.update(window)
                     r = object.__new__(Result)
                     r.__dict__ = mine
-                    r_window, alike = window, same
-                task.late += late > 0
-                task.answered(r, now)  # (r: the result with this member's answer; the same slide)
+                    made[same] = (window, r)
+                else:
+                    r = got[1]
+                if late:
+                    task.late += 1
+                    late_runs += 1
                 early_runs += early > 0
-                late_runs += late > 0
+                task.answered(r, now)  # (r: the result with this member's answer; the same slide)
+                answered += 1
                 if restarts:
                     self.aborts_by_query[mid] += restarts
-                answers.append((task, r))
-        self.answers += len(answers)
+                if task.on_answer is not None and task.active:
+                    told.append((task, r))
+        self.answers += answered
         self.early_runs += early_runs
         self.late_runs += late_runs
         if self._blocked:
             sched.recheck_due_tasks()  # a due task waited for these members
-        told = [(task, r) for task, r in answers if task.on_answer is not None and task.active]
         if sched.on_answers is not None:  # one delivery for the execution (the engine: one log record)
             if told:
                 sched.on_answers(told)

@@ -45,6 +45,9 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
 
+KEPT_PLANS = 64  # SharedPlans kept for reuse (SharedTasks._plans); all dropped when more are made
+
+
 class SharedPlan:
     """The plans of a joint execution's outputs (one stream) as one read-only transaction: it
     reads the youngest n_q sub-windows, n_q the longest of them, youngest to oldest under the
@@ -93,9 +96,21 @@ class SharedPlan:
             for i in d.plus + d.minus:  # a piece is read wherever its target is
                 self.reach[i] = max(self.reach[i], self.reach[d.target])
         self._by_target = {d.target: d for d in self.derived}
+        self.again()
+
+    def again(self) -> None:
+        """Before each joint execution that runs it: its counts are per execution. The rest of it
+        (readers, members, covers) depends only on the plans, so SharedTasks keeps one per set of
+        outputs while the groups do not change (building it was a pass over every member)."""
+        self.reused = 0
         self.cover_reads_saved = 0  # sub-window scans a derived reader did not make
         self.cover_derived: set[int] = set()  # derived readers that derived a contribution (not all from memo)
         self.cover_fallbacks: set[int] = set()  # derived readers that read a sub-window of their own (its nulls)
+
+    def _check(self) -> None:
+        assert len(self.reader_of) == len(self.plans) and len(self.members) == len(self.readers) == len(self.reach)
+        assert sorted(i for m in self.members for i in m) == list(range(len(self.plans))), "each plan under one reader"
+        assert self.cover_derived <= set(self._by_target) and self.cover_fallbacks <= set(self._by_target)
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
@@ -242,6 +257,9 @@ class SharedTasks:
         self.slice_answers = 0           # answers they delivered
         self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
         self._read_keys: dict[str, tuple] = {}  # per member: its plan's rules.read_key (_read_key)
+        # per (group, its outputs' leading members): the SharedPlan of its joint executions, kept
+        # until a query comes or goes (a plan never changes while its task is registered)
+        self._plans: dict[tuple, tuple[SharedPlan, QueryTxn]] = {}  # (and the execution that last ran it)
         self._seq = 0
         self._blocked = False
 
@@ -254,6 +272,7 @@ class SharedTasks:
             return
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
+        self._plans.clear()
         self.tasks[task.id] = task
         if m.synopsis == Synopsis.JOIN:
             self._eager[task.id] = join_plan(task).eager
@@ -269,6 +288,7 @@ class SharedTasks:
             return
         gid = self.groups.group_id(task_id)
         self.groups.remove(task_id)
+        self._plans.clear()
         self._read_keys.pop(task_id, None)
         self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
         if task_id in self._eager:
@@ -355,8 +375,8 @@ class SharedTasks:
         return task if task is not None else self.slices.task(member_id)
 
     def _submit(self, sched: "Scheduler", ex: Execution) -> None:
-        if len(ex.members) == 1:  # no partner: the query runs as before
-            task = self.tasks[ex.members[0]]
+        if len(ex.early) == 1:  # no partner (ex.early: its members): the query runs as before
+            task = self.tasks[next(iter(ex.early))]
             task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
             return
         outputs = [[mid for mid in o.members if mid in self.tasks] for o in ex.outputs]
@@ -364,10 +384,12 @@ class SharedTasks:
         members = [self.tasks[mid] for mids in outputs for mid in mids]
         self._seq += 1
         every = min(t.every for t in members)
+        key = None
         if isinstance(plans[0], JoinQueryPlan):
             plan = self._join_plan(ex.gid, plans, every)
         else:
-            plan = SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs])
+            key = (ex.gid, tuple(mids[0] for mids in outputs))
+            plan = self._shared_plan(key, outputs, plans)
         group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
@@ -377,7 +399,21 @@ class SharedTasks:
         txn = sched.submit(group.plan, QueryKind.PERIODIC, group.priority, task=group)
         group.running = joint_txn = txn
         group.shared.txn = joint_txn
+        if key is not None:
+            self._plans[key] = (plan, txn)  # (a SharedPlan: key is set for those only)
         self.busy.update(dict.fromkeys(ex.early, txn))  # (its members)
+
+    def _shared_plan(self, key: tuple, outputs: list[list[str]], plans: list) -> SharedPlan:
+        """The SharedPlan of a joint execution of these outputs (`key`: the group and the
+        outputs' leading members): the one kept for them, once the execution that ran it is done,
+        made ready for another; else a new one (kept by _submit; at most KEPT_PLANS kept)."""
+        kept = self._plans.get(key)
+        if kept is not None and kept[1].done:
+            kept[0].again()
+            return kept[0]
+        if len(self._plans) >= KEPT_PLANS:
+            self._plans.clear()
+        return SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs])
 
     def _read_key(self, member_id: str) -> tuple:
         """A member's rules.read_key, kept while it is registered (its plan does not change)."""
@@ -535,7 +571,7 @@ class SharedTasks:
                 sched.on_answers(told)
             return
         for task, r in told:
-            task.on_answer(r)  # type: ignore[misc]  # told: with an on_answer
+            task.on_answer(r)  # (told: with an on_answer)
 
     def group_failed(self, group: Task, error: Exception) -> None:
         """A shared execution failed (too many aborts, or an error): each member hears of it as
@@ -641,6 +677,10 @@ class SharedTasks:
         assert set(self.join_synopses) <= set(self.groups.groups), "a join synopsis per live join group"
         assert set(self._eager) <= set(self.tasks)
         assert set(self._read_keys) <= set(self.tasks), "read keys of registered members only"
+        assert len(self._plans) <= KEPT_PLANS
+        for (gid, leaders), (plan, _) in self._plans.items():
+            assert all(m in self.tasks for m in leaders), "plans kept for registered members only (cleared as they go)"
+            plan._check()
         for synopsis in self.join_synopses.values():
             synopsis._check()
 

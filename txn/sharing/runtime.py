@@ -381,7 +381,7 @@ class SharedTasks:
             return
         outputs = [[mid for mid in o.members if mid in self.tasks] for o in ex.outputs]
         plans = [self.tasks[mids[0]].plan for mids in outputs]
-        members = [self.tasks[mid] for mids in outputs for mid in mids]
+        members = [self.tasks[mid] for mid in ex.early]  # those it answers (not a CS8 repeat it need not answer yet)
         self._seq += 1
         every = min(t.every for t in members)
         key = None

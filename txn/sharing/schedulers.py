@@ -22,9 +22,19 @@ class Task:
     period: int
     outputs: list[Output]
     member_ids: list[str] = field(default_factory=list)  # (tasks are formed again when members change)
+    # per member, the updates it may go without an answer: the task's period, or a CS8 repeat's
+    # own (a longer SLIDE than its output's: it reuses the output's executions when it is due)
+    owed: list[tuple[str, int]] = field(default_factory=list)
+    repeats: dict[str, int] = field(default_factory=dict)  # the CS8 repeats' periods
 
     def __post_init__(self):
         self.member_ids = [m for o in self.outputs for m in o.members]
+        for o in self.outputs:
+            shortest = o.period
+            for mid, m in o.members.items():
+                if m.period > shortest:
+                    self.repeats[mid] = m.period
+        self.owed = [(mid, self.repeats.get(mid, self.period)) for mid in self.member_ids]
 
 
 @dataclass
@@ -85,7 +95,11 @@ class LocalScheduler:
             self.since[mid] += 1
 
     def d(self, task: Task) -> int:
-        return task.period - max(self.since[m] for m in task.member_ids)
+        """The updates until the first of its members' deadlines: the task's period after the
+        member that answered longest ago, or a CS8 repeat's own SLIDE after its last answer (it
+        is answered when due, not at every execution of its output: see pick_all)."""
+        since = self.since
+        return min(owed - since[m] for m, owed in task.owed)
 
     def pick(self, exclude=frozenset()) -> Execution | None:
         """The tasks to execute now, jointly, or None when none is due; a task with a member in
@@ -113,11 +127,17 @@ class LocalScheduler:
             outputs = [o for _, t in chosen for o in t.outputs]
             ex = Execution(first.gid, [t for _, t in chosen], outputs, model=self.model)
             early, late, since = ex.early, ex.late, self.since
-            for o in outputs:
-                for mid, m in o.members.items():
-                    gap = m.period - since[mid]
-                    early[mid] = gap if gap > 0 else 0
-                    late[mid] = -gap if gap < 0 else 0
+            for _, t in chosen:
+                # a CS8 repeat (a longer SLIDE than its output's) is answered by this execution
+                # only when it would be due before its task runs again: not early at every one
+                repeats, period = t.repeats, t.period
+                for o in t.outputs:
+                    for mid, m in o.members.items():
+                        gap = m.period - since[mid]
+                        if gap >= period and mid in repeats:
+                            continue
+                        early[mid] = gap if gap > 0 else 0
+                        late[mid] = -gap if gap < 0 else 0
             out.append(ex)
         return out
 

@@ -215,7 +215,8 @@ def alternating_world(mode: str = "conservative") -> Engine:
 @pytest.mark.parametrize("mode", ["conservative", "aggressive", "hybrid-lp"])
 def test_cs8_repeats_are_answered_at_their_own_slide_and_alike_members_share_results(mode):
     """A CS8 repeat (SLIDE 2 or 3 beside SLIDE 1 members of one output) is answered when it is
-    due, every SLIDE slides, never early nor late, though its output runs every slide; members
+    due, at once when new, then every SLIDE slides, never early nor late, though its output runs
+    every slide; members
     answered alike share one Result though they alternate with others in the output; every
     member's answer log is still its own (checked by hand: its execution number, its slide, how
     early each came), equals brute force, and replaying the log (ReadAnswers after a restart)
@@ -234,10 +235,11 @@ def test_cs8_repeats_are_answered_at_their_own_slide_and_alike_members_share_res
         log += [commands.decode(commands.encode(c)) for c in live.drain()]
     assert any(isinstance(c, AnsweredMany) for c in log)
     by_slide: dict[int, list] = {}
+    first = live.answers.read("A0", -2, None, 100)[0][0].slide
     for i in range(9):
         every = 1 + i % 3
         answers = live.answers.read(f"A{i}", -2, None, 100)[0]
-        assert len(answers) >= 12 // every
+        assert len(answers) >= 12 // every and answers[0].slide == first, "a new repeat is answered at once too"
         for k, r in enumerate(answers):
             assert r.execution == k + 1 and r.late_slides == 0 and r.early_slides == 0, (i, r.slide)
             if k:

@@ -328,8 +328,8 @@ class SharedTasks:
             if task.last_reflected is not None:
                 since[mid] = stream.window.latest - task.last_reflected
             else:  # never answered: due at once (at its task's period), later with every slide since
-                if period is None:
-                    period = {m: t.period for t in self.local.tasks for m in t.member_ids}
+                if period is None:  # (the local scheduler's: its task's, or a CS8 repeat's own)
+                    period = {m: owed for t in self.local.tasks for m, owed in t.owed}
                 since[mid] = period[mid] + stream.window.latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or (failed and stream.name in failed):
                 excluded.add(mid)

@@ -86,8 +86,8 @@ class LocalScheduler:
         self.tasks = self._tasks()
         since = {}
         for t in self.tasks:
-            for mid in t.member_ids:
-                since[mid] = self.since.get(mid, t.period)
+            for mid, owed in t.owed:  # (a CS8 repeat: its own period ago, so it is due at once too)
+                since[mid] = self.since.get(mid, owed)
         self.since = since
 
     def update(self) -> None:

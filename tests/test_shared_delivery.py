@@ -103,12 +103,18 @@ def test_one_record_per_shared_execution_and_replay_gives_back_every_answer_log(
 
 
 
-def run_slides(e: Engine, rng: random.Random, slides: range) -> list:
+def run_slides(e: Engine, rng: random.Random, slides: range, batches: dict | None = None, extra=None) -> list:
+    """A batch per slide (and `extra(ts)`'s rows), each slide's queries run; the records logged,
+    through their encoding. `batches`: each slide's rows by the slide they went into."""
     log: list = []
     for ts in slides:
-        e.apply(Append("p", table(batch(rng, ts)), "", None, ts))
+        rows = batch(rng, ts) + (extra(ts) if extra else [])
+        e.apply(Append("p", table(rows), "", None, ts))
         e.apply(Slide("p", ts))
+        if batches is not None:
+            batches[e.stream("p").window.latest] = rows
         e.sched.run_until_idle()
+        e._check()
         log += [commands.decode(commands.encode(c)) for c in e.drain()]
     return log
 
@@ -222,17 +228,8 @@ def test_cs8_repeats_are_answered_at_their_own_slide_and_alike_members_share_res
     early each came), equals brute force, and replaying the log (ReadAnswers after a restart)
     gives back exactly the same logs."""
     live = alternating_world(mode)
-    rng = random.Random(21)
     batches: dict[int, list] = {}
-    log: list = []
-    for ts in range(1, 14):
-        rows = batch(rng, ts)
-        live.apply(Append("p", table(rows), "", None, ts))
-        live.apply(Slide("p", ts))
-        batches[live.stream("p").window.latest] = rows
-        live.sched.run_until_idle()
-        live._check()
-        log += [commands.decode(commands.encode(c)) for c in live.drain()]
+    log = run_slides(live, random.Random(21), range(1, 14), batches)
     assert any(isinstance(c, AnsweredMany) for c in log)
     by_slide: dict[int, list] = {}
     first = live.answers.read("A0", -2, None, 100)[0][0].slide
@@ -311,14 +308,8 @@ def test_a_where_that_selects_every_row_of_a_sub_window_answers_as_brute_force()
     text = PANELS[0][0].format(n=3, s=1).replace(" GROUP BY", " WHERE ts > 3 GROUP BY")
     for q in ("W0", "W1"):
         e.apply(Register(q, text, 0, 0))
-    rng = random.Random(17)
     batches: dict[int, list] = {}
-    for ts in range(1, 10):
-        rows = batch(rng, ts) + [(ts, None, None, None), (ts, "a", 1, None)]
-        e.apply(Append("p", table(rows), "", None, ts))
-        e.apply(Slide("p", ts))
-        batches[e.stream("p").window.latest] = rows
-        e.sched.run_until_idle()
+    run_slides(e, random.Random(17), range(1, 10), batches, lambda ts: [(ts, None, None, None), (ts, "a", 1, None)])
     answers = e.answers.read("W0", -2, None, 100)[0]
     assert len(answers) >= 8
     for r in answers:

@@ -3,8 +3,10 @@ update() is an update notification (every synopsis of the stream updated once: a
 says which tasks to execute now, jointly, and done() records that they ran. A task is what is
 scheduled as one: a query (NONE), a group G_i (AGGRESSIVE), a sub-group G_ij (CONSERVATIVE) or
 sub-groups merged by the cost model (HYBRID*). d(T) is the thesis's time-until-deadline: the
-task's period minus the updates since its members last answered; a task is due at d <= 0, and
-late at d < 0. Nothing is dropped: a late task stays in the queue, the most overdue first."""
+task's period minus the updates since its members last answered (a CS8 repeat: its own SLIDE
+minus the updates since it last answered; it is answered when due, not at every execution of its
+output); a task is due at d <= 0, and late at d < 0. Nothing is dropped: a late task stays in the
+queue, the most overdue first."""
 from __future__ import annotations
 
 import collections

@@ -163,6 +163,9 @@ class LocalScheduler:
         assert sorted(ids) == sorted(self.groups.members), "every member in exactly one task"
         for t in self.tasks:
             assert t.outputs and all(t.period <= o.period for o in t.outputs), "a task never runs less often than asked"
+            assert [m for m, _ in t.owed] == t.member_ids and all(owed >= t.period for _, owed in t.owed), \
+                "each member owes an answer no sooner than its task runs"
+            assert all(t.repeats[m] == owed for m, owed in t.owed if m in t.repeats)
 
 
 class NoSharing(LocalScheduler):

@@ -452,7 +452,8 @@ def stats(args) -> int:
               f"covers saved {sh.get('cover_executions_saved', 0)} executions ({sh.get('cover_reads_saved', 0)} reads), "
               f"{sh.get('join_groups', 0)} join groups answered {sh.get('join_answers', 0)} joins, "
               f"{sh.get('slice_groups', 0)} slices groups answered {sh.get('slice_answers', 0)} windows in "
-              f"{sh.get('slice_executions', 0)} executions")
+              f"{sh.get('slice_executions', 0)} executions"
+              + (f"; {sh['fallen_back']} running alone since their shared execution failed" if sh.get("fallen_back") else ""))
     return 0
 
 

@@ -122,6 +122,8 @@ class _StoreCollector:
                                     value=max(sh["members_per_group"], default=0))
             yield GaugeMetricFamily("windowstore_sharing_join_groups", "groups of periodic joins sharing one join "
                                     "synopsis", value=sh["join_groups"])
+            yield GaugeMetricFamily("windowstore_sharing_fallen_back", "periodic queries running alone since their "
+                                    "shared execution failed", value=sh["fallen_back"])
             for key, doc in (("executions", "shared executions committed"),
                              ("answers", "answers delivered by shared executions"),
                              ("executions_saved", "executions saved: answers beyond one per shared execution"),

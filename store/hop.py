@@ -8,8 +8,11 @@ of s since the epoch) on processing- and event-time streams, and its slide numbe
 count-based ones, whose sub-windows' bounds are not slots. Only windows that lie entirely within
 the stream's retained window are answered; a window in which no row passes WHERE has no group.
 
-A one-time query answers every such window, in start order; a periodic one (registered, executed
-every s) the newest one among the r/t + s/t - 1 youngest sub-windows it reads.
+A one-time query answers every such window, in start order; a periodic one (registered) the
+newest one among the r/t + s/t - 1 youngest sub-windows it reads, and it is due when a slide
+completes a window (slicing.slides_until_due, the rule of windows that cut sub-windows too), not
+every s/t slides counted from its registration: those would answer each window up to s/t - 1
+slides after it completed unless registered in phase, and a late execution would shift the phase.
 
 Each sub-window is read once (its partial: synopses or rows, as for any query); a window merges
 the partials of the sub-windows it covers with the aggregate functions' own merges (functions.py),
@@ -25,11 +28,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from .aggregates import Partial
 from .kinds import Clock
 from .query import Aggregate, KeyColumn, Query
+from .slicing import Shape, SlicedHop
 
 if TYPE_CHECKING:
     from .binder import BoundQuery
     from .subwindow import SubWindow
-    from .window import WindowSpec
+    from .window import Window, WindowSpec
 
 WINDOW_START, WINDOW_END = "window_start", "window_end"
 BOUNDS = (WINDOW_START, WINDOW_END)
@@ -67,7 +71,17 @@ class Hop:
 
     def alone_reason(self) -> str:
         """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py)."""
-        return "runs alone: windows with their bounds as columns (window_start, window_end) are not shared yet"
+        return ("runs alone: windows with their bounds as columns (window_start, window_end) are not shared yet; "
+                "due when a slide completes one of its windows")
+
+    def due_line(self, window: "Window") -> tuple[Shape, int, int]:
+        """The line slicing.slides_until_due counts on, where windows start at multiples of SLIDE:
+        ms on time slots (each slide one slot of t), else slide numbers (each slide one); and the
+        end of the newest sealed sub-window on it."""
+        t = window.spec.subwindow_ms
+        if self.slots and t is not None:
+            return Shape(self.length * t, self.every * t), t, window.sealed(window.latest).end_ms
+        return Shape(self.length, self.every), 1, window.latest + 1
 
     def windows(self, indexes: list[int]) -> list[int]:
         """The first indexes of the windows lying entirely within `indexes` (consecutive)."""
@@ -77,6 +91,15 @@ class Hop:
         start = -(-first // self.every) * self.every
         out = list(range(start, last - self.length + 2, self.every))
         return out[-1:] if self.newest_only else out
+
+    def bounds(self, partial: Partial) -> tuple[int, int] | None:
+        """[start, end) of the one window a periodic answer is over (what it reports instead of
+        the sub-windows it read), or None: a one-time answer, or no window lies within the read."""
+        if not self.newest_only:
+            return None
+        by_index = {c[0]: c for c in partial.contributions.values()}
+        got = self.windows(sorted(by_index))
+        return (by_index[got[0]][1], by_index[got[0] + self.length - 1][2]) if got else None
 
     def finish(self, inner_finish: Callable[[Partial], Any], partial: Partial) -> list[tuple]:
         """The answer rows: per window (start order), its inner answer's rows with the bounds."""
@@ -93,6 +116,13 @@ class Hop:
                     continue
                 rows.append(tuple(start if k == "start" else end if k == "end" else r[k] for k in self.picks))
         return rows if self.limit is None else rows[: self.limit]
+
+
+def due_by_windows(task) -> "Hop | SlicedHop | None":
+    """The window sequence a periodic task is due by (slicing.slides_until_due: when a slide
+    completes one of its windows), if its plan answers per window so; txn/schedule/edf.py asks."""
+    hop = getattr(getattr(task.plan, "bound", None), "hop", None)
+    return hop if isinstance(hop, (Hop, SlicedHop)) else None
 
 
 def bind_hop(binder, q: Query, periodic: bool) -> "BoundQuery":

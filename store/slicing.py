@@ -43,6 +43,7 @@ from .query import KeyColumn, Query
 
 if TYPE_CHECKING:
     from .binder import BoundQuery
+    from .hop import Hop
     from .subwindow import SubWindow
     from .window import Window, WindowSpec
 
@@ -355,6 +356,11 @@ class SlicedHop:
             return got
         return read
 
+    def due_line(self, window: "Window") -> tuple[Shape, int, int]:
+        """The line slides_until_due counts on: ms, each slide one event-time slot, and the end of
+        the newest sealed sub-window."""
+        return self.shape, self.slot_ms, window.sealed(window.latest).end_ms
+
     def windows(self, reads: list) -> tuple[list[int], list[tuple[int, int, Any]]]:
         """The windows lying entirely within the sub-windows read (consecutive in time) and the
         slices they are made of, in time order."""
@@ -415,24 +421,29 @@ class SlicedHop:
         return rows if self.limit is None else rows[: self.limit]
 
 
-def slides_until_due(hop: SlicedHop, window: "Window", last_reflected: int | None) -> int:
-    """Slides until a periodic sliced query is due: 0 (or less) once a slide after the one its
-    last answer reflected has completed a window (event-time sub-windows are consecutive slots of
-    slot_ms, so slide j ends at the latest's end less (latest - j) slots)."""
+def slides_until_due(hop: "SlicedHop | Hop", window: "Window", last_reflected: int | None) -> int:
+    """Slides until a periodic query answered per window is due: 0 (or less) once a slide after
+    the one its last answer reflected has completed a window [k s, k s + r) that starts at or after
+    the stream's first sub-window (seed 003 Definition 9: the newest window computable then). So
+    each window is answered at the slide that completes it, and an execution held back answers the
+    newest and leaves the next due at the next completion (no phase kept from its registration).
+    Both kinds of window sequence (hop.Hop, SlicedHop) say where their windows lie on the line
+    their slides advance (`due_line`): consecutive sub-windows of `unit` each, so slide j ends at
+    the latest's end less (latest - j) units. Never answered: due at once (the newest window)."""
     if last_reflected is None:
         return 0
     if window.latest < 0:  # answered before the first slide: due again once one completes a window
         return 1
-    t = hop.slot_ms
-    latest_end = window.sealed(window.latest).end_ms
-    reflected_end = latest_end - (window.latest - last_reflected) * t
-    nxt = hop.shape.completed(reflected_end) + 1
-    needed_end = nxt * hop.shape.slide_ms + hop.shape.range_ms
-    return _cdiv(needed_end - latest_end, t)
+    shape, unit, latest_end = hop.due_line(window)
+    first = latest_end - (window.latest + 1) * unit  # where slide 0's sub-window starts
+    reflected_end = latest_end - (window.latest - last_reflected) * unit
+    nxt = max(shape.completed(reflected_end) + 1, _cdiv(first, shape.slide_ms))
+    needed_end = nxt * shape.slide_ms + shape.range_ms
+    return _cdiv(needed_end - latest_end, unit)
 
 
 def sliced_task(task) -> SlicedHop | None:
-    """The sliced hop of a periodic task's plan, if it has one (txn/schedule/edf.py asks)."""
+    """The sliced hop of a periodic task's plan, if it has one (txn/sharing/runtime.py puts such tasks in slices groups)."""
     hop = getattr(getattr(task.plan, "bound", None), "hop", None)
     return hop if isinstance(hop, SlicedHop) else None
 

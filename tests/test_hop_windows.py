@@ -194,44 +194,60 @@ def test_a_stream_column_named_window_start_is_an_ordinary_column():
     assert a.rows == [(5, 2)]
 
 
+@pytest.mark.slow
 def test_one_time_and_periodic_through_the_server():
     """Through gRPC: a one-time query with SLIDE answers every window, a registered one the newest
-    at each execution, and the refusals are INVALID_ARGUMENT naming the reason."""
+    at each execution, one registered out of phase with SLIDE answers each window at the slide
+    that completes it, and the refusals are INVALID_ARGUMENT naming the reason."""
     from conftest import wait_for
     from windowstore.clients import Client, InvalidArgument
     from windowstore.server.process import ServerProcess
 
+    text = "SELECT window_start, window_end, src, COUNT(*) FROM h [RANGE 3 s SLIDE 2 s] GROUP BY window_start, src"
     with ServerProcess() as server, Client(server.target, timeout=30) as ws:
         ws.create_stream("h", schema=SCHEMA, subwindows=8, subwindow_ms=1000, clock="manual")
-        q = ws.register("SELECT window_start, window_end, src, COUNT(*) FROM h [RANGE 3 s SLIDE 2 s] "
-                        "GROUP BY window_start, src")
+        q = ws.register(text)
         sizes = []
-        for k in range(6):
+        late = None
+        for k in range(8):  # windows start at slides 0, 2, 4 and complete at slides 2, 4, 6
             size = k + 1
             sizes.append(size)
             ws.append("h", {"ts": [k] * size, "src": ["a" if i % 2 else "b" for i in range(size)], "b": [k] * size})
             ws.slide("h")
-        per_slide = [sum(sizes[i] for i in range(j, j + 3)) for j in (0, 2)]  # windows of slides 0-2, 2-4
+            if k == 3:  # out of phase: the window of slides 0-2 completed one slide ago, the next completes at 4
+                late = ws.register(text)
+            if k in (3, 4, 6):  # its answer of the newest window comes before the next slide is sent
+                wait_for(lambda: any(a.slide == k for a in ws.read_answers(late.id)[0]),
+                         f"the out-of-phase query's answer at slide {k}", timeout=30)  # (a bound on a hang)
+        per_slide = [sum(sizes[i] for i in range(j, j + 3)) for j in (0, 2, 4)]  # windows of slides 0-2, 2-4, 4-6
         a = ws.query("SELECT window_start, window_end, COUNT(*) FROM h [RANGE 3 s SLIDE 2 s] GROUP BY window_start")
         assert [r[2] for r in a.rows] == per_slide
         assert a.columns == ["window_start", "window_end", "count(*)"]
         bounds = [(r[0], r[1]) for r in a.rows]
-        # the newest window (slides 2-4) is answered by the execution due at slide 5, or by one due
-        # at slide 3 that ran late, after slide 4 (back-to-back slides), which then reads it already
+        # the newest window (slides 4-6) is answered by the execution due at slide 6, or late, after
+        # slide 7 (back-to-back slides), which then reads it already
         answers = wait_for(lambda: (lambda got: got if got and {(r[0], r[1]) for r in got[-1].rows} == {bounds[-1]}
                                     else None)(ws.read_answers(q.id)[0]),
                            "the periodic query's answer of the newest window", timeout=120)  # (a bound on a hang)
-        assert answers[-1].slide in (4, 5), [a.slide for a in answers]
+        assert answers[-1].slide in (6, 7), [a.slide for a in answers]
         assert [a.slide for a in answers] == sorted({a.slide for a in answers}), "each slide at most once, in order"
         newest = answers[-1].rows
         assert {(r[0], r[1]) for r in newest} == {bounds[-1]}
         assert sum(r[3] for r in newest) == per_slide[-1]
+        assert (answers[-1].window_start_ms, answers[-1].window_end_ms) == bounds[-1], "the window it answers"
+        # out of phase: the newest window at once (slide 3), then each at its completing slide
+        got = ws.read_answers(late.id)[0]
+        assert [x.slide for x in got] == [3, 4, 6], [x.slide for x in got]
+        assert [(x.window_start_ms, x.window_end_ms) for x in got] == bounds
+        assert [{(r[0], r[1]) for r in x.rows} for x in got] == [{b} for b in bounds]
+        assert [sum(r[3] for r in x.rows) for x in got] == per_slide
         for bad, why in [("SELECT window_start, COUNT(*) FROM h [RANGE 3 s] GROUP BY window_start", "SLIDE"),
                          ("SELECT COUNT(*) FROM h [RANGE 3 s SLIDE 1 s]", "register it instead"),
                          ("SELECT COUNT(*) FROM h [RANGE 2500 ms]", "nearest exact: 2000 ms or 3000 ms")]:
             with pytest.raises(InvalidArgument, match=why):
                 ws.query(bad)
         ws.unregister(q.id)
+        ws.unregister(late.id)
 
 
 def test_a_length_not_a_whole_number_of_sub_windows_names_the_structured_field():
@@ -288,3 +304,221 @@ def test_hop_queries_beside_shared_ones_answer_as_with_sharing_off(mode):
     assert any(rows for (qid, _), rows in alone.items() if qid == "Q0"), "the hop query answered with rows"
     assert {k: v for k, v in shared.items() if k in alone} == {k: alone[k] for k in shared if k in alone}
     assert {k for k in alone if k[0] in ("Q0", "Q1")} <= set(shared)
+
+
+# -- when a periodic HOP/TUMBLE query answers (issue 31) ---------------------------------------------
+# Windows start at multiples of SLIDE by sub-window index: the time slot on processing- and
+# event-time streams, the slide number on manual ones. The oracle below is brute force over those
+# indexes: at each scheduler run, the newest window lying in the stream's sub-windows that the
+# query reads; it answers when that window is newer than the one at the slide its last answer
+# reflected (the first execution, at registration, answers at once). The rows are checked against
+# DuckDB over the raw rows within the bounds each answer reports.
+
+T = 10  # sub-window length (ms) on every clock below
+
+
+def _hop_engine(clock: str, n: int, base: int, sharing: str):
+    """An engine with stream s of n sub-windows of T ms on `clock`, whose first sub-window is
+    index `base` (its time slot [base T, base T + T); on a manual stream the index is the slide
+    number, 0, and the sub-window's bounds are [base T, base T + T) too)."""
+    from windowstore.store import WindowSpec as Spec
+    from windowstore.txn.commands import CreateStream
+    from windowstore.txn.engine import Engine, EngineConfig
+
+    e = Engine(EngineConfig(policy="ttu", sharing=sharing))
+    e.apply(CreateStream("s", tuple(SCHEMA.items()), "ts", Spec(n, T, None, clock, 0, (), 4), base * T))
+    return e
+
+
+def _feed(e, clock: str, slot: int, rows: list[tuple]) -> None:
+    """Append the rows of time slot `slot` (their ts in it) and slide past it, applying the slide
+    (the engine's clock is then the slot's end) without running a query."""
+    from windowstore.txn.commands import Append, Slide
+
+    end = (slot + 1) * T
+    cols = {"ts": [r[0] for r in rows], "src": [r[1] for r in rows], "b": [r[2] for r in rows]}
+    hint = {"event_time_ms": end} if clock == "event" else {}
+    e.apply(Append("s", cols, "", None, slot * T, **hint))
+    if clock == "manual":
+        e.apply(Slide("s", end))
+    else:
+        e.tick(end)
+        while e.sched.stream_due_to_slide() is not None:
+            e.sched.step()
+
+
+def _newest_window(latest_index: int, first_index: int, n_q: int, length: int, every: int):
+    """Brute force: the newest window [p, p + length) of indexes, p a multiple of `every`, that
+    lies within the sub-windows a periodic execution reads at a slide whose sub-window has index
+    `latest_index` (the n_q youngest, none before `first_index`); None if there is none. Also the
+    newest such window ignoring what is read (the one whose completion counts)."""
+    read = [i for i in range(latest_index - n_q + 1, latest_index + 1) if i >= first_index]
+    inside = [p for p in range(min(read, default=0), latest_index + 1)
+              if p % every == 0 and read and p >= read[0] and p + length - 1 <= latest_index]
+    done = [p for p in range(first_index, latest_index + 1) if p % every == 0 and p + length - 1 <= latest_index]
+    return (inside[-1] if inside else None), (done[-1] if done else None)
+
+
+def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, register_after: int,
+                  runs: list[bool], sharing: str = "none", keyed: bool = True, seed: int = 0, empty: bool = False):
+    """Feed 1 + register_after slots, register the query, then one slot per entry of `runs`,
+    running the scheduler after it where the entry is True (else the slide is applied and the
+    query held back). Checks every answer against the brute-force oracle and DuckDB; returns
+    the answers [(slide, window_start_ms, window_end_ms)] (with `empty`, also those with no window
+    as (slide, None, None))."""
+    from windowstore.txn.commands import Register
+
+    rng = random.Random(seed)
+    e = _hop_engine(clock, n, base, sharing)
+    keys = ", src" if keyed else ""
+    text = (f"SELECT window_start, window_end{keys}, COUNT(*), SUM(b) FROM s "
+            f"[RANGE {length} SUBWINDOWS SLIDE {every} SUBWINDOWS] GROUP BY window_start{keys}")
+    got: list = []
+    e.on_answer = lambda qid, res: got.append(res)
+    raw: list[tuple] = []
+    first_index = 0 if clock == "manual" else base   # the index of slide 0's sub-window
+
+    def feed(slide: int) -> None:
+        slot = base + slide
+        rows = [(slot * T + rng.randrange(T), rng.choice("ab"), rng.randint(-5, 9)) for _ in range(rng.randint(1, 4))]
+        raw.extend(rows)
+        _feed(e, clock, slot, rows)
+
+    for j in range(register_after + 1):
+        feed(j)
+    e.apply(Register("H", text, 0, e.now_ms))
+    n_q = min(n, length + every - 1)
+    expected: list = []
+    last_done = None
+
+    lates: list = []  # per answer after the first: slides past the completion it was due at
+
+    def run(slide: int) -> None:
+        nonlocal last_done
+        e.sched.run_until_idle()
+        idx = first_index + slide
+        answered, done = _newest_window(idx, first_index, n_q, length, every)
+        if not expected or (done is not None and (last_done is None or done > last_done)):
+            if expected:
+                nxt = last_done + every if last_done is not None else -(-first_index // every) * every
+                lates.append(slide - (nxt + length - 1 - first_index))
+            expected.append((slide, answered))
+            last_done = done
+
+    run(register_after)
+    for k, go in enumerate(runs):
+        slide = register_after + 1 + k
+        feed(slide)
+        if go:
+            run(slide)
+    run(register_after + len(runs))  # what was held back runs at last
+
+    def bounds(p):  # a window's [start, end) in ms: its sub-windows' bounds
+        s0 = p - first_index + base
+        return s0 * T, (s0 + length) * T
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    con.executemany("INSERT INTO r VALUES (?, ?, ?)", raw)
+    assert [r.slide for r in got] == [slide for slide, _ in expected], (clock, length, every, runs)
+    assert [r.late_slides for r in got[1:]] == lates and e.sched.tasks["H"].late == sum(x > 0 for x in lates)
+    out = []
+    for res, (slide, p) in zip(got, expected):
+        if p is None:
+            assert res.answer.rows == [], "no window lies within what it read: no rows"
+            if empty:
+                out.append((slide, None, None))
+            continue
+        lo, hi = bounds(p)
+        assert (res.window_start_ms, res.window_end_ms) == (lo, hi), "the answer reports the window answered"
+        assert res.staleness_ms == 0, "answered at the clock time of the newest slide reflected"
+        group = ", src" if keyed else ""
+        ref = con.execute(f"SELECT ?, ?{group}, count(*), sum(b) FROM r WHERE ts >= ? AND ts < ? "
+                          f"{'GROUP BY src ORDER BY src' if keyed else ''}", [lo, hi, lo, hi]).fetchall()
+        assert [tuple(x) for x in res.answer.rows] == [tuple(x) for x in ref], (lo, hi)
+        out.append((slide, lo, hi))
+    return out
+
+
+@pytest.mark.parametrize("sharing", ["none", "conservative"])
+@pytest.mark.parametrize("clock", ["manual", "processing", "event"])
+@pytest.mark.parametrize("length,every", [(3, 2), (2, 2), (4, 3)], ids=["hop", "tumble", "hop-4-3"])
+def test_a_periodic_hop_registered_out_of_phase_answers_each_window_at_the_slide_that_completes_it(
+        clock, length, every, sharing):
+    """Registered one slide after a window completed (out of phase with SLIDE), the query answers
+    the newest window at once, then each window at the slide that completes it (its end is the
+    end of the newest sub-window reflected: no slide late), exactly once and in order."""
+    base = 3  # slot 3: windows start at slots 0, 2, 4 (every 2) or 0, 3, 6 (every 3)
+    got = _run_hop_case(clock, 8, base, length, every, register_after=3, runs=[True] * 12,
+                        sharing=sharing)
+    end_of_slide = {s: (base + s + 1) * T for s in range(20)}
+    assert len(got) >= 5
+    for slide, lo, hi in got[1:]:
+        assert hi == end_of_slide[slide], "answered at the slide that completed it"
+    starts = [lo for _, lo, _ in got]
+    assert all(b - a == every * T for a, b in zip(starts, starts[1:])), "every window once, in order"
+
+
+@pytest.mark.parametrize("sharing", ["none", "conservative"])
+@pytest.mark.parametrize("clock", ["manual", "processing", "event"])
+def test_an_execution_held_back_past_a_completion_answers_the_newest_window_and_keeps_the_phase(clock, sharing):
+    """Several slides applied before the scheduler runs: the execution then answers the newest
+    completed window (the older one is passed over), and the next answer still comes at the next
+    completion, not SLIDE slides after the late one."""
+    base = 3
+    runs = [True, False, False, True, True, True, True, False, True, True, True, True]
+    got = _run_hop_case(clock, 8, base, 3, 2, register_after=2, runs=runs, sharing=sharing)
+    held = [(s, lo, hi) for s, lo, hi in got if hi != (base + s + 1) * T]
+    assert held, "an execution answered after a hold"
+    for s, lo, hi in held:  # slide s is runs[s - 3] (registered after slide 2)
+        assert s >= 4 and not runs[s - 4], ("late only after a hold", s, got)
+    after = [(s, lo, hi) for s, lo, hi in got if s > held[-1][0]]
+    assert after and all(hi == (base + s + 1) * T for s, lo, hi in after), "back in phase after the hold"
+
+
+@pytest.mark.parametrize("clock", ["manual", "event"])
+def test_a_query_registered_before_any_whole_window_answers_nothing_until_one_completes(clock):
+    """Registered after the first slide: its first execution, at once, answers no rows; the next
+    comes at the slide that completes the first whole window. On the event-time stream (first
+    sub-window slot 3) the window of slots 2-4 starts before the stream and is never answered: no
+    execution at slot 4, which completes it."""
+    got = _run_hop_case(clock, 8, 3, 3, 2, register_after=0, runs=[True] * 5, empty=True)
+    if clock == "manual":  # windows of slide numbers 0-2, 2-4; sub-window k is [(3 + k) T, (4 + k) T)
+        assert got == [(0, None, None), (2, 30, 60), (4, 50, 80)]
+    else:  # windows of slots 4-6, 6-8: slides 1-3, 3-5
+        assert got == [(0, None, None), (3, 40, 70), (5, 60, 90)]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_hop_schedules_match_the_brute_force_due_rule(seed):
+    rng = random.Random(seed)
+    length, every = rng.randint(1, 4), rng.randint(1, 4)
+    n = rng.randint(max(length, every), length + every + 1)
+    clock = rng.choice(["manual", "processing", "event"])
+    runs = [rng.random() < 0.7 for _ in range(rng.randint(4, 16))]
+    _run_hop_case(clock, n, rng.randint(0, 7), length, every, rng.randint(-1, n + 1), runs,
+                  sharing=rng.choice(["none", "conservative"]), keyed=rng.random() < 0.5, seed=seed)
+
+
+def test_two_identical_hop_queries_under_sharing_answer_as_each_alone():
+    """Under shared execution two registrations of one HOP query were taken for exact duplicates
+    of one group, whose joint finish cannot merge per-window partials (the execution failed and
+    both queries were stopped); each runs alone, due by its own windows, with the same answers."""
+    from windowstore.txn.commands import Register
+
+    e = _hop_engine("manual", 8, 0, "conservative")
+    text = ("SELECT window_start, window_end, src, COUNT(*) FROM s [RANGE 3 SUBWINDOWS SLIDE 2 SUBWINDOWS] "
+            "GROUP BY window_start, src")
+    got: dict = {}
+    e.on_answer = lambda qid, res: got.setdefault(qid, []).append((res.slide, res.answer.rows))
+    errors: list = []
+    e.on_error = lambda qid, err: errors.append((qid, err))
+    e.apply(Register("A", text, 0, e.now_ms))
+    for k in range(8):
+        _feed(e, "manual", k, [(k * T + 1, "ab"[k % 2], k)])
+        if k == 3:
+            e.apply(Register("B", text, 0, e.now_ms))
+        e.sched.run_until_idle()
+    assert errors == []
+    assert [s for s, _ in got["A"]] == [0, 2, 4, 6] and [s for s, _ in got["B"]] == [3, 4, 6]
+    assert got["A"][-2:] == got["B"][-2:] and got["B"][-1][1], "the same windows, answered alike"

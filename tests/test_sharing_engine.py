@@ -222,3 +222,48 @@ def test_a_group_reads_each_sub_window_once_and_combines_once_per_length(monkeyp
         txn = e.sched.submit(alone)
         e.sched.run_until_idle()
         assert r.answer.rows == txn.result.answer.rows, qid
+
+
+@pytest.mark.parametrize("mode", [m.value for m in SharingMode if m.value != "none"])
+def test_a_joint_execution_that_fails_leaves_its_members_to_run_alone(mode, monkeypatch):
+    """A joint execution whose shared finish raises (a defect of sharing, not of the queries) must
+    not be started again and again: its members were kept registered and due, so the engine never
+    went idle (a server froze so). They leave sharing and run alone from then on: each is answered
+    as the query alone answers it, and a query that fails alone fails as a lone query does."""
+    from windowstore.txn.sharing.runtime import SharedPlan
+
+    def broken(self, partial):
+        raise RuntimeError("a shared finish that fails")
+    monkeypatch.setattr(SharedPlan, "finish", broken)
+    e = Engine(EngineConfig(policy="ttu", sharing=mode))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, ("k",), 4), 0))
+    got: list[tuple[str, int, list]] = []
+    errors: list[str] = []
+    e.on_answer = lambda qid, r: got.append((qid, r.slide, r.answer.rows))
+    e.on_error = lambda qid, err: errors.append(qid)
+    rng = random.Random(5)
+    e.apply(Append("p", rows(rng, 1, 6), "", None, 1))
+    e.apply(Slide("p", 1))
+    text = "SELECT k, SUM(v) FROM p [RANGE {} SUBWINDOWS SLIDE 1 SUBWINDOWS] WHERE v > 0 GROUP BY k"  # (a scan: CS2)
+    for i in range(3):
+        e.apply(Register(f"Q{i}", text.format(2 + i % 2), 0, 1))
+    for ts in (2, 3, 4):
+        e.apply(Append("p", rows(rng, ts, 6), "", None, ts))
+        e.apply(Slide("p", ts))
+        ops = e.sched.run_until_idle(max_ops=5_000)
+        assert ops < 5_000, "the engine went idle: no joint execution started again and again"
+        e._check()
+    s = e.sched.sharing.stats()
+    assert s["failures"] >= 1 and s["fallen_back"] == 3, s
+    assert errors == []  # the members were not told of sharing's failure: they ran alone instead
+    for qid in ("Q0", "Q1", "Q2"):
+        slides = [k for q, k, _ in got if q == qid]
+        assert slides == sorted(set(slides)) and slides[-1] == 3, (qid, slides)  # each slide once, the newest answered
+        length = 2 + int(qid[1]) % 2
+        for q, k, answer in got:
+            if q == qid:
+                alone = plan_query(parse_query(text.format(length).replace("SLIDE 1 SUBWINDOWS]", f"] AS OF SLIDE {k}")),
+                                   e.stream("p"))
+                txn = e.sched.submit(alone)
+                e.sched.run_until_idle()
+                assert sorted(answer) == sorted(txn.result.answer.rows), (qid, k)

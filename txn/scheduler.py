@@ -182,7 +182,7 @@ class Scheduler(Slides, Offload, Outcomes):
         self._joins.pop(task_id, None)
         task.active = False
         if self.sharing is not None:
-            self.sharing.remove(task_id)
+            self.sharing.unregistered(task_id)
         self._refresh.pop(task_id, None)
         if task.running is not None and not task.running.done:
             self._withdraw(task.running, QueryWithdrawn("periodic query unregistered"))

@@ -15,6 +15,7 @@ from ..approx import estimates_out, is_sketch, merged_sketch, sketch_cells
 from ..binder import BoundQuery, bind
 from ..cumulative import Cumulative
 from ..functions import Probes, ReadsKeySynopsis
+from ..hop import Hop
 from ..kinds import AccessPath
 from ..memo import contribution_key, large
 from ..query import Query
@@ -113,7 +114,7 @@ class Plan:
             assert inner is not None
             if isinstance(b.hop, SlicedHop):
                 return self.finish_windows(b.hop.answers(inner.finish, partial))
-            window = b.hop.bounds(partial) if isinstance(b.hop, Cumulative) else None
+            window = b.hop.bounds(partial) if isinstance(b.hop, (Cumulative, Hop)) else None
             return Answer(self.labels, b.hop.finish(inner.finish, partial), str(self.access), types=self.types,
                           window=window)
         contributions = partial.ordered()

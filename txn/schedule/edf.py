@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from windowstore.store import Plan
-from windowstore.store.slicing import sliced_task, slides_until_due
+from windowstore.store.hop import due_by_windows
+from windowstore.store.slicing import slides_until_due
 
 from ..joins import JoinQueryPlan, stream_names
 from ..kinds import QueryKind
@@ -64,10 +65,10 @@ class Task:
         assert self.running is None or (self.running.task is self and self.active), self.id
 
     def is_due(self, latest: int) -> bool:
-        sliced = sliced_task(self)  # windows that cut sub-windows: due when a slide completes one
-        if sliced is not None:
+        hop = due_by_windows(self)  # HOP/TUMBLE windows, and those that cut sub-windows: due when a slide completes one
+        if hop is not None:
             return (self.active and self.running is None
-                    and slides_until_due(sliced, self.plan.stream.window, self.last_reflected) <= 0)
+                    and slides_until_due(hop, self.plan.stream.window, self.last_reflected) <= 0)
         return self.active and self.running is None and (self.last_reflected is None or latest - self.last_reflected >= self.every)
 
 
@@ -88,11 +89,15 @@ def task_due(task: Task, failed: Mapping[str, str]) -> bool:
 
 
 def deadline(task: Task) -> int:
-    """Slides until the task is due (EDF, Algorithm 9); a join: the soonest of its SLIDEs."""
+    """Slides until the task is due (EDF, Algorithm 9); a join: the soonest of its SLIDEs. A
+    window sequence's (due_by_windows): until a slide completes its next window; one that never
+    answered ages from its registration like any task (more overdue with every slide since)."""
     plan = task.plan
-    sliced = sliced_task(task)
-    if sliced is not None:
-        return slides_until_due(sliced, plan.stream.window, task.last_reflected)
+    hop = due_by_windows(task)
+    if hop is not None:
+        if task.last_reflected is None:
+            return min(0, task.every - task.slides_behind(plan.stream.window.latest))
+        return slides_until_due(hop, plan.stream.window, task.last_reflected)
     if not isinstance(plan, JoinQueryPlan):
         return task.every - task.slides_behind(plan.stream.window.latest)
     latest = {s.name: s.window.latest for s in plan.streams}

@@ -16,6 +16,7 @@ from ..joins import JoinQueryPlan
 from ..kinds import AbortCause, PolicyName, QueryKind
 from ..query import QueryTxn, RestartLimitExceeded, Result
 from .counters import ABORT_COUNTERS, Counters, total
+from .edf import deadline
 
 if TYPE_CHECKING:
     from windowstore.store import Answer
@@ -91,7 +92,7 @@ class Outcomes:
         )
         late = None
         if task is not None and task.last_reflected is not None:
-            late = max(0, txn.plan.stream.window.latest - task.last_reflected - task.every)
+            late = max(0, -deadline(task))  # slides past the one it was due at (every slides, or a window's completion)
         self._deliver(txn, result, now, late)
 
     def _deliver(self, txn: QueryTxn, result: Result, now: float, late: int | None) -> None:
@@ -198,7 +199,7 @@ class Outcomes:
                 task.active = False
                 self._tasks_changed = True
                 if self.sharing is not None:
-                    self.sharing.remove(task.id)
+                    self.sharing.unregistered(task.id)
         self._finish(txn)
         if task is not None and task.on_error is not None:
             task.on_error(task, error)

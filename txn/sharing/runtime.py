@@ -22,7 +22,8 @@ from windowstore.store.planner.merge import combine_contributions, combines
 from windowstore.store.schema import VALID
 
 from ..kinds import QueryKind
-from ..query import Result
+from ..query import RestartLimitExceeded, Result
+from windowstore.store.hop import due_by_windows
 from windowstore.store.slicing import SlicedHop, sliced_task
 
 from ..schedule.edf import Task, task_due
@@ -262,14 +263,17 @@ class SharedTasks:
         self._plans: dict[tuple, tuple[SharedPlan, QueryTxn]] = {}  # (and the execution that last ran it)
         self._seq = 0
         self._blocked = False
+        self.fallen_back: dict[str, str] = {}  # members run alone since their joint execution failed: why
 
     # -- queries come and go -------------------------------------------------------------------
     def add(self, task: Task) -> None:
-        if task.every < 1:
-            return  # continual (SLIDE 0): on its own
+        if task.every < 1 or task.id in self.fallen_back:
+            return  # continual (SLIDE 0), or its joint execution failed (group_failed): on its own
         if sliced_task(task) is not None:  # due when a slide completes a window: with its slices group's due ones
             self.slices.add(task)
             return
+        if due_by_windows(task) is not None:  # HOP/TUMBLE: runs alone (Hop.alone_reason), due when a slide
+            return  # completes one of its windows, not by the local scheduler's periods: spawned as without sharing
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
         self._plans.clear()
@@ -278,6 +282,11 @@ class SharedTasks:
             self._eager[task.id] = join_plan(task).eager
             self._join_group_changed(self.groups.group_id(task.id))
         self.local.sync()
+
+    def unregistered(self, task_id: str) -> None:
+        """The scheduler dropped the query: out of sharing, and forgotten if it had fallen back."""
+        self.remove(task_id)
+        self.fallen_back.pop(task_id, None)
 
     def remove(self, task_id: str) -> None:
         if self.slices.remove(task_id) is not None:
@@ -574,12 +583,24 @@ class SharedTasks:
             task.on_answer(r)  # (told: with an on_answer)
 
     def group_failed(self, group: Task, error: Exception) -> None:
-        """A shared execution failed (too many aborts, or an error): each member hears of it as
-        it would of its own execution failing; the members stay registered."""
+        """A shared execution failed. Aborted too often by slides (RestartLimitExceeded), or a
+        shared join refused past its bound: each member hears of it as it would of its own
+        execution failing, and stays registered and shared. Any other failure is the joint
+        execution's own (its members alone may well answer): they leave sharing and run alone
+        from then on, unaware (`fallen_back`, with why), and a query that then fails alone fails
+        as a lone query does. Kept shared and due, they would be started again at once and fail
+        again, for ever: the engine never idle."""
         joint: Joint = group.shared  # type: ignore[assignment]  # set in _submit
         group.running = None
         self.failures += 1
         refused = isinstance(error, ResourceLimit) and isinstance(group.plan, SharedJoinPlan)
+        if not refused and not isinstance(error, RestartLimitExceeded):
+            for mids in joint.outputs:
+                for mid in mids:
+                    if self.busy.get(mid) is joint.txn:
+                        self.remove(mid)  # (out of its group, its slices group, busy; the scheduler keeps it)
+                        self.fallen_back[mid] = f"its shared execution failed: {error}"
+            return
         for mids in joint.outputs:
             for mid in mids:
                 if self.busy.get(mid) is not joint.txn:
@@ -664,6 +685,7 @@ class SharedTasks:
             "slice_groups": sum(1 for g in self.slices.groups.values() if len(g) > 1),
             "slice_executions": self.slice_executions,
             "slice_answers": self.slice_answers,
+            "fallen_back": len(self.fallen_back),
         }
 
     def _check(self) -> None:
@@ -681,6 +703,7 @@ class SharedTasks:
         for (gid, leaders), (plan, _) in self._plans.items():
             assert all(m in self.tasks for m in leaders), "plans kept for registered members only (cleared as they go)"
             plan._check()
+        assert not set(self.fallen_back) & (set(self.tasks) | set(self.slices.key_of)), "a fallen-back member runs alone"
         for synopsis in self.join_synopses.values():
             synopsis._check()
 

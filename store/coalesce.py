@@ -31,12 +31,26 @@ from abc import ABC, abstractmethod
 import itertools
 from bisect import bisect_left
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Hashable, Iterable
 
-EAGER = "eager"
-LAZY = "lazy"
-TUPLE = "tuple"
-TIME = "time"
+class Strategy(StrEnum):
+    """How a coalesced window is evaluated (section 4): eager (Algorithm 2, the coalesced state
+    kept per arrival) or lazy (Algorithm 1, coalesced at scan time)."""
+
+    EAGER = "eager"
+    LAZY = "lazy"
+
+
+class Extent(StrEnum):
+    """What bounds a coalescer's window: its newest `size` tuples, or `size` time units."""
+
+    TUPLE = "tuple"
+    TIME = "time"
+
+
+EAGER, LAZY = Strategy.EAGER, Strategy.LAZY
+TUPLE, TIME = Extent.TUPLE, Extent.TIME
 
 # Brute force enumerates 2**n assignments; past this many DCQs the caller is asked to split.
 MAX_EXACT_QUERIES = 20
@@ -57,7 +71,7 @@ class _Window(ABC):
 
     def __init__(self, kind: str, size: int):
         if kind not in (TUPLE, TIME):
-            raise ValueError(f"kind must be {TUPLE!r} or {TIME!r}, not {kind!r}")
+            raise ValueError(f"kind must be '{TUPLE}' or '{TIME}', not {kind!r}")
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise ValueError(f"size must be a positive int, not {size!r}")
         self.kind = kind
@@ -276,7 +290,7 @@ def coalescer(strategy: str, kind: str, size: int) -> EagerCoalescer | LazyCoale
         return EagerCoalescer(kind, size)
     if strategy == LAZY:
         return LazyCoalescer(kind, size)
-    raise ValueError(f"strategy must be {EAGER!r} or {LAZY!r}, not {strategy!r}")
+    raise ValueError(f"strategy must be '{EAGER}' or '{LAZY}', not {strategy!r}")
 
 
 # ---- Temporal functions over coalesced intervals (half-open [ts, te)) ----

@@ -42,7 +42,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Union
 
-from .coalesce import DCQ, EAGER, LAZY, OpCosts, Weights, Workload, choose_plan, normalizers
+from .coalesce import DCQ, EAGER, LAZY, OpCosts, Strategy, Weights, Workload, choose_plan, normalizers
 from .errors import Loc
 from .query import Aggregate, KeyColumn, Predicate, Query
 
@@ -674,12 +674,12 @@ class MeasuredChoice:
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
                  margin: float = 0.03, budget: float = 0.0):
         if start not in (EAGER, LAZY):
-            raise ValueError(f"start must be {EAGER!r} or {LAZY!r}")
+            raise ValueError(f"start must be '{EAGER}' or '{LAZY}'")
         if not (0 <= trials <= keep and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
                 and 0 <= budget < 1):
             raise ValueError("need 0 <= trials <= keep, 1 <= first_gap <= max_gap, 0 <= margin < 1 and 0 <= budget < 1")
-        self.strategy = start  # the choice
-        self.model_choice = start
+        self.strategy = Strategy(start)  # the choice
+        self.model_choice = self.strategy
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
         self.budget = budget  # 0: gaps by doubling alone
         self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
@@ -691,7 +691,7 @@ class MeasuredChoice:
         self._next_probe: int | None = None if trials else first_gap
         self._check()
 
-    def _other(self, strategy: str) -> str:
+    def _other(self, strategy: str) -> Strategy:
         return LAZY if strategy == EAGER else EAGER
 
     def measuring(self) -> bool:
@@ -724,7 +724,7 @@ class MeasuredChoice:
     def observe(self, strategy: str, seconds: float) -> None:
         """One execution of `strategy`, which took `seconds` (CPU)."""
         if strategy not in (EAGER, LAZY):
-            raise ValueError(f"strategy must be {EAGER!r} or {LAZY!r}")
+            raise ValueError(f"strategy must be '{EAGER}' or '{LAZY}'")
         if seconds < 0:
             raise ValueError("seconds must not be negative")
         probe = not self.measuring() and strategy != self.strategy
@@ -836,8 +836,8 @@ class TemporalPlan:
     def use(self, strategy: str) -> None:
         """Force a strategy (tests and experiments compare them); no measured choice after it."""
         if strategy not in (EAGER, LAZY):
-            raise ValueError(f"strategy must be {EAGER!r} or {LAZY!r}")
-        self.strategy = strategy
+            raise ValueError(f"strategy must be '{EAGER}' or '{LAZY}'")
+        self.strategy = Strategy(strategy)
         self.measured = None
         self.timed = False
 

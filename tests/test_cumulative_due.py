@@ -14,7 +14,7 @@ import random
 import duckdb
 import pytest
 
-from test_hop_windows import SCHEMA, T, _feed, _hop_engine
+from test_hop_windows import T, _feed, _hop_engine
 
 CUMULATE, LANDMARK = "cumulate", "landmark"
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import random
 
-import duckdb
 import pytest
 
-from test_hop_windows import T, _feed, _hop_engine
+from test_hop_windows import HELD_RUNS, T, _feed, _hop_engine, assert_held_back_then_in_phase, run_due_case
 
 CUMULATE, LANDMARK = "cumulate", "landmark"
 
@@ -42,77 +41,25 @@ def _newest_window(kind: str, latest_end: int, base: int, n_q: int, step: int, s
 
 def _run_case(kind: str, clock: str, n: int, base: int, step: int, size: int, register_after: int,
               runs: list[bool], sharing: str = "none", keyed: bool = False, seed: int = 0):
-    """Feed 1 + register_after slots, register the query (`step`, `size` in sub-windows), then one
-    slot per entry of `runs`, running the scheduler after it where the entry is True (else the
-    slide is applied and the query held back). Checks every answer against the brute-force oracle
-    and DuckDB; returns the answers [(slide, window_start_ms, window_end_ms)], (slide, None, None)
-    for one with no window."""
-    from windowstore.txn.commands import Register
-
-    rng = random.Random(seed)
-    e = _hop_engine(clock, n, base, sharing)
+    """test_hop_windows.run_due_case for a CUMULATE (`step`, `size` in sub-windows) or landmark
+    (SLIDE `step`) query, against the brute-force oracle above: its answers [(slide,
+    window_start_ms, window_end_ms)], (slide, None, None) for one with no window."""
     keys = ", src" if keyed else ""
     window = (f"[CUMULATE STEP {step * T} ms SIZE {size * T} ms]" if kind == CUMULATE
               else f"[RANGE UNBOUNDED SLIDE {step * T} ms]")
     text = (f"SELECT window_start, window_end{keys}, COUNT(*), SUM(b) FROM s {window}"
             + (" GROUP BY src" if keyed else ""))
-    got: list = []
-    e.on_answer = lambda qid, res: got.append(res)
-    raw: list[tuple] = []
-
-    def feed(slide: int) -> None:
-        slot = base + slide
-        rows = [(slot * T + rng.randrange(T), rng.choice("ab"), rng.randint(-5, 9)) for _ in range(rng.randint(1, 4))]
-        raw.extend(rows)
-        _feed(e, clock, slot, rows)
-
-    for j in range(register_after + 1):
-        feed(j)
-    e.apply(Register("C", text, 0, e.now_ms))
     n_q = size + step - 1 if kind == CUMULATE else min(n, step)
-    expected: list = []
-    lates: list = []  # per answer after the first: slides past the completion it was due at
-    last_done = None
 
-    def run(slide: int) -> None:
-        nonlocal last_done
-        e.sched.run_until_idle()
+    def newest(slide: int):
         answered, done = _newest_window(kind, base + slide + 1, base, n_q, step, size)
-        if not expected or (done is not None and (last_done is None or done[1] > last_done[1])):
-            if expected:
-                nxt = min(w[1] for w in _windows(kind, base + slide + 1, base, step, size)
-                          if last_done is None or w[1] > last_done[1])
-                lates.append(slide - (nxt - 1 - base))
-            expected.append((slide, answered))
-            last_done = done
+        return (None if answered is None else (answered[0] * T, answered[1] * T)), (None if done is None else done[1])
 
-    run(register_after)
-    for k, go in enumerate(runs):
-        slide = register_after + 1 + k
-        feed(slide)
-        if go:
-            run(slide)
-    run(register_after + len(runs))  # what was held back runs at last
+    def due_at(last_end):  # the slide whose sub-window ends where the next window does
+        far = (base + 1 if last_end is None else last_end) + step  # (the next window ends by then)
+        return min(w[1] for w in _windows(kind, far, base, step, size) if last_end is None or w[1] > last_end) - 1 - base
 
-    con = duckdb.connect()
-    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
-    con.executemany("INSERT INTO r VALUES (?, ?, ?)", raw)
-    assert [r.slide for r in got] == [slide for slide, _ in expected], (kind, clock, step, size, runs)
-    assert [r.late_slides for r in got[1:]] == lates and e.sched.tasks["C"].late == sum(x > 0 for x in lates)
-    out = []
-    for res, (slide, w) in zip(got, expected):
-        if w is None:
-            assert res.answer.rows == [], "what the window needs was not read: no rows"
-            out.append((slide, None, None))
-            continue
-        lo, hi = w[0] * T, w[1] * T
-        assert (res.window_start_ms, res.window_end_ms) == (lo, hi), "the answer reports the window answered"
-        assert res.staleness_ms == 0, "answered at the clock time of the newest slide reflected"
-        ref = con.execute(f"SELECT ?, ?{keys}, count(*), sum(b) FROM r WHERE ts >= ? AND ts < ? "
-                          f"{'GROUP BY src ORDER BY src' if keyed else ''}", [lo, hi, lo, hi]).fetchall()
-        assert [tuple(x) for x in res.answer.rows] == [tuple(x) for x in ref], (lo, hi)
-        out.append((slide, lo, hi))
-    return out
+    return run_due_case(clock, n, base, text, register_after, runs, newest, due_at, sharing, keyed, seed)
 
 
 @pytest.mark.parametrize("sharing", ["none", "conservative"])
@@ -149,15 +96,8 @@ def test_an_execution_held_back_past_a_completion_answers_the_newest_window_and_
     """Several slides applied before the scheduler runs: the execution then answers the newest
     completed window (the older one is passed over), and the next answer still comes at the next
     completion, not STEP slides after the late one."""
-    base = 3
-    runs = [True, False, False, True, True, True, True, False, True, True, True, True]
-    got = _run_case(kind, clock, 8, base, 2, size, register_after=2, runs=runs, sharing=sharing)
-    held = [(s, lo, hi) for s, lo, hi in got if hi != (base + s + 1) * T]
-    assert held, "an execution answered after a hold"
-    for s, lo, hi in held:  # slide s is runs[s - 3] (registered after slide 2)
-        assert s >= 4 and not runs[s - 4], ("late only after a hold", s, got)
-    after = [(s, lo, hi) for s, lo, hi in got if s > held[-1][0]]
-    assert after and all(hi == (base + s + 1) * T for s, lo, hi in after), "back in phase after the hold"
+    got = _run_case(kind, clock, 8, 3, 2, size, register_after=2, runs=HELD_RUNS, sharing=sharing)
+    assert_held_back_then_in_phase(got, 3)
 
 
 @pytest.mark.parametrize("clock", ["processing", "event"])

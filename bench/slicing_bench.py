@@ -81,7 +81,8 @@ def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = Fa
     plans = [plan_query(parse_query(text(r, sl)), s, periodic=True) for r, sl in shp]
     shared = SharedSlices(plans) if mode == "together" else None
     reflected: list[int | None] = [None] * count
-    answered: list[int | None] = [None] * count  # (together: the window each answered last)
+    answered = np.zeros(count, dtype=np.int64)  # (together: the window each answered last,
+    answering = np.zeros(count, dtype=bool)     # once it has answered one)
     con = None
     if mode == "duckdb":
         import duckdb
@@ -104,10 +105,11 @@ def run_mode(mode: str, count: int, slides: int, seed: int = 1, check: bool = Fa
             continue
         if shared is not None:  # every due window in one execution: one read of the sub-windows
             reads = [shared.read(sub) for sub in s.window.youngest(shared.n_q)]
-            newest = shared.newest(reads)  # due: a window completed since its last answer (slides_until_due)
-            due = [i for i, k in enumerate(newest) if k is not None and k != answered[i]]
-            for i, got in zip(due, shared.answer(reads, [(i, newest[i]) for i in due])):  # each answer made (delivered)
-                answered[i] = newest[i]
+            ks, has = shared.newest_windows(reads)  # due: a window completed since its last answer (slides_until_due)
+            due = np.flatnonzero(has & ~(answering & (ks == answered)))
+            answered[due], answering[due] = ks[due], True
+            due_list = due.tolist()
+            for i, got in zip(due_list, shared.answer(reads, list(zip(due_list, ks[due].tolist())))):  # each answer made (delivered)
                 if check and timed:
                     answers.append((slot, i, [tuple(int(x) for x in r) for r in got.rows]))
         for i, plan in enumerate(plans if shared is None else ()):  # (together: answered above)

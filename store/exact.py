@@ -101,7 +101,7 @@ class RangeSums:
             return False
         if not m:
             return True
-        bound = max(self.bound, max_abs(int(values.min()), int(values.max())))
+        bound = max(self.bound, max_abs(int(np.minimum.reduce(values)), int(np.maximum.reduce(values))))
         if bound * (self.n + m) > INT64_MAX:
             return False
         n = self.n

@@ -422,10 +422,12 @@ class Sum(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRu
         if not len(values):
             return np.zeros(len(counts), dtype=np.int64), counts
         if max_abs(int(values.min()), int(values.max())) * len(values) > INT64_MAX:
-            return None  # (an int64 prefix could wrap: run_sums' halves, one run at a time)
-        prefix = np.zeros(len(values) + 1, dtype=np.int64)
-        np.cumsum(values, out=prefix[1:])
-        return prefix[bounds[1:]] - prefix[bounds[:-1]], counts
+            return None  # (an int64 sum could wrap: run_sums' halves, one run at a time)
+        sums = np.zeros(len(counts), dtype=np.int64)
+        present = counts > 0
+        if present.any():  # each non-empty run summed in one pass (the empty ones between add nothing)
+            sums[present] = np.add.reduceat(values[:bounds[-1]], bounds[:-1][present], dtype=np.int64)
+        return sums, counts
 
     def combine_runs(self, b, columns):
         return Runs([range_sums(columns[0]), range_sums(columns[1])], lambda total, count: (total, count))  # (exact)
@@ -557,6 +559,8 @@ class _Extreme(AggregateFunction, Probes, ReadsSynopsis, CombinesRuns, JoinsByKe
     def runs(self, b, values):
         if values is None or b.input_type == "string" or values.dtype.kind not in "iu":  # (floats: NaN, -0.0)
             return None
+        if not len(values):  # (every run of no values is empty)
+            return lambda i, j: None
         extreme, boolean = run_extremes(values, self.maximum), b.input_type == "boolean"
         return lambda i, j: None if i == j else bool(extreme(i, j)) if boolean else extreme(i, j)
 
@@ -625,6 +629,16 @@ class _Extreme(AggregateFunction, Probes, ReadsSynopsis, CombinesRuns, JoinsByKe
     def combine_runs(self, b, columns):
         return Runs([range_extremes(columns[0], self.maximum), range_sums(columns[1])],
                     lambda extreme, present: (extreme, present > 0))
+
+    def finish_unique(self, b, part, keys, strings):
+        if b.input_type == "string" or part[0].dtype.kind not in "iufb":  # (codes: decoded and ranked by finish_groups)
+            return super().finish_unique(b, part, keys, strings)
+        values, present = part  # one contribution, one entry per key: each key's extreme is its entry
+        out = values.astype(bool) if b.input_type == "boolean" else values.copy()  # (never the partial itself)
+        if not present.all():
+            out = out.astype(object)
+            out[~present] = None
+        return out
 
     def combine_groups(self, b, inverse, groups, parts, strings):
         present = np.concatenate([p[1] for p in parts])

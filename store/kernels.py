@@ -103,30 +103,31 @@ def _blocks(values: np.ndarray, op, identity) -> tuple[np.ndarray, np.ndarray]:
     return from_start, from_end
 
 
-def _levels(op, levels: list[np.ndarray], blocks: int, changed: int) -> list[np.ndarray]:
-    """The sparse table over `blocks` blocks' extremes (level k: of 2**k consecutive blocks), from
-    its level 0 (levels[0], complete) and the levels above as they were for blocks before
-    `changed`: each level's entries that cover a block from `changed` on are made again."""
-    out, width = [levels[0]], 1
-    while 2 * width <= blocks:
-        prev = out[-1]
-        start = max(0, changed - 2 * width + 1)
-        kept = levels[len(out)][:start] if len(out) < len(levels) else prev[:0]
-        out.append(np.concatenate((kept, op(prev[start:blocks - 2 * width + 1], prev[start + width:blocks - width + 1]))))
+def _fill_levels(op, table: np.ndarray, blocks: int, changed: int) -> None:
+    """The sparse table over `blocks` blocks' extremes, in place (row k: of the 2**k consecutive
+    blocks from each block), from its row 0 (complete) and the rows above as they were for blocks
+    before `changed`: each row's entries that cover a block from `changed` on are made again."""
+    width = 1
+    for k in range(1, blocks.bit_length()):
+        start, stop = max(0, changed - 2 * width + 1), blocks - 2 * width + 1
+        if stop > start:
+            table[k, start:stop] = op(table[k - 1, start:stop], table[k - 1, start + width:stop + width])
         width *= 2
-    return out
 
 
 def _block_extremes(values: np.ndarray, maximum: bool) -> tuple:
     """run_extremes' structure of an integer array: per block of _RUN_BLOCK values the running
     extreme from its start and from its end (2n values), and a sparse table over the blocks'
-    extremes (level k: of 2**k consecutive blocks; O(n / B log(n / B))); with the reduction."""
+    extremes (row k: of 2**k consecutive blocks; O(n / B log(n / B))); with the reduction."""
     assert values.dtype.kind in "iu", "run extremes of integers only"
     op = np.maximum if maximum else np.minimum
     info = np.iinfo(values.dtype)
     from_start, from_end = _blocks(values, op, info.min if maximum else info.max)  # (padded with the identity)
     blocks = len(from_end) // _RUN_BLOCK
-    return op, from_start, from_end, _levels(op, [from_end[::_RUN_BLOCK].copy()], blocks, 0)
+    table = np.empty((max(1, blocks.bit_length()), blocks), dtype=values.dtype)
+    table[0] = from_end[::_RUN_BLOCK]
+    _fill_levels(op, table, blocks, 0)
+    return op, from_start, from_end, table
 
 
 def run_extremes(values: np.ndarray, maximum: bool):
@@ -155,21 +156,22 @@ def run_extremes(values: np.ndarray, maximum: bool):
 class RangeExtremes:
     """The max (or min) of values[i[x]:j[x]] (each non-empty) for arrays of runs i, j of an integer
     array at once, on _block_extremes' structure: a run across blocks is the suffix of its first
-    block, the prefix of its last and the whole blocks between (two table lookups), vectorised over
-    the runs; one within a block is reduced directly. A reduction picks one of the values, so each
-    result is its run's own max/min exactly. `extend` appends values: the blocks from the last
-    partial one on and the table entries covering them are made again, the rest kept (room doubled
-    as it fills), so a structure over a sliding sequence is kept across slides
-    (store/slicing_shared.py)."""
+    block, the prefix of its last and the whole blocks between (two lookups in the sparse table,
+    one row per run), vectorised over the runs; one within a block is reduced directly. A
+    reduction picks one of the values, so each result is its run's own max/min exactly. `extend`
+    appends values: the blocks from the last partial one on and the table entries covering them
+    are made again in place, the rest kept (room doubled as it fills), so a structure over a
+    sliding sequence is kept across slides (store/slicing_shared.py)."""
 
-    __slots__ = ("op", "identity", "n", "values", "from_start", "from_end", "levels")
+    __slots__ = ("op", "identity", "n", "values", "from_start", "from_end", "table", "log2")
 
     def __init__(self, values: np.ndarray, maximum: bool):
-        self.op, self.from_start, self.from_end, self.levels = _block_extremes(values, maximum)
+        self.op, self.from_start, self.from_end, self.table = _block_extremes(values, maximum)
         info = np.iinfo(values.dtype)
         self.identity = info.min if maximum else info.max
         self.n = len(values)
         self.values = values
+        self.log2 = _floor_log2(self.table.shape[1])  # (a run's row of the table, by the blocks it spans)
 
     def extend(self, values: np.ndarray) -> bool:
         """Append `values` (False, changing nothing, for another dtype: then make it again)."""
@@ -188,26 +190,51 @@ class RangeExtremes:
         self.from_start[first * b:first * b + len(start)] = start
         self.from_end[first * b:first * b + len(end)] = end
         blocks = -(-m // b)
-        level0 = np.concatenate((self.levels[0][:first], end[::b]))
-        self.levels = _levels(self.op, [level0, *self.levels[1:]], blocks, first)
+        rows, width = self.table.shape
+        if blocks > width or blocks.bit_length() > rows:  # room for twice the blocks, and their rows
+            grown = np.empty(((2 * blocks).bit_length(), 2 * blocks), dtype=self.table.dtype)
+            grown[:rows, :first] = self.table[:, :first]
+            self.table = grown
+            self.log2 = _floor_log2(grown.shape[1])
+        self.table[0, first:blocks] = end[::b]
+        _fill_levels(self.op, self.table, blocks, first)
         self.n = m
         return True
 
     def __call__(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
         assert (j > i).all() and (j <= self.n).all(), "non-empty runs of the values"
-        op, from_start, from_end, levels, values = self.op, self.from_start, self.from_end, self.levels, self.values
-        b = _RUN_BLOCK
+        op, b = self.op, _RUN_BLOCK
         first, last = i // b, (j - 1) // b
-        out = op(from_end[i], from_start[j - 1])  # (right where the run spans blocks)
+        out = op(self.from_end[i], self.from_start[j - 1])  # (right where the run spans blocks)
         between = last - first - 1
-        k = np.frexp(np.maximum(between, 1))[1].astype(np.int64) - 1  # floor(log2), exact below 2**53
-        for level in np.unique(k[between > 0]).tolist():
-            at = (k == level) & (between > 0)
-            table = levels[level]
-            out[at] = op(out[at], op(table[first[at] + 1], table[last[at] - (1 << level)]))
+        across = between > 0
+        table = self.table
+        if across.all():  # the whole blocks between: two entries of row k = floor(log2(between))
+            k = self.log2[between]
+            out = op(out, op(table[k, first + 1], table[k, last - (1 << k)]))
+        elif across.any():  # (the same where a run spans blocks, the others' entries unused)
+            k = self.log2[np.maximum(between, 0)]
+            whole = op(table[k, np.where(across, first + 1, 0)], table[k, np.where(across, last - (1 << k), 0)])
+            out = np.where(across, op(out, whole), out)
         for x in np.flatnonzero(first == last).tolist():  # within one block: at most _RUN_BLOCK values
-            out[x] = op.reduce(values[i[x]:j[x]])
+            out[x] = op.reduce(self.values[i[x]:j[x]])
         return out
+
+
+def _floor_log2(size: int) -> np.ndarray:
+    """floor(log2(x)) for x in 0 .. size - 1 (0 for x = 0), as indexes."""
+    out = np.zeros(max(size, 1), dtype=np.intp)
+    out[1:] = np.frexp(np.arange(1, len(out)))[1] - 1  # (exact below 2**53)
+    return out
+
+
+def distinct_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a numeric array, ascending: one sort and a comparison of neighbours
+    (np.unique hashes integers in NumPy 2, several times slower on arrays of a few hundred)."""
+    out = np.sort(values)
+    if len(out) > 1:
+        out = out[np.concatenate(([True], out[1:] != out[:-1]))]
+    return out
 
 
 def _room(a: np.ndarray, keep: int, need: int) -> np.ndarray:

@@ -197,7 +197,7 @@ class RunStore:
                      for counted, run in self._readers)
 
 
-    def columns(self, edges: list[int]) -> list | None:
+    def columns(self, edges: "list[int] | np.ndarray") -> list | None:
         """Per aggregate, the combine_columns of the inner query's partials of the slices between
         consecutive `edges` (ascending), in one vectorised pass (functions.py `run_columns`), or
         None where an aggregate reads its runs one by one."""
@@ -291,7 +291,7 @@ class SliceReader:
 
     key: "_Key"
     read: Callable[["SubWindow", list[int]], list[tuple[int, int, Any]]]
-    columns: Callable[["SubWindow", list[int]], list | None]
+    columns: Callable[["SubWindow", "list[int] | np.ndarray"], list | None]
 
 
 # -- a query answered per window over slices -------------------------------------------------------
@@ -332,14 +332,18 @@ class SlicedHop:
         key, tc, inner = _Key.of((self.key, str(access))), self.time_column, self.inner
         runs = (lambda sub, kept: RunStore(sub, inner, strings, tc, kept)) if RunStore.for_query(inner) else None
 
-        def columns(sub: "SubWindow", cuts: list[int]) -> list | None:
+        def columns(sub: "SubWindow", cuts: "list[int] | np.ndarray") -> list | None:
             if runs is None:
                 return None
             kept = kept_for(sub)
             store = kept.get(("runs", key))
             if store is None:
                 store = kept[("runs", key)] = runs(sub, kept)
-            return store.columns([sub.start_ms, *cuts, sub.end_ms]) if store.ok else None
+            if not store.ok:
+                return None
+            edges = np.empty(len(cuts) + 2, dtype=np.int64)  # (edges of a sub-window: within int64)
+            edges[0], edges[1:-1], edges[-1] = sub.start_ms, cuts, sub.end_ms
+            return store.columns(edges)
         return SliceReader(key, lambda sub, cuts: slices_of(sub, cuts, key, whole, rows, tc, runs), columns)
 
     def sliced_reader(self, slices: "SliceReader") -> Callable[["SubWindow"], Any]:
@@ -394,20 +398,19 @@ class SlicedHop:
         """The answer rows: per window (start order), its inner answer's rows with the bounds."""
         return self.rows(self.answers(inner_finish, partial))
 
-    def window_rows(self, los: list[int], his: list[int], inner_rows: list[tuple | None]) -> list[tuple | None]:
+    def window_columns(self, los: list[int], his: list[int], columns: list[list],
+                       keep: list[bool] | None) -> tuple[list[list], list[bool] | None]:
         """`rows` of many windows at once whose inner answers have at most one row each (ungrouped
-        inner queries; `inner_rows`: that row or None): per window its answer row, or None where it
-        has none (no inner row, a hidden empty window, LIMIT 0). One pass per output column."""
-        assert self.picks is not None and len(los) == len(his) == len(inner_rows)
-        live = [w for w, r in enumerate(inner_rows) if r is not None and not (self.hidden_rows and r[-1] == 0)]
-        out: list[tuple | None] = [None] * len(los)
-        if not live or self.limit == 0:
-            return out
-        columns = [[los[w] for w in live] if p == "start" else [his[w] for w in live] if p == "end"
-                   else [inner_rows[w][p] for w in live] for p in self.picks]  # type: ignore[index]  # live rows
-        for w, row in zip(live, zip(*columns)):
-            out[w] = row
-        return out
+        inner queries), by column: `columns` per inner item its values over the windows and `keep`
+        which windows have an inner row (None: all); gives per output item its column over the
+        windows and which windows have an answer row (None: all; not a hidden empty window, nor
+        LIMIT 0)."""
+        assert self.picks is not None and len(los) == len(his) and all(len(c) == len(los) for c in columns)
+        if self.limit == 0:
+            keep = [False] * len(los)
+        elif self.hidden_rows and 0 in columns[-1]:  # (the hidden last item counts the window's rows: an empty one shows none)
+            keep = [c != 0 for c in columns[-1]] if keep is None else [k and c != 0 for k, c in zip(keep, columns[-1])]
+        return [los if p == "start" else his if p == "end" else columns[p] for p in self.picks], keep
 
     def rows(self, answers: list[tuple[int, int, Any]]) -> list[tuple]:
         """The answer rows of windows' inner answers (start order, `answers`' form): each window's

@@ -369,6 +369,26 @@ def test_a_run_reader_extended_is_combine_runs_over_all_contributions(func, typ)
         assert got == fresh == [fn.finish(b, [fn.combine(b, parts[x:y], None)], None) for x, y in pairs], func
 
 
+def insert_new(con, fed: Fed, inserted: int) -> int:
+    """The rows the stream accepted since the first `inserted` into DuckDB's table r (accepted rows
+    are only ever added); how many are in it now."""
+    rows = fed.accepted[inserted:]
+    if rows:
+        con.execute("INSERT INTO r SELECT * FROM (VALUES " + ", ".join("(?, ?, ?)" for _ in rows) + ")",
+                    [x for row in rows for x in row])
+    return len(fed.accepted)
+
+
+def fed_steps(fed: Fed, rng: random.Random, steps: int, most: int):
+    """Per step up to `most` random rows of that step's sub-window fed: the steps after which the
+    stream has slid (its window holds a sub-window to answer from)."""
+    t = fed.t
+    for step in range(steps):
+        fed.feed([(step * t + rng.randint(0, t - 1), "a", rng.randint(-50, 50)) for _ in range(rng.randint(0, most))])
+        if fed.s.window.latest >= 0:
+            yield step
+
+
 def test_a_shared_execution_slide_after_slide_answers_as_each_window_alone():
     """One shared execution answering after every slide (its joined slices and run readers kept
     and extended across slides, compacted as the window slides far) answers every member's newest
@@ -385,10 +405,7 @@ def test_a_shared_execution_slide_after_slide_answers_as_each_window_alone():
     shared = SharedSlices(plans[:40])
     other = SharedSlices(plans[40:])
     compared = 0
-    for step in range(120):
-        fed.feed([(step * t + rng.randint(0, t - 1), "a", rng.randint(-50, 50)) for _ in range(rng.randint(0, 30))])
-        if fed.s.window.latest < 0:
-            continue
+    for step in fed_steps(fed, rng, 120, 30):
         got = run_shared(shared)
         assert len(got) == 40 and got[3] is got[3] and got[-1] is got[39] and got[1:3] == [got[1], got[2]]
         assert [a.rows for a in got] == [run_plan(p).rows for p in plans[:40]], step
@@ -439,3 +456,123 @@ def test_a_slices_group_keeps_one_joint_execution_until_its_members_change():
     assert seen[-1] is not None and seen[-1] is not first, "a new one after a member joined"
     e.apply(Unregister("W3", 30_000))
     assert groups.joints[key].shared is None
+
+
+@pytest.mark.parametrize("edge", ["low", "high", "zero"])
+def test_cuts_of_shapes_sliding_at_least_a_sub_window_are_each_shapes_cuts(edge):
+    """Where every SLIDE is at least the sub-window (at most one start and one end of each shape
+    inside it: the one-edge pass), the union of cuts is still exactly the union of every shape's
+    own cuts, near the int64 limits too."""
+    rng = random.Random(edge)
+    s = Stream("s", {"ts": "int64", "b": "int64"}, WindowSpec(subwindows=8, subwindow_ms=1000, clock="event"), 0)
+    shp = [(rng.randint(1, 6000), rng.randint(1000, 3000)) for _ in range(30)]
+    shp = [(r, sl) for r, sl in shp if r % 1000 or sl % 1000]
+    plans = [plan_query(parse_query(f"SELECT COUNT(*) FROM s [RANGE {r} ms SLIDE {sl} ms]"), s, periodic=True)
+             for r, sl in shp]
+    shared = SharedSlices(plans)
+    base = {"low": INT64_MIN, "high": INT64_MAX - 10_000, "zero": -5_000}[edge]
+    for lo in (base, base + 999, base + 4_321, base + 1000):
+        hi = lo + 1000
+        want = sorted(set().union(*(Shape(r, sl).cuts(lo, hi) for r, sl in shp)))
+        assert want and shared.cuts(lo, hi) == want
+
+
+@pytest.mark.parametrize("typ", ["int64", "boolean", "float64"])
+def test_min_max_finish_unique_is_each_keys_own_extreme(typ):
+    """MIN/MAX's finish_unique (one contribution, a key per entry: nothing to merge) gives each
+    key's entry, None where the key had no value, as the general merge (finish_groups) does."""
+    rng = random.Random(typ)
+    for func in ("min", "max"):
+        fn = FUNCTIONS[func]
+        b = BoundAggregate(fn, "b", typ, None, f"{func}(b)", typ)
+        for n in (0, 1, 7, 200):
+            kind = {"int64": np.int64, "boolean": np.int8, "float64": np.float64}[typ]
+            values = np.array([rng.choice([rng.randint(-9, 9), 0, 1]) for _ in range(n)], dtype=kind)
+            present = np.array([rng.random() < 0.8 for _ in range(n)], dtype=bool)
+            keys = np.arange(n)
+            got = fn.finish_unique(b, (values, present), keys, None).tolist()
+            cast = bool if typ == "boolean" else float if typ == "float64" else int
+            assert got == [cast(v) if p else None for v, p in zip(values.tolist(), present.tolist())], (func, n)
+            general = fn.finish_groups(b, keys, n, [(values, present)], keys, None).tolist()
+            assert got == general, (func, n)
+
+
+def test_members_of_different_answer_forms_answered_together_as_each_alone_and_duckdb():
+    """Members of one inner query answered together whose answers differ in form (the bounds shown
+    or not, in either order, LIMIT 0 or 1, the hidden row count shown under its own name): each
+    form's Answers are made at once, whether some were read by index first or all by iteration,
+    and every answer is the member's own (run_plan alone) and DuckDB's over the window it reports
+    (the newest window within the sub-windows read, by Definition 10's bounds)."""
+    rng = random.Random(31)
+    t, n = 1000, 8
+    fed = Fed(n, t, 0)
+    aggs = "COUNT(*), SUM(b), MAX(b)"
+    forms = [("window_start, window_end, ", "GROUP BY window_start"), ("window_end, ", "GROUP BY window_end"),
+             ("window_end, window_start, ", "GROUP BY window_start"), ("window_start, ", "GROUP BY window_start LIMIT 0"),
+             ("window_start, ", "GROUP BY window_start LIMIT 1"), ("", "")]
+    members = []
+    for x in range(24):
+        shows, tail = forms[x % len(forms)]
+        r, s = rng.randint(1, (n - 2) * t), rng.randint(300, 2 * t)
+        extra = "" if shows else ", COUNT(*) AS __window_rows__"  # (the bounds' hidden row count, shown: one inner query)
+        text = f"SELECT {shows}{aggs}{extra} FROM s [RANGE {r} ms SLIDE {s} ms] {tail}"
+        members.append((r, s, shows, tail, plan_query(parse_query(text), fed.s, periodic=True)))
+    plans = [m[-1] for m in members]
+    shared = SharedSlices(plans)
+    assert len({p.window_form for p in plans}) == len(forms), "every form"
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    compared = inserted = 0
+    for step in fed_steps(fed, rng, 40, 25):
+        got = run_shared(shared)
+        picked = rng.sample(range(len(plans)), step % 5)  # (some read by index before the rest by iteration)
+        first = {x: got[x] for x in picked}
+        answers = list(got)
+        assert all(answers[x] is first[x] for x in picked)
+        assert [a.rows for a in answers] == [run_plan(p).rows for p in plans], step
+        inserted = insert_new(con, fed, inserted)
+        for (r, s, shows, tail, plan), answer in zip(members, answers):
+            lo, hi = fed.retained(plan.n_q)
+            ks = Shape(r, s).indexes(lo, hi)
+            if not len(ks):
+                continue
+            a, b = ks[-1] * s, ks[-1] * s + r
+            count, total, top = con.execute("SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone()
+            bounds = {"window_start": a, "window_end": b}
+            shown = tuple(bounds[c] for c in shows.replace(",", " ").split())
+            if not shows:  # (the newest window's one row, COUNT(*) 0 where it has none)
+                want = [(count, total, top, count)]
+            else:
+                want = [] if count == 0 or "LIMIT 0" in tail else [(*shown, count, total, top)]
+            assert answer.rows == want, (step, r, s, shows, tail)
+            compared += 1
+    assert compared > 500, compared
+
+
+def test_sub_windows_already_read_answer_from_the_recent_reads_as_duckdb_does():
+    """An execution slide after slide reads each sub-window once (a sub-window read again is the
+    same read, from the execution's recent reads, not its kept entries), keeps the reads of a few
+    sub-windows only however long it runs, and every answer is DuckDB's over the rows fed within
+    the bounds it reports."""
+    rng = random.Random(3)
+    t, n = 1000, 6
+    fed = Fed(n, t, 0)
+    shp = [(rng.randint(1, (n - 2) * t), rng.randint(200, 2 * t)) for _ in range(12)]
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    shared = SharedSlices([plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp])
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    compared = inserted = 0
+    for step in fed_steps(fed, rng, 80, 20):
+        subs = list(fed.s.window.youngest(shared.n_q))
+        before = [shared.read(sub) for sub in subs[1:]]  # (read by the execution before this slide's)
+        got = run_shared(shared)
+        assert all(shared.read(sub) is read for sub, read in zip(subs[1:], before)), step
+        shared._check()
+        inserted = insert_new(con, fed, inserted)
+        for answer in got:
+            for a, b, count, total, top in answer.rows:
+                assert (count, total, top) == con.execute(
+                    "SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone(), (step, a, b)
+                compared += 1
+    assert compared > 300, compared

@@ -164,15 +164,17 @@ def many_to_plain(results: list[tuple[str, Result]]) -> tuple[list, "list | dict
     first = results[0][1]
     own = operator.attrgetter(*MEMBER_COLUMNS[2:])
     rows: list = []  # per member (index of its answer, *its own fields), made once per distinct Result
-    columnar, last, row = True, None, ()
+    row_of: dict[int, tuple] = {}  # by the Result's id (members answered alike share a Result; all alive in `results`)
+    columnar = True
     for _, r in results:
-        if r is not last:  # (members answered alike share a Result, one after the other)
+        row = row_of.get(id(r))
+        if row is None:
             i = index.get(id(r.answer))
             if i is None:
                 i = index[id(r.answer)] = len(answers)
                 answers.append(plain_answer(r.answer))
             columnar = columnar and r.sources is None and r.slide == first.slide and r.txn == first.txn
-            last, row = r, (i, *own(r))
+            row = row_of[id(r)] = (i, *own(r))
         rows.append(row)
     if not columnar:
         return answers, [[qid, row[0], plain_meta(r)] for (qid, r), row in zip(results, rows)], None

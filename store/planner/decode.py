@@ -25,6 +25,11 @@ def decimal_rows(rows: list[tuple], scales: dict[int, int]) -> list[tuple]:
     return [tuple(_decimal(v, scales[i]) if i in scales else v for i, v in enumerate(r)) for r in rows]
 
 
+def decimal_columns(columns: list[list], scales: dict[int, int]) -> list[list]:
+    """decimal_rows by column: the decimal columns (column index -> scale) as Decimals."""
+    return [[_decimal(v, scales[i]) for v in c] if i in scales else c for i, c in enumerate(columns)]
+
+
 def decode_values(values: np.ndarray, typ: str, strings) -> list:
     """A projected column's stored values as answer values (strings decoded, booleans as bool)."""
     if typ == "string":

@@ -26,7 +26,7 @@ from ..subwindow import SubWindow
 from ..synopsis import NULL_KEY
 from ..window import COUNT_KEY
 from .access import resolve_access
-from .decode import decimal_rows, decode_composite_keys, decode_keys, decode_values
+from .decode import decimal_columns, decimal_rows, decode_composite_keys, decode_keys, decode_values
 from .merge import finish_groups, finish_values
 from .order import group_rows, limit_rows, sorted_positions, top_candidates
 from .read import reader
@@ -147,26 +147,27 @@ class Plan:
         assert inner is not None and inner.bound.group_by is None, "an ungrouped query answered per window"
         return inner._answer(limit_rows(inner._having_one(values), inner.bound.limit))
 
-    def inner_rows(self, values: list[list]) -> list[tuple | None]:
-        """Many windows' inner answer rows at once from their aggregates' values (`values`: per
-        aggregate one value per window, as finish_inner_values takes one window's): HAVING over all
-        windows in one evaluation, LIMIT, decimals; None where a window's answer has no row. Each
-        row is what finish_inner_values' answer holds (a shared execution's columnar answers,
-        store/slicing_shared.py, build its members' answers from them only when they are read)."""
+    def inner_columns(self, values: list[list]) -> tuple[list[list], list[bool] | None]:
+        """Many windows' inner answers at once from their aggregates' values (`values`: per
+        aggregate one value per window, as finish_inner_values takes one window's), by column:
+        per inner item its values over the windows (decimals as Decimals), and which windows' answers
+        have their row (None: all; HAVING over all windows in one evaluation, LIMIT 0 none). Row w
+        of the columns is what finish_inner_values' answer holds for window w (a shared execution's
+        columnar answers, store/slicing_shared.py, build its members' answers from them only when
+        they are read, all of one answer form at once)."""
         inner = self._inner
         assert inner is not None and inner.bound.group_by is None and not inner._sketched, \
             "an ungrouped query answered per window, without sketches"
         b = inner.bound
         n = len(values[0]) if values else 0
-        rows: list = list(zip(*(values[it.agg] for it in b.items))) if b.items else [()] * n  # type: ignore[index]  # no GROUP BY: aggregates only
+        columns = [values[it.agg] for it in b.items]  # type: ignore[index]  # no GROUP BY: aggregates only
         if inner._scales:
-            rows = decimal_rows(rows, inner._scales)
+            columns = decimal_columns(columns, inner._scales)
         if b.limit == 0:
-            return [None] * n
+            return columns, [False] * n
         if b.having is not None:
-            keep = b.having.keep(n, lambda ref: values[ref[1]])
-            rows = [r if k else None for r, k in zip(rows, keep)]
-        return rows
+            return columns, b.having.keep(n, lambda ref: values[ref[1]])
+        return columns, None
 
     @property
     def window_form(self) -> tuple:
@@ -183,18 +184,22 @@ class Plan:
             self._window_form = got
         return got
 
-    def window_answers(self, los: list[int], his: list[int], rows: list[tuple | None]) -> list[Answer]:
-        """A sliced query's answers over windows [los[w], his[w]) from their inner rows
-        (inner_rows'), all at once: what finish_windows gives for each window's inner answer (also
-        for the plans of an equal window_form)."""
+    def window_answers(self, los: list[int], his: list[int], columns: list[list], keep: list[bool] | None) -> list[Answer]:
+        """A sliced query's answers over windows [los[w], his[w]) from their inner answers by column
+        (inner_columns'), all at once: what finish_windows gives for each window's inner answer
+        (also for the plans of an equal window_form). The rows are made by column (one zip), then
+        one Answer per window, which each member is owed when its answer is delivered."""
         hop, inner = self.bound.hop, self._inner
         assert isinstance(hop, SlicedHop) and inner is not None
         if hop.picks is None:
             labels, access, types = inner.labels, str(inner.access), inner.types
         else:
             labels, access, types = self.labels, str(self.access), self.types
-            rows = hop.window_rows(los, his, rows)
-        return [Answer(labels, [] if row is None else [row], access, types=types) for row in rows]
+            columns, keep = hop.window_columns(los, his, columns, keep)
+        rows = zip(*columns) if columns else [()] * len(los)
+        if keep is None:
+            return [Answer(labels, [row], access, types=types) for row in rows]
+        return [Answer(labels, [row] if k else [], access, types=types) for row, k in zip(rows, keep)]
 
     def finish_windows(self, answers: list[tuple[int, int, Any]]) -> Answer:
         """A sliced query's answer from its windows' (start, end, inner answer), start order: the

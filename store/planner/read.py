@@ -37,6 +37,8 @@ def read_rows(b: BoundQuery, strings, sub: SubWindow) -> Any:
     cols = sub.columns
     mask = where_mask(b, strings, cols, sub.rows) if b.where else None
     rows = int(np.count_nonzero(mask)) if mask is not None else sub.rows
+    if rows == sub.rows:
+        mask = None  # every row selected (WHERE len > 0, as a rule): the columns as they are, no copies
     selected: dict[str, Any] = {}  # a column's selected rows, taken once for all the aggregates over it
 
     def sel(c):

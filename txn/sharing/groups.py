@@ -104,8 +104,8 @@ class Groups:
             how = f"exact duplicate of {lead.id!r}: one execution, both subscribed"
         elif out.period < m.period:
             short = min(out.members.values(), key=lambda x: x.period)
-            how = (f"CS8: the same query as {short.id!r} with a longer SLIDE: reuses its output every "
-                   f"{out.period} slides")
+            how = (f"CS8: the same query as {short.id!r} with a longer SLIDE: reuses its output (computed every "
+                   f"{out.period} slides) when its own SLIDE is due")
         else:
             how = ""
         members = [x for o in group for x in o.members.values()]

@@ -3,8 +3,8 @@ of a Member (what the rules need to know of a registered query):
 
 - exact duplicates: the same normalised query (same text but for spelling and positions) and the
   same SLIDE are one execution with several subscribers;
-- CS8: the same query but for a longer SLIDE reuses the shorter one's output (its answers come
-  early, and say so);
+- CS8: the same query but for a longer SLIDE reuses the shorter one's output (answered by the
+  execution that runs when its own SLIDE is due: schedulers.LocalScheduler.pick_all);
 - SS1/CS1: queries answered by a probe of the window-level running or interval synopses share
   that synopsis at any length, and run together when their length is equal (and their GROUP BY);
 - CS2: queries answered by a scan of the per-sub-window (basic interval) synopses, or of the

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
     from ..scheduler import Scheduler
 
 
+KEPT_PLANS = 64  # SharedPlans kept for reuse (SharedTasks._plans); all dropped when more are made
+
+
 class SharedPlan:
     """The plans of a joint execution's outputs (one stream) as one read-only transaction: it
     reads the youngest n_q sub-windows, n_q the longest of them, youngest to oldest under the
@@ -94,9 +97,21 @@ class SharedPlan:
             for i in d.plus + d.minus:  # a piece is read wherever its target is
                 self.reach[i] = max(self.reach[i], self.reach[d.target])
         self._by_target = {d.target: d for d in self.derived}
+        self.again()
+
+    def again(self) -> None:
+        """Before each joint execution that runs it: its counts are per execution. The rest of it
+        (readers, members, covers) depends only on the plans, so SharedTasks keeps one per set of
+        outputs while the groups do not change (building it was a pass over every member)."""
+        self.reused = 0
         self.cover_reads_saved = 0  # sub-window scans a derived reader did not make
         self.cover_derived: set[int] = set()  # derived readers that derived a contribution (not all from memo)
         self.cover_fallbacks: set[int] = set()  # derived readers that read a sub-window of their own (its nulls)
+
+    def _check(self) -> None:
+        assert len(self.reader_of) == len(self.plans) and len(self.members) == len(self.readers) == len(self.reach)
+        assert sorted(i for m in self.members for i in m) == list(range(len(self.plans))), "each plan under one reader"
+        assert self.cover_derived <= set(self._by_target) and self.cover_fallbacks <= set(self._by_target)
 
     def read(self, sub) -> tuple:
         oldest = self.stream.window.latest - sub.slide  # 0: the youngest sub-window
@@ -243,6 +258,9 @@ class SharedTasks:
         self.slice_answers = 0           # answers they delivered
         self._eager: dict[str, bool] = {}  # per join member: whether its own plan is maintained eagerly alone
         self._read_keys: dict[str, tuple] = {}  # per member: its plan's rules.read_key (_read_key)
+        # per (group, its outputs' leading members): the SharedPlan of its joint executions, kept
+        # until a query comes or goes (a plan never changes while its task is registered)
+        self._plans: dict[tuple, tuple[SharedPlan, QueryTxn]] = {}  # (and the execution that last ran it)
         self._seq = 0
         self._blocked = False
         self.fallen_back: dict[str, str] = {}  # members run alone since their joint execution failed: why
@@ -258,6 +276,7 @@ class SharedTasks:
             return  # completes one of its windows, not by the local scheduler's periods: spawned as without sharing
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)
+        self._plans.clear()
         self.tasks[task.id] = task
         if m.synopsis == Synopsis.JOIN:
             self._eager[task.id] = join_plan(task).eager
@@ -278,6 +297,7 @@ class SharedTasks:
             return
         gid = self.groups.group_id(task_id)
         self.groups.remove(task_id)
+        self._plans.clear()
         self._read_keys.pop(task_id, None)
         self.busy.pop(task_id, None)  # a shared execution in flight goes on for the others
         if task_id in self._eager:
@@ -317,8 +337,8 @@ class SharedTasks:
             if task.last_reflected is not None:
                 since[mid] = stream.window.latest - task.last_reflected
             else:  # never answered: due at once (at its task's period), later with every slide since
-                if period is None:
-                    period = {m: t.period for t in self.local.tasks for m in t.member_ids}
+                if period is None:  # (the local scheduler's: its task's, or a CS8 repeat's own)
+                    period = {m: owed for t in self.local.tasks for m, owed in t.owed}
                 since[mid] = period[mid] + stream.window.latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or (failed and stream.name in failed):
                 excluded.add(mid)
@@ -364,19 +384,21 @@ class SharedTasks:
         return task if task is not None else self.slices.task(member_id)
 
     def _submit(self, sched: "Scheduler", ex: Execution) -> None:
-        if len(ex.members) == 1:  # no partner: the query runs as before
-            task = self.tasks[ex.members[0]]
+        if len(ex.early) == 1:  # no partner (ex.early: its members): the query runs as before
+            task = self.tasks[next(iter(ex.early))]
             task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
             return
         outputs = [[mid for mid in o.members if mid in self.tasks] for o in ex.outputs]
         plans = [self.tasks[mids[0]].plan for mids in outputs]
-        members = [self.tasks[mid] for mids in outputs for mid in mids]
+        members = [self.tasks[mid] for mid in ex.early]  # those it answers (not a CS8 repeat it need not answer yet)
         self._seq += 1
         every = min(t.every for t in members)
+        key = None
         if isinstance(plans[0], JoinQueryPlan):
             plan = self._join_plan(ex.gid, plans, every)
         else:
-            plan = SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs])
+            key = (ex.gid, tuple(mids[0] for mids in outputs))
+            plan = self._shared_plan(key, outputs, plans)
         group = Task(f"G{self._seq}", plan, every,  # type: ignore[arg-type]  # the scheduler tells it by Task.shared
                      max(t.priority for t in members), on_error=self.group_failed)
         group.since = dict(members[0].since or {})
@@ -386,7 +408,21 @@ class SharedTasks:
         txn = sched.submit(group.plan, QueryKind.PERIODIC, group.priority, task=group)
         group.running = joint_txn = txn
         group.shared.txn = joint_txn
+        if key is not None:
+            self._plans[key] = (plan, txn)  # (a SharedPlan: key is set for those only)
         self.busy.update(dict.fromkeys(ex.early, txn))  # (its members)
+
+    def _shared_plan(self, key: tuple, outputs: list[list[str]], plans: list) -> SharedPlan:
+        """The SharedPlan of a joint execution of these outputs (`key`: the group and the
+        outputs' leading members): the one kept for them, once the execution that ran it is done,
+        made ready for another; else a new one (kept by _submit; at most KEPT_PLANS kept)."""
+        kept = self._plans.get(key)
+        if kept is not None and kept[1].done:
+            kept[0].again()
+            return kept[0]
+        if len(self._plans) >= KEPT_PLANS:
+            self._plans.clear()
+        return SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs])
 
     def _read_key(self, member_id: str) -> tuple:
         """A member's rules.read_key, kept while it is registered (its plan does not change)."""
@@ -455,14 +491,14 @@ class SharedTasks:
             bounds.append((s.start_ms, s.end_ms) if not bounds else
                           (min(bounds[-1][0], s.start_ms), max(bounds[-1][1], s.end_ms)))
 
-        by_n: dict[int, dict] = {}  # (members of equal RANGE: the same bounds)
+        by_n: dict[int, dict] = {}  # by RANGE (n_q): members of equal RANGE share the bounds
 
         def window(task: Task) -> dict:  # the bounds of its own n youngest sub-windows read
-            n = min(task.plan.n_q, len(bounds))
-            got = by_n.get(n)
+            got = by_n.get(task.plan.n_q)
             if got is None:
+                n = min(task.plan.n_q, len(bounds))
                 start, end = bounds[n - 1] if n else (result.window_start_ms, result.window_end_ms)
-                got = by_n[n] = {"window_start_ms": start, "window_end_ms": end}
+                got = by_n[task.plan.n_q] = {"window_start_ms": start, "window_end_ms": end}
             return got
         return window
 
@@ -482,58 +518,69 @@ class SharedTasks:
         label = group_label(joint.gid)
         sliced = isinstance(group.plan, SharedSlicedPlan)  # (its members run when due: their slides between windows vary)
         busy, slide, restarts = self.busy, result.slide, result.restarts
-        answers = []
-        early_runs = late_runs = 0
+        tasks = self.tasks
+        told: list = []  # (task, result) of the members answered that have a subscriber
+        answered = early_runs = late_runs = 0
         for answer, mids in zip(result.answer.answers, joint.outputs):  # type: ignore[attr-defined]  # a SharedAnswer
             # the fields every member of this output has in common, made once; per member a copy
             # (not dataclasses.replace, which re-runs __init__) with its own window, lateness and earliness
             common = dict(vars(result), answer=answer, group=label)
             # members answered alike (the same lateness, earliness, window and execution count
             # and time of their last answer: an output's duplicates and CS8 repeats, as a rule)
-            # share one Result, as they share its answer: results are not changed once delivered
-            r = alike = r_window = None
+            # share one Result, as they share its answer: results are not changed once delivered.
+            # Looked up by those fields, not only against the previous member's: an output's
+            # members of different SLIDEs alternate (a thousand members a slide on the dashboard
+            # of docs/sharing.md's goal, a few distinct results per output)
+            made: dict = {}  # (id of the window, *the fields) -> (the window, kept alive: its id stays its own; the Result)
             for mid in mids:
                 if busy.get(mid) is not txn:
                     continue  # unregistered (or re-registered) while it ran
                 del busy[mid]
-                task = self._task(mid)
+                task = tasks.get(mid) or self._task(mid)
                 assert task is not None, "a busy member is registered"
                 reflected = task.last_reflected
                 late = early = 0
                 if reflected is not None:
                     if slide <= reflected:
                         continue  # it has answered this slide (run for a due partner): never twice
-                    late = max(0, latest - reflected - task.every)
+                    late = latest - reflected - task.every
+                    late = late if late > 0 else 0
                     if not sliced:
-                        early = max(0, task.every - (slide - reflected))
+                        early = task.every - (slide - reflected)
+                        early = early if early > 0 else 0
                 window = own(task)
-                same = (late, early, task.last_answer_ms, task.executions)  # (task.answered sets the last two's)
-                if r is None or window is not r_window or same != alike:
+                same = (id(window), late, early, task.last_answer_ms, task.executions)  # (task.answered sets the last two's)
+                got = made.get(same)
+                if got is None:
                     mine = common.copy()
                     mine["late_slides"], mine["early_slides"] = late, early
                     mine.update(window)
                     r = object.__new__(Result)
                     r.__dict__ = mine
-                    r_window, alike = window, same
-                task.late += late > 0
-                task.answered(r, now)  # (r: the result with this member's answer; the same slide)
+                    made[same] = (window, r)
+                else:
+                    r = got[1]
+                if late:
+                    task.late += 1
+                    late_runs += 1
                 early_runs += early > 0
-                late_runs += late > 0
+                task.answered(r, now)  # (r: the result with this member's answer; the same slide)
+                answered += 1
                 if restarts:
                     self.aborts_by_query[mid] += restarts
-                answers.append((task, r))
-        self.answers += len(answers)
+                if task.on_answer is not None and task.active:
+                    told.append((task, r))
+        self.answers += answered
         self.early_runs += early_runs
         self.late_runs += late_runs
         if self._blocked:
             sched.recheck_due_tasks()  # a due task waited for these members
-        told = [(task, r) for task, r in answers if task.on_answer is not None and task.active]
         if sched.on_answers is not None:  # one delivery for the execution (the engine: one log record)
             if told:
                 sched.on_answers(told)
             return
         for task, r in told:
-            task.on_answer(r)  # type: ignore[misc]  # told: with an on_answer
+            task.on_answer(r)  # (told: with an on_answer)
 
     def group_failed(self, group: Task, error: Exception) -> None:
         """A shared execution failed. Aborted too often by slides (RestartLimitExceeded), or a
@@ -652,6 +699,10 @@ class SharedTasks:
         assert set(self.join_synopses) <= set(self.groups.groups), "a join synopsis per live join group"
         assert set(self._eager) <= set(self.tasks)
         assert set(self._read_keys) <= set(self.tasks), "read keys of registered members only"
+        assert len(self._plans) <= KEPT_PLANS
+        for (gid, leaders), (plan, _) in self._plans.items():
+            assert all(m in self.tasks for m in leaders), "plans kept for registered members only (cleared as they go)"
+            plan._check()
         assert not set(self.fallen_back) & (set(self.tasks) | set(self.slices.key_of)), "a fallen-back member runs alone"
         for synopsis in self.join_synopses.values():
             synopsis._check()

@@ -3,8 +3,10 @@ update() is an update notification (every synopsis of the stream updated once: a
 says which tasks to execute now, jointly, and done() records that they ran. A task is what is
 scheduled as one: a query (NONE), a group G_i (AGGRESSIVE), a sub-group G_ij (CONSERVATIVE) or
 sub-groups merged by the cost model (HYBRID*). d(T) is the thesis's time-until-deadline: the
-task's period minus the updates since its members last answered; a task is due at d <= 0, and
-late at d < 0. Nothing is dropped: a late task stays in the queue, the most overdue first."""
+task's period minus the updates since its members last answered (a CS8 repeat: its own SLIDE
+minus the updates since it last answered; it is answered when due, not at every execution of its
+output); a task is due at d <= 0, and late at d < 0. Nothing is dropped: a late task stays in the
+queue, the most overdue first."""
 from __future__ import annotations
 
 import collections
@@ -22,9 +24,19 @@ class Task:
     period: int
     outputs: list[Output]
     member_ids: list[str] = field(default_factory=list)  # (tasks are formed again when members change)
+    # per member, the updates it may go without an answer: the task's period, or a CS8 repeat's
+    # own (a longer SLIDE than its output's: it reuses the output's executions when it is due)
+    owed: list[tuple[str, int]] = field(default_factory=list)
+    repeats: dict[str, int] = field(default_factory=dict)  # the CS8 repeats' periods
 
     def __post_init__(self):
         self.member_ids = [m for o in self.outputs for m in o.members]
+        for o in self.outputs:
+            shortest = o.period
+            for mid, m in o.members.items():
+                if m.period > shortest:
+                    self.repeats[mid] = m.period
+        self.owed = [(mid, self.repeats.get(mid, self.period)) for mid in self.member_ids]
 
 
 @dataclass
@@ -76,8 +88,8 @@ class LocalScheduler:
         self.tasks = self._tasks()
         since = {}
         for t in self.tasks:
-            for mid in t.member_ids:
-                since[mid] = self.since.get(mid, t.period)
+            for mid, owed in t.owed:  # (a CS8 repeat: its own period ago, so it is due at once too)
+                since[mid] = self.since.get(mid, owed)
         self.since = since
 
     def update(self) -> None:
@@ -85,7 +97,11 @@ class LocalScheduler:
             self.since[mid] += 1
 
     def d(self, task: Task) -> int:
-        return task.period - max(self.since[m] for m in task.member_ids)
+        """The updates until the first of its members' deadlines: the task's period after the
+        member that answered longest ago, or a CS8 repeat's own SLIDE after its last answer (it
+        is answered when due, not at every execution of its output: see pick_all)."""
+        since = self.since
+        return min(owed - since[m] for m, owed in task.owed)
 
     def pick(self, exclude=frozenset()) -> Execution | None:
         """The tasks to execute now, jointly, or None when none is due; a task with a member in
@@ -113,11 +129,17 @@ class LocalScheduler:
             outputs = [o for _, t in chosen for o in t.outputs]
             ex = Execution(first.gid, [t for _, t in chosen], outputs, model=self.model)
             early, late, since = ex.early, ex.late, self.since
-            for o in outputs:
-                for mid, m in o.members.items():
-                    gap = m.period - since[mid]
-                    early[mid] = gap if gap > 0 else 0
-                    late[mid] = -gap if gap < 0 else 0
+            for _, t in chosen:
+                # a CS8 repeat (a longer SLIDE than its output's) is answered by this execution
+                # only when it would be due before its task runs again: not early at every one
+                repeats, period = t.repeats, t.period
+                for o in t.outputs:
+                    for mid, m in o.members.items():
+                        gap = m.period - since[mid]
+                        if gap >= period and mid in repeats:
+                            continue
+                        early[mid] = gap if gap > 0 else 0
+                        late[mid] = -gap if gap < 0 else 0
             out.append(ex)
         return out
 
@@ -141,6 +163,9 @@ class LocalScheduler:
         assert sorted(ids) == sorted(self.groups.members), "every member in exactly one task"
         for t in self.tasks:
             assert t.outputs and all(t.period <= o.period for o in t.outputs), "a task never runs less often than asked"
+            assert [m for m, _ in t.owed] == t.member_ids and all(owed >= t.period for _, owed in t.owed), \
+                "each member owes an answer no sooner than its task runs"
+            assert all(t.repeats[m] == owed for m, owed in t.owed if m in t.repeats)
 
 
 class NoSharing(LocalScheduler):

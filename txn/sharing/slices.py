@@ -75,8 +75,10 @@ class SharedSlicedPlan:
 
     def finish(self, partial) -> SharedAnswer:
         reads = list(partial.contributions.values())
-        newest = self.shared.newest(reads)
-        return SharedAnswer(self.shared.answer(reads, [(m, newest[m]) for m in self.members]))
+        ks, has = self.shared.newest_windows(reads)
+        members = self.members
+        due = [(m, k if ok else None) for m, k, ok in zip(members, ks[members].tolist(), has[members].tolist())]
+        return SharedAnswer(self.shared.answer(reads, due))
 
     def probes_now(self) -> bool:
         return False

@@ -31,6 +31,13 @@ selection commutes with temporal windows, seed 003 Property 2). The window must 
 window: (p + s) / t - 1 <= n sub-windows; a longer period is refused, naming SIZE (a running
 synopsis per reset period is not kept).
 
+A registered CUMULATE query, or a landmark with SLIDE on time slots (windows ending at multiples of
+SLIDE), is due when a slide completes one of its windows (`Cumulative.due_line`, the rule of
+hop and sliced windows: slicing.slides_until_due), not every s/t slides from its registration,
+which would answer each window up to s/t - 1 slides after it completed unless registered in
+phase. A landmark on a manual or count-based stream ends at the newest sealed sub-window: it runs
+every SLIDE slides from its registration, as a plain periodic query.
+
 Window bounds are Python ints computed from int64 sub-window bounds: exact at the int64 edges.
 """
 from __future__ import annotations
@@ -45,11 +52,13 @@ from .errors import Loc, ResourceLimit
 from .exact import INT64_MAX
 from .kinds import Clock
 from .query import Aggregate, KeyColumn, Query, Range
+from .slicing import Shape
 from .subwindow import SubWindow
 from .synopsis import ColumnSummary, KeySummary, Synopsis, TopKList
 
 if TYPE_CHECKING:
     from .binder import BoundQuery
+    from .window import Window
 
 LANDMARK, CUMULATE = "landmark", "cumulate"
 # Keys a running per-key synopsis may hold (per group_by column). Past it the column's per-key
@@ -363,11 +372,36 @@ class Cumulative:
     def alone_reason(self) -> str:
         """Why a periodic query of this window runs alone under --sharing (txn/sharing/rules.py): a
         landmark reads no rows and no sub-window partials, only the running synopsis."""
+        due = "; due when a slide completes one of its windows" if self.aligned else ""
         if self.shape.kind == LANDMARK:
             return ("runs alone: a landmark window (RANGE UNBOUNDED) reads the stream's running synopsis, one read "
-                    "per execution, not the sub-windows a shared scan reads")
+                    "per execution, not the sub-windows a shared scan reads" + due)
         return ("runs alone: a CUMULATE window merges the partials of the sub-windows since its last reset, "
-                "answered per window with its bounds")
+                "answered per window with its bounds" + due)
+
+    @property
+    def aligned(self) -> bool:
+        """Whether its windows end at multiples of a step in time (CUMULATE's STEP, a landmark's
+        SLIDE on time slots), so that a periodic query is due when a slide completes one
+        (hop.due_by_windows). A landmark on a manual or count-based stream answers through the
+        newest sealed sub-window, every SLIDE slides from its registration, as a plain query."""
+        return self.shape.kind == CUMULATE or self.every_ms is not None
+
+    def due_line(self, window: "Window") -> tuple[Shape, int, int]:
+        """The line slicing.slides_until_due counts on (as hop.Hop.due_line): ms, each slide one
+        time slot of t. Each window ends at a multiple of the step s (CUMULATE's [k p, k p + j s),
+        the landmark's [stream start, k s)): it is complete when the sub-window [k s - t, k s) is
+        sealed (seed 003 Definition 9: computable then), and answered once that sub-window is the
+        stream's, even when its step began before the stream's first sub-window (the window holds
+        every row the stream has since the reset or start; `window`). So the windows on the line
+        are those sub-windows, Shape(t, s) on the line measured from s - t ms (they start at its
+        multiples of s), and slides_until_due's rule (windows from the stream's first sub-window
+        on) is this one. Shape(s, s) would pass over the first end when the stream starts inside
+        a step, as over a hop window that straddles the stream's start."""
+        t = window.spec.subwindow_ms
+        s = self.shape.step_ms if self.shape.kind == CUMULATE else self.every_ms
+        assert t is not None and s is not None, "aligned windows on time slots (bind_cumulative)"
+        return Shape(t, s), t, window.sealed(window.latest).end_ms - (s - t)
 
     def describe(self, reads: int) -> dict:
         if self.shape.kind == LANDMARK:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from .aggregates import Partial
+from .cumulative import Cumulative
 from .kinds import Clock
 from .query import Aggregate, KeyColumn, Query
 from .slicing import Shape, SlicedHop
@@ -118,10 +119,14 @@ class Hop:
         return rows if self.limit is None else rows[: self.limit]
 
 
-def due_by_windows(task) -> "Hop | SlicedHop | None":
+def due_by_windows(task) -> "Hop | SlicedHop | Cumulative | None":
     """The window sequence a periodic task is due by (slicing.slides_until_due: when a slide
-    completes one of its windows), if its plan answers per window so; txn/schedule/edf.py asks."""
+    completes one of its windows), if its plan answers per window so: HOP/TUMBLE, windows that cut
+    sub-windows, CUMULATE and landmarks whose windows end at multiples of SLIDE
+    (Cumulative.aligned); txn/schedule/edf.py asks."""
     hop = getattr(getattr(task.plan, "bound", None), "hop", None)
+    if isinstance(hop, Cumulative):
+        return hop if hop.aligned else None
     return hop if isinstance(hop, (Hop, SlicedHop)) else None
 
 

@@ -43,6 +43,7 @@ from .query import KeyColumn, Query
 
 if TYPE_CHECKING:
     from .binder import BoundQuery
+    from .cumulative import Cumulative
     from .hop import Hop
     from .subwindow import SubWindow
     from .window import Window, WindowSpec
@@ -424,15 +425,16 @@ class SlicedHop:
         return rows if self.limit is None else rows[: self.limit]
 
 
-def slides_until_due(hop: "SlicedHop | Hop", window: "Window", last_reflected: int | None) -> int:
+def slides_until_due(hop: "SlicedHop | Hop | Cumulative", window: "Window", last_reflected: int | None) -> int:
     """Slides until a periodic query answered per window is due: 0 (or less) once a slide after
     the one its last answer reflected has completed a window [k s, k s + r) that starts at or after
     the stream's first sub-window (seed 003 Definition 9: the newest window computable then). So
     each window is answered at the slide that completes it, and an execution held back answers the
     newest and leaves the next due at the next completion (no phase kept from its registration).
-    Both kinds of window sequence (hop.Hop, SlicedHop) say where their windows lie on the line
-    their slides advance (`due_line`): consecutive sub-windows of `unit` each, so slide j ends at
-    the latest's end less (latest - j) units. Never answered: due at once (the newest window)."""
+    Every kind of window sequence (hop.Hop, SlicedHop, cumulative.Cumulative) says where its
+    windows lie on the line its slides advance (`due_line`): consecutive sub-windows of `unit`
+    each, so slide j ends at the latest's end less (latest - j) units. Never answered: due at once
+    (the newest window)."""
     if last_reflected is None:
         return 0
     if window.latest < 0:  # answered before the first slide: due again once one completes a window

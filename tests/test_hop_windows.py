@@ -359,24 +359,25 @@ def _newest_window(latest_index: int, first_index: int, n_q: int, length: int, e
     return (inside[-1] if inside else None), (done[-1] if done else None)
 
 
-def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, register_after: int,
-                  runs: list[bool], sharing: str = "none", keyed: bool = True, seed: int = 0, empty: bool = False):
-    """Feed 1 + register_after slots, register the query, then one slot per entry of `runs`,
-    running the scheduler after it where the entry is True (else the slide is applied and the
-    query held back). Checks every answer against the brute-force oracle and DuckDB; returns
-    the answers [(slide, window_start_ms, window_end_ms)] (with `empty`, also those with no window
-    as (slide, None, None))."""
+def run_due_case(clock: str, n: int, base: int, text: str, register_after: int, runs: list[bool], newest, due_at,
+                 sharing: str = "none", keyed: bool = True, seed: int = 0) -> list[tuple]:
+    """Feed 1 + register_after slots of random rows (ts, src, b), register the query `text`, then
+    one slot per entry of `runs`, running the scheduler after it where the entry is True (else the
+    slide is applied and the query held back). The oracle: `newest(slide)` is (the window
+    [lo, hi) in ms a periodic execution at that slide answers, or None when none lies within what
+    it reads; a key, ordered, of the newest completed window, or None), `due_at(key)` the slide
+    that completes the window after it (after none: the first). An answer is expected at the first
+    run and whenever the newest completed window is newer than at the last answer; each is checked
+    against DuckDB over the raw rows within the bounds it reports (COUNT(*), SUM(b), per src where
+    `keyed`). Returns the answers [(slide, window_start_ms, window_end_ms)], (slide, None, None)
+    for one with no window."""
     from windowstore.txn.commands import Register
 
     rng = random.Random(seed)
     e = _hop_engine(clock, n, base, sharing)
-    keys = ", src" if keyed else ""
-    text = (f"SELECT window_start, window_end{keys}, COUNT(*), SUM(b) FROM s "
-            f"[RANGE {length} SUBWINDOWS SLIDE {every} SUBWINDOWS] GROUP BY window_start{keys}")
     got: list = []
     e.on_answer = lambda qid, res: got.append(res)
     raw: list[tuple] = []
-    first_index = 0 if clock == "manual" else base   # the index of slide 0's sub-window
 
     def feed(slide: int) -> None:
         slot = base + slide
@@ -386,8 +387,7 @@ def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, regist
 
     for j in range(register_after + 1):
         feed(j)
-    e.apply(Register("H", text, 0, e.now_ms))
-    n_q = min(n, length + every - 1)
+    e.apply(Register("Q", text, 0, e.now_ms))
     expected: list = []
     last_done = None
 
@@ -396,12 +396,10 @@ def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, regist
     def run(slide: int) -> None:
         nonlocal last_done
         e.sched.run_until_idle()
-        idx = first_index + slide
-        answered, done = _newest_window(idx, first_index, n_q, length, every)
+        answered, done = newest(slide)
         if not expected or (done is not None and (last_done is None or done > last_done)):
             if expected:
-                nxt = last_done + every if last_done is not None else -(-first_index // every) * every
-                lates.append(slide - (nxt + length - 1 - first_index))
+                lates.append(slide - due_at(last_done))
             expected.append((slide, answered))
             last_done = done
 
@@ -413,23 +411,18 @@ def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, regist
             run(slide)
     run(register_after + len(runs))  # what was held back runs at last
 
-    def bounds(p):  # a window's [start, end) in ms: its sub-windows' bounds
-        s0 = p - first_index + base
-        return s0 * T, (s0 + length) * T
-
     con = duckdb.connect()
     con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
     con.executemany("INSERT INTO r VALUES (?, ?, ?)", raw)
-    assert [r.slide for r in got] == [slide for slide, _ in expected], (clock, length, every, runs)
-    assert [r.late_slides for r in got[1:]] == lates and e.sched.tasks["H"].late == sum(x > 0 for x in lates)
+    assert [r.slide for r in got] == [slide for slide, _ in expected], (text, clock, runs)
+    assert [r.late_slides for r in got[1:]] == lates and e.sched.tasks["Q"].late == sum(x > 0 for x in lates)
     out = []
-    for res, (slide, p) in zip(got, expected):
-        if p is None:
+    for res, (slide, window) in zip(got, expected):
+        if window is None:
             assert res.answer.rows == [], "no window lies within what it read: no rows"
-            if empty:
-                out.append((slide, None, None))
+            out.append((slide, None, None))
             continue
-        lo, hi = bounds(p)
+        lo, hi = window
         assert (res.window_start_ms, res.window_end_ms) == (lo, hi), "the answer reports the window answered"
         assert res.staleness_ms == 0, "answered at the clock time of the newest slide reflected"
         group = ", src" if keyed else ""
@@ -438,6 +431,33 @@ def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, regist
         assert [tuple(x) for x in res.answer.rows] == [tuple(x) for x in ref], (lo, hi)
         out.append((slide, lo, hi))
     return out
+
+
+def _run_hop_case(clock: str, n: int, base: int, length: int, every: int, register_after: int,
+                  runs: list[bool], sharing: str = "none", keyed: bool = True, seed: int = 0, empty: bool = False):
+    """run_due_case for a HOP query of `length` every `every` sub-windows, against the brute-force
+    oracle above; returns the answers [(slide, window_start_ms, window_end_ms)] (with `empty`, also
+    those with no window as (slide, None, None))."""
+    keys = ", src" if keyed else ""
+    text = (f"SELECT window_start, window_end{keys}, COUNT(*), SUM(b) FROM s "
+            f"[RANGE {length} SUBWINDOWS SLIDE {every} SUBWINDOWS] GROUP BY window_start{keys}")
+    first_index = 0 if clock == "manual" else base   # the index of slide 0's sub-window
+    n_q = min(n, length + every - 1)
+
+    def bounds(p):  # a window's [start, end) in ms: its sub-windows' bounds
+        s0 = p - first_index + base
+        return s0 * T, (s0 + length) * T
+
+    def newest(slide: int):
+        answered, done = _newest_window(first_index + slide, first_index, n_q, length, every)
+        return (None if answered is None else bounds(answered)), done
+
+    def due_at(last_done):
+        nxt = last_done + every if last_done is not None else -(-first_index // every) * every
+        return nxt + length - 1 - first_index
+
+    out = run_due_case(clock, n, base, text, register_after, runs, newest, due_at, sharing, keyed, seed)
+    return [x for x in out if empty or x[1] is not None]
 
 
 @pytest.mark.parametrize("sharing", ["none", "conservative"])
@@ -465,13 +485,21 @@ def test_an_execution_held_back_past_a_completion_answers_the_newest_window_and_
     """Several slides applied before the scheduler runs: the execution then answers the newest
     completed window (the older one is passed over), and the next answer still comes at the next
     completion, not SLIDE slides after the late one."""
-    base = 3
-    runs = [True, False, False, True, True, True, True, False, True, True, True, True]
-    got = _run_hop_case(clock, 8, base, 3, 2, register_after=2, runs=runs, sharing=sharing)
+    got = _run_hop_case(clock, 8, 3, 3, 2, register_after=2, runs=HELD_RUNS, sharing=sharing)
+    assert_held_back_then_in_phase(got, 3)
+
+
+HELD_RUNS = [True, False, False, True, True, True, True, False, True, True, True, True]  # (registered after slide 2)
+
+
+def assert_held_back_then_in_phase(got: list[tuple], base: int) -> None:
+    """The answers [(slide, lo, hi)] of a query registered after slide 2 and run by HELD_RUNS on a
+    stream whose first sub-window is slot `base`: answered late only after a hold, then at each
+    window's completing slide again."""
     held = [(s, lo, hi) for s, lo, hi in got if hi != (base + s + 1) * T]
     assert held, "an execution answered after a hold"
-    for s, lo, hi in held:  # slide s is runs[s - 3] (registered after slide 2)
-        assert s >= 4 and not runs[s - 4], ("late only after a hold", s, got)
+    for s, lo, hi in held:  # slide s is HELD_RUNS[s - 3] (registered after slide 2)
+        assert s >= 4 and not HELD_RUNS[s - 4], ("late only after a hold", s, got)
     after = [(s, lo, hi) for s, lo, hi in got if s > held[-1][0]]
     assert after and all(hi == (base + s + 1) * T for s, lo, hi in after), "back in phase after the hold"
 

@@ -65,7 +65,7 @@ class Task:
         assert self.running is None or (self.running.task is self and self.active), self.id
 
     def is_due(self, latest: int) -> bool:
-        hop = due_by_windows(self)  # HOP/TUMBLE windows, and those that cut sub-windows: due when a slide completes one
+        hop = due_by_windows(self)  # HOP/TUMBLE, sliced and CUMULATE windows: due when a slide completes one
         if hop is not None:
             return (self.active and self.running is None
                     and slides_until_due(hop, self.plan.stream.window, self.last_reflected) <= 0)

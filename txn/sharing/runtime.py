@@ -272,7 +272,7 @@ class SharedTasks:
         if sliced_task(task) is not None:  # due when a slide completes a window: with its slices group's due ones
             self.slices.add(task)
             return
-        if due_by_windows(task) is not None:  # HOP/TUMBLE: runs alone (Hop.alone_reason), due when a slide
+        if due_by_windows(task) is not None:  # HOP/TUMBLE, CUMULATE: runs alone (alone_reason), due when a slide
             return  # completes one of its windows, not by the local scheduler's periods: spawned as without sharing
         m = describe(task.plan, task.id, task.every)
         self.groups.add(m)

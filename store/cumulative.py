@@ -43,6 +43,7 @@ Window bounds are Python ints computed from int64 sub-window bounds: exact at th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
@@ -60,7 +61,15 @@ if TYPE_CHECKING:
     from .binder import BoundQuery
     from .window import Window
 
-LANDMARK, CUMULATE = "landmark", "cumulate"
+class CumulativeKind(StrEnum):
+    """The two cumulative window kinds: from the stream's start (landmark), or growing by STEP and
+    reset every SIZE (CUMULATE)."""
+
+    LANDMARK = "landmark"
+    CUMULATE = "cumulate"
+
+
+LANDMARK, CUMULATE = CumulativeKind.LANDMARK, CumulativeKind.CUMULATE
 # Keys a running per-key synopsis may hold (per group_by column). Past it the column's per-key
 # synopsis is dropped from the running state for good (`Running.dropped`), and a landmark query
 # that needs it is refused with RESOURCE_EXHAUSTED naming this limit: the state of a stream's
@@ -285,7 +294,7 @@ def rebuild(base: "Running", subs: list[SubWindow]) -> None:
 class CumulativeShape:
     """A landmark (`kind` LANDMARK) or CUMULATE window: the step and the size (reset period) in ms."""
 
-    kind: str
+    kind: CumulativeKind
     step_ms: int = 0
     size_ms: int = 0
     loc: Loc | None = None

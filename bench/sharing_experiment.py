@@ -11,14 +11,14 @@ import dataclasses
 import json
 from pathlib import Path
 
-from windowstore.txn.sharing.experiment import MODES, grid
+from windowstore.txn.sharing.experiment import CAPACITY, MODES, grid
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="docs/sharing")
     ap.add_argument("--updates", type=int, default=600)
-    ap.add_argument("--capacity", type=float, default=4000.0, help="cost units between two synopsis updates")
+    ap.add_argument("--capacity", type=float, default=CAPACITY, help="cost units between two synopsis updates at rate 1")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ def main(argv=None) -> None:
         return
     for rate, label in ((1.0, "1500"), (2.0, "3000")):
         for key, ylabel, name in (("throughput", "queries re-executed per update", "throughput"),
-                                  ("latency", "updates beyond SLIDE per answer", "latency")):
+                                  ("latency", "updates beyond SLIDE, average per query", "latency")):
             fig, ax = plt.subplots(figsize=(6, 4))
             for m in MODES:
                 pts = [(r["queries"], r[key]) for r in rows if r["mode"] == m.value and r["rate"] == rate]

@@ -71,7 +71,9 @@ def cost_model(rate: float) -> CostModel:
     """The counters' execution model (8.4.4: intervals accessed and combined, plus post-processing):
     a group's scan reads each interval once and combines it into the running counters (`finish`
     per interval combined, once per execution: every member combines), and each query
-    post-processes the counters at its length (a top-k or quantile: a sort, `post`)."""
+    post-processes the counters at its length (a top-k or quantile: a sort, `post`, 10 combines'
+    worth: sorting D counters against adding two intervals' D, log2 D for the ~1,000 keys of 8.5.1).
+    The post-processing decides much of the hybrid's gain (docs/sharing.md)."""
     return CostModel(access=rate, combine=0.0, probe=1, post=10.0 * rate, finish=rate)
 
 

@@ -297,6 +297,12 @@ class Window:
         lo, hi = int(ts.min()), int(ts.max())
         if self._base_slot is None:
             self._base_slot = lo // t
+        elif self.cut_through < 0 and self.spec.origin_ms is None and lo // t < self._base_slot:
+            # nothing cut yet and no origin: the stream starts at its first rows' sub-window, and an
+            # earlier row whose sub-window the watermark has not passed (within the lateness) opens
+            # an earlier one, as if it had come first, rather than being counted late
+            wm = (max(hi, hi if self.max_event_ms is None else self.max_event_ms) - self.spec.allowed_lateness_ms) // t
+            self._base_slot = min(self._base_slot, max(lo // t, wm))
         next_slot = self._base_slot + self.cut_through + 1
         late = 0
         slots = None

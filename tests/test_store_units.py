@@ -161,6 +161,26 @@ def test_event_time_watermark_and_late_rows():
         s.append(rows([10**9]))
 
 
+def test_rows_before_the_first_sub_window_within_the_lateness_are_kept():
+    """An event-time stream without an origin starts at its first rows' sub-window; until one is
+    sealed, an earlier row within the allowed lateness opens an earlier sub-window rather than
+    being counted late (it would be accepted had it come first). Once a sub-window is sealed,
+    or past the watermark, a row before the stream's sub-windows is late as ever."""
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=100, clock="event", allowed_lateness_ms=150), 0)
+    assert s.append(rows([1040])).accepted == 1
+    res = s.append(rows([950, 890, 780]))   # watermark 890: 950 and 890 in time (their sub-windows open), 780 not
+    assert (res.accepted, res.late) == (2, 1) and s.window.late_rows == 1
+    s.append(rows([1160]))                   # watermark 1010: [800, 900) and [900, 1000) complete
+    subs = [s.window.slide(0) for _ in range(s.window.due(0))]
+    assert [(w.start_ms, w.end_ms, w.rows) for w in subs] == [(800, 900, 1), (900, 1000, 1)]
+    res = s.append(rows([700]))              # before the sealed sub-windows: late
+    assert (res.accepted, res.late) == (0, 1)
+    origin = Stream("o", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=100, clock="event", allowed_lateness_ms=150,
+                                            origin_ms=1000), 0)
+    res = origin.append(rows([1040, 950]))   # an origin is where the stream starts: earlier rows are late
+    assert (res.accepted, res.late) == (1, 1)
+
+
 def test_bad_window_specs():
     for spec, msg in [
         (WindowSpec(subwindows=0, subwindow_ms=10), "subwindows"),

@@ -301,8 +301,8 @@ class Window:
             # nothing cut yet and no origin: the stream starts at its first rows' sub-window, and an
             # earlier row whose sub-window the watermark has not passed (within the lateness) opens
             # an earlier one, as if it had come first, rather than being counted late
-            wm = (max(hi, hi if self.max_event_ms is None else self.max_event_ms) - self.spec.allowed_lateness_ms) // t
-            self._base_slot = min(self._base_slot, max(lo // t, wm))
+            self._note_event_time(ts)  # (the watermark with this batch's rows)
+            self._base_slot = min(self._base_slot, max(lo // t, self._watermark_slot()))
         next_slot = self._base_slot + self.cut_through + 1
         late = 0
         slots = None

@@ -168,3 +168,45 @@ def test_under_sharing_a_cumulative_window_runs_alone_due_by_its_windows(text, w
     assert "runs alone" in said and why in said and "due when a slide completes one of its windows" in said, said
     e.apply(Register("C", text, 0, e.now_ms))
     assert "C" in e.sched.tasks and "C" not in e.sched.sharing.tasks
+
+
+@pytest.mark.slow
+def test_cumulate_through_the_server_answers_each_window_at_the_slide_that_completes_it():
+    """Through gRPC (event time, 1-s sub-windows from ts 0: sub-window k = [k s, k s + 1 s), sealed
+    by slide k when the next second's rows arrive): a CUMULATE query registered first answers [0,
+    2), [0, 4), [4, 6), [4, 8) at slides 1, 3, 5, 7, the slides that complete them; one registered
+    after slide 2 (out of phase with STEP) answers the newest complete window at once, then each at
+    its completing slide. Counts and sums are those of the rows appended in each window's
+    sub-windows; the answer's bounds are the window's."""
+    from conftest import wait_for
+    from windowstore.clients import Client
+    from windowstore.server.process import ServerProcess
+
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b) FROM h [CUMULATE STEP 2 s SIZE 4 s]"
+    sizes = [k + 1 for k in range(9)]  # second k holds k + 1 rows, each b = k
+
+    def append(k: int) -> None:
+        ws.append("h", {"ts": [k * 1000 + i for i in range(sizes[k])], "src": ["a"] * sizes[k], "b": [k] * sizes[k]})
+
+    windows = [(0, 2), (0, 4), (4, 6), (4, 8)]  # in seconds
+    expect = {w: (sum(sizes[w[0]:w[1]]), sum(k * sizes[k] for k in range(w[0], w[1]))) for w in windows}
+    with ServerProcess() as server, Client(server.target, timeout=30) as ws:
+        ws.create_stream("h", schema={"ts": "int64", "src": "string", "b": "int64"}, subwindows=8,
+                         subwindow_ms=1000, clock="event")
+        first = ws.register(text)
+        late = None
+        append(0)
+        for k in range(8):
+            append(k + 1)  # seals second k: slide k
+            if k == 2:
+                late = ws.register(text)
+            waiting = [q for q, due in ((first, k % 2 == 1), (late, k == 2 or (k > 2 and k % 2 == 1))) if due]
+            for q in waiting:  # each answer before the next slide, so none is passed over
+                wait_for(lambda: any(a.slide == k for a in ws.read_answers(q.id)[0]),
+                         f"{q.id}'s answer at slide {k}", timeout=30)  # (a bound on a hang)
+        for q, slides, wins in ((first, [1, 3, 5, 7], windows), (late, [2, 3, 5, 7], [(0, 2)] + windows[1:])):
+            got = ws.read_answers(q.id)[0]
+            assert [a.slide for a in got] == slides, (q.id, [a.slide for a in got])
+            assert [(a.window_start_ms, a.window_end_ms) for a in got] == [(s * 1000, e * 1000) for s, e in wins]
+            assert [a.rows for a in got] == [[(s * 1000, e * 1000, *expect[(s, e)])] for s, e in wins]
+            ws.unregister(q.id)

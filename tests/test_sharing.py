@@ -473,3 +473,43 @@ def test_with_time_to_spare_the_lowest_d_runs_early_and_says_how_early():
     sched.update()
     due = sched.pick(early=True)  # G11 is due again: it runs as it would without early runs
     assert sorted(due.members) == ["Q1", "Q2", "Q3"] and set(due.early.values()) == {0}
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs=members_strategy(), mode=st.sampled_from(list(SharingMode)),
+       ops=st.lists(st.sampled_from(["update", "early", "early", "remove", "add"]), max_size=30))
+def test_early_runs_answer_no_member_twice_between_two_updates_and_say_how_early(specs, mode, ops):
+    ms = build(specs)
+    g = Groups()
+    for m in ms[: len(ms) // 2 + 1]:
+        g.add(m)
+    pending = ms[len(ms) // 2 + 1:]
+    sched = make_scheduler(mode, g, CostModel())
+    answered: set = set()  # since the last update
+    for op in ops:
+        if op == "update":
+            sched.update()
+            answered.clear()
+        elif op == "early":
+            for _ in range(len(g.members) + 1):  # each run answers someone not answered yet: it ends
+                ex = sched.pick(early=True)
+                if ex is None:
+                    break
+                before = {mid: sched.since[mid] for mid in ex.early}
+                sched.done(ex)
+                assert ex.early and not answered & set(ex.early), "answered twice from the same state"
+                answered |= set(ex.early)
+                for mid in ex.early:
+                    gap = g.members[mid].period - before[mid]
+                    assert (ex.early[mid], ex.late[mid]) == (max(gap, 0), max(-gap, 0)), mid
+            else:
+                raise AssertionError("early runs did not end")
+        elif op == "remove" and g.members:
+            mid = next(iter(g.members))
+            g.remove(mid)
+            sched.sync()
+            answered.discard(mid)
+        elif op == "add" and pending:
+            g.add(pending.pop())
+            sched.sync()
+        sched._check()

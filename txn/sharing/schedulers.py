@@ -118,8 +118,8 @@ class LocalScheduler:
         `early`: when no task is due, the tasks with the lowest d run now, before it reaches zero
         (Algorithm 9 executes the task with the lowest d whenever the queue is not empty: "in
         underload, some tasks may be executed before their d(T_i)-values reach zero", 8.4.2), for
-        a caller with time to spare; only a task with an update since its members last answered
-        (another run would repeat their answers). Their answers say how early (Execution.early)."""
+        a caller with time to spare; only a task with an update since each of its members last
+        answered (another run would repeat an answer). Their answers say how early (Execution.early)."""
         ds = sorted((self.d(t), i, t) for i, t in enumerate(self.tasks)
                     if not exclude or not any(m in exclude for m in t.member_ids))
         floor = 0
@@ -154,8 +154,9 @@ class LocalScheduler:
         return out
 
     def _updated(self, task: Task) -> bool:
-        """A synopsis update since some member of the task last answered."""
-        return any(self.since[m] > 0 for m in task.member_ids)
+        """A synopsis update since each member of the task last answered (an early run answers
+        none of them twice from the same state)."""
+        return all(self.since[m] > 0 for m in task.member_ids)
 
     def done(self, ex: Execution) -> None:
         for mid in ex.early:

@@ -2,7 +2,7 @@
 per scheduler for 40-240 periodic queries at two data rates (txn/sharing/experiment.py). Writes
 docs/sharing/experiment.json and, with matplotlib, docs/sharing/*.png.
 
-    python -m bench.sharing_experiment [--out docs/sharing] [--updates 600]
+    python -m bench.sharing_experiment [--out docs/sharing] [--updates 600] [--due-only] [--phasing held]
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from windowstore.txn.sharing.cost import Phasing
 from windowstore.txn.sharing.experiment import CAPACITY, MODES, grid
 
 
@@ -19,10 +20,15 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="docs/sharing")
     ap.add_argument("--updates", type=int, default=600)
     ap.add_argument("--capacity", type=float, default=CAPACITY, help="cost units between two synopsis updates at rate 1")
+    ap.add_argument("--due-only", action="store_true",
+                    help="run only what is due (no early executions with the budget left: Algorithm 9 runs them)")
+    ap.add_argument("--phasing", choices=[p.value for p in Phasing], default=Phasing.DRIFTING.value,
+                    help="how the hybrid costs separately run sub-groups (cost.Phasing)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = [dataclasses.asdict(o) for o in grid(updates=args.updates, capacity=args.capacity)]
+    rows = [dataclasses.asdict(o) for o in grid(updates=args.updates, capacity=args.capacity, early=not args.due_only,
+                                                 phasing=Phasing(args.phasing))]
     (out / "experiment.json").write_text(json.dumps(rows, indent=1) + "\n")
     for r in rows:
         print(json.dumps(r))

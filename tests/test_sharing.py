@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
-from windowstore.txn.sharing import (CostModel, Groups, Member, SharingMode, Synopsis, choose_periods, describe,
-                                     make_scheduler, schedule_cost)
+from windowstore.txn.sharing import (CostModel, Groups, Member, Phasing, SharingMode, Synopsis, choose_periods,
+                                     describe, drifting_cost, make_scheduler, schedule_cost)
 
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
 
@@ -353,3 +353,163 @@ def test_with_kept_contributions_a_reader_reads_only_the_sub_windows_sealed_sinc
         assert math.isclose(schedule_cost(sorted(tasks.items()), model), brute(target)), target
     assert brute({2: 2, 3: 3, 5: 5}) == 2  # every sealed sub-window read once by each of the two readers
     assert choose_periods(subgroups, model) == {2: 2, 3: 3, 5: 5}  # nothing to gain by running early
+
+
+# -- phases: 8.4.4's cost over the LCM of the schedule actually run --------------------------------
+def brute_tasks(tasks: list[tuple[int, list[int]]], phases: list[int]) -> Fraction:
+    """Cost per slide (MAX comparisons) of tasks (period, the windows of their queries), task i due
+    at the slides t = phases[i] (mod its period), those due together scanning once to the longest
+    window due (W - 1 comparisons). A plain loop over the LCM period."""
+    horizon = math.lcm(*(p for p, _ in tasks))
+    total = 0
+    for t in range(horizon):
+        due = [w for (p, ws), f in zip(tasks, phases) if t % p == f for w in ws]
+        if due:
+            total += max(due) - 1
+    return Fraction(total, horizon)
+
+
+def windows_of(subgroups, target) -> tuple[list, list]:
+    """The tasks (period, outputs) a choice of periods forms, and the same with the windows only."""
+    by: dict = {}
+    for p, outs in subgroups.items():
+        by.setdefault(target[p], []).extend(outs)
+    tasks = sorted(by.items())
+    return tasks, [(p, [o.length for o in outs]) for p, outs in tasks]
+
+
+SHARED_FACTORS = {"A": (10, 2), "B": (10, 4), "C": (16, 6)}  # periods that are not coprime
+CHOICES = ({2: 2, 4: 4, 6: 6}, {2: 2, 4: 2, 6: 6}, {2: 2, 4: 4, 6: 2}, {2: 2, 4: 2, 6: 2}, {2: 2, 4: 4, 6: 4})
+
+
+def groups_of(spec: dict) -> Groups:
+    g = Groups()
+    for q, (w, p) in spec.items():
+        g.add(Member(q, "s", ("max", q), Synopsis.BASIC, w, p))  # (not the same query: no CS8)
+    return g
+
+
+def test_a_schedule_is_costed_from_each_task_s_phase_by_brute_force():
+    (gid,) = (g := groups_of(SHARED_FACTORS)).groups
+    for target in CHOICES:
+        tasks, plain = windows_of(g.subgroups(gid), target)
+        for phases in itertools.product(*(range(p) for p, _ in tasks)):
+            assert math.isclose(schedule_cost(tasks, COMPARISONS, list(phases)), brute_tasks(plain, list(phases))), \
+                (target, phases)
+    # at phase 0 a period of 4 always meets the period of 2; one slide apart, never
+    tasks, plain = windows_of(g.subgroups(gid), {2: 2, 4: 4, 6: 6})
+    assert brute_tasks(plain, [0, 0, 0]) < brute_tasks(plain, [1, 0, 0])
+
+
+def test_drifting_phases_cost_the_mean_over_every_phase_by_brute_force():
+    drifting = CostModel(access=0, combine=1, probe=1, post=0, cover=None, phasing=Phasing.DRIFTING)
+    (gid,) = (g := groups_of(SHARED_FACTORS)).groups
+    for target in CHOICES:
+        tasks, plain = windows_of(g.subgroups(gid), target)
+        every = list(itertools.product(*(range(p) for p, _ in tasks)))
+        mean = sum(brute_tasks(plain, list(f)) for f in every) / len(every)
+        assert math.isclose(schedule_cost(tasks, drifting), mean), target
+        assert math.isclose(drifting_cost(tasks, drifting), mean)
+
+
+def test_on_the_worked_example_drifting_phases_cost_what_phase_0_costs():
+    """The example's periods 2, 3, 5 are coprime: over their LCM every combination of phases
+    occurs once, so the five schedules of 8.4.4 cost the same either way, and the choice is the same."""
+    drifting = CostModel(access=0, combine=1, probe=1, post=0, cover=None, phasing=Phasing.DRIFTING)
+    g = example_groups()
+    (gid,) = g.groups
+    for target in ({2: 2, 3: 3, 5: 5}, {2: 2, 3: 2, 5: 5}, {2: 2, 3: 2, 5: 2}, {2: 2, 3: 3, 5: 3}, {2: 2, 3: 3, 5: 2}):
+        tasks, _ = windows_of(g.subgroups(gid), target)
+        assert math.isclose(schedule_cost(tasks, drifting), brute(target)), target
+    assert choose_periods(g.subgroups(gid), drifting) == {2: 2, 3: 2, 5: 5}
+
+
+def test_drifting_phases_are_costed_only_where_the_cost_depends_on_the_tasks_due_alone():
+    with pytest.raises(ValueError, match="DRIFTING"):
+        CostModel(memo=True, cover=None, phasing=Phasing.DRIFTING)
+    with pytest.raises(ValueError, match="DRIFTING"):
+        CostModel(cover=0.1, phasing=Phasing.DRIFTING)
+
+
+def test_hybrid_costs_a_sub_group_registered_later_at_its_real_phase():
+    """A (SLIDE 2) and B (SLIDE 4) over the same 10 intervals: registered together, B always runs
+    with A (phase 0), so shortening B gains nothing; B registered one update after A runs, B is
+    due at the slides A is not, and running it with A saves its scans (9 / 2 against 9 / 2 + 9 / 4)."""
+    spec = {"A": (10, 2), "B": (10, 4)}
+    together = groups_of(spec)
+    sched = make_scheduler(SharingMode.HYBRID, together, COMPARISONS)
+    assert sorted(t.period for t in sched.tasks) == [2, 4]
+    assert brute_tasks([(2, [10]), (4, [10])], [0, 0]) == brute_tasks([(2, [10, 10])], [0])
+
+    later = Groups()
+    later.add(Member("A", "s", ("max", "A"), Synopsis.BASIC, 10, 2))
+    sched = make_scheduler(SharingMode.HYBRID, later, COMPARISONS)
+    sched.done(sched.pick())
+    sched.update()
+    later.add(Member("B", "s", ("max", "B"), Synopsis.BASIC, 10, 4))
+    sched.sync()
+    sched._check()
+    assert [(t.period, sorted(t.member_ids)) for t in sched.tasks] == [(2, ["A", "B"])]
+    # A next due in 1 update, B now: apart they never meet
+    assert brute_tasks([(2, [10])], [1]) + brute_tasks([(4, [10])], [0]) > brute_tasks([(2, [10, 10])], [1])
+
+
+# -- Algorithm 9: in underload, a task may run before its d reaches zero ----------------------------
+def test_with_time_to_spare_the_lowest_d_runs_early_and_says_how_early():
+    g = example_groups()
+    sched = make_scheduler(SharingMode.CONSERVATIVE, g, COMPARISONS)
+    while (ex := sched.pick(early=True)) is not None:  # all due at once: nothing early
+        assert not any(ex.early.values())
+        sched.done(ex)
+    sched.update()
+    assert sched.pick() is None  # d: G11 1, G12 2, G13 4
+    runs = []
+    while (ex := sched.pick(early=True)) is not None:
+        runs.append((sorted(ex.members), set(ex.early.values()), set(ex.late.values())))
+        sched.done(ex)
+        sched._check()
+    assert runs == [(["Q1", "Q2", "Q3"], {1}, {0}), (["Q4", "Q5"], {2}, {0}), (["Q6", "Q7"], {4}, {0})]
+    sched.update()
+    sched.update()
+    due = sched.pick(early=True)  # G11 is due again: it runs as it would without early runs
+    assert sorted(due.members) == ["Q1", "Q2", "Q3"] and set(due.early.values()) == {0}
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs=members_strategy(), mode=st.sampled_from(list(SharingMode)),
+       ops=st.lists(st.sampled_from(["update", "early", "early", "remove", "add"]), max_size=30))
+def test_early_runs_answer_no_member_twice_between_two_updates_and_say_how_early(specs, mode, ops):
+    ms = build(specs)
+    g = Groups()
+    for m in ms[: len(ms) // 2 + 1]:
+        g.add(m)
+    pending = ms[len(ms) // 2 + 1:]
+    sched = make_scheduler(mode, g, CostModel())
+    answered: set = set()  # since the last update
+    for op in ops:
+        if op == "update":
+            sched.update()
+            answered.clear()
+        elif op == "early":
+            for _ in range(len(g.members) + 1):  # each run answers someone not answered yet: it ends
+                ex = sched.pick(early=True)
+                if ex is None:
+                    break
+                before = {mid: sched.since[mid] for mid in ex.early}
+                sched.done(ex)
+                assert ex.early and not answered & set(ex.early), "answered twice from the same state"
+                answered |= set(ex.early)
+                for mid in ex.early:
+                    gap = g.members[mid].period - before[mid]
+                    assert (ex.early[mid], ex.late[mid]) == (max(gap, 0), max(-gap, 0)), mid
+            else:
+                raise AssertionError("early runs did not end")
+        elif op == "remove" and g.members:
+            mid = next(iter(g.members))
+            g.remove(mid)
+            sched.sync()
+            answered.discard(mid)
+        elif op == "add" and pending:
+            g.add(pending.pop())
+            sched.sync()
+        sched._check()

@@ -76,3 +76,13 @@ def test_overload_stretches_periods():
     light = run(SharingMode.CONSERVATIVE, 5, updates=UPDATES, capacity=UNLIMITED)
     heavy = run(SharingMode.CONSERVATIVE, 5, updates=UPDATES, capacity=100.0)
     assert light.latency == 0 < heavy.latency and heavy.throughput < light.throughput
+
+
+def test_with_early_runs_and_time_to_spare_every_query_is_answered_at_every_update():
+    # Algorithm 9 runs the lowest d whenever the queue is not empty: without overload every task
+    # runs at every update (once: a second run would repeat its answers), none late
+    g = workload(5, seed=2)
+    for mode in (SharingMode.NONE, SharingMode.CONSERVATIVE, SharingMode.HYBRID):
+        o = run(mode, 5, capacity=UNLIMITED, updates=UPDATES, seed=2, early=True)
+        assert o.latency == 0
+        assert round(o.throughput * UPDATES) == len(g.members) * UPDATES, mode

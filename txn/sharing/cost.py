@@ -11,6 +11,7 @@ whose maintenance (joining new sub-windows) is the same under every schedule: th
 cost what each member finishes, so no period is shortened for them."""
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -21,6 +22,20 @@ from .rules import Synopsis
 HORIZON_CAP = 720     # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
 EXHAUSTIVE = 5        # sub-groups up to which every choice of periods is costed; greedy beyond
 NEAREST = 3           # greedy: a sub-group may join one of the nearest shorter anchors
+
+
+class Phasing(enum.Enum):
+    """Which schedule of separately run tasks a choice of periods is costed over (8.4.4: the cost
+    per unit time over the LCM of the periods). HELD: each task keeps its phase (its next due,
+    0: all due now), exact over the LCM: 8.4.3's worked example, and what Algorithm 10 runs while
+    every task is on time. DRIFTING: the tasks' phases are independent and uniform, the expected
+    cost per slide: what Algorithm 10 runs under overload, where a late task's d is reset to its
+    period when it is done (8.4.2: "Even if T_i is re-executed late, d(T_i) is set to n_i"), so
+    separately run tasks meet only by chance, and only a shortened (merged) period stays in step.
+    For pairwise coprime periods (the worked example's 2, 3, 5) both are the same."""
+
+    HELD = "held"
+    DRIFTING = "drifting"
 
 
 @dataclass(frozen=True)
@@ -35,7 +50,8 @@ class CostModel:
     `memo`: a reader's intervals read by an earlier execution are not read again (the store keeps
     sealed sub-windows' contributions in their memos, store/memo.py): an execution reads only those sealed
     since the reader last ran (schedule_cost tracks it). The thesis's worked example counts
-    comparisons only: CostModel(access=0, combine=1, post=0)."""
+    comparisons only: CostModel(access=0, combine=1, post=0). `phasing`: see Phasing (DRIFTING
+    is costed for models without `memo` and `cover`, whose cost depends on more than the tasks due)."""
 
     access: float = 1.0
     combine: float = 1.0
@@ -44,6 +60,11 @@ class CostModel:
     finish: float = 0.0
     cover: float | None = 0.0
     memo: bool = False
+    phasing: Phasing = Phasing.HELD
+
+    def __post_init__(self):
+        if self.phasing is Phasing.DRIFTING and (self.memo or self.cover is not None):
+            raise ValueError("Phasing.DRIFTING costs models without memo and cover (cover=None)")
 
     def scan(self, n: int) -> float:
         """Scanning n intervals youngest to oldest and combining them."""
@@ -55,15 +76,30 @@ class CostModel:
         outputs = list(outputs)
         if not outputs:
             return 0.0
+        each, reaches, along = self.parts(outputs)
+        if outputs[0].leader.synopsis == Synopsis.JOIN:
+            return each
+        if outputs[0].leader.synopsis == Synopsis.PROBE:
+            return each + self.access * self.probe
+        return each + self.reads(outputs, fresh) + self.finish * max(along - 1, 0)
+
+    def parts(self, outputs: list) -> tuple[float, dict, int]:
+        """A joint execution's cost in the parts that add up over its outputs (post-processing,
+        each non-combining query's own merge, a join member's finish), and those that are a
+        maximum over them: per reader the window it scans to (Member.reads), and the longest
+        window of the queries answered along the scan (Member.combines)."""
         syn = outputs[0].leader.synopsis
         if syn == Synopsis.JOIN:  # one kept join result; each member finishes the rows of its RANGEs
-            return self.post * len(outputs) + self.finish * sum(o.length for o in outputs)
-        work = self.access * self.probe if syn == Synopsis.PROBE else self.reads(outputs, fresh)
-        own = 0
-        if syn != Synopsis.PROBE:
-            along = [o.length for o in outputs if o.leader.combines]
-            own = sum(o.length - 1 for o in outputs if not o.leader.combines) + (max(along) - 1 if along else 0)
-        return work + self.post * len(outputs) + self.finish * own
+            return self.post * len(outputs) + self.finish * sum(o.length for o in outputs), {}, 0
+        if syn == Synopsis.PROBE:
+            return self.post * len(outputs), {}, 0
+        reaches: dict = {}
+        for o in outputs:
+            k = o.leader.reads
+            reaches[k] = max(reaches.get(k, 0), o.length)
+        along = max((o.length for o in outputs if o.leader.combines), default=0)
+        own = sum(o.length - 1 for o in outputs if not o.leader.combines)
+        return self.post * len(outputs) + self.finish * own, reaches, along
 
     def reads(self, outputs: list, fresh: dict | None = None) -> float:
         """The scans of a CS2 joint execution: each reader (the outputs with equal Member.reads;
@@ -72,12 +108,10 @@ class CostModel:
         nothing and costs `cover` per piece per interval, its pieces reading as far as it needs
         (as runtime.SharedPlan does). `fresh`: per reader key, the intervals sealed since it last
         ran, all it reads (memo; a key not in it: never ran, it reads its whole window)."""
-        reach: dict = {}
+        reach = self.parts(outputs)[1]
         lead: dict = {}
         for o in outputs:
-            k = o.leader.reads
-            reach[k] = max(reach.get(k, 0), o.length)
-            lead.setdefault(k, o.leader)
+            lead.setdefault(o.leader.reads, o.leader)
         n = [min(r, fresh[k]) if fresh is not None and k in fresh else r for k, r in reach.items()]
         derived = covers_among(list(lead.values())) if self.cover is not None else []
         for d in derived:
@@ -110,32 +144,65 @@ def lcm(values: Iterable[int]) -> int:
     return math.lcm(*values) if values else 1
 
 
-def schedule_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel) -> float:
-    """Cost per slide of running tasks (period, outputs) of one group, each at its period from a
-    common start, the tasks due at the same slide jointly (Algorithm 10). Exact over the LCM of
-    the periods (up to HORIZON_CAP slides, a prefix beyond)."""
+def schedule_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel,
+                  phases: Sequence[int] | None = None) -> float:
+    """Cost per slide of running tasks (period, outputs) of one group, each at its period, the
+    tasks due at the same slide jointly (Algorithm 10). Phasing.HELD: task i is due at the slides
+    t with t = phases[i] (mod its period) (its next due; none: all due now), exact over the LCM of
+    the periods (up to HORIZON_CAP slides, a prefix beyond). Phasing.DRIFTING: expected over
+    independent uniform phases (drifting_cost)."""
     if not tasks:
         return 0.0
+    if model.phasing is Phasing.DRIFTING:
+        return drifting_cost(tasks, model)
+    phase = [f % p for (p, _), f in zip(tasks, phases or [0] * len(tasks))]
     horizon = min(lcm([p for p, _ in tasks]), HORIZON_CAP)
+
+    def due(t: int) -> list:
+        return [o for (p, outs), f in zip(tasks, phase) if t % p == f for o in outs]
+
     if model.memo:  # what each reader reads depends on when it last ran: the second period, in steady state
         last: dict = {}
         total = 0.0
         for t in range(2 * horizon):
-            due = [o for p, outs in tasks if t % p == 0 for o in outs]
-            if not due:
+            now = due(t)
+            if not now:
                 continue
-            cost = model.joint(due, {k: t - at for k, at in last.items()})
+            cost = model.joint(now, {k: t - at for k, at in last.items()})
             if t >= horizon:
                 total += cost
-            for o in due:
+            for o in now:
                 last[o.leader.reads] = t
         return total / horizon
-    total = 0.0
-    for t in range(horizon):
-        due = [o for p, outs in tasks if t % p == 0 for o in outs]
-        if due:
-            total += model.joint(due)
-    return total / horizon
+    return sum(model.joint(now) for t in range(horizon) if (now := due(t))) / horizon
+
+
+def drifting_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel) -> float:
+    """The expected cost per slide of tasks (period, outputs) whose phases are independent and
+    uniform (Phasing.DRIFTING): at a slide, task i is due with probability 1/p_i, independently of
+    the others, and those due run jointly. A joint execution's cost is a sum over its outputs
+    plus maxima over them (CostModel.parts): the sum's expectation adds up, and a maximum's is
+    each task's value times the chance that it is due and no task with a larger value is."""
+    chance = [1 / p for p, _ in tasks]
+    parts = [model.parts(list(outs)) for _, outs in tasks]
+    total = sum(q * each for q, (each, _, _) in zip(chance, parts))
+    syn = tasks[0][1][0].leader.synopsis
+    if syn == Synopsis.JOIN:
+        return total
+    if syn == Synopsis.PROBE:
+        return total + (1 - math.prod(1 - q for q in chance)) * model.access * model.probe
+
+    def largest(values: list[int], cost) -> float:
+        expect, none_larger = 0.0, 1.0
+        for v, q in sorted(zip(values, chance), key=lambda vq: -vq[0]):
+            expect += none_larger * q * cost(v)
+            none_larger *= 1 - q
+        return expect
+
+    readers = {k for _, reaches, _ in parts for k in reaches}
+    for k in readers:
+        total += largest([reaches.get(k, 0) for _, reaches, _ in parts], model.scan)
+    return total + largest([along for _, _, along in parts], lambda n: model.finish * max(n - 1, 0))
 
 
 def _tasks(subgroups: dict[int, list], target: dict[int, int]) -> list[tuple[int, list]]:
@@ -143,6 +210,13 @@ def _tasks(subgroups: dict[int, list], target: dict[int, int]) -> list[tuple[int
     for p, outs in subgroups.items():
         by.setdefault(target[p], []).extend(outs)
     return sorted(by.items())
+
+
+def _cost(subgroups: dict[int, list], target: dict[int, int], model: CostModel, phases: dict[int, int] | None) -> float:
+    """A choice's schedule_cost; a merged task runs in the phase of its anchor (the sub-group
+    whose period it runs at)."""
+    tasks = _tasks(subgroups, target)
+    return schedule_cost(tasks, model, None if phases is None else [phases[p] for p, _ in tasks])
 
 
 def _choices(periods: list[int]):
@@ -161,10 +235,11 @@ def _choices(periods: list[int]):
     yield from go(0, {})
 
 
-def choose_periods(subgroups: dict[int, list], model: CostModel) -> dict[int, int]:
+def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[int, int] | None = None) -> dict[int, int]:
     """Hybrid scheduling: for a group's sub-groups (period -> outputs), the period each runs at,
     either its own or a shorter sub-group's (then they always run together), the cheapest per
-    slide by schedule_cost. Every choice is costed up to EXHAUSTIVE sub-groups; beyond, one
+    slide by schedule_cost; `phases`: per sub-group, the slides until it is next due (none: all
+    due now; Phasing.HELD only). Every choice is costed up to EXHAUSTIVE sub-groups; beyond, one
     sub-group moves at a time while that lowers the cost. Ties keep the longer periods."""
     periods = sorted(subgroups)
     if len(periods) <= 1:
@@ -172,12 +247,12 @@ def choose_periods(subgroups: dict[int, list], model: CostModel) -> dict[int, in
     if len(periods) <= EXHAUSTIVE:
         best, best_cost = None, math.inf
         for target in _choices(periods):
-            c = schedule_cost(_tasks(subgroups, target), model)
+            c = _cost(subgroups, target, model, phases)
             if c < best_cost - 1e-9:
                 best, best_cost = target, c
         return best  # type: ignore[return-value]  # some choice has a finite cost
     target = {p: p for p in periods}
-    cost = schedule_cost(_tasks(subgroups, target), model)
+    cost = _cost(subgroups, target, model, phases)
     while True:
         move = None
         followed = {target[r] for r in periods if target[r] != r}
@@ -186,7 +261,7 @@ def choose_periods(subgroups: dict[int, list], model: CostModel) -> dict[int, in
                 continue  # only an anchor nobody follows joins a shorter anchor
             for q in [a for a in periods if a < p and target[a] == a][-NEAREST:]:
                 trial = target | {p: q}
-                c = schedule_cost(_tasks(subgroups, trial), model)
+                c = _cost(subgroups, trial, model, phases)
                 if c < cost - 1e-9 and (move is None or c < move[0]):
                     move = (c, trial)
         if move is None:

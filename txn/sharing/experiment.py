@@ -22,13 +22,19 @@ Where it follows the thesis rather than the store (docs/sharing.md says why):
 - the queries are registered before the first update and, new, are due at once
   (LocalScheduler.sync): they are served before that update, so no first answer counts as late;
 - `CAPACITY` is calibrated from what 8.5.2 says of the load at 1,500 tuples/s (the thesis gives no
-  costs): No-S and CS "cause system overload easily", "even for a small number of queries"."""
+  costs): No-S and CS "cause system overload easily", "even for a small number of queries";
+- the budget left in an update when nothing is due runs the tasks with the lowest d early
+  (`early`, Algorithm 9: "in underload, some tasks may be executed before their d(T_i)-values
+  reach zero"), as the figures' schedulers do (grid);
+- the hybrid costs its choices with drifting phases (Phasing.DRIFTING): the runs are in overload
+  (8.5.2), where a late task's d is reset to its period when it is done (8.4.2), so separately
+  run sub-groups meet only by chance."""
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-from .cost import CostModel
+from .cost import CostModel, Phasing
 from .groups import Groups
 from .modes import SharingMode
 from .rules import Member, Synopsis
@@ -67,21 +73,24 @@ def workload(per_group: int, seed: int, groups: int = 8, by_slide: bool = False)
     return g
 
 
-def cost_model(rate: float) -> CostModel:
+def cost_model(rate: float, phasing: Phasing = Phasing.DRIFTING) -> CostModel:
     """The counters' execution model (8.4.4: intervals accessed and combined, plus post-processing):
     a group's scan reads each interval once and combines it into the running counters (`finish`
     per interval combined, once per execution: every member combines), and each query
     post-processes the counters at its length (a top-k or quantile: a sort, `post`, 10 combines'
     worth: sorting D counters against adding two intervals' D, log2 D for the ~1,000 keys of 8.5.1).
     The post-processing decides much of the hybrid's gain (docs/sharing.md)."""
-    return CostModel(access=rate, combine=0.0, probe=1, post=10.0 * rate, finish=rate)
+    return CostModel(access=rate, combine=0.0, probe=1, post=10.0 * rate, finish=rate, cover=None, phasing=phasing)
 
 
 def run(mode: SharingMode, per_group: int, rate: float = 1.0, capacity: float = CAPACITY, updates: int = 600,
-        seed: int = 1) -> Outcome:
+        seed: int = 1, early: bool = False, phasing: Phasing = Phasing.DRIFTING) -> Outcome:
+    """One scheduler over `updates` synopsis updates. `early`: the budget left when nothing is due
+    runs the tasks with the lowest d early (Algorithm 9's loop; LocalScheduler.pick_all); without
+    it, each update runs only what is due."""
     nos = mode is SharingMode.NONE
     g = workload(per_group, seed, by_slide=nos)
-    sched = make_scheduler(SharingMode.CONSERVATIVE if nos else mode, g, cost_model(rate))
+    sched = make_scheduler(SharingMode.CONSERVATIVE if nos else mode, g, cost_model(rate, phasing))
     answers = executions = 0
     late: dict[str, int] = {}
     count: dict[str, int] = {}
@@ -90,7 +99,7 @@ def run(mode: SharingMode, per_group: int, rate: float = 1.0, capacity: float = 
         if step:
             sched.update()
         budget = capacity - debt
-        while budget > 0 and (ex := sched.pick()) is not None:
+        while budget > 0 and (ex := sched.pick(early=early)) is not None:
             budget -= ex.cost
             answers += len(ex.members)
             executions += 1
@@ -103,5 +112,7 @@ def run(mode: SharingMode, per_group: int, rate: float = 1.0, capacity: float = 
     return Outcome(mode.value, len(g.members), rate, answers / updates, latency, executions / updates)
 
 
-def grid(per_groups=(5, 10, 20, 30), rates=(1.0, 2.0), **kw) -> list[Outcome]:
-    return [run(m, k, r, **kw) for r in rates for k in per_groups for m in MODES]
+def grid(per_groups=(5, 10, 20, 30), rates=(1.0, 2.0), early: bool = True, **kw) -> list[Outcome]:
+    """Figures 8.7-8.10: every technique at every size and rate; `early` as in the thesis's
+    schedulers (Algorithm 9's loop runs the lowest d whenever the queue is not empty)."""
+    return [run(m, k, r, early=early, **kw) for r in rates for k in per_groups for m in MODES]

@@ -103,23 +103,33 @@ class LocalScheduler:
         since = self.since
         return min(owed - since[m] for m, owed in task.owed)
 
-    def pick(self, exclude=frozenset()) -> Execution | None:
-        """The tasks to execute now, jointly, or None when none is due; a task with a member in
-        `exclude` (being answered already) waits."""
-        got = self.pick_all(exclude, 1)
+    def pick(self, exclude=frozenset(), early: bool = False) -> Execution | None:
+        """The tasks to execute now, jointly, or None when none is due (with `early`, none can
+        run early: see pick_all); a task with a member in `exclude` (being answered already) waits."""
+        got = self.pick_all(exclude, 1, early)
         return got[0] if got else None
 
-    def pick_all(self, exclude=frozenset(), most: int | None = None) -> list[Execution]:
+    def pick_all(self, exclude=frozenset(), most: int | None = None, early: bool = False) -> list[Execution]:
         """pick() again and again (at most `most` times), each time excluding the members of the
         executions picked before, until none is due: what the scheduler starts at once. Each
         task's d is computed once (picking changes no other task's: tasks share no member), not
-        once per execution picked: a scan of every member per slide, not per execution."""
+        once per execution picked: a scan of every member per slide, not per execution.
+
+        `early`: when no task is due, the tasks with the lowest d run now, before it reaches zero
+        (Algorithm 9 executes the task with the lowest d whenever the queue is not empty: "in
+        underload, some tasks may be executed before their d(T_i)-values reach zero", 8.4.2), for
+        a caller with time to spare; only a task with an update since each of its members last
+        answered (another run would repeat an answer). Their answers say how early (Execution.early)."""
         ds = sorted((self.d(t), i, t) for i, t in enumerate(self.tasks)
                     if not exclude or not any(m in exclude for m in t.member_ids))
+        floor = 0
+        if early and ds and ds[0][0] > 0:
+            ds = [x for x in ds if self._updated(x[2])]
+            floor = ds[0][0] if ds else 0
         taken: set = set()
         out: list[Execution] = []
         for v, i, first in ds:
-            if v > 0 or (most is not None and len(out) >= most):
+            if v > floor or (most is not None and len(out) >= most):
                 break
             if i in taken:
                 continue
@@ -128,7 +138,7 @@ class LocalScheduler:
             taken.update(j for j, _ in chosen)
             outputs = [o for _, t in chosen for o in t.outputs]
             ex = Execution(first.gid, [t for _, t in chosen], outputs, model=self.model)
-            early, late, since = ex.early, ex.late, self.since
+            ahead, late, since = ex.early, ex.late, self.since
             for _, t in chosen:
                 # a CS8 repeat (a longer SLIDE than its output's) is answered by this execution
                 # only when it would be due before its task runs again: not early at every one
@@ -138,10 +148,15 @@ class LocalScheduler:
                         gap = m.period - since[mid]
                         if gap >= period and mid in repeats:
                             continue
-                        early[mid] = gap if gap > 0 else 0
+                        ahead[mid] = gap if gap > 0 else 0
                         late[mid] = -gap if gap < 0 else 0
             out.append(ex)
         return out
+
+    def _updated(self, task: Task) -> bool:
+        """A synopsis update since each member of the task last answered (an early run answers
+        none of them twice from the same state)."""
+        return all(self.since[m] > 0 for m in task.member_ids)
 
     def done(self, ex: Execution) -> None:
         for mid in ex.early:
@@ -220,8 +235,16 @@ class Hybrid(Conservative):
                     for p, outs in subgroups.items())
         cache = self.__dict__.setdefault("_chosen", {})
         if cache.get(gid, (None,))[0] != sig:
-            cache[gid] = (sig, choose_periods(subgroups, self.model))
+            cache[gid] = (sig, choose_periods(subgroups, self.model, self._phases(subgroups)))
         return cache[gid][1]
+
+    def _phases(self, subgroups: dict[int, list[Output]]) -> dict[int, int]:
+        """Per sub-group, the updates until it is next due at its own period: the schedule the
+        choice is costed over starts from the sub-groups' real phases, not from all due together
+        (a query registered later is due at once, when it registers: 8.4.4 costs the schedule
+        over the LCM of the periods, and two periods meet in it only as their phases let them)."""
+        since = self.since
+        return {p: max(0, min(p - since.get(m, p) for o in outs for m in o.members)) for p, outs in subgroups.items()}
 
     def _tasks(self) -> list[Task]:
         tasks = super()._tasks()

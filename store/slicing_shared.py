@@ -115,8 +115,9 @@ class _Joined:
     def _place(self, reads: list) -> int | None:
         """Where `reads` start among the joined reads, if they are a run of them (possibly going on
         past the newest): else None."""
-        first = next((x for x, r in enumerate(self.reads) if r is reads[0]), None)
-        if first is None or any(a is not b for a, b in zip(self.reads[first:], reads)):
+        ids = [id(r) for r in self.reads]  # (by identity: a read compared by value would compare its arrays)
+        first = ids.index(id(reads[0])) if id(reads[0]) in ids else None
+        if first is None or ids[first:first + len(reads)] != [id(r) for r in reads[:len(ids) - first]]:
             return None
         return first
 
@@ -172,7 +173,7 @@ class _Joined:
         assert sum(self.sizes) == self.hi - self.lo and len(self.sizes) == len(self.reads), "each read's slices once"
         assert len(self.buffers) == 1 + sum(self.shape) or not self.reads, "the starts and every aggregate's columns"
         assert self.made is None or self.origin <= self.lo <= self.hi == self.made_hi, "the readers cover the reads"
-        assert all(a[2] == b[1] for a, b in zip(self.reads, self.reads[1:])), "consecutive sub-windows"
+        assert [c[1] for c in self.reads[1:]] == [c[2] for c in self.reads[:-1]], "consecutive sub-windows"
 
 
 class SharedSlices:
@@ -214,7 +215,8 @@ class SharedSlices:
         # aggregate the place of the first equal one among the distinct ones
         distinct: dict[tuple, int] = {}
         self._at = [distinct.setdefault((a.fn, a.column, a.input_type, a.q, a.sketch), len(distinct)) for a in inner.aggs]
-        self._distinct = [inner.aggs[self._at.index(d)] for d in range(len(distinct))]
+        self._first = [self._at.index(d) for d in range(len(distinct))]  # per distinct aggregate, its first place
+        self._distinct = [inner.aggs[x] for x in self._first]
         self._by_runs = combines(inner) and inner.group_by is None
         self.strings = self.stream.strings
         self._joined = _Joined()
@@ -270,7 +272,7 @@ class SharedSlices:
                 columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]
                 columns = None if any(c is None for c in columns) else columns
             if columns is not None:  # (the distinct aggregates' only)
-                columns = [columns[self._at.index(d)] for d in range(len(self._distinct))]
+                columns = [columns[x] for x in self._first]
             if safe:
                 starts = np.empty(len(cuts) + 1, dtype=np.int64)
                 starts[0], starts[1:] = lo, cuts
@@ -332,10 +334,9 @@ class SharedSlices:
         (WindowAnswers)."""
         if len(reads) > 1 and reads[0][1] > reads[-1][1]:  # (youngest first, as a window lists them)
             reads = reads[::-1]
-        if any(a[1] > b[1] for a, b in zip(reads, reads[1:])):
+        if [c[1] for c in reads[1:]] != [c[2] for c in reads[:-1]]:  # (each one's start its predecessor's end: in order)
             reads = sorted(reads, key=lambda c: c[1])
-        for a, b in zip(reads, reads[1:]):
-            assert a[2] == b[1], "the sub-windows read are consecutive"
+            assert [c[1] for c in reads[1:]] == [c[2] for c in reads[:-1]], "the sub-windows read are consecutive"
         dtype = np.int64 if self._safe else object
         at, kt = zip(*due) if due else ((), ())
         if None in kt:  # (some members before any window: their answers made now, the others' places kept)
@@ -348,7 +349,7 @@ class SharedSlices:
         los = ks * self._member_slides[members] if len(members) else ks
         his = los + self._member_ranges[members] if len(members) else ks
         values, inner = None, None
-        if not reads or not all(c[5] is not None for c in reads) or (len(members) < FEW and all(c[4] is not None for c in reads)):
+        if not reads or any(c[5] is None for c in reads) or (len(members) < FEW and all(c[4] is not None for c in reads)):
             parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
             starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=dtype)
             i, j = self._runs_of(reads, starts, los, his)

@@ -576,3 +576,35 @@ def test_sub_windows_already_read_answer_from_the_recent_reads_as_duckdb_does():
                     "SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone(), (step, a, b)
                 compared += 1
     assert compared > 300, compared
+
+
+def test_the_sub_windows_read_answer_alike_in_any_order_as_duckdb_does_and_a_gap_is_refused():
+    """An execution's reads come youngest first (a window lists them so), oldest first or in any
+    order (a transaction's contributions): each order gives every due window the answer DuckDB
+    gives over the rows fed within the bounds it reports, and reads that are not consecutive
+    sub-windows (one left out) are refused rather than answered over a gap."""
+    rng = random.Random(5)
+    t, n = 1000, 6
+    fed = Fed(n, t, 0)
+    shp = [(rng.randint(1, (n - 2) * t), rng.randint(200, 2 * t)) for _ in range(8)]
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    shared = SharedSlices([plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp])
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    compared = inserted = 0
+    for step in fed_steps(fed, rng, 40, 20):
+        reads = [shared.read(sub) for sub in fed.s.window.youngest(shared.n_q)]
+        shuffled = rng.sample(reads, len(reads))
+        due = list(enumerate(shared.newest(reads)))
+        inserted = insert_new(con, fed, inserted)
+        answers = [[a.rows for a in shared.answer(order, due)] for order in (reads, reads[::-1], shuffled)]
+        assert answers[0] == answers[1] == answers[2], step
+        for rows in answers[0]:
+            for a, b, count, total, top in rows:
+                assert (count, total, top) == con.execute(
+                    "SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone(), (step, a, b)
+                compared += 1
+        if len(reads) > 2:
+            with pytest.raises(AssertionError, match="consecutive"):
+                shared.answer(reads[:1] + reads[2:], due)
+    assert compared > 50, compared

@@ -203,6 +203,7 @@ class SharedSlices:
         self._member_slides = np.array([h.shape.slide_ms for h in self.hops], dtype=np.int64 if self._safe else object)
         # every shape's two edge sequences (starts k s, ends k s + r) as one: period s, offset 0 or r
         self._periods = np.concatenate((self._slides, self._slides))
+        self._shortest = int(self._slides.min())  # the shortest SLIDE: a sub-window no longer has at most one edge of each
         self._offsets = np.concatenate((np.zeros(len(self.shapes), dtype=np.int64), self._ranges))
         # the members' answer forms (Plan.window_form): the Answers of one form are made at once
         forms: dict[tuple, int] = {}
@@ -241,6 +242,8 @@ class SharedSlices:
         the others after it."""
         s, o = self._periods, self._offsets
         first = ((lo - o) // s + 1) * s + o
+        if hi - lo <= self._shortest:  # (every SLIDE at least hi - lo: at most one edge each, the first)
+            return distinct_sorted(first[first < hi])
         n = (hi - 1 - first) // s + 1  # how many lie below hi (negative: none)
         if n.max(initial=0) <= 1:  # (every SLIDE at least hi - lo: at most one edge each)
             return distinct_sorted(first[n > 0])

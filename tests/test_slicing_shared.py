@@ -608,3 +608,21 @@ def test_the_sub_windows_read_answer_alike_in_any_order_as_duckdb_does_and_a_gap
             with pytest.raises(AssertionError, match="consecutive"):
                 shared.answer(reads[:1] + reads[2:], due)
     assert compared > 50, compared
+
+
+def test_an_edge_on_a_sub_windows_bound_is_not_a_cut_of_it():
+    """Window edges that fall exactly on a sub-window's start or end (a SLIDE or RANGE of whole
+    sub-windows beside one that is not) cut neither sub-window: the union of cuts of shapes sliding
+    at least a sub-window is every shape's own cuts strictly inside each sub-window."""
+    s = Stream("s", {"ts": "int64", "b": "int64"}, WindowSpec(subwindows=8, subwindow_ms=1000, clock="event"), 0)
+    shp = [(1500, 1000), (2000, 1500), (3000, 2500), (2500, 1000)]
+    plans = [plan_query(parse_query(f"SELECT COUNT(*) FROM s [RANGE {r} ms SLIDE {sl} ms]"), s, periodic=True)
+             for r, sl in shp]
+    shared = SharedSlices(plans)
+    on_bounds = 0
+    for lo in range(-3000, 8000, 1000):
+        hi = lo + 1000
+        want = sorted(set().union(*(Shape(r, sl).cuts(lo, hi) for r, sl in shp)))
+        assert shared.cuts(lo, hi) == want, lo
+        on_bounds += any((hi - r) % sl == 0 or hi % sl == 0 for r, sl in shp)
+    assert on_bounds > 5, "edges on the sub-windows' bounds were compared"

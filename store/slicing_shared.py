@@ -394,7 +394,7 @@ class WindowAnswers(Sequence):
     window) and made into Answers only when read: one when indexed, all of them at once when
     iterated (delivery), by answer form (Plan.window_form: the forms of the members found once per
     shared execution). Every window's values cost a few array operations for all windows, while
-    an Answer object costs a microsecond or so of Python each (docs/windows.md, Benchmark).
+    an Answer costs some tenths of a microsecond of Python each (docs/windows.md, Benchmark).
     Read-only; an answer is made once."""
 
     def __init__(self, plans: list["Plan"], n: int, made: dict[int, "Answer"], xs: list[int] | None, members: list[int],

@@ -64,22 +64,22 @@ class _Tag:
 
 
 class _Joined:
-    """The slices read by a shared execution's successive answers, joined: their starts and, per
-    aggregate, their combine_columns over consecutive sub-windows, with the aggregates'
-    combine_runs readers over them, all kept across answers. An answer reading newer sub-windows
-    appends their slices and drops the oldest sub-windows beyond the most any answer read (an
-    execution reads its due members' youngest n_q, which varies); the columns live in buffers with
-    room to grow (compacted when full), and the readers are extended with the new slices
-    (functions.Runs.extend) and read at an offset, so neither the columns nor the prefix sums and
-    block tables are made again per slide; they are made again when the buffers are compacted, a
-    reader cannot extend (an int64 prefix that could wrap), or an answer reads sub-windows that do
-    not continue the joined ones."""
+    """The slices read by a shared execution's successive answers, joined: their starts, with the
+    aggregates' combine_runs readers over their combine_columns, all kept across answers. An answer
+    reading newer sub-windows appends their slices and drops the oldest sub-windows beyond the most
+    any answer read (an execution reads its due members' youngest n_q, which varies); the starts
+    live in a buffer with room to grow (compacted when full), and the readers are extended with
+    the new reads' columns (functions.Runs.extend) and read at an offset, so neither the starts
+    nor the prefix sums and block tables are made again per slide. The columns themselves are
+    not copied into buffers: the readers are made again from the reads' own columns (kept with
+    each read) when the starts are compacted, a reader cannot extend (an int64 prefix that could
+    wrap, another dtype), or an answer reads sub-windows that do not continue the joined ones."""
 
     def __init__(self):
         self.reads: list = []   # the reads joined, consecutive, in time order
         self.sizes: list[int] = []  # slices per read
         self.lo = self.hi = 0   # the joined reads' slices: buffer positions [lo, hi)
-        self.buffers: list[np.ndarray] = []  # the starts, then every aggregate's columns, flat
+        self.starts = np.empty(0, dtype=np.int64)  # the slices' starts, flat (positions [lo, hi))
         self.shape: tuple = ()  # columns per aggregate
         self.longest = 0        # the most sub-windows an answer read
         self.made: list | None = None  # the aggregates' readers over buffer positions [origin, made_hi)
@@ -93,86 +93,88 @@ class _Joined:
         if first is None:
             self._reset(reads)
             first = 0
-        self._append(reads[len(self.reads) - first:])
-        drop = min(first, max(0, len(self.reads) - self.longest))  # (never what this answer reads)
-        self.lo += sum(self.sizes[:drop])
-        self.reads, self.sizes, first = self.reads[drop:], self.sizes[drop:], first - drop
-        if self.made is not None and self.made_hi < self.hi:  # the new slices appended to every reader
-            tail = [b[self.made_hi:self.hi] for b in self.buffers]
+        new = reads[len(self.reads) - first:]
+        self._append(new)
+        if self.made is not None and self.made_hi < self.hi:  # the new reads' slices appended to every reader
+            tail = self._columns_of(new)
             if all(run.extend(tuple(tail[at:at + width])) for run, at, width in self._columns(self.made)):
                 self.made_hi = self.hi
             else:
                 self.made = None
-        if self.made is None:
-            views = [b[self.lo:self.hi] for b in self.buffers]
-            self.made = [cast(CombinesRuns, a.fn).combine_runs(a, tuple(views[at:at + width])) for a, at, width in self._columns(aggs)]
+        drop = min(first, max(0, len(self.reads) - self.longest))  # (never what this answer reads)
+        self.lo += sum(self.sizes[:drop])
+        self.reads, self.sizes, first = self.reads[drop:], self.sizes[drop:], first - drop
+        if self.made is None:  # (over the reads' own columns, joined: copies, never the reads' arrays)
+            joined = [np.concatenate(column) for column in zip(*(self._flat(c) for c in self.reads))]
+            self.made = [cast(CombinesRuns, a.fn).combine_runs(a, tuple(joined[at:at + width]))
+                         for a, at, width in self._columns(aggs)]
             self.origin, self.made_hi = self.lo, self.hi
         self._check()
         start = self.lo + sum(self.sizes[:first])
         end = start + sum(self.sizes[first:first + len(reads)])
-        return self.buffers[0][start:end], self.made, start - self.origin
+        return self.starts[start:end], self.made, start - self.origin
 
     def _place(self, reads: list) -> int | None:
         """Where `reads` start among the joined reads, if they are a run of them (possibly going on
         past the newest): else None."""
-        first = next((x for x, r in enumerate(self.reads) if r is reads[0]), None)
-        if first is None or any(a is not b for a, b in zip(self.reads[first:], reads)):
+        ids = [id(r) for r in self.reads]  # (by identity: a read compared by value would compare its arrays)
+        first = ids.index(id(reads[0])) if id(reads[0]) in ids else None
+        if first is None or ids[first:first + len(reads)] != [id(r) for r in reads[:len(ids) - first]]:
             return None
         return first
 
     def _columns(self, items: list) -> list[tuple]:
-        """Per aggregate (or its reader) in `items`: it, where its columns start among the buffers
-        and how many it has."""
-        out, at = [], 1
+        """Per aggregate (or its reader) in `items`: it, where its columns start among a read's
+        flat columns (_flat, after its starts) and how many it has."""
+        out, at = [], 0
         for x, width in zip(items, self.shape):
             out.append((x, at, width))
             at += width
         return out
 
+    def _columns_of(self, reads: list) -> list[np.ndarray]:
+        """The reads' columns of every aggregate, flat, each over all of them in time order (one
+        read: its own arrays, which the readers' extend copies from, never keeps)."""
+        if len(reads) == 1:
+            return self._flat(reads[0])
+        return [np.concatenate(column) for column in zip(*(self._flat(c) for c in reads))]
+
     def _append(self, new: list) -> None:
         """Join `new` reads (continuing the joined ones) after the newest."""
-        added = [self._flat(c) for c in new]
-        if any(b.dtype != c.dtype for f in added for b, c in zip(self.buffers, f)):
-            new = self.reads + new  # (a column of another dtype: every read joined again, in a common one)
-            self._reset(new)
-            added = [self._flat(c) for c in new]
-        if not added:
+        if not new:
             return
-        n = sum(len(f[0]) for f in added)
-        if self.hi + n > len(self.buffers[0]):  # compact, with room for twice what is kept and new
-            size = max(1024, 2 * (self.hi - self.lo + n))
-            grown = []
-            for buf in self.buffers:
-                g = np.empty(size, dtype=buf.dtype)
-                g[:self.hi - self.lo] = buf[self.lo:self.hi]
-                grown.append(g)
-            self.buffers, self.hi, self.lo = grown, self.hi - self.lo, 0
+        if any(c[3].dtype != self.starts.dtype for c in new):
+            new = self.reads + new  # (starts of another dtype: every read joined again, in a common one)
+            self._reset(new)
+        n = sum(len(c[3]) for c in new)
+        if self.hi + n > len(self.starts):  # compact, with room for twice what is kept and new
+            grown = np.empty(max(1024, 2 * (self.hi - self.lo + n)), dtype=self.starts.dtype)
+            grown[:self.hi - self.lo] = self.starts[self.lo:self.hi]
+            self.starts, self.hi, self.lo = grown, self.hi - self.lo, 0
             self.made = None  # (the readers' positions moved)
-        for buf, column in zip(self.buffers, zip(*added)):
-            np.concatenate(column, out=buf[self.hi:self.hi + n])
+        np.concatenate([c[3] for c in new], out=self.starts[self.hi:self.hi + n])
         self.hi += n
         self.reads += new
-        self.sizes += [len(f[0]) for f in added]
+        self.sizes += [len(c[3]) for c in new]
 
     def _reset(self, reads: list) -> None:
-        """Nothing joined; buffers of the reads' columns' common dtypes."""
-        flats = [self._flat(c) for c in reads]
+        """Nothing joined; a starts buffer of the reads' starts' common dtype."""
         self.shape = tuple(len(c) for c in reads[0][5])
-        self.buffers = [np.empty(0, dtype=np.result_type(*column)) for column in zip(*flats)]
+        self.starts = np.empty(0, dtype=np.result_type(*(c[3] for c in reads)))
         self.reads, self.sizes, self.lo, self.hi = [], [], 0, 0
         self.made = None
 
     @staticmethod
     def _flat(read: tuple) -> list[np.ndarray]:
-        """A read's slice starts, then its columns of every aggregate (combine_columns)."""
-        return [read[3], *(c for columns in read[5] for c in columns)]
+        """A read's columns of every aggregate (combine_columns), flat."""
+        return [c for columns in read[5] for c in columns]
 
     def _check(self) -> None:
-        assert 0 <= self.lo <= self.hi <= (len(self.buffers[0]) if self.buffers else 0), "the reads' slices in the buffers"
+        assert 0 <= self.lo <= self.hi <= len(self.starts), "the reads' slices in the buffer"
         assert sum(self.sizes) == self.hi - self.lo and len(self.sizes) == len(self.reads), "each read's slices once"
-        assert len(self.buffers) == 1 + sum(self.shape) or not self.reads, "the starts and every aggregate's columns"
+        assert all(len(c[5]) == len(self.shape) for c in self.reads[:1]), "every aggregate's columns"
         assert self.made is None or self.origin <= self.lo <= self.hi == self.made_hi, "the readers cover the reads"
-        assert all(a[2] == b[1] for a, b in zip(self.reads, self.reads[1:])), "consecutive sub-windows"
+        assert [c[1] for c in self.reads[1:]] == [c[2] for c in self.reads[:-1]], "consecutive sub-windows"
 
 
 class SharedSlices:
@@ -201,6 +203,7 @@ class SharedSlices:
         self._member_slides = np.array([h.shape.slide_ms for h in self.hops], dtype=np.int64 if self._safe else object)
         # every shape's two edge sequences (starts k s, ends k s + r) as one: period s, offset 0 or r
         self._periods = np.concatenate((self._slides, self._slides))
+        self._shortest = int(self._slides.min())  # the shortest SLIDE: a sub-window no longer has at most one edge of each
         self._offsets = np.concatenate((np.zeros(len(self.shapes), dtype=np.int64), self._ranges))
         # the members' answer forms (Plan.window_form): the Answers of one form are made at once
         forms: dict[tuple, int] = {}
@@ -214,7 +217,8 @@ class SharedSlices:
         # aggregate the place of the first equal one among the distinct ones
         distinct: dict[tuple, int] = {}
         self._at = [distinct.setdefault((a.fn, a.column, a.input_type, a.q, a.sketch), len(distinct)) for a in inner.aggs]
-        self._distinct = [inner.aggs[self._at.index(d)] for d in range(len(distinct))]
+        self._first = [self._at.index(d) for d in range(len(distinct))]  # per distinct aggregate, its first place
+        self._distinct = [inner.aggs[x] for x in self._first]
         self._by_runs = combines(inner) and inner.group_by is None
         self.strings = self.stream.strings
         self._joined = _Joined()
@@ -238,6 +242,8 @@ class SharedSlices:
         the others after it."""
         s, o = self._periods, self._offsets
         first = ((lo - o) // s + 1) * s + o
+        if hi - lo <= self._shortest:  # (every SLIDE at least hi - lo: at most one edge each, the first)
+            return distinct_sorted(first[first < hi])
         n = (hi - 1 - first) // s + 1  # how many lie below hi (negative: none)
         if n.max(initial=0) <= 1:  # (every SLIDE at least hi - lo: at most one edge each)
             return distinct_sorted(first[n > 0])
@@ -270,7 +276,7 @@ class SharedSlices:
                 columns = [a.fn.combine_columns(a, [p[i] for p in parts]) for i, a in enumerate(self._inner.aggs)]
                 columns = None if any(c is None for c in columns) else columns
             if columns is not None:  # (the distinct aggregates' only)
-                columns = [columns[self._at.index(d)] for d in range(len(self._distinct))]
+                columns = [columns[x] for x in self._first]
             if safe:
                 starts = np.empty(len(cuts) + 1, dtype=np.int64)
                 starts[0], starts[1:] = lo, cuts
@@ -332,10 +338,9 @@ class SharedSlices:
         (WindowAnswers)."""
         if len(reads) > 1 and reads[0][1] > reads[-1][1]:  # (youngest first, as a window lists them)
             reads = reads[::-1]
-        if any(a[1] > b[1] for a, b in zip(reads, reads[1:])):
+        if [c[1] for c in reads[1:]] != [c[2] for c in reads[:-1]]:  # (each one's start its predecessor's end: in order)
             reads = sorted(reads, key=lambda c: c[1])
-        for a, b in zip(reads, reads[1:]):
-            assert a[2] == b[1], "the sub-windows read are consecutive"
+            assert [c[1] for c in reads[1:]] == [c[2] for c in reads[:-1]], "the sub-windows read are consecutive"
         dtype = np.int64 if self._safe else object
         at, kt = zip(*due) if due else ((), ())
         if None in kt:  # (some members before any window: their answers made now, the others' places kept)
@@ -348,7 +353,7 @@ class SharedSlices:
         los = ks * self._member_slides[members] if len(members) else ks
         his = los + self._member_ranges[members] if len(members) else ks
         values, inner = None, None
-        if not reads or not all(c[5] is not None for c in reads) or (len(members) < FEW and all(c[4] is not None for c in reads)):
+        if not reads or any(c[5] is None for c in reads) or (len(members) < FEW and all(c[4] is not None for c in reads)):
             parts = [p for c in reads for p in self._parts(c)]  # (few windows: each merges its slices, as alone)
             starts = np.concatenate([c[3] for c in reads]) if reads else np.empty(0, dtype=dtype)
             i, j = self._runs_of(reads, starts, los, his)
@@ -389,7 +394,7 @@ class WindowAnswers(Sequence):
     window) and made into Answers only when read: one when indexed, all of them at once when
     iterated (delivery), by answer form (Plan.window_form: the forms of the members found once per
     shared execution). Every window's values cost a few array operations for all windows, while
-    an Answer object costs a microsecond or so of Python each (docs/windows.md, Benchmark).
+    an Answer costs some tenths of a microsecond of Python each (docs/windows.md, Benchmark).
     Read-only; an answer is made once."""
 
     def __init__(self, plans: list["Plan"], n: int, made: dict[int, "Answer"], xs: list[int] | None, members: list[int],

@@ -549,19 +549,34 @@ def test_members_of_different_answer_forms_answered_together_as_each_alone_and_d
     assert compared > 500, compared
 
 
+def few_windows(rng: random.Random, count: int) -> tuple[Fed, SharedSlices, duckdb.DuckDBPyConnection]:
+    """`count` random windows (COUNT(*), SUM, MAX with their bounds) of a 6-sub-window stream of
+    1 s sub-windows answered together, and an empty DuckDB table r for the rows fed."""
+    t, n = 1000, 6
+    fed = Fed(n, t, 0)
+    shp = [(rng.randint(1, (n - 2) * t), rng.randint(200, 2 * t)) for _ in range(count)]
+    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
+    shared = SharedSlices([plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp])
+    con = duckdb.connect()
+    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    return fed, shared, con
+
+
+def compare_with_duckdb(con, rows: list[tuple], step: int) -> int:
+    """Each answer row (bounds, COUNT(*), SUM, MAX) is DuckDB's over table r within its bounds; how many."""
+    for a, b, count, total, top in rows:
+        assert (count, total, top) == con.execute(
+            "SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone(), (step, a, b)
+    return len(rows)
+
+
 def test_sub_windows_already_read_answer_from_the_recent_reads_as_duckdb_does():
     """An execution slide after slide reads each sub-window once (a sub-window read again is the
     same read, from the execution's recent reads, not its kept entries), keeps the reads of a few
     sub-windows only however long it runs, and every answer is DuckDB's over the rows fed within
     the bounds it reports."""
     rng = random.Random(3)
-    t, n = 1000, 6
-    fed = Fed(n, t, 0)
-    shp = [(rng.randint(1, (n - 2) * t), rng.randint(200, 2 * t)) for _ in range(12)]
-    text = "SELECT window_start, window_end, COUNT(*), SUM(b), MAX(b) FROM s [RANGE {} ms SLIDE {} ms] GROUP BY window_start"
-    shared = SharedSlices([plan_query(parse_query(text.format(r, s)), fed.s, periodic=True) for r, s in shp])
-    con = duckdb.connect()
-    con.execute("CREATE TABLE r (ts BIGINT, src VARCHAR, b BIGINT)")
+    fed, shared, con = few_windows(rng, 12)
     compared = inserted = 0
     for step in fed_steps(fed, rng, 80, 20):
         subs = list(fed.s.window.youngest(shared.n_q))
@@ -570,9 +585,45 @@ def test_sub_windows_already_read_answer_from_the_recent_reads_as_duckdb_does():
         assert all(shared.read(sub) is read for sub, read in zip(subs[1:], before)), step
         shared._check()
         inserted = insert_new(con, fed, inserted)
-        for answer in got:
-            for a, b, count, total, top in answer.rows:
-                assert (count, total, top) == con.execute(
-                    "SELECT count(*), sum(b), max(b) FROM r WHERE ts >= ? AND ts < ?", [a, b]).fetchone(), (step, a, b)
-                compared += 1
+        compared += sum(compare_with_duckdb(con, answer.rows, step) for answer in got)
     assert compared > 300, compared
+
+
+def test_the_sub_windows_read_answer_alike_in_any_order_as_duckdb_does_and_a_gap_is_refused():
+    """An execution's reads come youngest first (a window lists them so), oldest first or in any
+    order (a transaction's contributions): each order gives every due window the answer DuckDB
+    gives over the rows fed within the bounds it reports, and reads that are not consecutive
+    sub-windows (one left out) are refused rather than answered over a gap."""
+    rng = random.Random(5)
+    fed, shared, con = few_windows(rng, 8)
+    compared = inserted = 0
+    for step in fed_steps(fed, rng, 40, 20):
+        reads = [shared.read(sub) for sub in fed.s.window.youngest(shared.n_q)]
+        shuffled = rng.sample(reads, len(reads))
+        due = list(enumerate(shared.newest(reads)))
+        inserted = insert_new(con, fed, inserted)
+        answers = [[a.rows for a in shared.answer(order, due)] for order in (reads, reads[::-1], shuffled)]
+        assert answers[0] == answers[1] == answers[2], step
+        compared += sum(compare_with_duckdb(con, rows, step) for rows in answers[0])
+        if len(reads) > 2:
+            with pytest.raises(AssertionError, match="consecutive"):
+                shared.answer(reads[:1] + reads[2:], due)
+    assert compared > 50, compared
+
+
+def test_an_edge_on_a_sub_windows_bound_is_not_a_cut_of_it():
+    """Window edges that fall exactly on a sub-window's start or end (a SLIDE or RANGE of whole
+    sub-windows beside one that is not) cut neither sub-window: the union of cuts of shapes sliding
+    at least a sub-window is every shape's own cuts strictly inside each sub-window."""
+    s = Stream("s", {"ts": "int64", "b": "int64"}, WindowSpec(subwindows=8, subwindow_ms=1000, clock="event"), 0)
+    shp = [(1500, 1000), (2000, 1500), (3000, 2500), (2500, 1000)]
+    plans = [plan_query(parse_query(f"SELECT COUNT(*) FROM s [RANGE {r} ms SLIDE {sl} ms]"), s, periodic=True)
+             for r, sl in shp]
+    shared = SharedSlices(plans)
+    on_bounds = 0
+    for lo in range(-3000, 8000, 1000):
+        hi = lo + 1000
+        want = sorted(set().union(*(Shape(r, sl).cuts(lo, hi) for r, sl in shp)))
+        assert shared.cuts(lo, hi) == want, lo
+        on_bounds += any((hi - r) % sl == 0 or hi % sl == 0 for r, sl in shp)
+    assert on_bounds > 5, "edges on the sub-windows' bounds were compared"

@@ -1,0 +1,282 @@
+"""The thesis's experiment of 8.5 (figures 8.7-8.10) on the real server: for each --sharing mode a
+`windowstore serve --in-memory --sharing MODE` on 127.0.0.1, one stream of packet headers fed at a
+paced rate, the 8.5 workload registered as periodic queries through the SDK, one one-time query a
+second beside them. Measured from the answers' provenance (ReadAnswers after the run): throughput
+(answers delivered per second), latency (per query, the average slides beyond its SLIDE between
+consecutive answers, averaged over the queries: 8.5.1), late answers, the one-time queries'
+response time. Some answers are checked against the same query run alone AS OF their slide.
+Writes docs/sharing/real/experiment.json and, with matplotlib, docs/sharing/real/*.png.
+
+    python -m bench.sharing_real [--out docs/sharing/real] [--seconds 20] [--warmup 5] [--subwindow-ms 100]
+
+The workload's WINDOW and SLIDE come from the simulation's generator (txn/sharing/experiment.py,
+`workload`), so the simulated and the real run register the same lengths and periods.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from windowstore.clients import Client
+from windowstore.server.process import ServerProcess
+from windowstore.txn.sharing.experiment import MODES, workload
+
+STREAM = "p"
+SCHEMA = {"ts": "int64", "src": "string", "dst": "string", "proto": "int64", "port": "int64", "bytes": "int64"}
+# 8.5.1 names six keys of the bandwidth counters for its eight groups (source, destination, the pair,
+# protocol, port, protocol-port pairs); the two more here are source-protocol and destination-port.
+KEYS = (("src",), ("dst",), ("src", "dst"), ("proto",), ("port",), ("proto", "port"), ("src", "proto"), ("dst", "port"))
+PER_GROUP = (5, 10, 20, 30)
+RATES = (1500, 3000)
+KEEP = 200          # sub-windows the stream keeps: twice the longest WINDOW, so recent answers can be read AS OF SLIDE
+TOP_K = 10
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One periodic query of the workload: `text` has a `{window}` hole for its window clause."""
+
+    group: int
+    length: int
+    period: int
+    text: str
+
+    def periodic(self) -> str:
+        return self.text.format(window=f"[RANGE {self.length} SUBWINDOWS SLIDE {self.period} SUBWINDOWS]")
+
+    def alone(self, slide: int) -> str:
+        return self.text.format(window=f"[RANGE {self.length} SUBWINDOWS] AS OF SLIDE {slide}")
+
+
+def panels(per_group: int, seed: int = 1) -> list[Panel]:
+    """8.5.1's queries: per group a key of KEYS, top-k lists (even j) and quantiles (odd j) over the
+    bandwidth (SUM(bytes)) per key; WINDOW and SLIDE as the simulation draws them."""
+    out = []
+    for m in workload(per_group, seed).members.values():
+        i, j = m.key
+        keys = ", ".join(KEYS[i])
+        per_key = f"SELECT {keys}, SUM(bytes) AS b FROM {STREAM} {{window}} GROUP BY {keys}"
+        text = (f"{per_key} ORDER BY b DESC, {keys} LIMIT {TOP_K}" if j % 2 == 0
+                else f"SELECT QUANTILE(b, 0.{(5, 9, 99)[j // 2 % 3]}) FROM ({per_key})")
+        out.append(Panel(i, m.length, m.period, text))
+    return out
+
+
+def packets(rng: np.random.Generator, rows: int, scale: int, ts: int) -> dict:
+    """`rows` packet headers: 1,000 source and destination addresses, 100 protocols and ports,
+    times `scale` (8.5.1 doubles every field's distinct values at 3,000 tuples/s)."""
+    def names(prefix: str, n: int) -> list[str]:
+        return [f"{prefix}{v}" for v in rng.integers(0, n, rows)]
+    return {"ts": np.full(rows, ts, dtype=np.int64), "src": names("s", 1000 * scale), "dst": names("d", 1000 * scale),
+            "proto": rng.integers(0, 100 * scale, rows), "port": rng.integers(0, 100 * scale, rows),
+            "bytes": rng.integers(40, 1500, rows)}
+
+
+@dataclass
+class Drive:
+    """What one run against a server saw: every kept answer per query (query id -> its Panel and
+    answers), the measured span in server wall-clock ms and in slides, the one-time queries."""
+
+    panels: dict[str, Panel]
+    answers: dict[str, list] = field(default_factory=dict)
+    t0_ms: float = 0.0
+    t1_ms: float = 0.0
+    slide0: int = 0
+    slide1: int = 0
+    onetime_ms: list[float] = field(default_factory=list)       # client wall clock, call to answer
+    onetime_server_ms: list[float] = field(default_factory=list)  # the server's response_ms
+    sharing: dict = field(default_factory=dict)   # GetStats' sharing counters over the measured span (end minus start)
+
+
+def drive(target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
+          seed: int = 1, scale: int = 1) -> Drive:
+    """Fill the stream's window (KEEP sub-windows, back to back), register `items`, then append and
+    slide at `rate` rows/s in sub-windows of `subwindow_ms` (paced here, on a manual clock) for
+    `warmup_s` and then `seconds` measured, with one one-time query a second on another thread."""
+    with Client(target, timeout=120) as ws:
+        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale)
+
+
+def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
+           seed: int, scale: int) -> Drive:
+    rng = np.random.default_rng(seed)
+    ws.create_stream(STREAM, schema=SCHEMA, subwindows=KEEP, subwindow_ms=subwindow_ms, clock="manual")
+    rows = max(1, rate * subwindow_ms // 1000)
+    for k in range(KEEP):
+        ws.append(STREAM, packets(rng, rows, scale, k * subwindow_ms))
+        ws.slide(STREAM)
+    run = Drive({ws.register(p.periodic()).id: p for p in items})
+    stop = threading.Event()
+
+    def onetime() -> None:  # 8.5.1: bandwidth statistics of a random source address, about once a second
+        r = random.Random(seed)
+        with Client(target, timeout=60) as c:
+            while not stop.wait(1.0):
+                t = time.perf_counter()
+                a = c.query(f"SELECT SUM(bytes), COUNT(*) FROM {STREAM} [RANGE 100 SUBWINDOWS] "
+                            f"WHERE src = 's{r.randrange(1000 * scale)}'")
+                run.onetime_ms.append(1000 * (time.perf_counter() - t))
+                run.onetime_server_ms.append(a.response_ms)
+    prober = threading.Thread(target=onetime, name="onetime", daemon=True)
+    prober.start()
+    k = KEEP
+    before: dict = {}
+    start = time.monotonic()
+    total = warmup_s + seconds
+    n = 0
+    try:
+        while (now := time.monotonic() - start) < total:
+            if not run.t0_ms and now >= warmup_s:
+                run.t0_ms, run.slide0 = time.time() * 1000, k - 1
+                before = ws.stats().get("sharing", {})
+            ws.append(STREAM, packets(rng, rows, scale, k * subwindow_ms))
+            ws.slide(STREAM)
+            k += 1
+            n += 1
+            pause = start + n * subwindow_ms / 1000 - time.monotonic()  # pacing (behind: no pause, catch up)
+            if pause > 0:
+                time.sleep(pause)
+        run.t1_ms, run.slide1 = time.time() * 1000, k - 1
+        after = ws.stats().get("sharing", {})
+        run.sharing = {key: after[key] - before.get(key, 0) for key in ("executions", "answers", "early_runs", "late_runs")
+                       if key in after}
+    finally:
+        stop.set()
+        prober.join(timeout=120)
+    for qid in run.panels:
+        run.answers[qid] = ws.read_answers(qid, after_slide=-1, limit=10_000)[0]
+    return run
+
+
+def lateness(answers: list, period: int) -> list[int]:
+    """Slides beyond `period` between each answer and the one before it (8.5.1's latency; 0 when
+    on time or early), for every answer but the first: computed from the answers' slides."""
+    return [max(0, b.slide - a.slide - period) for a, b in zip(answers, answers[1:])]
+
+
+def figures(run: Drive) -> dict:
+    """The measured figures of one run, from its answers alone: throughput, answers delivered per
+    second in the measured span; latency, per query the mean of `lateness` over its answers
+    delivered in the span, averaged over the queries answered there; late answers (server's
+    late_slides > 0); the one-time queries' response times."""
+    span_s = (run.t1_ms - run.t0_ms) / 1000
+    delivered = late_answers = 0
+    per_query = []
+    starved = 0
+    for qid, p in run.panels.items():
+        got = sorted(run.answers[qid], key=lambda a: (a.slide, a.execution))
+        inside = [i for i, a in enumerate(got) if run.t0_ms <= a.answered_ms <= run.t1_ms]
+        delivered += len(inside)
+        late_answers += sum(got[i].late_slides > 0 for i in inside)
+        within = set(inside)
+        gaps = [x for i, x in enumerate(lateness(got, p.period), start=1) if i in within]
+        if gaps:
+            per_query.append(sum(gaps) / len(gaps))
+        elif not inside:
+            starved += 1
+    slides = run.slide1 - run.slide0
+    ot = sorted(run.onetime_ms)
+    return {"answers": delivered, "seconds": round(span_s, 2), "slides": slides,
+            "slides_per_s": round(slides / span_s, 2) if span_s else 0.0,
+            "throughput": round(delivered / span_s, 2) if span_s else 0.0,
+            "latency": round(sum(per_query) / len(per_query), 3) if per_query else 0.0,
+            "late_answers": late_answers, "unanswered_queries": starved,
+            "onetime": len(ot), "onetime_ms_mean": round(sum(ot) / len(ot), 1) if ot else None,
+            "onetime_ms_max": round(ot[-1], 1) if ot else None,
+            "onetime_server_ms_mean": round(sum(run.onetime_server_ms) / len(ot), 1) if ot else None,
+            "executions": run.sharing.get("executions"), "late_runs": run.sharing.get("late_runs"),
+            "early_runs": run.sharing.get("early_runs")}
+
+
+def check(ws: Client, run: Drive, count: int, seed: int = 1) -> int:
+    """`count` answers of the measured span (all when fewer), each against the same query run alone
+    AS OF its slide (the stream's slides are held still now). Raises on a difference; returns the
+    number checked."""
+    r = random.Random(seed)
+    latest = run.slide1
+    pool = [(qid, a) for qid, ans in run.answers.items() for a in ans
+            if a.slide > run.slide0 and a.slide - run.panels[qid].length + 1 > latest - KEEP]
+    for qid, a in r.sample(pool, min(count, len(pool))):
+        again = ws.query(run.panels[qid].alone(a.slide))
+        if a.rows != again.rows:
+            raise AssertionError(f"{qid} at slide {a.slide}: shared {a.rows} != alone {again.rows}")
+    return min(count, len(pool))
+
+
+@dataclass
+class Point:
+    mode: str
+    queries: int
+    rate: int
+    subwindow_ms: int
+    checked: int
+    figures: dict
+
+
+def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
+          checks: int, seed: int) -> Point:
+    items = panels(per_group, seed)
+    scale = 2 if rate >= 3000 else 1
+    with ServerProcess("--sharing", mode, "--max-periodic-queries", "10000") as s:
+        run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale)
+        with Client(s.target, timeout=120) as ws:
+            checked = check(ws, run, checks, seed)
+    return Point(mode, len(items), rate, subwindow_ms, checked, figures(run))
+
+
+def plot(rows: list[dict], out: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    for rate in sorted({r["rate"] for r in rows}):
+        for key, ylabel in (("throughput", "queries re-executed per second"),
+                            ("latency", "slides beyond SLIDE, average per query")):
+            fig, ax = plt.subplots(figsize=(6, 4))
+            for m in MODES:
+                pts = sorted((r["queries"], r["figures"][key]) for r in rows if r["mode"] == m.value and r["rate"] == rate)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m.value)
+            ax.set_xlabel("periodic queries")
+            ax.set_ylabel(ylabel)
+            ax.set_title(f"{key}, {rate} tuples/s, real server")
+            ax.legend()
+            fig.tight_layout()
+            fig.savefig(out / f"{key}_{rate}.png", dpi=90)
+            plt.close(fig)
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="docs/sharing/real")
+    ap.add_argument("--seconds", type=float, default=20.0, help="measured seconds per point")
+    ap.add_argument("--warmup", type=float, default=5.0, help="paced seconds before measuring")
+    ap.add_argument("--subwindow-ms", type=int, default=100)
+    ap.add_argument("--checks", type=int, default=5, help="answers per point checked against the query alone AS OF its slide")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--mode", action="append", choices=[m.value for m in MODES])
+    ap.add_argument("--per-group", type=int, action="append", choices=PER_GROUP)
+    ap.add_argument("--rate", type=int, action="append")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for rate in args.rate or RATES:
+        for k in args.per_group or PER_GROUP:
+            for m in args.mode or [m.value for m in MODES]:
+                p = asdict(point(m, k, rate, args.subwindow_ms, args.warmup, args.seconds, args.checks, args.seed))
+                print(json.dumps(p), flush=True)
+                rows.append(p)
+                (out / "experiment.json").write_text(json.dumps(rows, indent=1) + "\n")
+    plot(rows, out)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,10 @@ import numpy as np
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 from windowstore.txn.sharing.experiment import MODES, workload
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
 
 STREAM = "p"
 SCHEMA = {"ts": "int64", "src": "string", "dst": "string", "proto": "int64", "port": "int64", "bytes": "int64"}
@@ -92,27 +97,45 @@ class Drive:
     slide1: int = 0
     onetime_ms: list[float] = field(default_factory=list)       # client wall clock, call to answer
     onetime_server_ms: list[float] = field(default_factory=list)  # the server's response_ms
+    register_s: float = 0.0
     sharing: dict = field(default_factory=dict)   # GetStats' sharing counters over the measured span (end minus start)
 
 
+class SlowRegistration(Exception):
+    """Registering the workload took longer than the run's budget: `registered` queries in `seconds`."""
+
+    def __init__(self, registered: int, seconds: float):
+        super().__init__(f"{registered} queries registered in {seconds} s")
+        self.registered, self.seconds = registered, seconds
+
+
 def drive(target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-          seed: int = 1, scale: int = 1) -> Drive:
+          seed: int = 1, scale: int = 1, register_s: float = 60.0) -> Drive:
     """Fill the stream's window (KEEP sub-windows, back to back), register `items`, then append and
     slide at `rate` rows/s in sub-windows of `subwindow_ms` (paced here, on a manual clock) for
-    `warmup_s` and then `seconds` measured, with one one-time query a second on another thread."""
+    `warmup_s` and then `seconds` measured, with one one-time query a second on another thread.
+    SlowRegistration when registering takes more than `register_s` (the run is not made)."""
     with Client(target, timeout=120) as ws:
-        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale)
+        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s)
 
 
 def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-           seed: int, scale: int) -> Drive:
+           seed: int, scale: int, register_s: float) -> Drive:
     rng = np.random.default_rng(seed)
     ws.create_stream(STREAM, schema=SCHEMA, subwindows=KEEP, subwindow_ms=subwindow_ms, clock="manual")
     rows = max(1, rate * subwindow_ms // 1000)
     for k in range(KEEP):
         ws.append(STREAM, packets(rng, rows, scale, k * subwindow_ms))
         ws.slide(STREAM)
-    run = Drive({ws.register(p.periodic()).id: p for p in items})
+    log(f"window filled ({KEEP} sub-windows)")
+    run = Drive({})
+    t = time.monotonic()
+    for p in items:
+        if time.monotonic() - t > register_s:
+            raise SlowRegistration(len(run.panels), round(time.monotonic() - t, 1))
+        run.panels[ws.register(p.periodic()).id] = p
+    run.register_s = round(time.monotonic() - t, 2)
+    log(f"{len(items)} queries registered in {run.register_s} s")
     stop = threading.Event()
 
     def onetime() -> None:  # 8.5.1: bandwidth statistics of a random source address, about once a second
@@ -150,8 +173,10 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
     finally:
         stop.set()
         prober.join(timeout=120)
+    log(f"ingest stopped at slide {run.slide1}")
     for qid in run.panels:
         run.answers[qid] = ws.read_answers(qid, after_slide=-1, limit=10_000)[0]
+    log("answers read")
     return run
 
 
@@ -183,7 +208,7 @@ def figures(run: Drive) -> dict:
             starved += 1
     slides = run.slide1 - run.slide0
     ot = sorted(run.onetime_ms)
-    return {"answers": delivered, "seconds": round(span_s, 2), "slides": slides,
+    return {"register_s": run.register_s, "answers": delivered, "seconds": round(span_s, 2), "slides": slides,
             "slides_per_s": round(slides / span_s, 2) if span_s else 0.0,
             "throughput": round(delivered / span_s, 2) if span_s else 0.0,
             "latency": round(sum(per_query) / len(per_query), 3) if per_query else 0.0,
@@ -218,14 +243,19 @@ class Point:
     subwindow_ms: int
     checked: int
     figures: dict
+    skipped: str = ""   # why the point has no figures (registering the workload took too long)
 
 
 def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-          checks: int, seed: int) -> Point:
+          checks: int, seed: int, register_s: float) -> Point:
     items = panels(per_group, seed)
     scale = 2 if rate >= 3000 else 1
     with ServerProcess("--sharing", mode, "--max-periodic-queries", "10000") as s:
-        run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale)
+        try:
+            run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s)
+        except SlowRegistration as e:
+            return Point(mode, len(items), rate, subwindow_ms, 0, {"registered": e.registered, "register_s": e.seconds},
+                         f"registering {len(items)} queries took more than {register_s:g} s ({e})")
         with Client(s.target, timeout=120) as ws:
             checked = check(ws, run, checks, seed)
     return Point(mode, len(items), rate, subwindow_ms, checked, figures(run))
@@ -240,7 +270,8 @@ def plot(rows: list[dict], out: Path) -> None:
                             ("latency", "slides beyond SLIDE, average per query")):
             fig, ax = plt.subplots(figsize=(6, 4))
             for m in MODES:
-                pts = sorted((r["queries"], r["figures"][key]) for r in rows if r["mode"] == m.value and r["rate"] == rate)
+                pts = sorted((r["queries"], r["figures"][key]) for r in rows
+                             if r["mode"] == m.value and r["rate"] == rate and not r["skipped"])
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m.value)
             ax.set_xlabel("periodic queries")
@@ -263,14 +294,24 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--mode", action="append", choices=[m.value for m in MODES])
     ap.add_argument("--per-group", type=int, action="append", choices=PER_GROUP)
     ap.add_argument("--rate", type=int, action="append")
+    ap.add_argument("--register-s", type=float, default=60.0,
+                    help="seconds registering a point's queries may take; beyond, the point and the mode's larger ones are skipped")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
+    too_slow: dict[str, int] = {}  # mode -> the fewest queries it could not register in time
     for rate in args.rate or RATES:
         for k in args.per_group or PER_GROUP:
             for m in args.mode or [m.value for m in MODES]:
-                p = asdict(point(m, k, rate, args.subwindow_ms, args.warmup, args.seconds, args.checks, args.seed))
+                if m in too_slow and len(KEYS) * k >= too_slow[m]:
+                    p = asdict(Point(m, len(KEYS) * k, rate, args.subwindow_ms, 0, {},
+                                     f"not run: registering {too_slow[m]} queries took more than {args.register_s:g} s"))
+                else:
+                    p = asdict(point(m, k, rate, args.subwindow_ms, args.warmup, args.seconds, args.checks, args.seed,
+                                     args.register_s))
+                    if p["skipped"]:
+                        too_slow[m] = min(too_slow.get(m, p["queries"]), p["queries"])
                 print(json.dumps(p), flush=True)
                 rows.append(p)
                 (out / "experiment.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -74,9 +74,13 @@ experiment-sim: $(STAMP)
 timing-experiment: $(STAMP)
 	$(PY) -m bench.timing_experiment --out docs/timing
 
-.PHONY: sharing-experiment sharing-bench
+.PHONY: sharing-experiment sharing-experiment-real sharing-bench
 sharing-experiment: $(STAMP)
 	$(PY) -m bench.sharing_experiment --out docs/sharing --updates 200
+
+# the same 8.5 workload on real servers, one per --sharing mode and point, paced ingest (about 20 minutes; docs/sharing.md)
+sharing-experiment-real: $(STAMP)
+	$(PY) -m bench.sharing_real --out docs/sharing/real
 
 sharing-bench: $(STAMP)
 	$(PY) -m bench.sharing_bench

@@ -98,7 +98,15 @@ class Drive:
     onetime_ms: list[float] = field(default_factory=list)       # client wall clock, call to answer
     onetime_server_ms: list[float] = field(default_factory=list)  # the server's response_ms
     register_s: float = 0.0
-    sharing: dict = field(default_factory=dict)   # GetStats' sharing counters over the measured span (end minus start)
+    sharing: dict = field(default_factory=dict)   # GetStats' counters over the measured span (`counters`, end minus start)
+
+
+def counters(stats: dict) -> dict[str, int]:
+    """GetStats' counters the figures report: the periodic transactions' (committed, aborts,
+    restarts, failed) and sharing's (joint executions, their answers, early and late runs, aborts)."""
+    periodic, sharing = stats.get("periodic", {}), stats.get("sharing", {})
+    return {**{f"periodic_{k}": periodic.get(k, 0) for k in ("committed", "aborts", "restarts", "failed")},
+            **{f"shared_{k}": sharing.get(k, 0) for k in ("executions", "answers", "early_runs", "late_runs", "aborts")}}
 
 
 class SlowRegistration(Exception):
@@ -158,7 +166,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
         while (now := time.monotonic() - start) < total:
             if not run.t0_ms and now >= warmup_s:
                 run.t0_ms, run.slide0 = time.time() * 1000, k - 1
-                before = ws.stats().get("sharing", {})
+                before = counters(ws.stats())
             ws.append(STREAM, packets(rng, rows, scale, k * subwindow_ms))
             ws.slide(STREAM)
             k += 1
@@ -167,9 +175,8 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
             if pause > 0:
                 time.sleep(pause)
         run.t1_ms, run.slide1 = time.time() * 1000, k - 1
-        after = ws.stats().get("sharing", {})
-        run.sharing = {key: after[key] - before.get(key, 0) for key in ("executions", "answers", "early_runs", "late_runs")
-                       if key in after}
+        after = counters(ws.stats())
+        run.sharing = {key: after[key] - before.get(key, 0) for key in after}
     finally:
         stop.set()
         prober.join(timeout=120)
@@ -216,8 +223,7 @@ def figures(run: Drive) -> dict:
             "onetime": len(ot), "onetime_ms_mean": round(sum(ot) / len(ot), 1) if ot else None,
             "onetime_ms_max": round(ot[-1], 1) if ot else None,
             "onetime_server_ms_mean": round(sum(run.onetime_server_ms) / len(ot), 1) if ot else None,
-            "executions": run.sharing.get("executions"), "late_runs": run.sharing.get("late_runs"),
-            "early_runs": run.sharing.get("early_runs")}
+            **run.sharing}
 
 
 def check(ws: Client, run: Drive, count: int, seed: int = 1) -> int:

@@ -52,6 +52,7 @@ class Panel:
     length: int
     period: int
     text: str
+    stream: str = STREAM
 
     def periodic(self) -> str:
         return self.text.format(window=f"[RANGE {self.length} SUBWINDOWS SLIDE {self.period} SUBWINDOWS]")
@@ -60,17 +61,20 @@ class Panel:
         return self.text.format(window=f"[RANGE {self.length} SUBWINDOWS] AS OF SLIDE {slide}")
 
 
-def panels(per_group: int, seed: int = 1) -> list[Panel]:
+def panels(per_group: int, seed: int = 1, streams: int = 1) -> list[Panel]:
     """8.5.1's queries: per group a key of KEYS, top-k lists (even j) and quantiles (odd j) over the
-    bandwidth (SUM(bytes)) per key; WINDOW and SLIDE as the simulation draws them."""
+    bandwidth (SUM(bytes)) per key; WINDOW and SLIDE as the simulation draws them. `streams` 1: all
+    on one stream (the store forms one CS2 group of them); len(KEYS): group i on stream p<i>, each
+    fed the same packets (8.5.1's eight basic interval synopses, one per group)."""
     out = []
     for m in workload(per_group, seed).members.values():
         i, j = m.key
         keys = ", ".join(KEYS[i])
-        per_key = f"SELECT {keys}, SUM(bytes) AS b FROM {STREAM} {{window}} GROUP BY {keys}"
+        stream = STREAM if streams == 1 else f"{STREAM}{i}"
+        per_key = f"SELECT {keys}, SUM(bytes) AS b FROM {stream} {{window}} GROUP BY {keys}"
         text = (f"{per_key} ORDER BY b DESC, {keys} LIMIT {TOP_K}" if j % 2 == 0
                 else f"SELECT QUANTILE(b, 0.{(5, 9, 99)[j // 2 % 3]}) FROM ({per_key})")
-        out.append(Panel(i, m.length, m.period, text))
+        out.append(Panel(i, m.length, m.period, text, stream))
     return out
 
 
@@ -130,11 +134,18 @@ def drive(target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_
 def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
            seed: int, scale: int, register_s: float) -> Drive:
     rng = np.random.default_rng(seed)
-    ws.create_stream(STREAM, schema=SCHEMA, subwindows=KEEP, subwindow_ms=subwindow_ms, clock="manual")
+    streams = sorted({p.stream for p in items})
+    for name in streams:
+        ws.create_stream(name, schema=SCHEMA, subwindows=KEEP, subwindow_ms=subwindow_ms, clock="manual")
     rows = max(1, rate * subwindow_ms // 1000)
+
+    def ingest(k: int) -> None:  # one sub-window's packets, the same into every stream, then their slides
+        batch = packets(rng, rows, scale, k * subwindow_ms)
+        for name in streams:
+            ws.append(name, batch)
+            ws.slide(name)
     for k in range(KEEP):
-        ws.append(STREAM, packets(rng, rows, scale, k * subwindow_ms))
-        ws.slide(STREAM)
+        ingest(k)
     log(f"window filled ({KEEP} sub-windows)")
     run = Drive({})
     t = time.monotonic()
@@ -151,7 +162,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
         with Client(target, timeout=60) as c:
             while not stop.wait(1.0):
                 t = time.perf_counter()
-                a = c.query(f"SELECT SUM(bytes), COUNT(*) FROM {STREAM} [RANGE 100 SUBWINDOWS] "
+                a = c.query(f"SELECT SUM(bytes), COUNT(*) FROM {streams[0]} [RANGE 100 SUBWINDOWS] "
                             f"WHERE src = 's{r.randrange(1000 * scale)}'")
                 run.onetime_ms.append(1000 * (time.perf_counter() - t))
                 run.onetime_server_ms.append(a.response_ms)
@@ -167,8 +178,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
             if not run.t0_ms and now >= warmup_s:
                 run.t0_ms, run.slide0 = time.time() * 1000, k - 1
                 before = counters(ws.stats())
-            ws.append(STREAM, packets(rng, rows, scale, k * subwindow_ms))
-            ws.slide(STREAM)
+            ingest(k)
             k += 1
             n += 1
             pause = start + n * subwindow_ms / 1000 - time.monotonic()  # pacing (behind: no pause, catch up)
@@ -196,7 +206,8 @@ def lateness(answers: list, period: int) -> list[int]:
 def figures(run: Drive) -> dict:
     """The measured figures of one run, from its answers alone: throughput, answers delivered per
     second in the measured span; latency, per query the mean of `lateness` over its answers
-    delivered in the span, averaged over the queries answered there; late answers (server's
+    delivered in the span, averaged over the queries answered there (None when none was; the
+    queries never answered in the span are counted apart, `unanswered_queries`); late answers (server's
     late_slides > 0); the one-time queries' response times."""
     span_s = (run.t1_ms - run.t0_ms) / 1000
     delivered = late_answers = 0
@@ -218,7 +229,7 @@ def figures(run: Drive) -> dict:
     return {"register_s": run.register_s, "answers": delivered, "seconds": round(span_s, 2), "slides": slides,
             "slides_per_s": round(slides / span_s, 2) if span_s else 0.0,
             "throughput": round(delivered / span_s, 2) if span_s else 0.0,
-            "latency": round(sum(per_query) / len(per_query), 3) if per_query else 0.0,
+            "latency": round(sum(per_query) / len(per_query), 3) if per_query else None,  # (no answer: none)
             "late_answers": late_answers, "unanswered_queries": starved,
             "onetime": len(ot), "onetime_ms_mean": round(sum(ot) / len(ot), 1) if ot else None,
             "onetime_ms_max": round(ot[-1], 1) if ot else None,
@@ -250,21 +261,23 @@ class Point:
     checked: int
     figures: dict
     skipped: str = ""   # why the point has no figures (registering the workload took too long)
+    policy: str = "ttu"
+    streams: int = 1
 
 
 def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-          checks: int, seed: int, register_s: float) -> Point:
-    items = panels(per_group, seed)
+          checks: int, seed: int, register_s: float, policy: str = "ttu", streams: int = 1) -> Point:
+    items = panels(per_group, seed, streams)
     scale = 2 if rate >= 3000 else 1
-    with ServerProcess("--sharing", mode, "--max-periodic-queries", "10000") as s:
+    with ServerProcess("--sharing", mode, "--policy", policy, "--max-periodic-queries", "10000") as s:
         try:
             run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s)
         except SlowRegistration as e:
             return Point(mode, len(items), rate, subwindow_ms, 0, {"registered": e.registered, "register_s": e.seconds},
-                         f"registering {len(items)} queries took more than {register_s:g} s ({e})")
+                         f"registering {len(items)} queries took more than {register_s:g} s ({e})", policy, streams)
         with Client(s.target, timeout=120) as ws:
             checked = check(ws, run, checks, seed)
-    return Point(mode, len(items), rate, subwindow_ms, checked, figures(run))
+    return Point(mode, len(items), rate, subwindow_ms, checked, figures(run), "", policy, streams)
 
 
 def plot(rows: list[dict], out: Path) -> None:
@@ -277,12 +290,14 @@ def plot(rows: list[dict], out: Path) -> None:
             fig, ax = plt.subplots(figsize=(6, 4))
             for m in MODES:
                 pts = sorted((r["queries"], r["figures"][key]) for r in rows
-                             if r["mode"] == m.value and r["rate"] == rate and not r["skipped"])
+                             if r["mode"] == m.value and r["rate"] == rate and r["figures"].get(key) is not None)
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=m.value)
             ax.set_xlabel("periodic queries")
             ax.set_ylabel(ylabel)
-            ax.set_title(f"{key}, {rate} tuples/s, real server")
+            first = rows[0]
+            ax.set_title(f"{key}, {rate} tuples/s, real server\n--policy {first.get('policy', 'ttu')}, "
+                         f"{first.get('streams', 1)} stream(s)", fontsize=10)
             ax.legend()
             fig.tight_layout()
             fig.savefig(out / f"{key}_{rate}.png", dpi=90)
@@ -300,22 +315,32 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--mode", action="append", choices=[m.value for m in MODES])
     ap.add_argument("--per-group", type=int, action="append", choices=PER_GROUP)
     ap.add_argument("--rate", type=int, action="append")
+    ap.add_argument("--policy", default="ttu", help="the servers' --policy (ttu: the default; ws: answers as of their "
+                                                    "begin, never aborted, as 8.4.1's re-executions)")
     ap.add_argument("--register-s", type=float, default=60.0,
                     help="seconds registering a point's queries may take; beyond, the point and the mode's larger ones are skipped")
+    ap.add_argument("--streams", type=int, choices=(1, len(KEYS)), default=1,
+                    help=f"1: every query on one stream; {len(KEYS)}: a stream per group, fed the same packets")
+    ap.add_argument("--replot", action="store_true", help="only draw the plots again from OUT/experiment.json")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.replot:
+        rows = json.loads((out / "experiment.json").read_text())
+        plot(rows, out)
+        return rows
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
+    rows = []
     too_slow: dict[str, int] = {}  # mode -> the fewest queries it could not register in time
     for rate in args.rate or RATES:
         for k in args.per_group or PER_GROUP:
             for m in args.mode or [m.value for m in MODES]:
                 if m in too_slow and len(KEYS) * k >= too_slow[m]:
                     p = asdict(Point(m, len(KEYS) * k, rate, args.subwindow_ms, 0, {},
-                                     f"not run: registering {too_slow[m]} queries took more than {args.register_s:g} s"))
+                                     f"not run: registering {too_slow[m]} queries took more than {args.register_s:g} s",
+                                     args.policy, args.streams))
                 else:
                     p = asdict(point(m, k, rate, args.subwindow_ms, args.warmup, args.seconds, args.checks, args.seed,
-                                     args.register_s))
+                                     args.register_s, args.policy, args.streams))
                     if p["skipped"]:
                         too_slow[m] = min(too_slow.get(m, p["queries"]), p["queries"])
                 print(json.dumps(p), flush=True)

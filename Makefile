@@ -78,9 +78,11 @@ timing-experiment: $(STAMP)
 sharing-experiment: $(STAMP)
 	$(PY) -m bench.sharing_experiment --out docs/sharing --updates 200
 
-# the same 8.5 workload on real servers, one per --sharing mode and point, paced ingest (about 20 minutes; docs/sharing.md)
+# the same 8.5 workload on real servers, a server per --sharing mode and point, paced ingest: under the default
+# policy on one stream, then as the thesis ran it (--policy ws, a stream per group); about 20 + 40 minutes (docs/sharing.md)
 sharing-experiment-real: $(STAMP)
-	$(PY) -m bench.sharing_real --out docs/sharing/real
+	$(PY) -m bench.sharing_real --out docs/sharing/real/ttu --register-s 30
+	$(PY) -m bench.sharing_real --out docs/sharing/real/ws8 --policy ws --streams 8 --register-s 100 --seconds 15
 
 sharing-bench: $(STAMP)
 	$(PY) -m bench.sharing_bench

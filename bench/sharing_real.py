@@ -5,9 +5,14 @@ second beside them. Measured from the answers' provenance (ReadAnswers after the
 (answers delivered per second), latency (per query, the average slides beyond its SLIDE between
 consecutive answers, averaged over the queries: 8.5.1), late answers, the one-time queries'
 response time. Some answers are checked against the same query run alone AS OF their slide.
-Writes docs/sharing/real/experiment.json and, with matplotlib, docs/sharing/real/*.png.
+Writes OUT/experiment.json and, with matplotlib, OUT/throughput_RATE.png and OUT/latency_RATE.png.
 
     python -m bench.sharing_real [--out docs/sharing/real] [--seconds 20] [--warmup 5] [--subwindow-ms 100]
+                                 [--policy ttu] [--streams 1] [--register-s 60]
+
+`make sharing-experiment-real` runs it twice (docs/sharing.md): under the server's default policy
+with every query on one stream, and as the thesis ran it, answers as of their begin and never
+aborted (--policy ws) with a stream, hence a basic interval synopsis, per group (--streams 8).
 
 The workload's WINDOW and SLIDE come from the simulation's generator (txn/sharing/experiment.py,
 `workload`), so the simulated and the real run register the same lengths and periods.

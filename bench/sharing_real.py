@@ -34,6 +34,7 @@ from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 from windowstore.txn.sharing.experiment import MODES, workload
 
+
 def log(msg: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
 
@@ -107,7 +108,7 @@ class Drive:
     onetime_ms: list[float] = field(default_factory=list)       # client wall clock, call to answer
     onetime_server_ms: list[float] = field(default_factory=list)  # the server's response_ms
     register_s: float = 0.0
-    sharing: dict = field(default_factory=dict)   # GetStats' counters over the measured span (`counters`, end minus start)
+    counters: dict = field(default_factory=dict)  # GetStats' `counters` over the measured span (end minus start)
 
 
 def counters(stats: dict) -> dict[str, int]:
@@ -191,7 +192,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
                 time.sleep(pause)
         run.t1_ms, run.slide1 = time.time() * 1000, k - 1
         after = counters(ws.stats())
-        run.sharing = {key: after[key] - before.get(key, 0) for key in after}
+        run.counters = {key: after[key] - before.get(key, 0) for key in after}
     finally:
         stop.set()
         prober.join(timeout=120)
@@ -239,7 +240,7 @@ def figures(run: Drive) -> dict:
             "onetime": len(ot), "onetime_ms_mean": round(sum(ot) / len(ot), 1) if ot else None,
             "onetime_ms_max": round(ot[-1], 1) if ot else None,
             "onetime_server_ms_mean": round(sum(run.onetime_server_ms) / len(ot), 1) if ot else None,
-            **run.sharing}
+            **run.counters}
 
 
 def check(ws: Client, run: Drive, count: int, seed: int = 1) -> int:

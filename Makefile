@@ -74,9 +74,15 @@ experiment-sim: $(STAMP)
 timing-experiment: $(STAMP)
 	$(PY) -m bench.timing_experiment --out docs/timing
 
-.PHONY: sharing-experiment sharing-bench
+.PHONY: sharing-experiment sharing-experiment-real sharing-bench
 sharing-experiment: $(STAMP)
 	$(PY) -m bench.sharing_experiment --out docs/sharing --updates 200
+
+# the same 8.5 workload on real servers, a server per --sharing mode and point, paced ingest: under the default
+# policy on one stream, then as the thesis ran it (--policy ws, a stream per group); about 20 + 40 minutes (docs/sharing.md)
+sharing-experiment-real: $(STAMP)
+	$(PY) -m bench.sharing_real --out docs/sharing/real/ttu --register-s 30
+	$(PY) -m bench.sharing_real --out docs/sharing/real/ws8 --policy ws --streams 8 --register-s 100 --seconds 15
 
 sharing-bench: $(STAMP)
 	$(PY) -m bench.sharing_bench

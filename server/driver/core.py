@@ -405,6 +405,11 @@ class Driver:
         """Why the stream stopped (it refuses writes and queries until dropped), or None."""
         return self.sched.failed.get(name)
 
+    def appended(self, name: str, writer_id: str, batch_id: int) -> bool:
+        """Whether the writer's batch is applied to the stream (its acknowledgement is remembered)."""
+        book = self.engine.books.get(name)
+        return book is not None and book.append_ack(writer_id, batch_id) is not None
+
     def note_seconds_like(self, name: str) -> int:
         """An Append to `name` whose event times look like seconds (service.looks_like_seconds);
         returns how many so far."""

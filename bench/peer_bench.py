@@ -80,14 +80,16 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 
 # -- ingest ------------------------------------------------------------------------------------------
 
-def _feed_seconds(target: str, first: int, seconds: int, parts: int, out) -> None:
-    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each.
-    A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
+def _feed_seconds(target: str, first: int, seconds: int, parts: int, out, go) -> None:
+    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each,
+    once `go` is set (every writer ready: a fast writer's result must not come before a slow one's
+    "ready"). A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
     try:
         batches = Batches()
         work = [b for i in range(first, first + seconds) for b in batches.split(i, parts)]
         with Client(target) as c:
             out.put("ready")
+            go.wait()
             t0 = time.perf_counter()
             c.append_all("peer", work)  # in order, one in flight, the next one serialised meanwhile
             out.put((sum(len(b) for b in work), time.perf_counter() - t0))
@@ -111,14 +113,15 @@ def _got(out, timeout: float):
 def _writers(target: str, jobs: list[tuple[int, int, int]]) -> float:
     """Rows/s of writer processes, one per (first second, seconds, parts), started together."""
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out)) for job in jobs]
+    out, go = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go)) for job in jobs]
     for p in procs:
         p.start()
     try:
         got = [_got(out, 120) for _ in procs]
         assert all(g == "ready" for g in got), got
         t0 = time.perf_counter()
+        go.set()
         done = [_got(out, 600) for _ in procs]
         wall = time.perf_counter() - t0
     finally:

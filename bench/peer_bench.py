@@ -38,6 +38,7 @@ QUERIES = {
 }
 SYNOPSIS_BACKED = ("probe", "top-k")
 _BASES = 8
+IN_FLIGHT = 4  # one writer's Appends in flight (Client.append_all's in_flight)
 
 
 class Batches:
@@ -80,7 +81,7 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 
 # -- ingest ------------------------------------------------------------------------------------------
 
-def _feed_seconds(target: str, first: int, seconds: int, parts: int, out, go) -> None:
+def _feed_seconds(target: str, first: int, seconds: int, parts: int, in_flight: int, out, go) -> None:
     """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each,
     once `go` is set (every writer ready: a fast writer's result must not come before a slow one's
     "ready"). A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
@@ -91,7 +92,9 @@ def _feed_seconds(target: str, first: int, seconds: int, parts: int, out, go) ->
             out.put("ready")
             go.wait()
             t0 = time.perf_counter()
-            c.append_all("peer", work)  # in order, one in flight, the next one serialised meanwhile
+            # in order, IN_FLIGHT calls in flight, the next one serialised meanwhile; the idempotency
+            # keys (writer, batch) keep each batch once should calls be sent again
+            c.append_all("peer", work, writer_id=f"writer-{first}", first_batch_id=0, in_flight=in_flight)
             out.put((sum(len(b) for b in work), time.perf_counter() - t0))
     except BaseException as e:
         out.put(("failed", f"writer of seconds {first}..{first + seconds - 1}: {e!r}"))
@@ -110,8 +113,8 @@ def _got(out, timeout: float):
     return item
 
 
-def _writers(target: str, jobs: list[tuple[int, int, int]]) -> float:
-    """Rows/s of writer processes, one per (first second, seconds, parts), started together."""
+def _writers(target: str, jobs: list[tuple[int, int, int, int]]) -> float:
+    """Rows/s of writer processes, one per (first second, seconds, parts, calls in flight), started together."""
     ctx = mp.get_context("spawn")
     out, go = ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go)) for job in jobs]
@@ -137,7 +140,7 @@ def _create(ws: Client) -> None:
     ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event", group_by=["src"])
 
 
-def windowstore_ingest(parts: int, writers: int) -> float:
+def windowstore_ingest(parts: int, writers: int, in_flight: int = IN_FLIGHT) -> float:
     """Rows/s into a fresh server: INGEST_ROWS of event time, each second in `parts` Appends, by
     `writers` processes each given consecutive seconds of its own (one writer: in order)."""
     seconds = INGEST_ROWS // SECOND_ROWS
@@ -149,7 +152,7 @@ def windowstore_ingest(parts: int, writers: int) -> float:
                 ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event",
                                  group_by=["src"], allowed_lateness_ms=seconds * 1000)
         per = seconds // writers
-        return _writers(srv.target, [(w * per, per, parts) for w in range(writers)])
+        return _writers(srv.target, [(w * per, per, parts, in_flight) for w in range(writers)])
 
 
 def duckdb_ingest(parts: int, writers: int) -> float:

@@ -26,6 +26,7 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
 from . import convert, oplog
 from .append_order import AppendOrder
 from .convert_sketches import sketches_to_pb
+from .driver.job_threads import lower_priority
 from .driver import CLOSED, Driver, FailedPrecondition, NotFound, ResourceLimit, ShuttingDown
 from .replication.rpcs import ReplicationRpcs
 from .rpc import PermissionDenied, principal
@@ -87,7 +88,8 @@ class WindowStoreService(ReplicationRpcs):
         self._per_client: dict[str, int] = {}  # touched only on the event loop: no lock
         self.order = AppendOrder(self.config.append_order_wait_s)  # a writer's pipelined Appends
         self._decoders = ThreadPoolExecutor(max_workers=max(1, self.config.workers),
-                                            thread_name_prefix="windowstore-decode")
+                                            thread_name_prefix="windowstore-decode",
+                                            initializer=lower_priority(self.config.background_nice))
 
     def close(self) -> None:
         self._decoders.shutdown(wait=False, cancel_futures=True)

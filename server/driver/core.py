@@ -93,7 +93,7 @@ class Driver:
         self.calls = CallQueue(self._admit, lambda: self._post(self._run_calls))
         self.job_threads = None  # the query and seal threads (none with offload_ms < 0: all inline)
         if config.offload_ms >= 0:
-            self.job_threads = JobThreads(self._post, self.stepper.job_done)
+            self.job_threads = JobThreads(self._post, self.stepper.job_done, config.background_nice)
             self.sched.offload = self.job_threads.offload
             self.sched.offload_ms = config.offload_ms
             self.sched.timer = time.perf_counter

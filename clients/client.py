@@ -197,6 +197,14 @@ def _acked(r) -> "AppendResult":
     return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
 
+def _ended(win: AppendWindow, batch_id: int, call) -> None:
+    """A pipelined Append's call ended (a grpc future or an asyncio one): its answer to the window."""
+    try:
+        win.acked(batch_id, _acked(call.result()))
+    except grpc.RpcError as e:
+        win.failed(batch_id, from_rpc_error(e))
+
+
 def serialized(req) -> bytes:
     """A request as bytes: as it is when the SDK serialized it already (arrow_wire)."""
     return req if isinstance(req, bytes) else req.SerializeToString()
@@ -524,7 +532,6 @@ class Client:
         ahead on a helper thread; the window decides what goes and what is sent again."""
         ended: queue.SimpleQueue = queue.SimpleQueue()  # (batch id, call) as calls end
         calls: dict[int, Any] = {}
-        built_error: BaseException | None = None
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowstore-append") as builder:
             pending = builder.submit(request, win.next_new)
             try:
@@ -532,14 +539,9 @@ class Client:
                     while win.room():
                         batch_id = win.resend()
                         if batch_id is None:
-                            try:
-                                req = pending.result()
-                            except Exception as e:  # raised once the batches before it are settled
-                                built_error, req = e, None
-                            if req is None:
-                                win.exhausted = True
+                            batch_id = win.take(pending)  # (waits for it to be built)
+                            if batch_id is None:
                                 break
-                            batch_id = win.add(req)
                             pending = builder.submit(request, win.next_new)
                         call = self._stub.Append.future(win.sending(batch_id), timeout=self.timeout,
                                                         metadata=self._metadata)
@@ -547,20 +549,14 @@ class Client:
                         call.add_done_callback(lambda c, b=batch_id: ended.put((b, c)))
                     if win.flying:
                         batch_id, call = ended.get()
-                        calls.pop(batch_id, None)
-                        try:
-                            win.acked(batch_id, _acked(call.result()))
-                        except grpc.RpcError as e:
-                            win.failed(batch_id, from_rpc_error(e))
+                        _ended(win, batch_id, calls.pop(batch_id))
                     elif win.failures:
                         time.sleep(0.1 * 2 ** (win.settle() - 1))
             finally:
                 pending.cancel()
                 for call in calls.values():
                     call.cancel()
-        if built_error is not None:
-            raise built_error
-        return win.ordered()
+        return win.outcome()
 
     def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed
@@ -830,41 +826,30 @@ class AsyncClient:
             return [await self.append(stream, columns, writer_id, batch_id) for columns, batch_id in zip(batches, ids)]
         win, request = windowed_requests(stream, batches, writer_id, first_batch_id, in_flight, self.retries)
         calls: dict[asyncio.Future, int] = {}
-        built_error: BaseException | None = None
         pending = asyncio.ensure_future(asyncio.to_thread(request, win.next_new))
         try:
             while not win.finished():
                 while win.room():
                     batch_id = win.resend()
                     if batch_id is None:
-                        try:
-                            req = await pending
-                        except Exception as e:  # raised once the batches before it are settled
-                            built_error, req = e, None
-                        if req is None:
-                            win.exhausted = True
+                        await asyncio.wait({pending})
+                        batch_id = win.take(pending)
+                        if batch_id is None:
                             break
-                        batch_id = win.add(req)
                         pending = asyncio.ensure_future(asyncio.to_thread(request, win.next_new))
                     call = self._stub.Append(win.sending(batch_id), timeout=self.timeout, metadata=self._metadata)
                     calls[asyncio.ensure_future(call)] = batch_id
                 if win.flying:
                     done, _ = await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
                     for call in done:
-                        batch_id = calls.pop(call)
-                        try:
-                            win.acked(batch_id, _acked(call.result()))
-                        except grpc.RpcError as e:
-                            win.failed(batch_id, from_rpc_error(e))
+                        _ended(win, calls.pop(call), call)
                 elif win.failures:
                     await asyncio.sleep(0.1 * 2 ** (win.settle() - 1))
         finally:
             pending.cancel()
             for call in calls:
                 call.cancel()
-        if built_error is not None:
-            raise built_error
-        return win.ordered()
+        return win.outcome()
 
     async def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)

@@ -41,6 +41,7 @@ class AppendWindow:
         self.failures: dict[int, WindowStoreError] = {}           # this round's
         self.attempt = 0                      # rounds failed without the oldest failure moving on
         self.oldest_failed = first_batch_id - 1
+        self.built_error: Exception | None = None  # building a batch's request failed: no batch after it
 
     def _check(self) -> None:
         assert len(self.flying) <= self.limit, "at most `limit` calls in flight"
@@ -61,6 +62,19 @@ class AppendWindow:
     def resend(self) -> int | None:
         """The oldest batch to send again, if any (before any new one)."""
         return self.again.popleft() if self.again else None
+
+    def take(self, built) -> int | None:
+        """The next new batch, from the future that built its request (its result: the request, or
+        None once the caller's batches are all taken): its id. None when there is none; an error
+        building it is kept and raised by outcome(), once the batches before it are settled."""
+        try:
+            request = built.result()
+        except Exception as e:  # noqa: BLE001 - the caller's batch could not be turned into a request
+            self.built_error, request = e, None
+        if request is None:
+            self.exhausted = True
+            return None
+        return self.add(request)
 
     def add(self, request: Any) -> int:
         """A new batch's request: its id."""
@@ -107,3 +121,9 @@ class AppendWindow:
     def ordered(self) -> list:
         """The acknowledgements, in batch order."""
         return [self.results[b] for b in range(self.first, self.next_new)]
+
+    def outcome(self) -> list:
+        """Once finished: the acknowledgements in batch order, or the error building a batch."""
+        if self.built_error is not None:
+            raise self.built_error
+        return self.ordered()

@@ -273,3 +273,38 @@ def test_several_in_flight_need_the_idempotency_keys():
     for writer_id, first in (("", 0), ("w", None)):
         with pytest.raises(InvalidArgument, match="in_flight=4 needs a writer_id and a first_batch_id"):
             windowed_requests("s", [], writer_id, first, 4, 3)
+
+
+def test_the_server_s_order_book_wakes_waiters_and_refuses_after_a_refusal():
+    import asyncio
+
+    from windowstore.server.append_order import AppendOrder, OutOfOrder
+
+    async def run():
+        order = AppendOrder(wait_s=30)
+        applied: set = set()
+        key = ("s", "w", 1)
+        waiting = asyncio.ensure_future(order.after(key, lambda: key in applied))
+        await asyncio.sleep(0)  # (one loop turn: it waits now)
+        assert not waiting.done() and order.waiters
+        order._check()
+        applied.add(key)
+        order.settled(key, True)
+        await waiting  # woken, and the batch it names is applied
+        assert not order.waiters
+        refused = ("s", "w", 2)
+        later = asyncio.ensure_future(order.after(refused, lambda: False))
+        await asyncio.sleep(0)
+        order.settled(refused, False)
+        with pytest.raises(OutOfOrder, match="batch 2 of writer 'w'.*was refused"):
+            await later
+        with pytest.raises(OutOfOrder, match="was refused"):  # one that comes after the refusal too
+            await order.after(refused, lambda: False)
+        order.arrived(refused)  # an Append of it again: its successors wait for that one
+        assert refused not in order.refused
+        order._check()
+        short = AppendOrder(wait_s=0.01)
+        with pytest.raises(OutOfOrder, match="was not appended within 0.01 s"):
+            await short.after(("s", "w", 9), lambda: False)
+        assert not short.waiters
+    asyncio.run(run())

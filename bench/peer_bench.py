@@ -38,6 +38,9 @@ QUERIES = {
 }
 SYNOPSIS_BACKED = ("probe", "top-k")
 _BASES = 8
+# one writer's Appends in flight (Client.append_all's in_flight): several for 10^4-row batches, where
+# one call's round trip bounded the writer; one for 10^5-row batches, each a server's step of its own
+IN_FLIGHT = {1: 1, 10: 4}
 
 
 class Batches:
@@ -80,16 +83,21 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 
 # -- ingest ------------------------------------------------------------------------------------------
 
-def _feed_seconds(target: str, first: int, seconds: int, parts: int, out) -> None:
-    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each.
-    A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
+def _feed_seconds(target: str, first: int, seconds: int, parts: int, in_flight: int, out, go) -> None:
+    """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each,
+    once `go` is set (every writer ready: a fast writer's result must not come before a slow one's
+    "ready"). A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
     try:
         batches = Batches()
         work = [b for i in range(first, first + seconds) for b in batches.split(i, parts)]
         with Client(target) as c:
             out.put("ready")
+            go.wait()
             t0 = time.perf_counter()
-            c.append_all("peer", work)  # in order, one in flight, the next one serialised meanwhile
+            if in_flight > 1:  # several calls in flight: the idempotency keys keep each batch once if sent again
+                c.append_all("peer", work, writer_id=f"writer-{first}", first_batch_id=0, in_flight=in_flight)
+            else:  # in order, one in flight, the next one serialised meanwhile
+                c.append_all("peer", work)
             out.put((sum(len(b) for b in work), time.perf_counter() - t0))
     except BaseException as e:
         out.put(("failed", f"writer of seconds {first}..{first + seconds - 1}: {e!r}"))
@@ -108,17 +116,18 @@ def _got(out, timeout: float):
     return item
 
 
-def _writers(target: str, jobs: list[tuple[int, int, int]]) -> float:
-    """Rows/s of writer processes, one per (first second, seconds, parts), started together."""
+def _writers(target: str, jobs: list[tuple[int, int, int, int]]) -> float:
+    """Rows/s of writer processes, one per (first second, seconds, parts, calls in flight), started together."""
     ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out)) for job in jobs]
+    out, go = ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go)) for job in jobs]
     for p in procs:
         p.start()
     try:
         got = [_got(out, 120) for _ in procs]
         assert all(g == "ready" for g in got), got
         t0 = time.perf_counter()
+        go.set()
         done = [_got(out, 600) for _ in procs]
         wall = time.perf_counter() - t0
     finally:
@@ -134,7 +143,7 @@ def _create(ws: Client) -> None:
     ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event", group_by=["src"])
 
 
-def windowstore_ingest(parts: int, writers: int) -> float:
+def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None) -> float:
     """Rows/s into a fresh server: INGEST_ROWS of event time, each second in `parts` Appends, by
     `writers` processes each given consecutive seconds of its own (one writer: in order)."""
     seconds = INGEST_ROWS // SECOND_ROWS
@@ -146,7 +155,8 @@ def windowstore_ingest(parts: int, writers: int) -> float:
                 ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event",
                                  group_by=["src"], allowed_lateness_ms=seconds * 1000)
         per = seconds // writers
-        return _writers(srv.target, [(w * per, per, parts) for w in range(writers)])
+        k = IN_FLIGHT.get(parts, 1) if in_flight is None else in_flight
+        return _writers(srv.target, [(w * per, per, parts, k) for w in range(writers)])
 
 
 def duckdb_ingest(parts: int, writers: int) -> float:
@@ -343,7 +353,9 @@ def run() -> list[dict]:
     for parts, writers in ((1, 1), (10, 1), (1, 10)):
         ws_rate, duck_rate = windowstore_ingest(parts, writers), duckdb_ingest(parts, writers)
         rows = SECOND_ROWS // parts
+        k = IN_FLIGHT.get(parts, 1)
         out.append({"name": f"ingest, {writers} writer{'s' if writers > 1 else ''}, Arrow batches of {rows:,} rows, "
+                            f"{k} Append{'s' if k > 1 else ''} in flight each, "
                             f"{INGEST_ROWS / 1e6:.0f} M rows: windowstore (its own process) vs DuckDB in process "
                             "(deleting what left the window once a second of event time)",
                     "value": [ws_rate, duck_rate, ws_rate / duck_rate],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import queue
 import re
 import threading
 import time
@@ -29,6 +30,7 @@ from .answer import Answer
 from .batches import arrow_wire, build, to_arrow, to_columnar
 from .errors import AlreadyExists, InvalidArgument, Unavailable, WindowStoreError, from_rpc_error
 from .follow import RESUMABLE, Leaders, Resubscribing
+from .pipeline import AppendWindow
 
 DEFAULT_TARGET = "127.0.0.1:50051"
 
@@ -158,14 +160,49 @@ def _existing(wanted: pb.StreamSpec, described: pb.DescribeStreamResponse) -> di
 
 
 def append_request(stream: str, columns: Any, writer_id: str, batch_id: int | None,
-                   columnar_types: dict[str, str] | None, event_time_ms: int | None = None) -> pb.AppendRequest | bytes:
+                   columnar_types: dict[str, str] | None, event_time_ms: int | None = None,
+                   after_batch_id: int | None = None) -> pb.AppendRequest | bytes:
     """The Append request: already serialized when it carries Arrow (arrow_wire), a message for
-    the plain protobuf form."""
-    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, event_time_ms=event_time_ms)
+    the plain protobuf form. `after_batch_id`: the same writer's batch it follows (pipelining)."""
+    req = build(pb.AppendRequest, stream=stream, writer_id=writer_id, batch_id=batch_id, event_time_ms=event_time_ms,
+                after_batch_id=after_batch_id)
     if columnar_types is None:
         return arrow_wire(req, to_arrow(columns))
     req.columnar.CopyFrom(to_columnar(columns, columnar_types))
     return req
+
+
+_END = object()
+
+
+def windowed_requests(stream: str, batches: Iterable[Any], writer_id: str, first_batch_id: int | None,
+                      in_flight: int, retries: int) -> tuple[AppendWindow, Any]:
+    """append_all with `in_flight` > 1 (Client's and AsyncClient's): its window, and the function
+    that builds batch k's request from the next of `batches` (None once they are all taken),
+    naming the batch it follows."""
+    if first_batch_id is None or not writer_id:
+        raise InvalidArgument(f"append_all with in_flight={in_flight} needs a writer_id and a first_batch_id: the "
+                              "idempotency keys keep each batch exactly once when unacknowledged ones are sent again")
+    win = AppendWindow(first_batch_id, in_flight, retries)
+    todo = iter(batches)
+
+    def request(batch_id: int):
+        columns = next(todo, _END)
+        return None if columns is _END else append_request(stream, columns, writer_id, batch_id, None,
+                                                           after_batch_id=win.after(batch_id))
+    return win, request
+
+
+def _acked(r) -> "AppendResult":
+    return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+
+def _ended(win: AppendWindow, batch_id: int, call) -> None:
+    """A pipelined Append's call ended (a grpc future or an asyncio one): its answer to the window."""
+    try:
+        win.acked(batch_id, _acked(call.result()))
+    except grpc.RpcError as e:
+        win.failed(batch_id, from_rpc_error(e))
 
 
 def serialized(req) -> bytes:
@@ -452,14 +489,23 @@ class Client:
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
 
     def append_all(self, stream: str, batches: Iterable[Any], writer_id: str = "",
-                   first_batch_id: int | None = None) -> list[AppendResult]:
+                   first_batch_id: int | None = None, in_flight: int = 1) -> list[AppendResult]:
         """Send batches one Append each, in order, as a loop of append() would: batch k with
         batch_id `first_batch_id + k` when given (with writer_id, a replay is acknowledged as a
-        duplicate). One call is in flight at a time, so the server applies them in this order; while
-        it is, the next batch's request (Arrow conversion, dictionary encoding, IPC) is built on a
-        helper thread, so the writer's serialisation overlaps the transfer and the server's work
-        instead of adding to them. The first error is raised: the batches before it were appended,
-        those after it are not sent."""
+        duplicate). The server applies them in this order. While a call is in flight the next
+        batch's request (Arrow conversion, dictionary encoding, IPC) is built on a helper thread, so
+        the writer's serialisation overlaps the transfer and the server's work. The first error is
+        raised: the batches before it were appended, those after it were not.
+
+        `in_flight` > 1 (with writer_id and first_batch_id) keeps up to that many Appends in flight:
+        each names the batch it follows, so the server still applies them in order, and after an
+        UNAVAILABLE (or ABORTED: a batch came before the one it follows) every unacknowledged batch
+        is sent again, oldest first, up to `retries` times at the same batch; the idempotency keys
+        make each batch count once (docs/sdk.md). Following leaders (etcd=, follow_leader=), one
+        call is in flight."""
+        if in_flight > 1 and not self._leaders.on:
+            return self._append_window(*windowed_requests(stream, batches, writer_id, first_batch_id, in_flight,
+                                                          self.retries))
         ids = itertools.count(first_batch_id) if first_batch_id is not None else itertools.repeat(None)
         todo = zip(batches, ids)
         idempotent = first_batch_id is not None and bool(writer_id)
@@ -478,8 +524,39 @@ class Client:
                     if pending is not None:
                         pending.cancel()
                     raise
-                out.append(AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide))
+                out.append(_acked(r))
         return out
+
+    def _append_window(self, win: AppendWindow, request) -> list[AppendResult]:
+        """append_all's calls with several in flight (grpc futures), the next new request built
+        ahead on a helper thread; the window decides what goes and what is sent again."""
+        ended: queue.SimpleQueue = queue.SimpleQueue()  # (batch id, call) as calls end
+        calls: dict[int, Any] = {}
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowstore-append") as builder:
+            pending = builder.submit(request, win.next_new)
+            try:
+                while not win.finished():
+                    while win.room():
+                        batch_id = win.resend()
+                        if batch_id is None:
+                            batch_id = win.take(pending)  # (waits for it to be built)
+                            if batch_id is None:
+                                break
+                            pending = builder.submit(request, win.next_new)
+                        call = self._stub.Append.future(win.sending(batch_id), timeout=self.timeout,
+                                                        metadata=self._metadata)
+                        calls[batch_id] = call
+                        call.add_done_callback(lambda c, b=batch_id: ended.put((b, c)))
+                    if win.flying:
+                        batch_id, call = ended.get()
+                        _ended(win, batch_id, calls.pop(batch_id))
+                    elif win.failures:
+                        time.sleep(0.1 * 2 ** (win.settle() - 1))
+            finally:
+                pending.cancel()
+                for call in calls.values():
+                    call.cancel()
+        return win.outcome()
 
     def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         """Seal the open sub-window now (clock='manual'). With writer_id and batch_id, a replayed
@@ -739,6 +816,40 @@ class AsyncClient:
         req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)
         return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+
+    async def append_all(self, stream: str, batches: Iterable[Any], writer_id: str = "",
+                         first_batch_id: int | None = None, in_flight: int = 1) -> list[AppendResult]:
+        """As Client.append_all, awaited: `in_flight` > 1 keeps that many Appends in flight, each
+        naming the batch it follows; the next new request is built on a worker thread meanwhile."""
+        if in_flight == 1 or self._leaders.on:
+            ids = itertools.count(first_batch_id) if first_batch_id is not None else itertools.repeat(None)
+            return [await self.append(stream, columns, writer_id, batch_id) for columns, batch_id in zip(batches, ids)]
+        win, request = windowed_requests(stream, batches, writer_id, first_batch_id, in_flight, self.retries)
+        calls: dict[asyncio.Future, int] = {}
+        pending = asyncio.ensure_future(asyncio.to_thread(request, win.next_new))
+        try:
+            while not win.finished():
+                while win.room():
+                    batch_id = win.resend()
+                    if batch_id is None:
+                        await asyncio.wait({pending})
+                        batch_id = win.take(pending)
+                        if batch_id is None:
+                            break
+                        pending = asyncio.ensure_future(asyncio.to_thread(request, win.next_new))
+                    call = self._stub.Append(win.sending(batch_id), timeout=self.timeout, metadata=self._metadata)
+                    calls[asyncio.ensure_future(call)] = batch_id
+                if win.flying:
+                    done, _ = await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
+                    for call in done:
+                        _ended(win, calls.pop(call), call)
+                elif win.failures:
+                    await asyncio.sleep(0.1 * 2 ** (win.settle() - 1))
+        finally:
+            pending.cancel()
+            for call in calls:
+                call.cancel()
+        return win.outcome()
 
     async def slide(self, stream: str, writer_id: str = "", batch_id: int | None = None) -> int:
         req = build(pb.SlideRequest, stream=stream, writer_id=writer_id, batch_id=batch_id)

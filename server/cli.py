@@ -33,6 +33,7 @@ def _serve(args) -> int:
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
                        http_port=args.http_port, slow_query_ms=args.slow_query_ms,
                        max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
+                       append_order_wait_s=args.append_order_wait_s, background_nice=args.background_nice,
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
                        snapshot_every_bytes=int(args.snapshot_every_mb * (1 << 20)), snapshot_every_s=args.snapshot_every_s,
                        cluster=args.cluster, node=args.node, etcd=args.etcd, etcd_prefix=args.etcd_prefix,
@@ -183,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="allow listening off loopback without TLS and --tokens (protected mode refuses it otherwise)")
     sv.add_argument("--max-buffered-rows", type=int, default=20_000_000,
                     help="rows one stream may hold waiting for a slide (default 20000000)")
+    sv.add_argument("--background-nice", type=int, default=0,
+                    help="run the seal and decode threads this many nice steps below the event loop's thread, so "
+                         "queries are served first on a busy machine (Linux; default 0: the same)")
+    sv.add_argument("--append-order-wait-s", type=float, default=10.0,
+                    help="a pipelined Append waits this long for the same writer's batch it follows (after_batch_id) "
+                         "before it is refused, ABORTED (default 10)")
     sv.add_argument("--max-staged-mb", type=int, default=1024,
                     help="MiB of rows staged by uncommitted batches, all streams (default 1024)")
     sv.add_argument("--max-pending", type=int, default=2000,

@@ -31,11 +31,13 @@ class ServerConfig:
     idempotency_keep: int = 100_000    # acknowledgements remembered per writer
     idempotency_keep_total: int = 1_000_000  # ... and in all (~200 bytes each; the largest tables give way)
     max_buffered_rows: int = 20_000_000  # rows one stream may hold waiting for a slide
+    append_order_wait_s: float = 10.0  # a pipelined Append (after_batch_id) waits this long for the batch it follows
     max_staged_mb: int = 1024          # rows staged by uncommitted batches (StageRows), all streams
     max_pending: int = 2_000           # requests waiting for the engine (queries in flight, writes not yet durable) before new ones are shed
     max_requests_per_client: int = 64  # requests in progress per client (principal, or connection)
     stuck_after_s: float = 10.0        # health says NOT_SERVING when the engine makes no progress this long
     grace_s: float = 5.0               # shutdown: time for in-flight work
+    background_nice: int = 0           # the seal and decode threads run this many nice steps below the loop thread (Linux)
     switch_interval_ms: float = 0.25   # CPython GIL switch interval for the server process (the query thread hands the loop back this soon)
     tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...
     tls_key: str | None = None         # ... and private key

@@ -28,18 +28,20 @@ class WireAppend:
     process, and twice the payload's size of fresh memory). The fields and methods the Append
     handler reads of a request, with protobuf's meaning."""
 
-    __slots__ = ("stream", "writer_id", "batch_id", "arrow_ipc", "event_time_ms")
+    __slots__ = ("stream", "writer_id", "batch_id", "arrow_ipc", "event_time_ms", "after_batch_id")
 
     def __init__(self, stream: str, writer_id: str, batch_id: int | None, arrow_ipc: memoryview,
-                 event_time_ms: int | None = None):
+                 event_time_ms: int | None = None, after_batch_id: int | None = None):
         self.stream, self.writer_id, self.batch_id, self.arrow_ipc = stream, writer_id, batch_id, arrow_ipc
-        self.event_time_ms = event_time_ms
+        self.event_time_ms, self.after_batch_id = event_time_ms, after_batch_id
 
     def HasField(self, name: str) -> bool:  # noqa: N802 - protobuf's name
         if name == "batch_id":
             return self.batch_id is not None
         if name == "event_time_ms":
             return self.event_time_ms is not None
+        if name == "after_batch_id":
+            return self.after_batch_id is not None
         if name == "arrow_ipc":
             return True
         raise ValueError(f"AppendRequest has no optional field {name!r}")
@@ -64,7 +66,8 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def parse_append(data: bytes) -> WireAppend | None:
     """An AppendRequest's bytes as a WireAppend when they hold an Arrow payload and no field but
-    stream (1), arrow_ipc (2), writer_id (4), batch_id (5) and event_time_ms (6), each once and well formed; None
+    stream (1), arrow_ipc (2), writer_id (4), batch_id (5), event_time_ms (6) and after_batch_id (20), each once
+    and well formed; None
     otherwise (a columnar batch, unknown or repeated fields, bad UTF-8, anything malformed), to
     be parsed by protobuf, which then decides and words the error."""
     fields: dict[int, Any] = {}  # field number -> (start, end) of a bytes field, or the int64
@@ -83,7 +86,7 @@ def parse_append(data: bytes) -> WireAppend | None:
                     return None
                 fields[number] = (pos, end)
                 pos = end
-            elif wire == 0 and number in (5, 6):
+            elif wire == 0 and number in (5, 6, 20):
                 value, pos = _varint(data, pos)
                 if value >= 1 << 64:
                     return None
@@ -99,7 +102,8 @@ def parse_append(data: bytes) -> WireAppend | None:
             writer = data[slice(*fields[4])].decode("utf-8")
     except (IndexError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
-    return WireAppend(stream, writer, fields.get(5), memoryview(data)[slice(*fields[2])], fields.get(6))
+    return WireAppend(stream, writer, fields.get(5), memoryview(data)[slice(*fields[2])], fields.get(6),
+                      fields.get(20))
 
 
 def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 << 30):

@@ -27,6 +27,7 @@ from windowstore.store.errors import OutOfRange, ResourceLimit, Unrepresentable
 from windowstore.txn import QueryFailed, QueryWithdrawn, RestartLimitExceeded, StreamFailed
 from windowstore.v1 import windowstore_pb2 as pb
 
+from .append_order import OutOfOrder
 from .convert import parse_append
 from .driver import AlreadyExists, DeadlineExceeded, FailedPrecondition, NotFound, ShuttingDown, Unavailable
 from . import oplog
@@ -55,6 +56,7 @@ _CODES = [
     (FailedPrecondition, grpc.StatusCode.FAILED_PRECONDITION),
     (StreamFailed, grpc.StatusCode.FAILED_PRECONDITION),  # a stream whose seal raised: drop it or restart
     (RestartLimitExceeded, grpc.StatusCode.ABORTED),
+    (OutOfOrder, grpc.StatusCode.ABORTED),                # a pipelined Append whose predecessor was not applied
     (QueryFailed, grpc.StatusCode.INTERNAL),
     (QueryWithdrawn, grpc.StatusCode.CANCELLED),
     (ShuttingDown, grpc.StatusCode.UNAVAILABLE),

@@ -24,7 +24,9 @@ from windowstore.txn.commands import (AbortBatch, Append, CommitBatch, CreateStr
                                       StageRows, Unregister)
 
 from . import convert, oplog
+from .append_order import AppendOrder
 from .convert_sketches import sketches_to_pb
+from .driver.job_threads import lower_priority
 from .driver import CLOSED, Driver, FailedPrecondition, NotFound, ResourceLimit, ShuttingDown
 from .replication.rpcs import ReplicationRpcs
 from .rpc import PermissionDenied, principal
@@ -84,8 +86,10 @@ class WindowStoreService(ReplicationRpcs):
         self.config = driver.config
         self.policy = policy
         self._per_client: dict[str, int] = {}  # touched only on the event loop: no lock
+        self.order = AppendOrder(self.config.append_order_wait_s)  # a writer's pipelined Appends
         self._decoders = ThreadPoolExecutor(max_workers=max(1, self.config.workers),
-                                            thread_name_prefix="windowstore-decode")
+                                            thread_name_prefix="windowstore-decode",
+                                            initializer=lower_priority(self.config.background_nice))
 
     def close(self) -> None:
         self._decoders.shutdown(wait=False, cancel_futures=True)
@@ -126,9 +130,10 @@ class WindowStoreService(ReplicationRpcs):
             await d.until_ready()
         return d.read(fn)
 
-    async def _write(self, cmd, context):
+    async def _write(self, cmd, context, on_applied=None):
         """Apply a command now; returns once it is durable (or raises: nothing was applied when
-        the command was refused; DEADLINE_EXCEEDED when the deadline passed before it was durable)."""
+        the command was refused; DEADLINE_EXCEEDED when the deadline passed before it was durable).
+        `on_applied(result)` runs once it is applied, before it is durable."""
         d = self.driver
         if not d.ready:
             await d.until_ready()
@@ -136,6 +141,8 @@ class WindowStoreService(ReplicationRpcs):
         try:
             self._check_replica_write(cmd)
             result, durable = d.write(cmd)
+            if on_applied is not None:
+                on_applied(result)
             if durable is not None:
                 # no timer of ours for the caller's deadline: gRPC cancels this handler when it
                 # passes (the caller gets DEADLINE_EXCEEDED); asyncio.wait_for cost ~12 us a call
@@ -208,13 +215,32 @@ class WindowStoreService(ReplicationRpcs):
         return batch, ipc
 
     async def Append(self, request, context):
-        batch, ipc = await self._batch(request, context)
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
+        after = request.after_batch_id if request.HasField("after_batch_id") else None
+        if after is not None and batch_id is None:
+            raise InvalidInput("AppendRequest.after_batch_id needs a writer_id and a batch_id (the batch it follows "
+                               "is the same writer's)")
+        if batch_id is None:
+            return await self._append(request, None, None, context)
+        key = (request.stream, request.writer_id, batch_id)
+        self.order.arrived(key)
+        applied = []
+        try:
+            return await self._append(request, batch_id, after, context, lambda _: applied.append(True))
+        finally:
+            self.order.settled(key, bool(applied))
+
+    async def _append(self, request, batch_id, after, context, on_applied=None):
+        """An Append's rows applied, after the writer's batch `after` when it names one (append_order.py)."""
+        batch, ipc = await self._batch(request, context)
+        if after is not None:
+            stream, writer = request.stream, request.writer_id
+            await self.order.after((stream, writer, after), lambda: self.driver.appended(stream, writer, after))
         event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
         ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms),
-                                context)
+                                context, on_applied)
         if not ack.duplicate:
             self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,

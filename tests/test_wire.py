@@ -14,17 +14,21 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 
 def same(w, m: pb.AppendRequest) -> bool:
     return (w.stream, w.writer_id, w.HasField("batch_id"), w.batch_id if w.HasField("batch_id") else None,
+            w.HasField("after_batch_id"), w.after_batch_id if w.HasField("after_batch_id") else None,
             bytes(w.arrow_ipc), m.WhichOneof("batch")) == (
-        m.stream, m.writer_id, m.HasField("batch_id"), m.batch_id if m.HasField("batch_id") else None, m.arrow_ipc,
+        m.stream, m.writer_id, m.HasField("batch_id"), m.batch_id if m.HasField("batch_id") else None,
+        m.HasField("after_batch_id"), m.after_batch_id if m.HasField("after_batch_id") else None, m.arrow_ipc,
         "arrow_ipc")
 
 
 @pytest.mark.slow
-@given(st.text(max_size=20), st.binary(max_size=300), st.text(max_size=20), st.none() | INT64)
-def test_every_request_with_an_arrow_payload_is_read_as_protobuf_reads_it(stream, payload, writer, batch_id):
+@given(st.text(max_size=20), st.binary(max_size=300), st.text(max_size=20), st.none() | INT64, st.none() | INT64)
+def test_every_request_with_an_arrow_payload_is_read_as_protobuf_reads_it(stream, payload, writer, batch_id, after):
     m = pb.AppendRequest(stream=stream, arrow_ipc=payload, writer_id=writer)
     if batch_id is not None:
         m.batch_id = batch_id
+    if after is not None:
+        m.after_batch_id = after
     w = parse_append(m.SerializeToString())
     assert w is not None and same(w, m)
 
@@ -41,6 +45,7 @@ def test_damaged_requests_are_read_as_protobuf_reads_them_or_left_to_it(stream, 
     m = pb.AppendRequest(stream=stream, arrow_ipc=payload, writer_id="w")
     if batch_id is not None:
         m.batch_id = batch_id
+        m.after_batch_id = batch_id // 2
     raw = bytearray(m.SerializeToString())
     for _ in range(data.draw(st.integers(1, 3))):
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
@@ -59,9 +64,9 @@ def test_other_shapes_are_left_to_protobuf():
     assert parse_append(pb.AppendRequest(stream="s").SerializeToString()) is None  # no batch
 
 
-@given(st.text(max_size=20), st.text(max_size=20), st.none() | INT64,
+@given(st.text(max_size=20), st.text(max_size=20), st.none() | INT64, st.none() | INT64,
        st.lists(st.tuples(st.integers(-5, 5), st.none() | st.text(max_size=5)), max_size=300))
-def test_the_sdk_s_serialized_append_is_the_message_it_used_to_build(stream, writer, batch_id, rows):
+def test_the_sdk_s_serialized_append_is_the_message_it_used_to_build(stream, writer, batch_id, after, rows):
     """The SDK writes an Arrow Append's bytes itself (batches.arrow_wire): protobuf reads them as
     the message the SDK used to build and serialize, and so does the server's reader."""
     import pyarrow as pa
@@ -70,9 +75,9 @@ def test_the_sdk_s_serialized_append_is_the_message_it_used_to_build(stream, wri
     from windowstore.clients.client import append_request
 
     table = pa.table({"ts": pa.array([r[0] for r in rows], pa.int64()), "s": pa.array([r[1] for r in rows], pa.string())})
-    wire = append_request(stream, table, writer, batch_id, None)
+    wire = append_request(stream, table, writer, batch_id, None, after_batch_id=after)
     assert isinstance(wire, bytes)
-    built = build(pb.AppendRequest, stream=stream, writer_id=writer, batch_id=batch_id)
+    built = build(pb.AppendRequest, stream=stream, writer_id=writer, batch_id=batch_id, after_batch_id=after)
     built.arrow_ipc = to_ipc(to_arrow(table))
     assert pb.AppendRequest.FromString(wire) == built
     w = parse_append(wire)

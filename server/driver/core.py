@@ -93,7 +93,7 @@ class Driver:
         self.calls = CallQueue(self._admit, lambda: self._post(self._run_calls))
         self.job_threads = None  # the query and seal threads (none with offload_ms < 0: all inline)
         if config.offload_ms >= 0:
-            self.job_threads = JobThreads(self._post, self.stepper.job_done)
+            self.job_threads = JobThreads(self._post, self.stepper.job_done, config.background_nice)
             self.sched.offload = self.job_threads.offload
             self.sched.offload_ms = config.offload_ms
             self.sched.timer = time.perf_counter
@@ -404,6 +404,11 @@ class Driver:
     def stopped(self, name: str) -> str | None:
         """Why the stream stopped (it refuses writes and queries until dropped), or None."""
         return self.sched.failed.get(name)
+
+    def appended(self, name: str, writer_id: str, batch_id: int) -> bool:
+        """Whether the writer's batch is applied to the stream (its acknowledgement is remembered)."""
+        book = self.engine.books.get(name)
+        return book is not None and book.append_ack(writer_id, batch_id) is not None
 
     def note_seconds_like(self, name: str) -> int:
         """An Append to `name` whose event times look like seconds (service.looks_like_seconds);

@@ -16,6 +16,9 @@ nothing here touches the engine.
 """
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -23,16 +26,31 @@ from typing import Callable
 __all__ = ["JobThreads"]
 
 
+def lower_priority(nice: int) -> Callable[[], None]:
+    """A thread pool's initializer: its thread runs `nice` steps below the event loop's thread
+    (Linux: a thread's own nice value). On a busy machine the loop thread then gets the core first
+    when both are runnable: measured, the long steps of the loop under ingest were mostly spent
+    waiting in the run queue, not computing (docs/performance.md, Round 18)."""
+    def init() -> None:
+        if nice > 0 and hasattr(os, "setpriority") and sys.platform.startswith("linux"):
+            try:
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+            except OSError:  # not permitted here: the thread keeps the process's priority
+                pass
+    return init
+
+
 class JobThreads:
-    def __init__(self, post: Callable[..., bool], done: Callable[..., None]):
+    def __init__(self, post: Callable[..., bool], done: Callable[..., None], seal_nice: int = 0):
         """`post(fn, *args)` runs fn on the loop; `done(job, value, error, ms)` is posted there
-        when a job has run."""
+        when a job has run. The seal thread runs `seal_nice` below the loop (lower_priority)."""
         self.post, self.done = post, done
         # one thread for offloaded query work (more would only contend for the GIL); jobs in flight
         # are bounded by the queries admitted (at most one per query)
         self._query_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-query")
         # seals on a thread of their own: one does not queue behind a scan's reads, nor they behind it
-        self._seal_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-seal")
+        self._seal_thread = ThreadPoolExecutor(1, thread_name_prefix="windowstore-seal",
+                                               initializer=lower_priority(seal_nice))
 
     def offload(self, job) -> None:
         """Run a scheduler job on the query thread; its result comes back to the loop."""

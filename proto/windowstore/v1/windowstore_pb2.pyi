@@ -287,20 +287,22 @@ class ColumnarBatch(_message.Message):
     def __init__(self, columns: _Optional[_Iterable[_Union[ColumnValues, _Mapping]]] = ...) -> None: ...
 
 class AppendRequest(_message.Message):
-    __slots__ = ("stream", "arrow_ipc", "columnar", "writer_id", "batch_id", "event_time_ms")
+    __slots__ = ("stream", "arrow_ipc", "columnar", "writer_id", "batch_id", "event_time_ms", "after_batch_id")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
     COLUMNAR_FIELD_NUMBER: _ClassVar[int]
     WRITER_ID_FIELD_NUMBER: _ClassVar[int]
     BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     stream: str
     arrow_ipc: bytes
     columnar: ColumnarBatch
     writer_id: str
     batch_id: int
     event_time_ms: int
-    def __init__(self, stream: _Optional[str] = ..., arrow_ipc: _Optional[bytes] = ..., columnar: _Optional[_Union[ColumnarBatch, _Mapping]] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., event_time_ms: _Optional[int] = ...) -> None: ...
+    after_batch_id: int
+    def __init__(self, stream: _Optional[str] = ..., arrow_ipc: _Optional[bytes] = ..., columnar: _Optional[_Union[ColumnarBatch, _Mapping]] = ..., writer_id: _Optional[str] = ..., batch_id: _Optional[int] = ..., event_time_ms: _Optional[int] = ..., after_batch_id: _Optional[int] = ...) -> None: ...
 
 class AppendResponse(_message.Message):
     __slots__ = ("accepted_rows", "late_rows", "duplicate", "latest_slide")

@@ -513,3 +513,32 @@ def test_early_runs_answer_no_member_twice_between_two_updates_and_say_how_early
             g.add(pending.pop())
             sched.sync()
         sched._check()
+
+
+def test_a_choice_of_periods_simulates_a_bounded_number_of_slides_however_many_sub_groups(monkeypatch):
+    """The hybrid's choice runs on the event loop at each registration: with 40 sub-groups of
+    pairwise different periods (an LCM far beyond HORIZON_CAP) and the store's model (memo: two
+    horizons per schedule), the schedules it costs simulate about CHOICE_SLIDES slides in all (each
+    over a shorter prefix), not a number growing with the sub-groups; the choice is well formed
+    (each period its own or a shorter anchor's)."""
+    from windowstore.txn.sharing import cost
+
+    g = Groups()
+    for i, p in enumerate(range(2, 42)):
+        g.add(Member(f"Q{i}", "s", ("max", i), Synopsis.BASIC, 40 + i % 7, p, reads="r"))
+    (gid,) = g.groups
+    subgroups = g.subgroups(gid)
+    model = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0, cover=None, memo=True)
+    simulated = []
+    plain = cost.schedule_cost
+
+    def counted(tasks, model, phases=None, cap=cost.HORIZON_CAP):
+        simulated.append(2 * min(cost.lcm([p for p, _ in tasks]), cap))
+        return plain(tasks, model, phases, cap)
+    monkeypatch.setattr(cost, "schedule_cost", counted)
+    target = choose_periods(subgroups, model)
+    one_step = 39 * cost.NEAREST * 2 * cost.MIN_HORIZON
+    assert len(simulated) > 39, "the greedy costed its moves"
+    assert sum(simulated) <= cost.CHOICE_SLIDES + one_step, sum(simulated)
+    assert set(target) == set(subgroups)
+    assert all(q <= p and target[q] == q for p, q in target.items())

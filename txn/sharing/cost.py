@@ -20,8 +20,12 @@ from .covers import Derivation, derive_cached
 from .rules import Synopsis
 
 HORIZON_CAP = 720     # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
+CHOICE_SLIDES = 5_000   # slides simulated at most by one choice of periods (on the event loop, at a
+                        # registration): a choice with many sub-groups costs its schedules over shorter prefixes
+MIN_HORIZON = 24      # ... but never over fewer slides than this
 EXHAUSTIVE = 5        # sub-groups up to which every choice of periods is costed; greedy beyond
 NEAREST = 3           # greedy: a sub-group may join one of the nearest shorter anchors
+GREEDY_STEPS = 4      # greedy: moves the budget is planned for
 
 
 class Phasing(enum.Enum):
@@ -76,12 +80,17 @@ class CostModel:
         outputs = list(outputs)
         if not outputs:
             return 0.0
-        each, reaches, along = self.parts(outputs)
-        if outputs[0].leader.synopsis == Synopsis.JOIN:
+        return self.joint_of(outputs[0].leader.synopsis, self.parts(outputs), self.leads(outputs), fresh)
+
+    def joint_of(self, synopsis: Synopsis, parts: tuple[float, dict, int], lead: dict,
+                 fresh: dict | None = None) -> float:
+        """joint() from the execution's parts and readers' leaders (merge_parts of its tasks')."""
+        each, reaches, along = parts
+        if synopsis == Synopsis.JOIN:
             return each
-        if outputs[0].leader.synopsis == Synopsis.PROBE:
+        if synopsis == Synopsis.PROBE:
             return each + self.access * self.probe
-        return each + self.reads(outputs, fresh) + self.finish * max(along - 1, 0)
+        return each + self._scans(reaches, lead, fresh) + self.finish * max(along - 1, 0)
 
     def parts(self, outputs: list) -> tuple[float, dict, int]:
         """A joint execution's cost in the parts that add up over its outputs (post-processing,
@@ -108,10 +117,17 @@ class CostModel:
         nothing and costs `cover` per piece per interval, its pieces reading as far as it needs
         (as runtime.SharedPlan does). `fresh`: per reader key, the intervals sealed since it last
         ran, all it reads (memo; a key not in it: never ran, it reads its whole window)."""
-        reach = self.parts(outputs)[1]
+        return self._scans(self.parts(outputs)[1], self.leads(outputs), fresh)
+
+    @staticmethod
+    def leads(outputs: Iterable) -> dict:
+        """Per reader key, its first output's leader, in the order the readers first appear."""
         lead: dict = {}
         for o in outputs:
             lead.setdefault(o.leader.reads, o.leader)
+        return lead
+
+    def _scans(self, reach: dict, lead: dict, fresh: dict | None) -> float:
         n = [min(r, fresh[k]) if fresh is not None and k in fresh else r for k, r in reach.items()]
         derived = covers_among(list(lead.values())) if self.cover is not None else []
         for d in derived:
@@ -144,37 +160,104 @@ def lcm(values: Iterable[int]) -> int:
     return math.lcm(*values) if values else 1
 
 
+def merge_parts(parts: Iterable[tuple[float, dict, int]]) -> tuple[float, dict, int]:
+    """CostModel.parts of outputs put together from the parts of their pieces (in order): sums
+    add, per-reader reaches and the longest window along the scan are maxima."""
+    each, along = 0.0, 0
+    reaches: dict = {}
+    for e, r, a in parts:
+        each += e
+        for k, n in r.items():
+            reaches[k] = max(reaches.get(k, 0), n)
+        along = max(along, a)
+    return each, reaches, along
+
+
 def schedule_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel,
-                  phases: Sequence[int] | None = None) -> float:
+                  phases: Sequence[int] | None = None, cap: int = HORIZON_CAP) -> float:
     """Cost per slide of running tasks (period, outputs) of one group, each at its period, the
     tasks due at the same slide jointly (Algorithm 10). Phasing.HELD: task i is due at the slides
     t with t = phases[i] (mod its period) (its next due; none: all due now), exact over the LCM of
-    the periods (up to HORIZON_CAP slides, a prefix beyond). Phasing.DRIFTING: expected over
+    the periods (up to `cap` slides, a prefix beyond). Phasing.DRIFTING: expected over
     independent uniform phases (drifting_cost)."""
     if not tasks:
         return 0.0
     if model.phasing is Phasing.DRIFTING:
         return drifting_cost(tasks, model)
     phase = [f % p for (p, _), f in zip(tasks, phases or [0] * len(tasks))]
-    horizon = min(lcm([p for p, _ in tasks]), HORIZON_CAP)
+    horizon = min(lcm([p for p, _ in tasks]), cap)
+    # A periodic schedule repeats its joint executions: each distinct one is costed once (a
+    # hybrid choice costs many schedules of a group at each registration, all on the event loop).
+    # With memo, an execution's cost depends on its tasks and, per reader, on the intervals sealed
+    # since it last ran, up to the longest window any task reads with it (CostModel.reads takes
+    # the smaller of the two).
+    # A periodic schedule repeats its joint executions: each distinct one is costed once, from
+    # its tasks' parts (a hybrid choice costs many schedules of a group at each registration, on
+    # the event loop). With memo, an execution's cost depends on its tasks and, per reader, on the
+    # intervals sealed since it last ran, up to the longest window any task reads with it
+    # (CostModel.reads takes the smaller of the two). Readers (Member.reads, costly to hash) are
+    # numbered once.
+    synopsis = tasks[0][1][0].leader.synopsis
+    keys: list = []
+    number: dict = {}
+    parts: list[tuple[float, dict, int]] = []  # per task, its reaches by reader number
+    leads: list[dict] = []
+    for _, outs in tasks:
+        each, reaches, along = model.parts(list(outs))
+        lead = model.leads(outs)
+        for k in lead:
+            if k not in number:
+                number[k] = len(keys)
+                keys.append(k)
+        parts.append((each, {number[k]: n for k, n in reaches.items()}, along))
+        leads.append({number[k]: m for k, m in lead.items()})
+    readers = [tuple(lead) for lead in leads]
+    longest = [0] * len(keys)
+    for _, reaches, _ in parts:
+        for j, n in reaches.items():
+            longest[j] = max(longest[j], n)
+    costed: dict = {}
+    span = 2 * horizon if model.memo else horizon
+    slots: list[list[int]] = [[] for _ in range(span)]
+    for i, ((p, _), f) in enumerate(zip(tasks, phase)):
+        for t in range(f, span, p):
+            slots[t].append(i)
 
-    def due(t: int) -> list:
-        return [o for (p, outs), f in zip(tasks, phase) if t % p == f for o in outs]
+    def due(t: int) -> tuple[int, ...]:
+        return tuple(slots[t])
+
+    def joint(now: tuple[int, ...], t: int = 0, ran: list | None = None) -> float:
+        if ran is None:
+            key: tuple = now
+        else:
+            key = (now, tuple(None if ran[j] is None else min(t - ran[j], longest[j]) for i in now for j in readers[i]))
+        cost = costed.get(key)
+        if cost is None:
+            fresh = None if ran is None else {keys[j]: t - at for j, at in enumerate(ran) if at is not None}
+            lead: dict = {}
+            for i in now:
+                for j, m in leads[i].items():
+                    lead.setdefault(j, m)
+            each, reaches, along = merge_parts(parts[i] for i in now)
+            cost = costed[key] = model.joint_of(synopsis, (each, {keys[j]: n for j, n in reaches.items()}, along),
+                                                {keys[j]: m for j, m in lead.items()}, fresh)
+        return cost
 
     if model.memo:  # what each reader reads depends on when it last ran: the second period, in steady state
-        last: dict = {}
+        ran: list = [None] * len(keys)
         total = 0.0
         for t in range(2 * horizon):
             now = due(t)
             if not now:
                 continue
-            cost = model.joint(now, {k: t - at for k, at in last.items()})
+            cost = joint(now, t, ran)
             if t >= horizon:
                 total += cost
-            for o in now:
-                last[o.leader.reads] = t
+            for i in now:
+                for j in readers[i]:
+                    ran[j] = t
         return total / horizon
-    return sum(model.joint(now) for t in range(horizon) if (now := due(t))) / horizon
+    return sum(joint(now) for t in range(horizon) if (now := due(t))) / horizon
 
 
 def drifting_cost(tasks: Sequence[tuple[int, Sequence]], model: CostModel) -> float:
@@ -212,11 +295,19 @@ def _tasks(subgroups: dict[int, list], target: dict[int, int]) -> list[tuple[int
     return sorted(by.items())
 
 
-def _cost(subgroups: dict[int, list], target: dict[int, int], model: CostModel, phases: dict[int, int] | None) -> float:
+def _cost(subgroups: dict[int, list], target: dict[int, int], model: CostModel, phases: dict[int, int] | None,
+          cap: int = HORIZON_CAP) -> float:
     """A choice's schedule_cost; a merged task runs in the phase of its anchor (the sub-group
     whose period it runs at)."""
     tasks = _tasks(subgroups, target)
-    return schedule_cost(tasks, model, None if phases is None else [phases[p] for p, _ in tasks])
+    return schedule_cost(tasks, model, None if phases is None else [phases[p] for p, _ in tasks], cap)
+
+
+def _cap(model: CostModel, evaluations: int) -> int:
+    """The horizon each of `evaluations` schedule costs may simulate within CHOICE_SLIDES (a
+    model with memo simulates two horizons)."""
+    per = 2 if model.memo else 1
+    return max(MIN_HORIZON, min(HORIZON_CAP, CHOICE_SLIDES // (per * max(evaluations, 1))))
 
 
 def _choices(periods: list[int]):
@@ -240,20 +331,32 @@ def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[in
     either its own or a shorter sub-group's (then they always run together), the cheapest per
     slide by schedule_cost; `phases`: per sub-group, the slides until it is next due (none: all
     due now; Phasing.HELD only). Every choice is costed up to EXHAUSTIVE sub-groups; beyond, one
-    sub-group moves at a time while that lowers the cost. Ties keep the longer periods."""
+    sub-group moves at a time while that lowers the cost, up to a budget. Ties keep the longer
+    periods. Under Phasing.HELD the work is bounded (about CHOICE_SLIDES slides simulated, whatever
+    the number of sub-groups): with many of them each schedule is costed over a shorter prefix of
+    its LCM, and the greedy stops when the budget is spent."""
     periods = sorted(subgroups)
     if len(periods) <= 1:
         return {p: p for p in periods}
     if len(periods) <= EXHAUSTIVE:
+        choices = list(_choices(periods))
+        cap = _cap(model, len(choices))
         best, best_cost = None, math.inf
-        for target in _choices(periods):
-            c = _cost(subgroups, target, model, phases)
+        for target in choices:
+            c = _cost(subgroups, target, model, phases, cap)
             if c < best_cost - 1e-9:
                 best, best_cost = target, c
         return best  # type: ignore[return-value]  # some choice has a finite cost
+    trials = (len(periods) - 1) * NEAREST  # at most, per step
+    cap = _cap(model, trials * GREEDY_STEPS)
     target = {p: p for p in periods}
-    cost = _cost(subgroups, target, model, phases)
-    while True:
+    cost = _cost(subgroups, target, model, phases, cap)
+    # a drifting cost is closed-form (no slides simulated): its greedy runs to the end; a held
+    # one stops once about CHOICE_SLIDES slides were simulated (its best choice so far)
+    held = model.phasing is Phasing.HELD
+    spent = 0
+    while not held or spent < CHOICE_SLIDES:
+        spent += trials * cap * (2 if model.memo else 1)
         move = None
         followed = {target[r] for r in periods if target[r] != r}
         for p in periods[1:]:
@@ -261,9 +364,10 @@ def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[in
                 continue  # only an anchor nobody follows joins a shorter anchor
             for q in [a for a in periods if a < p and target[a] == a][-NEAREST:]:
                 trial = target | {p: q}
-                c = _cost(subgroups, trial, model, phases)
+                c = _cost(subgroups, trial, model, phases, cap)
                 if c < cost - 1e-9 and (move is None or c < move[0]):
                     move = (c, trial)
         if move is None:
             return target
         cost, target = move
+    return target

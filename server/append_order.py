@@ -15,6 +15,7 @@ import collections
 from typing import Callable
 
 from windowstore.store import StoreError
+from windowstore.store.errors import ResourceLimit
 
 Key = tuple[str, str, int]  # (stream, writer_id, batch_id)
 
@@ -26,15 +27,18 @@ class OutOfOrder(StoreError):
 class AppendOrder:
     """Waiters for a writer's batch to be applied, and the batches refused lately (bounded)."""
 
-    def __init__(self, wait_s: float, keep: int = 4096):
+    def __init__(self, wait_s: float, keep: int = 4096, most_waiting: int = 1024):
         self.wait_s = wait_s
         self.keep = keep
+        self.most_waiting = most_waiting  # Appends held for their predecessor at once (each holds its batch)
+        self.waiting = 0
         self.waiters: dict[Key, list[asyncio.Future]] = {}
         self.refused: collections.OrderedDict[Key, None] = collections.OrderedDict()
 
     def _check(self) -> None:
         assert len(self.refused) <= self.keep, "refusals are bounded"
         assert all(self.waiters.values()), "no empty waiter lists are kept"
+        assert 0 <= self.waiting <= self.most_waiting, "held Appends are bounded"
 
     def arrived(self, key: Key) -> None:
         """An Append of `key` began: an earlier refusal of it no longer decides its successors."""
@@ -69,11 +73,17 @@ class AppendOrder:
                 raise OutOfOrder(f"AppendRequest.after_batch_id: batch {batch} of writer {writer!r} (stream "
                                  f"{stream!r}) was not appended within {self.wait_s:g} s, so this batch was "
                                  "not applied; send again from it")
+            if self.waiting >= self.most_waiting:
+                raise ResourceLimit(f"AppendRequest.after_batch_id: {self.waiting} Appends are already waiting for the "
+                                    f"batch they follow (limit {self.most_waiting}); send again from batch {batch} "
+                                    "once it is acknowledged")
             fut = loop.create_future()
             self.waiters.setdefault(key, []).append(fut)
+            self.waiting += 1
             try:
                 await asyncio.wait({fut}, timeout=left)
             finally:
+                self.waiting -= 1
                 self._forget(key, fut)
 
     def _forget(self, key: Key, fut: asyncio.Future) -> None:

@@ -308,3 +308,30 @@ def test_the_server_s_order_book_wakes_waiters_and_refuses_after_a_refusal():
             await short.after(("s", "w", 9), lambda: False)
         assert not short.waiters
     asyncio.run(run())
+
+
+def test_the_appends_held_for_their_predecessor_are_bounded():
+    """No queue grows without a bound: Appends waiting for the batch they follow each hold their
+    batch, so past `most_waiting` another is refused (RESOURCE_EXHAUSTED, naming the field), and
+    the count goes back down as they end."""
+    import asyncio
+
+    from windowstore.server.append_order import AppendOrder
+    from windowstore.store.errors import ResourceLimit
+
+    async def run():
+        order = AppendOrder(wait_s=30, most_waiting=3)
+        held = [asyncio.ensure_future(order.after(("s", "w", b), lambda: False)) for b in range(3)]
+        await asyncio.sleep(0)
+        assert order.waiting == 3
+        order._check()
+        with pytest.raises(ResourceLimit, match="after_batch_id: 3 Appends are already waiting"):
+            await order.after(("s", "w", 7), lambda: False)
+        for b in range(3):
+            order.settled(("s", "w", b), False)
+        for h in held:
+            with pytest.raises(Exception, match="was refused"):
+                await h
+        assert order.waiting == 0 and not order.waiters
+        order._check()
+    asyncio.run(run())

@@ -486,7 +486,7 @@ class Client:
         time has reached it, rows or not; the watermark moves as if a row of that time had come."""
         req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = self.call("Append", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)
-        return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+        return _acked(r)
 
     def append_all(self, stream: str, batches: Iterable[Any], writer_id: str = "",
                    first_batch_id: int | None = None, in_flight: int = 1) -> list[AppendResult]:
@@ -815,7 +815,7 @@ class AsyncClient:
                      columnar_types: dict[str, str] | None = None, event_time_ms: int | None = None) -> AppendResult:
         req = append_request(stream, columns, writer_id, batch_id, columnar_types, event_time_ms)
         r = await self.call("Append", req, idempotent=batch_id is not None and bool(writer_id), stream=stream)
-        return AppendResult(r.accepted_rows, r.late_rows, r.duplicate, r.latest_slide)
+        return _acked(r)
 
     async def append_all(self, stream: str, batches: Iterable[Any], writer_id: str = "",
                          first_batch_id: int | None = None, in_flight: int = 1) -> list[AppendResult]:

@@ -7,12 +7,13 @@ a proxy that resets the connection mid-way, checked against a brute-force count 
 from __future__ import annotations
 
 import threading
-import time
 
 import grpc
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
+
+from conftest import wait_for
 
 from windowstore.clients import Client
 from windowstore.clients.errors import Aborted, InvalidArgument, Unavailable
@@ -183,10 +184,10 @@ def test_a_reset_connection_mid_way_leaves_every_row_counted_once(server):
                     yield b
 
             def heal():  # once the writer has tried again across the cut, let its retries through
-                until = time.monotonic() + 30
-                while net.resets < 2 and time.monotonic() < until:
-                    time.sleep(0.005)
-                net.heal()
+                try:
+                    wait_for(lambda: net.resets >= 2, "the writer's call across the cut", poll=0.005)
+                finally:
+                    net.heal()
             results = writer.append_all("reset", taken(), writer_id="w", first_batch_id=100, in_flight=4)
             assert net.resets >= 2, "the connection was reset mid-way, and the writer's next one too"
             assert [r.accepted + r.late for r in results] == [len(b["ts"]) for b in batches]
@@ -275,6 +276,18 @@ def test_several_in_flight_need_the_idempotency_keys():
             windowed_requests("s", [], writer_id, first, 4, 3)
 
 
+async def _turns_until(predicate, most: int = 100) -> None:
+    """Let the event loop run the tasks made so far until `predicate()` holds (a few turns; a
+    bound, not a length of time, ends a test that would otherwise hang)."""
+    import asyncio
+
+    for _ in range(most):
+        if predicate():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"not reached in {most} loop turns")
+
+
 def test_the_server_s_order_book_wakes_waiters_and_refuses_after_a_refusal():
     import asyncio
 
@@ -285,8 +298,8 @@ def test_the_server_s_order_book_wakes_waiters_and_refuses_after_a_refusal():
         applied: set = set()
         key = ("s", "w", 1)
         waiting = asyncio.ensure_future(order.after(key, lambda: key in applied))
-        await asyncio.sleep(0)  # (one loop turn: it waits now)
-        assert not waiting.done() and order.waiters
+        await _turns_until(lambda: order.waiters)  # it waits now
+        assert not waiting.done()
         order._check()
         applied.add(key)
         order.settled(key, True)
@@ -294,7 +307,7 @@ def test_the_server_s_order_book_wakes_waiters_and_refuses_after_a_refusal():
         assert not order.waiters
         refused = ("s", "w", 2)
         later = asyncio.ensure_future(order.after(refused, lambda: False))
-        await asyncio.sleep(0)
+        await _turns_until(lambda: refused in order.waiters)
         order.settled(refused, False)
         with pytest.raises(OutOfOrder, match="batch 2 of writer 'w'.*was refused"):
             await later
@@ -322,7 +335,7 @@ def test_the_appends_held_for_their_predecessor_are_bounded():
     async def run():
         order = AppendOrder(wait_s=30, most_waiting=3)
         held = [asyncio.ensure_future(order.after(("s", "w", b), lambda: False)) for b in range(3)]
-        await asyncio.sleep(0)
+        await _turns_until(lambda: order.waiting == 3)
         assert order.waiting == 3
         order._check()
         with pytest.raises(ResourceLimit, match="after_batch_id: 3 Appends are already waiting"):

@@ -232,7 +232,11 @@ def test_a_full_disk_refuses_writes_and_keeps_answering(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "windowstore.server.cli", "serve", "--port", "0", "--data-dir",
                              str(tmp_path), "--snapshot-every-mb", "1000"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_limit_file_size(64 * 1024))
-    target = proc.stdout.readline().split("serving on ")[1].split()[0]
+    first = proc.stdout.readline()
+    if "serving on " not in first:  # (say why it did not start, should it ever not)
+        proc.kill()
+        pytest.fail(f"the server did not start: stdout {first!r}, exit {proc.wait()}, stderr {proc.stderr.read()[-2000:]!r}")
+    target = first.split("serving on ")[1].split()[0]
     try:
         with Client(target, timeout=30, retries=0) as ws:
             ws.create_stream("s", SCHEMA, subwindows=4, subwindow_ms=1000, clock="manual")

@@ -33,8 +33,9 @@ def lower_priority(nice: int) -> Callable[[], None]:
     waiting in the run queue, not computing (docs/performance.md, Round 18)."""
     def init() -> None:
         if nice > 0 and hasattr(os, "setpriority") and sys.platform.startswith("linux"):
+            me = threading.get_native_id()  # a new thread starts at its creator's (the loop's) value
             try:
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+                os.setpriority(os.PRIO_PROCESS, me, min(19, os.getpriority(os.PRIO_PROCESS, me) + nice))
             except OSError:  # not permitted here: the thread keeps the process's priority
                 pass
     return init

@@ -38,6 +38,7 @@ class Offload:
 
     if TYPE_CHECKING:  # what it uses of the core (Scheduler) and of Slides
         active: list[QueryTxn]
+        holding: list[QueryTxn]
         control: Policy
         clock: Callable[[], float]
         last_error: StoreError | None
@@ -114,7 +115,7 @@ class Offload:
         newest one is read instead. Only when the estimate is under half a slide period (no
         livelock)."""
         plan = txn.plan
-        if (self.offload is None or not self.control.holds or src.as_of is not None
+        if (self.offload is None or not self.control.holds or txn.fallback or src.as_of is not None
                 or len(src.read) + 1 < src.n_q):
             return False
         window = src.window
@@ -130,6 +131,20 @@ class Offload:
         self.holds += 1
         self._reselect = True
         return True
+
+    def settle_held(self, name: str) -> None:
+        """Run here and now the job in flight of each attempt that holds `name`'s window (it fell
+        back, Outcomes._fall_back), as settle() seals a slide here: for a caller that must apply
+        a slide of `name` in its call (a manual Slide); each such attempt then goes on inline
+        (step()) to its commit. The job's own result, when it comes back, is discarded."""
+        for txn in [t for t in self.holding if t.begun and t.job is not None and name in t.streams]:
+            job = txn.job
+            try:
+                value = job.run()  # type: ignore[union-attr]  # (checked: not None)
+            except Exception as e:  # noqa: BLE001 - the query's own failure, as complete() takes it
+                self.complete(job, error=e)  # type: ignore[arg-type]
+            else:
+                self.complete(job, value)  # type: ignore[arg-type]
 
     def complete(self, job: Job | SealJob, value: object = None, error: BaseException | None = None,
                  ms: float | None = None) -> Step:

@@ -145,25 +145,36 @@ def bound(shapes: list[tuple[int, int]], read_ms: float, merge_ms: float, slide_
 SHAPES = [(8, 1), (7, 2), (6, 1), (8, 3)]
 
 
+@pytest.mark.parametrize("policy", ["ttu", "ttu-rescan"])
 @pytest.mark.parametrize("clock", ["manual", "processing"])
 @pytest.mark.parametrize("mode", ["aggressive", "none"])
-def test_an_execution_whose_merge_outlives_a_slide_answers_under_ttu(mode, clock):
-    """The final merge takes 2.5 slides. Without the fallback (past the restart limit) every
-    attempt is aborted and the executions fail: no answer in 40 slides. With it, every query
-    answers, the answers that came after aborts say so, and everything is LWS."""
-    never = Run(mode, clock, SHAPES, read_ms=1, merge_ms=250, slide_ms=100, fallback_after=17)
+def test_an_execution_whose_merge_outlives_a_slide_answers_under_ttu(mode, clock, policy):
+    """The final merge takes 2.5 slides. Without the fallback, under ttu every attempt is aborted
+    and the executions fail at the restart limit; under ttu-rescan each slide re-scans the
+    execution and orphans its merge, for ever: no answer in 40 slides either way. With it, every
+    query answers, the answers that came after aborts (re-scans) say so, and everything is LWS;
+    ttu-rescan still never aborts (its attempt goes on holding the window once re-scans orphaned
+    its merge twice)."""
+    never = Run(mode, clock, SHAPES, read_ms=1, merge_ms=250, slide_ms=100, fallback_after=10**6, policy=policy)
     never.slides(40)
-    assert never.answers == [] and never.errors
-    assert all(isinstance(err, RestartLimitExceeded) for _, err in never.errors)
-    assert never.e.sched.by_class["periodic"].failed > 0 and never.e.sched.by_class["periodic"].fallbacks == 0
+    periodic = never.e.sched.by_class["periodic"]
+    assert never.answers == [] and periodic.fallbacks == 0
+    if policy == "ttu":
+        assert never.errors and all(isinstance(err, RestartLimitExceeded) for _, err in never.errors)
+        assert periodic.failed > 0
+    else:
+        assert never.errors == [] and periodic.aborts == 0 and periodic.removals > 0
 
-    run = Run(mode, clock, SHAPES, read_ms=1, merge_ms=250, slide_ms=100)
+    run = Run(mode, clock, SHAPES, read_ms=1, merge_ms=250, slide_ms=100, policy=policy)
     run.slides(40)
     assert run.errors == []
     assert {qid for qid, _ in run.answers} == set(run.texts)
-    assert all(r.fallback and r.restarts == 2 for _, r in run.answers)  # (every first attempt meets a slide)
+    # (every attempt's first merge meets a slide: each answer came from an attempt that fell back)
+    assert all(r.fallback and r.restarts == (2 if policy == "ttu" else 0) for _, r in run.answers)
     periodic = run.e.sched.by_class["periodic"]
     assert periodic.fallbacks == periodic.committed + len(run.e.sched.holding) > 0 and periodic.failed == 0
+    if policy == "ttu-rescan":
+        assert periodic.aborts == 0
     if mode == "aggressive":
         s = run.e.sched.sharing.stats()
         assert s["groups"] == 1 and 0 < s["fallbacks"] == s["executions"] and s["failures"] == 0
@@ -175,7 +186,7 @@ def test_an_execution_whose_merge_outlives_a_slide_answers_under_ttu(mode, clock
 def test_reads_slower_than_the_slides_answer_under_ttu(mode):
     """Each read takes 1.5 slides: every attempt meets more slides than it has sub-windows left
     unread, and aborts; the attempt that holds its window reads it whole and answers."""
-    never = Run(mode, "processing", SHAPES[:2], read_ms=150, merge_ms=1, slide_ms=100, fallback_after=17)
+    never = Run(mode, "processing", SHAPES[:2], read_ms=150, merge_ms=1, slide_ms=100, fallback_after=10**6)
     never.slides(60)
     assert never.answers == []
     run = Run(mode, "processing", SHAPES[:2], read_ms=150, merge_ms=1, slide_ms=100)

@@ -48,7 +48,7 @@ __all__ = ["AlreadyExists", "AppendAck", "CommitAck", "Engine", "EngineConfig", 
 class EngineConfig:
     policy: str = "ttu"
     max_restarts: int = 16
-    fallback_after: int = 2          # ttu: aborts by slides before a query's next attempt holds its windows (Outcomes._fall_back)
+    fallback_after: int = 2          # ttu(-rescan): aborts (re-scans) by slides before a query holds its windows (Outcomes._fall_back)
     max_streams: int = 1_000
     max_periodic_queries: int = 1_000
     idempotency_keep: int = 100_000   # acknowledgements remembered per writer

@@ -132,8 +132,9 @@ class QueryTxn:
     on_done: Callable[["QueryTxn"], None] | None = None
     task: Task | None = None
     restarts: int = 0
+    rescans: int = 0            # slides whose re-scan orphaned its final merge in flight (ttu-rescan)
     # its attempt holds its windows: their slides wait for its commit (as under serial); set once
-    # slides aborted it fallback_after times (Outcomes._fall_back)
+    # slides aborted (or re-scanned) it fallback_after times (Outcomes._fall_back)
     fallback: bool = False
     begun: bool = False
     partial: Partial = field(default_factory=Partial)  # a window scan's contributions so far

@@ -346,6 +346,11 @@ class Scheduler(Slides, Offload, Outcomes):
                 if job is not None and (job.kind == JobKind.FINISH or job.version not in src.read):
                     txn.job = None  # what it computes no longer counts: orphaned
                     self._reselect = True
+                    txn.rescans += job.kind == JobKind.FINISH
+                    if (self.control.falls_back and not txn.fallback and txn.rescans >= self.fallback_after
+                            and not any(n in self.sealing for n in txn.streams)):
+                        # what it has read is of the window now: it goes on holding it (Outcomes._fall_back)
+                        self._fall_back(txn)
             else:
                 self._abort(txn)
 

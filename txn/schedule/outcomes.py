@@ -201,8 +201,11 @@ class Outcomes:
         end it either: the merge after each re-scan outlives the next slide as well.
 
         So a query that slides aborted `fallback_after` times runs its next attempt as the Serial
-        scheduler of 7.5.1 runs every query: it holds its windows, their slides wait for its
-        commit (stream_due_to_slide, next_due; a manual Slide runs its jobs here, settle_held).
+        scheduler of 7.5.1 runs every query; under ttu-rescan, an attempt whose final merge
+        re-scans orphaned that many times goes on so (what it has read is of the window then,
+        less what the re-scans removed: it never aborts; one whose reads run slower than the
+        slides is not helped, see docs/sharing.md). It holds its windows: their slides wait for its commit
+        (stream_due_to_slide, next_due; a manual Slide runs its jobs here, settle_held).
         No slide is concurrent with it, so it reads the window as of its commit (latest-window
         serializable: Theorem 7.2 holds with no concurrent T_i), cannot be aborted, and answers
         after its reads and merge. What it costs is what Serial costs: the slides of its streams

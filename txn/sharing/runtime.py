@@ -573,8 +573,8 @@ class SharedTasks:
                 answered += 1
                 if restarts:
                     self.aborts_by_query[mid] += restarts
-                    if result.fallback:
-                        self.fallbacks_by_query[mid] += 1
+                if result.fallback:
+                    self.fallbacks_by_query[mid] += 1
                 if task.on_answer is not None and task.active:
                     told.append((task, r))
         self.answers += answered

@@ -215,6 +215,8 @@ class WindowStoreService(ReplicationRpcs):
         return batch, ipc
 
     async def Append(self, request, context):
+        self._allow(context, "write", request.stream)  # before any field is judged: a caller who may
+        # not write learns nothing of the stream from which of its fields are refused
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")

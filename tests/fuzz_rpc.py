@@ -109,6 +109,7 @@ MAX_MESSAGE = 2_000            # rule 2
 CHECK_EVERY = 200              # rules 3 and 4
 CONTROL_DEADLINE_S = 2.0       # rule 3
 MAX_RSS_GROWTH_MB = 500        # rule 4
+APPEND_ORDER_WAIT_S = 0.2      # the fuzz server's --append-order-wait-s
 DEFAULT_TIMEOUT_S = 5.0        # every request; a DEADLINE_EXCEEDED under it is a hang (rule 1)
 MAX_LIVE_STREAMS = 24          # fuzz streams kept alive (older ones are dropped by DropStream cases)
 MAX_LIVE_QUERIES = 40          # periodic queries kept registered
@@ -409,7 +410,9 @@ class Fuzzer:
     # -- server lifecycle --------------------------------------------------------------------------
     def start_server(self) -> None:
         os.environ.setdefault("PYTHONFAULTHANDLER", "1")   # a crash then prints the server's Python stack
-        self.srv = ServerProcess()
+        # a pipelined Append whose predecessor never comes is held this long (the default 10 s is
+        # beyond a case's deadline)
+        self.srv = ServerProcess("--append-order-wait-s", str(APPEND_ORDER_WAIT_S))
         # ServerProcess pipes stdout and stderr; nobody else reads them, so drain them here (a full
         # pipe would block the server's logging, and with it the server), keeping stderr's tail.
         drains = [threading.Thread(target=self._drain, args=(stream, keep), daemon=True)
@@ -1518,7 +1521,7 @@ class Fuzzer:
         t = arrow_table(rows, st.types)
         req = pb.AppendRequest(stream=st.name, arrow_ipc=ipc_bytes(t))
         desc = describe_table(t)
-        choice = rng.randrange(8) if rng.random() < 0.9 else 8   # 8: the ~30 MB batch, rarely
+        choice = rng.randrange(10) if rng.random() < 0.9 else 10   # 10: the ~30 MB batch, rarely
         if choice in (0, 1) and not st.keyed:
             choice = 2   # nothing to replay yet
         if choice == 0 and st.keyed:
@@ -1557,6 +1560,18 @@ class Fuzzer:
         if choice == 7:
             req.stream = CONTROL + "x"
             return Case("Append", "Append/stream=unknown", req, payload=desc)
+        if choice == 8:  # a pipelined Append without the key that says whose batch it follows
+            req.after_batch_id = rng.choice([I64_MIN, -1, 0, 5, I64_MAX])
+            if rng.random() < 0.5:
+                req.writer_id = "w-after"
+            return Case("Append", "Append/after_batch_id-without-batch_id", req, stream=st.name, payload=desc,
+                        must_refuse="after_batch_id without batch_id")
+        if choice == 9:  # following a batch never sent, or itself: held for --append-order-wait-s, then ABORTED
+            req.writer_id, req.batch_id = f"w-after-{rng.randrange(1 << 30)}", rng.choice([I64_MIN, 0, 7, I64_MAX])
+            req.after_batch_id = req.batch_id if rng.random() < 0.3 else rng.choice([I64_MIN, -1, 6, I64_MAX])
+            label = "itself" if req.after_batch_id == req.batch_id else _big(req.after_batch_id)
+            return Case("Append", f"Append/after_batch_id={label}-never-sent", req, stream=st.name, payload=desc,
+                        must_refuse="a batch whose predecessor was never appended")
         # a batch beyond the server's row limit (1,000,000): int columns only, strings as one-entry
         # dictionaries, so the request stays around 30 MB
         n = 1_000_001

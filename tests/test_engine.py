@@ -14,6 +14,7 @@ from conftest import examples
 from windowstore.store import InvalidInput, WindowSpec, parse_query, plan_query
 from windowstore.store.errors import ResourceLimit
 from windowstore.txn import StreamFailed, commands
+from windowstore.txn.query import QueryFailed
 from windowstore.txn.answers import from_plain, to_plain
 from windowstore.txn.commands import (AbortBatch, Answered, Append, CommitBatch, CreateStream, DropStream, Register, Slide,
                                       StageRows, Unregister)
@@ -532,3 +533,22 @@ def test_a_stream_whose_seal_raises_refuses_its_commands_and_queries_until_dropp
     e._check()
     # the Slide that could not be sealed is logged (its rows were cut): replay seals it again
     assert [(c.stream, c.writer_id, c.batch_id) for c in e.drain() if isinstance(c, Slide)] == [("s", "w", 7), ("t", "", None)]
+
+
+def test_bad_data_a_query_cannot_answer_fails_it_as_bad_input_not_as_an_internal_error():
+    """APPROXIMATE top-k by SUM needs non-negative per-key sums: over a sub-window whose key `a`
+    sums to -5 the query is refused naming the column (INVALID_ARGUMENT), not failed as INTERNAL."""
+    e = Engine()
+    e.apply(create("p", 0, n=2, clock="manual", subwindow_ms=10))
+    e.apply(Append("p", batch([(1, "a", -7, 0.5), (2, "a", 2, 1.5), (3, "b", 4, 1.0)]), "w", 1, 5))
+    e.apply(Slide("p", 6))
+    plan = e.plan(parse_query("SELECT k, SUM(v) FROM p GROUP BY k ORDER BY SUM(v) DESC LIMIT 1 APPROXIMATE"))
+    txn = e.sched.submit(plan)
+    e.sched.run_until_idle()
+    assert txn.result is None
+    assert isinstance(txn.error, InvalidInput) and not isinstance(txn.error, QueryFailed), repr(txn.error)
+    assert "'v' has a negative per-key sum" in str(txn.error) and txn.error.column == "v"
+    # the exact form answers the same data
+    exact = e.sched.submit(e.plan(parse_query("SELECT k, SUM(v) FROM p GROUP BY k ORDER BY SUM(v) DESC LIMIT 1")))
+    e.sched.run_until_idle()
+    assert exact.result.answer.rows == [("b", 4)]

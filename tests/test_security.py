@@ -67,6 +67,8 @@ def test_tokens_and_permissions(secured):
             r.query("SELECT COUNT(*) FROM secret")
         with pytest.raises(PermissionDenied, match="may not write"):
             r.slide("sensors1")
+        with pytest.raises(PermissionDenied, match="may not write"):  # refused before its fields are judged
+            r.append("sensors1", {"ts": [3], "k": ["c"], "v": [3]}, batch_id=7)  # (no writer_id: malformed)
         q = r.register("SELECT COUNT(*) FROM sensors1 [SLIDE 1 SUBWINDOWS]")
     with client(srv, pki, "t-other") as o, pytest.raises(PermissionDenied, match="belongs to 'reader'"):
         o.unregister(q.id)  # periodic queries belong to their principal

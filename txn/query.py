@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Answer, Plan, Stream, StoreError, SubWindow
 from windowstore.store.aggregates import Partial
+from windowstore.store.errors import InvalidInput, ResourceLimit
 from windowstore.store.kinds import AccessPath
 
 from .joins import JoinQueryPlan, StreamWindow
@@ -35,6 +36,18 @@ class StreamFailed(StoreError):
 class QueryFailed(StoreError):
     """A query's execution raised an unexpected error: the query fails with its message (the
     client sees INTERNAL), it is counted, and the scheduler goes on with the others."""
+
+    @staticmethod
+    def of(error: BaseException) -> StoreError:
+        """What a query's execution error fails it with: bad input found only once its data is read
+        (an `InvalidInput`, e.g. APPROXIMATE top-k by SUM over a negative per-key sum) and a bound
+        it crossed (`ResourceLimit`) as they are, named for the client; anything else as INTERNAL,
+        its cause kept."""
+        if isinstance(error, (InvalidInput, ResourceLimit)):
+            return error
+        failed = QueryFailed(f"internal error while executing the query: {type(error).__name__}: {error}")
+        failed.__cause__ = error
+        return failed
 
 
 @dataclass

@@ -32,7 +32,7 @@ import itertools
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, Stream, StoreError, SubWindow
-from windowstore.store.errors import QueryError, ResourceLimit
+from windowstore.store.errors import ResourceLimit
 from windowstore.store.aggregates import Partial
 from windowstore.store.kinds import AccessPath
 from windowstore.store.memo import MISS
@@ -222,11 +222,7 @@ class Scheduler(Slides, Offload, Outcomes):
         except Exception as e:  # noqa: BLE001 - a query's own failure must not stop the others
             if txn.done:
                 raise
-            if isinstance(e, (QueryError, ResourceLimit)):  # the query's own data error or a bound it crossed
-                self.last_error = e
-            else:
-                self.last_error = QueryFailed(f"internal error while executing the query: {type(e).__name__}: {e}")
-                self.last_error.__cause__ = e
+            self.last_error = QueryFailed.of(e)
             self.fail(txn, self.last_error)
             return Step.ERROR
 

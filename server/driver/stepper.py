@@ -152,7 +152,7 @@ class Stepper:
     def _fail_current(self, error: Exception) -> None:
         txn = self.sched.running
         if txn is not None:
-            self.sched.fail(txn, QueryFailed(f"internal error while executing the query: {type(error).__name__}: {error}"))
+            self.sched.fail(txn, QueryFailed.of(error))
 
     def _operation(self) -> str | None:
         """One scheduler operation; a failing one fails its query, never the server."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, SubWindow
-from windowstore.store.errors import QueryError, ResourceLimit
 from windowstore.store.kinds import AccessPath
 
 from ..kinds import JobKind, Step
@@ -163,12 +162,7 @@ class Offload:
         txn.job = None
         self._reselect = True
         if error is not None:
-            if isinstance(error, (QueryError, ResourceLimit)):  # the query's own data error or a bound it crossed
-                self.last_error = error
-            else:
-                self.last_error = QueryFailed(
-                    f"internal error while executing the query: {type(error).__name__}: {error}")
-                self.last_error.__cause__ = error
+            self.last_error = QueryFailed.of(error)
             self.fail(txn, self.last_error)
             return Step.ERROR
         if job.kind == JobKind.READ:

@@ -93,7 +93,7 @@ class _StoreCollector:
         yield g
         for key, doc in (("committed", "queries committed"), ("aborts", "query attempts aborted by slides"),
                          ("restarts", "query restarts after an abort"),
-                         ("fallbacks", "queries whose next attempt read the window as of its begin after aborts (ttu)"),
+                         ("fallbacks", "queries that held their windows' slides after aborts, to answer (ttu)"),
                          ("failed", "queries failed (restart limit)"),
                          ("errors", "queries failed by an internal error"), ("removals", "contributions removed")):
             c = CounterMetricFamily(f"windowstore_queries_{key}", doc, labels=["policy", "query_class"])
@@ -132,7 +132,7 @@ class _StoreCollector:
                              ("early_runs", "answers earlier than their query's SLIDE (run with a group)"),
                              ("late_runs", "answers later than their query's SLIDE"),
                              ("aborts", "aborts of shared executions"),
-                             ("fallbacks", "shared executions answered as of their begin after aborts (ttu)"),
+                             ("fallbacks", "shared executions that held their window's slides after aborts (ttu)"),
                              ("cover_executions_saved", "queries answered from a predicate cover, scanning nothing"),
                              ("cover_reads_saved", "sub-window scans predicate covers saved"),
                              ("join_answers", "periodic join answers from a shared join synopsis (SS3/CS5)"),

@@ -141,7 +141,7 @@ def plain_meta(r: Result) -> dict:
     out = {k: getattr(r, k) for k in _META}
     if r.early_slides or r.group:  # a shared execution's provenance (txn/sharing/)
         out["early_slides"], out["group"] = r.early_slides, r.group
-    if r.fallback:  # read as of its begin after aborts (Outcomes._abort); absent: false
+    if r.fallback:  # held its windows after aborts (Outcomes._fall_back); absent: false
         out["fallback"] = True
     if r.sources is not None:
         out["sources"] = [[s.stream, s.slide, s.window_start_ms, s.window_end_ms] for s in r.sources]

@@ -246,7 +246,7 @@ class SharedTasks:
         self.late_runs = 0       # answers later than the member's SLIDE
         self.aborts_by_group: collections.Counter = collections.Counter()
         self.aborts_by_query: collections.Counter = collections.Counter()
-        # executions (and the answers of members) that read as of their begin after aborts (Outcomes._abort)
+        # executions (and the answers of members) that held their window after aborts (Outcomes._fall_back)
         self.fallbacks_by_group: collections.Counter = collections.Counter()
         self.fallbacks_by_query: collections.Counter = collections.Counter()
         self.failures = 0

@@ -11,6 +11,7 @@ same query planned alone and read over exactly slide k's sub-windows, as sealed 
 sharing), and the history checker judges the whole history."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -22,10 +23,12 @@ from hypothesis import given, settings, strategies as st
 from windowstore.store import WindowSpec, parse_query, plan_query
 from windowstore.store.aggregates import Partial
 from windowstore.txn import RestartLimitExceeded, check
+from windowstore.txn.answers import from_plain, to_plain
 from windowstore.txn.commands import Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from windowstore.txn.kinds import JobKind, Level
+from windowstore.v1 import windowstore_pb2 as pb
 
 N = 8  # sub-windows in the stream's window
 COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"))
@@ -206,6 +209,18 @@ def test_a_query_that_falls_back_delays_its_streams_slides_only_while_it_runs():
     assert not sched.holding or all(t.begun for t in sched.holding)
     assert max(sched.slide_delays["p"]) <= 250 + 100  # at most the held attempt's merge (and a slide period)
     assert [r.fallback for _, r in run.answers] == [True] * len(run.answers)
+
+
+def test_fallbacks_are_counted_for_the_wire_and_the_answer_log():
+    """The sharing statistics' fallbacks fit GetStats' SharingStats (field 126), and an answer's
+    fallback survives the answer log's plain form."""
+    run = Run("aggressive", "manual", SHAPES, read_ms=1, merge_ms=250, slide_ms=100)
+    run.slides(20)
+    s = run.e.sched.sharing.stats()
+    assert pb.SharingStats(**s).fallbacks == s["fallbacks"] == sum(run.e.sched.sharing.fallbacks_by_group.values()) > 0
+    assert sum(run.e.sched.sharing.fallbacks_by_query.values()) == sum(r.fallback for _, r in run.answers) > 0
+    qid, r = run.answers[-1]
+    assert from_plain(to_plain(r)).fallback and not from_plain(to_plain(dataclasses.replace(r, fallback=False))).fallback
 
 
 def test_lws_keeps_its_restart_limit():

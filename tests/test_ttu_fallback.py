@@ -211,6 +211,27 @@ def test_a_query_that_falls_back_delays_its_streams_slides_only_while_it_runs():
     assert [r.fallback for _, r in run.answers] == [True] * len(run.answers)
 
 
+def test_a_held_window_has_no_slide_due_until_its_query_commits():
+    """While an attempt holds the window, its due slides are neither applied nor reported as
+    the next due (the server's slide timer would wake at once, again and again); a manual Slide
+    runs the held attempt's job here and slides after its commit."""
+    run = Run("none", "processing", [(8, 1)], read_ms=1, merge_ms=250, slide_ms=100)
+    sched = run.e.sched
+    while not (sched.holding and sched.holding[0].begun and sched.holding[0].job is not None):
+        run.advance(min([run.next_slide] + [due for due, _, _ in run.jobs]))
+    run.e.tick(run.now + 1000)  # ten slides due
+    assert sched.stream_due_to_slide() is None and sched.next_due() == (math.inf, None)
+    assert sched.step() is None  # (it waits for its merge)
+
+    manual = Run("none", "manual", [(8, 1)], read_ms=1, merge_ms=250, slide_ms=100)
+    sched = manual.e.sched
+    while not (sched.holding and sched.holding[0].begun and sched.holding[0].job is not None):
+        manual.advance(min([manual.next_slide] + [due for due, _, _ in manual.jobs]))
+    held, latest = sched.holding[0], manual.latest()
+    manual.e.apply(Slide("p", manual.now))  # its merge is still in flight (the test's job list)
+    assert held.done and held.result.fallback and held.result.slide == latest and manual.latest() == latest + 1
+
+
 def test_fallbacks_are_counted_for_the_wire_and_the_answer_log():
     """The sharing statistics' fallbacks fit GetStats' SharingStats (field 126), and an answer's
     fallback survives the answer log's plain form."""

@@ -37,13 +37,13 @@ class Offload:
 
     if TYPE_CHECKING:  # what it uses of the core (Scheduler) and of Slides
         active: list[QueryTxn]
-        holding: list[QueryTxn]
         control: Policy
         clock: Callable[[], float]
         last_error: StoreError | None
         _reselect: bool
 
         def _commit(self, txn: QueryTxn, answer: Answer, span: tuple | None = None) -> None: ...
+        def held(self, name: str) -> bool: ...
         def fail(self, txn: QueryTxn, error: Exception) -> None: ...
         def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> Step: ...
 
@@ -132,11 +132,14 @@ class Offload:
         return True
 
     def settle_held(self, name: str) -> None:
-        """Run here and now the job in flight of each attempt that holds `name`'s window (it fell
-        back, Outcomes._fall_back), as settle() seals a slide here: for a caller that must apply
-        a slide of `name` in its call (a manual Slide); each such attempt then goes on inline
-        (step()) to its commit. The job's own result, when it comes back, is discarded."""
-        for txn in [t for t in self.holding if t.begun and t.job is not None and name in t.streams]:
+        """While an attempt holds `name`'s window (it fell back, Outcomes._fall_back), run here
+        and now the query job in flight (its own, or one it waits behind), as settle() seals a
+        slide here: for a caller that must apply a slide of `name` in its call (a manual Slide);
+        the attempt then goes on inline (step()) to its commit. The job's own result, when it
+        comes back, is discarded."""
+        if not self.held(name):
+            return
+        for txn in [t for t in self.active if t.job is not None]:
             job = txn.job
             try:
                 value = job.run()  # type: ignore[union-attr]  # (checked: not None)

@@ -232,6 +232,20 @@ def test_a_held_window_has_no_slide_due_until_its_query_commits():
     assert held.done and held.result.fallback and held.result.slide == latest and manual.latest() == latest + 1
 
 
+def test_a_manual_slide_under_serial_runs_the_locked_querys_job_and_slides_after_its_commit():
+    """The same holding as serial's lock: a manual Slide while the running query waits for its
+    merge (a job) spun for ever in Engine.slide_now; now the merge runs in the call, the query
+    commits, then the slide."""
+    run = Run("none", "manual", [(8, 1)], read_ms=1, merge_ms=250, slide_ms=100, policy="serial")
+    sched = run.e.sched
+    while not any(t.begun and t.job is not None and t.job.kind == JobKind.FINISH for t in sched.active):
+        run.advance(min([run.next_slide] + [due for due, _, _ in run.jobs]))
+    txn, latest = sched.running, run.latest()
+    run.e.apply(Slide("p", run.now))
+    assert txn.done and txn.result.slide == latest and run.latest() == latest + 1
+    assert not txn.result.fallback and sched.by_class["periodic"].fallbacks == 0
+
+
 def test_fallbacks_are_counted_for_the_wire_and_the_answer_log():
     """The sharing statistics' fallbacks fit GetStats' SharingStats (field 126), and an answer's
     fallback survives the answer log's plain form."""

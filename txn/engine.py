@@ -346,7 +346,7 @@ class Engine:
         while sched.manual_requests.get(name, 0) > 0:
             if sched.step() is None or name in sched.sealing:
                 sched.settle(name)
-                sched.settle_held(name)  # a query that fell back holds the window: it commits first
+                sched.settle_held(name)  # a query holding the window (serial, or fallen back) commits first
         self.stream(name)  # StreamFailed if the slide asked for could not be sealed
 
     def _cut(self, name: str, cut, cause: str) -> None:

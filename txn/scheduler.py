@@ -271,17 +271,18 @@ class Scheduler(Slides, Offload, Outcomes):
         for name in self.streams:
             if name in self.sealing or name in self.failed or self.slides_due(name) <= 0:
                 continue
-            if (self.control.locks and self._current is not None and self._current.begun
-                    and name in self._current.streams):
-                continue  # the running query locks its window(s)
-            if self.holding and self.held(name):
-                continue  # a query that fell back holds them until its commit
+            if self.held(name):
+                continue  # a query holds its window(s) until its commit
             return name
         return None
 
     def held(self, name: str) -> bool:
-        """Whether a begun attempt that fell back (Outcomes._fall_back) holds the stream's window:
-        its slides wait for that attempt's commit."""
+        """Whether a begun query holds the stream's window, its slides waiting for its commit: the
+        running one under a policy that locks (serial), or an attempt that fell back
+        (Outcomes._fall_back)."""
+        cur = self._current
+        if self.control.locks and cur is not None and cur.begun and name in cur.streams:
+            return True
         return any(t.begun and name in t.streams for t in self.holding)
 
     def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None:

@@ -132,11 +132,12 @@ class Offload:
         return True
 
     def settle_held(self, name: str) -> None:
-        """While an attempt holds `name`'s window (it fell back, Outcomes._fall_back), run here
-        and now the query job in flight (its own, or one it waits behind), as settle() seals a
-        slide here: for a caller that must apply a slide of `name` in its call (a manual Slide);
-        the attempt then goes on inline (step()) to its commit. The job's own result, when it
-        comes back, is discarded."""
+        """While a query holds `name`'s window (under serial, or it fell back: Scheduler.held),
+        run here and now the query job in flight (its own, or one it waits behind), as settle()
+        seals a slide here: for a caller that must apply a slide of `name` in its call (a manual
+        Slide, which spun for ever under serial when that query waited for its job); the query
+        then goes on inline (step()) to its commit. The job's own result, when it comes back, is
+        discarded."""
         if not self.held(name):
             return
         for txn in [t for t in self.active if t.job is not None]:

@@ -23,7 +23,8 @@ def _serve(args) -> int:
                        idempotency_keep=args.idempotency_keep, idempotency_keep_total=args.idempotency_keep_total,
                        max_rows_per_batch=args.max_rows_per_batch, max_concurrent_queries=args.max_concurrent_queries,
                        max_periodic_queries=args.max_periodic_queries, max_subscribers=args.max_subscribers,
-                       max_streams=args.max_streams, max_restarts=args.max_restarts, history_path=args.history,
+                       max_streams=args.max_streams, max_restarts=args.max_restarts, fallback_after=args.fallback_after,
+                       history_path=args.history,
                        max_join_rows=args.max_join_rows,
                        history_keep=args.history_keep, workers=args.workers, offload_ms=args.offload_ms,
                        seal_offload_rows=args.seal_offload_rows, read_during_seal=not args.wait_for_seals,
@@ -144,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "refused with RESOURCE_EXHAUSTED (default 2000000)")
     sv.add_argument("--max-restarts", type=int, default=16,
                     help="restarts of an aborted query before it fails with ABORTED (default 16)")
+    sv.add_argument("--fallback-after", type=int, default=2,
+                    help="under ttu (ttu-rescan), aborts (merges re-scanned away) after which a query's attempt holds "
+                         "its windows, their slides waiting for its commit, so that it answers (default 2; "
+                         "docs/concepts.md#policies)")
     sv.add_argument("--history", metavar="FILE", help="also write the scheduler history to FILE (JSON lines)")
     sv.add_argument("--history-keep", type=int, default=200_000, help="history records kept in memory (a probe's reads are one record; default 200000)")
     sv.add_argument("--workers", type=int, default=4,

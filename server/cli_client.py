@@ -449,6 +449,7 @@ def stats(args) -> int:
         print(f"sharing {sh['mode']}: {sh['groups']} groups (members {sh['members_per_group'] or '-'}), "
               f"{sh['executions']} shared executions answered {sh['answers']} ({sh['executions_saved']} saved), "
               f"early {sh['early_runs']}, late {sh['late_runs']}, aborts {sh['aborts']}, "
+              f"fallbacks {sh.get('fallbacks', 0)}, "
               f"covers saved {sh.get('cover_executions_saved', 0)} executions ({sh.get('cover_reads_saved', 0)} reads), "
               f"{sh.get('join_groups', 0)} join groups answered {sh.get('join_answers', 0)} joins, "
               f"{sh.get('slice_groups', 0)} slices groups answered {sh.get('slice_answers', 0)} windows in "

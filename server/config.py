@@ -19,6 +19,7 @@ class ServerConfig:
     max_streams: int = 1_000
     max_join_rows: int = 2_000_000     # rows of a join's result (and of each intermediate one)
     max_restarts: int = 16
+    fallback_after: int = 2            # ttu: aborts before a query's attempt holds its windows (txn Outcomes._fall_back)
     history_path: str | None = None    # also write the history as JSON lines
     history_keep: int = 200_000        # history records kept in memory for StreamHistory (a probe's reads are one)
     workers: int = 4                   # threads that decode large Arrow payloads off the gRPC event loop

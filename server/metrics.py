@@ -92,7 +92,9 @@ class _StoreCollector:
             g.add_metric([st["stream"]], 1.0 if st["stopped"] else 0.0)
         yield g
         for key, doc in (("committed", "queries committed"), ("aborts", "query attempts aborted by slides"),
-                         ("restarts", "query restarts after an abort"), ("failed", "queries failed (restart limit)"),
+                         ("restarts", "query restarts after an abort"),
+                         ("fallbacks", "queries that held their windows' slides after aborts, to answer (ttu)"),
+                         ("failed", "queries failed (restart limit)"),
                          ("errors", "queries failed by an internal error"), ("removals", "contributions removed")):
             c = CounterMetricFamily(f"windowstore_queries_{key}", doc, labels=["policy", "query_class"])
             for cls in QueryKind:
@@ -130,6 +132,7 @@ class _StoreCollector:
                              ("early_runs", "answers earlier than their query's SLIDE (run with a group)"),
                              ("late_runs", "answers later than their query's SLIDE"),
                              ("aborts", "aborts of shared executions"),
+                             ("fallbacks", "shared executions that held their window's slides after aborts (ttu)"),
                              ("cover_executions_saved", "queries answered from a predicate cover, scanning nothing"),
                              ("cover_reads_saved", "sub-window scans predicate covers saved"),
                              ("join_answers", "periodic join answers from a shared join synopsis (SS3/CS5)"),

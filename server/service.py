@@ -474,8 +474,9 @@ class WindowStoreService(ReplicationRpcs):
                 seconds_like_batches=x["seconds_like_batches"], split_batches=x["split_batches"],
                 pending_commits=x["pending_commits"]) for x in s["streams"]],
             durability=pb.DurabilityStats(**s["durability"]),
-            onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
-            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}),
+            # (fallbacks: in Prometheus, windowstore_queries_fallbacks; ClassStats has no field for it)
+            onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k not in ("slides", "fallbacks")}),
+            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k not in ("slides", "fallbacks")}),
             sharing=pb.SharingStats(**s["sharing"]))
 
     async def StreamHistory(self, request, context):

@@ -71,6 +71,7 @@ def test_metrics_are_scraped_while_load_runs(tmp_path):
         assert after["windowstore_query_jobs_total"] >= 2 * 20  # each scan: at least a read and a merge
         assert 0 <= after["windowstore_query_jobs_discarded_total"] <= after["windowstore_query_jobs_total"]
         assert "windowstore_query_holds_total" in after
+        assert 'windowstore_queries_fallbacks_total{policy="ttu",query_class="periodic"}' in after
         assert after["windowstore_query_reads_recalled_total"] == 0  # MEDIAN's reads are never kept (store/memo.py)
         assert 'grpc_server_handling_seconds_bucket{grpc_method="Query",grpc_service="windowstore.v1.WindowStoreService",grpc_type="unary",le="+Inf"}' in after
     finally:

@@ -141,6 +141,8 @@ def plain_meta(r: Result) -> dict:
     out = {k: getattr(r, k) for k in _META}
     if r.early_slides or r.group:  # a shared execution's provenance (txn/sharing/)
         out["early_slides"], out["group"] = r.early_slides, r.group
+    if r.fallback:  # held its windows after aborts (Outcomes._fall_back); absent: false
+        out["fallback"] = True
     if r.sources is not None:
         out["sources"] = [[s.stream, s.slide, s.window_start_ms, s.window_end_ms] for s in r.sources]
     return out
@@ -222,4 +224,4 @@ def from_plain(d: dict) -> Result:
                            in d["sketches"]]
     sources = [StreamWindow(*s) for s in d["sources"]] if d.get("sources") is not None else None
     return Result(answer, sources=sources, early_slides=d.get("early_slides", 0), group=d.get("group", ""),
-                  **{k: d[k] for k in _META})
+                  fallback=d.get("fallback", False), **{k: d[k] for k in _META})

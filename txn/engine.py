@@ -48,6 +48,7 @@ __all__ = ["AlreadyExists", "AppendAck", "CommitAck", "Engine", "EngineConfig", 
 class EngineConfig:
     policy: str = "ttu"
     max_restarts: int = 16
+    fallback_after: int = 2          # ttu(-rescan): aborts (re-scans) by slides before a query holds its windows (Outcomes._fall_back)
     max_streams: int = 1_000
     max_periodic_queries: int = 1_000
     idempotency_keep: int = 100_000   # acknowledgements remembered per writer
@@ -81,7 +82,8 @@ class Engine:
     def __init__(self, config: EngineConfig | None = None, history: History | None = None):
         self.config = config or EngineConfig()
         self.now_ms = 0.0
-        self.sched = Scheduler(self.config.policy, lambda: self.now_ms, history, self.config.max_restarts)
+        self.sched = Scheduler(self.config.policy, lambda: self.now_ms, history, self.config.max_restarts,
+                               self.config.fallback_after)
         if self.config.sharing != "none":  # (txn/sharing/runtime.py hooks into the scheduler)
             from .sharing.runtime import SharedTasks
             self.sched.sharing = SharedTasks(self.config.sharing)
@@ -344,6 +346,7 @@ class Engine:
         while sched.manual_requests.get(name, 0) > 0:
             if sched.step() is None or name in sched.sealing:
                 sched.settle(name)
+                sched.settle_held(name)  # a query holding the window (serial, or fallen back) commits first
         self.stream(name)  # StreamFailed if the slide asked for could not be sealed
 
     def _cut(self, name: str, cut, cause: str) -> None:

@@ -67,6 +67,7 @@ class Result:
     execution: int = 0          # periodic: the how-manieth answer
     late_slides: int = 0        # periodic: slides beyond its SLIDE when answered
     early_slides: int = 0       # periodic, shared: slides before its SLIDE when answered (txn/sharing/)
+    fallback: bool = False      # answered by an attempt that held its windows' slides, after aborts (Outcomes._fall_back)
     group: str = ""             # periodic, shared: the group whose joint execution answered it
     inter_exec_ms: float | None = None
     sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
@@ -144,6 +145,10 @@ class QueryTxn:
     on_done: Callable[["QueryTxn"], None] | None = None
     task: Task | None = None
     restarts: int = 0
+    rescans: int = 0            # slides whose re-scan orphaned its final merge in flight (ttu-rescan)
+    # its attempt holds its windows: their slides wait for its commit (as under serial); set once
+    # slides aborted (or re-scanned) it fallback_after times (Outcomes._fall_back)
+    fallback: bool = False
     begun: bool = False
     partial: Partial = field(default_factory=Partial)  # a window scan's contributions so far
     result: Result | None = None

@@ -67,12 +67,17 @@ class Scheduler(Slides, Offload, Outcomes):
     parts of this class kept in txn/schedule/; so are the EDF order, the cost model and the counters it uses."""
 
     def __init__(self, policy: "str | Policy", clock: Callable[[], float], history: History | None = None,
-                 max_restarts: int = 16):
+                 max_restarts: int = 16, fallback_after: int = 2):
         self.control: Policy = make_policy(policy)  # the concurrency-control hooks (policies/)
         self.policy: PolicyName = self.control.name
         self.clock = clock
         self.history = history
         self.max_restarts = max_restarts
+        # Under a policy that falls back (Policy.falls_back: ttu), a query aborted this many times by
+        # slides runs its next attempt holding its windows (Outcomes._fall_back); `holding`: those
+        # queries, while active
+        self.fallback_after = fallback_after
+        self.holding: list[QueryTxn] = []
         self.streams: dict[str, Stream] = {}
         self.active: list[QueryTxn] = []
         self.tasks: dict[str, Task] = {}
@@ -125,12 +130,16 @@ class Scheduler(Slides, Offload, Outcomes):
         for txn in self.active:
             assert not txn.done and all(n in self.streams for n in txn.streams), "active queries are live"
             assert [src.stream.name for src in txn.sources] == stream_names(txn.plan), "a source per stream read"
+            assert txn.fallback == (txn in self.holding), "a query that fell back holds its windows until it ends"
+            if txn.fallback and txn.begun:
+                assert not any(n in self.sealing for n in txn.streams), "held windows are not cut"
             if txn.begun:  # what the policy's all_read counts on
                 for src in txn.sources:
                     src._check()
                     assert set(src.read) <= set(self.control.readable(src)), (txn.id, src.name, sorted(src.read))
                 assert self.control.all_read(txn) == (self.control.next_read(txn) is None)
         assert self.running is None or self.running in self.active
+        assert all(t in self.active for t in self.holding) and len(set(map(id, self.holding))) == len(self.holding)
         self.control._check()
         self._check_jobs()
         self._check_slides()
@@ -262,11 +271,19 @@ class Scheduler(Slides, Offload, Outcomes):
         for name in self.streams:
             if name in self.sealing or name in self.failed or self.slides_due(name) <= 0:
                 continue
-            if (self.control.locks and self._current is not None and self._current.begun
-                    and name in self._current.streams):
-                continue  # the running query locks its window(s)
+            if self.held(name):
+                continue  # a query holds its window(s) until its commit
             return name
         return None
+
+    def held(self, name: str) -> bool:
+        """Whether a begun query holds the stream's window, its slides waiting for its commit: the
+        running one under a policy that locks (serial), or an attempt that fell back
+        (Outcomes._fall_back)."""
+        cur = self._current
+        if self.control.locks and cur is not None and cur.begun and name in cur.streams:
+            return True
+        return any(t.begun and name in t.streams for t in self.holding)
 
     def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None:
         """T_j commits: install its sub-window, record it, and resolve its conflicts with running
@@ -326,6 +343,11 @@ class Scheduler(Slides, Offload, Outcomes):
                 if job is not None and (job.kind == JobKind.FINISH or job.version not in src.read):
                     txn.job = None  # what it computes no longer counts: orphaned
                     self._reselect = True
+                    txn.rescans += job.kind == JobKind.FINISH
+                    if (self.control.falls_back and not txn.fallback and txn.rescans >= self.fallback_after
+                            and not any(n in self.sealing for n in txn.streams)):
+                        # what it has read is of the window now: it goes on holding it (Outcomes._fall_back)
+                        self._fall_back(txn)
             else:
                 self._abort(txn)
 
@@ -365,6 +387,8 @@ class Scheduler(Slides, Offload, Outcomes):
         cur = self._current
         if self.control.locks and cur is not None and cur.begun and not cur.done:
             return None if cur.job is not None else cur  # no pre-emption
+        if cur is not None and cur.fallback and cur.begun and not cur.done and cur.job is None:
+            return cur  # it holds its windows' slides: nothing pre-empts it (while its job runs, others do)
         if self._reselect or cur is None or cur.done or cur.job is not None:
             # Not waiting for a job; and while one is in flight, no other window scan goes on: its
             # jobs would only queue behind it and stretch both queries across more slides (more
@@ -373,7 +397,8 @@ class Scheduler(Slides, Offload, Outcomes):
             ready = [t for t in self.active if t.job is None and not (busy and may_offload(t))
                      and (t.held_at is None or t.plan.stream.window.latest > t.held_at)
                      and not self._waits_for_seal(t)]
-            self._current = min(ready, key=rank) if ready else None
+            held = [t for t in ready if t.fallback and t.begun] if self.holding else None
+            self._current = min(held or ready, key=rank) if ready else None
             self._reselect = False
         return self._current
 
@@ -384,7 +409,8 @@ class Scheduler(Slides, Offload, Outcomes):
         concurrent write), so under sustained ingest, where the next seal starts as the last one
         is installed, a query still runs. Under serial a query begins only on a window no slide is
         being sealed into (its install would change the window under the query)."""
-        if self.control.locks and not txn.begun and self.sealing and any(n in self.sealing for n in txn.streams):
+        if ((self.control.locks or txn.fallback) and not txn.begun and self.sealing
+                and any(n in self.sealing for n in txn.streams)):
             return True
         first = txn.sealed_first
         streams = self.streams

@@ -167,7 +167,10 @@ def simulate(cfg: SimConfig) -> dict:
     duration_ms = (cfg.duration_s * 1000.0) if cfg.duration_s is not None else float(n * t)
     clock = [0.0]
     history = History(cfg.history_path, keep=0) if cfg.history_path else None
-    sched = Scheduler(cfg.policy, clock=lambda: clock[0], history=history, max_restarts=1_000_000)
+    # the thesis's algorithms as it ran them (7.5): no restart limit, and no fallback under ttu
+    # (Outcomes._fall_back holds windows, which Algorithm 8 never does)
+    sched = Scheduler(cfg.policy, clock=lambda: clock[0], history=history, max_restarts=1_000_000,
+                      fallback_after=1_000_001)
     stream = Stream("packets", {"ts": "int64", "src": "string", "dst": "string", "bytes": "int64"},
                     WindowSpec(subwindows=n, subwindow_ms=t, group_by=("src", "dst")), created_ms=-(n * t))
     sched.add_stream(stream)

@@ -71,6 +71,7 @@ class Driver:
         self.config = config
         self.history = History(config.history_path, keep=config.history_keep)
         self.engine = Engine(EngineConfig(policy=config.policy, sharing=config.sharing, max_restarts=config.max_restarts,
+                                          fallback_after=config.fallback_after,
                                           max_streams=config.max_streams,
                                           max_periodic_queries=config.max_periodic_queries,
                                           idempotency_keep=config.idempotency_keep,

@@ -25,6 +25,10 @@ class Policy:
     # A window scan may wait for its window's next slide rather than read the sub-window that slide
     # overwrites last (Scheduler._hold): only where that sub-window is read last (time-to-update).
     holds: ClassVar[bool] = False
+    # A query aborted (or its merge re-scanned) Scheduler.fallback_after times runs on holding its
+    # windows, as `locks` does for every query (Outcomes._fall_back): liveness where the policy
+    # aborts only the attempts that outlive what the slides leave them (time-to-update)
+    falls_back: ClassVar[bool] = False
 
     def begin(self, txn) -> None:
         """An attempt begins (not a probe: it reads in one step): take what it needs now."""

@@ -13,6 +13,7 @@ class Serial(Ttu):
     name = PolicyName.SERIAL
     locks = True
     holds = False
+    falls_back = False  # (every query holds its windows)
 
     def on_slide(self, plan) -> Reaction:
         return Reaction.KEEP

@@ -21,6 +21,7 @@ class Ttu(Policy):
 
     name = PolicyName.TTU
     holds = True
+    falls_back = True
 
     def order(self, vs: range) -> range:
         return vs[::-1]

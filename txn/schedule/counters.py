@@ -14,6 +14,7 @@ class Counters:
     committed: int = 0
     aborts: int = 0
     restarts: int = 0
+    fallbacks: int = 0  # queries that went on holding their windows after aborts (Outcomes._fall_back)
     failed: int = 0
     removals: int = 0
     errors: int = 0

@@ -43,6 +43,7 @@ class Offload:
         _reselect: bool
 
         def _commit(self, txn: QueryTxn, answer: Answer, span: tuple | None = None) -> None: ...
+        def held(self, name: str) -> bool: ...
         def fail(self, txn: QueryTxn, error: Exception) -> None: ...
         def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> Step: ...
 
@@ -113,7 +114,7 @@ class Offload:
         newest one is read instead. Only when the estimate is under half a slide period (no
         livelock)."""
         plan = txn.plan
-        if (self.offload is None or not self.control.holds or src.as_of is not None
+        if (self.offload is None or not self.control.holds or txn.fallback or src.as_of is not None
                 or len(src.read) + 1 < src.n_q):
             return False
         window = src.window
@@ -129,6 +130,24 @@ class Offload:
         self.holds += 1
         self._reselect = True
         return True
+
+    def settle_held(self, name: str) -> None:
+        """While a query holds `name`'s window (under serial, or it fell back: Scheduler.held),
+        run here and now the query job in flight (its own, or one it waits behind), as settle()
+        seals a slide here: for a caller that must apply a slide of `name` in its call (a manual
+        Slide, which spun for ever under serial when that query waited for its job); the query
+        then goes on inline (step()) to its commit. The job's own result, when it comes back, is
+        discarded."""
+        if not self.held(name):
+            return
+        for txn in [t for t in self.active if t.job is not None]:
+            job = txn.job
+            try:
+                value = job.run()  # type: ignore[union-attr]  # (checked: not None)
+            except Exception as e:  # noqa: BLE001 - the query's own failure, as complete() takes it
+                self.complete(job, error=e)  # type: ignore[arg-type]
+            else:
+                self.complete(job, value)  # type: ignore[arg-type]
 
     def complete(self, job: Job | SealJob, value: object = None, error: BaseException | None = None,
                  ms: float | None = None) -> Step:

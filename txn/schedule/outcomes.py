@@ -21,6 +21,7 @@ from .edf import deadline
 if TYPE_CHECKING:
     from windowstore.store import Answer
 
+    from ..policies import Policy
     from ..sharing.runtime import SharedTasks
     from .edf import Task
 
@@ -35,7 +36,10 @@ class Outcomes:
         history: History | None
         policy: PolicyName
         max_restarts: int
+        fallback_after: int
+        control: Policy
         active: list[QueryTxn]
+        holding: list[QueryTxn]
         tasks: dict[str, Task]
         by_class: dict[QueryKind, Counters]
         by_stream: dict[str, Counters]
@@ -89,6 +93,7 @@ class Outcomes:
             policy=self.policy.value,
             txn=txn.id,
             answered_ms=now,
+            fallback=txn.fallback,
         )
         late = None
         if task is not None and task.last_reflected is not None:
@@ -151,7 +156,7 @@ class Outcomes:
             window_end_ms=first.window_end_ms,
             staleness_ms=(now - max(s.sealed_at_ms for s in subs)) if subs else None,
             response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy.value, txn=txn.id,
-            answered_ms=now, sources=sources)
+            answered_ms=now, sources=sources, fallback=txn.fallback)
         late = None
         if task is not None:
             if task.reflected is not None:
@@ -161,7 +166,8 @@ class Outcomes:
         self._deliver(txn, result, now, late)
 
     def _abort(self, txn: QueryTxn) -> None:
-        """A slide expired a sub-window the attempt read: it aborts and restarts (or fails)."""
+        """A slide expired a sub-window the attempt read: it aborts and restarts (or fails; or,
+        aborted often enough under ttu, its next attempt holds its windows: _fall_back)."""
         self._aborted(txn, AbortCause.CONFLICT)
         txn.begun = False
         txn.job = None  # a job in flight is orphaned
@@ -169,6 +175,8 @@ class Outcomes:
             src.reset()
         txn.partial = Partial()
         txn.restarts += 1
+        if self.control.falls_back and not txn.fallback and self.fallback_after <= txn.restarts <= self.max_restarts:
+            self._fall_back(txn)
         if txn.restarts > self.max_restarts:
             self._aborted(txn, AbortCause.RESTART_LIMIT)
             txn.error = RestartLimitExceeded(
@@ -182,6 +190,30 @@ class Outcomes:
         else:
             self._count(txn, "restarts")
         self._reselect = True
+
+    def _fall_back(self, txn: QueryTxn) -> None:
+        """Liveness under time-to-update reading. Algorithm 8 (thesis 7.4.2) aborts only an
+        attempt that meets more slides than it can absorb: reads slower than the slides, or a
+        final merge that outlives one (7.5.2: it aborted nothing where a query meets at most one
+        concurrent window update). Started again, such a query meets the same slides and aborts
+        again, until the restart limit fails it: a shared group's joint execution, many queries'
+        work in one, never answers. Re-scanning instead (7.4.2's variant, ttu-rescan) does not
+        end it either: the merge after each re-scan outlives the next slide as well.
+
+        So a query that slides aborted `fallback_after` times runs its next attempt as the Serial
+        scheduler of 7.5.1 runs every query; under ttu-rescan, an attempt whose final merge
+        re-scans orphaned that many times goes on so (what it has read is of the window then,
+        less what the re-scans removed: it never aborts; one whose reads run slower than the
+        slides is not helped, see docs/sharing.md). It holds its windows: their slides wait for its commit
+        (stream_due_to_slide, next_due; a manual Slide runs its jobs here, settle_held).
+        No slide is concurrent with it, so it reads the window as of its commit (latest-window
+        serializable: Theorem 7.2 holds with no concurrent T_i), cannot be aborted, and answers
+        after its reads and merge. What it costs is what Serial costs: the slides of its streams
+        are applied late by at most that one attempt (slide_delays). Counted (`fallbacks`),
+        said in its Result (`fallback`). Algorithm 7 (lws) keeps its restart limit."""
+        txn.fallback = True
+        self.holding.append(txn)
+        self._count(txn, "fallbacks")
 
     def fail(self, txn: QueryTxn, error: Exception) -> None:
         """End a query with an internal error. A periodic query that fails so is unregistered (it
@@ -214,6 +246,8 @@ class Outcomes:
     def _finish(self, txn: QueryTxn, respawn: bool = True) -> None:
         txn.done = True
         txn.job = None
+        if txn.fallback:
+            self.holding.remove(txn)  # its windows slide again
         self._tasks_changed |= respawn and txn.task is not None
         self.active.remove(txn)
         if self._current is txn:

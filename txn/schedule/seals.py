@@ -59,6 +59,7 @@ class Slides:
     if TYPE_CHECKING:  # what it uses of the core (Scheduler) and of Offload
         streams: dict[str, Stream]
         active: list[QueryTxn]
+        holding: list[QueryTxn]
         control: Policy
         clock: Callable[[], float]
         timer: Callable[[], float] | None
@@ -66,6 +67,7 @@ class Slides:
         last_error: StoreError | None
 
         def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None: ...
+        def held(self, name: str) -> bool: ...
         def fail(self, txn: QueryTxn, error: Exception) -> None: ...
 
     def _init_slides(self) -> None:
@@ -132,6 +134,8 @@ class Slides:
         for stream in self.streams.values():
             if stream.name in self.sealing or stream.name in self.failed or stream.name in self.passive:
                 continue  # its next slide waits for the install (or never comes, or comes as a command)
+            if self.holding and self.held(stream.name):
+                continue  # ... or for the commit of a query holding its window (Outcomes._fall_back)
             d = stream.window.next_due_ms()
             if d is not None and d < due:
                 due, first = d, stream

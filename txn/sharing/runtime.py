@@ -246,6 +246,9 @@ class SharedTasks:
         self.late_runs = 0       # answers later than the member's SLIDE
         self.aborts_by_group: collections.Counter = collections.Counter()
         self.aborts_by_query: collections.Counter = collections.Counter()
+        # executions (and the answers of members) that held their window after aborts (Outcomes._fall_back)
+        self.fallbacks_by_group: collections.Counter = collections.Counter()
+        self.fallbacks_by_query: collections.Counter = collections.Counter()
         self.failures = 0
         self.cover_executions_saved = 0  # readers of committed executions answered from a cover, scanning nothing
         # (those whose every contribution came from earlier executions (sub-windows' memos) are not counted)
@@ -456,6 +459,8 @@ class SharedTasks:
         self.executions += 1
         if result.restarts:
             self.aborts_by_group[str(joint.gid)] += result.restarts
+        if result.fallback:
+            self.fallbacks_by_group[str(joint.gid)] += 1
         if isinstance(group.plan, SharedJoinPlan):
             reads = txn.read_sets()
 
@@ -568,6 +573,8 @@ class SharedTasks:
                 answered += 1
                 if restarts:
                     self.aborts_by_query[mid] += restarts
+                if result.fallback:
+                    self.fallbacks_by_query[mid] += 1
                 if task.on_answer is not None and task.active:
                     told.append((task, r))
         self.answers += answered
@@ -675,6 +682,7 @@ class SharedTasks:
             "early_runs": self.early_runs,
             "late_runs": self.late_runs,
             "aborts": sum(self.aborts_by_group.values()),
+            "fallbacks": sum(self.fallbacks_by_group.values()),
             "failures": self.failures,
             "cover_executions_saved": self.cover_executions_saved,
             "cover_reads_saved": self.cover_reads_saved,

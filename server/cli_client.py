@@ -438,7 +438,7 @@ def stats(args) -> int:
         return 0
     rows = [{"stream": st["stream"], "slides": st["slides"], "accepted_rows": st["accepted_rows"],
              "late_rows": st["late_rows"], "queries": st["queries"], "aborts": st["aborts"],
-             "restarts": st["restarts"], "staleness_p50_ms": st["staleness_ms"]["p50"],
+             "restarts": st["restarts"], "fallbacks": st.get("fallbacks", 0), "staleness_p50_ms": st["staleness_ms"]["p50"],
              "staleness_p99_ms": st["staleness_ms"]["p99"], "response_p50_ms": st["response_ms"]["p50"],
              "response_p99_ms": st["response_ms"]["p99"], "stopped": st.get("stopped") or ""} for st in s["streams"]]
     if args.output == "table":

@@ -163,6 +163,8 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     if result.early_slides or result.group:  # a shared execution (txn/sharing/)
         out.early_slides = result.early_slides
         out.group = result.group
+    if result.fallback:
+        out.fallback = True
     out.answered_ms = result.answered_ms
     out.stream = stream
     if result.window_start_ms is not None:

@@ -472,11 +472,10 @@ class WindowStoreService(ReplicationRpcs):
                 slide_delay_ms=pb.Percentiles(**x["slide_delay_ms"]),
                 seal_ms=pb.Percentiles(**x["seal_ms"]), stopped=x["stopped"],
                 seconds_like_batches=x["seconds_like_batches"], split_batches=x["split_batches"],
-                pending_commits=x["pending_commits"]) for x in s["streams"]],
+                pending_commits=x["pending_commits"], fallbacks=x["fallbacks"]) for x in s["streams"]],
             durability=pb.DurabilityStats(**s["durability"]),
-            # (fallbacks: in Prometheus, windowstore_queries_fallbacks; ClassStats has no field for it)
-            onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k not in ("slides", "fallbacks")}),
-            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k not in ("slides", "fallbacks")}),
+            onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
+            periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}),
             sharing=pb.SharingStats(**s["sharing"]))
 
     async def StreamHistory(self, request, context):

@@ -29,6 +29,8 @@ from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from windowstore.txn.kinds import JobKind, Level
 from windowstore.v1 import windowstore_pb2 as pb
+from windowstore.clients.answer import Answer
+from windowstore.server.convert import answer_to_pb
 
 N = 8  # sub-windows in the stream's window
 COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"))
@@ -256,6 +258,12 @@ def test_fallbacks_are_counted_for_the_wire_and_the_answer_log():
     assert sum(run.e.sched.sharing.fallbacks_by_query.values()) == sum(r.fallback for _, r in run.answers) > 0
     qid, r = run.answers[-1]
     assert from_plain(to_plain(r)).fallback and not from_plain(to_plain(dataclasses.replace(r, fallback=False))).fallback
+    # ... and the wire: the SDK's Answer says so, and GetStats' per-class and per-stream counts
+    assert Answer.from_pb(answer_to_pb(r, "p", qid)).fallback
+    assert not Answer.from_pb(answer_to_pb(dataclasses.replace(r, fallback=False), "p", qid)).fallback
+    periodic = run.e.sched.by_class["periodic"].as_dict()
+    assert pb.ClassStats(**{k: v for k, v in periodic.items() if k != "slides"}).fallbacks == periodic["fallbacks"] > 0
+    assert pb.StreamStats(fallbacks=run.e.sched.by_stream["p"].fallbacks).fallbacks > 0
 
 
 def test_lws_keeps_its_restart_limit():

@@ -95,7 +95,7 @@ def stats(driver, name: str | None) -> dict:
         book = engine.books[n]
         m = driver.metrics[n]
         out.append({"stream": n, "slides": c.slides, "queries": c.committed, "aborts": c.aborts,
-                    "restarts": c.restarts, "failed": c.failed, "errors": c.errors,
+                    "restarts": c.restarts, "failed": c.failed, "errors": c.errors, "fallbacks": c.fallbacks,
                     "catch_up_slides": driver.catch_up.get(n, 0), "discarded_rows": book.discarded_rows,
                     "staged_rows": sum(t.num_rows for ats in book.staged.values() for cs in ats.values()
                                        for t in cs.values()),

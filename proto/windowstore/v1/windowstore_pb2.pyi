@@ -783,7 +783,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., read_from: _Optional[str] = ..., min_slide: _Optional[int] = ..., min_slide_wait_ms: _Optional[int] = ..., return_sketches: _Optional[bool] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "bounds", "sketches")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "fallback", "bounds", "sketches")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -808,6 +808,7 @@ class Answer(_message.Message):
     COLUMN_SCALES_FIELD_NUMBER: _ClassVar[int]
     EARLY_SLIDES_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     SKETCHES_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
@@ -834,9 +835,10 @@ class Answer(_message.Message):
     column_scales: _containers.RepeatedScalarFieldContainer[int]
     early_slides: int
     group: str
+    fallback: bool
     bounds: _containers.RepeatedCompositeFieldContainer[ErrorBound]
     sketches: _containers.RepeatedCompositeFieldContainer[MergedSketch]
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ..., sketches: _Optional[_Iterable[_Union[MergedSketch, _Mapping]]] = ...) -> None: ...
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., fallback: _Optional[bool] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ..., sketches: _Optional[_Iterable[_Union[MergedSketch, _Mapping]]] = ...) -> None: ...
 
 class MergedSketch(_message.Message):
     __slots__ = ("column", "kind", "size", "data", "dropped_error")
@@ -1033,7 +1035,7 @@ class Percentiles(_message.Message):
     def __init__(self, count: _Optional[int] = ..., p50: _Optional[float] = ..., p90: _Optional[float] = ..., p99: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
 
 class StreamStats(_message.Message):
-    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped", "seconds_like_batches", "split_batches", "pending_commits")
+    __slots__ = ("stream", "slides", "queries", "aborts", "restarts", "failed", "late_rows", "duplicate_batches", "accepted_rows", "staleness_ms", "response_ms", "slide_delay_ms", "errors", "catch_up_slides", "staged_rows", "discarded_rows", "seal_ms", "stopped", "seconds_like_batches", "fallbacks", "split_batches", "pending_commits")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SLIDES_FIELD_NUMBER: _ClassVar[int]
     QUERIES_FIELD_NUMBER: _ClassVar[int]
@@ -1053,6 +1055,7 @@ class StreamStats(_message.Message):
     SEAL_MS_FIELD_NUMBER: _ClassVar[int]
     STOPPED_FIELD_NUMBER: _ClassVar[int]
     SECONDS_LIKE_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    FALLBACKS_FIELD_NUMBER: _ClassVar[int]
     SPLIT_BATCHES_FIELD_NUMBER: _ClassVar[int]
     PENDING_COMMITS_FIELD_NUMBER: _ClassVar[int]
     stream: str
@@ -1074,25 +1077,28 @@ class StreamStats(_message.Message):
     seal_ms: Percentiles
     stopped: str
     seconds_like_batches: int
+    fallbacks: int
     split_batches: int
     pending_commits: int
-    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ..., seconds_like_batches: _Optional[int] = ..., split_batches: _Optional[int] = ..., pending_commits: _Optional[int] = ...) -> None: ...
+    def __init__(self, stream: _Optional[str] = ..., slides: _Optional[int] = ..., queries: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., late_rows: _Optional[int] = ..., duplicate_batches: _Optional[int] = ..., accepted_rows: _Optional[int] = ..., staleness_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., response_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., slide_delay_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., errors: _Optional[int] = ..., catch_up_slides: _Optional[int] = ..., staged_rows: _Optional[int] = ..., discarded_rows: _Optional[int] = ..., seal_ms: _Optional[_Union[Percentiles, _Mapping]] = ..., stopped: _Optional[str] = ..., seconds_like_batches: _Optional[int] = ..., fallbacks: _Optional[int] = ..., split_batches: _Optional[int] = ..., pending_commits: _Optional[int] = ...) -> None: ...
 
 class ClassStats(_message.Message):
-    __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors")
+    __slots__ = ("committed", "aborts", "restarts", "failed", "removals", "errors", "fallbacks")
     COMMITTED_FIELD_NUMBER: _ClassVar[int]
     ABORTS_FIELD_NUMBER: _ClassVar[int]
     RESTARTS_FIELD_NUMBER: _ClassVar[int]
     FAILED_FIELD_NUMBER: _ClassVar[int]
     REMOVALS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
+    FALLBACKS_FIELD_NUMBER: _ClassVar[int]
     committed: int
     aborts: int
     restarts: int
     failed: int
     removals: int
     errors: int
-    def __init__(self, committed: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., removals: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
+    fallbacks: int
+    def __init__(self, committed: _Optional[int] = ..., aborts: _Optional[int] = ..., restarts: _Optional[int] = ..., failed: _Optional[int] = ..., removals: _Optional[int] = ..., errors: _Optional[int] = ..., fallbacks: _Optional[int] = ...) -> None: ...
 
 class GetStatsRequest(_message.Message):
     __slots__ = ("stream",)

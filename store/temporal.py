@@ -674,9 +674,8 @@ class MeasuredChoice:
 
     The evidence is paired: log(eager / lazy) of two executions next to each other, so that both
     see the same load (on a shared machine an execution's CPU time moves by a third over seconds,
-    more than the gaps decided here; unpaired medians of samples taken at different moments, and
-    a switch only below the choice's lower quartile, left a 5-10 % gap undecided for a query's
-    life). A *round* alternates the two strategies (the choice first), each two executions one
+    more than the gaps decided here, so samples of the two taken at different moments cannot tell
+    a 5-10 % gap; docs/coalesce.md measures it). A *round* alternates the two strategies (the choice first), each two executions one
     pair, and is a sequential test of log(other / choice) against log(1 - `margin`): it ends as
     soon as the median's `confidence` interval (the sign test's; from `trials` pairs on) lies on
     one side, or after `max_trials` pairs, when the median's side decides (a gap within the noise

@@ -165,9 +165,7 @@ def test_a_gap_of_six_per_cent_in_a_spread_of_ten_is_found_in_a_life_of_440_exec
     100 seeded lives of 440 executions (the A/A grid's), the choice runs the cheaper strategy in
     more than half of the executions (the paired median the grid judges is then the cheaper's) in
     at least 93 and ends on it in at least 95, and the dearer runs in at most 13 % of all
-    executions (rounds, probes and the lives that start on it). The previous rule (unpaired medians
-    of the latest nine, five trials each, a switch only below the choice's lower quartile) met
-    neither from the dearer start: 79, 84 and 23 %."""
+    executions (rounds, probes and the lives that start on it)."""
     lives = [_noisy_life(start, cheaper, 0.06, seed) for seed in range(100)]
     assert sum(sum(st == cheaper for st in ran) > len(ran) / 2 for ran, _ in lives) >= 93
     assert sum(final == cheaper for _, final in lives) >= 95
@@ -179,8 +177,7 @@ def test_pairs_pass_over_the_machine_s_load_changing_by_half_between_executions(
     shared machine comes and goes): the evidence is paired (a round's two adjacent executions; a
     probe and the choice's executions just before it), so the choice follows the 8 % gap, not the
     load. Compared unpaired, a probe taken while the load is high against samples from a quieter
-    moment would look dearer, and one from a loaded moment cheaper (the previous, unpaired rule ran
-    the cheaper in most executions in 33 of 40 lives here)."""
+    moment would look dearer, and one from a loaded moment cheaper."""
     import math
 
     def load(i: int) -> float:

@@ -675,13 +675,15 @@ class MeasuredChoice:
     The evidence is paired: log(eager / lazy) of two executions next to each other, so that both
     see the same load (on a shared machine an execution's CPU time moves by a third over seconds,
     more than the gaps decided here, so samples of the two taken at different moments cannot tell
-    a 5-10 % gap; docs/coalesce.md measures it). A *round* alternates the two strategies (the choice first), each two executions one
-    pair, and is a sequential test of log(other / choice) against log(1 - `margin`): it ends as
-    soon as the median's `confidence` interval (the sign test's; from `trials` pairs on) lies on
-    one side, or after `max_trials` pairs, when the median's side decides (a gap within the noise
-    costs little either way). Alternation is the cheap way to measure: an eager execution after
-    one lazy builds one sub-window's runs more than in steady state, one after a lazy spell builds
-    the whole window's.
+    a 5-10 % gap; docs/coalesce.md measures it). A *round* runs pairs of the two strategies, each
+    pair in the other order than the one before (choice-other, other-choice, choice-other, ...:
+    each strategy follows the other as often as itself, so that the garbage and cold caches one
+    leaves to the next weigh on half the pairs, not all), and is a sequential test of log(other / choice)
+    against log(1 - `margin`): it ends as soon as the median's `confidence` interval (the sign
+    test's; from `trials` pairs on) lies on one side, or after `max_trials` pairs, when the median's
+    side decides (a gap within the noise costs little either way). Pairs are the cheap way to
+    measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
+    state, one after a lazy spell builds the whole window's.
 
     After a round the choice runs, and one execution of the other strategy (a probe) follows
     `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
@@ -738,7 +740,9 @@ class MeasuredChoice:
     def next_strategy(self) -> str:
         """The strategy the next execution should run."""
         if self._round is not None:
-            return self.strategy if self._half is None else self._other(self._half)
+            if self._half is not None:
+                return self._other(self._half)
+            return self.strategy if len(self._round) % 2 == 0 else self._other(self.strategy)
         if self._next_probe is not None and self.executions >= self._next_probe:
             return self._other(self.strategy)
         return self.strategy

@@ -118,7 +118,9 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
         for st in names:
             out[st].append(total[st])
         m = plans[MEASURED]._temporal.measured
-        out.setdefault("measured_plan", []).append({"final": m.strategy, "trials": m.trials, "probes": m.probes, "switches": m.switches,
+        out.setdefault("measured_plan", []).append({"final": m.strategy, "trials": m.trials, "rounds": m.rounds,
+                                                    "pairs": len(m.pairs), "ratio": m.ratio(),
+                                                    "probes": m.probes, "switches": m.switches,
                                                     "median_s": {st: m.median(st) for st in (EAGER, LAZY)}})
         out["executions"] = executions
         e = max(executions + 1, 1)

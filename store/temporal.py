@@ -646,48 +646,87 @@ def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, bou
     return plan.choice["q"], plan
 
 
-class MeasuredChoice:
-    """Eager or lazy for one periodic query from measurements of both on its own data, starting
-    from the cost model's choice (seed 000, section 6.2 gives the start; issue 34 the reason): the
-    model's costs are calibrated on other data under another load, and where the two strategies
-    are within some ten per cent of each other (most of section 7's grid in this store) its choice
-    is a coin toss; the query's own executions are not. Pure: the caller times the executions
-    `timing` asks for and passes the seconds in (`observe`); `next_strategy` says which strategy
-    the next one runs.
+def median_interval(ratios: list[float], confidence: float) -> tuple[float, float | None, float | None]:
+    """(median, low, high) of paired ratios: the median and its distribution-free interval at
+    `confidence` (the order statistics r[k] and r[n-1-k] for the largest k with P(Bin(n, 1/2) < k + 1)
+    at most half the rest, the sign test's interval); low and high are None while n is too small
+    for that confidence (fewer than 5 ratios at 90 %)."""
+    r = sorted(ratios)
+    n = len(r)
+    if not n:
+        return 0.0, None, None
+    mid = r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
+    tail, k, below = (1 - confidence) / 2, -1, 0.0
+    while k + 1 < n and below + math.comb(n, k + 1) / 2 ** n <= tail:
+        below += math.comb(n, k + 1) / 2 ** n
+        k += 1
+    return (mid, r[k], r[n - 1 - k]) if k >= 0 else (mid, None, None)
 
-    Schedule: the first 2 * `trials` executions alternate between the two (the model's choice
-    first; `trials` may be 0); after that the choice runs, and one execution of the other strategy
-    (a probe) follows `first_gap` executions later, the gap doubling up to `max_gap` while the
-    choice holds and back to `first_gap` when it changes (the data may drift). The choice changes,
-    at the trials' end or a probe (when there is new evidence of the other), when the other
-    strategy's median of its latest `keep` executions is below the choice's by more than `margin`
-    (a share of it) and below the choice's lower quartile: a switch to eager after a lazy spell
-    builds the whole window's runs once, and medians of a few executions flip on noise where the
-    two are equal. A probe costs the difference between the two strategies once, so measuring costs
-    little where they are close and is rare where they are not. With a `budget` (a share of the
-    choice's time) a probe's gap is also at least the measured difference over the budget (capped
-    at `max_gap`): probes then cost at most that share of the executions once the gap is not
-    capped, however far apart the two are (the choice is charged for its own measuring).
-    Only the executions `timing` asks for are timed (the trials, each probe and the `keep` before
-    it); the caller reports the others with `skip`."""
+
+class MeasuredChoice:
+    """Eager or lazy for one periodic query from paired measurements of both on its own data,
+    starting from the cost model's choice (seed 000, section 6.2 gives the start; issue 34 the
+    reason): the model's costs are calibrated on other data under another load, and where the two
+    strategies are within some ten per cent of each other (most of section 7's grid in this store)
+    its choice is a coin toss; the query's own executions are not. Pure: the caller times the
+    executions `timing` asks for and passes the seconds in (`observe`); `next_strategy` says which
+    strategy the next one runs.
+
+    The evidence is paired: log(eager / lazy) of two executions next to each other, so that both
+    see the same load (on a shared machine an execution's CPU time moves by a third over seconds,
+    more than the gaps decided here, so samples of the two taken at different moments cannot tell
+    a 5-10 % gap; docs/coalesce.md measures it). A *round* runs pairs of the two strategies, each
+    pair in the other order than the one before (choice-other, other-choice, choice-other, ...:
+    each strategy follows the other as often as itself, so that the garbage and cold caches one
+    leaves to the next weigh on half the pairs, not all), and is a sequential test of log(other / choice)
+    against log(1 - `margin`): it ends as soon as the median's `confidence` interval (the sign
+    test's; from `trials` pairs on) lies on one side, or after `max_trials` pairs, when the median's
+    side decides (a gap within the noise costs little either way). Pairs are the cheap way to
+    measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
+    state, one after a lazy spell builds the whole window's.
+
+    After a round the choice runs, and one execution of the other strategy (a probe) follows
+    `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
+    to `first_gap` when it changes. A probe pairs with the median of the choice's `keep` executions
+    just before it and joins the evidence (its latest `max_trials` pairs). The choice switches at a
+    probe when the evidence's interval lies wholly beyond the margin on the other's side; a probe
+    that favours the other by more than `margin` and lies beyond the evidence's outer tenth (the
+    data may have drifted), or after which the evidence's median favours the other, opens a new
+    round, whose pairs replace the evidence. With a `budget` (a share of the choice's time) a
+    probe's gap is also at least the probe's cost over the budget: the other's excess (the
+    evidence's median) plus the builds its last probe cost beyond a steady execution (`observe`'s
+    `overhead`: an eager probe after a lazy spell builds the whole window's runs), capped at
+    `max_gap`. Only the executions `timing` asks for are timed (rounds, each probe, the `keep`
+    before it and the one after it); the caller reports the others with `skip`."""
+
+    OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
-                 margin: float = 0.03, budget: float = 0.0):
+                 margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be '{EAGER}' or '{LAZY}'")
-        if not (0 <= trials <= keep and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
-                and 0 <= budget < 1):
-            raise ValueError("need 0 <= trials <= keep, 1 <= first_gap <= max_gap, 0 <= margin < 1 and 0 <= budget < 1")
+        if not (0 <= trials <= max_trials and 1 <= max_trials and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
+                and 0 <= budget < 1 and 0.5 <= confidence < 1):
+            raise ValueError("need 0 <= trials <= max_trials, 1 <= max_trials, 1 <= keep, 1 <= first_gap <= max_gap, 0 <= margin < 1, "
+                             "0 <= budget < 1 and 0.5 <= confidence < 1")
         self.strategy = Strategy(start)  # the choice
         self.model_choice = self.strategy
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
         self.budget = budget  # 0: gaps by doubling alone
+        self.max_trials, self.confidence = max_trials, confidence
         self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
+        self.pairs: list[float] = []  # the evidence: log(eager / lazy) per pair, oldest first
         self.executions = 0
-        self.probes = 0  # executions of the strategy not chosen, after the trials
+        self.probes = 0  # executions of the strategy not chosen, outside rounds
         self.switches = 0
+        self.rounds = 1 if trials else 0
+        self.overhead: dict[str, float] = {EAGER: 0.0, LAZY: 0.0}  # the latest probe's builds beyond a steady one
         self._gap = first_gap
-        # The execution (0-based) that runs the other strategy; without trials, the first probe.
+        self._round: list[float] | None = [] if trials else None  # a round's pairs; None when settled
+        self._half: str | None = None  # the strategy of a round's execution still unpaired
+        self._half_s = 0.0
+        self._after: str | None = None  # the strategy probed in the execution before (its cost follows)
+        # The execution (0-based) that runs the other strategy; None in a round.
         self._next_probe: int | None = None if trials else first_gap
         self._check()
 
@@ -695,24 +734,26 @@ class MeasuredChoice:
         return LAZY if strategy == EAGER else EAGER
 
     def measuring(self) -> bool:
-        """Still in the trials (each strategy fewer than `trials` executions)?"""
-        return self.trials > 0 and min(len(v) for v in self.samples.values()) < self.trials
+        """In a round (alternating the two strategies)?"""
+        return self._round is not None
 
     def next_strategy(self) -> str:
         """The strategy the next execution should run."""
-        if self.measuring():
-            other = self._other(self.strategy)
-            return other if len(self.samples[other]) < len(self.samples[self.strategy]) else self.strategy
+        if self._round is not None:
+            if self._half is not None:
+                return self._other(self._half)
+            return self.strategy if len(self._round) % 2 == 0 else self._other(self.strategy)
         if self._next_probe is not None and self.executions >= self._next_probe:
             return self._other(self.strategy)
         return self.strategy
 
     def timing(self) -> bool:
-        """Does the next execution need timing? In the trials, in a probe and in the `keep`
-        executions of the choice before it (the samples the probe is compared with); the others
-        run untimed (`skip`), so that a settled choice pays for no clock (a clock read per
-        execution is a measurable share of a cheap one)."""
-        return self._next_probe is None or self.executions >= self._next_probe - self.keep
+        """Does the next execution need timing? In rounds, in a probe, in the `keep` executions of
+        the choice before it (what the probe pairs with) and in the one after it (the builds a probe
+        leaves to it); the others run untimed (`skip`), so that a settled choice pays for no clock
+        (a clock read per execution is a measurable share of a cheap one)."""
+        return (self._round is not None or self._after is not None or self._next_probe is None
+                or self.executions >= self._next_probe - self.keep)
 
     def skip(self) -> None:
         """One execution of the choice, not timed (`timing` was False)."""
@@ -721,45 +762,108 @@ class MeasuredChoice:
         self.executions += 1
         self._check()
 
-    def observe(self, strategy: str, seconds: float) -> None:
-        """One execution of `strategy`, which took `seconds` (CPU)."""
+    def observe(self, strategy: str, seconds: float, overhead: float = 0.0) -> None:
+        """One execution of `strategy`, which took `seconds` (CPU) in steady state, and `overhead`
+        seconds more for builds a steady execution would not have done (after a change of strategy)."""
         if strategy not in (EAGER, LAZY):
             raise ValueError(f"strategy must be '{EAGER}' or '{LAZY}'")
-        if seconds < 0:
-            raise ValueError("seconds must not be negative")
-        probe = not self.measuring() and strategy != self.strategy
-        self.samples[strategy] = (self.samples[strategy] + [seconds])[-self.keep:]
+        if seconds < 0 or overhead < 0:
+            raise ValueError("seconds and overhead must not be negative")
         self.executions += 1
-        if self.measuring():
-            self._check()
-            return
-        before = self.strategy
-        other = self._other(before)
-        # Decided on new evidence of the other strategy only (the trials' end, a probe): between
-        # probes its samples do not change, and re-deciding on every execution of the choice would
-        # give the choice's own noise a chance to flip it at each (seed 000 section 6.2 gives the
-        # start), while each switch to eager rebuilds the window's runs.
-        if (self._next_probe is None or probe) and self.samples[other] and self.samples[before] \
-                and self.median(other) < self.median(before) * (1 - self.margin) \
-                and self.median(other) < self.quantile(before, 0.25):
-            self.strategy = other
-        if self.strategy != before:
-            self.switches += 1
-        if probe:
-            self.probes += 1
-        if self._next_probe is None or probe or self.strategy != before:  # the trials' end, a probe, a switch
-            gap = self.first_gap if self.strategy != before or self._next_probe is None else self._gap * 2
-            self._gap = min(max(gap, self.budget_gap()), self.max_gap)
-            self._next_probe = self.executions + self._gap
+        if self._after is not None:  # the execution after a probe: its builds are the probe's cost too
+            self.overhead[self._after] += overhead
+            self._after = None
+        self.samples[strategy] = (self.samples[strategy] + [seconds])[-self.keep:]
+        if self._round is not None:
+            if self._half is None:
+                self._half, self._half_s = strategy, seconds
+            else:
+                self._round.append(self._ratio(strategy, seconds, self._half_s))
+                self._half = None
+                self._end_round()
+        elif strategy != self.strategy:
+            self._probe(strategy, seconds, overhead)
         self._check()
+
+    def _ratio(self, strategy: str, seconds: float, others: float) -> float:
+        """log(eager / lazy) of `strategy`'s seconds against the other's."""
+        e, lz = (seconds, others) if strategy == EAGER else (others, seconds)
+        return math.log(max(e, 1e-12) / max(lz, 1e-12))
+
+    def _toward(self, ratios: list[float]) -> tuple[float, float | None, float | None]:
+        """The median interval of log(other / choice) from log(eager / lazy) ratios."""
+        mid, low, high = median_interval(ratios, self.confidence)
+        if self.strategy == LAZY:
+            return mid, low, high
+        return -mid, (None if high is None else -high), (None if low is None else -low)
+
+    def _probe(self, other: str, seconds: float, overhead: float) -> None:
+        """A probe of `other`, paired with the median of the choice's executions just before it."""
+        self.probes += 1
+        self.overhead[other] = overhead
+        self._after = other
+        x = self._ratio(other, seconds, self.median(self.strategy))
+        evidence = sorted(-r if self.strategy == EAGER else r for r in self.pairs)  # log(other / choice)
+        self.pairs = (self.pairs + [x])[-self.max_trials:]
+        mid, _, high = self._toward(self.pairs)
+        cut = math.log(1 - self.margin)
+        if high is not None and high < cut:
+            self._change(Strategy(other))  # the evidence, this probe included, is sure the other is cheaper
+            return
+        d = -x if self.strategy == EAGER else x
+        beyond = bool(evidence) and d < min(cut, evidence[int(self.OUTER * len(evidence))])
+        if beyond or mid < cut:  # the data may have drifted, or the evidence turned: decide again
+            self._round, self._half = [], None
+            self.rounds += 1
+            self._next_probe = None
+            return
+        self._schedule(reset=False)
+
+    def _end_round(self) -> None:
+        """The round's sequential test on log(other / choice): it ends when its interval lies below
+        log(1 - margin) (switch) or above it (keep), from `trials` pairs on, or at `max_trials`
+        pairs by the median's side of it."""
+        assert self._round is not None
+        mid, low, high = self._toward(self._round)
+        cut = math.log(1 - self.margin)
+        decided = None
+        if len(self._round) >= self.trials and low is not None and high is not None:
+            decided = True if high < cut else False if low > cut else None
+        if decided is None and len(self._round) >= self.max_trials:
+            decided = mid < cut
+        if decided is None:
+            return
+        self.pairs, self._round = self._round[-self.max_trials:], None
+        if decided:
+            self._change(self._other(self.strategy))
+        else:
+            self._schedule(reset=self.probes == 0 and self.rounds == 1)
+
+    def _change(self, to: Strategy) -> None:
+        self.strategy = to
+        self.switches += 1
+        self._schedule(reset=True)
+
+    def _schedule(self, reset: bool) -> None:
+        gap = self.first_gap if reset else self._gap * 2
+        self._gap = min(max(gap, self.budget_gap()), self.max_gap)
+        self._next_probe = self.executions + self._gap
 
     def budget_gap(self) -> int:
         """The fewest executions between probes for which a probe, costing the other strategy's
-        median over the choice's, is at most `budget` of the choice's time (1 without a budget)."""
-        chosen, other = self.median(self.strategy), self.median(self._other(self.strategy))
-        if not self.budget or chosen <= 0 or other <= chosen:
+        excess over the choice (the evidence's median ratio) plus the builds its last probe cost, is
+        at most `budget` of the choice's time (1 without a budget)."""
+        chosen = self.median(self.strategy)
+        if not self.budget or chosen <= 0:
             return 1
-        return math.ceil((other - chosen) / (chosen * self.budget))
+        mid = median_interval(self.pairs, self.confidence)[0] if self.pairs else 0.0
+        other_over_chosen = math.exp(mid if self.strategy == LAZY else -mid)
+        cost = max(other_over_chosen - 1, 0.0) * chosen + self.overhead[self._other(self.strategy)]
+        return max(math.ceil(cost / (chosen * self.budget)), 1)
+
+    def ratio(self) -> float:
+        """The evidence's paired median of eager's time over lazy's (1.0 before any pair)."""
+        return math.exp(median_interval(self.pairs, self.confidence)[0]) if self.pairs else 1.0
 
     def median(self, strategy: str) -> float:
         """The median seconds of the strategy's latest executions (0.0 before any)."""
@@ -769,30 +873,30 @@ class MeasuredChoice:
             return 0.0
         return r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
 
-    def quantile(self, strategy: str, q: float) -> float:
-        """The lower `q` quantile of the strategy's latest executions (the sample at rank q * n;
-        0.0 before any)."""
-        r = sorted(self.samples[strategy])
-        return r[min(int(q * len(r)), len(r) - 1)] if r else 0.0
-
     def _check(self) -> None:
         assert self.strategy in (EAGER, LAZY), f"strategy {self.strategy!r} is neither eager nor lazy"
         assert all(len(v) <= self.keep for v in self.samples.values()), "more samples kept than asked for"
+        assert len(self.pairs) <= self.max_trials, "more pairs of evidence kept than asked for"
         assert self.probes <= self.executions, "more probes than executions"
         assert self.first_gap <= self._gap <= self.max_gap, "the gap between probes left its range"
-        assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly once the trials end"
+        assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly when no round runs"
+        assert self._round is None or len(self._round) < self.max_trials, "a round ran past max_trials pairs"
+        assert self._half is None or self._round is not None, "an unpaired execution outside a round"
 
 
-# MeasuredChoice's trials per strategy where the cost model's estimates are close (TRIALS: five, so
-# that the median passes over executions slowed by a garbage collection or another process), and
-# where they differ by SURE times or more (none: there the probes alone check the model, since each
-# trial of the dearer strategy costs the difference). Section 7's store sweep (docs/coalesce.md):
-# the model picked the slower one only where the two were within some 30 % of each other.
+# MeasuredChoice's first round where the cost model's estimates are close: at least TRIALS pairs (the
+# sign test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with
+# a single execution's spread of about 10 %, measured on section 7's grid); where the estimates
+# differ by SURE times or more, no round (SURE_TRIALS: the probes alone check the model, since each
+# execution of the dearer strategy costs the difference). Section 7's store sweep
+# (docs/coalesce.md): the model picked the slower one only where the two were within some 30 %.
 TRIALS = 5
+MAX_TRIALS = 24
 SURE_TRIALS = 0
 SURE = 1.5
-# After the trials, probes cost at most BUDGET of the choice's time (MeasuredChoice's budget), with
-# gaps up to MAX_GAP executions: a strategy twice as dear as the choice is probed every 100.
+# After the first round, probes cost at most BUDGET of the choice's time (MeasuredChoice's budget:
+# the other's excess and the builds a probe leaves), with gaps up to MAX_GAP executions: a strategy
+# twice as dear as the choice is probed every 100.
 BUDGET = 0.01
 MAX_GAP = 128
 
@@ -852,7 +956,7 @@ class TemporalPlan:
             low, high = sorted((m.all_eager, m.all_lazy))
             sure = low > 0 and high >= SURE * low
             choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS, max_gap=MAX_GAP,
-                                    budget=BUDGET)
+                                    budget=BUDGET, max_trials=MAX_TRIALS)
         self.measured = choice
         self.strategy = self.measured.next_strategy()
         self.timed = self.measured.timing()
@@ -924,18 +1028,22 @@ class TemporalPlan:
         """Report one execution to MeasuredChoice and take its next strategy. An eager execution
         is charged its steady-state build, the rows of `every` new sub-windows at the latest
         measured cost per row, rather than the builds it happened to do (after a lazy spell the
-        whole window's: paid once at a switch, not per execution)."""
+        whole window's); what it built beyond that is reported as overhead, the cost of the
+        change of strategy that a probe's budget counts."""
         m = self.measured
         assert m is not None
         with self._spent_lock:
             spent, self._spent = self._spent, _Spent()
         seconds = spent.read_s + finish_s
+        overhead = 0.0
         if strategy == EAGER:
             if spent.build_rows:
                 self._build_s_per_row = spent.build_s / spent.build_rows
             new = spent.rows * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
-            seconds += (self._build_s_per_row or 0.0) * new
-        m.observe(strategy, max(seconds, 0.0))
+            steady = (self._build_s_per_row or 0.0) * new
+            seconds += steady
+            overhead = max(spent.build_s - steady, 0.0)
+        m.observe(strategy, max(seconds, 0.0), overhead)
         self.strategy = m.next_strategy()
         self.timed = m.timing()
 
@@ -947,11 +1055,14 @@ class TemporalPlan:
         c = self.measured
         if c is None:
             return f"coalesced {self.strategy} ({model})"
-        if c.measuring():
+        if c.measuring() and not c.pairs:
             return (f"coalesced {c.strategy}, the cost model's choice until executions of both strategies measure "
                     f"them ({model})")
-        return (f"coalesced {c.strategy}, measured over this query's latest executions: eager {c.median(EAGER) * 1e6:,.0f} "
-                f"us, lazy {c.median(LAZY) * 1e6:,.0f} us (medians; the {model}, chose {c.model_choice})")
+        again = ", measuring both again" if c.measuring() else ""
+        return (f"coalesced {c.strategy}, measured over this query's executions{again}: eager / lazy "
+                f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs; latest medians eager "
+                f"{c.median(EAGER) * 1e6:,.0f} us, lazy {c.median(LAZY) * 1e6:,.0f} us; the {model}, chose "
+                f"{c.model_choice})")
 
 
 @dataclass

@@ -3,10 +3,11 @@ how long each engine call takes while the queries register and then while the st
 Every query is on one stream (one CS2 group, as `bench.sharing_real --streams 1` registers them),
 so a hybrid's choice of periods is over all of them (tens of distinct SLIDEs).
 
-Per run: the longest and the total time of the Register calls, how much of it was the hybrid's
-choice of periods (cost.choose_periods, or the incremental choice's steps), and the longest call
-among the slides that follow (each Slide and the scheduler's work until idle), which is where an
-incremental choice does its steps, with how many slides it took to complete.
+Per run: the longest and the total time of the Register calls and how much of it was the hybrid's
+choice of periods (time in cost.schedule_cost), the registration phase's total with the scheduler
+steps run after each call (as the server runs them), the longest single scheduler step while
+registering and while sliding (where an incremental choice does its steps), the choice's time
+in steps, and after how many slides no choice was left being made (0: none left at the first).
 
     python -m bench.sharing_register [--queries 40 80 240] [--mode hybrid] [--slides 40]
 
@@ -58,42 +59,50 @@ def run(queries: int, mode: str, slides: int, rows: int = 200, seed: int = 1) ->
         ts += 1
         e.apply(Append(STREAM, pa.table(packets(rng, rows, 1, ts)), "", None, ts))
         e.apply(Slide(STREAM, ts))
-    register: list[float] = []
+    register: list[float] = []  # each Register call
+    steps: list[float] = []     # each scheduler step (the server's unit of work between two calls)
     choice_at_register = 0.0
+
+    def run_steps() -> None:
+        while True:
+            t = time.perf_counter()
+            if e.sched.step() is None:
+                break
+            steps.append(time.perf_counter() - t)
+
+    t0 = time.perf_counter()
     for i, p in enumerate(panels(per_group, seed)):
         n = len(spent)
         t = time.perf_counter()
         e.apply(Register(f"Q{i}", p.periodic(), 0, ts))
         register.append(time.perf_counter() - t)
         choice_at_register += sum(spent[n:])
-    sliding: list[float] = []
-    choice_sliding = 0.0
-    pending_until = None
+        run_steps()
+    registering = time.perf_counter() - t0
+    register_steps = max(steps, default=0.0)
+    choice_in_steps = sum(spent) - choice_at_register
+    steps.clear()
+    made_after = None
+    choosing = getattr(e.sched.sharing.local, "choosing", None)  # (none: a build that chooses at once)
     for j in range(slides):
+        if made_after is None and choosing is not None and not choosing():
+            made_after = j
         ts += 1
         e.apply(Append(STREAM, pa.table(packets(rng, rows, 1, ts)), "", None, ts))
-        n = len(spent)
-        t = time.perf_counter()
         e.apply(Slide(STREAM, ts))
-        e.sched.run_until_idle()
-        sliding.append(time.perf_counter() - t)
-        choice_sliding += sum(spent[n:])
-        pending = getattr(e.sched.sharing.local, "choosing", None)  # (an incremental choice only)
-        if pending_until is None and pending is not None and not pending():
-            pending_until = j + 1
+        run_steps()
     return {"mode": mode, "queries": len(register), "register_max_s": round(max(register), 4),
-            "register_total_s": round(sum(register), 2),
-            "choice_in_register_s": round(choice_at_register, 2),
-            "choice_in_slides_s": round(choice_sliding, 2), "slide_max_s": round(max(sliding), 4), "slide_mean_s": round(sum(sliding) / len(sliding), 4),
-            "choice_complete_after_slides": pending_until,
-            "tasks": e.sched.sharing.stats()["tasks"]}
+            "register_total_s": round(sum(register), 2), "choice_in_register_s": round(choice_at_register, 2),
+            "registering_with_steps_s": round(registering, 2), "step_max_while_registering_s": round(register_steps, 4),
+            "choice_in_steps_s": round(choice_in_steps, 2), "step_max_while_sliding_s": round(max(steps, default=0.0), 4),
+            "choice_made_after_slides": made_after, "tasks": e.sched.sharing.stats()["tasks"]}
 
 
 def main(argv=None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--queries", type=int, nargs="+", default=[40, 80, 240])
     ap.add_argument("--mode", default="hybrid")
-    ap.add_argument("--slides", type=int, default=40, help="slides after the registrations, each timed")
+    ap.add_argument("--slides", type=int, default=40, help="slides after the registrations, their steps timed")
     args = ap.parse_args(argv)
     out = []
     for q in args.queries:

@@ -11,6 +11,7 @@ whose maintenance (joining new sub-windows) is the same under every schedule: th
 cost what each member finishes, so no period is shortened for them."""
 from __future__ import annotations
 
+import collections
 import enum
 import math
 from dataclasses import dataclass
@@ -20,12 +21,14 @@ from .covers import Derivation, derive_cached
 from .rules import Synopsis
 
 HORIZON_CAP = 720     # slides simulated at most; beyond it a schedule's cost is estimated over a prefix
-CHOICE_SLIDES = 5_000   # slides simulated at most by one choice of periods (on the event loop, at a
-                        # registration): a choice with many sub-groups costs its schedules over shorter prefixes
+CHOICE_SLIDES = 5_000   # slides simulated at most by one choice of periods (in steps of STEP_SLIDES in
+                        # the server: PeriodChoice): a choice with many sub-groups costs its schedules over shorter prefixes
 MIN_HORIZON = 24      # ... but never over fewer slides than this
 EXHAUSTIVE = 5        # sub-groups up to which every choice of periods is costed; greedy beyond
 NEAREST = 3           # greedy: a sub-group may join one of the nearest shorter anchors
 GREEDY_STEPS = 4      # greedy: moves the budget is planned for
+STEP_SLIDES = 500     # slides one step of an incremental choice (PeriodChoice.step) simulates at most
+                      # (one schedule longer than that, up to 2 * HORIZON_CAP, is a step of its own)
 
 
 class Phasing(enum.Enum):
@@ -295,14 +298,6 @@ def _tasks(subgroups: dict[int, list], target: dict[int, int]) -> list[tuple[int
     return sorted(by.items())
 
 
-def _cost(subgroups: dict[int, list], target: dict[int, int], model: CostModel, phases: dict[int, int] | None,
-          cap: int = HORIZON_CAP) -> float:
-    """A choice's schedule_cost; a merged task runs in the phase of its anchor (the sub-group
-    whose period it runs at)."""
-    tasks = _tasks(subgroups, target)
-    return schedule_cost(tasks, model, None if phases is None else [phases[p] for p, _ in tasks], cap)
-
-
 def _cap(model: CostModel, evaluations: int) -> int:
     """The horizon each of `evaluations` schedule costs may simulate within CHOICE_SLIDES (a
     model with memo simulates two horizons)."""
@@ -326,7 +321,8 @@ def _choices(periods: list[int]):
     yield from go(0, {})
 
 
-def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[int, int] | None = None) -> dict[int, int]:
+def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[int, int] | None = None,
+                   memo: dict | None = None) -> dict[int, int]:
     """Hybrid scheduling: for a group's sub-groups (period -> outputs), the period each runs at,
     either its own or a shorter sub-group's (then they always run together), the cheapest per
     slide by schedule_cost; `phases`: per sub-group, the slides until it is next due (none: all
@@ -334,7 +330,16 @@ def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[in
     sub-group moves at a time while that lowers the cost, up to a budget. Ties keep the longer
     periods. Under Phasing.HELD the work is bounded (about CHOICE_SLIDES slides simulated, whatever
     the number of sub-groups): with many of them each schedule is costed over a shorter prefix of
-    its LCM, and the greedy stops when the budget is spent."""
+    its LCM, and the greedy stops when the budget is spent. All at once: PeriodChoice makes the
+    same choice a bounded number of simulated slides at a time; `memo` as there."""
+    choice = PeriodChoice(subgroups, model, phases, memo)
+    choice.step(None)
+    return choice.result  # type: ignore[return-value]  # made: no bound
+
+
+def _search(subgroups: dict[int, list], model: CostModel, phases: dict[int, int] | None):
+    """choose_periods' search as a generator: it yields each choice it needs costed, (target,
+    cap), is sent that choice's schedule_cost, and returns the choice it made."""
     periods = sorted(subgroups)
     if len(periods) <= 1:
         return {p: p for p in periods}
@@ -343,14 +348,14 @@ def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[in
         cap = _cap(model, len(choices))
         best, best_cost = None, math.inf
         for target in choices:
-            c = _cost(subgroups, target, model, phases, cap)
+            c = yield target, cap
             if c < best_cost - 1e-9:
                 best, best_cost = target, c
-        return best  # type: ignore[return-value]  # some choice has a finite cost
+        return best  # some choice has a finite cost
     trials = (len(periods) - 1) * NEAREST  # at most, per step
     cap = _cap(model, trials * GREEDY_STEPS)
     target = {p: p for p in periods}
-    cost = _cost(subgroups, target, model, phases, cap)
+    cost = yield target, cap
     # a drifting cost is closed-form (no slides simulated): its greedy runs to the end; a held
     # one stops once about CHOICE_SLIDES slides were simulated (its best choice so far)
     held = model.phasing is Phasing.HELD
@@ -364,10 +369,100 @@ def choose_periods(subgroups: dict[int, list], model: CostModel, phases: dict[in
                 continue  # only an anchor nobody follows joins a shorter anchor
             for q in [a for a in periods if a < p and target[a] == a][-NEAREST:]:
                 trial = target | {p: q}
-                c = _cost(subgroups, trial, model, phases, cap)
+                c = yield trial, cap
                 if c < cost - 1e-9 and (move is None or c < move[0]):
                     move = (c, trial)
         if move is None:
             return target
         cost, target = move
     return target
+
+
+def simulated(tasks: Sequence[tuple[int, Sequence]], model: CostModel, cap: int) -> int:
+    """The slides schedule_cost simulates to cost `tasks` (Phasing.HELD: the LCM of the periods
+    up to `cap`, twice with memo; DRIFTING: none, the cost is closed-form)."""
+    if model.phasing is Phasing.DRIFTING:
+        return 0
+    return (2 if model.memo else 1) * min(lcm([p for p, _ in tasks]), cap)
+
+
+MEMO_COSTS = 20_000  # schedule costs a PeriodChoice memo keeps (all dropped when more are made)
+
+
+def signature(outputs: Iterable) -> frozenset:
+    """What a sub-group's outputs contribute to a schedule's cost (CostModel.parts, covers_among):
+    their lengths, paths, readers and whether they combine, with multiplicity."""
+    return frozenset(collections.Counter((o.length, o.leader.synopsis, o.leader.reads, o.leader.combines)
+                                         for o in outputs).items())
+
+
+class PeriodChoice:
+    """choose_periods made a bounded number of simulated slides at a time (step), off the
+    registration path: 8.4.4 says hybrid scheduling "is more expensive to maintain. As the query
+    workload changes, the cost of separate and merged execution of various sub-groups must be
+    recomputed", and that an efficient schedule "may be computed using dynamic programming and
+    memorizing". The search (the same as choose_periods', _search) is resumed where a step
+    stopped; each schedule's cost is kept in `memo` (shared by the choices of one scheduler,
+    keyed by the choice's sub-groups, their periods, phases and signature, and the horizon), so a
+    sub-group set costed before (a group that changed back, a choice restarted) is not simulated
+    again. `phases` are taken when the choice starts."""
+
+    def __init__(self, subgroups: dict[int, list], model: CostModel, phases: dict[int, int] | None = None,
+                 memo: dict | None = None):
+        self.subgroups = subgroups
+        self.model = model
+        self.phases = phases
+        self.memo = {} if memo is None else memo
+        self.sig = {p: signature(outs) for p, outs in subgroups.items()}
+        self.simulated = 0     # slides simulated in all
+        self.steps = 0         # steps taken
+        self.costed = 0        # schedules costed (simulated or from the memo)
+        self.result: dict[int, int] | None = None
+        self._search = _search(subgroups, model, phases)
+        self._asked: tuple[dict[int, int], int] | None = None
+        self._ask(None)
+
+    def _ask(self, cost: float | None) -> None:
+        try:
+            self._asked = next(self._search) if cost is None else self._search.send(cost)
+        except StopIteration as made:
+            self._asked, self.result = None, made.value
+
+    def step(self, budget: int | None, alone: bool = True) -> int:
+        """Cost the schedules the search asks for until the choice is made or the next one would
+        take the slides simulated in this step beyond `budget` (None: no bound); with `alone`, a
+        schedule that simulates more than `budget` by itself is costed as a step of its own (else
+        the step stops before it). Returns the slides simulated."""
+        spent = 0
+        while self.result is None:
+            target, cap = self._asked  # type: ignore[misc]  # asked while not made
+            key = (self.model, cap, tuple((p, target[p], None if self.phases is None else self.phases[p], self.sig[p])
+                                          for p in sorted(target)))
+            cost = self.memo.get(key)
+            if cost is None:
+                tasks = _tasks(self.subgroups, target)
+                slides = simulated(tasks, self.model, cap)
+                if budget is not None and (spent or not alone) and spent + slides > budget:
+                    break
+                cost = schedule_cost(tasks, self.model,
+                                     None if self.phases is None else [self.phases[p] for p, _ in tasks], cap)
+                spent += slides
+                if len(self.memo) >= MEMO_COSTS:
+                    self.memo.clear()
+                self.memo[key] = cost
+            self.costed += 1
+            self._ask(cost)
+            if budget is not None and spent >= budget:
+                break
+        self.steps += 1
+        self.simulated += spent
+        self._check()
+        return spent
+
+    def _check(self) -> None:
+        assert (self.result is None) == (self._asked is not None), "a choice is made or a schedule is asked for"
+        assert self.simulated >= 0 and self.costed >= 0 and len(self.memo) <= MEMO_COSTS
+        if self.result is not None:
+            assert set(self.result) == set(self.subgroups)
+            assert all(q <= p and self.result[q] == q for p, q in self.result.items()), \
+                "each period its own or a shorter anchor's"

@@ -32,7 +32,7 @@ from windowstore.store.join import SharedJoin
 
 from ..joins import JoinQueryPlan
 from .answer import SharedAnswer
-from .cost import STORE, CostModel
+from .cost import STEP_SLIDES, STORE, CostModel
 from .covers import derive, derive_cached, subtract
 from .groups import Groups
 from .joins import SharedJoinPlan, member_reads
@@ -237,7 +237,8 @@ class SharedTasks:
     def __init__(self, mode: "SharingMode | str", model: CostModel | None = None):
         self.mode = SharingMode(mode)
         self.groups = Groups()
-        self.local = make_scheduler(self.mode, self.groups, model or STORE)
+        # a hybrid's choice of periods is made off the registration path, STEP_SLIDES at a time (spawn)
+        self.local = make_scheduler(self.mode, self.groups, model or STORE, STEP_SLIDES)
         self.tasks: dict[str, Task] = {}  # member id -> its scheduler task
         self.busy: dict[str, QueryTxn] = {}  # member id -> the shared execution answering it now
         self.executions = 0      # shared executions committed
@@ -329,6 +330,9 @@ class SharedTasks:
         for task in sched.tasks.values():  # those sharing does not hold: as before
             if task.id not in self.tasks and task.id not in self.slices.key_of and task_due(task, sched.failed):
                 task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
+        # a step of the hybrid's choices of periods being made (bounded: cost.STEP_SLIDES slides
+        # simulated), at each spawn (a slide, an execution's end), not in the registration's call
+        self.local.refine()
         period = None
         for mid in [m for m, txn in self.busy.items() if txn.done]:
             del self.busy[mid]  # withdrawn without an answer or an error (its stream dropped)
@@ -650,7 +654,9 @@ class SharedTasks:
             return f"{self.mode.value}: runs alone for now: no registered query shares with it ({reason(m, key)})"
         return (f"{self.mode.value}: joins group {group_label(gid)} with {len(peers)} output(s) "
                 f"({', '.join(peers[:5])}{', ...' if len(peers) > 5 else ''}): {reason(m, key)}"
-                + ("" if m.synopsis == Synopsis.JOIN else self._cover_text(plan, gid)))
+                + ("" if m.synopsis == Synopsis.JOIN else self._cover_text(plan, gid))
+                + ("; the group's choice of periods (8.4.4) is being computed: its sub-groups run at their own "
+                   "SLIDEs until it is made" if self.local.choosing(gid) else ""))
 
     def _cover_text(self, plan, gid) -> str:
         """The predicate cover (covers.py) a query joining group `gid` would be answered from

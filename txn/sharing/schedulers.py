@@ -9,11 +9,10 @@ output); a task is due at d <= 0, and late at d < 0. Nothing is dropped: a late 
 queue, the most overdue first."""
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass, field
 from typing import Hashable
 
-from .cost import CostModel, choose_periods
+from .cost import CostModel, PeriodChoice, choose_periods, signature
 from .groups import Groups, Output
 from .modes import SharingMode
 
@@ -163,6 +162,15 @@ class LocalScheduler:
             if mid in self.since:
                 self.since[mid] = 0
 
+    def refine(self) -> bool:
+        """A bounded step of work left over from a change of the groups (Hybrid: its choices of
+        periods); True when the tasks were formed again. Nothing here."""
+        return False
+
+    def choosing(self, gid=None) -> bool:
+        """Whether a group's choice of periods is still being made (Hybrid). None here."""
+        return False
+
     # -- what subclasses decide ----------------------------------------------------------------
     def _tasks(self) -> list[Task]:
         return [Task(("query", mid), m.period, [Output(("query", mid), {mid: m})])
@@ -222,21 +230,74 @@ class Conservative(LocalScheduler):
 
 class Hybrid(Conservative):
     """8.4.4: the cost model shortens some sub-groups' periods to a shorter sub-group's, and
-    those always run together; then Algorithm 10."""
+    those always run together; then Algorithm 10.
+
+    `budget` None: a group's choice of periods is made when its sub-groups change (at once,
+    choose_periods). A budget (slides simulated, cost.STEP_SLIDES in the server): the choice is
+    made off the registration path, in bounded steps (refine, one per call): a group whose
+    choice is being computed runs as Conservative does (each sub-group at its own SLIDE, its
+    answers right from the first slide: 8.4.1's SLIDE semantics hold under any choice of
+    periods), its choice applied when made, and started again if the group changes meanwhile.
+    The choices share one memo of schedule costs (8.4.4: "memorizing")."""
 
     mode = SharingMode.HYBRID
 
-    def _periods(self, gid, subgroups):
+    def __init__(self, groups: Groups, model: CostModel | None = None, budget: int | None = None):
+        self.budget = budget
+        self.chosen: dict = {}    # per group: (its sub-groups' signature, the choice made for them)
+        self.choosing_now: dict = {}  # per group: (signature, PeriodChoice) being made (with a budget)
+        self.costs: dict = {}     # the choices' memo of schedule costs (PeriodChoice)
+        super().__init__(groups, model)
+
+    @staticmethod
+    def _signature(subgroups: dict[int, list[Output]]) -> tuple:
         # the choice depends only on the periods and the outputs' lengths, paths and readers (their
         # predicate covers): kept per group while those stay (registrations elsewhere re-form the
         # tasks without re-costing)
-        sig = tuple((p, frozenset(collections.Counter((o.length, o.leader.synopsis, o.leader.reads)
-                                                      for o in outs).items()))
-                    for p, outs in subgroups.items())
-        cache = self.__dict__.setdefault("_chosen", {})
-        if cache.get(gid, (None,))[0] != sig:
-            cache[gid] = (sig, choose_periods(subgroups, self.model, self._phases(subgroups)))
-        return cache[gid][1]
+        return tuple((p, signature(outs)) for p, outs in sorted(subgroups.items()))
+
+    def _periods(self, gid, subgroups):
+        sig = self._signature(subgroups)
+        made = self.chosen.get(gid)
+        if made is not None and made[0] == sig:
+            return made[1]
+        self.chosen.pop(gid, None)
+        if self.budget is None:
+            target = choose_periods(subgroups, self.model, self._phases(subgroups), self.costs)
+            self.chosen[gid] = (sig, target)
+            return target
+        going = self.choosing_now.get(gid)
+        if going is None or going[0] != sig:  # (started again: the group changed meanwhile)
+            choice = PeriodChoice(subgroups, self.model, self._phases(subgroups), self.costs)
+            if choice.result is not None:  # nothing to choose (one sub-group)
+                self.choosing_now.pop(gid, None)
+                self.chosen[gid] = (sig, choice.result)
+                return choice.result
+            self.choosing_now[gid] = (sig, choice)
+        return {p: p for p in subgroups}  # Conservative's, until the choice is made
+
+    def refine(self) -> bool:
+        """One bounded step of the choices being made: at most `budget` slides simulated in all
+        (a schedule longer than that alone); the choices made are applied (the tasks formed
+        again). True when one was."""
+        if not self.choosing_now or self.budget is None:
+            return False
+        left, made = self.budget, False
+        for gid, (sig, choice) in list(self.choosing_now.items()):
+            if left <= 0:
+                break
+            left -= choice.step(left, alone=left == self.budget)
+            if choice.result is not None:
+                del self.choosing_now[gid]
+                self.chosen[gid] = (sig, choice.result)
+                made = True
+        if made:
+            self.sync()
+        return made
+
+    def choosing(self, gid=None) -> bool:
+        """Whether group `gid`'s choice of periods (any group's: None) is still being made."""
+        return bool(self.choosing_now) if gid is None else gid in self.choosing_now
 
     def _phases(self, subgroups: dict[int, list[Output]]) -> dict[int, int]:
         """Per sub-group, the updates until it is next due at its own period: the schedule the
@@ -248,10 +309,19 @@ class Hybrid(Conservative):
 
     def _tasks(self) -> list[Task]:
         tasks = super()._tasks()
-        cache = self.__dict__.get("_chosen", {})
-        for gid in [g for g in cache if g not in self.groups.groups]:
-            del cache[gid]  # a group that is gone
+        for kept in (self.chosen, self.choosing_now):
+            for gid in [g for g in kept if g not in self.groups.groups]:
+                del kept[gid]  # a group that is gone
         return tasks
+
+    def _check(self) -> None:
+        super()._check()
+        assert set(self.chosen) <= set(self.groups.groups) and set(self.choosing_now) <= set(self.groups.groups)
+        assert not set(self.chosen) & set(self.choosing_now), "a group's choice is made or being made"
+        assert self.budget is not None or not self.choosing_now, "without a budget, choices are made at once"
+        for gid, (sig, choice) in self.choosing_now.items():
+            assert choice.result is None and sig == self._signature(self.groups.subgroups(gid))
+            choice._check()
 
 
 class HybridLate(Hybrid):
@@ -273,8 +343,14 @@ class HybridLatePending(Hybrid):
         return d <= 0 if v < 0 else d == v
 
 
-SCHEDULERS = {c.mode: c for c in (NoSharing, Aggressive, Conservative, Hybrid, HybridLate, HybridLatePending)}
+SCHEDULERS: dict[SharingMode, type[LocalScheduler]] = {c.mode: c for c in (NoSharing, Aggressive, Conservative, Hybrid, HybridLate, HybridLatePending)}
 
 
-def make_scheduler(mode: "SharingMode | str", groups: Groups, model: CostModel | None = None) -> LocalScheduler:
-    return SCHEDULERS[SharingMode(mode)](groups, model)
+def make_scheduler(mode: "SharingMode | str", groups: Groups, model: CostModel | None = None,
+                   budget: int | None = None) -> LocalScheduler:
+    """A scheduler of `mode`; `budget`: a hybrid's choices of periods are made in steps of at
+    most that many simulated slides (Hybrid.refine), not at once (the others choose nothing)."""
+    cls = SCHEDULERS[SharingMode(mode)]
+    if issubclass(cls, Hybrid):
+        return cls(groups, model, budget)
+    return cls(groups, model)

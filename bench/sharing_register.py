@@ -7,7 +7,8 @@ Per run: the longest and the total time of the Register calls and how much of it
 choice of periods (time in cost.schedule_cost), the registration phase's total with the scheduler
 steps run after each call (as the server runs them), the longest single scheduler step while
 registering and while sliding (where an incremental choice does its steps), the choice's time
-in steps, and after how many slides no choice was left being made (0: none left at the first).
+in steps, its longest step (refine_max_s), and after how many slides no choice was left being made
+(0: none left at the first).
 
     python -m bench.sharing_register [--queries 40 80 240] [--mode hybrid] [--slides 40]
 
@@ -70,6 +71,19 @@ def run(queries: int, mode: str, slides: int, rows: int = 200, seed: int = 1) ->
                 break
             steps.append(time.perf_counter() - t)
 
+    refines: list[float] = []  # each step of an incremental choice (Hybrid.refine), when the build has them
+    local = e.sched.sharing.local
+    if hasattr(local, "refine"):
+        plain_refine = local.refine
+
+        def refine() -> bool:
+            t = time.perf_counter()
+            try:
+                return plain_refine()
+            finally:
+                refines.append(time.perf_counter() - t)
+        local.refine = refine
+
     t0 = time.perf_counter()
     for i, p in enumerate(panels(per_group, seed)):
         n = len(spent)
@@ -95,7 +109,8 @@ def run(queries: int, mode: str, slides: int, rows: int = 200, seed: int = 1) ->
             "register_total_s": round(sum(register), 2), "choice_in_register_s": round(choice_at_register, 2),
             "registering_with_steps_s": round(registering, 2), "step_max_while_registering_s": round(register_steps, 4),
             "choice_in_steps_s": round(choice_in_steps, 2), "step_max_while_sliding_s": round(max(steps, default=0.0), 4),
-            "choice_made_after_slides": made_after, "tasks": e.sched.sharing.stats()["tasks"]}
+            "choice_made_after_slides": made_after, "refine_max_s": round(max(refines, default=0.0), 4),
+            "tasks": e.sched.sharing.stats()["tasks"]}
 
 
 def main(argv=None) -> list[dict]:

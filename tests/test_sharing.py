@@ -516,7 +516,8 @@ def test_early_runs_answer_no_member_twice_between_two_updates_and_say_how_early
 
 
 def test_a_choice_of_periods_simulates_a_bounded_number_of_slides_however_many_sub_groups(monkeypatch):
-    """The hybrid's choice runs on the event loop at each registration: with 40 sub-groups of
+    """A choice of periods made at once (choose_periods: the simulation's, and what the server's
+    choice made in steps reaches, cost.PeriodChoice) is bounded too: with 40 sub-groups of
     pairwise different periods (an LCM far beyond HORIZON_CAP) and the store's model (memo: two
     horizons per schedule), the schedules it costs simulate about CHOICE_SLIDES slides in all (each
     over a shorter prefix), not a number growing with the sub-groups; the choice is well formed

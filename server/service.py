@@ -39,9 +39,10 @@ from .security import AccessPolicy
 # less: docs/bench-history.md).
 _OFF_LOOP_BYTES = 1 << 20
 # A keyed Append's content digest (its idempotency key's check, store/digest.py) costs several times
-# its decode (about 0.4 ms of CPU per 10^4 rows against 0.05 ms: docs/performance.md, Round 19), so
-# a keyed batch is decoded and digested on a worker thread from this size on.
-_OFF_LOOP_KEYED_BYTES = 1 << 20
+# its decode (about 0.4 ms of CPU per 10^4 rows against 0.05 ms), so a keyed batch goes to a worker
+# thread from a smaller size: a 10^4-row batch (280 KiB) left 0.5 ms less on the loop per Append
+# (docs/performance.md, Round 19).
+_OFF_LOOP_KEYED_BYTES = 1 << 16
 # Parsed queries are immutable values: the same text (a dashboard's, a load generator's) is parsed
 # once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).
 _CACHED_TEXT = 4096
@@ -258,8 +259,9 @@ class WindowStoreService(ReplicationRpcs):
             stream, writer = request.stream, request.writer_id
             await self.order.after((stream, writer, after), lambda: self.driver.appended(stream, writer, after))
         event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
+        columns = schema.columns if schema is not None and digest is not None else None  # what the digest is of
         ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms,
-                                       digest, schema.columns if digest is not None else None), context, on_applied)
+                                       digest, columns), context, on_applied)
         if not ack.duplicate:
             self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,

@@ -36,13 +36,9 @@ from .security import AccessPolicy
 # Arrow payloads above this size are decoded and validated on a worker thread, so the event loop
 # keeps answering other calls meanwhile. Below it the hand-off costs more than it frees (a 10^4-row
 # batch decodes in about 0.1 ms on the loop; with a lower threshold writers of such batches ingested
-# less: docs/bench-history.md).
+# less: docs/bench-history.md). A keyed batch's content digest is computed there too: a 10^4-row
+# batch's 0.4 ms did not pay for the hand-off either (docs/performance.md, Round 19).
 _OFF_LOOP_BYTES = 1 << 20
-# A keyed Append's content digest (its idempotency key's check, store/digest.py) costs several times
-# its decode (about 0.4 ms of CPU per 10^4 rows against 0.05 ms), so a keyed batch goes to a worker
-# thread from a smaller size: a 10^4-row batch (280 KiB) left 0.5 ms less on the loop per Append
-# (docs/performance.md, Round 19).
-_OFF_LOOP_KEYED_BYTES = 1 << 16
 # Parsed queries are immutable values: the same text (a dashboard's, a load generator's) is parsed
 # once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).
 _CACHED_TEXT = 4096
@@ -222,7 +218,7 @@ class WindowStoreService(ReplicationRpcs):
         limit = self.config.max_decompressed_mb << 20
         decode, size = convert.batch_decoder(request, limit)
         work = decode if schema is None else functools.partial(_decode_digested, decode, schema)
-        if size > (_OFF_LOOP_BYTES if schema is None else _OFF_LOOP_KEYED_BYTES):
+        if size > _OFF_LOOP_BYTES:
             got = await asyncio.get_running_loop().run_in_executor(self._decoders, work)
         else:
             got = work()

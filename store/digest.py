@@ -2,8 +2,8 @@
 (the sum of per-row hashes), so a batch replayed in another order or another partitioning has the
 same digest and a batch with other rows almost surely has another. Deterministic across processes
 (no Python hash randomisation): idempotency keys compare a replay's content with the original.
-Its values are part of the durable state (snapshots keep acknowledged batches' digests, logs since
-round 19 carry them): a change that alters a value must be versioned."""
+Its values are part of the durable state (snapshots keep acknowledged batches' digests, the log's
+Append records carry them): a change that alters a value must be versioned."""
 from __future__ import annotations
 
 import zlib
@@ -21,15 +21,15 @@ _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser, vectorised (uint64 arithmetic wraps)."""
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
+    """splitmix64's finaliser of x, a new array."""
+    out = np.array(x, dtype=np.uint64)
+    _mix_into(out, np.empty_like(out))
+    return out
 
 
 def _mix_into(x: np.ndarray, tmp: np.ndarray) -> None:
-    """_mix(x) in place, `tmp` a scratch array of x's length: the same values without a new array
-    per step (a keyed Append's digest is 18 such passes per column)."""
+    """splitmix64's finaliser, vectorised, in place (uint64 arithmetic wraps); `tmp` a scratch array
+    of x's length: no new array per step (a keyed Append's digest is 18 such passes per column)."""
     np.right_shift(x, _S30, out=tmp)
     np.bitwise_xor(x, tmp, out=x)
     np.multiply(x, _M1, out=x)

@@ -109,8 +109,8 @@ def test_a_batch_the_schema_refuses_has_no_carried_digest():
     assert content_digest(SCHEMA, pa.table({"ts": [1], "k": ["a"]})) is None  # missing columns: the engine says which
 
 
-# Values the digest had before round 19's in-place version (computed by main at 88f2afe): snapshots
-# hold acknowledged batches' digests, so these must never change without a version.
+# Values the digest had before it mixed in place (computed by the earlier code, commit 88f2afe):
+# snapshots and logs hold acknowledged batches' digests, so these must never change without a version.
 PINNED = [
     ([(1, "a", 1, 0.5, True), (2, "b", 2, -0.0, False), (3, "a", 3, 1.0, None)], 4096935179329335269),
     ([(5, None, None, None, None), (6, "é", -1, float("inf"), True)], 7096819716996849039),

@@ -84,7 +84,7 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 
 # -- ingest ------------------------------------------------------------------------------------------
 
-def _feed_seconds(target: str, first: int, seconds: int, parts: int, in_flight: int, out, go) -> None:
+def _feed_seconds(target: str, first: int, seconds: int, parts: int, in_flight: int, out, go, keyed: bool = False) -> None:
     """A writer process: seconds [first, first + seconds) of event time, in `parts` Appends each,
     once `go` is set (every writer ready: a fast writer's result must not come before a slow one's
     "ready"). A failure is put on `out` for the parent to raise (a writer that dies must not count)."""
@@ -95,7 +95,7 @@ def _feed_seconds(target: str, first: int, seconds: int, parts: int, in_flight: 
             out.put("ready")
             go.wait()
             t0 = time.perf_counter()
-            if in_flight > 1:  # several calls in flight: the idempotency keys keep each batch once if sent again
+            if in_flight > 1 or keyed:  # several calls in flight: the idempotency keys keep each batch once if sent again
                 c.append_all("peer", work, writer_id=f"writer-{first}", first_batch_id=0, in_flight=in_flight)
             else:  # in order, one in flight, the next one serialised meanwhile
                 c.append_all("peer", work)
@@ -117,11 +117,12 @@ def _got(out, timeout: float):
     return item
 
 
-def _writers(target: str, jobs: list[tuple[int, int, int, int]]) -> float:
-    """Rows/s of writer processes, one per (first second, seconds, parts, calls in flight), started together."""
+def _writers(target: str, jobs: list[tuple[int, int, int, int]], keyed: bool = False) -> float:
+    """Rows/s of writer processes, one per (first second, seconds, parts, calls in flight), started
+    together; `keyed`: every Append with an idempotency key (writer_id, batch_id)."""
     ctx = mp.get_context("spawn")
     out, go = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go)) for job in jobs]
+    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go, keyed)) for job in jobs]
     for p in procs:
         p.start()
     try:
@@ -144,9 +145,10 @@ def _create(ws: Client) -> None:
     ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event", group_by=["src"])
 
 
-def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None) -> float:
+def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, keyed: bool = False) -> float:
     """Rows/s into a fresh server: INGEST_ROWS of event time, each second in `parts` Appends, by
-    `writers` processes each given consecutive seconds of its own (one writer: in order)."""
+    `writers` processes each given consecutive seconds of its own (one writer: in order); `keyed`:
+    each Append with an idempotency key (whose content digest the server computes)."""
     seconds = INGEST_ROWS // SECOND_ROWS
     with ServerProcess() as srv:
         with Client(srv.target) as ws:
@@ -157,7 +159,7 @@ def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None) -
                                  group_by=["src"], allowed_lateness_ms=seconds * 1000)
         per = seconds // writers
         k = IN_FLIGHT.get(parts, 1) if in_flight is None else in_flight
-        return _writers(srv.target, [(w * per, per, parts, k) for w in range(writers)])
+        return _writers(srv.target, [(w * per, per, parts, k) for w in range(writers)], keyed)
 
 
 def duckdb_ingest(parts: int, writers: int) -> float:
@@ -380,6 +382,39 @@ def run() -> list[dict]:
     return out
 
 
+def ingest_only(keyed: bool, cases: list[tuple[int, int]], in_flight: int) -> list[dict]:
+    """The ingest cases alone, (batches per second, writers) each, windowstore then DuckDB."""
+    out = []
+    for parts, writers in cases:
+        ws_rate, duck_rate = windowstore_ingest(parts, writers, in_flight, keyed), duckdb_ingest(parts, writers)
+        out.append({"name": f"ingest, {writers} writer(s), {SECOND_ROWS // parts:,}-row batches, "
+                            f"{'keyed' if keyed else 'unkeyed'}, {in_flight} in flight",
+                    "value": [ws_rate, duck_rate, ws_rate / duck_rate],
+                    "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s = {ws_rate / duck_rate:.2f}x",
+                    "target": ">= 1.5x DuckDB"})
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m bench.peer_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ingest-only", action="store_true", help="run the ingest cases only (no queries)")
+    ap.add_argument("--keyed", action="store_true",
+                    help="with --ingest-only: every Append with an idempotency key (writer_id, batch_id)")
+    ap.add_argument("--in-flight", type=int, default=1, help="with --ingest-only: one writer's Appends in flight")
+    ap.add_argument("--cases", default="1x1,10x1,1x10,10x10",
+                    help="with --ingest-only: PARTSxWRITERS,...: batches per second of event time (1: 10^5 rows, "
+                         "10: 10^4 rows) and writer processes")
+    args = ap.parse_args(argv)
+    if args.ingest_only:
+        cases = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
+        results = ingest_only(args.keyed, cases, args.in_flight)  # type: ignore[arg-type]
+    else:
+        results = run()
+    for r in results:
+        print(f"{r['name']}: {r['shown']}   (target {r['target']})", flush=True)
+
+
 if __name__ == "__main__":
-    for r in run():
-        print(f"{r['name']}: {r['shown']}   (target {r['target']})")
+    main()

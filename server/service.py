@@ -17,6 +17,7 @@ from windowstore.store import InvalidInput, to_text
 from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery
 from windowstore.txn import Result
+from windowstore.txn.ingest import content_digest
 from windowstore.txn.joins import stream_names
 from windowstore.v1 import windowstore_pb2 as pb
 
@@ -35,7 +36,8 @@ from .security import AccessPolicy
 # Arrow payloads above this size are decoded and validated on a worker thread, so the event loop
 # keeps answering other calls meanwhile. Below it the hand-off costs more than it frees (a 10^4-row
 # batch decodes in about 0.1 ms on the loop; with a lower threshold writers of such batches ingested
-# less: docs/bench-history.md).
+# less: docs/bench-history.md). A keyed batch's content digest is computed there too: a 10^4-row
+# batch's 0.4 ms did not pay for the hand-off either (docs/performance.md, Round 19).
 _OFF_LOOP_BYTES = 1 << 20
 # Parsed queries are immutable values: the same text (a dashboard's, a load generator's) is parsed
 # once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).
@@ -73,6 +75,13 @@ def looks_like_seconds(column, now_ms: float) -> bool:
     lo, hi = pc.min_max(column).values()
     lo, hi = lo.as_py(), hi.as_py()
     return lo is not None and now_ms - day <= lo * 1000 and hi * 1000 <= now_ms + day and hi < now_ms - day
+
+
+def _decode_digested(decode, schema):
+    """(batch, ipc, digest): a keyed Append's rows and their content digest (txn/ingest.py's
+    content_digest), in one step where the caller runs it (a worker thread for a large payload)."""
+    batch, ipc = decode()
+    return batch, ipc, content_digest(schema, batch)
 
 
 def _short(name: str, limit: int = 100) -> str:
@@ -200,19 +209,23 @@ class WindowStoreService(ReplicationRpcs):
         self._allow(context, "read", request.name)
         return pb.DescribeStreamResponse(stream=await self._run(lambda: _info(self.driver, request.name), context))
 
-    async def _batch(self, request, context):
-        """An Append's or StageRows' rows, once the caller may write the stream and they fit. A large
-        payload is decoded on a worker thread: the event loop goes on serving other calls."""
+    async def _batch(self, request, context, schema=None):
+        """An Append's or StageRows' rows, once the caller may write the stream and they fit, with
+        their content digest under `schema` when one is given (a keyed Append's; None when the
+        schema refuses them: the engine says why). A large payload is decoded and digested on a
+        worker thread: the event loop goes on serving other calls."""
         self._allow(context, "write", request.stream)
         limit = self.config.max_decompressed_mb << 20
         decode, size = convert.batch_decoder(request, limit)
+        work = decode if schema is None else functools.partial(_decode_digested, decode, schema)
         if size > _OFF_LOOP_BYTES:
-            batch, ipc = await asyncio.get_running_loop().run_in_executor(self._decoders, decode)
+            got = await asyncio.get_running_loop().run_in_executor(self._decoders, work)
         else:
-            batch, ipc = decode()
+            got = work()
+        batch, ipc, digest = got if schema is not None else (*got, None)
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceLimit(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
-        return batch, ipc
+        return batch, ipc, digest
 
     async def Append(self, request, context):
         self._allow(context, "write", request.stream)  # before any field is judged: a caller who may
@@ -236,17 +249,29 @@ class WindowStoreService(ReplicationRpcs):
 
     async def _append(self, request, batch_id, after, context, on_applied=None):
         """An Append's rows applied, after the writer's batch `after` when it names one (append_order.py)."""
-        batch, ipc = await self._batch(request, context)
+        schema = self._keyed_schema(request.stream) if batch_id is not None else None
+        batch, ipc, digest = await self._batch(request, context, schema)
         if after is not None:
             stream, writer = request.stream, request.writer_id
             await self.order.after((stream, writer, after), lambda: self.driver.appended(stream, writer, after))
         event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
-        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms),
-                                context, on_applied)
+        columns = schema.columns if schema is not None and digest is not None else None  # what the digest is of
+        ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms,
+                                       digest, columns), context, on_applied)
         if not ack.duplicate:
             self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                  latest_slide=ack.latest_slide)
+
+    def _keyed_schema(self, stream: str):
+        """The schema a keyed Append's digest is computed under, or None (no such stream: the
+        engine refuses the Append; the engine still recovering: it computes the digest itself)."""
+        if not self.driver.ready:
+            return None
+        try:
+            return self.driver.stream(stream).schema
+        except NotFound:
+            return None
 
     def _check_units(self, stream: str, batch) -> None:
         """Count (and warn once per stream of) a batch whose event times look like seconds."""
@@ -267,7 +292,7 @@ class WindowStoreService(ReplicationRpcs):
         return pb.SlideResponse(slide=ack.slide, rows=ack.rows, duplicate=ack.duplicate)
 
     async def StageRows(self, request, context):
-        batch, ipc = await self._batch(request, context)
+        batch, ipc, _ = await self._batch(request, context)
         ack = await self._write(StageRows(request.stream, request.writer_id, request.batch_id, request.attempt,
                                           request.chunk, batch, 0.0, ipc), context)
         return pb.StageRowsResponse(staged_rows=ack.rows, committed=ack.committed)

@@ -11,12 +11,13 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 import grpc
 
 from conftest import wait_for
-from windowstore.clients import Client, Unavailable
+from windowstore.clients import Client, FailedPrecondition, Unavailable
 from windowstore.server.process import ServerProcess
 
 SCHEMA = {"ts": "int64", "k": "string", "v": "int64"}
@@ -37,6 +38,24 @@ def fill(ws, batches=6):
             ws.slide("s", writer_id="slider", batch_id=b)
 
 
+def large_batch(rows: int = 80_000) -> dict[str, dict]:
+    """A batch whose payload is over 1 MiB (the server decodes and digests it on a worker thread),
+    the same rows in another order, and the batch with one value changed."""
+    rng = np.random.default_rng(3)
+    big = {"ts": np.sort(rng.integers(0, 1000, rows)), "k": rng.choice(["a", "b", "é", ""], rows).tolist(),
+           "v": rng.integers(-2**40, 2**40, rows)}
+    order = rng.permutation(rows)
+    return {"batch": big, "reordered": {"ts": big["ts"][order], "k": [big["k"][i] for i in order], "v": big["v"][order]},
+            "changed": {**big, "v": np.concatenate([big["v"][:1] + 1, big["v"][1:]])}}
+
+
+def recognised(ws, writer: str, batch_id: int, reordered, changed) -> None:
+    """A keyed batch sent again: its rows in another order, a duplicate; one value changed, refused."""
+    assert ws.append("s", reordered, writer_id=writer, batch_id=batch_id).duplicate
+    with pytest.raises(FailedPrecondition, match="other rows"):
+        ws.append("s", changed, writer_id=writer, batch_id=batch_id)
+
+
 def kill(srv):
     srv.proc.kill()
     srv.proc.wait()
@@ -45,8 +64,11 @@ def kill(srv):
 @pytest.mark.slow
 def test_acknowledged_writes_survive_kill_9(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
+    large = large_batch()
     with Client(srv.target, timeout=30) as ws:
         fill(ws)
+        assert not ws.append("s", large["batch"], writer_id="big", batch_id=0).duplicate
+        recognised(ws, "big", 0, large["reordered"], large["changed"])
         pid = ws.register("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
         before = answers(ws)
         latest = ws.describe_stream("s")["latest_slide"]
@@ -61,6 +83,9 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
             # the idempotency tables came back: replays are still recognised
             replay = {"ts": [30 + i for i in range(5)], "k": ["a", "b", "é", "a", "c"], "v": [2**62, -1, 3, 7, 2**62]}
             assert ws.append("s", replay, writer_id="w", batch_id=3).duplicate
+            # ... in another order too (the digests were logged with the Appends), and other rows are refused
+            recognised(ws, "w", 3, {c: v[::-1] for c, v in replay.items()}, {**replay, "v": [2**62, -1, 3, 8, 2**62]})
+            recognised(ws, "big", 0, large["reordered"], large["changed"])
             assert ws.slide("s", writer_id="slider", batch_id=5) == 2  # the slide it made the first time
             assert ws.describe_stream("s")["latest_slide"] == latest
             # slide numbers continue; the periodic query kept its id and answers its subscribers
@@ -154,6 +179,10 @@ def test_snapshots_bound_the_log_and_recovery_uses_them(tmp_path):
     srv = ServerProcess(data_dir=str(tmp_path))
     try:
         with Client(srv.target, timeout=30) as ws:
+            assert answers(ws) == before
+            # an early batch, remembered by a snapshot: in another order a duplicate, with other rows refused
+            replay = {"ts": [30 + i for i in range(5)], "k": ["a", "b", "é", "a", "c"], "v": [2**62, -1, 3, 7, 2**62]}
+            recognised(ws, "w", 3, {c: v[::-1] for c, v in replay.items()}, {**replay, "k": ["a", "b", "é", "a", "d"]})
             assert answers(ws) == before
     finally:
         srv.stop()

@@ -47,7 +47,14 @@ class DropStream:
 @dataclass(frozen=True, eq=False)
 class Append:
     """An accepted batch. `ipc` keeps the Arrow IPC bytes it came in (so logging does not
-    re-encode); `batch` is the table read from them."""
+    re-encode); `batch` is the table read from them.
+
+    `digest`: a keyed batch's content digest (store/digest.py), the value its idempotency key is
+    remembered with. The server computes it where it decodes the batch (off the event loop for a
+    large one) and the log records it, so neither the engine nor a replay computes it again; a
+    record without it (an older log) is digested when replayed. `digest_columns`, not logged: the
+    schema it was computed under, which the engine compares with the stream's (a stream dropped
+    and created again meanwhile) before taking it."""
 
     stream: str
     batch: pa.Table
@@ -56,6 +63,8 @@ class Append:
     now_ms: float
     ipc: bytes | None = field(default=None, repr=False)
     event_time_ms: int | None = None  # the writer's event time has reached this (watermark hint)
+    digest: int | None = None
+    digest_columns: tuple | None = field(default=None, repr=False)
 
     def payload(self) -> bytes:
         if self.ipc is not None:
@@ -251,6 +260,8 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
         header = {name: getattr(cmd, name) for name in _WITH_ROWS[type(cmd)]}
         if getattr(cmd, "event_time_ms", None) is not None:  # written only when set: older records stay as they were
             header["event_time_ms"] = cmd.event_time_ms  # type: ignore[union-attr]  # an Append's
+        if getattr(cmd, "digest", None) is not None:  # likewise (a keyed Append's)
+            header["digest"] = cmd.digest  # type: ignore[union-attr]  # an Append's
         body = cmd.payload()  # type: ignore[union-attr, misc]  # the commands with rows: Append's payload()
     else:
         header, body = asdict(cmd), b""

@@ -10,10 +10,10 @@ the commands they apply, as the engine's own methods. They do not slide, plan or
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from windowstore.store import InvalidInput, Stream
+from windowstore.store import InvalidInput, Schema, Stream
 from windowstore.store.digest import batch_digest
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.kinds import Clock
@@ -94,6 +94,17 @@ class StreamBook:
         return None if acks is None else acks.get(batch_id)
 
 
+def content_digest(schema: Schema, batch: Any) -> int | None:
+    """A keyed batch's digest as append() takes it from the Append command (its `digest`), or
+    None when the schema refuses the batch (append() then refuses it, saying why). Pure: the
+    server calls it where it decodes the batch, off the event loop for a large one."""
+    try:
+        checked, rows = schema.check(batch)
+    except InvalidInput:
+        return None
+    return batch_digest(checked, schema.columns, rows)
+
+
 def append(engine: Engine, cmd: Append) -> AppendAck:
     stream = engine.stream(cmd.stream)
     book = engine.books[cmd.stream]
@@ -103,7 +114,11 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
         stream.window.check_event_time(cmd.event_time_ms)
     digest = 0
     if batch_id is not None:
-        digest = batch_digest(checked, stream.schema.columns, rows)
+        if cmd.digest is not None and cmd.digest_columns in (None, stream.schema.columns):
+            digest = cmd.digest  # computed where the batch was decoded (or logged), under this schema
+        else:
+            digest = batch_digest(checked, stream.schema.columns, rows)
+            cmd = replace(cmd, digest=digest, digest_columns=None)  # logged with it
         seen = book.append_ack(cmd.writer_id, batch_id)
         if seen is not None:
             if seen.digest != digest:

@@ -277,14 +277,18 @@ def test_several_in_flight_need_the_idempotency_keys():
 
 
 async def _turns_until(predicate, most: int = 100) -> None:
-    """Let the event loop run the tasks made so far until `predicate()` holds (a few turns; a
-    bound, not a length of time, ends a test that would otherwise hang)."""
+    """Let the event loop run the tasks made so far until `predicate()` holds: a poll bounded in
+    loop turns, not in time (each turn a future the loop resolves next, so the tasks queued before
+    it run first), which ends a test that would otherwise hang."""
     import asyncio
 
+    loop = asyncio.get_running_loop()
     for _ in range(most):
         if predicate():
             return
-        await asyncio.sleep(0)
+        turn = loop.create_future()
+        loop.call_soon(turn.set_result, None)
+        await turn
     raise AssertionError(f"not reached in {most} loop turns")
 
 

@@ -6,10 +6,11 @@ floor ratios; docs/performance.md, Round 20): what is left of a call's cost is g
 
 Stream `p` as floor_bench fills it (100 one-second sub-windows of 1,000 packets, manual clock),
 the same three queries. CPU time of the loop thread per call (time.thread_time), the median of
-ROUNDS rounds of CALLS calls each, after a warm-up; `--profile KIND` prints cProfile's top functions
-of one kind instead (cProfile's own cost inflates every figure: read it as shares).
+ROUNDS rounds of CALLS calls each, after a warm-up; `--stages` times the path's stages one at a
+time instead (the minimum of ROUNDS rounds each); `--profile KIND` prints cProfile's top functions
+of one kind (cProfile's own cost inflates every figure: read it as shares).
 
-    .venv/bin/python -m bench.query_path
+    .venv/bin/python -m bench.query_path [--stages]
 """
 from __future__ import annotations
 
@@ -108,13 +109,78 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime") -> di
         driver.stop(5)
 
 
+def _cpu_us(fn, n: int = 3000) -> float:
+    """Loop-thread CPU per call of fn, the minimum of ROUNDS rounds of n calls."""
+    best = float("inf")
+    for _ in range(ROUNDS):
+        t0 = time.thread_time()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.thread_time() - t0) / n)
+    return best * 1e6
+
+
+def stages(kinds=None) -> dict:
+    """Each stage of a query call timed alone (us, loop-thread CPU): the cached parse and plan,
+    the transaction from submit to commit (its read included), the answer's encoding, the reply's
+    serialisation, the request's decoding, the metrics; and how many of the transaction's calls
+    were not answered in their call (they waited for the query thread or a step)."""
+    from windowstore.server import convert
+    from windowstore.server.service import _parse
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        fill(driver)
+
+        async def main() -> dict:
+            out = {}
+            for key, text in ((k, t) for k, t, _ in QUERIES if kinds is None or k in kinds):
+                query = _parse(text)
+                waited = [0]
+
+                async def submit():
+                    txn, done = driver.submit(query, 0)
+                    if done is not None:
+                        waited[0] += 1
+                        await done
+                    return txn
+
+                best = float("inf")
+                for _ in range(ROUNDS):
+                    t0 = time.thread_time()
+                    for _ in range(3000):
+                        await submit()
+                    best = min(best, (time.thread_time() - t0) / 3000)
+                txn = await submit()
+                response = pb.QueryResponse()
+                convert.answer_to_pb(txn.result, "p", txn.id, response.answer)
+                data = pb.QueryRequest(text=text).SerializeToString()
+                out[key] = {
+                    "parse (cached)": _cpu_us(lambda: _parse(text)),
+                    "plan (cached)": _cpu_us(lambda: driver.engine.plan(query)),
+                    "transaction, submit to commit": best * 1e6,
+                    "not answered in their call": f"{waited[0]} of {ROUNDS * 3000 + 1}",
+                    "answer_to_pb": _cpu_us(lambda: convert.answer_to_pb(txn.result, "p", txn.id,
+                                                                          pb.QueryResponse().answer)),
+                    "serialise the reply": _cpu_us(response.SerializeToString),
+                    "decode the request": _cpu_us(lambda: pb.QueryRequest.FromString(data)),
+                    "metrics (note_answer)": _cpu_us(lambda: driver.note_answer("p", txn.result, 0.5)),
+                }
+            return out
+        return asyncio.run_coroutine_threadsafe(main(), driver.loop).result(600)  # type: ignore[arg-type]  # started
+    finally:
+        driver.stop(5)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="the Query method's CPU per call, in process (printed as JSON)")
     ap.add_argument("--kinds", default="", help="comma-separated: probe, group, filter (default: all)")
     ap.add_argument("--profile", default=None, help="print cProfile's top functions of this kind instead")
+    ap.add_argument("--stages", action="store_true", help="time each stage of a call alone instead")
     args = ap.parse_args(argv)
     kinds = set(args.kinds.split(",")) if args.kinds else None
-    print(json.dumps(measure(kinds, args.profile), indent=1))
+    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile), indent=1))
     return 0
 
 

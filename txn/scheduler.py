@@ -86,6 +86,7 @@ class Scheduler(Slides, Offload, Outcomes):
         self._ids = itertools.count(1)
         self._seq = itertools.count()
         self._current: QueryTxn | None = None
+        self._at_once = False  # in run_now's operations (_recall_run)
         self._reselect = True
         self._tasks_changed = False
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
@@ -215,10 +216,10 @@ class Scheduler(Slides, Offload, Outcomes):
             return None
         return self._run(txn)
 
-    def _run(self, txn: QueryTxn, at_once: bool = False) -> Step:
+    def _run(self, txn: QueryTxn) -> Step:
         """One operation of txn (_advance); an exception fails that query, not the scheduler."""
         try:
-            return self._advance(txn, at_once)
+            return self._advance(txn)
         except Exception as e:  # noqa: BLE001 - a query's own failure must not stop the others
             if txn.done:
                 raise
@@ -249,11 +250,15 @@ class Scheduler(Slides, Offload, Outcomes):
         # Only the clock makes a slide due during this call (a manual, count-based or event-time
         # one comes with a command): the first processing-time slide to fall due stops it.
         due_at = self.next_due()[0]
-        while True:
-            self._run(txn, at_once=True)
-            if (txn.done or txn.job is not None or txn.held_at is not None
-                    or (go_on is not None and not go_on()) or self.clock() >= due_at):
-                return txn
+        self._at_once = True  # (_advance: memoised reads in one operation, _recall_run)
+        try:
+            while True:
+                self._run(txn)
+                if (txn.done or txn.job is not None or txn.held_at is not None
+                        or (go_on is not None and not go_on()) or self.clock() >= due_at):
+                    return txn
+        finally:
+            self._at_once = False
 
     @property
     def running(self) -> QueryTxn | None:
@@ -416,10 +421,10 @@ class Scheduler(Slides, Offload, Outcomes):
         streams = self.streams
         return first is not None and any(n in streams and streams[n].window.latest < j for n, j in first.items())
 
-    def _advance(self, txn: QueryTxn, at_once: bool = False) -> Step:
+    def _advance(self, txn: QueryTxn) -> Step:
         """One operation of txn: its begin (and a probe's one atomic read), or the read of the
         sub-window its policy orders next, of whichever source; and its commit once all is read.
-        `at_once` (run_now): a read taken from the memo takes the memoised reads after it too
+        In run_now (`_at_once`), a read taken from the memo takes the memoised reads after it too
         (_recall_run)."""
         if not txn.begun:
             step = self._begin(txn)
@@ -443,7 +448,7 @@ class Scheduler(Slides, Offload, Outcomes):
                     self.last_rows = 0
                     self.reads_recalled += 1
                     txn.partial.add(v, got)
-                    recall_more = at_once
+                    recall_more = self._at_once
                 elif may_offload and self._offloads(plan, JobKind.READ, rows):
                     src.read[v] = sub
                     self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)

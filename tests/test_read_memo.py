@@ -161,8 +161,11 @@ def test_recalled_reads_at_once_stop_where_the_memo_has_none():
     assert report.errors == [] and report.violations("lws") == []
 
 
-@pytest.mark.parametrize("at_once", [False, True], ids=["stepped", "run_now"])
-@pytest.mark.parametrize("policy", POLICIES)
+# run_now's variants: the server's default policy (ttu) in make test, the others in make test-long
+@pytest.mark.parametrize("policy, at_once", [
+    *((p, False) for p in POLICIES),
+    *((p, True) if p == "ttu" else pytest.param(p, True, marks=pytest.mark.long) for p in POLICIES)],
+    ids=[*(f"{p}-stepped" for p in POLICIES), *(f"{p}-run_now" for p in POLICIES)])
 def test_memoised_scans_interleaved_with_slides_keep_histories_isolated_and_answers_right(policy, at_once):
     """Random interleavings of appends, slides and the scheduler's steps of several queries in
     flight (`run_now`: a query submitted when nothing else runs is answered at once, as the

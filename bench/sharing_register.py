@@ -76,10 +76,10 @@ def run(queries: int, mode: str, slides: int, rows: int = 200, seed: int = 1) ->
     if hasattr(local, "refine"):
         plain_refine = local.refine
 
-        def refine() -> bool:
+        def refine(*args) -> bool:
             t = time.perf_counter()
             try:
-                return plain_refine()
+                return plain_refine(*args)
             finally:
                 refines.append(time.perf_counter() - t)
         local.refine = refine

@@ -180,3 +180,36 @@ def test_in_the_engine_a_registration_costs_no_schedule_and_the_choice_follows_t
     assert "being computed" not in sharing.explain(plan, 2)
     assert sharing.stats()["choices_pending"] == 0
     e._check()
+
+
+def test_a_burst_of_registrations_takes_no_choice_steps_until_the_stream_slides(monkeypatch):
+    """Each registration changes the group and starts its choice of periods again: steps taken
+    between two registrations of a burst would be thrown away. The scheduler runs to idle after
+    each one, as the server does, and costs no schedule; the first slide after the burst starts
+    the choice, which is then the one made at once for the same group."""
+    seen = counting(monkeypatch)
+    e = Engine(EngineConfig(policy="ws", sharing="hybrid"))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(64, 10, None, "manual", 0, ("k",), 4), 0))
+    rng = random.Random(5)
+    for ts in range(1, 40):
+        e.apply(Append("p", pa.table({"ts": [ts] * 3, "k": [rng.choice("ab") for _ in range(3)],
+                                      "v": [rng.randint(0, 9) for _ in range(3)]}), "", None, ts))
+        e.apply(Slide("p", ts))
+    e.sched.run_until_idle()
+    sharing = e.sched.sharing
+    for i, period in enumerate([1, 2, 3, 4, 5, 6, 7, 9, 11, 13, 3, 7]):
+        e.apply(Register(f"Q{i}", f"SELECT MAX(v) FROM p [RANGE {20 + i} SUBWINDOWS SLIDE {period} SUBWINDOWS] WHERE v > 2", 0, 39))
+        e.sched.run_until_idle()  # the new query's first execution, and every spawn after it
+        assert not seen, "no schedule costed while the burst goes on"
+        assert sharing.local.choosing() == (i > 0), "(one SLIDE: nothing to choose)"
+    ts = 39
+    while sharing.local.choosing():
+        ts += 1
+        e.apply(Slide("p", ts))
+        e.sched.run_until_idle()
+        assert seen, "the first slide after the burst starts the choice"
+        assert ts < 240
+    e._check()
+    at_once = make_scheduler("hybrid", sharing.groups, sharing.local.model)
+    assert sorted((t.period, sorted(t.member_ids)) for t in sharing.local.tasks) == \
+        sorted((t.period, sorted(t.member_ids)) for t in at_once.tasks)

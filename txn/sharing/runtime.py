@@ -331,8 +331,10 @@ class SharedTasks:
             if task.id not in self.tasks and task.id not in self.slices.key_of and task_due(task, sched.failed):
                 task.running = sched.submit(task.plan, QueryKind.PERIODIC, task.priority, task=task)
         # a step of the hybrid's choices of periods being made (bounded: cost.STEP_SLIDES slides
-        # simulated), at each spawn (a slide, an execution's end), not in the registration's call
-        self.local.refine()
+        # simulated), at each spawn (a slide, an execution's end), not in the registration's call;
+        # a group's first once its stream slid after its change (Hybrid._settled)
+        streams = sched.streams
+        self.local.refine(lambda name: streams[name].window.latest if name in streams else 0)
         period = None
         for mid in [m for m, txn in self.busy.items() if txn.done]:
             del self.busy[mid]  # withdrawn without an answer or an error (its stream dropped)

@@ -10,7 +10,7 @@ queue, the most overdue first."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Hashable
+from typing import Callable, Hashable
 
 from .cost import CostModel, PeriodChoice, choose_periods, signature
 from .groups import Groups, Output
@@ -162,7 +162,7 @@ class LocalScheduler:
             if mid in self.since:
                 self.since[mid] = 0
 
-    def refine(self) -> bool:
+    def refine(self, slides: Callable[[str], int] | None = None) -> bool:
         """A bounded step of work left over from a change of the groups (Hybrid: its choices of
         periods); True when the tasks were formed again. Nothing here."""
         return False
@@ -242,7 +242,10 @@ class Hybrid(Conservative):
     choice is being computed runs as Conservative does (each sub-group at its own SLIDE, its
     answers right from the first slide: 8.4.1's SLIDE semantics hold under any choice of
     periods), its choice applied when made, and started again if the group changes meanwhile.
-    The choices share one memo of schedule costs (8.4.4: "memorizing")."""
+    The choices share one memo of schedule costs (8.4.4: "memorizing"). Given the streams' slides
+    (refine), a choice takes its first step only once its group's stream has slid after the change
+    that started it: a burst of registrations (each starts the group's choice again) then costs no
+    steps thrown away."""
 
     mode = SharingMode.HYBRID
 
@@ -250,6 +253,7 @@ class Hybrid(Conservative):
         self.budget = budget
         self.chosen: dict = {}    # per group: (its sub-groups' signature, the choice made for them)
         self.choosing_now: dict = {}  # per group: (signature, PeriodChoice) being made (with a budget)
+        self.seen_at: dict = {}   # per group being chosen for: its stream's slide when refine first saw the choice
         self.costs: dict = {}     # the choices' memo of schedule costs (PeriodChoice)
         super().__init__(groups, model)
 
@@ -275,29 +279,44 @@ class Hybrid(Conservative):
             choice = PeriodChoice(subgroups, self.model, self._phases(subgroups), self.costs)
             if choice.result is not None:  # nothing to choose (one sub-group)
                 self.choosing_now.pop(gid, None)
+                self.seen_at.pop(gid, None)
                 self.chosen[gid] = (sig, choice.result)
                 return choice.result
             self.choosing_now[gid] = (sig, choice)
+            self.seen_at.pop(gid, None)
         return {p: p for p in subgroups}  # Conservative's, until the choice is made
 
-    def refine(self) -> bool:
+    def refine(self, slides: Callable[[str], int] | None = None) -> bool:
         """One bounded step of the choices being made: at most `budget` slides simulated in all
         (a schedule longer than that alone); the choices made are applied (the tasks formed
-        again). True when one was."""
+        again). True when one was. `slides(stream)`: its latest slide; with it, a choice steps only
+        once its group's stream slid after this saw the choice first (_settled)."""
         if not self.choosing_now or self.budget is None:
             return False
         left, made = self.budget, False
         for gid, (sig, choice) in list(self.choosing_now.items()):
             if left <= 0:
                 break
+            if slides is not None and not self._settled(gid, slides):
+                continue
             left -= choice.step(left, alone=left == self.budget)
             if choice.result is not None:
                 del self.choosing_now[gid]
+                self.seen_at.pop(gid, None)
                 self.chosen[gid] = (sig, choice.result)
                 made = True
         if made:
             self.sync()
         return made
+
+    def _settled(self, gid, slides: Callable[[str], int]) -> bool:
+        """Whether group `gid` has gone a slide of its stream unchanged since its choice was seen
+        (the first call for a choice notes the slide and says no). Registrations come in bursts
+        (a dashboard's panels), each starting the group's choice again: steps taken between them
+        would be thrown away; a slide is the server's unit of time, as data."""
+        now = slides(self.groups.groups[gid][0].leader.stream)
+        seen = self.seen_at.setdefault(gid, now)
+        return now > seen
 
     def choosing(self, gid=None) -> bool:
         """Whether group `gid`'s choice of periods (any group's: None) is still being made."""
@@ -316,7 +335,7 @@ class Hybrid(Conservative):
 
     def _tasks(self) -> list[Task]:
         tasks = super()._tasks()
-        for kept in (self.chosen, self.choosing_now):
+        for kept in (self.chosen, self.choosing_now, self.seen_at):
             for gid in [g for g in kept if g not in self.groups.groups]:
                 del kept[gid]  # a group that is gone
         return tasks
@@ -325,6 +344,7 @@ class Hybrid(Conservative):
         super()._check()
         assert set(self.chosen) <= set(self.groups.groups) and set(self.choosing_now) <= set(self.groups.groups)
         assert not set(self.chosen) & set(self.choosing_now), "a group's choice is made or being made"
+        assert set(self.seen_at) <= set(self.choosing_now), "a slide noted for a choice being made only"
         assert self.budget is not None or not self.choosing_now, "without a budget, choices are made at once"
         for gid, (sig, choice) in self.choosing_now.items():
             assert choice.result is None and sig == self._signature(self.groups.subgroups(gid))

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench.coalesce_experiment import GRID, stream
+from windowstore.server.driver.work_meter import work_meter
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.coalesce import EAGER, LAZY
 from windowstore.store.planner.plan import run_plan
@@ -95,7 +96,7 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                 out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
                 for st in names:
                     if st == MEASURED:
-                        plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.thread_time)
+                        plans[st] = plan_query(q, streams[st], periodic=True, work_clock=work_meter())
                     else:
                         plans[st] = plan_query(q, streams[st], periodic=True)
                         plans[st]._temporal.use(EAGER if st == AA else st)

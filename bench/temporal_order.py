@@ -23,7 +23,7 @@ import statistics
 import time
 
 from bench.coalesce_experiment import stream
-from bench.temporal_experiment import QUERY, SCHEMA, _append, calibrate, use_calibration
+from bench.temporal_experiment import QUERY, SCHEMA, calibrate, slide_all, use_calibration
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.coalesce import EAGER, LAZY
 from windowstore.store.planner.plan import run_plan
@@ -113,11 +113,7 @@ def _cell(col: Collections, n, cp, oop, per_slide, subwindows, seed, long_round,
     obs: list[dict] = []  # per observe of the measured choice
     execs: list[dict] = []  # per slide: per plan time, collection time, allocations
     for k in range(0, len(rows), per_slide):
-        batch = rows[k:k + per_slide]
-        for st in names:
-            _append(streams[st], batch)
-            streams[st].window.slide(k)
-        if streams[EAGER].window.latest + 1 < subwindows:
+        if not slide_all(streams, rows[k:k + per_slide], k, subwindows):
             continue
         if not plans:
             for st in names:

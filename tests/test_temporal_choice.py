@@ -349,6 +349,26 @@ def _append(s, batch, k):
     s.window.slide(k)
 
 
+def _measured_life(clock, choice: MeasuredChoice, s, batches):
+    """A periodic query measured with `clock` and `choice` over the batches (planned on the first
+    full window), its answers equal to both forced strategies' on every slide; the plan."""
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    plan = forced = None
+    for k, batch in enumerate(batches):
+        _append(s, batch, k)
+        if k < 4:
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(text), s, periodic=True)
+            plan._temporal.measure_with(clock, choice)
+            forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
+            for st, p in forced.items():
+                p._temporal.use(st)
+        got = run_plan(plan).rows
+        assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows
+    return plan
+
+
 @pytest.mark.parametrize("per_merged, late, cheaper", [(0.0, 0.0, EAGER), (3.0, 0.2, LAZY)])
 def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(monkeypatch, per_merged, late, cheaper):
     """Eager coalesces a new sub-window's rows once and merges the window's runs per execution
@@ -358,22 +378,8 @@ def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(mon
     ends on the cheaper one from either start, and its answers equal both forced strategies'
     throughout."""
     clock = WorkClock(monkeypatch, per_row=1.0, per_merged=per_merged)
-    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
     for start in (EAGER, LAZY):
-        s, batches = _stream(1, 60, late=late)
-        plan = forced = None
-        for k, batch in enumerate(batches):
-            _append(s, batch, k)
-            if k < 4:
-                continue
-            if plan is None:
-                plan = plan_query(parse_query(text), s, periodic=True)
-                plan._temporal.measure_with(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16))
-                forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
-                for st, p in forced.items():
-                    p._temporal.use(st)
-            got = run_plan(plan).rows
-            assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows
+        plan = _measured_life(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16), *_stream(1, 60, late=late))
         m = plan._temporal.measured
         assert m.strategy == cheaper and m.model_choice == start
         assert f"coalesced {cheaper}, measured" in plan.explain()["how"]
@@ -625,25 +631,11 @@ def test_a_metered_plan_counts_the_young_collections_its_allocations_make_due_an
     round's: they are the long-lived heap's, left out, and the round decides eager from either
     start, with one switch at most; lazy's collection rate is the dearer. Its answers equal both
     forced strategies' on every slide."""
-    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
     for start in (EAGER, LAZY):
         meter = CollectingClock(monkeypatch, per_row=1.0, per_merged=1.0, every=50, young_per_alive=0.05,
                                 sub_rows=60, full=200.0, full_for=12)
-        s, batches = _stream(4, 80, late=0.0)
-        plan = forced = None
-        for k, batch in enumerate(batches):
-            _append(s, batch, k)
-            if k < 4:
-                continue
-            if plan is None:
-                plan = plan_query(parse_query(text), s, periodic=True)
-                plan._temporal.measure_with(meter, MeasuredChoice(start, trials=5, first_gap=4, max_gap=16))
-                forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
-                for st, p in forced.items():
-                    p._temporal.use(st)
-            got = run_plan(plan).rows
-            assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows
-        m = plan._temporal.measured
+        choice = MeasuredChoice(start, trials=5, first_gap=4, max_gap=16)
+        m = _measured_life(meter, choice, *_stream(4, 80, late=0.0))._temporal.measured
         assert meter.full > 0
         assert m.strategy == EAGER and m.switches == (start == LAZY), start
         assert m.collection_rate(LAZY) > 2 * m.collection_rate(EAGER) > 0

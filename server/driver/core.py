@@ -55,7 +55,6 @@ from .periodic import CLOSED, PeriodicAnswers, SubscriberQueue, Subscribers
 from .recovery import recover
 from .reports import Metrics
 from .stepper import Stepper
-from .work_meter import work_meter
 
 log = logging.getLogger("windowstore.driver")
 
@@ -81,7 +80,7 @@ class Driver:
                                           max_staged_bytes=config.max_staged_mb << 20,
                                           max_join_rows=config.max_join_rows,
                                           answer_log_keep=config.answer_log_keep,
-                                          work_clock=work_meter()), self.history)
+                                          work_clock=time.thread_time), self.history)
         self.sched = self.engine.sched
         self.periodic_answers = PeriodicAnswers(self.engine, config, clock, self.note_answer)
         self.engine.on_answer = self._answered

@@ -676,10 +676,12 @@ class WorkMeter(ABC):
     """A work clock that also counts garbage collections (the server's implements it with
     gc.callbacks; the core reads no collector). A collection is paid by whichever execution it
     falls in, but made due by the allocations of all before it, and a full one walks the whole heap
-    (the stream's rows, mostly): issue 34 measured collections at 11-27 % of an execution on
+    (the stream's rows, mostly): issue 34 measured collections at 13-27 % of an execution on
     section 7's grid, in lumps (a young one every ~700 allocations, a full one of six executions'
-    time every 25-90), so a plan with a meter reports its executions net of collections and
-    MeasuredChoice charges the young ones back by allocation (`YoungCollections`)."""
+    time every 23-90), so a plan with a meter reports its executions net of collections and
+    MeasuredChoice charges the young ones back by allocation (`YoungCollections`). An option: the
+    evidence is less spread, but on that grid the meter's reads in every timed part cost more per
+    execution than the steadier evidence gained, so the server passes the plain clock."""
 
     @abstractmethod
     def __call__(self) -> float:
@@ -743,9 +745,9 @@ class MeasuredChoice:
     net seconds plus its allocations at its strategy's rate, re-priced at every decision with the
     latest rates. A collection falls where the allocation count crosses a threshold, whoever made
     most of them, so as they fall they add a lump to one execution in two or three (section 7's
-    grid: a pair's log ratio spread by a fifth more) and the medians pass over their mean; charged
+    grid: a pair's log ratio spread by about a sixth more) and the medians pass over their mean; charged
     by allocation they count in full, at the cost each strategy's young objects give them (lazy's
-    cost 1.3-2.8 times eager's per allocation there: the window's rows being coalesced are young).
+    cost 1.25-2.8 times eager's per allocation there: the window's rows being coalesced are young).
     Full collections are left out: they walk the long-lived heap, the stream's rows for the most
     part, whichever execution they fall in."""
 

@@ -4,8 +4,9 @@ time, and the garbage collections run on it (store/temporal.py's WorkMeter, issu
 Owns one gc callback for the process (installed once, on the first `work_meter()`), which times
 each collection with the collecting thread's CPU clock and counts the container allocations
 before it (gc.get_count()'s first generation, read as a collection starts); the core reads the
-counters through `collected()` and never the collector. Callers: the Driver (the engine's
-work_clock) and bench/temporal_experiment.py.
+counters through `collected()` and never the collector. Callers: bench/temporal_experiment.py
+(`--metered`) and bench/temporal_order.py; a server would pass it as the engine's work_clock (it
+does not by default: docs/coalesce.md, round 20).
 """
 from __future__ import annotations
 

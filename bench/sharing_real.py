@@ -113,10 +113,12 @@ class Drive:
 
 def counters(stats: dict) -> dict[str, int]:
     """GetStats' counters the figures report: the periodic transactions' (committed, aborts,
-    restarts, failed) and sharing's (joint executions, their answers, early and late runs, aborts)."""
+    restarts, fallbacks, failed) and sharing's (joint executions, their answers, early and late runs, aborts,
+    fallbacks: under ttu, executions that held their window after aborts)."""
     periodic, sharing = stats.get("periodic", {}), stats.get("sharing", {})
-    return {**{f"periodic_{k}": periodic.get(k, 0) for k in ("committed", "aborts", "restarts", "failed")},
-            **{f"shared_{k}": sharing.get(k, 0) for k in ("executions", "answers", "early_runs", "late_runs", "aborts")}}
+    return {**{f"periodic_{k}": periodic.get(k, 0) for k in ("committed", "aborts", "restarts", "fallbacks", "failed")},
+            **{f"shared_{k}": sharing.get(k, 0) for k in ("executions", "answers", "early_runs", "late_runs", "aborts",
+                                                          "fallbacks")}}
 
 
 class SlowRegistration(Exception):

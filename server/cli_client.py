@@ -454,7 +454,8 @@ def stats(args) -> int:
               f"{sh.get('join_groups', 0)} join groups answered {sh.get('join_answers', 0)} joins, "
               f"{sh.get('slice_groups', 0)} slices groups answered {sh.get('slice_answers', 0)} windows in "
               f"{sh.get('slice_executions', 0)} executions"
-              + (f"; {sh['fallen_back']} running alone since their shared execution failed" if sh.get("fallen_back") else ""))
+              + (f"; {sh['fallen_back']} running alone since their shared execution failed" if sh.get("fallen_back") else "")
+              + (f"; {sh['choices_pending']} groups' choices of periods being made" if sh.get("choices_pending") else ""))
     return 0
 
 

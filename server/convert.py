@@ -18,11 +18,11 @@ from windowstore.txn import Result
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .convert_append import WireAppend, batch_decoder, parse_append
-from .convert_query import (FUNC_TO_PB, PB_TO_FUNC, PB_TO_UNIT, UNIT_TO_PB, join_from_pb, query_from_pb, query_to_pb,
-                            set_value, value_from_pb, value_to_pb)
+from .convert_query import (FUNC_TO_PB, PB_TO_FUNC, PB_TO_UNIT, UNIT_TO_PB, add_value, join_from_pb, query_from_pb,
+                            query_to_pb, value_from_pb, value_to_pb)
 
 __all__ = ["ACCESS_TO_PB", "ANSWER_TYPE_TO_PB", "CLOCK_TO_PB", "FUNC_TO_PB", "PB_TO_CLOCK", "PB_TO_FUNC", "PB_TO_TYPE",
-           "PB_TO_UNIT", "TYPE_TO_PB", "UNIT_TO_PB", "WireAppend", "answer_to_pb", "answer_type_to_pb", "batch_decoder",
+           "PB_TO_UNIT", "TYPE_TO_PB", "UNIT_TO_PB", "WireAppend", "add_value", "answer_to_pb", "answer_type_to_pb", "batch_decoder",
            "column_to_pb", "int64", "join_from_pb", "parse_append", "query_from_pb", "query_to_pb", "spec_from_pb",
            "spec_to_pb", "stream_info_to_pb", "value_from_pb", "value_to_pb"]
 
@@ -151,7 +151,7 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     for row in a.rows:
         values = rows.add().values
         for x in row:
-            set_value(values.add(), x)
+            add_value(values, x)
     out.slide = int64(result.slide, "slide")
     out.restarts = result.restarts
     out.policy = result.policy

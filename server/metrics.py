@@ -126,6 +126,8 @@ class _StoreCollector:
                                     "synopsis", value=sh["join_groups"])
             yield GaugeMetricFamily("windowstore_sharing_fallen_back", "periodic queries running alone since their "
                                     "shared execution failed", value=sh["fallen_back"])
+            yield GaugeMetricFamily("windowstore_sharing_choices_pending", "groups running conservatively while "
+                                    "the hybrid's choice of their periods is made", value=sh["choices_pending"])
             for key, doc in (("executions", "shared executions committed"),
                              ("answers", "answers delivered by shared executions"),
                              ("executions_saved", "executions saved: answers beyond one per shared execution"),

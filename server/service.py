@@ -288,6 +288,8 @@ class WindowStoreService(ReplicationRpcs):
         batch_id = request.batch_id if request.HasField("batch_id") else None
         if batch_id is not None and not request.writer_id:
             raise InvalidInput("batch_id needs a writer_id (together they are the idempotency key)")
+        if self.driver.ready:
+            await self.driver.until_unheld(request.stream)  # a holding query commits first, the loop free meanwhile
         ack = await self._write(Slide(request.stream, 0.0, request.writer_id, batch_id), context)
         return pb.SlideResponse(slide=ack.slide, rows=ack.rows, duplicate=ack.duplicate)
 
@@ -304,6 +306,8 @@ class WindowStoreService(ReplicationRpcs):
             raise InvalidInput("an attempt is listed twice")
         event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
         at_slide = request.at_slide if request.HasField("at_slide") else None
+        if request.slide and self.driver.ready:
+            await self.driver.until_unheld(request.stream)  # as a Slide: a holding query commits first
         ack = await self._write(CommitBatch(request.stream, request.writer_id, request.batch_id, attempts,
                                             request.slide, 0.0, event_time_ms, at_slide, request.split), context)
         return pb.CommitBatchResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,

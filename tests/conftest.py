@@ -41,6 +41,25 @@ def wait_for(predicate, what: str, timeout: float = 30.0, poll: float = 0.02):
         time.sleep(poll)
 
 
+async def wait_until(condition, what: str, timeout: float = 30.0, poll: float = 0.02):
+    """`wait_for` inside a running event loop: await `condition()` (a coroutine function, or a
+    plain one) until it is truthy and return its value; past `timeout` seconds, fail naming `what`.
+    The loop keeps running the calls the condition waits for between polls."""
+    import asyncio
+    import inspect
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        await asyncio.sleep(poll)
+
+
 @pytest.fixture
 def held_seals(monkeypatch):
     """(entered, release): a seal on the server's seal thread waits until `release` is set, and

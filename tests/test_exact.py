@@ -190,6 +190,23 @@ def test_wide_integers_travel_exactly():
     assert convert.value_from_pb(convert.value_to_pb(Decimal("9007199254740993.0"))) == Decimal("9007199254740993.0")
 
 
+answer_values = st.one_of(
+    st.none(), st.booleans(), int64s, st.integers(-(2**130), 2**130), st.floats(), st.text(),
+    st.decimals(allow_nan=False, allow_infinity=False),
+    st.sampled_from([np.int64(7), np.float64(0.5), np.int32(-3), np.bool_(True)]))
+
+
+@given(st.lists(answer_values, max_size=8))
+def test_an_answer_row_encodes_each_value_as_value_to_pb_does(row):
+    """answer_to_pb appends a row's values with add_value: the same bytes as value_to_pb's Value."""
+    got = pb.Row()
+    for x in row:
+        convert.add_value(got.values, x)
+    want = pb.Row(values=[convert.value_to_pb(x) for x in row])
+    assert got.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+    assert [v.WhichOneof("kind") for v in got.values] == [v.WhichOneof("kind") for v in want.values]
+
+
 # -- an internal error fails one query, is counted, and the scheduler goes on -------------------------
 def test_an_internal_error_fails_the_query_not_the_scheduler():
     clock = [0.0]

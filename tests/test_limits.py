@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import grpc
 import pytest
+from conftest import wait_until
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from windowstore.clients import AsyncClient, ResourceExhausted as ClientResourceExhausted
@@ -68,10 +69,9 @@ def test_open_subscriptions_hold_no_thread():
                     async for answer in ws.subscribe(p.id):
                         return answer.rows
                 tasks = [asyncio.ensure_future(subscriber()) for _ in range(n)]
-                for _ in range(600):  # until the server holds all n subscriptions (bounded)
-                    if sum(q["subscribers"] for q in await ws.list_queries("s")) >= n:
-                        break
-                    await asyncio.sleep(0.05)
+                async def subscribed():
+                    return sum(q["subscribers"] for q in await ws.list_queries("s")) >= n
+                await wait_until(subscribed, f"the server to hold all {n} subscriptions")
                 assert sum(q["subscribers"] for q in await ws.list_queries("s")) == n
                 async with grpc.aio.insecure_channel(server.target) as ch:
                     health = await health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)

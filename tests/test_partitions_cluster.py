@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from cluster_fixtures import Cluster, duck, seal_batches, window
-from conftest import wait_for
+from conftest import wait_for, wait_until
 from windowstore.clients import Client, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from windowstore.clients.partitioned import ClusterClient
 from windowstore.store.partitions import StaticCluster, partition_name, partition_of_rows
@@ -344,13 +344,6 @@ def test_the_async_client_on_a_cluster(cluster):
 
     rng = random.Random(13)
 
-    async def until(condition, what: str) -> None:  # wait for a condition, bounded
-        for _ in range(600):
-            if await condition():
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}")
-
     async def main():
         async with AsyncClient(cluster.addresses, timeout=60) as ws:
             await ws.create_stream("s", SCHEMA, subwindows=N, subwindow_ms=1000, clock="manual", partitions=3,
@@ -366,7 +359,7 @@ def test_the_async_client_on_a_cluster(cluster):
 
             async def subscribed():
                 return all(x["subscribers"] == 1 for x in await ws.list_queries())
-            await until(subscribed, "every partition's subscription")
+            await wait_until(subscribed, "every partition's subscription")
             for b in range(3):
                 batch = rows(rng, 40, b * 40)
                 await ws.append("s", batch, writer_id="w", batch_id=b)
@@ -374,14 +367,14 @@ def test_the_async_client_on_a_cluster(cluster):
 
                 async def answered(b=b):
                     return any(x.slide == b for x in got)
-                await until(answered, f"the merged answer of slide {b}")
+                await wait_until(answered, f"the merged answer of slide {b}")
             reader.cancel()  # the caller stops iterating: the partitions' streams end
             await asyncio.gather(reader, return_exceptions=True)
             await answers.aclose()
 
             async def unsubscribed():
                 return all(x["subscribers"] == 0 for x in await ws.list_queries())
-            await until(unsubscribed, "the partitions' subscriptions to end")
+            await wait_until(unsubscribed, "the partitions' subscriptions to end")
             a = await ws.query("SELECT COUNT(*), SUM(v) FROM s")
             queries = await ws.list_queries()
             await ws.unregister(q.id)

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 from cluster_fixtures import duck, periodic_answered, seal_batches, window
-from conftest import wait_for
+from conftest import wait_for, wait_until
 from test_partitions_approximate import check as check_top_k
 from test_partitions_approximate import truth
 from test_partitions_expressions import same
@@ -164,19 +164,15 @@ def test_the_async_client_subscribes_to_a_periodic_sketch_query_on_a_cluster(two
                 async for x in answers:
                     got.append(x)
             reader = asyncio.create_task(collect())
-            for _ in range(600):  # a bounded wait for every partition's subscription
-                if sum(x["subscribers"] for x in await ws.list_queries()) == 3:
-                    break
-                await asyncio.sleep(0.05)
+            async def subscribed():
+                return sum(x["subscribers"] for x in await ws.list_queries()) == 3
+            await wait_until(subscribed, "every partition's subscription")
             sealed = {}
             for b in range(3):
                 rows = sketch_batch(rng, 1500, b * 1500)
                 await ws.append("g", rows, writer_id="w", batch_id=b)
                 sealed[await ws.slide("g")] = rows
-            for _ in range(600):
-                if any(x.slide == 2 for x in got):
-                    break
-                await asyncio.sleep(0.05)
+            await wait_until(lambda: any(x.slide == 2 for x in got), "the merged answer of slide 2")
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
             await answers.aclose()

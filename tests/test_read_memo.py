@@ -12,6 +12,7 @@ import pytest
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.memo import MAX_ENTRIES, MISS, ReadMemo
 from windowstore.txn import POLICIES, History, Scheduler, check
+from windowstore.txn.history import Op
 
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64", "lat": "float64"}
 N, RANGE = 6, 4
@@ -112,10 +113,64 @@ def test_after_slides_only_the_new_subwindows_are_scanned_and_answers_equal_duck
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_memoised_scans_interleaved_with_slides_keep_histories_isolated_and_answers_right(policy):
+def test_a_scan_run_again_at_once_recalls_its_reads_in_one_operation_and_records_each(policy):
+    """run_now (the server's call when nothing else waits) takes a repeated scan's memoised reads
+    in one operation: no operation boundary between them (go_on is never asked), the same read
+    events in the same order as the first run's, and DuckDB's answer."""
+    w = World(policy)
+    for _ in range(N):
+        w.slide()
+    for text, sql in MEMOISED:
+        plan = plan_query(parse_query(text), w.stream)
+        between: list = []
+        first = w.sched.run_now(plan, go_on=lambda: between.append(1) or True)
+        assert first is not None and first.done and len(between) == RANGE - 1  # scanned: an operation per read
+        between.clear()
+        recalled = w.sched.reads_recalled
+        again = w.sched.run_now(plan, go_on=lambda: between.append(1) or True)
+        assert again is not None and again.done and between == []
+        assert w.sched.reads_recalled - recalled == RANGE
+        w.sched._check()
+
+        def reads(txn):
+            return [(e["subwindow"], e["version"]) for e in w.history.events if e["txn"] == txn.id and e["op"] == Op.READ]
+        assert len(reads(again)) == RANGE and reads(again) == reads(first)
+        assert again.result.answer.rows == first.result.answer.rows
+        assert same(again.result.answer.rows, w.duckdb(sql, again.result)), (policy, text)
+    report = check(w.history.events)
+    assert report.errors == []
+    assert report.violations("ws" if policy == "ws" else "lws") == []
+
+
+def test_recalled_reads_at_once_stop_where_the_memo_has_none():
+    """After a slide the newest sub-window is not in the memo: run_now recalls the reads before it
+    in one operation and scans it in the next (ttu reads the newest first, so it is scanned first
+    and the rest recalled after it)."""
+    w = World("lws")  # oldest first: the recalled reads come first, the new sub-window last
+    for _ in range(N):
+        w.slide()
+    text, sql = MEMOISED[0]
+    plan = plan_query(parse_query(text), w.stream)
+    w.sched.run_now(plan)
+    w.slide()
+    between: list = []
+    txn = w.sched.run_now(plan, go_on=lambda: between.append(1) or True)
+    assert txn is not None and txn.done and len(between) == 1  # the recalled reads, then the scan of the new one
+    assert same(txn.result.answer.rows, w.duckdb(sql, txn.result))
+    report = check(w.history.events)
+    assert report.errors == [] and report.violations("lws") == []
+
+
+# run_now's variants: the server's default policy (ttu) in make test, the others in make test-long
+@pytest.mark.parametrize("policy, at_once", [
+    *((p, False) for p in POLICIES),
+    *((p, True) if p == "ttu" else pytest.param(p, True, marks=pytest.mark.long) for p in POLICIES)],
+    ids=[*(f"{p}-stepped" for p in POLICIES), *(f"{p}-run_now" for p in POLICIES)])
+def test_memoised_scans_interleaved_with_slides_keep_histories_isolated_and_answers_right(policy, at_once):
     """Random interleavings of appends, slides and the scheduler's steps of several queries in
-    flight: the checker finds the history LWS (WS for ws) and every answer equals DuckDB over the
-    sub-windows it reflects."""
+    flight (`run_now`: a query submitted when nothing else runs is answered at once, as the
+    server does, its memoised reads recalled in one operation): the checker finds the history LWS
+    (WS for ws) and every answer equals DuckDB over the sub-windows it reflects."""
     w = World(policy, seed=7)
     for _ in range(N):
         w.slide()
@@ -146,7 +201,9 @@ def test_memoised_scans_interleaved_with_slides_keep_histories_isolated_and_answ
             w.sched.request_slide("s")
         elif r < 0.55:
             i = w.rng.randrange(len(MEMOISED))
-            w.sched.submit(plan_query(parse_query(MEMOISED[i][0]), w.stream), on_done=lambda t, i=i: done.append((i, t)))
+            plan = plan_query(parse_query(MEMOISED[i][0]), w.stream)
+            if not (at_once and w.sched.run_now(plan, on_done=lambda t, i=i: done.append((i, t)))):
+                w.sched.submit(plan, on_done=lambda t, i=i: done.append((i, t)))
         else:
             step()
     while step() is not None:

@@ -14,7 +14,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from conftest import wait_for
+from conftest import wait_for, wait_until
 from windowstore.clients import Client, FailedPrecondition, InvalidArgument, Unavailable
 from windowstore.server.process import ServerProcess, free_ports
 from windowstore.server.replication import Fenced, NotLeader
@@ -103,15 +103,7 @@ class _Driver:
 
 def _run_until(loop, predicate, what: str, timeout: float = 30.0) -> None:
     """Run the loop (its posted callbacks) until predicate() holds; fail after `timeout` seconds."""
-    import asyncio
-    import time as _time
-
-    async def until():
-        deadline = _time.monotonic() + timeout
-        while not predicate():
-            assert _time.monotonic() < deadline, f"timed out waiting for {what}"
-            await asyncio.sleep(0.005)
-    loop.run_until_complete(until())
+    loop.run_until_complete(wait_until(predicate, what, timeout=timeout, poll=0.005))
 
 
 def test_isr_and_high_watermark_follow_acks_and_the_lag_bounds(tmp_path):

@@ -161,6 +161,7 @@ def test_in_the_engine_a_registration_costs_no_schedule_and_the_choice_follows_t
     plan = e.plan(parse_query("SELECT MAX(v) FROM p [RANGE 50 SUBWINDOWS SLIDE 2 SUBWINDOWS] WHERE v > 2"), periodic=True)
     assert "being computed" in sharing.explain(plan, 2)
     assert sharing.stats()["tasks"] == 10, "each SLIDE its own task meanwhile (conservative)"
+    assert sharing.stats()["choices_pending"] == 1, "the stats say a group's choice is being made"
     ts = 39
     slides = 0
     while sharing.local.choosing():  # each scheduler step (the server's unit of work) costs at most STEP_SLIDES
@@ -177,4 +178,5 @@ def test_in_the_engine_a_registration_costs_no_schedule_and_the_choice_follows_t
         assert slides < 200
     assert slides > 1 and seen
     assert "being computed" not in sharing.explain(plan, 2)
+    assert sharing.stats()["choices_pending"] == 0
     e._check()

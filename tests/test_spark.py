@@ -17,6 +17,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from windowstore.clients import Client, FailedPrecondition  # noqa: E402
 from windowstore.clients.spark import WindowStoreWriter, local_session  # noqa: E402
 from windowstore.server.process import ServerProcess  # noqa: E402
+from conftest import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.spark
 SCHEMA = {"ts": "int64", "src": "string", "bytes": "int64"}
@@ -308,13 +309,10 @@ def test_streaming_reader_delivers_periodic_answers_once_across_restarts(spark, 
         for b in batches:
             ws.append("sr2", {k: [r[k] for r in rows(b, 20)] for k in SCHEMA})
             ws.slide("sr2")
-        deadline = time.time() + 20  # wait until the periodic query answered the last slide
-        while time.time() < deadline:
-            qs = [q for q in ws.list_queries("sr2")]
-            if qs and qs[0]["last_slide"] == int(ws.describe_stream("sr2")["latest_slide"]):
-                return
-            time.sleep(0.05)
-        raise AssertionError("the periodic query did not catch up")
+        def caught_up():
+            qs = ws.list_queries("sr2")
+            return qs and qs[0]["last_slide"] == int(ws.describe_stream("sr2")["latest_slide"])
+        wait_for(caught_up, "the periodic query to answer the last slide", timeout=20)
 
     run()  # registers the periodic query (its id goes into the checkpoint with the offset)
     assert len(ws.list_queries("sr2")) == 1  # once, although Spark asks for the initial offset more than once
@@ -355,9 +353,8 @@ def test_streaming_reader_delivers_a_periodic_join_and_the_batch_reader_reads_on
             ws.append(name, {"ts": [r[0] for r in batch], "k": [r[1] for r in batch], "v": [r[2] for r in batch]})
             ws.slide(name)
             held[name].append(batch)
-    deadline = time.time() + 20
-    while time.time() < deadline and not any(q["last_slide"] == 3 for q in ws.list_queries("ja")):
-        time.sleep(0.05)
+    wait_for(lambda: any(q["last_slide"] == 3 for q in ws.list_queries("ja")), "the periodic join's answer of slide 3",
+             timeout=20)
     run()
     got = spark.read.parquet(str(out)).collect()
     assert got and list(got[0].asDict())[:3] == ["a.k", "n", "total"]
@@ -481,10 +478,8 @@ def test_streaming_writers_and_reader_carry_typed_columns_and_nulls(spark, ws, s
     assert stored[12] == (None, None, None, None, None)
     assert stored[21] == (True, 1_767_268_802_000_005, 20_456, Decimal("11.99"), "a")
     assert stored[13] == (False, -1_000_000, -1, Decimal("-0.01"), "b")
-    deadline = time.time() + 20  # wait until the periodic query answered the last slide
-    while not (ws.list_queries("tys") and ws.list_queries("tys")[0]["last_slide"] == 2):
-        assert time.time() < deadline, "the periodic query did not catch up"
-        time.sleep(0.05)
+    wait_for(lambda: ws.list_queries("tys") and ws.list_queries("tys")[0]["last_slide"] == 2,
+             "the periodic query to answer the last slide", timeout=20)
     read_answers()
     got = spark.read.parquet(str(out))
     fields = {f.name: f.dataType for f in got.schema.fields}

@@ -10,13 +10,13 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import wait_for
 
 from windowstore.clients import Client
 from windowstore.server.http import Endpoints, Health
@@ -53,10 +53,8 @@ def server():
             ws.append("flows", {"ts": [1, 2, 3, 4, 5], "src": ["x"] * 5, "bytes": [1] * 5})
             for _ in range(5):
                 ws.query("SELECT COUNT(*) FROM packets")
-            deadline = time.monotonic() + 60  # the periodic query answers the newest slide: the page shows it
-            while ws.read_answers(q.id)[1] < 2:
-                assert time.monotonic() < deadline, "the periodic query never answered slide 2"
-                time.sleep(0.02)
+            # the periodic query answers the newest slide: the page shows it
+            wait_for(lambda: ws.read_answers(q.id)[1] >= 2, "the periodic query's answer of slide 2", timeout=60)
         srv.query_id = q.id
         yield srv
 

@@ -289,3 +289,60 @@ def test_long_executions_under_ttu_always_answer_within_a_bound(mode, clock, sha
     gaps = run.gaps()
     assert max(gaps.values()) <= limit, (gaps, limit)
     run.check_answers()
+
+
+def test_on_the_server_a_manual_slide_waits_for_the_holding_query_instead_of_running_its_job(monkeypatch):
+    """Under serial the running query holds its window until its commit (as a query fallen back
+    under ttu does). A manual Slide that comes meanwhile waits on the loop (Driver.until_unheld)
+    while the query's job goes on on the query thread, then slides: the job runs once, on its
+    thread, not a second time inline in the Slide's call (which held the loop for the job's time
+    and made every other call wait)."""
+    import asyncio
+    import threading
+
+    from conftest import wait_for
+    from windowstore.server.config import ServerConfig
+    from windowstore.server.driver import Driver
+    from windowstore.server.driver.job_threads import JobThreads
+
+    entered, release = threading.Event(), threading.Event()
+    runs: list[str] = []  # the threads the query's final merge ran on
+    offload = JobThreads.offload
+
+    def held_offload(self, job):
+        if job.kind == JobKind.FINISH:
+            merge = job.run
+
+            def held_merge():
+                runs.append(threading.current_thread().name)
+                if threading.current_thread().name.startswith("windowstore-query") and not release.is_set():
+                    entered.set()
+                    release.wait(10)
+                return merge()
+            job.run = held_merge
+        return offload(self, job)
+    monkeypatch.setattr(JobThreads, "offload", held_offload)
+
+    driver = Driver(ServerConfig(in_memory=True, policy="serial", offload_ms=0))
+    driver.start()
+    try:
+        driver.command(CreateStream("p", COLUMNS, "ts", WindowSpec(4, 1000, None, "manual", 0, ("k",), 4), 0)).result(10)
+        for ts in range(3):
+            driver.command(Append("p", rows(random.Random(ts), ts), "", None, 0)).result(10)
+            driver.command(Slide("p", 0)).result(10)
+        txn, _ = driver.run(lambda: driver.submit(parse_query("SELECT QUANTILE(v, 0.5), COUNT(*) FROM p"), 0))
+        assert entered.wait(10), "the query's merge did not start on the query thread"
+        latest = driver.run(lambda: driver.stream("p").window.latest)
+        waiting = asyncio.run_coroutine_threadsafe(driver.until_unheld("p"), driver.loop)
+        assert driver.run(lambda: driver.sched.held("p") and not txn.done)  # (the coroutine awaits by now)
+        assert not waiting.done(), "the slide waits while the query holds the window"
+        release.set()
+        waiting.result(10)
+        assert driver.run(lambda: txn.done and not driver.sched.held("p"))
+        driver.command(Slide("p", 0)).result(10)
+        wait_for(lambda: driver.run(lambda: driver.stream("p").window.latest) == latest + 1, "the slide")
+        assert txn.result.slide == latest and not txn.result.fallback
+        assert [name.startswith("windowstore-query") for name in runs] == [True], runs
+    finally:
+        release.set()
+        driver.stop(5)

@@ -65,7 +65,8 @@ class History:
     def record(self, stream: str, op: Op, txn: str, t: float, subwindow: int | None = None,
                version: int | None = None, window_len: int | None = None, streams: list[str] | None = None,
                as_of: int | None = None) -> None:
-        op = Op(op)
+        if op.__class__ is not Op:  # (the scheduler passes members: Op(op) costs a call of the enum's metaclass)
+            op = Op(op)
         ev: tuple | dict = (self.seq, stream, op.value, txn, subwindow, version, window_len, t)  # KEYS
         if streams is not None or as_of is not None:
             ev = dict(zip(KEYS, ev))

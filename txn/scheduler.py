@@ -86,6 +86,7 @@ class Scheduler(Slides, Offload, Outcomes):
         self._ids = itertools.count(1)
         self._seq = itertools.count()
         self._current: QueryTxn | None = None
+        self._at_once = False  # in run_now's operations (_recall_run)
         self._reselect = True
         self._tasks_changed = False
         self.last_rows = 0  # rows touched by the last operation (cost models, benchmarks)
@@ -249,11 +250,15 @@ class Scheduler(Slides, Offload, Outcomes):
         # Only the clock makes a slide due during this call (a manual, count-based or event-time
         # one comes with a command): the first processing-time slide to fall due stops it.
         due_at = self.next_due()[0]
-        while True:
-            self._run(txn)
-            if (txn.done or txn.job is not None or txn.held_at is not None
-                    or (go_on is not None and not go_on()) or self.clock() >= due_at):
-                return txn
+        self._at_once = True  # (_advance: memoised reads in one operation, _recall_run)
+        try:
+            while True:
+                self._run(txn)
+                if (txn.done or txn.job is not None or txn.held_at is not None
+                        or (go_on is not None and not go_on()) or self.clock() >= due_at):
+                    return txn
+        finally:
+            self._at_once = False
 
     @property
     def running(self) -> QueryTxn | None:
@@ -418,7 +423,9 @@ class Scheduler(Slides, Offload, Outcomes):
 
     def _advance(self, txn: QueryTxn) -> Step:
         """One operation of txn: its begin (and a probe's one atomic read), or the read of the
-        sub-window its policy orders next, of whichever source; and its commit once all is read."""
+        sub-window its policy orders next, of whichever source; and its commit once all is read.
+        In run_now (`_at_once`), a read taken from the memo takes the memoised reads after it too
+        (_recall_run)."""
         if not txn.begun:
             step = self._begin(txn)
             if step is not None:
@@ -426,6 +433,7 @@ class Scheduler(Slides, Offload, Outcomes):
         plan = txn.plan
         nxt = self.control.next_read(txn)
         self.last_rows = 0
+        recall_more = False
         if nxt is not None:
             src, sub = nxt
             v = sub.slide
@@ -440,6 +448,7 @@ class Scheduler(Slides, Offload, Outcomes):
                     self.last_rows = 0
                     self.reads_recalled += 1
                     txn.partial.add(v, got)
+                    recall_more = self._at_once
                 elif may_offload and self._offloads(plan, JobKind.READ, rows):
                     src.read[v] = sub
                     self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
@@ -452,9 +461,38 @@ class Scheduler(Slides, Offload, Outcomes):
                         sub.memo.put(key, got)
             src.read[v] = sub
             self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
+            if recall_more and self._recall_run(txn, src, plan.memo_key, may_offload):
+                return Step.HOLD
         if self.control.all_read(txn):
             self._evaluate(txn)
         return Step.READ
+
+    def _recall_run(self, txn: QueryTxn, src, key, may_offload: bool) -> bool:
+        """After a read taken from the memo, in run_now: the reads that follow it in the policy's
+        order, of the same source, while the memo holds them too, in the same operation. Sealed
+        sub-windows never change, so their contributions recalled in one operation are what one
+        operation each gives when nothing runs between them (run_now: nothing does); each read
+        is recorded as before, in the same order (thesis Algorithm 8's order under ttu), as a
+        probe reads many versions in one operation (_begin). Why: a repeated window scan's reads
+        are dict lookups, and an operation each cost more than the lookup (docs/performance.md,
+        where a query's time goes). Stops at the first read the memo does not hold; True when
+        the query waits for a slide there instead (_hold: what the next operation would do)."""
+        control = self.control
+        while True:
+            nxt = control.next_read(txn)
+            if nxt is None or nxt[0] is not src:
+                return False
+            sub = nxt[1]
+            got = sub.memo.get(key)
+            if got is MISS:
+                return False
+            if may_offload and self._hold(txn, src, sub):
+                return True
+            v = sub.slide
+            self.reads_recalled += 1
+            txn.partial.add(v, got)
+            src.read[v] = sub
+            self._record(src.name, Op.READ, txn.id, subwindow=sub.position, version=v)
 
     def _begin(self, txn: QueryTxn) -> Step | None:
         """Begin an attempt: a begin record per source, then the policy takes what it needs. A

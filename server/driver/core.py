@@ -305,6 +305,17 @@ class Driver:
         self.stepper.slides_first()
         return fn()
 
+    async def until_unheld(self, name: str, most: int = 2) -> None:
+        """Wait (on the loop) while a begun query holds `name`'s window (Stepper.until_unheld), up
+        to `most` holders one after another: a manual slide then meets no holder and runs no
+        query's job in its call. Past `most` (serial: a query after each) it is applied as it
+        comes, settling the holder in its call (Engine.slide_now)."""
+        for _ in range(most):
+            waiting = self.stepper.until_unheld(name)
+            if waiting is None:
+                return
+            await waiting
+
     def write(self, cmd: Command, fut=None):
         """Apply a write now (loop thread); raises with nothing applied when it is refused.
         Returns (result, durable): `durable` is a future that resolves once the write is durable

@@ -65,6 +65,7 @@ class Stepper:
         self._next_due_ms = -math.inf  # no slide is due before this clock time (-inf: look)
         self._spin = False  # the next slide's stream slides no faster than _SPIN_MIN_PERIOD_MS (_next_due)
         self._in_step = False
+        self._unheld: dict[str, list[asyncio.Future]] = {}  # per stream: manual slides waiting (until_unheld)
 
     # -- life cycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -83,6 +84,7 @@ class Stepper:
         self.halted = True
         if self._timer is not None:
             self._timer.cancel()
+        self._release_unheld()
 
     # -- state the driver asks about -----------------------------------------------------------
     @property
@@ -184,6 +186,8 @@ class Stepper:
             self.heartbeat = time.monotonic()
         self._next_due_ms = -math.inf
         self.dirty()
+        if self._unheld:
+            self._release_unheld()
         if op is not None:
             held = self.heartbeat - t0
             if held >= _LONG_STEP_S and self._step_handle is None and not self.halted:
@@ -196,6 +200,25 @@ class Stepper:
             self._on_drained()
         else:
             self._arm_timer()
+
+    # -- a manual slide waiting for the query that holds its stream's window ----------------------
+    def until_unheld(self, name: str) -> "asyncio.Future | None":
+        """None when no begun query holds `name`'s window (Scheduler.held: serial's running query,
+        or an attempt that fell back under ttu); else a future set once none does (or the stepper
+        halts). A manual Slide awaits it before it is applied, so the holding query goes on with
+        its jobs on the query thread and the loop serves other calls meanwhile; applied while held,
+        the Slide would run the query's job on the loop, in its call (Engine.slide_now)."""
+        if self.halted or self.loop is None or not self.sched.held(name):
+            return None
+        waiting = self.loop.create_future()
+        self._unheld.setdefault(name, []).append(waiting)
+        return waiting
+
+    def _release_unheld(self) -> None:
+        for name in [n for n in self._unheld if self.halted or not self.sched.held(n)]:
+            for waiting in self._unheld.pop(name):
+                if not waiting.done():
+                    waiting.set_result(None)
 
     # -- offloaded jobs coming back ------------------------------------------------------------
     def job_done(self, job, value, error, ms: float) -> None:
@@ -210,6 +233,8 @@ class Stepper:
             log.error("%s", self.sched.last_error, exc_info=self.sched.last_error.__cause__)  # type: ignore[union-attr]  # an "error" step sets it
         self._next_due_ms = -math.inf  # an installed seal: its stream's next slide may be due already
         self.dirty()
+        if self._unheld:
+            self._release_unheld()
         self.kick()
 
     # -- the slide timer -----------------------------------------------------------------------

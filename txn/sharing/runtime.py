@@ -700,6 +700,8 @@ class SharedTasks:
             "slice_executions": self.slice_executions,
             "slice_answers": self.slice_answers,
             "fallen_back": len(self.fallen_back),
+            # groups running conservatively while the hybrid's choice of their periods is made (8.4.4)
+            "choices_pending": self.local.pending_choices(),
         }
 
     def _check(self) -> None:

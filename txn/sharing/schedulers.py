@@ -171,6 +171,10 @@ class LocalScheduler:
         """Whether a group's choice of periods is still being made (Hybrid). None here."""
         return False
 
+    def pending_choices(self) -> int:
+        """How many groups' choices of periods are still being made (Hybrid). None here."""
+        return 0
+
     # -- what subclasses decide ----------------------------------------------------------------
     def _tasks(self) -> list[Task]:
         return [Task(("query", mid), m.period, [Output(("query", mid), {mid: m})])
@@ -298,6 +302,9 @@ class Hybrid(Conservative):
     def choosing(self, gid=None) -> bool:
         """Whether group `gid`'s choice of periods (any group's: None) is still being made."""
         return bool(self.choosing_now) if gid is None else gid in self.choosing_now
+
+    def pending_choices(self) -> int:
+        return len(self.choosing_now)
 
     def _phases(self, subgroups: dict[int, list[Output]]) -> dict[int, int]:
         """Per sub-group, the updates until it is next due at its own period: the schedule the

@@ -1151,7 +1151,7 @@ class GetStatsResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ..., sharing: _Optional[_Union[SharingStats, _Mapping]] = ...) -> None: ...
 
 class SharingStats(_message.Message):
-    __slots__ = ("mode", "groups", "members_per_group", "executions", "answers", "executions_saved", "early_runs", "late_runs", "aborts", "failures", "tasks", "cover_executions_saved", "cover_reads_saved", "join_groups", "join_answers", "contributions_reused", "slice_groups", "slice_executions", "slice_answers", "fallen_back", "fallbacks")
+    __slots__ = ("mode", "groups", "members_per_group", "executions", "answers", "executions_saved", "early_runs", "late_runs", "aborts", "failures", "tasks", "cover_executions_saved", "cover_reads_saved", "join_groups", "join_answers", "contributions_reused", "slice_groups", "slice_executions", "slice_answers", "fallen_back", "fallbacks", "choices_pending")
     MODE_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_PER_GROUP_FIELD_NUMBER: _ClassVar[int]
@@ -1173,6 +1173,7 @@ class SharingStats(_message.Message):
     SLICE_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     FALLEN_BACK_FIELD_NUMBER: _ClassVar[int]
     FALLBACKS_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_PENDING_FIELD_NUMBER: _ClassVar[int]
     mode: str
     groups: int
     members_per_group: _containers.RepeatedScalarFieldContainer[int]
@@ -1194,7 +1195,8 @@ class SharingStats(_message.Message):
     slice_answers: int
     fallen_back: int
     fallbacks: int
-    def __init__(self, mode: _Optional[str] = ..., groups: _Optional[int] = ..., members_per_group: _Optional[_Iterable[int]] = ..., executions: _Optional[int] = ..., answers: _Optional[int] = ..., executions_saved: _Optional[int] = ..., early_runs: _Optional[int] = ..., late_runs: _Optional[int] = ..., aborts: _Optional[int] = ..., failures: _Optional[int] = ..., tasks: _Optional[int] = ..., cover_executions_saved: _Optional[int] = ..., cover_reads_saved: _Optional[int] = ..., join_groups: _Optional[int] = ..., join_answers: _Optional[int] = ..., contributions_reused: _Optional[int] = ..., slice_groups: _Optional[int] = ..., slice_executions: _Optional[int] = ..., slice_answers: _Optional[int] = ..., fallen_back: _Optional[int] = ..., fallbacks: _Optional[int] = ...) -> None: ...
+    choices_pending: int
+    def __init__(self, mode: _Optional[str] = ..., groups: _Optional[int] = ..., members_per_group: _Optional[_Iterable[int]] = ..., executions: _Optional[int] = ..., answers: _Optional[int] = ..., executions_saved: _Optional[int] = ..., early_runs: _Optional[int] = ..., late_runs: _Optional[int] = ..., aborts: _Optional[int] = ..., failures: _Optional[int] = ..., tasks: _Optional[int] = ..., cover_executions_saved: _Optional[int] = ..., cover_reads_saved: _Optional[int] = ..., join_groups: _Optional[int] = ..., join_answers: _Optional[int] = ..., contributions_reused: _Optional[int] = ..., slice_groups: _Optional[int] = ..., slice_executions: _Optional[int] = ..., slice_answers: _Optional[int] = ..., fallen_back: _Optional[int] = ..., fallbacks: _Optional[int] = ..., choices_pending: _Optional[int] = ...) -> None: ...
 
 class HistoryEvent(_message.Message):
     __slots__ = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t", "streams", "as_of")

@@ -349,6 +349,26 @@ def _append(s, batch, k):
     s.window.slide(k)
 
 
+def _measured_life(clock, choice: MeasuredChoice, s, batches):
+    """A periodic query measured with `clock` and `choice` over the batches (planned on the first
+    full window), its answers equal to both forced strategies' on every slide; the plan."""
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    plan = forced = None
+    for k, batch in enumerate(batches):
+        _append(s, batch, k)
+        if k < 4:
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(text), s, periodic=True)
+            plan._temporal.measure_with(clock, choice)
+            forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
+            for st, p in forced.items():
+                p._temporal.use(st)
+        got = run_plan(plan).rows
+        assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows
+    return plan
+
+
 @pytest.mark.parametrize("per_merged, late, cheaper", [(0.0, 0.0, EAGER), (3.0, 0.2, LAZY)])
 def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(monkeypatch, per_merged, late, cheaper):
     """Eager coalesces a new sub-window's rows once and merges the window's runs per execution
@@ -358,22 +378,8 @@ def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(mon
     ends on the cheaper one from either start, and its answers equal both forced strategies'
     throughout."""
     clock = WorkClock(monkeypatch, per_row=1.0, per_merged=per_merged)
-    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
     for start in (EAGER, LAZY):
-        s, batches = _stream(1, 60, late=late)
-        plan = forced = None
-        for k, batch in enumerate(batches):
-            _append(s, batch, k)
-            if k < 4:
-                continue
-            if plan is None:
-                plan = plan_query(parse_query(text), s, periodic=True)
-                plan._temporal.measure_with(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16))
-                forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
-                for st, p in forced.items():
-                    p._temporal.use(st)
-            got = run_plan(plan).rows
-            assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows
+        plan = _measured_life(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16), *_stream(1, 60, late=late))
         m = plan._temporal.measured
         assert m.strategy == cheaper and m.model_choice == start
         assert f"coalesced {cheaper}, measured" in plan.explain()["how"]
@@ -506,3 +512,131 @@ def test_a_settled_plan_reads_the_clock_only_around_its_probes(monkeypatch):
         assert run_plan(plan).rows == run_plan(forced).rows
     assert MAX_GAP > 61 and ran.count(LAZY) == 1
     assert sorted(set(calls)) == list(range(10))
+
+
+# -- garbage collections: charged to the allocations that make them due -------------------------------------
+def test_young_collections_are_charged_by_allocation_at_the_strategy_s_own_rate():
+    """Eager's work takes 1.0 and lazy's 1.2, both allocating 100 objects per execution; a young
+    collection of 1.2 falls in every third eager execution (eager keeps more objects alive when
+    one is due). As they fall, two of three eager executions miss it and the medians pick eager;
+    charged by allocation at eager's own rate (1.2 per 300 allocations), every eager execution
+    costs 1.4 and the choice ends on lazy, from either start. Given as part of the seconds instead,
+    the collections leave the choice on eager (the control)."""
+    from windowstore.store.temporal import YoungCollections
+
+    for start in (EAGER, LAZY):
+        for charged in (True, False):
+            choice = MeasuredChoice(start, trials=5, first_gap=8, max_gap=64)
+            eager_runs = 0
+            for _ in range(200):
+                st = choice.next_strategy()
+                young = 0.0
+                if st == EAGER:
+                    eager_runs += 1
+                    young = 1.2 if eager_runs % 3 == 0 else 0.0
+                work = 1.0 if st == EAGER else 1.2
+                if charged:
+                    choice.observe(st, work, collections=YoungCollections(seconds=young, allocated=100, charged=100))
+                else:
+                    choice.observe(st, work + young)
+            assert choice.strategy == (LAZY if charged else EAGER), (start, charged)
+            if charged:
+                assert choice.collection_rate(EAGER) == pytest.approx(1.2 * (eager_runs // 3) / (100 * eager_runs))
+                assert choice.collection_rate(LAZY) == 0.0
+                assert choice.median(EAGER) == pytest.approx(1.0 + 100 * choice.collection_rate(EAGER))
+
+
+def test_charged_collections_make_a_small_gap_sure_in_the_first_five_pairs():
+    """A 4 % gap in the work, and a young collection of 0.4 for every 200 allocations of either
+    strategy, falling in every other execution of each (eager's second, fourth, ...; lazy's first,
+    third, ...): as they fall the pairs disagree (1.0 against 1.44, 1.4 against 1.04), and the
+    round runs to max_trials; charged by allocation each execution costs its work plus about 0.2
+    and all five pairs say eager, so the round ends at five, on eager."""
+    from windowstore.store.temporal import YoungCollections
+
+    ends = {}
+    for charged in (True, False):
+        choice = MeasuredChoice(LAZY, trials=5, max_trials=24)
+        runs = {EAGER: 0, LAZY: 0}
+        for _ in range(48):
+            if not choice.measuring():
+                break
+            st = choice.next_strategy()
+            runs[st] += 1
+            young = 0.4 if runs[st] % 2 == (0 if st == EAGER else 1) else 0.0
+            work = 1.0 if st == EAGER else 1.04
+            if charged:
+                choice.observe(st, work, collections=YoungCollections(seconds=young, allocated=100, charged=100))
+            else:
+                choice.observe(st, work + young)
+        ends[charged] = (choice.executions, choice.strategy)
+    assert ends[True] == (10, EAGER)
+    assert ends[False][0] > 10
+
+
+def test_a_collection_s_charge_refuses_negative_counts():
+    from windowstore.store.temporal import YoungCollections
+
+    choice = MeasuredChoice(EAGER)
+    for bad in (YoungCollections(-1.0, 1, 1), YoungCollections(1.0, -1, 1), YoungCollections(1.0, 1, -1)):
+        with pytest.raises(ValueError):
+            choice.observe(EAGER, 1.0, collections=bad)
+
+
+class CollectingClock(temporal.WorkMeter):
+    """A WorkClock whose coalescing allocates one object per row and collects: every `every`
+    allocations a young collection costing `young_per_alive` per row of the coalescing under way
+    (its rows are the young objects alive: lazy coalesces the whole window at once, eager one
+    sub-window), and a full collection of `full` in each of the first `full_for` builds of a
+    sub-window's runs timed by the plan (inside a pair of clock reads; a heap walk that happened to
+    fall there). Both advance the clock, as a collection on the query's thread advances its CPU
+    time."""
+
+    def __init__(self, monkeypatch, per_row: float, per_merged: float, every: int, young_per_alive: float,
+                 sub_rows: int, full: float = 0.0, full_for: int = 0):
+        self.work = WorkClock(monkeypatch, per_row, per_merged)
+        self.young = self.full = 0.0
+        self.allocated = self.builds = self.reads = 0
+        coalesce = temporal.coalesce_rows  # (WorkClock's, counting)
+
+        def collecting(rows):
+            rows = list(rows)
+            due = (self.allocated + len(rows)) // every - self.allocated // every
+            self.allocated += len(rows)
+            self.young += due * young_per_alive * len(rows)
+            self.work.now += due * young_per_alive * len(rows)
+            if len(rows) <= sub_rows and self.reads % 2:  # one sub-window's, timed: an eager build
+                if self.builds < full_for:
+                    self.full += full
+                    self.work.now += full
+                self.builds += 1
+            return coalesce(rows)
+
+        monkeypatch.setattr(temporal, "coalesce_rows", collecting)
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return self.work()
+
+    def collected(self) -> temporal.Collected:
+        return temporal.Collected(young_s=self.young, full_s=self.full, allocated=self.allocated)
+
+
+def test_a_metered_plan_counts_the_young_collections_its_allocations_make_due_and_leaves_full_ones_out(monkeypatch):
+    """Through a plan with a meter (as the server's): lazy coalesces the window's 300 rows per
+    execution, eager one sub-window's 60 and merges the window's 300 readings at 1.0 each, so
+    lazy's work is the less (300 against 360); but lazy's young collections walk the 300 rows
+    being coalesced (six per execution, 90 in all) and eager's its 60 (3.6), which makes eager the
+    cheaper in all, by 7 %. Full collections of 200 fall in eager's first 12 builds, the first
+    round's: they are the long-lived heap's, left out, and the round decides eager from either
+    start, with one switch at most; lazy's collection rate is the dearer. Its answers equal both
+    forced strategies' on every slide."""
+    for start in (EAGER, LAZY):
+        meter = CollectingClock(monkeypatch, per_row=1.0, per_merged=1.0, every=50, young_per_alive=0.05,
+                                sub_rows=60, full=200.0, full_for=12)
+        choice = MeasuredChoice(start, trials=5, first_gap=4, max_gap=16)
+        m = _measured_life(meter, choice, *_stream(4, 80, late=0.0))._temporal.measured
+        assert meter.full > 0
+        assert m.strategy == EAGER and m.switches == (start == LAZY), start
+        assert m.collection_rate(LAZY) > 2 * m.collection_rate(EAGER) > 0
+        monkeypatch.undo()

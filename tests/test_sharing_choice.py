@@ -143,19 +143,31 @@ def test_a_hybrid_with_a_budget_ends_where_the_hybrid_at_once_does(specs, extra,
 COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"))
 
 
-def test_in_the_engine_a_registration_costs_no_schedule_and_the_choice_follows_the_slides(monkeypatch):
-    seen = counting(monkeypatch)
+def hybrid_engine(seed: int) -> Engine:
+    """A `ws` engine sharing under `hybrid`, a stream of 39 slides of a few rows each."""
     e = Engine(EngineConfig(policy="ws", sharing="hybrid"))
     e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(64, 10, None, "manual", 0, ("k",), 4), 0))
-    rng = random.Random(3)
+    rng = random.Random(seed)
     for ts in range(1, 40):
         e.apply(Append("p", pa.table({"ts": [ts] * 3, "k": [rng.choice("ab") for _ in range(3)],
                                       "v": [rng.randint(0, 9) for _ in range(3)]}), "", None, ts))
         e.apply(Slide("p", ts))
     e.sched.run_until_idle()
-    sharing = e.sched.sharing
+    return e
+
+
+def dashboard(e: Engine):
+    """Registers twelve MAX panels of one CS2 group (ten distinct SLIDEs), one at a time; yields after each."""
     for i, period in enumerate([1, 2, 3, 4, 5, 6, 7, 9, 11, 13, 3, 7]):
         e.apply(Register(f"Q{i}", f"SELECT MAX(v) FROM p [RANGE {20 + i} SUBWINDOWS SLIDE {period} SUBWINDOWS] WHERE v > 2", 0, 39))
+        yield i
+
+
+def test_in_the_engine_a_registration_costs_no_schedule_and_the_choice_follows_the_slides(monkeypatch):
+    seen = counting(monkeypatch)
+    e = hybrid_engine(3)
+    sharing = e.sched.sharing
+    for _ in dashboard(e):
         assert not seen, "a registration costs no schedule"
     assert sharing.local.choosing()
     plan = e.plan(parse_query("SELECT MAX(v) FROM p [RANGE 50 SUBWINDOWS SLIDE 2 SUBWINDOWS] WHERE v > 2"), periodic=True)
@@ -188,17 +200,9 @@ def test_a_burst_of_registrations_takes_no_choice_steps_until_the_stream_slides(
     each one, as the server does, and costs no schedule; the first slide after the burst starts
     the choice, which is then the one made at once for the same group."""
     seen = counting(monkeypatch)
-    e = Engine(EngineConfig(policy="ws", sharing="hybrid"))
-    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(64, 10, None, "manual", 0, ("k",), 4), 0))
-    rng = random.Random(5)
-    for ts in range(1, 40):
-        e.apply(Append("p", pa.table({"ts": [ts] * 3, "k": [rng.choice("ab") for _ in range(3)],
-                                      "v": [rng.randint(0, 9) for _ in range(3)]}), "", None, ts))
-        e.apply(Slide("p", ts))
-    e.sched.run_until_idle()
+    e = hybrid_engine(5)
     sharing = e.sched.sharing
-    for i, period in enumerate([1, 2, 3, 4, 5, 6, 7, 9, 11, 13, 3, 7]):
-        e.apply(Register(f"Q{i}", f"SELECT MAX(v) FROM p [RANGE {20 + i} SUBWINDOWS SLIDE {period} SUBWINDOWS] WHERE v > 2", 0, 39))
+    for i in dashboard(e):
         e.sched.run_until_idle()  # the new query's first execution, and every spawn after it
         assert not seen, "no schedule costed while the burst goes on"
         assert sharing.local.choosing() == (i > 0), "(one SLIDE: nothing to choose)"

@@ -3,6 +3,9 @@ writer each use gets, its registration in a session (`register`) and a local ses
 registered (`local_session`). It chooses; the readers and writers do the work."""
 from __future__ import annotations
 
+import logging
+
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource
 
@@ -13,6 +16,8 @@ from .pushdown import _PushdownReader
 from .reader import _QueryReader
 from .stream_reader import _AnswerStreamReader
 from .writers import _BatchWriter, _StreamWriter
+
+log = logging.getLogger("windowstore.spark")
 
 
 class WindowStoreDataSource(DataSource):
@@ -88,7 +93,22 @@ def local_session(app: str, cores: int = 2, max_failures: int = 1, **conf: str) 
                .config("spark.sql.python.filterPushdown.enabled", "true"))
     for k, v in conf.items():
         builder = builder.config(k.replace("__", "."), v)
-    spark = builder.getOrCreate()
+    spark = get_or_create(builder)
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def get_or_create(builder, attempts: int = 2) -> SparkSession:
+    """builder.getOrCreate(), started again when the JVM exited before it gave PySpark its gateway
+    (JAVA_GATEWAY_EXITED: seen once on a loaded machine, passing on the next start); any other
+    failure, or the last attempt's, is raised."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return builder.getOrCreate()
+        except PySparkRuntimeError as e:
+            if e.getCondition() != "JAVA_GATEWAY_EXITED" or attempt == attempts:
+                raise
+            log.warning("the Spark JVM exited before its gateway started (attempt %d of %d): starting it again",
+                        attempt, attempts)
+    raise AssertionError("unreachable")

@@ -410,9 +410,7 @@ class WindowStoreService(ReplicationRpcs):
         p = principal()
 
         def owner_and_streams():
-            q = self.driver.engine.periodic.get(query_id)
-            if q is None:
-                raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
+            q = self._periodic(query_id)
             return q.owner, stream_names(q.task.plan)
         owner, streams = await self._run(owner_and_streams, context)
         if p != owner and not any(self.policy.allowed(p, "admin", s) for s in streams):
@@ -420,12 +418,16 @@ class WindowStoreService(ReplicationRpcs):
                                    f"{_short(owner)!r} (or needs admin on stream {_short(streams[0])!r})")
 
     async def _streams_of_query(self, query_id: str, context) -> list[str]:
-        def streams():
-            q = self.driver.engine.periodic.get(query_id)
-            if q is None:
-                raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
-            return stream_names(q.task.plan)
-        return await self._run(streams, context)
+        return await self._run(lambda: stream_names(self._periodic(query_id).task.plan), context)
+
+    def _periodic(self, query_id: str):
+        """The registered periodic query (loop thread); NotFound, or NotLeader for one a step-down
+        of its stream's replica unregistered here."""
+        q = self.driver.engine.periodic.get(query_id)
+        if q is None:
+            self._moved_query(query_id)
+            raise NotFound(f"periodic query {_short(query_id)!r} does not exist")
+        return q
 
     async def ListQueries(self, request, context):
         def listing():

@@ -352,7 +352,8 @@ def test_the_spark_streaming_reader_goes_on_on_the_new_leader(failover):
 def test_a_leader_that_steps_down_ends_its_subscriptions_and_the_client_goes_on_on_the_new_one(etcd, tmp_path):
     """In-process servers (so the test can stop the leader's lease renewals, as a pause or a cut
     from etcd would): the old leader, following the new one, ends its subscriptions with
-    FAILED_PRECONDITION naming it; the client registers the query there and reads on."""
+    FAILED_PRECONDITION naming it and unregisters the query; the client registers the query there
+    and reads on."""
     with two_replicas(etcd.url, tmp_path, "f") as (servers, view), \
             Client(servers[0].address, timeout=5, etcd=view) as ws:
         q = ws.register('SELECT COUNT(*), SUM(v) FROM "f.p0" [SLIDE 1 SUBWINDOWS]')
@@ -371,6 +372,13 @@ def test_a_leader_that_steps_down_ends_its_subscriptions_and_the_client_goes_on_
         assert new is not None and new.node == 1
         servers[0].coordinator.resume_keepalive()
         wait_for(lambda: sub.resumed or subscriber.error, "the subscription registered on node 1", timeout=60)
+        # the old leader unregistered the query (it would go on answering on a follower); its id
+        # there names the leader, as the subscription's end did
+        with Client(servers[0].address, timeout=5, retries=0) as old:
+            assert old.list_queries("f.p0") == []
+            with pytest.raises(FailedPrecondition) as refused:
+                old.read_answers(q.id)
+            assert refused.value.leader == servers[1].address and "unregistered" in refused.value.message
         for i in (3, 4):
             until_acknowledged(lambda: ws.append("f.p0", batch("f", i), writer_id="w", batch_id=i))
             sent.append(i)

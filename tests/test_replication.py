@@ -99,6 +99,16 @@ class _Driver:
             def flush(self):
                 pass
         self.group_commit = self.stepper = _Dirty()
+        self.ended: dict[str, str] = {}  # periodic query id -> how its subscriptions ended
+
+    def write(self, cmd):
+        return self.engine.apply(cmd), None
+
+    def fail_periodic(self, query_ids, error) -> None:
+        self.ended.update((q, f"failed: {error}") for q in query_ids)
+
+    def close_periodic(self, query_ids, reason: str) -> None:
+        self.ended.update((q, f"closed: {reason}") for q in query_ids)
 
 
 def _run_until(loop, predicate, what: str, timeout: float = 30.0) -> None:
@@ -611,6 +621,35 @@ def test_a_write_left_out_of_the_log_does_not_stay_in_the_engine_after_a_step_do
     assert repl.engine.digest() != fresh.digest()  # the refused row is in the engine
     repl.become_follower("s", 1, 2)
     assert repl.engine.digest() == fresh.digest()
+    p._check()
+    repl.close()
+    loop.close()
+
+
+def test_a_replica_that_steps_down_unregisters_its_periodic_queries_and_names_the_leader(tmp_path):
+    """A periodic query registered on the leader of `s` (in the server's own log, not the replica
+    log) is unregistered when the replica follows: kept, it would answer on a follower nobody
+    reads. Its id answers NotLeader naming the new leader until this replica leads `s` again."""
+    import asyncio
+
+    from windowstore.server.replication.manager import NotLeader
+    from windowstore.txn.commands import Register
+
+    loop = asyncio.new_event_loop()
+    repl, p = _leader_with_records(tmp_path, loop, 2)
+    eng = repl.engine
+    q = eng.apply(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 1.0)).task.id
+    other = eng.apply(Register("", "SELECT COUNT(*) FROM s [SLIDE 2 SUBWINDOWS]", 0, 1.0)).task.id
+    repl.moved_query(q)                        # leading: nothing to say of it
+    repl.become_follower("s", 1, 2)
+    assert q not in eng.periodic and other not in eng.periodic
+    assert repl.driver.ended[q].startswith("closed: node 0 stopped leading 's'")
+    with pytest.raises(NotLeader, match="unregistered here") as e:
+        repl.moved_query(q)
+    assert e.value.leader == "127.0.0.1:1"
+    repl.moved_query("no-such-query")          # an id never registered: the caller's NOT_FOUND
+    repl.become_leader("s", 3, in_sync={1, 2})
+    repl.moved_query(q)                        # leading again: its clients registered it anew
     p._check()
     repl.close()
     loop.close()

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from windowstore.store.errors import InvalidInput
+from windowstore.store.errors import InvalidInput, StoreError
 from windowstore.txn import commands
 from windowstore.txn.commands import Answered, AnsweredMany, CreateStream, DropStream, Register, Unregister
 from windowstore.txn.errors import FailedPrecondition
@@ -52,6 +52,7 @@ log = logging.getLogger("windowstore.replication")
 LEADER, FOLLOWER = "leader", "follower"
 ACKS = ("leader", "all")
 HW_FILE = "high_watermark"
+MOVED_KEEP = 10_000  # ids of periodic queries a step-down unregistered, still answered NotLeader
 
 # (stream, epoch) a write was admitted at, for the request (gRPC handler task) that admitted it
 _ADMITTED: contextvars.ContextVar[tuple[str, int] | None] = contextvars.ContextVar("windowstore_admitted", default=None)
@@ -182,6 +183,7 @@ class Replication:
         self.lag_records = 1_000_000
         self.lag_s = 10.0
         self.parts: dict[str, Partition] = {}
+        self.moved: dict[str, str] = {}  # query id -> stream: unregistered at a step-down (_end_subscriptions)
         self._timer: asyncio.TimerHandle | None = None
         self._plain_slide_waiters: dict[str, list] = {}  # min_slide reads of streams not replicated
 
@@ -362,6 +364,7 @@ class Replication:
         p.failure = None
         self._lead(p, fresh=False, in_sync=in_sync)
         self._save(p)
+        self.moved = {q: s for q, s in self.moved.items() if s != stream}  # (its clients registered them anew)
         oplog.event("replica_leader", stream=stream, epoch=epoch, end_offset=p.log.end)
         self.engine.sched.passive.discard(stream)
         self.driver.stepper.slide_may_be_due()
@@ -417,14 +420,38 @@ class Replication:
 
     def _end_subscriptions(self, p: Partition) -> None:
         """A replica that steps down ends the subscriptions of its periodic queries on the stream
-        with NotLeader naming the new leader: their registrations live in this server's own log,
-        not in the stream's replica log, so they are not the new leader's; the client that
-        registered them registers them again there (clients/follow.py)."""
+        with NotLeader naming the new leader, and unregisters them: their registrations live in
+        this server's own log, not in the stream's replica log, so they are not the new leader's;
+        the client that registered them registers them again there (clients/follow.py). Kept,
+        they would go on answering on a follower nobody reads, and beside their new registrations
+        if this replica led again. Their ids answer NotLeader (`moved_query`) until it leads the
+        stream again."""
         from windowstore.txn.joins import stream_names
 
         gone = [qid for qid, q in self.engine.periodic.items() if p.stream in stream_names(q.task.plan)]
-        if gone:
-            self.driver.fail_periodic(gone, NotLeader(self._elsewhere(p), self.leader_address(p)))
+        if not gone:
+            return
+        self.driver.fail_periodic(gone, NotLeader(self._elsewhere(p), self.leader_address(p)))
+        for qid in gone:
+            try:
+                self.driver.write(Unregister(qid, 0.0))  # (to the server's own log, as the Register)
+            except StoreError as e:  # shutting down, or the log failed: it stays registered, unread
+                log.warning("stream %s: periodic query %s stays registered after the step-down: %s", p.stream, qid, e)
+                continue
+            self.driver.close_periodic([qid], f"node {self.node} stopped leading {p.stream!r}")
+            self.moved[qid] = p.stream
+        for qid in list(self.moved)[:max(0, len(self.moved) - MOVED_KEEP)]:
+            del self.moved[qid]
+        oplog.event("replica_queries_unregistered", stream=p.stream, queries=len(gone))
+
+    def moved_query(self, query_id: str) -> None:
+        """Raise NotLeader naming the stream's leader for a periodic query a step-down unregistered
+        here (a Subscribe or ReadAnswers that comes after it); nothing for any other id."""
+        stream = self.moved.get(query_id)
+        p = self.parts.get(stream) if stream is not None else None
+        if p is not None and p.role != LEADER:
+            raise NotLeader(f"periodic query {query_id!r} was unregistered here: " + self._elsewhere(p),
+                            self.leader_address(p))
 
     def _follow(self, p: Partition) -> None:
         self.engine.sched.passive.add(p.stream)

@@ -130,6 +130,13 @@ class ReplicationRpcs:
             for name in streams:
                 repl.check_write(name)
 
+    def _moved_query(self, query_id: str) -> None:
+        """A periodic query this replica unregistered when it stopped leading its stream:
+        FAILED_PRECONDITION naming the leader (where its client registers it again), not NOT_FOUND."""
+        repl = getattr(self.driver, "replication", None)
+        if repl is not None:
+            repl.moved_query(query_id)
+
     # -- the RPCs -------------------------------------------------------------------------------------
     async def ReplicaFetch(self, request, context):
         self._allow(context, "admin", request.stream)

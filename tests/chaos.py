@@ -4,7 +4,8 @@ Three durable `windowstore serve --etcd` processes and one etcd; a stream with r
 acks=all (one partition, replicas on all three nodes). A writer appends numbered batches (batch i:
 ten rows, key "b{i}", values 10 i .. 10 i + 9, writer id "w", batch id i, retried until
 acknowledged) and slides the manual clock every SLIDE_EVERY batches (its own idempotency key); a
-reader runs one-time queries meanwhile. Every server reaches etcd and each other server through a
+reader runs one-time queries meanwhile, and a watcher subscribes to a periodic query of the
+stream through a client that follows its leader. Every server reaches etcd and each other server through a
 fault-injecting proxy of its own (tests/netfault.py: its `--etcd` URL and `--peer-address`es), so
 links can be cut; the harness's clients reach each server through a proxy too (the server's
 `--advertise-address`, the address etcd gives clients), and etcd directly.
@@ -25,7 +26,9 @@ Checked at the end: every acknowledged batch is in the window exactly once and n
 over the rows of its slide's window; and the clients' history (tests/client_history.py: the
 writer's slides, the reader's queries of the youngest HISTORY_RANGE sub-windows, the slides each
 reflects read from its rows) passes the isolation checker (txn/checker.py): no query torn, no
-error in the history. Reported: per kind of fault, the longest time between two
+error in the history; the watcher's answers likewise equal DuckDB over their slide's rows, each
+subscription's slides increase (each at most once), and no follower still holds a registration
+of the periodic query (a replica that steps down unregisters it). Reported: per kind of fault, the longest time between two
 acknowledged writes around it (the time without a writable leader, as the writer saw it).
 Bounded by --faults and --max-s; stops by itself and leaves nothing running.
 """
@@ -49,6 +52,7 @@ import time
 import duckdb
 import pyarrow as pa
 
+from windowstore.clients import Client
 from windowstore.clients.partitioned import ClusterClient
 from windowstore.server.coordination.election import place
 from windowstore.server.coordination.keys import Keys
@@ -65,6 +69,7 @@ SUBWINDOWS = 4096
 SLIDE_EVERY = 10
 HISTORY_RANGE = 8  # the reader's history query reads the youngest 8 sub-windows (a short window to judge)
 HISTORY_QUERY = f"SELECT ts, COUNT(*) FROM c [RANGE {HISTORY_RANGE} SUBWINDOWS] GROUP BY ts"
+PERIODIC_QUERY = "SELECT COUNT(*), SUM(v) FROM c [SLIDE 1 SUBWINDOWS]"
 PROCESS_KINDS = ("kill-leader", "kill", "pause", "pause-leader", "pause-etcd")
 PARTITION_KINDS = ("partition-leader", "partition-leader-oneway", "partition-leader-etcd", "partition-follower-etcd",
                    "isolate", "partition-client")
@@ -235,6 +240,45 @@ class Reader(threading.Thread):
                 self.history.query(sent, time.monotonic(), [int(ts) for ts, _ in h.rows])
 
 
+class Watcher(threading.Thread):
+    """A periodic query's answers through a client that follows the leader (ClusterClient over
+    etcd: after a failover it registers the query again there, follow.Resubscribing). A
+    subscription that ends anyway (it could not follow within the client's failover_s) is counted
+    and registered anew: each registration's answers are a segment of their own."""
+
+    def __init__(self, ws: ClusterClient):
+        super().__init__(daemon=True, name="chaos-watcher")
+        self.ws = ws
+        self.segments: list[list[tuple[int, int, int]]] = []  # per registration: (slide, count, sum)
+        self.ended: dict[str, int] = {}  # why a subscription ended: how many times
+        self.halt = threading.Event()
+        self._sub = None
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            try:
+                q = self.ws.register(PERIODIC_QUERY)
+                self._sub = self.ws.subscription(q.id)
+                if self.halt.is_set():
+                    break
+                seg: list[tuple[int, int, int]] = []
+                self.segments.append(seg)
+                for a in self._sub:
+                    count, total = a.rows[0]
+                    seg.append((a.slide, int(count), int(total or 0)))
+                why = "ended"
+            except Exception as e:  # noqa: BLE001 - no leader to register on, or it could not follow: counted
+                why = type(e).__name__ + ": " + str(e)[:120]
+            if not self.halt.is_set():
+                self.ended[why] = self.ended.get(why, 0) + 1
+                self.halt.wait(0.5)  # (then registered again)
+
+    def stop(self) -> None:
+        self.halt.set()
+        if self._sub is not None:
+            self._sub.cancel()
+
+
 def rows_of(batches) -> pa.Table:
     return pa.table({"k": [f"b{i}" for i in batches for _ in range(10)],
                      "v": [v for i in batches for v in range(10 * i, 10 * i + 10)]})
@@ -282,7 +326,9 @@ def main(argv=None) -> int:
 def passed(results: dict) -> bool:
     return results["failure"] is None and results.get("lost") == 0 and results.get("twice") == 0 \
         and results.get("extra") == 0 and results.get("wrong_answers") == 0 \
-        and results.get("history_torn") == 0 and results.get("history_errors") == 0
+        and results.get("history_torn") == 0 and results.get("history_errors") == 0 \
+        and results.get("periodic_wrong") == 0 and results.get("periodic_repeated") == 0 \
+        and results.get("periodic_answers", 0) > 0 and not any(results.get("follower_registrations", {}).values())
 
 
 def inject(kind: str, rnd: random.Random, args, servers: list[Server], etcd: LocalEtcd, net: Network,
@@ -365,7 +411,7 @@ def run(args) -> dict:
     etcd = LocalEtcd().start()
     net = Network()
     servers = wired(root, args.ttl, etcd, net)
-    ws = rs = writer = reader = view = None
+    ws = rs = ps = writer = reader = watcher = view = None
     outages: dict[str, list[float]] = {}
     failure = None
     t0 = time.monotonic()
@@ -383,17 +429,16 @@ def run(args) -> dict:
         ws.create_stream("c", SCHEMA, subwindows=SUBWINDOWS, subwindow_ms=1000, clock="manual", partitions=1, partition_by=["k"],
                          replication=3, acks="all")
         history = ClientHistory("c", SUBWINDOWS, HISTORY_RANGE)
-        writer, reader = Writer(ws, history=history), Reader(rs, history)
+        ps = ClusterClient(view, timeout=5, failover_s=30)
+        writer, reader, watcher = Writer(ws, history=history), Reader(rs, history), Watcher(ps)
         writer.start()
         reader.start()
+        watcher.start()
         done = 0
         while done < args.faults and time.monotonic() - t0 < args.max_s:
             if not writer.wait_acked(len(writer.acked) + 3, args.recover_s):  # writes go through before the next fault
                 raise RuntimeError(f"no write acknowledged for {args.recover_s} s before fault {done + 1}")
             if not args.overlap:  # one fault at a time: every server back and in sync first
-                def healed(v):
-                    state = v.partition("c", 0)
-                    return len(v.live()) == 3 and state.leader is not None and set(state.in_sync or ()) == {0, 1, 2}
                 if not view.wait(healed, args.recover_s):
                     raise RuntimeError(f"the cluster did not heal within {args.recover_s} s before fault {done + 1}")
             lead = view.leader("c", 0)
@@ -426,6 +471,8 @@ def run(args) -> dict:
             reader.halt.set()
             writer.join(120)
             reader.join(120)
+            watcher.stop()
+            watcher.join(120)
             acked = list(writer.acked)
             results["acked_batches"] = len(acked)
             results["writer_retries"] = writer.errors
@@ -435,10 +482,11 @@ def run(args) -> dict:
             if failure is None:
                 results.update(check(ws, writer, reader))
                 results.update(check_history(writer))
+                results.update(check_periodic(watcher, writer, view, servers))
     except Exception as e:  # noqa: BLE001
         results["check_error"] = f"{type(e).__name__}: {e}"
     finally:
-        for c in (ws, rs):
+        for c in (ws, rs, ps):
             if c is not None:
                 c.close()
         if view is not None:
@@ -454,6 +502,12 @@ def run(args) -> dict:
     if passed(results):
         shutil.rmtree(root, ignore_errors=True)
     return results
+
+
+def healed(v: EtcdClusterView) -> bool:
+    """Every server live, a leader, and every replica in its in-sync set."""
+    state = v.partition("c", 0)
+    return len(v.live()) == 3 and state.leader is not None and set(state.in_sync or ()) == {0, 1, 2}
 
 
 def check_history(writer: Writer) -> dict:
@@ -479,10 +533,17 @@ def check(ws: ClusterClient, writer: Writer, reader: Reader) -> dict:
     lost = [k for k in want if k not in have]
     twice = [k for k in want if k in have and have[k] != want[k]]
     extra = [k for k in have if k not in want and k not in unsure]
-    # each answer: the rows of the sub-windows its slide's window holds
+    checked, wrong = wrong_answers(reader.answers, writer)
+    return {"lost": len(lost), "twice": len(twice), "extra": len(extra), "examples": (lost + twice + extra)[:5],
+            "answers_checked": checked, "wrong_answers": len(wrong), "wrong_examples": wrong[:5]}
+
+
+def wrong_answers(answers, writer: Writer) -> tuple[int, list[dict]]:
+    """(answers checked, those wrong): each (slide, COUNT, SUM) against DuckDB over the rows of the
+    sub-windows its slide's window holds."""
     subs = dict(writer.sub)
     wrong, checked = [], 0
-    for s, count, total in reader.answers:
+    for s, count, total in answers:
         if s > max(writer.slides, default=-1):
             continue  # (a slide the writer had not heard acknowledged when it stopped)
         batches = [b for b, k in subs.items() if s - SUBWINDOWS < k <= s]
@@ -491,8 +552,28 @@ def check(ws: ClusterClient, writer: Writer, reader: Reader) -> dict:
         checked += 1
         if (count, total) != (int(n), int(t)):
             wrong.append({"slide": s, "got": [count, total], "want": [int(n), int(t)]})
-    return {"lost": len(lost), "twice": len(twice), "extra": len(extra), "examples": (lost + twice + extra)[:5],
-            "answers_checked": checked, "wrong_answers": len(wrong), "wrong_examples": wrong[:5]}
+    return checked, wrong
+
+
+def check_periodic(watcher: Watcher, writer: Writer, view: EtcdClusterView, servers: list[Server]) -> dict:
+    """The watcher's answers (against DuckDB, slides increasing in each subscription), and the
+    periodic queries of stream c each follower still holds (none: a replica that steps down
+    unregisters them; the leader may hold a spare one, docs/failover.md)."""
+    answers = [a for seg in watcher.segments for a in seg]
+    checked, wrong = wrong_answers(answers, writer)
+    repeated = sum(1 for seg in watcher.segments for a, b in zip(seg, seg[1:]) if b[0] <= a[0])
+    # a leader cut off by the last fault steps down when it follows again: in sync means it has
+    view.wait(healed, 120)
+    lead = view.leader("c", 0)
+    held = {}
+    for s in servers:
+        if lead is not None and s.node != lead.node:
+            with Client(s.target, timeout=10) as c:
+                held[s.node] = len([q for q in c.list_queries() if q["stream"].startswith("c")])
+    return {"periodic_answers": len(answers), "periodic_checked": checked, "periodic_wrong": len(wrong),
+            "periodic_wrong_examples": wrong[:5], "periodic_repeated": repeated,
+            "periodic_subscriptions": len(watcher.segments), "periodic_ended": watcher.ended,
+            "follower_registrations": held}
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import queue
 import re
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Mapping
@@ -305,11 +306,16 @@ def query_stream(query: str | pb.StructuredQuery) -> str:
     return q.streams[0] if isinstance(q, JoinQuery) else q.stream
 
 
-def register_request(query: str | pb.StructuredQuery, priority: int,
-                     return_sketches: bool = False) -> pb.RegisterQueryRequest:
+def register_request(query: str | pb.StructuredQuery, priority: int, return_sketches: bool = False,
+                     key: str | None = None) -> pb.RegisterQueryRequest:
+    """A RegisterQuery request with its idempotency key (None: a new one), so that it may be sent
+    again after UNAVAILABLE without registering the query twice."""
+    key = key or uuid.uuid4().hex
     if isinstance(query, pb.StructuredQuery):
-        return build(pb.RegisterQueryRequest, structured=query, priority=priority, return_sketches=return_sketches)
-    return build(pb.RegisterQueryRequest, text=query, priority=priority, return_sketches=return_sketches)
+        return build(pb.RegisterQueryRequest, structured=query, priority=priority, return_sketches=return_sketches,
+                     request_key=key)
+    return build(pb.RegisterQueryRequest, text=query, priority=priority, return_sketches=return_sketches,
+                 request_key=key)
 
 
 def history_events(resp: pb.StreamHistoryResponse) -> list[dict]:
@@ -634,14 +640,16 @@ class Client:
         return _explained(self.call("Explain", query_request(query, 0), True))
 
     def register(self, query: str | pb.StructuredQuery, priority: int = 0,
-                 return_sketches: bool = False) -> PeriodicQuery:
+                 return_sketches: bool = False, key: str | None = None) -> PeriodicQuery:
         """Register a periodic query; `return_sketches`: each answer carries its sketch aggregates'
         merged sketches (Answer.sketches), as a partitioned stream's client merges them. Following
         leaders (etcd=): on its stream's leader, and kept here to be registered again on the next
-        leader after a failover (subscription())."""
-        req = register_request(query, priority, return_sketches)
+        leader after a failover (subscription()). `key`: the request's idempotency key (None: a
+        new one): the call is retried while the server is unavailable, and the same key again
+        gives the query it registered while that is still registered there."""
+        req = register_request(query, priority, return_sketches, key)
         stream = query_stream(query) if self._leaders.on else None
-        r = self.call("RegisterQuery", req, False, stream=stream)
+        r = self.call("RegisterQuery", req, True, stream=stream)
         self._leaders.registered(r.query_id, req, stream)
         return PeriodicQuery(r.query_id, r.every_slides)
 
@@ -672,7 +680,7 @@ class Client:
             return open_call(after_slide)
 
         def resume(_error, last: int):
-            r = self.call("RegisterQuery", again[0], True, stream=again[1])  # (a retry may leave a spare registration)
+            r = self.call("RegisterQuery", again[0], True, stream=again[1])  # (its key: a retry registers it once)
             self._leaders.moved(query_id, r.query_id)
             return open_call(last)
         return Resubscribing(open_call(after_slide), resume, lambda: self._leaders.elsewhere(query_id))
@@ -884,11 +892,11 @@ class AsyncClient:
         return _explained(await self.call("Explain", query_request(query, 0), True))
 
     async def register(self, query: str | pb.StructuredQuery, priority: int = 0,
-                       return_sketches: bool = False) -> PeriodicQuery:
+                       return_sketches: bool = False, key: str | None = None) -> PeriodicQuery:
         """As Client.register."""
-        req = register_request(query, priority, return_sketches)
+        req = register_request(query, priority, return_sketches, key)
         stream = query_stream(query) if self._leaders.on else None
-        r = await self.call("RegisterQuery", req, False, stream=stream)
+        r = await self.call("RegisterQuery", req, True, stream=stream)
         self._leaders.registered(r.query_id, req, stream)
         return PeriodicQuery(r.query_id, r.every_slides)
 

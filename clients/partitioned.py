@@ -563,7 +563,8 @@ class ClusterClient:
         on = [at]  # the node the partition's subscription is on
 
         def resume(_error, last: int):
-            node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority,
+            key = uuid.uuid4().hex  # one for every attempt of this re-registration: it registers once
+            node, again = self._on_leader(lay.name, p, lambda p, n: (n, n.register(texts[p], priority, key=key,
                                                                                    return_sketches=sketches)))
             ids[p] = again.id
             on[0] = self.nodes.index(node)

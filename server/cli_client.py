@@ -365,7 +365,7 @@ def explain(args) -> int:
 @with_errors
 def register(args) -> int:
     with client(args) as ws:
-        q = ws.register(args.query, priority=args.priority)
+        q = ws.register(args.query, priority=args.priority, key=args.key)
     if args.output == "table":
         print(f"{q.id} (every {q.every_slides} slides)")
     else:
@@ -592,6 +592,8 @@ def add_commands(sub) -> None:
     rg = sub.add_parser("register", help="register a periodic query (needs SLIDE) and print its id")
     rg.add_argument("query", help="e.g. \"SELECT src, SUM(bytes) FROM packets [RANGE 1 min SLIDE 10 s] GROUP BY src\"")
     rg.add_argument("--priority", type=int, default=0)
+    rg.add_argument("--key", default=None, help="an idempotency key: run again with the same key, the command prints "
+                                                "the query it registered (while registered) instead of registering another")
     client_args(rg)
     rg.set_defaults(func=register)
 

@@ -43,6 +43,7 @@ _OFF_LOOP_BYTES = 1 << 20
 # once. Only short texts are kept, so the cache's memory is bounded (4,096 x 4 KiB at most).
 _CACHED_TEXT = 4096
 _parse_cached = functools.lru_cache(maxsize=4096)(parse_statement)
+MAX_REQUEST_KEY = 200  # characters of a RegisterQuery's idempotency key
 
 
 def _parse(text: str):
@@ -390,7 +391,10 @@ class WindowStoreService(ReplicationRpcs):
         query, text = self._query(request)
         owner = self._allow_all(context, "read", _streams(query))
         self._periodic_on_leader(_streams(query))
-        p = await self._write(Register("", text, request.priority, 0.0, owner, request.return_sketches), context)
+        key = request.request_key
+        if len(key) > MAX_REQUEST_KEY:
+            raise InvalidInput(f"request_key is {len(key)} characters long: at most {MAX_REQUEST_KEY}")
+        p = await self._write(Register("", text, request.priority, 0.0, owner, request.return_sketches, key), context)
         oplog.event("query_registered", query_id=p.task.id, every_slides=p.task.every, query=text[:500],
                     client=principal())
         return pb.RegisterQueryResponse(query_id=p.task.id, every_slides=p.task.every)

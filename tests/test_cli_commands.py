@@ -85,8 +85,10 @@ def test_a_stream_from_creation_to_drop_through_the_cli(target, tmp_path):
     described = ok(cli(target, "describe", "pk"))
     assert "event time" in described and "group by" in described
 
-    qid = ok(cli(target, "register", "SELECT SUM(bytes) FROM pk [SLIDE 1 SUBWINDOWS]", "-o", "json"))
+    qid = ok(cli(target, "register", "SELECT SUM(bytes) FROM pk [SLIDE 1 SUBWINDOWS]", "--key", "sum-pk", "-o", "json"))
     qid = json.loads(qid)[0]["query_id"]
+    again = ok(cli(target, "register", "SELECT SUM(bytes) FROM pk [SLIDE 1 SUBWINDOWS]", "--key", "sum-pk", "-o", "json"))
+    assert json.loads(again)[0]["query_id"] == qid  # the same key: the query it registered
     assert [q["query_id"] for q in json.loads(ok(cli(target, "list-queries", "-o", "json")))] == [qid]
     ok(cli(target, "append", "pk", "-", "--format", "jsonl", stdin=json.dumps({"ts": 9, "src": "a", "bytes": 1})))
     ok(cli(target, "slide", "pk"))

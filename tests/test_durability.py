@@ -69,7 +69,7 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
         fill(ws)
         assert not ws.append("s", large["batch"], writer_id="big", batch_id=0).duplicate
         recognised(ws, "big", 0, large["reordered"], large["changed"])
-        pid = ws.register("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]")
+        pid = ws.register("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]", key="sum-2")
         before = answers(ws)
         latest = ws.describe_stream("s")["latest_slide"]
         buffered = ws.describe_stream("s")["buffered_rows"]
@@ -91,6 +91,8 @@ def test_acknowledged_writes_survive_kill_9(tmp_path):
             # slide numbers continue; the periodic query kept its id and answers its subscribers
             assert ws.slide("s") == latest + 1
             assert [q["query_id"] for q in ws.list_queries()] == [pid.id]
+            # its idempotency key came back with it (the log's Register): sent again, it is the same query
+            assert ws.register("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS SLIDE 1 SUBWINDOWS]", key="sum-2").id == pid.id
             answers_of = ws.subscribe(pid.id)
             errors = []
 

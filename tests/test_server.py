@@ -505,6 +505,36 @@ def test_subscriber_limit_and_unregister_ends_the_stream(ws):
 
 
 @pytest.mark.slow
+def test_a_registration_sent_again_with_its_key_is_the_same_query(ws, server):
+    """RegisterQueryRequest.request_key: the same request again (a retry after UNAVAILABLE whose
+    first attempt was applied) answers the query it registered; the key with another query is
+    INVALID_ARGUMENT naming the field, as is a key over 200 characters. The SDK sets a new key per
+    register() call, so two calls are two queries."""
+    from windowstore.v1 import windowstore_pb2 as pb, windowstore_pb2_grpc as pb_grpc
+
+    name = fresh(ws)
+    text = f"SELECT COUNT(*) FROM {name} [SLIDE 1 SUBWINDOWS]"
+    with grpc.insecure_channel(server.target) as ch:
+        stub = pb_grpc.WindowStoreServiceStub(ch)
+        first = stub.RegisterQuery(pb.RegisterQueryRequest(text=text, request_key="dash-7"), timeout=30)
+        again = stub.RegisterQuery(pb.RegisterQueryRequest(text=text, request_key="dash-7"), timeout=30)
+        assert again.query_id == first.query_id
+        assert [q["query_id"] for q in ws.list_queries(name)] == [first.query_id]
+        for request, why in ((pb.RegisterQueryRequest(text=text.replace("COUNT(*)", "SUM(bytes)"), request_key="dash-7"),
+                              "request_key 'dash-7' is the key of periodic query"),
+                             (pb.RegisterQueryRequest(text=text, request_key="k" * 201), "request_key is 201 characters")):
+            with pytest.raises(grpc.RpcError) as e:
+                stub.RegisterQuery(request, timeout=30)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and why in e.value.details()
+    two = [ws.register(text).id for _ in range(2)]
+    assert len(set(two + [first.query_id])) == 3
+    assert ws.register(text, key="dash-7").id == first.query_id
+    for qid in two + [first.query_id]:
+        ws.unregister(qid)
+    assert ws.list_queries(name) == []
+
+
+@pytest.mark.slow
 def test_ttu_history_is_lws_while_queries_and_slides_interleave(ws):
     """Queries and processing-time slides interleave under load (the load goes on until the history
     shows more than 50 verdicts and an attempt that saw a slide between its begin and its end, however

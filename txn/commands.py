@@ -149,6 +149,7 @@ class Register:
     now_ms: float
     owner: str = ""   # the principal it belongs to (only it, or an admin, may unregister it)
     sketches: bool = False  # its answers carry their merged sketches (a partition's: docs/partitions.md)
+    key: str = ""     # the client's idempotency key: a Register with the key of a live registration is that one
 
 
 @dataclass(frozen=True)
@@ -269,8 +270,11 @@ def encode_parts(cmd: Command) -> tuple[bytes, ...]:
             del header["event_time_ms"]
         if type(cmd) is AnsweredMany and header["common"] is None:  # likewise (the rows form: a join's)
             del header["common"]
-        if type(cmd) is Register and not header["sketches"]:  # likewise
-            del header["sketches"]
+        if type(cmd) is Register:  # likewise
+            if not header["sketches"]:
+                del header["sketches"]
+            if not header["key"]:
+                del header["key"]
         if type(cmd) is CommitBatch:  # likewise
             if header["at_slide"] is None:
                 del header["at_slide"]

@@ -73,6 +73,7 @@ class PeriodicDef:
     task: Task
     owner: str = ""
     sketches: bool = False  # registered with return_sketches: its answers carry their merged sketches
+    key: str = ""  # the idempotency key it was registered with ("" none; unique among the live ones)
 
 
 _QUERY_ID = re.compile(r"^P(\d+)$")
@@ -377,6 +378,13 @@ class Engine:
             ingest.remember(self, self.books[name].slide_acks, writer_id, batch_id, SlideAck(slide, rows, False))
 
     def _register(self, cmd: Register) -> PeriodicDef:
+        if cmd.key:  # a retried RegisterQuery whose first attempt was applied: the same registration
+            same = next((p for p in self.periodic.values() if p.key == cmd.key), None)
+            if same is not None:
+                if (same.text, same.owner, same.sketches) != (cmd.text, cmd.owner, cmd.sketches):
+                    raise InvalidInput(f"request_key {cmd.key[:100]!r} is the key of periodic query "
+                                       f"{same.query_id!r}, registered with another query or options")
+                return same
         if len(self.periodic) >= self.config.max_periodic_queries and not self._replaying:
             raise ResourceLimit(f"at most {self.config.max_periodic_queries} periodic queries")
         query = parse_statement(cmd.text)
@@ -398,9 +406,9 @@ class Engine:
         task = self.sched.register(plan, every, cmd.priority, task_id=query_id,
                                    on_answer=lambda r: self._answered(query_id, r),
                                    on_error=self._task_failed)
-        p = PeriodicDef(query_id, cmd.text, cmd.priority, task, cmd.owner, cmd.sketches)
+        p = PeriodicDef(query_id, cmd.text, cmd.priority, task, cmd.owner, cmd.sketches, cmd.key)
         self.periodic[query_id] = p
-        self.emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner, cmd.sketches))
+        self.emit(Register(query_id, cmd.text, cmd.priority, cmd.now_ms, cmd.owner, cmd.sketches, cmd.key))
         return p
 
     def _answered(self, query_id: str, result: Result) -> None:
@@ -485,6 +493,8 @@ class Engine:
                 assert s is sched.streams[s.name], "a periodic query reads live streams only"
             m = _QUERY_ID.match(qid)
             assert m is None or int(m.group(1)) < self.next_query
+        keys = [p.key for p in self.periodic.values() if p.key]
+        assert len(keys) == len(set(keys)), "an idempotency key names one live registration"
         self.answers.check(self.periodic)
         assert len(self._plans) <= 1024 and all(p.stream is sched.streams.get(n) for (n, _), p in self._plans.items()), \
             "cached plans are bounded and of live streams"

@@ -58,9 +58,19 @@ def capture(engine: Engine) -> dict:
                      "slide_acks": {k: list(v.items()) for k, v in book.slide_acks.items()}},
         })
     return {"now_ms": engine.now_ms, "next_query": engine.next_query, "streams": streams,
-            "periodic": [[p.query_id, p.text, p.priority, p.owner] + ([True] if p.sketches else [])
-                         for p in engine.periodic.values()],
+            "periodic": [_periodic_entry(p) for p in engine.periodic.values()],
             "answers": engine.answers.capture()}
+
+
+def _periodic_entry(p) -> list:
+    """A registration in a snapshot: [id, text, priority, owner], then return_sketches when set or a
+    key follows, then the idempotency key when set (older snapshots have the first four or five)."""
+    out = [p.query_id, p.text, p.priority, p.owner]
+    if p.sketches or p.key:
+        out.append(p.sketches)
+    if p.key:
+        out.append(p.key)
+    return out
 
 
 def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
@@ -95,8 +105,9 @@ def restore(engine: Engine, image: dict, subwindow: Callable) -> None:
             engine.staged_bytes += sum(t.nbytes for t in chunks.values())
         engine.books[st["name"]] = book
         engine.acks_kept += sum(len(t) for tables in (book.acks, book.slide_acks) for t in tables.values())
-    for query_id, text, priority, owner, *sketches in image["periodic"]:  # (a 5th item: return_sketches)
-        engine.apply(Register(query_id, text, priority, engine.now_ms, owner, bool(sketches)))
+    for query_id, text, priority, owner, *more in image["periodic"]:  # (_periodic_entry)
+        sketches, key = (bool(more[0]) if more else False), (more[1] if len(more) > 1 else "")
+        engine.apply(Register(query_id, text, priority, engine.now_ms, owner, sketches, key))
     engine.answers.restore(image.get("answers", {}))  # a snapshot from before answer logs has none
     for query_id in engine.answers.queries():
         engine.sched.resume(query_id, engine.answers.newest(query_id))
@@ -118,8 +129,7 @@ def digest(engine: Engine) -> str:
         for part in parts:
             h.update(part if isinstance(part, bytes) else repr(part).encode())
 
-    put(engine.next_query, sorted((p.query_id, p.text, p.priority, p.owner) + ((True,) if p.sketches else ())
-                                  for p in engine.periodic.values()))
+    put(engine.next_query, sorted(tuple(_periodic_entry(p)) for p in engine.periodic.values()))
     put(engine.answers.digest_parts())
     for name in sorted(engine.sched.streams):
         s = engine.sched.streams[name]

@@ -927,16 +927,18 @@ class StreamWindow(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ...) -> None: ...
 
 class RegisterQueryRequest(_message.Message):
-    __slots__ = ("text", "structured", "priority", "return_sketches")
+    __slots__ = ("text", "structured", "priority", "return_sketches", "request_key")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     STRUCTURED_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     RETURN_SKETCHES_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_KEY_FIELD_NUMBER: _ClassVar[int]
     text: str
     structured: StructuredQuery
     priority: int
     return_sketches: bool
-    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., return_sketches: _Optional[bool] = ...) -> None: ...
+    request_key: str
+    def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., return_sketches: _Optional[bool] = ..., request_key: _Optional[str] = ...) -> None: ...
 
 class RegisterQueryResponse(_message.Message):
     __slots__ = ("query_id", "every_slides")

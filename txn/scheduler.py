@@ -20,7 +20,8 @@ Every slide due is applied before the next read (except under serial, on purpose
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
 
-Offloaded work (schedule/offload.py), sealing off the scheduler's thread (schedule/seals.py) and
+Offloaded work (schedule/offload.py: in two lanes, periodic and one-time, one window scan's jobs
+at a time in each), sealing off the scheduler's thread (schedule/seals.py) and
 how an attempt ends (schedule/outcomes.py: commit, delivery, abort, refusal, failure) are parts of
 the Scheduler class kept in their own modules; the EDF order of periodic queries is
 schedule/edf.py; a query's state is txn/query.py.

@@ -12,7 +12,9 @@ The query waits (other queries and every slide go on) until the caller hands the
 offloading; a job whose query was aborted, rescanned past it, withdrawn or finished since is
 orphaned and its result discarded. A final merge commits only if no slide changed the read set
 while it ran (LWS at commit). The scheduler itself still holds no thread: the server runs jobs on a
-worker thread (server/driver/job_threads.py); without `offload` everything is computed inline, as before.
+thread per lane (Job.lane: periodic executions, one-time queries; server/driver/job_threads.py), and
+the scheduler issues one window scan's jobs at a time per lane (Scheduler._choose), so a one-time
+query never waits for a periodic job; without `offload` everything is computed inline, as before.
 """
 from __future__ import annotations
 

@@ -23,11 +23,11 @@ FILTERED = "SELECT SUM(v), COUNT(*) FROM s WHERE v > 0"
 
 
 # -- the scheduler alone: jobs run by hand -------------------------------------------------------------
-def setup(policy: str, values=(3, 1, 4, 1)):
+def setup(policy: str, values=(3, 1, 4, 1), fallback_after: int = 2):
     now = [0]
     h = History()
     s = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=len(values), subwindow_ms=1, clock="manual"), 0)
-    sched = Scheduler(policy, clock=lambda: now[0], history=h)
+    sched = Scheduler(policy, clock=lambda: now[0], history=h, fallback_after=fallback_after)
     sched.add_stream(s)
     for j, v in enumerate(values):
         s.append({"ts": [j], "v": [v]})
@@ -122,6 +122,35 @@ def test_serial_does_not_pre_empt_the_periodic_holder_while_its_merge_runs():
     while not onetime.done:
         if sched.step() is None:
             complete(sched, take(jobs, QueryKind.ONETIME))
+    assert check(h.events).violations("lws") == []
+
+
+def test_settling_a_held_window_runs_the_holders_lane_only():
+    """A periodic attempt fallen back under ttu holds the window with its read in flight; a
+    one-time scan has its own read in flight in the other lane. A manual slide's settle_held runs
+    the holder's job here (so it can go on to its commit); the one-time job stays on its thread."""
+    sched, s, h, jobs = setup("ttu", fallback_after=1)
+    merge, answers = periodic_merge_in_flight(sched, jobs, s)
+    s.append({"ts": [9], "v": [5]})
+    sched.request_slide("s")
+    assert sched.step() == "slide"  # it expires a sub-window the merge read: abort, then the fallback
+    holder = merge.txn
+    assert holder.fallback and holder.job is None
+    jobs.remove(merge)
+    assert complete(sched, merge) == "discarded"
+    assert sched.step() == "read" and holder.job is not None and holder.begun
+    onetime = sched.submit(scan(s))
+    assert sched.step() == "read" and onetime.job is not None
+    held, mine = holder.job, onetime.job
+    sched.settle_held("s")
+    sched._check()
+    assert holder.job is not held and onetime.job is mine, "the holder's job ran here, the one-time one did not"
+    while not (holder.done and onetime.done):
+        if sched.step() is None:
+            complete(sched, jobs.pop(0))
+    values = [1, 4, 1, 5]  # the window after the slide
+    assert onetime.result.answer.rows == [(lower_median(values), 4)]
+    assert [a.answer.rows for a in answers] == [[(lower_median(values), 4)]] and answers[0].fallback
     assert check(h.events).violations("lws") == []
 
 

@@ -7,13 +7,12 @@ within a lane, one scan at a time as before. Answers are checked against DuckDB 
 the window each answer reports (or a brute-force median), histories against the checker."""
 from __future__ import annotations
 
-import threading
 
 import duckdb
 import pyarrow as pa
 import pytest
 
-from conftest import wait_for
+from conftest import hold_final_merges, wait_for
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.txn import History, Scheduler, check
 from windowstore.txn.kinds import JobKind, QueryKind
@@ -169,24 +168,9 @@ def test_on_the_server_a_one_time_scan_is_answered_while_a_periodic_merge_holds_
     merge is released. Before the lanes, it was not begun until the periodic job came back."""
     from windowstore.server.config import ServerConfig
     from windowstore.server.driver import Driver
-    from windowstore.server.driver.job_threads import JobThreads
     from windowstore.txn.commands import Append, CreateStream, Register, Slide
 
-    entered, release = threading.Event(), threading.Event()
-    offload = JobThreads.offload
-
-    def held_offload(self, job):
-        if job.kind == JobKind.FINISH and job.txn.kind == QueryKind.PERIODIC:
-            merge = job.run
-
-            def held_merge():
-                if not release.is_set():
-                    entered.set()
-                    release.wait(30)
-                return merge()
-            job.run = held_merge
-        return offload(self, job)
-    monkeypatch.setattr(JobThreads, "offload", held_offload)
+    entered, release, runs = hold_final_merges(monkeypatch, lambda job: job.txn.kind == QueryKind.PERIODIC)
 
     clock = FakeClock(1_000_000.0)
     driver = Driver(ServerConfig(in_memory=True, offload_ms=0), clock=clock)  # every window-scan read and merge is a job
@@ -214,6 +198,7 @@ def test_on_the_server_a_one_time_scan_is_answered_while_a_periodic_merge_holds_
         wait_for(lambda: driver.run(lambda: periodic.done), "the periodic execution to commit once released")
         assert periodic.result is not None and periodic.result.answer.rows == db.sql(
             "SELECT QUANTILE_DISC(v, 0.5), COUNT(*) FROM w").fetchall()
+        assert [name.startswith("windowstore-query-periodic") for name in runs] == [True], runs
         events = driver.run(lambda: driver.history.since(0, "p", 1000))
         assert check(events).violations("lws") == []
     finally:

@@ -6,8 +6,9 @@ the scheduler issues them as jobs (txn/schedule/offload.py) and a query thread c
 while the loop goes on with slides and other calls. There are two, one per lane (Job.lane): one
 for periodic executions (registered queries, shared groups' merges) and one for one-time queries,
 so a one-time scan never waits for a periodic job (issue 30: the one-time queries of thesis 8.5.1
-beside the periodic ones); within a lane the scheduler issues one scan's jobs at a time. NumPy releases the GIL in its heavy loops, and
-the switch interval (config.switch_interval_ms) bounds how long the loop waits for it otherwise.
+beside the periodic ones); within a lane the scheduler issues one scan's jobs at a time. NumPy
+releases the GIL in its heavy loops, and the switch interval (config.switch_interval_ms) bounds
+how long the loop waits for it otherwise.
 A slide's seal (concatenating the cut rows, building the synopses) of at least `seal_offload_rows`
 rows (config.py: above a hand-off's cost) runs on the seal thread likewise (txn/schedule/seals.py,
 "Sealing off the scheduler's thread"): the loop cuts the rows and logs the Slide, goes on serving

@@ -190,8 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-buffered-rows", type=int, default=20_000_000,
                     help="rows one stream may hold waiting for a slide (default 20000000)")
     sv.add_argument("--background-nice", type=int, default=0,
-                    help="run the seal and decode threads this many nice steps below the event loop's thread, so "
-                         "queries are served first on a busy machine (Linux; default 0: the same)")
+                    help="run the seal, decode and periodic-query threads this many nice steps below the event loop's "
+                         "thread, so one-time queries are served first on a busy machine (Linux; default 0: the same)")
     sv.add_argument("--append-order-wait-s", type=float, default=10.0,
                     help="a pipelined Append waits this long for the same writer's batch it follows (after_batch_id) "
                          "before it is refused, ABORTED (default 10)")

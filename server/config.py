@@ -38,7 +38,7 @@ class ServerConfig:
     max_requests_per_client: int = 64  # requests in progress per client (principal, or connection)
     stuck_after_s: float = 10.0        # health says NOT_SERVING when the engine makes no progress this long
     grace_s: float = 5.0               # shutdown: time for in-flight work
-    background_nice: int = 0           # the seal and decode threads run this many nice steps below the loop thread (Linux)
+    background_nice: int = 0           # the seal, decode and periodic query threads run this many nice steps below the loop thread (Linux)
     switch_interval_ms: float = 0.25   # CPython GIL switch interval for the server process (the query thread hands the loop back this soon)
     tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...
     tls_key: str | None = None         # ... and private key

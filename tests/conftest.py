@@ -60,6 +60,35 @@ async def wait_until(condition, what: str, timeout: float = 30.0, poll: float = 
         await asyncio.sleep(poll)
 
 
+def hold_final_merges(monkeypatch, which=lambda job: True):
+    """(entered, release, runs): a final merge (JobKind.FINISH) that `which(job)` selects waits,
+    when it runs on one of the server's query threads, until `release` is set; `entered` tells
+    that one began there, `runs` lists the threads each selected merge ran on. One run elsewhere
+    (on the loop: Offload.settle_held) is not held."""
+    from windowstore.server.driver.job_threads import JobThreads
+    from windowstore.txn.kinds import JobKind
+
+    entered, release = threading.Event(), threading.Event()
+    runs: list[str] = []
+    offload = JobThreads.offload
+
+    def held_offload(self, job):
+        if job.kind == JobKind.FINISH and which(job):
+            merge = job.run
+
+            def held_merge():
+                name = threading.current_thread().name
+                runs.append(name)
+                if name.startswith("windowstore-query") and not release.is_set():
+                    entered.set()
+                    release.wait(30)
+                return merge()
+            job.run = held_merge
+        return offload(self, job)
+    monkeypatch.setattr(JobThreads, "offload", held_offload)
+    return entered, release, runs
+
+
 @pytest.fixture
 def held_seals(monkeypatch):
     """(entered, release): a seal on the server's seal thread waits until `release` is set, and

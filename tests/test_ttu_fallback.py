@@ -298,30 +298,12 @@ def test_on_the_server_a_manual_slide_waits_for_the_holding_query_instead_of_run
     thread, not a second time inline in the Slide's call (which held the loop for the job's time
     and made every other call wait)."""
     import asyncio
-    import threading
 
-    from conftest import wait_for
+    from conftest import hold_final_merges, wait_for
     from windowstore.server.config import ServerConfig
     from windowstore.server.driver import Driver
-    from windowstore.server.driver.job_threads import JobThreads
 
-    entered, release = threading.Event(), threading.Event()
-    runs: list[str] = []  # the threads the query's final merge ran on
-    offload = JobThreads.offload
-
-    def held_offload(self, job):
-        if job.kind == JobKind.FINISH:
-            merge = job.run
-
-            def held_merge():
-                runs.append(threading.current_thread().name)
-                if threading.current_thread().name.startswith("windowstore-query") and not release.is_set():
-                    entered.set()
-                    release.wait(10)
-                return merge()
-            job.run = held_merge
-        return offload(self, job)
-    monkeypatch.setattr(JobThreads, "offload", held_offload)
+    entered, release, runs = hold_final_merges(monkeypatch)  # runs: the threads the query's final merge ran on
 
     driver = Driver(ServerConfig(in_memory=True, policy="serial", offload_ms=0))
     driver.start()

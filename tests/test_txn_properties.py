@@ -1,11 +1,13 @@
 """Random arrivals of slides and queries (window lengths, priorities, classes, streams) under
 every policy: histories are LWS (WS for ws), answers equal the store's answer over the window
 state they claim, ttu never aborts more than lws, ttu-rescan never aborts. The same with window
-scans and seals offloaded as jobs (txn/schedule/) that complete in a random order, slides in between."""
+scans and seals offloaded as jobs (txn/schedule/) that complete in a random order, slides in between,
+also with jobs in flight in both lanes (periodic and one-time) at once."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, strategies as st, target
+from conftest import examples
+from hypothesis import given, settings, strategies as st, target
 
 from reference import same
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
@@ -37,18 +39,28 @@ _FILL = [("append", 0, 3), ("append", 1, 3), ("slide", 0, 3), ("slide", 0, 1), (
          ("slide", 1, 2), ("step", 12)]
 actions = st.builds(lambda fill, rest: (_FILL if fill else []) + rest, st.integers(0, 3).map(bool), _random_actions)
 # with offloading: ("done", i) hands back the i-th job in flight (mod their number), orphans included
-offloaded_actions = st.builds(
-    lambda fill, rest: (_FILL if fill else []) + rest, st.integers(0, 3).map(bool),
-    st.lists(st.one_of(_action, st.tuples(st.just("done"), st.integers(0, 7))), min_size=1, max_size=100))
+_offloaded_rest = st.lists(st.one_of(_action, st.tuples(st.just("done"), st.integers(0, 7))), min_size=1, max_size=100)
+offloaded_actions = st.builds(lambda fill, rest: (_FILL if fill else []) + rest, st.integers(0, 3).map(bool),
+                              _offloaded_rest)
+# a periodic window scan's job in flight, then a one-time window scan's beside it (each in its lane)
+_BOTH_LANES = [("periodic", 0, 4, 1, 3), ("step", 1), ("query", 0, 4, 0, 3, False), ("step", 1)]
+both_lanes_actions = _offloaded_rest.map(lambda rest: _FILL + _BOTH_LANES + rest)
 
 
-def run(policy: str, script, max_restarts: int = 1000, offload: bool = False):
+def run(policy: str, script, max_restarts: int = 1000, offload: bool = False, overlaps: list[int] | None = None):
+    """`overlaps`, when given, gets the number of query jobs issued while a job of the other lane
+    (Job.lane: periodic or one-time) was in flight."""
     now = [0]
     history = History()
     sched = Scheduler(policy, clock=lambda: now[0], history=history, max_restarts=max_restarts)
     jobs = []
+
+    def issued(job):
+        if overlaps is not None and any(getattr(j, "lane", job.lane) != job.lane and j.txn.job is j for j in jobs):
+            overlaps.append(1)
+        jobs.append(job)
     if offload:
-        sched.offload, sched.offload_ms = jobs.append, 0  # every window-scan read and merge is a job
+        sched.offload, sched.offload_ms = issued, 0  # every window-scan read and merge is a job
         sched.seal_offload, sched.seal_offload_rows = jobs.append, 0  # and every slide's seal
 
     def done(i):
@@ -184,3 +196,21 @@ def test_offloaded_window_scans_keep_histories_isolated_and_answers_right(script
         if policy == "ttu-rescan":
             assert sched.totals()["aborts"] == 0
         target(float(sched.jobs_discarded), label=f"{policy} results discarded")
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(25))
+@given(both_lanes_actions)
+def test_jobs_in_flight_in_both_lanes_at_once_keep_histories_isolated_and_answers_right(script):
+    """A periodic window scan and a one-time one each with a job in flight (their lanes, Job.lane),
+    then random arrivals, slides and completions in any order: the same guarantees, and under
+    every policy but serial (whose running query holds its window) the two lanes overlapped."""
+    for policy in POLICIES:
+        overlaps: list[int] = []
+        sched, history, results, seen = run(policy, script, offload=True, overlaps=overlaps)
+        assert_isolated_and_right(policy, history, results, seen)
+        if policy == "ttu-rescan":
+            assert sched.totals()["aborts"] == 0
+        if policy != "serial":
+            assert overlaps, "a job was issued in one lane while the other lane had one in flight"
+        target(float(len(overlaps)), label=f"{policy} jobs issued beside the other lane's")

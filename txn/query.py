@@ -85,6 +85,13 @@ class Job:
     run: Callable[[], object]
     rows: int = 0               # rows it covers
 
+    @property
+    def lane(self) -> QueryKind:
+        """Which job thread runs it: periodic executions (registered queries, shared groups) and
+        one-time queries each have a lane of their own, so a one-time query never waits behind
+        periodic work (issue 30: one-time queries beside the periodic ones of thesis 8.5.1)."""
+        return self.txn.kind
+
 
 @dataclass(eq=False)
 class Source:

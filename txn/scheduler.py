@@ -20,7 +20,8 @@ Every slide due is applied before the next read (except under serial, on purpose
 queries pre-empt periodic ones between operations; within a class, higher user priority first;
 periodic executions are earliest-deadline-first (Algorithm 9).
 
-Offloaded work (schedule/offload.py), sealing off the scheduler's thread (schedule/seals.py) and
+Offloaded work (schedule/offload.py: in two lanes, periodic and one-time, one window scan's jobs
+at a time in each), sealing off the scheduler's thread (schedule/seals.py) and
 how an attempt ends (schedule/outcomes.py: commit, delivery, abort, refusal, failure) are parts of
 the Scheduler class kept in their own modules; the EDF order of periodic queries is
 schedule/edf.py; a query's state is txn/query.py.
@@ -285,10 +286,15 @@ class Scheduler(Slides, Offload, Outcomes):
         """Whether a begun query holds the stream's window, its slides waiting for its commit: the
         running one under a policy that locks (serial), or an attempt that fell back
         (Outcomes._fall_back)."""
+        return bool(self.holders(name))
+
+    def holders(self, name: str) -> list[QueryTxn]:
+        """The begun queries that hold the stream's window (see held)."""
         cur = self._current
-        if self.control.locks and cur is not None and cur.begun and name in cur.streams:
-            return True
-        return any(t.begun and name in t.streams for t in self.holding)
+        out = [t for t in self.holding if t.begun and name in t.streams]
+        if self.control.locks and cur is not None and cur.begun and name in cur.streams and cur not in out:
+            out.append(cur)
+        return out
 
     def _install(self, job: SealJob, sub: SubWindow, notify: bool) -> None:
         """T_j commits: install its sub-window, record it, and resolve its conflicts with running
@@ -395,11 +401,13 @@ class Scheduler(Slides, Offload, Outcomes):
         if cur is not None and cur.fallback and cur.begun and not cur.done and cur.job is None:
             return cur  # it holds its windows' slides: nothing pre-empts it (while its job runs, others do)
         if self._reselect or cur is None or cur.done or cur.job is not None:
-            # Not waiting for a job; and while one is in flight, no other window scan goes on: its
-            # jobs would only queue behind it and stretch both queries across more slides (more
-            # aborts), while probes and synopsis scans still run between.
-            busy = any(t.job is not None for t in self.active)
-            ready = [t for t in self.active if t.job is None and not (busy and may_offload(t))
+            # Not waiting for a job; and while one is in flight in a lane (Job.lane: periodic or
+            # one-time, each run on a job thread of its own), no other window scan of that lane
+            # goes on: its jobs would only queue behind it and stretch both queries across more
+            # slides (more aborts), while probes and synopsis scans still run between. A one-time
+            # scan goes on beside a periodic job, never behind one (issue 30).
+            busy = {t.kind for t in self.active if t.job is not None}
+            ready = [t for t in self.active if t.job is None and not (t.kind in busy and may_offload(t))
                      and (t.held_at is None or t.plan.stream.window.latest > t.held_at)
                      and not self._waits_for_seal(t)]
             held = [t for t in ready if t.fallback and t.begun] if self.holding else None

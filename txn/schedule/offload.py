@@ -12,7 +12,9 @@ The query waits (other queries and every slide go on) until the caller hands the
 offloading; a job whose query was aborted, rescanned past it, withdrawn or finished since is
 orphaned and its result discarded. A final merge commits only if no slide changed the read set
 while it ran (LWS at commit). The scheduler itself still holds no thread: the server runs jobs on a
-worker thread (server/driver/job_threads.py); without `offload` everything is computed inline, as before.
+thread per lane (Job.lane: periodic executions, one-time queries; server/driver/job_threads.py), and
+the scheduler issues one window scan's jobs at a time per lane (Scheduler._choose), so a one-time
+query never waits for a periodic job; without `offload` everything is computed inline, as before.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Callable
 from windowstore.store import Plan, SubWindow
 from windowstore.store.kinds import AccessPath
 
-from ..kinds import JobKind, Step
+from ..kinds import JobKind, QueryKind, Step
 from ..query import Job, QueryFailed, QueryTxn, Source
 from .costs import Costs
 from .seals import SealJob
@@ -43,7 +45,7 @@ class Offload:
         _reselect: bool
 
         def _commit(self, txn: QueryTxn, answer: Answer, span: tuple | None = None) -> None: ...
-        def held(self, name: str) -> bool: ...
+        def holders(self, name: str) -> list[QueryTxn]: ...
         def fail(self, txn: QueryTxn, error: Exception) -> None: ...
         def _sealed(self, job: SealJob, sub: SubWindow | None, error: BaseException | None, ms: float | None) -> Step: ...
 
@@ -65,20 +67,20 @@ class Offload:
 
     def _check_jobs(self) -> None:
         """A query waits for at most one job, only in a begun attempt, only for what that attempt
-        still needs; while a job is in flight no other window scan has one."""
+        still needs; while a job is in flight no other window scan of its lane has one."""
         self.costs._check()
-        waiting = 0
+        lanes: list[QueryKind] = []
         for txn in self.active:
             job = txn.job
             if job is None:
                 continue
-            waiting += 1
+            lanes.append(job.lane)
             assert job.txn is txn and txn.begun and self.offload is not None and not txn.join
             if job.kind == JobKind.READ:
                 assert job.version in txn.sources[0].read and job.version not in txn.partial.contributions
             else:
                 assert job.kind == JobKind.FINISH and self.control.next_read(txn) is None
-        assert waiting <= 1, "one job in flight at a time"
+        assert len(set(lanes)) == len(lanes), f"one job in flight at a time per lane: {lanes}"
 
     def _offloads(self, plan: Plan, kind: JobKind, rows: int) -> bool:
         if self.offload is None or plan.access != AccessPath.WINDOW:
@@ -133,14 +135,15 @@ class Offload:
 
     def settle_held(self, name: str) -> None:
         """While a query holds `name`'s window (under serial, or it fell back: Scheduler.held),
-        run here and now the query job in flight (its own, or one it waits behind), as settle()
-        seals a slide here: for a caller that must apply a slide of `name` in its call (a manual
-        Slide, which spun for ever under serial when that query waited for its job); the query
-        then goes on inline (step()) to its commit. The job's own result, when it comes back, is
-        discarded."""
-        if not self.held(name):
+        run here and now the query job in flight in its lane (its own, or one it waits behind),
+        as settle() seals a slide here: for a caller that must apply a slide of `name` in its
+        call (a manual Slide, which spun for ever under serial when that query waited for its
+        job); the query then goes on inline (step()) to its commit. The job's own result, when it
+        comes back, is discarded. Another lane's job goes on on its thread."""
+        lanes = {t.kind for t in self.holders(name)}
+        if not lanes:
             return
-        for txn in [t for t in self.active if t.job is not None]:
+        for txn in [t for t in self.active if t.job is not None and t.kind in lanes]:
             job = txn.job
             try:
                 value = job.run()  # type: ignore[union-attr]  # (checked: not None)

@@ -702,20 +702,18 @@ class MeasuredChoice:
     OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
-                 margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9,
-                 floor: float = 0.0):
+                 margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be '{EAGER}' or '{LAZY}'")
         if not (0 <= trials <= max_trials and 1 <= max_trials and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
-                and 0 <= budget < 1 and 0.5 <= confidence < 1 and 0 <= floor < 1):
+                and 0 <= budget < 1 and 0.5 <= confidence < 1):
             raise ValueError("need 0 <= trials <= max_trials, 1 <= max_trials, 1 <= keep, 1 <= first_gap <= max_gap, 0 <= margin < 1, "
-                             "0 <= budget < 1, 0.5 <= confidence < 1 and 0 <= floor < 1")
+                             "0 <= budget < 1 and 0.5 <= confidence < 1")
         self.strategy = Strategy(start)  # the choice
         self.model_choice = self.strategy
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
         self.budget = budget  # 0: gaps by doubling alone
         self.max_trials, self.confidence = max_trials, confidence
-        self.floor = floor  # a round whose interval lies within log(1 -+ floor) of no difference ends (0: never)
         self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
         self.pairs: list[float] = []  # the evidence: log(eager / lazy) per pair, oldest first
         self.executions = 0
@@ -823,22 +821,14 @@ class MeasuredChoice:
 
     def _end_round(self) -> None:
         """The round's sequential test on log(other / choice): it ends when its interval lies below
-        log(1 - margin) (switch) or above it (keep), from `trials` pairs on; or, with a `floor`,
-        when the interval lies within log(1 - floor) and log(1 + floor), the two closer than the
-        floor (whichever runs then costs at most that: no more pairs are worth their cost), by the
-        median's side of log(1 - margin); or at `max_trials` pairs by the median's side. Issue 34:
-        on section 7's grid the rounds of 24 pairs had a standard error of 2.3-4.2 % on their median,
-        above the 2.9 % floor of an A/A comparison, so close cells were decided by chance; a cap
-        long enough to bring it under the floor (96 pairs: 1.2-2.1 %) costs little where the gap
-        is small, since a pair costs the gap, and the test ends early where it is not."""
+        log(1 - margin) (switch) or above it (keep), from `trials` pairs on, or at `max_trials`
+        pairs by the median's side of it."""
         assert self._round is not None
         mid, low, high = self._toward(self._round)
         cut = math.log(1 - self.margin)
         decided = None
         if len(self._round) >= self.trials and low is not None and high is not None:
             decided = True if high < cut else False if low > cut else None
-            if decided is None and self.floor and math.log(1 - self.floor) < low and high < math.log(1 + self.floor):
-                decided = mid < cut
         if decided is None and len(self._round) >= self.max_trials:
             decided = mid < cut
         if decided is None:
@@ -894,23 +884,14 @@ class MeasuredChoice:
         assert self._half is None or self._round is not None, "an unpaired execution outside a round"
 
 
-# MeasuredChoice's first round where the cost model's estimates are close: at least TRIALS pairs, at
-# most MAX_TRIALS; where the estimates differ by SURE times or more, no round (SURE_TRIALS: the
-# probes alone check the model, since each execution of the dearer strategy costs the difference).
-# Section 7's store sweep (docs/coalesce.md): the model picked the slower one only where the two
-# were within some 30 %. Issue 34, round 21: on that grid a pair's log ratio has an interquartile
-# range of 0.09-0.21, so the median of 24 pairs had a standard error of up to 4 %, above the 2.9 %
-# A/A floor, and the misses beyond the floor were gaps of 2-7 % decided by chance; 96 pairs bring
-# it to 1.2-2.1 %. A test that looks after every pair is wrong more often than one look at its
-# CONFIDENCE: 98 % (sure from the seventh pair on) keeps it near the 90 % that one look at 24 had.
-# No MARGIN: the choice's own pairs leaned against eager by about 1.4 points on the cells it
-# missed (docs/coalesce.md), so a margin on top of that let gaps of 2-3 % go. The round also ends
-# once it is sure the two are within FLOOR of each other (then either costs at most that).
+# MeasuredChoice's first round where the cost model's estimates are close: at least TRIALS pairs (the
+# sign test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with
+# a single execution's spread of about 10 %, measured on section 7's grid); where the estimates
+# differ by SURE times or more, no round (SURE_TRIALS: the probes alone check the model, since each
+# execution of the dearer strategy costs the difference). Section 7's store sweep
+# (docs/coalesce.md): the model picked the slower one only where the two were within some 30 %.
 TRIALS = 5
-MAX_TRIALS = 96
-CONFIDENCE = 0.98
-MARGIN = 0.0
-FLOOR = 0.02
+MAX_TRIALS = 24
 SURE_TRIALS = 0
 SURE = 1.5
 # After the first round, probes cost at most BUDGET of the choice's time (MeasuredChoice's budget:
@@ -975,8 +956,7 @@ class TemporalPlan:
             low, high = sorted((m.all_eager, m.all_lazy))
             sure = low > 0 and high >= SURE * low
             choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS, max_gap=MAX_GAP,
-                                    budget=BUDGET, max_trials=MAX_TRIALS, confidence=CONFIDENCE, margin=MARGIN,
-                                    floor=FLOOR)
+                                    budget=BUDGET, max_trials=MAX_TRIALS)
         self.measured = choice
         self.strategy = self.measured.next_strategy()
         self.timed = self.measured.timing()

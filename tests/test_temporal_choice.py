@@ -5,7 +5,6 @@ its answers equal both forced strategies' and the DuckDB gaps-and-islands oracle
 Time is injected: the tests' clocks count work, never the wall."""
 from __future__ import annotations
 
-import math
 import random
 
 import duckdb
@@ -293,7 +292,7 @@ def test_within_the_margin_the_choice_keeps_to_the_model():
 @pytest.mark.parametrize("kwargs", [{"trials": -1}, {"trials": 25, "max_trials": 24}, {"max_trials": 0},
                                     {"keep": 0}, {"first_gap": 9, "max_gap": 8}, {"margin": 1.0},
                                     {"budget": -0.01}, {"budget": 1.0}, {"confidence": 1.0},
-                                    {"confidence": 0.4}, {"floor": -0.01}, {"floor": 1.0}])
+                                    {"confidence": 0.4}])
 def test_a_bad_schedule_is_refused(kwargs):
     with pytest.raises(ValueError):
         MeasuredChoice(EAGER, **kwargs)
@@ -305,108 +304,6 @@ def test_an_observation_must_name_a_strategy_and_a_time():
         choice.observe("both", 1.0)
     with pytest.raises(ValueError):
         choice.observe(EAGER, -1.0)
-
-
-def _spread_life(choice: MeasuredChoice, dearer: str, gap: float, sigma: float, seed: int,
-                 executions: int = 440) -> tuple[list[str], float]:
-    """One life of `executions` with the `dearer` strategy `gap` dearer and every execution spread
-    by a seeded lognormal `sigma`; the strategies run and their paired median cost over the
-    cheaper's (what the grid judges: the cheaper costs 1.0 at every slide)."""
-    rng = random.Random(seed)
-    ran, costs = [], []
-    for _ in range(executions):
-        st = choice.next_strategy()
-        ran.append(st)
-        base = 1.0 + gap if st == dearer else 1.0
-        costs.append(base)
-        if choice.timing():
-            choice.observe(st, base * rng.lognormvariate(0.0, sigma))
-        else:
-            choice.skip()
-    costs.sort()
-    return ran, costs[len(costs) // 2]
-
-
-def _server_choice(start: str) -> MeasuredChoice:
-    """The choice as TemporalPlan.measure_with makes it where the model is unsure."""
-    return MeasuredChoice(start, trials=temporal.TRIALS, max_gap=temporal.MAX_GAP, budget=temporal.BUDGET,
-                          max_trials=temporal.MAX_TRIALS, confidence=temporal.CONFIDENCE, margin=temporal.MARGIN,
-                          floor=temporal.FLOOR)
-
-
-def test_a_round_closer_than_the_floor_ends_before_its_cap_and_one_that_is_not_runs_to_it():
-    """Eager at 1.0, lazy's executions spread symmetrically about 1.0 (0.94-1.06, half of them at
-    1.0): the pairs' median is 0, so the sign test is never sure of a side. With a 2 % floor the
-    round ends as soon as its interval lies within -2 % and +2 % (either strategy is then within
-    the floor of the other), keeping the model's lazy; without a floor it runs its 96 pairs."""
-    spread = [0.94, 1.0, 1.06, 1.0, 0.99, 1.0, 1.01, 1.0]
-    ends = {}
-    for floor in (0.02, 0.0):
-        choice = MeasuredChoice(LAZY, trials=5, margin=0.0, max_trials=96, floor=floor)
-        k = 0
-        for i in range(400):
-            st = choice.next_strategy()
-            if st == LAZY:
-                k += 1
-            choice.observe(st, spread[k % len(spread)] if st == LAZY else 1.0)
-            if not choice.measuring():
-                break
-        ends[floor] = (i + 1) // 2
-        assert choice.strategy == LAZY and choice.switches == 0 and len(choice.pairs) == ends[floor]
-        lo, hi = temporal.median_interval(choice.pairs, choice.confidence)[1:]
-        if floor:
-            assert math.log(0.98) < lo <= 0 <= hi < math.log(1.02)
-    assert 5 <= ends[0.02] < 40 and ends[0.0] == 96
-
-
-def test_rounds_to_96_pairs_settle_a_four_per_cent_gap_in_the_grid_s_spread_where_24_did_not():
-    """Section 7's grid after round 20: eager and lazy 2-7 % apart in the cells the measured choice
-    missed, a pair's log ratio with an interquartile range up to about 0.2 (an execution's spread
-    of 10 %), so a round of 24 pairs had a standard error of up to 4 % on its median, above the
-    2.9 % A/A floor. Over 100 seeded lives of 440 executions started on the dearer of two
-    strategies 4 % apart (beyond the floor), the server's rounds (up to 96 pairs, a stricter
-    sequential test, no margin) run the cheaper for most of the life, so that the life's paired
-    median is the cheaper's, in at least 96; round 20's (up to 24 pairs, 90 %, a 1 % margin) in
-    at most 93. What that costs: the dearer runs in at most a quarter of all executions (the
-    rounds' pairs, probes, and the few lives on it), i.e. 1 % of the cheaper's time at this gap."""
-    new = [_spread_life(_server_choice(LAZY), LAZY, 0.04, 0.10, seed) for seed in range(100)]
-    old = [_spread_life(MeasuredChoice(LAZY, trials=5, max_gap=temporal.MAX_GAP, budget=temporal.BUDGET, max_trials=24),
-                        LAZY, 0.04, 0.10, seed) for seed in range(100)]
-    assert temporal.MAX_TRIALS == 96
-    assert sum(median == 1.0 for _, median in new) >= 96
-    assert sum(median == 1.0 for _, median in old) <= 93
-    assert sum(st == LAZY for ran, _ in new for st in ran) <= 0.25 * sum(len(ran) for ran, _ in new)
-
-
-@pytest.mark.parametrize("gap", [0.0, 0.02, 0.04, 0.08])
-def test_the_server_s_choice_is_within_the_floor_of_the_cheaper_whatever_the_gap(gap):
-    """Never worse than either beyond the floor, by construction up to the sampling the rounds
-    leave: over 100 seeded lives per gap (10 % spread per execution, started on the dearer), the
-    life's paired median cost over the cheaper's is within 2.9 % in at least 95 (a gap under the
-    floor costs at most the gap; beyond it the rounds find the cheaper), and the mean cost over
-    the cheaper's stays under 1.5 % (the rounds, probes and lives on the dearer)."""
-    lives = [_spread_life(_server_choice(LAZY), LAZY, gap, 0.10, seed) for seed in range(100)]
-    assert sum(median <= 1.029 for _, median in lives) >= 95
-    mean = sum(1.0 + gap * (st == LAZY) for ran, _ in lives for st in ran) / sum(len(ran) for ran, _ in lives)
-    assert mean - 1.0 < 0.015
-
-
-@pytest.mark.parametrize("gap, mean_pairs, most_pairs", [(0.15, 16, 48), (0.30, 9, 20)])
-def test_a_large_gap_still_ends_its_round_in_a_few_pairs(gap, mean_pairs, most_pairs):
-    """The longer cap costs little where the gap is large: the sequential test is sure early (from
-    the seventh pair at 98 %). With a 10 % spread per execution, 100 seeded lives: a 15 % gap is
-    decided in 16 pairs or fewer on average and never in more than 48 (half the cap), a 30 % gap
-    in 9 and 20; every life ends on the cheaper."""
-    firsts = []
-    for seed in range(100):
-        choice = _server_choice(LAZY)
-        rng = random.Random(seed)
-        while choice.measuring():
-            st = choice.next_strategy()
-            choice.observe(st, (1.0 + gap if st == LAZY else 1.0) * rng.lognormvariate(0.0, 0.10))
-        firsts.append(len(choice.pairs))
-        assert choice.strategy == EAGER
-    assert min(firsts) >= 7 and sum(firsts) / len(firsts) <= mean_pairs and max(firsts) <= most_pairs
 
 
 # -- through a plan ---------------------------------------------------------------------------------------
@@ -559,45 +456,6 @@ def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_sl
             assert got == want, (text, k)
     assert strategies == {EAGER, LAZY}
     assert sum(p._temporal.measured.switches for p in plans.values()) >= len(plans)
-
-
-def test_a_server_plan_s_round_runs_to_96_pairs_where_its_clock_cannot_tell_and_answers_as_gaps_and_islands(
-        monkeypatch):
-    """Through plan_query with a work clock whose reads carry a seeded jitter ten times an
-    execution's work (so no pair says anything): where the model is unsure the server's first
-    round runs to MAX_TRIALS pairs, past round 20's 24, alternating eager and lazy on every slide;
-    its answers equal both forced strategies' on every slide and the DuckDB gaps-and-islands
-    oracle over the window's rows on every eighth."""
-    work = WorkClock(monkeypatch, per_row=1.0, per_merged=1.0)
-    rng = random.Random(11)
-
-    def clock() -> float:
-        return work() + rng.uniform(0.0, 2000.0)
-
-    text = QUERIES[0].replace("FROM readings", "FROM readings [SLIDE 1 SUBWINDOWS]")
-    s, batches = _stream(5, 200, subwindows=4, per_slide=8, late=0.3)
-    con = duckdb.connect()
-    plan, forced, held, ran = None, None, [], []
-    for k, batch in enumerate(batches):
-        _append(s, batch, k)
-        held.append(batch)
-        if k < 3:
-            continue
-        if plan is None:
-            plan = plan_query(parse_query(text), s, periodic=True, work_clock=clock)
-            assert plan._temporal.measured.trials == temporal.TRIALS  # the model is unsure here
-        if forced is None:
-            forced = {st: plan_query(parse_query(text), s, periodic=True) for st in (EAGER, LAZY)}
-            for st, p in forced.items():
-                p._temporal.use(st)
-        ran.append(plan._temporal.strategy)
-        got = run_plan(plan).rows
-        assert got == run_plan(forced[EAGER]).rows == run_plan(forced[LAZY]).rows, k
-        if k % 8 == 0:  # (the oracle is the slow part)
-            assert got == oracle(con, [r for b in held[-4:] for r in b], ORACLE[0]), k
-    m = plan._temporal.measured
-    assert not m.measuring() and len(m.pairs) == temporal.MAX_TRIALS > 24
-    assert ran[:2 * temporal.MAX_TRIALS] == abba(m.model_choice, temporal.MAX_TRIALS)
 
 
 def test_a_server_plan_probes_a_far_dearer_strategy_within_its_budget(monkeypatch):

@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 
 from bench.coalesce_experiment import GRID, stream
-from windowstore.server.driver.work_meter import work_meter
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.coalesce import EAGER, LAZY
 from windowstore.store.planner.plan import run_plan
@@ -46,9 +45,6 @@ PLANS = (EAGER, LAZY, MEASURED)
 # The A/A control: eager forced a second time, on a fourth copy of the stream. Its paired ratio to
 # eager is the noise floor of the comparison itself (two runs of one plan, timed the same way).
 AA = "eager-aa"
-# With --metered, a fifth plan: the measured choice with the work meter (server/driver/work_meter.py:
-# executions net of collections, young ones charged by allocation), beside the plain one.
-METERED = "measured-metered"
 
 
 def slide_all(streams: dict, batch: list, k: int, subwindows: int) -> bool:
@@ -65,7 +61,7 @@ def _append(s: Stream, batch: list) -> None:
 
 
 def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, repeats: int = 1,
-         aa: bool = False, metered: bool = False) -> dict:
+         aa: bool = False) -> dict:
     """Three plans over one stream, `repeats` times: eager forced, lazy forced, and the measured
     choice (temporal.MeasuredChoice, starting from the cost model's plan, as a server runs a
     periodic query). Each plan reads its own copy of the stream (the same rows), so that eager's
@@ -82,9 +78,7 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
     always follows lazy, charges that plan alone."""
     rows = stream(n, cp, oop, per_slide * 2, seed)  # late by up to one slide's rows
     q = parse_query(QUERY)
-    names = PLANS + ((AA,) if aa else ()) + ((METERED,) if metered else ())
-    if metered and round(10 * (cp + oop)) % 2 == 0:  # later copies run slower (A/A): the two choices take turns
-        names = (EAGER, LAZY, METERED) + names[3:-1] + (MEASURED,)
+    names = PLANS + ((AA,) if aa else ())
     orders = list(itertools.permutations(names))
     out: dict = {"cp": cp, "oop": oop, **{st: [] for st in names}, "ratios": [], "times": {st: [] for st in names},
                  "measured_ran": [], "executions": 0, "answers_equal": True}
@@ -104,9 +98,8 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                 out["eager_cp_est"], out["splits_est"] = chosen.eager_cp, chosen.splits
                 out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
                 for st in names:
-                    if st in (MEASURED, METERED):
-                        plans[st] = plan_query(q, streams[st], periodic=True,
-                                               work_clock=work_meter() if st == METERED else time.thread_time)
+                    if st == MEASURED:
+                        plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.thread_time)
                     else:
                         plans[st] = plan_query(q, streams[st], periodic=True)
                         plans[st]._temporal.use(EAGER if st == AA else st)
@@ -114,8 +107,6 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
             else:
                 took = {}
                 out["measured_ran"].append(plans[MEASURED]._temporal.strategy)
-                if metered:
-                    out.setdefault("metered_ran", []).append(plans[METERED]._temporal.strategy)
                 for st in orders[executions % len(orders)]:  # each plan after each other equally often
                     t0 = time.thread_time()
                     answers[st] = run_plan(plans[st]).rows
@@ -135,10 +126,6 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                                                     "pairs": len(m.pairs), "ratio": m.ratio(),
                                                     "probes": m.probes, "switches": m.switches,
                                                     "median_s": {st: m.median(st) for st in (EAGER, LAZY)}})
-        if metered:
-            u = plans[METERED]._temporal.measured
-            out.setdefault("metered_plan", []).append({"final": u.strategy, "rounds": u.rounds, "probes": u.probes,
-                                                         "switches": u.switches, "ratio": u.ratio()})
         out["executions"] = executions
         e = max(executions + 1, 1)
         out["eager_runs"], out["eager_extra_stamps"] = runs / e, (stamps - runs) / e
@@ -287,8 +274,6 @@ def main() -> None:
     ap.add_argument("--cells", default=None, help="only these cells, 'cp,oop;cp,oop' (no figure)")
     ap.add_argument("--calibration-repeats", type=int, default=15, help="timings per corner cell (the fastest kept)")
     ap.add_argument("--aa", action="store_true", help="a fourth plan, eager forced again: the A/A noise floor")
-    ap.add_argument("--metered", action="store_true",
-                    help="a fifth plan: the measured choice with the work meter (collections charged by allocation)")
     ap.add_argument("--shipped-costs", action="store_true",
                     help="use the costs in store/temporal.py instead of measuring them first")
     ap.add_argument("--replot", action="store_true",
@@ -318,8 +303,7 @@ def main() -> None:
         for cp in GRID[::args.grid_every]:
             if only is not None and (cp, oop) not in only:
                 continue
-            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats, args.aa,
-                     args.metered)
+            c = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.repeats, args.aa)
             judge(c)
             cells.append(c)
             print(f"cp={cp:.1f} oop={oop:.1f} eager {c['median'][EAGER]:.3f} s lazy {c['median'][LAZY]:.3f} s "
@@ -368,7 +352,7 @@ def main() -> None:
           f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
 
 
-PER_EXECUTION = ("times", "ratios", "measured_ran", "metered_ran")
+PER_EXECUTION = ("times", "ratios", "measured_ran")
 
 
 def save(result: dict, out: Path) -> None:
@@ -377,8 +361,7 @@ def save(result: dict, out: Path) -> None:
     cells = [{k: v for k, v in c.items() if k not in PER_EXECUTION} for c in result["cells"]]
     (out / "store_results.json").write_text(json.dumps({**result, "cells": cells}, indent=1) + "\n")
     series = {f"{c['cp']},{c['oop']}": {"times_us": {k: [round(x * 1e6) for x in v] for k, v in c["times"].items()},
-                                        "measured_ran": c["measured_ran"],
-                                        **({"metered_ran": c["metered_ran"]} if "metered_ran" in c else {})}
+                                        "measured_ran": c["measured_ran"]}
               for c in result["cells"]}
     (out / "store_times.json.gz").write_bytes(gzip.compress(json.dumps(series, separators=(",", ":")).encode(), 9, mtime=0))
 
@@ -391,8 +374,6 @@ def load(out: Path) -> dict:
         s = series[f"{c['cp']},{c['oop']}"]
         c["times"] = {k: [x / 1e6 for x in v] for k, v in s["times_us"].items()}
         c["measured_ran"] = s["measured_ran"]
-        if "metered_ran" in s:
-            c["metered_ran"] = s["metered_ran"]
         c["ratios"] = [e / max(lz, 1e-9) for e, lz in zip(c["times"][EAGER], c["times"][LAZY])]
     return result
 
@@ -414,15 +395,14 @@ def claim(cells: list[dict]) -> dict:
         row = {"cp": c["cp"], "oop": c["oop"], "better": better, "chosen": c["chosen"],
                "final": c["measured_plan"][0]["final"], "aa": c["aa_ratio"], "aa_total": c["aa_total"],
                "eager_over_lazy": _median_ci(c["ratios"])}
-        for name, st in (("model", c["chosen"]), (MEASURED, MEASURED), (EAGER, EAGER), (LAZY, LAZY),
-                         *(((METERED, METERED),) if METERED in t else ())):
+        for name, st in (("model", c["chosen"]), (MEASURED, MEASURED), (EAGER, EAGER), (LAZY, LAZY)):
             row[name] = _median_ci([x / max(b, 1e-9) for x, b in zip(t[st], t[better])])
             row[name + "_total"] = sum(t[st]) / max(sum(t[better]), 1e-9) - 1
         out["cells"].append(row)
     floor = max(abs(r["aa"]["median"] - 1) for r in out["cells"])
     out["aa_floor"] = floor
     out["aa_total_range"] = [min(r["aa_total"] for r in out["cells"]), max(r["aa_total"] for r in out["cells"])]
-    for name in ("model", MEASURED, EAGER, LAZY, *((METERED,) if METERED in cells[0]["times"] else ())):
+    for name in ("model", MEASURED, EAGER, LAZY):
         over = [r for r in out["cells"] if r[name]["median"] > 1 + floor]
         out[name] = {"over_floor": len(over), "clearly_over": sum(r[name]["ci95"][0] > 1 + floor for r in out["cells"]),
                      "worst_median": max(r[name]["median"] for r in out["cells"]),
@@ -484,7 +464,7 @@ def plot_claim(result: dict, out: Path) -> None:
 
 def claim_text(cl: dict) -> str:
     parts = [f"A/A floor {cl['aa_floor']:.1%} (A/A totals {cl['aa_total_range'][0]:+.1%} to {cl['aa_total_range'][1]:+.1%})"]
-    for name in ("model", MEASURED, EAGER, LAZY, *((METERED,) if METERED in cl else ())):
+    for name in ("model", MEASURED, EAGER, LAZY):
         x = cl[name]
         parts.append(f"{name}: over the floor in {x['over_floor']}/{cl['cells_n']} (clearly {x['clearly_over']}), worst "
                      f"paired median {x['worst_median']:.3f}, worst total {x['worst_total']:+.1%}, CPU {x['cpu_s']:.1f} s")
@@ -513,7 +493,7 @@ def judge(c: dict) -> None:
     paired executions. The noise is judged on paired executions (the plans run back to back, so
     all see the same load): the median of one's time over the other's with its 95 % interval;
     slower beyond the noise when the whole interval is above 1."""
-    names = [st for st in (*PLANS, AA, METERED) if st in c]
+    names = [st for st in (*PLANS, AA) if st in c]
     med = {st: sorted(c[st])[len(c[st]) // 2] for st in names}
     other = LAZY if c["chosen"] == EAGER else EAGER
     better = EAGER if med[EAGER] <= med[LAZY] else LAZY

@@ -27,8 +27,7 @@ from bench.temporal_experiment import QUERY, SCHEMA, calibrate, slide_all, use_c
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.coalesce import EAGER, LAZY
 from windowstore.store.planner.plan import run_plan
-from windowstore.server.driver.work_meter import work_meter
-from windowstore.store.temporal import Collected, MeasuredChoice, WorkMeter
+from windowstore.store.temporal import MeasuredChoice
 
 
 class Collections:
@@ -66,34 +65,18 @@ def _iqr(x):
     return q[2] - q[0]
 
 
-class _Recording(WorkMeter):
-    """The server's meter, its clock reads recorded with the collections' seconds so far."""
-
-    def __init__(self, calls: list, col: Collections):
-        self.inner, self.calls, self.col = work_meter(), calls, col
-
-    def __call__(self) -> float:
-        t = self.inner()
-        self.calls.append((t, self.col.seconds))
-        return t
-
-    def collected(self) -> Collected:
-        return self.inner.collected()
-
-
-def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, long_round: bool = False,
-         metered: bool = False) -> dict:
+def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int, long_round: bool = False) -> dict:
     """One cell in the harness; `long_round`: the measured plan pairs every execution (one round for
-    its life); `metered`: it measures with the server's WorkMeter (collections charged by allocation)."""
+    its life)."""
     col = Collections()
     gc.callbacks.append(col)
     try:
-        return _cell(col, n, cp, oop, per_slide, subwindows, seed, long_round, metered)
+        return _cell(col, n, cp, oop, per_slide, subwindows, seed, long_round)
     finally:
         gc.callbacks.remove(col)
 
 
-def _cell(col: Collections, n, cp, oop, per_slide, subwindows, seed, long_round, metered) -> dict:
+def _cell(col: Collections, n, cp, oop, per_slide, subwindows, seed, long_round) -> dict:
     rows = stream(n, cp, oop, per_slide * 2, seed)
     q = parse_query(QUERY)
     names = (EAGER, LAZY, "measured")
@@ -102,12 +85,10 @@ def _cell(col: Collections, n, cp, oop, per_slide, subwindows, seed, long_round,
                for st in names}
     calls: list[tuple[float, float]] = []  # the measured plan's clock reads: (thread time, collections so far)
 
-    def plain() -> float:
+    def clock() -> float:
         t = time.thread_time()
         calls.append((t, col.seconds))
         return t
-
-    clock = _Recording(calls, col) if metered else plain
 
     plans: dict = {}
     obs: list[dict] = []  # per observe of the measured choice
@@ -125,14 +106,13 @@ def _cell(col: Collections, n, cp, oop, per_slide, subwindows, seed, long_round,
                     m = plans[st]._temporal.measured
                     real = m.observe
 
-                    def observe(strategy, seconds, overhead=0.0, collections=None, _real=real, _m=m):
+                    def observe(strategy, seconds, overhead=0.0, _real=real, _m=m):
                         pairs = calls[:]
                         gc_in = [g1 - g0 for (_, g0), (_, g1) in zip(pairs[::2], pairs[1::2])]
                         counted = (gc_in[-1:] if strategy == EAGER else gc_in) if gc_in else []
                         obs.append({"slide": len(execs), "strategy": strategy, "seconds": seconds,
-                                    "gc": 0.0 if collections else sum(counted), "round": _m.measuring(),
-                                    "overhead": overhead, "charged": collections.charged if collections else 0.0})
-                        _real(strategy, seconds, overhead, collections)
+                                    "gc": sum(counted), "round": _m.measuring(), "overhead": overhead})
+                        _real(strategy, seconds, overhead)
 
                     m.observe = observe
                 else:
@@ -154,13 +134,7 @@ def _cell(col: Collections, n, cp, oop, per_slide, subwindows, seed, long_round,
                        "ran": col.label[1], "after": col.label[2]}
             col.label = None
         execs.append(row)
-    m = plans["measured"]._temporal.measured
-    for o in obs:  # priced at the final rates, as the choice prices its evidence at a decision
-        o["seconds"] += o["charged"] * m.collection_rate(o["strategy"])
-        o["gc"] += o["charged"] * m.collection_rate(o["strategy"])
-    out = _analyse(cp, oop, obs, execs, col)
-    out["rates_ns"] = {st: m.collection_rate(st) * 1e9 for st in (EAGER, LAZY)}
-    return out
+    return _analyse(cp, oop, obs, execs, col)
 
 
 def _analyse(cp, oop, obs, execs, col) -> dict:
@@ -247,12 +221,11 @@ def main() -> None:
     ap.add_argument("--subwindows", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--long-round", action="store_true", help="the measured plan in one round for its whole life")
-    ap.add_argument("--metered", action="store_true", help="the measured plan with the server's WorkMeter")
     args = ap.parse_args()
     use_calibration(calibrate(args.per_slide, args.subwindows, args.seed))
     for c in args.cells.split(";"):
         cp, oop = (float(x) for x in c.split(","))
-        r = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.long_round, args.metered)
+        r = cell(args.tuples, cp, oop, args.per_slide, args.subwindows, args.seed, args.long_round)
         print(json.dumps(r), flush=True)
 
 

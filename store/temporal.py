@@ -40,8 +40,7 @@ import threading
 import weakref
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
-from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from .coalesce import DCQ, EAGER, LAZY, OpCosts, Strategy, Weights, Workload, choose_plan, normalizers
 from .errors import Loc
@@ -664,45 +663,6 @@ def median_interval(ratios: list[float], confidence: float) -> tuple[float, floa
     return (mid, r[k], r[n - 1 - k]) if k >= 0 else (mid, None, None)
 
 
-class Collected(NamedTuple):
-    """A WorkMeter's counters, cumulative: CPU seconds of young (generations 0 and 1) and full
-    collections run on the calling thread, and the container allocations counted so far."""
-    young_s: float
-    full_s: float
-    allocated: int
-
-
-class WorkMeter(ABC):
-    """A work clock that also counts garbage collections (the server's implements it with
-    gc.callbacks; the core reads no collector). A collection is paid by whichever execution it
-    falls in, but made due by the allocations of all before it, and a full one walks the whole heap
-    (the stream's rows, mostly): issue 34 measured collections at 13-27 % of an execution on
-    section 7's grid, in lumps (a young one every ~700 allocations, a full one of six executions'
-    time every 23-90), so a plan with a meter reports its executions net of collections and
-    MeasuredChoice charges the young ones back by allocation (`YoungCollections`). An option: the
-    evidence is less spread, but on that grid the meter's reads in every timed part cost more per
-    execution than the steadier evidence gained, so the server passes the plain clock."""
-
-    @abstractmethod
-    def __call__(self) -> float:
-        """CPU seconds of the calling thread, collections included."""
-
-    @abstractmethod
-    def collected(self) -> Collected:
-        """The counters now."""
-
-
-@dataclass(frozen=True)
-class YoungCollections:
-    """The young collections one execution met: their `seconds` and the `allocated` objects of its
-    timed work (the strategy's collection rate is the one over the other, summed over its timed
-    executions), and the allocations `charged` to it (its steady state's: an eager execution is
-    charged one slide's builds, as with its seconds)."""
-    seconds: float
-    allocated: float
-    charged: float
-
-
 class MeasuredChoice:
     """Eager or lazy for one periodic query from paired measurements of both on its own data,
     starting from the cost model's choice (seed 000, section 6.2 gives the start; issue 34 the
@@ -737,19 +697,7 @@ class MeasuredChoice:
     evidence's median) plus the builds its last probe cost beyond a steady execution (`observe`'s
     `overhead`: an eager probe after a lazy spell builds the whole window's runs), capped at
     `max_gap`. Only the executions `timing` asks for are timed (rounds, each probe, the `keep`
-    before it and the one after it); the caller reports the others with `skip`.
-
-    Garbage collections (issue 34): with a meter the caller reports an execution's seconds net of
-    all collections and the young collections it met (`YoungCollections`); each strategy's young
-    collections per allocation over its timed executions is its rate, and an execution costs its
-    net seconds plus its allocations at its strategy's rate, re-priced at every decision with the
-    latest rates. A collection falls where the allocation count crosses a threshold, whoever made
-    most of them, so as they fall they add a lump to one execution in two or three (section 7's
-    grid: a pair's log ratio spread by about a sixth more) and the medians pass over their mean; charged
-    by allocation they count in full, at the cost each strategy's young objects give them (lazy's
-    cost 1.25-2.8 times eager's per allocation there: the window's rows being coalesced are young).
-    Full collections are left out: they walk the long-lived heap, the stream's rows for the most
-    part, whichever execution they fall in."""
+    before it and the one after it); the caller reports the others with `skip`."""
 
     OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
@@ -766,21 +714,17 @@ class MeasuredChoice:
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
         self.budget = budget  # 0: gaps by doubling alone
         self.max_trials, self.confidence = max_trials, confidence
-        # latest (net seconds, allocations charged) per strategy, oldest first
-        self.samples: dict[str, list[tuple[float, float]]] = {EAGER: [], LAZY: []}
-        # The evidence: (eager's, lazy's) samples per pair, oldest first (`pairs` prices them)
-        self.evidence: list[tuple[tuple[float, float], tuple[float, float]]] = []
-        # young collections per strategy over its timed executions: [seconds, allocations]
-        self.collections: dict[str, list[float]] = {EAGER: [0.0, 0.0], LAZY: [0.0, 0.0]}
+        self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
+        self.pairs: list[float] = []  # the evidence: log(eager / lazy) per pair, oldest first
         self.executions = 0
         self.probes = 0  # executions of the strategy not chosen, outside rounds
         self.switches = 0
         self.rounds = 1 if trials else 0
         self.overhead: dict[str, float] = {EAGER: 0.0, LAZY: 0.0}  # the latest probe's builds beyond a steady one
         self._gap = first_gap
-        self._round: list[tuple[tuple[float, float], tuple[float, float]]] | None = [] if trials else None  # None: settled
+        self._round: list[float] | None = [] if trials else None  # a round's pairs; None when settled
         self._half: str | None = None  # the strategy of a round's execution still unpaired
-        self._half_s: tuple[float, float] = (0.0, 0.0)
+        self._half_s = 0.0
         self._after: str | None = None  # the strategy probed in the execution before (its cost follows)
         # The execution (0-based) that runs the other strategy; None in a round.
         self._next_probe: int | None = None if trials else first_gap
@@ -818,62 +762,33 @@ class MeasuredChoice:
         self.executions += 1
         self._check()
 
-    def observe(self, strategy: str, seconds: float, overhead: float = 0.0,
-                collections: YoungCollections | None = None) -> None:
+    def observe(self, strategy: str, seconds: float, overhead: float = 0.0) -> None:
         """One execution of `strategy`, which took `seconds` (CPU) in steady state, and `overhead`
-        seconds more for builds a steady execution would not have done (after a change of strategy).
-        With `collections` the seconds are net of collections, and the young ones are charged back
-        by allocation (the class's docstring)."""
+        seconds more for builds a steady execution would not have done (after a change of strategy)."""
         if strategy not in (EAGER, LAZY):
             raise ValueError(f"strategy must be '{EAGER}' or '{LAZY}'")
         if seconds < 0 or overhead < 0:
             raise ValueError("seconds and overhead must not be negative")
-        if collections is not None and min(collections.seconds, collections.allocated, collections.charged) < 0:
-            raise ValueError("collections' seconds and allocations must not be negative")
         self.executions += 1
         if self._after is not None:  # the execution after a probe: its builds are the probe's cost too
             self.overhead[self._after] += overhead
             self._after = None
-        charged = 0.0
-        if collections is not None:
-            self.collections[strategy][0] += collections.seconds
-            self.collections[strategy][1] += collections.allocated
-            charged = collections.charged
-        sample = (seconds, charged)
-        self.samples[strategy] = (self.samples[strategy] + [sample])[-self.keep:]
+        self.samples[strategy] = (self.samples[strategy] + [seconds])[-self.keep:]
         if self._round is not None:
             if self._half is None:
-                self._half, self._half_s = strategy, sample
+                self._half, self._half_s = strategy, seconds
             else:
-                self._round.append(self._pair(strategy, sample, self._half_s))
+                self._round.append(self._ratio(strategy, seconds, self._half_s))
                 self._half = None
                 self._end_round()
         elif strategy != self.strategy:
-            self._probe(strategy, sample, overhead)
+            self._probe(strategy, seconds, overhead)
         self._check()
 
-    def collection_rate(self, strategy: str) -> float:
-        """Seconds of young collections per allocation over the strategy's timed executions (0.0
-        without a meter)."""
-        s, a = self.collections[strategy]
-        return s / a if a > 0 else 0.0
-
-    def cost(self, strategy: str, sample: tuple[float, float]) -> float:
-        """A sample's seconds with its allocations charged at the strategy's collection rate."""
-        return sample[0] + sample[1] * self.collection_rate(strategy)
-
-    def _pair(self, strategy: str, sample: tuple[float, float], other: tuple[float, float]):
-        """(eager's, lazy's) of `strategy`'s sample and the other's."""
-        return (sample, other) if strategy == EAGER else (other, sample)
-
-    def _logs(self, pairs) -> list[float]:
-        """log(eager / lazy) per pair, priced at the latest collection rates."""
-        return [math.log(max(self.cost(EAGER, e), 1e-12) / max(self.cost(LAZY, lz), 1e-12)) for e, lz in pairs]
-
-    @property
-    def pairs(self) -> list[float]:
-        """The evidence as log(eager / lazy) per pair, oldest first."""
-        return self._logs(self.evidence)
+    def _ratio(self, strategy: str, seconds: float, others: float) -> float:
+        """log(eager / lazy) of `strategy`'s seconds against the other's."""
+        e, lz = (seconds, others) if strategy == EAGER else (others, seconds)
+        return math.log(max(e, 1e-12) / max(lz, 1e-12))
 
     def _toward(self, ratios: list[float]) -> tuple[float, float | None, float | None]:
         """The median interval of log(other / choice) from log(eager / lazy) ratios."""
@@ -882,14 +797,14 @@ class MeasuredChoice:
             return mid, low, high
         return -mid, (None if high is None else -high), (None if low is None else -low)
 
-    def _probe(self, other: str, sample: tuple[float, float], overhead: float) -> None:
+    def _probe(self, other: str, seconds: float, overhead: float) -> None:
         """A probe of `other`, paired with the median of the choice's executions just before it."""
         self.probes += 1
         self.overhead[other] = overhead
         self._after = other
+        x = self._ratio(other, seconds, self.median(self.strategy))
         evidence = sorted(-r if self.strategy == EAGER else r for r in self.pairs)  # log(other / choice)
-        self.evidence = (self.evidence + [self._pair(other, sample, self._median_sample(self.strategy))])[-self.max_trials:]
-        x = self.pairs[-1]
+        self.pairs = (self.pairs + [x])[-self.max_trials:]
         mid, _, high = self._toward(self.pairs)
         cut = math.log(1 - self.margin)
         if high is not None and high < cut:
@@ -909,7 +824,7 @@ class MeasuredChoice:
         log(1 - margin) (switch) or above it (keep), from `trials` pairs on, or at `max_trials`
         pairs by the median's side of it."""
         assert self._round is not None
-        mid, low, high = self._toward(self._logs(self._round))
+        mid, low, high = self._toward(self._round)
         cut = math.log(1 - self.margin)
         decided = None
         if len(self._round) >= self.trials and low is not None and high is not None:
@@ -918,7 +833,7 @@ class MeasuredChoice:
             decided = mid < cut
         if decided is None:
             return
-        self.evidence, self._round = self._round[-self.max_trials:], None
+        self.pairs, self._round = self._round[-self.max_trials:], None
         if decided:
             self._change(self._other(self.strategy))
         else:
@@ -951,29 +866,17 @@ class MeasuredChoice:
         return math.exp(median_interval(self.pairs, self.confidence)[0]) if self.pairs else 1.0
 
     def median(self, strategy: str) -> float:
-        """The median seconds of the strategy's latest executions, collections charged (0.0 before any)."""
-        r = sorted(self.cost(strategy, x) for x in self.samples[strategy])
+        """The median seconds of the strategy's latest executions (0.0 before any)."""
+        r = sorted(self.samples[strategy])
         n = len(r)
         if not n:
             return 0.0
         return r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
 
-    def _median_sample(self, strategy: str) -> tuple[float, float]:
-        """The sample whose cost is `median`'s (the mean of the two middle ones' parts when even)."""
-        r = sorted(self.samples[strategy], key=lambda x: self.cost(strategy, x))
-        n = len(r)
-        if not n:
-            return (0.0, 0.0)
-        if n % 2:
-            return r[n // 2]
-        a, b = r[n // 2 - 1], r[n // 2]
-        return ((a[0] + b[0]) / 2, (a[1] + b[1]) / 2)
-
     def _check(self) -> None:
         assert self.strategy in (EAGER, LAZY), f"strategy {self.strategy!r} is neither eager nor lazy"
         assert all(len(v) <= self.keep for v in self.samples.values()), "more samples kept than asked for"
-        assert len(self.evidence) <= self.max_trials, "more pairs of evidence kept than asked for"
-        assert all(s >= 0 and a >= 0 for s, a in self.collections.values()), "negative collection counts"
+        assert len(self.pairs) <= self.max_trials, "more pairs of evidence kept than asked for"
         assert self.probes <= self.executions, "more probes than executions"
         assert self.first_gap <= self._gap <= self.max_gap, "the gap between probes left its range"
         assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly when no round runs"
@@ -1016,12 +919,10 @@ class TemporalPlan:
         self.strategy = self._choose()
         self.measured: MeasuredChoice | None = None
         self.clock: Callable[[], float] | None = None
-        self.meter: WorkMeter | None = None  # the clock, when it counts collections
         self.timed = False  # is this execution timed (measured, and MeasuredChoice.timing())
         # This execution's reads and eager builds (seconds, rows), timed when measuring.
         self._spent = _Spent()
         self._build_s_per_row: float | None = None  # the latest measured cost of building runs
-        self._build_alloc_per_row = 0.0  # and its allocations per row (with a meter)
         self._spent_lock = threading.Lock()  # reads may run on several threads
 
     def _choose(self) -> str:
@@ -1048,10 +949,8 @@ class TemporalPlan:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
         choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none). Where
         the model estimates one strategy at least SURE times the other, SURE_TRIALS executions of
-        each check it (each execution of the dearer one costs the difference); elsewhere TRIALS. A `WorkMeter` clock also counts garbage collections: the executions are
-        reported net of them, young ones charged back by allocation (MeasuredChoice)."""
+        each check it (each execution of the dearer one costs the difference); elsewhere TRIALS."""
         self.clock = clock
-        self.meter = clock if isinstance(clock, WorkMeter) else None
         if choice is None:
             m = self.model
             low, high = sorted((m.all_eager, m.all_lazy))
@@ -1074,32 +973,15 @@ class TemporalPlan:
                 with self._spent_lock:
                     self._spent.rows += sub.rows
             return got
-        mark = self._mark() if self.timed else None
+        clock = self.clock if self.timed else None
+        t0 = clock() if clock is not None else 0.0
         got = (LAZY, self.inner_read(sub))
-        if mark is not None:
-            took = self._since(mark)
+        if clock is not None:
+            took = clock() - t0
             with self._spent_lock:
-                self._spent.read_s += took.seconds
-                self._spent.young_s += took.young_s
-                self._spent.allocated += took.allocated
+                self._spent.read_s += took
                 self._spent.rows += sub.rows
         return got
-
-    def _mark(self) -> tuple[float, Collected | None]:
-        """The clock now, and the meter's counters (a timed part's start)."""
-        assert self.clock is not None
-        t = self.clock()
-        return t, (self.meter.collected() if self.meter is not None else None)
-
-    def _since(self, mark: tuple[float, Collected | None]) -> "_Took":
-        """Seconds since `mark` net of collections, with the young ones' seconds and allocations."""
-        assert self.clock is not None
-        got = self.meter.collected() if self.meter is not None else None
-        took = self.clock() - mark[0]
-        if got is None or mark[1] is None:
-            return _Took(took, 0.0, 0)
-        young, full = got.young_s - mark[1].young_s, got.full_s - mark[1].full_s
-        return _Took(max(took - young - full, 0.0), young, max(got.allocated - mark[1].allocated, 0))
 
     def _runs(self, sub) -> Runs:
         """The sealed sub-window's eager runs, built on its first read (timed when measuring)."""
@@ -1107,14 +989,13 @@ class TemporalPlan:
         with _EAGER_LOCK:  # reads run on the loop and on the query thread
             runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
         if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
-            mark = self._mark() if self.timed else None
+            clock = self.clock if self.timed else None
+            t0 = clock() if clock is not None else 0.0
             runs = coalesce_rows(self.decoded(sub))
-            if mark is not None:
-                took = self._since(mark)
+            if clock is not None:
+                took = clock() - t0
                 with self._spent_lock:
-                    self._spent.build_s += took.seconds
-                    self._spent.build_young_s += took.young_s
-                    self._spent.build_alloc += took.allocated
+                    self._spent.build_s += took
                     self._spent.build_rows += sub.rows
             with _EAGER_LOCK:
                 _EAGER_RUNS.setdefault(sub, {})[key] = runs
@@ -1125,7 +1006,8 @@ class TemporalPlan:
         return coalesce_rows([(tuple(r[:k]), r[k], r[k + 1]) for r in self.project(parts)])
 
     def finish(self, contributions: list) -> list[tuple]:
-        mark = self._mark() if self.timed else None
+        clock = self.clock if self.timed else None
+        t0 = clock() if clock is not None else 0.0
         kinds = {c[0] for c in contributions}
         if kinds == {EAGER}:
             runs = merge_runs([c[1] for c in contributions])
@@ -1134,43 +1016,34 @@ class TemporalPlan:
         else:
             runs = self._lazy_runs([c[1] for c in contributions])
         rows = answer_rows(self.spec, runs)
-        if mark is not None and len(kinds) == 1:
-            self._measured(kinds.pop(), self._since(mark))
+        if clock is not None and len(kinds) == 1:
+            self._measured(kinds.pop(), clock() - t0)
         elif self.measured is not None and not self.timed:
             self.measured.skip()
             self.strategy = self.measured.next_strategy()
             self.timed = self.measured.timing()
         return rows
 
-    def _measured(self, strategy: str, finish: "_Took") -> None:
+    def _measured(self, strategy: str, finish_s: float) -> None:
         """Report one execution to MeasuredChoice and take its next strategy. An eager execution
         is charged its steady-state build, the rows of `every` new sub-windows at the latest
         measured cost per row, rather than the builds it happened to do (after a lazy spell the
         whole window's); what it built beyond that is reported as overhead, the cost of the
-        change of strategy that a probe's budget counts. With a meter the same goes for the
-        builds' allocations, and the young collections met are reported (their rate's evidence)."""
+        change of strategy that a probe's budget counts."""
         m = self.measured
         assert m is not None
         with self._spent_lock:
             spent, self._spent = self._spent, _Spent()
-        seconds = spent.read_s + finish.seconds
-        charged = float(spent.allocated + finish.allocated)
+        seconds = spent.read_s + finish_s
         overhead = 0.0
         if strategy == EAGER:
             if spent.build_rows:
                 self._build_s_per_row = spent.build_s / spent.build_rows
-                self._build_alloc_per_row = spent.build_alloc / spent.build_rows
             new = spent.rows * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
             steady = (self._build_s_per_row or 0.0) * new
             seconds += steady
-            charged += self._build_alloc_per_row * new
             overhead = max(spent.build_s - steady, 0.0)
-        young = None
-        if self.meter is not None:
-            young = YoungCollections(seconds=spent.young_s + spent.build_young_s + finish.young_s,
-                                     allocated=float(spent.allocated + spent.build_alloc + finish.allocated),
-                                     charged=charged)
-        m.observe(strategy, max(seconds, 0.0), overhead, young)
+        m.observe(strategy, max(seconds, 0.0), overhead)
         self.strategy = m.next_strategy()
         self.timed = m.timing()
 
@@ -1195,21 +1068,8 @@ class TemporalPlan:
 @dataclass
 class _Spent:
     """What one execution's reads spent, when measuring: the rows read, seconds of lazy reads, and
-    eager builds (seconds, rows; an eager read is otherwise a look-up, not timed); with a meter the
-    seconds are net of collections, and the young collections' seconds and the allocations of each
-    are kept beside."""
+    eager builds (seconds, rows; an eager read is otherwise a look-up, not timed)."""
     rows: int = 0
     read_s: float = 0.0
     build_s: float = 0.0
     build_rows: int = 0
-    young_s: float = 0.0
-    allocated: int = 0
-    build_young_s: float = 0.0
-    build_alloc: int = 0
-
-
-class _Took(NamedTuple):
-    """A timed part: seconds net of collections, seconds of young collections, allocations."""
-    seconds: float
-    young_s: float
-    allocated: int

@@ -109,8 +109,9 @@ def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = 
         kinds[id(plan)] = "post_topk" if "LIMIT" in p.text else "post_quantile"
         plan.read = clocks.wrap("read_fresh", plan.read)
         plan.finish = clocks.wrap(kinds[id(plan)], plan.finish)
-    runtime.combine_contributions = clocks.wrap("combine", runtime.combine_contributions,
-                                                lambda a, out: len(a[1]))
+    runtime.combine_contributions = clocks.wrap("combine", runtime.combine_contributions, lambda a, out: len(a[1]))
+    if hasattr(runtime, "combine_prefixes"):  # (how a joint execution combines since round 21)
+        runtime.combine_prefixes = clocks.wrap("combine", runtime.combine_prefixes, lambda a, out: len(a[1]))
     runtime.SharedPlan.read = clocks.wrap("scan", runtime.SharedPlan.read)
     runtime.SharedPlan.finish = clocks.wrap("finish", runtime.SharedPlan.finish)
     sharing.deliver = clocks.wrap("fixed", sharing.deliver)

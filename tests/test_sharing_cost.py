@@ -135,3 +135,50 @@ def test_shared_top_k_and_quantiles_over_per_key_sums_equal_the_query_alone_and_
     run_accepted(answered, history, policy)
     sharing_consistent(e, checked, mode, policy)
     assert e.sched.sharing.stats()["executions"] > 0, "the queries were answered by joint executions"
+
+
+@pytest.mark.parametrize("select", ["src, SUM(bytes), COUNT(*), MIN(bytes), MAX(port), AVG(bytes)",
+                                    "port, SUM(bytes)", "src, port, MAX(bytes), COUNT(bytes)", "SUM(bytes), MIN(src)"])
+def test_combining_every_prefix_at_once_equals_combining_each_prefix(select):
+    from windowstore.store.planner.merge import combine_contributions, combine_prefixes
+    rng = random.Random(select)
+    e = Engine(EngineConfig(policy="ws"))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, (), 4), 0))
+    for ts in range(1, N + 1):
+        e.apply(Append("p", batch(rng, ts, rng.choice([0, 1, 5, 20])), "", None, ts))
+        e.apply(Slide("p", ts))
+    keys = [c.strip() for c in select.split(",") if "(" not in c]
+    group = f" GROUP BY {', '.join(keys)}" if keys else ""
+    plan = plan_query(parse_query(f"SELECT {select} FROM p [RANGE {N} SUBWINDOWS]{group}"), e.stream("p"))
+    contributions = [plan.read(sub) for sub in reversed(list(e.stream("p").window.youngest(N)))]  # youngest first
+    for _ in range(20):
+        ends = sorted(rng.sample(range(1, N + 1), rng.randint(1, 6)))
+        got = combine_prefixes(plan.bound, contributions, ends, plan.strings)
+        for n, c in zip(ends, got):
+            want = combine_contributions(plan.bound, contributions[:n], plan.strings)
+            assert equal(c, want), (n, ends)
+
+
+def equal(a, b) -> bool:
+    """Two contributions alike: the same nesting, arrays of equal dtype and values."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and a.tolist() == b.tolist()
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    return a == b and type(a) is type(b)
+
+
+def test_a_top_k_and_quantiles_over_the_same_per_key_sums_read_alike():
+    from windowstore.store.memo import contribution_key
+    e = Engine(EngineConfig(policy="ws"))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, (), 4), 0))
+    per_key = "SELECT src, SUM(bytes) AS b FROM p [RANGE {} SUBWINDOWS] GROUP BY src"
+
+    def key(text: str):
+        return contribution_key(plan_query(parse_query(text), e.stream("p")))
+    same = {key(per_key.format(3) + " ORDER BY b DESC, src LIMIT 10"), key(f"SELECT QUANTILE(b, 0.5) FROM ({per_key.format(5)})"),
+            key(f"SELECT QUANTILE(b, 0.99), COUNT(*) FROM ({per_key.format(7)})"), key(per_key.format(2))}
+    assert len(same) == 1
+    assert key(per_key.format(3) + " HAVING COUNT(*) > 2") not in same, "a hidden aggregate is read too"
+    assert key(per_key.format(3).replace("SUM", "MAX")) not in same
+    assert key(per_key.format(3).replace("GROUP BY src", "WHERE port > 2 GROUP BY src")) not in same

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import statistics
 import sys
@@ -109,12 +110,32 @@ def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = 
         kinds[id(plan)] = "post_topk" if "LIMIT" in p.text else "post_quantile"
         plan.read = clocks.wrap("read_fresh", plan.read)
         plan.finish = clocks.wrap(kinds[id(plan)], plan.finish)
-    runtime.combine_contributions = clocks.wrap("combine", runtime.combine_contributions, lambda a, out: len(a[1]))
-    if hasattr(runtime, "combine_prefixes"):  # (how a joint execution combines since round 21)
-        runtime.combine_prefixes = clocks.wrap("combine", runtime.combine_prefixes, lambda a, out: len(a[1]))
-    runtime.SharedPlan.read = clocks.wrap("scan", runtime.SharedPlan.read)
-    runtime.SharedPlan.finish = clocks.wrap("finish", runtime.SharedPlan.finish)
     sharing.deliver = clocks.wrap("fixed", sharing.deliver)
+    with timed_runtime(clocks):
+        return measure(e, sharing, clocks, items, slides, slide, group, scale, rows, stream)
+
+
+@contextlib.contextmanager
+def timed_runtime(clocks: Clocks):
+    """The shared runtime's combining and SharedPlan's scan and finish timed into `clocks`, and
+    put back as they were afterwards."""
+    count = lambda a, out: len(a[1])  # contributions combined
+    patches = [(runtime, "combine_contributions", "combine", count), (runtime.SharedPlan, "read", "scan", None),
+               (runtime.SharedPlan, "finish", "finish", None)]
+    if hasattr(runtime, "combine_prefixes"):  # (how a joint execution combines since round 21)
+        patches.append((runtime, "combine_prefixes", "combine", count))
+    kept = [(owner, name, getattr(owner, name)) for owner, name, _, _ in patches]
+    for owner, name, part, counted in patches:
+        setattr(owner, name, clocks.wrap(part, getattr(owner, name), counted))
+    try:
+        yield
+    finally:
+        for owner, name, fn in kept:
+            setattr(owner, name, fn)
+
+
+def measure(e: Engine, sharing, clocks: Clocks, items, slides: int, slide, group: int, scale: int, rows: int,
+            stream: str) -> dict:
     steps = clocks.wrap("steps", e.sched.step)
 
     def run_steps() -> None:

@@ -182,3 +182,15 @@ def test_a_top_k_and_quantiles_over_the_same_per_key_sums_read_alike():
     assert key(per_key.format(3) + " HAVING COUNT(*) > 2") not in same, "a hidden aggregate is read too"
     assert key(per_key.format(3).replace("SUM", "MAX")) not in same
     assert key(per_key.format(3).replace("GROUP BY src", "WHERE port > 2 GROUP BY src")) not in same
+
+
+def test_the_cost_bench_accounts_for_every_part_of_a_joint_execution():
+    """bench/sharing_cost.py on a small group: joint executions answering every member
+    (aggressive), each new sub-window read once, and no part timed inside another (what is left
+    of an execution beside the parts is not negative)."""
+    from bench import sharing_cost
+    r = sharing_cost.run(group=3, scale=1, slides=4, per_group=5)
+    assert r["executions"] >= 1 and r["answers_per_execution"] == r["members"] == 5
+    reads = r["read_fresh_per_execution"] * r["executions"]
+    assert reads == 4, "each new sub-window read once: the top-k lists and quantiles of the group share one reader"
+    assert all(v >= 0 for v in r["shares_of_execution"].values()), "no part counted twice (the rest is not negative)"

@@ -53,8 +53,6 @@ def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
                        for i, a in enumerate(b.aggs))
 
 
-
-
 def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], strings) -> list:
     """combine_contributions(b, contributions[:n], strings) for each n of `ends` (ascending, each
     at least 1 and at most len(contributions)): one youngest-to-oldest scan answers the shorter

@@ -168,6 +168,12 @@ class AggregateFunction(ABC):
     def over(self, b, values: list) -> Any:
         """The aggregate over a plain list of Python values (the outer query)."""
 
+    def over_column(self, b, values: np.ndarray) -> Any:
+        """What over() gives for values.tolist() (an inner query's aggregate column, in any order
+        of its rows), computed on the array without making the rows; NotImplemented where over()
+        alone is exact (then the caller makes the rows)."""
+        return NotImplemented
+
     # -- joins (store/join/): which aggregate paths answer it, with from_group_rows' partials -----------
     def join_by_key_ok(self, b) -> bool:
         """Per-key partials answer it over a two-way equi-join, never forming the joined rows
@@ -758,6 +764,16 @@ class Quantile(AggregateFunction):
         if not values:
             return None
         return sorted(values)[quantile_index(b.q, len(values))]
+
+    def over_column(self, b, values):
+        """An integer column holds no NULL and its order does not matter: the value at the
+        quantile's rank, selected (np.partition, as finish) rather than sorted."""
+        if values.dtype.kind not in "iu":
+            return NotImplemented
+        if len(values) == 0:
+            return None
+        k = quantile_index(b.q, len(values))
+        return np.partition(values, k)[k].item()
 
 
 FUNCTIONS: dict[str, AggregateFunction] = {}

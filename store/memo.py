@@ -45,9 +45,18 @@ MISS: Any = _Miss()  # what get() returns for a query not memoised (None is a co
 
 def contribution_key(plan) -> tuple:
     """What a plan's read of one sealed sub-window depends on: its access path and its query but
-    for RANGE, SLIDE, LIMIT and AS OF SLIDE. Plans with equal keys read equal contributions (a
-    joint execution gives them one reader: CS2's same synopsis; a sub-window keeps it once)."""
-    return plan.access, dataclasses.replace(plan.query, range=None, slide=None, limit=None, as_of_slide=None)
+    for RANGE, SLIDE, LIMIT and AS OF SLIDE, and but for what is done with the finished groups
+    (ORDER BY, HAVING, an outer query's aggregates: a top-k list and quantiles over the same
+    per-key counters read the same, thesis 8.5.1), with the aggregates it reads (the bound
+    query's, hidden ones for ORDER BY or HAVING too). Plans with equal keys read equal
+    contributions (a joint execution gives them one reader: CS2's same synopsis; a sub-window
+    keeps it once). An APPROXIMATE top k or an expression query keeps its whole query."""
+    q = plan.query
+    if q.expr is not None or q.approximate:
+        return plan.access, dataclasses.replace(q, range=None, slide=None, limit=None, as_of_slide=None)
+    reads = tuple((a.fn.name, a.column, a.input_type, a.q, a.sketch) for a in plan.aggs)
+    return (plan.access, dataclasses.replace(q, range=None, slide=None, limit=None, as_of_slide=None, order_by=(),
+                                             outer=(), having=None), reads)
 
 
 def large(plan) -> bool:

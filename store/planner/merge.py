@@ -53,3 +53,44 @@ def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
                        for i, a in enumerate(b.aggs))
 
 
+def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], strings) -> list:
+    """combine_contributions(b, contributions[:n], strings) for each n of `ends` (ascending, each
+    at least 1 and at most len(contributions)): one youngest-to-oldest scan answers the shorter
+    windows on the way (thesis 8.4.3, CS2), a running contribution combined with the next
+    contributions at each length. With GROUP BY the keys of the longest prefix are grouped once
+    (sorted unique keys, each row's place among them): each step's keys are those present in the
+    running contribution and the new rows, in that order, so no step sorts keys again; the
+    aggregates' own combine_groups combine them."""
+    out: list = []
+    running: Any = None
+    at = 0
+    if b.group_by is None:
+        for n in ends:
+            if n > at:
+                running = combine_contributions(b, ([running] if at else []) + contributions[at:n], strings)
+                at = n
+            out.append(running)
+        return out
+    if not ends:
+        return out
+    last = ends[-1]
+    sizes = np.cumsum([len(c[0]) for c in contributions[:last]])  # rows of the first n: sizes[n - 1]
+    uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions[:last]]),
+                               dense=b.group_type == "string" and len(b.group_keys) == 1)
+    where = inverse[:0]  # the running contribution's keys, as places in uniq
+    for n in ends:
+        if n > at:
+            new = inverse[sizes[at - 1] if at else 0:sizes[n - 1]]
+            if at == 0 and n == 1:
+                running, where = contributions[0], new  # (its keys are sorted and unique)
+            else:
+                rows = np.concatenate([where, new]) if at else new
+                present = np.bincount(rows, minlength=len(uniq)) > 0
+                where = np.flatnonzero(present)
+                parts = ([running] if at else []) + contributions[at:n]
+                inv = (np.cumsum(present) - 1)[rows]
+                running = uniq[where], tuple(cast(Combines, a.fn).combine_groups(a, inv, len(where), [c[1][i] for c in parts],
+                                                                                 strings) for i, a in enumerate(b.aggs))
+            at = n
+        out.append(running)
+    return out

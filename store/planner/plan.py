@@ -30,7 +30,7 @@ from .decode import decimal_columns, decimal_rows, decode_composite_keys, decode
 from .merge import finish_groups, finish_values
 from .order import group_rows, limit_rows, sorted_positions, top_candidates
 from .read import reader
-from .subquery import outer_row
+from .subquery import outer_columns, outer_row
 from ..temporal import TemporalPlan
 
 
@@ -240,6 +240,10 @@ class Plan:
 
     def _groups_answer(self, contributions: list) -> Answer:
         keys, results = finish_groups(self.bound, contributions, self.strings)
+        if self.bound.outer:
+            row = outer_columns(self.bound, results)
+            if row is not None:
+                return self._answer([row])
         keys, results = top_candidates(self.bound, keys, results)
         rows = self._group_rows(keys, results)
         if self.bound.outer:

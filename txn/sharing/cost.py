@@ -131,13 +131,18 @@ class CostModel:
         return lead
 
     def _scans(self, reach: dict, lead: dict, fresh: dict | None) -> float:
+        """With `fresh` (memo), a reader reads the intervals sealed since it last ran (`access`
+        each) but combines every interval of its window (`combine`): the store keeps each sealed
+        sub-window's contribution, not their combination (runtime.SharedPlan.finish)."""
+        full = list(reach.values())
         n = [min(r, fresh[k]) if fresh is not None and k in fresh else r for k, r in reach.items()]
         derived = covers_among(list(lead.values())) if self.cover is not None else []
         for d in derived:
             for i in d.plus + d.minus:
                 n[i] = max(n[i], n[d.target])
+                full[i] = max(full[i], full[d.target])
         targets = {d.target for d in derived}
-        work = sum(self.scan(k) for i, k in enumerate(n) if i not in targets)
+        work = sum(self.access * k + self.combine * max(full[i] - 1, 0) for i, k in enumerate(n) if i not in targets)
         return work + sum((self.cover or 0.0) * n[d.target] * len(d.plus + d.minus) for d in derived)
 
     def alone(self, output) -> float:
@@ -153,10 +158,21 @@ def covers_among(leaders: list) -> list[Derivation]:
                          [m.combines for m in leaders])
 
 
-# The store's executions: a scan reads each sub-window once per reader (its contribution computed
-# once); queries that combine are answered along it, the others merge their own; a contribution a
-# cover derives combines its pieces' (a few partials) instead of reading the sub-window's rows.
-STORE = CostModel(access=1.0, combine=0.0, probe=1, post=1.0, finish=1.0, cover=0.1, memo=True)
+# The store's executions: a reader reads each sub-window once (its contribution kept in the
+# sub-window's memo), and at each execution combines every sub-window of its window youngest to
+# oldest; queries that combine are answered along the scan, the others merge their own; a
+# contribution a cover derives combines its pieces' (a few partials) instead of reading the
+# sub-window's rows. The ratios are measured (bench/sharing_cost.py, docs/sharing.md "Round 21"):
+# joint executions of the 8.5 workload's groups (top-10 lists and quantiles over per-key byte sums,
+# 30 queries a group, 100 to 29,000 keys), medians over its 8 groups at both of 8.5's rates:
+# - access 1: a reader's read of a fresh sub-window (its per-key counters), about 190-330 us;
+# - combine 0.7: per sub-window of the window, the scan's step over it and combining its
+#   counters into the running ones, about 170-200 us;
+# - post 1: per answer, its post-processing (the top-10 or the quantile) and its delivery (the
+#   Result, the answer log, the AnsweredMany record, publishing), about 230-280 us;
+# - finish 0.7: as combine (no 8.5 query merges outside the scan, so it is not measured apart);
+# - cover 0.1: a derived contribution combines a few partials, not a sub-window's rows (not measured).
+STORE = CostModel(access=1.0, combine=0.7, probe=1, post=1.0, finish=0.7, cover=0.1, memo=True)
 
 
 def lcm(values: Iterable[int]) -> int:

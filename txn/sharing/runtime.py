@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from windowstore.store import gc_pause
 from windowstore.store.aggregates import Partial
 from windowstore.store.memo import MISS, large
-from windowstore.store.planner.merge import combine_contributions, combines
+from windowstore.store.planner.merge import combine_contributions, combine_prefixes, combines
 from windowstore.store.schema import VALID
 
 from ..kinds import QueryKind
@@ -165,10 +165,10 @@ class SharedPlan:
 
     def finish(self, partial: Partial) -> SharedAnswer:
         """Each member's answer over its own n youngest sub-windows. A reader whose aggregates
-        combine (merge.combines: COUNT, exact SUM/AVG, MIN, MAX, per key too) keeps one running
-        contribution, youngest to oldest, and each of its plans, shortest window first, finishes
-        that one contribution when the scan reaches its RANGE: one combine per distinct length,
-        not one merge per plan. Other readers (quantiles, COUNT DISTINCT, float sums) share the
+        combine (merge.combines: COUNT, exact SUM/AVG, MIN, MAX, per key too) combines its
+        contributions youngest to oldest once for all its plans' lengths (merge.combine_prefixes:
+        the keys grouped once, each distinct length's prefix combined from them), and each plan
+        finishes the one for its RANGE, not one merge per plan. Other readers (quantiles, COUNT DISTINCT, float sums) share the
         sub-windows' contributions, and each plan merges its own."""
         c = partial.contributions
         newest_first = sorted(c, reverse=True)
@@ -190,16 +190,10 @@ class SharedPlan:
                         mine.add(v, val)
                     out[i] = self.plans[i].finish(mine)
                 continue
-            running, reached, at = None, 0, {}
+            ends = sorted({n for i in members if (n := min(self.plans[i].n_q, len(newest_first)))})
+            at = dict(zip(ends, combine_prefixes(lead.bound, values(r, ends[-1]) if ends else [], ends, self.strings)))
             for i in members:  # shortest window first
                 n = min(self.plans[i].n_q, len(newest_first))
-                if n not in at:
-                    more = values(r, n, reached)
-                    if more:
-                        running = combine_contributions(lead.bound, ([running] if reached else []) + more,
-                                                        self.strings)
-                    reached = n
-                    at[n] = running
                 mine = Partial()
                 if n:
                     mine.add(newest_first[n - 1], at[n])

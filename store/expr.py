@@ -656,7 +656,7 @@ def evaluate(e: Expr, batch: Batch, types: Callable[[Expr], str]) -> pa.Array:
         common = _unify([e.left, e.right], e, "a comparison", types)
         left, right = _to(ev(e.left), types(e.left), common, e), _to(ev(e.right), types(e.right), common, e)
         same = pc.or_(pc.and_(pc.is_null(left), pc.is_null(right)),
-                      pc.fill_null(pc.equal(left, right), False)) if common != "null" else pa.array([True] * n)
+                      pc.fill_null(pc.equal(left, right), False)) if common != "null" else pa.array([True] * n, pa.bool_())
         return same if e.negate else pc.invert(same)
     if isinstance(e, Between):
         common = _unify([e.arg, e.low, e.high], e, "BETWEEN", types)

@@ -176,6 +176,16 @@ def test_an_outer_where_over_a_sub_query():
                    "GROUP BY port) GROUP BY 1 ORDER BY 1")
 
 
+def test_null_is_distinct_from_null_over_no_rows():
+    """NULL IS [NOT] DISTINCT FROM NULL where no row passes the filter: an empty answer, as DuckDB's
+    (its constant column was an untyped empty array, which Arrow cannot negate)."""
+    s, rows = _stream(12)
+    con = _duck(rows)
+    _check(s, con, "SELECT NULL IS DISTINCT FROM NULL FROM s WHERE NULL")
+    _check(s, con, "SELECT NULL IS NOT DISTINCT FROM NULL, rid FROM s WHERE bytes < 0 ORDER BY rid")
+    _check(s, con, "SELECT NULL IS DISTINCT FROM NULL, rid FROM s ORDER BY rid")
+
+
 def test_integer_arithmetic_is_exact_or_an_error_never_wrapped():
     s = Stream("w", {"ts": "int64", "x": "int64"}, WindowSpec(subwindows=1, subwindow_ms=1000, clock="manual"), 0)
     s.append({"ts": [0, 1], "x": [2**62, 2**62]})

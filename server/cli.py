@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="threads that decode large Arrow payloads off the gRPC event loop (default 4)")
     sv.add_argument("--offload-ms", type=float, default=0.25,
                     help="a window scan's read of a sub-window or final merge that took at least this many ms on "
-                         "earlier runs of the same query runs on the query thread, while the event loop goes on "
+                         "earlier runs of the same query runs on a query thread (one per lane: periodic, one-time), while the event loop goes on "
                          "with slides and other calls; 0: every one; negative: none, all on the event loop "
                          "(default 0.25)")
     sv.add_argument("--seal-offload-rows", type=int, default=100_000,

@@ -23,7 +23,7 @@ class ServerConfig:
     history_path: str | None = None    # also write the history as JSON lines
     history_keep: int = 200_000        # history records kept in memory for StreamHistory (a probe's reads are one)
     workers: int = 4                   # threads that decode large Arrow payloads off the gRPC event loop
-    offload_ms: float = 0.25           # window-scan reads and final merges this slow (measured) run on the query thread; < 0: none
+    offload_ms: float = 0.25           # window-scan reads and final merges this slow (measured) run on a query thread (Job.lane); < 0: none
     seal_offload_rows: int = 100_000   # a slide of this many rows or more is sealed on the seal thread (offload_ms < 0: none)
     read_during_seal: bool = True      # a query of a stream being sealed reads the sub-windows installed; False: it waits for the install
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
@@ -39,7 +39,7 @@ class ServerConfig:
     stuck_after_s: float = 10.0        # health says NOT_SERVING when the engine makes no progress this long
     grace_s: float = 5.0               # shutdown: time for in-flight work
     background_nice: int = 0           # the seal, decode and periodic query threads run this many nice steps below the loop thread (Linux)
-    switch_interval_ms: float = 0.25   # CPython GIL switch interval for the server process (the query thread hands the loop back this soon)
+    switch_interval_ms: float = 0.25   # CPython GIL switch interval for the server process (a query thread hands the loop back this soon)
     tls_cert: str | None = None        # PEM: serve TLS with this certificate chain ...
     tls_key: str | None = None         # ... and private key
     tls_client_ca: str | None = None   # PEM: require client certificates signed by these (mutual TLS)

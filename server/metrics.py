@@ -105,7 +105,7 @@ class _StoreCollector:
         yield CounterMetricFamily("windowstore_requests_shed", "requests refused for load (RESOURCE_EXHAUSTED)",
                                   value=s["shed"])
         o = s["offload"]
-        yield CounterMetricFamily("windowstore_query_jobs", "window-scan reads and final merges run on the query thread",
+        yield CounterMetricFamily("windowstore_query_jobs", "window-scan reads and final merges run on the query threads",
                                   value=o["jobs"])
         yield CounterMetricFamily("windowstore_query_jobs_discarded",
                                   "results of query-thread jobs thrown away (a slide or a cancel overtook them)",

@@ -986,7 +986,7 @@ class TemporalPlan:
     def _runs(self, sub) -> Runs:
         """The sealed sub-window's eager runs, built on its first read (timed when measuring)."""
         key = (self.spec.dcq_key, self.where_key)
-        with _EAGER_LOCK:  # reads run on the loop and on the query thread
+        with _EAGER_LOCK:  # reads run on the loop and on the query threads
             runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
         if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
             clock = self.clock if self.timed else None

@@ -206,7 +206,7 @@ class Stepper:
         """None when no begun query holds `name`'s window (Scheduler.held: serial's running query,
         or an attempt that fell back under ttu); else a future set once none does (or the stepper
         halts). A manual Slide awaits it before it is applied, so the holding query goes on with
-        its jobs on the query thread and the loop serves other calls meanwhile; applied while held,
+        its jobs on its lane's query thread and the loop serves other calls meanwhile; applied while held,
         the Slide would run the query's job on the loop, in its call (Engine.slide_now)."""
         if self.halted or self.loop is None or not self.sched.held(name):
             return None

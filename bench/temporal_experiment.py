@@ -336,10 +336,11 @@ def main() -> None:
     if args.aa:
         result["claim"] = claim(cells)
     save(result, args.out)
-    if only is None:
-        plot(result, args.out)
+    if only is None:  # an --aa run draws the claim's figure instead (docs/coalesce.md shows that one)
         if args.aa:
             plot_claim(result, args.out)
+        else:
+            plot(result, args.out)
     if args.aa:
         print(claim_text(result["claim"]))
     print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "

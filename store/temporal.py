@@ -568,18 +568,30 @@ def answer_rows(spec: Temporal, runs: Runs) -> list[tuple]:
 _EAGER_RUNS: "weakref.WeakKeyDictionary[SubWindow, dict]" = weakref.WeakKeyDictionary()
 _EAGER_LOCK = threading.Lock()
 
-# Per-operation costs (µs) of the store's two paths, measured by `python -m bench.temporal_experiment
-# --calibrate` from whole executions (its docstring says which corner cell gives which): eager
-# insert / merge = building a sealed sub-window's runs, per row (a new value / a repeated one); read
-# = the rest of an execution (merging the window's runs and answering) per run, with `STORE_STAMP`
-# the share of it per further timestamp of a run; split = re-merging one reading where a part
-# interleaves. Lazy read = one lazy execution per window row at cp 0, coalesce = its change per
-# share of repeated values (negative: fewer runs to build and answer). Nothing happens at expiry in
-# either (the runs go with their sub-window). `set_costs` replaces them (the experiment measures
-# them on its machine first).
-STORE_EAGER = OpCosts(read=5.1, insert=2.3, delete=0.0, detach=0.0, merge=1.9, split=1.0, coalesce=0.0)
-STORE_LAZY = OpCosts(read=5.5, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=-4.2)
+# Per-operation costs (µs) of the store's two paths, fitted by least squares to section 7's grid as
+# this store runs it (`python -m bench.temporal_fit --history`: every committed run of `make
+# coalesce-choice`, 726 cells; docs/coalesce.md, round 22): lazy's on the lazy plan's per-execution
+# medians, eager's on each cell's paired eager / lazy ratio times the fitted lazy, no cost of an
+# operation below zero. Eager read = an execution's work per run of its sub-windows (merging and
+# answering); the fit puts building the runs in it too (insert / merge, per row that starts / joins
+# a run, come out 0: one sub-window's runs are built per execution, in proportion to the runs read);
+# split = re-merging one reading where a part interleaves; `STORE_STAMP` the share of a read per
+# further timestamp (0 in every calibration). Lazy read = per window row, coalesce = its change per
+# share of repeated values (`choose`'s lazy_cp). Nothing happens at expiry in either (the runs go
+# with their sub-window). `set_costs` replaces them (`bench.temporal_experiment` without
+# --shipped-costs measures them on its machine first, as the paper set its own; under load those
+# move by more than the gaps decided, and its corner cells span less of eager's coalescing share).
+STORE_EAGER = OpCosts(read=2.311, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.380, coalesce=0.0)
+STORE_LAZY = OpCosts(read=2.495, insert=0.0, delete=0.0, detach=0.0, merge=0.0, split=0.0, coalesce=-1.963)
 STORE_STAMP = 0.0
+# The fit's error: the root mean square, over the grid's cells, of log(eager / lazy) predicted less
+# measured (the paired median) where the fit had not seen the cell: fitted on half the cells and
+# judged on the other half 0.064, on the other runs 0.056 to 0.075 (this largest is FIT_ERROR). Not
+# better than "no gap" everywhere (0.058): the model tells little here, where eager and lazy are
+# within some 15 % of each other; a cell's spread between runs is 0.019. The model is sure where its
+# predicted |log(eager / lazy)| is beyond SURE_Z times this (1.16 times apart).
+FIT_ERROR = 0.075
+SURE_Z = 2.0
 
 
 def set_costs(eager: OpCosts, lazy: OpCosts, stamp: float) -> None:
@@ -620,7 +632,8 @@ def eager_rates(parts: list[Runs]) -> tuple[float, float]:
     return 1 - runs / readings, (_merge(parts)[1] / later if later else 0.0)
 
 
-def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, boundaries: float = 1.0):
+def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, boundaries: float = 1.0,
+           lazy_cp: float | None = None):
     """Section 6.2's choice for one DCQ: (strategy, coalesce.Plan). The objective is CPU time over
     the life of a window's rows: each row is coalesced into its sub-window's runs once (eager's
     update), and read `reads_per_row` times (a periodic query's executions that see it; 1 for a
@@ -631,9 +644,17 @@ def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, bou
     a coalesced tuple's bytes: r = 1 and m = STORE_STAMP per further timestamp (merging copies the
     vector). The memory weight is 0: the store keeps the window's rows for every query whatever
     the strategy, and the weights undo the per-item normalisation (section 7.5 allows weights to
-    compensate), so that the weighted sum is time in µs."""
+    compensate), so that the weighted sum is time in µs. `lazy_cp` (rates' cp, the data's share of
+    repeated values; `cp` when None) is the share equation 6 coalesces: a lazy execution coalesces
+    the window's rows, whose runs are not cut at sub-window boundaries (section 7's grid reaches 0.9
+    of it where eager's share within a sub-window reaches 0.38)."""
     w = max(window_rows, 1)
-    wl = Workload(w=w, k=w, r_lazy=1.0, m=STORE_STAMP, ops=STORE_LAZY)
+    lazy = STORE_LAZY
+    if lazy_cp is not None and cp > 0:  # equation 6 reads the DCQ's cp: scale its coalesce cost to lazy's share
+        lazy = replace(lazy, coalesce=lazy.coalesce * lazy_cp / cp)
+    elif lazy_cp is not None:  # no eager share to scale: read lazy's change per repeated value as a read
+        lazy = replace(lazy, read=lazy.read + lazy.coalesce * lazy_cp)
+    wl = Workload(w=w, k=w, r_lazy=1.0, m=STORE_STAMP, ops=lazy)
     per_row = splits * boundaries  # re-merged readings per window row, per read
     oop = min(per_row, 1.0)
     split = STORE_EAGER.split * reads_per_row * max(per_row, 1.0)
@@ -697,23 +718,32 @@ class MeasuredChoice:
     evidence's median) plus the builds its last probe cost beyond a steady execution (`observe`'s
     `overhead`: an eager probe after a lazy spell builds the whole window's runs), capped at
     `max_gap`. Only the executions `timing` asks for are timed (rounds, each probe, the `keep`
-    before it and the one after it); the caller reports the others with `skip`."""
+    before it and the one after it); the caller reports the others with `skip`.
+
+    Where the cost model is sure (`sure`: its predicted log(other / choice), beyond its fitted error
+    by SURE_Z; issue 34: the model decides where it is sure, the choice measures where it is not)
+    there is no first round, and until a round runs a probe opens one only when it contradicts the
+    model by far: it finds the other cheaper by as much as the model said it was dearer (`sure`),
+    or the evidence's median does; a single probe's spread (about 10 % here) would otherwise open a
+    round at most probes where the gap is a few times the margin."""
 
     OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
-                 margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9):
+                 margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9,
+                 sure: float = 0.0):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be '{EAGER}' or '{LAZY}'")
         if not (0 <= trials <= max_trials and 1 <= max_trials and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
-                and 0 <= budget < 1 and 0.5 <= confidence < 1):
+                and 0 <= budget < 1 and 0.5 <= confidence < 1 and sure >= 0 and not (sure and trials)):
             raise ValueError("need 0 <= trials <= max_trials, 1 <= max_trials, 1 <= keep, 1 <= first_gap <= max_gap, 0 <= margin < 1, "
-                             "0 <= budget < 1 and 0.5 <= confidence < 1")
+                             "0 <= budget < 1, 0.5 <= confidence < 1, sure >= 0, and no trials where sure")
         self.strategy = Strategy(start)  # the choice
         self.model_choice = self.strategy
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
         self.budget = budget  # 0: gaps by doubling alone
         self.max_trials, self.confidence = max_trials, confidence
+        self.sure = sure  # the sure model's log(other / choice); 0 where it is not sure
         self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
         self.pairs: list[float] = []  # the evidence: log(eager / lazy) per pair, oldest first
         self.executions = 0
@@ -811,8 +841,11 @@ class MeasuredChoice:
             self._change(Strategy(other))  # the evidence, this probe included, is sure the other is cheaper
             return
         d = -x if self.strategy == EAGER else x
-        beyond = bool(evidence) and d < min(cut, evidence[int(self.OUTER * len(evidence))])
-        if beyond or mid < cut:  # the data may have drifted, or the evidence turned: decide again
+        if self.sure and self.rounds == 0:  # resting on a sure model: only a contradiction by far
+            opens = d < -self.sure or mid < -self.sure
+        else:
+            opens = (bool(evidence) and d < min(cut, evidence[int(self.OUTER * len(evidence))])) or mid < cut
+        if opens:  # the data may have drifted, or the evidence turned: decide again
             self._round, self._half = [], None
             self.rounds += 1
             self._next_probe = None
@@ -882,18 +915,21 @@ class MeasuredChoice:
         assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly when no round runs"
         assert self._round is None or len(self._round) < self.max_trials, "a round ran past max_trials pairs"
         assert self._half is None or self._round is not None, "an unpaired execution outside a round"
+        assert self.sure >= 0, "the sure model's predicted gap is negative"
 
 
-# MeasuredChoice's first round where the cost model's estimates are close: at least TRIALS pairs (the
-# sign test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with
-# a single execution's spread of about 10 %, measured on section 7's grid); where the estimates
-# differ by SURE times or more, no round (SURE_TRIALS: the probes alone check the model, since each
-# execution of the dearer strategy costs the difference). Section 7's store sweep
-# (docs/coalesce.md): the model picked the slower one only where the two were within some 30 %.
+# MeasuredChoice's first round where the cost model is unsure: at least TRIALS pairs (the sign
+# test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with a
+# single execution's spread of about 10 %, measured on section 7's grid). Where the model is sure
+# (its predicted log(eager / lazy) beyond SURE_Z x FIT_ERROR), no round (SURE_TRIALS: each
+# execution of the dearer strategy costs the difference), the probes alone check it, spaced by
+# their cost (BUDGET) (issue 34: the model decides where it is sure, the choice measures where it is not).
 TRIALS = 5
 MAX_TRIALS = 24
 SURE_TRIALS = 0
-SURE = 1.5
+# A probe that finds the other strategy a third cheaper contradicts any sure model (MeasuredChoice's
+# `sure` is at most this), however far the model put the two apart.
+MAX_SURE = math.log(1.5)
 # After the first round, probes cost at most BUDGET of the choice's time (MeasuredChoice's budget:
 # the other's excess and the builds a probe leaves), with gaps up to MAX_GAP executions: a strategy
 # twice as dear as the choice is probed every 100.
@@ -934,7 +970,7 @@ class TemporalPlan:
         self.eager_cp, self.splits = eager_rates([coalesce_rows(d) for d in decoded])
         reads = self.n_q / self.every if self.every else 1.0
         boundaries = (len(subs) - 1) / len(subs) if subs else 0.0
-        strategy, self.model = choose(self.eager_cp, self.splits, rows, reads, boundaries)
+        strategy, self.model = choose(self.eager_cp, self.splits, rows, reads, boundaries, lazy_cp=self.cp)
         return strategy
 
     def use(self, strategy: str) -> None:
@@ -948,18 +984,26 @@ class TemporalPlan:
     def measure_with(self, clock: Callable[[], float], choice: "MeasuredChoice | None" = None) -> None:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
         choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none). Where
-        the model estimates one strategy at least SURE times the other, SURE_TRIALS executions of
-        each check it (each execution of the dearer one costs the difference); elsewhere TRIALS."""
+        the model is sure (`model_gap` beyond SURE_Z x FIT_ERROR) no round checks it, only probes;
+        elsewhere a round of TRIALS to MAX_TRIALS pairs."""
         self.clock = clock
         if choice is None:
-            m = self.model
-            low, high = sorted((m.all_eager, m.all_lazy))
-            sure = low > 0 and high >= SURE * low
-            choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS, max_gap=MAX_GAP,
-                                    budget=BUDGET, max_trials=MAX_TRIALS)
+            gap = abs(self.model_gap())
+            sure = gap > SURE_Z * FIT_ERROR
+            choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS,
+                                    max_gap=MAX_GAP, budget=BUDGET,
+                                    max_trials=MAX_TRIALS, sure=min(gap, MAX_SURE) if sure else 0.0)
         self.measured = choice
         self.strategy = self.measured.next_strategy()
         self.timed = self.measured.timing()
+
+    def model_gap(self) -> float:
+        """The cost model's log(eager / lazy) estimate; where one estimate is not positive (the fitted
+        costs extrapolated far beyond the grid they were fitted on), as far as the other: sure."""
+        e, lz = self.model.all_eager, self.model.all_lazy
+        if e > 0 and lz > 0:
+            return math.log(e / lz)
+        return math.inf if e > lz else -math.inf
 
     def decoded(self, sub) -> list[tuple[tuple, int, Any]]:
         """(key tuple, ts, value) of one sub-window's selected rows, in append order."""
@@ -1055,9 +1099,10 @@ class TemporalPlan:
         c = self.measured
         if c is None:
             return f"coalesced {self.strategy} ({model})"
-        if c.measuring() and not c.pairs:
+        if not c.pairs:
+            sure = "; sure beyond its fitted error: no round, probes only" if c.sure else ""
             return (f"coalesced {c.strategy}, the cost model's choice until executions of both strategies measure "
-                    f"them ({model})")
+                    f"them ({model}{sure})")
         again = ", measuring both again" if c.measuring() else ""
         return (f"coalesced {c.strategy}, measured over this query's executions{again}: eager / lazy "
                 f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs; latest medians eager "

@@ -219,7 +219,7 @@ def replay(predictor, cells: list[dict], floor: float = FLOOR) -> dict:
     forced plan's: the cells where it picks the better (by the paired median), those where its
     paired median over the better exceeds the floor, and the worst."""
     over = [abs(c["log_ratio"]) for c in cells if (predictor(c) < 0) != (c["log_ratio"] <= 0)]
-    return {"better": len(cells) - len(over), "over_floor": sum(x > np.log1p(floor) for x in over),
+    return {"better": len(cells) - len(over), "over_floor": int(sum(x > np.log1p(floor) for x in over)),
             "worst": float(np.exp(max(over, default=0.0)))}
 
 

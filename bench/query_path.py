@@ -22,6 +22,7 @@ import pstats
 import statistics
 import time
 
+import numpy as np
 import pyarrow as pa
 
 from windowstore.server import rpc
@@ -68,7 +69,11 @@ def fill(driver: Driver) -> None:
         driver.command(Slide("p", 0.0)).result(30)
 
 
-def measure(kinds=None, profile: str | None = None, sort: str = "tottime") -> dict:
+def measure(kinds=None, profile: str | None = None, sort: str = "tottime", callers: int = 1,
+            evict: int | None = None) -> dict:
+    """CPU per call of each kind: one call after another; with `callers` > 1, that many concurrent
+    tasks; with `evict` (bytes, 0 for none), each call timed alone after that much memory was
+    written, so that the caches hold other data (0: the same timing without it)."""
     driver = Driver(ServerConfig(in_memory=True))
     driver.start()
     try:
@@ -79,11 +84,35 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime") -> di
         context = _Context()
         texts = {k: t for k, t, _ in QUERIES if kinds is None or k in kinds}
 
-        async def calls(data: bytes, n: int) -> float:
+        async def one_after_another(data: bytes, n: int) -> float:
             t0 = time.thread_time()
             for _ in range(n):
                 encode(await behave(decode(data), context))
             return (time.thread_time() - t0) / n
+
+        async def concurrently(data: bytes, n: int) -> float:
+            """`callers` tasks on the loop, each calling in turn, as grpc.aio runs concurrent calls."""
+            async def caller(k: int) -> None:
+                for _ in range(k):
+                    encode(await behave(decode(data), context))
+            t0 = time.thread_time()
+            await asyncio.gather(*(caller(n // callers) for _ in range(callers)))
+            return (time.thread_time() - t0) / (n // callers * callers)
+
+        async def cold_calls(data: bytes, n: int) -> float:
+            """Each call timed alone after `evict` bytes were written (outside the timing): what a
+            call costs when the caches hold other work's data, as between calls on a server."""
+            spent = 0.0
+            for _ in range(n):
+                if scratch is not None:
+                    scratch[::64] += 1  # a cache line each
+                t0 = time.thread_time()
+                encode(await behave(decode(data), context))
+                spent += time.thread_time() - t0
+            return spent / n
+
+        calls = cold_calls if evict is not None else concurrently if callers > 1 else one_after_another
+        scratch = np.zeros(evict, dtype=np.uint8) if evict else None
 
         async def main() -> dict:
             out = {}
@@ -178,9 +207,12 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="", help="comma-separated: probe, group, filter (default: all)")
     ap.add_argument("--profile", default=None, help="print cProfile's top functions of this kind instead")
     ap.add_argument("--stages", action="store_true", help="time each stage of a call alone instead")
+    ap.add_argument("--callers", type=int, default=1, help="concurrent callers (tasks on the loop)")
+    ap.add_argument("--evict", type=int, default=None, metavar="BYTES",
+                    help="time each call alone after writing BYTES of other memory (0: timed alone, no writing)")
     args = ap.parse_args(argv)
     kinds = set(args.kinds.split(",")) if args.kinds else None
-    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile), indent=1))
+    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict), indent=1))
     return 0
 
 

@@ -266,3 +266,48 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
         assert health(srv.address) == health_pb2.HealthCheckResponse.SERVING
     finally:
         srv.stop(5)
+
+
+def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exactly():
+    """Sixteen callers on the server's loop, as grpc.aio runs sixteen concurrent calls: each probe
+    is answered in its own call (Driver.submit gives no future to wait on: no scheduler step and no
+    loop round trip), which is the path the server takes under a load generator's concurrency
+    (docs/performance.md, Round 22), and each answer is the sum over the window's rows."""
+    import asyncio
+
+    import pyarrow as pa
+
+    from windowstore.store.kinds import Clock
+    from windowstore.store.parser import parse_statement
+    from windowstore.txn.commands import Slide
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1000, clock=Clock.MANUAL), 0)).result(10)
+        appended = []
+        for i in range(6):  # six slides of a four-sub-window window: the last four are in it
+            rows = [i * 10 + k for k in range(5)]
+            appended.append(rows)
+            driver.command(Append("s", pa.table({"ts": [0] * 5, "v": rows}), "", None, 0)).result(10)
+            driver.command(Slide("s", 0)).result(10)
+        want = sum(sum(rows) for rows in appended[-4:])
+        query = parse_statement("SELECT SUM(v) FROM s")
+
+        async def callers():
+            paths, answers = [], []
+
+            async def caller():
+                for _ in range(20):
+                    txn, done = driver.submit(query, 0)
+                    paths.append(done is None)
+                    answers.append((await done if done is not None else txn.result).answer.rows)
+                    await asyncio.sleep(0)  # (yield to the other callers: calls interleave)
+            await asyncio.gather(*(caller() for _ in range(16)))
+            return paths, answers
+        paths, answers = asyncio.run_coroutine_threadsafe(callers(), driver.loop).result(60)
+        assert len(paths) == 16 * 20 and all(paths)
+        assert answers == [[(want,)]] * (16 * 20)
+    finally:
+        driver.stop(5)

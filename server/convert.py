@@ -136,9 +136,10 @@ def _answer_template(columns: tuple[str, ...], types: tuple[str, ...], policy: s
     handler runs with caches that gRPC's own work between calls has refilled (docs/performance.md,
     Round 22). Read only: never modified once made."""
     decimals = [decimal_type(t) or (0, 0) for t in types]
-    return pb.Answer(columns=columns, column_types=[answer_type_to_pb(t) for t in types],
-                     column_precisions=[d[0] for d in decimals], column_scales=[d[1] for d in decimals],
-                     policy=policy, access=ACCESS_TO_PB[access], exact=exact, stream=stream)
+    out = pb.Answer(columns=columns, column_precisions=[d[0] for d in decimals], column_scales=[d[1] for d in decimals],
+                    policy=policy, access=ACCESS_TO_PB[access], exact=exact, stream=stream)
+    out.column_types.extend(answer_type_to_pb(t) for t in types)
+    return out
 
 
 def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | None = None) -> pb.Answer:

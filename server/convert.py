@@ -128,18 +128,11 @@ def stream_info_to_pb(stream, stopped: str | None) -> pb.StreamInfo:
 
 
 @lru_cache(maxsize=1024)
-def _answer_template(columns: tuple[str, ...], types: tuple[str, ...], policy: str, access: str, exact: bool,
-                     stream: str) -> pb.Answer:
-    """The fields every answer of a query repeats (its columns, their types, precisions and
-    scales, the policy, the access path, exactness, the stream), as one message that each answer
-    merges in one call: set one by one they were a sixth of a probe's call on a server, where the
-    handler runs with caches that gRPC's own work between calls has refilled (docs/performance.md,
-    Round 22). Read only: never modified once made."""
+def _column_types(types: tuple[str, ...]) -> tuple[list[int], list[int], list[int]]:
+    """An answer's column types, precisions and scales as the Answer message carries them (the
+    same few tuples come back with every answer of a query)."""
     decimals = [decimal_type(t) or (0, 0) for t in types]
-    out = pb.Answer(columns=columns, column_precisions=[d[0] for d in decimals], column_scales=[d[1] for d in decimals],
-                    policy=policy, access=ACCESS_TO_PB[access], exact=exact, stream=stream)
-    out.column_types.extend(answer_type_to_pb(t) for t in types)
-    return out
+    return [answer_type_to_pb(t) for t in types], [d[0] for d in decimals], [d[1] for d in decimals]
 
 
 def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | None = None) -> pb.Answer:
@@ -149,7 +142,11 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     a: CoreAnswer = result.answer
     if out is None:
         out = pb.Answer()
-    out.MergeFrom(_answer_template(tuple(a.columns), tuple(a.types or ()), result.policy, a.access, a.exact, stream))
+    types, precisions, scales = _column_types(tuple(a.types or ()))
+    out.columns.extend(a.columns)
+    out.column_types.extend(types)
+    out.column_precisions.extend(precisions)
+    out.column_scales.extend(scales)
     rows = out.rows
     for row in a.rows:
         values = rows.add().values
@@ -157,6 +154,9 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
             add_value(values, x)
     out.slide = int64(result.slide, "slide")
     out.restarts = result.restarts
+    out.policy = result.policy
+    out.access = ACCESS_TO_PB[a.access]
+    out.exact = a.exact
     out.query_id = query_id
     out.execution = result.execution
     out.late_slides = result.late_slides
@@ -166,6 +166,7 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
     if result.fallback:
         out.fallback = True
     out.answered_ms = result.answered_ms
+    out.stream = stream
     if result.window_start_ms is not None:
         out.window_start_ms = int64(result.window_start_ms, "window_start_ms")
         out.window_end_ms = int64(result.window_end_ms, "window_end_ms")  # type: ignore[arg-type]  # set with window_start_ms

@@ -207,30 +207,6 @@ def test_an_answer_row_encodes_each_value_as_value_to_pb_does(row):
     assert [v.WhichOneof("kind") for v in got.values] == [v.WhichOneof("kind") for v in want.values]
 
 
-def test_answers_of_one_query_each_carry_their_own_rows_and_the_query_s_columns_once():
-    """answer_to_pb merges the fields a query's answers repeat from one message kept per query: an
-    answer filled from it leaves it unchanged (each later answer has one copy of the columns and
-    only its own rows), and answers of other queries, streams or policies get their own."""
-    from windowstore.store.planner import Answer
-    from windowstore.txn import Result
-
-    def result(rows, columns=("s",), types=("int64",), policy="ttu", access="probe"):
-        return Result(Answer(list(columns), rows, access, types=list(types)), slide=3, window_start_ms=None,
-                      window_end_ms=None, staleness_ms=None, response_ms=0.5, restarts=0, policy=policy, txn="T",
-                      answered_ms=1.0)
-    made = [convert.answer_to_pb(result([(i,)]), "p", f"Q{i}") for i in range(3)]
-    for i, a in enumerate(made):
-        assert (list(a.columns), [r.values[0].int64_value for r in a.rows], a.stream, a.policy, a.query_id) == \
-            (["s"], [i], "p", "ttu", f"Q{i}")
-        assert list(a.column_types) == [pb.COLUMN_TYPE_INT64] and a.access == pb.ACCESS_PATH_PROBE and a.exact
-    other = convert.answer_to_pb(result([("x", 1.5)], ("k", "m"), ("string", "float64"), "lws", "window"), "q", "Q9")
-    assert (list(other.columns), list(other.column_types), other.stream, other.policy, other.access) == \
-        (["k", "m"], [pb.COLUMN_TYPE_STRING, pb.COLUMN_TYPE_FLOAT64], "q", "lws", pb.ACCESS_PATH_WINDOW)
-    assert (other.rows[0].values[0].string_value, other.rows[0].values[1].float64_value) == ("x", 1.5)
-    again = convert.answer_to_pb(result([(7,)]), "p", "Q7")
-    assert list(again.columns) == ["s"] and [r.values[0].int64_value for r in again.rows] == [7]
-
-
 # -- an internal error fails one query, is counted, and the scheduler goes on -------------------------
 def test_an_internal_error_fails_the_query_not_the_scheduler():
     clock = [0.0]

@@ -18,6 +18,7 @@ Python unary gRPC call (the health check).
 
     .venv/bin/python -m bench.run --only floor
     .venv/bin/python -m bench.floor_bench            # the same, printed as JSON
+    .venv/bin/python -m bench.floor_bench --ratios   # only the three ratios, each query between two floor runs
 """
 from __future__ import annotations
 

@@ -8,9 +8,12 @@ Stream `p` as floor_bench fills it (100 one-second sub-windows of 1,000 packets,
 the same three queries. CPU time of the loop thread per call (time.thread_time), the median of
 ROUNDS rounds of CALLS calls each, after a warm-up; `--stages` times the path's stages one at a
 time instead (the minimum of ROUNDS rounds each); `--profile KIND` prints cProfile's top functions
-of one kind (cProfile's own cost inflates every figure: read it as shares).
+of one kind (cProfile's own cost inflates every figure: read it as shares). `--evict BYTES` times
+each call alone after writing BYTES of other memory: on a server, gRPC's work between two calls
+leaves the caches holding its own code and data, and a call costs 1.6-2.8 times its warm figure
+(docs/performance.md, Round 22); `--callers N` runs N concurrent callers on the loop.
 
-    .venv/bin/python -m bench.query_path [--stages]
+    .venv/bin/python -m bench.query_path [--stages] [--evict 4000000] [--callers 16]
 """
 from __future__ import annotations
 

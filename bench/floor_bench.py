@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from windowstore.clients import AsyncClient, Client
-from windowstore.server.process import ServerProcess
+from windowstore.server.process import ServerProcess, cpu_seconds
 
 from .common import SCHEMA, packets
 
@@ -137,12 +137,6 @@ def fill(target: str) -> None:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system, all threads) of a process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
 def _core_busy() -> dict[int, float]:
     """Busy seconds per core so far (everything but idle and iowait)."""
     out = {}
@@ -157,7 +151,7 @@ def _core_busy() -> dict[int, float]:
 class Snapshot:
     def __init__(self, server_pid: int):
         self.t = time.monotonic()
-        self.server = _proc_cpu(server_pid)
+        self.server = cpu_seconds(server_pid)
         self.busy = _core_busy()
 
 

@@ -55,6 +55,35 @@ def test_a_due_slide_is_applied_before_a_read_that_arrives_after_its_due_time():
         driver.stop(5)
 
 
+def test_the_servers_own_writes_are_not_shed_when_clients_writes_are():
+    """--max-pending pushes back on clients; a write the server makes of its own (a step-down's
+    Unregister of the periodic queries it no longer serves, replication/manager.py) is applied
+    even then, or the query would stay registered on a follower, answering unread."""
+    from windowstore.store.errors import ResourceLimit
+    from windowstore.txn.commands import Register, Unregister
+
+    driver = Driver(ServerConfig(in_memory=True), clock=FakeClock(1_000_000.0))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1_000_000), 0)).result(10)
+        qid = driver.command(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 1.0)).result(10).task.id
+
+        def overloaded():  # (on the loop: calls from other threads are shed too)
+            limit, driver.config.max_pending = driver.config.max_pending, 0  # every client request shed
+            try:
+                with pytest.raises(ResourceLimit, match="overloaded"):
+                    driver.write(Unregister(qid, 0.0))
+                shed_kept = qid in driver.engine.periodic
+                driver.write(Unregister(qid, 0.0), own=True)
+                return shed_kept, qid in driver.engine.periodic
+            finally:
+                driver.config.max_pending = limit
+        assert driver.run(overloaded) == (True, False)
+    finally:
+        driver.stop(5)
+
+
 @pytest.fixture
 def server():
     srv = WindowStoreServer(ServerConfig(port=0, in_memory=True)).start()

@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: install test explore test-fast test-long bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
+.PHONY: install test explore test-fast test-long bench peer-bench demo loadtest experiment experiment-sim proto serve clean docs docs-serve
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -40,6 +40,11 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+# windowstore against DuckDB and chDB in process (issue 33's peers; chDB is installed here only)
+peer-bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[peer]'
+	$(PY) -m bench.peer_bench
 
 proto: $(STAMP)
 	$(PY) -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto --grpc_python_out=proto proto/windowstore/v1/*.proto

@@ -18,6 +18,7 @@ Python unary gRPC call (the health check).
 
     .venv/bin/python -m bench.run --only floor
     .venv/bin/python -m bench.floor_bench            # the same, printed as JSON
+    .venv/bin/python -m bench.floor_bench --ratios   # only the three ratios, each query between two floor runs
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from windowstore.clients import AsyncClient, Client
-from windowstore.server.process import ServerProcess
+from windowstore.server.process import ServerProcess, cpu_seconds
 
 from .common import SCHEMA, packets
 
@@ -136,12 +137,6 @@ def fill(target: str) -> None:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system, all threads) of a process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
 def _core_busy() -> dict[int, float]:
     """Busy seconds per core so far (everything but idle and iowait)."""
     out = {}
@@ -156,7 +151,7 @@ def _core_busy() -> dict[int, float]:
 class Snapshot:
     def __init__(self, server_pid: int):
         self.t = time.monotonic()
-        self.server = _proc_cpu(server_pid)
+        self.server = cpu_seconds(server_pid)
         self.busy = _core_busy()
 
 
@@ -447,6 +442,47 @@ def measure() -> dict:
     return res
 
 
+def ratios(rounds: int = 2, duration: float = 3.0) -> dict:
+    """The floor ratios alone, quickly (Round 20's protocol): the C-core generator on its core,
+    the server on the other; each query's run between two floor runs and its ratio taken to their
+    mean (floor, probe, floor, group, floor, filter, floor; `rounds` times on one server), with the
+    server's CPU per call and the load average beside each run. No waiting for a quiet machine:
+    on a shared one, read the load average with the figures."""
+    gen_core, srv_core = cores()
+    srv = start_server(srv_core)
+    try:
+        pid = srv.proc.pid
+        fill(srv.target)
+        cmd = lambda method, text: [sys.executable, "-m", "bench.floor_bench", "--ccore", srv.target,  # noqa: E731
+                                    "--method", method, "--query", text, "--concurrency", str(CALLERS),
+                                    "--duration", str(duration), "--warmup", str(WARMUP_S)]
+
+        def run(method: str, text: str = "") -> dict:
+            r = _drive(cmd(method, text), pid, gen_core, srv_core, WARMUP_S + duration + 60)
+            out = {k: r[k] for k in ("calls_per_s", "p50_ms", "p99_ms", "errors") if k in r}
+            if "server_cpu" in r and r["calls_per_s"]:
+                out["server_cpu_us_per_call"] = r["server_cpu"] / r["calls_per_s"] * 1e6
+            out["loadavg"] = Path("/proc/loadavg").read_text().split()[0]
+            return out
+        res: dict = {k: [] for k, _, _ in QUERIES}
+        floors: list[dict] = []
+        for _ in range(rounds):
+            before = run("health")
+            floors.append(before)
+            for key, text, goal in QUERIES:
+                q = run("query", text)
+                after = run("health")
+                floors.append(after)
+                q["ratio"] = q["calls_per_s"] / ((before["calls_per_s"] + after["calls_per_s"]) / 2)
+                res[key].append(q)
+                before = after
+    finally:
+        srv.stop()
+    return {"floor": floors, **res,
+            "ratios": {k: [round(q["ratio"], 3) for q in res[k]] for k, _, _ in QUERIES},
+            "goals": {k: goal for k, _, goal in QUERIES}}
+
+
 def _cpu_note(r: dict) -> str:
     parts = []
     if "event_loop_utilization" in r:
@@ -541,6 +577,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="the floor bench, printed as JSON (internal modes: --sdk, --ccore)")
     ap.add_argument("--sdk", metavar="TARGET", help="only the SDK's single-caller figures against TARGET")
     ap.add_argument("--ccore", metavar="TARGET", help="only one run of the C-core cross-check generator against TARGET")
+    ap.add_argument("--ratios", action="store_true",
+                    help="only the floor ratios, quickly: each query's run between two floor runs (C-core generator)")
+    ap.add_argument("--rounds", type=int, default=2, help="--ratios: runs of each query on the one server")
     ap.add_argument("--method", choices=["health", "query"], default="health")
     ap.add_argument("--query", default="")
     ap.add_argument("--concurrency", type=int, default=CALLERS)
@@ -549,6 +588,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.sdk:
         print(json.dumps(_sdk(args.sdk)))
+        return 0
+    if args.ratios:
+        print(json.dumps(ratios(args.rounds, args.duration), indent=1))
         return 0
     if args.ccore:
         print(json.dumps(_ccore_run(args.ccore, args.method, args.query, args.concurrency, args.duration, args.warmup)))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import threading
 import time
 
@@ -46,13 +45,7 @@ def _rss(procs) -> int:
 
 def _cpu_s(procs) -> float:
     """The servers' CPU time so far (user + system, all threads), seconds (Linux /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for p in procs:
-        with open(f"/proc/{p.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
-    return total / tick
+    return sum(p.cpu_seconds() for p in procs)
 
 
 def _run(servers: int, partitions: int, rows: int, batch: int, queries: int, clients: int) -> dict:

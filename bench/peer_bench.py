@@ -8,7 +8,13 @@ Three query classes: the whole-window SUM (a synopsis probe), the top-10 sources
 10 s (per-key running totals), COUNT(*) with a filter over 10 s (a scan). Every windowstore answer
 is checked equal to DuckDB over the window bounds it reported (a reference table that keeps every
 row), so a faster wrong answer cannot count. Figures are ratios measured in one run: DuckDB's
-time over windowstore's (above 1: windowstore faster)."""
+time over windowstore's (above 1: windowstore faster).
+
+chDB (ClickHouse embedded in the process, `pip install -e '.[peer]'`, `make peer-bench`) is the
+second peer when it is installed: a Memory table appended from Arrow, the rows that left the
+window deleted once a second of event time, on one session whose calls are serialised (two
+threads calling one session at once hang). Its answers are checked against DuckDB's over every
+row too."""
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -75,6 +81,54 @@ class DuckWindow:
 
     def expire(self, end_s: int, con=None) -> None:
         (con or self.con).execute("DELETE FROM t WHERE ts < ?", [(end_s - WINDOW_S) * 1000])
+
+    def cursor(self):
+        return self.con.cursor()
+
+    @staticmethod
+    def rows(con, kind: str, lo: int, hi: int) -> list:
+        return con.execute(QUERIES[kind][1], [lo, hi]).fetchall()
+
+
+# the same queries in ClickHouse's dialect (named, typed parameters), at DuckDB's two threads
+CH_QUERIES = {kind: sql.replace("ts >= ? AND ts < ?", "ts >= {lo:Int64} AND ts < {hi:Int64}") + " SETTINGS max_threads = 2"
+              for kind, (_, sql) in QUERIES.items()}
+
+
+def chdb_installed() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("chdb") is not None
+
+
+class ChWindow:
+    """The second peer: chDB (ClickHouse in process) holding the window in memory (a Memory table:
+    its scans took a fifth of a MergeTree's partitioned by second here), appended from Arrow, the
+    rows older than the window deleted once a second of event time (a mutation, synchronous on a
+    Memory table). One session, its calls serialised by a lock (the cursor is the window itself)."""
+
+    def __init__(self, threads: int = 2):
+        from chdb import session
+
+        self.session = session.Session()
+        self.lock = threading.Lock()
+        self.session.query("CREATE TABLE t (ts Int64, src String, bytes Int64, lat Float64) ENGINE = Memory")
+
+    def append(self, batch: pa.Table, con=None) -> None:
+        with self.lock:  # (chDB's Python() table function reads the local variable `batch`)
+            self.session.query("INSERT INTO t SELECT ts, src, bytes, lat FROM Python(batch)")
+
+    def expire(self, end_s: int, con=None) -> None:
+        with self.lock:
+            self.session.query("ALTER TABLE t DELETE WHERE ts < {cut:Int64}", params={"cut": (end_s - WINDOW_S) * 1000})
+
+    def cursor(self):
+        return self
+
+    @staticmethod
+    def rows(con, kind: str, lo: int, hi: int) -> list:
+        with con.lock:
+            table = con.session.query(CH_QUERIES[kind], "ArrowTable", params={"lo": lo, "hi": hi})
+        return [tuple(r.values()) for r in table.to_pylist()]
 
 
 def _ms(samples: list[float]) -> tuple[float, float]:
@@ -162,15 +216,16 @@ def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, k
         return _writers(srv.target, [(w * per, per, parts, k) for w in range(writers)], keyed)
 
 
-def duckdb_ingest(parts: int, writers: int) -> float:
-    """Rows/s into DuckDB in process: the same batches; each writer a thread with its own cursor.
+def duckdb_ingest(parts: int, writers: int, peer=DuckWindow) -> float:
+    """Rows/s into DuckDB in process (or `peer`, chDB's ChWindow): the same batches; each writer a
+    thread with its own cursor.
     Once per second of event time (the newest any writer finished) the rows older than the window
     are deleted, by one thread at a time: two DELETEs of the same rows in concurrent transactions
     conflict in DuckDB ("Conflict on tuple deletion"), so a user serializes them. A writer thread
     that fails fails the run (its rows were never written)."""
     batches = Batches()
     seconds = INGEST_ROWS // SECOND_ROWS
-    db = DuckWindow()
+    db = peer()
     per = seconds // writers
     work = [[(i, batches.split(i, parts)) for i in range(w * per, (w + 1) * per)] for w in range(writers)]
     expiring = threading.Lock()
@@ -179,7 +234,7 @@ def duckdb_ingest(parts: int, writers: int) -> float:
 
     def write(jobs):
         try:
-            con = db.con.cursor()
+            con = db.cursor()
             for i, bs in jobs:
                 for b in bs:
                     db.append(b, con)
@@ -197,7 +252,7 @@ def duckdb_ingest(parts: int, writers: int) -> float:
         t.join()
     wall = time.perf_counter() - t0
     if errors:
-        raise WriterFailed(f"{len(errors)} of {writers} DuckDB writer threads failed: {errors[0]!r}") from errors[0]
+        raise WriterFailed(f"{len(errors)} of {writers} {peer.__name__} writer threads failed: {errors[0]!r}") from errors[0]
     return sum(b.num_rows for jobs in work for _, bs in jobs for b in bs) / wall
 
 
@@ -213,13 +268,16 @@ class Checker:
         self.con.execute("CREATE TABLE t (ts BIGINT, src VARCHAR, bytes BIGINT, lat DOUBLE)")
         self.through = 0
 
-    def check(self, kind: str, answer) -> None:
-        while self.through * 1000 < answer.window_end_ms:
+    def want(self, kind: str, lo: int, hi: int) -> list[tuple]:
+        while self.through * 1000 < hi:
             self.con.from_arrow(self.batches.second(self.through)).insert_into("t")
             self.through += 1
-        want = self.con.execute(QUERIES[kind][1], [answer.window_start_ms, answer.window_end_ms]).fetchall()
+        return [tuple(r) for r in self.con.execute(QUERIES[kind][1], [lo, hi]).fetchall()]
+
+    def check(self, kind: str, answer) -> None:
+        want = self.want(kind, answer.window_start_ms, answer.window_end_ms)
         got = [tuple(r) for r in answer.rows]
-        assert [tuple(r) for r in want] == got, (kind, answer.window_start_ms, answer.window_end_ms, got[:3], want[:3])
+        assert want == got, (kind, answer.window_start_ms, answer.window_end_ms, got[:3], want[:3])
 
 
 def _ws_latencies(ws: Client, kind: str, n: int, until: float | None, checker: Checker | None) -> list[float]:
@@ -236,16 +294,15 @@ def _ws_latencies(ws: Client, kind: str, n: int, until: float | None, checker: C
     return out
 
 
-def _duck_latencies(con, kind: str, bounds: tuple[int, int] | None, n: int, until: float | None,
+def _peer_latencies(peer, con, kind: str, bounds: tuple[int, int] | None, n: int, until: float | None,
                     end_ms=None) -> list[float]:
-    sql = QUERIES[kind][1]
     out = []
     while len(out) < n or (until is not None and time.monotonic() < until):
         lo, hi = bounds if bounds is not None else end_ms()
         if kind != "probe":
             lo = hi - 10_000
         t0 = time.perf_counter()
-        con.execute(sql, [lo, hi]).fetchall()
+        peer.rows(con, kind, lo, hi)
         out.append(time.perf_counter() - t0)
     return out
 
@@ -310,22 +367,34 @@ def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
         if proc.exitcode != 0:
             raise WriterFailed(f"the writer under ingest exited with {proc.exitcode}")
         res[("ws", "ingest while queried")] = rows / wall
-    db = DuckWindow()
+    res.update(peer_queries(DuckWindow, "duck", batches, samples, busy_s, checker))
+    if chdb_installed():
+        res.update(peer_queries(ChWindow, "chdb", batches, samples, busy_s, checker))
+    return res
+
+
+def peer_queries(peer, name: str, batches: Batches, samples: int, busy_s: float, checker: Checker) -> dict:
+    """A peer's p50/p99 (ms) per query class, idle and under ingest (a thread of this process
+    appends: the peer is embedded, no other process can), and its ingest rate while queried; its
+    idle answers checked against `checker` (DuckDB over every row)."""
+    res: dict = {}
+    db = peer()
     for i in range(WINDOW_S + 1):
         db.append(batches.second(i))
         db.expire(i + 1)
     end = (WINDOW_S + 1) * 1000
     for kind in QUERIES:
-        db.con.execute(QUERIES[kind][1], [end - WINDOW_S * 1000, end]).fetchall()  # once unmeasured
-        res[("duck", kind, "idle")] = _ms(_duck_latencies(db.con, kind, (end - WINDOW_S * 1000, end), samples, None))
-    # under ingest: a thread of this process appends (DuckDB is embedded: no other process can)
+        lo = end - (WINDOW_S * 1000 if kind == "probe" else 10_000)
+        got = peer.rows(db.cursor(), kind, lo, end)  # once unmeasured, and checked
+        assert got == checker.want(kind, lo, end), (name, kind, got[:3])
+        res[(name, kind, "idle")] = _ms(_peer_latencies(peer, db.cursor(), kind, (end - WINDOW_S * 1000, end), samples, None))
     stop_t = threading.Event()
     state = {"end": end, "rows": 0}
     errors: list[BaseException] = []
 
     def feed():
         try:
-            con = db.con.cursor()
+            con = db.cursor()
             i = WINDOW_S + 1
             t0 = time.perf_counter()
             while not stop_t.is_set():
@@ -338,46 +407,57 @@ def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
             errors.append(e)
     feeder = threading.Thread(target=feed)
     feeder.start()
-    q = db.con.cursor()
+    q = db.cursor()
     for kind in QUERIES:
-        res[("duck", kind, "busy")] = _ms(_duck_latencies(
-            q, kind, None, 0, time.monotonic() + busy_s / 3, end_ms=lambda: (state["end"] - WINDOW_S * 1000,
-                                                                             state["end"])))
+        res[(name, kind, "busy")] = _ms(_peer_latencies(
+            peer, q, kind, None, 0, time.monotonic() + busy_s / 3, end_ms=lambda: (state["end"] - WINDOW_S * 1000,
+                                                                                   state["end"])))
     stop_t.set()
     feeder.join()
     if errors:
-        raise WriterFailed(f"the DuckDB writer under ingest failed: {errors[0]!r}") from errors[0]
-    res[("duck", "ingest while queried")] = state["rows"] / state["wall"]
+        raise WriterFailed(f"the {peer.__name__} writer under ingest failed: {errors[0]!r}") from errors[0]
+    res[(name, "ingest while queried")] = state["rows"] / state["wall"]
     return res
+
+
+# the peers: (key in queries()' results, name, ingest), chDB's when it is installed
+PEERS = [("duck", "DuckDB", lambda parts, writers: duckdb_ingest(parts, writers)),
+         ("chdb", "chDB", lambda parts, writers: duckdb_ingest(parts, writers, ChWindow))]
 
 
 def run() -> list[dict]:
     out = []
+    peers = PEERS if chdb_installed() else PEERS[:1]
     for parts, writers in ((1, 1), (10, 1), (1, 10)):
-        ws_rate, duck_rate = windowstore_ingest(parts, writers), duckdb_ingest(parts, writers)
+        ws_rate = windowstore_ingest(parts, writers)
         rows = SECOND_ROWS // parts
         k = IN_FLIGHT.get(parts, 1)
-        out.append({"name": f"ingest, {writers} writer{'s' if writers > 1 else ''}, Arrow batches of {rows:,} rows, "
-                            f"{k} Append{'s' if k > 1 else ''} in flight each, "
-                            f"{INGEST_ROWS / 1e6:.0f} M rows: windowstore (its own process) vs DuckDB in process "
-                            "(deleting what left the window once a second of event time)",
-                    "value": [ws_rate, duck_rate, ws_rate / duck_rate],
-                    "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s = {ws_rate / duck_rate:.2f}x",
-                    "target": ">= 1.5x DuckDB"})
+        for _, name, ingest in peers:
+            rate = ingest(parts, writers)
+            how = ("deleting what left the window once a second of event time" if name == "DuckDB" else
+                   "a Memory table, one session, deleting what left the window once a second of event time")
+            out.append({"name": f"ingest, {writers} writer{'s' if writers > 1 else ''}, Arrow batches of {rows:,} rows, "
+                                f"{k} Append{'s' if k > 1 else ''} in flight each, "
+                                f"{INGEST_ROWS / 1e6:.0f} M rows: windowstore (its own process) vs {name} in process ({how})",
+                        "value": [ws_rate, rate, ws_rate / rate],
+                        "shown": f"{ws_rate / 1e6:.2f} M vs {rate / 1e6:.2f} M rows/s = {ws_rate / rate:.2f}x",
+                        "target": f">= 1.5x {name}"})
     res = queries()
     for kind in QUERIES:
         for mode in ("idle", "busy"):
-            (w50, w99), (d50, d99) = res[("ws", kind, mode)], res[("duck", kind, mode)]
-            goal = 3.0 if kind in SYNOPSIS_BACKED else 1.0
-            out.append({"name": f"{kind} ({QUERIES[kind][0]}), {'idle' if mode == 'idle' else 'under ingest'}: "
-                                f"windowstore p50 / p99 {w50:.2f} / {w99:.2f} ms, DuckDB {d50:.2f} / {d99:.2f} ms; "
-                                "DuckDB's time over windowstore's at p50 / p99",
-                        "value": [w50, w99, d50, d99, d50 / w50, d99 / w99],
-                        "shown": f"{d50 / w50:.2f}x / {d99 / w99:.2f}x",
-                        "target": f">= {goal:g}x"})
-    ws_rate, duck_rate = res[("ws", "ingest while queried")], res[("duck", "ingest while queried")]
-    out.append({"name": "ingest while the queries above run (one writer, one-second batches, back to back)",
-                "value": [ws_rate, duck_rate], "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s",
+            for key, name, _ in peers:
+                (w50, w99), (d50, d99) = res[("ws", kind, mode)], res[(key, kind, mode)]
+                goal = 3.0 if kind in SYNOPSIS_BACKED else 1.0
+                out.append({"name": f"{kind} ({QUERIES[kind][0]}), {'idle' if mode == 'idle' else 'under ingest'}: "
+                                    f"windowstore p50 / p99 {w50:.2f} / {w99:.2f} ms, {name} {d50:.2f} / {d99:.2f} ms; "
+                                    f"{name}'s time over windowstore's at p50 / p99",
+                            "value": [w50, w99, d50, d99, d50 / w50, d99 / w99],
+                            "shown": f"{d50 / w50:.2f}x / {d99 / w99:.2f}x",
+                            "target": f">= {goal:g}x"})
+    rates = [res[("ws", "ingest while queried")]] + [res[(key, "ingest while queried")] for key, _, _ in peers]
+    out.append({"name": "ingest while the queries above run (one writer, one-second batches, back to back): windowstore vs "
+                        + " vs ".join(name for _, name, _ in peers),
+                "value": rates, "shown": " vs ".join(f"{r / 1e6:.2f} M" for r in rates) + " rows/s",
                 "target": ""})
     return out
 

@@ -8,9 +8,12 @@ Stream `p` as floor_bench fills it (100 one-second sub-windows of 1,000 packets,
 the same three queries. CPU time of the loop thread per call (time.thread_time), the median of
 ROUNDS rounds of CALLS calls each, after a warm-up; `--stages` times the path's stages one at a
 time instead (the minimum of ROUNDS rounds each); `--profile KIND` prints cProfile's top functions
-of one kind (cProfile's own cost inflates every figure: read it as shares).
+of one kind (cProfile's own cost inflates every figure: read it as shares). `--evict BYTES` times
+each call alone after writing BYTES of other memory: on a server, gRPC's work between two calls
+leaves the caches holding its own code and data, and a call costs 1.6-2.8 times its warm figure
+(docs/performance.md, Round 22); `--callers N` runs N concurrent callers on the loop.
 
-    .venv/bin/python -m bench.query_path [--stages]
+    .venv/bin/python -m bench.query_path [--stages] [--evict 4000000] [--callers 16]
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import pstats
 import statistics
 import time
 
+import numpy as np
 import pyarrow as pa
 
 from windowstore.server import rpc
@@ -68,7 +72,11 @@ def fill(driver: Driver) -> None:
         driver.command(Slide("p", 0.0)).result(30)
 
 
-def measure(kinds=None, profile: str | None = None, sort: str = "tottime") -> dict:
+def measure(kinds=None, profile: str | None = None, sort: str = "tottime", callers: int = 1,
+            evict: int | None = None) -> dict:
+    """CPU per call of each kind: one call after another; with `callers` > 1, that many concurrent
+    tasks; with `evict` (bytes, 0 for none), each call timed alone after that much memory was
+    written, so that the caches hold other data (0: the same timing without it)."""
     driver = Driver(ServerConfig(in_memory=True))
     driver.start()
     try:
@@ -79,11 +87,35 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime") -> di
         context = _Context()
         texts = {k: t for k, t, _ in QUERIES if kinds is None or k in kinds}
 
-        async def calls(data: bytes, n: int) -> float:
+        async def one_after_another(data: bytes, n: int) -> float:
             t0 = time.thread_time()
             for _ in range(n):
                 encode(await behave(decode(data), context))
             return (time.thread_time() - t0) / n
+
+        async def concurrently(data: bytes, n: int) -> float:
+            """`callers` tasks on the loop, each calling in turn, as grpc.aio runs concurrent calls."""
+            async def caller(k: int) -> None:
+                for _ in range(k):
+                    encode(await behave(decode(data), context))
+            t0 = time.thread_time()
+            await asyncio.gather(*(caller(n // callers) for _ in range(callers)))
+            return (time.thread_time() - t0) / (n // callers * callers)
+
+        async def cold_calls(data: bytes, n: int) -> float:
+            """Each call timed alone after `evict` bytes were written (outside the timing): what a
+            call costs when the caches hold other work's data, as between calls on a server."""
+            spent = 0.0
+            for _ in range(n):
+                if scratch is not None:
+                    scratch[::64] += 1  # a cache line each
+                t0 = time.thread_time()
+                encode(await behave(decode(data), context))
+                spent += time.thread_time() - t0
+            return spent / n
+
+        calls = cold_calls if evict is not None else concurrently if callers > 1 else one_after_another
+        scratch = np.zeros(evict, dtype=np.uint8) if evict else None
 
         async def main() -> dict:
             out = {}
@@ -178,9 +210,12 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default="", help="comma-separated: probe, group, filter (default: all)")
     ap.add_argument("--profile", default=None, help="print cProfile's top functions of this kind instead")
     ap.add_argument("--stages", action="store_true", help="time each stage of a call alone instead")
+    ap.add_argument("--callers", type=int, default=1, help="concurrent callers (tasks on the loop)")
+    ap.add_argument("--evict", type=int, default=None, metavar="BYTES",
+                    help="time each call alone after writing BYTES of other memory (0: timed alone, no writing)")
     args = ap.parse_args(argv)
     kinds = set(args.kinds.split(",")) if args.kinds else None
-    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile), indent=1))
+    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict), indent=1))
     return 0
 
 

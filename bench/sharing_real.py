@@ -27,6 +27,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -109,6 +110,7 @@ class Drive:
     onetime_server_ms: list[float] = field(default_factory=list)  # the server's response_ms
     register_s: float = 0.0
     counters: dict = field(default_factory=dict)  # GetStats' `counters` over the measured span (end minus start)
+    server_cpu_s: float = 0.0  # the server process's CPU seconds over the measured span (all threads)
 
 
 def counters(stats: dict) -> dict[str, int]:
@@ -130,17 +132,18 @@ class SlowRegistration(Exception):
 
 
 def drive(target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-          seed: int = 1, scale: int = 1, register_s: float = 60.0) -> Drive:
+          seed: int = 1, scale: int = 1, register_s: float = 60.0, cpu: Callable[[], float] = lambda: 0.0) -> Drive:
     """Fill the stream's window (KEEP sub-windows, back to back), register `items`, then append and
     slide at `rate` rows/s in sub-windows of `subwindow_ms` (paced here, on a manual clock) for
     `warmup_s` and then `seconds` measured, with one one-time query a second on another thread.
-    SlowRegistration when registering takes more than `register_s` (the run is not made)."""
+    SlowRegistration when registering takes more than `register_s` (the run is not made). `cpu()`:
+    the server's CPU seconds so far (its figure over the measured span is `server_cpu_s`)."""
     with Client(target, timeout=120) as ws:
-        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s)
+        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, cpu)
 
 
 def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-           seed: int, scale: int, register_s: float) -> Drive:
+           seed: int, scale: int, register_s: float, cpu: Callable[[], float]) -> Drive:
     rng = np.random.default_rng(seed)
     streams = sorted({p.stream for p in items})
     for name in streams:
@@ -178,6 +181,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
     prober.start()
     k = KEEP
     before: dict = {}
+    cpu0 = 0.0
     start = time.monotonic()
     total = warmup_s + seconds
     n = 0
@@ -186,6 +190,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
             if not run.t0_ms and now >= warmup_s:
                 run.t0_ms, run.slide0 = time.time() * 1000, k - 1
                 before = counters(ws.stats())
+                cpu0 = cpu()
             ingest(k)
             k += 1
             n += 1
@@ -193,6 +198,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
             if pause > 0:
                 time.sleep(pause)
         run.t1_ms, run.slide1 = time.time() * 1000, k - 1
+        run.server_cpu_s = cpu() - cpu0
         after = counters(ws.stats())
         run.counters = {key: after[key] - before.get(key, 0) for key in after}
     finally:
@@ -216,7 +222,10 @@ def figures(run: Drive) -> dict:
     second in the measured span; latency, per query the mean of `lateness` over its answers
     delivered in the span, averaged over the queries answered there (None when none was; the
     queries never answered in the span are counted apart, `unanswered_queries`); late answers (server's
-    late_slides > 0); the one-time queries' response times."""
+    late_slides > 0); the one-time queries' response times; answers per CPU second of the server
+    (8.5's throughput is that of an overloaded server, its capacity over the cost of an answer: on
+    a shared machine whose other load moves the capacity, answers per CPU second is the cost's
+    part of it, ingest and one-time queries included)."""
     span_s = (run.t1_ms - run.t0_ms) / 1000
     delivered = late_answers = 0
     per_query = []
@@ -237,6 +246,8 @@ def figures(run: Drive) -> dict:
     return {"register_s": run.register_s, "answers": delivered, "seconds": round(span_s, 2), "slides": slides,
             "slides_per_s": round(slides / span_s, 2) if span_s else 0.0,
             "throughput": round(delivered / span_s, 2) if span_s else 0.0,
+            "server_cpu_s": round(run.server_cpu_s, 2),
+            "answers_per_cpu_s": round(delivered / run.server_cpu_s, 2) if run.server_cpu_s else None,
             "latency": round(sum(per_query) / len(per_query), 3) if per_query else None,  # (no answer: none)
             "late_answers": late_answers, "unanswered_queries": starved,
             "onetime": len(ot), "onetime_ms_mean": round(sum(ot) / len(ot), 1) if ot else None,
@@ -279,7 +290,7 @@ def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: flo
     scale = 2 if rate >= 3000 else 1
     with ServerProcess("--sharing", mode, "--policy", policy, "--max-periodic-queries", "10000") as s:
         try:
-            run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s)
+            run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, s.cpu_seconds)
         except SlowRegistration as e:
             return Point(mode, len(items), rate, subwindow_ms, 0, {"registered": e.registered, "register_s": e.seconds},
                          f"registering {len(items)} queries took more than {register_s:g} s ({e})", policy, streams)

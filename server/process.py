@@ -40,11 +40,23 @@ class ServerProcess:
             out, err = self.proc.communicate()
         return self.proc.returncode, out, err
 
+    def cpu_seconds(self) -> float:
+        """The server's CPU time so far (user + system, all its threads), seconds."""
+        return cpu_seconds(self.proc.pid)
+
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time so far (user + system, all threads), seconds (Linux: /proc/PID/stat's
+    utime and stime, fields 14 and 15)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_ports(n: int) -> list[int]:

@@ -55,6 +55,35 @@ def test_a_due_slide_is_applied_before_a_read_that_arrives_after_its_due_time():
         driver.stop(5)
 
 
+def test_the_servers_own_writes_are_not_shed_when_clients_writes_are():
+    """--max-pending pushes back on clients; a write the server makes of its own (a step-down's
+    Unregister of the periodic queries it no longer serves, replication/manager.py) is applied
+    even then, or the query would stay registered on a follower, answering unread."""
+    from windowstore.store.errors import ResourceLimit
+    from windowstore.txn.commands import Register, Unregister
+
+    driver = Driver(ServerConfig(in_memory=True), clock=FakeClock(1_000_000.0))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1_000_000), 0)).result(10)
+        qid = driver.command(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 1.0)).result(10).task.id
+
+        def overloaded():  # (on the loop: calls from other threads are shed too)
+            limit, driver.config.max_pending = driver.config.max_pending, 0  # every client request shed
+            try:
+                with pytest.raises(ResourceLimit, match="overloaded"):
+                    driver.write(Unregister(qid, 0.0))
+                shed_kept = qid in driver.engine.periodic
+                driver.write(Unregister(qid, 0.0), own=True)
+                return shed_kept, qid in driver.engine.periodic
+            finally:
+                driver.config.max_pending = limit
+        assert driver.run(overloaded) == (True, False)
+    finally:
+        driver.stop(5)
+
+
 @pytest.fixture
 def server():
     srv = WindowStoreServer(ServerConfig(port=0, in_memory=True)).start()
@@ -266,3 +295,48 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
         assert health(srv.address) == health_pb2.HealthCheckResponse.SERVING
     finally:
         srv.stop(5)
+
+
+def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exactly():
+    """Sixteen callers on the server's loop, as grpc.aio runs sixteen concurrent calls: each probe
+    is answered in its own call (Driver.submit gives no future to wait on: no scheduler step and no
+    loop round trip), which is the path the server takes under a load generator's concurrency
+    (docs/performance.md, Round 22), and each answer is the sum over the window's rows."""
+    import asyncio
+
+    import pyarrow as pa
+
+    from windowstore.store.kinds import Clock
+    from windowstore.store.parser import parse_statement
+    from windowstore.txn.commands import Slide
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1000, clock=Clock.MANUAL), 0)).result(10)
+        appended = []
+        for i in range(6):  # six slides of a four-sub-window window: the last four are in it
+            rows = [i * 10 + k for k in range(5)]
+            appended.append(rows)
+            driver.command(Append("s", pa.table({"ts": [0] * 5, "v": rows}), "", None, 0)).result(10)
+            driver.command(Slide("s", 0)).result(10)
+        want = sum(sum(rows) for rows in appended[-4:])
+        query = parse_statement("SELECT SUM(v) FROM s")
+
+        async def callers():
+            paths, answers = [], []
+
+            async def caller():
+                for _ in range(20):
+                    txn, done = driver.submit(query, 0)
+                    paths.append(done is None)
+                    answers.append((await done if done is not None else txn.result).answer.rows)
+                    await asyncio.sleep(0)  # (yield to the other callers: calls interleave)
+            await asyncio.gather(*(caller() for _ in range(16)))
+            return paths, answers
+        paths, answers = asyncio.run_coroutine_threadsafe(callers(), driver.loop).result(60)
+        assert len(paths) == 16 * 20 and all(paths)
+        assert answers == [[(want,)]] * (16 * 20)
+    finally:
+        driver.stop(5)

@@ -100,8 +100,12 @@ class _Driver:
                 pass
         self.group_commit = self.stepper = _Dirty()
         self.ended: dict[str, str] = {}  # periodic query id -> how its subscriptions ended
+        self.overloaded = False  # (Driver._admit: clients' writes shed, the server's own not)
 
-    def write(self, cmd):
+    def write(self, cmd, own: bool = False):
+        if self.overloaded and not own:
+            from windowstore.store.errors import ResourceLimit
+            raise ResourceLimit("the server is overloaded")
         return self.engine.apply(cmd), None
 
     def fail_periodic(self, query_ids, error) -> None:
@@ -641,6 +645,7 @@ def test_a_replica_that_steps_down_unregisters_its_periodic_queries_and_names_th
     q = eng.apply(Register("", "SELECT COUNT(*) FROM s [SLIDE 1 SUBWINDOWS]", 0, 1.0)).task.id
     other = eng.apply(Register("", "SELECT COUNT(*) FROM s [SLIDE 2 SUBWINDOWS]", 0, 1.0)).task.id
     repl.moved_query(q)                        # leading: nothing to say of it
+    repl.driver.overloaded = True              # (an overloaded server sheds clients' writes, not these)
     repl.become_follower("s", 1, 2)
     assert q not in eng.periodic and other not in eng.periodic
     assert repl.driver.ended[q].startswith("closed: node 0 stopped leading 's'")

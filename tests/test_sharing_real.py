@@ -16,7 +16,10 @@ from windowstore.server.process import ServerProcess
 def test_the_real_runs_figures_are_those_of_the_answers_it_received():
     items = panels(1)  # one query per group: 8 queries, WINDOW 20..100 and SLIDE 1..WINDOW/2 sub-windows
     with ServerProcess("--sharing", "conservative") as s:
-        run = drive(s.target, items, rate=1500, subwindow_ms=50, warmup_s=0.5, seconds=2.5, register_s=30)
+        cpu_start = s.cpu_seconds()
+        run = drive(s.target, items, rate=1500, subwindow_ms=50, warmup_s=0.5, seconds=2.5, register_s=30,
+                    cpu=s.cpu_seconds)
+        cpu_end = s.cpu_seconds()
         with Client(s.target, timeout=60) as ws:
             checked = check(ws, run, count=20)
     assert len(run.panels) == len(items) == len(KEYS)
@@ -39,3 +42,6 @@ def test_the_real_runs_figures_are_those_of_the_answers_it_received():
     assert f["slides"] == run.slide1 - run.slide0 > 0
     assert checked > 0  # answers of the measured span equal their queries run alone AS OF their slides
     assert f["onetime"] == len(run.onetime_server_ms) >= 1
+    # the server's CPU over the measured span: some, and within the whole run's
+    assert 0 < f["server_cpu_s"] <= cpu_end - cpu_start
+    assert f["answers_per_cpu_s"] == pytest.approx(delivered / run.server_cpu_s, rel=0.01)

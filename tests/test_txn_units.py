@@ -365,3 +365,36 @@ def test_kept_history_records_leave_the_garbage_collector_s_walk_and_expand_as_r
                         {"seq": 5, "stream": "s", "op": Op.BEGIN, "txn": "q2", "subwindow": None, "version": None,
                          "window_len": 3, "t": 3.0, "as_of": 5}]
     assert all(type(ev["op"]) is Op for ev in h.events) and h.since(2, "s") == h.events[2:]
+
+
+def test_run_now_leaves_a_scan_to_step_once_a_processing_time_slide_falls_due_during_it():
+    """run_now (the server's call when nothing else waits) stops between two operations once a
+    processing-time slide has fallen due on the clock, as step() would apply that slide first:
+    the query is left active, the next operation is the slide, and the query's answer is then
+    the count of the rows its window holds, with a history the checker accepts."""
+    from windowstore.txn import check
+
+    now = [0]
+    history = History()
+    sched = Scheduler("ttu", clock=lambda: now[0], history=history)
+    stream = Stream("s", {"ts": "int64", "v": "int64"}, WindowSpec(subwindows=4, subwindow_ms=10), 0)
+    sched.add_stream(stream)
+    for i in range(7):
+        stream.append({"ts": [now[0]] * 3, "v": [i, i + 1, i + 2]})
+        now[0] += 10
+        sched.run_until_idle()
+    plan = plan_query(parse_query("SELECT COUNT(*) FROM s WHERE v >= 0"), stream)  # a scan: an operation per read
+    due = sched.next_due()[0]
+    asked = []
+
+    def go_on():  # between the first and the second read, the clock reaches the next slide
+        asked.append(now[0])
+        now[0] = due
+        return True
+    txn = sched.run_now(plan, go_on=go_on)
+    assert txn is not None and not txn.done and asked == [due - 10]
+    assert sched.stream_due_to_slide() == "s" and sched.step() == "slide"
+    sched.run_until_idle()
+    assert txn.done and txn.result.answer.rows == [(sum(s.rows for s in stream.window.youngest(stream.window.n)),)]
+    report = check(history.events)
+    assert report.errors == [] and report.violations("lws") == []

@@ -316,11 +316,18 @@ class Driver:
                 return
             await waiting
 
-    def write(self, cmd: Command, fut=None):
+    def write(self, cmd: Command, fut=None, own: bool = False):
         """Apply a write now (loop thread); raises with nothing applied when it is refused.
         Returns (result, durable): `durable` is a future that resolves once the write is durable
-        per the fsync policy (`fut` if given, e.g. a concurrent future), None without a log."""
-        self._admit()
+        per the fsync policy (`fut` if given, e.g. a concurrent future), None without a log.
+        `own`: the server's own housekeeping (a step-down's Unregister), not a client's request:
+        not shed by --max-pending, whose purpose is to push back on clients; it is bounded by what
+        it cleans up."""
+        if own:
+            if self._closed:
+                raise ShuttingDown("the server is shutting down")
+        else:
+            self._admit()
         stepper = self.stepper
         stepper.slides_first()
         if self.group_commit.failure:

@@ -434,7 +434,7 @@ class Replication:
         self.driver.fail_periodic(gone, NotLeader(self._elsewhere(p), self.leader_address(p)))
         for qid in gone:
             try:
-                self.driver.write(Unregister(qid, 0.0))  # (to the server's own log, as the Register)
+                self.driver.write(Unregister(qid, 0.0), own=True)  # (to the server's own log, as the Register)
             except StoreError as e:  # shutting down, or the log failed: it stays registered, unread
                 log.warning("stream %s: periodic query %s stays registered after the step-down: %s", p.stream, qid, e)
                 continue

@@ -12,7 +12,8 @@ part's figure includes a wrapper's call, under a microsecond):
 - `access`: per sub-window accessed by the scan, beyond the fresh reads (the transaction's
   operation, the memo look-ups): the step's time less the fresh reads, per sub-window;
 - `combine`: combining the readers' contributions along the scan (one running combine per
-  reader, runtime.SharedPlan.finish), per execution and per contribution combined;
+  reader, runtime.SharedPlan.finish; an invertible reader's kept windows moved by what entered
+  and left, combined.py), per execution and per contribution of the windows answered;
 - `post_topk`, `post_quantile`: a member's post-processing of the combined counters
   (Plan.finish: the top-10, the quantile over the per-key sums), per answer;
 - `fixed`: per answer, delivering it: its Result, provenance, the scheduler's bookkeeping, the
@@ -124,6 +125,8 @@ def timed_runtime(clocks: Clocks):
                (runtime.SharedPlan, "finish", "finish", None)]
     if hasattr(runtime, "combine_prefixes"):  # (how a joint execution combines since round 21)
         patches.append((runtime, "combine_prefixes", "combine", count))
+    if hasattr(runtime, "CombinedWindows"):  # (an invertible reader's, since round 22: its windows moved)
+        patches.append((runtime.CombinedWindows, "prefixes", "combine", lambda a, out: len(a[4])))
     kept = [(owner, name, getattr(owner, name)) for owner, name, _, _ in patches]
     for owner, name, part, counted in patches:
         setattr(owner, name, clocks.wrap(part, getattr(owner, name), counted))

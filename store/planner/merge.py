@@ -106,9 +106,14 @@ def slide_combined(b: BoundQuery, combined: Any, presence: np.ndarray, entering:
         uniq, old, dpos = keys, np.arange(len(keys)), at
     else:
         new = du[~found]  # (sorted)
-        uniq = np.insert(keys, np.searchsorted(keys, new), new)
-        old = np.arange(len(keys)) + np.searchsorted(new, keys)
-        dpos = np.searchsorted(uniq, du)
+        ins = at[~found]  # each new key's place among the kept ones (before keys[ins])
+        uniq = np.insert(keys, ins, new)
+        # a kept key moves up by the new keys placed before it (no comparison of keys: composite
+        # keys are byte strings)
+        old = np.arange(len(keys)) + np.cumsum(np.bincount(ins, minlength=len(keys) + 1))[:len(keys)]
+        dpos = np.empty(len(du), dtype=np.int64)
+        dpos[found] = old[at[found]]
+        dpos[~found] = ins + np.arange(len(new))
     inverse = np.concatenate([old, dpos[dinv]])
     g = len(uniq)
     moved = tuple(cast(Combines, a.fn).combine_groups(a, inverse, g, [parts[i]] + [c[1][i] for c in delta], strings)

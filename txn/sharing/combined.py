@@ -63,50 +63,76 @@ class CombinedWindows:
     sub-window was replaced) or is further from it than the window is long), and the
     contributions each way combined."""
 
-    def __init__(self) -> None:
+    def __init__(self, move_cost: float | None = None) -> None:
+        """`move_cost`: MOVE_COST (None), or another (0: every window that can move does)."""
+        self.move_cost = MOVE_COST if move_cost is None else move_cost
         self._by: collections.OrderedDict[Hashable, CombinedWindow] = collections.OrderedDict()
         self._keys = 0  # keys of the grouped windows kept
         self.slid = 0
         self.combined = 0
         self.slid_contributions = 0      # contributions combined in or taken out by slid windows
         self.combined_contributions = 0  # contributions combined by windows combined anew (their longest)
+        self._unpaid: set = set()  # readers whose windows moving would not pay (_worth): combined anew, not kept
 
     def prefixes(self, reader: Hashable, b, versions: list[int], values: list, ends: list[int], strings) -> list:
         """merge.combine_prefixes(b, values, ends, strings) (the combined contribution of the n
         youngest for each n of `ends`, ascending), for a reader whose aggregates are invertible
         (merge.inverts): `versions` are the sub-windows' versions, youngest first, `values` their
-        contributions (the same order; at least ends[-1] of them). Each length's kept window is
-        moved where it can be, the others combined (in one scan) and kept."""
-        out: list = [None] * len(ends)
-        anew: list[int] = []  # indexes of ends combined anew
+        contributions (the same order; at least ends[-1] of them). Where every length has a kept
+        window that can move there and moving them touches fewer rows than combining anew reads
+        (`_worth`), each is moved; else all are combined anew in one scan (and kept, unless moving
+        them would not have paid: such a reader combines anew from then on, unchecked)."""
         grouped = b.group_by is not None
-        for j, n in enumerate(ends):
+        moves = []
+        for n in ends:
             kept = self._by.get((reader, n))
-            moved = None if kept is None else self._slide(kept, b, versions[:n], values[:n], strings)
-            if moved is None:
-                anew.append(j)
-                continue
-            out[j] = moved.combined
-            self._keep((reader, n), moved)
-        if anew:
-            lengths = [ends[j] for j in anew]
-            got = combine_prefixes(b, values, lengths, strings, presence=grouped)
-            self.combined += len(anew)
-            self.combined_contributions += lengths[-1]
-            for j, n, g in zip(anew, lengths, got):
-                combined, presence = g if grouped else (g, None)
-                window = CombinedWindow(dict(zip(versions[:n], values[:n])), combined, presence)
-                if grouped and combined[0].dtype != (dtype := np.result_type(*window.kinds)):  # type: ignore[arg-type]
-                    # (a shorter prefix's keys as its own contributions' give them: combine_contributions')
-                    combined = window.combined = (combined[0].astype(dtype), combined[1])
-                out[j] = combined
-                if _contiguous(versions[:n]):
-                    self._keep((reader, n), window)
+            move = None if kept is None else self._delta(kept, versions[:n], values[:n])
+            if move is None:
+                break
+            moves.append((kept, *move))
+        if len(moves) == len(ends) and self._worth([_rows(k.combined, grouped) + _rows_of(e + lv, grouped)
+                                               for k, e, lv in moves], values[:ends[-1]], grouped):
+            out = []
+            for n, (kept, entering, leaving) in zip(ends, moves):
+                moved = self._slide(kept, b, versions[:n], values[:n], entering, leaving, strings)
+                self._keep((reader, n), moved)
+                out.append(moved.combined)
+            return out
+        keep = reader not in self._unpaid
+        got = combine_prefixes(b, values, ends, strings, presence=grouped and keep)
+        self.combined += len(ends)
+        self.combined_contributions += ends[-1]
+        if not keep:
+            return got
+        if grouped:  # would moving them next time pay? (entering and leaving: a sub-window each way)
+            youngest = _rows_of(values[:1], grouped)
+            if not self._worth([len(p) + 2 * youngest for _, p in got], values[:ends[-1]], grouped):
+                self._unpaid.add(reader)
+                return [c for c, _ in got]
+        out = []
+        for n, g in zip(ends, got):
+            combined, presence = g if grouped else (g, None)
+            window = CombinedWindow(dict(zip(versions[:n], values[:n])), combined, presence)
+            if grouped and combined[0].dtype != (dtype := np.result_type(*window.kinds)):  # type: ignore[arg-type]
+                # (a shorter prefix's keys as its own contributions' give them: combine_contributions')
+                combined = window.combined = (combined[0].astype(dtype), combined[1])
+            out.append(combined)
+            if _contiguous(versions[:n]):
+                self._keep((reader, n), window)
         return out
 
-    def _slide(self, kept: CombinedWindow, b, versions: list[int], values: list, strings) -> CombinedWindow | None:
-        """`kept` moved to the window of `versions` (youngest first) and `values`, or None where
-        it cannot be (combine anew)."""
+    def _worth(self, touched: list[int], window: list, grouped: bool) -> bool:
+        """Whether moving windows that touch `touched` rows each (their keys, and the rows entering
+        and leaving) costs less than combining `window` (the longest's contributions) anew: its
+        rows once, and each length's keys (the running combine's steps)."""
+        return self.move_cost * sum(touched) < _rows_of(window, grouped) + sum(touched)
+
+    @staticmethod
+    def _delta(kept: CombinedWindow, versions: list[int], values: list) -> tuple[list, list] | None:
+        """The contributions entering and leaving `kept` to make it the window of `versions`
+        (youngest first) and `values`, or None where it cannot move there: not contiguous, no
+        overlap, another contribution held for a version (a replaced sub-window, another
+        stream's), or more to move than the window holds."""
         if not _contiguous(versions):
             return None
         held = kept.held
@@ -116,14 +142,17 @@ class CombinedWindows:
             if got is None:
                 entering.append(c)
             elif got is not c:
-                return None  # another contribution of that version (a replaced sub-window, another stream)
+                return None
             else:
                 overlap += 1
-        leaving_n = len(held) - overlap
-        if not overlap or len(entering) + leaving_n >= len(versions):
+        if not overlap or len(entering) + len(held) - overlap >= len(versions):
             return None
         now = set(versions)
-        leaving = [c for v, c in held.items() if v not in now]
+        return entering, [c for v, c in held.items() if v not in now]
+
+    def _slide(self, kept: CombinedWindow, b, versions: list[int], values: list, entering: list, leaving: list,
+               strings) -> CombinedWindow:
+        """`kept` moved to the window of `versions` and `values` (its _delta: `entering`, `leaving`)."""
         if b.group_by is None:
             combined = uncombine(b, combine_contributions(b, [kept.combined, *entering], strings), leaving, strings)
             presence = kinds = None
@@ -152,6 +181,7 @@ class CombinedWindows:
         """Drop every kept window (their readers' queries are gone or changed)."""
         self._by.clear()
         self._keys = 0
+        self._unpaid.clear()
 
     def __len__(self) -> int:
         return len(self._by)
@@ -163,6 +193,21 @@ class CombinedWindows:
         assert min(self.slid, self.combined, self.slid_contributions, self.combined_contributions) >= 0
         for w in self._by.values():
             w._check()
+
+
+# Moving a length's window costs about twice per key what a step of combining anew does
+# (merge.slide_combined merges keys into the kept ones; combine_prefixes' steps work on places
+# among keys grouped once), measured on the 8.5 groups (bench/sharing_cost.py, docs/sharing.md
+# "Round 22"): moving pays where the rows combining anew reads outnumber twice what moving touches.
+MOVE_COST = 2
+
+
+def _rows(contribution: Any, grouped: bool) -> int:
+    return len(contribution[0]) if grouped else 1
+
+
+def _rows_of(contributions: list, grouped: bool) -> int:
+    return sum(len(c[0]) for c in contributions) if grouped else len(contributions)
 
 
 def _contiguous(versions: list[int]) -> bool:

@@ -238,3 +238,23 @@ def test_a_reader_whose_windows_moving_would_not_pay_combines_anew_and_keeps_non
         assert equal(got[0], combine_contributions(b, [by_version[v] for v in versions], strings))
     assert windows.slid == 2, "one length over the window's rows: moved by a sub-window each way"
     windows._check()
+
+
+def test_the_cost_model_counts_a_moving_window_by_what_entered_and_left():
+    """CostModel(slide=True): an invertible reader that last ran k intervals ago combines 2k
+    intervals (at most its window's n - 1); a reader that is not invertible, or a model without
+    `slide`, combines its window."""
+    from windowstore.txn.sharing.cost import CostModel
+    from windowstore.txn.sharing.rules import Member, Synopsis
+
+    def member(inverts: bool) -> Member:
+        return Member("q", "s", "k", Synopsis.BASIC, 50, 1, combines=True, inverts=inverts, reads=("r", inverts))
+    sliding = CostModel(access=1.0, combine=1.0, memo=True, slide=True, cover=None)
+    plain = CostModel(access=1.0, combine=1.0, memo=True, cover=None)
+    for k, want in ((1, 2), (3, 6), (30, 49), (80, 49)):
+        fresh = {("r", True): k}
+        assert sliding.reads([type("O", (), {"leader": member(True), "length": 50})()], fresh) == min(k, 50) + want
+        assert plain.reads([type("O", (), {"leader": member(True), "length": 50})()], fresh) == min(k, 50) + 49
+        assert sliding.reads([type("O", (), {"leader": member(False), "length": 50})()], {("r", False): k}) \
+            == min(k, 50) + 49
+    assert sliding.reads([type("O", (), {"leader": member(True), "length": 50})()], None) == 50 + 49, "never ran"

@@ -3,6 +3,9 @@ test_sharing_joins.py) make on every run: the history checker accepts the histor
 sharing counters and invariants hold after a run."""
 from __future__ import annotations
 
+import pyarrow as pa
+
+from windowstore.store import parse_query, plan_query
 from windowstore.txn.checker import check
 
 
@@ -33,3 +36,15 @@ def sharing_consistent(e, checked: int, mode: str, policy: str) -> None:
     if policy == "ttu-rescan":
         assert e.sched.by_class["periodic"].aborts == 0 and s["aborts"] == 0
     sharing._check()
+
+
+def alone_and_window(e, r, tmpl: str, length: int, kept: dict, empty: pa.Table, context) -> pa.Table:
+    """A shared answer `r` of `tmpl` ({window} open) over `length` sub-windows of stream p equals
+    the same query run alone AS OF SLIDE its slide (one query, its own transaction); returns the
+    window's rows (`kept`: each slide's rows; `empty`: a table of no rows) for an outside check."""
+    alone = e.sched.submit(plan_query(parse_query(
+        tmpl.format(window=f"[RANGE {length} SUBWINDOWS] AS OF SLIDE {r.slide}")), e.stream("p")))
+    e.sched.run_until_idle()
+    assert alone.result is not None, alone.error
+    assert r.answer.rows == alone.result.answer.rows, context
+    return pa.concat_tables([empty] + [kept[s] for s in range(r.slide - length + 1, r.slide + 1) if s in kept])

@@ -21,7 +21,7 @@ from windowstore.txn.commands import Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from differential import QUANTILE_FRACTIONS, quantile_sql
-from sharing_checks import run_accepted, sharing_consistent
+from sharing_checks import alone_and_window, run_accepted, sharing_consistent
 
 COLUMNS = (("ts", "int64"), ("src", "string"), ("port", "int64"), ("bytes", "int64"))
 N = 12  # sub-windows in the window
@@ -122,13 +122,7 @@ def test_shared_top_k_and_quantiles_over_per_key_sums_equal_the_query_alone_and_
                 continue
             answered[qid] += 1
             tmpl, length = templates[qid]
-            alone = e.sched.submit(plan_query(parse_query(
-                tmpl.format(window=f"[RANGE {length} SUBWINDOWS] AS OF SLIDE {r.slide}")), e.stream("p")))
-            e.sched.run_until_idle()
-            assert alone.result is not None, alone.error
-            assert r.answer.rows == alone.result.answer.rows, (mode, policy, qid, r.slide, tmpl)
-            window = pa.concat_tables([batch(rng, 0, 0)] + [kept[s] for s in range(r.slide - length + 1, r.slide + 1)
-                                                            if s in kept])
+            window = alone_and_window(e, r, tmpl, length, kept, batch(rng, 0, 0), (mode, policy, qid, r.slide, tmpl))
             assert r.answer.rows == duckdb_rows(con, window, tmpl.format(window="")), (mode, policy, qid, r.slide, tmpl)
             checked += 1
         got.clear()

@@ -23,7 +23,7 @@ from windowstore.txn.commands import Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from windowstore.txn.sharing.combined import CombinedWindows
-from sharing_checks import run_accepted, sharing_consistent
+from sharing_checks import alone_and_window, run_accepted, sharing_consistent
 
 COLUMNS = (("ts", "int64"), ("k", "string"), ("port", "int64"), ("v", "int64"), ("f", "float64"))
 KEEP = 48  # sub-windows the stream keeps
@@ -200,13 +200,7 @@ def test_shared_answers_from_slid_windows_equal_the_query_alone_and_duckdb(mode,
                 continue
             answered[qid] += 1
             tmpl, length = templates[qid]
-            alone = e.sched.submit(plan_query(parse_query(
-                tmpl.format(window=f"[RANGE {length} SUBWINDOWS] AS OF SLIDE {r.slide}")), e.stream("p")))
-            e.sched.run_until_idle()
-            assert alone.result is not None, alone.error
-            assert r.answer.rows == alone.result.answer.rows, (mode, policy, qid, r.slide, tmpl)
-            window = pa.concat_tables([batch(rng, 0, 0, "a")] + [kept[s] for s in range(r.slide - length + 1, r.slide + 1)
-                                                                 if s in kept])
+            window = alone_and_window(e, r, tmpl, length, kept, batch(rng, 0, 0, "a"), (mode, policy, qid, r.slide, tmpl))
             assert same_rows(r.answer.rows, duckdb_rows(con, window, tmpl.format(window=""))), (mode, policy, qid, r.slide)
             checked += 1
         got.clear()

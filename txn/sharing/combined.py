@@ -83,11 +83,11 @@ class CombinedWindows:
         (`_worth`), each is moved; else all are combined anew in one scan (and kept, unless moving
         them would not have paid: such a reader combines anew from then on, unchecked)."""
         grouped = b.group_by is not None
-        moves = []
+        moves: list[tuple[CombinedWindow, list, list]] = []
         for n in ends:
             kept = self._by.get((reader, n))
             move = None if kept is None else self._delta(kept, versions[:n], values[:n])
-            if move is None:
+            if kept is None or move is None:
                 break
             moves.append((kept, *move))
         if len(moves) == len(ends) and self._worth([_rows(k.combined, grouped) + _rows_of(e + lv, grouped)
@@ -113,7 +113,7 @@ class CombinedWindows:
         for n, g in zip(ends, got):
             combined, presence = g if grouped else (g, None)
             window = CombinedWindow(dict(zip(versions[:n], values[:n])), combined, presence)
-            if grouped and combined[0].dtype != (dtype := np.result_type(*window.kinds)):  # type: ignore[arg-type]
+            if grouped and combined[0].dtype != (dtype := np.result_type(*(window.kinds or ()))):
                 # (a shorter prefix's keys as its own contributions' give them: combine_contributions')
                 combined = window.combined = (combined[0].astype(dtype), combined[1])
             out.append(combined)
@@ -157,7 +157,8 @@ class CombinedWindows:
             combined = uncombine(b, combine_contributions(b, [kept.combined, *entering], strings), leaving, strings)
             presence = kinds = None
         else:
-            kinds = kept.kinds.copy()  # type: ignore[union-attr]  # (grouped: counted)
+            assert kept.kinds is not None and kept.presence is not None, "a grouped window counts its keys"
+            kinds = kept.kinds.copy()
             kinds.update(c[0].dtype for c in entering)
             kinds.subtract(c[0].dtype for c in leaving)
             kinds = +kinds  # (without the kinds none holds any more)

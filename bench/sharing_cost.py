@@ -21,7 +21,7 @@ part's figure includes a wrapper's call, under a microsecond):
   subscribers) (SharedTasks.deliver);
 - `other`: the rest of the execution (begin, commit, the history, planning the next step).
 
-    python -m bench.sharing_cost [--groups 0 2] [--scales 1 2] [--slides 30] [--per-group 30] [--out FILE]
+    python -m bench.sharing_cost [--groups 0 2] [--scales 1 2] [--slides 30] [--per-group 30] [--out FILE] [--move-cost 0]
 
 Wall-clock figures: on a loaded machine they are loaded-machine figures.
 """
@@ -73,7 +73,10 @@ class Clocks:
         return timed
 
 
-def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = None, seed: int = 1) -> dict:
+def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = None, seed: int = 1,
+        move_cost: float | None = None) -> dict:
+    """`move_cost`: the shared readers' combined windows' (txn/sharing/combined.py; None: its
+    MOVE_COST; 0: every window that can move does)."""
     items = [p for p in panels(per_group, seed, len(KEYS)) if p.group == group]
     stream = items[0].stream
     rows = rows or 150 * scale
@@ -105,6 +108,8 @@ def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = 
 
     clocks = Clocks()
     sharing = e.sched.sharing
+    if move_cost is not None:
+        sharing.windows = runtime.CombinedWindows(move_cost)
     kinds = {}
     for i, p in enumerate(items):
         plan = e.periodic[f"Q{i}"].task.plan
@@ -178,6 +183,7 @@ def measure(e: Engine, sharing, clocks: Clocks, items, slides: int, slide, group
         "post_topk_us_each": round(s["post_topk"] * us / max(c["post_topk"], 1), 1),
         "post_quantile_us_each": round(s["post_quantile"] * us / max(c["post_quantile"], 1), 1),
         "fixed_us_per_answer": round(s["fixed"] * us / max(answers, 1), 1),
+        "windows_moved": getattr(getattr(sharing, "windows", None), "slid", None),
         "finish_glue_us_per_execution": round((s["finish"] - s["combine"] - s["post_topk"] - s["post_quantile"]) * us
                                               / executions, 1),
     }
@@ -204,11 +210,12 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--slides", type=int, default=30, help="measured slides (one joint execution each)")
     ap.add_argument("--per-group", type=int, default=30)
     ap.add_argument("--out", help="also write the rows here (JSON)")
+    ap.add_argument("--move-cost", type=float, help="combined.CombinedWindows' move_cost (0: every window that can move does)")
     args = ap.parse_args(argv)
     rows = []
     for scale in args.scales:
         for g in args.groups:
-            r = run(g, scale, args.slides, args.per_group)
+            r = run(g, scale, args.slides, args.per_group, move_cost=args.move_cost)
             print(json.dumps(r), flush=True)
             rows.append(r)
     if args.out:

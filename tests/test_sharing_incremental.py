@@ -213,8 +213,9 @@ def test_shared_answers_from_slid_windows_equal_the_query_alone_and_duckdb(mode,
 
 
 def test_a_reader_whose_windows_moving_would_not_pay_combines_anew_and_keeps_none():
-    """Many keys per length against the window's rows: combining anew is cheaper (MOVE_COST), so
-    the reader's windows are combined anew and not kept; few keys over many rows: they move."""
+    """Many lengths with keys against the window's rows: combining anew is cheaper (MOVE_COST,
+    MOVE_FIXED), so the reader's windows are combined anew and not kept; an ungrouped reader's
+    window of 30 contributions: it moves."""
     plan, by_version = contributions_of("k, SUM(v), COUNT(*)", 60, 1)
     b, strings = plan.bound, plan.strings
     versions = list(range(40, 10, -1))
@@ -226,11 +227,12 @@ def test_a_reader_whose_windows_moving_would_not_pay_combines_anew_and_keeps_non
         assert all(equal(g, combine_contributions(b, [by_version[v] for v in versions[:n]], strings))
                    for n, g in zip(many_lengths, got))
     assert windows.slid == 0 and len(windows) == 0, "30 lengths of a few keys over 30 small sub-windows: anew"
+    plan, by_version = contributions_of("SUM(v), COUNT(*)", 60, 1)
     for latest in (40, 41, 42):
         versions = list(range(latest, latest - 30, -1))
-        got = windows.prefixes("one length", b, versions, [by_version[v] for v in versions], [30], strings)
-        assert equal(got[0], combine_contributions(b, [by_version[v] for v in versions], strings))
-    assert windows.slid == 2, "one length over the window's rows: moved by a sub-window each way"
+        got = windows.prefixes("one length", plan.bound, versions, [by_version[v] for v in versions], [30], strings)
+        assert equal(got[0], combine_contributions(plan.bound, [by_version[v] for v in versions], strings))
+    assert windows.slid == 2, "one length of 30 contributions: moved by a sub-window each way"
     windows._check()
 
 

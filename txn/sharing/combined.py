@@ -123,9 +123,9 @@ class CombinedWindows:
 
     def _worth(self, touched: list[int], window: list, grouped: bool) -> bool:
         """Whether moving windows that touch `touched` rows each (their keys, and the rows entering
-        and leaving) costs less than combining `window` (the longest's contributions) anew: its
-        rows once, and each length's keys (the running combine's steps)."""
-        return self.move_cost * sum(touched) < _rows_of(window, grouped) + sum(touched)
+        and leaving, and MOVE_FIXED per length) costs less than combining `window` (the longest's
+        contributions) anew: its rows once, and each length's keys (the running combine's steps)."""
+        return self.move_cost * (sum(touched) + MOVE_FIXED[grouped] * len(touched)) < _rows_of(window, grouped) + sum(touched)
 
     @staticmethod
     def _delta(kept: CombinedWindow, versions: list[int], values: list) -> tuple[list, list] | None:
@@ -198,9 +198,12 @@ class CombinedWindows:
 
 # Moving a length's window costs about twice per key what a step of combining anew does
 # (merge.slide_combined merges keys into the kept ones; combine_prefixes' steps work on places
-# among keys grouped once), measured on the 8.5 groups (bench/sharing_cost.py, docs/sharing.md
-# "Round 22"): moving pays where the rows combining anew reads outnumber twice what moving touches.
+# among keys grouped once), and about 1,000 keys' worth more per length (its numpy calls: some
+# 170 us against a step's 70 us, at 0.05 us a key), measured on the 8.5 groups (bench/
+# sharing_cost.py, docs/sharing.md "Round 22"). An ungrouped contribution is a few numbers: its
+# moves' calls cost about what one contribution's combine does.
 MOVE_COST = 2
+MOVE_FIXED = {True: 1000, False: 1}  # per length moved, in keys (grouped) or contributions (not)
 
 
 def _rows(contribution: Any, grouped: bool) -> int:

@@ -158,8 +158,12 @@ def same_rows(got: list, want: list) -> bool:
                                  for a, c in zip(x, y)) for x, y in zip(g, w))
 
 
-@pytest.mark.parametrize("mode", ["aggressive", "conservative", "hybrid", "hybrid-lp"])
-@pytest.mark.parametrize("policy", ["ws", "ttu", "ttu-rescan"])
+FAST = {("aggressive", "ws"), ("conservative", "ttu"), ("hybrid", "ws"), ("hybrid-lp", "ttu"), ("aggressive", "ttu-rescan")}
+
+
+@pytest.mark.parametrize("mode, policy", [
+    (m, p) if (m, p) in FAST else pytest.param(m, p, marks=pytest.mark.long)  # (make test keeps to its time)
+    for p in ("ws", "ttu", "ttu-rescan") for m in ("aggressive", "conservative", "hybrid", "hybrid-lp")])
 def test_shared_answers_from_slid_windows_equal_the_query_alone_and_duckdb(mode, policy):
     """Many consecutive executions of readers with members of different lengths (one reader's
     windows of several lengths), keys that leave the window and come back, NULL keys and values,

@@ -198,8 +198,8 @@ class CombinedWindows:
 
 # Moving a length's window costs about twice per key what a step of combining anew does
 # (merge.slide_combined merges keys into the kept ones; combine_prefixes' steps work on places
-# among keys grouped once), and about 1,000 keys' worth more per length (its numpy calls: some
-# 170 us against a step's 70 us, at 0.05 us a key), measured on the 8.5 groups (bench/
+# among keys grouped once), and about 1,000 keys' worth more per length (its numpy calls: 70 to
+# 110 us at 100 keys against a step's 40 to 60 us, at 0.05 us a key), measured on the 8.5 groups (bench/
 # sharing_cost.py, docs/sharing.md "Round 22"). An ungrouped contribution is a few numbers: its
 # moves' calls cost about what one contribution's combine does.
 MOVE_COST = 2

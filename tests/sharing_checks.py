@@ -3,10 +3,12 @@ test_sharing_joins.py) make on every run: the history checker accepts the histor
 sharing counters and invariants hold after a run."""
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from windowstore.store import parse_query, plan_query
 from windowstore.txn.checker import check
+from windowstore.txn.commands import Append, Slide
 
 
 def history_accepted(history, policy: str) -> None:
@@ -48,3 +50,34 @@ def alone_and_window(e, r, tmpl: str, length: int, kept: dict, empty: pa.Table, 
     assert alone.result is not None, alone.error
     assert r.answer.rows == alone.result.answer.rows, context
     return pa.concat_tables([empty] + [kept[s] for s in range(r.slide - length + 1, r.slide + 1) if s in kept])
+
+
+def equal(a, b) -> bool:
+    """Two contributions alike: the same nesting, arrays of equal dtype and values."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and a.tolist() == b.tolist()
+    if isinstance(a, tuple):
+        return isinstance(b, tuple) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
+    return a == b and type(a) is type(b)
+
+
+def slide_and_step(e, rows: pa.Table, ts: int, kept: dict, steps: int, idle: bool) -> None:
+    """`rows` appended to stream p at `ts` and slid (kept by slide), then `steps` scheduler steps
+    (a slide may come while an execution runs) and, if `idle`, until idle; the engine's invariants."""
+    e.apply(Append("p", rows, "", None, ts))
+    e.apply(Slide("p", ts))
+    kept[e.stream("p").window.latest] = rows
+    for _ in range(steps):
+        e.sched.step()
+    if idle:
+        e.sched.run_until_idle()
+    e._check()
+
+
+def delivered(got: list, answered: dict, templates: dict):
+    """The answers delivered (not the SLIDE -1 ones), counted per query: (qid, answer, template, length)."""
+    for qid, r in got:
+        if r.slide < 0:
+            continue
+        answered[qid] += 1
+        yield (qid, r, *templates[qid])

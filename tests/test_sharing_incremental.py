@@ -23,7 +23,7 @@ from windowstore.txn.commands import Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from windowstore.txn.sharing.combined import CombinedWindows
-from sharing_checks import alone_and_window, run_accepted, sharing_consistent
+from sharing_checks import alone_and_window, delivered, equal, run_accepted, sharing_consistent, slide_and_step
 
 COLUMNS = (("ts", "int64"), ("k", "string"), ("port", "int64"), ("v", "int64"), ("f", "float64"))
 KEEP = 48  # sub-windows the stream keeps
@@ -43,15 +43,6 @@ def batch(rng: random.Random, ts: int, n: int, keys: str) -> pa.Table:
 def keys_at(ts: int) -> str:
     """The keys of slide ts's rows: 'c' and 'd' absent for stretches longer than the windows."""
     return "ab" + ("c" if (ts // 15) % 2 == 0 else "") + ("d" if (ts // 7) % 3 != 1 else "") + "e" * (ts % 5 == 0)
-
-
-def equal(a, b) -> bool:
-    """Two contributions alike: the same nesting, arrays of equal dtype and values."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and a.tolist() == b.tolist()
-    if isinstance(a, tuple):
-        return isinstance(b, tuple) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
-    return a == b and type(a) is type(b)
 
 
 SELECTS = ["k, SUM(v), COUNT(*)", "k, SUM(v)", "k, port, COUNT(v), AVG(v)", "port, AVG(v)", "SUM(v), COUNT(*), AVG(v)",
@@ -191,19 +182,8 @@ def test_shared_answers_from_slid_windows_equal_the_query_alone_and_duckdb(mode,
     con = duckdb.connect()
     for ts in range(1, 45):
         rows = batch(rng, ts, rng.randint(0, 6), keys_at(ts))
-        e.apply(Append("p", rows, "", None, ts))
-        e.apply(Slide("p", ts))
-        kept[e.stream("p").window.latest] = rows
-        for _ in range(rng.randint(0, 30)):  # a slide may come while an execution runs
-            e.sched.step()
-        if rng.random() < 0.7:
-            e.sched.run_until_idle()
-        e._check()
-        for qid, r in got:
-            if r.slide < 0:
-                continue
-            answered[qid] += 1
-            tmpl, length = templates[qid]
+        slide_and_step(e, rows, ts, kept, rng.randint(0, 30), rng.random() < 0.7)
+        for qid, r, tmpl, length in delivered(got, answered, templates):
             window = alone_and_window(e, r, tmpl, length, kept, batch(rng, 0, 0, "a"), (mode, policy, qid, r.slide, tmpl))
             assert same_rows(r.answer.rows, duckdb_rows(con, window, tmpl.format(window=""))), (mode, policy, qid, r.slide)
             checked += 1

@@ -4,10 +4,14 @@ length, the combined contribution of the sub-windows it answered last; the next 
 reader combines in the sub-windows that entered and takes out those that left (store/planner/
 merge.slide_combined), where its aggregates are invertible (merge.inverts), instead of combining
 the whole window again. Owned by SharedTasks (one per engine), used by SharedPlan.finish. Pure:
-no threads, clock or I/O; it reads no sub-window, only the contributions it is given."""
+no threads, clock or I/O; it reads no sub-window, only the contributions it is given. A shared
+execution's final merge may run on a worker thread (txn/schedule/offload.py) while another runs
+inline: a kept window never changes once made (a move makes a new one), and keeping one is a step
+under a lock, as store/memo.py's put."""
 from __future__ import annotations
 
 import collections
+import threading
 from typing import Any, Hashable
 
 import numpy as np
@@ -16,6 +20,8 @@ from windowstore.store.planner.merge import combine_contributions, combine_prefi
 
 # Bounds on what is kept (the least recently used window first out): windows, and the keys of the
 # grouped ones (a window of K keys holds its keys, its aggregates' per-key partials and a count).
+_lock = threading.Lock()  # _keep's replacement, count and eviction as one step
+
 MAX_WINDOWS = 512
 MAX_KEYS = 4_000_000
 
@@ -107,6 +113,8 @@ class CombinedWindows:
         if grouped:  # would moving them next time pay? (entering and leaving: a sub-window each way)
             youngest = _rows_of(values[:1], grouped)
             if not self._worth([len(p) + 2 * youngest for _, p in got], values[:ends[-1]], grouped):
+                if len(self._unpaid) >= MAX_WINDOWS:
+                    self._unpaid.clear()  # (bounded: readers come and go; each is judged again)
                 self._unpaid.add(reader)
                 return [c for c, _ in got]
         out = []
@@ -169,6 +177,10 @@ class CombinedWindows:
         return CombinedWindow(dict(zip(versions, values)), combined, presence, kinds)
 
     def _keep(self, key: Hashable, window: CombinedWindow) -> None:
+        with _lock:
+            self._keep_locked(key, window)
+
+    def _keep_locked(self, key: Hashable, window: CombinedWindow) -> None:
         old = self._by.pop(key, None)
         if old is not None:
             self._keys -= old.keys()
@@ -178,17 +190,15 @@ class CombinedWindows:
             _, dropped = self._by.popitem(last=False)
             self._keys -= dropped.keys()
 
-    def forget(self) -> None:
-        """Drop every kept window (their readers' queries are gone or changed)."""
-        self._by.clear()
-        self._keys = 0
-        self._unpaid.clear()
-
     def __len__(self) -> int:
         return len(self._by)
 
     def _check(self) -> None:
-        assert len(self._by) <= MAX_WINDOWS
+        with _lock:
+            self._check_locked()
+
+    def _check_locked(self) -> None:
+        assert len(self._by) <= MAX_WINDOWS and len(self._unpaid) <= MAX_WINDOWS
         assert self._keys == sum(w.keys() for w in self._by.values()), "the kept keys are counted"
         assert self._keys <= MAX_KEYS or len(self._by) == 1
         assert min(self.slid, self.combined, self.slid_contributions, self.combined_contributions) >= 0

@@ -49,6 +49,11 @@ def alone_and_window(e, r, tmpl: str, length: int, kept: dict, empty: pa.Table, 
     e.sched.run_until_idle()
     assert alone.result is not None, alone.error
     assert r.answer.rows == alone.result.answer.rows, context
+    return window_rows(r, length, kept, empty)
+
+
+def window_rows(r, length: int, kept: dict, empty: pa.Table) -> pa.Table:
+    """The rows of the window of `length` sub-windows the answer `r` is for (`kept`: each slide's rows)."""
     return pa.concat_tables([empty] + [kept[s] for s in range(r.slide - length + 1, r.slide + 1) if s in kept])
 
 

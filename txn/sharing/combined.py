@@ -78,7 +78,9 @@ class CombinedWindows:
         self.combined = 0
         self.slid_contributions = 0      # contributions combined in or taken out by slid windows
         self.combined_contributions = 0  # contributions combined by windows combined anew (their longest)
-        self._unpaid: set = set()  # readers whose windows moving would not pay (_worth): combined anew, not kept
+        # readers whose windows moving would not pay (_worth): combined anew and not kept for this
+        # many more executions, then judged again (a window that was small or empty grows)
+        self._unpaid: dict[Hashable, int] = {}
 
     def prefixes(self, reader: Hashable, b, versions: list[int], values: list, ends: list[int], strings) -> list:
         """merge.combine_prefixes(b, values, ends, strings) (the combined contribution of the n
@@ -86,8 +88,9 @@ class CombinedWindows:
         (merge.inverts): `versions` are the sub-windows' versions, youngest first, `values` their
         contributions (the same order; at least ends[-1] of them). Where every length has a kept
         window that can move there and moving them touches fewer rows than combining anew reads
-        (`_worth`), each is moved; else all are combined anew in one scan (and kept, unless moving
-        them would not have paid: such a reader combines anew from then on, unchecked)."""
+        (`_worth`), each is moved; else all are combined anew in one scan and kept, unless moving
+        them would not have paid: then the reader combines anew for REJUDGE executions, keeping
+        nothing (the hidden counts cost a pass), and is judged again."""
         grouped = b.group_by is not None
         moves: list[tuple[CombinedWindow, list, list]] = []
         for n in ends:
@@ -105,6 +108,10 @@ class CombinedWindows:
                 out.append(moved.combined)
             return out
         keep = reader not in self._unpaid
+        if not keep:
+            self._unpaid[reader] -= 1
+            if not self._unpaid[reader]:
+                del self._unpaid[reader]
         got = combine_prefixes(b, values, ends, strings, presence=grouped and keep)
         self.combined += len(ends)
         self.combined_contributions += ends[-1]
@@ -115,7 +122,7 @@ class CombinedWindows:
             if not self._worth([len(p) + 2 * youngest for _, p in got], values[:ends[-1]], grouped):
                 if len(self._unpaid) >= MAX_WINDOWS:
                     self._unpaid.clear()  # (bounded: readers come and go; each is judged again)
-                self._unpaid.add(reader)
+                self._unpaid[reader] = REJUDGE
                 return [c for c, _ in got]
         out = []
         for n, g in zip(ends, got):
@@ -133,7 +140,7 @@ class CombinedWindows:
         """Whether moving windows that touch `touched` rows each (their keys, and the rows entering
         and leaving, and MOVE_FIXED per length) costs less than combining `window` (the longest's
         contributions) anew: its rows once, and each length's keys (the running combine's steps)."""
-        return self.move_cost * (sum(touched) + MOVE_FIXED[grouped] * len(touched)) < _rows_of(window, grouped) + sum(touched)
+        return self.move_cost * (sum(touched) + MOVE_FIXED[grouped] * len(touched)) <= _rows_of(window, grouped) + sum(touched)
 
     @staticmethod
     def _delta(kept: CombinedWindow, versions: list[int], values: list) -> tuple[list, list] | None:
@@ -199,6 +206,7 @@ class CombinedWindows:
 
     def _check_locked(self) -> None:
         assert len(self._by) <= MAX_WINDOWS and len(self._unpaid) <= MAX_WINDOWS
+        assert all(0 < n <= REJUDGE for n in self._unpaid.values())
         assert self._keys == sum(w.keys() for w in self._by.values()), "the kept keys are counted"
         assert self._keys <= MAX_KEYS or len(self._by) == 1
         assert min(self.slid, self.combined, self.slid_contributions, self.combined_contributions) >= 0
@@ -214,6 +222,7 @@ class CombinedWindows:
 # moves' calls cost about what one contribution's combine does.
 MOVE_COST = 2
 MOVE_FIXED = {True: 1000, False: 1}  # per length moved, in keys (grouped) or contributions (not)
+REJUDGE = 64  # executions a reader whose moves would not pay combines anew before it is judged again
 
 
 def _rows(contribution: Any, grouped: bool) -> int:

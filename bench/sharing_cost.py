@@ -12,7 +12,8 @@ part's figure includes a wrapper's call, under a microsecond):
 - `access`: per sub-window accessed by the scan, beyond the fresh reads (the transaction's
   operation, the memo look-ups): the step's time less the fresh reads, per sub-window;
 - `combine`: combining the readers' contributions along the scan (one running combine per
-  reader, runtime.SharedPlan.finish), per execution and per contribution combined;
+  reader, runtime.SharedPlan.finish; an invertible reader's kept windows moved by what entered
+  and left, combined.py), per execution and per contribution of the windows answered;
 - `post_topk`, `post_quantile`: a member's post-processing of the combined counters
   (Plan.finish: the top-10, the quantile over the per-key sums), per answer;
 - `fixed`: per answer, delivering it: its Result, provenance, the scheduler's bookkeeping, the
@@ -20,7 +21,7 @@ part's figure includes a wrapper's call, under a microsecond):
   subscribers) (SharedTasks.deliver);
 - `other`: the rest of the execution (begin, commit, the history, planning the next step).
 
-    python -m bench.sharing_cost [--groups 0 2] [--scales 1 2] [--slides 30] [--per-group 30] [--out FILE]
+    python -m bench.sharing_cost [--groups 0 2] [--scales 1 2] [--slides 30] [--per-group 30] [--out FILE] [--move-cost 0]
 
 Wall-clock figures: on a loaded machine they are loaded-machine figures.
 """
@@ -72,7 +73,10 @@ class Clocks:
         return timed
 
 
-def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = None, seed: int = 1) -> dict:
+def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = None, seed: int = 1,
+        move_cost: float | None = None) -> dict:
+    """`move_cost`: the shared readers' combined windows' (txn/sharing/combined.py; None: its
+    MOVE_COST; 0: every window that can move does)."""
     items = [p for p in panels(per_group, seed, len(KEYS)) if p.group == group]
     stream = items[0].stream
     rows = rows or 150 * scale
@@ -104,6 +108,8 @@ def run(group: int, scale: int, slides: int, per_group: int, rows: int | None = 
 
     clocks = Clocks()
     sharing = e.sched.sharing
+    if move_cost is not None:
+        sharing.windows = runtime.CombinedWindows(move_cost)
     kinds = {}
     for i, p in enumerate(items):
         plan = e.periodic[f"Q{i}"].task.plan
@@ -124,6 +130,8 @@ def timed_runtime(clocks: Clocks):
                (runtime.SharedPlan, "finish", "finish", None)]
     if hasattr(runtime, "combine_prefixes"):  # (how a joint execution combines since round 21)
         patches.append((runtime, "combine_prefixes", "combine", count))
+    if hasattr(runtime, "CombinedWindows"):  # (an invertible reader's, since round 22: its windows moved)
+        patches.append((runtime.CombinedWindows, "prefixes", "combine", lambda a, out: len(a[4])))
     kept = [(owner, name, getattr(owner, name)) for owner, name, _, _ in patches]
     for owner, name, part, counted in patches:
         setattr(owner, name, clocks.wrap(part, getattr(owner, name), counted))
@@ -175,6 +183,7 @@ def measure(e: Engine, sharing, clocks: Clocks, items, slides: int, slide, group
         "post_topk_us_each": round(s["post_topk"] * us / max(c["post_topk"], 1), 1),
         "post_quantile_us_each": round(s["post_quantile"] * us / max(c["post_quantile"], 1), 1),
         "fixed_us_per_answer": round(s["fixed"] * us / max(answers, 1), 1),
+        "windows_moved": getattr(getattr(sharing, "windows", None), "slid", None),
         "finish_glue_us_per_execution": round((s["finish"] - s["combine"] - s["post_topk"] - s["post_quantile"]) * us
                                               / executions, 1),
     }
@@ -201,11 +210,12 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--slides", type=int, default=30, help="measured slides (one joint execution each)")
     ap.add_argument("--per-group", type=int, default=30)
     ap.add_argument("--out", help="also write the rows here (JSON)")
+    ap.add_argument("--move-cost", type=float, help="combined.CombinedWindows' move_cost (0: every window that can move does)")
     args = ap.parse_args(argv)
     rows = []
     for scale in args.scales:
         for g in args.groups:
-            r = run(g, scale, args.slides, args.per_group)
+            r = run(g, scale, args.slides, args.per_group, move_cost=args.move_cost)
             print(json.dumps(r), flush=True)
             rows.append(r)
     if args.out:

@@ -200,6 +200,14 @@ class AggregateFunction(ABC):
         A youngest-to-oldest scan then answers every shorter window on the way."""
         return self.join_synopsis_ok(b)
 
+    def invertible(self, b) -> bool:
+        """Contributions have exact inverses under combine (Inverts.negate): a window's combined
+        contribution slides by combining in the sub-windows that entered and the negations of those
+        that left (Scotty's `invert`; txn/sharing/combined.py keeps a shared reader's so, thesis
+        8.4.3's cost of the intervals accessed). Only where combine is exact over integers (COUNT,
+        integer SUM and AVG): a float sum minus a part is not the sum of the rest."""
+        return False
+
 
 # -- optional capabilities: an aggregate class has a reader of a path only where it can be taken --------
 class Probes(ABC):
@@ -265,7 +273,16 @@ class Combines(ABC):
         `inverse` maps the concatenated contributions to them."""
 
 
-class Count(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRuns, JoinsByKey, Combines):
+class Inverts(ABC):
+    """Contributions have inverses under combine (invertible)."""
+
+    @abstractmethod
+    def negate(self, b, part) -> Any:
+        """The contribution that combined with `part` gives the empty one (a zero count and sum):
+        from_rows' or from_group_rows' form, the same keys. Needed when invertible."""
+
+
+class Count(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRuns, JoinsByKey, Combines, Inverts):
     """COUNT(*) counts rows; COUNT(col) the non-null values of col."""
 
     name = "count"
@@ -328,6 +345,12 @@ class Count(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, Combines
     def combine_groups(self, b, inverse, groups, parts, strings):
         return grouped_count(inverse, np.concatenate(parts), groups)
 
+    def invertible(self, b):
+        return True
+
+    def negate(self, b, part):
+        return -part  # (a count of rows: never INT64_MIN)
+
     def finish_unique(self, b, part, keys, strings):
         return part.astype(np.int64, copy=False)
 
@@ -347,7 +370,7 @@ class Count(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, Combines
         return True
 
 
-class Sum(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRuns, JoinsByKey, Combines):
+class Sum(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRuns, JoinsByKey, Combines, Inverts):
     """Exact over integers: SUM(int64) is an int128 (it never wraps; see exact.py)."""
 
     name = "sum"
@@ -441,6 +464,17 @@ class Sum(AggregateFunction, Probes, ReadsSynopsis, ReadsKeySynopsis, CombinesRu
     def combine_groups(self, b, inverse, groups, parts, strings):
         return (grouped_sum(inverse, concat_sums([p[0] for p in parts]), groups),
                 grouped_count(inverse, np.concatenate([p[1] for p in parts]), groups))
+
+    def invertible(self, b):
+        return self.join_synopsis_ok(b)  # exact integer sums (and AVG's: a sum and a count)
+
+    def negate(self, b, part):
+        total, count = part
+        if isinstance(total, np.integer):
+            total = int(total)
+        if isinstance(total, np.ndarray) and total.dtype.kind == "i" and len(total) and total.min() == INT64_MIN:
+            total = total.astype(object)  # (-INT64_MIN is beyond int64: exact as Python ints)
+        return -total, -count
 
     def over(self, b, values):
         values = [v for v in values if v is not None]

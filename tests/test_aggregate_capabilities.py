@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import windowstore.store.approx  # noqa: F401  (registers the sketch aggregates)
-from windowstore.store.functions import (FUNCTIONS, AggregateFunction, Combines, CombinesRuns, JoinsByKey,
+from windowstore.store.functions import (FUNCTIONS, AggregateFunction, Combines, CombinesRuns, Inverts, JoinsByKey,
                                          Probes, ReadsKeySynopsis, ReadsSynopsis)
 
 # capability -> the checks that lead to its reader (the base class's default says no)
@@ -18,6 +18,7 @@ PATHS = {
     CombinesRuns: ("combine_columns", "run_columns"),
     JoinsByKey: ("join_by_key_ok",),
     Combines: ("combine_ok", "join_synopsis_ok"),
+    Inverts: ("invertible",),
 }
 
 

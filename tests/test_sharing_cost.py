@@ -21,7 +21,7 @@ from windowstore.txn.commands import Append, CreateStream, Register, Slide
 from windowstore.txn.engine import Engine, EngineConfig
 from windowstore.txn.history import History
 from differential import QUANTILE_FRACTIONS, quantile_sql
-from sharing_checks import run_accepted, sharing_consistent
+from sharing_checks import alone_and_window, delivered, equal, run_accepted, sharing_consistent, slide_and_step
 
 COLUMNS = (("ts", "int64"), ("src", "string"), ("port", "int64"), ("bytes", "int64"))
 N = 12  # sub-windows in the window
@@ -110,25 +110,9 @@ def test_shared_top_k_and_quantiles_over_per_key_sums_equal_the_query_alone_and_
     for j in range(24):
         ts += 1
         rows = batch(rng, ts, rng.randint(0, 25))
-        e.apply(Append("p", rows, "", None, ts))
-        e.apply(Slide("p", ts))
-        kept[e.stream("p").window.latest] = rows
-        for _ in range(rng.randint(0, 40)):
-            e.sched.step()
-        e.sched.run_until_idle()
-        e._check()
-        for qid, r in got:
-            if r.slide < 0:
-                continue
-            answered[qid] += 1
-            tmpl, length = templates[qid]
-            alone = e.sched.submit(plan_query(parse_query(
-                tmpl.format(window=f"[RANGE {length} SUBWINDOWS] AS OF SLIDE {r.slide}")), e.stream("p")))
-            e.sched.run_until_idle()
-            assert alone.result is not None, alone.error
-            assert r.answer.rows == alone.result.answer.rows, (mode, policy, qid, r.slide, tmpl)
-            window = pa.concat_tables([batch(rng, 0, 0)] + [kept[s] for s in range(r.slide - length + 1, r.slide + 1)
-                                                            if s in kept])
+        slide_and_step(e, rows, ts, kept, rng.randint(0, 40), True)
+        for qid, r, tmpl, length in delivered(got, answered, templates):
+            window = alone_and_window(e, r, tmpl, length, kept, batch(rng, 0, 0), (mode, policy, qid, r.slide, tmpl))
             assert r.answer.rows == duckdb_rows(con, window, tmpl.format(window="")), (mode, policy, qid, r.slide, tmpl)
             checked += 1
         got.clear()
@@ -157,15 +141,6 @@ def test_combining_every_prefix_at_once_equals_combining_each_prefix(select):
         for n, c in zip(ends, got):
             want = combine_contributions(plan.bound, contributions[:n], plan.strings)
             assert equal(c, want), (n, ends)
-
-
-def equal(a, b) -> bool:
-    """Two contributions alike: the same nesting, arrays of equal dtype and values."""
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and a.tolist() == b.tolist()
-    if isinstance(a, tuple):
-        return isinstance(b, tuple) and len(a) == len(b) and all(equal(x, y) for x, y in zip(a, b))
-    return a == b and type(a) is type(b)
 
 
 def test_a_top_k_and_quantiles_over_the_same_per_key_sums_read_alike():

@@ -10,7 +10,8 @@ from typing import Any, cast
 import numpy as np
 
 from ..binder import BoundQuery
-from ..functions import Combines
+from ..exact import grouped_count
+from ..functions import Combines, Inverts
 from ..synopsis import group_keys
 
 
@@ -53,14 +54,93 @@ def combine_contributions(b: BoundQuery, contributions: list, strings) -> Any:
                        for i, a in enumerate(b.aggs))
 
 
-def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], strings) -> list:
+def inverts(b: BoundQuery) -> bool:
+    """Whether the contributions of `b` combine and each has an inverse (every aggregate is
+    functions.invertible: COUNT, integer SUM and AVG): a combined window then slides by what
+    entered and left (uncombine, slide_combined) rather than being combined again."""
+    return combines(b) and all(a.fn.invertible(a) for a in b.aggs)
+
+
+def negated(b: BoundQuery, contribution: Any) -> Any:
+    """The contribution that combined with `contribution` gives the empty one (only where
+    `inverts(b)`): each aggregate's own Inverts.negate, the same keys with GROUP BY."""
+    if b.group_by is None:
+        return tuple(cast(Inverts, a.fn).negate(a, contribution[i]) for i, a in enumerate(b.aggs))
+    keys, parts = contribution
+    return keys, tuple(cast(Inverts, a.fn).negate(a, parts[i]) for i, a in enumerate(b.aggs))
+
+
+def uncombine(b: BoundQuery, total: Any, parts: list, strings) -> Any:
+    """An ungrouped combined contribution minus `parts` (each combined into it, or within it: a
+    cover's pieces, thesis 8.3.3 CS7): `total` combined with their negations (only where
+    `inverts(b)`)."""
+    return combine_contributions(b, [total, *(negated(b, p) for p in parts)], strings)
+
+
+def slide_combined(b: BoundQuery, combined: Any, presence: np.ndarray, entering: list, leaving: list, strings,
+                   dtype: np.dtype | None = None) -> tuple[Any, np.ndarray]:
+    """A grouped combined contribution (sorted unique keys; only where `inverts(b)`) moved: the
+    contributions `entering` combined in and `leaving` (among those it was combined from) taken
+    out, by the aggregates' own combine_groups over their negations. `presence`: per key, how many
+    of the contributions it was combined from hold the key; a key none holds any more leaves (its
+    sums and counts are 0, but the window has no row of it: combine_contributions would not list
+    it). The keys that entered are merged into the sorted ones (searchsorted), which are not
+    sorted again. `dtype`: the keys' type in the moved window (as concatenating its contributions'
+    keys gives it: an integer key with NULL is an object array). Returns the moved contribution
+    and its presence."""
+    if not entering and not leaving:
+        return combined, presence
+    keys, parts = combined
+    delta = list(entering) + [negated(b, c) for c in leaving]
+    dkeys = np.concatenate([c[0] for c in delta])
+    signs = np.concatenate([np.full(len(c[0]), 1 if i < len(entering) else -1, dtype=np.int64)
+                            for i, c in enumerate(delta)])
+    du, dinv = group_keys(dkeys, dense=b.group_type == "string" and len(b.group_keys) == 1)
+    if du.dtype != keys.dtype:
+        common = np.result_type(keys.dtype, du.dtype)
+        keys, du = keys.astype(common, copy=False), du.astype(common, copy=False)
+    at = np.searchsorted(keys, du)
+    found = at < len(keys)
+    found[found] = keys[at[found]] == du[found]
+    if found.all():
+        uniq, old, dpos = keys, np.arange(len(keys)), at
+    else:
+        new = du[~found]  # (sorted)
+        ins = at[~found]  # each new key's place among the kept ones (before keys[ins])
+        uniq = np.insert(keys, ins, new)
+        # a kept key moves up by the new keys placed before it (no comparison of keys: composite
+        # keys are byte strings)
+        old = np.arange(len(keys)) + np.cumsum(np.bincount(ins, minlength=len(keys) + 1))[:len(keys)]
+        dpos = np.empty(len(du), dtype=np.int64)
+        dpos[found] = old[at[found]]
+        dpos[~found] = ins + np.arange(len(new))
+    inverse = np.concatenate([old, dpos[dinv]])
+    g = len(uniq)
+    moved = tuple(cast(Combines, a.fn).combine_groups(a, inverse, g, [parts[i]] + [c[1][i] for c in delta], strings)
+                  for i, a in enumerate(b.aggs))
+    count = grouped_count(inverse, np.concatenate([presence, signs]), g)
+    keep = count > 0
+    if not keep.all():
+        uniq, count, moved = uniq[keep], count[keep], tuple(_take(p, keep) for p in moved)
+    if dtype is not None and uniq.dtype != dtype:
+        uniq = uniq.astype(dtype)
+    return (uniq, moved), count
+
+
+def _take(part: Any, keep: np.ndarray) -> Any:
+    """A per-key partial (an array, or a tuple of arrays: from_group_rows' forms) at the kept keys."""
+    return tuple(_take(p, keep) for p in part) if isinstance(part, tuple) else part[keep]
+
+
+def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], strings, presence: bool = False) -> list:
     """combine_contributions(b, contributions[:n], strings) for each n of `ends` (ascending, each
     at least 1 and at most len(contributions)): one youngest-to-oldest scan answers the shorter
     windows on the way (thesis 8.4.3, CS2), a running contribution combined with the next
     contributions at each length. With GROUP BY the keys of the longest prefix are grouped once
     (sorted unique keys, each row's place among them): each step's keys are those present in the
     running contribution and the new rows, in that order, so no step sorts keys again; the
-    aggregates' own combine_groups combine them."""
+    aggregates' own combine_groups combine them. `presence` (GROUP BY only): each item is
+    (the combined contribution, per key how many of the n contributions hold it: slide_combined's)."""
     out: list = []
     running: Any = None
     at = 0
@@ -78,9 +158,12 @@ def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], string
     uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions[:last]]),
                                dense=b.group_type == "string" and len(b.group_keys) == 1)
     where = inverse[:0]  # the running contribution's keys, as places in uniq
+    held = np.zeros(len(uniq), dtype=np.int64) if presence else None  # per key of uniq, contributions holding it
     for n in ends:
         if n > at:
             new = inverse[sizes[at - 1] if at else 0:sizes[n - 1]]
+            if held is not None:
+                held += np.bincount(new, minlength=len(uniq))  # (a contribution's keys are unique)
             if at == 0 and n == 1:
                 running, where = contributions[0], new  # (its keys are sorted and unique)
             else:
@@ -92,5 +175,5 @@ def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], string
                 running = uniq[where], tuple(cast(Combines, a.fn).combine_groups(a, inv, len(where), [c[1][i] for c in parts],
                                                                                  strings) for i, a in enumerate(b.aggs))
             at = n
-        out.append(running)
+        out.append(running if held is None else (running, held[where]))
     return out

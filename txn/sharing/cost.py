@@ -58,7 +58,11 @@ class CostModel:
     sealed sub-windows' contributions in their memos, store/memo.py): an execution reads only those sealed
     since the reader last ran (schedule_cost tracks it). The thesis's worked example counts
     comparisons only: CostModel(access=0, combine=1, post=0). `phasing`: see Phasing (DRIFTING
-    is costed for models without `memo` and `cover`, whose cost depends on more than the tasks due)."""
+    is costed for models without `memo` and `cover`, whose cost depends on more than the tasks due).
+    `slide` (with `memo`): a reader whose contributions are invertible (Member.inverts) moves its
+    combined window by the intervals that entered and left since it last ran (txn/sharing/
+    combined.py): its combining is counted over those (two per fresh interval, at most its window)
+    rather than over its window."""
 
     access: float = 1.0
     combine: float = 1.0
@@ -68,6 +72,7 @@ class CostModel:
     cover: float | None = 0.0
     memo: bool = False
     phasing: Phasing = Phasing.HELD
+    slide: bool = False
 
     def __post_init__(self):
         if self.phasing is Phasing.DRIFTING and (self.memo or self.cover is not None):
@@ -136,13 +141,16 @@ class CostModel:
         sub-window's contribution, not their combination (runtime.SharedPlan.finish)."""
         full = list(reach.values())
         n = [min(r, fresh[k]) if fresh is not None and k in fresh else r for k, r in reach.items()]
+        # intervals combined per reader: its window, or what entered and left it (`slide`)
+        moved = [getattr(lead.get(k), "inverts", False) and self.slide and fresh is not None for k in reach]
         derived = covers_among(list(lead.values())) if self.cover is not None else []
         for d in derived:
             for i in d.plus + d.minus:
                 n[i] = max(n[i], n[d.target])
                 full[i] = max(full[i], full[d.target])
         targets = {d.target for d in derived}
-        work = sum(self.access * k + self.combine * max(full[i] - 1, 0) for i, k in enumerate(n) if i not in targets)
+        work = sum(self.access * k + self.combine * (min(2 * k, full[i] - 1) if moved[i] else max(full[i] - 1, 0))
+                   for i, k in enumerate(n) if i not in targets)
         return work + sum((self.cover or 0.0) * n[d.target] * len(d.plus + d.minus) for d in derived)
 
     def alone(self, output) -> float:
@@ -172,6 +180,9 @@ def covers_among(leaders: list) -> list[Derivation]:
 #   Result, the answer log, the AnsweredMany record, publishing), about 230-280 us;
 # - finish 0.7: as combine (no 8.5 query merges outside the scan, so it is not measured apart);
 # - cover 0.1: a derived contribution combines a few partials, not a sub-window's rows (not measured).
+# Not `slide`: an invertible reader's windows move only where that costs less than combining them
+# anew (combined.MOVE_COST), and for the 8.5 groups it does not (each execution makes one combined
+# window per member length, about 25 of them, each as large as the keys: docs/sharing.md "Round 22").
 STORE = CostModel(access=1.0, combine=0.7, probe=1, post=1.0, finish=0.7, cover=0.1, memo=True)
 
 

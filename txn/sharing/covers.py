@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from windowstore.store.planner.merge import uncombine
+
 LOW, HIGH = (-1, 0, 0), (1, 0, 0)  # the cuts below and above every value
 MAX_PIECES = 10  # candidates searched for an exact cover (2**10 subsets at most)
 IDEMPOTENT = {"min", "max"}
@@ -301,13 +303,6 @@ def _exact_cover(target: PredSet, pieces: list[_Reader], s, integer: bool) -> li
 
 
 def subtract(bound, total, parts: list):
-    """An ungrouped contribution minus others' (CS7; COUNT, SUM and AVG: their partials are a count,
-    or a sum and a count)."""
-    out = list(total)
-    for p in parts:
-        for i, a in enumerate(bound.aggs):
-            if a.fn.name == "count":
-                out[i] = out[i] - p[i]
-            else:
-                out[i] = (out[i][0] - p[i][0], out[i][1] - p[i][1])
-    return tuple(out)
+    """An ungrouped contribution minus others' (CS7; COUNT, SUM and AVG over integers: each
+    aggregate's inverse, merge.uncombine)."""
+    return uncombine(bound, total, parts, None)

@@ -67,6 +67,7 @@ class Member:
     needs: frozenset = frozenset()
     alone_reason: str = ""
     combines: bool = False  # its sub-windows' contributions combine into one (a scan answers it on the way)
+    inverts: bool = False   # ... and each has an inverse (its combined windows may move: combined.py)
     reads: Hashable = None
     bound: Any = field(default=None, compare=False, repr=False)
 
@@ -193,7 +194,7 @@ def needs_of(aggs) -> frozenset:
 def describe(plan, query_id: str, every: int) -> Member:
     """The Member of a planned periodic query (a store Plan or a join plan)."""
     from ..joins import JoinQueryPlan  # (the store's types stay out of the pure rules above)
-    from windowstore.store.planner.merge import combines
+    from windowstore.store.planner.merge import combines, inverts
     if isinstance(plan, JoinQueryPlan):
         return describe_join(plan, query_id, every)
     query = plan.query
@@ -214,7 +215,7 @@ def describe(plan, query_id: str, every: int) -> Member:
                       alone_reason="runs alone: a pinned read (AS OF SLIDE)")
     shape = tuple(plan.bound.group_keys) if synopsis == Synopsis.PROBE else None
     return Member(query_id, plan.stream.name, key, synopsis, max(plan.n_q, 1), max(every, 1), shape or None,
-                  needs_of(aggs), combines=combines(plan.bound), reads=(plan.stream.schema, *read_key(plan)),
+                  needs_of(aggs), combines=combines(plan.bound), inverts=inverts(plan.bound), reads=(plan.stream.schema, *read_key(plan)),
                   bound=plan.bound)
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from windowstore.store import gc_pause
 from windowstore.store.aggregates import Partial
 from windowstore.store.memo import MISS, large
-from windowstore.store.planner.merge import combine_contributions, combine_prefixes, combines
+from windowstore.store.planner.merge import combine_contributions, combine_prefixes, combines, inverts
 from windowstore.store.schema import VALID
 
 from ..kinds import QueryKind
@@ -32,6 +32,7 @@ from windowstore.store.join import SharedJoin
 
 from ..joins import JoinQueryPlan
 from .answer import SharedAnswer
+from .combined import CombinedWindows
 from .cost import STEP_SLIDES, STORE, CostModel
 from .covers import derive, derive_cached, subtract
 from .groups import Groups
@@ -61,11 +62,14 @@ class SharedPlan:
 
     memo_key = None  # its reads (one per reader) are kept per reader in the sub-windows' memos, not as one
 
-    def __init__(self, plans: list, memo: bool = True, read_keys: list | None = None):
+    def __init__(self, plans: list, memo: bool = True, read_keys: list | None = None,
+                 windows: CombinedWindows | None = None):
         """`read_keys`: the plans' rules.read_key, when the caller keeps them (computing one
-        copies the query)."""
+        copies the query). `windows`: the readers' combined windows kept between executions
+        (SharedTasks'; used with `memo`, whose contributions they hold)."""
         self.plans = plans
         self.memo = memo  # keep and reuse readers' contributions in the sub-windows' memos (store/memo.py)
+        self.windows = windows if memo else None
         self.reused = 0  # contributions taken from a sub-window's memo (an earlier execution's, or a lone run's)
         self.stream = plans[0].stream
         self.strings = self.stream.strings
@@ -88,6 +92,7 @@ class SharedPlan:
         for i in sorted(range(len(plans)), key=lambda i: plans[i].n_q):
             self.members[self.reader_of[i]].append(i)
         self.combines = [combines(p.bound) for p in self.readers]
+        self.inverts = [inverts(p.bound) for p in self.readers]  # (their combined windows slide: combined.py)
         # per reader, whether its contribution's size grows with the rows (memo.py's bound on those)
         self.large = [large(p) for p in self.readers]
         # predicate covers (covers.py): readers whose contributions come from others' (no scan of their own)
@@ -168,8 +173,12 @@ class SharedPlan:
         combine (merge.combines: COUNT, exact SUM/AVG, MIN, MAX, per key too) combines its
         contributions youngest to oldest once for all its plans' lengths (merge.combine_prefixes:
         the keys grouped once, each distinct length's prefix combined from them), and each plan
-        finishes the one for its RANGE, not one merge per plan. Other readers (quantiles, COUNT DISTINCT, float sums) share the
-        sub-windows' contributions, and each plan merges its own."""
+        finishes the one for its RANGE, not one merge per plan. Where they are invertible too
+        (merge.inverts: COUNT, integer SUM and AVG), each length's combined window is the one kept
+        from the reader's last execution, moved by the sub-windows that entered and left
+        (combined.py): the intervals accessed, not the window (thesis 8.4.3). Other readers
+        (quantiles, COUNT DISTINCT, float sums) share the sub-windows' contributions, and each
+        plan merges its own."""
         c = partial.contributions
         newest_first = sorted(c, reverse=True)
 
@@ -191,7 +200,13 @@ class SharedPlan:
                     out[i] = self.plans[i].finish(mine)
                 continue
             ends = sorted({n for i in members if (n := min(self.plans[i].n_q, len(newest_first)))})
-            at = dict(zip(ends, combine_prefixes(lead.bound, values(r, ends[-1]) if ends else [], ends, self.strings)))
+            if not ends:
+                at: dict = {}
+            elif self.windows is not None and self.inverts[r]:
+                at = dict(zip(ends, self.windows.prefixes(self.keys[r], lead.bound, newest_first[:ends[-1]],
+                                                          values(r, ends[-1]), ends, self.strings)))
+            else:
+                at = dict(zip(ends, combine_prefixes(lead.bound, values(r, ends[-1]), ends, self.strings)))
             for i in members:  # shortest window first
                 n = min(self.plans[i].n_q, len(newest_first))
                 mine = Partial()
@@ -249,6 +264,7 @@ class SharedTasks:
         # (those whose every contribution came from earlier executions (sub-windows' memos) are not counted)
         self.cover_reads_saved = 0       # sub-window scans covers saved (aborted attempts too)
         self.contributions_reused = 0    # readers' contributions taken from sub-windows' memos (store/memo.py)
+        self.windows = CombinedWindows()  # invertible readers' combined windows, kept between executions
         self.join_synopses: dict[Any, SharedJoin] = {}  # per join group (SS3/CS5): its one kept join result
         self.join_answers = 0            # answers of periodic joins from a shared join synopsis
         self.slices = SlicesGroups()     # windows that cut sub-windows, by slices group (slices.py)
@@ -425,7 +441,7 @@ class SharedTasks:
             return kept[0]
         if len(self._plans) >= KEPT_PLANS:
             self._plans.clear()
-        return SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs])
+        return SharedPlan(plans, read_keys=[self._read_key(mids[0]) for mids in outputs], windows=self.windows)
 
     def _read_key(self, member_id: str) -> tuple:
         """A member's rules.read_key, kept while it is registered (its plan does not change)."""
@@ -718,6 +734,7 @@ class SharedTasks:
         assert not set(self.fallen_back) & (set(self.tasks) | set(self.slices.key_of)), "a fallen-back member runs alone"
         for synopsis in self.join_synopses.values():
             synopsis._check()
+        self.windows._check()
 
 
 def join_plan(task: Task) -> JoinQueryPlan:

@@ -144,7 +144,10 @@ class LocalScheduler:
                 repeats, period = t.repeats, t.period
                 for o in t.outputs:
                     for mid, m in o.members.items():
-                        gap = m.period - since[mid]
+                        s = since[mid]
+                        if s == 0:  # answered since the last update (an early run, before a new member
+                            continue  # made its task due): not again from the same state
+                        gap = m.period - s
                         if gap >= period and mid in repeats:
                             continue
                         ahead[mid] = gap if gap > 0 else 0

@@ -243,6 +243,7 @@ def goal(slides: int = 10, seed: int = 1, mode: str = "conservative", queries: i
 # that should reach 2x its throughput), at 240 queries, as the thesis ran it (--policy ws, a
 # stream per group); the pairs' points run one after the other, baseline first
 THESIS_GOALS = ((1500, SharingMode.CONSERVATIVE, SharingMode.HYBRID), (3000, SharingMode.HYBRID, SharingMode.HYBRID_LP))
+ON_TIME = 0.05  # average slides beyond SLIDE under which a mode kept up with demand
 
 
 def thesis_goals(per_group: int = 30, seconds: float = 15.0) -> list[dict]:
@@ -270,8 +271,10 @@ def thesis_goals(per_group: int = 30, seconds: float = 15.0) -> list[dict]:
                     "shown": f"{ratio:.2f}x", "target": ">= 2x", "value": [ratio, per_cpu]})
         if rate == 1500:
             lat = (b["latency"] / f["latency"]) if f["latency"] else float("inf")
+            on_time = max(b["latency"] or 0.0, f["latency"] or 0.0) < ON_TIME  # (a ratio of two zeros says nothing)
             out.append({"name": f"{name} latency, {base}'s over {mode}'s (slides beyond SLIDE {b['latency']} / {f['latency']})",
-                        "shown": f"{lat:.1f}x lower", "target": ">= 10x lower", "value": lat})
+                        "shown": "both on time (neither overloaded)" if on_time else f"{lat:.1f}x lower",
+                        "target": ">= 10x lower", "value": lat})
     return out
 
 

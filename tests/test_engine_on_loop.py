@@ -3,6 +3,7 @@ before a read that arrives after its due time, and the scheduler's multi-step wo
 operation per loop callback, so other calls are answered between its operations."""
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import grpc
@@ -297,6 +298,14 @@ def test_a_stream_whose_seal_raises_stops_alone_and_a_restart_seals_that_slide_f
         srv.stop(5)
 
 
+async def _next_loop_turn() -> None:
+    """Let every callback already scheduled on the running loop run first (a turn of the loop,
+    not a wait for time or for a condition)."""
+    turn = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(turn.set_result, None)
+    await turn
+
+
 def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exactly():
     """Sixteen callers on the server's loop, as grpc.aio runs sixteen concurrent calls: each probe
     is answered in its own call (Driver.submit gives no future to wait on: no scheduler step and no
@@ -332,7 +341,7 @@ def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exac
                     txn, done = driver.submit(query, 0)
                     paths.append(done is None)
                     answers.append((await done if done is not None else txn.result).answer.rows)
-                    await asyncio.sleep(0)  # (yield to the other callers: calls interleave)
+                    await _next_loop_turn()  # (the other callers run before this one goes on: calls interleave)
             await asyncio.gather(*(caller() for _ in range(16)))
             return paths, answers
         paths, answers = asyncio.run_coroutine_threadsafe(callers(), driver.loop).result(60)

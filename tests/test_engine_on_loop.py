@@ -311,8 +311,6 @@ def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exac
     is answered in its own call (Driver.submit gives no future to wait on: no scheduler step and no
     loop round trip), which is the path the server takes under a load generator's concurrency
     (docs/performance.md, Round 22), and each answer is the sum over the window's rows."""
-    import asyncio
-
     import pyarrow as pa
 
     from windowstore.store.kinds import Clock

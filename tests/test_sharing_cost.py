@@ -134,13 +134,36 @@ def test_combining_every_prefix_at_once_equals_combining_each_prefix(select):
     keys = [c.strip() for c in select.split(",") if "(" not in c]
     group = f" GROUP BY {', '.join(keys)}" if keys else ""
     plan = plan_query(parse_query(f"SELECT {select} FROM p [RANGE {N} SUBWINDOWS]{group}"), e.stream("p"))
-    contributions = [plan.read(sub) for sub in reversed(list(e.stream("p").window.youngest(N)))]  # youngest first
+    contributions = [plan.read(sub) for sub in reversed(list(e.stream("p").window.youngest(N)))]  # oldest first: any order combines alike
     for _ in range(20):
         ends = sorted(rng.sample(range(1, N + 1), rng.randint(1, 6)))
         got = combine_prefixes(plan.bound, contributions, ends, plan.strings)
         for n, c in zip(ends, got):
             want = combine_contributions(plan.bound, contributions[:n], plan.strings)
             assert equal(c, want), (n, ends)
+
+
+def test_a_prefix_keeps_its_own_key_type_when_only_an_older_sub_window_has_a_null_key():
+    """An integer key NULL only in the oldest sub-window: the shorter prefixes' keys are integers,
+    as combining each prefix alone gives them, not the longest prefix's objects."""
+    from windowstore.store.planner.merge import combine_contributions, combine_prefixes
+    rng = random.Random(7)
+    e = Engine(EngineConfig(policy="ws"))
+    e.apply(CreateStream("p", COLUMNS, "ts", WindowSpec(N, 10, None, "manual", 0, (), 4), 0))
+    for ts in range(1, N + 1):
+        rows = batch(rng, ts, 5)
+        if ts == 1:  # the oldest
+            rows = rows.set_column(2, "port", pa.array([None, 1, 2, 3, 4], pa.int64()))
+        e.apply(Append("p", rows, "", None, ts))
+        e.apply(Slide("p", ts))
+    plan = plan_query(parse_query(f"SELECT port, SUM(bytes) FROM p [RANGE {N} SUBWINDOWS] GROUP BY port"), e.stream("p"))
+    contributions = [plan.read(sub) for sub in e.stream("p").window.youngest(N)]  # youngest first, as a shared reader scans
+    ends = [1, 3, N]
+    for n, c in zip(ends, combine_prefixes(plan.bound, contributions, ends, plan.strings)):
+        want = combine_contributions(plan.bound, contributions[:n], plan.strings)
+        assert equal(c, want), n
+        assert c[0].dtype == want[0].dtype, (n, c[0].dtype, want[0].dtype)
+    assert combine_prefixes(plan.bound, contributions, [N], plan.strings)[0][0].dtype == object, "the NULL key is there"
 
 
 def test_a_top_k_and_quantiles_over_the_same_per_key_sums_read_alike():

@@ -158,6 +158,8 @@ def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], string
     uniq, inverse = group_keys(np.concatenate([c[0] for c in contributions[:last]]),
                                dense=b.group_type == "string" and len(b.group_keys) == 1)
     where = inverse[:0]  # the running contribution's keys, as places in uniq
+    # A NULL key makes uniq an object array; a prefix without it keeps the key type it has alone.
+    typed = [c[0].dtype for c in contributions[:last]] if uniq.dtype.kind == "O" else None
     held = np.zeros(len(uniq), dtype=np.int64) if presence else None  # per key of uniq, contributions holding it
     for n in ends:
         if n > at:
@@ -172,7 +174,10 @@ def combine_prefixes(b: BoundQuery, contributions: list, ends: list[int], string
                 where = np.flatnonzero(present)
                 parts = ([running] if at else []) + contributions[at:n]
                 inv = (np.cumsum(present) - 1)[rows]
-                running = uniq[where], tuple(cast(Combines, a.fn).combine_groups(a, inv, len(where), [c[1][i] for c in parts],
+                keys = uniq[where]
+                if typed is not None and (prefix_type := np.result_type(*typed[:n])).kind != "O":
+                    keys = keys.astype(prefix_type)
+                running = keys, tuple(cast(Combines, a.fn).combine_groups(a, inv, len(where), [c[1][i] for c in parts],
                                                                                  strings) for i, a in enumerate(b.aggs))
             at = n
         out.append(running if held is None else (running, held[where]))

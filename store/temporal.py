@@ -896,11 +896,6 @@ class MeasuredChoice:
         self._gap = min(max(gap, self.budget_gap()), self.max_gap)
         self._next_probe = self.executions + self._gap
 
-    @property
-    def probe_gap(self) -> int:
-        """The executions from one probe to the next, as now scheduled."""
-        return self._gap
-
     def settled(self) -> bool:
         """Is the evidence sure of its side of log(1 - margin) (its interval wholly on one side)? A
         choice resting on a sure model without a round counts as settled: the model is its evidence."""
@@ -1140,9 +1135,7 @@ class TemporalPlan:
             sure = "; sure beyond its fitted error: no round, probes only" if c.sure else ""
             return (f"coalesced {c.strategy}, the cost model's choice until executions of both strategies measure "
                     f"them ({model}{sure})")
-        again = (", measuring both again" if c.measuring() else
-                 f", unsettled (the pairs' interval straddles the {c.margin:.0%} margin): a probe every "
-                 f"{c.probe_gap} executions" if c.unsettled_gap is not None and not c.settled() else "")
+        again = ", measuring both again" if c.measuring() else ""
         return (f"coalesced {c.strategy}, measured over this query's executions{again}: eager / lazy "
                 f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs; latest medians eager "
                 f"{c.median(EAGER) * 1e6:,.0f} us, lazy {c.median(LAZY) * 1e6:,.0f} us; the {model}, chose "

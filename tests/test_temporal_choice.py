@@ -465,26 +465,6 @@ def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(mon
         assert f"coalesced {cheaper}, measured" in plan.explain()["how"]
 
 
-def test_explain_says_when_the_measured_choice_is_unsettled_and_how_often_it_probes():
-    """A plan whose choice ended its round undecided (eager 0.9, 1.0, 1.1 in turn against lazy's
-    1.0) says so in explain, with the probes' gap; once a round is sure, it says only the ratio."""
-    s, batches = _stream(2, 3)
-    for k, b in enumerate(batches):
-        _append(s, b, k)
-    text = "SELECT sensor, COUNT(VALID(temp)) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
-    for eager, unsettled in (([0.9, 1.0, 1.1], True), ([0.5], False)):
-        plan = plan_query(parse_query(text), s, periodic=True)
-        choice = MeasuredChoice(LAZY, trials=5, max_trials=6, evidence=12, unsettled_gap=8)
-        plan._temporal.measure_with(lambda: 0.0, choice)
-        times = iter(eager * 10)
-        for _ in range(12):
-            st = choice.next_strategy()
-            choice.observe(st, next(times) if st == EAGER else 1.0)
-        how = plan.explain()["how"]
-        assert "measured over this query's executions" in how
-        assert ("unsettled (the pairs' interval straddles the 1% margin): a probe every 8 executions" in how) == unsettled
-
-
 def test_plan_query_measures_periodic_temporal_queries_only_when_given_a_clock():
     s, batches = _stream(2, 3)
     for k, b in enumerate(batches):

@@ -146,19 +146,15 @@ def test_a_settled_choice_times_only_the_executions_before_a_probe_and_the_probe
         MeasuredChoice(EAGER).skip()  # the trials are timed
 
 
-# The rest of the server's choice (TemporalPlan.measure_with): an unsettled choice's probes.
-SERVER = {"evidence": temporal.EVIDENCE, "unsettled_gap": temporal.UNSETTLED_GAP}
-
-
 def _noisy_life(start: str, cheaper: str, gap: float, seed: int, executions: int = 440,
-                load=lambda i: 1.0, server: bool = True) -> tuple[list[str], str]:
+                load=lambda i: 1.0) -> tuple[list[str], str]:
     """One query's life: each execution of a strategy takes its base time (the dearer one `gap`
     more) times `load(i)` (the machine's, the same for both) times a lognormal noise of 10 % (a
     single execution's spread measured on section 7's grid); the strategies run, in order, and the
-    choice at the end. `server`: with the server's unsettled probing (SERVER), else without it."""
+    choice at the end."""
     rng = random.Random(seed)
     choice = MeasuredChoice(start, trials=temporal.TRIALS, max_gap=temporal.MAX_GAP, budget=temporal.BUDGET,
-                            max_trials=temporal.MAX_TRIALS, **(SERVER if server else {}))
+                            max_trials=temporal.MAX_TRIALS)
     ran = []
     for i in range(executions):
         st = choice.next_strategy()
@@ -182,81 +178,6 @@ def test_a_gap_of_six_per_cent_in_a_spread_of_ten_is_found_in_a_life_of_440_exec
     assert sum(sum(st == cheaper for st in ran) > len(ran) / 2 for ran, _ in lives) >= 93
     assert sum(final == cheaper for _, final in lives) >= 95
     assert sum(st != cheaper for ran, _ in lives for st in ran) <= 0.13 * sum(len(ran) for ran, _ in lives)
-
-
-def _probe_gaps(ran: list[str], choice: MeasuredChoice, after: int) -> list[int]:
-    """The executions between consecutive probes (runs of the strategy not finally chosen) after
-    the execution `after`."""
-    probes = [i for i, st in enumerate(ran) if i >= after and st != choice.strategy]
-    return [b - a - 1 for a, b in zip(probes, probes[1:])]
-
-
-def test_an_undecided_round_s_probes_stay_unsettled_gap_apart_and_the_evidence_grows():
-    """Eager's executions take 0.9, 1.0, 1.1 in turn, lazy's 1.0: the first round's six pairs leave
-    the sign test's interval on both sides of log(1 - margin), so the round ends at max_trials by
-    its median's side (0: lazy stays). Without an unsettled gap the probes then double their gaps
-    (8, 16, 32, 64) and the evidence stays at its latest max_trials pairs; with one (8) they stay
-    8 apart while the interval straddles the line, and each joins the evidence, up to `evidence`."""
-    def life(**kw):
-        choice = MeasuredChoice(LAZY, trials=5, max_trials=6, first_gap=8, max_gap=64, **kw)
-        eager = iter([0.9, 1.0, 1.1] * 200)
-        ran = []
-        for _ in range(300):
-            st = choice.next_strategy()
-            ran.append(st)
-            choice.observe(st, next(eager) if st == EAGER else 1.0)
-        return choice, ran
-
-    old, ran = life()
-    assert old.strategy == LAZY and old.rounds == 1 and old.switches == 0
-    assert ran[:12] == abba(LAZY, 6) and not old.settled()
-    assert _probe_gaps(ran, old, 12)[:4] == [16, 32, 64, 64] and len(old.pairs) == 6
-    new, ran = life(evidence=20, unsettled_gap=8)
-    assert new.strategy == LAZY and new.rounds == 1 and new.switches == 0 and not new.settled()
-    assert ran[:12] == abba(LAZY, 6)
-    assert set(_probe_gaps(ran, new, 12)) == {8} and new.probes == (300 - 12) // 9
-    assert len(new.pairs) == 20  # six of the round's and the probes', the latest 20 kept
-
-
-def test_a_settled_choice_s_gaps_double_with_an_unsettled_gap_as_without():
-    """Where the evidence is sure (every pair: lazy twice eager's time), the unsettled gap changes
-    nothing: the same executions run, the probes' gaps doubling from first_gap."""
-    runs = []
-    for kw in ({}, {"evidence": 48, "unsettled_gap": 8}):
-        choice = MeasuredChoice(LAZY, trials=5, first_gap=8, max_gap=64, **kw)
-        runs.append(feed(choice, {EAGER: 1.0, LAZY: 2.0}, 300))
-        assert choice.settled() and choice.strategy == EAGER
-    assert runs[0] == runs[1]
-
-
-def test_a_choice_resting_on_a_sure_model_probes_as_rarely_with_an_unsettled_gap():
-    """A sure model runs no round: its probes are checks of the model, not evidence to grow, and
-    their gaps double while the probes agree with it (lazy 12 % dearer, as the model said)."""
-    runs = []
-    for kw in ({}, SERVER):
-        choice = MeasuredChoice(EAGER, trials=0, first_gap=8, max_gap=128, sure=0.12, **kw)
-        runs.append(feed(choice, {EAGER: 1.0, LAZY: 1.12}, 400))
-        assert choice.rounds == 0 and choice.settled()
-    assert runs[0] == runs[1] and _probe_gaps(runs[1], choice, 0) == [16, 32, 64, 128, 128]
-
-
-@pytest.mark.parametrize("start", [EAGER, LAZY])
-def test_started_on_the_dearer_the_server_s_choice_finds_a_gap_of_four_per_cent_more_often(start):
-    """A gap of 4 %, between the A/A floor and the error of a 24-pair round's median, in a spread of
-    10 %, 100 seeded lives of 440 executions started on the dearer: with the server's unsettled
-    probing the choice runs the cheaper for most of the life in at least 97 (without it, 91 of the
-    same lives) and ends on it in at least 96; started on the cheaper it runs the dearer in at most
-    15 % of all executions (its price: 11 % without)."""
-    cheaper = LAZY if start == EAGER else EAGER
-    most = {}
-    for server in (False, True):
-        lives = [_noisy_life(start, cheaper, 0.04, seed, server=server) for seed in range(100)]
-        most[server] = sum(sum(st == cheaper for st in ran) > len(ran) / 2 for ran, _ in lives)
-        if server:
-            assert sum(final == cheaper for _, final in lives) >= 96
-    assert most[True] >= 97 and most[True] > most[False]
-    settled = [_noisy_life(start, start, 0.04, seed) for seed in range(100)]
-    assert sum(st != start for ran, _ in settled for st in ran) <= 0.15 * sum(len(ran) for ran, _ in settled)
 
 
 def test_pairs_pass_over_the_machine_s_load_changing_by_half_between_executions():
@@ -371,8 +292,7 @@ def test_within_the_margin_the_choice_keeps_to_the_model():
 @pytest.mark.parametrize("kwargs", [{"trials": -1}, {"trials": 25, "max_trials": 24}, {"max_trials": 0},
                                     {"keep": 0}, {"first_gap": 9, "max_gap": 8}, {"margin": 1.0},
                                     {"budget": -0.01}, {"budget": 1.0}, {"confidence": 1.0},
-                                    {"confidence": 0.4}, {"max_trials": 24, "evidence": 23},
-                                    {"first_gap": 8, "unsettled_gap": 7}, {"max_gap": 64, "unsettled_gap": 65}])
+                                    {"confidence": 0.4}])
 def test_a_bad_schedule_is_refused(kwargs):
     with pytest.raises(ValueError):
         MeasuredChoice(EAGER, **kwargs)
@@ -601,7 +521,7 @@ def _sure_life(start: str, cheaper: str, gap: float, seed: int, sure: float, exe
     a round of TRIALS to MAX_TRIALS pairs where it is not (sure = 0); the choice at the end."""
     rng = random.Random(seed)
     choice = MeasuredChoice(start, trials=temporal.SURE_TRIALS if sure else temporal.TRIALS, max_gap=temporal.MAX_GAP,
-                            budget=temporal.BUDGET, max_trials=temporal.MAX_TRIALS, sure=sure, **SERVER)
+                            budget=temporal.BUDGET, max_trials=temporal.MAX_TRIALS, sure=sure)
     for _ in range(executions):
         st = choice.next_strategy()
         if choice.timing():

@@ -726,7 +726,7 @@ class MeasuredChoice:
     to `evidence` pairs. A round that ended at `max_trials` pairs by its median's side alone has
     decided a gap of about its own sampling error (a median of 24 pairs errs by some 4 % where one
     pair spreads by 10 %), and with gaps doubling to `max_gap` its handful of later probes could not
-    outweigh it (docs/coalesce.md: the wrong decisions on section 7's grid were mostly such rounds).
+    outweigh it: the claim's misses were such rounds (docs/coalesce.md, round 23).
 
     Where the cost model is sure (`sure`: its predicted log(other / choice), beyond its fitted error
     by SURE_Z; issue 34: the model decides where it is sure, the choice measures where it is not)
@@ -961,8 +961,8 @@ MAX_GAP = 128
 # While the evidence is unsettled (its interval straddles the margin: after a round that ended at
 # MAX_TRIALS pairs undecided, a gap of about a round's sampling error), probes stay UNSETTLED_GAP
 # apart rather than doubling, and the evidence grows to EVIDENCE pairs (a median of 96 pairs errs
-# by half what one of 24 does). Replayed on the eight grid runs' forced times this cut the
-# cells over the A/A floor from 16 to 9 of 968 (docs/coalesce.md).
+# by half what one of 24 does). Replayed on the eight grid runs' forced times this halved the
+# cells over the A/A floor (docs/coalesce.md, round 23).
 UNSETTLED_GAP = 8
 EVIDENCE = 96
 

@@ -709,7 +709,7 @@ class MeasuredChoice:
     After a round the choice runs, and one execution of the other strategy (a probe) follows
     `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
     to `first_gap` when it changes. A probe pairs with the median of the choice's `keep` executions
-    just before it and joins the evidence (its latest `evidence` pairs, `max_trials` by default). The choice switches at a
+    just before it and joins the evidence (its latest `max_trials` pairs). The choice switches at a
     probe when the evidence's interval lies wholly beyond the margin on the other's side; a probe
     that favours the other by more than `margin` and lies beyond the evidence's outer tenth (the
     data may have drifted), or after which the evidence's median favours the other, opens a new
@@ -719,14 +719,6 @@ class MeasuredChoice:
     `overhead`: an eager probe after a lazy spell builds the whole window's runs), capped at
     `max_gap`. Only the executions `timing` asks for are timed (rounds, each probe, the `keep`
     before it and the one after it); the caller reports the others with `skip`.
-
-    With an `unsettled_gap`, the gaps double only while the evidence is settled (its interval lies
-    wholly on one side of log(1 - margin)); while it straddles that line they stay at
-    `unsettled_gap` (still no shorter than the budget allows), and probe by probe the evidence grows
-    to `evidence` pairs. A round that ended at `max_trials` pairs by its median's side alone has
-    decided a gap of about its own sampling error (a median of 24 pairs errs by some 4 % where one
-    pair spreads by 10 %), and with gaps doubling to `max_gap` its handful of later probes could not
-    outweigh it: the claim's misses were such rounds (docs/coalesce.md, round 23).
 
     Where the cost model is sure (`sure`: its predicted log(other / choice), beyond its fitted error
     by SURE_Z; issue 34: the model decides where it is sure, the choice measures where it is not)
@@ -739,22 +731,18 @@ class MeasuredChoice:
 
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
                  margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9,
-                 sure: float = 0.0, evidence: int | None = None, unsettled_gap: int | None = None):
+                 sure: float = 0.0):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be '{EAGER}' or '{LAZY}'")
-        evidence = max_trials if evidence is None else evidence
-        if not (0 <= trials <= max_trials and 1 <= max_trials <= evidence and 1 <= keep and 1 <= first_gap <= max_gap
-                and 0 <= margin < 1 and 0 <= budget < 1 and 0.5 <= confidence < 1 and sure >= 0 and not (sure and trials)
-                and (unsettled_gap is None or first_gap <= unsettled_gap <= max_gap)):
-            raise ValueError("need 0 <= trials <= max_trials <= evidence, 1 <= max_trials, 1 <= keep, 1 <= first_gap <= max_gap, "
-                             "0 <= margin < 1, 0 <= budget < 1, 0.5 <= confidence < 1, sure >= 0, no trials where sure, and "
-                             "first_gap <= unsettled_gap <= max_gap")
+        if not (0 <= trials <= max_trials and 1 <= max_trials and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
+                and 0 <= budget < 1 and 0.5 <= confidence < 1 and sure >= 0 and not (sure and trials)):
+            raise ValueError("need 0 <= trials <= max_trials, 1 <= max_trials, 1 <= keep, 1 <= first_gap <= max_gap, 0 <= margin < 1, "
+                             "0 <= budget < 1, 0.5 <= confidence < 1, sure >= 0, and no trials where sure")
         self.strategy = Strategy(start)  # the choice
         self.model_choice = self.strategy
         self.trials, self.first_gap, self.max_gap, self.keep, self.margin = trials, first_gap, max_gap, keep, margin
         self.budget = budget  # 0: gaps by doubling alone
         self.max_trials, self.confidence = max_trials, confidence
-        self.evidence, self.unsettled_gap = evidence, unsettled_gap
         self.sure = sure  # the sure model's log(other / choice); 0 where it is not sure
         self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
         self.pairs: list[float] = []  # the evidence: log(eager / lazy) per pair, oldest first
@@ -846,7 +834,7 @@ class MeasuredChoice:
         self._after = other
         x = self._ratio(other, seconds, self.median(self.strategy))
         evidence = sorted(-r if self.strategy == EAGER else r for r in self.pairs)  # log(other / choice)
-        self.pairs = (self.pairs + [x])[-self.evidence:]
+        self.pairs = (self.pairs + [x])[-self.max_trials:]
         mid, _, high = self._toward(self.pairs)
         cut = math.log(1 - self.margin)
         if high is not None and high < cut:
@@ -891,19 +879,8 @@ class MeasuredChoice:
 
     def _schedule(self, reset: bool) -> None:
         gap = self.first_gap if reset else self._gap * 2
-        if self.unsettled_gap is not None and not self.settled():
-            gap = self.unsettled_gap
         self._gap = min(max(gap, self.budget_gap()), self.max_gap)
         self._next_probe = self.executions + self._gap
-
-    def settled(self) -> bool:
-        """Is the evidence sure of its side of log(1 - margin) (its interval wholly on one side)? A
-        choice resting on a sure model without a round counts as settled: the model is its evidence."""
-        if self.sure and self.rounds == 0:
-            return True
-        _, low, high = self._toward(self.pairs)
-        cut = math.log(1 - self.margin)
-        return low is not None and high is not None and (low > cut or high < cut)
 
     def budget_gap(self) -> int:
         """The fewest executions between probes for which a probe, costing the other strategy's
@@ -932,7 +909,7 @@ class MeasuredChoice:
     def _check(self) -> None:
         assert self.strategy in (EAGER, LAZY), f"strategy {self.strategy!r} is neither eager nor lazy"
         assert all(len(v) <= self.keep for v in self.samples.values()), "more samples kept than asked for"
-        assert len(self.pairs) <= self.evidence, "more pairs of evidence kept than asked for"
+        assert len(self.pairs) <= self.max_trials, "more pairs of evidence kept than asked for"
         assert self.probes <= self.executions, "more probes than executions"
         assert self.first_gap <= self._gap <= self.max_gap, "the gap between probes left its range"
         assert (self._next_probe is None) == self.measuring(), "a probe is scheduled exactly when no round runs"
@@ -958,13 +935,6 @@ MAX_SURE = math.log(1.5)
 # twice as dear as the choice is probed every 100.
 BUDGET = 0.01
 MAX_GAP = 128
-# While the evidence is unsettled (its interval straddles the margin: after a round that ended at
-# MAX_TRIALS pairs undecided, a gap of about a round's sampling error), probes stay UNSETTLED_GAP
-# apart rather than doubling, and the evidence grows to EVIDENCE pairs (a median of 96 pairs errs
-# by half what one of 24 does). Replayed on the eight grid runs' forced times this halved the
-# cells over the A/A floor (docs/coalesce.md, round 23).
-UNSETTLED_GAP = 8
-EVIDENCE = 96
 
 
 class TemporalPlan:
@@ -1015,16 +985,14 @@ class TemporalPlan:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
         choice), timed with `clock`, the caller's CPU clock in seconds (the core reads none). Where
         the model is sure (`model_gap` beyond SURE_Z x FIT_ERROR) no round checks it, only probes;
-        elsewhere a round of TRIALS to MAX_TRIALS pairs; while the evidence is unsettled, probes every
-        UNSETTLED_GAP executions adding to it up to EVIDENCE pairs."""
+        elsewhere a round of TRIALS to MAX_TRIALS pairs."""
         self.clock = clock
         if choice is None:
             gap = abs(self.model_gap())
             sure = gap > SURE_Z * FIT_ERROR
             choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS,
-                                    max_gap=MAX_GAP, budget=BUDGET, max_trials=MAX_TRIALS,
-                                    sure=min(gap, MAX_SURE) if sure else 0.0, evidence=EVIDENCE,
-                                    unsettled_gap=UNSETTLED_GAP)
+                                    max_gap=MAX_GAP, budget=BUDGET,
+                                    max_trials=MAX_TRIALS, sure=min(gap, MAX_SURE) if sure else 0.0)
         self.measured = choice
         self.strategy = self.measured.next_strategy()
         self.timed = self.measured.timing()

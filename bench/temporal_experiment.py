@@ -413,9 +413,8 @@ def claim(cells: list[dict]) -> dict:
                      "worst_total": max(r[name + "_total"] for r in out["cells"]),
                      "cpu_s": sum(sum(c["times"][c["chosen"] if name == "model" else name]) for c in cells)}
     over = [r for r in out["cells"] if r[MEASURED]["median"] > 1 + floor]
-    gap = {id(r): max(r[EAGER]["median"], r[LAZY]["median"]) - 1 for r in over}  # the worse over the better
-    out[MEASURED]["causes"] = {k: [(r["cp"], r["oop"]) for r in over if cause(r["ran_better"], gap[id(r)], floor) == k]
-                               for k in CAUSES}
+    why = [cause(r["ran_better"], max(r[EAGER]["median"], r[LAZY]["median"]) - 1, floor) for r in over]
+    out[MEASURED]["causes"] = {k: [(r["cp"], r["oop"]) for r, w in zip(over, why) if w == k] for k in CAUSES}
     out["better_cpu_s"] = sum(sum(c["times"][r["better"]]) for c, r in zip(cells, out["cells"]))
     out["cells_n"] = len(cells)
     return out
@@ -491,10 +490,9 @@ def claim_text(cl: dict) -> str:
         x = cl[name]
         parts.append(f"{name}: over the floor in {x['over_floor']}/{cl['cells_n']} (clearly {x['clearly_over']}), worst "
                      f"paired median {x['worst_median']:.3f}, worst total {x['worst_total']:+.1%}, CPU {x['cpu_s']:.1f} s")
-    causes = cl[MEASURED].get("causes")
-    if causes is not None:
-        parts.append("the measured choice's cells over the floor by cause: "
-                     + ", ".join(f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES))
+    causes = cl[MEASURED]["causes"]
+    parts.append("the measured choice's cells over the floor by cause: "
+                 + ", ".join(f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES))
     return "; ".join(parts) + f"; the better per cell CPU {cl['better_cpu_s']:.1f} s"
 
 

@@ -388,14 +388,16 @@ def claim(cells: list[dict]) -> dict:
     much. A plan is over the floor in a cell when its paired median over the better exceeds 1 + N,
     and clearly over when its whole interval does. Totals (each plan's CPU seconds over the cell)
     are given beside the A/A totals' range: a few executions slowed 3-4 times by a collection of
-    the whole heap move them more than the medians."""
+    the whole heap move them more than the medians. The measured choice's cells over the floor
+    are told apart by `cause`."""
     out: dict = {"cells": []}
     for c in cells:
         t = c["times"]
         better = EAGER if _median_ci(c["ratios"])["median"] <= 1 else LAZY
         row = {"cp": c["cp"], "oop": c["oop"], "better": better, "chosen": c["chosen"],
                "final": c["measured_plan"][0]["final"], "aa": c["aa_ratio"], "aa_total": c["aa_total"],
-               "eager_over_lazy": _median_ci(c["ratios"])}
+               "eager_over_lazy": _median_ci(c["ratios"]),
+               "ran_better": sum(st == better for st in c["measured_ran"]) / max(len(c["measured_ran"]), 1)}
         for name, st in (("model", c["chosen"]), (MEASURED, MEASURED), (EAGER, EAGER), (LAZY, LAZY)):
             row[name] = _median_ci([x / max(b, 1e-9) for x, b in zip(t[st], t[better])])
             row[name + "_total"] = sum(t[st]) / max(sum(t[better]), 1e-9) - 1
@@ -410,9 +412,28 @@ def claim(cells: list[dict]) -> dict:
                      "over_cells": [(r["cp"], r["oop"], round(r[name]["median"], 3)) for r in over],
                      "worst_total": max(r[name + "_total"] for r in out["cells"]),
                      "cpu_s": sum(sum(c["times"][c["chosen"] if name == "model" else name]) for c in cells)}
+    over = [r for r in out["cells"] if r[MEASURED]["median"] > 1 + floor]
+    why = [cause(r["ran_better"], max(r[EAGER]["median"], r[LAZY]["median"]) - 1, floor) for r in over]
+    out[MEASURED]["causes"] = {k: [(r["cp"], r["oop"]) for r, w in zip(over, why) if w == k] for k in CAUSES}
     out["better_cpu_s"] = sum(sum(c["times"][r["better"]]) for c, r in zip(cells, out["cells"]))
     out["cells_n"] = len(cells)
     return out
+
+
+# Why the measured choice is over the floor in a cell: `decision` (it ran the worse strategy for 3/4
+# of the life or more, and the worse is over the floor itself), `copy` (it ran one strategy for 3/4
+# of the life or more, one within the floor of the better: its executions cost more than the forced
+# plan's at the same slides, its copy's excess and its probes' disturbance), `switching` (it went
+# back and forth, or decided late).
+CAUSES = ("copy", "switching", "decision")
+
+
+def cause(ran_better: float, gap: float, floor: float) -> str:
+    """The cause of a cell over the floor (CAUSES), from the share of the life that ran the better
+    and the worse strategy's paired median over the better less 1 (`gap`)."""
+    if ran_better <= 0.25 and gap > floor:
+        return "decision"
+    return "copy" if ran_better >= 0.75 or ran_better <= 0.25 else "switching"
 
 
 def plot_claim(result: dict, out: Path) -> None:
@@ -469,6 +490,9 @@ def claim_text(cl: dict) -> str:
         x = cl[name]
         parts.append(f"{name}: over the floor in {x['over_floor']}/{cl['cells_n']} (clearly {x['clearly_over']}), worst "
                      f"paired median {x['worst_median']:.3f}, worst total {x['worst_total']:+.1%}, CPU {x['cpu_s']:.1f} s")
+    causes = cl[MEASURED]["causes"]
+    parts.append("the measured choice's cells over the floor by cause: "
+                 + ", ".join(f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES))
     return "; ".join(parts) + f"; the better per cell CPU {cl['better_cpu_s']:.1f} s"
 
 

@@ -347,3 +347,37 @@ def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exac
         assert answers == [[(want,)]] * (16 * 20)
     finally:
         driver.stop(5)
+
+
+def test_writes_that_make_no_slide_due_by_the_clock_do_not_arm_a_timer_each():
+    """With no processing-time slide scheduled the stepper keeps one wake-up armed (at most a second
+    ahead); it used to cancel it and arm a new one after every write, a loop timer per Append
+    (docs/performance.md, Round 23). Event-time slides still happen: writes make them due."""
+    import pyarrow as pa
+
+    from windowstore.store.kinds import Clock
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1000, clock=Clock.EVENT), 0)).result(10)
+        driver.run(lambda: None)  # the create's step has run and armed its wake-up
+        armed = []
+        loop = driver.loop
+        real_call_later = loop.call_later
+
+        def counting_call_later(delay, callback, *args, **kwargs):
+            armed.append(delay)
+            return real_call_later(delay, callback, *args, **kwargs)
+        driver.run(lambda: setattr(loop, "call_later", counting_call_later))
+        for i in range(50):  # five seconds of event time, ten batches a second
+            driver.command(Append("s", pa.table({"ts": [i * 100 + k for k in range(5)], "v": [1] * 5}),
+                                  "", None, 0)).result(10)
+        driver.run(lambda: None)  # every step the writes kicked has run
+        latest = driver.run(lambda: driver.stream("s").window.latest)
+        driver.run(lambda: delattr(loop, "call_later"))
+        assert len(armed) <= 1, armed
+        assert latest == 3  # seconds 0-3 slid (second 4 is open), by event time alone
+    finally:
+        driver.stop(5)

@@ -148,12 +148,12 @@ def _feed_seconds(target: str, first: int, seconds: int, parts: int, in_flight: 
         with Client(target) as c:
             out.put("ready")
             go.wait()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             if in_flight > 1 or keyed:  # several calls in flight: the idempotency keys keep each batch once if sent again
                 c.append_all("peer", work, writer_id=f"writer-{first}", first_batch_id=0, in_flight=in_flight)
             else:  # in order, one in flight, the next one serialised meanwhile
                 c.append_all("peer", work)
-            out.put((sum(len(b) for b in work), time.perf_counter() - t0))
+            out.put((sum(len(b) for b in work), time.perf_counter() - t0, time.process_time() - c0))
     except BaseException as e:
         out.put(("failed", f"writer of seconds {first}..{first + seconds - 1}: {e!r}"))
         raise
@@ -171,9 +171,12 @@ def _got(out, timeout: float):
     return item
 
 
-def _writers(target: str, jobs: list[tuple[int, int, int, int]], keyed: bool = False) -> float:
+def _writers(target: str, jobs: list[tuple[int, int, int, int]], keyed: bool = False, server=None,
+             cpu: dict | None = None) -> float:
     """Rows/s of writer processes, one per (first second, seconds, parts, calls in flight), started
-    together; `keyed`: every Append with an idempotency key (writer_id, batch_id)."""
+    together; `keyed`: every Append with an idempotency key (writer_id, batch_id). `cpu`, when
+    given, gets the CPU seconds (user + system) of the server process `server` (all its threads)
+    and of the writers (theirs, from the start signal to their last answer) over the run, and its rows."""
     ctx = mp.get_context("spawn")
     out, go = ctx.Queue(), ctx.Event()
     procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go, keyed)) for job in jobs]
@@ -182,27 +185,32 @@ def _writers(target: str, jobs: list[tuple[int, int, int, int]], keyed: bool = F
     try:
         got = [_got(out, 120) for _ in procs]
         assert all(g == "ready" for g in got), got
+        server_cpu = server.cpu_seconds() if server is not None else 0.0
         t0 = time.perf_counter()
         go.set()
         done = [_got(out, 600) for _ in procs]
         wall = time.perf_counter() - t0
+        if cpu is not None:
+            cpu.update(server=server.cpu_seconds() - server_cpu if server is not None else None,
+                       writers=sum(c for _, _, c in done), rows=sum(r for r, _, _ in done))
     finally:
         for p in procs:
             p.join(timeout=30)
     failed = [p.exitcode for p in procs if p.exitcode != 0]
     if failed:
         raise WriterFailed(f"writer processes exited with {failed}")
-    return sum(r for r, _ in done) / wall
+    return sum(r for r, _, _ in done) / wall
 
 
 def _create(ws: Client) -> None:
     ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event", group_by=["src"])
 
 
-def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, keyed: bool = False) -> float:
+def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, keyed: bool = False,
+                       cpu: dict | None = None) -> float:
     """Rows/s into a fresh server: INGEST_ROWS of event time, each second in `parts` Appends, by
     `writers` processes each given consecutive seconds of its own (one writer: in order); `keyed`:
-    each Append with an idempotency key (whose content digest the server computes)."""
+    each Append with an idempotency key (whose content digest the server computes). `cpu`: see _writers."""
     seconds = INGEST_ROWS // SECOND_ROWS
     with ServerProcess() as srv:
         with Client(srv.target) as ws:
@@ -213,16 +221,17 @@ def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, k
                                  group_by=["src"], allowed_lateness_ms=seconds * 1000)
         per = seconds // writers
         k = IN_FLIGHT.get(parts, 1) if in_flight is None else in_flight
-        return _writers(srv.target, [(w * per, per, parts, k) for w in range(writers)], keyed)
+        return _writers(srv.target, [(w * per, per, parts, k) for w in range(writers)], keyed, srv, cpu)
 
 
-def duckdb_ingest(parts: int, writers: int, peer=DuckWindow) -> float:
+def duckdb_ingest(parts: int, writers: int, peer=DuckWindow, cpu: dict | None = None) -> float:
     """Rows/s into DuckDB in process (or `peer`, chDB's ChWindow): the same batches; each writer a
     thread with its own cursor.
     Once per second of event time (the newest any writer finished) the rows older than the window
     are deleted, by one thread at a time: two DELETEs of the same rows in concurrent transactions
     conflict in DuckDB ("Conflict on tuple deletion"), so a user serializes them. A writer thread
-    that fails fails the run (its rows were never written)."""
+    that fails fails the run (its rows were never written). `cpu`, when given, gets the CPU
+    seconds of this process (the peer's threads and the writer threads) over the run."""
     batches = Batches()
     seconds = INGEST_ROWS // SECOND_ROWS
     db = peer()
@@ -244,13 +253,15 @@ def duckdb_ingest(parts: int, writers: int, peer=DuckWindow) -> float:
                         state["expired"] = i + 1
         except BaseException as e:
             errors.append(e)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     threads = [threading.Thread(target=write, args=(jobs,)) for jobs in work]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.update(process=time.process_time() - c0, rows=sum(b.num_rows for jobs in work for _, bs in jobs for b in bs))
     if errors:
         raise WriterFailed(f"{len(errors)} of {writers} {peer.__name__} writer threads failed: {errors[0]!r}") from errors[0]
     return sum(b.num_rows for jobs in work for _, bs in jobs for b in bs) / wall
@@ -463,14 +474,24 @@ def run() -> list[dict]:
 
 
 def ingest_only(keyed: bool, cases: list[tuple[int, int]], in_flight: int) -> list[dict]:
-    """The ingest cases alone, (batches per second, writers) each, windowstore then DuckDB."""
+    """The ingest cases alone, (batches per second, writers) each, windowstore then DuckDB; beside
+    the rates, the CPU seconds per million rows of windowstore's server process (all its threads),
+    of its writer processes, and of DuckDB's process (its threads and the writer threads): counts
+    that depend less on the machine's load than the rates do."""
     out = []
     for parts, writers in cases:
-        ws_rate, duck_rate = windowstore_ingest(parts, writers, in_flight, keyed), duckdb_ingest(parts, writers)
+        ws_cpu: dict = {}
+        duck_cpu: dict = {}
+        ws_rate = windowstore_ingest(parts, writers, in_flight, keyed, ws_cpu)
+        duck_rate = duckdb_ingest(parts, writers, cpu=duck_cpu)
+        per_m = {"server": ws_cpu["server"] / ws_cpu["rows"] * 1e6, "writers": ws_cpu["writers"] / ws_cpu["rows"] * 1e6,
+                 "duckdb": duck_cpu["process"] / duck_cpu["rows"] * 1e6}
         out.append({"name": f"ingest, {writers} writer(s), {SECOND_ROWS // parts:,}-row batches, "
                             f"{'keyed' if keyed else 'unkeyed'}, {in_flight} in flight",
-                    "value": [ws_rate, duck_rate, ws_rate / duck_rate],
-                    "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s = {ws_rate / duck_rate:.2f}x",
+                    "value": [ws_rate, duck_rate, ws_rate / duck_rate, per_m["server"], per_m["writers"], per_m["duckdb"]],
+                    "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s = {ws_rate / duck_rate:.2f}x; "
+                             f"CPU s per M rows: server {per_m['server']:.3f}, writers {per_m['writers']:.3f}, "
+                             f"DuckDB {per_m['duckdb']:.3f}",
                     "target": ">= 1.5x DuckDB"})
     return out
 

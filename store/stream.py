@@ -50,10 +50,9 @@ class Stream:
 
     def append_checked(self, checked: dict, rows: int) -> AppendResult:
         """Buffer columns that passed Schema.check; raises InvalidInput with nothing applied."""
-        if rows:
-            self.window.check_append(checked[self.schema.time_column])
+        bounds = self.window.check_append(checked[self.schema.time_column]) if rows else None
         new_keys = self.window.check_keys(checked, rows)  # partitioned windows: the key limit
-        result = self.window.append(self.schema.encode(checked, self.strings), rows, checked=True)
+        result = self.window.append(self.schema.encode(checked, self.strings), rows, checked=True, bounds=bounds)
         if new_keys:
             self.window.key_book.keys |= new_keys  # type: ignore[union-attr]  # set when keys are kept
         return result

@@ -243,31 +243,40 @@ class Window:
         return None
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, columns: dict[str, np.ndarray], rows: int, checked: bool = False) -> AppendResult:
+    def append(self, columns: dict[str, np.ndarray], rows: int, checked: bool = False,
+               bounds: tuple[int, int] | None = None) -> AppendResult:
         """Buffer validated columns (see Schema.validate). Never seals: see due() and slide().
         `checked`: the caller ran check_append on these times already (Stream does, before it
-        interns the batch's strings), so it is not run twice."""
+        interns the batch's strings), so it is not run twice; `bounds`: what that check returned
+        (the times' min and max), so they are not computed again."""
         if rows == 0:
             return AppendResult(0, 0)
         ts = columns[self.schema.time_column]
         if self.spec.clock == Clock.EVENT:
-            return self._append_event(columns, rows, ts, checked)
+            return self._append_event(columns, rows, ts, checked, bounds)
         self._note_event_time(ts)
         self._buffer.add(columns, rows)
         return AppendResult(rows, 0)
 
-    def check_append(self, ts: np.ndarray) -> None:
-        """Raise InvalidInput if append() would refuse rows with these event times; changes nothing."""
-        self.spec.check_event_times(ts, self.schema.time_column)
-        if self.spec.clock != Clock.EVENT or not len(ts):
-            return
+    def check_append(self, ts: np.ndarray) -> tuple[int, int] | None:
+        """Raise InvalidInput if append() would refuse rows with these event times; changes nothing.
+        On an event-time window it returns the times' (min, max), for append(bounds=): one pass
+        each over the times per Append, not one per check (None otherwise, and for no rows)."""
+        if not len(ts):
+            return None
+        if self.spec.clock != Clock.EVENT:
+            self.spec.check_event_times(ts, self.schema.time_column)
+            return None
+        bounds = int(ts.min()), int(ts.max())
+        self.spec.check_event_times(ts, self.schema.time_column, bounds)
         t = self.spec.slot_ms
-        base = self._base_slot if self._base_slot is not None else int(ts.min()) // t
+        base = self._base_slot if self._base_slot is not None else bounds[0] // t
         horizon = max(base + self.cut_through + 1, self._watermark_slot()) + 10 * self.n
-        if int(ts.max()) // t > horizon:
+        if bounds[1] // t > horizon:
             raise InvalidInput(
-                f"event time {int(ts.max())} is more than {10 * self.n} sub-windows ahead of the watermark",
+                f"event time {bounds[1]} is more than {10 * self.n} sub-windows ahead of the watermark",
                 column=self.schema.time_column)
+        return bounds
 
     def check_event_time(self, ms: int) -> None:
         """Raise InvalidInput naming `event_time_ms` if reach_event_time(ms) would be refused."""
@@ -287,14 +296,14 @@ class Window:
         if self._base_slot is not None:
             self._note_event_time(np.array([ms], dtype=np.int64))
 
-    def _append_event(self, columns, rows, ts, checked: bool) -> AppendResult:
+    def _append_event(self, columns, rows, ts, checked: bool, bounds: tuple[int, int] | None) -> AppendResult:
         """Rows into the buffers of their sub-windows' slots. The usual batch (one second of event
         time, none late) costs a min and a max over its times: the per-row slots are computed only
         when some row is late or the batch spans slots (then grouped as before)."""
         if not checked:
-            self.check_append(ts)
+            bounds = self.check_append(ts)
         t = self.spec.slot_ms  # an event-time window is time-based
-        lo, hi = int(ts.min()), int(ts.max())
+        lo, hi = bounds if bounds is not None else (int(ts.min()), int(ts.max()))
         if self._base_slot is None:
             self._base_slot = lo // t
         elif self.cut_through < 0 and self.spec.origin_ms is None and lo // t < self._base_slot:

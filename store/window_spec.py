@@ -184,15 +184,15 @@ class WindowSpec:
             return first_slot * t, (last_slot + 1) * t - 1
         return INT64_MIN, INT64_MAX
 
-    def check_event_times(self, ts: np.ndarray, time_column: str) -> None:
+    def check_event_times(self, ts: np.ndarray, time_column: str, bounds: tuple[int, int] | None = None) -> None:
         """Raise OutOfRange naming the column and the limit if an event time is outside
-        event_time_limits(); changes nothing."""
+        event_time_limits(); changes nothing. `bounds`: the times' (min, max), when the caller has them."""
         if not len(ts):
             return
         lo, hi = self.event_time_limits()
         if lo == INT64_MIN and hi == INT64_MAX:
             return
-        least, most = int(ts.min()), int(ts.max())
+        least, most = bounds if bounds is not None else (int(ts.min()), int(ts.max()))
         shape = "count-based sub-windows" if self.count_based else f"{self.subwindow_ms} ms event-time sub-windows"
         if most > hi:
             raise OutOfRange(f"event time {most} in column {time_column!r} is beyond {hi}, the latest a stream of "

@@ -50,3 +50,32 @@ def test_rows_land_in_the_sub_window_of_their_event_time_one_slot_or_many():
                                  s, "window")).rows
     sealed = [v for k in got for v in want.get(k, [])]
     assert answer == [(len(sealed), sum(sealed))]
+
+
+def test_an_append_given_its_checked_bounds_places_rows_as_one_checked_inside():
+    """Stream's path (check_append's (min, max) handed to append: one pass each over the times)
+    and Window.append checking by itself leave twin windows in the same state, late rows included."""
+    import numpy as np
+
+    rng = random.Random(11)
+    spec = WindowSpec(subwindows=50, subwindow_ms=MS, clock="event")
+    a, b = Stream("a", SCHEMA, spec, 0), Stream("b", SCHEMA, spec, 0)
+    slot = 10
+    for i in range(60):
+        ts = np.array([(slot + rng.randrange(-3, 3)) * MS + rng.randrange(MS) for _ in range(rng.randrange(1, 20))],
+                      dtype=np.int64)
+        cols = {"ts": ts, "src": np.zeros(len(ts), dtype=np.int32), "bytes": np.arange(len(ts), dtype=np.int64)}
+        got_a = a.window.append(dict(cols), len(ts), checked=True, bounds=a.window.check_append(ts))
+        got_b = b.window.append(dict(cols), len(ts))
+        assert got_a == got_b
+        if i % 4 == 3:
+            slot += 1
+            while a.window.due(0):
+                a.window.slide(0)
+            while b.window.due(0):
+                b.window.slide(0)
+        assert (a.window.latest, a.window.buffered_rows, a.window.late_rows) == \
+            (b.window.latest, b.window.buffered_rows, b.window.late_rows)
+    assert a.window.late_rows > 0  # some batches had rows of sealed sub-windows
+    assert [(s.rows, s.start_ms) for s in a.window.youngest(a.window.n)] == \
+        [(s.rows, s.start_ms) for s in b.window.youngest(b.window.n)]

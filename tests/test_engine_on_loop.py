@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import grpc
 import pytest
@@ -345,5 +346,40 @@ def test_concurrent_callers_on_the_loop_are_each_answered_in_their_call_and_exac
         paths, answers = asyncio.run_coroutine_threadsafe(callers(), driver.loop).result(60)
         assert len(paths) == 16 * 20 and all(paths)
         assert answers == [[(want,)]] * (16 * 20)
+    finally:
+        driver.stop(5)
+
+
+def test_writes_that_make_no_slide_due_by_the_clock_do_not_arm_a_timer_each():
+    """With no processing-time slide scheduled the stepper keeps one wake-up armed (at most a second
+    ahead); it used to cancel it and arm a new one after every write, a loop timer per Append
+    (docs/performance.md, Round 23). Event-time slides still happen: writes make them due."""
+    import pyarrow as pa
+
+    from windowstore.store.kinds import Clock
+
+    driver = Driver(ServerConfig(in_memory=True))
+    driver.start()
+    try:
+        driver.command(CreateStream("s", (("ts", "int64"), ("v", "int64")), "ts",
+                                    WindowSpec(subwindows=4, subwindow_ms=1000, clock=Clock.EVENT), 0)).result(10)
+        driver.run(lambda: None)  # the create's step has run and armed its wake-up
+        armed = []
+        loop = driver.loop
+        real_call_later = loop.call_later
+
+        def counting_call_later(delay, callback, *args, **kwargs):
+            armed.append(delay)
+            return real_call_later(delay, callback, *args, **kwargs)
+        driver.run(lambda: setattr(loop, "call_later", counting_call_later))
+        began = time.monotonic()
+        for i in range(100):  # five seconds of event time, twenty batches a second
+            driver.command(Append("s", pa.table({"ts": [i * 50 + k for k in range(5)], "v": [1] * 5}),
+                                  "", None, 0)).result(10)
+        # seconds 0-3 slide (second 4 is open), by event time alone
+        wait_for(lambda: driver.run(lambda: driver.stream("s").window.latest) == 3, "the event-time slides")
+        driver.run(lambda: delattr(loop, "call_later"))
+        # the wake-up is armed again when it fires, once a second: not once per write (100)
+        assert len(armed) <= 1 + int(time.monotonic() - began), armed
     finally:
         driver.stop(5)

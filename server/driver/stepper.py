@@ -246,6 +246,8 @@ class Stepper:
             self.kick()
             return
         if due == math.inf:
+            if self._timer is not None:
+                return  # armed already, at most a second ahead; re-arming it after every write cost each Append a timer
             due = self.clock() + 1000.0
         if self._timer is not None:
             if self._timer_due == due:

@@ -166,6 +166,8 @@ class QueryTxn:
     # per stream being sealed when it was submitted, the slide it waits for (see _waits_for_seal)
     sealed_first: dict[str, int] | None = None
     sources: list[Source] = field(default_factory=list)  # per stream it reads, its read state
+    # a single-stream attempt: its window's version when it began (what the answer cache keys on)
+    window_version: int = -1
 
     def __post_init__(self) -> None:
         if not self.sources:

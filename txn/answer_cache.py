@@ -1,0 +1,126 @@
+"""The answer cache: a one-time query asked again of an unchanged window is answered from its last
+answer (issue 33: dashboards poll the same queries many times between two slides).
+
+Between two changes of a stream's committed window (a slide's install, adopted sketches, renumbered
+strings, a snapshot put back: `Window.version`, bumped in the one place each happens) the same plan
+reads the same sealed sub-windows and so computes the same answer. An entry keeps that answer with
+the window version it reflects and the versions of the sub-windows it read; a lookup hits only when
+the plan is the same object (the engine's plan for that stream and query) and the window's version
+is the entry's. The scheduler answers a hit as a read-only transaction at the latest committed
+window, only where it would have started the query then (Scheduler.run_now), and records it as a
+probe is recorded (a begin, the window's reads in one operation, a commit), so the isolation
+checker judges it like any other query. Per-call fields (the transaction id, answered_ms,
+staleness, response time) are the call's, never kept.
+
+Bounded by entries and by an estimate of their bytes, least recently used first out. An answer
+carrying sketches (approximate aggregates, return_sketches) is not kept: its size is not known
+cheaply.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from windowstore.store import Answer, Plan
+
+# what one entry costs besides its answer's rows: the entry, its key and the OrderedDict's link
+ENTRY_OVERHEAD = 400
+
+
+@dataclass(eq=False)
+class CachedAnswer:
+    """One query's answer as of one committed state of its window, and what a hit records."""
+
+    plan: Plan                   # the plan it answers (held: the key is its id)
+    version: int                 # Window.version when it was computed
+    answer: Answer
+    slide: int                   # newest slide reflected
+    window_start_ms: int | None
+    window_end_ms: int | None
+    sealed_at_ms: float | None   # the newest sub-window's seal time (staleness is the call's)
+    reads: range                 # the versions read (the history's reads of a hit)
+    nbytes: int
+    # the shell's encoding of the answer's per-query part (e.g. its serialized message), set by
+    # the shell on first use and kept with the entry; the core never reads it
+    encoded: Any = field(default=None, repr=False)
+
+
+def answer_bytes(answer: Answer) -> int:
+    """An estimate of an answer's memory: its rows' tuples and values, and its labels."""
+    size = sys.getsizeof
+    n = ENTRY_OVERHEAD + sum(size(c) for c in answer.columns)
+    for row in answer.rows:
+        n += size(row) + sum(size(v) for v in row)
+    if answer.bounds:
+        n += 200 * len(answer.bounds)
+    return n
+
+
+class AnswerCache:
+    """Answers of one-time single-stream queries by plan, valid while their window's version is
+    theirs. Pure: the scheduler puts and gets; nothing here reads a clock."""
+
+    def __init__(self, max_entries: int, max_bytes: int):
+        if max_entries <= 0 or max_bytes <= 0:
+            raise ValueError("an answer cache holds at least one entry and one byte (0 turns it off: none)")
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._entries: collections.OrderedDict[int, CachedAnswer] = collections.OrderedDict()
+        self.nbytes = 0
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, plan: Plan) -> CachedAnswer | None:
+        """The entry answering `plan` now (its window unchanged since), or None (a miss)."""
+        entry = self._entries.get(id(plan))
+        if entry is not None and entry.plan is plan and entry.version == plan.stream.window.version:
+            self._entries.move_to_end(id(plan))
+            self.hits += 1
+            return entry
+        self.misses += 1
+        return None
+
+    def put(self, entry: CachedAnswer) -> bool:
+        """Keep an entry (replacing the plan's older one); False when it alone exceeds the bound."""
+        key = id(entry.plan)
+        old = self._entries.pop(key, None)
+        if old is not None:
+            self.nbytes -= old.nbytes
+        if entry.nbytes > self.max_bytes:
+            return False
+        self._entries[key] = entry
+        self.nbytes += entry.nbytes
+        while len(self._entries) > self.max_entries or self.nbytes > self.max_bytes:
+            _, gone = self._entries.popitem(last=False)
+            self.nbytes -= gone.nbytes
+            self.evictions += 1
+        return True
+
+    def entries(self) -> list[CachedAnswer]:
+        """The entries, least recently used first."""
+        return list(self._entries.values())
+
+    def drop_stream(self, name: str) -> None:
+        """A dropped stream's entries go (they hold its plans, and so its window)."""
+        for key in [k for k, e in self._entries.items() if e.plan.stream.name == name]:
+            self.nbytes -= self._entries.pop(key).nbytes
+
+    def stats(self) -> dict:
+        return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries), "bytes": self.nbytes,
+                "evictions": self.evictions}
+
+    def _check(self) -> None:
+        assert len(self._entries) <= self.max_entries and 0 <= self.nbytes <= self.max_bytes, \
+            (len(self._entries), self.nbytes)
+        assert self.nbytes == sum(e.nbytes for e in self._entries.values()), "bytes: the entries' sum"
+        for key, e in self._entries.items():
+            assert key == id(e.plan), "keyed by its plan"
+            assert e.version <= e.plan.stream.window.version, "a version its window had"
+            assert e.reads.step == 1 and (not e.reads or e.reads[-1] == e.slide), "reads end at the slide reflected"
+        assert min(self.hits, self.misses, self.evictions) >= 0

@@ -165,6 +165,8 @@ def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | No
         out.group = result.group
     if result.fallback:
         out.fallback = True
+    if result.cached:
+        out.cached = True
     out.answered_ms = result.answered_ms
     out.stream = stream
     if result.window_start_ms is not None:

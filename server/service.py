@@ -511,7 +511,7 @@ class WindowStoreService(ReplicationRpcs):
             durability=pb.DurabilityStats(**s["durability"]),
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
             periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}),
-            sharing=pb.SharingStats(**s["sharing"]))
+            sharing=pb.SharingStats(**s["sharing"]), answer_cache=pb.AnswerCacheStats(**s["answer_cache"]))
 
     async def StreamHistory(self, request, context):
         self._allow(context, "read", request.stream) if request.stream else self._allow(context, "admin", "*")

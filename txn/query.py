@@ -71,6 +71,7 @@ class Result:
     group: str = ""             # periodic, shared: the group whose joint execution answered it
     inter_exec_ms: float | None = None
     sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
+    cached: bool = False        # one-time: answered from the answer cache (txn/answer_cache.py)
 
 
 @dataclass(eq=False)

@@ -301,7 +301,8 @@ class Scheduler(Slides, Offload, Outcomes):
         txn.result = Result(answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
                             window_end_ms=entry.window_end_ms,
                             staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
-                            response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now)
+                            response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now,
+                            cached=True)
         txn.done = True
         if on_done is not None:
             on_done(txn)

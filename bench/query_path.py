@@ -38,7 +38,7 @@ from windowstore.txn.commands import Append, CreateStream, Slide
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .common import SCHEMA, packets
-from .floor_bench import QUERIES
+from .floor_bench import QUERIES, variants
 
 CALLS = 2000
 ROUNDS = 5
@@ -73,11 +73,16 @@ def fill(driver: Driver) -> None:
 
 
 def measure(kinds=None, profile: str | None = None, sort: str = "tottime", callers: int = 1,
-            evict: int | None = None) -> dict:
+            evict: int | None = None, cache_entries: int | None = None, vary: int = 1) -> dict:
     """CPU per call of each kind: one call after another; with `callers` > 1, that many concurrent
     tasks; with `evict` (bytes, 0 for none), each call timed alone after that much memory was
-    written, so that the caches hold other data (0: the same timing without it)."""
-    driver = Driver(ServerConfig(in_memory=True))
+    written, so that the caches hold other data (0: the same timing without it). `cache_entries`:
+    the answer cache's size (0: off; None: the server's default); `vary`: the calls cycle through
+    that many variants of each query (floor_bench.variants)."""
+    config = ServerConfig(in_memory=True)
+    if cache_entries is not None:
+        config.answer_cache_entries = cache_entries
+    driver = Driver(config)
     driver.start()
     try:
         fill(driver)
@@ -87,30 +92,30 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
         context = _Context()
         texts = {k: t for k, t, _ in QUERIES if kinds is None or k in kinds}
 
-        async def one_after_another(data: bytes, n: int) -> float:
+        async def one_after_another(data: list[bytes], n: int) -> float:
             t0 = time.thread_time()
-            for _ in range(n):
-                encode(await behave(decode(data), context))
+            for i in range(n):
+                encode(await behave(decode(data[i % len(data)]), context))
             return (time.thread_time() - t0) / n
 
-        async def concurrently(data: bytes, n: int) -> float:
+        async def concurrently(data: list[bytes], n: int) -> float:
             """`callers` tasks on the loop, each calling in turn, as grpc.aio runs concurrent calls."""
             async def caller(k: int) -> None:
-                for _ in range(k):
-                    encode(await behave(decode(data), context))
+                for i in range(k):
+                    encode(await behave(decode(data[i % len(data)]), context))
             t0 = time.thread_time()
             await asyncio.gather(*(caller(n // callers) for _ in range(callers)))
             return (time.thread_time() - t0) / (n // callers * callers)
 
-        async def cold_calls(data: bytes, n: int) -> float:
+        async def cold_calls(data: list[bytes], n: int) -> float:
             """Each call timed alone after `evict` bytes were written (outside the timing): what a
             call costs when the caches hold other work's data, as between calls on a server."""
             spent = 0.0
-            for _ in range(n):
+            for i in range(n):
                 if scratch is not None:
                     scratch[::64] += 1  # a cache line each
                 t0 = time.thread_time()
-                encode(await behave(decode(data), context))
+                encode(await behave(decode(data[i % len(data)]), context))
                 spent += time.thread_time() - t0
             return spent / n
 
@@ -120,8 +125,8 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
         async def main() -> dict:
             out = {}
             for key, text in texts.items():
-                data = pb.QueryRequest(text=text).SerializeToString()
-                answer = pb.QueryResponse.FromString(encode(await behave(decode(data), context))).answer
+                data = [pb.QueryRequest(text=t).SerializeToString() for t in variants(text, vary)]
+                answer = pb.QueryResponse.FromString(encode(await behave(decode(data[0]), context))).answer
                 if not answer.rows:
                     raise RuntimeError(f"{key}: no answer rows")
                 await calls(data, WARMUP)
@@ -213,9 +218,14 @@ def main(argv=None) -> int:
     ap.add_argument("--callers", type=int, default=1, help="concurrent callers (tasks on the loop)")
     ap.add_argument("--evict", type=int, default=None, metavar="BYTES",
                     help="time each call alone after writing BYTES of other memory (0: timed alone, no writing)")
+    ap.add_argument("--answer-cache-entries", type=int, default=None,
+                    help="the server's answer cache size (0: off; default: the server's default)")
+    ap.add_argument("--vary", type=int, default=1,
+                    help="each call cycles through this many variants of its query (aliases: other queries)")
     args = ap.parse_args(argv)
     kinds = set(args.kinds.split(",")) if args.kinds else None
-    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict), indent=1))
+    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict,
+                                                                   cache_entries=args.answer_cache_entries, vary=args.vary), indent=1))
     return 0
 
 

@@ -366,7 +366,10 @@ class WindowStoreService(ReplicationRpcs):
         finally:
             self._done(who)
         response = pb.QueryResponse()
-        convert.answer_to_pb(result, streams[0], txn.id, response.answer)
+        if result.cached is not None:  # the answer cache's entry keeps its serialized per-query part
+            convert.cached_answer_to_pb(result, streams[0], txn.id, response.answer)
+        else:
+            convert.answer_to_pb(result, streams[0], txn.id, response.answer)
         if request.return_sketches:  # a partitioned stream's client merges them (docs/partitions.md)
             sketches_to_pb(result.answer, response.answer)
         response_ms = (time.perf_counter_ns() - arrived) / 1e6

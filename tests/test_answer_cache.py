@@ -133,6 +133,7 @@ class CachedAgainstUncached(RuleBasedStateMachine):
     @rule(event=st.booleans(), back=st.integers(0, 2))
     def query_pinned(self, event, back):
         name = "e" if event else "p"
+        self.settle()  # (due slides first: the slide asked for must still be in the window)
         latest = self.cached.sched.streams[name].window.latest
         if latest - back < 0:
             return
@@ -329,3 +330,28 @@ def test_an_entry_keeps_what_a_hit_records():
     (entry,) = sched.answer_cache.entries()
     assert isinstance(entry, CachedAnswer) and entry.reads == range(0, 2) and entry.slide == first.result.slide == 1
     assert entry.version == stream.window.version and entry.answer is first.result.answer
+
+
+def test_a_hit_encodes_to_the_same_message_as_the_answer_computed():
+    """The server encodes a hit from the entry's serialized per-query part and the call's own fields
+    (convert.cached_answer_to_pb): the same message answer_to_pb builds, for each kind of answer."""
+    from windowstore.server import convert
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    sched, stream, history, slide = manual_world()
+    for i in range(N):
+        stream.append({"ts": [i, i], "k": ["é", None], "v": [None, -2**63]})
+        slide()
+    texts = ["SELECT SUM(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS]", "SELECT MIN(v), MAX(k) FROM s [RANGE 2 SUBWINDOWS]",
+             "SELECT k, COUNT(*), AVG(v) FROM s [RANGE 4 SUBWINDOWS] GROUP BY k ORDER BY 2 DESC",
+             "SELECT COUNT(*) FROM s [RANGE 4 SUBWINDOWS] WHERE v > 0", "SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS] AS OF SLIDE 1"]
+    for text in texts:
+        plan = plan_query(parse_query(text), stream)
+        sched.run_now(plan)
+        for _ in range(2):  # the entry's first hit encodes its part, the second reuses it
+            hit = sched.run_now(plan).result
+            assert hit.cached is not None
+            want = convert.answer_to_pb(hit, "s", "Q9", pb.QueryResponse().answer)
+            got = convert.cached_answer_to_pb(hit, "s", "Q9", pb.QueryResponse().answer)
+            assert got == want and got.cached and got.query_id == "Q9", text
+            assert hit.cached.encoded is not None

@@ -16,6 +16,7 @@ from .joins import JoinQueryPlan, StreamWindow
 from .kinds import JobKind, QueryKind
 
 if TYPE_CHECKING:
+    from .answer_cache import CachedAnswer
     from .schedule.edf import Task
 
 
@@ -71,7 +72,7 @@ class Result:
     group: str = ""             # periodic, shared: the group whose joint execution answered it
     inter_exec_ms: float | None = None
     sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
-    cached: bool = False        # one-time: answered from the answer cache (txn/answer_cache.py)
+    cached: CachedAnswer | None = None  # one-time: the answer cache's entry it was answered from (txn/answer_cache.py)
 
 
 @dataclass(eq=False)

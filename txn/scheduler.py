@@ -302,7 +302,7 @@ class Scheduler(Slides, Offload, Outcomes):
                             window_end_ms=entry.window_end_ms,
                             staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
                             response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now,
-                            cached=True)
+                            cached=entry)
         txn.done = True
         if on_done is not None:
             on_done(txn)

@@ -493,9 +493,11 @@ def ratios(rounds: int = 2, duration: float = 3.0, server_args: tuple[str, ...] 
                 q["ratio"] = q["calls_per_s"] / ((before["calls_per_s"] + after["calls_per_s"]) / 2)
                 res[key].append(q)
                 before = after
+        with Client(srv.target) as ws:  # how many calls the answer cache answered, if it is on
+            cache = ws.stats().get("answer_cache", {})
     finally:
         srv.stop()
-    return {"floor": floors, **res,
+    return {"floor": floors, **res, "answer_cache": cache,
             "ratios": {k: [round(q["ratio"], 3) for q in res[k]] for k, _, _ in QUERIES},
             "goals": {k: goal for k, _, goal in QUERIES}}
 

@@ -73,7 +73,8 @@ def fill(driver: Driver) -> None:
 
 
 def measure(kinds=None, profile: str | None = None, sort: str = "tottime", callers: int = 1,
-            evict: int | None = None, cache_entries: int | None = None, vary: int = 1) -> dict:
+            evict: int | None = None, cache_entries: int | None = None, vary: int = 1, calls_n: int = CALLS,
+            rounds: int = ROUNDS, warmup: int = WARMUP) -> dict:
     """CPU per call of each kind: one call after another; with `callers` > 1, that many concurrent
     tasks; with `evict` (bytes, 0 for none), each call timed alone after that much memory was
     written, so that the caches hold other data (0: the same timing without it). `cache_entries`:
@@ -129,15 +130,15 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
                 answer = pb.QueryResponse.FromString(encode(await behave(decode(data[0]), context))).answer
                 if not answer.rows:
                     raise RuntimeError(f"{key}: no answer rows")
-                await calls(data, WARMUP)
+                await calls(data, warmup)
                 if profile == key:
                     prof = cProfile.Profile()
                     prof.enable()
-                    await calls(data, CALLS)
+                    await calls(data, calls_n)
                     prof.disable()
                     pstats.Stats(prof).sort_stats(sort).print_stats(45)
                     continue
-                per_call = [await calls(data, CALLS) for _ in range(ROUNDS)]
+                per_call = [await calls(data, calls_n) for _ in range(rounds)]
                 out[key] = {"text": text, "cpu_us_per_call": statistics.median(per_call) * 1e6,
                             "rounds_us": [x * 1e6 for x in per_call]}
             return out
@@ -222,10 +223,14 @@ def main(argv=None) -> int:
                     help="the server's answer cache size (0: off; default: the server's default)")
     ap.add_argument("--vary", type=int, default=1,
                     help="each call cycles through this many variants of its query (aliases: other queries)")
+    ap.add_argument("--calls", type=int, default=CALLS, help=f"calls per round (default {CALLS})")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds (default {ROUNDS})")
+    ap.add_argument("--warmup", type=int, default=WARMUP, help=f"calls before the rounds (default {WARMUP})")
     args = ap.parse_args(argv)
     kinds = set(args.kinds.split(",")) if args.kinds else None
     print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict,
-                                                                   cache_entries=args.answer_cache_entries, vary=args.vary), indent=1))
+                                                                   cache_entries=args.answer_cache_entries, vary=args.vary,
+                                                                   calls_n=args.calls, rounds=args.rounds, warmup=args.warmup), indent=1))
     return 0
 
 

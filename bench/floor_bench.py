@@ -305,7 +305,8 @@ def _ccore_run(target: str, method: str, query: str, concurrency: int, duration:
                         lat.append((time.perf_counter() - t0) * 1000)
                     else:
                         errors[ok] = errors.get(ok, 0) + 1
-        tasks = [asyncio.create_task(caller(fn, i)) for i, fn in enumerate(fns)]
+        # callers start far apart in the variants: no two send the same text close together
+        tasks = [asyncio.create_task(caller(fn, i * max(1, len(reqs) // len(fns)))) for i, fn in enumerate(fns)]
         await asyncio.sleep(warmup)
         phase = "measure"
         c0, t0 = time.process_time(), time.perf_counter()

@@ -14,7 +14,9 @@ staleness, response time) are the call's, never kept.
 
 Bounded by entries and by an estimate of their bytes, least recently used first out. An answer
 carrying sketches (approximate aggregates, return_sketches) is not kept: its size is not known
-cheaply.
+cheaply. A plan's answer is kept from its second execution on (`admits`): a query asked once, or
+whose text differs on every call (a new plan each time), costs a lookup and a remembered sight,
+not an entry.
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from windowstore.store import Answer, Plan
 
 # what one entry costs besides its answer's rows: the entry, its key and the OrderedDict's link
 ENTRY_OVERHEAD = 400
+# plans remembered as asked once (admits), at most
+SEEN = 4096
 
 
 @dataclass(eq=False, slots=True)
@@ -79,6 +83,7 @@ class AnswerCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._entries: collections.OrderedDict[int, CachedAnswer] = collections.OrderedDict()
+        self._seen: collections.OrderedDict[int, Plan] = collections.OrderedDict()  # plans computed once (admits)
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -96,6 +101,22 @@ class AnswerCache:
             return entry
         self.misses += 1
         return None
+
+    def admits(self, plan: Plan) -> bool:
+        """Whether a computed answer of `plan` is to be kept: only once the plan has been computed
+        before (the first time, it is remembered, among the SEEN most recent; an entry evicted
+        meanwhile is earned again so)."""
+        key = id(plan)
+        if key in self._entries:
+            return True
+        seen = self._seen
+        if seen.get(key) is plan:
+            del seen[key]  # (its entry holds it from now on)
+            return True
+        seen[key] = plan
+        if len(seen) > SEEN:
+            seen.popitem(last=False)
+        return False
 
     def put(self, entry: CachedAnswer) -> bool:
         """Keep an entry (replacing the plan's older one); False when it alone exceeds the bound."""
@@ -121,6 +142,12 @@ class AnswerCache:
         """A dropped stream's entries go (they hold its plans, and so its window)."""
         for key in [k for k, e in self._entries.items() if e.plan.stream.name == name]:
             self.nbytes -= self._entries.pop(key).nbytes
+        for key in [k for k, p in self._seen.items() if p.stream.name == name]:
+            del self._seen[key]
+
+    def plans(self) -> list[Plan]:
+        """Every plan the cache holds: its entries' and those remembered as computed once."""
+        return [e.plan for e in self._entries.values()] + list(self._seen.values())
 
     def stats(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries), "bytes": self.nbytes,
@@ -134,4 +161,5 @@ class AnswerCache:
             assert key == id(e.plan), "keyed by its plan"
             assert e.version <= e.plan.stream.window.version, "a version its window had"
             assert e.reads.step == 1 and (not e.reads or e.reads[-1] == e.slide), "reads end at the slide reflected"
+        assert len(self._seen) <= SEEN and all(k == id(p) for k, p in self._seen.items()), "sights: bounded, by plan"
         assert min(self.hits, self.misses, self.evictions) >= 0

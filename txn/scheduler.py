@@ -158,7 +158,7 @@ class Scheduler(Slides, Offload, Outcomes):
             self.sharing._check()
         if self.answer_cache is not None:
             self.answer_cache._check()
-            assert all(e.plan.stream is self.streams.get(e.plan.stream.name) for e in self.answer_cache.entries()), \
+            assert all(p.stream is self.streams.get(p.stream.name) for p in self.answer_cache.plans()), \
                 "cached answers are of live streams"
         for c in (*self.by_class.values(), *self.by_stream.values()):
             c._check()
@@ -311,7 +311,8 @@ class Scheduler(Slides, Offload, Outcomes):
     def _keep_answer(self, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:
         """A one-time single-stream query committed: keep its answer (answer_cache.py) when its whole
         attempt saw one committed state of the window (its version unchanged since it began) and it
-        read exactly that state's window (or the pinned slide's), as a hit will record."""
+        read exactly that state's window (or the pinned slide's), as a hit will record; not the
+        first time the plan runs (AnswerCache.admits)."""
         cache = self.answer_cache
         src = txn.sources[0]
         window = src.stream.window
@@ -322,6 +323,8 @@ class Scheduler(Slides, Offload, Outcomes):
         reads = src.versions()
         if src.read and not (len(src.read) == len(reads) and all(v in src.read for v in reads)):
             return  # (a probe reads the window in one operation: src.read stays empty)
+        if not cache.admits(txn.plan):
+            return  # its first execution: kept from the next on
         cache.put(CachedAnswer(txn.plan, window.version, answer, result.slide, result.window_start_ms,
                                result.window_end_ms, sealed_at_ms, reads, answer_bytes(answer)))
 

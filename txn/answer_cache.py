@@ -83,7 +83,9 @@ class AnswerCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._entries: collections.OrderedDict[int, CachedAnswer] = collections.OrderedDict()
-        self._seen: collections.OrderedDict[int, Plan] = collections.OrderedDict()  # plans computed once (admits)
+        # ids of plans computed once (admits): ids, not plans, so that no plan is kept alive by it (a
+        # new plan given a freed plan's id is only kept one execution early)
+        self._seen: dict[int, None] = {}
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -110,12 +112,12 @@ class AnswerCache:
         if key in self._entries:
             return True
         seen = self._seen
-        if seen.get(key) is plan:
+        if key in seen:
             del seen[key]  # (its entry holds it from now on)
             return True
-        seen[key] = plan
+        seen[key] = None
         if len(seen) > SEEN:
-            seen.popitem(last=False)
+            del seen[next(iter(seen))]  # the oldest sight
         return False
 
     def put(self, entry: CachedAnswer) -> bool:
@@ -142,12 +144,14 @@ class AnswerCache:
         """A dropped stream's entries go (they hold its plans, and so its window)."""
         for key in [k for k, e in self._entries.items() if e.plan.stream.name == name]:
             self.nbytes -= self._entries.pop(key).nbytes
-        for key in [k for k, p in self._seen.items() if p.stream.name == name]:
-            del self._seen[key]
 
     def plans(self) -> list[Plan]:
-        """Every plan the cache holds: its entries' and those remembered as computed once."""
-        return [e.plan for e in self._entries.values()] + list(self._seen.values())
+        """Every plan the cache holds (its entries')."""
+        return [e.plan for e in self._entries.values()]
+
+    def sights(self) -> int:
+        """Plans remembered as computed once."""
+        return len(self._seen)
 
     def stats(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries), "bytes": self.nbytes,
@@ -161,5 +165,5 @@ class AnswerCache:
             assert key == id(e.plan), "keyed by its plan"
             assert e.version <= e.plan.stream.window.version, "a version its window had"
             assert e.reads.step == 1 and (not e.reads or e.reads[-1] == e.slide), "reads end at the slide reflected"
-        assert len(self._seen) <= SEEN and all(k == id(p) for k, p in self._seen.items()), "sights: bounded, by plan"
+        assert len(self._seen) <= SEEN and not any(k in self._entries for k in self._seen), "sights: bounded, not kept"
         assert min(self.hits, self.misses, self.evictions) >= 0

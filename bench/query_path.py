@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import itertools
 import json
 import pstats
 import statistics
@@ -93,17 +94,19 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
         context = _Context()
         texts = {k: t for k, t, _ in QUERIES if kinds is None or k in kinds}
 
+        sent = itertools.count()  # variants go on from call to call, round to round: none repeats early
+
         async def one_after_another(data: list[bytes], n: int) -> float:
             t0 = time.thread_time()
-            for i in range(n):
-                encode(await behave(decode(data[i % len(data)]), context))
+            for _ in range(n):
+                encode(await behave(decode(data[next(sent) % len(data)]), context))
             return (time.thread_time() - t0) / n
 
         async def concurrently(data: list[bytes], n: int) -> float:
             """`callers` tasks on the loop, each calling in turn, as grpc.aio runs concurrent calls."""
             async def caller(k: int) -> None:
-                for i in range(k):
-                    encode(await behave(decode(data[i % len(data)]), context))
+                for _ in range(k):
+                    encode(await behave(decode(data[next(sent) % len(data)]), context))
             t0 = time.thread_time()
             await asyncio.gather(*(caller(n // callers) for _ in range(callers)))
             return (time.thread_time() - t0) / (n // callers * callers)
@@ -112,11 +115,11 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
             """Each call timed alone after `evict` bytes were written (outside the timing): what a
             call costs when the caches hold other work's data, as between calls on a server."""
             spent = 0.0
-            for i in range(n):
+            for _ in range(n):
                 if scratch is not None:
                     scratch[::64] += 1  # a cache line each
                 t0 = time.thread_time()
-                encode(await behave(decode(data[i % len(data)]), context))
+                encode(await behave(decode(data[next(sent) % len(data)]), context))
                 spent += time.thread_time() - t0
             return spent / n
 

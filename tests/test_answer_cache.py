@@ -382,3 +382,8 @@ def test_a_query_asked_once_leaves_no_entry_and_the_sights_are_bounded():
     cache = sched.answer_cache
     assert len(cache) == 0 and cache.sights() == SEEN and cache.misses == SEEN + 10
     cache._check()
+    plans.clear()
+    for k in range(2 * SEEN):  # plans freed at once: a new one given a freed one's id is not taken for it
+        sched.run_now(plan_query(parse_query(f"SELECT COUNT(*) AS y{k} FROM s [RANGE 2 SUBWINDOWS]"), stream))
+    assert len(cache) == 0 and cache.hits == 0
+    cache._check()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,9 +84,9 @@ class AnswerCache:
         self.max_entries = max_entries
         self.max_bytes = max_bytes
         self._entries: collections.OrderedDict[int, CachedAnswer] = collections.OrderedDict()
-        # ids of plans computed once (admits): ids, not plans, so that no plan is kept alive by it (a
-        # new plan given a freed plan's id is only kept one execution early)
-        self._seen: dict[int, None] = {}
+        # plans computed once (admits), by id, held weakly: a sight keeps no plan alive, and a new
+        # plan given a freed plan's id is not taken for it
+        self._seen: dict[int, weakref.ref] = {}
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -112,10 +113,11 @@ class AnswerCache:
         if key in self._entries:
             return True
         seen = self._seen
-        if key in seen:
+        sight = seen.get(key)
+        if sight is not None and sight() is plan:
             del seen[key]  # (its entry holds it from now on)
             return True
-        seen[key] = None
+        seen[key] = weakref.ref(plan)
         if len(seen) > SEEN:
             del seen[next(iter(seen))]  # the oldest sight
         return False
@@ -165,5 +167,6 @@ class AnswerCache:
             assert key == id(e.plan), "keyed by its plan"
             assert e.version <= e.plan.stream.window.version, "a version its window had"
             assert e.reads.step == 1 and (not e.reads or e.reads[-1] == e.slide), "reads end at the slide reflected"
-        assert len(self._seen) <= SEEN and not any(k in self._entries for k in self._seen), "sights: bounded, not kept"
+        assert len(self._seen) <= SEEN, "sights are bounded"
+        assert all(s() is None or id(s()) == k for k, s in self._seen.items()), "a sight, by its plan's id"
         assert min(self.hits, self.misses, self.evictions) >= 0

@@ -86,7 +86,7 @@ class AnswerCache:
         self._entries: collections.OrderedDict[int, CachedAnswer] = collections.OrderedDict()
         # plans computed once (admits), by id, held weakly: a sight keeps no plan alive, and a new
         # plan given a freed plan's id is not taken for it
-        self._seen: dict[int, weakref.ref] = {}
+        self._seen: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -119,7 +119,7 @@ class AnswerCache:
             return True
         seen[key] = weakref.ref(plan)
         if len(seen) > SEEN:
-            del seen[next(iter(seen))]  # the oldest sight
+            seen.popitem(last=False)  # the oldest sight (O(1), where a dict's first key is found by a scan)
         return False
 
     def put(self, entry: CachedAnswer) -> bool:

@@ -54,6 +54,15 @@ QUERIES = [  # (key, text, goal as a fraction of the floor)
     ("group", "SELECT src, SUM(bytes) FROM p [RANGE 10 SUBWINDOWS] GROUP BY src ORDER BY 2 DESC LIMIT 5", 0.6),
     ("filter", "SELECT COUNT(*) FROM p [RANGE 10 SUBWINDOWS] WHERE bytes > 500", 0.6),
 ]
+def variants(text: str, n: int) -> list[str]:
+    """`n` texts of the same query that differ only in its first aggregate's alias: the same plan's
+    work, but different queries (each its own plan and its own answer-cache entry)."""
+    if n <= 1:
+        return [text]
+    cut = text.index(")") + 1
+    return [f"{text[:cut]} AS v{i}{text[cut:]}" for i in range(n)]
+
+
 SDK_CALLS = 2000    # single-caller calls per kind, in SDK_ROUNDS interleaved rounds
 SDK_ROUNDS = 5
 SDK_GOAL = 1.3
@@ -92,15 +101,16 @@ def cores() -> tuple[int | None, int | None]:
     return (allowed[0], allowed[1]) if len(allowed) >= 2 and shutil.which("taskset") else (None, None)
 
 
-def start_server(core: int | None) -> ServerProcess:
-    """The in-memory server, pinned to `core`: every thread it starts inherits the affinity of the
-    thread that forked it, so pin this thread while it forks."""
+def start_server(core: int | None, args: tuple[str, ...] = ()) -> ServerProcess:
+    """The in-memory server (with `args`, e.g. --answer-cache-entries 0), pinned to `core`: every
+    thread it starts inherits the affinity of the thread that forked it, so pin this thread while it
+    forks."""
     if core is None:
-        return ServerProcess()
+        return ServerProcess(*args)
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {core})
     try:
-        return ServerProcess()
+        return ServerProcess(*args)
     finally:
         os.sched_setaffinity(0, before)
 
@@ -256,8 +266,10 @@ def ccore(target: str, method: str, server_pid: int, core: int | None, query: st
     return _steady(cmd, server_pid, core, server_core, warmup + duration + 60)
 
 
-def _ccore_run(target: str, method: str, query: str, concurrency: int, duration: float, warmup: float) -> dict:
-    """The C-core generator: `concurrency` closed-loop callers, each on its own channel."""
+def _ccore_run(target: str, method: str, query: str, concurrency: int, duration: float, warmup: float,
+               vary: int = 1) -> dict:
+    """The C-core generator: `concurrency` closed-loop callers, each on its own channel; with
+    `vary` > 1, each caller cycles through that many variants of the query (variants())."""
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -268,17 +280,20 @@ def _ccore_run(target: str, method: str, query: str, concurrency: int, duration:
         opts = [("grpc.use_local_subchannel_pool", 1)]
         chans = [grpc.aio.insecure_channel(target, options=opts) for _ in range(concurrency)]
         if method == "health":
-            req = health_pb2.HealthCheckRequest()
+            reqs = [health_pb2.HealthCheckRequest()]
             fns = [health_pb2_grpc.HealthStub(c).Check for c in chans]
         else:
-            req = pb.QueryRequest(text=query)
+            reqs = [pb.QueryRequest(text=t) for t in variants(query, vary)]
             fns = [pb_grpc.WindowStoreServiceStub(c).Query for c in chans]
         phase = "warmup"
         lat: list[float] = []
         errors: dict[str, int] = {}
 
-        async def caller(fn):
+        async def caller(fn, first):
+            i = first
             while phase != "done":
+                req = reqs[i % len(reqs)]
+                i += 1
                 t0 = time.perf_counter()
                 try:
                     await fn(req, timeout=10.0)
@@ -290,7 +305,8 @@ def _ccore_run(target: str, method: str, query: str, concurrency: int, duration:
                         lat.append((time.perf_counter() - t0) * 1000)
                     else:
                         errors[ok] = errors.get(ok, 0) + 1
-        tasks = [asyncio.create_task(caller(fn)) for fn in fns]
+        # callers start far apart in the variants: no two send the same text close together
+        tasks = [asyncio.create_task(caller(fn, i * max(1, len(reqs) // len(fns)))) for i, fn in enumerate(fns)]
         await asyncio.sleep(warmup)
         phase = "measure"
         c0, t0 = time.process_time(), time.perf_counter()
@@ -442,20 +458,22 @@ def measure() -> dict:
     return res
 
 
-def ratios(rounds: int = 2, duration: float = 3.0) -> dict:
+def ratios(rounds: int = 2, duration: float = 3.0, server_args: tuple[str, ...] = (), vary: int = 1) -> dict:
     """The floor ratios alone, quickly (Round 20's protocol): the C-core generator on its core,
     the server on the other; each query's run between two floor runs and its ratio taken to their
     mean (floor, probe, floor, group, floor, filter, floor; `rounds` times on one server), with the
     server's CPU per call and the load average beside each run. No waiting for a quiet machine:
-    on a shared one, read the load average with the figures."""
+    on a shared one, read the load average with the figures. `server_args`: the server's options
+    (e.g. --answer-cache-entries 0); `vary`: each caller cycles through that many variants of each
+    query (variants(): with --answer-cache-entries 1 and vary 2, every call misses the cache)."""
     gen_core, srv_core = cores()
-    srv = start_server(srv_core)
+    srv = start_server(srv_core, server_args)
     try:
         pid = srv.proc.pid
         fill(srv.target)
         cmd = lambda method, text: [sys.executable, "-m", "bench.floor_bench", "--ccore", srv.target,  # noqa: E731
                                     "--method", method, "--query", text, "--concurrency", str(CALLERS),
-                                    "--duration", str(duration), "--warmup", str(WARMUP_S)]
+                                    "--duration", str(duration), "--warmup", str(WARMUP_S), "--vary", str(vary)]
 
         def run(method: str, text: str = "") -> dict:
             r = _drive(cmd(method, text), pid, gen_core, srv_core, WARMUP_S + duration + 60)
@@ -476,9 +494,11 @@ def ratios(rounds: int = 2, duration: float = 3.0) -> dict:
                 q["ratio"] = q["calls_per_s"] / ((before["calls_per_s"] + after["calls_per_s"]) / 2)
                 res[key].append(q)
                 before = after
+        with Client(srv.target) as ws:  # how many calls the answer cache answered, if it is on
+            cache = ws.stats().get("answer_cache", {})
     finally:
         srv.stop()
-    return {"floor": floors, **res,
+    return {"floor": floors, **res, "answer_cache": cache,
             "ratios": {k: [round(q["ratio"], 3) for q in res[k]] for k, _, _ in QUERIES},
             "goals": {k: goal for k, _, goal in QUERIES}}
 
@@ -585,15 +605,20 @@ def main(argv=None) -> int:
     ap.add_argument("--concurrency", type=int, default=CALLERS)
     ap.add_argument("--duration", type=float, default=DURATION_S)
     ap.add_argument("--warmup", type=float, default=WARMUP_S)
+    ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                    help="--ratios: an option for the server (repeat it: --server-arg=--answer-cache-entries --server-arg=0)")
+    ap.add_argument("--vary", type=int, default=1,
+                    help="--ratios, --ccore: each caller cycles through this many variants of the query (aliases)")
     args = ap.parse_args(argv)
     if args.sdk:
         print(json.dumps(_sdk(args.sdk)))
         return 0
     if args.ratios:
-        print(json.dumps(ratios(args.rounds, args.duration), indent=1))
+        print(json.dumps(ratios(args.rounds, args.duration, tuple(args.server_arg), args.vary), indent=1))
         return 0
     if args.ccore:
-        print(json.dumps(_ccore_run(args.ccore, args.method, args.query, args.concurrency, args.duration, args.warmup)))
+        print(json.dumps(_ccore_run(args.ccore, args.method, args.query, args.concurrency, args.duration, args.warmup,
+                                    args.vary)))
         return 0
     print(json.dumps(measure(), indent=1, default=float))
     return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import itertools
 import json
 import pstats
 import statistics
@@ -38,7 +39,7 @@ from windowstore.txn.commands import Append, CreateStream, Slide
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .common import SCHEMA, packets
-from .floor_bench import QUERIES
+from .floor_bench import QUERIES, variants
 
 CALLS = 2000
 ROUNDS = 5
@@ -73,11 +74,17 @@ def fill(driver: Driver) -> None:
 
 
 def measure(kinds=None, profile: str | None = None, sort: str = "tottime", callers: int = 1,
-            evict: int | None = None) -> dict:
+            evict: int | None = None, cache_entries: int | None = None, vary: int = 1, calls_n: int = CALLS,
+            rounds: int = ROUNDS, warmup: int = WARMUP) -> dict:
     """CPU per call of each kind: one call after another; with `callers` > 1, that many concurrent
     tasks; with `evict` (bytes, 0 for none), each call timed alone after that much memory was
-    written, so that the caches hold other data (0: the same timing without it)."""
-    driver = Driver(ServerConfig(in_memory=True))
+    written, so that the caches hold other data (0: the same timing without it). `cache_entries`:
+    the answer cache's size (0: off; None: the server's default); `vary`: the calls cycle through
+    that many variants of each query (floor_bench.variants)."""
+    config = ServerConfig(in_memory=True)
+    if cache_entries is not None:
+        config.answer_cache_entries = cache_entries
+    driver = Driver(config)
     driver.start()
     try:
         fill(driver)
@@ -87,22 +94,24 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
         context = _Context()
         texts = {k: t for k, t, _ in QUERIES if kinds is None or k in kinds}
 
-        async def one_after_another(data: bytes, n: int) -> float:
+        sent = itertools.count()  # variants go on from call to call, round to round: none repeats early
+
+        async def one_after_another(data: list[bytes], n: int) -> float:
             t0 = time.thread_time()
             for _ in range(n):
-                encode(await behave(decode(data), context))
+                encode(await behave(decode(data[next(sent) % len(data)]), context))
             return (time.thread_time() - t0) / n
 
-        async def concurrently(data: bytes, n: int) -> float:
+        async def concurrently(data: list[bytes], n: int) -> float:
             """`callers` tasks on the loop, each calling in turn, as grpc.aio runs concurrent calls."""
             async def caller(k: int) -> None:
                 for _ in range(k):
-                    encode(await behave(decode(data), context))
+                    encode(await behave(decode(data[next(sent) % len(data)]), context))
             t0 = time.thread_time()
             await asyncio.gather(*(caller(n // callers) for _ in range(callers)))
             return (time.thread_time() - t0) / (n // callers * callers)
 
-        async def cold_calls(data: bytes, n: int) -> float:
+        async def cold_calls(data: list[bytes], n: int) -> float:
             """Each call timed alone after `evict` bytes were written (outside the timing): what a
             call costs when the caches hold other work's data, as between calls on a server."""
             spent = 0.0
@@ -110,7 +119,7 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
                 if scratch is not None:
                     scratch[::64] += 1  # a cache line each
                 t0 = time.thread_time()
-                encode(await behave(decode(data), context))
+                encode(await behave(decode(data[next(sent) % len(data)]), context))
                 spent += time.thread_time() - t0
             return spent / n
 
@@ -120,19 +129,19 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
         async def main() -> dict:
             out = {}
             for key, text in texts.items():
-                data = pb.QueryRequest(text=text).SerializeToString()
-                answer = pb.QueryResponse.FromString(encode(await behave(decode(data), context))).answer
+                data = [pb.QueryRequest(text=t).SerializeToString() for t in variants(text, vary)]
+                answer = pb.QueryResponse.FromString(encode(await behave(decode(data[0]), context))).answer
                 if not answer.rows:
                     raise RuntimeError(f"{key}: no answer rows")
-                await calls(data, WARMUP)
+                await calls(data, warmup)
                 if profile == key:
                     prof = cProfile.Profile()
                     prof.enable()
-                    await calls(data, CALLS)
+                    await calls(data, calls_n)
                     prof.disable()
                     pstats.Stats(prof).sort_stats(sort).print_stats(45)
                     continue
-                per_call = [await calls(data, CALLS) for _ in range(ROUNDS)]
+                per_call = [await calls(data, calls_n) for _ in range(rounds)]
                 out[key] = {"text": text, "cpu_us_per_call": statistics.median(per_call) * 1e6,
                             "rounds_us": [x * 1e6 for x in per_call]}
             return out
@@ -213,9 +222,18 @@ def main(argv=None) -> int:
     ap.add_argument("--callers", type=int, default=1, help="concurrent callers (tasks on the loop)")
     ap.add_argument("--evict", type=int, default=None, metavar="BYTES",
                     help="time each call alone after writing BYTES of other memory (0: timed alone, no writing)")
+    ap.add_argument("--answer-cache-entries", type=int, default=None,
+                    help="the server's answer cache size (0: off; default: the server's default)")
+    ap.add_argument("--vary", type=int, default=1,
+                    help="each call cycles through this many variants of its query (aliases: other queries)")
+    ap.add_argument("--calls", type=int, default=CALLS, help=f"calls per round (default {CALLS})")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"rounds (default {ROUNDS})")
+    ap.add_argument("--warmup", type=int, default=WARMUP, help=f"calls before the rounds (default {WARMUP})")
     args = ap.parse_args(argv)
     kinds = set(args.kinds.split(",")) if args.kinds else None
-    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict), indent=1))
+    print(json.dumps(stages(kinds) if args.stages else measure(kinds, args.profile, callers=args.callers, evict=args.evict,
+                                                                   cache_entries=args.answer_cache_entries, vary=args.vary,
+                                                                   calls_n=args.calls, rounds=args.rounds, warmup=args.warmup), indent=1))
     return 0
 
 

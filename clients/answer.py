@@ -98,6 +98,9 @@ class Answer:
     # Under ttu: aborted by slides more than --fallback-after times, this execution held its
     # windows' slides until it committed (the answer is still of the window at its commit).
     fallback: bool = False
+    # A one-time answer the server took from its answer cache: the window had not changed since the
+    # same query computed it (the answer, slide and window bounds are what computing it gives).
+    cached: bool = False
     # A partitioned stream's answer given with partial=True: the partitions it leaves out (they did
     # not answer); empty when every partition's rows are in it.
     missing_partitions: list[int] = field(default_factory=list)
@@ -140,7 +143,7 @@ class Answer:
             sources=[StreamWindow(s.stream, s.slide, s.window_start_ms if s.HasField("window_start_ms") else None,
                                   s.window_end_ms if s.HasField("window_end_ms") else None)
                      for s in a.sources],
-            early_slides=a.early_slides, group=a.group, fallback=a.fallback,
+            early_slides=a.early_slides, group=a.group, fallback=a.fallback, cached=a.cached,
             bounds=[Bound(b.row, b.column, b.sketch, b.confidence,
                           *(getattr(b, k) if b.HasField(k) else None for k in ("rank_error", "estimate", "lower", "upper", "delta")))
                     for b in a.bounds],

@@ -28,6 +28,7 @@ def _serve(args) -> int:
                        max_join_rows=args.max_join_rows,
                        history_keep=args.history_keep, workers=args.workers, offload_ms=args.offload_ms,
                        seal_offload_rows=args.seal_offload_rows, read_during_seal=not args.wait_for_seals,
+                       answer_cache_entries=args.answer_cache_entries, answer_cache_mb=args.answer_cache_mb,
                        grace_s=args.grace_s,
                        data_dir=args.data_dir, in_memory=args.in_memory, fsync=args.fsync,
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
@@ -48,6 +49,26 @@ def _peer_address(text: str) -> tuple[int, str]:
     if not sep or not node.strip().isdigit() or not _host_port(address):
         raise argparse.ArgumentTypeError(f"expected NODE=HOST:PORT (node 0 or more), got {text[:80]!r}")
     return int(node), address
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {text[:80]!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text[:80]!r}")
+    return value
 
 
 def _host_port(address: str) -> bool:
@@ -150,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
                          "its windows, their slides waiting for its commit, so that it answers (default 2; "
                          "docs/concepts.md#policies)")
     sv.add_argument("--history", metavar="FILE", help="also write the scheduler history to FILE (JSON lines)")
+    sv.add_argument("--answer-cache-entries", type=_non_negative_int, default=1024,
+                    help="one-time answers kept while their window is unchanged: the same query asked again "
+                         "before the next slide is answered from it (0: no cache; default 1024)")
+    sv.add_argument("--answer-cache-mb", type=_positive_float, default=16.0,
+                    help="at most about this many MiB of kept answers (default 16)")
     sv.add_argument("--history-keep", type=int, default=200_000, help="history records kept in memory (a probe's reads are one record; default 200000)")
     sv.add_argument("--workers", type=int, default=4,
                     help="threads that decode large Arrow payloads off the gRPC event loop (default 4)")

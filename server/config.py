@@ -26,6 +26,8 @@ class ServerConfig:
     offload_ms: float = 0.25           # window-scan reads and final merges this slow (measured) run on a query thread (Job.lane); < 0: none
     seal_offload_rows: int = 100_000   # a slide of this many rows or more is sealed on the seal thread (offload_ms < 0: none)
     read_during_seal: bool = True      # a query of a stream being sealed reads the sub-windows installed; False: it waits for the install
+    answer_cache_entries: int = 1024   # one-time answers kept while their window is unchanged (txn/answer_cache.py); 0: none
+    answer_cache_mb: float = 16.0      # ... and at most about this many MiB of them
     subscriber_buffer: int = 256       # answers queued per subscriber before the oldest are dropped
     subscriber_buffer_mb: int = 16     # ... or this many MiB of them
     answer_log_keep: int = 1_000       # answers kept per periodic query for ReadAnswers

@@ -116,6 +116,17 @@ class _StoreCollector:
         yield CounterMetricFamily("windowstore_query_reads_recalled",
                                   "window-scan reads taken from a sealed sub-window's memo instead of scanning its rows",
                                   value=o["recalled"])
+        ac = s["answer_cache"]  # one-time answers kept while their window is unchanged (txn/answer_cache.py)
+        yield CounterMetricFamily("windowstore_answer_cache_hits", "one-time queries answered from the answer cache",
+                                  value=ac["hits"])
+        yield CounterMetricFamily("windowstore_answer_cache_misses",
+                                  "one-time queries looked up in the answer cache and computed", value=ac["misses"])
+        yield CounterMetricFamily("windowstore_answer_cache_evictions",
+                                  "answers pushed out of the answer cache by its bounds", value=ac["evictions"])
+        yield GaugeMetricFamily("windowstore_answer_cache_entries", "answers kept in the answer cache",
+                                value=ac["entries"])
+        yield GaugeMetricFamily("windowstore_answer_cache_bytes", "estimated size of the answers kept in the answer cache",
+                                value=ac["bytes"])
         sh = s["sharing"]  # shared execution of periodic queries (txn/sharing/)
         if sh["mode"] != "none":
             yield GaugeMetricFamily("windowstore_sharing_groups", "groups of periodic queries executed together",

@@ -366,7 +366,10 @@ class WindowStoreService(ReplicationRpcs):
         finally:
             self._done(who)
         response = pb.QueryResponse()
-        convert.answer_to_pb(result, streams[0], txn.id, response.answer)
+        if result.cached is not None:  # the answer cache's entry keeps its serialized per-query part
+            convert.cached_answer_to_pb(result, streams[0], txn.id, response.answer)
+        else:
+            convert.answer_to_pb(result, streams[0], txn.id, response.answer)
         if request.return_sketches:  # a partitioned stream's client merges them (docs/partitions.md)
             sketches_to_pb(result.answer, response.answer)
         response_ms = (time.perf_counter_ns() - arrived) / 1e6
@@ -511,7 +514,7 @@ class WindowStoreService(ReplicationRpcs):
             durability=pb.DurabilityStats(**s["durability"]),
             onetime=pb.ClassStats(**{k: v for k, v in s["onetime"].items() if k != "slides"}),
             periodic=pb.ClassStats(**{k: v for k, v in s["periodic"].items() if k != "slides"}),
-            sharing=pb.SharingStats(**s["sharing"]))
+            sharing=pb.SharingStats(**s["sharing"]), answer_cache=pb.AnswerCacheStats(**s["answer_cache"]))
 
     async def StreamHistory(self, request, context):
         self._allow(context, "read", request.stream) if request.stream else self._allow(context, "admin", "*")

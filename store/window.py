@@ -131,6 +131,12 @@ class Window:
         self.n = spec.subwindows
         self.subs: list[SubWindow | None] = [None] * self.n
         self.latest = -1  # newest slide applied (installed); -1 before the first
+        # The committed state's version: bumped by every change a query can see (a sub-window
+        # placed, sketches adopted, strings renumbered, a snapshot's state put back), so equal
+        # versions of one window mean equal answers (txn/answer_cache.py). _check holds it to that:
+        # what it last stamped is what the window holds.
+        self.version = 0
+        self._stamp: tuple = ()
         self.cutting: Cut | None = None  # the slide begun and being sealed, if any
         self.created_ms = created_ms
         self.last_seal_ms = created_ms
@@ -447,6 +453,7 @@ class Window:
                 object.__setattr__(sub, "last_rows", self.last_rows)
         assert self.key_book is not None
         self.key_book.keys = {tuple(k) for k in keys or ()}
+        self._changed()
 
     def restore_landmark(self, plain: dict | None) -> None:
         """Put back the running synopsis a snapshot kept (before its oldest sub-window) and rebuild
@@ -455,6 +462,7 @@ class Window:
         skip = frozenset(self._strings)
         self.running_base = Running.from_plain(plain, skip) if plain is not None else Running.empty(skip)
         rebuild(self.running_base, sorted((s for s in self.subs if s is not None), key=lambda s: s.slide))
+        self._changed()
 
     def empty_columns(self) -> dict[str, np.ndarray]:
         dtypes = {"int64": np.int64, "float64": np.float64, "boolean": np.int8, "string": np.int32,
@@ -497,6 +505,7 @@ class Window:
         kept = sketch_columns.from_bytes(self.spec.sketches, self.schema.types, data, partial=True)
         syn = replace(sub.synopsis, sketches={**sub.synopsis.sketches, **kept})
         self.subs[sub.position] = replace(sub, synopsis=syn)
+        self._changed()
         return True
 
     def _place(self, sub: SubWindow) -> None:
@@ -505,6 +514,12 @@ class Window:
         self.interval.add(sub.slide, sub.synopsis)
         for keys in self.running_keys.values():
             keys.add(sub.slide, self.subs)
+        self._changed()
+
+    def _changed(self) -> None:
+        """The committed state changed: a new version, and what it is made of stamped (_check)."""
+        self.version += 1
+        self._stamp = (self.latest, tuple(self.subs), self.running_base, self.last_rows)
 
     def restore(self, subs: list[SubWindow], latest: int, prefix: dict[str, int], last_seal_ms: int,
                 base_slot: int | None, max_event_ms: int | None, late_rows: int,
@@ -513,6 +528,7 @@ class Window:
         for sub in sorted(subs, key=lambda s: s.slide):
             self._place(sub)
         self.latest = latest
+        self._changed()
         self._prefix = dict(prefix)
         for c in self._names:  # a snapshot from before nulls: every value counted
             self._prefix.setdefault(count_key(c), self._prefix[COUNT_KEY])
@@ -573,6 +589,7 @@ class Window:
             buf.chunks = [{c: remap[a] if c in self._strings else a for c, a in chunk.items()} for chunk in buf.chunks]
         for keys in self.running_keys.values():
             keys.rebuild(self.latest, self.subs)
+        self._changed()
 
     # -- window-level synopsis probes (one atomic read of the current state) ---------------------
     def running_total(self, key: str, n_q: int) -> int:
@@ -620,6 +637,13 @@ class Window:
         """The window's invariants (the engine's _check and the property tests call it after every
         step)."""
         assert self.latest >= -1
+        if self.version:
+            latest, subs, base, last_rows = self._stamp
+            assert latest == self.latest and all(a is b for a, b in zip(subs, self.subs, strict=True)) \
+                and base is self.running_base and last_rows is self.last_rows, \
+                "every change of the committed window bumps its version (_changed)"
+        else:
+            assert self.latest == -1 and not any(self.subs), "a window never changed holds nothing"
         for pos, sub in enumerate(self.subs):
             if sub is None:
                 assert self.latest < self.n and pos > self.latest, "an empty position only before the window fills"

@@ -30,6 +30,7 @@ from windowstore.store.parser import parse_statement
 from windowstore.store.query import JoinQuery
 
 from . import ingest
+from .answer_cache import AnswerCache
 from .answers import AnswerLog, from_plain, many_from_plain, many_to_plain, to_plain
 from .commands import (AbortBatch, Answered, Append, Command, CommitBatch, CompactStrings, CreateStream, DropStream,
                        AnsweredMany, Register, SealedSketches, Slide, StageRows, Unregister)
@@ -63,6 +64,10 @@ class EngineConfig:
     # The server's CPU clock (seconds) for periodic temporal queries' paired measurements of eager
     # and lazy coalescing (store/temporal.MeasuredChoice); None: the cost model's choice alone.
     work_clock: Callable[[], float] | None = None
+    # one-time answers kept while their window is unchanged (answer_cache.py): at most this many,
+    # and about this many bytes of them; 0 entries: no cache
+    answer_cache_entries: int = 0
+    answer_cache_bytes: int = 16 << 20
 
 
 @dataclass
@@ -91,6 +96,8 @@ class Engine:
         self.sched.on_cut = self._cut
         self.sched.on_slide = self._slid
         self.sched.on_answers = self._answered_many
+        if self.config.answer_cache_entries > 0 and self.config.answer_cache_bytes > 0:
+            self.sched.answer_cache = AnswerCache(self.config.answer_cache_entries, self.config.answer_cache_bytes)
         self.books: dict[str, StreamBook] = {}
         self.periodic: dict[str, PeriodicDef] = {}
         self.answers = AnswerLog(self.config.answer_log_keep, self.config.answer_log_bytes)

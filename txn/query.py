@@ -16,6 +16,7 @@ from .joins import JoinQueryPlan, StreamWindow
 from .kinds import JobKind, QueryKind
 
 if TYPE_CHECKING:
+    from .answer_cache import CachedAnswer
     from .schedule.edf import Task
 
 
@@ -71,6 +72,7 @@ class Result:
     group: str = ""             # periodic, shared: the group whose joint execution answered it
     inter_exec_ms: float | None = None
     sources: list[StreamWindow] | None = None  # joins: what it reflects of each joined stream
+    cached: CachedAnswer | None = None  # one-time: the answer cache's entry it was answered from (txn/answer_cache.py)
 
 
 @dataclass(eq=False)
@@ -166,6 +168,8 @@ class QueryTxn:
     # per stream being sealed when it was submitted, the slide it waits for (see _waits_for_seal)
     sealed_first: dict[str, int] | None = None
     sources: list[Source] = field(default_factory=list)  # per stream it reads, its read state
+    # a single-stream attempt: its window's version when it began (what the answer cache keys on)
+    window_version: int = -1
 
     def __post_init__(self) -> None:
         if not self.sources:

@@ -38,6 +38,7 @@ from windowstore.store.aggregates import Partial
 from windowstore.store.kinds import AccessPath
 from windowstore.store.memo import MISS
 
+from .answer_cache import AnswerCache, CachedAnswer, answer_bytes
 from .history import History, Op
 from .joins import JoinQueryPlan, stream_names
 from .kinds import JobKind, PolicyName, QueryKind, Reaction, Step
@@ -101,6 +102,8 @@ class Scheduler(Slides, Offload, Outcomes):
         # the answers of one shared execution, (task, result) in order, told at once (the engine logs
         # them as one record); None: each task's on_answer, one by one
         self.on_answers: Callable[[list[tuple[Task, Result]]], None] | None = None
+        # one-time answers kept by plan while their window is unchanged (answer_cache.py); None: off
+        self.answer_cache: AnswerCache | None = None
         self._init_slides()
         self._init_offload()
 
@@ -124,6 +127,8 @@ class Scheduler(Slides, Offload, Outcomes):
         self.slide_delays.pop(name, None)
         self.seal_ms.pop(name, None)
         self.by_stream.pop(name, None)
+        if self.answer_cache is not None:
+            self.answer_cache.drop_stream(name)
 
     def _check(self) -> None:
         """Invariants (property tests call this after every step): every active query is live and
@@ -151,6 +156,10 @@ class Scheduler(Slides, Offload, Outcomes):
             "the registered joins, in registration order"
         if self.sharing is not None:
             self.sharing._check()
+        if self.answer_cache is not None:
+            self.answer_cache._check()
+            assert all(p.stream is self.streams.get(p.stream.name) for p in self.answer_cache.plans()), \
+                "cached answers are of live streams"
         for c in (*self.by_class.values(), *self.by_stream.values()):
             c._check()
 
@@ -246,6 +255,11 @@ class Scheduler(Slides, Offload, Outcomes):
         self._spawn_due_tasks()
         if self._refresh or not all(self._waits_for_seal(t) for t in self.active):
             return None
+        cache = self.answer_cache
+        if cache is not None:
+            entry = cache.get(plan)
+            if entry is not None:
+                return self._recall_answer(plan, entry, priority, on_done)
         txn = self.submit(plan, ONETIME, priority, on_done)
         self._current = txn  # (what _choose would pick: under serial, it holds its window's slides)
         # Only the clock makes a slide due during this call (a manual, count-based or event-time
@@ -265,6 +279,54 @@ class Scheduler(Slides, Offload, Outcomes):
                     return txn
         finally:
             self._at_once = False
+
+    def _recall_answer(self, plan: Plan, entry: CachedAnswer, priority: int,
+                       on_done: Callable[[QueryTxn], None] | None) -> QueryTxn:
+        """A one-time query answered from the answer cache (answer_cache.py): a read-only transaction
+        that begins, reads the window's sub-windows in one operation and commits, now, where run_now
+        would have begun it (so at the latest committed window: its version is the entry's, nothing
+        due before it). Recorded as a probe is (begin, the reads, commit) and counted as committed;
+        the per-call fields are this call's."""
+        now = self.clock()
+        txn = QueryTxn(f"Q{next(self._ids)}", plan, ONETIME, priority, next(self._seq), now, on_done)
+        txn.begun = True
+        txn.window_version = entry.version
+        name = plan.stream.name
+        self._record(name, Op.BEGIN, txn.id, window_len=plan.n_q, as_of=plan.as_of)
+        if self.history is not None and entry.reads:
+            self.history.record_reads(name, txn.id, now, entry.reads, plan.stream.window.n)
+        self._record(name, Op.COMMIT, txn.id)
+        self.last_rows = 0
+        self._count(txn, "committed")
+        txn.result = Result(answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
+                            window_end_ms=entry.window_end_ms,
+                            staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
+                            response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now,
+                            cached=entry)
+        txn.done = True
+        if on_done is not None:
+            on_done(txn)
+        return txn
+
+    def _keep_answer(self, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:
+        """A one-time single-stream query committed: keep its answer (answer_cache.py) when its whole
+        attempt saw one committed state of the window (its version unchanged since it began) and it
+        read exactly that state's window (or the pinned slide's), as a hit will record; not the
+        first time the plan runs (AnswerCache.admits)."""
+        cache = self.answer_cache
+        src = txn.sources[0]
+        window = src.stream.window
+        answer = result.answer
+        if (cache is None or txn.kind is not ONETIME or txn.join or window.version != txn.window_version
+                or getattr(answer, "sketches", None)):
+            return
+        reads = src.versions()
+        if src.read and not (len(src.read) == len(reads) and all(v in src.read for v in reads)):
+            return  # (a probe reads the window in one operation: src.read stays empty)
+        if not cache.admits(txn.plan):
+            return  # its first execution: kept from the next on
+        cache.put(CachedAnswer(txn.plan, window.version, answer, result.slide, result.window_start_ms,
+                               result.window_end_ms, sealed_at_ms, reads, answer_bytes(answer)))
 
     @property
     def running(self) -> QueryTxn | None:
@@ -517,6 +579,8 @@ class Scheduler(Slides, Offload, Outcomes):
                 self._refuse(txn, expired(plan, src.window))  # nothing recorded: it never began
                 return Step.READ
         txn.begun = True
+        if not txn.join:
+            txn.window_version = plan.stream.window.version
         streams = stream_names(plan) if txn.join else None
         for src in txn.sources:
             self._record(src.name, Op.BEGIN, txn.id, window_len=src.n_q, streams=streams, as_of=src.as_of)

@@ -80,6 +80,8 @@ class Driver:
                                           max_staged_bytes=config.max_staged_mb << 20,
                                           max_join_rows=config.max_join_rows,
                                           answer_log_keep=config.answer_log_keep,
+                                          answer_cache_entries=config.answer_cache_entries,
+                                          answer_cache_bytes=int(config.answer_cache_mb * (1 << 20)),
                                           work_clock=time.thread_time), self.history)
         self.sched = self.engine.sched
         self.periodic_answers = PeriodicAnswers(self.engine, config, clock, self.note_answer)

@@ -108,7 +108,15 @@ def stats(driver, name: str | None) -> dict:
                     "split_batches": book.split_batches, "pending_commits": len(book.pending)})
     return {"policy": sched.policy, "streams": out, "durability": durability_stats(driver),
             "onetime": sched.by_class["onetime"].as_dict(), "periodic": sched.by_class["periodic"].as_dict(),
-            "sharing": sched.sharing.stats() if sched.sharing is not None else {"mode": "none"}}
+            "sharing": sched.sharing.stats() if sched.sharing is not None else {"mode": "none"},
+            "answer_cache": answer_cache_stats(sched.answer_cache)}
+
+
+def answer_cache_stats(cache) -> dict:
+    """The answer cache's counters and bounds (all 0: off)."""
+    if cache is None:
+        return {"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "evictions": 0, "max_entries": 0, "max_bytes": 0}
+    return {**cache.stats(), "max_entries": cache.max_entries, "max_bytes": cache.max_bytes}
 
 
 def durability_stats(driver) -> dict:

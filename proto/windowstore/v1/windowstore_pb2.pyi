@@ -783,7 +783,7 @@ class QueryRequest(_message.Message):
     def __init__(self, text: _Optional[str] = ..., structured: _Optional[_Union[StructuredQuery, _Mapping]] = ..., priority: _Optional[int] = ..., read_from: _Optional[str] = ..., min_slide: _Optional[int] = ..., min_slide_wait_ms: _Optional[int] = ..., return_sketches: _Optional[bool] = ...) -> None: ...
 
 class Answer(_message.Message):
-    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "fallback", "bounds", "sketches")
+    __slots__ = ("columns", "rows", "slide", "window_start_ms", "window_end_ms", "staleness_ms", "response_ms", "restarts", "policy", "access", "exact", "guaranteed", "query_id", "execution", "late_slides", "inter_exec_ms", "answered_ms", "stream", "column_types", "sources", "column_precisions", "column_scales", "early_slides", "group", "fallback", "cached", "bounds", "sketches")
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
     ROWS_FIELD_NUMBER: _ClassVar[int]
     SLIDE_FIELD_NUMBER: _ClassVar[int]
@@ -809,6 +809,7 @@ class Answer(_message.Message):
     EARLY_SLIDES_FIELD_NUMBER: _ClassVar[int]
     GROUP_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
     BOUNDS_FIELD_NUMBER: _ClassVar[int]
     SKETCHES_FIELD_NUMBER: _ClassVar[int]
     columns: _containers.RepeatedScalarFieldContainer[str]
@@ -836,9 +837,10 @@ class Answer(_message.Message):
     early_slides: int
     group: str
     fallback: bool
+    cached: bool
     bounds: _containers.RepeatedCompositeFieldContainer[ErrorBound]
     sketches: _containers.RepeatedCompositeFieldContainer[MergedSketch]
-    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., fallback: _Optional[bool] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ..., sketches: _Optional[_Iterable[_Union[MergedSketch, _Mapping]]] = ...) -> None: ...
+    def __init__(self, columns: _Optional[_Iterable[str]] = ..., rows: _Optional[_Iterable[_Union[Row, _Mapping]]] = ..., slide: _Optional[int] = ..., window_start_ms: _Optional[int] = ..., window_end_ms: _Optional[int] = ..., staleness_ms: _Optional[float] = ..., response_ms: _Optional[float] = ..., restarts: _Optional[int] = ..., policy: _Optional[str] = ..., access: _Optional[_Union[AccessPath, str]] = ..., exact: _Optional[bool] = ..., guaranteed: _Optional[bool] = ..., query_id: _Optional[str] = ..., execution: _Optional[int] = ..., late_slides: _Optional[int] = ..., inter_exec_ms: _Optional[float] = ..., answered_ms: _Optional[float] = ..., stream: _Optional[str] = ..., column_types: _Optional[_Iterable[_Union[ColumnType, str]]] = ..., sources: _Optional[_Iterable[_Union[StreamWindow, _Mapping]]] = ..., column_precisions: _Optional[_Iterable[int]] = ..., column_scales: _Optional[_Iterable[int]] = ..., early_slides: _Optional[int] = ..., group: _Optional[str] = ..., fallback: _Optional[bool] = ..., cached: _Optional[bool] = ..., bounds: _Optional[_Iterable[_Union[ErrorBound, _Mapping]]] = ..., sketches: _Optional[_Iterable[_Union[MergedSketch, _Mapping]]] = ...) -> None: ...
 
 class MergedSketch(_message.Message):
     __slots__ = ("column", "kind", "size", "data", "dropped_error")
@@ -1137,20 +1139,40 @@ class DurabilityStats(_message.Message):
     def __init__(self, enabled: _Optional[bool] = ..., fsync: _Optional[str] = ..., last_lsn: _Optional[int] = ..., log_bytes: _Optional[int] = ..., snapshots: _Optional[int] = ..., last_snapshot_pause_ms: _Optional[float] = ..., max_snapshot_pause_ms: _Optional[float] = ..., write_failure: _Optional[str] = ..., snapshot_error: _Optional[str] = ..., recovery_s: _Optional[float] = ..., recovered_records: _Optional[int] = ..., snapshot_lsn: _Optional[int] = ...) -> None: ...
 
 class GetStatsResponse(_message.Message):
-    __slots__ = ("policy", "streams", "onetime", "periodic", "durability", "sharing")
+    __slots__ = ("policy", "streams", "onetime", "periodic", "durability", "sharing", "answer_cache")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     ONETIME_FIELD_NUMBER: _ClassVar[int]
     PERIODIC_FIELD_NUMBER: _ClassVar[int]
     DURABILITY_FIELD_NUMBER: _ClassVar[int]
     SHARING_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_CACHE_FIELD_NUMBER: _ClassVar[int]
     policy: str
     streams: _containers.RepeatedCompositeFieldContainer[StreamStats]
     onetime: ClassStats
     periodic: ClassStats
     durability: DurabilityStats
     sharing: SharingStats
-    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ..., sharing: _Optional[_Union[SharingStats, _Mapping]] = ...) -> None: ...
+    answer_cache: AnswerCacheStats
+    def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ..., sharing: _Optional[_Union[SharingStats, _Mapping]] = ..., answer_cache: _Optional[_Union[AnswerCacheStats, _Mapping]] = ...) -> None: ...
+
+class AnswerCacheStats(_message.Message):
+    __slots__ = ("hits", "misses", "entries", "bytes", "evictions", "max_entries", "max_bytes")
+    HITS_FIELD_NUMBER: _ClassVar[int]
+    MISSES_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    hits: int
+    misses: int
+    entries: int
+    bytes: int
+    evictions: int
+    max_entries: int
+    max_bytes: int
+    def __init__(self, hits: _Optional[int] = ..., misses: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., evictions: _Optional[int] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
 
 class SharingStats(_message.Message):
     __slots__ = ("mode", "groups", "members_per_group", "executions", "answers", "executions_saved", "early_runs", "late_runs", "aborts", "failures", "tasks", "cover_executions_saved", "cover_reads_saved", "join_groups", "join_answers", "contributions_reused", "slice_groups", "slice_executions", "slice_answers", "fallen_back", "fallbacks", "choices_pending")

@@ -451,11 +451,19 @@ def measure() -> dict:
         }
         _wait_quiet()
         res["sdk"] = sdk(srv.target, gen_core)
+        res["answer_cache"] = cache_stats(srv.target)
     finally:
         code, _, err = srv.stop()
     res["server_exit"] = code
     res["server_stderr_tail"] = err.strip().splitlines()[-5:] if err.strip() else []
     return res
+
+
+def cache_stats(target: str) -> dict:
+    """The server's answer cache counters (hits, misses, entries, ...): how many of the query calls
+    above it answered (the same query repeated on an unchanged window is a hit once it is kept)."""
+    with Client(target) as ws:
+        return ws.stats().get("answer_cache", {})
 
 
 def ratios(rounds: int = 2, duration: float = 3.0, server_args: tuple[str, ...] = (), vary: int = 1) -> dict:
@@ -494,8 +502,7 @@ def ratios(rounds: int = 2, duration: float = 3.0, server_args: tuple[str, ...] 
                 q["ratio"] = q["calls_per_s"] / ((before["calls_per_s"] + after["calls_per_s"]) / 2)
                 res[key].append(q)
                 before = after
-        with Client(srv.target) as ws:  # how many calls the answer cache answered, if it is on
-            cache = ws.stats().get("answer_cache", {})
+        cache = cache_stats(srv.target)
     finally:
         srv.stop()
     return {"floor": floors, **res, "answer_cache": cache,
@@ -555,6 +562,13 @@ def rows(res: dict) -> list[dict]:
                          + f"; Node's floor = {f / cf:.2f}x this one, Node's queries "
                          + "/".join(f"{runs[k]['calls_per_s'] / cc[k]['calls_per_s']:.2f}" for k, _, _ in QUERIES)
                          + "x",
+                "target": ""})
+    ac = res.get("answer_cache") or {}
+    out.append({"name": "answer cache over the section (each query row repeats one query on an unchanged window, so its "
+                        "calls are hits once kept; a query whose window changed computes anew: docs/performance.md, Round 23)",
+                "value": [ac.get("hits", 0), ac.get("misses", 0)], "answer_cache": ac,
+                "shown": f"{ac.get('hits', 0):,} hits, {ac.get('misses', 0):,} misses"
+                         + ("" if ac.get("max_entries", 0) else " (the cache is off)"),
                 "target": ""})
     two, one = res["floor_2x_callers"], res["floor_one_channel"]
     out.append({"name": "generator not the bottleneck? floor with 2x callers, and with 16 callers on one connection",

@@ -432,6 +432,7 @@ class Window:
             self.running_base = evicted.running
             self.running_base.synopsis  # merged now (one merge per slide): the chain ends here
         self._place(sub)
+        self._changed()
         self.cutting = None
 
     def check_keys(self, checked: dict, rows: int) -> set:
@@ -514,7 +515,6 @@ class Window:
         self.interval.add(sub.slide, sub.synopsis)
         for keys in self.running_keys.values():
             keys.add(sub.slide, self.subs)
-        self._changed()
 
     def _changed(self) -> None:
         """The committed state changed: a new version, and what it is made of stamped (_check)."""
@@ -528,7 +528,7 @@ class Window:
         for sub in sorted(subs, key=lambda s: s.slide):
             self._place(sub)
         self.latest = latest
-        self._changed()
+        self._changed()  # (once for all the sub-windows placed: its stamp copies the whole ring)
         self._prefix = dict(prefix)
         for c in self._names:  # a snapshot from before nulls: every value counted
             self._prefix.setdefault(count_key(c), self._prefix[COUNT_KEY])

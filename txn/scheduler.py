@@ -308,17 +308,15 @@ class Scheduler(Slides, Offload, Outcomes):
             on_done(txn)
         return txn
 
-    def _keep_answer(self, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:
-        """A one-time single-stream query committed: keep its answer (answer_cache.py) when its whole
-        attempt saw one committed state of the window (its version unchanged since it began) and it
-        read exactly that state's window (or the pinned slide's), as a hit will record; not the
-        first time the plan runs (AnswerCache.admits)."""
-        cache = self.answer_cache
+    def _keep_answer(self, cache: AnswerCache, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:
+        """A one-time single-stream query committed (_commit's call): keep its answer in `cache`
+        when its whole attempt saw one committed state of the window (its version unchanged since
+        it began) and it read exactly that state's window (or the pinned slide's), as a hit will
+        record; not the first time the plan runs (AnswerCache.admits)."""
         src = txn.sources[0]
         window = src.stream.window
         answer = result.answer
-        if (cache is None or txn.kind is not ONETIME or txn.join or window.version != txn.window_version
-                or getattr(answer, "sketches", None)):
+        if window.version != txn.window_version or getattr(answer, "sketches", None):
             return
         reads = src.versions()
         if src.read and not (len(src.read) == len(reads) and all(v in src.read for v in reads)):

@@ -52,7 +52,7 @@ class Outcomes:
         _joins: dict[str, Task]
         answer_cache: AnswerCache | None
 
-        def _keep_answer(self, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None: ...
+        def _keep_answer(self, cache: AnswerCache, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None: ...
 
     def _refuse(self, txn: QueryTxn, error: Exception) -> None:
         """End a query the store refused to answer (a join beyond its row limit): the client gets the
@@ -102,8 +102,8 @@ class Outcomes:
         late = None
         if task is not None and task.last_reflected is not None:
             late = max(0, -deadline(task))  # slides past the one it was due at (every slides, or a window's completion)
-        elif self.answer_cache is not None and txn.kind is QueryKind.ONETIME:
-            self._keep_answer(txn, result, newest.sealed_at_ms if newest else None)
+        elif (cache := self.answer_cache) is not None and txn.kind is QueryKind.ONETIME:
+            self._keep_answer(cache, txn, result, newest.sealed_at_ms if newest else None)
         self._deliver(txn, result, now, late)
 
     def _deliver(self, txn: QueryTxn, result: Result, now: float, late: int | None) -> None:

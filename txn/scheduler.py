@@ -248,12 +248,7 @@ class Scheduler(Slides, Offload, Outcomes):
         calls go_on() (the caller may advance the clock there) and stops, the query left active for
         step(), when that returns False, when a slide has fallen due, or when the query waits for a
         job or a slide. None when it cannot start now: submit it."""
-        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None:
-            return None
-        if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
-            return None
-        self._spawn_due_tasks()
-        if self._refresh or not all(self._waits_for_seal(t) for t in self.active):
+        if not self._begins_now(plan):
             return None
         cache = self.answer_cache
         if cache is not None:
@@ -280,6 +275,38 @@ class Scheduler(Slides, Offload, Outcomes):
         finally:
             self._at_once = False
 
+    def _begins_now(self, plan: Plan) -> bool:
+        """Whether step() would begin a one-time query of `plan` now, as run_now and answer_known
+        ask: it reads one stream, no slide is due, its stream is not being sealed (unless
+        read_during_seal) and, once the periodic executions due have started (as step() starts
+        them), no other query is active but those waiting for a seal and no join waits for its
+        refresh."""
+        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None:
+            return False
+        if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
+            return False
+        self._spawn_due_tasks()
+        return not self._refresh and all(self._waits_for_seal(t) for t in self.active)
+
+    def answer_known(self, key, on_done: Callable[[QueryTxn], None] | None = None) -> QueryTxn | None:
+        """A one-time query known by its request (AnswerCache.note_request: `key` is the shell's)
+        answered from the entry it asks for, where run_now would answer it from that entry now: the
+        entry's stream is the live one, its window's version is the entry's and the query would
+        begin at once (_begins_now). The same transaction as run_now's hit (_recall_answer), without
+        parsing or planning the query again. None: not so (run it the usual way)."""
+        cache = self.answer_cache
+        known = None if cache is None else cache.known(key)
+        if known is None:
+            return None
+        entry, priority = known
+        plan = entry.plan
+        stream = plan.stream
+        if (self.streams.get(stream.name) is not stream or stream.window.version != entry.version
+                or not self._begins_now(plan)):
+            return None
+        cache.hit(entry)
+        return self._recall_answer(plan, entry, priority, on_done)
+
     def _recall_answer(self, plan: Plan, entry: CachedAnswer, priority: int,
                        on_done: Callable[[QueryTxn], None] | None) -> QueryTxn:
         """A one-time query answered from the answer cache (answer_cache.py): a read-only transaction
@@ -297,15 +324,12 @@ class Scheduler(Slides, Offload, Outcomes):
             self.history.record_reads(name, txn.id, now, entry.reads, plan.stream.window.n)
         self._record(name, Op.COMMIT, txn.id)
         self.last_rows = 0
-        self._count(txn, "committed")
-        txn.result = Result(answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
-                            window_end_ms=entry.window_end_ms,
-                            staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
-                            response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now,
-                            cached=entry)
-        txn.done = True
-        if on_done is not None:
-            on_done(txn)
+        self.active.append(txn)  # (what _committed ends)
+        self._committed(txn, Result(
+            answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
+            window_end_ms=entry.window_end_ms,
+            staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
+            response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now, cached=entry))
         return txn
 
     def _keep_answer(self, cache: AnswerCache, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:

@@ -112,7 +112,6 @@ class Outcomes:
         if txn.task is not None and getattr(txn.task, "shared", None) is not None:
             self.sharing.deliver(self, txn, result, now)  # type: ignore[union-attr,arg-type]  # a shared execution: answered per member
             return
-        self._count(txn, "committed")
         task = txn.task
         if task is not None:
             if late is not None:
@@ -120,8 +119,7 @@ class Outcomes:
                 task.late += late > 0
             task.answered(result, now)
             task.running = None
-        txn.result = result
-        self._finish(txn)
+        self._committed(txn, result)
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
@@ -130,6 +128,11 @@ class Outcomes:
         member by txn/sharing/runtime.py): counted as committed, and the transaction finished
         with `result`. respawn=False: the caller looks for due tasks again itself when one may
         have waited for this execution (recheck_due_tasks), not after every execution."""
+        self._committed(txn, result, respawn)
+
+    def _committed(self, txn: QueryTxn, result: Result, respawn: bool = True) -> None:
+        """Every committed transaction's end, however it was answered (computed, delivered per
+        shared member, or from the answer cache): counted as committed, its result set, finished."""
         self._count(txn, "committed")
         txn.result = result
         self._finish(txn, respawn)

@@ -374,6 +374,12 @@ def test_a_hit_encodes_to_the_same_message_as_the_answer_computed():
             got = convert.cached_answer_to_pb(hit, "s", "Q9", pb.QueryResponse().answer)
             assert got == want and got.cached and got.query_id == "Q9", text
             assert hit.cached.encoded is not None
+            # the whole reply as bytes (the entry's and the call's messages, concatenated) parses to it
+            want.response_ms = 0.25
+            reply = pb.QueryResponse.FromString(convert.cached_reply(hit, "s", "Q9", 0.25))
+            assert reply == pb.QueryResponse(answer=want), text
+            assert reply.SerializeToString(deterministic=True) == \
+                pb.QueryResponse(answer=want).SerializeToString(deterministic=True)
 
 
 def test_a_query_asked_once_leaves_no_entry_and_the_sights_are_bounded():
@@ -489,11 +495,11 @@ def test_known_requests_go_with_their_entry_and_count_in_its_bytes():
     keys = [f"r{i}" for i in range(REQUESTS_PER_ENTRY + 1)]
     assert [cache.note_request(k, first, 0, 10) for k in keys] == [True] * REQUESTS_PER_ENTRY + [False]
     assert not cache.note_request(keys[0], first, 0, 10)  # known already
-    assert cache.nbytes == before + REQUESTS_PER_ENTRY * (REQUEST_OVERHEAD + 10) and cache.stats()["requests"] == 4
+    assert cache.nbytes == before + REQUESTS_PER_ENTRY * (REQUEST_OVERHEAD + 10) and cache.known_requests() == 4
     cache._check()
     kept_hit(sched, plans[1])
     kept_hit(sched, plans[2])  # the first entry is evicted (two entries at most): its requests go
-    assert all(cache.known(k) is None for k in keys) and cache.stats()["requests"] == 0
+    assert all(cache.known(k) is None for k in keys) and cache.known_requests() == 0
     assert not cache.note_request("late", first, 0, 1)  # an entry no longer kept takes none
     cache._check()
     second = cache.entries()[-1]

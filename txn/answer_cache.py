@@ -206,13 +206,17 @@ class AnswerCache:
         """Every plan the cache holds (its entries')."""
         return [e.plan for e in self._entries.values()]
 
+    def known_requests(self) -> int:
+        """Requests noted (note_request) of the entries kept."""
+        return len(self._requests)
+
     def sights(self) -> int:
         """Plans remembered as computed once."""
         return len(self._seen)
 
     def stats(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries), "bytes": self.nbytes,
-                "evictions": self.evictions, "requests": len(self._requests)}
+                "evictions": self.evictions}
 
     def _check(self) -> None:
         assert len(self._entries) <= self.max_entries and 0 <= self.nbytes <= self.max_bytes, \

@@ -295,7 +295,9 @@ class Scheduler(Slides, Offload, Outcomes):
         begin at once (_begins_now). The same transaction as run_now's hit (_recall_answer), without
         parsing or planning the query again. None: not so (run it the usual way)."""
         cache = self.answer_cache
-        known = None if cache is None else cache.known(key)
+        if cache is None:
+            return None
+        known = cache.known(key)
         if known is None:
             return None
         entry, priority = known

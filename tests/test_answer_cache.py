@@ -382,6 +382,29 @@ def test_a_hit_encodes_to_the_same_message_as_the_answer_computed():
                 pb.QueryResponse(answer=want).SerializeToString(deterministic=True)
 
 
+def test_a_cached_reply_written_as_bytes_parses_to_the_message_built():
+    """convert.cached_reply concatenates the entry's serialized reply and the call's own fields: for
+    every case of them (a long query id, no staleness, zeros) its bytes parse to the message
+    cached_answer_to_pb builds."""
+    from windowstore.server import convert
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    sched, stream, history, slide = manual_world()
+    for _ in range(N):
+        slide()
+    hit = kept_hit(sched, plan_query(parse_query("SELECT SUM(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS]"), stream))
+    result = sched.run_now(hit.plan).result
+    cases = [("Q1", 1.5e12, 3.25, 0.125), ("Q" * 300, 0.0, None, 0.0), ("", -1.0, 0.0, 1e9), ("Q2é", 2.0, -0.5, 7.0)]
+    for query_id, answered_ms, staleness_ms, response_ms in cases:
+        r = dataclasses.replace(result, answered_ms=answered_ms, staleness_ms=staleness_ms)
+        want = pb.QueryResponse()
+        convert.cached_answer_to_pb(r, "s", query_id, want.answer)
+        want.answer.response_ms = response_ms
+        got = pb.QueryResponse.FromString(convert.cached_reply(r, "s", query_id, response_ms))
+        assert got == want, (query_id[:5], answered_ms, staleness_ms, response_ms)
+        assert got.answer.HasField("staleness_ms") == (staleness_ms is not None)
+
+
 def test_a_query_asked_once_leaves_no_entry_and_the_sights_are_bounded():
     """A plan is kept from its second execution on: queries that differ on every call (a new plan
     each) cost a lookup and a remembered sight, at most SEEN of them."""

@@ -286,7 +286,7 @@ class Scheduler(Slides, Offload, Outcomes):
         if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
             return False
         self._spawn_due_tasks()
-        return not self._refresh and all(self._waits_for_seal(t) for t in self.active)
+        return not self._refresh and (not self.active or all(self._waits_for_seal(t) for t in self.active))
 
     def answer_known(self, key, on_done: Callable[[QueryTxn], None] | None = None) -> QueryTxn | None:
         """A one-time query known by its request (AnswerCache.note_request: `key` is the shell's)

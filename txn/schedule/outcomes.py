@@ -277,7 +277,11 @@ class Outcomes:
 
     def _count(self, txn: QueryTxn, what: str) -> None:
         """Per class, and per stream (a join counts for each stream it reads)."""
-        for c in (self.by_class[txn.kind], *(self.by_stream.get(n) for n in txn.streams)):
+        c = self.by_class[txn.kind]
+        setattr(c, what, getattr(c, what) + 1)
+        by_stream = self.by_stream
+        for src in txn.sources:
+            c = by_stream.get(src.stream.name)  # type: ignore[assignment]  # (a dropped stream's: None)
             if c is not None:
                 setattr(c, what, getattr(c, what) + 1)
 

@@ -130,11 +130,6 @@ class Engine:
         """A one-time query run now if nothing else is due first (Scheduler.run_now), else None."""
         return self.sched.run_now(plan, priority, on_done, go_on)
 
-    def answer_known(self, key):
-        """A one-time query known by its request, answered from the answer cache now if it may be
-        (Scheduler.answer_known), else None."""
-        return self.sched.answer_known(key)
-
     def complete(self, job, value=None, error: BaseException | None = None, ms: float | None = None) -> str:
         """An offloaded job's result, handed back (Scheduler.complete): the read it computed is
         added, or the final merge commits (a periodic answer is then logged as Answered)."""

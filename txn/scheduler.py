@@ -321,10 +321,12 @@ class Scheduler(Slides, Offload, Outcomes):
         txn.begun = True
         txn.window_version = entry.version
         name = plan.stream.name
-        self._record(name, Op.BEGIN, txn.id, window_len=plan.n_q, as_of=plan.as_of)
-        if self.history is not None and entry.reads:
-            self.history.record_reads(name, txn.id, now, entry.reads, plan.stream.window.n)
-        self._record(name, Op.COMMIT, txn.id)
+        history = self.history
+        if history is not None:  # (as _record records: one clock reading for the three)
+            history.record(name, Op.BEGIN, txn.id, now, window_len=plan.n_q, as_of=plan.as_of)
+            if entry.reads:
+                history.record_reads(name, txn.id, now, entry.reads, plan.stream.window.n)
+            history.record(name, Op.COMMIT, txn.id, now)
         self.last_rows = 0
         self.active.append(txn)  # (what _committed ends)
         self._committed(txn, Result(

@@ -409,7 +409,7 @@ class Driver:
         if not self.ready or self._closed or not self.stepper.idle or getattr(self, "replication", None) is not None:
             return None
         self.engine.tick(self.clock())
-        return self.engine.answer_known(key)
+        return self.sched.answer_known(key)
 
     def cancel(self, txn) -> None:
         if not self.stepper.halted:

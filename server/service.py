@@ -397,8 +397,8 @@ class WindowStoreService(ReplicationRpcs):
         where the engine would answer it so (Driver.answer_known: the same transaction, recorded
         and counted), after the same permission check; its reply serialized here
         (convert.cached_reply). None: answer it the usual way. Only requests without read_from,
-        min_slide and return_sketches are noted; per-client admission is not asked (the call
-        waits for nothing: it ends here)."""
+        min_slide and return_sketches are noted. The admission limits on waiting work (per client,
+        pending, queries in flight) are not asked: the call waits for nothing, it ends here."""
         d = self.driver
         stream = d.known_stream(data)
         if stream is None:

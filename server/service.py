@@ -374,7 +374,7 @@ class WindowStoreService(ReplicationRpcs):
             convert.cached_answer_to_pb(result, streams[0], txn.id, response.answer)
             if not (request.read_from or request.HasField("min_slide") or request.return_sketches
                     or getattr(d, "replication", None) is not None):
-                d.note_request(received.data, result, request.priority)  # its next call: _answer_known
+                d.note_request(received.data, result)  # its next call: _answer_known
         else:
             convert.answer_to_pb(result, streams[0], txn.id, response.answer)
         if request.return_sketches:  # a partitioned stream's client merges them (docs/partitions.md)
@@ -405,12 +405,11 @@ class WindowStoreService(ReplicationRpcs):
             return None
         if self.policy is not None:
             self._allow(None, "read", stream)
-        txn = d.answer_known(data)
-        if txn is None:
+        result = d.answer_known(data)
+        if result is None:
             return None
-        result = txn.result
         response_ms = (time.perf_counter_ns() - arrived) / 1e6
-        reply = convert.cached_reply(result, stream, txn.id, response_ms)
+        reply = convert.cached_reply(result, stream, result.txn, response_ms)
         d.note_answer(stream, result, response_ms)
         if response_ms > self.config.slow_query_ms:
             self._slow_query(response_ms, [stream], result, pb.QueryRequest.FromString(data))

@@ -149,7 +149,10 @@ class CachedAgainstUncached(RuleBasedStateMachine):
         known = self.cached.sched.answer_known(text)
         answers = []
         for e in (self.cached, self.plain):
-            txn = known if e is self.cached and known is not None else e.run_now(e.plan(query))
+            if e is self.cached and known is not None:
+                answers.append(known)
+                continue
+            txn = e.run_now(e.plan(query))
             assert txn is not None and txn.done, "run_now starts a query when nothing is due"
             assert txn.result is not None, txn.error
             answers.append(txn.result)
@@ -171,9 +174,9 @@ class CachedAgainstUncached(RuleBasedStateMachine):
                                                                            plain.window_end_ms)
         assert again.result.txn != first.txn and again.result.answered_ms == self.now and again.result.restarts == 0
         if kept:  # the request noted, it is known from now on while the entry answers
-            cache.note_request(text, again.result.cached, 0, len(text))
+            cache.note_request(text, again.result.cached, len(text))
             fast = self.cached.sched.answer_known(text)
-            assert fast is not None and fast.result.cached is again.result.cached and fast.result.txn != again.result.txn
+            assert fast is not None and fast.cached is again.result.cached and fast.txn != again.result.txn
             self.cached._check()
         stream = self.cached.sched.streams[query.stream]
         top = stream.window.latest if as_of is None else as_of
@@ -446,14 +449,15 @@ def test_a_known_request_is_answered_from_its_entry_only_while_it_answers(policy
     plan = plan_query(parse_query("SELECT SUM(v) FROM s [RANGE 3 SUBWINDOWS]"), stream)
     entry = kept_hit(sched, plan)
     assert sched.answer_known(b"req") is None  # not noted: unknown
-    assert sched.answer_cache.note_request(b"req", entry, 5, 3)
-    hits, committed = sched.answer_cache.hits, sched.by_class[ONETIME].committed
+    assert sched.answer_cache.note_request(b"req", entry, 3)
+    hits, committed, in_stream = sched.answer_cache.hits, sched.by_class[ONETIME].committed, sched.by_stream["s"].committed
     fast = sched.answer_known(b"req")
-    assert fast.done and fast.priority == 5 and fast.result.cached is entry
-    assert fast.result.answer.rows == entry.answer.rows and fast.result.slide == stream.window.latest
+    assert fast.cached is entry and fast.answered_ms == sched.clock() and fast.restarts == 0
+    assert fast.answer.rows == entry.answer.rows and fast.slide == stream.window.latest
     assert sched.answer_cache.hits == hits + 1 and sched.by_class[ONETIME].committed == committed + 1
+    assert sched.by_stream["s"].committed == in_stream + 1
     assert sched.active == [] and sched.running is None
-    events = [e for e in history.events if e["txn"] == fast.id]
+    events = [e for e in history.events if e["txn"] == fast.txn]
     assert [e["op"] for e in events] == [Op.BEGIN, Op.READ, Op.READ, Op.READ, Op.COMMIT]
     sched._check()
 
@@ -480,7 +484,7 @@ def test_a_known_request_waits_for_a_processing_time_slide_due_on_the_clock():
         now[0] += 100
         sched.run_until_idle()
     plan = plan_query(parse_query("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS]"), stream)
-    assert sched.answer_cache.note_request("q", kept_hit(sched, plan), 0, 1)
+    assert sched.answer_cache.note_request("q", kept_hit(sched, plan), 1)
     assert sched.answer_known("q") is not None
     stream.append({"ts": [0], "k": ["a"], "v": [7]})
     assert sched.answer_known("q") is not None  # in the open sub-window: the window is unchanged
@@ -498,7 +502,7 @@ def test_a_known_request_is_not_answered_while_another_query_runs_or_a_seal_is_a
     for _ in range(N):
         slide()
     plan = plan_query(parse_query("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS]"), stream)
-    assert sched.answer_cache.note_request("q", kept_hit(sched, plan), 0, 1)
+    assert sched.answer_cache.note_request("q", kept_hit(sched, plan), 1)
     scan = sched.submit(plan_query(parse_query("SELECT COUNT(*) FROM s [RANGE 4 SUBWINDOWS] WHERE v > 0"), stream))
     assert sched.answer_known("q") is None  # another query is active: step() would choose among them
     sched.run_until_idle()
@@ -516,22 +520,22 @@ def test_known_requests_go_with_their_entry_and_count_in_its_bytes():
     first = kept_hit(sched, plans[0])
     before = cache.nbytes
     keys = [f"r{i}" for i in range(REQUESTS_PER_ENTRY + 1)]
-    assert [cache.note_request(k, first, 0, 10) for k in keys] == [True] * REQUESTS_PER_ENTRY + [False]
-    assert not cache.note_request(keys[0], first, 0, 10)  # known already
+    assert [cache.note_request(k, first, 10) for k in keys] == [True] * REQUESTS_PER_ENTRY + [False]
+    assert not cache.note_request(keys[0], first, 10)  # known already
     assert cache.nbytes == before + REQUESTS_PER_ENTRY * (REQUEST_OVERHEAD + 10) and cache.known_requests() == 4
     cache._check()
     kept_hit(sched, plans[1])
     kept_hit(sched, plans[2])  # the first entry is evicted (two entries at most): its requests go
     assert all(cache.known(k) is None for k in keys) and cache.known_requests() == 0
-    assert not cache.note_request("late", first, 0, 1)  # an entry no longer kept takes none
+    assert not cache.note_request("late", first, 1)  # an entry no longer kept takes none
     cache._check()
     second = cache.entries()[-1]
-    assert cache.note_request("x", second, 0, 1)
+    assert cache.note_request("x", second, 1)
     copy = dataclasses.replace(second)  # (its list of requests is the original's)
     tight = AnswerCache(8, second.nbytes + REQUEST_OVERHEAD)
     tight.put(copy)  # an entry put is asked for anew: none of its requests yet
-    assert copy.requests == [] and second.requests == ["x"] and tight.note_request("y", copy, 0, 0)
-    assert not tight.note_request("z", copy, 0, 1)  # past the bytes bound
+    assert copy.requests == [] and second.requests == ["x"] and tight.note_request("y", copy, 0)
+    assert not tight.note_request("z", copy, 1)  # past the bytes bound
     tight._check()
     cache._check()
     sched.drop_stream("s")  # the dropped stream's entries go with their requests

@@ -19,9 +19,8 @@ whose text differs on every call (a new plan each time), costs a lookup and a re
 not an entry.
 
 Beside its entries the cache keeps the requests known to ask for them (`note_request`): a key the
-shell chose (a request's bytes, which decode to the same query every time) to the entry and the
-request's priority, so that a repeated request finds its entry without being parsed or planned
-(Scheduler.answer_known). A key goes with its entry (replaced, evicted, its stream dropped) and
+shell chose (a request's bytes, which decode to the same query every time) to the entry, so that a
+repeated request finds its entry without being parsed or planned (Scheduler.answer_known). A key goes with its entry (replaced, evicted, its stream dropped) and
 counts in the entry's bytes; an entry keeps at most REQUESTS_PER_ENTRY of them.
 """
 from __future__ import annotations
@@ -104,8 +103,8 @@ class AnswerCache:
         # plans computed once (admits), by id, held weakly: a sight keeps no plan alive, and a new
         # plan given a freed plan's id is not taken for it
         self._seen: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
-        # request keys (note_request) -> (the entry they ask for, the request's priority)
-        self._requests: dict[Hashable, tuple[CachedAnswer, int]] = {}
+        # request keys (note_request) -> the entry they ask for
+        self._requests: dict[Hashable, CachedAnswer] = {}
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -128,9 +127,9 @@ class AnswerCache:
         self._entries.move_to_end(id(entry.plan))
         self.hits += 1
 
-    def note_request(self, key: Hashable, entry: CachedAnswer, priority: int, size: int) -> bool:
-        """Remember that the request `key` (of `size` bytes) asks for what `entry` answers, with this
-        priority: while the entry is kept, known(key) finds it. False (nothing kept) when the entry
+    def note_request(self, key: Hashable, entry: CachedAnswer, size: int) -> bool:
+        """Remember that the request `key` (of `size` bytes) asks for what `entry` answers: while the
+        entry is kept, known(key) finds it. False (nothing kept) when the entry
         is no longer kept, the key is known already, the entry has its REQUESTS_PER_ENTRY or the
         bytes bound would be passed."""
         if (self._entries.get(id(entry.plan)) is not entry or key in self._requests
@@ -142,12 +141,12 @@ class AnswerCache:
         entry.requests.append(key)
         entry.request_bytes += n
         self.nbytes += n
-        self._requests[key] = (entry, priority)
+        self._requests[key] = entry
         return True
 
-    def known(self, key: Hashable) -> tuple[CachedAnswer, int] | None:
-        """The entry a noted request asks for, and the request's priority (whether the entry still
-        answers now is the scheduler's to say: Scheduler.answer_known)."""
+    def known(self, key: Hashable) -> CachedAnswer | None:
+        """The entry a noted request asks for (whether it still answers now is the scheduler's to
+        say: Scheduler.answer_known)."""
         return self._requests.get(key)
 
     def _forget(self, entry: CachedAnswer) -> None:
@@ -226,7 +225,7 @@ class AnswerCache:
             assert key == id(e.plan), "keyed by its plan"
             assert e.version <= e.plan.stream.window.version, "a version its window had"
             assert e.reads.step == 1 and (not e.reads or e.reads[-1] == e.slide), "reads end at the slide reflected"
-            assert len(e.requests) <= REQUESTS_PER_ENTRY and all(self._requests[k][0] is e for k in e.requests), \
+            assert len(e.requests) <= REQUESTS_PER_ENTRY and all(self._requests[k] is e for k in e.requests), \
                 "an entry's requests are known, as asking for it"
             assert e.request_bytes >= REQUEST_OVERHEAD * len(e.requests)
         assert len(self._requests) == sum(len(e.requests) for e in self._entries.values()), \

@@ -285,6 +285,12 @@ class Outcomes:
             if c is not None:
                 setattr(c, what, getattr(c, what) + 1)
 
+    def _count_committed(self, kind: QueryKind, stream: str) -> None:
+        """A single-stream transaction committed that never was a QueryTxn (Scheduler.answer_known):
+        counted as _committed counts one."""
+        self.by_class[kind].committed += 1
+        self.by_stream[stream].committed += 1
+
     def _record(self, stream: str, op: Op, txn: str, subwindow=None, version=None, window_len=None,
                 streams=None, as_of=None) -> None:
         if self.history is not None:

@@ -2,7 +2,8 @@
 
 For each method of the service (from its descriptor, so none is forgotten):
 - the request bytes are decoded here, and a body that is not a valid message is INVALID_ARGUMENT
-  naming the message type (grpc's own decoder would answer INTERNAL);
+  naming the message type (grpc's own decoder would answer INTERNAL); a Query's handler gets its
+  bytes (Received) and decodes them itself, unless it can answer from the bytes alone;
 - with a tokens file, the caller is authenticated before any work (UNAUTHENTICATED), and its
   principal is kept in a context variable for the handler's permission checks;
 - errors become their status code (the table below); anything unexpected is INTERNAL and logged;

@@ -20,8 +20,9 @@ not an entry.
 
 Beside its entries the cache keeps the requests known to ask for them (`note_request`): a key the
 shell chose (a request's bytes, which decode to the same query every time) to the entry, so that a
-repeated request finds its entry without being parsed or planned (Scheduler.answer_known). A key goes with its entry (replaced, evicted, its stream dropped) and
-counts in the entry's bytes; an entry keeps at most REQUESTS_PER_ENTRY of them.
+repeated request finds its entry without being parsed or planned (Scheduler.answer_known). A key
+goes with its entry (replaced, evicted, its stream dropped) and counts in the cache's bytes; an
+entry keeps at most REQUESTS_PER_ENTRY of them.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ ENTRY_OVERHEAD = 400
 # plans remembered as asked once (admits), at most
 SEEN = 4096
 # requests noted per entry (note_request), at most: the same query asked with other priorities or
-# spellings; and what one costs besides its key's bytes (the dict's slot, the tuple, the list's)
+# spellings; and what one costs besides its key's bytes (the key object, the dict's and list's slots)
 REQUESTS_PER_ENTRY = 4
 REQUEST_OVERHEAD = 200
 
@@ -129,9 +130,9 @@ class AnswerCache:
 
     def note_request(self, key: Hashable, entry: CachedAnswer, size: int) -> bool:
         """Remember that the request `key` (of `size` bytes) asks for what `entry` answers: while the
-        entry is kept, known(key) finds it. False (nothing kept) when the entry
-        is no longer kept, the key is known already, the entry has its REQUESTS_PER_ENTRY or the
-        bytes bound would be passed."""
+        entry is kept, known(key) finds it. False (nothing kept) when the entry is no longer kept,
+        the key is known already, the entry has its REQUESTS_PER_ENTRY or the bytes bound would be
+        passed."""
         if (self._entries.get(id(entry.plan)) is not entry or key in self._requests
                 or len(entry.requests) >= REQUESTS_PER_ENTRY):
             return False

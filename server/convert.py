@@ -6,6 +6,7 @@ every name of theirs imports from here too.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import NamedTuple
 
 from windowstore.store import InvalidInput
 from windowstore.store.errors import Unrepresentable
@@ -135,24 +136,55 @@ def _column_types(types: tuple[str, ...]) -> tuple[list[int], list[int], list[in
     return [answer_type_to_pb(t) for t in types], [d[0] for d in decimals], [d[1] for d in decimals]
 
 
-def cached_answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer) -> pb.Answer:
-    """An answer from the answer cache (Result.cached): its per-query fields as the entry's
-    serialized message (made on the entry's first hit and kept with it: merged in one parse, a
-    fraction of building them value by value), then this call's own fields."""
+class EncodedAnswer(NamedTuple):
+    """A cached answer's per-query part, serialized on the entry's first hit and kept with it
+    (CachedAnswer.encoded): every field but the call's own (query_id, answered_ms, staleness_ms,
+    response_ms)."""
+
+    answer: bytes    # an Answer message
+    response: bytes  # a QueryResponse holding it, `cached` set
+
+
+def _encoded(result: Result, stream: str) -> EncodedAnswer:
     entry = result.cached
-    static = entry.encoded  # type: ignore[union-attr]  # a cached answer's
-    if static is None:
+    enc = entry.encoded  # type: ignore[union-attr]  # a cached answer's
+    if enc is None:
         a = answer_to_pb(result, stream, "")
         for name in ("answered_ms", "staleness_ms", "cached"):
             a.ClearField(name)
-        static = entry.encoded = a.SerializeToString()  # type: ignore[union-attr]
-    out.MergeFromString(static)
+        answer = a.SerializeToString()
+        a.cached = True
+        enc = entry.encoded = EncodedAnswer(answer, pb.QueryResponse(answer=a).SerializeToString())  # type: ignore[union-attr]
+    return enc
+
+
+def cached_answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer) -> pb.Answer:
+    """An answer from the answer cache (Result.cached): its per-query fields as the entry's
+    serialized message (merged in one parse, a fraction of building them value by value), then
+    this call's own fields."""
+    out.MergeFromString(_encoded(result, stream).answer)
     out.query_id = query_id
     out.answered_ms = result.answered_ms
     if result.staleness_ms is not None:
         out.staleness_ms = result.staleness_ms
     out.cached = True
     return out
+
+
+def cached_reply(result: Result, stream: str, query_id: str, response_ms: float) -> bytes:
+    """A Query's whole reply for an answer from the answer cache, serialized: the entry's
+    QueryResponse and, after it, one holding this call's own fields. A parser merges concatenated
+    messages (an embedded message field by field, the later scalar winning), so it reads the
+    message cached_answer_to_pb builds, with response_ms set; no message is built for the
+    per-query part."""
+    own = pb.QueryResponse()
+    a = own.answer
+    a.query_id = query_id
+    a.answered_ms = result.answered_ms
+    if result.staleness_ms is not None:
+        a.staleness_ms = result.staleness_ms
+    a.response_ms = response_ms
+    return _encoded(result, stream).response + own.SerializeToString()
 
 
 def answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answer | None = None) -> pb.Answer:

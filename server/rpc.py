@@ -2,7 +2,8 @@
 
 For each method of the service (from its descriptor, so none is forgotten):
 - the request bytes are decoded here, and a body that is not a valid message is INVALID_ARGUMENT
-  naming the message type (grpc's own decoder would answer INTERNAL);
+  naming the message type (grpc's own decoder would answer INTERNAL); a Query's handler gets its
+  bytes (Received) and decodes them itself, unless it can answer from the bytes alone;
 - with a tokens file, the caller is authenticated before any work (UNAUTHENTICATED), and its
   principal is kept in a context variable for the handler's permission checks;
 - errors become their status code (the table below); anything unexpected is INTERNAL and logged;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 import time
 
@@ -115,10 +117,30 @@ def _decoder(cls, fast=None):
 
 # An Append's Arrow payload is read where it arrived instead of copied twice (convert.WireAppend)
 _FAST = {"Append": parse_append}
+# Methods whose handler gets the request's bytes (Received) and decodes them only if it must: a
+# Query asked before may be answered from its bytes alone (service.py, the answer cache)
+_RECEIVED = {"Query"}
+
+
+class Received:
+    """A request's bytes, as they arrived; `message()` decodes them (INVALID_ARGUMENT naming the
+    message type when they are not a valid one, as for every other method)."""
+
+    __slots__ = ("data", "_decode")
+
+    def __init__(self, data: bytes, decode):
+        self.data, self._decode = data, decode
+
+    def message(self):
+        request = self._decode(self.data)
+        if isinstance(request, _Undecodable):
+            raise InvalidInput(request.error)
+        return request
 
 
 def _encode(msg) -> bytes:
-    return msg.SerializeToString()
+    """A reply's bytes; a handler's reply that is bytes already (serialized by the handler) goes as it is."""
+    return msg if msg.__class__ is bytes else msg.SerializeToString()
 
 
 class _Call:
@@ -201,6 +223,8 @@ def handlers(service, policy: AccessPolicy | None, metrics=None) -> grpc.Generic
     for method in SERVICE.methods:
         request_cls = getattr(pb, method.input_type.name)
         decoder = _decoder(request_cls, _FAST.get(method.name))
+        if method.name in _RECEIVED:
+            decoder = functools.partial(Received, decode=decoder)
         call = _Call(method.name, policy, metrics, method.server_streaming)
         handler = getattr(service, method.name)
         if method.server_streaming:

@@ -21,6 +21,7 @@ from windowstore.txn.answer_cache import AnswerCache, CachedAnswer, answer_bytes
 from windowstore.txn.commands import Append, CreateStream, DropStream
 from windowstore.txn.engine import Engine, EngineConfig, FailedPrecondition
 from windowstore.txn.history import Op
+from windowstore.txn.scheduler import ONETIME
 
 COLUMNS = (("ts", "int64"), ("k", "string"), ("v", "int64"))
 N = 4
@@ -143,8 +144,14 @@ class CachedAgainstUncached(RuleBasedStateMachine):
     def ask(self, text: str, sql: str, n_q: int, as_of: int | None) -> None:
         self.settle()  # nothing due: run_now starts the query (the server's path)
         query = parse_query(text)
+        # a request noted on an earlier hit (the server's raw bytes; the text here) is answered
+        # without a plan wherever its entry still answers: then it must be the plain engine's answer
+        known = self.cached.sched.answer_known(text)
         answers = []
         for e in (self.cached, self.plain):
+            if e is self.cached and known is not None:
+                answers.append(known)
+                continue
             txn = e.run_now(e.plan(query))
             assert txn is not None and txn.done, "run_now starts a query when nothing is due"
             assert txn.result is not None, txn.error
@@ -166,6 +173,11 @@ class CachedAgainstUncached(RuleBasedStateMachine):
             assert (got.slide, got.window_start_ms, got.window_end_ms) == (plain.slide, plain.window_start_ms,
                                                                            plain.window_end_ms)
         assert again.result.txn != first.txn and again.result.answered_ms == self.now and again.result.restarts == 0
+        if kept:  # the request noted, it is known from now on while the entry answers
+            cache.note_request(text, again.result.cached, len(text))
+            fast = self.cached.sched.answer_known(text)
+            assert fast is not None and fast.cached is again.result.cached and fast.txn != again.result.txn
+            self.cached._check()
         stream = self.cached.sched.streams[query.stream]
         top = stream.window.latest if as_of is None else as_of
         assert first.slide == top
@@ -365,6 +377,35 @@ def test_a_hit_encodes_to_the_same_message_as_the_answer_computed():
             got = convert.cached_answer_to_pb(hit, "s", "Q9", pb.QueryResponse().answer)
             assert got == want and got.cached and got.query_id == "Q9", text
             assert hit.cached.encoded is not None
+            # the whole reply as bytes (the entry's and the call's messages, concatenated) parses to it
+            want.response_ms = 0.25
+            reply = pb.QueryResponse.FromString(convert.cached_reply(hit, "s", "Q9", 0.25))
+            assert reply == pb.QueryResponse(answer=want), text
+            assert reply.SerializeToString(deterministic=True) == \
+                pb.QueryResponse(answer=want).SerializeToString(deterministic=True)
+
+
+def test_a_cached_reply_written_as_bytes_parses_to_the_message_built():
+    """convert.cached_reply concatenates the entry's serialized reply and the call's own fields: for
+    every case of them (a long query id, no staleness, zeros) its bytes parse to the message
+    cached_answer_to_pb builds."""
+    from windowstore.server import convert
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    sched, stream, history, slide = manual_world()
+    for _ in range(N):
+        slide()
+    hit = kept_hit(sched, plan_query(parse_query("SELECT SUM(v), COUNT(*) FROM s [RANGE 3 SUBWINDOWS]"), stream))
+    result = sched.run_now(hit.plan).result
+    cases = [("Q1", 1.5e12, 3.25, 0.125), ("Q" * 300, 0.0, None, 0.0), ("", -1.0, 0.0, 1e9), ("Q2é", 2.0, -0.5, 7.0)]
+    for query_id, answered_ms, staleness_ms, response_ms in cases:
+        r = dataclasses.replace(result, answered_ms=answered_ms, staleness_ms=staleness_ms)
+        want = pb.QueryResponse()
+        convert.cached_answer_to_pb(r, "s", query_id, want.answer)
+        want.answer.response_ms = response_ms
+        got = pb.QueryResponse.FromString(convert.cached_reply(r, "s", query_id, response_ms))
+        assert got == want, (query_id[:5], answered_ms, staleness_ms, response_ms)
+        assert got.answer.HasField("staleness_ms") == (staleness_ms is not None)
 
 
 def test_a_query_asked_once_leaves_no_entry_and_the_sights_are_bounded():
@@ -387,3 +428,116 @@ def test_a_query_asked_once_leaves_no_entry_and_the_sights_are_bounded():
         sched.run_now(plan_query(parse_query(f"SELECT COUNT(*) AS y{k} FROM s [RANGE 2 SUBWINDOWS]"), stream))
     assert len(cache) == 0 and cache.hits == 0
     cache._check()
+
+
+# -- requests known by their identity (Scheduler.answer_known) ---------------------------------------------
+
+def kept_hit(sched, plan):
+    """Run a plan until a call is a hit (its first execution is not kept); that call's entry."""
+    sched.run_now(plan)
+    sched.run_now(plan)
+    hit = sched.run_now(plan)
+    assert hit.result.cached is not None
+    return hit.result.cached
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_known_request_is_answered_from_its_entry_only_while_it_answers(policy):
+    sched, stream, history, slide = manual_world(policy)
+    for _ in range(N + 2):
+        slide()
+    plan = plan_query(parse_query("SELECT SUM(v) FROM s [RANGE 3 SUBWINDOWS]"), stream)
+    entry = kept_hit(sched, plan)
+    assert sched.answer_known(b"req") is None  # not noted: unknown
+    assert sched.answer_cache.note_request(b"req", entry, 3)
+    hits, committed, in_stream = sched.answer_cache.hits, sched.by_class[ONETIME].committed, sched.by_stream["s"].committed
+    fast = sched.answer_known(b"req")
+    assert fast.cached is entry and fast.answered_ms == sched.clock() and fast.restarts == 0
+    assert fast.answer.rows == entry.answer.rows and fast.slide == stream.window.latest
+    assert sched.answer_cache.hits == hits + 1 and sched.by_class[ONETIME].committed == committed + 1
+    assert sched.by_stream["s"].committed == in_stream + 1
+    assert sched.active == [] and sched.running is None
+    events = [e for e in history.events if e["txn"] == fast.txn]
+    assert [e["op"] for e in events] == [Op.BEGIN, Op.READ, Op.READ, Op.READ, Op.COMMIT]
+    sched._check()
+
+    sched.request_slide("s")  # a slide is due: the query would not begin now
+    assert sched.answer_known(b"req") is None
+    assert sched.step() == "slide"
+    assert sched.answer_known(b"req") is None  # the window moved: its entry no longer answers
+    sched.run_now(plan)  # computed over the new window and kept: the old entry and its request go
+    assert sched.answer_cache.known(b"req") is None
+    sched._check()
+    report = check(history.events)
+    assert report.errors == [] and report.violations("ws" if policy == "ws" else "lws") == []
+
+
+def test_a_known_request_waits_for_a_processing_time_slide_due_on_the_clock():
+    now = [0.0]
+    history = History()
+    sched = Scheduler("lws", clock=lambda: now[0], history=history)
+    sched.answer_cache = AnswerCache(8, 1 << 20)
+    stream = Stream("s", {"ts": "int64", "k": "string", "v": "int64"}, WindowSpec(N, 100, clock="processing"), 0)
+    sched.add_stream(stream)
+    for i in range(3):
+        stream.append({"ts": [0], "k": ["a"], "v": [i]})
+        now[0] += 100
+        sched.run_until_idle()
+    plan = plan_query(parse_query("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS]"), stream)
+    assert sched.answer_cache.note_request("q", kept_hit(sched, plan), 1)
+    assert sched.answer_known("q") is not None
+    stream.append({"ts": [0], "k": ["a"], "v": [7]})
+    assert sched.answer_known("q") is not None  # in the open sub-window: the window is unchanged
+    now[0] += 100  # the next slide falls due on the (injected) clock
+    assert sched.answer_known("q") is None
+    sched.run_until_idle()
+    assert sched.answer_known("q") is None and stream.window.latest == 3
+    txn = sched.run_now(plan)
+    assert txn.result.answer.rows == [(2 + 7,)] and sched.answer_cache.known("q") is None
+    assert check(history.events).violations("lws") == []
+
+
+def test_a_known_request_is_not_answered_while_another_query_runs_or_a_seal_is_awaited():
+    sched, stream, history, slide = manual_world("serial")
+    for _ in range(N):
+        slide()
+    plan = plan_query(parse_query("SELECT SUM(v) FROM s [RANGE 2 SUBWINDOWS]"), stream)
+    assert sched.answer_cache.note_request("q", kept_hit(sched, plan), 1)
+    scan = sched.submit(plan_query(parse_query("SELECT COUNT(*) FROM s [RANGE 4 SUBWINDOWS] WHERE v > 0"), stream))
+    assert sched.answer_known("q") is None  # another query is active: step() would choose among them
+    sched.run_until_idle()
+    assert scan.done and sched.answer_known("q") is not None
+
+
+def test_known_requests_go_with_their_entry_and_count_in_its_bytes():
+    from windowstore.txn.answer_cache import REQUEST_OVERHEAD, REQUESTS_PER_ENTRY
+
+    sched, stream, history, slide = manual_world(entries=2)
+    for _ in range(N):
+        slide()
+    cache = sched.answer_cache
+    plans = [plan_query(parse_query(f"SELECT SUM(v) FROM s [RANGE {k} SUBWINDOWS]"), stream) for k in (1, 2, 3)]
+    first = kept_hit(sched, plans[0])
+    before = cache.nbytes
+    keys = [f"r{i}" for i in range(REQUESTS_PER_ENTRY + 1)]
+    assert [cache.note_request(k, first, 10) for k in keys] == [True] * REQUESTS_PER_ENTRY + [False]
+    assert not cache.note_request(keys[0], first, 10)  # known already
+    assert cache.nbytes == before + REQUESTS_PER_ENTRY * (REQUEST_OVERHEAD + 10) and cache.known_requests() == 4
+    cache._check()
+    kept_hit(sched, plans[1])
+    kept_hit(sched, plans[2])  # the first entry is evicted (two entries at most): its requests go
+    assert all(cache.known(k) is None for k in keys) and cache.known_requests() == 0
+    assert not cache.note_request("late", first, 1)  # an entry no longer kept takes none
+    cache._check()
+    second = cache.entries()[-1]
+    assert cache.note_request("x", second, 1)
+    copy = dataclasses.replace(second)  # (its list of requests is the original's)
+    tight = AnswerCache(8, second.nbytes + REQUEST_OVERHEAD)
+    tight.put(copy)  # an entry put is asked for anew: none of its requests yet
+    assert copy.requests == [] and second.requests == ["x"] and tight.note_request("y", copy, 0)
+    assert not tight.note_request("z", copy, 1)  # past the bytes bound
+    tight._check()
+    cache._check()
+    sched.drop_stream("s")  # the dropped stream's entries go with their requests
+    assert cache.known("x") is None and len(cache) == 0
+    sched._check()

@@ -112,3 +112,175 @@ def test_zero_entries_turns_the_cache_off(tmp_path):
             assert ac.get("hits", 0) == 0 and ac.get("max_entries", 0) == 0
     finally:
         srv.stop()
+
+
+# -- a request known by its bytes (service.Query's _answer_known) ---------------------------------------
+
+class FakeClock:
+    def __init__(self, ms: float):
+        self.ms = ms
+
+    def __call__(self) -> float:
+        return self.ms
+
+
+PER_CALL = ("query_id", "answered_ms", "staleness_ms", "response_ms", "cached")
+
+
+def per_query(answer):
+    """An Answer without the fields of its call: what a computed answer and a cache's share."""
+    out = type(answer)()
+    out.CopyFrom(answer)
+    for name in PER_CALL:
+        out.ClearField(name)
+    return out
+
+
+def test_a_known_request_is_answered_from_its_bytes_as_the_computed_path_answers_until_its_window_changes():
+    """In process, through rpc.py's Query method on the driver's loop, the clock injected: a request
+    repeated with the same bytes is answered without being decoded (Driver.answer_known answers it)
+    with the message the computed path gave for the same window, byte for byte but for the call's
+    own fields; never after the window changed (an Append and the processing-time slide the clock
+    makes due; the stream dropped and created again); the history with these answers checks."""
+    import asyncio
+
+    import pyarrow as pa
+
+    from windowstore.server import rpc
+    from windowstore.server.config import ServerConfig
+    from windowstore.server.driver import Driver
+    from windowstore.server.service import WindowStoreService
+    from windowstore.store import WindowSpec
+    from windowstore.txn.commands import Append, CreateStream, DropStream
+    from windowstore.v1 import windowstore_pb2 as pb
+
+    class Details:
+        method = f"/{rpc.SERVICE.full_name}/Query"
+        invocation_metadata = ()
+
+    class Context:
+        def peer(self):
+            return "ipv4:127.0.0.1:1"
+
+        def invocation_metadata(self):
+            return ()
+
+    period = 1_000_000.0  # (no slide timer fires during the test: the clock is moved by hand)
+    clock = FakeClock(period)
+    driver = Driver(ServerConfig(in_memory=True), clock=clock)
+    driver.start()
+    known = []  # per call: whether a noted request was answered from its bytes (absent: not noted)
+    answer_known = driver.answer_known
+
+    def spy(key):
+        txn = answer_known(key)
+        known.append(txn is not None)
+        return txn
+    driver.answer_known = spy  # type: ignore[method-assign]  # (the service calls it by attribute)
+    method = rpc.handlers(WindowStoreService(driver), None).service(Details())
+
+    def call(text: str) -> pb.Answer:
+        async def one():
+            return method.response_serializer(await method.unary_unary(method.request_deserializer(
+                pb.QueryRequest(text=text).SerializeToString()), Context()))
+        known.clear()
+        reply = asyncio.run_coroutine_threadsafe(one(), driver.loop).result(30)
+        assert isinstance(reply, bytes)
+        return pb.QueryResponse.FromString(reply).answer
+
+    def create():
+        spec = WindowSpec(subwindows=5, subwindow_ms=int(period), group_by=("k",))
+        driver.command(CreateStream("s", tuple(SCHEMA.items()), "ts", spec, clock.ms)).result(10)
+
+    def append(b):
+        driver.command(Append("s", pa.table({k: pa.array(v, pa.string() if k == "k" else pa.int64())
+                                             for k, v in b.items()}), "", None, clock.ms)).result(10)
+    try:
+        create()
+        sealed: list[dict] = []
+        for i in range(4):
+            append(batch(i))
+            sealed.append(batch(i))
+            clock.ms += period  # its slide falls due on the clock: applied by the next call
+            call("SELECT MAX(v) FROM s [RANGE 1 SUBWINDOWS]")
+        for text, sql in QUERIES:
+            computed = call(text)
+            assert not computed.cached and known == []  # (not noted: not looked at)
+            call(text)  # (kept from the second execution on)
+            call(text)  # a hit of the engine's cache: the request is noted
+            assert known == []
+            for _ in range(2):
+                fast = call(text)
+                assert known == [True] and fast.cached and fast.query_id != computed.query_id
+                assert per_query(fast).SerializeToString(deterministic=True) == \
+                    per_query(computed).SerializeToString(deterministic=True)
+                assert [tuple(v.ListFields()[0][1] for v in r.values) for r in fast.rows] == \
+                    duckdb_answer(sql, sealed[-3:])
+                assert (fast.answered_ms, fast.staleness_ms) == (computed.answered_ms, computed.staleness_ms) == \
+                    (clock.ms, 0.0)  # (the newest slide was sealed at this clock time)
+        clock.ms += 5.0
+        fast = call(QUERIES[0][0])
+        assert known == [True] and (fast.answered_ms, fast.staleness_ms) == (clock.ms, 5.0)  # the call's own
+
+        append(batch(10))  # into the open sub-window: the window is unchanged, still known
+        assert call(QUERIES[0][0]).cached and known == [True]
+        clock.ms += period  # the slide is due: not answered from the old window
+        a = call(QUERIES[0][0])
+        assert known == [False] and not a.cached and a.slide == 4  # (noted, and refused: computed)
+        sealed.append(batch(10))
+        assert [(r.values[0].int64_value, r.values[1].int64_value) for r in a.rows] == \
+            duckdb_answer(QUERIES[0][1], sealed[-3:])
+
+        driver.command(DropStream("s", clock.ms)).result(10)
+        create()
+        append(batch(20))
+        clock.ms += period
+        a = call(QUERIES[0][0])
+        assert known == [] and not a.cached  # (its entry went with the stream, its request too)
+        assert [(r.values[0].int64_value, r.values[1].int64_value) for r in a.rows] == \
+            duckdb_answer(QUERIES[0][1], [batch(20)])
+
+        events = driver.run(lambda: driver.history.since(0, "s", 100_000))
+        # (the checker knows one stream per name: each generation is judged apart, the second from its T0)
+        last = max(e["seq"] for e in events if e["txn"] == "T4")
+        second = min(e["seq"] for e in events if e["txn"] == "T0" and e["seq"] > last)
+        for part in ([e for e in events if e["seq"] < second], [e for e in events if e["seq"] >= second]):
+            report = check(part)
+            assert report.errors == [] and report.violations("lws") == []
+        assert sum(e["op"] == "c" and e["txn"].startswith("Q") for e in events) >= 20
+    finally:
+        driver.stop(5)
+
+
+def test_a_known_request_is_refused_to_a_principal_without_read_permission(tmp_path):
+    """The same bytes from a principal who may not read the stream get PERMISSION_DENIED, never the
+    answer another principal's call left known."""
+    import json
+
+    from windowstore.clients.errors import PermissionDenied
+    from windowstore.server.security import token_hash
+
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": {token_hash("t-admin"): "admin", token_hash("t-reader"): "reader",
+                                             token_hash("t-other"): "other"},
+                                  "grants": {"admin": {"*": ["admin"]}, "reader": {"s": ["read"]},
+                                             "other": {"elsewhere": ["read"]}}}))
+    srv = ServerProcess("--tokens", str(tokens), data_dir=str(tmp_path / "data"))
+    try:
+        with Client(srv.target, token="t-admin", timeout=10) as admin:
+            admin.create_stream("s", SCHEMA, subwindows=5, subwindow_ms=1, clock="manual")
+            admin.append("s", batch(1))
+            admin.slide("s")
+        text = QUERIES[0][0]
+        with Client(srv.target, token="t-reader", timeout=10) as reader, \
+                Client(srv.target, token="t-other", timeout=10, retries=0) as other:
+            answers = [reader.query(text) for _ in range(5)]  # the third noted, the fourth on known
+            assert [a.cached for a in answers] == [False, False, True, True, True]
+            for _ in range(2):
+                with pytest.raises(PermissionDenied, match="'other' may not read stream 's'"):
+                    other.query(text)
+            assert reader.query(text).cached
+            hits = reader.stats()["answer_cache"]["hits"]
+        assert hits == 4  # the refused calls were not answered, nor counted
+    finally:
+        srv.stop()

@@ -17,6 +17,12 @@ carrying sketches (approximate aggregates, return_sketches) is not kept: its siz
 cheaply. A plan's answer is kept from its second execution on (`admits`): a query asked once, or
 whose text differs on every call (a new plan each time), costs a lookup and a remembered sight,
 not an entry.
+
+Beside its entries the cache keeps the requests known to ask for them (`note_request`): a key the
+shell chose (a request's bytes, which decode to the same query every time) to the entry, so that a
+repeated request finds its entry without being parsed or planned (Scheduler.answer_known). A key
+goes with its entry (replaced, evicted, its stream dropped) and counts in the cache's bytes; an
+entry keeps at most REQUESTS_PER_ENTRY of them.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ import collections
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Hashable
 
 from windowstore.store import Answer, Plan
 
@@ -32,6 +38,10 @@ from windowstore.store import Answer, Plan
 ENTRY_OVERHEAD = 400
 # plans remembered as asked once (admits), at most
 SEEN = 4096
+# requests noted per entry (note_request), at most: the same query asked with other priorities or
+# spellings; and what one costs besides its key's bytes (the key object, the dict's and list's slots)
+REQUESTS_PER_ENTRY = 4
+REQUEST_OVERHEAD = 200
 
 
 @dataclass(eq=False, slots=True)
@@ -50,6 +60,13 @@ class CachedAnswer:
     # the shell's encoding of the answer's per-query part (e.g. its serialized message), set by
     # the shell on first use and kept with the entry; the core never reads it
     encoded: Any = field(default=None, repr=False)
+    requests: list = field(default_factory=list, repr=False)  # the keys noted for it (note_request)
+    request_bytes: int = 0  # what they cost (counted in the cache's bytes beside nbytes)
+
+    @property
+    def size(self) -> int:
+        """What the entry costs the cache's bytes bound: its answer and its requests."""
+        return self.nbytes + self.request_bytes
 
 
 # an upper estimate of one row's tuple and of one number's object (an int128 sum's int included)
@@ -87,6 +104,8 @@ class AnswerCache:
         # plans computed once (admits), by id, held weakly: a sight keeps no plan alive, and a new
         # plan given a freed plan's id is not taken for it
         self._seen: collections.OrderedDict[int, weakref.ref] = collections.OrderedDict()
+        # request keys (note_request) -> the entry they ask for
+        self._requests: dict[Hashable, CachedAnswer] = {}
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
@@ -99,11 +118,42 @@ class AnswerCache:
         """The entry answering `plan` now (its window unchanged since), or None (a miss)."""
         entry = self._entries.get(id(plan))
         if entry is not None and entry.plan is plan and entry.version == plan.stream.window.version:
-            self._entries.move_to_end(id(plan))
-            self.hits += 1
+            self.hit(entry)
             return entry
         self.misses += 1
         return None
+
+    def hit(self, entry: CachedAnswer) -> None:
+        """`entry` answers a call: counted, and now the most recently used."""
+        self._entries.move_to_end(id(entry.plan))
+        self.hits += 1
+
+    def note_request(self, key: Hashable, entry: CachedAnswer, size: int) -> bool:
+        """Remember that the request `key` (of `size` bytes) asks for what `entry` answers: while the
+        entry is kept, known(key) finds it. False (nothing kept) when the entry is no longer kept,
+        the key is known already, the entry has its REQUESTS_PER_ENTRY or the bytes bound would be
+        passed."""
+        if (self._entries.get(id(entry.plan)) is not entry or key in self._requests
+                or len(entry.requests) >= REQUESTS_PER_ENTRY):
+            return False
+        n = REQUEST_OVERHEAD + size
+        if self.nbytes + n > self.max_bytes:
+            return False
+        entry.requests.append(key)
+        entry.request_bytes += n
+        self.nbytes += n
+        self._requests[key] = entry
+        return True
+
+    def known(self, key: Hashable) -> CachedAnswer | None:
+        """The entry a noted request asks for (whether it still answers now is the scheduler's to
+        say: Scheduler.answer_known)."""
+        return self._requests.get(key)
+
+    def _forget(self, entry: CachedAnswer) -> None:
+        """An entry that goes takes its requests with it."""
+        for key in entry.requests:
+            del self._requests[key]
 
     def admits(self, plan: Plan) -> bool:
         """Whether a computed answer of `plan` is to be kept: only once the plan has been computed
@@ -127,14 +177,17 @@ class AnswerCache:
         key = id(entry.plan)
         old = self._entries.pop(key, None)
         if old is not None:
-            self.nbytes -= old.nbytes
+            self.nbytes -= old.size
+            self._forget(old)
+        entry.requests, entry.request_bytes = [], 0  # (an entry put again is asked for anew)
         if entry.nbytes > self.max_bytes:
             return False
         self._entries[key] = entry
         self.nbytes += entry.nbytes
         while len(self._entries) > self.max_entries or self.nbytes > self.max_bytes:
             _, gone = self._entries.popitem(last=False)
-            self.nbytes -= gone.nbytes
+            self.nbytes -= gone.size
+            self._forget(gone)
             self.evictions += 1
         return True
 
@@ -145,11 +198,17 @@ class AnswerCache:
     def drop_stream(self, name: str) -> None:
         """A dropped stream's entries go (they hold its plans, and so its window)."""
         for key in [k for k, e in self._entries.items() if e.plan.stream.name == name]:
-            self.nbytes -= self._entries.pop(key).nbytes
+            gone = self._entries.pop(key)
+            self.nbytes -= gone.size
+            self._forget(gone)
 
     def plans(self) -> list[Plan]:
         """Every plan the cache holds (its entries')."""
         return [e.plan for e in self._entries.values()]
+
+    def known_requests(self) -> int:
+        """Requests noted (note_request) of the entries kept."""
+        return len(self._requests)
 
     def sights(self) -> int:
         """Plans remembered as computed once."""
@@ -162,11 +221,16 @@ class AnswerCache:
     def _check(self) -> None:
         assert len(self._entries) <= self.max_entries and 0 <= self.nbytes <= self.max_bytes, \
             (len(self._entries), self.nbytes)
-        assert self.nbytes == sum(e.nbytes for e in self._entries.values()), "bytes: the entries' sum"
+        assert self.nbytes == sum(e.size for e in self._entries.values()), "bytes: the entries' sum"
         for key, e in self._entries.items():
             assert key == id(e.plan), "keyed by its plan"
             assert e.version <= e.plan.stream.window.version, "a version its window had"
             assert e.reads.step == 1 and (not e.reads or e.reads[-1] == e.slide), "reads end at the slide reflected"
+            assert len(e.requests) <= REQUESTS_PER_ENTRY and all(self._requests[k] is e for k in e.requests), \
+                "an entry's requests are known, as asking for it"
+            assert e.request_bytes >= REQUEST_OVERHEAD * len(e.requests)
+        assert len(self._requests) == sum(len(e.requests) for e in self._entries.values()), \
+            "every known request is an entry's"
         assert len(self._seen) <= SEEN, "sights are bounded"
         assert all(s() is None or id(s()) == k for k, s in self._seen.items()), "a sight, by its plan's id"
         assert min(self.hits, self.misses, self.evictions) >= 0

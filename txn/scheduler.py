@@ -248,12 +248,7 @@ class Scheduler(Slides, Offload, Outcomes):
         calls go_on() (the caller may advance the clock there) and stops, the query left active for
         step(), when that returns False, when a slide has fallen due, or when the query waits for a
         job or a slide. None when it cannot start now: submit it."""
-        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None:
-            return None
-        if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
-            return None
-        self._spawn_due_tasks()
-        if self._refresh or not all(self._waits_for_seal(t) for t in self.active):
+        if not self._begins_now(plan):
             return None
         cache = self.answer_cache
         if cache is not None:
@@ -280,33 +275,74 @@ class Scheduler(Slides, Offload, Outcomes):
         finally:
             self._at_once = False
 
+    def _begins_now(self, plan: Plan) -> bool:
+        """Whether step() would begin a one-time query of `plan` now, as run_now and answer_known
+        ask: it reads one stream, no slide is due, its stream is not being sealed (unless
+        read_during_seal) and, once the periodic executions due have started (as step() starts
+        them), no other query is active but those waiting for a seal and no join waits for its
+        refresh."""
+        if isinstance(plan, JoinQueryPlan) or self.stream_due_to_slide() is not None:
+            return False
+        if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
+            return False
+        self._spawn_due_tasks()
+        return not self._refresh and (not self.active or all(self._waits_for_seal(t) for t in self.active))
+
+    def answer_known(self, key) -> Result | None:
+        """A one-time query known by its request (AnswerCache.note_request: `key` is the shell's)
+        answered from the entry it asks for, where run_now would answer it from that entry now: the
+        entry's stream is the live one, its window's version is the entry's and the query would
+        begin at once (_begins_now). The same transaction as run_now's hit, recorded and counted
+        alike (_recalled, _count_committed), without parsing or planning the query again, and
+        without a QueryTxn: it is never active and nobody waits for it. Its Result (`txn`: its
+        id); None: not so (run it the usual way)."""
+        cache = self.answer_cache
+        if cache is None:
+            return None
+        entry = cache.known(key)
+        if entry is None:
+            return None
+        plan = entry.plan
+        stream = plan.stream
+        if (self.streams.get(stream.name) is not stream or stream.window.version != entry.version
+                or not self._begins_now(plan)):
+            return None
+        cache.hit(entry)
+        next(self._seq)  # (the order a submitted query would have taken)
+        result = self._recalled(entry, f"Q{next(self._ids)}", self.clock())
+        self._count_committed(ONETIME, stream.name)
+        return result
+
     def _recall_answer(self, plan: Plan, entry: CachedAnswer, priority: int,
                        on_done: Callable[[QueryTxn], None] | None) -> QueryTxn:
+        """run_now's query answered from the answer cache: a transaction (_recalled), ended as
+        every committed one is (_committed)."""
+        txn = QueryTxn(f"Q{next(self._ids)}", plan, ONETIME, priority, next(self._seq), self.clock(), on_done)
+        txn.begun = True
+        txn.window_version = entry.version
+        self.active.append(txn)  # (what _committed ends)
+        self._committed(txn, self._recalled(entry, txn.id, txn.submitted_ms))
+        return txn
+
+    def _recalled(self, entry: CachedAnswer, txn_id: str, now: float) -> Result:
         """A one-time query answered from the answer cache (answer_cache.py): a read-only transaction
         that begins, reads the window's sub-windows in one operation and commits, now, where run_now
         would have begun it (so at the latest committed window: its version is the entry's, nothing
-        due before it). Recorded as a probe is (begin, the reads, commit) and counted as committed;
-        the per-call fields are this call's."""
-        now = self.clock()
-        txn = QueryTxn(f"Q{next(self._ids)}", plan, ONETIME, priority, next(self._seq), now, on_done)
-        txn.begun = True
-        txn.window_version = entry.version
+        due before it). Recorded as a probe is (begin, the reads, commit); its Result, the per-call
+        fields this call's. The caller counts it as committed."""
+        plan = entry.plan
         name = plan.stream.name
-        self._record(name, Op.BEGIN, txn.id, window_len=plan.n_q, as_of=plan.as_of)
-        if self.history is not None and entry.reads:
-            self.history.record_reads(name, txn.id, now, entry.reads, plan.stream.window.n)
-        self._record(name, Op.COMMIT, txn.id)
+        history = self.history
+        if history is not None:  # (as _record records: one clock reading for the three)
+            history.record(name, Op.BEGIN, txn_id, now, window_len=plan.n_q, as_of=plan.as_of)
+            if entry.reads:
+                history.record_reads(name, txn_id, now, entry.reads, plan.stream.window.n)
+            history.record(name, Op.COMMIT, txn_id, now)
         self.last_rows = 0
-        self._count(txn, "committed")
-        txn.result = Result(answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
-                            window_end_ms=entry.window_end_ms,
-                            staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
-                            response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn.id, answered_ms=now,
-                            cached=entry)
-        txn.done = True
-        if on_done is not None:
-            on_done(txn)
-        return txn
+        return Result(answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
+                      window_end_ms=entry.window_end_ms,
+                      staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
+                      response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn_id, answered_ms=now, cached=entry)
 
     def _keep_answer(self, cache: AnswerCache, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:
         """A one-time single-stream query committed (_commit's call): keep its answer in `cache`

@@ -386,6 +386,31 @@ class Driver:
                 stepper.kick()
         return txn, done
 
+    # -- a repeated query known by its request's bytes (the answer cache) ------------------------
+    def known_stream(self, key: bytes) -> str | None:
+        """The stream a request noted earlier (note_request) reads, or None: not known."""
+        cache = self.sched.answer_cache
+        entry = None if cache is None else cache.known(key)
+        return None if entry is None else entry.plan.stream.name
+
+    def note_request(self, key: bytes, result: Result) -> None:
+        """A request whose answer came from the answer cache (result.cached) is known by its bytes
+        from now on, while that entry answers (AnswerCache.note_request; the caller says which
+        requests qualify)."""
+        cache = self.sched.answer_cache
+        if cache is not None and result.cached is not None:
+            cache.note_request(key, result.cached, len(key))
+
+    def answer_known(self, key: bytes):
+        """A known request answered in this call from its entry (Scheduler.answer_known), where
+        submit() would run it at once: serving and not stopping, no step running or scheduled, no
+        replication (a replica's reads are checked per call). The engine's clock is advanced first
+        (a slide due on it stops the answer). Its Result; None: submit the query."""
+        if not self.ready or self._closed or not self.stepper.idle or getattr(self, "replication", None) is not None:
+            return None
+        self.engine.tick(self.clock())
+        return self.sched.answer_known(key)
+
     def cancel(self, txn) -> None:
         if not self.stepper.halted:
             self.sched.cancel(txn)

@@ -112,7 +112,6 @@ class Outcomes:
         if txn.task is not None and getattr(txn.task, "shared", None) is not None:
             self.sharing.deliver(self, txn, result, now)  # type: ignore[union-attr,arg-type]  # a shared execution: answered per member
             return
-        self._count(txn, "committed")
         task = txn.task
         if task is not None:
             if late is not None:
@@ -120,8 +119,7 @@ class Outcomes:
                 task.late += late > 0
             task.answered(result, now)
             task.running = None
-        txn.result = result
-        self._finish(txn)
+        self._committed(txn, result)
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
@@ -130,6 +128,11 @@ class Outcomes:
         member by txn/sharing/runtime.py): counted as committed, and the transaction finished
         with `result`. respawn=False: the caller looks for due tasks again itself when one may
         have waited for this execution (recheck_due_tasks), not after every execution."""
+        self._committed(txn, result, respawn)
+
+    def _committed(self, txn: QueryTxn, result: Result, respawn: bool = True) -> None:
+        """Every committed transaction's end, however it was answered (computed, delivered per
+        shared member, or from the answer cache): counted as committed, its result set, finished."""
         self._count(txn, "committed")
         txn.result = result
         self._finish(txn, respawn)
@@ -274,9 +277,19 @@ class Outcomes:
 
     def _count(self, txn: QueryTxn, what: str) -> None:
         """Per class, and per stream (a join counts for each stream it reads)."""
-        for c in (self.by_class[txn.kind], *(self.by_stream.get(n) for n in txn.streams)):
+        c = self.by_class[txn.kind]
+        setattr(c, what, getattr(c, what) + 1)
+        by_stream = self.by_stream
+        for src in txn.sources:
+            c = by_stream.get(src.stream.name)  # type: ignore[assignment]  # (a dropped stream's: None)
             if c is not None:
                 setattr(c, what, getattr(c, what) + 1)
+
+    def _count_committed(self, kind: QueryKind, stream: str) -> None:
+        """A single-stream transaction committed that never was a QueryTxn (Scheduler.answer_known):
+        counted as _committed counts one."""
+        self.by_class[kind].committed += 1
+        self.by_stream[stream].committed += 1
 
     def _record(self, stream: str, op: Op, txn: str, subwindow=None, version=None, window_len=None,
                 streams=None, as_of=None) -> None:

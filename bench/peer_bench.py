@@ -62,13 +62,39 @@ def writer_seconds(writer: int, writers: int, seconds: int) -> list[int]:
     return list(range(writer, seconds, writers))
 
 
-def lateness_s(writers: int) -> int:
-    """The stream's allowed lateness for `writers` concurrent writers (writer_seconds): while they
-    keep pace, the newest second sent is up to writers - 1 seconds ahead of one still to come, and
-    each round of batches a writer falls behind adds `writers` seconds. Twice `writers` lets a
-    writer fall one whole batch behind the others; a row later than that is counted late by the
-    server and fails the run (its rows would be missing from the answers)."""
-    return 0 if writers == 1 else 2 * writers
+def lateness_s(writers: int, in_flight: int = 1) -> int:
+    """The stream's allowed lateness for `writers` concurrent writers keeping to Turns, each with
+    `in_flight` Appends in flight: when the newest row to arrive is of a writer's round r (second
+    writers * r + w), that writer took round r once every writer had taken round r - 1, and each
+    writer takes a round while the batch before it is still to be sent (append_all builds the
+    next request during a call), so every writer had its round r - 2 - in_flight answered and a row
+    still to come is of round r - 1 - in_flight or later: at most (2 + in_flight) * writers - 1
+    seconds older than the newest. Unpaced, writers drifted two rounds and more apart on this
+    loaded machine (rows late with 2 * writers seconds of lateness)."""
+    return 0 if writers == 1 else (2 + in_flight) * writers
+
+
+class Turns:
+    """Writers taking turns through event time: a writer takes its round r (its r-th second of
+    writer_seconds) once every writer has taken round r - 1, as sources sending in real time keep
+    together; a writer held up holds the others back by at most a round. `taken` (one count per
+    writer) and `turn` (a Condition) are shared by processes or threads."""
+
+    def __init__(self, taken, turn):
+        self.taken, self.turn = taken, turn
+
+    def take(self, writer: int, r: int, timeout_s: float = 120.0) -> None:
+        with self.turn:
+            if not self.turn.wait_for(lambda: min(self.taken) >= r, timeout_s):
+                raise WriterFailed(f"writer {writer}: the others did not take round {r - 1} within {timeout_s:g} s")
+            self.taken[writer] = r + 1
+            self.turn.notify_all()
+
+    def rounds(self, writer: int, work: list[list]):
+        """`work` (a list of batches per round), each round taken in turn."""
+        for r, batches in enumerate(work):
+            self.take(writer, r)
+            yield from batches
 
 
 class Batches:
@@ -159,29 +185,32 @@ def _ms(samples: list[float]) -> tuple[float, float]:
 
 # -- ingest ------------------------------------------------------------------------------------------
 
-def _feed_seconds(target: str, seconds: list[int], parts: int, in_flight: int, out, go, keyed: bool = False) -> None:
-    """A writer process: the given seconds of event time, in this order, in `parts` Appends each,
-    once `go` is set (every writer ready: a fast writer's result must not come before a slow one's
-    "ready"). A failure is put on `out` for the parent to raise (a writer that dies must not count);
-    so is a row the server found late (past the stream's lateness: not stored)."""
+def _feed_seconds(target: str, writer: int, writers: int, parts: int, in_flight: int, out, go, turns: Turns,
+                  keyed: bool = False) -> None:
+    """A writer process: its seconds of event time (writer_seconds), each in `parts` Appends, taken
+    in turn with the other writers, once `go` is set (every writer ready: a fast writer's result
+    must not come before a slow one's "ready"). A failure is put on `out` for the parent to raise
+    (a writer that dies must not count); so is a row the server found late (not stored)."""
+    seconds = writer_seconds(writer, writers, INGEST_ROWS // SECOND_ROWS)
     try:
         batches = Batches()
-        work = [b for i in seconds for b in batches.split(i, parts)]
+        work = [batches.split(i, parts) for i in seconds]
         with Client(target) as c:
             out.put("ready")
             go.wait()
             t0, c0 = time.perf_counter(), time.process_time()
+            todo = turns.rounds(writer, work)
             if in_flight > 1 or keyed:  # several calls in flight: the idempotency keys keep each batch once if sent again
-                acks = c.append_all("peer", work, writer_id=f"writer-{seconds[0]}", first_batch_id=0, in_flight=in_flight)
+                acks = c.append_all("peer", todo, writer_id=f"writer-{writer}", first_batch_id=0, in_flight=in_flight)
             else:  # in order, one in flight, the next one serialised meanwhile
-                acks = c.append_all("peer", work)
+                acks = c.append_all("peer", todo)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             late = sum(a.late for a in acks)
             if late:
                 raise WriterFailed(f"{late} rows late (more than the stream's allowed lateness behind the newest row)")
-            out.put((sum(len(b) for b in work), wall, cpu))
+            out.put((sum(len(b) for bs in work for b in bs), wall, cpu))
     except BaseException as e:
-        out.put(("failed", f"writer of seconds {seconds[0]}, {seconds[1] if len(seconds) > 1 else ''}...: {e!r}"))
+        out.put(("failed", f"writer {writer} (seconds {seconds[0]}, {seconds[1] if len(seconds) > 1 else ''}...): {e!r}"))
         raise
 
 
@@ -197,15 +226,17 @@ def _got(out, timeout: float):
     return item
 
 
-def _writers(target: str, jobs: list[tuple[list[int], int, int]], keyed: bool = False, server=None,
+def _writers(target: str, writers: int, parts: int, in_flight: int, keyed: bool = False, server=None,
              cpu: dict | None = None) -> float:
-    """Rows/s of writer processes, one per (seconds, parts, calls in flight), started
+    """Rows/s of `writers` processes (_feed_seconds), each `in_flight` calls in flight, started
     together; `keyed`: every Append with an idempotency key (writer_id, batch_id). `cpu`, when
     given, gets the CPU seconds (user + system) of the server process `server` (all its threads)
     and of the writers (theirs, from the start signal to their last answer) over the run, and its rows."""
     ctx = mp.get_context("spawn")
     out, go = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_feed_seconds, args=(target, *job, out, go, keyed)) for job in jobs]
+    turns = Turns(ctx.Array("i", writers), ctx.Condition())
+    procs = [ctx.Process(target=_feed_seconds, args=(target, w, writers, parts, in_flight, out, go, turns, keyed))
+             for w in range(writers)]
     for p in procs:
         p.start()
     try:
@@ -228,9 +259,9 @@ def _writers(target: str, jobs: list[tuple[list[int], int, int]], keyed: bool = 
     return sum(r for r, _, _ in done) / wall
 
 
-def _create(ws: Client, writers: int = 1) -> None:
+def _create(ws: Client, writers: int = 1, in_flight: int = 1) -> None:
     ws.create_stream("peer", SCHEMA, subwindows=WINDOW_S, subwindow_ms=1000, clock="event", group_by=["src"],
-                     allowed_lateness_ms=lateness_s(writers) * 1000)
+                     allowed_lateness_ms=lateness_s(writers, in_flight) * 1000)
 
 
 def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, keyed: bool = False,
@@ -240,13 +271,11 @@ def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, k
     the stream's lateness lateness_s(writers); `keyed`: each Append with an idempotency key (whose
     content digest the server computes). `cpu`: see _writers; it also gets the newest slide. With
     `checker`, the window after the run is checked against it (CHECKED's "window")."""
-    seconds = INGEST_ROWS // SECOND_ROWS
+    k = IN_FLIGHT.get(parts, 1) if in_flight is None else in_flight
     with ServerProcess() as srv:
         with Client(srv.target) as ws:
-            _create(ws, writers)
-        k = IN_FLIGHT.get(parts, 1) if in_flight is None else in_flight
-        rate = _writers(srv.target, [(writer_seconds(w, writers, seconds), parts, k) for w in range(writers)],
-                        keyed, srv, cpu)
+            _create(ws, writers, k)
+        rate = _writers(srv.target, writers, parts, k, keyed, srv, cpu)
         if checker is not None:
             with Client(srv.target) as ws:
                 answer = ws.query(CHECKED["window"][0])
@@ -257,11 +286,11 @@ def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, k
 
 
 def duckdb_ingest(parts: int, writers: int, peer=DuckWindow, cpu: dict | None = None,
-                  checker: Checker | None = None) -> float:
+                  checker: Checker | None = None, in_flight: int = 1) -> float:
     """Rows/s into DuckDB in process (or `peer`, chDB's ChWindow): the same batches, each writer a
     thread with its own cursor sending windowstore's writer's seconds (writer_seconds).
     Once per second of event time (the newest any writer finished) the rows that left the window
-    of the watermark (that second less windowstore's lateness_s) are deleted, by one thread at a
+    of the watermark (that second less windowstore's lateness_s for `in_flight`) are deleted, by one thread at a
     time: two DELETEs of the same rows in concurrent transactions conflict in DuckDB ("Conflict on
     tuple deletion"), so a user serializes them. A writer thread that fails fails the run (its rows
     were never written). `cpu`, when given, gets the CPU seconds of this process (the peer's
@@ -269,17 +298,19 @@ def duckdb_ingest(parts: int, writers: int, peer=DuckWindow, cpu: dict | None = 
     checked against it (CHECKED's "window" over the window of the last delete)."""
     batches = Batches()
     seconds = INGEST_ROWS // SECOND_ROWS
-    late = lateness_s(writers)
+    late = lateness_s(writers, in_flight)
     db = peer()
     work = [[(i, batches.split(i, parts)) for i in writer_seconds(w, writers, seconds)] for w in range(writers)]
+    turns = Turns([0] * writers, threading.Condition())
     expiring = threading.Lock()
     state = {"expired": 0}
     errors: list[BaseException] = []
 
-    def write(jobs):
+    def write(writer, jobs):
         try:
             con = db.cursor()
-            for i, bs in jobs:
+            for r, (i, bs) in enumerate(jobs):
+                turns.take(writer, r)
                 for b in bs:
                     db.append(b, con)
                 with expiring:  # once per second of the newest event time, one DELETE at a time
@@ -289,7 +320,7 @@ def duckdb_ingest(parts: int, writers: int, peer=DuckWindow, cpu: dict | None = 
         except BaseException as e:
             errors.append(e)
     t0, c0 = time.perf_counter(), time.process_time()
-    threads = [threading.Thread(target=write, args=(jobs,)) for jobs in work]
+    threads = [threading.Thread(target=write, args=(w, jobs)) for w, jobs in enumerate(work)]
     for t in threads:
         t.start()
     for t in threads:
@@ -525,12 +556,12 @@ def ingest_only(keyed: bool, cases: list[tuple[int, int]], in_flight: int) -> li
         ws_cpu: dict = {}
         duck_cpu: dict = {}
         ws_rate = windowstore_ingest(parts, writers, in_flight, keyed, ws_cpu, checker)
-        duck_rate = duckdb_ingest(parts, writers, cpu=duck_cpu, checker=checker)
+        duck_rate = duckdb_ingest(parts, writers, cpu=duck_cpu, checker=checker, in_flight=in_flight)
         per_m = {"server": ws_cpu["server"] / ws_cpu["rows"] * 1e6, "writers": ws_cpu["writers"] / ws_cpu["rows"] * 1e6,
                  "duckdb": duck_cpu["process"] / duck_cpu["rows"] * 1e6}
         out.append({"name": f"ingest, {writers} writer(s), {SECOND_ROWS // parts:,}-row batches, "
                             f"{'keyed' if keyed else 'unkeyed'}, {in_flight} in flight, "
-                            f"{lateness_s(writers)} s of lateness (windowstore's newest slide {ws_cpu['slide']})",
+                            f"{lateness_s(writers, in_flight)} s of lateness (windowstore's newest slide {ws_cpu['slide']})",
                     "value": [ws_rate, duck_rate, ws_rate / duck_rate, per_m["server"], per_m["writers"], per_m["duckdb"]],
                     "shown": f"{ws_rate / 1e6:.2f} M vs {duck_rate / 1e6:.2f} M rows/s = {ws_rate / duck_rate:.2f}x; "
                              f"CPU s per M rows: server {per_m['server']:.3f}, writers {per_m['writers']:.3f}, "

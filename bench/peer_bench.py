@@ -279,9 +279,9 @@ def windowstore_ingest(parts: int, writers: int, in_flight: int | None = None, k
     `writers` processes taking turns through event time (writer_seconds; one writer: in order),
     the stream's lateness lateness_s(writers); `keyed`: each Append with an idempotency key (whose
     content digest the server computes). `cpu`: see _writers; it also gets the newest slide when
-    the writers ended, the rate until the run's last due slide was installed ("sealed_rate") and the
-    server's CPU seconds until then ("server_sealed"). With
-    `checker`, the window after the run is checked against it (CHECKED's "window")."""
+    the writers ended, the rate until the run's last due slide was installed ("sealed_rate") and
+    the server's CPU seconds until then ("server_sealed"). With `checker`, the window after the
+    run is checked against it (CHECKED's "window")."""
     k = IN_FLIGHT.get(parts, 1) if in_flight is None else in_flight
     with ServerProcess() as srv:
         with Client(srv.target) as ws:
@@ -305,9 +305,9 @@ def duckdb_ingest(parts: int, writers: int, peer=DuckWindow, cpu: dict | None = 
     """Rows/s into DuckDB in process (or `peer`, chDB's ChWindow): the same batches, each writer a
     thread with its own cursor sending windowstore's writer's seconds (writer_seconds).
     Once per second of event time (the newest any writer finished) the rows that left the window
-    of the watermark (that second less windowstore's lateness_s for `in_flight`) are deleted, by one thread at a
-    time: two DELETEs of the same rows in concurrent transactions conflict in DuckDB ("Conflict on
-    tuple deletion"), so a user serializes them. A writer thread that fails fails the run (its rows
+    of the watermark (that second less windowstore's lateness_s for `in_flight`) are deleted, by
+    one thread at a time: two DELETEs of the same rows in concurrent transactions conflict in
+    DuckDB ("Conflict on tuple deletion"), so a user serializes them. A writer thread that fails fails the run (its rows
     were never written). `cpu`, when given, gets the CPU seconds of this process (the peer's
     threads and the writer threads) over the run. With `checker`, the rows kept after the run are
     checked against it (CHECKED's "window" over the window of the last delete)."""

@@ -46,27 +46,56 @@ def _to_arrow(batch: Any) -> pa.Table:
 def to_ipc(table: pa.Table) -> bytes:
     """Arrow IPC stream bytes; string columns go dictionary-encoded (smaller on the wire, and the
     server then maps only the distinct values)."""
-    return ipc_buffer(table).to_pybytes()
+    return b"".join(ipc_pieces(table).pieces)
 
 
-def ipc_buffer(table: pa.Table) -> pa.Buffer:
-    """to_ipc's bytes as the Arrow buffer they were written into (no copy to a bytes object)."""
+def ipc_pieces(table: pa.Table) -> "IpcPieces":
+    """to_ipc's stream as the pieces Arrow's writer gave, the columns' buffers not copied."""
     try:
         return _to_ipc(table)
     except BAD_VALUE as e:
         raise InvalidArgument(f"cannot encode the batch as Arrow IPC: {str(e)[:300]}") from None
 
 
-def _to_ipc(table: pa.Table) -> pa.Buffer:
+class IpcPieces:
+    """A write-only file that keeps what Arrow's IPC writer writes into it: the messages' metadata
+    as bytes and the columns' buffers as Arrow buffers over the batch's own memory, so that the
+    one copy of the payload is the request's join (arrow_wire); written into a buffer first, every
+    column is copied once more (docs/performance.md, Round 24)."""
+
+    closed = False  # (pa.PythonFile asks)
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes | pa.Buffer] = []
+        self.size = 0
+
+    def write(self, data: bytes | pa.Buffer) -> int:
+        self.pieces.append(data)
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def _check(self) -> None:
+        assert self.size == sum(len(p) for p in self.pieces), "size counts every piece kept"
+        assert all(isinstance(p, (bytes, pa.Buffer)) for p in self.pieces), "pieces are bytes or Arrow buffers"
+
+
+# chosen once: new_stream without options reads two environment variables on every call
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions()
+
+
+def _to_ipc(table: pa.Table) -> IpcPieces:
     import pyarrow.compute as pc
 
     for i, field in enumerate(table.schema):
         if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
             table = table.set_column(i, field.name, pc.dictionary_encode(table.column(i)))
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
+    out = IpcPieces()
+    with pa.ipc.new_stream(pa.PythonFile(out, mode="w"), table.schema, options=_IPC_OPTIONS) as writer:
         writer.write_table(table)
-    return sink.getvalue()
+    return out
 
 
 def _varint(n: int) -> bytes:
@@ -80,13 +109,13 @@ def _varint(n: int) -> bytes:
 
 def arrow_wire(head, table: pa.Table) -> bytes:
     """A request carrying `table` as Arrow IPC (an AppendRequest or a StageRowsRequest), serialized:
-    `head`'s fields, then its arrow_ipc field written around the IPC buffer in one join. Building
-    the message instead (the IPC bytes copied out of Arrow, into the message and out again when
-    serialized) made three fresh copies of every batch, and the writer's CPU per batch several
-    times what it is now (docs/bench-history.md)."""
-    buf = ipc_buffer(table)
+    `head`'s fields, then its arrow_ipc field written around the IPC stream's pieces in one join.
+    Building the message instead (the IPC bytes copied out of Arrow, into the message and out
+    again when serialized) made three fresh copies of every batch, and the writer's CPU per batch
+    several times what it is now (docs/bench-history.md)."""
+    ipc = ipc_pieces(table)
     tag = _varint(head.DESCRIPTOR.fields_by_name["arrow_ipc"].number << 3 | 2)  # length-delimited
-    return b"".join((head.SerializeToString(), tag, _varint(buf.size), buf))
+    return b"".join((head.SerializeToString(), tag, _varint(ipc.size), *ipc.pieces))
 
 
 def to_columnar(batch: Mapping[str, Any], types: Mapping[str, str]) -> pb.ColumnarBatch:

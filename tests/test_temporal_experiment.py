@@ -5,6 +5,8 @@ copy (one strategy run most of the life, yet dearer than the forced plan's execu
 switching. Synthetic cells with known times: the causes are the ones built in."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bench import temporal_experiment as te
@@ -49,3 +51,81 @@ def test_the_claim_names_each_cell_over_the_floor_with_its_cause():
     assert cl[te.MEASURED]["over_floor"] == 3
     assert cl[te.MEASURED]["causes"] == {"copy": [(0.1, 0.0)], "switching": [(0.3, 0.0)], "decision": [(0.2, 0.0)]}
     assert "copy 1 [(0.1, 0.0)], switching 1 [(0.3, 0.0)], decision 1 [(0.2, 0.0)]" in te.claim_text(cl)
+
+
+# -- the verdict over repeats -------------------------------------------------------------------------
+def _repeated(reps: list[dict]) -> dict:
+    """One cell run len(reps) times: `_cell`'s repeats joined as `cell` joins them."""
+    first = reps[0]
+    names = list(first["times"])
+    return {"cp": first["cp"], "oop": first["oop"], "chosen": first["chosen"],
+            "times": {st: [x for r in reps for x in r["times"][st]] for st in names},
+            "ratios": [x for r in reps for x in r["ratios"]],
+            "measured_ran": [st for r in reps for st in r["measured_ran"]],
+            "measured_plan": [r["measured_plan"][0] for r in reps], "rep_executions": [N] * len(reps)}
+
+
+def _aa_cells(cp: float, measured: list[float], aa: list[float]) -> dict:
+    """A cell of len(aa) repeats, eager 10 % cheaper than lazy, the choice on eager at `measured[r]`
+    times eager's in repeat r, the A/A copy at `aa[r]` times eager's."""
+    return _repeated([_cell(cp, 1.0, 1.1, [m] * N, [EAGER] * N, aa=a) for m, a in zip(measured, aa)])
+
+
+def test_each_plan_is_created_in_each_place_once_over_as_many_repeats():
+    names = (EAGER, LAZY, te.MEASURED, te.AA)
+    orders = [te.creation_order(names, r) for r in range(len(names))]
+    assert all(sorted(o) == sorted(names) for o in orders)
+    for place in range(len(names)):
+        assert sorted(o[place] for o in orders) == sorted(names)
+
+
+def test_a_cell_is_cut_into_its_repeats():
+    c = _repeated([_cell(0.0, 1.0, 1.1, [1.0] * N, [EAGER] * N), _cell(0.0, 2.0, 2.2, [2.0] * N, [LAZY] * N)])
+    first, second = te.by_repeat(c)
+    assert first["times"][EAGER][0] == pytest.approx(1.0) and second["times"][EAGER][0] == pytest.approx(2.0)
+    assert len(first["times"][LAZY]) == len(second["measured_ran"]) == N
+    assert set(second["measured_ran"]) == {LAZY} and second["measured_plan"][0]["final"] == LAZY
+
+
+def test_the_floor_is_the_aa_spread_over_every_cell_and_repeat_not_the_largest_aa():
+    """Four repeats of three cells, the A/A copy 2 % over and under eager in turn (an extreme cell at
+    4 % in one repeat). The floor is FLOOR_Z x the A/A's root mean square / sqrt(4); a choice 5 % over
+    eager in every repeat is over it and clearly; one 5 % over in a single repeat is over each
+    per-run floor in that repeat alone and not over the verdict's."""
+    aa = [1.02, 1 / 1.02, 1.02, 1 / 1.02]
+    cells = [_aa_cells(0.0, [1.0] * 4, aa), _aa_cells(0.1, [1.05] * 4, aa),
+             _aa_cells(0.2, [1.05, 1.0, 1.0, 1.0], [1.04, 1 / 1.02, 1.02, 1 / 1.02])]
+    v = te.verdict(cells)
+    logs = [math.log(a) for a in aa] * 2 + [math.log(1.04), *map(math.log, aa[1:])]
+    spread = (sum(x * x for x in logs) / len(logs)) ** 0.5
+    assert v["aa_spread"] == pytest.approx(spread)
+    assert v["floor_log"] == pytest.approx(te.FLOOR_Z * spread / 2)
+    assert v[te.MEASURED]["over_cells"] == [(0.1, 0.0, 1.05)]
+    assert v[te.MEASURED]["clearly_over"] == 1
+    assert v["cells"][2][te.MEASURED]["repeats"][0] == pytest.approx(1.05)
+    # per run, the first repeat's floor is its largest A/A (4 %): the 5 % choice is over it in both cells
+    first = v["per_repeat"][0]
+    assert first["aa_floor"] == pytest.approx(0.04)
+    assert first[te.MEASURED]["over_floor"] == 2
+    assert [r["aa_floor"] for r in v["per_repeat"][1:]] == pytest.approx([1 - 1 / 1.02, 0.02, 1 - 1 / 1.02])
+    assert "repeat 1: floor 4.0%, measured over 2" in te.verdict_text(v)
+
+
+def test_a_verdict_against_itself_has_every_cell_in_both():
+    aa = [1.01, 1 / 1.01, 1.01, 1 / 1.01]
+    v = te.verdict([_aa_cells(0.0, [1.0] * 4, aa), _aa_cells(0.1, [1.06] * 4, aa)])
+    text = te.agreement(v, v)
+    assert "measured: over 1 / 1, in both 1, in one only 0; a cell's figure moves by 0.00%" in text
+
+
+def test_the_verdict_needs_repeats():
+    with pytest.raises(ValueError, match="2 to 11 repeats"):
+        te.verdict([_repeated([_cell(0.0, 1.0, 1.1, [1.0] * N, [EAGER] * N)])])
+
+
+def test_a_cell_run_twice_keeps_each_repeat_apart_and_the_answers_equal():
+    """The harness itself, on a short stream: two repeats, their timed executions counted apart."""
+    c = te.cell(2_000, 0.5, 0.2, 100, 10, 1, repeats=2, aa=True)
+    assert len(c["rep_executions"]) == 2 and sum(c["rep_executions"]) == len(c["measured_ran"])
+    assert all(len(v) == len(c["measured_ran"]) for v in c["times"].values())
+    assert c["answers_equal"] and len(c["measured_plan"]) == 2

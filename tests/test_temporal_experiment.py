@@ -87,33 +87,31 @@ def test_a_cell_is_cut_into_its_repeats():
     assert set(second["measured_ran"]) == {LAZY} and second["measured_plan"][0]["final"] == LAZY
 
 
-def test_the_floor_is_the_aa_spread_over_every_cell_and_repeat_not_the_largest_aa():
-    """Four repeats of three cells, the A/A copy 2 % over and under eager in turn (an extreme cell at
-    4 % in one repeat). The floor is FLOOR_Z x the A/A's root mean square / sqrt(4); a choice 5 % over
-    eager in every repeat is over it and clearly; one 5 % over in a single repeat is over each
-    per-run floor in that repeat alone and not over the verdict's."""
-    aa = [1.02, 1 / 1.02, 1.02, 1 / 1.02]
-    cells = [_aa_cells(0.0, [1.0] * 4, aa), _aa_cells(0.1, [1.05] * 4, aa),
-             _aa_cells(0.2, [1.05, 1.0, 1.0, 1.0], [1.04, 1 / 1.02, 1.02, 1 / 1.02])]
+def test_the_floor_is_the_spread_of_the_aa_cell_figures_not_the_largest_aa():
+    """Six cells of four repeats, the A/A copy 1 % over eager in every repeat of three cells and 1 %
+    under in the other three: the A/A's cell figures are +-log 1.01, the floor FLOOR_Z x log 1.01. A
+    choice 5 % over eager in every repeat is over it and clearly; one 5 % over in a single repeat (a
+    figure of 1.2 %) is not, though it is over the per-run floor of that repeat alone (1 %, the largest
+    A/A). Taken as independent, the repeats would put the floor at half that (the A/A within it)."""
+    up, down = [1.01] * 4, [1 / 1.01] * 4
+    cells = [_aa_cells(0.0, [1.0] * 4, up), _aa_cells(0.1, [1.05] * 4, up), _aa_cells(0.2, [1.05, 1.0, 1.0, 1.0], up),
+             _aa_cells(0.3, [1.0] * 4, down), _aa_cells(0.4, [1.0] * 4, down), _aa_cells(0.5, [1.0] * 4, down)]
     v = te.verdict(cells)
-    logs = [math.log(a) for a in aa] * 2 + [math.log(1.04), *map(math.log, aa[1:])]
-    spread = (sum(x * x for x in logs) / len(logs)) ** 0.5
-    assert v["aa_spread"] == pytest.approx(spread)
-    assert v["floor_log"] == pytest.approx(te.FLOOR_Z * spread / 2)
+    assert v["aa_spread"] == pytest.approx(math.log(1.01))
+    assert v["floor_log"] == pytest.approx(te.FLOOR_Z * math.log(1.01))
+    assert v["floor_independent"] == pytest.approx(math.expm1(te.FLOOR_Z * math.log(1.01) / 2))
+    assert v["aa_over"] == 0 and v["aa_over_independent"] == 0
     assert v[te.MEASURED]["over_cells"] == [(0.1, 0.0, 1.05)]
     assert v[te.MEASURED]["clearly_over"] == 1
     assert v["cells"][2][te.MEASURED]["repeats"][0] == pytest.approx(1.05)
-    # per run, the first repeat's floor is its largest A/A (4 %): the 5 % choice is over it in both cells
     first = v["per_repeat"][0]
-    assert first["aa_floor"] == pytest.approx(0.04)
+    assert first["aa_floor"] == pytest.approx(0.01)
     assert first[te.MEASURED]["over_floor"] == 2
-    assert [r["aa_floor"] for r in v["per_repeat"][1:]] == pytest.approx([1 - 1 / 1.02, 0.02, 1 - 1 / 1.02])
-    assert "repeat 1: floor 4.0%, measured over 2" in te.verdict_text(v)
+    assert "repeat 1: floor 1.0%, measured over 2" in te.verdict_text(v)
 
 
 def test_a_verdict_against_itself_has_every_cell_in_both():
-    aa = [1.01, 1 / 1.01, 1.01, 1 / 1.01]
-    v = te.verdict([_aa_cells(0.0, [1.0] * 4, aa), _aa_cells(0.1, [1.06] * 4, aa)])
+    v = te.verdict([_aa_cells(0.0, [1.0] * 4, [1.01] * 4), _aa_cells(0.1, [1.06] * 4, [1 / 1.01] * 4)])
     text = te.agreement(v, v)
     assert "measured: over 1 / 1, in both 1, in one only 0; a cell's figure moves by 0.00%" in text
 

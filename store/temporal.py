@@ -40,7 +40,7 @@ import threading
 import weakref
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from .coalesce import DCQ, EAGER, LAZY, OpCosts, Strategy, Weights, Workload, choose_plan, normalizers
 from .errors import Loc
@@ -725,22 +725,13 @@ class MeasuredChoice:
     there is no first round, and until a round runs a probe opens one only when it contradicts the
     model by far: it finds the other cheaper by as much as the model said it was dearer (`sure`),
     or the evidence's median does; a single probe's spread (about 10 % here) would otherwise open a
-    round at most probes where the gap is a few times the margin.
-
-    With `split` a probe runs no execution of the other strategy: it is a *crossover* of two split
-    executions in a row, each running one part of the groups eager and the rest lazy (coalescing
-    state is per group, so the costs add per group; issue 34's "each plan on part of the groups at
-    once"), the parts swapped in the second (`split_part`), so that the parts' own differences
-    cancel. The caller reports each as the costs of a whole execution of each strategy estimated
-    from its part's cost per row (`observe_split`); the crossover's evidence is the mean of the two
-    log(eager / lazy). No execution before or after it is timed: the split execution pairs with
-    itself, and it leaves the choice's state (eager's runs) as the choice's own execution would."""
+    round at most probes where the gap is a few times the margin."""
 
     OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
     def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
                  margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9,
-                 sure: float = 0.0, split: bool = False):
+                 sure: float = 0.0):
         if start not in (EAGER, LAZY):
             raise ValueError(f"start must be '{EAGER}' or '{LAZY}'")
         if not (0 <= trials <= max_trials and 1 <= max_trials and 1 <= keep and 1 <= first_gap <= max_gap and 0 <= margin < 1
@@ -753,8 +744,6 @@ class MeasuredChoice:
         self.budget = budget  # 0: gaps by doubling alone
         self.max_trials, self.confidence = max_trials, confidence
         self.sure = sure  # the sure model's log(other / choice); 0 where it is not sure
-        self.split = split  # probes are crossovers of split executions
-        self._crossing: float | None = None  # a crossover's first log(eager / lazy), its second to come
         self.samples: dict[str, list[float]] = {EAGER: [], LAZY: []}  # latest seconds per strategy, oldest first
         self.pairs: list[float] = []  # the evidence: log(eager / lazy) per pair, oldest first
         self.executions = 0
@@ -778,18 +767,8 @@ class MeasuredChoice:
         """In a round (alternating the two strategies)?"""
         return self._round is not None
 
-    def split_part(self) -> int | None:
-        """With `split`: the part of the groups (0 or 1) the next execution runs eager, the rest
-        lazy, when it is one of a probe's split executions; None when it runs one strategy."""
-        if not self.split or self._round is not None or self._next_probe is None or self.executions < self._next_probe:
-            return None
-        return 1 if self._crossing is not None else 0
-
     def next_strategy(self) -> str:
-        """The strategy the next execution should run (the choice's during a split execution: the
-        state it leaves is the choice's)."""
-        if self.split and self._round is None:
-            return self.strategy
+        """The strategy the next execution should run."""
         if self._round is not None:
             if self._half is not None:
                 return self._other(self._half)
@@ -803,8 +782,6 @@ class MeasuredChoice:
         the choice before it (what the probe pairs with) and in the one after it (the builds a probe
         leaves to it); the others run untimed (`skip`), so that a settled choice pays for no clock
         (a clock read per execution is a measurable share of a cheap one)."""
-        if self.split:
-            return self._round is not None or self.split_part() is not None
         return (self._round is not None or self._after is not None or self._next_probe is None
                 or self.executions >= self._next_probe - self.keep)
 
@@ -835,27 +812,7 @@ class MeasuredChoice:
                 self._half = None
                 self._end_round()
         elif strategy != self.strategy:
-            self._after = strategy
-            self._probe(strategy, self._ratio(strategy, seconds, self.median(self.strategy)), overhead)
-        self._check()
-
-    def observe_split(self, eager: float, lazy: float, overhead: float = 0.0) -> None:
-        """One split execution (`split_part` said which part ran eager): the seconds a whole
-        execution of each strategy would take, estimated from its part's cost per row, and
-        `overhead` seconds of builds beyond a steady execution's."""
-        if self.split_part() is None:
-            raise ValueError("this execution is not a split one")
-        if min(eager, lazy, overhead) < 0:
-            raise ValueError("seconds and overhead must not be negative")
-        self.executions += 1
-        for st, seconds in ((EAGER, eager), (LAZY, lazy)):
-            self.samples[st] = (self.samples[st] + [seconds])[-self.keep:]
-        x = self._ratio(EAGER, eager, lazy)
-        if self._crossing is None:  # its second half, with the parts swapped, runs next
-            self._crossing = x
-        else:
-            x, self._crossing = (x + self._crossing) / 2, None
-            self._probe(self._other(self.strategy), x, overhead)
+            self._probe(strategy, seconds, overhead)
         self._check()
 
     def _ratio(self, strategy: str, seconds: float, others: float) -> float:
@@ -870,11 +827,12 @@ class MeasuredChoice:
             return mid, low, high
         return -mid, (None if high is None else -high), (None if low is None else -low)
 
-    def _probe(self, other: str, x: float, overhead: float) -> None:
-        """A probe of `other` whose evidence is `x`, log(eager / lazy): a probe's execution paired
-        with the median of the choice's executions just before it, or a crossover's mean."""
+    def _probe(self, other: str, seconds: float, overhead: float) -> None:
+        """A probe of `other`, paired with the median of the choice's executions just before it."""
         self.probes += 1
         self.overhead[other] = overhead
+        self._after = other
+        x = self._ratio(other, seconds, self.median(self.strategy))
         evidence = sorted(-r if self.strategy == EAGER else r for r in self.pairs)  # log(other / choice)
         self.pairs = (self.pairs + [x])[-self.max_trials:]
         mid, _, high = self._toward(self.pairs)
@@ -958,8 +916,6 @@ class MeasuredChoice:
         assert self._round is None or len(self._round) < self.max_trials, "a round ran past max_trials pairs"
         assert self._half is None or self._round is not None, "an unpaired execution outside a round"
         assert self.sure >= 0, "the sure model's predicted gap is negative"
-        assert self._crossing is None or (self.split and self._round is None), "a crossover outside split probes"
-        assert not self.split or self._after is None, "split probes leave no execution after them to time"
 
 
 # MeasuredChoice's first round where the cost model is unsure: at least TRIALS pairs (the sign
@@ -1000,7 +956,6 @@ class TemporalPlan:
         self.measured: MeasuredChoice | None = None
         self.clock: Callable[[], float] | None = None
         self.timed = False  # is this execution timed (measured, and MeasuredChoice.timing())
-        self.split: int | None = None  # a split execution's part of the groups run eager (MeasuredChoice.split_part)
         # This execution's reads and eager builds (seconds, rows), timed when measuring.
         self._spent = _Spent()
         self._build_s_per_row: float | None = None  # the latest measured cost of building runs
@@ -1025,7 +980,6 @@ class TemporalPlan:
         self.strategy = Strategy(strategy)
         self.measured = None
         self.timed = False
-        self.split = None
 
     def measure_with(self, clock: Callable[[], float], choice: "MeasuredChoice | None" = None) -> None:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
@@ -1038,17 +992,10 @@ class TemporalPlan:
             sure = gap > SURE_Z * FIT_ERROR
             choice = MeasuredChoice(self.strategy, trials=SURE_TRIALS if sure else TRIALS,
                                     max_gap=MAX_GAP, budget=BUDGET,
-                                    max_trials=MAX_TRIALS, sure=min(gap, MAX_SURE) if sure else 0.0, split=True)
+                                    max_trials=MAX_TRIALS, sure=min(gap, MAX_SURE) if sure else 0.0)
         self.measured = choice
-        self._next()
-
-    def _next(self) -> None:
-        """Take the next execution's strategy, split part and timing from the measured choice."""
-        m = self.measured
-        assert m is not None
-        self.strategy = Strategy(m.next_strategy())
-        self.split = m.split_part()
-        self.timed = m.timing()
+        self.strategy = self.measured.next_strategy()
+        self.timed = self.measured.timing()
 
     def model_gap(self) -> float:
         """The cost model's log(eager / lazy) estimate; where one estimate is not positive (the fitted
@@ -1064,17 +1011,6 @@ class TemporalPlan:
         return [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([self.inner_read(sub)])]
 
     def read(self, sub) -> Any:
-        if self.split is not None:  # both: the rows, and eager's runs where the choice keeps them
-            runs = self._runs(sub) if self.strategy == EAGER else self._kept_runs(sub)
-            clock = self.clock
-            assert clock is not None
-            t0 = clock()
-            inner = self.inner_read(sub)
-            took = clock() - t0
-            with self._spent_lock:
-                self._spent.read_s += took
-                self._spent.rows += sub.rows
-            return SplitRead(runs, inner)
         if self.strategy == EAGER:  # a look-up unless the runs are built (timed there when measuring)
             got = (EAGER, self._runs(sub))
             if self.timed:
@@ -1091,15 +1027,11 @@ class TemporalPlan:
                 self._spent.rows += sub.rows
         return got
 
-    def _kept_runs(self, sub) -> Runs | None:
-        """The sealed sub-window's eager runs if they are built, else None."""
-        with _EAGER_LOCK:  # reads run on the loop and on the query threads
-            return _EAGER_RUNS.get(sub, {}).get((self.spec.dcq_key, self.where_key))
-
     def _runs(self, sub) -> Runs:
         """The sealed sub-window's eager runs, built on its first read (timed when measuring)."""
         key = (self.spec.dcq_key, self.where_key)
-        runs = self._kept_runs(sub)
+        with _EAGER_LOCK:  # reads run on the loop and on the query threads
+            runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
         if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
             clock = self.clock if self.timed else None
             t0 = clock() if clock is not None else 0.0
@@ -1118,8 +1050,6 @@ class TemporalPlan:
         return coalesce_rows([(tuple(r[:k]), r[k], r[k + 1]) for r in self.project(parts)])
 
     def finish(self, contributions: list) -> list[tuple]:
-        if contributions and isinstance(contributions[0], SplitRead):
-            return self._finish_split(contributions)
         clock = self.clock if self.timed else None
         t0 = clock() if clock is not None else 0.0
         kinds = {c[0] for c in contributions}
@@ -1134,7 +1064,8 @@ class TemporalPlan:
             self._measured(kinds.pop(), clock() - t0)
         elif self.measured is not None and not self.timed:
             self.measured.skip()
-            self._next()
+            self.strategy = self.measured.next_strategy()
+            self.timed = self.measured.timing()
         return rows
 
     def _measured(self, strategy: str, finish_s: float) -> None:
@@ -1157,57 +1088,8 @@ class TemporalPlan:
             seconds += steady
             overhead = max(spent.build_s - steady, 0.0)
         m.observe(strategy, max(seconds, 0.0), overhead)
-        self._next()
-
-    def _finish_split(self, reads: list["SplitRead"]) -> list[tuple]:
-        """A split execution: the groups in part `split` (every other group in key order) coalesced
-        eagerly (their runs in the sub-windows where the choice keeps them, else built from the rows
-        read and not kept), the rest lazily; the answer from the union (runs are per group, so it is
-        the answer of either strategy). Each part's cost per row, times the window's rows, is the
-        estimate of a whole execution of its strategy, the answer's cost (alike for both: the same
-        runs) added to each; reading and decoding the rows is lazy's (eager reads kept runs); eager is
-        charged its steady build, as `_measured` charges it. A part with no rows (one group) reports
-        the strategy's latest measured seconds instead."""
-        m, clock, part = self.measured, self.clock, self.split
-        assert m is not None and clock is not None and part is not None
-        k = len(self.spec.keys)
-        t0 = clock()
-        decoded = [[(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([read.inner])] for read in reads]
-        t1 = clock()  # the parts (every other group in key order), which neither whole strategy pays for
-        keys = sorted({r[0] for d in decoded for r in d}, key=_key_order)
-        eager_keys = set(keys[part::2])
-        lazy_rows = [r for d in decoded for r in d if r[0] not in eager_keys]
-        to_build = [[r for r in d if r[0] in eager_keys] if read.runs is None else [] for read, d in zip(reads, decoded)]
-        kept = [{g: rs for g, rs in read.runs.items() if g in eager_keys} if read.runs is not None else {}
-                for read in reads]
-        t2 = clock()
-        lazy = coalesce_rows(lazy_rows)
-        t3 = clock()
-        built = [coalesce_rows(b) if read.runs is None else kept_runs for read, b, kept_runs in zip(reads, to_build, kept)]
-        t4 = clock()
-        eager = merge_runs(built)
-        t5 = clock()
-        rows = answer_rows(self.spec, {**lazy, **eager})
-        t6 = clock()
-        with self._spent_lock:
-            spent, self._spent = self._spent, _Spent()
-        n, n_lazy = sum(len(d) for d in decoded), len(lazy_rows)
-        built_rows = sum(len(b) for b in to_build)
-        decode_per_row = (spent.read_s + t1 - t0) / n if n else 0.0
-        if spent.build_rows:  # whole sub-windows' runs built for the choice (eager): a steady build
-            self._build_s_per_row = spent.build_s / spent.build_rows
-        elif built_rows:  # the eager part's runs built from the rows read: their decoding and coalescing
-            self._build_s_per_row = decode_per_row + (t4 - t3) / built_rows
-        steady = (self._build_s_per_row or 0.0) * n * min((self.every or self.n_q) / max(self.n_q, 1), 1.0)
-        answer = t6 - t5
-        lazy_s = decode_per_row * n + (t3 - t2) * n / n_lazy + answer if n_lazy else m.median(LAZY)
-        eager_s = (t5 - t4) * n / (n - n_lazy) + answer + steady if n > n_lazy else m.median(EAGER)
-        # builds of the eager part beyond its steady share (the choice lazy: every sub-window's)
-        builds = t4 - t3 + decode_per_row * built_rows
-        overhead = max(builds - steady * (n - n_lazy) / n, 0.0) if built_rows else 0.0
-        m.observe_split(max(eager_s, 0.0), max(lazy_s, 0.0), overhead)
-        self._next()
-        return rows
+        self.strategy = m.next_strategy()
+        self.timed = m.timing()
 
     def explain(self) -> str:
         m = self.model
@@ -1222,19 +1104,10 @@ class TemporalPlan:
             return (f"coalesced {c.strategy}, the cost model's choice until executions of both strategies measure "
                     f"them ({model}{sure})")
         again = ", measuring both again" if c.measuring() else ""
-        probes = (f"; {c.probes} probes, each two split executions running half the groups eager and half lazy, "
-                  "crossed" if c.split else "")
         return (f"coalesced {c.strategy}, measured over this query's executions{again}: eager / lazy "
-                f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs{probes}; latest medians eager "
+                f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs; latest medians eager "
                 f"{c.median(EAGER) * 1e6:,.0f} us, lazy {c.median(LAZY) * 1e6:,.0f} us; the {model}, chose "
                 f"{c.model_choice})")
-
-
-class SplitRead(NamedTuple):
-    """A sub-window's read in a split execution: its eager runs where the choice keeps them (None
-    where it does not), and its rows' read for the lazy part (and the eager part's runs otherwise)."""
-    runs: Runs | None
-    inner: Any
 
 
 @dataclass

@@ -5,7 +5,6 @@ its answers equal both forced strategies' and the DuckDB gaps-and-islands oracle
 Time is injected: the tests' clocks count work, never the wall."""
 from __future__ import annotations
 
-import math
 import random
 
 import duckdb
@@ -15,7 +14,7 @@ from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store import temporal
 from windowstore.store.coalesce import EAGER, LAZY
 from windowstore.store.planner.plan import run_plan
-from windowstore.store.temporal import MAX_SURE, MeasuredChoice
+from windowstore.store.temporal import MeasuredChoice
 
 from test_temporal import FILTERED_ORACLE, ORACLE, QUERIES, SCHEMA, oracle
 
@@ -370,24 +369,20 @@ def _measured_life(clock, choice: MeasuredChoice, s, batches):
     return plan
 
 
-@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("per_merged, late, cheaper", [(0.0, 0.0, EAGER), (3.0, 0.2, LAZY)])
-def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(monkeypatch, per_merged, late, cheaper,
-                                                                             split):
+def test_a_measured_plan_settles_on_the_strategy_its_executions_find_cheaper(monkeypatch, per_merged, late, cheaper):
     """Eager coalesces a new sub-window's rows once and merges the window's runs per execution
     (re-coalescing the readings a late row's sub-window interleaves with); lazy coalesces the
     window's rows per execution. In order and with merging free eager is cheaper (a fifth of the
     coalescing); with late rows and merging at three times a row's coalescing lazy is. The plan
     ends on the cheaper one from either start, and its answers equal both forced strategies'
-    throughout. With split probes (crossovers of split executions) as with whole ones."""
+    throughout."""
     clock = WorkClock(monkeypatch, per_row=1.0, per_merged=per_merged)
     for start in (EAGER, LAZY):
-        plan = _measured_life(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16, split=split),
-                              *_stream(1, 60, late=late))
+        plan = _measured_life(clock, MeasuredChoice(start, trials=3, first_gap=4, max_gap=16), *_stream(1, 60, late=late))
         m = plan._temporal.measured
         assert m.strategy == cheaper and m.model_choice == start
         assert f"coalesced {cheaper}, measured" in plan.explain()["how"]
-        assert ("split executions running half the groups eager and half lazy, crossed" in plan.explain()["how"]) == split
 
 
 def test_plan_query_measures_periodic_temporal_queries_only_when_given_a_clock():
@@ -424,14 +419,12 @@ def test_fewer_trials_where_the_model_is_sure_than_where_its_estimates_are_close
     assert trials["changing"][0] == TRIALS and abs(trials["changing"][1]) <= sure  # a run per reading: close
 
 
-@pytest.mark.parametrize("split", [False, True])
-def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_slide(split):
+def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_slide():
     """A clock that reads at random makes every execution's time random (a difference of two
     random readings: as often eager's as lazy's the smaller, whatever the number of readings), and
     rounds of one pair make the choice flip between eager and lazy (eager's runs missing for
     sub-windows read lazily, built on the next eager read); every answer of every query equals the
-    DuckDB oracle over the window's rows. With split probes most executions after the first round
-    are split ones (half the groups eager, from kept runs or built and not kept, the rest lazy)."""
+    DuckDB oracle over the window's rows."""
     rng = random.Random(7)
 
     def jumpy() -> float:
@@ -442,7 +435,6 @@ def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_sl
     plans = {}
     held: list[list] = []
     strategies = set()
-    splits = 0
     for k, batch in enumerate(batches):
         _append(s, batch, k)
         held.append(batch)
@@ -452,9 +444,8 @@ def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_sl
             if text not in plans:
                 plans[text] = plan_query(parse_query(text), s, periodic=True)
                 plans[text]._temporal.measure_with(jumpy, MeasuredChoice(EAGER, trials=1, first_gap=1, max_gap=1,
-                                                                         keep=1, margin=0.0, max_trials=1, split=split))
+                                                                         keep=1, margin=0.0, max_trials=1))
             strategies.add(plans[text]._temporal.strategy)
-            splits += plans[text]._temporal.split is not None
             got = [tuple(float(x) if isinstance(x, float) else x for x in r) for r in run_plan(plans[text]).rows]
             if sql is None:
                 want = oracle(con, window, FILTERED_ORACLE, where=lambda r: r[2] > 1)
@@ -465,15 +456,13 @@ def test_a_measured_plan_switching_often_answers_as_gaps_and_islands_on_every_sl
             assert got == want, (text, k)
     assert strategies == {EAGER, LAZY}
     assert sum(p._temporal.measured.switches for p in plans.values()) >= len(plans)
-    assert (splits > len(plans) * 10) == split
 
 
 def test_a_server_plan_probes_a_far_dearer_strategy_within_its_budget(monkeypatch):
     """Through plan_query with a work clock (as the server plans a periodic query): one run per
-    sensor makes eager a quarter of lazy's work, the model is sure (no trials) and its first probe,
-    8 executions in, a crossover of two split executions (8 and 9), measures lazy 3 times dearer;
-    with BUDGET's 1 % the next probe is MAX_GAP executions later, so 61 executions run two split
-    ones and never lazy whole (doubling alone probed at 8, 25 and 58)."""
+    sensor makes eager a quarter of lazy's work, the model is sure (no trials) and its first probe
+    of lazy, 8 executions in, measures lazy 3 times dearer; with BUDGET's 1 % the next probe is
+    MAX_GAP executions later, so 60 executions run lazy once (doubling alone probed at 8, 25 and 58)."""
     from windowstore.store.temporal import BUDGET, MAX_GAP
 
     assert 0 < BUDGET and (3.0 / BUDGET) > MAX_GAP > 60
@@ -488,19 +477,16 @@ def test_a_server_plan_probes_a_far_dearer_strategy_within_its_budget(monkeypatc
         if plan is None:
             plan = plan_query(parse_query(text), s, periodic=True, work_clock=clock)
             assert plan._temporal.measured.trials == 0 and plan._temporal.strategy == EAGER
-        ran.append(plan._temporal.split if plan._temporal.split is not None else plan._temporal.strategy)
+        ran.append(plan._temporal.strategy)
         run_plan(plan)
-    assert len(ran) == 61 and [i for i, st in enumerate(ran) if st != EAGER] == [8, 9] and ran[8:10] == [0, 1]
-    m = plan._temporal.measured
-    assert m.probes == 1 and m.strategy == EAGER and m.ratio() < 1 / 2
+    assert len(ran) == 61 and [i for i, st in enumerate(ran) if st == LAZY] == [8]
 
 
 def test_a_settled_plan_reads_the_clock_only_around_its_probes(monkeypatch):
     """The server's plan (BUDGET, MAX_GAP) on data where eager is far cheaper: after its first
     probe the next is MAX_GAP executions away, and the executions between run untimed; 61
-    executions read the clock in 2, the probe's two split executions (8 and 9: each pairs with
-    itself, and leaves eager's runs as the choice's execution would, so nothing before or after
-    it needs timing), not in all."""
+    executions read the clock in 10 (the first 8 up to the probe, the probe and the one after it, which
+    builds the sub-window the probe did not), not in all."""
     from windowstore.store.temporal import MAX_GAP
 
     work = WorkClock(monkeypatch, per_row=1.0, per_merged=0.0)
@@ -524,8 +510,8 @@ def test_a_settled_plan_reads_the_clock_only_around_its_probes(monkeypatch):
             forced._temporal.use(EAGER)
         ran.append(plan._temporal.strategy)
         assert run_plan(plan).rows == run_plan(forced).rows
-    assert MAX_GAP > 61 and ran.count(LAZY) == 0 and plan._temporal.measured.probes == 1
-    assert sorted(set(calls)) == [8, 9]
+    assert MAX_GAP > 61 and ran.count(LAZY) == 1
+    assert sorted(set(calls)) == list(range(10))
 
 
 # -- issue 34: the model decides where it is sure, the choice measures where it is not -------------------
@@ -620,131 +606,3 @@ def test_the_server_plan_is_sure_beyond_twice_the_fit_s_error_and_says_so(monkey
     t = plan_query(parse_query(text), s, periodic=True, work_clock=lambda: 0.0)._temporal
     assert t.model.all_eager <= 0 < t.model.all_lazy and t.model_gap() == float("-inf")
     assert t.strategy == EAGER and t.measured.trials == 0 and t.measured.sure == temporal.MAX_SURE
-
-
-# -- issue 34: probes that disturb no execution (split executions, crossed over) -------------------------
-def split_life(choice: MeasuredChoice, per_row: dict, parts: tuple[float, float], executions: int) -> list:
-    """A life in which a whole execution of strategy s costs per_row[s] per row, the rows split in two
-    parts of groups whose cost per row is `parts[p]` times it (a part's own difference, the same for
-    both strategies). A split execution running part p eager and the other lazy reports each part's
-    cost per row, times the window's rows (1); the others report their strategy's cost. What ran, in
-    order: a strategy, or ("split", p)."""
-    ran: list = []
-    for _ in range(executions):
-        p = choice.split_part()
-        if p is not None:
-            ran.append(("split", p))
-            choice.observe_split(per_row[EAGER] * parts[p], per_row[LAZY] * parts[1 - p])
-            continue
-        st = choice.next_strategy()
-        ran.append(st)
-        if choice.timing():
-            choice.observe(st, per_row[st])
-        else:
-            choice.skip()
-    return ran
-
-
-@pytest.mark.parametrize("start, cheaper", [(LAZY, EAGER), (EAGER, LAZY)])
-def test_crossed_split_probes_cancel_the_parts_own_difference(start, cheaper):
-    """Eager 10 % cheaper (or dearer) per row than lazy, one part of the groups 1.5 times as dear as
-    the other per row for both. A split execution alone says the other strategy is 0.6 / 1.5 = 0.4 or
-    1.5 / 0.6 = 2.5 times as dear, whichever the parts; the crossover's mean is the 10 %. With no round
-    (a sure model) and only probes, the choice starts on the dearer; its first crossover contradicts
-    the model by more than `sure` and opens a round, which switches; outside that round no execution
-    of the other strategy runs but split ones."""
-    dearer = LAZY if cheaper == EAGER else EAGER
-    per_row = {cheaper: 0.9, dearer: 1.0}
-    choice = MeasuredChoice(start, trials=0, first_gap=4, max_gap=16, sure=0.05, split=True)
-    assert start == dearer
-    ran = split_life(choice, per_row, (1.5, 0.6), 200)
-    assert choice.strategy == cheaper and choice.switches == 1
-    assert math.exp(choice.pairs[0]) == pytest.approx(per_row[EAGER] / per_row[LAZY])
-    splits = [i for i, r in enumerate(ran) if isinstance(r, tuple)]
-    assert [ran[i][1] for i in splits[:4]] == [0, 1, 0, 1] and splits[1] == splits[0] + 1  # crossed, back to back
-    assert choice.rounds == 1 and ran[:splits[0]] == [start] * splits[0]
-    assert dearer not in ran[-100:]  # long after the round: the cheaper, and split executions
-
-
-def test_without_the_crossover_the_part_s_difference_would_decide():
-    """The same parts: the first split execution alone puts lazy 2.5 times as dear as eager where lazy
-    is the cheaper; its crossover's mean does not, and the choice stays on lazy."""
-    per_row = {EAGER: 1.0, LAZY: 0.9}
-    choice = MeasuredChoice(LAZY, trials=0, first_gap=4, max_gap=16, sure=0.05, split=True)
-    split_life(choice, per_row, (0.6, 1.5), 4)
-    assert choice.split_part() == 0
-    choice.observe_split(per_row[EAGER] * 0.6, per_row[LAZY] * 1.5)
-    assert choice._crossing == pytest.approx(math.log(0.6 / (0.9 * 1.5)))  # alone: eager far cheaper
-    split_life(choice, per_row, (0.6, 1.5), 200)
-    assert choice.strategy == LAZY and choice.switches == 0 and choice.probes >= 4
-    assert all(math.exp(x) == pytest.approx(1 / 0.9) for x in choice.pairs)
-
-
-def test_split_probes_time_only_rounds_and_the_split_executions():
-    """After the round, the executions between crossovers run untimed, the ones before a crossover
-    too (it pairs with itself), and the one after it is the choice's, untimed."""
-    choice = MeasuredChoice(EAGER, trials=5, first_gap=8, max_gap=64, split=True)
-    timed = []
-    for i in range(120):
-        timed.append(choice.timing())
-        p = choice.split_part()
-        if p is not None:
-            choice.observe_split(1.0, 1.2)
-        elif choice.timing():
-            st = choice.next_strategy()
-            choice.observe(st, 1.0 if st == EAGER else 1.2)
-        else:
-            choice.skip()
-    assert choice.strategy == EAGER and choice.rounds == 1 and choice.probes >= 2
-    after_round = [i for i, t in enumerate(timed) if t and i >= 10]
-    assert len(after_round) == 2 * choice.probes  # the two halves of each crossover, nothing else
-
-
-def test_a_split_observation_is_refused_outside_a_split_execution():
-    choice = MeasuredChoice(EAGER, trials=5, split=True)
-    with pytest.raises(ValueError, match="not a split one"):
-        choice.observe_split(1.0, 1.0)
-
-
-@pytest.mark.parametrize("start", [EAGER, LAZY])
-@pytest.mark.parametrize("per_merged", [0.0, 2.0])
-def test_a_split_execution_reports_what_whole_executions_of_each_strategy_cost(monkeypatch, start, per_merged):
-    """Work counted per row coalesced and per reading merged: a split execution's estimates of a
-    whole execution of each strategy (its part's cost per row times the window's rows; eager's
-    steady build) equal what forced eager and lazy executions on copies of the stream count at the
-    same slide, whether the choice keeps eager's runs (eager) or not (lazy: the eager part's runs
-    built from the rows read). In order, each sub-window of the same rows."""
-    clock = WorkClock(monkeypatch, per_row=1.0, per_merged=per_merged)
-    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
-    copies = [_stream(4, 30, late=0.0) for _ in range(3)]
-    plans: list = []
-    seen: list = []
-    forced_at: list = []
-    for k in range(30):
-        for s, batches in copies:
-            _append(s, batches[k], k)
-        if k < 4:
-            continue
-        if not plans:
-            plans = [plan_query(parse_query(text), s, periodic=True) for s, _ in copies]
-            plans[0]._temporal.measure_with(clock, MeasuredChoice(start, trials=0, first_gap=4, max_gap=8,
-                                                                  sure=MAX_SURE, split=True))
-            plans[1]._temporal.use(EAGER)
-            plans[2]._temporal.use(LAZY)
-            for p in plans:
-                run_plan(p)
-            m = plans[0]._temporal.measured
-            observe = m.observe_split
-            monkeypatch.setattr(m, "observe_split", lambda e, lz, o=0.0: (seen.append((e, lz)), observe(e, lz, o)))
-            continue
-        work = []
-        for p in plans[1:]:
-            t0 = clock()
-            run_plan(p)
-            work.append(clock() - t0)
-        forced_at.append(work)
-        before = len(seen)
-        assert run_plan(plans[0]).rows == run_plan(plans[1]).rows
-        if len(seen) > before:
-            assert seen[-1] == pytest.approx(tuple(work)), k
-    assert len(seen) >= 4 and plans[0]._temporal.measured.probes >= 2

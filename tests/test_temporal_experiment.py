@@ -127,3 +127,29 @@ def test_a_cell_run_twice_keeps_each_repeat_apart_and_the_answers_equal():
     assert len(c["rep_executions"]) == 2 and sum(c["rep_executions"]) == len(c["measured_ran"])
     assert all(len(v) == len(c["measured_ran"]) for v in c["times"].values())
     assert c["answers_equal"] and len(c["measured_plan"]) == 2
+
+
+def test_the_memory_figures_are_the_runs_a_forced_eager_plan_reads_counted_without_reading_a_timed_copy():
+    """The eager runs' figures come from each slide's batch coalesced on its own; they equal what a
+    forced eager plan on its own copy of the stream reads over the window after each slide (the
+    harness used to read them from the timed eager copy, which sped up its next execution)."""
+    from windowstore.store import Stream, WindowSpec, parse_query, plan_query
+
+    n, per_slide, subwindows = 3_000, 100, 10
+    c = te.cell(n, 0.5, 0.3, per_slide, subwindows, 1)
+    rows = te.stream(n, 0.5, 0.3, per_slide * 2, 1)
+    s = Stream("s", te.SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
+    plan, runs, readings, slides = None, 0, 0, 0
+    for k in range(0, n, per_slide):
+        if not te.slide_all({"s": s}, rows[k:k + per_slide], k, subwindows):
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(te.QUERY), s, periodic=True)
+            plan._temporal.use(EAGER)
+        parts = [plan.read(sub)[1] for sub in s.window.youngest(subwindows)]
+        runs += sum(len(r) for p in parts for r in p.values())
+        readings += sum(len(st) for p in parts for r in p.values() for _, st in r)
+        slides += 1
+    assert slides == c["executions"] + 1
+    assert c["eager_runs"] == pytest.approx(runs / slides)
+    assert c["eager_extra_stamps"] == pytest.approx((readings - runs) / slides)

@@ -101,7 +101,7 @@ coalesce-experiment: $(STAMP)
 
 # The chosen coalescing plan against eager, lazy and an A/A control over section 7's full 11 x 11
 # grid through the store's query path: four repeats of 15,000 tuples per cell on fresh copies (the
-# verdict over the repeats), section 7.1's window of 1,000 tuples (10-25 minutes on two loaded
+# verdict over the repeats), section 7.1's window of 1,000 tuples (11-39 minutes on two loaded
 # cores; docs/coalesce.md, "Is the chosen plan never worse?").
 .PHONY: coalesce-choice
 coalesce-choice: $(STAMP)

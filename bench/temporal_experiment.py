@@ -475,11 +475,10 @@ def by_repeat(c: dict) -> list[dict]:
 # that moves by half): a plan whose cost equals the better's is over it in a given cell with
 # probability 1 % (two-sided), in about one cell of 121 by chance. A plan is over the floor in a cell
 # when its figure is; clearly over when the 95 % interval of its figure (Student's t over the
-# repeats, the cell's own spread between them) is. The floor first fixed for this verdict took the
-# repeats of a cell as independent (FLOOR_Z x the A/A's spread over every repeat / sqrt(R)); on the
-# grid the A/A's own cell figures were over it in 14 and 19 cells of 121 where it allows about one:
-# the repeats of a cell share part of their noise (its data: which executions a collection falls
-# in). It is kept beside (`floor_independent`).
+# repeats, the cell's own spread between them) is. The cells' spread counts what the repeats of a
+# cell share, if anything; the floor that takes them as independent (FLOOR_Z x the A/A's spread over
+# every repeat / sqrt(R)) is given beside as a check (`floor_independent`, and the A/A's count over
+# it): the two part when the repeats share a bias (docs/coalesce.md, round 24).
 FLOOR_Z = 2.576
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student's t, 1 to 10 df
 
@@ -499,8 +498,8 @@ def _mean_ci(logs: list[float]) -> dict:
 
 def verdict(cells: list[dict]) -> dict:
     """The claim judged over the repeats of every cell (cells run with `--aa` and `--repeats` R of
-    at least 2): the A/A floor from the A/A's spread over all cells and repeats, each plan's mean
-    excess over the better per cell against it (FLOOR_Z above), the measured choice's cells over it
+    at least 2): the A/A floor from the spread of the A/A's cell figures, each plan's mean excess
+    over the better per cell against it (FLOOR_Z above), the measured choice's cells over it
     by `cause`; and, beside, `claim`'s per-run figures for each repeat on its own (`per_repeat`),
     the floor each single run would have had."""
     reps = [by_repeat(c) for c in cells]

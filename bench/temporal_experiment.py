@@ -28,6 +28,7 @@ import argparse
 import gzip
 import itertools
 import json
+import math
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from bench.coalesce_experiment import GRID, stream
 from windowstore.store import Stream, WindowSpec, parse_query, plan_query
 from windowstore.store.coalesce import EAGER, LAZY
 from windowstore.store.planner.plan import run_plan
+from windowstore.store.temporal import coalesce_rows
 
 QUERY = "SELECT g1, g2, g3, MAX(DURATION(VALID(v))) FROM s [SLIDE 1 SUBWINDOWS] GROUP BY g1, g2, g3"
 SCHEMA = {"ts": "int64", "g1": "int64", "g2": "int64", "g3": "int64", "v": "int64"}
@@ -75,21 +77,32 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
 
     The plans' order per slide cycles through every permutation: a plan run right after lazy pays
     for lazy's garbage (a collection falls due) and cold caches, so a rotation, in which one plan
-    always follows lazy, charges that plan alone."""
+    always follows lazy, charges that plan alone. Each repeat makes fresh copies, the plans' copies
+    (streams and plans) created in the order `creation_order` gives it: a later-created copy runs
+    slower, so over as many repeats as plans each plan is created in each place once.
+    `rep_executions` says how many of the timed executions each repeat ran. The eager runs' memory
+    figures are counted from each slide's batch coalesced on its own (a manual slide cuts exactly the
+    rows appended since the last), not read from a timed copy: reading forced eager's runs after each
+    slide made its next execution faster than its A/A copy's, by about 2 % (docs/coalesce.md, round 24)."""
     rows = stream(n, cp, oop, per_slide * 2, seed)  # late by up to one slide's rows
     q = parse_query(QUERY)
     names = PLANS + ((AA,) if aa else ())
     orders = list(itertools.permutations(names))
     out: dict = {"cp": cp, "oop": oop, **{st: [] for st in names}, "ratios": [], "times": {st: [] for st in names},
-                 "measured_ran": [], "executions": 0, "answers_equal": True}
+                 "measured_ran": [], "executions": 0, "rep_executions": [], "answers_equal": True}
     for rep in range(repeats):
+        made = creation_order(names, rep)
         streams = {st: Stream("s", SCHEMA, WindowSpec(subwindows=subwindows, subwindow_ms=1, clock="manual"), 0)
-                   for st in names}
+                   for st in made}
         plans: dict = {}
         total = {st: 0.0 for st in names}
         runs = stamps = executions = 0
+        held: list[tuple[int, int]] = []  # (runs, readings) of the window's sub-windows, oldest first
         for k in range(0, len(rows), per_slide):
-            if not slide_all(streams, rows[k:k + per_slide], k, subwindows):
+            batch = rows[k:k + per_slide]
+            sub_runs = coalesce_rows([(g, ts, v) for ts, g, v in batch])
+            held = (held + [(sum(len(r) for r in sub_runs.values()), len(batch))])[-subwindows:]
+            if not slide_all(streams, batch, k, subwindows):
                 continue  # the window fills first
             answers = {}
             if not plans:  # a periodic query is planned once: here, on a full window
@@ -97,7 +110,7 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                 out["chosen"], out["cp_est"], out["oop_est"] = chosen.strategy, chosen.cp, chosen.oop
                 out["eager_cp_est"], out["splits_est"] = chosen.eager_cp, chosen.splits
                 out["model_us"] = {EAGER: chosen.model.all_eager, LAZY: chosen.model.all_lazy}
-                for st in names:
+                for st in made:
                     if st == MEASURED:
                         plans[st] = plan_query(q, streams[st], periodic=True, work_clock=time.thread_time)
                     else:
@@ -116,9 +129,8 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                 out["ratios"].append(took[EAGER] / max(took[LAZY], 1e-9))  # paired: the same moment's load
                 executions += 1
             out["answers_equal"] &= all(a == answers[EAGER] for a in answers.values())
-            partial = [plans[EAGER].read(sub)[1] for sub in streams[EAGER].window.youngest(subwindows)]  # (cached)
-            runs += sum(len(r) for p in partial for r in p.values())
-            stamps += sum(len(st) for p in partial for r in p.values() for _, st in r)
+            runs += sum(r for r, _ in held)
+            stamps += sum(n for _, n in held)
         for st in names:
             out[st].append(total[st])
         m = plans[MEASURED]._temporal.measured
@@ -127,9 +139,17 @@ def cell(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: i
                                                     "probes": m.probes, "switches": m.switches,
                                                     "median_s": {st: m.median(st) for st in (EAGER, LAZY)}})
         out["executions"] = executions
+        out["rep_executions"].append(executions)
         e = max(executions + 1, 1)
         out["eager_runs"], out["eager_extra_stamps"] = runs / e, (stamps - runs) / e
     return out
+
+
+def creation_order(names: tuple, rep: int) -> tuple:
+    """The order in which repeat `rep` creates the plans' copies: `names` rotated by `rep`, so that
+    over len(names) repeats each plan is created in each place once (a Latin square)."""
+    k = rep % len(names)
+    return names[k:] + names[:k]
 
 
 def _filled(n: int, cp: float, oop: float, per_slide: int, subwindows: int, seed: int) -> Stream:
@@ -278,13 +298,16 @@ def main() -> None:
                     help="use the costs in store/temporal.py instead of measuring them first")
     ap.add_argument("--replot", action="store_true",
                     help="judge and draw --out's store_results.json again (an --aa run) and stop")
+    ap.add_argument("--against", type=Path, default=None,
+                    help="with --replot: how far the verdict over repeats moved from this other run's")
     args = ap.parse_args()
     if args.replot:
         result = load(args.out)
-        result["claim"] = claim(result["cells"])
+        judged(result, args.out)
         save(result, args.out)
-        plot_claim(result, args.out)
-        print(claim_text(result["claim"]))
+        if args.against is not None:
+            other = load(args.against)
+            print("against " + str(args.against) + ": " + agreement(result["verdict"], verdict(other["cells"])))
         return
     if args.calibrate:
         print(json.dumps(calibrate(args.per_slide, args.subwindows, args.seed), indent=1))
@@ -334,15 +357,10 @@ def main() -> None:
               "measured_median_ratio_max": max(c["measured_ratio"]["median"] for c in cells),
               "total_cpu_s": total, "answers_equal": all(c["answers_equal"] for c in cells)}
     if args.aa:
-        result["claim"] = claim(cells)
+        judged(result, args.out, draw=only is None)
+    elif only is None:
+        plot(result, args.out)
     save(result, args.out)
-    if only is None:  # an --aa run draws the claim's figure instead (docs/coalesce.md shows that one)
-        if args.aa:
-            plot_claim(result, args.out)
-        else:
-            plot(result, args.out)
-    if args.aa:
-        print(claim_text(result["claim"]))
     print(f"eager cheaper (median of {args.repeats}) in {result['eager_cheaper']}/{len(cells)} cells; the plan chose the "
           f"cheaper in {result['chosen_is_measured_cheaper']}/{len(cells)}, worse beyond noise in "
           f"{result['worse_beyond_noise']}, worst excess of the medians {result['max_excess']:.1%}; spread of the "
@@ -351,6 +369,19 @@ def main() -> None:
           f"measured {total[MEASURED]:.2f}, the better per cell {total['better']:.2f}; the measured choice worse "
           f"beyond noise in {result['measured_worse_beyond_noise']}, worst excess of its totals "
           f"{result['measured_max_excess']:.1%}; answers equal: {result['answers_equal']}")
+
+
+def judged(result: dict, out: Path | None = None, draw: bool = True) -> None:
+    """Judge the claim on an --aa run's cells (`claim`, all executions of a cell as one run; with
+    repeats also `verdict`, over them), print it, and draw the figure of the verdict, or of the
+    claim without repeats, into `out`."""
+    result["claim"] = claim(result["cells"])
+    print(("all repeats as one run: " if result["repeats"] > 1 else "") + claim_text(result["claim"]))
+    if result["repeats"] > 1:
+        result["verdict"] = verdict(result["cells"])
+        print(verdict_text(result["verdict"]))
+    if draw and out is not None:
+        plot_claim(result.get("verdict", result["claim"]), out)
 
 
 PER_EXECUTION = ("times", "ratios", "measured_ran")
@@ -420,6 +451,139 @@ def claim(cells: list[dict]) -> dict:
     return out
 
 
+def by_repeat(c: dict) -> list[dict]:
+    """A cell run several times (`cell`'s repeats) as one judged cell per repeat: its times, paired
+    ratios and the measured choice's life cut where each repeat's timed executions end."""
+    out, start = [], 0
+    for r, n in enumerate(c.get("rep_executions") or [len(c["measured_ran"])]):
+        part = slice(start, start + n)
+        start += n
+        times = {st: v[part] for st, v in c["times"].items()}
+        rc = {"cp": c["cp"], "oop": c["oop"], "chosen": c["chosen"], "times": times, "ratios": c["ratios"][part],
+              "measured_ran": c["measured_ran"][part], "measured_plan": [c["measured_plan"][r]],
+              **{st: [sum(v)] for st, v in times.items()}}
+        judge(rc)
+        out.append(rc)
+    return out
+
+
+# The verdict over repeats (`verdict`). Per cell and repeat a plan's figure is log(its paired median
+# over the better strategy), the better being the one whose mean over the repeats of log(eager / lazy
+# paired median) is the lower; the A/A's is log(A/A over eager); a cell's figure is the mean over its
+# repeats. The floor is FLOOR_Z x the root mean square of the A/A's cell figures over the grid (121 of
+# them: an estimate that moves little from run to run, where the largest of 121 is an extreme value
+# that moves by half): a plan whose cost equals the better's is over it in a given cell with
+# probability 1 % (two-sided), in about one cell of 121 by chance. A plan is over the floor in a cell
+# when its figure is; clearly over when the 95 % interval of its figure (Student's t over the
+# repeats, the cell's own spread between them) is. The cells' spread counts what the repeats of a
+# cell share, if anything; the floor that takes them as independent (FLOOR_Z x the A/A's spread over
+# every repeat / sqrt(R)) is given beside as a check (`floor_independent`, and the A/A's count over
+# it): the two part when the repeats share a bias (docs/coalesce.md, round 24).
+FLOOR_Z = 2.576
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)  # Student's t, 1 to 10 df
+
+
+def _mean_ci(logs: list[float]) -> dict:
+    """The mean of per-repeat log ratios as a ratio ("median": the cell's figure, as `claim`'s), its
+    95 % interval (Student's t; None for one repeat) and the repeats' own ratios."""
+    n = len(logs)
+    mean = sum(logs) / n
+    ci = None
+    if 1 < n <= len(T975) + 1:
+        sd = (sum((x - mean) ** 2 for x in logs) / (n - 1)) ** 0.5
+        half = T975[n - 2] * sd / n ** 0.5
+        ci = [math.exp(mean - half), math.exp(mean + half)]
+    return {"median": math.exp(mean), "log": mean, "ci95": ci, "repeats": [math.exp(x) for x in logs]}
+
+
+def verdict(cells: list[dict]) -> dict:
+    """The claim judged over the repeats of every cell (cells run with `--aa` and `--repeats` R of
+    at least 2): the A/A floor from the spread of the A/A's cell figures, each plan's mean excess
+    over the better per cell against it (FLOOR_Z above), the measured choice's cells over it
+    by `cause`; and, beside, `claim`'s per-run figures for each repeat on its own (`per_repeat`),
+    the floor each single run would have had."""
+    reps = [by_repeat(c) for c in cells]
+    n_rep = min(len(r) for r in reps)
+    if n_rep < 2 or n_rep > len(T975) + 1:
+        raise ValueError(f"the verdict over repeats needs 2 to {len(T975) + 1} repeats per cell, not {n_rep}")
+    aa = [[math.log(rc["aa_ratio"]["median"]) for rc in rr] for rr in reps]
+    spread = (sum((sum(a) / len(a)) ** 2 for a in aa) / len(aa)) ** 0.5
+    floor = FLOOR_Z * spread
+    independent = FLOOR_Z * (sum(x * x for a in aa for x in a) / sum(len(a) for a in aa)) ** 0.5 / n_rep ** 0.5
+    out: dict = {"repeats": n_rep, "aa_spread": spread, "floor_log": floor, "aa_floor": math.expm1(floor),
+                 "floor_independent": math.expm1(independent),
+                 "aa_over_independent": sum(abs(sum(a) / len(a)) > independent for a in aa),
+                 "cells": [], "cells_n": len(cells)}
+    for c, rr, a in zip(cells, reps, aa):
+        el = [math.log(_median_ci(rc["ratios"])["median"]) for rc in rr]
+        better = EAGER if sum(el) <= 0 else LAZY
+        ran = [st for rc in rr for st in rc["measured_ran"]]
+        row = {"cp": c["cp"], "oop": c["oop"], "better": better, "chosen": c["chosen"],
+               "final": rr[-1]["measured_plan"][0]["final"], "finals": [rc["measured_plan"][0]["final"] for rc in rr],
+               "eager_over_lazy": _mean_ci(el), "aa": _mean_ci(a),
+               "ran_better": sum(st == better for st in ran) / max(len(ran), 1)}
+        for name, st in (("model", c["chosen"]), (MEASURED, MEASURED), (EAGER, EAGER), (LAZY, LAZY)):
+            row[name] = _mean_ci([math.log(_median_ci([x / max(b, 1e-9) for x, b in zip(rc["times"][st], rc["times"][better])])
+                                           ["median"]) for rc in rr])
+            row[name + "_total"] = sum(c["times"][st]) / max(sum(c["times"][better]), 1e-9) - 1
+        out["cells"].append(row)
+    rows = out["cells"]
+    out["aa_over"] = sum(abs(r["aa"]["log"]) > floor for r in rows)
+    out["aa_largest"] = max(abs(math.expm1(r["aa"]["log"])) for r in rows)
+    for name in ("model", MEASURED, EAGER, LAZY):
+        over = [r for r in rows if r[name]["log"] > floor]
+        out[name] = {"over_floor": len(over),
+                     "clearly_over": sum(r[name]["ci95"][0] > math.exp(floor) for r in rows),
+                     "worst_median": max(r[name]["median"] for r in rows),
+                     "over_cells": [(r["cp"], r["oop"], round(r[name]["median"], 3)) for r in over],
+                     "cpu_s": sum(sum(c["times"][c["chosen"] if name == "model" else name]) for c in cells)}
+    over = [r for r in rows if r[MEASURED]["log"] > floor]
+    why = [cause(r["ran_better"], max(r[EAGER]["median"], r[LAZY]["median"]) - 1, out["aa_floor"]) for r in over]
+    out[MEASURED]["causes"] = {k: [(r["cp"], r["oop"]) for r, w in zip(over, why) if w == k] for k in CAUSES}
+    out["better_cpu_s"] = sum(sum(c["times"][r["better"]]) for c, r in zip(cells, rows))
+    out["per_repeat"] = []
+    for i in range(n_rep):
+        cl = claim([rr[i] for rr in reps])
+        out["per_repeat"].append({"aa_floor": cl["aa_floor"], **{name: {k: cl[name][k] for k in (
+            "over_floor", "clearly_over", "worst_median")} for name in ("model", MEASURED)}})
+    return out
+
+
+def verdict_text(v: dict) -> str:
+    """`verdict` in a paragraph, the per-run figures of each repeat beside it."""
+    parts = [f"over {v['repeats']} repeats: the A/A's cell figures' spread {v['aa_spread']:.4f} (log), floor "
+             f"{v['aa_floor']:.2%} ({FLOOR_Z} x spread); the A/A over it in {v['aa_over']}/{v['cells_n']} cells, largest "
+             f"{v['aa_largest']:.2%} (the repeats taken as independent: floor {v['floor_independent']:.2%}, the A/A over it "
+             f"in {v['aa_over_independent']})"]
+    for name in ("model", MEASURED, EAGER, LAZY):
+        x = v[name]
+        parts.append(f"{name}: over the floor in {x['over_floor']}/{v['cells_n']} (clearly {x['clearly_over']}), worst "
+                     f"mean {x['worst_median']:.3f}, CPU {x['cpu_s']:.1f} s")
+    causes = v[MEASURED]["causes"]
+    parts.append("the measured choice's cells over the floor by cause: "
+                 + ", ".join(f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES))
+    parts.append(f"the better per cell CPU {v['better_cpu_s']:.1f} s")
+    per = "; ".join(f"repeat {i + 1}: floor {r['aa_floor']:.1%}, measured over {r[MEASURED]['over_floor']} (clearly "
+                    f"{r[MEASURED]['clearly_over']}, worst {r[MEASURED]['worst_median']:.3f}), model over "
+                    f"{r['model']['over_floor']} (clearly {r['model']['clearly_over']})"
+                    for i, r in enumerate(v["per_repeat"]))
+    return "; ".join(parts) + "\nper-run figures of each repeat alone (claim): " + per
+
+
+def agreement(a: dict, b: dict) -> str:
+    """How far two verdicts (two runs of the same code) are apart: floors, counts, the cells over the
+    floor in both and in one only, and the mean absolute change of a cell's figure."""
+    lines = [f"floor {a['aa_floor']:.2%} / {b['aa_floor']:.2%}"]
+    key = {(r["cp"], r["oop"]): r for r in b["cells"]}
+    for name in ("model", MEASURED, EAGER, LAZY):
+        sa = {(r["cp"], r["oop"]) for r in a["cells"] if r[name]["log"] > a["floor_log"]}
+        sb = {k for k, r in key.items() if r[name]["log"] > b["floor_log"]}
+        moved = sum(abs(r[name]["log"] - key[(r["cp"], r["oop"])][name]["log"]) for r in a["cells"]) / len(a["cells"])
+        lines.append(f"{name}: over {len(sa)} / {len(sb)}, in both {len(sa & sb)}, in one only {len(sa ^ sb)}; a "
+                     f"cell's figure moves by {moved:.2%} on average (log)")
+    return "; ".join(lines)
+
+
 # Why the measured choice is over the floor in a cell: `decision` (it ran the worse strategy for 3/4
 # of the life or more, and the worse is over the floor itself), `copy` (it ran one strategy for 3/4
 # of the life or more, one within the floor of the better: its executions cost more than the forced
@@ -436,19 +600,20 @@ def cause(ran_better: float, gap: float, floor: float) -> str:
     return "copy" if ran_better >= 0.75 or ran_better <= 0.25 else "switching"
 
 
-def plot_claim(result: dict, out: Path) -> None:
-    """Three panels over the grid: eager's paired median over lazy's (the letter the cost model's
-    choice, yellow where it is over the A/A floor); the measured choice's paired median over the
-    better strategy's (the letter the strategy it ended on; ! where over the floor); and the A/A
-    control's, on the same colour scale as the measured choice's."""
+def plot_claim(cl: dict, out: Path) -> None:
+    """Three panels over the grid, from `claim` or `verdict` (`cl`): eager's paired median over
+    lazy's (the letter the cost model's choice, yellow where it is over the A/A floor); the measured
+    choice's paired median over the better strategy's (the letter the strategy it ended on; ! where
+    over the floor); and the A/A control's, on the same colour scale as the measured choice's. With
+    repeats (a verdict), each figure is the mean over them of the repeats' paired medians (log)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    cl = result["claim"]
     grid = sorted({r["cp"] for r in cl["cells"]})
     n, half = len(grid), (grid[1] - grid[0]) / 2 if len(grid) > 1 else 0.05
+    stat = f"mean of {cl['repeats']} repeats' paired medians" if "repeats" in cl else "paired median"
     panels = {k: np.zeros((n, n)) for k in ("el", MEASURED, "aa")}
     for r in cl["cells"]:
         i, j = grid.index(r["oop"]), grid.index(r["cp"])
@@ -473,11 +638,11 @@ def plot_claim(result: dict, out: Path) -> None:
     for ax in axes:
         ax.set_xlabel("coalescing probability")
         ax.set_ylabel("out-of-order probability")
-    axes[0].set_title("eager / lazy - 1 (paired median per execution)\nletters: the cost model's choice "
+    axes[0].set_title(f"eager / lazy - 1 ({stat})\nletters: the cost model's choice "
                       f"(yellow: over the better by more than {floor:.1%})", fontsize=9)
-    axes[1].set_title("measured choice / the better - 1 (paired median)\nletters: its final strategy (! red: over "
+    axes[1].set_title(f"measured choice / the better - 1 ({stat})\nletters: its final strategy (! red: over "
                       f"the A/A floor {floor:.1%})", fontsize=9)
-    axes[2].set_title("A/A: eager / eager again - 1 (paired median)\nthe noise floor of the comparison", fontsize=9)
+    axes[2].set_title(f"A/A: eager / eager again - 1 ({stat})\nthe noise floor of the comparison", fontsize=9)
     fig.colorbar(im0, ax=axes[0], shrink=0.8)
     fig.colorbar(im1, ax=axes[1:], shrink=0.8)
     fig.savefig(out / "store_choice.png", dpi=100)

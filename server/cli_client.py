@@ -448,7 +448,7 @@ def stats(args) -> int:
     if args.output == "table" and ac.get("max_entries"):
         print(f"answer cache: {ac.get('hits', 0)} hits, {ac.get('misses', 0)} misses, {ac.get('entries', 0)} entries "
               f"({ac.get('bytes', 0)} bytes; at most {ac['max_entries']} entries, {ac.get('max_bytes', 0)} bytes), "
-              f"{ac.get('evictions', 0)} evictions")
+              f"{ac.get('evictions', 0)} evictions, {ac.get('requests', 0)} requests known by their bytes")
     sh = s.get("sharing") or {}
     if args.output == "table" and sh.get("mode"):
         print(f"sharing {sh['mode']}: {sh['groups']} groups (members {sh['members_per_group'] or '-'}), "

@@ -127,6 +127,8 @@ class _StoreCollector:
                                 value=ac["entries"])
         yield GaugeMetricFamily("windowstore_answer_cache_bytes", "estimated size of the answers kept in the answer cache",
                                 value=ac["bytes"])
+        yield GaugeMetricFamily("windowstore_answer_cache_requests",
+                                "requests known by their bytes beside the answer cache's entries", value=ac["requests"])
         sh = s["sharing"]  # shared execution of periodic queries (txn/sharing/)
         if sh["mode"] != "none":
             yield GaugeMetricFamily("windowstore_sharing_groups", "groups of periodic queries executed together",

@@ -73,9 +73,12 @@ def test_repeated_queries_hit_and_a_slide_makes_the_next_compute_the_new_window(
         after = ws.stats()["answer_cache"]
         assert after.get("hits", 0) - before.get("hits", 0) == 3 * len(QUERIES)
         assert after["entries"] >= len(QUERIES) and after["bytes"] > 0 and after["max_entries"] == 1024
+        # each text's request bytes are known from its first hit on (answered before the engine)
+        assert after["requests"] == len(QUERIES)
         metrics = scrape(url)
         assert metrics["windowstore_answer_cache_hits_total"] >= 3 * len(QUERIES)
         assert metrics["windowstore_answer_cache_entries"] >= len(QUERIES)
+        assert metrics["windowstore_answer_cache_requests"] == len(QUERIES)
 
         ws.append("s", batch(10))  # in the open sub-window: the window is unchanged, still a hit
         assert all(ws.query(text).cached for text, _ in QUERIES)

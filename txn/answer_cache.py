@@ -216,7 +216,7 @@ class AnswerCache:
 
     def stats(self) -> dict:
         return {"hits": self.hits, "misses": self.misses, "entries": len(self._entries), "bytes": self.nbytes,
-                "evictions": self.evictions}
+                "evictions": self.evictions, "requests": self.known_requests()}
 
     def _check(self) -> None:
         assert len(self._entries) <= self.max_entries and 0 <= self.nbytes <= self.max_bytes, \

@@ -115,7 +115,8 @@ def stats(driver, name: str | None) -> dict:
 def answer_cache_stats(cache) -> dict:
     """The answer cache's counters and bounds (all 0: off)."""
     if cache is None:
-        return {"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "evictions": 0, "max_entries": 0, "max_bytes": 0}
+        return {"hits": 0, "misses": 0, "entries": 0, "bytes": 0, "evictions": 0, "max_entries": 0, "max_bytes": 0,
+                "requests": 0}
     return {**cache.stats(), "max_entries": cache.max_entries, "max_bytes": cache.max_bytes}
 
 

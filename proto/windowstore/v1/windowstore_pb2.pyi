@@ -1157,7 +1157,7 @@ class GetStatsResponse(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., streams: _Optional[_Iterable[_Union[StreamStats, _Mapping]]] = ..., onetime: _Optional[_Union[ClassStats, _Mapping]] = ..., periodic: _Optional[_Union[ClassStats, _Mapping]] = ..., durability: _Optional[_Union[DurabilityStats, _Mapping]] = ..., sharing: _Optional[_Union[SharingStats, _Mapping]] = ..., answer_cache: _Optional[_Union[AnswerCacheStats, _Mapping]] = ...) -> None: ...
 
 class AnswerCacheStats(_message.Message):
-    __slots__ = ("hits", "misses", "entries", "bytes", "evictions", "max_entries", "max_bytes")
+    __slots__ = ("hits", "misses", "entries", "bytes", "evictions", "max_entries", "max_bytes", "requests")
     HITS_FIELD_NUMBER: _ClassVar[int]
     MISSES_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
@@ -1165,6 +1165,7 @@ class AnswerCacheStats(_message.Message):
     EVICTIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
     hits: int
     misses: int
     entries: int
@@ -1172,7 +1173,8 @@ class AnswerCacheStats(_message.Message):
     evictions: int
     max_entries: int
     max_bytes: int
-    def __init__(self, hits: _Optional[int] = ..., misses: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., evictions: _Optional[int] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    requests: int
+    def __init__(self, hits: _Optional[int] = ..., misses: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., evictions: _Optional[int] = ..., max_entries: _Optional[int] = ..., max_bytes: _Optional[int] = ..., requests: _Optional[int] = ...) -> None: ...
 
 class SharingStats(_message.Message):
     __slots__ = ("mode", "groups", "members_per_group", "executions", "answers", "executions_saved", "early_runs", "late_runs", "aborts", "failures", "tasks", "cover_executions_saved", "cover_reads_saved", "join_groups", "join_answers", "contributions_reused", "slice_groups", "slice_executions", "slice_answers", "fallen_back", "fallbacks", "choices_pending")

@@ -559,9 +559,7 @@ def verdict_text(v: dict) -> str:
         x = v[name]
         parts.append(f"{name}: over the floor in {x['over_floor']}/{v['cells_n']} (clearly {x['clearly_over']}), worst "
                      f"mean {x['worst_median']:.3f}, CPU {x['cpu_s']:.1f} s")
-    causes = v[MEASURED]["causes"]
-    parts.append("the measured choice's cells over the floor by cause: "
-                 + ", ".join(f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES))
+    parts.append(_causes_text(v[MEASURED]["causes"]))
     parts.append(f"the better per cell CPU {v['better_cpu_s']:.1f} s")
     per = "; ".join(f"repeat {i + 1}: floor {r['aa_floor']:.1%}, measured over {r[MEASURED]['over_floor']} (clearly "
                     f"{r[MEASURED]['clearly_over']}, worst {r[MEASURED]['worst_median']:.3f}), model over "
@@ -655,10 +653,13 @@ def claim_text(cl: dict) -> str:
         x = cl[name]
         parts.append(f"{name}: over the floor in {x['over_floor']}/{cl['cells_n']} (clearly {x['clearly_over']}), worst "
                      f"paired median {x['worst_median']:.3f}, worst total {x['worst_total']:+.1%}, CPU {x['cpu_s']:.1f} s")
-    causes = cl[MEASURED]["causes"]
-    parts.append("the measured choice's cells over the floor by cause: "
-                 + ", ".join(f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES))
+    parts.append(_causes_text(cl[MEASURED]["causes"]))
     return "; ".join(parts) + f"; the better per cell CPU {cl['better_cpu_s']:.1f} s"
+
+
+def _causes_text(causes: dict) -> str:
+    return "the measured choice's cells over the floor by cause: " + ", ".join(
+        f"{k} {len(causes[k])} {causes[k]}" for k in CAUSES)
 
 
 def _ci_text(r: dict | None) -> str:

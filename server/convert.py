@@ -163,12 +163,17 @@ def cached_answer_to_pb(result: Result, stream: str, query_id: str, out: pb.Answ
     serialized message (merged in one parse, a fraction of building them value by value), then
     this call's own fields."""
     out.MergeFromString(_encoded(result, stream).answer)
+    _call_fields(result, query_id, out)
+    out.cached = True
+    return out
+
+
+def _call_fields(result: Result, query_id: str, out: pb.Answer) -> None:
+    """A cached answer's fields of this call (those EncodedAnswer leaves out), but response_ms."""
     out.query_id = query_id
     out.answered_ms = result.answered_ms
     if result.staleness_ms is not None:
         out.staleness_ms = result.staleness_ms
-    out.cached = True
-    return out
 
 
 def cached_reply(result: Result, stream: str, query_id: str, response_ms: float) -> bytes:
@@ -178,12 +183,8 @@ def cached_reply(result: Result, stream: str, query_id: str, response_ms: float)
     message cached_answer_to_pb builds, with response_ms set; no message is built for the
     per-query part."""
     own = pb.QueryResponse()
-    a = own.answer
-    a.query_id = query_id
-    a.answered_ms = result.answered_ms
-    if result.staleness_ms is not None:
-        a.staleness_ms = result.staleness_ms
-    a.response_ms = response_ms
+    _call_fields(result, query_id, own.answer)
+    own.answer.response_ms = response_ms
     return _encoded(result, stream).response + own.SerializeToString()
 
 

@@ -132,10 +132,14 @@ class Received:
         self.data, self._decode = data, decode
 
     def message(self):
-        request = self._decode(self.data)
-        if isinstance(request, _Undecodable):
-            raise InvalidInput(request.error)
-        return request
+        return _decoded(self._decode(self.data))
+
+
+def _decoded(request):
+    """The decoder's request, or INVALID_ARGUMENT with its error when the bytes were not one."""
+    if isinstance(request, _Undecodable):
+        raise InvalidInput(request.error)
+    return request
 
 
 def _encode(msg) -> bytes:
@@ -151,8 +155,7 @@ class _Call:
         self.kind = "server_stream" if streaming else "unary"
 
     def begin(self, request, context) -> None:
-        if isinstance(request, _Undecodable):
-            raise InvalidInput(request.error)
+        _decoded(request)
         if self.policy is not None:
             who = self.policy.principal(context.invocation_metadata())
             if who is None:

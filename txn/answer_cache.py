@@ -64,6 +64,11 @@ class CachedAnswer:
     request_bytes: int = 0  # what they cost (counted in the cache's bytes beside nbytes)
 
     @property
+    def answers_now(self) -> bool:
+        """Whether the entry is the answer now: its window's version unchanged since it was kept."""
+        return self.version == self.plan.stream.window.version
+
+    @property
     def size(self) -> int:
         """What the entry costs the cache's bytes bound: its answer and its requests."""
         return self.nbytes + self.request_bytes
@@ -117,7 +122,7 @@ class AnswerCache:
     def get(self, plan: Plan) -> CachedAnswer | None:
         """The entry answering `plan` now (its window unchanged since), or None (a miss)."""
         entry = self._entries.get(id(plan))
-        if entry is not None and entry.plan is plan and entry.version == plan.stream.window.version:
+        if entry is not None and entry.plan is plan and entry.answers_now:
             self.hit(entry)
             return entry
         self.misses += 1

@@ -304,8 +304,7 @@ class Scheduler(Slides, Offload, Outcomes):
             return None
         plan = entry.plan
         stream = plan.stream
-        if (self.streams.get(stream.name) is not stream or stream.window.version != entry.version
-                or not self._begins_now(plan)):
+        if self.streams.get(stream.name) is not stream or not entry.answers_now or not self._begins_now(plan):
             return None
         cache.hit(entry)
         next(self._seq)  # (the order a submitted query would have taken)
@@ -316,12 +315,12 @@ class Scheduler(Slides, Offload, Outcomes):
     def _recall_answer(self, plan: Plan, entry: CachedAnswer, priority: int,
                        on_done: Callable[[QueryTxn], None] | None) -> QueryTxn:
         """run_now's query answered from the answer cache: a transaction (_recalled), ended as
-        every committed one is (_committed)."""
+        every committed one is (finish_committed)."""
         txn = QueryTxn(f"Q{next(self._ids)}", plan, ONETIME, priority, next(self._seq), self.clock(), on_done)
         txn.begun = True
         txn.window_version = entry.version
-        self.active.append(txn)  # (what _committed ends)
-        self._committed(txn, self._recalled(entry, txn.id, txn.submitted_ms))
+        self.active.append(txn)  # (what finish_committed ends)
+        self.finish_committed(txn, self._recalled(entry, txn.id, txn.submitted_ms))
         return txn
 
     def _recalled(self, entry: CachedAnswer, txn_id: str, now: float) -> Result:

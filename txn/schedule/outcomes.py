@@ -119,20 +119,15 @@ class Outcomes:
                 task.late += late > 0
             task.answered(result, now)
             task.running = None
-        self._committed(txn, result)
+        self.finish_committed(txn, result)
         if task is not None and task.on_answer is not None and task.active:
             task.on_answer(result)
 
     def finish_committed(self, txn: QueryTxn, result: Result, respawn: bool = True) -> None:
-        """A commit whose answer the caller delivers itself (a shared execution's, answered per
-        member by txn/sharing/runtime.py): counted as committed, and the transaction finished
-        with `result`. respawn=False: the caller looks for due tasks again itself when one may
+        """Every committed transaction's end, however it is answered (computed, by _deliver; a
+        shared execution's, delivered per member by txn/sharing/runtime.py; from the answer
+        cache): counted as committed, and the transaction finished with `result`. respawn=False: the caller looks for due tasks again itself when one may
         have waited for this execution (recheck_due_tasks), not after every execution."""
-        self._committed(txn, result, respawn)
-
-    def _committed(self, txn: QueryTxn, result: Result, respawn: bool = True) -> None:
-        """Every committed transaction's end, however it was answered (computed, delivered per
-        shared member, or from the answer cache): counted as committed, its result set, finished."""
         self._count(txn, "committed")
         txn.result = result
         self._finish(txn, respawn)
@@ -287,7 +282,7 @@ class Outcomes:
 
     def _count_committed(self, kind: QueryKind, stream: str) -> None:
         """A single-stream transaction committed that never was a QueryTxn (Scheduler.answer_known):
-        counted as _committed counts one."""
+        counted as finish_committed counts one."""
         self.by_class[kind].committed += 1
         self.by_stream[stream].committed += 1
 

@@ -8,7 +8,7 @@ response time. Some answers are checked against the same query run alone AS OF t
 Writes OUT/experiment.json and, with matplotlib, OUT/throughput_RATE.png and OUT/latency_RATE.png.
 
     python -m bench.sharing_real [--out docs/sharing/real] [--seconds 20] [--warmup 5] [--subwindow-ms 100]
-                                 [--policy ttu] [--streams 1] [--register-s 60]
+                                 [--policy ttu] [--streams 1] [--register-s 60] [--cpu-quota CORES]
 
 `make sharing-experiment-real` runs it twice (docs/sharing.md): under the server's default policy
 with every query on one stream, and as the thesis ran it, answers as of their begin and never
@@ -20,6 +20,7 @@ The workload's WINDOW and SLIDE come from the simulation's generator (txn/sharin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import sys
@@ -31,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from .cpu_quota import CpuQuota
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 from windowstore.txn.sharing.experiment import MODES, workload
@@ -132,18 +134,20 @@ class SlowRegistration(Exception):
 
 
 def drive(target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-          seed: int = 1, scale: int = 1, register_s: float = 60.0, cpu: Callable[[], float] = lambda: 0.0) -> Drive:
+          seed: int = 1, scale: int = 1, register_s: float = 60.0, cpu: Callable[[], float] = lambda: 0.0,
+          registered: Callable[[], None] = lambda: None) -> Drive:
     """Fill the stream's window (KEEP sub-windows, back to back), register `items`, then append and
     slide at `rate` rows/s in sub-windows of `subwindow_ms` (paced here, on a manual clock) for
     `warmup_s` and then `seconds` measured, with one one-time query a second on another thread.
     SlowRegistration when registering takes more than `register_s` (the run is not made). `cpu()`:
-    the server's CPU seconds so far (its figure over the measured span is `server_cpu_s`)."""
+    the server's CPU seconds so far (its figure over the measured span is `server_cpu_s`).
+    `registered()` is called once the queries are registered, before the paced ingest."""
     with Client(target, timeout=120) as ws:
-        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, cpu)
+        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, cpu, registered)
 
 
 def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-           seed: int, scale: int, register_s: float, cpu: Callable[[], float]) -> Drive:
+           seed: int, scale: int, register_s: float, cpu: Callable[[], float], registered: Callable[[], None]) -> Drive:
     rng = np.random.default_rng(seed)
     streams = sorted({p.stream for p in items})
     for name in streams:
@@ -166,6 +170,7 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
         run.panels[ws.register(p.periodic()).id] = p
     run.register_s = round(time.monotonic() - t, 2)
     log(f"{len(items)} queries registered in {run.register_s} s")
+    registered()
     stop = threading.Event()
 
     def onetime() -> None:  # 8.5.1: bandwidth statistics of a random source address, about once a second
@@ -282,21 +287,33 @@ class Point:
     skipped: str = ""   # why the point has no figures (registering the workload took too long)
     policy: str = "ttu"
     streams: int = 1
+    cpu_quota: float | None = None  # the server's CPU cap in cores while paced (bench/cpu_quota.py), None: none
 
 
 def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-          checks: int, seed: int, register_s: float, policy: str = "ttu", streams: int = 1) -> Point:
+          checks: int, seed: int, register_s: float, policy: str = "ttu", streams: int = 1,
+          cpu_quota: float | None = None) -> Point:
+    """One mode at one point. With `cpu_quota` the server runs the paced ingest (warm-up and
+    measured span) under that many cores of CPU; registering and the checks after are not capped."""
     items = panels(per_group, seed, streams)
     scale = 2 if rate >= 3000 else 1
-    with ServerProcess("--sharing", mode, "--policy", policy, "--max-periodic-queries", "10000") as s:
+    with ServerProcess("--sharing", mode, "--policy", policy, "--max-periodic-queries", "10000") as s, \
+            contextlib.ExitStack() as capped:
+        quota = capped.enter_context(CpuQuota(cpu_quota)) if cpu_quota else None
         try:
-            run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, s.cpu_seconds)
+            run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, s.cpu_seconds,
+                        (lambda: quota.add(s.proc.pid)) if quota else (lambda: None))
         except SlowRegistration as e:
             return Point(mode, len(items), rate, subwindow_ms, 0, {"registered": e.registered, "register_s": e.seconds},
-                         f"registering {len(items)} queries took more than {register_s:g} s ({e})", policy, streams)
+                         f"registering {len(items)} queries took more than {register_s:g} s ({e})", policy, streams,
+                         cpu_quota)
+        figs = figures(run)
+        if quota:
+            figs["throttled_s"] = round(quota.throttled_s(), 2)
+            capped.close()
         with Client(s.target, timeout=120) as ws:
             checked = check(ws, run, checks, seed)
-    return Point(mode, len(items), rate, subwindow_ms, checked, figures(run), "", policy, streams)
+    return Point(mode, len(items), rate, subwindow_ms, checked, figs, "", policy, streams, cpu_quota)
 
 
 def plot(rows: list[dict], out: Path) -> None:
@@ -340,6 +357,9 @@ def main(argv=None) -> list[dict]:
                     help="seconds registering a point's queries may take; beyond, the point and the mode's larger ones are skipped")
     ap.add_argument("--streams", type=int, choices=(1, len(KEYS)), default=1,
                     help=f"1: every query on one stream; {len(KEYS)}: a stream per group, fed the same packets")
+    ap.add_argument("--cpu-quota", type=float, metavar="CORES",
+                    help="cap the server at CORES of CPU while paced (Linux cgroups, root): the overload the "
+                         "thesis's machine was in at these points (bench/cpu_quota.py)")
     ap.add_argument("--replot", action="store_true", help="only draw the plots again from OUT/experiment.json")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -356,10 +376,10 @@ def main(argv=None) -> list[dict]:
                 if m in too_slow and len(KEYS) * k >= too_slow[m]:
                     p = asdict(Point(m, len(KEYS) * k, rate, args.subwindow_ms, 0, {},
                                      f"not run: registering {too_slow[m]} queries took more than {args.register_s:g} s",
-                                     args.policy, args.streams))
+                                     args.policy, args.streams, args.cpu_quota))
                 else:
                     p = asdict(point(m, k, rate, args.subwindow_ms, args.warmup, args.seconds, args.checks, args.seed,
-                                     args.register_s, args.policy, args.streams))
+                                     args.register_s, args.policy, args.streams, args.cpu_quota))
                     if p["skipped"]:
                         too_slow[m] = min(too_slow.get(m, p["queries"]), p["queries"])
                 print(json.dumps(p), flush=True)

@@ -294,7 +294,8 @@ class Scheduler(Slides, Offload, Outcomes):
             return False
         if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
             return False
-        self._spawn_due_tasks()
+        if self._tasks_changed:
+            self._spawn_due_tasks()
         return not self._refresh and (not self.active or all(self._waits_for_seal(t) for t in self.active))
 
     def answer_known(self, key) -> Result | None:
@@ -390,7 +391,8 @@ class Scheduler(Slides, Offload, Outcomes):
         when one could fall due on the clock or on request (_quiet_until), only the streams whose
         slides fall due on their rows are looked at."""
         if int(self.clock()) < self._quiet_until:
-            return self._first_due(self._due_on_rows)
+            rows = self._due_on_rows
+            return self._first_due(rows) if rows else None
         name = self._first_due(self.streams)
         if name is None:
             self._quiet_until = self._quiet_from_now()

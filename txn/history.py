@@ -37,6 +37,7 @@ class Op(enum.StrEnum):
 
 
 OPS = tuple(op.value for op in Op)
+_SPELLING = {op: op.value for op in Op}  # (an enum's .value is a property, read on every record)
 KEYS = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
 
 
@@ -67,7 +68,7 @@ class History:
                as_of: int | None = None) -> None:
         if op.__class__ is not Op:  # (the scheduler passes members: Op(op) costs a call of the enum's metaclass)
             op = Op(op)
-        ev: tuple | dict = (self.seq, stream, op.value, txn, subwindow, version, window_len, t)  # KEYS
+        ev: tuple | dict = (self.seq, stream, _SPELLING[op], txn, subwindow, version, window_len, t)  # KEYS
         if streams is not None or as_of is not None:
             ev = dict(zip(KEYS, ev))
             ev["op"] = op

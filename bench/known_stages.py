@@ -1,8 +1,9 @@
-"""A known request's path (docs/performance.md, Rounds 24 and 25), stage by stage, for instruction
-counts: each stage called CALLS times between two readings of time.thread_time, so that
-`valgrind --tool=callgrind --dump-before=time_thread_time` writes one dump per stage (the stages in
-the order printed, each dump after its gap). Stream `p` and the probe as bench/query_path.py has
-them; the answer cache on, the probe's request noted (known) before the stages.
+"""A known request's path (a Query answered from its request's bytes: docs/performance.md), stage
+by stage, for instruction counts: each stage called CALLS times between two readings of
+time.thread_time, so that `valgrind --tool=callgrind --dump-before=time_thread_time` writes one
+dump per stage (the stages in the order printed, each dump after its gap). Stream `p` and the probe
+as bench/query_path.py has them; the answer cache on, the probe's request noted (known) before the
+stages.
 
     PYTHONHASHSEED=0 valgrind --tool=callgrind --dump-before=time_thread_time \\
         .venv/bin/python -m bench.known_stages
@@ -14,7 +15,6 @@ import argparse
 import asyncio
 import glob
 import json
-import re
 import time
 
 from windowstore.server import convert, rpc
@@ -91,19 +91,19 @@ def stages(calls: int = CALLS) -> list[tuple[str, float]]:
 
 
 def summary(pattern: str, names: list[str], calls: int = CALLS) -> dict:
-    """Instructions per call of each stage from callgrind's dumps (a stage is every second dump
-    after the set-up's, as stages() brackets them)."""
-    files = sorted(glob.glob(pattern), key=lambda f: int(f.rsplit(".", 1)[1]) if re.search(r"\.\d+$", f) else 0)
-    totals = []
-    for f in files:
+    """Instructions per call of each stage from callgrind's dumps (their `part:` numbers: part 1
+    is the set-up's, then each stage's calls and the gap after them, as stages() brackets them)."""
+    parts = {}
+    for f in glob.glob(pattern):
+        part = None
         with open(f, encoding="utf-8", errors="replace") as fh:
             for line in fh:
-                if line.startswith(("summary:", "totals:")):
-                    totals.append(int(line.split()[1]))
+                if line.startswith("part:"):
+                    part = int(line.split()[1])
+                elif line.startswith(("summary:", "totals:")):
+                    parts[part] = int(line.split()[1])
                     break
-    # dumps: [before the first reading], then per stage (its timed calls, the gap after it)
-    timed = totals[2::2] if len(totals) > 2 else []
-    return {n: round(t / calls) for n, t in zip(names, timed)}
+    return {n: round(parts[2 + 2 * i] / calls) for i, n in enumerate(names) if 2 + 2 * i in parts}
 
 
 STAGES = ["the whole call (decode, handler, encode)", "Driver.known_stream", "Driver.answer_known",

@@ -178,13 +178,14 @@ class _Call:
         await context.abort(code, message(e), ((LEADER_METADATA, leader),) if isinstance(leader, str) and leader else ())
 
     def end(self, started: float, code: grpc.StatusCode) -> None:
-        if self.metrics is not None:
+        handling = self._handling
+        if handling is not None:  # (metrics on)
             handled = self._handled.get(code)
             if handled is None:
                 handled = self._handled[code] = self.metrics.handled.labels(self.kind, SERVICE.full_name, self.name,
                                                                              code.name)
             handled.inc()
-            self._handling.observe(time.perf_counter() - started)
+            handling.observe(time.perf_counter() - started)
 
 
 def _unary(call: _Call, handler):

@@ -622,8 +622,8 @@ def main(argv=None) -> int:
     ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                     help="--ratios: an option for the server (repeat it: --server-arg=--answer-cache-entries --server-arg=0)")
     ap.add_argument("--miss", action="store_true",
-                    help="--ratios: every call misses the answer cache (the server's cache off): each is planned "
-                         "from the cached plan and computed, as after a slide")
+                    help="--ratios: every call misses the answer cache (the server's cache off): each is computed "
+                         "(its parse and plan cached), as a query whose window changed is")
     ap.add_argument("--vary", type=int, default=1,
                     help="--ratios, --ccore: each caller cycles through this many variants of the query (aliases)")
     args = ap.parse_args(argv)

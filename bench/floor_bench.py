@@ -621,6 +621,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=WARMUP_S)
     ap.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                     help="--ratios: an option for the server (repeat it: --server-arg=--answer-cache-entries --server-arg=0)")
+    ap.add_argument("--miss", action="store_true",
+                    help="--ratios: every call misses the answer cache (the server's cache off): each is computed "
+                         "(its parse and plan cached), as a query whose window changed is")
     ap.add_argument("--vary", type=int, default=1,
                     help="--ratios, --ccore: each caller cycles through this many variants of the query (aliases)")
     args = ap.parse_args(argv)
@@ -628,7 +631,8 @@ def main(argv=None) -> int:
         print(json.dumps(_sdk(args.sdk)))
         return 0
     if args.ratios:
-        print(json.dumps(ratios(args.rounds, args.duration, tuple(args.server_arg), args.vary), indent=1))
+        server_args = (*args.server_arg, *(("--answer-cache-entries", "0") if args.miss else ()))
+        print(json.dumps(ratios(args.rounds, args.duration, server_args, args.vary), indent=1))
         return 0
     if args.ccore:
         print(json.dumps(_ccore_run(args.ccore, args.method, args.query, args.concurrency, args.duration, args.warmup,

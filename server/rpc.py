@@ -20,6 +20,7 @@ import contextvars
 import functools
 import logging
 import time
+from typing import Any
 
 import grpc
 
@@ -153,6 +154,10 @@ class _Call:
     def __init__(self, name: str, policy: AccessPolicy | None, metrics, streaming: bool):
         self.name, self.policy, self.metrics = name, policy, metrics
         self.kind = "server_stream" if streaming else "unary"
+        # the method's series, looked up once (a labels() lookup cost more than the count itself):
+        # its handling time, and its count by status code as codes occur
+        self._handling = None if metrics is None else metrics.handling.labels(self.kind, SERVICE.full_name, name)
+        self._handled: dict[grpc.StatusCode, Any] = {}
 
     def begin(self, request, context) -> None:
         _decoded(request)
@@ -173,9 +178,14 @@ class _Call:
         await context.abort(code, message(e), ((LEADER_METADATA, leader),) if isinstance(leader, str) and leader else ())
 
     def end(self, started: float, code: grpc.StatusCode) -> None:
-        if self.metrics is not None:
-            self.metrics.handled.labels(self.kind, SERVICE.full_name, self.name, code.name).inc()
-            self.metrics.handling.labels(self.kind, SERVICE.full_name, self.name).observe(time.perf_counter() - started)
+        handling = self._handling
+        if handling is not None:  # (metrics on)
+            handled = self._handled.get(code)
+            if handled is None:
+                handled = self._handled[code] = self.metrics.handled.labels(self.kind, SERVICE.full_name, self.name,
+                                                                             code.name)
+            handled.inc()
+            handling.observe(time.perf_counter() - started)
 
 
 def _unary(call: _Call, handler):

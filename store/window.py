@@ -368,6 +368,12 @@ class Window:
             return max(0, self._watermark_slot() - (self._base_slot + self.cut_through + 1))
         return 0
 
+    @property
+    def due_on_rows(self) -> bool:
+        """Whether its slides fall due on the rows appended (count-based, event time), not on the
+        clock alone (processing time) or only when asked for (manual)."""
+        return self.spec.count_based or self.spec.clock == Clock.EVENT
+
     def next_due_ms(self) -> int | None:
         """Clock time of the next scheduled slide (processing time only)."""
         if self.spec.clock == Clock.PROCESSING and not self.spec.count_based:

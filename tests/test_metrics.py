@@ -144,3 +144,40 @@ def test_stream_bytes_count_the_key_synopses():
         assert held["grouped"] - held["plain"] - running >= subs * keys * (4 + 8)
     finally:
         driver.stop(5)
+
+
+def test_calls_and_answers_are_counted_in_their_own_series():
+    """rpc.py counts each call under its method and status code and times it; observe_answer puts
+    each answer in its stream's and query class's histograms (the series looked up once, kept)."""
+    import time
+    from types import SimpleNamespace
+
+    import grpc
+
+    from windowstore.server import rpc
+    from windowstore.server.metrics import Metrics
+
+    m = Metrics()
+    query, append = rpc._Call("Query", None, m, False), rpc._Call("Append", None, m, False)
+    for call, code in ((query, grpc.StatusCode.OK), (query, grpc.StatusCode.INVALID_ARGUMENT),
+                       (query, grpc.StatusCode.OK), (append, grpc.StatusCode.OK)):
+        call.end(time.perf_counter(), code)
+    svc = rpc.SERVICE.full_name
+
+    def sample(name, **labels):
+        return m.registry.get_sample_value(name, labels) or 0.0
+
+    def handled(method, code):
+        return sample("grpc_server_handled_total", grpc_type="unary", grpc_service=svc, grpc_method=method,
+                      grpc_code=code)
+    assert (handled("Query", "OK"), handled("Query", "INVALID_ARGUMENT"), handled("Append", "OK")) == (2, 1, 1)
+    assert handled("Append", "INVALID_ARGUMENT") == 0
+    assert sample("grpc_server_handling_seconds_count", grpc_type="unary", grpc_service=svc, grpc_method="Query") == 3
+    m.observe_answer("p", "onetime", SimpleNamespace(staleness_ms=1500.0), 2.0)
+    m.observe_answer("p", "onetime", SimpleNamespace(staleness_ms=None), 4.0)
+    m.observe_answer("q", "periodic", SimpleNamespace(staleness_ms=10.0), 1.0)
+    for stream, cls, answers, stale, response_s in (("p", "onetime", 2, 1, 0.006), ("q", "periodic", 1, 1, 0.001)):
+        assert sample("windowstore_query_response_seconds_count", stream=stream, query_class=cls) == answers
+        assert sample("windowstore_query_response_seconds_sum", stream=stream, query_class=cls) == pytest.approx(response_s)
+        assert sample("windowstore_answer_staleness_seconds_count", stream=stream, query_class=cls) == stale
+    assert sample("windowstore_answer_staleness_seconds_sum", stream="p", query_class="onetime") == pytest.approx(1.5)

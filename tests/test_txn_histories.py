@@ -156,6 +156,31 @@ def test_a_probe_s_reads_kept_as_one_record_are_the_same_events(tmp_path):
     assert lines == [json.loads(x) for x in (tmp_path / "many.jsonl").read_text().splitlines()] == many.events
 
 
+@pytest.mark.parametrize("reads", [range(6, 3, -1), range(0, 0)])
+def test_a_read_only_transaction_kept_as_one_record_is_the_same_events(tmp_path, reads):
+    """History.record_read_only keeps a transaction of one operation (begin, its reads, commit) as
+    one record; read back (events, since, the JSONL file) it is exactly those events recorded one by
+    one, between others (a window without reads: begin and commit)."""
+    one, many = History(str(tmp_path / "one.jsonl")), History(str(tmp_path / "many.jsonl"))
+    for h in (one, many):
+        h.record("x", "w", "T0", 5.0, subwindow=0, version=0)
+    one.record_read_only("s", "Q1", 6.0, 3, reads, 4)
+    many.record("s", "b", "Q1", 6.0, window_len=3)
+    for version in reads:
+        many.record("s", "r", "Q1", 6.0, subwindow=version % 4, version=version)
+    many.record("s", "c", "Q1", 6.0)
+    for h in (one, many):
+        h.record("x", "c", "T0", 7.0)
+        h.close()
+    assert one.events == many.events and one.seq == many.seq == len(reads) + 4
+    for seq in range(one.seq + 1):
+        for stream in (None, "s", "x"):
+            for limit in (1, 2, 10):
+                assert one.since(seq, stream, limit) == many.since(seq, stream, limit), (seq, stream, limit)
+    lines = [json.loads(x) for x in (tmp_path / "one.jsonl").read_text().splitlines()]
+    assert lines == [json.loads(x) for x in (tmp_path / "many.jsonl").read_text().splitlines()] == many.events
+
+
 def test_op_codes_are_an_enum_that_writes_the_format_s_spellings(tmp_path):
     """History op codes are Op members; the file holds exactly the format's one-letter strings, and
     a file written so reads back (read_jsonl) as events equal to the ones kept."""

@@ -398,3 +398,48 @@ def test_run_now_leaves_a_scan_to_step_once_a_processing_time_slide_falls_due_du
     assert txn.done and txn.result.answer.rows == [(sum(s.rows for s in stream.window.youngest(stream.window.n)),)]
     report = check(history.events)
     assert report.errors == [] and report.violations("lws") == []
+
+
+def test_a_slide_due_is_found_whatever_changed_since_the_scheduler_last_looked():
+    """stream_due_to_slide looks at every stream only once a slide may have fallen due on the clock
+    or been asked for (_quiet_until); in between, the streams whose slides fall due on their rows.
+    A slide due in each way is found, the memo checked (_check) at each point."""
+    now = [0.0]
+    schema = {"ts": "int64", "v": "int64"}
+    sched = Scheduler("lws", clock=lambda: now[0])
+
+    def due():
+        sched._check()
+        return sched.stream_due_to_slide()
+
+    sched.add_stream(Stream("p", schema, WindowSpec(4, 100, clock="processing"), 0))
+    assert due() is None and sched._quiet_until == 100  # kept: no walk over every stream before then
+    now[0] = 99.0
+    assert due() is None  # the first slide of p falls due at 100
+    sched.add_stream(Stream("m", schema, WindowSpec(4, 100, clock="manual"), 0))
+    assert due() is None
+    sched.request_slide("m")  # asked for
+    assert sched._quiet_until == -float("inf") and due() == "m"
+    assert sched.step() == "slide" and due() is None
+    rows = Stream("c", schema, WindowSpec(4, subwindow_rows=2, clock="processing"), 0)
+    event = Stream("e", schema, WindowSpec(4, 100, clock="event"), 0)
+    sched.add_stream(rows)
+    sched.add_stream(event)
+    assert due() is None
+    rows.append({"ts": [0, 1], "v": [1, 2]})  # straight into the window: the scheduler is not told
+    assert due() == "c"
+    assert sched.step() == "slide" and due() is None
+    event.append({"ts": [0], "v": [1]})
+    event.append({"ts": [250], "v": [2]})  # event time passes sub-windows 0 and 1
+    assert due() == "e"
+    sched.run_until_idle()
+    assert due() is None
+    now[0] = 100.0  # on the clock: p's first slide
+    assert due() == "p"
+    sched.run_until_idle()
+    assert due() is None and sched.streams["p"].window.latest == 0
+    sched.drop_stream("c")
+    now[0] = 199.0
+    assert due() is None
+    now[0] = 200.0
+    assert due() == "p"

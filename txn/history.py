@@ -37,6 +37,7 @@ class Op(enum.StrEnum):
 
 
 OPS = tuple(op.value for op in Op)
+_SPELLING = {op: op.value for op in Op}  # (an enum's .value is a property, read on every record)
 KEYS = ("seq", "stream", "op", "txn", "subwindow", "version", "window_len", "t")
 
 
@@ -67,7 +68,7 @@ class History:
                as_of: int | None = None) -> None:
         if op.__class__ is not Op:  # (the scheduler passes members: Op(op) costs a call of the enum's metaclass)
             op = Op(op)
-        ev: tuple | dict = (self.seq, stream, op.value, txn, subwindow, version, window_len, t)  # KEYS
+        ev: tuple | dict = (self.seq, stream, _SPELLING[op], txn, subwindow, version, window_len, t)  # KEYS
         if streams is not None or as_of is not None:
             ev = dict(zip(KEYS, ev))
             ev["op"] = op
@@ -89,6 +90,16 @@ class History:
         if self._file is not None:
             self._file.write("".join(json.dumps(ev, separators=(",", ":")) + "\n" for ev in _expand(item)))
 
+    def record_read_only(self, stream: str, txn: str, t: float, window_len: int, versions: range, n: int) -> None:
+        """A read-only transaction of one operation, all at clock time t: its begin (window_len),
+        its reads (as record_reads) and its commit, kept as one record (an answer recalled from
+        the answer cache records so on every call)."""
+        item = (self.seq, stream, txn, t, window_len, versions, n)  # _READ_ONLY
+        self.seq += len(versions) + 2
+        self._log.append(item)
+        if self._file is not None:
+            self._file.write("".join(json.dumps(ev, separators=(",", ":")) + "\n" for ev in _expand(item)))
+
     def flush(self) -> None:
         if self._file is not None:
             self._file.flush()
@@ -103,6 +114,8 @@ class History:
         for item in self._log:
             if _is_reads(item):
                 end, of = item[0] + len(item[4]), item[1]
+            elif _is_read_only(item):
+                end, of = item[0] + len(item[5]) + 2, item[1]
             elif isinstance(item, tuple):
                 end, of = item[0] + 1, item[1]
             else:
@@ -126,7 +139,24 @@ def _is_reads(item) -> bool:
     return type(item) is tuple and len(item) == len(_READS)
 
 
+# A read-only transaction of one operation (record_read_only): its begin at seq, its reads, its
+# commit at seq + len(versions) + 1, kept as a plain tuple of these fields
+_READ_ONLY = ("seq", "stream", "txn", "t", "window_len", "versions", "n")
+
+
+def _is_read_only(item) -> bool:
+    return type(item) is tuple and len(item) == len(_READ_ONLY)
+
+
 def _expand(item) -> Iterator[dict]:
+    if _is_read_only(item):
+        seq, stream, txn, t, window_len, versions, n = item
+        yield {"seq": seq, "stream": stream, "op": Op.BEGIN, "txn": txn, "subwindow": None, "version": None,
+               "window_len": window_len, "t": t}
+        yield from _expand((seq + 1, stream, txn, t, versions, n))
+        yield {"seq": seq + 1 + len(versions), "stream": stream, "op": Op.COMMIT, "txn": txn, "subwindow": None,
+               "version": None, "window_len": None, "t": t}
+        return
     if not _is_reads(item):
         if isinstance(item, tuple):
             ev = dict(zip(KEYS, item))

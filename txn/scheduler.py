@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 from typing import TYPE_CHECKING, Callable
 
 from windowstore.store import Plan, Stream, StoreError, SubWindow
@@ -72,6 +73,7 @@ class Scheduler(Slides, Offload, Outcomes):
                  max_restarts: int = 16, fallback_after: int = 2):
         self.control: Policy = make_policy(policy)  # the concurrency-control hooks (policies/)
         self.policy: PolicyName = self.control.name
+        self._policy_value = self.policy.value  # (an enum's .value is a property: read once)
         self.clock = clock
         self.history = history
         self.max_restarts = max_restarts
@@ -110,12 +112,16 @@ class Scheduler(Slides, Offload, Outcomes):
     # -- streams and input ---------------------------------------------------------------------
     def add_stream(self, stream: Stream) -> None:
         self.streams[stream.name] = stream
+        if stream.window.due_on_rows:
+            self._due_on_rows[stream.name] = None
+        self._quiet_until = -math.inf  # (its slides may fall due sooner than the others')
         self.by_stream[stream.name] = Counters()
         self.slide_delays[stream.name] = collections.deque(maxlen=10_000)
         self.seal_ms[stream.name] = collections.deque(maxlen=10_000)
 
     def drop_stream(self, name: str) -> None:
         stream = self.streams.pop(name)
+        self._due_on_rows.pop(name, None)
         for txn in [t for t in self.active if name in t.streams]:
             self._withdraw(txn, QueryWithdrawn(f"stream {name!r} was dropped"))
         for task in [t for t in self.tasks.values() if t.plan.stream is stream or name in stream_names(t.plan)]:
@@ -148,6 +154,9 @@ class Scheduler(Slides, Offload, Outcomes):
         assert self.running is None or self.running in self.active
         assert all(t in self.active for t in self.holding) and len(set(map(id, self.holding))) == len(self.holding)
         self.control._check()
+        assert list(self._due_on_rows) == [n for n, s in self.streams.items() if s.window.due_on_rows]
+        assert int(self.clock()) >= self._quiet_until or self._first_due(self.streams) == self._first_due(
+            self._due_on_rows), "before _quiet_until only the streams due on their rows may be due"
         self._check_jobs()
         self._check_slides()
         for task in self.tasks.values():
@@ -285,7 +294,8 @@ class Scheduler(Slides, Offload, Outcomes):
             return False
         if plan.stream.name in self.sealing and (self.control.locks or not self.read_during_seal):
             return False
-        self._spawn_due_tasks()
+        if self._tasks_changed:
+            self._spawn_due_tasks()
         return not self._refresh and (not self.active or all(self._waits_for_seal(t) for t in self.active))
 
     def answer_known(self, key) -> Result | None:
@@ -333,15 +343,18 @@ class Scheduler(Slides, Offload, Outcomes):
         name = plan.stream.name
         history = self.history
         if history is not None:  # (as _record records: one clock reading for the three)
-            history.record(name, Op.BEGIN, txn_id, now, window_len=plan.n_q, as_of=plan.as_of)
-            if entry.reads:
-                history.record_reads(name, txn_id, now, entry.reads, plan.stream.window.n)
-            history.record(name, Op.COMMIT, txn_id, now)
+            if plan.as_of is None:
+                history.record_read_only(name, txn_id, now, plan.n_q, entry.reads, plan.stream.window.n)
+            else:  # (a pinned read's begin says which slide)
+                history.record(name, Op.BEGIN, txn_id, now, window_len=plan.n_q, as_of=plan.as_of)
+                if entry.reads:
+                    history.record_reads(name, txn_id, now, entry.reads, plan.stream.window.n)
+                history.record(name, Op.COMMIT, txn_id, now)
         self.last_rows = 0
-        return Result(answer=entry.answer, slide=entry.slide, window_start_ms=entry.window_start_ms,
-                      window_end_ms=entry.window_end_ms,
-                      staleness_ms=None if entry.sealed_at_ms is None else now - entry.sealed_at_ms,
-                      response_ms=0.0, restarts=0, policy=self.policy.value, txn=txn_id, answered_ms=now, cached=entry)
+        sealed = entry.sealed_at_ms
+        # (positional: a call of a dataclass's __init__ by keywords costs twice as much)
+        return Result(entry.answer, entry.slide, entry.window_start_ms, entry.window_end_ms,
+                      None if sealed is None else now - sealed, 0.0, 0, self._policy_value, txn_id, now, cached=entry)
 
     def _keep_answer(self, cache: AnswerCache, txn: QueryTxn, result: Result, sealed_at_ms: float | None) -> None:
         """A one-time single-stream query committed (_commit's call): keep its answer in `cache`
@@ -374,7 +387,19 @@ class Scheduler(Slides, Offload, Outcomes):
         return n
 
     def stream_due_to_slide(self) -> str | None:
-        for name in self.streams:
+        """A stream whose slide is due and may be applied now, or None. Before the clock time
+        when one could fall due on the clock or on request (_quiet_until), only the streams whose
+        slides fall due on their rows are looked at."""
+        if int(self.clock()) < self._quiet_until:
+            rows = self._due_on_rows
+            return self._first_due(rows) if rows else None
+        name = self._first_due(self.streams)
+        if name is None:
+            self._quiet_until = self._quiet_from_now()
+        return name
+
+    def _first_due(self, names) -> str | None:
+        for name in names:
             if name in self.sealing or name in self.failed or self.slides_due(name) <= 0:
                 continue
             if self.held(name):

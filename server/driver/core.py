@@ -408,7 +408,7 @@ class Driver:
         (a slide due on it stops the answer). Its Result; None: submit the query."""
         if not self.ready or self._closed or not self.stepper.idle or getattr(self, "replication", None) is not None:
             return None
-        self.engine.tick(self.clock())
+        self.engine.tick(self._clock())
         return self.sched.answer_known(key)
 
     def cancel(self, txn) -> None:

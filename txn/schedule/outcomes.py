@@ -36,6 +36,7 @@ class Outcomes:
         clock: Callable[[], float]
         history: History | None
         policy: PolicyName
+        _policy_value: str
         max_restarts: int
         fallback_after: int
         control: Policy
@@ -86,19 +87,11 @@ class Outcomes:
         if window is not None:  # a landmark or CUMULATE answer reports the window it is over
             start_ms, end_ms = window
         task = txn.task
-        result = Result(
-            answer=answer,
-            slide=newest.slide if newest else -1,
-            window_start_ms=start_ms,
-            window_end_ms=end_ms,
-            staleness_ms=(now - newest.sealed_at_ms) if newest else None,
-            response_ms=now - txn.submitted_ms,
-            restarts=txn.restarts,
-            policy=self.policy.value,
-            txn=txn.id,
-            answered_ms=now,
-            fallback=txn.fallback,
-        )
+        # (answer, slide, window_start_ms, window_end_ms, staleness_ms, response_ms, restarts, policy,
+        # txn, answered_ms: positional, as Scheduler._recalled's)
+        result = Result(answer, newest.slide if newest else -1, start_ms, end_ms,
+                        (now - newest.sealed_at_ms) if newest else None, now - txn.submitted_ms, txn.restarts,
+                        self._policy_value, txn.id, now, fallback=txn.fallback)
         late = None
         if task is not None and task.last_reflected is not None:
             late = max(0, -deadline(task))  # slides past the one it was due at (every slides, or a window's completion)
@@ -159,7 +152,7 @@ class Outcomes:
             answer=answer, slide=first.slide, window_start_ms=first.window_start_ms,
             window_end_ms=first.window_end_ms,
             staleness_ms=(now - max(s.sealed_at_ms for s in subs)) if subs else None,
-            response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self.policy.value, txn=txn.id,
+            response_ms=now - txn.submitted_ms, restarts=txn.restarts, policy=self._policy_value, txn=txn.id,
             answered_ms=now, sources=sources, fallback=txn.fallback)
         late = None
         if task is not None:

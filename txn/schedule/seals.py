@@ -76,6 +76,12 @@ class Slides:
         # their own clock never makes a slide due here
         self.passive: set[str] = set()
         self.in_place: set[str] = set()  # streams whose next slide asked for is sealed in place (request_slide)
+        # No slide is due on a stream whose slides fall due on the clock or on request before this
+        # clock time (-inf: look): what stream_due_to_slide found when it last looked at every
+        # stream. Only an added stream or a request makes one due sooner; a cut makes the next later.
+        # The streams whose slides fall due on their rows are looked at every time (_due_on_rows).
+        self._quiet_until = -math.inf
+        self._due_on_rows: dict[str, None] = {}
         self.slide_delays: dict[str, collections.deque] = {}
         self.seal_ms: dict[str, collections.deque] = {}  # how long each seal took (when measured)
         self.last_seal_ms: float | None = None  # ... the last one installed
@@ -118,6 +124,7 @@ class Slides:
         """A client asks to seal the open sub-window of a manual-clock stream now; `in_place`: that
         slide is sealed where it is cut, never offloaded (its requester answers with the sub-window)."""
         self.manual_requests[name] = self.manual_requests.get(name, 0) + 1
+        self._quiet_until = -math.inf
         if in_place:
             self.in_place.add(name)
 
@@ -126,6 +133,20 @@ class Slides:
         if name in self.passive:
             return self.manual_requests.get(name, 0)
         return self.streams[name].window.due(int(self.clock())) + self.manual_requests.get(name, 0)
+
+    def _quiet_from_now(self) -> float:
+        """Until when no slide can fall due on a stream whose slides come on the clock or on
+        request, the state unchanged (-inf while a slide is asked for: one that waits for an
+        install or a query's commit is due once it ends). Every processing-time stream is counted,
+        whatever waits on it: its next slide's time is due's (due > 0 from next_due_ms on)."""
+        if any(n > 0 for n in self.manual_requests.values()):
+            return -math.inf
+        due = math.inf
+        for stream in self.streams.values():
+            d = stream.window.next_due_ms()
+            if d is not None and d < due:
+                due = d
+        return due
 
     def next_due(self) -> tuple[float, Stream | None]:
         """The clock time of the next processing-time slide and its stream ((inf, None): none;

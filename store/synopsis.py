@@ -43,6 +43,19 @@ def reuse_freed_malloc_memory() -> None:
     _large_from_arrow = False
 
 
+def aligned(a: np.ndarray) -> np.ndarray:
+    """`a`, or a copy of it in aligned memory where its address is not a multiple of its item size.
+    A column decoded from a request's Arrow IPC bytes is a view into them at the payload's offset
+    in the message, often unaligned; NumPy's indexed loop (np.add.at, the per-key sums) takes a slow
+    path on unaligned values, about 70x slower: in the server a 10^5-row seal spent most of its CPU
+    there (docs/performance.md, Round 25). The copy gives the GIL back while it runs."""
+    if a.flags.aligned:
+        return a
+    out = pooled_empty(len(a), a.dtype)
+    np.copyto(out, a)
+    return out
+
+
 def concat(parts: list[np.ndarray]) -> np.ndarray:
     """np.concatenate of 1-d arrays, into pooled memory (see pooled_empty); one part is returned as it is."""
     if len(parts) == 1:

@@ -29,7 +29,7 @@ from .cumulative import Running, rebuild
 from .key_running import RunningKeys
 from .last_rows import History, KeyBook, LastRows
 from .kinds import Clock
-from .synopsis import KeySummary, build_synopsis, concat
+from .synopsis import KeySummary, aligned, build_synopsis, concat
 from . import sketch_columns
 from .window_spec import CLOCKS, MAX_MS, MAX_SUBWINDOWS, WindowSpec
 
@@ -480,8 +480,8 @@ class Window:
              prefix_before: dict[str, int], sketches: dict | None = None) -> SubWindow:
         """The immutable sub-window of slide j: columns frozen, synopses built (a snapshot restores
         sub-windows through here too, so they come back exactly as sealed; it passes the declared
-        sketches as they were sealed, `sketches`)."""
-        cols = _without_full_masks(cols)
+        sketches as they were sealed, `sketches`). Its columns are aligned (synopsis.aligned)."""
+        cols = {c: aligned(a) for c, a in _without_full_masks(cols).items()}
         for a in cols.values():
             a.flags.writeable = False
         syn = build_synopsis(cols, rows, self._numeric, self.spec.group_by, self.spec.topk, self._strings)

@@ -163,6 +163,7 @@ def _noisy_life(start: str, cheaper: str, gap: float, seed: int, executions: int
             choice.observe(st, (1.0 if st == cheaper else 1.0 + gap) * load(i) * rng.lognormvariate(0.0, 0.10))
         else:
             choice.skip()
+        choice._check()
     return ran, choice.strategy
 
 
@@ -528,6 +529,7 @@ def _sure_life(start: str, cheaper: str, gap: float, seed: int, sure: float, exe
             choice.observe(st, (1.0 if st == cheaper else 1.0 + gap) * rng.lognormvariate(0.0, 0.10))
         else:
             choice.skip()
+        choice._check()
     return choice
 
 
@@ -606,3 +608,47 @@ def test_the_server_plan_is_sure_beyond_twice_the_fit_s_error_and_says_so(monkey
     t = plan_query(parse_query(text), s, periodic=True, work_clock=lambda: 0.0)._temporal
     assert t.model.all_eager <= 0 < t.model.all_lazy and t.model_gap() == float("-inf")
     assert t.strategy == EAGER and t.measured.trials == 0 and t.measured.sure == temporal.MAX_SURE
+
+
+def test_a_settled_plan_runs_the_chosen_strategy_s_own_executions_and_reports_them_once_a_stretch(monkeypatch):
+    """Between the timed executions a settled plan runs the chosen strategy's own reads and finish,
+    as a forced plan does: the clock is not read and the choice hears nothing per execution, only
+    the stretch's count when its next timed execution is due. Probe at 40, `keep` 3: 37 untimed
+    executions reported at once, then 37-41 timed (the three before the probe, the probe, the one
+    after it), then untimed again; the plan's invariants hold after every execution and its answers
+    equal forced eager's."""
+    work = WorkClock(monkeypatch, per_row=1.0, per_merged=0.0)
+    reads: list[int] = []
+    skipped: list[int] = []
+
+    def clock() -> float:
+        reads.append(len(ran) - 1)
+        return work()
+
+    class Heard(MeasuredChoice):
+        def skip(self, executions: int = 1) -> None:
+            skipped.append(executions)
+            super().skip(executions)
+
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+    plan = forced = None
+    ran: list[str] = []
+    for k in range(63):
+        _append(s, [(t, f"s{t % 3}", t // 250) for t in range(k * 100, (k + 1) * 100)], k)
+        if k < 3:
+            continue
+        if plan is None:
+            plan = plan_query(parse_query(text), s, periodic=True)
+            plan._temporal.measure_with(clock, Heard(EAGER, trials=0, first_gap=40, max_gap=40, keep=3))
+            forced = plan_query(parse_query(text), s, periodic=True)
+            forced._temporal.use(EAGER)
+        ran.append(plan._temporal.strategy)
+        assert run_plan(plan).rows == run_plan(forced).rows
+        plan._temporal._check()
+        plan._temporal.measured._check()
+    assert len(ran) == 60 and [i for i, st in enumerate(ran) if st == LAZY] == [40]
+    assert skipped == [37] and sorted(set(reads)) == [37, 38, 39, 40, 41]
+    assert plan._temporal.measured.executions == 42  # the 18 since are not reported yet
+    with pytest.raises(ValueError):
+        plan._temporal.measured.skip(37)  # more than the 36 untimed ones due before the probe at 81

@@ -35,6 +35,7 @@ restores the sub-windows, restores it: it is rebuilt on the first read after a r
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -667,21 +668,40 @@ def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, bou
     return plan.choice["q"], plan
 
 
-def median_interval(ratios: list[float], confidence: float) -> tuple[float, float | None, float | None]:
-    """(median, low, high) of paired ratios: the median and its distribution-free interval at
-    `confidence` (the order statistics r[k] and r[n-1-k] for the largest k with P(Bin(n, 1/2) < k + 1)
-    at most half the rest, the sign test's interval); low and high are None while n is too small
-    for that confidence (fewer than 5 ratios at 90 %)."""
-    r = sorted(ratios)
-    n = len(r)
+def shift_interval(logs: list[float], confidence: float) -> tuple[float, float | None, float | None]:
+    """(estimate, low, high) of a shift from paired log ratios: the Hodges-Lehmann estimate (the
+    median of the Walsh averages, (x_i + x_j) / 2 for i <= j) and its distribution-free interval at
+    `confidence` from the signed-rank statistic (the Walsh averages w[k] and w[m-1-k] of m, for the
+    largest k with P(W < k + 1) at most half the rest under no shift); low and high are None while
+    there are too few pairs for that confidence (fewer than 5 at 90 %). Where the sign test's
+    interval (the median's) uses only the signs, this uses their ranks too: on section 7's grid its
+    rounds end sooner and err less (docs/coalesce.md, round 25); a single wild pair (a full
+    collection) is in n of the n(n + 1) / 2 Walsh averages and moves the estimate little."""
+    n = len(logs)
     if not n:
         return 0.0, None, None
-    mid = r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
-    tail, k, below = (1 - confidence) / 2, -1, 0.0
-    while k + 1 < n and below + math.comb(n, k + 1) / 2 ** n <= tail:
-        below += math.comb(n, k + 1) / 2 ** n
+    w = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
+    m = len(w)
+    mid = w[m // 2] if m % 2 else (w[m // 2 - 1] + w[m // 2]) / 2
+    counts = _signed_rank_counts(n)
+    tail, k, below, total = (1 - confidence) / 2, -1, 0.0, 2.0 ** n
+    while k + 1 < m and below + counts[k + 1] / total <= tail:
+        below += counts[k + 1] / total
         k += 1
-    return (mid, r[k], r[n - 1 - k]) if k >= 0 else (mid, None, None)
+    return (mid, w[k], w[m - 1 - k]) if k >= 0 else (mid, None, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """How many of the 2**n sign patterns of ranks 1..n give each rank sum W = 0 .. n(n+1)/2."""
+    counts = [1]
+    for r in range(1, n + 1):
+        more = [0] * (len(counts) + r)
+        for total, c in enumerate(counts):
+            more[total] += c
+            more[total + r] += c
+        counts = more
+    return tuple(counts)
 
 
 class MeasuredChoice:
@@ -700,9 +720,9 @@ class MeasuredChoice:
     pair in the other order than the one before (choice-other, other-choice, choice-other, ...:
     each strategy follows the other as often as itself, so that the garbage and cold caches one
     leaves to the next weigh on half the pairs, not all), and is a sequential test of log(other / choice)
-    against log(1 - `margin`): it ends as soon as the median's `confidence` interval (the sign
-    test's; from `trials` pairs on) lies on one side, or after `max_trials` pairs, when the median's
-    side decides (a gap within the noise costs little either way). Pairs are the cheap way to
+    against log(1 - `margin`): it ends as soon as the estimate's `confidence` interval
+    (shift_interval's, the signed-rank test's; from `trials` pairs on) lies on one side, or after
+    `max_trials` pairs, when the estimate's side decides (a gap within the noise costs little either way). Pairs are the cheap way to
     measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
     state, one after a lazy spell builds the whole window's.
 
@@ -826,8 +846,8 @@ class MeasuredChoice:
         return math.log(max(e, 1e-12) / max(lz, 1e-12))
 
     def _toward(self, ratios: list[float]) -> tuple[float, float | None, float | None]:
-        """The median interval of log(other / choice) from log(eager / lazy) ratios."""
-        mid, low, high = median_interval(ratios, self.confidence)
+        """The estimate and interval of log(other / choice) from log(eager / lazy) ratios."""
+        mid, low, high = shift_interval(ratios, self.confidence)
         if self.strategy == LAZY:
             return mid, low, high
         return -mid, (None if high is None else -high), (None if low is None else -low)
@@ -860,7 +880,7 @@ class MeasuredChoice:
     def _end_round(self) -> None:
         """The round's sequential test on log(other / choice): it ends when its interval lies below
         log(1 - margin) (switch) or above it (keep), from `trials` pairs on, or at `max_trials`
-        pairs by the median's side of it."""
+        pairs by the estimate's side of it."""
         assert self._round is not None
         mid, low, high = self._toward(self._round)
         cut = math.log(1 - self.margin)
@@ -894,14 +914,14 @@ class MeasuredChoice:
         chosen = self.median(self.strategy)
         if not self.budget or chosen <= 0:
             return 1
-        mid = median_interval(self.pairs, self.confidence)[0] if self.pairs else 0.0
+        mid = shift_interval(self.pairs, self.confidence)[0] if self.pairs else 0.0
         other_over_chosen = math.exp(mid if self.strategy == LAZY else -mid)
         cost = max(other_over_chosen - 1, 0.0) * chosen + self.overhead[self._other(self.strategy)]
         return max(math.ceil(cost / (chosen * self.budget)), 1)
 
     def ratio(self) -> float:
-        """The evidence's paired median of eager's time over lazy's (1.0 before any pair)."""
-        return math.exp(median_interval(self.pairs, self.confidence)[0]) if self.pairs else 1.0
+        """The evidence's estimate of eager's time over lazy's (shift_interval's; 1.0 before any pair)."""
+        return math.exp(shift_interval(self.pairs, self.confidence)[0]) if self.pairs else 1.0
 
     def median(self, strategy: str) -> float:
         """The median seconds of the strategy's latest executions (0.0 before any)."""
@@ -923,8 +943,8 @@ class MeasuredChoice:
         assert self.sure >= 0, "the sure model's predicted gap is negative"
 
 
-# MeasuredChoice's first round where the cost model is unsure: at least TRIALS pairs (the sign
-# test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with a
+# MeasuredChoice's first round where the cost model is unsure: at least TRIALS pairs (the
+# signed-rank test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with a
 # single execution's spread of about 10 %, measured on section 7's grid). Where the model is sure
 # (its predicted log(eager / lazy) beyond SURE_Z x FIT_ERROR), no round (SURE_TRIALS: each
 # execution of the dearer strategy costs the difference), the probes alone check it, spaced by
@@ -1188,7 +1208,7 @@ class TemporalPlan:
                     f"them ({model}{sure})")
         again = ", measuring both again" if c.measuring() else ""
         return (f"coalesced {c.strategy}, measured over this query's executions{again}: eager / lazy "
-                f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs; latest medians eager "
+                f"{c.ratio():.3f} (the Hodges-Lehmann estimate of {len(c.pairs)} pairs; latest medians eager "
                 f"{c.median(EAGER) * 1e6:,.0f} us, lazy {c.median(LAZY) * 1e6:,.0f} us; the {model}, chose "
                 f"{c.model_choice})")
 

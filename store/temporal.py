@@ -729,7 +729,10 @@ class MeasuredChoice:
     After a round the choice runs, and one execution of the other strategy (a probe) follows
     `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
     to `first_gap` when it changes. A probe pairs with the median of the choice's `keep` executions
-    just before it and joins the evidence (its latest `max_trials` pairs). The choice switches at a
+    just before it (five: each of them is timed, and a timed execution costs some per cent more than
+    an untimed one, the forced plan's; nine gave the pair a spread 6 % narrower for four more timed
+    executions a probe, and three opened rounds where a sure model was right; docs/coalesce.md,
+    round 25) and joins the evidence (its latest `max_trials` pairs). The choice switches at a
     probe when the evidence's interval lies wholly beyond the margin on the other's side; a probe
     that favours the other by more than `margin` and lies beyond the evidence's outer tenth (the
     data may have drifted), or after which the evidence's median favours the other, opens a new
@@ -749,7 +752,7 @@ class MeasuredChoice:
 
     OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
-    def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
+    def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 5,
                  margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9,
                  sure: float = 0.0):
         if start not in (EAGER, LAZY):

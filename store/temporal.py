@@ -1025,7 +1025,7 @@ class TemporalPlan:
         self.every = bound.every  # a periodic query's SLIDE in sub-windows
         self.model: Any = None
         self.cp = self.oop = self.eager_cp = self.splits = 0.0
-        self._strategies = {EAGER: EagerCoalescing((self.spec.dcq_key, self.where_key), self.decoded),
+        self._strategies: dict[str, EagerCoalescing | LazyCoalescing] = {EAGER: EagerCoalescing((self.spec.dcq_key, self.where_key), self.decoded),
                             LAZY: LazyCoalescing(inner_read)}
         self.measured: MeasuredChoice | None = None
         self.clock: Callable[[], float] | None = None

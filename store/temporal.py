@@ -722,15 +722,15 @@ class MeasuredChoice:
     leaves to the next weigh on half the pairs, not all), and is a sequential test of log(other / choice)
     against log(1 - `margin`): it ends as soon as the estimate's `confidence` interval
     (shift_interval's, the signed-rank test's; from `trials` pairs on) lies on one side, or after
-    `max_trials` pairs, when the estimate's side decides (a gap within the noise costs little either way). Pairs are the cheap way to
-    measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
+    `max_trials` pairs, when the estimate's side decides (a gap within the noise costs little
+    either way). Pairs are the cheap way to measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
     state, one after a lazy spell builds the whole window's.
 
     After a round the choice runs, and one execution of the other strategy (a probe) follows
     `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
     to `first_gap` when it changes. A probe pairs with the median of the choice's `keep` executions
     just before it (five: each of them is timed, and a timed execution costs some per cent more than
-    an untimed one, the forced plan's; nine gave the pair a spread 6 % narrower for four more timed
+    an untimed one, the forced plan's; nine gave the pair a spread 5 % narrower for four more timed
     executions a probe, and three opened rounds where a sure model was right; docs/coalesce.md,
     round 25) and joins the evidence (its latest `max_trials` pairs). The choice switches at a
     probe when the evidence's interval lies wholly beyond the margin on the other's side; a probe
@@ -970,8 +970,6 @@ class EagerCoalescing:
     into runs, kept with the sub-window while it lives (built on its first read); an execution
     merges the window's runs (merge_runs). A read is a look-up once the runs are built."""
 
-    kind = EAGER
-
     def __init__(self, key: tuple, decoded: Callable[[Any], list]):
         self.key = key  # the DCQ and the rows WHERE selects: what a sub-window's runs depend on
         self.decoded = decoded
@@ -998,8 +996,6 @@ class LazyCoalescing:
     """Lazy coalescing (Algorithm 1): a read takes the sub-window's rows; an execution coalesces
     the window's rows (TemporalPlan.finish)."""
 
-    kind = LAZY
-
     def __init__(self, read_rows: Callable[[Any], Any]):
         self.read_rows = read_rows
 
@@ -1025,8 +1021,8 @@ class TemporalPlan:
         self.every = bound.every  # a periodic query's SLIDE in sub-windows
         self.model: Any = None
         self.cp = self.oop = self.eager_cp = self.splits = 0.0
-        self._strategies: dict[str, EagerCoalescing | LazyCoalescing] = {EAGER: EagerCoalescing((self.spec.dcq_key, self.where_key), self.decoded),
-                            LAZY: LazyCoalescing(inner_read)}
+        self._strategies: dict[str, EagerCoalescing | LazyCoalescing] = {
+            EAGER: EagerCoalescing((self.spec.dcq_key, self.where_key), self.decoded), LAZY: LazyCoalescing(inner_read)}
         self.measured: MeasuredChoice | None = None
         self.clock: Callable[[], float] | None = None
         self.timed = False  # is this execution timed (measured, and MeasuredChoice.timing())

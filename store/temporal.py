@@ -1189,6 +1189,7 @@ class TemporalPlan:
 
     def _check(self) -> None:
         assert self._run is self._strategies[self.strategy], "the running strategy is not the one chosen"
+        assert self._read == (self._timed_read if self.timed else self._run.read), "an untimed read not the strategy's own"
         assert self.measured is not None or not self.timed and self._untimed == self._due == 0, "timing without a choice"
         assert self._untimed < self._due or self._untimed == 0, "more untimed executions than the choice allows"
         assert self.timed == (self.measured is not None and self._due == 0), "timed exactly when the choice needs it"

@@ -35,6 +35,7 @@ restores the sub-windows, restores it: it is rebuilt on the first read after a r
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -667,21 +668,40 @@ def choose(cp: float, splits: float, window_rows: int, reads_per_row: float, bou
     return plan.choice["q"], plan
 
 
-def median_interval(ratios: list[float], confidence: float) -> tuple[float, float | None, float | None]:
-    """(median, low, high) of paired ratios: the median and its distribution-free interval at
-    `confidence` (the order statistics r[k] and r[n-1-k] for the largest k with P(Bin(n, 1/2) < k + 1)
-    at most half the rest, the sign test's interval); low and high are None while n is too small
-    for that confidence (fewer than 5 ratios at 90 %)."""
-    r = sorted(ratios)
-    n = len(r)
+def shift_interval(logs: list[float], confidence: float) -> tuple[float, float | None, float | None]:
+    """(estimate, low, high) of a shift from paired log ratios: the Hodges-Lehmann estimate (the
+    median of the Walsh averages, (x_i + x_j) / 2 for i <= j) and its distribution-free interval at
+    `confidence` from the signed-rank statistic (the Walsh averages w[k] and w[m-1-k] of m, for the
+    largest k with P(W < k + 1) at most half the rest under no shift); low and high are None while
+    there are too few pairs for that confidence (fewer than 5 at 90 %). Where the sign test's
+    interval (the median's) uses only the signs, this uses their ranks too: on section 7's grid its
+    rounds end sooner and err less (docs/coalesce.md, round 25); a single wild pair (a full
+    collection) is in n of the n(n + 1) / 2 Walsh averages and moves the estimate little."""
+    n = len(logs)
     if not n:
         return 0.0, None, None
-    mid = r[n // 2] if n % 2 else (r[n // 2 - 1] + r[n // 2]) / 2
-    tail, k, below = (1 - confidence) / 2, -1, 0.0
-    while k + 1 < n and below + math.comb(n, k + 1) / 2 ** n <= tail:
-        below += math.comb(n, k + 1) / 2 ** n
+    w = sorted((logs[i] + logs[j]) / 2 for i in range(n) for j in range(i, n))
+    m = len(w)
+    mid = w[m // 2] if m % 2 else (w[m // 2 - 1] + w[m // 2]) / 2
+    counts = _signed_rank_counts(n)
+    tail, k, below, total = (1 - confidence) / 2, -1, 0.0, 2.0 ** n
+    while k + 1 < m and below + counts[k + 1] / total <= tail:
+        below += counts[k + 1] / total
         k += 1
-    return (mid, r[k], r[n - 1 - k]) if k >= 0 else (mid, None, None)
+    return (mid, w[k], w[m - 1 - k]) if k >= 0 else (mid, None, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _signed_rank_counts(n: int) -> tuple[int, ...]:
+    """How many of the 2**n sign patterns of ranks 1..n give each rank sum W = 0 .. n(n+1)/2."""
+    counts = [1]
+    for r in range(1, n + 1):
+        more = [0] * (len(counts) + r)
+        for total, c in enumerate(counts):
+            more[total] += c
+            more[total + r] += c
+        counts = more
+    return tuple(counts)
 
 
 class MeasuredChoice:
@@ -700,16 +720,19 @@ class MeasuredChoice:
     pair in the other order than the one before (choice-other, other-choice, choice-other, ...:
     each strategy follows the other as often as itself, so that the garbage and cold caches one
     leaves to the next weigh on half the pairs, not all), and is a sequential test of log(other / choice)
-    against log(1 - `margin`): it ends as soon as the median's `confidence` interval (the sign
-    test's; from `trials` pairs on) lies on one side, or after `max_trials` pairs, when the median's
-    side decides (a gap within the noise costs little either way). Pairs are the cheap way to
-    measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
+    against log(1 - `margin`): it ends as soon as the estimate's `confidence` interval
+    (shift_interval's, the signed-rank test's; from `trials` pairs on) lies on one side, or after
+    `max_trials` pairs, when the estimate's side decides (a gap within the noise costs little
+    either way). Pairs are the cheap way to measure: an eager execution after a lazy one builds one sub-window's runs more than in steady
     state, one after a lazy spell builds the whole window's.
 
     After a round the choice runs, and one execution of the other strategy (a probe) follows
     `first_gap` executions later, the gap doubling up to `max_gap` while the choice holds and back
     to `first_gap` when it changes. A probe pairs with the median of the choice's `keep` executions
-    just before it and joins the evidence (its latest `max_trials` pairs). The choice switches at a
+    just before it (five: each of them is timed, and a timed execution costs some per cent more than
+    an untimed one, the forced plan's; nine gave the pair a spread 5 % narrower for four more timed
+    executions a probe, and three opened rounds where a sure model was right; docs/coalesce.md,
+    round 25) and joins the evidence (its latest `max_trials` pairs). The choice switches at a
     probe when the evidence's interval lies wholly beyond the margin on the other's side; a probe
     that favours the other by more than `margin` and lies beyond the evidence's outer tenth (the
     data may have drifted), or after which the evidence's median favours the other, opens a new
@@ -729,7 +752,7 @@ class MeasuredChoice:
 
     OUTER = 0.1  # a probe beyond this share of the evidence on the other's side opens a round
 
-    def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 9,
+    def __init__(self, start: str, trials: int = 5, first_gap: int = 8, max_gap: int = 64, keep: int = 5,
                  margin: float = 0.01, budget: float = 0.0, max_trials: int = 24, confidence: float = 0.9,
                  sure: float = 0.0):
         if start not in (EAGER, LAZY):
@@ -782,15 +805,20 @@ class MeasuredChoice:
         the choice before it (what the probe pairs with) and in the one after it (the builds a probe
         leaves to it); the others run untimed (`skip`), so that a settled choice pays for no clock
         (a clock read per execution is a measurable share of a cheap one)."""
-        return (self._round is not None or self._after is not None or self._next_probe is None
-                or self.executions >= self._next_probe - self.keep)
+        return self.untimed_ahead() == 0
 
-    def skip(self) -> None:
-        """One execution of the choice, not timed (`timing` was False)."""
-        if self.timing():
-            raise ValueError("this execution is one the choice needs timed")
-        self.executions += 1
-        self._check()
+    def untimed_ahead(self) -> int:
+        """How many executions of the choice from the next one on need no timing (0: the next does)."""
+        if self._round is not None or self._after is not None or self._next_probe is None:
+            return 0
+        return max(self._next_probe - self.keep - self.executions, 0)
+
+    def skip(self, executions: int = 1) -> None:
+        """`executions` executions of the choice, not timed (at most `untimed_ahead`), reported at once:
+        a settled choice does no bookkeeping per execution."""
+        if not 1 <= executions <= self.untimed_ahead():
+            raise ValueError("these executions include one the choice needs timed")
+        self.executions += executions
 
     def observe(self, strategy: str, seconds: float, overhead: float = 0.0) -> None:
         """One execution of `strategy`, which took `seconds` (CPU) in steady state, and `overhead`
@@ -821,8 +849,8 @@ class MeasuredChoice:
         return math.log(max(e, 1e-12) / max(lz, 1e-12))
 
     def _toward(self, ratios: list[float]) -> tuple[float, float | None, float | None]:
-        """The median interval of log(other / choice) from log(eager / lazy) ratios."""
-        mid, low, high = median_interval(ratios, self.confidence)
+        """The estimate and interval of log(other / choice) from log(eager / lazy) ratios."""
+        mid, low, high = shift_interval(ratios, self.confidence)
         if self.strategy == LAZY:
             return mid, low, high
         return -mid, (None if high is None else -high), (None if low is None else -low)
@@ -855,7 +883,7 @@ class MeasuredChoice:
     def _end_round(self) -> None:
         """The round's sequential test on log(other / choice): it ends when its interval lies below
         log(1 - margin) (switch) or above it (keep), from `trials` pairs on, or at `max_trials`
-        pairs by the median's side of it."""
+        pairs by the estimate's side of it."""
         assert self._round is not None
         mid, low, high = self._toward(self._round)
         cut = math.log(1 - self.margin)
@@ -889,14 +917,14 @@ class MeasuredChoice:
         chosen = self.median(self.strategy)
         if not self.budget or chosen <= 0:
             return 1
-        mid = median_interval(self.pairs, self.confidence)[0] if self.pairs else 0.0
+        mid = shift_interval(self.pairs, self.confidence)[0] if self.pairs else 0.0
         other_over_chosen = math.exp(mid if self.strategy == LAZY else -mid)
         cost = max(other_over_chosen - 1, 0.0) * chosen + self.overhead[self._other(self.strategy)]
         return max(math.ceil(cost / (chosen * self.budget)), 1)
 
     def ratio(self) -> float:
-        """The evidence's paired median of eager's time over lazy's (1.0 before any pair)."""
-        return math.exp(median_interval(self.pairs, self.confidence)[0]) if self.pairs else 1.0
+        """The evidence's estimate of eager's time over lazy's (shift_interval's; 1.0 before any pair)."""
+        return math.exp(shift_interval(self.pairs, self.confidence)[0]) if self.pairs else 1.0
 
     def median(self, strategy: str) -> float:
         """The median seconds of the strategy's latest executions (0.0 before any)."""
@@ -918,8 +946,8 @@ class MeasuredChoice:
         assert self.sure >= 0, "the sure model's predicted gap is negative"
 
 
-# MeasuredChoice's first round where the cost model is unsure: at least TRIALS pairs (the sign
-# test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with a
+# MeasuredChoice's first round where the cost model is unsure: at least TRIALS pairs (the
+# signed-rank test's 90 % interval needs five), at most MAX_TRIALS (24 pairs tell a 5 % gap from none with a
 # single execution's spread of about 10 %, measured on section 7's grid). Where the model is sure
 # (its predicted log(eager / lazy) beyond SURE_Z x FIT_ERROR), no round (SURE_TRIALS: each
 # execution of the dearer strategy costs the difference), the probes alone check it, spaced by
@@ -937,10 +965,51 @@ BUDGET = 0.01
 MAX_GAP = 128
 
 
+class EagerCoalescing:
+    """Eager coalescing (Algorithm 2's state): each sealed sub-window's rows coalesced once per DCQ
+    into runs, kept with the sub-window while it lives (built on its first read); an execution
+    merges the window's runs (merge_runs). A read is a look-up once the runs are built."""
+
+    def __init__(self, key: tuple, decoded: Callable[[Any], list]):
+        self.key = key  # the DCQ and the rows WHERE selects: what a sub-window's runs depend on
+        self.decoded = decoded
+
+    def read(self, sub) -> tuple:
+        runs = self.kept(sub)
+        return (EAGER, self.build(sub) if runs is None else runs)
+
+    def kept(self, sub) -> Runs | None:
+        """The sub-window's runs if built (reads run on the loop and on the query threads)."""
+        with _EAGER_LOCK:
+            by_key = _EAGER_RUNS.get(sub)
+            return None if by_key is None else by_key.get(self.key)
+
+    def build(self, sub) -> Runs:
+        """Build and keep the sub-window's runs (a race builds them twice, alike)."""
+        runs = coalesce_rows(self.decoded(sub))
+        with _EAGER_LOCK:
+            _EAGER_RUNS.setdefault(sub, {})[self.key] = runs
+        return runs
+
+
+class LazyCoalescing:
+    """Lazy coalescing (Algorithm 1): a read takes the sub-window's rows; an execution coalesces
+    the window's rows (TemporalPlan.finish)."""
+
+    def __init__(self, read_rows: Callable[[Any], Any]):
+        self.read_rows = read_rows
+
+    def read(self, sub) -> tuple:
+        return (LAZY, self.read_rows(sub))
+
+
 class TemporalPlan:
     """How a Plan reads and finishes a temporal query (planner/plan.py delegates to it). Its
     strategy is the cost model's choice, or, once `measure_with` gives it a clock (a periodic
-    query in the server), MeasuredChoice's from the query's own executions."""
+    query in the server), MeasuredChoice's from the query's own executions. An execution the
+    choice does not need timed is the chosen strategy's own (EagerCoalescing, LazyCoalescing):
+    the same reads and finish as a forced plan's, and a count of such executions reported to the
+    choice when the next timed one is due."""
 
     def __init__(self, bound: "BoundQuery", stream, project: Callable[[list], list[tuple]], inner_read):
         self.spec: Temporal = bound.temporal  # type: ignore[assignment]  # set: a temporal query
@@ -952,14 +1021,24 @@ class TemporalPlan:
         self.every = bound.every  # a periodic query's SLIDE in sub-windows
         self.model: Any = None
         self.cp = self.oop = self.eager_cp = self.splits = 0.0
-        self.strategy = self._choose()
+        self._strategies: dict[str, EagerCoalescing | LazyCoalescing] = {
+            EAGER: EagerCoalescing((self.spec.dcq_key, self.where_key), self.decoded), LAZY: LazyCoalescing(inner_read)}
         self.measured: MeasuredChoice | None = None
         self.clock: Callable[[], float] | None = None
         self.timed = False  # is this execution timed (measured, and MeasuredChoice.timing())
+        self._untimed = 0  # executions of the choice run untimed since the choice last heard (measured)
+        self._due = 0  # how many it may run so before the choice needs to hear (MeasuredChoice.untimed_ahead)
+        self._set(self._choose())
         # This execution's reads and eager builds (seconds, rows), timed when measuring.
         self._spent = _Spent()
         self._build_s_per_row: float | None = None  # the latest measured cost of building runs
         self._spent_lock = threading.Lock()  # reads may run on several threads
+
+    def _set(self, strategy: str) -> None:
+        """Run `strategy` from the next read on: its own read when untimed."""
+        self.strategy = Strategy(strategy)
+        self._run = self._strategies[self.strategy]
+        self._read = self._timed_read if self.timed else self._run.read
 
     def _choose(self) -> str:
         w = self.stream.window
@@ -977,9 +1056,10 @@ class TemporalPlan:
         """Force a strategy (tests and experiments compare them); no measured choice after it."""
         if strategy not in (EAGER, LAZY):
             raise ValueError(f"strategy must be '{EAGER}' or '{LAZY}'")
-        self.strategy = Strategy(strategy)
         self.measured = None
         self.timed = False
+        self._untimed = self._due = 0
+        self._set(strategy)
 
     def measure_with(self, clock: Callable[[], float], choice: "MeasuredChoice | None" = None) -> None:
         """From now on choose from the query's executions (MeasuredChoice, starting from the model's
@@ -994,8 +1074,16 @@ class TemporalPlan:
                                     max_gap=MAX_GAP, budget=BUDGET,
                                     max_trials=MAX_TRIALS, sure=min(gap, MAX_SURE) if sure else 0.0)
         self.measured = choice
-        self.strategy = self.measured.next_strategy()
-        self.timed = self.measured.timing()
+        self._untimed = 0
+        self._next()
+
+    def _next(self) -> None:
+        """Take the choice's strategy and timing for the next execution."""
+        m = self.measured
+        assert m is not None
+        self._due = m.untimed_ahead()
+        self.timed = self._due == 0
+        self._set(m.next_strategy())
 
     def model_gap(self) -> float:
         """The cost model's log(eager / lazy) estimate; where one estimate is not positive (the fitted
@@ -1011,61 +1099,70 @@ class TemporalPlan:
         return [(tuple(r[:k]), r[k], r[k + 1]) for r in self.project([self.inner_read(sub)])]
 
     def read(self, sub) -> Any:
-        if self.strategy == EAGER:  # a look-up unless the runs are built (timed there when measuring)
-            got = (EAGER, self._runs(sub))
-            if self.timed:
-                with self._spent_lock:
-                    self._spent.rows += sub.rows
-            return got
-        clock = self.clock if self.timed else None
-        t0 = clock() if clock is not None else 0.0
-        got = (LAZY, self.inner_read(sub))
-        if clock is not None:
-            took = clock() - t0
-            with self._spent_lock:
-                self._spent.read_s += took
-                self._spent.rows += sub.rows
-        return got
+        return self._read(sub)
 
-    def _runs(self, sub) -> Runs:
-        """The sealed sub-window's eager runs, built on its first read (timed when measuring)."""
-        key = (self.spec.dcq_key, self.where_key)
-        with _EAGER_LOCK:  # reads run on the loop and on the query threads
-            runs = _EAGER_RUNS.setdefault(sub, {}).get(key)
-        if runs is None:  # built once per sealed sub-window and DCQ (a race builds it twice, alike)
-            clock = self.clock if self.timed else None
-            t0 = clock() if clock is not None else 0.0
-            runs = coalesce_rows(self.decoded(sub))
-            if clock is not None:
-                took = clock() - t0
-                with self._spent_lock:
-                    self._spent.build_s += took
+    def _timed_read(self, sub) -> Any:
+        """A read when measuring: a lazy read timed, an eager one's build timed (its look-up is not)."""
+        clock = self.clock
+        assert clock is not None
+        if self.strategy == EAGER:
+            eager = self._strategies[EAGER]
+            assert isinstance(eager, EagerCoalescing)
+            runs = eager.kept(sub)
+            build_s = 0.0
+            if runs is None:
+                t0 = clock()
+                runs = eager.build(sub)
+                build_s = clock() - t0
+            with self._spent_lock:
+                self._spent.rows += sub.rows
+                if build_s:
+                    self._spent.build_s += build_s
                     self._spent.build_rows += sub.rows
-            with _EAGER_LOCK:
-                _EAGER_RUNS.setdefault(sub, {})[key] = runs
-        return runs
+            return (EAGER, runs)
+        t0 = clock()
+        got = self._run.read(sub)
+        took = clock() - t0
+        with self._spent_lock:
+            self._spent.read_s += took
+            self._spent.rows += sub.rows
+        return got
 
     def _lazy_runs(self, parts: list) -> Runs:
         k = len(self.spec.keys)
         return coalesce_rows([(tuple(r[:k]), r[k], r[k + 1]) for r in self.project(parts)])
 
-    def finish(self, contributions: list) -> list[tuple]:
-        clock = self.clock if self.timed else None
-        t0 = clock() if clock is not None else 0.0
+    def _window_runs(self, contributions: list) -> tuple[Runs, set]:
+        """The window's runs from the reads' contributions, and their strategies."""
         kinds = {c[0] for c in contributions}
         if kinds == {EAGER}:
-            runs = merge_runs([c[1] for c in contributions])
-        elif EAGER in kinds:  # (a strategy changed mid-query: re-read nothing, merge both)
-            runs = merge_runs([c[1] if c[0] == EAGER else self._lazy_runs([c[1]]) for c in contributions])
-        else:
-            runs = self._lazy_runs([c[1] for c in contributions])
+            return merge_runs([c[1] for c in contributions]), kinds
+        if EAGER in kinds:  # (a strategy changed mid-query: re-read nothing, merge both)
+            return merge_runs([c[1] if c[0] == EAGER else self._lazy_runs([c[1]]) for c in contributions]), kinds
+        return self._lazy_runs([c[1] for c in contributions]), kinds
+
+    def finish(self, contributions: list) -> list[tuple]:
+        if self.timed:
+            return self._timed_finish(contributions)
+        rows = answer_rows(self.spec, self._window_runs(contributions)[0])
+        m = self.measured
+        if m is not None:  # an untimed execution of the choice: counted, told to the choice when it needs to know
+            self._untimed += 1
+            if self._untimed == self._due:
+                m.skip(self._untimed)
+                self._untimed = 0
+                self._next()
+        return rows
+
+    def _timed_finish(self, contributions: list) -> list[tuple]:
+        clock = self.clock
+        assert clock is not None
+        t0 = clock()
+        runs, kinds = self._window_runs(contributions)
         rows = answer_rows(self.spec, runs)
-        if clock is not None and len(kinds) == 1:
-            self._measured(kinds.pop(), clock() - t0)
-        elif self.measured is not None and not self.timed:
-            self.measured.skip()
-            self.strategy = self.measured.next_strategy()
-            self.timed = self.measured.timing()
+        took = clock() - t0
+        if len(kinds) == 1:
+            self._measured(kinds.pop(), took)
         return rows
 
     def _measured(self, strategy: str, finish_s: float) -> None:
@@ -1088,8 +1185,14 @@ class TemporalPlan:
             seconds += steady
             overhead = max(spent.build_s - steady, 0.0)
         m.observe(strategy, max(seconds, 0.0), overhead)
-        self.strategy = m.next_strategy()
-        self.timed = m.timing()
+        self._next()
+
+    def _check(self) -> None:
+        assert self._run is self._strategies[self.strategy], "the running strategy is not the one chosen"
+        assert self._read == (self._timed_read if self.timed else self._run.read), "an untimed read not the strategy's own"
+        assert self.measured is not None or not self.timed and self._untimed == self._due == 0, "timing without a choice"
+        assert self._untimed < self._due or self._untimed == 0, "more untimed executions than the choice allows"
+        assert self.timed == (self.measured is not None and self._due == 0), "timed exactly when the choice needs it"
 
     def explain(self) -> str:
         m = self.model
@@ -1105,7 +1208,7 @@ class TemporalPlan:
                     f"them ({model}{sure})")
         again = ", measuring both again" if c.measuring() else ""
         return (f"coalesced {c.strategy}, measured over this query's executions{again}: eager / lazy "
-                f"{c.ratio():.3f} (paired median of {len(c.pairs)} pairs; latest medians eager "
+                f"{c.ratio():.3f} (the Hodges-Lehmann estimate of {len(c.pairs)} pairs; latest medians eager "
                 f"{c.median(EAGER) * 1e6:,.0f} us, lazy {c.median(LAZY) * 1e6:,.0f} us; the {model}, chose "
                 f"{c.model_choice})")
 

@@ -17,14 +17,13 @@ import glob
 import json
 import time
 
-from windowstore.server import convert, rpc
+from windowstore.server import convert
 from windowstore.server.config import ServerConfig
 from windowstore.server.driver import Driver
-from windowstore.server.service import WindowStoreService
 from windowstore.v1 import windowstore_pb2 as pb
 
 from .floor_bench import PROBE
-from .query_path import _Context, _Details, fill
+from .query_path import fill, query_method
 
 CALLS = 200
 
@@ -35,10 +34,7 @@ def stages(calls: int = CALLS) -> list[tuple[str, float]]:
     driver.start()
     try:
         fill(driver)
-        service = WindowStoreService(driver)
-        method = rpc.handlers(service, None).service(_Details(f"/{rpc.SERVICE.full_name}/Query"))
-        decode, behave, encode = method.request_deserializer, method.unary_unary, method.response_serializer
-        context = _Context()
+        decode, behave, encode, context = query_method(driver)
         data = pb.QueryRequest(text=PROBE).SerializeToString()
 
         async def main() -> list[tuple[str, float]]:

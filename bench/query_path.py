@@ -73,6 +73,13 @@ def fill(driver: Driver) -> None:
         driver.command(Slide("p", 0.0)).result(30)
 
 
+def query_method(driver: Driver):
+    """The Query method as the server runs it on `driver` (its request decoder, the handler behind
+    the status wrapper, its response encoder) and a context to call it with."""
+    method = rpc.handlers(WindowStoreService(driver), None).service(_Details(f"/{rpc.SERVICE.full_name}/Query"))
+    return method.request_deserializer, method.unary_unary, method.response_serializer, _Context()
+
+
 def measure(kinds=None, profile: str | None = None, sort: str = "tottime", callers: int = 1,
             evict: int | None = None, cache_entries: int | None = None, vary: int = 1, calls_n: int = CALLS,
             rounds: int = ROUNDS, warmup: int = WARMUP) -> dict:
@@ -88,10 +95,7 @@ def measure(kinds=None, profile: str | None = None, sort: str = "tottime", calle
     driver.start()
     try:
         fill(driver)
-        service = WindowStoreService(driver)
-        method = rpc.handlers(service, None).service(_Details(f"/{rpc.SERVICE.full_name}/Query"))
-        decode, behave, encode = method.request_deserializer, method.unary_unary, method.response_serializer
-        context = _Context()
+        decode, behave, encode, context = query_method(driver)
         texts = {k: t for k, t, _ in QUERIES if kinds is None or k in kinds}
 
         sent = itertools.count()  # variants go on from call to call, round to round: none repeats early

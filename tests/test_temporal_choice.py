@@ -352,6 +352,27 @@ def _append(s, batch, k):
     s.window.slide(k)
 
 
+def _beside_forced_eager(steps: int, planned, ran: list[str], after=lambda plan: None):
+    """A readings stream of four sub-windows, 100 rows appended and slid a step; from the first full
+    window on, the query planned by `planned(text, stream)` runs each step beside forced eager (their
+    answers equal), the strategy it ran appended to `ran`, then `after(plan)`. The plan."""
+    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
+    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
+    plan = forced = None
+    for k in range(steps):
+        _append(s, [(t, f"s{t % 3}", t // 250) for t in range(k * 100, (k + 1) * 100)], k)
+        if k < 3:
+            continue
+        if plan is None:
+            plan = planned(text, s)
+            forced = plan_query(parse_query(text), s, periodic=True)
+            forced._temporal.use(EAGER)
+        ran.append(plan._temporal.strategy)
+        assert run_plan(plan).rows == run_plan(forced).rows
+        after(plan)
+    return plan
+
+
 def _measured_life(clock, choice: MeasuredChoice, s, batches):
     """A periodic query measured with `clock` and `choice` over the batches (planned on the first
     full window), its answers equal to both forced strategies' on every slide; the plan."""
@@ -499,20 +520,8 @@ def test_a_settled_plan_reads_the_clock_only_around_its_probes(monkeypatch):
         calls.append(len(ran) - 1)  # the execution under way
         return work()
 
-    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
-    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
-    forced = plan = None
     ran: list[str] = []
-    for k in range(64):
-        _append(s, [(t, f"s{t % 3}", t // 250) for t in range(k * 100, (k + 1) * 100)], k)
-        if k < 3:
-            continue
-        if plan is None:
-            plan = plan_query(parse_query(text), s, periodic=True, work_clock=clock)
-            forced = plan_query(parse_query(text), s, periodic=True)
-            forced._temporal.use(EAGER)
-        ran.append(plan._temporal.strategy)
-        assert run_plan(plan).rows == run_plan(forced).rows
+    _beside_forced_eager(64, lambda text, s: plan_query(parse_query(text), s, periodic=True, work_clock=clock), ran)
     assert MAX_GAP > 61 and ran.count(LAZY) == 1 and ran[8] == LAZY
     assert sorted(set(calls)) == list(range(8 - MeasuredChoice(EAGER).keep, 10))
 
@@ -632,23 +641,17 @@ def test_a_settled_plan_runs_the_chosen_strategy_s_own_executions_and_reports_th
             skipped.append(executions)
             super().skip(executions)
 
-    text = "SELECT sensor, MAX(DURATION(VALID(temp))) FROM readings [SLIDE 1 SUBWINDOWS] GROUP BY sensor"
-    s = Stream("readings", SCHEMA, WindowSpec(subwindows=4, subwindow_ms=10, clock="manual"), 0)
-    plan = forced = None
-    ran: list[str] = []
-    for k in range(63):
-        _append(s, [(t, f"s{t % 3}", t // 250) for t in range(k * 100, (k + 1) * 100)], k)
-        if k < 3:
-            continue
-        if plan is None:
-            plan = plan_query(parse_query(text), s, periodic=True)
-            plan._temporal.measure_with(clock, Heard(EAGER, trials=0, first_gap=40, max_gap=40, keep=3))
-            forced = plan_query(parse_query(text), s, periodic=True)
-            forced._temporal.use(EAGER)
-        ran.append(plan._temporal.strategy)
-        assert run_plan(plan).rows == run_plan(forced).rows
+    def planned(text, s):
+        plan = plan_query(parse_query(text), s, periodic=True)
+        plan._temporal.measure_with(clock, Heard(EAGER, trials=0, first_gap=40, max_gap=40, keep=3))
+        return plan
+
+    def checked(plan) -> None:
         plan._temporal._check()
         plan._temporal.measured._check()
+
+    ran: list[str] = []
+    plan = _beside_forced_eager(63, planned, ran, checked)
     assert len(ran) == 60 and [i for i, st in enumerate(ran) if st == LAZY] == [40]
     assert skipped == [37] and sorted(set(reads)) == [37, 38, 39, 40, 41]
     assert plan._temporal.measured.executions == 42  # the 18 since are not reported yet

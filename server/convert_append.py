@@ -108,9 +108,7 @@ def parse_append(data: bytes) -> WireAppend | None:
 
 def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 << 30):
     """(decode, size): a call that returns the batch as a pyarrow Table and the Arrow IPC bytes it
-    came in (kept for the log; None for a columnar batch), to make where the caller chooses
-    (`decode(aligned=True)`: an Arrow payload's columns copied to aligned memory where they are
-    not; a columnar batch's are built aligned), and
+    came in (kept for the log; None for a columnar batch), to make where the caller chooses, and
     the payload's size in bytes to choose by. decode() raises InvalidInput on malformed input,
     ResourceLimit when an Arrow payload would decompress to more than `max_decompressed`
     bytes. The Arrow payload is read once (a WireAppend's is a view; a message's field copies it
@@ -118,8 +116,8 @@ def batch_decoder(req: pb.AppendRequest | WireAppend, max_decompressed: int = 1 
     again to count it)."""
     if req.WhichOneof("batch") == "arrow_ipc":
         ipc = req.arrow_ipc
-        return (lambda aligned=False: (read_table(ipc, max_decompressed, aligned), ipc)), len(ipc)
-    return (lambda aligned=False: (_columnar_batch(req), None)), req.ByteSize()  # type: ignore[arg-type, union-attr]  # a WireAppend is always Arrow
+        return (lambda: (read_table(ipc, max_decompressed), ipc)), len(ipc)
+    return (lambda: (_columnar_batch(req), None)), req.ByteSize()  # type: ignore[arg-type, union-attr]  # a WireAppend is always Arrow
 
 
 def _columnar_batch(req: pb.AppendRequest) -> pa.Table:

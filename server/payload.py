@@ -88,17 +88,9 @@ def decompressed_size(message: pa.ipc.Message) -> int:
     return total
 
 
-# Buffers copied to their type's alignment where the payload has them elsewhere (as at the
-# odd offset of the arrow_ipc field in a request's bytes)
-_ALIGNED = pa.ipc.IpcReadOptions(ensure_alignment=pa.ipc.Alignment.DataTypeSpecific)
-
-
-def read_table(ipc: bytes | memoryview, max_decompressed: int, aligned: bool = False) -> pa.Table:
+def read_table(ipc: bytes | memoryview, max_decompressed: int) -> pa.Table:
     """The payload as a validated Table; InvalidInput when malformed, ResourceLimit when it would
-    decompress to more than `max_decompressed` bytes (checked before decompressing anything).
-    `aligned`: every buffer at its type's alignment, copied where it is not; otherwise the columns
-    are views into `ipc` wherever it put them (NumPy's reductions and indexed loops take a slow,
-    buffered path over unaligned values: docs/performance.md, Round 25)."""
+    decompress to more than `max_decompressed` bytes (checked before decompressing anything)."""
     try:
         total = 0
         for message in pa.ipc.MessageReader.open_stream(pa.BufferReader(ipc)):
@@ -106,7 +98,7 @@ def read_table(ipc: bytes | memoryview, max_decompressed: int, aligned: bool = F
             if total > max_decompressed:
                 raise ResourceLimit(f"arrow_ipc would decompress to more than {max_decompressed >> 20} MiB "
                                     f"(limit --max-decompressed-mb); send smaller batches")
-        with pa.ipc.open_stream(pa.BufferReader(ipc), options=_ALIGNED if aligned else None) as reader:
+        with pa.ipc.open_stream(pa.BufferReader(ipc)) as reader:
             table = reader.read_all()
         table.validate()
     except (pa.ArrowException, OSError, IndexError) as e:  # ArrowException: ArrowInvalid, ArrowKeyError, ...

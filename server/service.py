@@ -218,11 +218,8 @@ class WindowStoreService(ReplicationRpcs):
         self._allow(context, "write", request.stream)
         limit = self.config.max_decompressed_mb << 20
         decode, size = convert.batch_decoder(request, limit)
-        off_loop = size > _OFF_LOOP_BYTES
-        if off_loop:  # aligned there, not on the loop: the loop's checks and the seal then read aligned columns
-            decode = functools.partial(decode, aligned=True)
         work = decode if schema is None else functools.partial(_decode_digested, decode, schema)
-        if off_loop:
+        if size > _OFF_LOOP_BYTES:
             got = await asyncio.get_running_loop().run_in_executor(self._decoders, work)
         else:
             got = work()

@@ -67,10 +67,10 @@ def measure(parts: int, appends: int, warmup: int, profile: bool = False, sort: 
         driver.command(CreateStream("peer", tuple(SCHEMA.items()), "ts", spec, 0.0)).result(30)
         data = requests(parts, warmup + appends)
         decode, behave, encode, context = append_method(driver)
-        rows = pb.AppendResponse.FromString  # the reply is checked: every row accepted, none late
+        reply_of = pb.AppendResponse.FromString  # the reply is checked: no row late, no duplicate
 
         async def call(d: bytes) -> int:
-            reply = rows(encode(await behave(decode(d), context)))
+            reply = reply_of(encode(await behave(decode(d), context)))
             if reply.late_rows or reply.duplicate:
                 raise RuntimeError(f"unexpected reply: {reply}")
             return reply.accepted_rows

@@ -349,7 +349,9 @@ class WindowStoreService(ReplicationRpcs):
         d = self.driver
         if not d.ready:
             await d.until_ready()
-        if request.read_from or request.HasField("min_slide") or getattr(d, "replication", None) is not None:
+        replica_read = bool(request.read_from or request.HasField("min_slide")
+                            or getattr(d, "replication", None) is not None)
+        if replica_read:
             await self._replica_read(request, streams)
         who = self._admit(context)
         txn = None
@@ -372,8 +374,7 @@ class WindowStoreService(ReplicationRpcs):
         response = pb.QueryResponse()
         if result.cached is not None:  # the answer cache's entry keeps its serialized per-query part
             convert.cached_answer_to_pb(result, streams[0], txn.id, response.answer)
-            if not (request.read_from or request.HasField("min_slide") or request.return_sketches
-                    or getattr(d, "replication", None) is not None):
+            if not (replica_read or request.return_sketches):
                 d.note_request(received.data, result)  # its next call: _answer_known
         else:
             convert.answer_to_pb(result, streams[0], txn.id, response.answer)

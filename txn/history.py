@@ -90,10 +90,18 @@ class History:
         if self._file is not None:
             self._file.write("".join(json.dumps(ev, separators=(",", ":")) + "\n" for ev in _expand(item)))
 
-    def record_read_only(self, stream: str, txn: str, t: float, window_len: int, versions: range, n: int) -> None:
+    def record_read_only(self, stream: str, txn: str, t: float, window_len: int, versions: range, n: int,
+                         as_of: int | None = None) -> None:
         """A read-only transaction of one operation, all at clock time t: its begin (window_len),
         its reads (as record_reads) and its commit, kept as one record (an answer recalled from
-        the answer cache records so on every call)."""
+        the answer cache records so on every call); a pinned read (`as_of`, which its begin says)
+        as the three records."""
+        if as_of is not None:
+            self.record(stream, Op.BEGIN, txn, t, window_len=window_len, as_of=as_of)
+            if versions:
+                self.record_reads(stream, txn, t, versions, n)
+            self.record(stream, Op.COMMIT, txn, t)
+            return
         item = (self.seq, stream, txn, t, window_len, versions, n)  # _READ_ONLY
         self.seq += len(versions) + 2
         self._log.append(item)

@@ -303,7 +303,7 @@ class Scheduler(Slides, Offload, Outcomes):
         answered from the entry it asks for, where run_now would answer it from that entry now: the
         entry's stream is the live one, its window's version is the entry's and the query would
         begin at once (_begins_now). The same transaction as run_now's hit, recorded and counted
-        alike (_recalled, _count_committed), without parsing or planning the query again, and
+        alike (_recalled, _tally), without parsing or planning the query again, and
         without a QueryTxn: it is never active and nobody waits for it. Its Result (`txn`: its
         id); None: not so (run it the usual way)."""
         cache = self.answer_cache
@@ -319,7 +319,7 @@ class Scheduler(Slides, Offload, Outcomes):
         cache.hit(entry)
         next(self._seq)  # (the order a submitted query would have taken)
         result = self._recalled(entry, f"Q{next(self._ids)}", self.clock())
-        self._count_committed(ONETIME, stream.name)
+        self._tally(ONETIME, (stream.name,), "committed")
         return result
 
     def _recall_answer(self, plan: Plan, entry: CachedAnswer, priority: int,
@@ -342,14 +342,8 @@ class Scheduler(Slides, Offload, Outcomes):
         plan = entry.plan
         name = plan.stream.name
         history = self.history
-        if history is not None:  # (as _record records: one clock reading for the three)
-            if plan.as_of is None:
-                history.record_read_only(name, txn_id, now, plan.n_q, entry.reads, plan.stream.window.n)
-            else:  # (a pinned read's begin says which slide)
-                history.record(name, Op.BEGIN, txn_id, now, window_len=plan.n_q, as_of=plan.as_of)
-                if entry.reads:
-                    history.record_reads(name, txn_id, now, entry.reads, plan.stream.window.n)
-                history.record(name, Op.COMMIT, txn_id, now)
+        if history is not None:  # (one clock reading for the begin, the reads and the commit)
+            history.record_read_only(name, txn_id, now, plan.n_q, entry.reads, plan.stream.window.n, plan.as_of)
         self.last_rows = 0
         sealed = entry.sealed_at_ms
         # (positional: a call of a dataclass's __init__ by keywords costs twice as much)

@@ -265,19 +265,18 @@ class Outcomes:
 
     def _count(self, txn: QueryTxn, what: str) -> None:
         """Per class, and per stream (a join counts for each stream it reads)."""
-        c = self.by_class[txn.kind]
+        self._tally(txn.kind, [src.stream.name for src in txn.sources], what)
+
+    def _tally(self, kind: QueryKind, streams, what: str) -> None:
+        """`what` counted once for class `kind` and once for each of `streams` (a transaction that
+        never was a QueryTxn, Scheduler.answer_known, is counted here directly)."""
+        c = self.by_class[kind]
         setattr(c, what, getattr(c, what) + 1)
         by_stream = self.by_stream
-        for src in txn.sources:
-            c = by_stream.get(src.stream.name)  # type: ignore[assignment]  # (a dropped stream's: None)
+        for name in streams:
+            c = by_stream.get(name)  # type: ignore[assignment]  # (a dropped stream's: None)
             if c is not None:
                 setattr(c, what, getattr(c, what) + 1)
-
-    def _count_committed(self, kind: QueryKind, stream: str) -> None:
-        """A single-stream transaction committed that never was a QueryTxn (Scheduler.answer_known):
-        counted as finish_committed counts one."""
-        self.by_class[kind].committed += 1
-        self.by_stream[stream].committed += 1
 
     def _record(self, stream: str, op: Op, txn: str, subwindow=None, version=None, window_len=None,
                 streams=None, as_of=None) -> None:

@@ -373,7 +373,7 @@ class WindowStoreServer:
         from .coordination.metrics import CoordinationCollector
 
         assert self.config.node is not None, "--etcd needs --node (checked at start-up)"
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         roles = None
         if getattr(repl, "coordinated", False):  # the coordinator's decisions go to the replicas (failover.py)
             from .replication.failover import ReplicationRoles

@@ -350,7 +350,7 @@ class WindowStoreService(ReplicationRpcs):
         if not d.ready:
             await d.until_ready()
         replica_read = bool(request.read_from or request.HasField("min_slide")
-                            or getattr(d, "replication", None) is not None)
+                            or d.replication is not None)
         if replica_read:
             await self._replica_read(request, streams)
         who = self._admit(context)

@@ -406,7 +406,7 @@ class Driver:
         submit() would run it at once: serving and not stopping, no step running or scheduled, no
         replication (a replica's reads are checked per call). The engine's clock is advanced first
         (a slide due on it stops the answer). Its Result; None: submit the query."""
-        if not self.ready or self._closed or not self.stepper.idle or getattr(self, "replication", None) is not None:
+        if not self.ready or self._closed or not self.stepper.idle or self.replication is not None:
             return None
         self.engine.tick(self._clock())
         return self.sched.answer_known(key)

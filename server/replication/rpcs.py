@@ -25,7 +25,7 @@ class ReplicationRpcs:
     _run: Callable[..., Any]
 
     def _replication(self) -> Replication:
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         if repl is None:
             raise FailedPrecondition("this server keeps no replicas: replication needs `serve --cluster FILE --node I` "
                                      "or `serve --etcd URL --node I`, and a data directory")
@@ -71,7 +71,7 @@ class ReplicationRpcs:
                               f"told to follow it: {'; '.join(why for _, why in failed)}")
 
     def _check_replica_write(self, cmd) -> None:
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         if repl is not None and repl.parts:
             from .manager import stream_of
             name = stream_of(cmd)
@@ -79,7 +79,7 @@ class ReplicationRpcs:
                 repl.check_write(name)
 
     async def _replica_committed(self, cmd) -> None:
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         if repl is not None and repl.parts:
             from .manager import stream_of
             name = stream_of(cmd)
@@ -90,7 +90,7 @@ class ReplicationRpcs:
     async def _replica_read(self, request, streams: list[str]) -> None:
         """read_from and min_slide of a query: a follower answers only when asked to, once it has
         applied slide min_slide (waiting for it up to min_slide_wait_ms)."""
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         if request.read_from not in ("", "leader", "follower"):
             raise InvalidInput(f"read_from must be 'leader' or 'follower', got {request.read_from[:40]!r}")
         if repl is not None:
@@ -125,7 +125,7 @@ class ReplicationRpcs:
         stream's replica log: the leader's answers are its own, and after a failover the client
         that registered it registers it again on the new leader (clients/follow.py), which is
         simpler than replaying registrations, query ids and answer logs on every follower."""
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         if repl is not None:
             for name in streams:
                 repl.check_write(name)
@@ -133,7 +133,7 @@ class ReplicationRpcs:
     def _moved_query(self, query_id: str) -> None:
         """A periodic query this replica unregistered when it stopped leading its stream:
         FAILED_PRECONDITION naming the leader (where its client registers it again), not NOT_FOUND."""
-        repl = getattr(self.driver, "replication", None)
+        repl = self.driver.replication
         if repl is not None:
             repl.moved_query(query_id)
 

@@ -2,11 +2,65 @@
 and the demo use it."""
 from __future__ import annotations
 
+import collections
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
+
+# how much of each of the server's output pipes is kept for stop() to return (the last of it)
+KEEP_BYTES = 8 << 20
+
+
+class PipeTail:
+    """A child's output pipe read to its end on a thread of its own, the last `keep_bytes` of it
+    kept. A pipe nobody reads fills (64 KiB on Linux) and the child blocks in its next write: for a
+    server, in its logging, and with it its event loop (every refused call is logged, so a writer
+    backing off a full stream froze the server once a few hundred refusals had filled the pipe)."""
+
+    def __init__(self, pipe, name: str, keep_bytes: int = KEEP_BYTES):
+        self.lines = 0  # lines read so far
+        self._kept: collections.deque[str] = collections.deque()
+        self._bytes = 0
+        self._keep = keep_bytes
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, args=(pipe,), name=name, daemon=True)
+        self._thread.start()
+
+    def _read(self, pipe) -> None:
+        try:
+            for line in pipe:
+                with self._lock:
+                    self._kept.append(line)
+                    self._bytes += len(line)
+                    self.lines += 1
+                    while self._bytes > self._keep and len(self._kept) > 1:
+                        self._bytes -= len(self._kept.popleft())
+        except (ValueError, OSError):  # the pipe closed under the reader
+            pass
+
+    def tail(self, n: int) -> list[str]:
+        """The last `n` lines kept, without their line ends."""
+        with self._lock:
+            return [line.rstrip("\n") for line in list(self._kept)[-n:]] if n > 0 else []
+
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self._kept)
+
+    def join(self, timeout: float) -> bool:
+        """Wait until the pipe's end of file (the child and whatever inherited the pipe are gone);
+        False if it did not come within `timeout` seconds."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _check(self) -> None:
+        with self._lock:
+            assert self._bytes == sum(len(line) for line in self._kept)
+            assert self._bytes <= self._keep or len(self._kept) == 1
+            assert self.lines >= len(self._kept)
 
 
 class ServerProcess:
@@ -29,16 +83,23 @@ class ServerProcess:
             self.proc.kill()
             raise RuntimeError(f"server did not start: {line!r} {self.proc.stderr.read()}")  # type: ignore[union-attr]  # stderr=PIPE
         self.target = m.group(1)
+        # both pipes read from now on (stop() returns what they said; a full pipe would block the server)
+        self.stdout = PipeTail(self.proc.stdout, f"server-{self.proc.pid}-stdout")
+        self.stderr = PipeTail(self.proc.stderr, f"server-{self.proc.pid}-stderr")
 
     def stop(self, sig=signal.SIGTERM, timeout: float = 20.0) -> tuple[int, str, str]:
+        """Signal the server, wait for it (killed after `timeout` s) and return its exit code and
+        what it wrote to stdout and stderr (the banner line excepted; the last KEEP_BYTES of each)."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         try:
-            out, err = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            out, err = self.proc.communicate()
-        return self.proc.returncode, out, err
+            self.proc.wait()
+        for pipe in (self.stdout, self.stderr):
+            pipe.join(10.0)  # (a child of the server holding the pipe open: its text so far)
+        return self.proc.returncode, self.stdout.text(), self.stderr.text()
 
     def cpu_seconds(self) -> float:
         """The server's CPU time so far (user + system, all its threads), seconds."""

@@ -64,7 +64,6 @@ import signal
 import struct
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -379,8 +378,6 @@ class Fuzzer:
         self.srv: ServerProcess | None = None
         self.channel: grpc.Channel | None = None
         self.stub: pb_grpc.WindowStoreServiceStub | None = None
-        self.stderr_tail: collections.deque = collections.deque(maxlen=60)
-        self.stderr_lines = 0   # lines of server stderr read so far
         self.failures: dict[tuple, Failure] = {}
         self.passed = 0
         self.failed = 0
@@ -412,29 +409,13 @@ class Fuzzer:
         os.environ.setdefault("PYTHONFAULTHANDLER", "1")   # a crash then prints the server's Python stack
         # a pipelined Append whose predecessor never comes is held this long (the default 10 s is
         # beyond a case's deadline)
-        self.srv = ServerProcess("--append-order-wait-s", str(APPEND_ORDER_WAIT_S))
-        # ServerProcess pipes stdout and stderr; nobody else reads them, so drain them here (a full
-        # pipe would block the server's logging, and with it the server), keeping stderr's tail.
-        drains = [threading.Thread(target=self._drain, args=(stream, keep), daemon=True)
-                  for stream, keep in ((self.srv.proc.stdout, False), (self.srv.proc.stderr, True))]
-        for t in drains:
-            t.start()
-        self.stderr_drain = drains[1]   # ends at the pipe's end of file, once the process is gone
+        self.srv = ServerProcess("--append-order-wait-s", str(APPEND_ORDER_WAIT_S))  # (its pipes read by it)
         self.channel = grpc.insecure_channel(self.srv.target, options=CHANNEL_OPTIONS)
         self.stub = pb_grpc.WindowStoreServiceStub(self.channel)
         self.rss_base = None
         self._reset_state()
         self.setup_control()
         self.rss_base = self.rss()
-
-    def _drain(self, stream, keep: bool) -> None:
-        try:
-            for line in stream:
-                if keep:
-                    self.stderr_tail.append(line.rstrip("\n"))
-                    self.stderr_lines += 1
-        except (ValueError, OSError):
-            pass
 
     def stop_server(self, kill: bool = False) -> None:
         if self.channel is not None:
@@ -636,7 +617,7 @@ class Fuzzer:
                 case = self.next_case()
                 self.kinds_seen[case.kind] += 1
                 self.recent.append(case.kind)
-                stderr_before = self.stderr_lines
+                stderr_before = self.srv.stderr.lines
                 before = self.rows_of(case.atomic)
                 out = self.send(case)
                 if out.code == C.OK and case.on_ok is not None and out.reply is not None:
@@ -655,9 +636,8 @@ class Fuzzer:
                     crashed = self.dying()
                 if crashed:
                     rc = self.srv.proc.wait()
-                    self.stderr_drain.join(10)   # it has read the last of stderr
-                    new = list(self.stderr_tail)[-max(0, min(self.stderr_lines - stderr_before, 60)):] \
-                        if self.stderr_lines > stderr_before else []
+                    self.srv.stderr.join(10)   # it has read the last of stderr
+                    new = self.srv.stderr.tail(min(self.srv.stderr.lines - stderr_before, 60))
                     problems = [p for p in problems if "UNAVAILABLE" not in p[1]]
                     problems.append(("crash", f"the server process died (exit status {rc}); its stderr: "
                                               f"{crash_excerpt(new)}"))

@@ -58,7 +58,7 @@ that backlog, so the first windows hold more rows than the feed's rate; counts s
 
 
 def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
-    from .process import ServerProcess
+    from .process import PipeTail, ServerProcess
 
     print("== windowstore demo: server + Spark feeder + periodic and one-time queries", flush=True)
     data_dir = tempfile.mkdtemp(prefix="windowstore-demo-")
@@ -70,6 +70,7 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
                                "--stream", "packets", "--rows-per-second", str(rate), "--duration-s",
                                str(duration_s + 30)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    feeder_output = PipeTail(feeder.stdout, "demo-feeder-output")  # read as it comes: a full pipe would stop it
     print("starting the Spark feeder (the JVM takes a few seconds)...", flush=True)
     latest: dict[str, Answer] = {}
     stop = threading.Event()
@@ -89,7 +90,8 @@ def run(duration_s: float = 60.0, rate: int = 20_000) -> int:
             if t_end is not None and time.monotonic() >= t_end:
                 break
             if feeder.poll() is not None:
-                print(feeder.stdout.read(), flush=True)  # type: ignore[union-attr]  # stdout=PIPE
+                feeder_output.join(10.0)
+                print(feeder_output.text(), flush=True)
                 print("the feeder stopped early", flush=True)
                 break
             time.sleep(2.0)

@@ -170,6 +170,12 @@ class LocalScheduler:
         periods); True when the tasks were formed again. Nothing here."""
         return False
 
+    def watch_overload(self, slides: Callable[[str], int] | None = None) -> bool:
+        """Look at which groups have a member past its own SLIDE (Hybrid: such a group runs at its
+        sub-groups' own periods until it keeps up again); True when the tasks were formed again.
+        Nothing here."""
+        return False
+
     def choosing(self, gid=None) -> bool:
         """Whether a group's choice of periods is still being made (Hybrid). None here."""
         return False
@@ -248,7 +254,16 @@ class Hybrid(Conservative):
     The choices share one memo of schedule costs (8.4.4: "memorizing"). Given the streams' slides
     (refine), a choice takes its first step only once its group's stream has slid after the change
     that started it: a burst of registrations (each starts the group's choice again) then costs no
-    steps thrown away."""
+    steps thrown away.
+
+    Overload (watch_overload): the shortened periods are costed for a server that keeps up (every
+    execution on time, cost.STORE's steady state). While a member of a group is late (more
+    updates since its last answer than its own SLIDE), each of the group's sub-groups runs at its
+    own period, as Conservative's do (and late tasks join as the subclass's late sharing says): an
+    early run then spends the time a late task needs. The group returns to its chosen periods once
+    none of its members has been late for its longest SLIDE (hysteresis: a group at the edge of
+    its capacity does not switch at every slide). Nothing is dropped by switching: the members'
+    updates since their last answers are kept, and a task is formed for each of them."""
 
     mode = SharingMode.HYBRID
 
@@ -258,6 +273,10 @@ class Hybrid(Conservative):
         self.choosing_now: dict = {}  # per group: (signature, PeriodChoice) being made (with a budget)
         self.seen_at: dict = {}   # per group being chosen for: its stream's slide when refine first saw the choice
         self.costs: dict = {}     # the choices' memo of schedule costs (PeriodChoice)
+        self.late_at: dict = {}   # per group running at its own periods (overload): the slide it was last seen late
+        self.own: dict = {}       # per group: its members' own SLIDEs [(member, SLIDE)], and the longest
+        self.clock = 0            # updates seen (update()): the slides when watch_overload is given none
+        self.overloads = 0        # times a group with shortened periods went back to its own (for the tests, bench)
         super().__init__(groups, model)
 
     @staticmethod
@@ -268,6 +287,11 @@ class Hybrid(Conservative):
         return tuple((p, signature(outs)) for p, outs in sorted(subgroups.items()))
 
     def _periods(self, gid, subgroups):
+        chosen = self._chosen(gid, subgroups)
+        return {p: p for p in subgroups} if gid in self.late_at else chosen
+
+    def _chosen(self, gid, subgroups) -> dict[int, int]:
+        """The group's chosen periods (Conservative's while the choice is being made)."""
         sig = self._signature(subgroups)
         made = self.chosen.get(gid)
         if made is not None and made[0] == sig:
@@ -312,6 +336,36 @@ class Hybrid(Conservative):
             self.sync()
         return made
 
+    def update(self) -> None:
+        super().update()
+        self.clock += 1
+        self.watch_overload()
+
+    def watch_overload(self, slides: Callable[[str], int] | None = None) -> bool:
+        """Switch the groups that fell late to their own periods, and those that kept up for their
+        longest SLIDE back to their chosen ones (the class docstring); the tasks are formed again
+        when a group whose chosen periods shorten one switches. `slides(stream)`: its latest slide
+        (the server); without it, the updates seen. A scan of every member, as pick_all's is."""
+        since, late_at, changed = self.since, self.late_at, False
+        for gid, (owed, calm) in self.own.items():
+            now = self.clock if slides is None else slides(self.groups.groups[gid][0].leader.stream)
+            if any(since[m] > p for m, p in owed):
+                if gid not in late_at and self._shortens(gid):
+                    changed = True
+                    self.overloads += 1
+                late_at[gid] = now
+            elif gid in late_at and now - late_at[gid] >= calm:
+                del late_at[gid]
+                changed = changed or self._shortens(gid)
+        if changed:
+            self.sync()
+        return changed
+
+    def _shortens(self, gid) -> bool:
+        """Whether the group's chosen periods run a sub-group more often than its own SLIDE."""
+        made = self.chosen.get(gid)
+        return made is not None and any(p != q for p, q in made[1].items())
+
     def _settled(self, gid, slides: Callable[[str], int]) -> bool:
         """Whether group `gid` has gone a slide of its stream unchanged since its choice was seen
         (the first call for a choice notes the slide and says no). Registrations come in bursts
@@ -338,7 +392,10 @@ class Hybrid(Conservative):
 
     def _tasks(self) -> list[Task]:
         tasks = super()._tasks()
-        for kept in (self.chosen, self.choosing_now, self.seen_at):
+        self.own = {gid: ([(mid, m.period) for o in outs for mid, m in o.members.items()],
+                          max(m.period for o in outs for m in o.members.values()))
+                    for gid, outs in self.groups.groups.items()}
+        for kept in (self.chosen, self.choosing_now, self.seen_at, self.late_at):
             for gid in [g for g in kept if g not in self.groups.groups]:
                 del kept[gid]  # a group that is gone
         return tasks
@@ -348,6 +405,14 @@ class Hybrid(Conservative):
         assert set(self.chosen) <= set(self.groups.groups) and set(self.choosing_now) <= set(self.groups.groups)
         assert not set(self.chosen) & set(self.choosing_now), "a group's choice is made or being made"
         assert set(self.seen_at) <= set(self.choosing_now), "a slide noted for a choice being made only"
+        assert set(self.own) == set(self.groups.groups) and set(self.late_at) <= set(self.groups.groups)
+        for gid, (owed, calm) in self.own.items():
+            assert sorted(owed) == sorted((mid, m.period) for o in self.groups.groups[gid] for mid, m in o.members.items())
+            assert calm == max(p for _, p in owed)
+        assert self.overloads >= 0
+        for t in self.tasks:
+            if t.gid in self.late_at:
+                assert all(o.period == t.period for o in t.outputs), "a late group runs at its own periods"
         assert self.budget is not None or not self.choosing_now, "without a budget, choices are made at once"
         for gid, (sig, choice) in self.choosing_now.items():
             assert choice.result is None and sig == self._signature(self.groups.subgroups(gid))

@@ -262,8 +262,10 @@ class Hybrid(Conservative):
     own period, as Conservative's do (and late tasks join as the subclass's late sharing says): an
     early run then spends the time a late task needs. The group returns to its chosen periods once
     none of its members has been late for its longest SLIDE (hysteresis: a group at the edge of
-    its capacity does not switch at every slide). Nothing is dropped by switching: the members'
-    updates since their last answers are kept, and a task is formed for each of them."""
+    its capacity does not switch at every slide), and, within another longest SLIDE, once no task
+    is overdue by the return alone.
+    Nothing is dropped by switching: the members' updates since their last answers are kept, and a
+    task is formed for each of them."""
 
     mode = SharingMode.HYBRID
 
@@ -274,7 +276,7 @@ class Hybrid(Conservative):
         self.seen_at: dict = {}   # per group being chosen for: its stream's slide when refine first saw the choice
         self.costs: dict = {}     # the choices' memo of schedule costs (PeriodChoice)
         self.late_at: dict = {}   # per group running at its own periods (overload): the slide it was last seen late
-        self.own: dict = {}       # per group: its members' own SLIDEs [(member, SLIDE)], and the longest
+        self.own: dict = {}       # per group: [(member, its SLIDE, its output's SLIDE)], and the longest SLIDE
         self.clock = 0            # updates seen (update()): the slides when watch_overload is given none
         self.overloads = 0        # times a group with shortened periods went back to its own (for the tests, bench)
         super().__init__(groups, model)
@@ -341,25 +343,38 @@ class Hybrid(Conservative):
         self.clock += 1
         self.watch_overload()
 
-    def watch_overload(self, slides: Callable[[str], int] | None = None) -> bool:
+    def watch_overload(self, slides: Callable[[str], int] | None = None, answering=frozenset()) -> bool:
         """Switch the groups that fell late to their own periods, and those that kept up for their
         longest SLIDE back to their chosen ones (the class docstring); the tasks are formed again
-        when a group whose chosen periods shorten one switches. `slides(stream)`: its latest slide
-        (the server); without it, the updates seen. A scan of every member, as pick_all's is."""
+        when a group whose chosen periods shorten one switches. A member in `answering` (an
+        execution for it under way) is not late: its answer's lateness is its execution's. The
+        return waits until it makes no task overdue at once, each member having gone no longer
+        without an answer than its chosen period (a task overdue by the switch alone would run
+        before the tasks really late), but no longer than another longest SLIDE (sub-groups
+        whose phases never meet so). `slides(stream)`: its latest slide (the server); without it, the
+        updates seen. A scan of every member, as pick_all's is."""
         since, late_at, changed = self.since, self.late_at, False
         for gid, (owed, calm) in self.own.items():
             now = self.clock if slides is None else slides(self.groups.groups[gid][0].leader.stream)
-            if any(since[m] > p for m, p in owed):
+            if any(since[m] > p for m, p, _ in owed if m not in answering):
                 if gid not in late_at and self._shortens(gid):
                     changed = True
                     self.overloads += 1
                 late_at[gid] = now
             elif gid in late_at and now - late_at[gid] >= calm:
-                del late_at[gid]
-                changed = changed or self._shortens(gid)
+                if not self._shortens(gid):
+                    del late_at[gid]
+                elif now - late_at[gid] >= 2 * calm or self._in_step(gid, owed):
+                    del late_at[gid]
+                    changed = True
         if changed:
             self.sync()
         return changed
+
+    def _in_step(self, gid, owed) -> bool:
+        """Whether every member but a CS8 repeat has answered within its chosen period."""
+        target, since = self.chosen[gid][1], self.since
+        return all(since[m] <= target[op] for m, p, op in owed if p == op)
 
     def _shortens(self, gid) -> bool:
         """Whether the group's chosen periods run a sub-group more often than its own SLIDE."""
@@ -392,7 +407,7 @@ class Hybrid(Conservative):
 
     def _tasks(self) -> list[Task]:
         tasks = super()._tasks()
-        self.own = {gid: ([(mid, m.period) for o in outs for mid, m in o.members.items()],
+        self.own = {gid: ([(mid, m.period, o.period) for o in outs for mid, m in o.members.items()],
                           max(m.period for o in outs for m in o.members.values()))
                     for gid, outs in self.groups.groups.items()}
         for kept in (self.chosen, self.choosing_now, self.seen_at, self.late_at):
@@ -407,8 +422,9 @@ class Hybrid(Conservative):
         assert set(self.seen_at) <= set(self.choosing_now), "a slide noted for a choice being made only"
         assert set(self.own) == set(self.groups.groups) and set(self.late_at) <= set(self.groups.groups)
         for gid, (owed, calm) in self.own.items():
-            assert sorted(owed) == sorted((mid, m.period) for o in self.groups.groups[gid] for mid, m in o.members.items())
-            assert calm == max(p for _, p in owed)
+            assert sorted(owed) == sorted((mid, m.period, o.period) for o in self.groups.groups[gid]
+                                          for mid, m in o.members.items())
+            assert calm == max(p for _, p, _ in owed)
         assert self.overloads >= 0
         for t in self.tasks:
             if t.gid in self.late_at:

@@ -170,7 +170,7 @@ class LocalScheduler:
         periods); True when the tasks were formed again. Nothing here."""
         return False
 
-    def watch_overload(self, slides: Callable[[str], int] | None = None) -> bool:
+    def watch_overload(self, slides: Callable[[str], int] | None = None, answering=frozenset()) -> bool:
         """Look at which groups have a member past its own SLIDE (Hybrid: such a group runs at its
         sub-groups' own periods until it keeps up again); True when the tasks were formed again.
         Nothing here."""

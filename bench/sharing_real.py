@@ -9,6 +9,7 @@ Writes OUT/experiment.json and, with matplotlib, OUT/throughput_RATE.png and OUT
 
     python -m bench.sharing_real [--out docs/sharing/real] [--seconds 20] [--warmup 5] [--subwindow-ms 100]
                                  [--policy ttu] [--streams 1] [--register-s 60] [--cpu-quota CORES]
+                                 [--ingest inline|writer]
 
 `make sharing-experiment-real` runs it twice (docs/sharing.md): under the server's default policy
 with every query on one stream, and as the thesis ran it, answers as of their begin and never
@@ -117,24 +118,33 @@ def write(target: str, streams: list[str], rows: int, scale: int, subwindow_ms: 
     """The WRITER ingest (run in its own process): a thread per stream appends sub-window k's
     packets (the same in every stream, drawn from (seed, k)) and slides it, for k from `first`, at
     `start` (time.monotonic, the same clock in every process) + n sub-windows, until `total` seconds
-    or `stop`; `done[i]`: the sub-windows stream i has slid."""
+    or `stop`; `done[i]`: the sub-windows stream i has slid. A thread's error stops the others and
+    fails the process (its exit code tells the driver)."""
+    failed: list[BaseException] = []
+
     def one(i: int, name: str) -> None:
-        with Client(target, timeout=120) as ws:
-            n = 0
-            while time.monotonic() - start < total and not stop.is_set():
-                k = first + n
-                ws.append(name, packets(np.random.default_rng((seed, k)), rows, scale, k * subwindow_ms))
-                ws.slide(name)
-                n += 1
-                done[i] = n
-                pause = start + n * subwindow_ms / 1000 - time.monotonic()
-                if pause > 0:
-                    stop.wait(pause)
+        try:
+            with Client(target, timeout=120) as ws:
+                n = 0
+                while time.monotonic() - start < total and not stop.is_set():
+                    k = first + n
+                    ws.append(name, packets(np.random.default_rng((seed, k)), rows, scale, k * subwindow_ms))
+                    ws.slide(name)
+                    n += 1
+                    done[i] = n
+                    pause = start + n * subwindow_ms / 1000 - time.monotonic()
+                    if pause > 0:
+                        stop.wait(pause)
+        except BaseException as e:
+            failed.append(e)
+            stop.set()
     threads = [threading.Thread(target=one, args=(i, name), name=f"writer-{name}") for i, name in enumerate(streams)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if failed:
+        raise failed[0]
 
 
 @dataclass

@@ -296,7 +296,7 @@ class Hybrid(Conservative):
         return tuple((p, signature(outs)) for p, outs in sorted(subgroups.items()))
 
     def _periods(self, gid, subgroups):
-        chosen = self._chosen(gid, subgroups)
+        chosen = self._chosen(gid, subgroups)  # (a late group's held choice goes on being made)
         return self._chosen_late(gid, subgroups) if gid in self.late_at else chosen
 
     def _chosen_late(self, gid, subgroups) -> dict[int, int]:
@@ -445,7 +445,6 @@ class Hybrid(Conservative):
             assert sorted(owed) == sorted((mid, m.period, o.period) for o in self.groups.groups[gid]
                                           for mid, m in o.members.items())
             assert calm == max(p for _, p, _ in owed)
-        assert self.overloads >= 0
         assert set(self.chosen_late) <= set(self.groups.groups)
         for t in self.tasks:
             if t.gid in self.late_at:

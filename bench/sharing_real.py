@@ -9,6 +9,7 @@ Writes OUT/experiment.json and, with matplotlib, OUT/throughput_RATE.png and OUT
 
     python -m bench.sharing_real [--out docs/sharing/real] [--seconds 20] [--warmup 5] [--subwindow-ms 100]
                                  [--policy ttu] [--streams 1] [--register-s 60] [--cpu-quota CORES]
+                                 [--ingest inline|writer]
 
 `make sharing-experiment-real` runs it twice (docs/sharing.md): under the server's default policy
 with every query on one stream, and as the thesis ran it, answers as of their begin and never
@@ -21,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import enum
 import json
+import multiprocessing
 import random
 import sys
 import threading
@@ -97,6 +100,53 @@ def packets(rng: np.random.Generator, rows: int, scale: int, ts: int) -> dict:
             "bytes": rng.integers(40, 1500, rows)}
 
 
+class Ingest(enum.StrEnum):
+    """How the paced rows reach the server. INLINE: the driving process appends and slides each
+    stream in turn, synchronously, beside its one-time queries: an overloaded server receives its
+    rows later (the pace falls behind), so it sets its own rate. WRITER: a separate process with a
+    thread per stream, each appending and sliding its stream on the wall clock's deadlines (behind:
+    no pause, catching up), so the rate the server is offered does not wait for the other streams'
+    calls or the driver's; what the server cannot take in still slows it (a call waits for its
+    reply), as a real writer's would."""
+
+    INLINE = "inline"
+    WRITER = "writer"
+
+
+def write(target: str, streams: list[str], rows: int, scale: int, subwindow_ms: int, seed: int, first: int,
+          start: float, total: float, done, stop) -> None:
+    """The WRITER ingest (run in its own process): a thread per stream appends sub-window k's
+    packets (the same in every stream, drawn from (seed, k)) and slides it, for k from `first`, at
+    `start` (time.monotonic, the same clock in every process) + n sub-windows, until `total` seconds
+    or `stop`; `done[i]`: the sub-windows stream i has slid. A thread's error stops the others and
+    fails the process (its exit code tells the driver)."""
+    failed: list[BaseException] = []
+
+    def one(i: int, name: str) -> None:
+        try:
+            with Client(target, timeout=120) as ws:
+                n = 0
+                while time.monotonic() - start < total and not stop.is_set():
+                    k = first + n
+                    ws.append(name, packets(np.random.default_rng((seed, k)), rows, scale, k * subwindow_ms))
+                    ws.slide(name)
+                    n += 1
+                    done[i] = n
+                    pause = start + n * subwindow_ms / 1000 - time.monotonic()
+                    if pause > 0:
+                        stop.wait(pause)
+        except BaseException as e:
+            failed.append(e)
+            stop.set()
+    threads = [threading.Thread(target=one, args=(i, name), name=f"writer-{name}") for i, name in enumerate(streams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failed:
+        raise failed[0]
+
+
 @dataclass
 class Drive:
     """What one run against a server saw: every kept answer per query (query id -> its Panel and
@@ -135,19 +185,22 @@ class SlowRegistration(Exception):
 
 def drive(target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
           seed: int = 1, scale: int = 1, register_s: float = 60.0, cpu: Callable[[], float] = lambda: 0.0,
-          registered: Callable[[], None] = lambda: None) -> Drive:
+          registered: Callable[[], None] = lambda: None, ingest: Ingest = Ingest.INLINE) -> Drive:
     """Fill the stream's window (KEEP sub-windows, back to back), register `items`, then append and
-    slide at `rate` rows/s in sub-windows of `subwindow_ms` (paced here, on a manual clock) for
-    `warmup_s` and then `seconds` measured, with one one-time query a second on another thread.
+    slide at `rate` rows/s in sub-windows of `subwindow_ms` (paced as `ingest` says, on a manual
+    clock) for `warmup_s` and then `seconds` measured, with one one-time query a second on another
+    thread.
     SlowRegistration when registering takes more than `register_s` (the run is not made). `cpu()`:
     the server's CPU seconds so far (its figure over the measured span is `server_cpu_s`).
     `registered()` is called once the queries are registered, before the paced ingest."""
     with Client(target, timeout=120) as ws:
-        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, cpu, registered)
+        return _drive(ws, target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, cpu, registered,
+                      ingest)
 
 
 def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
-           seed: int, scale: int, register_s: float, cpu: Callable[[], float], registered: Callable[[], None]) -> Drive:
+           seed: int, scale: int, register_s: float, cpu: Callable[[], float], registered: Callable[[], None],
+           ingest_by: Ingest) -> Drive:
     rng = np.random.default_rng(seed)
     streams = sorted({p.stream for p in items})
     for name in streams:
@@ -191,18 +244,40 @@ def _drive(ws: Client, target: str, items: list[Panel], rate: int, subwindow_ms:
     total = warmup_s + seconds
     n = 0
     try:
-        while (now := time.monotonic() - start) < total:
-            if not run.t0_ms and now >= warmup_s:
-                run.t0_ms, run.slide0 = time.time() * 1000, k - 1
+        if ingest_by is Ingest.INLINE:
+            while (now := time.monotonic() - start) < total:
+                if not run.t0_ms and now >= warmup_s:
+                    run.t0_ms, run.slide0 = time.time() * 1000, k - 1
+                    before = counters(ws.stats())
+                    cpu0 = cpu()
+                ingest(k)
+                k += 1
+                n += 1
+                pause = start + n * subwindow_ms / 1000 - time.monotonic()  # pacing (behind: no pause, catch up)
+                if pause > 0:
+                    time.sleep(pause)
+            run.t1_ms, run.slide1 = time.time() * 1000, k - 1
+        else:
+            spawn = multiprocessing.get_context("spawn")  # (no fork of a process holding gRPC channels)
+            done, halt = spawn.Array("q", len(streams)), spawn.Event()
+            writer = spawn.Process(target=write, args=(target, streams, rows, scale, subwindow_ms, seed, k, start,
+                                                       total, done, halt), name="writer")
+            writer.start()
+            try:
+                stop.wait(max(0.0, start + warmup_s - time.monotonic()))
+                run.t0_ms, run.slide0 = time.time() * 1000, k + max(done) - 1  # (the stream that slid the most)
                 before = counters(ws.stats())
                 cpu0 = cpu()
-            ingest(k)
-            k += 1
-            n += 1
-            pause = start + n * subwindow_ms / 1000 - time.monotonic()  # pacing (behind: no pause, catch up)
-            if pause > 0:
-                time.sleep(pause)
-        run.t1_ms, run.slide1 = time.time() * 1000, k - 1
+                stop.wait(max(0.0, start + total - time.monotonic()))
+                run.t1_ms = time.time() * 1000
+            finally:
+                halt.set()
+                writer.join(timeout=120)
+                if writer.is_alive():
+                    writer.kill()
+            if writer.exitcode:
+                raise RuntimeError(f"the writer process failed: exit code {writer.exitcode}")
+            run.slide1 = k + max(done) - 1  # (its calls in flight at the end included: no answer beyond it)
         run.server_cpu_s = cpu() - cpu0
         after = counters(ws.stats())
         run.counters = {key: after[key] - before.get(key, 0) for key in after}
@@ -288,11 +363,12 @@ class Point:
     policy: str = "ttu"
     streams: int = 1
     cpu_quota: float | None = None  # the server's CPU cap in cores while paced (bench/cpu_quota.py), None: none
+    ingest: str = Ingest.INLINE.value
 
 
 def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: float, seconds: float,
           checks: int, seed: int, register_s: float, policy: str = "ttu", streams: int = 1,
-          cpu_quota: float | None = None) -> Point:
+          cpu_quota: float | None = None, ingest: Ingest = Ingest.INLINE) -> Point:
     """One mode at one point. With `cpu_quota` the server runs the paced ingest (warm-up and
     measured span) under that many cores of CPU; registering and the checks after are not capped."""
     items = panels(per_group, seed, streams)
@@ -302,18 +378,18 @@ def point(mode: str, per_group: int, rate: int, subwindow_ms: int, warmup_s: flo
         quota = capped.enter_context(CpuQuota(cpu_quota)) if cpu_quota else None
         try:
             run = drive(s.target, items, rate, subwindow_ms, warmup_s, seconds, seed, scale, register_s, s.cpu_seconds,
-                        (lambda: quota.add(s.proc.pid)) if quota else (lambda: None))
+                        (lambda: quota.add(s.proc.pid)) if quota else (lambda: None), ingest)
         except SlowRegistration as e:
             return Point(mode, len(items), rate, subwindow_ms, 0, {"registered": e.registered, "register_s": e.seconds},
                          f"registering {len(items)} queries took more than {register_s:g} s ({e})", policy, streams,
-                         cpu_quota)
+                         cpu_quota, ingest.value)
         figs = figures(run)
         if quota:
             figs["throttled_s"] = round(quota.throttled_s(), 2)
             capped.close()
         with Client(s.target, timeout=120) as ws:
             checked = check(ws, run, checks, seed)
-    return Point(mode, len(items), rate, subwindow_ms, checked, figs, "", policy, streams, cpu_quota)
+    return Point(mode, len(items), rate, subwindow_ms, checked, figs, "", policy, streams, cpu_quota, ingest.value)
 
 
 def plot(rows: list[dict], out: Path) -> None:
@@ -360,6 +436,9 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--cpu-quota", type=float, metavar="CORES",
                     help="cap the server at CORES of CPU while paced (Linux cgroups, root): the overload the "
                          "thesis's machine was in at these points (bench/cpu_quota.py)")
+    ap.add_argument("--ingest", choices=[i.value for i in Ingest], default=Ingest.INLINE.value,
+                    help="inline: the driver appends and slides each stream in turn (an overloaded server gets its "
+                         "rows later); writer: a separate process, a thread per stream, paced by the wall clock")
     ap.add_argument("--replot", action="store_true", help="only draw the plots again from OUT/experiment.json")
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -376,10 +455,10 @@ def main(argv=None) -> list[dict]:
                 if m in too_slow and len(KEYS) * k >= too_slow[m]:
                     p = asdict(Point(m, len(KEYS) * k, rate, args.subwindow_ms, 0, {},
                                      f"not run: registering {too_slow[m]} queries took more than {args.register_s:g} s",
-                                     args.policy, args.streams, args.cpu_quota))
+                                     args.policy, args.streams, args.cpu_quota, args.ingest))
                 else:
                     p = asdict(point(m, k, rate, args.subwindow_ms, args.warmup, args.seconds, args.checks, args.seed,
-                                     args.register_s, args.policy, args.streams, args.cpu_quota))
+                                     args.register_s, args.policy, args.streams, args.cpu_quota, Ingest(args.ingest)))
                     if p["skipped"]:
                         too_slow[m] = min(too_slow.get(m, p["queries"]), p["queries"])
                 print(json.dumps(p), flush=True)

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import pytest
 
-from bench.sharing_real import KEYS, check, drive, figures, lateness, panels
+from bench.sharing_real import KEYS, Ingest, check, drive, figures, lateness, panels
 from windowstore.clients import Client
 from windowstore.server.process import ServerProcess
 
 
 @pytest.mark.slow
-def test_the_real_runs_figures_are_those_of_the_answers_it_received():
-    items = panels(1)  # one query per group: 8 queries, WINDOW 20..100 and SLIDE 1..WINDOW/2 sub-windows
+@pytest.mark.parametrize("ingest", list(Ingest))
+def test_the_real_runs_figures_are_those_of_the_answers_it_received(ingest):
+    """Under either ingest: the driver's own calls, or a writer process with a thread per stream."""
+    items = panels(1, streams=len(KEYS) if ingest is Ingest.WRITER else 1)
+    # one query per group: 8 queries, WINDOW 20..100 and SLIDE 1..WINDOW/2 sub-windows
     with ServerProcess("--sharing", "conservative") as s:
         cpu_start = s.cpu_seconds()
         run = drive(s.target, items, rate=1500, subwindow_ms=50, warmup_s=0.5, seconds=2.5, register_s=30,
-                    cpu=s.cpu_seconds)
+                    cpu=s.cpu_seconds, ingest=ingest)
         cpu_end = s.cpu_seconds()
         with Client(s.target, timeout=60) as ws:
             checked = check(ws, run, count=20)

@@ -361,6 +361,8 @@ class SharedTasks:
                 since[mid] = period[mid] + stream.window.latest - next(iter(task.since.values()))  # type: ignore[union-attr]  # set at registration
             if task.running is not None or not task.active or (failed and stream.name in failed):
                 excluded.add(mid)
+        # a hybrid's group with a member late (not being answered) runs at its choice for drifting phases until it keeps up
+        self.local.watch_overload(lambda name: streams[name].window.latest if name in streams else 0, excluded)
         # a due task held back by a member an earlier execution is answering: look again when an
         # execution ends. Those this spawn submits are not held back (their execution answers them):
         # judged before submitting, so an execution's delivery spawns again only when it may free a

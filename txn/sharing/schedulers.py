@@ -9,10 +9,11 @@ output); a task is due at d <= 0, and late at d < 0. Nothing is dropped: a late 
 queue, the most overdue first."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Hashable
 
-from .cost import CostModel, PeriodChoice, choose_periods, signature
+from .cost import CostModel, PeriodChoice, Phasing, choose_periods, signature
 from .groups import Groups, Output
 from .modes import SharingMode
 
@@ -170,6 +171,12 @@ class LocalScheduler:
         periods); True when the tasks were formed again. Nothing here."""
         return False
 
+    def watch_overload(self, slides: Callable[[str], int] | None = None, answering=frozenset()) -> bool:
+        """Look at which groups have a member past its own SLIDE (Hybrid: such a group runs at the
+        periods chosen for drifting phases until it keeps up again); True when the tasks were
+        formed again. Nothing here."""
+        return False
+
     def choosing(self, gid=None) -> bool:
         """Whether a group's choice of periods is still being made (Hybrid). None here."""
         return False
@@ -248,7 +255,20 @@ class Hybrid(Conservative):
     The choices share one memo of schedule costs (8.4.4: "memorizing"). Given the streams' slides
     (refine), a choice takes its first step only once its group's stream has slid after the change
     that started it: a burst of registrations (each starts the group's choice again) then costs no
-    steps thrown away."""
+    steps thrown away.
+
+    Overload (watch_overload): the choice is costed with each sub-group held at its phase
+    (Phasing.HELD), the schedule Algorithm 10 runs while every task is on time. While a member of
+    a group is late (more updates since its last answer than its own SLIDE) that schedule is not
+    what runs: a late task's d is reset to its period when it is done (8.4.2), so sub-groups run
+    apart drift and meet only by chance (Phasing.DRIFTING), and only a shortened period, always
+    run with its anchor, stays in step. So a late group runs at the periods chosen for drifting
+    phases (the store's model without its memo and covers, which DRIFTING does not cost; chosen
+    at once, memoised per sub-groups). The group returns to its held choice once none of its
+    members has been late for its longest SLIDE (hysteresis: a group at the edge of its capacity
+    does not switch at every slide) and, within another longest SLIDE, once no task is overdue by
+    the return alone. Nothing is dropped by switching: the members' updates since their last
+    answers are kept, and a task is formed for each of them."""
 
     mode = SharingMode.HYBRID
 
@@ -258,6 +278,14 @@ class Hybrid(Conservative):
         self.choosing_now: dict = {}  # per group: (signature, PeriodChoice) being made (with a budget)
         self.seen_at: dict = {}   # per group being chosen for: its stream's slide when refine first saw the choice
         self.costs: dict = {}     # the choices' memo of schedule costs (PeriodChoice)
+        self.late_at: dict = {}   # per group running at its drifting choice (overload): the slide it was last seen late
+        self.chosen_late: dict = {}  # per group: (its sub-groups' signature, the choice for drifting phases)
+        self.late_costs: dict = {}   # those choices' memo of schedule costs
+        self.late_model = dataclasses.replace(model or CostModel(), memo=False, cover=None, slide=False,
+                                              phasing=Phasing.DRIFTING)
+        self.own: dict = {}       # per group: [(member, its SLIDE, its output's SLIDE)], and the longest SLIDE
+        self.clock = 0            # updates seen (update()): the slides when watch_overload is given none
+        self.overloads = 0        # times a late group switched to its drifting choice (the tests)
         super().__init__(groups, model)
 
     @staticmethod
@@ -268,6 +296,25 @@ class Hybrid(Conservative):
         return tuple((p, signature(outs)) for p, outs in sorted(subgroups.items()))
 
     def _periods(self, gid, subgroups):
+        chosen = self._chosen(gid, subgroups)  # (a late group's held choice goes on being made)
+        return self._chosen_late(gid, subgroups) if gid in self.late_at else chosen
+
+    def _chosen_late(self, gid, subgroups) -> dict[int, int]:
+        """The group's periods chosen for drifting phases (overload), made at once: closed-form
+        costs, no slides simulated."""
+        sig = self._signature(subgroups)
+        made = self.chosen_late.get(gid)
+        if made is None or made[0] != sig:
+            made = self.chosen_late[gid] = (sig, choose_periods(subgroups, self.late_model, None, self.late_costs))
+        return made[1]
+
+    def _held(self, gid) -> dict[int, int]:
+        """The periods the group runs at while it keeps up: its choice, or its own while being made."""
+        made = self.chosen.get(gid)
+        return made[1] if made is not None else {p: p for p in self.groups.subgroups(gid)}
+
+    def _chosen(self, gid, subgroups) -> dict[int, int]:
+        """The group's chosen periods (Conservative's while the choice is being made)."""
         sig = self._signature(subgroups)
         made = self.chosen.get(gid)
         if made is not None and made[0] == sig:
@@ -312,6 +359,48 @@ class Hybrid(Conservative):
             self.sync()
         return made
 
+    def update(self) -> None:
+        super().update()
+        self.clock += 1
+        self.watch_overload()
+
+    def watch_overload(self, slides: Callable[[str], int] | None = None, answering=frozenset()) -> bool:
+        """Switch the groups that fell late to their drifting choice, and those that kept up for
+        their longest SLIDE back to their held one (the class docstring); the tasks are formed
+        again when the two choices of a group that switches differ. A member in `answering` (an
+        execution for it under way) is not late: its answer's lateness is its execution's. The
+        return waits until it makes no task overdue at once, each member having gone no longer
+        without an answer than its held period (a task overdue by the switch alone would run
+        before the tasks really late), but no longer than another longest SLIDE (sub-groups
+        whose phases never meet so). `slides(stream)`: its latest slide (the server); without
+        it, the updates seen. A scan of every member, as pick_all's is."""
+        since, late_at, changed = self.since, self.late_at, False
+        for gid, (owed, calm) in self.own.items():
+            now = self.clock if slides is None else slides(self.groups.groups[gid][0].leader.stream)
+            if any(since[m] > p for m, p, _ in owed if m not in answering):
+                if gid not in late_at and self._differs(gid):
+                    changed = True
+                    self.overloads += 1
+                late_at[gid] = now
+            elif gid in late_at and now - late_at[gid] >= calm:
+                if not self._differs(gid):
+                    del late_at[gid]
+                elif now - late_at[gid] >= 2 * calm or self._in_step(gid, owed):
+                    del late_at[gid]
+                    changed = True
+        if changed:
+            self.sync()
+        return changed
+
+    def _differs(self, gid) -> bool:
+        """Whether the group's drifting choice runs some sub-group at another period than its held one."""
+        return self._chosen_late(gid, self.groups.subgroups(gid)) != self._held(gid)
+
+    def _in_step(self, gid, owed) -> bool:
+        """Whether every member but a CS8 repeat has answered within its held period."""
+        target, since = self._held(gid), self.since
+        return all(since[m] <= target[op] for m, p, op in owed if p == op)
+
     def _settled(self, gid, slides: Callable[[str], int]) -> bool:
         """Whether group `gid` has gone a slide of its stream unchanged since its choice was seen
         (the first call for a choice notes the slide and says no). Registrations come in bursts
@@ -338,7 +427,10 @@ class Hybrid(Conservative):
 
     def _tasks(self) -> list[Task]:
         tasks = super()._tasks()
-        for kept in (self.chosen, self.choosing_now, self.seen_at):
+        self.own = {gid: ([(mid, m.period, o.period) for o in outs for mid, m in o.members.items()],
+                          max(m.period for o in outs for m in o.members.values()))
+                    for gid, outs in self.groups.groups.items()}
+        for kept in (self.chosen, self.choosing_now, self.seen_at, self.late_at, self.chosen_late):
             for gid in [g for g in kept if g not in self.groups.groups]:
                 del kept[gid]  # a group that is gone
         return tasks
@@ -348,6 +440,16 @@ class Hybrid(Conservative):
         assert set(self.chosen) <= set(self.groups.groups) and set(self.choosing_now) <= set(self.groups.groups)
         assert not set(self.chosen) & set(self.choosing_now), "a group's choice is made or being made"
         assert set(self.seen_at) <= set(self.choosing_now), "a slide noted for a choice being made only"
+        assert set(self.own) == set(self.groups.groups) and set(self.late_at) <= set(self.groups.groups)
+        for gid, (owed, calm) in self.own.items():
+            assert sorted(owed) == sorted((mid, m.period, o.period) for o in self.groups.groups[gid]
+                                          for mid, m in o.members.items())
+            assert calm == max(p for _, p, _ in owed)
+        assert set(self.chosen_late) <= set(self.groups.groups)
+        for t in self.tasks:
+            if t.gid in self.late_at:
+                target = self.chosen_late[t.gid][1]
+                assert all(target[o.period] == t.period for o in t.outputs), "a late group runs at its drifting choice"
         assert self.budget is not None or not self.choosing_now, "without a budget, choices are made at once"
         for gid, (sig, choice) in self.choosing_now.items():
             assert choice.result is None and sig == self._signature(self.groups.subgroups(gid))

@@ -142,3 +142,47 @@ def test_the_engine_takes_a_preparation_only_under_the_streams_schema_and_logs_t
     other.apply(Append("s", table, "", None, 1.0, prepared=prepared))
     assert other.stream("s").window.buffered_rows == 2
     assert np.asarray(_sealed(other.stream("s")).columns["v"]).dtype == np.float64
+
+
+# -- on a real server: payloads over 1 MiB are decoded and prepared on its worker threads --------------
+@pytest.mark.slow
+def test_large_appends_prepared_off_the_loop_answer_as_brute_force():
+    from windowstore.clients import Client
+    from windowstore.clients.errors import InvalidArgument
+    from windowstore.server.process import ServerProcess
+
+    rng = np.random.default_rng(26)
+    n = 70_000  # over 1 MiB as Arrow: decoded and prepared on a worker thread
+    sent: list[tuple[int, str, int]] = []
+
+    def second(k: int, keys: list[str], rows: int, dictionary: bool) -> pa.Table:
+        ts = k * 1000 + rng.integers(0, 1000, rows)
+        src = [keys[i] for i in rng.integers(0, len(keys), rows)]
+        v = rng.integers(1, 1500, rows)
+        sent.extend(zip(ts.tolist(), src, v.tolist()))
+        col = pa.array(src, pa.string())
+        return pa.table({"ts": pa.array(ts, pa.int64()), "src": col.dictionary_encode() if dictionary else col,
+                         "bytes": pa.array(v, pa.int64())})
+
+    with ServerProcess() as srv, Client(srv.target) as ws:
+        ws.create_stream("p", {"ts": "int64", "src": "string", "bytes": "int64"}, 100, 1000, clock="event",
+                         group_by=["src"])
+        ws.append("p", second(0, ["a", "b", "c"], 50, True))  # small: on the loop, interns a, b, c
+        ws.append("p", second(1, ["c", "b", "a"], n, True))  # every string known: codes from the snapshot
+        ws.append("p", second(2, ["d", "a", "e", "b"], n, False), writer_id="w", batch_id=1)  # d, e new; keyed
+        ws.append("p", second(3, ["e", "d", "c"], n, True))
+        with pytest.raises(InvalidArgument, match="bytes"):
+            big = second(4, ["a"], n, True)
+            ws.append("p", big.set_column(2, "bytes", pa.array(rng.random(n))))  # float64 where int64 is declared
+        del sent[-n:]
+        end = 5 * 1000
+        ws.append("p", pa.table({"ts": pa.array([end], pa.int64()), "src": ["z"], "bytes": pa.array([0], pa.int64())}))
+        got = ws.query("SELECT src, COUNT(*), SUM(bytes) FROM p GROUP BY src ORDER BY src", min_slide=4,
+                       min_slide_wait_ms=30_000)
+        assert (got.window_start_ms, got.window_end_ms) == (0, end)
+    want: dict[str, list[int]] = {}
+    for _, src, v in sent:
+        w = want.setdefault(src, [0, 0])
+        w[0] += 1
+        w[1] += v
+    assert [tuple(r) for r in got.rows] == [(k, c, s) for k, (c, s) in sorted(want.items())]

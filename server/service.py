@@ -226,7 +226,7 @@ class WindowStoreService(ReplicationRpcs):
         limit = self.config.max_decompressed_mb << 20
         decode, size = convert.batch_decoder(request, limit)
         off_loop = size > _OFF_LOOP_BYTES
-        preparer = self._preparer(request.stream) if keyed or (prepare and off_loop) else None
+        preparer = self._preparer(request.stream, prepare and off_loop) if keyed or (prepare and off_loop) else None
         work = functools.partial(_decoded, decode, preparer, keyed, prepare and off_loop)
         if off_loop:
             got = await asyncio.get_running_loop().run_in_executor(self._decoders, work)
@@ -272,14 +272,15 @@ class WindowStoreService(ReplicationRpcs):
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                  latest_slide=ack.latest_slide)
 
-    def _preparer(self, stream: str):
-        """What prepares the stream's batch and digests a keyed one off the loop (store/prepared.py),
-        or None (no such stream: the engine refuses the Append; the engine still recovering: it
-        computes all of it itself)."""
+    def _preparer(self, stream: str, strings: bool):
+        """What prepares the stream's batch and digests a keyed one off the loop (store/prepared.py;
+        `strings`: with a snapshot of its dictionary, for a batch to be prepared), or None (no such
+        stream: the engine refuses the Append; the engine still recovering: it computes all of it
+        itself)."""
         if not self.driver.ready:
             return None
         try:
-            return self.driver.stream(stream).preparer()
+            return self.driver.stream(stream).preparer(strings)
         except NotFound:
             return None
 

@@ -58,6 +58,13 @@ class DictionarySnapshot:
         return None if found.null_count else found.to_numpy(zero_copy_only=False)
 
 
+NO_STRINGS = DictionarySnapshot(None, 0, pa.array([], pa.string()))  # holds nothing: codes() is None
+# A snapshot is an Arrow array of the stream's strings, built on the loop when strings were added
+# since the last one: up to this many it is taken (~0.1 ms), beyond it a snapshot holds nothing and
+# the engine maps the strings on the loop as it does without one.
+SNAPSHOT_STRINGS = 1 << 14
+
+
 class StringDictionary:
     def __init__(self) -> None:
         self._code: dict[str, int] = {}
@@ -130,7 +137,10 @@ class StringDictionary:
         return np.array(codes, dtype=np.int32)
 
     def snapshot(self) -> DictionarySnapshot:
-        """The strings as they are now, for DictionarySnapshot.codes on another thread."""
+        """The strings as they are now, for DictionarySnapshot.codes on another thread (NO_STRINGS
+        when there are more than SNAPSHOT_STRINGS and their Arrow form would be built afresh)."""
+        if len(self.values) > SNAPSHOT_STRINGS and (self._arrow is None or self._arrow_parts):
+            return NO_STRINGS
         return DictionarySnapshot(self._epoch, len(self.values), self._as_arrow())
 
     def holds(self, snapshot: DictionarySnapshot) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from .dictionary import StringDictionary
+from .dictionary import NO_STRINGS, StringDictionary
 from .errors import InvalidInput
 from .prepared import PreparedBatch, Preparer
 from .schema import Schema
@@ -44,9 +44,10 @@ class Stream:
         self._live_strings = len(live)
         return before - len(live)
 
-    def preparer(self) -> Preparer:
-        """What prepares a batch for this stream on another thread (store/prepared.py)."""
-        return Preparer(self.schema, self.strings.snapshot())
+    def preparer(self, strings: bool = True) -> Preparer:
+        """What prepares a batch for this stream on another thread (store/prepared.py); without
+        `strings` its string columns are left to the engine (no snapshot of the dictionary taken)."""
+        return Preparer(self.schema, self.strings.snapshot() if strings else NO_STRINGS)
 
     def append(self, batch: Any) -> AppendResult:
         """Validate and buffer a batch; raises InvalidInput with nothing applied (not even a

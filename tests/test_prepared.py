@@ -10,6 +10,7 @@ import pytest
 from hypothesis import event, given, settings, strategies as st
 
 from windowstore.store import InvalidInput, Stream, WindowSpec
+from windowstore.store.dictionary import NO_STRINGS, SNAPSHOT_STRINGS
 from windowstore.store.errors import OutOfRange
 from windowstore.store.exact import INT64_MAX, INT64_MIN
 from windowstore.txn.commands import Append, CreateStream
@@ -186,3 +187,18 @@ def test_large_appends_prepared_off_the_loop_answer_as_brute_force():
         w[0] += 1
         w[1] += v
     assert [tuple(r) for r in got.rows] == [(k, c, s) for k, (c, s) in sorted(want.items())]
+
+
+def test_a_large_dictionary_is_snapshot_only_while_its_arrow_form_is_built_already():
+    s = Stream("s", SCHEMA, WindowSpec(subwindows=2, subwindow_ms=1000, clock="manual"), 0)
+    keys = [f"k{i}" for i in range(SNAPSHOT_STRINGS + 1)]
+    s.append(_table([(0, k, 0, 0.0) for k in keys], dictionary=False))
+    assert s.preparer().strings is NO_STRINGS  # more strings than a snapshot builds on the loop
+    assert s.preparer(strings=False).strings is NO_STRINGS
+    s.append(_table([(1, k, 0, 0.0) for k in keys], dictionary=False))  # as many rows: index_in builds the Arrow form
+    snap = s.preparer().strings
+    assert snap.size == len(keys) and s.strings.holds(snap)
+    prepared = s.preparer().prepare(_table([(2, "k7", 1, 0.0), (3, "new", 2, 0.0)], dictionary=True))
+    assert "k" not in prepared.codes
+    s.append_checked(prepared.checked, prepared.rows, prepared)
+    assert s.strings.values[-1] == "new" and s.preparer().strings is NO_STRINGS  # added since: not built again

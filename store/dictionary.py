@@ -59,9 +59,10 @@ class DictionarySnapshot:
 
 
 NO_STRINGS = DictionarySnapshot(None, 0, pa.array([], pa.string()))  # holds nothing: codes() is None
-# A snapshot is an Arrow array of the stream's strings, built on the loop when strings were added
-# since the last one: up to this many it is taken (~0.1 ms), beyond it a snapshot holds nothing and
-# the engine maps the strings on the loop as it does without one.
+# A snapshot is an Arrow array of the stream's strings, built (or copied with the strings added
+# since) on the loop: up to this many strings it is taken (building 16,384 took ~0.4 ms, adding 100
+# to them ~10 us), beyond it only while that array is built already, else it holds nothing and the
+# engine maps the strings on the loop as it does without one.
 SNAPSHOT_STRINGS = 1 << 14
 
 

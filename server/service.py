@@ -78,11 +78,17 @@ def looks_like_seconds(column, now_ms: float) -> bool:
     return lo is not None and now_ms - day <= lo * 1000 and hi * 1000 <= now_ms + day and hi < now_ms - day
 
 
-def _decode_digested(decode, schema):
-    """(batch, ipc, digest): a keyed Append's rows and their content digest (txn/ingest.py's
-    content_digest), in one step where the caller runs it (a worker thread for a large payload)."""
+def _decoded(decode, preparer, keyed: bool, prepare: bool):
+    """(batch, ipc, digest, prepared): an Append's rows, prepared for their stream when `prepare`
+    (store/prepared.py: the schema check, the event times' bounds and string codes, which the
+    engine would otherwise compute on the event loop), and a keyed one's content digest
+    (txn/ingest.py's content_digest), in one step where the caller runs it (a worker thread for a
+    large payload). `preparer`: the stream's (None: the engine computes all of it)."""
     batch, ipc = decode()
-    return batch, ipc, content_digest(schema, batch)
+    if preparer is None:
+        return batch, ipc, None, None
+    prepared = preparer.prepare(batch) if prepare else None
+    return batch, ipc, content_digest(preparer.schema, batch, prepared) if keyed else None, prepared
 
 
 def _short(name: str, limit: int = 100) -> str:
@@ -210,23 +216,26 @@ class WindowStoreService(ReplicationRpcs):
         self._allow(context, "read", request.name)
         return pb.DescribeStreamResponse(stream=await self._run(lambda: _info(self.driver, request.name), context))
 
-    async def _batch(self, request, context, schema=None):
-        """An Append's or StageRows' rows, once the caller may write the stream and they fit, with
-        their content digest under `schema` when one is given (a keyed Append's; None when the
-        schema refuses them: the engine says why). A large payload is decoded and digested on a
-        worker thread: the event loop goes on serving other calls."""
+    async def _batch(self, request, context, keyed: bool = False, prepare: bool = False):
+        """(batch, ipc, digest, prepared, schema): an Append's or StageRows' rows, once the caller
+        may write the stream and they fit; with `keyed` their content digest under the stream's
+        `schema` (None when the schema refuses them: the engine says why); with `prepare`, a large
+        payload's rows prepared for the stream (store/prepared.py). A large payload is decoded,
+        prepared and digested on a worker thread: the event loop goes on serving other calls."""
         self._allow(context, "write", request.stream)
         limit = self.config.max_decompressed_mb << 20
         decode, size = convert.batch_decoder(request, limit)
-        work = decode if schema is None else functools.partial(_decode_digested, decode, schema)
-        if size > _OFF_LOOP_BYTES:
+        off_loop = size > _OFF_LOOP_BYTES
+        preparer = self._preparer(request.stream, prepare and off_loop) if keyed or (prepare and off_loop) else None
+        work = functools.partial(_decoded, decode, preparer, keyed, prepare and off_loop)
+        if off_loop:
             got = await asyncio.get_running_loop().run_in_executor(self._decoders, work)
         else:
             got = work()
-        batch, ipc, digest = got if schema is not None else (*got, None)
+        batch, ipc, digest, prepared = got
         if batch.num_rows > self.config.max_rows_per_batch:
             raise ResourceLimit(f"batch of {batch.num_rows} rows exceeds the limit of {self.config.max_rows_per_batch}")
-        return batch, ipc, digest
+        return batch, ipc, digest, prepared, None if preparer is None else preparer.schema
 
     async def Append(self, request, context):
         self._allow(context, "write", request.stream)  # before any field is judged: a caller who may
@@ -250,27 +259,28 @@ class WindowStoreService(ReplicationRpcs):
 
     async def _append(self, request, batch_id, after, context, on_applied=None):
         """An Append's rows applied, after the writer's batch `after` when it names one (append_order.py)."""
-        schema = self._keyed_schema(request.stream) if batch_id is not None else None
-        batch, ipc, digest = await self._batch(request, context, schema)
+        batch, ipc, digest, prepared, schema = await self._batch(request, context, batch_id is not None, True)
         if after is not None:
             stream, writer = request.stream, request.writer_id
             await self.order.after((stream, writer, after), lambda: self.driver.appended(stream, writer, after))
         event_time_ms = request.event_time_ms if request.HasField("event_time_ms") else None
         columns = schema.columns if schema is not None and digest is not None else None  # what the digest is of
         ack = await self._write(Append(request.stream, batch, request.writer_id, batch_id, 0.0, ipc, event_time_ms,
-                                       digest, columns), context, on_applied)
+                                       digest, columns, prepared), context, on_applied)
         if not ack.duplicate:
             self._check_units(request.stream, batch)
         return pb.AppendResponse(accepted_rows=ack.accepted, late_rows=ack.late, duplicate=ack.duplicate,
                                  latest_slide=ack.latest_slide)
 
-    def _keyed_schema(self, stream: str):
-        """The schema a keyed Append's digest is computed under, or None (no such stream: the
-        engine refuses the Append; the engine still recovering: it computes the digest itself)."""
+    def _preparer(self, stream: str, strings: bool):
+        """What prepares the stream's batch and digests a keyed one off the loop (store/prepared.py;
+        `strings`: with a snapshot of its dictionary, for a batch to be prepared), or None (no such
+        stream: the engine refuses the Append; the engine still recovering: it computes all of it
+        itself)."""
         if not self.driver.ready:
             return None
         try:
-            return self.driver.stream(stream).schema
+            return self.driver.stream(stream).preparer(strings)
         except NotFound:
             return None
 
@@ -295,7 +305,7 @@ class WindowStoreService(ReplicationRpcs):
         return pb.SlideResponse(slide=ack.slide, rows=ack.rows, duplicate=ack.duplicate)
 
     async def StageRows(self, request, context):
-        batch, ipc, _ = await self._batch(request, context)
+        batch, ipc, *_ = await self._batch(request, context)
         ack = await self._write(StageRows(request.stream, request.writer_id, request.batch_id, request.attempt,
                                           request.chunk, batch, 0.0, ipc), context)
         return pb.StageRowsResponse(staged_rows=ack.rows, committed=ack.committed)

@@ -155,10 +155,14 @@ class Schema:
                 checked[valid_key(name)] = valid
         return checked, int(length or 0)
 
-    def encode(self, checked: dict[str, Any], strings: StringDictionary) -> dict[str, np.ndarray]:
+    def encode(self, checked: dict[str, Any], strings: StringDictionary,
+               codes: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Checked columns with strings interned as dictionary codes: the only step that changes
-        the dictionary, taken once nothing else can refuse the batch."""
-        out = {name: strings.encode(checked[name]) if typ == "string" else checked[name] for name, typ in self.columns}
+        the dictionary, taken once nothing else can refuse the batch. `codes`: string columns'
+        codes found already (store/prepared.py), valid in `strings` as it is."""
+        known = codes or {}
+        out = {name: (known[name] if name in known else strings.encode(checked[name])) if typ == "string"
+               else checked[name] for name, typ in self.columns}
         for name, _ in self.columns:
             v = checked.get(valid_key(name))
             if v is not None:

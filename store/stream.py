@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from .dictionary import StringDictionary
+from .dictionary import NO_STRINGS, StringDictionary
 from .errors import InvalidInput
+from .prepared import PreparedBatch, Preparer
 from .schema import Schema
 from .window import AppendResult, Window, WindowSpec
 
@@ -43,16 +44,25 @@ class Stream:
         self._live_strings = len(live)
         return before - len(live)
 
+    def preparer(self, strings: bool = True) -> Preparer:
+        """What prepares a batch for this stream on another thread (store/prepared.py); without
+        `strings` its string columns are left to the engine (no snapshot of the dictionary taken)."""
+        return Preparer(self.schema, self.strings.snapshot() if strings else NO_STRINGS)
+
     def append(self, batch: Any) -> AppendResult:
         """Validate and buffer a batch; raises InvalidInput with nothing applied (not even a
         string interned)."""
         return self.append_checked(*self.schema.check(batch))
 
-    def append_checked(self, checked: dict, rows: int) -> AppendResult:
-        """Buffer columns that passed Schema.check; raises InvalidInput with nothing applied."""
-        bounds = self.window.check_append(checked[self.schema.time_column]) if rows else None
+    def append_checked(self, checked: dict, rows: int, prepared: PreparedBatch | None = None) -> AppendResult:
+        """Buffer columns that passed Schema.check; raises InvalidInput with nothing applied.
+        `prepared`: these columns' preparation (store/prepared.py), its bounds and codes taken
+        instead of computed here (its codes only while the dictionary holds their snapshot)."""
+        known = prepared.bounds if prepared is not None else None
+        bounds = self.window.check_append(checked[self.schema.time_column], known) if rows else None
         new_keys = self.window.check_keys(checked, rows)  # partitioned windows: the key limit
-        result = self.window.append(self.schema.encode(checked, self.strings), rows, checked=True, bounds=bounds)
+        codes = prepared.codes if prepared is not None and self.strings.holds(prepared.strings) else None
+        result = self.window.append(self.schema.encode(checked, self.strings, codes), rows, checked=True, bounds=bounds)
         if new_keys:
             self.window.key_book.keys |= new_keys  # type: ignore[union-attr]  # set when keys are kept
         return result

@@ -264,16 +264,18 @@ class Window:
         self._buffer.add(columns, rows)
         return AppendResult(rows, 0)
 
-    def check_append(self, ts: np.ndarray) -> tuple[int, int] | None:
+    def check_append(self, ts: np.ndarray, bounds: tuple[int, int] | None = None) -> tuple[int, int] | None:
         """Raise InvalidInput if append() would refuse rows with these event times; changes nothing.
         On an event-time window it returns the times' (min, max), for append(bounds=): one pass
-        each over the times per Append, not one per check (None otherwise, and for no rows)."""
+        each over the times per Append, not one per check (None otherwise, and for no rows).
+        `bounds`: the times' (min, max) when the caller has them (a prepared batch's)."""
         if not len(ts):
             return None
         if self.spec.clock != Clock.EVENT:
-            self.spec.check_event_times(ts, self.schema.time_column)
+            self.spec.check_event_times(ts, self.schema.time_column, bounds)
             return None
-        bounds = int(ts.min()), int(ts.max())
+        if bounds is None:
+            bounds = int(ts.min()), int(ts.max())
         self.spec.check_event_times(ts, self.schema.time_column, bounds)
         t = self.spec.slot_ms
         base = self._base_slot if self._base_slot is not None else bounds[0] // t

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import pyarrow as pa
 
+from windowstore.store.prepared import PreparedBatch
 from windowstore.store.window import WindowSpec
 
 FORMAT = 1
@@ -54,7 +55,9 @@ class Append:
     large one) and the log records it, so neither the engine nor a replay computes it again; a
     record without it (an older log) is digested when replayed. `digest_columns`, not logged: the
     schema it was computed under, which the engine compares with the stream's (a stream dropped
-    and created again meanwhile) before taking it."""
+    and created again meanwhile) before taking it. `prepared`, not logged: the batch's
+    store.prepared.PreparedBatch when the server prepared it where it decoded it (the engine
+    takes what of it still holds; without it the engine computes the same)."""
 
     stream: str
     batch: pa.Table
@@ -65,6 +68,7 @@ class Append:
     event_time_ms: int | None = None  # the writer's event time has reached this (watermark hint)
     digest: int | None = None
     digest_columns: tuple | None = field(default=None, repr=False)
+    prepared: PreparedBatch | None = field(default=None, repr=False, compare=False)
 
     def payload(self) -> bytes:
         if self.ipc is not None:

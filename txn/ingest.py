@@ -17,6 +17,7 @@ from windowstore.store import InvalidInput, Schema, Stream
 from windowstore.store.digest import batch_digest
 from windowstore.store.errors import ResourceLimit
 from windowstore.store.kinds import Clock
+from windowstore.store.prepared import PreparedBatch
 
 from .commands import AbortBatch, Append, CommitBatch, StageRows
 from .errors import FailedPrecondition
@@ -94,10 +95,13 @@ class StreamBook:
         return None if acks is None else acks.get(batch_id)
 
 
-def content_digest(schema: Schema, batch: Any) -> int | None:
+def content_digest(schema: Schema, batch: Any, prepared: PreparedBatch | None = None) -> int | None:
     """A keyed batch's digest as append() takes it from the Append command (its `digest`), or
     None when the schema refuses the batch (append() then refuses it, saying why). Pure: the
-    server calls it where it decodes the batch, off the event loop for a large one."""
+    server calls it where it decodes the batch, off the event loop for a large one. `prepared`:
+    the batch's preparation under `schema`, whose checked columns it reads rather than check again."""
+    if prepared is not None and prepared.schema is schema:
+        return batch_digest(prepared.checked, schema.columns, prepared.rows)
     try:
         checked, rows = schema.check(batch)
     except InvalidInput:
@@ -109,7 +113,11 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
     stream = engine.stream(cmd.stream)
     book = engine.books[cmd.stream]
     batch_id = cmd.batch_id if cmd.writer_id else None  # the idempotency key, if the append has one
-    checked, rows = stream.schema.check(cmd.batch)  # raises InvalidInput with nothing applied
+    prepared = cmd.prepared if cmd.prepared is not None and cmd.prepared.schema is stream.schema else None
+    if prepared is not None:
+        checked, rows = prepared.checked, prepared.rows
+    else:
+        checked, rows = stream.schema.check(cmd.batch)  # raises InvalidInput with nothing applied
     if cmd.event_time_ms is not None:
         stream.window.check_event_time(cmd.event_time_ms)
     digest = 0
@@ -128,14 +136,14 @@ def append(engine: Engine, cmd: Append) -> AppendAck:
             book.duplicate_batches += 1
             return AppendAck(seen.accepted, seen.late, True, seen.latest_slide, digest)
     _admit(engine, stream, rows)
-    result = stream.append_checked(checked, rows)  # raises InvalidInput with nothing applied
+    result = stream.append_checked(checked, rows, prepared)  # raises InvalidInput with nothing applied
     if cmd.event_time_ms is not None:
         stream.window.reach_event_time(cmd.event_time_ms)
     book.accepted_rows += result.accepted
     ack = AppendAck(result.accepted, result.late, False, stream.window.cut_through, digest)
     if batch_id is not None:
         remember(engine, book.acks, cmd.writer_id, batch_id, ack)
-    engine.emit(cmd)
+    engine.emit(cmd if cmd.prepared is None else replace(cmd, prepared=None))  # the log keeps the rows only
     return ack
 
 

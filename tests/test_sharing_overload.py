@@ -106,13 +106,19 @@ def test_a_member_being_answered_is_not_late():
     assert sched.watch_overload() is True and periods(sched) == LATE
 
 
-def test_the_slides_given_are_the_clock():
-    """The server gives its streams' latest slides: the wait is counted in those, not in calls."""
+def _late_at_slide_100():
+    """The example group, its member Q0 seen late at its stream's slide 100, then run until nothing is due."""
     sched = make_scheduler(SharingMode.HYBRID, example_groups(), MODEL)
     drain(sched)
     sched.since["Q0"] = 3
     sched.watch_overload(lambda stream: 100)
     drain(sched)
+    return sched
+
+
+def test_the_slides_given_are_the_clock():
+    """The server gives its streams' latest slides: the wait is counted in those, not in calls."""
+    sched = _late_at_slide_100()
     for _ in range(10):  # calls at the same slide (executions ending) do not count
         assert sched.watch_overload(lambda stream: 104) is False
     assert periods(sched) == LATE
@@ -121,11 +127,7 @@ def test_the_slides_given_are_the_clock():
 
 
 def test_the_return_waits_for_the_phases_at_most_another_longest_slide():
-    sched = make_scheduler(SharingMode.HYBRID, example_groups(), MODEL)
-    drain(sched)
-    sched.since["Q0"] = 3
-    sched.watch_overload(lambda stream: 100)
-    drain(sched)
+    sched = _late_at_slide_100()
     sched.since["Q1"] = 5  # on time at its SLIDE 5, but past the 4 it runs at when held: not in step
     assert sched.watch_overload(lambda stream: 105) is False and periods(sched) == LATE
     assert sched.watch_overload(lambda stream: 109) is False

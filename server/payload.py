@@ -128,10 +128,10 @@ def read_table(ipc: bytes | memoryview, max_decompressed: int) -> pa.Table:
 def _validate_column(column: pa.ChunkedArray) -> None:
     """Arrow's full validation of a column (ArrowInvalid when any offset, index or string is wrong).
 
-    A dictionary column whose indices have no validity bitmap (the IPC reader drops it where the
-    message says no index is null) has its dictionary validated fully and its indices' bounds
-    checked by one pass (a maximum): Arrow's full validation checks each index on its own, ~8x the
-    instructions, the largest share of a 10^4-row Append's validation."""
+    A dictionary column whose indices have no validity bitmap (as writers send them when no index
+    is null) has its dictionary validated fully and its indices' bounds checked by one pass (a
+    maximum): Arrow's full validation checks each index on its own, ~4x the instructions, the
+    largest share of a 10^4-row Append's validation. With a bitmap, Arrow's full validation runs."""
     if not pa.types.is_dictionary(column.type):
         column.validate(full=True)
         return

@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from windowstore.server.payload import read_table
+from windowstore.server.payload import decompressed_size, read_table
 from windowstore.store import InvalidInput
+from windowstore.store.errors import ResourceLimit
 
 LIMIT = 1 << 30
 INDEX_TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint32()]
@@ -69,12 +70,9 @@ def test_invalid_utf8_in_a_dictionary_without_nulls_is_still_refused():
 
 @pytest.mark.parametrize("codec", ["zstd", "lz4"])
 def test_compressed_dictionary_and_record_batches_are_sized_before_decompressing(codec):
-    """Both batch kinds are sized (the schema message, which has no body, is not read): a column of
-    one repeated string compresses to little, and its dictionary batch alone, or its record batch
-    alone, is past a limit set just under what each decompresses to."""
-    from windowstore.server.payload import decompressed_size
-    from windowstore.store.errors import ResourceLimit
-
+    """Both batch kinds are sized (the schema message, which has no body, is not parsed): a payload
+    of a long string and zeros compresses to little, and a limit one byte under its dictionary
+    batch's decompressed size, or under the two batches' together, refuses it."""
     t = pa.table({"ts": pa.array(np.zeros(100_000, np.int64)),
                   "src": pa.DictionaryArray.from_arrays(pa.array(np.zeros(100_000, np.int32)), pa.array(["x" * 200_000]))})
     sink = pa.BufferOutputStream()

@@ -65,6 +65,8 @@ def decompressed_size(message: pa.ipc.Message) -> int:
     """Bytes the message's body takes once its buffers are decompressed (its size if none is)."""
     body = message.body
     body_size = body.size if body is not None else 0
+    if message.type == "schema":  # no body to decompress: its metadata is not copied out and read
+        return body_size
     fb = _FlatBuffer(message.metadata.to_pybytes())
     msg = fb.root()
     kind = fb.ubyte(msg, 1)
@@ -113,7 +115,7 @@ def read_table(ipc: bytes | memoryview, max_decompressed: int) -> pa.Table:
     # column by column so that the error names the column
     for name, column in zip(names, table.columns):
         try:
-            column.validate(full=True)
+            _validate_column(column)
         except pa.ArrowException as e:
             raise InvalidInput(f"column {name[:100]!r} of arrow_ipc is not valid: {str(e)[:200]}",
                                column=name[:100]) from None
@@ -121,3 +123,26 @@ def read_table(ipc: bytes | memoryview, max_decompressed: int) -> pa.Table:
         dup = next(n for n in names if names.count(n) > 1)
         raise InvalidInput(f"column {dup[:100]!r} appears twice", column=dup[:100])
     return table
+
+
+def _validate_column(column: pa.ChunkedArray) -> None:
+    """Arrow's full validation of a column (ArrowInvalid when any offset, index or string is wrong).
+
+    A dictionary column whose indices have no validity bitmap (as writers send them when no index
+    is null) has its dictionary validated fully and its indices' bounds checked by one pass (a
+    maximum): Arrow's full validation checks each index on its own, ~4x the instructions, the
+    largest share of a 10^4-row Append's validation. With a bitmap, Arrow's full validation runs."""
+    if not pa.types.is_dictionary(column.type):
+        column.validate(full=True)
+        return
+    for chunk in column.chunks:
+        chunk.validate()  # buffers' sizes first: the bounds pass reads the indices
+        if chunk.indices.buffers()[0] is not None:
+            chunk.validate(full=True)
+            continue
+        chunk.dictionary.validate(full=True)
+        indices = chunk.indices.to_numpy()  # no validity bitmap: zero-copy
+        unsigned = indices.view(f"u{indices.itemsize}")  # a negative index reads as one past any dictionary
+        if len(indices) and unsigned.max() >= len(chunk.dictionary):
+            bad = indices[unsigned >= len(chunk.dictionary)][0]
+            raise pa.ArrowInvalid(f"dictionary index {bad} is out of bounds [0, {len(chunk.dictionary)})")

@@ -193,30 +193,19 @@ class Model:
 
 
 class ServerOutput:
-    """Reads a server's stdout and stderr into memory (so its pipes never fill up) and appends them
-    to server.log when the process is gone."""
+    """A server's stdout and stderr (read as they come by its ServerProcess, so its pipes never
+    fill up), appended to server.log when the process is gone."""
 
-    def __init__(self, proc: subprocess.Popen, log_path: str, header: str):
-        self.proc, self.log_path, self.header = proc, log_path, header
-        self.lines: list[str] = []
-        self._threads = [threading.Thread(target=self._read, args=(s,), daemon=True)
-                         for s in (proc.stdout, proc.stderr) if s is not None]
-        for t in self._threads:
-            t.start()
-
-    def _read(self, stream) -> None:
-        try:
-            for line in stream:
-                self.lines.append(line)
-        except (OSError, ValueError):
-            pass
+    def __init__(self, srv: ServerProcess, log_path: str, header: str):
+        self.srv, self.log_path, self.header = srv, log_path, header
 
     def finish(self) -> str:
-        for t in self._threads:
-            t.join(10)
-        text = "".join(self.lines)
+        pipes = (self.srv.stdout, self.srv.stderr)
+        for pipe in pipes:
+            pipe.join(10)
+        text = "".join(pipe.text() for pipe in pipes)
         with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(f"===== {self.header} (exit code {self.proc.returncode})\n{text}")
+            f.write(f"===== {self.header} (exit code {self.srv.proc.returncode})\n{text}")
         return text
 
 
@@ -310,7 +299,7 @@ class Harness:
             self.violation(f"the server did not start after the kill: {e}")
             return None, None
         self.proc = srv.proc
-        return srv, ServerOutput(srv.proc, self.log_path, f"cycle {self.cycle}: serve {' '.join(args)}")
+        return srv, ServerOutput(srv, self.log_path, f"cycle {self.cycle}: serve {' '.join(args)}")
 
     def remove_empty_last_segment(self) -> None:
         """Opt-in (--work-around-empty-segment), off by default: delete a last log segment that

@@ -22,6 +22,9 @@ def test_kill_9_loses_and_duplicates_nothing(tmp_path):
     res = crash.run(kills=6, seed=4, fsync="mixed", workdir=str(tmp_path / "crash"), out=None)
     assert (res.passed, res.failed) == (6, 0), res.report
     assert res.clean_restart == "passed", res.report
+    # the servers' output reached server.log: each verified restart logged its recovery
+    recovered = crash.recoveries(str(tmp_path / "crash" / "server.log"))
+    assert int(recovered.split()[0]) >= res.verifications, recovered
 
 
 @pytest.mark.slow

@@ -37,7 +37,7 @@ from asyncio import events
 import numpy as np
 
 from windowstore.clients import Client
-from windowstore.server.process import free_ports
+from windowstore.server.process import PipeTail, free_ports
 
 from . import peer_bench as pb
 
@@ -129,6 +129,8 @@ def measure(busy_s: float) -> dict:
     line = srv.stdout.readline()  # type: ignore[union-attr]
     if "serving" not in line:
         raise RuntimeError(f"the server did not start: {line}{srv.stderr.read()}")  # type: ignore[union-attr]
+    PipeTail(srv.stdout, "ingest-wait-stdout")  # both read from now on: a full pipe would block the server
+    stderr = PipeTail(srv.stderr, "ingest-wait-stderr")
     target = f"127.0.0.1:{port}"
     batches = pb.Batches()
     calls: list[tuple[str, float, float]] = []
@@ -163,6 +165,9 @@ def measure(busy_s: float) -> dict:
     finally:
         srv.send_signal(signal.SIGTERM)
         srv.wait(60)
+        stderr.join(10)
+    if srv.returncode != 0:
+        raise RuntimeError(f"the server exited with {srv.returncode}: {stderr.text()[-2000:]}")
     with open(records) as f:
         rec = json.load(f)
     os.unlink(records)

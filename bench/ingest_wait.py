@@ -26,8 +26,6 @@ import gc
 import json
 import multiprocessing as mp
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,7 +35,7 @@ from asyncio import events
 import numpy as np
 
 from windowstore.clients import Client
-from windowstore.server.process import PipeTail, free_ports
+from windowstore.server.process import ServerProcess
 
 from . import peer_bench as pb
 
@@ -121,17 +119,10 @@ def _sched(pid: int) -> dict[str, tuple[int, int, str]]:
 
 
 def measure(busy_s: float) -> dict:
-    port = free_ports(1)[0]
     fd, records = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    srv = subprocess.Popen([sys.executable, "-m", "bench.ingest_wait", "serve", records, "--port", str(port),
-                            "--in-memory"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = srv.stdout.readline()  # type: ignore[union-attr]
-    if "serving" not in line:
-        raise RuntimeError(f"the server did not start: {line}{srv.stderr.read()}")  # type: ignore[union-attr]
-    PipeTail(srv.stdout, "ingest-wait-stdout")  # both read from now on: a full pipe would block the server
-    stderr = PipeTail(srv.stderr, "ingest-wait-stderr")
-    target = f"127.0.0.1:{port}"
+    srv = ServerProcess(serve=("-m", "bench.ingest_wait", "serve", records))
+    target = srv.target
     batches = pb.Batches()
     calls: list[tuple[str, float, float]] = []
     try:
@@ -147,7 +138,7 @@ def measure(busy_s: float) -> dict:
             proc = ctx.Process(target=pb._ws_feeder, args=(target, pb.WINDOW_S + 1, stop, out))
             proc.start()
             assert pb._got(out, 120) == "ready"
-            before = {who: _sched(pid) for who, pid in (("server", srv.pid), ("client", os.getpid()),
+            before = {who: _sched(pid) for who, pid in (("server", srv.proc.pid), ("client", os.getpid()),
                                                          ("writer", proc.pid))}
             t0 = time.time()
             for kind in pb.QUERIES:
@@ -157,17 +148,15 @@ def measure(busy_s: float) -> dict:
                     ws.query(pb.QUERIES[kind][0])
                     calls.append((kind, a, time.time()))
             t1 = time.time()
-            after = {who: _sched(pid) for who, pid in (("server", srv.pid), ("client", os.getpid()),
+            after = {who: _sched(pid) for who, pid in (("server", srv.proc.pid), ("client", os.getpid()),
                                                         ("writer", proc.pid))}
             stop.set()
             rows, wall = pb._got(out, 120)
             proc.join()
     finally:
-        srv.send_signal(signal.SIGTERM)
-        srv.wait(60)
-        stderr.join(10)
-    if srv.returncode != 0:
-        raise RuntimeError(f"the server exited with {srv.returncode}: {stderr.text()[-2000:]}")
+        code, _, err = srv.stop(timeout=60)
+    if code != 0:
+        raise RuntimeError(f"the server exited with {code}: {err[-2000:]}")
     with open(records) as f:
         rec = json.load(f)
     os.unlink(records)

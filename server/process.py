@@ -67,14 +67,19 @@ class ServerProcess:
     """`windowstore serve` on a free port. Without `data_dir` (and no --data-dir in args) it runs
     --in-memory; with one, it is durable there and can be killed and started again on it."""
 
-    def __init__(self, *args: str, data_dir: str | None = None, port: int = 0):
+    # how the server is started (before --port and `args`): `windowstore serve`
+    SERVE = ("-m", "windowstore.server.cli", "serve")
+
+    def __init__(self, *args: str, data_dir: str | None = None, port: int = 0, serve: tuple[str, ...] = SERVE):
+        """`serve`: another entry point that runs `windowstore serve` (an instrumented one: a
+        benchmark's), given the same --port and arguments."""
         if data_dir is not None:
             args = ("--data-dir", data_dir, *args)
         elif "--data-dir" not in args:
             args = ("--in-memory", *args)
         self.args = args
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "windowstore.server.cli", "serve", "--port", str(port), *args],
+            [sys.executable, *serve, "--port", str(port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         line = self.proc.stdout.readline()  # type: ignore[union-attr]  # stdout=PIPE
         self.banner = line

@@ -226,8 +226,9 @@ class WindowStoreService(ReplicationRpcs):
         limit = self.config.max_decompressed_mb << 20
         decode, size = convert.batch_decoder(request, limit)
         off_loop = size > _OFF_LOOP_BYTES
-        preparer = self._preparer(request.stream, prepare and off_loop) if keyed or (prepare and off_loop) else None
-        work = functools.partial(_decoded, decode, preparer, keyed, prepare and off_loop)
+        prepare = prepare and off_loop  # (on the loop the engine's own pass costs what preparing would)
+        preparer = self._preparer(request.stream, prepare) if keyed or prepare else None
+        work = functools.partial(_decoded, decode, preparer, keyed, prepare)
         if off_loop:
             got = await asyncio.get_running_loop().run_in_executor(self._decoders, work)
         else:

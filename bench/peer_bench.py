@@ -8,7 +8,9 @@ Three query classes: the whole-window SUM (a synopsis probe), the top-10 sources
 10 s (per-key running totals), COUNT(*) with a filter over 10 s (a scan). Every windowstore answer
 is checked equal to DuckDB over the window bounds it reported (a reference table that keeps every
 row), so a faster wrong answer cannot count. Figures are ratios measured in one run: DuckDB's
-time over windowstore's (above 1: windowstore faster).
+time over windowstore's (above 1: windowstore faster). Beside the queries under ingest, the
+transport's own: a no-op call to bench/bare_server.py while the same writer's Appends reach it at
+windowstore's rate (the floor of any call's latency under that ingest on this machine).
 
 chDB (ClickHouse embedded in the process, `pip install -e '.[peer]'`, `make peer-bench`) is the
 second peer when it is installed: a Memory table appended from Arrow, the rows that left the
@@ -446,6 +448,54 @@ def _ws_feeder(target: str, first: int, stop, out) -> None:
         raise
 
 
+def _bare_feeder(target: str, first: int, per_s: float, stop, out) -> None:
+    """The transport under the same writer: _ws_feeder's seconds, built into the same Append
+    requests, sent at `per_s` a second (windowstore's rate while queried) to bench/bare_server.py,
+    which only receives them."""
+    import grpc
+
+    from windowstore.clients.client import _OPTIONS, append_request, serialized
+
+    from .bare_server import APPEND
+    from .server_bench import _Pace
+    try:
+        batches = Batches()
+        with grpc.insecure_channel(target, options=_OPTIONS) as channel:
+            call = channel.unary_unary(APPEND, request_serializer=serialized, response_deserializer=lambda b: b)
+            call(append_request("peer", batches.second(first), "", None, None))
+            out.put("ready")
+            pace, i, sent, t0 = _Pace(per_s), first + 1, 0, time.perf_counter()
+            while not stop.is_set():
+                pace.wait()
+                call(append_request("peer", batches.second(i), "", None, None))
+                i += 1
+                sent += 1
+            out.put((sent, time.perf_counter() - t0))
+    except BaseException as e:
+        out.put(("failed", f"the writer to the bare transport: {e!r}"))
+        raise
+
+
+def transport_under_ingest(appends_per_s: float, samples: int, busy_s: float) -> dict:
+    """The floor of a query's latency under this ingest: a no-op unary call to
+    bench/bare_server.py (p50, p99 in ms), idle and while a writer process sends it the same
+    one-second Append requests at `appends_per_s`, and the Appends a second it sent."""
+    from .server_bench import _bare_latency, _BareServer
+
+    with _BareServer() as bare:
+        idle = _ms([ms / 1e3 for ms in _bare_latency(bare.target, samples)])
+        ctx = mp.get_context("spawn")
+        out, stop = ctx.Queue(), ctx.Event()
+        proc = ctx.Process(target=_bare_feeder, args=(bare.target, WINDOW_S + 1, appends_per_s, stop, out))
+        proc.start()
+        assert _got(out, 120) == "ready"
+        busy = _ms([ms / 1e3 for ms in _bare_latency(bare.target, 1 << 30, time.monotonic() + busy_s / 3)])
+        stop.set()
+        sent, wall = _got(out, 120)
+        proc.join()
+    return {("bare", "idle"): idle, ("bare", "busy"): busy, ("bare", "appends/s"): sent / wall}
+
+
 def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
     """p50/p99 (ms) per query class, idle and under ingest, for both; ingest rates while queried."""
     batches = Batches()
@@ -472,6 +522,7 @@ def queries(samples: int = 300, busy_s: float = 6.0) -> dict:
         if proc.exitcode != 0:
             raise WriterFailed(f"the writer under ingest exited with {proc.exitcode}")
         res[("ws", "ingest while queried")] = rows / wall
+    res.update(transport_under_ingest(rows / wall / SECOND_ROWS, samples, busy_s))
     res.update(peer_queries(DuckWindow, "duck", batches, samples, busy_s, checker))
     if chdb_installed():
         res.update(peer_queries(ChWindow, "chdb", batches, samples, busy_s, checker))
@@ -562,6 +613,16 @@ def run() -> list[dict]:
                             "value": [w50, w99, d50, d99, d50 / w50, d99 / w99],
                             "shown": f"{d50 / w50:.2f}x / {d99 / w99:.2f}x",
                             "target": f">= {goal:g}x"})
+    (b50, b99), (u50, u99) = res[("bare", "idle")], res[("bare", "busy")]
+    d99 = res[("duck", "probe", "busy")][1]
+    out.append({"name": "the transport's own, the floor of a call under this ingest: a no-op unary call to "
+                        f"bench/bare_server.py, idle p50 / p99 {b50:.2f} / {b99:.2f} ms, while a writer process sends "
+                        f"it the same one-second Appends at windowstore's rate while queried "
+                        f"({res[('bare', 'appends/s')]:.0f} a second); beside it the probe's p99 under ingest "
+                        f"that DuckDB's / 3 allows",
+                "value": [b50, b99, u50, u99, d99 / 3],
+                "shown": f"{u50:.2f} / {u99:.2f} ms (the probe's 3x goal: p99 <= {d99 / 3:.2f} ms)",
+                "target": ""})
     rates = [res[("ws", "ingest while queried")]] + [res[(key, "ingest while queried")] for key, _, _ in peers]
     out.append({"name": "ingest while the queries above run (one writer, one-second batches, back to back): windowstore vs "
                         + " vs ".join(name for _, name, _ in peers),

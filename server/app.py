@@ -325,7 +325,7 @@ class WindowStoreServer:
                     self.metrics.seal.labels(name).observe(sched.last_seal_ms / 1000.0)  # type: ignore[union-attr]  # set: only bound when there are metrics
             self.driver.engine.on_slide = slid
         self.service = WindowStoreService(self.driver, policy, self.cluster)
-        self.grpc.add_generic_rpc_handlers((rpc.handlers(self.service, policy, self.metrics),))
+        self.grpc.add_generic_rpc_handlers((rpc.handlers(self.service, policy, self.metrics, self.config.client_error_log_limit),))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.grpc)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.grpc)

@@ -34,6 +34,7 @@ def _serve(args) -> int:
                        tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
                        tokens=args.tokens, insecure=args.insecure, metrics_port=args.metrics_port,
                        http_port=args.http_port, slow_query_ms=args.slow_query_ms,
+                       client_error_log_limit=args.client_error_log_limit,
                        max_buffered_rows=args.max_buffered_rows, max_staged_mb=args.max_staged_mb,
                        append_order_wait_s=args.append_order_wait_s, background_nice=args.background_nice,
                        max_pending=args.max_pending, max_requests_per_client=args.max_requests_per_client,
@@ -238,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "error, slow query and recovery step")
     sv.add_argument("--slow-query-ms", type=float, default=1000.0,
                     help="log a one-time query answered slower than this, measured at the edge (default 1000)")
+    sv.add_argument("--client-error-log-limit", type=_non_negative_int, default=10,
+                    help="log at most this many refused calls (client_error) per method and status code in 10 s; "
+                         "the rest are counted in one client_error_suppressed line (default 10; 0: log every one)")
     sv.add_argument("--cluster", metavar="FILE",
                     help="a cluster file (TOML: nodes = [\"host:port\", ...]): this server accepts only the "
                          "partitions of partitioned streams that the file places on it (docs/partitions.md)")

@@ -49,6 +49,7 @@ class ServerConfig:
     insecure: bool = False             # allow listening off loopback without TLS and tokens
     metrics_port: int | None = None    # serve Prometheus metrics over HTTP on this port (0: any free one)
     slow_query_ms: float = 1000.0      # a one-time query answered slower than this is logged (slow_query)
+    client_error_log_limit: int = 10   # client_error lines per method and status code in 10 s (0: every one); the rest counted
     http_port: int | None = None       # serve the status page (and metrics, health) on this port (0: any free one)
     data_dir: str = "windowstore-data"  # the write-ahead log and snapshots
     in_memory: bool = False            # no data directory: nothing survives a restart

@@ -21,6 +21,52 @@ def event(name: str, level: int = logging.INFO, **fields) -> None:
         log.log(level, name, extra={"event": name, "fields": fields})
 
 
+class Limited:
+    """One event name logged at most `limit` times per key in each `every_s` seconds of `clock`
+    (limit 0: every time). Beyond the limit an event is counted, not logged; the key's first event
+    after its window logs `<name>_suppressed` with the key's fields, the count and the seconds it
+    covers, then opens a new window. A client retrying a refused call every few milliseconds would
+    otherwise write a line per retry: on the event loop, into a pipe or a journal that may not keep
+    up. The keys come from closed sets (a method and a status code), so the table is bounded; every
+    refused call is still counted in the metrics."""
+
+    def __init__(self, name: str, key_fields: tuple[str, ...], limit: int, every_s: float = 10.0,
+                 clock=time.monotonic):
+        if limit < 0 or every_s <= 0:
+            raise ValueError(f"a log limit needs limit >= 0 and every_s > 0, got {limit} and {every_s}")
+        self.name, self.key_fields, self.limit, self.every_s, self.clock = name, key_fields, limit, every_s, clock
+        self._windows: dict[tuple, list] = {}  # key -> [window start, events logged, events suppressed]
+
+    def event(self, level: int = logging.INFO, **fields) -> None:
+        if not self.limit:
+            event(self.name, level, **fields)
+            return
+        key = tuple(fields[k] for k in self.key_fields)
+        now = self.clock()
+        window = self._windows.get(key)
+        if window is None or now - window[0] >= self.every_s:
+            if window is not None and window[2]:
+                event(f"{self.name}_suppressed", level, **dict(zip(self.key_fields, key)), suppressed=window[2],
+                      seconds=round(now - window[0], 1))
+            window = self._windows[key] = [now, 0, 0]
+        if window[1] < self.limit:
+            window[1] += 1
+            event(self.name, level, **fields)
+        else:
+            window[2] += 1
+
+    def suppressed(self) -> int:
+        """Events counted and not logged, in the keys' current windows."""
+        return sum(w[2] for w in self._windows.values())
+
+    def _check(self) -> None:
+        for key, (start, logged, suppressed) in self._windows.items():
+            assert len(key) == len(self.key_fields), key
+            assert 0 < logged <= self.limit and suppressed >= 0, (key, logged, suppressed)
+            assert suppressed == 0 or logged == self.limit, (key, logged, suppressed)
+            assert start <= self.clock(), (key, start)
+
+
 class TextFormatter(logging.Formatter):
     """`2026-11-27T16:40:01.123Z INFO stream_created stream=packets clock=processing`; other loggers'
     records as `... LEVEL logger: message`."""

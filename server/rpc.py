@@ -151,8 +151,9 @@ def _encode(msg) -> bytes:
 class _Call:
     """Per method: authentication, status mapping and metrics around the handler."""
 
-    def __init__(self, name: str, policy: AccessPolicy | None, metrics, streaming: bool):
-        self.name, self.policy, self.metrics = name, policy, metrics
+    def __init__(self, name: str, policy: AccessPolicy | None, metrics, streaming: bool,
+                 client_errors: oplog.Limited):
+        self.name, self.policy, self.metrics, self.client_errors = name, policy, metrics, client_errors
         self.kind = "server_stream" if streaming else "unary"
         # the method's series, looked up once (a labels() lookup cost more than the count itself):
         # its handling time, and its count by status code as codes occur
@@ -172,8 +173,8 @@ class _Call:
         if code == grpc.StatusCode.INTERNAL:
             log.error("%s failed", self.name, exc_info=e)
         else:
-            oplog.event("client_error", method=self.name, code=code.name, message=message(e, 300), client=principal(),
-                        peer=context.peer())
+            self.client_errors.event(method=self.name, code=code.name, message=message(e, 300), client=principal(),
+                                     peer=context.peer())
         leader = getattr(e, "leader", "")  # a replica's refusal naming the leader (replication/manager.NotLeader)
         await context.abort(code, message(e), ((LEADER_METADATA, leader),) if isinstance(leader, str) and leader else ())
 
@@ -230,15 +231,18 @@ def _streaming(call: _Call, handler):
     return behavior
 
 
-def handlers(service, policy: AccessPolicy | None, metrics=None) -> grpc.GenericRpcHandler:
-    """The service's methods as one generic handler for a grpc.aio server."""
+def handlers(service, policy: AccessPolicy | None, metrics=None, client_error_log_limit: int = 0) -> grpc.GenericRpcHandler:
+    """The service's methods as one generic handler for a grpc.aio server. A refused call is logged
+    as `client_error`, at most `client_error_log_limit` times per method and status code in 10 s
+    (0: every one; oplog.Limited)."""
+    client_errors = oplog.Limited("client_error", ("method", "code"), client_error_log_limit)
     table = {}
     for method in SERVICE.methods:
         request_cls = getattr(pb, method.input_type.name)
         decoder = _decoder(request_cls, _FAST.get(method.name))
         if method.name in _RECEIVED:
             decoder = functools.partial(Received, decode=decoder)
-        call = _Call(method.name, policy, metrics, method.server_streaming)
+        call = _Call(method.name, policy, metrics, method.server_streaming, client_errors)
         handler = getattr(service, method.name)
         if method.server_streaming:
             table[method.name] = grpc.unary_stream_rpc_method_handler(

@@ -19,7 +19,8 @@ REFUSALS = 1500
 
 def test_a_server_logging_more_than_a_pipe_holds_keeps_answering():
     table = pa.table({"ts": pa.array([1], pa.int64()), "v": pa.array([1.0])})
-    with ServerProcess() as srv, Client(srv.target, timeout=30.0, retries=0) as c:
+    # every refusal logged (the default logs 10 per method and code in 10 s: too few to fill a pipe)
+    with ServerProcess("--client-error-log-limit", "0") as srv, Client(srv.target, timeout=30.0, retries=0) as c:
         for _ in range(REFUSALS):
             with pytest.raises(NotFound):
                 c.append("no_such_stream", table)  # each one logged by the server (client_error)

@@ -483,13 +483,13 @@ def transport_under_ingest(appends_per_s: float, samples: int, busy_s: float) ->
     from .server_bench import _bare_latency, _BareServer
 
     with _BareServer() as bare:
-        idle = _ms([ms / 1e3 for ms in _bare_latency(bare.target, samples)])
+        idle = _ms(np.array(_bare_latency(bare.target, samples)) / 1e3)  # (ms there, seconds here)
         ctx = mp.get_context("spawn")
         out, stop = ctx.Queue(), ctx.Event()
         proc = ctx.Process(target=_bare_feeder, args=(bare.target, WINDOW_S + 1, appends_per_s, stop, out))
         proc.start()
         assert _got(out, 120) == "ready"
-        busy = _ms([ms / 1e3 for ms in _bare_latency(bare.target, 1 << 30, time.monotonic() + busy_s / 3)])
+        busy = _ms(np.array(_bare_latency(bare.target, 1 << 30, time.monotonic() + busy_s / 3)) / 1e3)
         stop.set()
         sent, wall = _got(out, 120)
         proc.join()

@@ -157,8 +157,11 @@ def test_calls_and_answers_are_counted_in_their_own_series():
     from windowstore.server import rpc
     from windowstore.server.metrics import Metrics
 
+    from windowstore.server.oplog import Limited
+
     m = Metrics()
-    query, append = rpc._Call("Query", None, m, False), rpc._Call("Append", None, m, False)
+    refused = Limited("client_error", ("method", "code"), 0)
+    query, append = rpc._Call("Query", None, m, False, refused), rpc._Call("Append", None, m, False, refused)
     for call, code in ((query, grpc.StatusCode.OK), (query, grpc.StatusCode.INVALID_ARGUMENT),
                        (query, grpc.StatusCode.OK), (append, grpc.StatusCode.OK)):
         call.end(time.perf_counter(), code)

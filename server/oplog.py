@@ -3,7 +3,7 @@ dropped, a periodic query registered, unregistered or stopped, a client error, a
 recovery step, a stream stopped), as text or as one JSON object per line (`serve --log-format`).
 
 It owns the `windowstore.ops` logger and its formatters; callers pass an event name and fields, and
-never format the line themselves. It reads no state."""
+never format the line themselves. It reads no other module's state (Limited keeps its own counts)."""
 from __future__ import annotations
 
 import json
@@ -38,10 +38,15 @@ class Limited:
         self._windows: dict[tuple, list] = {}  # key -> [window start, events logged, events suppressed]
 
     def event(self, level: int = logging.INFO, **fields) -> None:
-        if not self.limit:
+        if self.allows(*(fields[k] for k in self.key_fields), level=level):
             event(self.name, level, **fields)
-            return
-        key = tuple(fields[k] for k in self.key_fields)
+
+    def allows(self, *key, level: int = logging.INFO) -> bool:
+        """Whether the next event of `key` (its key fields' values, in order) is to be logged; an
+        event over the limit is counted instead. A caller whose fields cost something to build asks
+        this first and builds them only when it is."""
+        if not self.limit:
+            return True
         now = self.clock()
         window = self._windows.get(key)
         if window is None or now - window[0] >= self.every_s:
@@ -51,9 +56,9 @@ class Limited:
             window = self._windows[key] = [now, 0, 0]
         if window[1] < self.limit:
             window[1] += 1
-            event(self.name, level, **fields)
-        else:
-            window[2] += 1
+            return True
+        window[2] += 1
+        return False
 
     def suppressed(self) -> int:
         """Events counted and not logged, in the keys' current windows."""

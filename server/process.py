@@ -17,8 +17,8 @@ KEEP_BYTES = 8 << 20
 class PipeTail:
     """A child's output pipe read to its end on a thread of its own, the last `keep_bytes` of it
     kept. A pipe nobody reads fills (64 KiB on Linux) and the child blocks in its next write: for a
-    server, in its logging, and with it its event loop (every refused call is logged, so a writer
-    backing off a full stream froze the server once a few hundred refusals had filled the pipe)."""
+    server, in its logging, and with it its event loop (with `--client-error-log-limit 0` every
+    refused call is a line: a writer backing off a full stream fills a pipe in a few hundred)."""
 
     def __init__(self, pipe, name: str, keep_bytes: int = KEEP_BYTES):
         self.lines = 0  # lines read so far
@@ -102,9 +102,15 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        return self.proc.returncode, *self.output()
+
+    def output(self, timeout: float = 10.0) -> tuple[str, str]:
+        """What the server wrote to stdout and stderr (the banner line excepted; the last KEEP_BYTES
+        of each), once each pipe's end of file came (after `timeout` s each: what was read so far,
+        as when a child of the server still holds the pipe open)."""
         for pipe in (self.stdout, self.stderr):
-            pipe.join(10.0)  # (a child of the server holding the pipe open: its text so far)
-        return self.proc.returncode, self.stdout.text(), self.stderr.text()
+            pipe.join(timeout)
+        return self.stdout.text(), self.stderr.text()
 
     def cpu_seconds(self) -> float:
         """The server's CPU time so far (user + system, all its threads), seconds."""

@@ -173,8 +173,9 @@ class _Call:
         if code == grpc.StatusCode.INTERNAL:
             log.error("%s failed", self.name, exc_info=e)
         else:
-            self.client_errors.event(method=self.name, code=code.name, message=message(e, 300), client=principal(),
-                                     peer=context.peer())
+            if self.client_errors.allows(self.name, code.name):  # (the line's fields built only when it is written)
+                oplog.event("client_error", method=self.name, code=code.name, message=message(e, 300),
+                            client=principal(), peer=context.peer())
         leader = getattr(e, "leader", "")  # a replica's refusal naming the leader (replication/manager.NotLeader)
         await context.abort(code, message(e), ((LEADER_METADATA, leader),) if isinstance(leader, str) and leader else ())
 

@@ -200,10 +200,7 @@ class ServerOutput:
         self.srv, self.log_path, self.header = srv, log_path, header
 
     def finish(self) -> str:
-        pipes = (self.srv.stdout, self.srv.stderr)
-        for pipe in pipes:
-            pipe.join(10)
-        text = "".join(pipe.text() for pipe in pipes)
+        text = "".join(self.srv.output())
         with open(self.log_path, "a", encoding="utf-8") as f:
             f.write(f"===== {self.header} (exit code {self.srv.proc.returncode})\n{text}")
         return text
